@@ -1,0 +1,505 @@
+package layout
+
+// This file holds CuTe's layout algebra: coalesce, filter, composition,
+// complement and the inverses. Internals report failures with fail; the
+// exported functions turn them into errors.
+
+// makeLayout concatenates layouts as modes of a new layout (CuTe's
+// make_layout(L0, L1, ...)).
+func makeLayout(ls ...Layout) Layout {
+	s := make([]IntTuple, len(ls))
+	d := make([]IntTuple, len(ls))
+	for i, l := range ls {
+		s[i], d[i] = l.shape, l.stride
+	}
+	return mk(tup(s), tup(d))
+}
+
+// MakeLayoutOf returns the layout whose modes are the given layouts (CuTe's
+// make_layout(a, b, ...)).
+func MakeLayoutOf(modes ...Layout) Layout { return makeLayout(modes...) }
+
+// flatInts returns the leaves of shape and stride.
+func (l Layout) flatInts() ([]int, []int) {
+	return l.shape.appendInts(nil), l.stride.appendInts(nil)
+}
+
+func fromFlat(s, d []int) Layout {
+	if len(s) == 1 {
+		return mk(Int(s[0]), Int(d[0]))
+	}
+	ss := make([]IntTuple, len(s))
+	dd := make([]IntTuple, len(s))
+	for i := range s {
+		ss[i], dd[i] = Int(s[i]), Int(d[i])
+	}
+	return mk(tup(ss), tup(dd))
+}
+
+// bwCoalesce is CuTe's detail::bw_coalesce: walk the flat modes os/od from
+// index i down to 0 onto the front of the result, which starts as the
+// integral mode ns:nd.
+func bwCoalesce(os, od []int, i int, ns, nd int) Layout {
+	// rs/rd hold the result modes back to front: the front is the last entry.
+	var bufS, bufD [8]int
+	rs, rd := append(bufS[:0], ns), append(bufD[:0], nd)
+	isTuple := false
+	for ; i >= 0; i-- {
+		s, d := os[i], od[i]
+		if s == 1 {
+			continue
+		}
+		if !isTuple && rs[0] == 1 {
+			rs[0], rd[0] = s, d
+			continue
+		}
+		f := len(rs) - 1
+		if mul(s, d) == rd[f] {
+			rs[f], rd[f] = mul(s, rs[f]), d
+			continue
+		}
+		rs, rd = append(rs, s), append(rd, d)
+		isTuple = true
+	}
+	if !isTuple {
+		if rs[0] == 1 {
+			return mk(Int(1), Int(0))
+		}
+		return mk(Int(rs[0]), Int(rd[0]))
+	}
+	n := len(rs)
+	ss := make([]IntTuple, n)
+	dd := make([]IntTuple, n)
+	for k := 0; k < n; k++ {
+		ss[k], dd[k] = Int(rs[n-1-k]), Int(rd[n-1-k])
+	}
+	return mk(tup(ss), tup(dd))
+}
+
+func coalesce(l Layout) Layout {
+	s, d := l.flatInts()
+	n := len(s)
+	if n == 0 {
+		return mk(Int(1), Int(0))
+	}
+	return bwCoalesce(s, d, n-2, s[n-1], d[n-1])
+}
+
+// coalesceX is CuTe's detail::coalesce_x: like coalesce but it preserves the
+// function outside the domain too.
+func coalesceX(l Layout) Layout {
+	s, d := l.flatInts()
+	n := len(s)
+	if n == 0 {
+		fail(ErrInvalid, "empty layout %v", l)
+	}
+	if s[n-1] == 1 {
+		return bwCoalesce(s, d, n-2, 2, d[n-1])
+	}
+	return bwCoalesce(s, d, n-2, s[n-1], d[n-1])
+}
+
+// byProfile applies f to the first len(profile) modes of l (with the
+// matching profile element) and keeps the remaining modes (CuTe's
+// transform_layout over a tuple profile).
+func byProfile(l Layout, profile IntTuple, f func(Layout, IntTuple) Layout) Layout {
+	n := len(profile.elems)
+	if n > l.Rank() {
+		fail(ErrRank, "profile %v has more modes than %v", profile, l)
+	}
+	r := l.Rank()
+	modes := make([]Layout, r)
+	for i := 0; i < r; i++ {
+		if i < n {
+			modes[i] = f(l.mode(i), profile.elems[i])
+		} else {
+			modes[i] = l.mode(i)
+		}
+	}
+	return makeLayout(modes...)
+}
+
+func coalesceProfile(l Layout, profile IntTuple) Layout {
+	if profile.kind == kindTuple {
+		return byProfile(l, profile, coalesceProfile)
+	}
+	return coalesce(l)
+}
+
+// Coalesce simplifies l by flattening it and merging modes that can be
+// merged, keeping the function on the domain and the size. The result has
+// depth <= 1; 1:0 when everything has extent 1.
+func Coalesce(l Layout) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = coalesce(l) })
+	return r, err
+}
+
+// CoalesceProfile coalesces l by mode: a tuple profile applies to the first
+// modes of l (recursively), the remaining modes are kept; an integer
+// profile coalesces the whole layout.
+func CoalesceProfile(l Layout, profile IntTuple) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = coalesceProfile(l, profile) })
+	return r, err
+}
+
+func filterZeros(l Layout) Layout {
+	var f func(s, d IntTuple) IntTuple
+	f = func(s, d IntTuple) IntTuple {
+		if s.kind != kindTuple {
+			if d.val == 0 {
+				return Int(1)
+			}
+			return s
+		}
+		out := make([]IntTuple, len(s.elems))
+		for i := range s.elems {
+			out[i] = f(s.elems[i], d.elems[i])
+		}
+		return tup(out)
+	}
+	return mk(f(l.shape, l.stride), l.stride)
+}
+
+func filter(l Layout) Layout { return coalesce(filterZeros(l)) }
+
+func filterProfile(l Layout, profile IntTuple) Layout {
+	if profile.kind == kindTuple {
+		return byProfile(l, profile, filterProfile)
+	}
+	return filter(l)
+}
+
+// Filter removes the stride-0 and extent-1 modes of l and coalesces it.
+func Filter(l Layout) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = filter(l) })
+	return r, err
+}
+
+// FilterProfile filters l by mode, like CoalesceProfile.
+func FilterProfile(l Layout, profile IntTuple) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = filterProfile(l, profile) })
+	return r, err
+}
+
+// compositionImpl is CuTe's detail::composition_impl. lhs is coalesced
+// (integral or flat).
+func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
+	if rs.kind == kindTuple {
+		if rd.kind != kindTuple || len(rd.elems) != len(rs.elems) {
+			fail(ErrRank, "composition: shape %v and stride %v are not congruent", rs, rd)
+		}
+		n := len(rs.elems)
+		ss := make([]IntTuple, n)
+		dd := make([]IntTuple, n)
+		for i := 0; i < n; i++ {
+			m := compositionImpl(lhs, rs.elems[i], rd.elems[i])
+			ss[i], dd[i] = m.shape, m.stride
+		}
+		return mk(tup(ss), tup(dd))
+	}
+	if rd.val == 0 {
+		return mk(rs, rd)
+	}
+	if lhs.shape.kind != kindTuple {
+		return mk(rs, Int(mul(rd.val, lhs.stride.val)))
+	}
+	ls, ld := lhs.shape.elems, lhs.stride.elems
+	R := len(ls)
+	restShape, restStride := rs.val, rd.val
+	var bufS, bufD [8]IntTuple
+	resS, resD := bufS[:0], bufD[:0]
+	for i := 0; i < R-1; i++ {
+		cs, cd := ls[i].val, ld[i].val
+		if !(restStride%cs == 0 || restStride < cs) {
+			fail(ErrDivisibility, "composition: stride %d is not divisible by extent %d (stride divisibility condition)", restStride, cs)
+		}
+		nextShape := ceilDivInt(cs, abs(restStride))
+		nextStride := ceilDivInt(abs(restStride), cs) * signum(restStride)
+		if nextShape == 1 || restShape == 1 {
+			restStride = nextStride
+			continue
+		}
+		newShape := min(nextShape, restShape)
+		if restShape%newShape != 0 {
+			fail(ErrDivisibility, "composition: extent %d is not divisible by %d (shape divisibility condition)", restShape, newShape)
+		}
+		resS = append(resS, Int(newShape))
+		resD = append(resD, Int(mul(restStride, cd)))
+		restShape /= newShape
+		restStride = nextStride
+	}
+	last := ld[R-1].val
+	if len(resS) == 0 {
+		return mk(Int(restShape), Int(mul(restStride, last)))
+	}
+	if restShape == 1 {
+		if len(resS) == 1 {
+			return mk(resS[0], resD[0])
+		}
+		return mk(tup(append([]IntTuple(nil), resS...)), tup(append([]IntTuple(nil), resD...)))
+	}
+	ss := make([]IntTuple, len(resS)+1)
+	dd := make([]IntTuple, len(resS)+1)
+	copy(ss, resS)
+	copy(dd, resD)
+	ss[len(resS)], dd[len(resS)] = Int(restShape), Int(mul(restStride, last))
+	return mk(tup(ss), tup(dd))
+}
+
+// Tiler is the second argument of Composition and of the divides and
+// products. It is one of:
+//   - a Layout;
+//   - Tile(n), meaning the layout n:1;
+//   - nil (CuTe's "_"): leave this mode alone;
+//   - Modes{...}: one tiler per mode of the first argument.
+type Tiler interface{ isTiler() }
+
+// Tile(n) is the tiler n:1.
+type Tile int
+
+// Modes is a by-mode tiler: element i applies to mode i. A nil element
+// leaves its mode alone.
+type Modes []Tiler
+
+func (Layout) isTiler() {}
+func (Tile) isTiler()   {}
+func (Modes) isTiler()  {}
+
+// TilerOf converts an IntTuple to a tiler: an integer n is Tile(n), a tuple
+// is Modes of its elements, a hole is nil.
+func TilerOf(t IntTuple) Tiler {
+	switch t.kind {
+	case kindInt:
+		return Tile(t.val)
+	case kindHole:
+		return nil
+	}
+	m := make(Modes, len(t.elems))
+	for i, e := range t.elems {
+		m[i] = TilerOf(e)
+	}
+	return m
+}
+
+func tileLayout(n Tile) Layout {
+	if n < 1 {
+		fail(ErrInvalid, "tile size %d must be >= 1", int(n))
+	}
+	if n == 1 {
+		return mk(Int(1), Int(0))
+	}
+	return mk(Int(int(n)), Int(1))
+}
+
+func composition(a Layout, t Tiler) Layout {
+	switch t := t.(type) {
+	case nil:
+		return a
+	case Modes:
+		if len(t) > a.Rank() {
+			fail(ErrRank, "composition: tiler has %d modes, layout %v has %d", len(t), a, a.Rank())
+		}
+		modes := make([]Layout, len(t))
+		for i := range t {
+			modes[i] = composition(a.mode(i), t[i])
+		}
+		return makeLayout(modes...)
+	case Tile:
+		if t < 1 {
+			fail(ErrInvalid, "tile size %d must be >= 1", int(t))
+		}
+		return compositionImpl(coalesceX(a), Int(int(t)), Int(1))
+	case Layout:
+		return compositionImpl(coalesceX(a), t.shape, t.stride)
+	}
+	fail(ErrInvalid, "unknown tiler %T", t)
+	return Layout{}
+}
+
+// Composition returns a ∘ t (CuTe's composition): for a Layout t,
+// R(c) = a(t(c)) for every coordinate c of t, and R has t's shape profile.
+// A by-mode tiler composes mode i of a with t[i] and drops the modes of a it
+// does not cover (as C++ CuTe does).
+func Composition(a Layout, t Tiler) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = composition(a, t) })
+	return r, err
+}
+
+// complementImpl is CuTe's detail::complement on a filtered layout.
+func complementImpl(fl Layout, cotarget IntTuple) Layout {
+	if fl.stride.kind == kindInt && fl.stride.val == 0 {
+		p := product(cotarget)
+		if p == 1 {
+			return mk(Int(1), Int(0))
+		}
+		return mk(Int(p), Int(1))
+	}
+	shape, stride := fl.flatInts()
+	R := len(shape)
+	resS := make([]int, 0, R+1)
+	resD := make([]int, 1, R+1)
+	resD[0] = 1
+	for i := 0; i < R-1; i++ {
+		mi := 0
+		for k := 1; k < len(stride); k++ {
+			if stride[k] < stride[mi] {
+				mi = k
+			}
+		}
+		minStride := stride[mi]
+		newShape := minStride / resD[i]
+		newStride := mul(minStride, shape[mi])
+		if newShape <= 0 {
+			fail(ErrNotInjective, "complement: layout %v is not injective", fl)
+		}
+		shape = append(shape[:mi], shape[mi+1:]...)
+		stride = append(stride[:mi], stride[mi+1:]...)
+		resS = append(resS, newShape)
+		resD = append(resD, newStride)
+	}
+	newShape := stride[0] / resD[R-1]
+	if newShape <= 0 {
+		fail(ErrNotInjective, "complement: layout %v is not injective", fl)
+	}
+	resS = append(resS, newShape)
+	newStride := mul(stride[0], shape[0])
+	restShape := product(ceilDiv(cotarget, Int(newStride)))
+	restStride := newStride
+	if restShape == 1 {
+		restStride = 0
+	}
+	resS = append(resS, restShape)
+	resD = append(resD, restStride)
+	return coalesce(fromFlat(resS, resD))
+}
+
+// Complement returns the complement of l with respect to its cosize: the
+// ordered layout of the indices "between" the images of l, so that
+// (l, Complement(l)) is a bijection onto a range (CuTe's complement).
+func Complement(l Layout) (Layout, error) {
+	var r Layout
+	err := catch(func() {
+		fl := filter(l)
+		r = complementImpl(fl, Int(fl.cosize()))
+	})
+	return r, err
+}
+
+// ComplementTo returns the complement of l with respect to the cotarget
+// (an integer, or a shape whose extents are covered in order).
+func ComplementTo(l Layout, cotarget IntTuple) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = complementTo(l, cotarget) })
+	return r, err
+}
+
+func complementTo(l Layout, cotarget IntTuple) Layout {
+	if cotarget.hasHole() {
+		fail(ErrInvalid, "complement: cotarget %v", cotarget)
+	}
+	return complementImpl(filter(l), cotarget)
+}
+
+// sortByStride returns the mode indices ordered by stride the way C++ CuTe
+// does (an exchange sort on the stride keys).
+func sortByStride(stride []int) []int {
+	n := len(stride)
+	keys := append([]int(nil), stride...)
+	vals := make([]int, n)
+	for i := range vals {
+		vals[i] = i
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			if keys[j] < keys[i] {
+				keys[i], keys[j] = keys[j], keys[i]
+				vals[i], vals[j] = vals[j], vals[i]
+			}
+		}
+	}
+	return vals
+}
+
+func prefixProducts(shape []int) []int {
+	p := make([]int, len(shape)+1)
+	p[0] = 1
+	for i, s := range shape {
+		p[i+1] = mul(p[i], s)
+	}
+	return p
+}
+
+func rightInverse(l Layout) Layout {
+	shape, stride := coalesce(l).flatInts()
+	pre := prefixProducts(shape)
+	resS := []int{1}
+	resD := []int{0}
+	curr := 1
+	for _, i := range sortByStride(stride) {
+		if stride[i] == curr {
+			resS = append(resS, shape[i])
+			resD = append(resD, pre[i])
+			curr = mul(shape[i], stride[i])
+		}
+	}
+	return coalesce(fromFlat(resS, resD))
+}
+
+// RightInverse returns R such that l(R(i)) == i for all i < size(R), with R
+// as large as possible (CuTe's right_inverse).
+func RightInverse(l Layout) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = rightInverse(l) })
+	return r, err
+}
+
+func leftInverse(l Layout) Layout {
+	shape, stride := coalesce(l).flatInts()
+	pre := prefixProducts(shape)
+	order := sortByStride(stride)
+	resS := []int{}
+	resD := []int{0}
+	size := 1
+	for _, i := range order {
+		if stride[i] == 0 {
+			continue
+		}
+		if stride[i]%size != 0 {
+			fail(ErrNotInjective, "left_inverse: %v is not injective (left inverse divisibility condition)", l)
+		}
+		resS = append(resS, stride[i]/size)
+		size = mul(size, stride[i]/size)
+		resD = append(resD, pre[i])
+	}
+	resS = append(resS, shape[order[len(order)-1]])
+	return coalesce(fromFlat(resS, resD))
+}
+
+// LeftInverse returns R such that R(l(i)) == i for all i < size(l) when l
+// is injective (CuTe's left_inverse, a quasi-inverse otherwise: modes that
+// l never reaches map to 0).
+func LeftInverse(l Layout) (Layout, error) {
+	var r Layout
+	err := catch(func() { r = leftInverse(l) })
+	return r, err
+}
+
+// MaxCommonVector returns the largest N such that a and b map the first N
+// indices of b's inverse to the same contiguous elements (CuTe's
+// max_common_vector); it is at least 1.
+func MaxCommonVector(a, b Layout) (int, error) {
+	var r int
+	err := catch(func() {
+		c := coalesce(composition(a, rightInverse(b)))
+		r = 1
+		if c.stride.At(0).kind == kindInt && c.stride.At(0).val == 1 {
+			r = c.shape.At(0).val
+		}
+	})
+	return r, err
+}

@@ -1,0 +1,89 @@
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+)
+
+// Errors returned by this package wrap one of these sentinels; test with
+// errors.Is.
+var (
+	// ErrInvalid: malformed input (bad syntax, a hole where a number is needed,
+	// negative or zero extents, division by zero).
+	ErrInvalid = errors.New("invalid input")
+	// ErrRank: tuples that must be congruent (or of matching rank) are not.
+	ErrRank = errors.New("mismatched ranks")
+	// ErrDivisibility: CuTe's divisibility condition does not hold.
+	ErrDivisibility = errors.New("divisibility condition violated")
+	// ErrNotInjective: the layout is not injective where an injective one is
+	// required (complement, left inverse).
+	ErrNotInjective = errors.New("layout is not injective")
+	// ErrOverflow: a result does not fit in an int.
+	ErrOverflow = errors.New("integer overflow")
+)
+
+// Error is the error type of this package.
+type Error struct {
+	Kind error  // one of the sentinels above
+	Msg  string // what happened
+}
+
+func (e *Error) Error() string { return "layout: " + e.Msg }
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// fail aborts the current operation; the public entry point recovers it and
+// returns it as an error (see catch). No panic ever leaves the package.
+func fail(kind error, format string, args ...any) {
+	panic(&Error{Kind: kind, Msg: fmt.Sprintf(format, args...)})
+}
+
+// catch runs f and converts a failure raised by fail into an error.
+func catch(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(*Error); ok {
+				err = e
+				return
+			}
+			panic(r)
+		}
+	}()
+	f()
+	return nil
+}
+
+func mul(a, b int) int {
+	hi, lo := bits.Mul64(uint64(abs(a)), uint64(abs(b)))
+	if hi != 0 || lo > 1<<62 {
+		fail(ErrOverflow, "%d * %d overflows", a, b)
+	}
+	return a * b
+}
+
+func add(a, b int) int {
+	s := a + b
+	if (s > a) != (b > 0) || s > 1<<62 || s < -(1<<62) {
+		fail(ErrOverflow, "%d + %d overflows", a, b)
+	}
+	return s
+}
+
+func abs(a int) int {
+	if a < 0 {
+		return -a
+	}
+	return a
+}
+
+func signum(a int) int {
+	switch {
+	case a > 0:
+		return 1
+	case a < 0:
+		return -1
+	}
+	return 0
+}

@@ -1,0 +1,94 @@
+package layout
+
+import "fmt"
+
+// Swizzle is CuTe's Swizzle<B,M,S>: it XORs the B bits at position M+max(0,S)
+// of an offset into the B bits at position M-min(0,S):
+//
+//	offset ^ shiftr(offset & yyy_mask, S)
+type Swizzle struct {
+	B, M, S int
+}
+
+// NewSwizzle returns Swizzle<b,m,s>; it requires b >= 0, m >= 0 and
+// |s| >= b, as CuTe does.
+func NewSwizzle(b, m, s int) (Swizzle, error) {
+	sw := Swizzle{b, m, s}
+	return sw, sw.check()
+}
+
+func (sw Swizzle) check() error {
+	if sw.B < 0 || sw.M < 0 || abs(sw.S) < sw.B || sw.B > 30 || sw.M+abs(sw.S)+sw.B > 62 {
+		return &Error{ErrInvalid, fmt.Sprintf("invalid swizzle %v (need B >= 0, M >= 0, |S| >= B)", sw)}
+	}
+	return nil
+}
+
+// Apply returns the swizzled offset. The swizzle must be valid (see
+// NewSwizzle); an invalid one returns offset unchanged.
+func (sw Swizzle) Apply(offset int) int {
+	if sw.check() != nil {
+		return offset
+	}
+	bitMask := 1<<sw.B - 1
+	yyy := bitMask << (sw.M + max(0, sw.S))
+	y := offset & yyy
+	if sw.S >= 0 {
+		y >>= sw.S
+	} else {
+		y <<= -sw.S
+	}
+	return offset ^ y
+}
+
+// String formats the swizzle as CuTe does: Sw<B,M,S>.
+func (sw Swizzle) String() string { return fmt.Sprintf("Sw<%d,%d,%d>", sw.B, sw.M, sw.S) }
+
+// IndexFunc is the outer function of a ComposedLayout: a Swizzle or a
+// Layout (evaluated at an integer).
+type IndexFunc interface {
+	Apply(int) int
+	String() string
+}
+
+// Apply evaluates l at the integer index i (the same as Value), so a Layout
+// can be the outer function of a ComposedLayout.
+func (l Layout) Apply(i int) int { return l.Value(i) }
+
+// ComposedLayout is CuTe's ComposedLayout, typically a swizzled layout: its
+// value at a coordinate c is Outer(Offset + Inner(c)).
+type ComposedLayout struct {
+	Outer  IndexFunc
+	Offset int
+	Inner  Layout
+}
+
+// Eval returns Outer(Offset + Inner(coord)).
+func (c ComposedLayout) Eval(coord IntTuple) (int, error) {
+	if sw, ok := c.Outer.(Swizzle); ok {
+		if err := sw.check(); err != nil {
+			return 0, err
+		}
+	}
+	if c.Outer == nil {
+		return 0, &Error{ErrInvalid, "composed layout without outer function"}
+	}
+	v, err := c.Inner.Eval(coord)
+	if err != nil {
+		return 0, err
+	}
+	var r int
+	err = catch(func() { r = c.Outer.Apply(add(c.Offset, v)) })
+	return r, err
+}
+
+// Value returns Outer(Offset + Inner.Value(i)) for an integer coordinate.
+func (c ComposedLayout) Value(i int) int { return c.Outer.Apply(c.Offset + c.Inner.Value(i)) }
+
+// Size returns the size of the inner layout.
+func (c ComposedLayout) Size() int { return c.Inner.Size() }
+
+// String formats the composed layout as CuTe does: "Sw<3,4,3> o 0 o (8,8):(8,1)".
+func (c ComposedLayout) String() string {
+	return fmt.Sprintf("%v o %d o %v", c.Outer, c.Offset, c.Inner)
+}
