@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+func init() {
+	register(&command{
+		name:    "list",
+		summary: "list the library's kernels",
+		usage:   "",
+		run:     runList,
+	})
+	register(&command{
+		name:    "ptx",
+		summary: "print a library kernel's PTX",
+		usage:   "KERNEL [--target sm_90] [--dtype f32] [-o FILE] [--no-loc]",
+		run:     runPTX,
+	})
+}
+
+func runList(e *env, args []string) error {
+	c := commands["list"]
+	fs := flags(e, c)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("list takes no arguments, got %q", strings.Join(pos, " "))
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KERNEL\tDTYPES\tDESCRIPTION")
+	for _, s := range kernels.All() {
+		var dts []string
+		for _, t := range s.DTypes {
+			dts = append(dts, t.String())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, strings.Join(dts, ","), s.Doc)
+	}
+	return tw.Flush()
+}
+
+func runPTX(e *env, args []string) error {
+	c := commands["ptx"]
+	fs := flags(e, c)
+	target := fs.String("target", "sm_90", "GPU target ("+targetNames()+")")
+	dtype := fs.String("dtype", "", "element type (default: the kernel's first)")
+	out := fs.String("o", "", "write to FILE instead of standard output")
+	noLoc := fs.Bool("no-loc", false, "omit .file/.loc source lines")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
+	}
+	spec, err := kernels.Lookup(pos[0])
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	t, err := ptx.ParseTarget(*target)
+	if err != nil {
+		return &usageError{"--target: " + err.Error()}
+	}
+	dt := spec.DTypes[0]
+	if *dtype != "" {
+		if dt, err = spec.ParseDType(*dtype); err != nil {
+			return &usageError{"--dtype: " + err.Error()}
+		}
+	}
+	m, err := spec.Build(kernels.Config{Target: t, DType: dt})
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	if err := ptx.PrintWith(&b, m, ptx.PrintOptions{NoLoc: *noLoc}); err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err = fmt.Fprint(e.stdout, b.String())
+		return err
+	}
+	return os.WriteFile(*out, []byte(b.String()), 0o644)
+}
+
+func targetNames() string {
+	var n []string
+	for _, t := range ptx.Targets() {
+		n = append(n, string(t))
+	}
+	return strings.Join(n, ", ")
+}

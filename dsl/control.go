@@ -1,0 +1,169 @@
+package dsl
+
+import "github.com/kgen-dev/kgen/ptx"
+
+// IfStmt is a runtime if; Else adds the other branch.
+type IfStmt struct {
+	k     *Kernel
+	end   string // the label closing the then-branch
+	index int    // the position of that label in the body
+	done  bool
+}
+
+func (k *Kernel) branchUnless(cond Value, target string) bool {
+	if !k.own(cond, "If") {
+		return false
+	}
+	if cond.t != Bool {
+		k.errorf("condition is %s, not Bool (compare with Lt, Eq, ...)", cond.t)
+		return false
+	}
+	if cond.IsConst() {
+		if cond.op.(ptx.Imm).Bits&1 == 0 {
+			k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(target)}})
+		}
+		return true
+	}
+	g := cond.op.(ptx.Reg)
+	k.emit(&ptx.Instr{Guard: &g, GuardNeg: true, Op: "bra", Args: []ptx.Operand{ptx.Sym(target)}})
+	return true
+}
+
+func (k *Kernel) place(label string) {
+	k.fn.Body = append(k.fn.Body, &ptx.Instr{Label: label})
+}
+
+// If runs then at run time when cond (a Bool) is true.
+func (k *Kernel) If(cond Value, then func()) *IfStmt {
+	end := k.label()
+	if !k.branchUnless(cond, end) {
+		return &IfStmt{k: k, done: true}
+	}
+	then()
+	k.place(end)
+	return &IfStmt{k: k, end: end, index: len(k.fn.Body) - 1}
+}
+
+// Else runs els when the If's condition was false. Call it directly on If's result.
+func (s *IfStmt) Else(els func()) {
+	k := s.k
+	if s.done {
+		return
+	}
+	s.done = true
+	if s.index != len(k.fn.Body)-1 {
+		k.errorf("Else must directly follow its If")
+		return
+	}
+	join := k.label()
+	k.fn.Body = k.fn.Body[:s.index]
+	k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(join)}})
+	k.place(s.end)
+	els()
+	k.place(join)
+}
+
+// Var returns a new mutable variable of type t holding init; change it with Set.
+func (k *Kernel) Var(t Type, init any) Value {
+	v, ok := k.val(init, t, "Var")
+	if !ok {
+		return k.poison(t)
+	}
+	d := k.reg(t)
+	k.mov(d, v)
+	return Value{k: k, t: t, op: d}
+}
+
+// Set assigns x to the variable v (made by Var, or any register value).
+func (k *Kernel) Set(v Value, x any) {
+	if !k.own(v, "Set") {
+		return
+	}
+	r, ok := v.op.(ptx.Reg)
+	if !ok {
+		k.errorf("Set: %s is a constant, not a variable (make one with Var)", v)
+		return
+	}
+	w, ok := k.val(x, v.t, "Set")
+	if !ok {
+		return
+	}
+	k.mov(r, w)
+}
+
+func (k *Kernel) mov(d ptx.Reg, v Value) {
+	t := v.t
+	if t == F16 || t == BF16 {
+		t = ptx.B16
+	}
+	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{t}, Args: []ptx.Operand{d, k.operand(v)}})
+}
+
+// For runs body(i) for i = from; i < to; i += step at run time. from, to and step are
+// integer Values or Go integers of one type (the first Value's); step must be positive.
+func (k *Kernel) For(from, to, step any, body func(i Value)) {
+	t := ptx.NoType
+	for _, x := range []any{from, to, step} {
+		if v, ok := x.(Value); ok {
+			t = v.t
+			break
+		}
+	}
+	if t == ptx.NoType {
+		t = U32
+	}
+	if !isInt(t) {
+		k.errorf("For: loop bounds are %s, not an integer type", t)
+		return
+	}
+	if s, ok := step.(Value); ok && s.IsConst() && constInt(s) <= 0 || isNonPositive(step) {
+		k.errorf("For: step must be positive")
+		return
+	}
+	hi, ok1 := k.val(to, t, "For")
+	st, ok2 := k.val(step, t, "For")
+	if !ok1 || !ok2 {
+		return
+	}
+	i := k.Var(t, from)
+	head, end := k.label(), k.label()
+	k.place(head)
+	if !k.branchUnless(i.Lt(hi), end) {
+		return
+	}
+	body(i)
+	k.Set(i, i.Add(st))
+	k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(head)}})
+	k.place(end)
+}
+
+func isNonPositive(x any) bool {
+	switch x := x.(type) {
+	case int:
+		return x <= 0
+	case int64:
+		return x <= 0
+	case int32:
+		return x <= 0
+	case uint, uint32, uint64:
+		return x == uint(0) || x == uint32(0) || x == uint64(0)
+	}
+	return false
+}
+
+// While runs body while cond() is true; cond is evaluated at run time before each iteration.
+func (k *Kernel) While(cond func() Value, body func()) {
+	head, end := k.label(), k.label()
+	k.place(head)
+	if !k.branchUnless(cond(), end) {
+		return
+	}
+	body()
+	k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(head)}})
+	k.place(end)
+}
+
+// Return ends the calling thread's execution of the kernel.
+func (k *Kernel) Return() {
+	k.emit(&ptx.Instr{Op: "ret"})
+}

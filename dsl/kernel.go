@@ -1,0 +1,188 @@
+package dsl
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Type is a value type: ptx's fundamental types, named as the DSL uses them.
+type Type = ptx.Type
+
+// The DSL's value types.
+const (
+	Bool   = ptx.Pred
+	I8     = ptx.S8
+	I16    = ptx.S16
+	I32    = ptx.S32
+	I64    = ptx.S64
+	U8     = ptx.U8
+	U16    = ptx.U16
+	U32    = ptx.U32
+	U64    = ptx.U64
+	F16    = ptx.F16
+	BF16   = ptx.BF16
+	F32    = ptx.F32
+	F64    = ptx.F64
+	F16x2  = ptx.F16x2
+	BF16x2 = ptx.BF16x2
+	E4M3   = ptx.E4M3
+	E5M2   = ptx.E5M2
+	E4M3x2 = ptx.E4M3x2
+	E5M2x2 = ptx.E5M2x2
+)
+
+// Error is one recorded misuse, with the Go source position of the call that caused it.
+type Error struct {
+	Pos ptx.Pos
+	Msg string
+}
+
+func (e *Error) Error() string {
+	if e.Pos.File == "" {
+		return "dsl: " + e.Msg
+	}
+	return fmt.Sprintf("%s:%d: %s", e.Pos.File, e.Pos.Line, e.Msg)
+}
+
+// Option configures a Kernel.
+type Option func(*Kernel)
+
+// WithTarget sets the GPU target (default sm_90).
+func WithTarget(t ptx.Target) Option { return func(k *Kernel) { k.target = t } }
+
+// WithoutLoc omits .loc source lines.
+func WithoutLoc() Option { return func(k *Kernel) { k.noLoc = true } }
+
+// Kernel builds one PTX kernel (.entry) and the module around it.
+type Kernel struct {
+	name   string
+	target ptx.Target
+	noLoc  bool
+	fn     *ptx.Func
+	mod    *ptx.Module
+	nreg   map[ptx.Type]int
+	nlabel int
+	errs   []error
+	built  bool
+	params map[string]bool
+}
+
+// New starts a kernel named name.
+func New(name string, opts ...Option) *Kernel {
+	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}}
+	for _, o := range opts {
+		o(k)
+	}
+	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true}
+	k.mod = &ptx.Module{Target: k.target, Funcs: []*ptx.Func{k.fn}}
+	if !ptx.ValidIdent(name) {
+		k.errorf("kernel name %q is not a valid PTX identifier", name)
+	}
+	if !k.target.Valid() {
+		_, err := ptx.ParseTarget(string(k.target))
+		k.errorf("%v", err)
+	}
+	return k
+}
+
+// Name returns the kernel's name.
+func (k *Kernel) Name() string { return k.name }
+
+// Target returns the kernel's GPU target.
+func (k *Kernel) Target() ptx.Target { return k.target }
+
+// Build finishes the kernel and returns its verified module, or every recorded error.
+func (k *Kernel) Build() (*ptx.Module, error) {
+	if k.built {
+		return nil, &Error{Pos: callerPos(), Msg: "Build called twice on kernel " + k.name}
+	}
+	k.built = true
+	if n := len(k.fn.Body); n == 0 || k.fn.Body[n-1].Op != "ret" {
+		k.fn.Body = append(k.fn.Body, &ptx.Instr{Op: "ret"})
+	}
+	if len(k.errs) > 0 {
+		return nil, errors.Join(k.errs...)
+	}
+	if err := ptx.Verify(k.mod); err != nil {
+		return nil, fmt.Errorf("kernel %s: %w", k.name, err)
+	}
+	return k.mod, nil
+}
+
+// errorf records a misuse at the first caller outside this package.
+func (k *Kernel) errorf(format string, a ...any) {
+	k.errs = append(k.errs, &Error{Pos: callerPos(), Msg: fmt.Sprintf(format, a...)})
+}
+
+// Err returns the errors recorded so far (nil when none).
+func (k *Kernel) Err() error { return errors.Join(k.errs...) }
+
+func (k *Kernel) pos() ptx.Pos {
+	if k.noLoc {
+		return ptx.Pos{}
+	}
+	return callerPos()
+}
+
+// emit appends an instruction built at the caller's source position.
+func (k *Kernel) emit(in *ptx.Instr) {
+	if k.built {
+		k.errorf("kernel %s: instruction %s emitted after Build", k.name, in.Op)
+		return
+	}
+	in.Pos = k.pos()
+	k.fn.Body = append(k.fn.Body, in)
+}
+
+func (k *Kernel) reg(t ptx.Type) ptx.Reg {
+	rt := t.RegType()
+	n := k.nreg[rt]
+	k.nreg[rt] = n + 1
+	return ptx.Reg{Type: rt, N: n}
+}
+
+func (k *Kernel) label() string {
+	k.nlabel++
+	return fmt.Sprintf("$L__%s_%d", k.name, k.nlabel)
+}
+
+var dslDir, moduleRoot = func() (string, string) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", ""
+	}
+	d := filepath.Dir(file)
+	return d, filepath.Dir(d)
+}()
+
+// callerPos returns the position of the first caller outside package dsl (tests of this
+// package excepted), with the path relative to the kgen module root when inside it.
+func callerPos() ptx.Pos {
+	var pcs [24]uintptr
+	n := runtime.Callers(3, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if f.File != "" && (filepath.Dir(f.File) != dslDir || strings.HasSuffix(f.File, "_test.go")) {
+			return ptx.Pos{File: relPath(f.File), Line: f.Line}
+		}
+		if !more {
+			return ptx.Pos{}
+		}
+	}
+}
+
+func relPath(file string) string {
+	if moduleRoot != "" && strings.HasPrefix(file, moduleRoot+"/") {
+		return file[len(moduleRoot)+1:]
+	}
+	if i := strings.Index(file, "/pkg/mod/"); i >= 0 {
+		return file[i+len("/pkg/mod/"):]
+	}
+	return file
+}

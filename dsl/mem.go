@@ -1,0 +1,367 @@
+package dsl
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Ptr is a typed pointer into a state space: a 64-bit address plus a constant byte offset.
+type Ptr struct {
+	k     *Kernel
+	addr  Value // U64 (a register, or a constant for absolute addresses)
+	off   int64
+	elem  Type
+	space ptx.Space
+}
+
+// Elem returns the pointee type.
+func (p Ptr) Elem() Type { return p.elem }
+
+// Space returns the state space the pointer points into.
+func (p Ptr) Space() ptx.Space { return p.space }
+
+// paramType is the .param type that carries a value of type t.
+func paramType(t Type) Type {
+	switch t {
+	case F16, BF16, E4M3, E5M2:
+		return ptx.B16
+	case F16x2, BF16x2:
+		return ptx.B32
+	}
+	return t
+}
+
+func (k *Kernel) addParam(name string, t Type) bool {
+	if !ptx.ValidIdent(name) {
+		k.errorf("parameter name %q is not a valid PTX identifier", name)
+		return false
+	}
+	if k.params[name] {
+		k.errorf("parameter %q declared twice", name)
+		return false
+	}
+	k.params[name] = true
+	k.fn.Params = append(k.fn.Params, ptx.Param{Name: name, Type: paramType(t)})
+	return true
+}
+
+// Param declares a scalar kernel parameter and returns its value.
+func (k *Kernel) Param(name string, t Type) Value {
+	if t == Bool || t == ptx.NoType || t == ptx.B128 {
+		k.errorf("parameter %q: type %s cannot be a kernel parameter (use U8 or U32 for flags)", name, t)
+		return k.poison(U32)
+	}
+	if !k.addParam(name, t) {
+		return k.poison(t)
+	}
+	d := k.reg(t)
+	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{memType(t)}, Args: []ptx.Operand{d, ptx.Addr{Base: ptx.Sym(name)}}})
+	return Value{k: k, t: t, op: d}
+}
+
+// PtrParam declares a kernel parameter that points to global memory holding elem values.
+func (k *Kernel) PtrParam(name string, elem Type) Ptr {
+	if elem == Bool || elem == ptx.NoType {
+		k.errorf("pointer parameter %q: no memory type %s", name, elem)
+		elem = U8
+	}
+	if !k.addParam(name, U64) {
+		return Ptr{k: k, addr: k.poison(U64), elem: elem, space: ptx.SpaceGlobal}
+	}
+	g, d := k.reg(U64), k.reg(U64)
+	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{g, ptx.Addr{Base: ptx.Sym(name)}}})
+	k.emit(&ptx.Instr{Op: "cvta", Q: []string{"to", "global"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, g}})
+	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: ptx.SpaceGlobal}
+}
+
+// memType is the type suffix ld/st use for values of type t (they have no half-float forms).
+func memType(t Type) Type {
+	switch t {
+	case F16, BF16, E4M3x2, E5M2x2:
+		return ptx.B16
+	case F16x2, BF16x2:
+		return ptx.B32
+	case E4M3, E5M2:
+		return ptx.B8
+	}
+	return t
+}
+
+// At returns the pointer i elements further on. i is an integer Value or a Go integer.
+func (p Ptr) At(i any) Ptr {
+	k := p.k
+	if k == nil {
+		return p
+	}
+	size := int64(p.elem.Bytes())
+	if size == 0 {
+		size = 1
+	}
+	switch x := i.(type) {
+	case Value:
+		if !k.own(x, "Ptr.At") {
+			return p
+		}
+		if !isInt(x.t) {
+			k.errorf("Ptr.At: index is %s, not an integer", x.t)
+			return p
+		}
+		if x.IsConst() {
+			p.off += constInt(x) * size
+			return p
+		}
+		var bytes ptx.Reg
+		switch x.t.Bits() {
+		case 64:
+			bytes = k.reg(U64)
+			k.op("mul", []string{"lo"}, ptx.U64, bytes, x.op, ptx.IntImm(ptx.U64, size))
+		case 32, 16:
+			wt := U64
+			src := x.t
+			if x.t.Kind() == ptx.KindSigned {
+				wt = I64
+			}
+			bytes = k.reg(wt)
+			k.op("mul", []string{"wide"}, src, bytes, x.op, ptx.IntImm(src, size))
+		default:
+			w := x.To(U32)
+			return p.At(w)
+		}
+		a := k.reg(U64)
+		k.op("add", nil, ptx.S64, a, p.addr.op, bytes)
+		p.addr = Value{k: k, t: U64, op: a}
+		return p
+	case int, int64, int32, uint32, uint64, uint:
+		n, err := constOf(k, I64, x)
+		if err != nil {
+			k.errorf("Ptr.At: %v", err)
+			return p
+		}
+		p.off += constInt(n) * size
+		return p
+	}
+	k.errorf("Ptr.At: index must be an integer Value or Go integer, got %T", i)
+	return p
+}
+
+func (p Ptr) addrOperand() ptx.Operand {
+	return ptx.Addr{Base: p.addr.op, Off: p.off}
+}
+
+func (k *Kernel) checkPtr(p Ptr, what string) bool {
+	switch {
+	case p.k == nil:
+		k.errorf("%s: invalid (zero) Ptr", what)
+		return false
+	case p.k != k:
+		k.errorf("%s: pointer belongs to kernel %s, not %s", what, p.k.name, k.name)
+		return false
+	}
+	return true
+}
+
+// Load reads the value p points to.
+func (k *Kernel) Load(p Ptr, opts ...MemOption) Value {
+	if !k.checkPtr(p, "Load") {
+		return k.poison(p.elem)
+	}
+	o, ok := k.memOptions("Load", p, opts, false)
+	if !ok {
+		return k.poison(p.elem)
+	}
+	d := k.reg(p.elem)
+	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{d, p.addrOperand()}})
+	return Value{k: k, t: p.elem, op: d}
+}
+
+// Store writes v to p. v is a Value of p's element type or a Go number.
+func (k *Kernel) Store(p Ptr, v any, opts ...MemOption) {
+	if !k.checkPtr(p, "Store") {
+		return
+	}
+	x, ok := k.val(v, p.elem, "Store")
+	if !ok {
+		return
+	}
+	o, ok := k.memOptions("Store", p, opts, true)
+	if !ok {
+		return
+	}
+	k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{p.addrOperand(), k.storeOperand(x)}})
+}
+
+// storeOperand returns x as a st source (immediates of half types are materialised).
+func (k *Kernel) storeOperand(x Value) ptx.Operand {
+	op := k.operand(x)
+	if im, ok := op.(ptx.Imm); ok {
+		im.Type = memType(x.t)
+		if x.t == F32 || x.t == F64 {
+			return op
+		}
+		return im
+	}
+	return op
+}
+
+// LoadVec reads n consecutive elements with one vector access (ld.v2/.v4). The address must
+// be aligned to n times the element size; that is the caller's promise.
+func (k *Kernel) LoadVec(p Ptr, n int, opts ...MemOption) []Value {
+	out := make([]Value, n)
+	if !k.checkPtr(p, "LoadVec") || !k.checkVec("LoadVec", p, n) {
+		for i := range out {
+			out[i] = k.poison(p.elem)
+		}
+		return out
+	}
+	o, ok := k.memOptions("LoadVec", p, opts, false)
+	if !ok {
+		for i := range out {
+			out[i] = k.poison(p.elem)
+		}
+		return out
+	}
+	vec := make(ptx.Vec, n)
+	for i := range out {
+		r := k.reg(p.elem)
+		vec[i] = r
+		out[i] = Value{k: k, t: p.elem, op: r}
+	}
+	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, n), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{vec, p.addrOperand()}})
+	return out
+}
+
+// StoreVec writes len(vals) consecutive elements with one vector access.
+func (k *Kernel) StoreVec(p Ptr, vals []Value, opts ...MemOption) {
+	if !k.checkPtr(p, "StoreVec") || !k.checkVec("StoreVec", p, len(vals)) {
+		return
+	}
+	vec := make(ptx.Vec, len(vals))
+	for i, v := range vals {
+		x, ok := k.val(v, p.elem, fmt.Sprintf("StoreVec element %d", i))
+		if !ok {
+			return
+		}
+		vec[i] = k.storeOperand(x)
+	}
+	o, ok := k.memOptions("StoreVec", p, opts, true)
+	if !ok {
+		return
+	}
+	k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, len(vals)), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{p.addrOperand(), vec}})
+}
+
+func (k *Kernel) checkVec(what string, p Ptr, n int) bool {
+	if n != 2 && n != 4 {
+		k.errorf("%s: vector length %d; PTX vectors have 2 or 4 elements", what, n)
+		return false
+	}
+	if bits := n * memType(p.elem).Bits(); bits > 128 {
+		k.errorf("%s: %d x %s is %d bits; vector accesses are at most 128 bits", what, n, p.elem, bits)
+		return false
+	}
+	if p.off%int64(n*p.elem.Bytes()) != 0 {
+		k.errorf("%s: constant offset %d is not aligned to the %d-byte vector", what, p.off, n*p.elem.Bytes())
+		return false
+	}
+	return true
+}
+
+// MemOption sets the memory semantics of a load or store.
+type MemOption func(*memOpts)
+
+type memOpts struct {
+	sem   string
+	scope string
+}
+
+// Scope is a memory-consistency scope.
+type Scope string
+
+// The scopes.
+const (
+	CTA     Scope = "cta"
+	Cluster Scope = "cluster"
+	GPU     Scope = "gpu"
+	System  Scope = "sys"
+)
+
+// Relaxed makes the access .relaxed at scope s.
+func Relaxed(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "relaxed", string(s) } }
+
+// Acquire makes a load .acquire at scope s.
+func Acquire(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "acquire", string(s) } }
+
+// Release makes a store .release at scope s.
+func Release(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "release", string(s) } }
+
+// Volatile makes the access .volatile.
+func Volatile() MemOption { return func(o *memOpts) { o.sem, o.scope = "volatile", "" } }
+
+func (k *Kernel) memOptions(what string, p Ptr, opts []MemOption, store bool) (memOpts, bool) {
+	var o memOpts
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	switch {
+	case store && o.sem == "acquire":
+		k.errorf("%s: a store cannot be Acquire (use Release)", what)
+		return o, false
+	case !store && o.sem == "release":
+		k.errorf("%s: a load cannot be Release (use Acquire)", what)
+		return o, false
+	case o.scope != "" && o.scope != "cta" && o.scope != "cluster" && o.scope != "gpu" && o.scope != "sys":
+		k.errorf("%s: unknown scope %q", what, o.scope)
+		return o, false
+	case o.sem != "" && p.space == ptx.SpaceLocal:
+		k.errorf("%s: memory ordering does not apply to local memory", what)
+		return o, false
+	}
+	return o, true
+}
+
+func (o memOpts) quals(space ptx.Space, vec int) []string {
+	var q []string
+	if o.sem != "" {
+		q = append(q, o.sem)
+	}
+	if o.scope != "" {
+		q = append(q, o.scope)
+	}
+	if s := space.String(); s != "" {
+		q = append(q, s)
+	}
+	if vec > 1 {
+		q = append(q, fmt.Sprintf("v%d", vec))
+	}
+	return q
+}
+
+// SharedArray allocates n elements of static shared memory for the block (aligned to 16
+// bytes) and returns a pointer to the first.
+func (k *Kernel) SharedArray(elem Type, n int) Ptr {
+	return k.array("SharedArray", ptx.SpaceShared, "smem", elem, n)
+}
+
+// LocalArray allocates n elements of per-thread local memory and returns a pointer to the first.
+func (k *Kernel) LocalArray(elem Type, n int) Ptr {
+	return k.array("LocalArray", ptx.SpaceLocal, "lmem", elem, n)
+}
+
+func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n int) Ptr {
+	if n <= 0 {
+		k.errorf("%s: size %d must be positive", what, n)
+		n = 1
+	}
+	if elem == Bool || elem == ptx.NoType {
+		k.errorf("%s: no memory type %s", what, elem)
+		elem = U8
+	}
+	name := fmt.Sprintf("%s_%d", prefix, len(k.fn.Vars))
+	k.fn.Vars = append(k.fn.Vars, &ptx.Var{Space: space, Name: name, Type: memType(elem), Array: n, Align: 16})
+	d := k.reg(U64)
+	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, ptx.Sym(name)}})
+	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: space}
+}

@@ -1,0 +1,193 @@
+package dsl_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// at runs f and returns the line it was called from, where the misuse is written.
+func at(f func()) int {
+	_, _, line, _ := runtime.Caller(1)
+	f()
+	return line
+}
+
+// TestMisuse checks that each misuse is reported by Build with the caller's file:line.
+func TestMisuse(t *testing.T) {
+	other := dsl.New("other")
+	foreign := other.Param("x", dsl.F32)
+	foreignPtr := other.PtrParam("p", dsl.F32)
+
+	cases := []struct {
+		name string
+		want string // a fragment of the message
+		f    func(k *dsl.Kernel) int
+	}{
+		{"type mismatch in Add", "type mismatch", func(k *dsl.Kernel) int {
+			a, b := k.Param("a", dsl.F32), k.Param("b", dsl.I32)
+			return at(func() { a.Add(b) })
+		}},
+		{"value of another kernel", "belongs to kernel other", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.F32)
+			return at(func() { a.Mul(foreign) })
+		}},
+		{"pointer of another kernel", "pointer belongs to kernel other", func(k *dsl.Kernel) int {
+			return at(func() { k.Load(foreignPtr) })
+		}},
+		{"store of the wrong type", "type mismatch", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			v := k.Param("v", dsl.U32)
+			return at(func() { k.Store(p, v) })
+		}},
+		{"float constant as integer", "float constant", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U32)
+			return at(func() { a.Add(1.5) })
+		}},
+		{"constant overflow", "overflows", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U16)
+			return at(func() { a.Add(70000) })
+		}},
+		{"negative unsigned constant", "negative constant", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U32)
+			return at(func() { a.Sub(-1) })
+		}},
+		{"non-Bool condition", "not Bool", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U32)
+			return at(func() { k.If(a, func() {}) })
+		}},
+		{"remainder of floats", "Rem is not defined for f32", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.F32)
+			return at(func() { a.Rem(a) })
+		}},
+		{"shift of a float", "Shl is not defined for f32", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.F32)
+			return at(func() { a.Shl(2) })
+		}},
+		{"float index", "index is f32", func(k *dsl.Kernel) int {
+			p, i := k.PtrParam("p", dsl.F32), k.Param("i", dsl.F32)
+			return at(func() { p.At(i) })
+		}},
+		{"duplicate parameter", "declared twice", func(k *dsl.Kernel) int {
+			k.Param("a", dsl.U32)
+			return at(func() { k.Param("a", dsl.U32) })
+		}},
+		{"bad parameter name", "not a valid PTX identifier", func(k *dsl.Kernel) int {
+			return at(func() { k.Param("a b", dsl.U32) })
+		}},
+		{"Bool parameter", "cannot be a kernel parameter", func(k *dsl.Kernel) int {
+			return at(func() { k.Param("flag", dsl.Bool) })
+		}},
+		{"acquire store (wrong semantics)", "cannot be Acquire", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U32)
+			return at(func() { k.Store(p, 1, dsl.Acquire(dsl.GPU)) })
+		}},
+		{"release load (wrong semantics)", "cannot be Release", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U32)
+			return at(func() { k.Load(p, dsl.Release(dsl.GPU)) })
+		}},
+		{"vector of 3", "vector length 3", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.LoadVec(p, 3) })
+		}},
+		{"vector wider than 128 bits", "at most 128 bits", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F64)
+			return at(func() { k.LoadVec(p, 4) })
+		}},
+		{"misaligned vector", "not aligned", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.LoadVec(p.At(1), 4) })
+		}},
+		{"set a constant", "is a constant", func(k *dsl.Kernel) int {
+			c := k.Const(dsl.U32, 3)
+			return at(func() { k.Set(c, 4) })
+		}},
+		{"FMA type mismatch", "FMA: type mismatch", func(k *dsl.Kernel) int {
+			a, b := k.Param("a", dsl.F32), k.Param("b", dsl.F64)
+			return at(func() { k.FMA(a, b, a) })
+		}},
+		{"convert a Bool", "cannot convert", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U32)
+			return at(func() { a.Lt(3).To(dsl.F32) })
+		}},
+		{"non-positive loop step", "step must be positive", func(k *dsl.Kernel) int {
+			n := k.Param("n", dsl.U32)
+			return at(func() { k.For(0, n, 0, func(dsl.Value) {}) })
+		}},
+		{"float loop bounds", "not an integer type", func(k *dsl.Kernel) int {
+			n := k.Param("n", dsl.F32)
+			return at(func() { k.For(0.0, n, 1.0, func(dsl.Value) {}) })
+		}},
+		{"zero Value", "invalid (zero) Value", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U32)
+			return at(func() { a.Add(dsl.Value{}) })
+		}},
+		{"select without a type", "at least one Value", func(k *dsl.Kernel) int {
+			c := k.Param("a", dsl.U32).Lt(2)
+			return at(func() { k.Select(c, 1, 2) })
+		}},
+		{"bad axis", "axis 7", func(k *dsl.Kernel) int {
+			return at(func() { k.ThreadIdx(dsl.Axis(7)) })
+		}},
+		{"unsupported Go constant", "from Go string", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U32)
+			return at(func() { a.Add("one") })
+		}},
+		{"ordering on local memory (wrong state space)", "does not apply to local memory", func(k *dsl.Kernel) int {
+			p := k.LocalArray(dsl.U32, 4)
+			return at(func() { k.Store(p, 1, dsl.Release(dsl.GPU)) })
+		}},
+		{"empty shared array", "size 0 must be positive", func(k *dsl.Kernel) int {
+			return at(func() { k.SharedArray(dsl.F32, 0) })
+		}},
+		{"bf16 division", "Div is not defined for bf16", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.BF16)
+			return at(func() { a.Div(a) })
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := dsl.New("k")
+			line := c.f(k)
+			_, err := k.Build()
+			if err == nil {
+				t.Fatal("Build accepted the misuse")
+			}
+			loc := fmt.Sprintf("dsl/misuse_test.go:%d: ", line)
+			if !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q\nwant it to contain %q and %q", err, loc, c.want)
+			}
+		})
+	}
+	if len(cases) < 25 {
+		t.Fatalf("only %d misuse cases", len(cases))
+	}
+}
+
+func TestBadKernelName(t *testing.T) {
+	_, err := dsl.New("1bad").Build()
+	if err == nil || !strings.Contains(err.Error(), "misuse_test.go:") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBadTarget(t *testing.T) {
+	_, err := dsl.New("k", dsl.WithTarget(ptx.Target("sm_1"))).Build()
+	if err == nil || !strings.Contains(err.Error(), `unknown target "sm_1"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBuildTwice(t *testing.T) {
+	k := dsl.New("k")
+	if _, err := k.Build(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "Build called twice") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,488 @@
+package dsl
+
+import (
+	"math"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+func isInt(t Type) bool   { return t.IsInt() }
+func isFloat(t Type) bool { return t == F16 || t == BF16 || t == F32 || t == F64 }
+func isNum(t Type) bool   { return isInt(t) || isFloat(t) }
+func isSigned(t Type) bool {
+	return t.Kind() == ptx.KindSigned || isFloat(t)
+}
+func isLogic(t Type) bool { return isInt(t) || t == Bool }
+
+// binary emits d = v op w, or folds it when both are constants.
+func (v Value) binary(name string, x any, allowed func(Type) bool, emit func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand), fold func(a, b Value) (Value, bool)) Value {
+	k := v.k
+	if k == nil {
+		return Value{}
+	}
+	w, ok := k.val(x, v.t, name)
+	if !ok || !k.own(v, name) {
+		return k.poison(v.t)
+	}
+	if !allowed(v.t) {
+		k.errorf("%s is not defined for %s", name, v.t)
+		return k.poison(v.t)
+	}
+	if v.IsConst() && w.IsConst() && fold != nil {
+		if r, ok := fold(v, w); ok {
+			return r
+		}
+	}
+	d := k.reg(v.t)
+	emit(k, v.t, d, k.operand(v), k.operand(w))
+	return Value{k: k, t: v.t, op: d}
+}
+
+func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
+	k.emit(&ptx.Instr{Op: op, Q: q, Types: []ptx.Type{t}, Args: args})
+}
+
+// simple returns an emitter for "op{.q}.T d, a, b".
+func simple(op string, q ...string) func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
+	return func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) { k.op(op, q, t, d, a, b) }
+}
+
+// foldArith folds integer and float arithmetic; integers wrap to their width.
+func foldArith(fi func(a, b int64) (int64, bool), ff func(a, b float64) float64) func(a, b Value) (Value, bool) {
+	return func(a, b Value) (Value, bool) {
+		if isInt(a.t) && fi != nil {
+			r, ok := fi(constInt(a), constInt(b))
+			if !ok {
+				return Value{}, false
+			}
+			return wrapInt(a.k, a.t, r), true
+		}
+		if isFloat(a.t) && ff != nil {
+			v, err := floatConst(a.k, a.t, ff(constFloat(a), constFloat(b)))
+			return v, err == nil
+		}
+		return Value{}, false
+	}
+}
+
+func wrapInt(k *Kernel, t Type, r int64) Value {
+	bits := uint64(r)
+	if n := t.Bits(); n < 64 {
+		bits &= 1<<n - 1
+	}
+	return Value{k: k, t: t, op: ptx.Imm{Type: t, Bits: bits}}
+}
+
+// Add returns v + x. x is a Value of the same type or a Go number.
+func (v Value) Add(x any) Value {
+	return v.binary("Add", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
+		if t == BF16 && k.target.SM() < 90 {
+			one := k.operand(k.Const(BF16, 1.0))
+			k.op("fma", []string{"rn"}, BF16, d, a, one, b)
+			return
+		}
+		k.op("add", nil, t, d, a, b)
+	}, foldArith(func(a, b int64) (int64, bool) { return a + b, true }, func(a, b float64) float64 { return a + b }))
+}
+
+// Sub returns v - x.
+func (v Value) Sub(x any) Value {
+	return v.binary("Sub", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
+		if t == BF16 && k.target.SM() < 90 {
+			m1 := k.operand(k.Const(BF16, -1.0))
+			k.op("fma", []string{"rn"}, BF16, d, b, m1, a)
+			return
+		}
+		k.op("sub", nil, t, d, a, b)
+	}, foldArith(func(a, b int64) (int64, bool) { return a - b, true }, func(a, b float64) float64 { return a - b }))
+}
+
+// Mul returns v * x (the low half for integers).
+func (v Value) Mul(x any) Value {
+	return v.binary("Mul", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
+		switch {
+		case isInt(t):
+			k.op("mul", []string{"lo"}, t, d, a, b)
+		case t == BF16 && k.target.SM() < 90:
+			zero := k.operand(k.Const(BF16, -0.0))
+			k.op("fma", []string{"rn"}, BF16, d, a, b, zero)
+		default:
+			k.op("mul", nil, t, d, a, b)
+		}
+	}, foldArith(func(a, b int64) (int64, bool) { return a * b, true }, func(a, b float64) float64 { return a * b }))
+}
+
+// Div returns v / x: truncating for integers, IEEE round-to-nearest for F32 and F64.
+func (v Value) Div(x any) Value {
+	return v.binary("Div", x, func(t Type) bool { return isInt(t) || t == F32 || t == F64 },
+		func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
+			if isFloat(t) {
+				k.op("div", []string{"rn"}, t, d, a, b)
+				return
+			}
+			k.op("div", nil, t, d, a, b)
+		}, foldArith(func(a, b int64) (int64, bool) {
+			if b == 0 {
+				return 0, false
+			}
+			return a / b, true
+		}, func(a, b float64) float64 { return a / b }))
+}
+
+// Rem returns v % x for integers.
+func (v Value) Rem(x any) Value {
+	return v.binary("Rem", x, isInt, simple("rem"), foldArith(func(a, b int64) (int64, bool) {
+		if b == 0 {
+			return 0, false
+		}
+		return a % b, true
+	}, nil))
+}
+
+// Min returns the smaller of v and x.
+func (v Value) Min(x any) Value {
+	return v.binary("Min", x, isNum, simple("min"), foldArith(func(a, b int64) (int64, bool) { return min(a, b), true }, math.Min))
+}
+
+// Max returns the larger of v and x.
+func (v Value) Max(x any) Value {
+	return v.binary("Max", x, isNum, simple("max"), foldArith(func(a, b int64) (int64, bool) { return max(a, b), true }, math.Max))
+}
+
+// And returns the bitwise (or logical, for Bool) and of v and x.
+func (v Value) And(x any) Value {
+	return v.logic("And", "and", x, func(a, b int64) int64 { return a & b })
+}
+
+// Or returns the bitwise (or logical) or.
+func (v Value) Or(x any) Value {
+	return v.logic("Or", "or", x, func(a, b int64) int64 { return a | b })
+}
+
+// Xor returns the bitwise (or logical) exclusive or.
+func (v Value) Xor(x any) Value {
+	return v.logic("Xor", "xor", x, func(a, b int64) int64 { return a ^ b })
+}
+
+func (v Value) logic(name, op string, x any, f func(a, b int64) int64) Value {
+	return v.binary(name, x, isLogic, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
+		k.op(op, nil, bitType(t), d, a, b)
+	}, func(a, b Value) (Value, bool) {
+		return wrapInt(a.k, a.t, f(constInt(a), constInt(b))), a.t != Bool
+	})
+}
+
+func bitType(t Type) Type {
+	if t == Bool {
+		return Bool
+	}
+	return t.BitType()
+}
+
+// Shl returns v << n. n is a U32 Value or a Go number.
+func (v Value) Shl(n any) Value { return v.shift("Shl", n) }
+
+// Shr returns v >> n: arithmetic for signed types, logical for unsigned.
+func (v Value) Shr(n any) Value { return v.shift("Shr", n) }
+
+func (v Value) shift(name string, n any) Value {
+	k := v.k
+	if k == nil {
+		return Value{}
+	}
+	s, ok := k.val(n, U32, name+" amount")
+	if !ok || !k.own(v, name) {
+		return k.poison(v.t)
+	}
+	if !isInt(v.t) {
+		k.errorf("%s is not defined for %s", name, v.t)
+		return k.poison(v.t)
+	}
+	if v.IsConst() && s.IsConst() {
+		a, c := constInt(v), uint(constInt(s))
+		if name == "Shl" {
+			return wrapInt(k, v.t, a<<c)
+		}
+		if v.t.Kind() == ptx.KindUnsigned {
+			return wrapInt(k, v.t, int64(uint64(a)>>c))
+		}
+		return wrapInt(k, v.t, a>>c)
+	}
+	d := k.reg(v.t)
+	if name == "Shl" {
+		k.op("shl", nil, v.t.BitType(), d, k.operand(v), k.operand(s))
+	} else {
+		k.op("shr", nil, v.t, d, k.operand(v), k.operand(s))
+	}
+	return Value{k: k, t: v.t, op: d}
+}
+
+// unary emits d = op v.
+func (v Value) unary(name, op string, allowed func(Type) bool, fold func(Value) Value) Value {
+	k := v.k
+	if k == nil {
+		return Value{}
+	}
+	if !k.own(v, name) {
+		return k.poison(v.t)
+	}
+	if !allowed(v.t) {
+		k.errorf("%s is not defined for %s", name, v.t)
+		return k.poison(v.t)
+	}
+	if v.IsConst() && fold != nil {
+		return fold(v)
+	}
+	d := k.reg(v.t)
+	t := v.t
+	if op == "not" {
+		t = bitType(t)
+	}
+	k.op(op, nil, t, d, k.operand(v))
+	return Value{k: k, t: v.t, op: d}
+}
+
+// Neg returns -v for signed integers and floats.
+func (v Value) Neg() Value {
+	return v.unary("Neg", "neg", func(t Type) bool { return t.Kind() == ptx.KindSigned || isFloat(t) }, func(c Value) Value {
+		if isFloat(c.t) {
+			r, _ := floatConst(c.k, c.t, -constFloat(c))
+			return r
+		}
+		return wrapInt(c.k, c.t, -constInt(c))
+	})
+}
+
+// Abs returns |v| for signed integers and floats.
+func (v Value) Abs() Value {
+	return v.unary("Abs", "abs", func(t Type) bool { return t.Kind() == ptx.KindSigned || isFloat(t) }, func(c Value) Value {
+		if isFloat(c.t) {
+			r, _ := floatConst(c.k, c.t, math.Abs(constFloat(c)))
+			return r
+		}
+		x := constInt(c)
+		if x < 0 {
+			x = -x
+		}
+		return wrapInt(c.k, c.t, x)
+	})
+}
+
+// Not returns the bitwise (or logical) complement.
+func (v Value) Not() Value {
+	return v.unary("Not", "not", isLogic, func(c Value) Value {
+		if c.t == Bool {
+			return Value{k: c.k, t: Bool, op: ptx.Imm{Type: ptx.Pred, Bits: 1 &^ c.op.(ptx.Imm).Bits}}
+		}
+		return wrapInt(c.k, c.t, ^constInt(c))
+	})
+}
+
+// Comparisons return Bool values.
+
+// Eq reports v == x.
+func (v Value) Eq(x any) Value { return v.compare("Eq", "eq", x) }
+
+// Ne reports v != x.
+func (v Value) Ne(x any) Value { return v.compare("Ne", "ne", x) }
+
+// Lt reports v < x.
+func (v Value) Lt(x any) Value { return v.compare("Lt", "lt", x) }
+
+// Le reports v <= x.
+func (v Value) Le(x any) Value { return v.compare("Le", "le", x) }
+
+// Gt reports v > x.
+func (v Value) Gt(x any) Value { return v.compare("Gt", "gt", x) }
+
+// Ge reports v >= x.
+func (v Value) Ge(x any) Value { return v.compare("Ge", "ge", x) }
+
+func (v Value) compare(name, cmp string, x any) Value {
+	k := v.k
+	if k == nil {
+		return Value{}
+	}
+	w, ok := k.val(x, v.t, name)
+	if !ok || !k.own(v, name) {
+		return k.poison(Bool)
+	}
+	if !isNum(v.t) && !(v.t == Bool && (cmp == "eq" || cmp == "ne")) {
+		k.errorf("%s is not defined for %s", name, v.t)
+		return k.poison(Bool)
+	}
+	if v.IsConst() && w.IsConst() {
+		var r bool
+		if isFloat(v.t) {
+			a, b := constFloat(v), constFloat(w)
+			r = map[string]bool{"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[cmp]
+		} else if v.t.Kind() == ptx.KindUnsigned {
+			a, b := uint64(constInt(v)), uint64(constInt(w))
+			r = map[string]bool{"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[cmp]
+		} else {
+			a, b := constInt(v), constInt(w)
+			r = map[string]bool{"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[cmp]
+		}
+		return k.Const(Bool, r)
+	}
+	d := k.reg(Bool)
+	t := v.t
+	if t == Bool {
+		// p == q is not(p xor q).
+		x := k.reg(Bool)
+		k.op("xor", nil, Bool, x, k.operand(v), k.operand(w))
+		if cmp == "ne" {
+			return Value{k: k, t: Bool, op: x}
+		}
+		k.op("not", nil, Bool, d, x)
+		return Value{k: k, t: Bool, op: d}
+	}
+	if t == BF16 && k.target.SM() < 90 {
+		// setp.bf16 needs sm_90: compare exactly in f32.
+		return v.To(F32).compare(name, cmp, w.To(F32))
+	}
+	if isFloat(t) && cmp == "ne" {
+		cmp = "neu" // NaN != x is true, as in Go
+	}
+	k.emit(&ptx.Instr{Op: "setp", Q: []string{cmp}, Types: []ptx.Type{t}, Args: []ptx.Operand{d, k.operand(v), k.operand(w)}})
+	return Value{k: k, t: Bool, op: d}
+}
+
+// Select returns a where cond is true, else b; a and b have the same type.
+func (k *Kernel) Select(cond Value, a, b any) Value {
+	av, aok := a.(Value)
+	bv, bok := b.(Value)
+	var t Type
+	switch {
+	case aok:
+		t = av.t
+	case bok:
+		t = bv.t
+	default:
+		k.errorf("Select: give at least one Value so the type is known")
+		return k.poison(U32)
+	}
+	x, ok1 := k.val(a, t, "Select")
+	y, ok2 := k.val(b, t, "Select")
+	if !k.own(cond, "Select") || !ok1 || !ok2 {
+		return k.poison(t)
+	}
+	if cond.t != Bool {
+		k.errorf("Select: condition is %s, not Bool", cond.t)
+		return k.poison(t)
+	}
+	if cond.IsConst() {
+		if cond.op.(ptx.Imm).Bits&1 == 1 {
+			return x
+		}
+		return y
+	}
+	d := k.reg(t)
+	if t == Bool {
+		// d = (c and x) or (not c and y)
+		t1, t2, nc := k.reg(Bool), k.reg(Bool), k.reg(Bool)
+		k.op("and", nil, Bool, t1, cond.op, k.operand(x))
+		k.op("not", nil, Bool, nc, cond.op)
+		k.op("and", nil, Bool, t2, nc, k.operand(y))
+		k.op("or", nil, Bool, d, t1, t2)
+		return Value{k: k, t: Bool, op: d}
+	}
+	st := t
+	if t == F16 || t == BF16 {
+		st = ptx.B16
+	}
+	k.emit(&ptx.Instr{Op: "selp", Types: []ptx.Type{st}, Args: []ptx.Operand{d, k.operand(x), k.operand(y), cond.op}})
+	return Value{k: k, t: t, op: d}
+}
+
+// FMA returns a*b + c, fused and rounded once for floats (mad.lo for integers).
+func (k *Kernel) FMA(a, b, c Value) Value {
+	if !k.own(a, "FMA") || !k.own(b, "FMA") || !k.own(c, "FMA") {
+		return k.poison(a.t)
+	}
+	if a.t != b.t || a.t != c.t {
+		k.errorf("FMA: type mismatch: %s, %s, %s", a.t, b.t, c.t)
+		return k.poison(a.t)
+	}
+	if !isNum(a.t) {
+		k.errorf("FMA is not defined for %s", a.t)
+		return k.poison(a.t)
+	}
+	d := k.reg(a.t)
+	if isInt(a.t) {
+		k.op("mad", []string{"lo"}, a.t, d, k.operand(a), k.operand(b), k.operand(c))
+	} else {
+		k.op("fma", []string{"rn"}, a.t, d, k.operand(a), k.operand(b), k.operand(c))
+	}
+	return Value{k: k, t: a.t, op: d}
+}
+
+// To converts v to type t: floats to integers truncate toward zero (as Go does), integers
+// and wider floats round to nearest even, integers wrap or extend by their signedness.
+func (v Value) To(t Type) Value {
+	k := v.k
+	if k == nil {
+		return Value{}
+	}
+	if !k.own(v, "To") {
+		return k.poison(t)
+	}
+	if !isNum(v.t) || !isNum(t) {
+		k.errorf("To: cannot convert %s to %s", v.t, t)
+		return k.poison(t)
+	}
+	if v.t == t {
+		return v
+	}
+	if v.IsConst() {
+		switch {
+		case isFloat(t) && isFloat(v.t):
+			r, _ := floatConst(k, t, constFloat(v))
+			return r
+		case isFloat(t):
+			if v.t.Kind() == ptx.KindUnsigned {
+				r, _ := floatConst(k, t, float64(uint64(constInt(v))))
+				return r
+			}
+			r, _ := floatConst(k, t, float64(constInt(v)))
+			return r
+		case isInt(v.t):
+			return wrapInt(k, t, constInt(v))
+		}
+	}
+	if k.target.SM() < 90 && (v.t == BF16 || t == BF16) {
+		return k.convertBF16(v, t)
+	}
+	var rnd []string
+	switch {
+	case isFloat(v.t) && isInt(t):
+		rnd = []string{"rzi"}
+	case isInt(v.t) && isFloat(t):
+		rnd = []string{"rn"}
+	case isFloat(v.t) && isFloat(t) && t.Bits() < v.t.Bits():
+		rnd = []string{"rn"}
+	case isFloat(v.t) && isFloat(t) && (t == BF16 || v.t == BF16) && t.Bits() == v.t.Bits():
+		rnd = []string{"rn"}
+	}
+	d := k.reg(t)
+	k.emit(&ptx.Instr{Op: "cvt", Q: rnd, Types: []ptx.Type{t, v.t}, Args: []ptx.Operand{d, k.operand(v)}})
+	return Value{k: k, t: t, op: d}
+}
+
+// convertBF16 converts to or from BF16 on targets before sm_90, where cvt handles only
+// f32 -> bf16: other conversions go through f32 (bf16 -> f32 is exact: a 16-bit shift).
+func (k *Kernel) convertBF16(v Value, t Type) Value {
+	if v.t == BF16 {
+		u := k.reg(U32)
+		k.emit(&ptx.Instr{Op: "cvt", Types: []ptx.Type{ptx.U32, ptx.U16}, Args: []ptx.Operand{u, v.op}})
+		s := k.reg(U32)
+		k.op("shl", nil, ptx.B32, s, u, ptx.IntImm(ptx.U32, 16))
+		f := k.reg(F32)
+		k.op("mov", nil, ptx.B32, f, s)
+		return Value{k: k, t: F32, op: f}.To(t)
+	}
+	f := v.To(F32)
+	d := k.reg(BF16)
+	k.emit(&ptx.Instr{Op: "cvt", Q: []string{"rn"}, Types: []ptx.Type{ptx.BF16, ptx.F32}, Args: []ptx.Operand{d, f.op}})
+	return Value{k: k, t: BF16, op: d}
+}

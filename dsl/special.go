@@ -1,0 +1,63 @@
+package dsl
+
+import "github.com/kgen-dev/kgen/ptx"
+
+// Axis selects the x, y or z component of a thread, block or grid index.
+type Axis int
+
+// The axes.
+const (
+	X Axis = iota
+	Y
+	Z
+)
+
+func (a Axis) suffix() string { return [...]string{".x", ".y", ".z"}[a] }
+
+func (k *Kernel) special(name string, a Axis) Value {
+	if a < X || a > Z {
+		k.errorf("%s: axis %d is not X, Y or Z", name, int(a))
+		return k.poison(U32)
+	}
+	return k.readSpecial("%" + name + a.suffix())
+}
+
+func (k *Kernel) readSpecial(s string) Value {
+	t, _ := ptx.SpecialType(ptx.Special(s))
+	d := k.reg(t)
+	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{t}, Args: []ptx.Operand{d, ptx.Special(s)}})
+	return Value{k: k, t: t, op: d}
+}
+
+// ThreadIdx returns %tid along the axis: the thread's index in its block.
+func (k *Kernel) ThreadIdx(a Axis) Value { return k.special("tid", a) }
+
+// BlockDim returns %ntid along the axis: the number of threads per block.
+func (k *Kernel) BlockDim(a Axis) Value { return k.special("ntid", a) }
+
+// BlockIdx returns %ctaid along the axis: the block's index in the grid.
+func (k *Kernel) BlockIdx(a Axis) Value { return k.special("ctaid", a) }
+
+// GridDim returns %nctaid along the axis: the number of blocks in the grid.
+func (k *Kernel) GridDim(a Axis) Value { return k.special("nctaid", a) }
+
+// LaneID returns %laneid, the thread's index in its warp (0..31).
+func (k *Kernel) LaneID() Value { return k.readSpecial("%laneid") }
+
+// WarpID returns the warp's index in its block, tid.x/32 for 1-D blocks. It is warp-uniform.
+// (PTX's %warpid is the hardware slot, which can change; this is the one kernels want.)
+func (k *Kernel) WarpID() Value { return k.ThreadIdx(X).Shr(5) }
+
+// GlobalThreadIdx returns ctaid*ntid + tid along the axis (U32).
+func (k *Kernel) GlobalThreadIdx(a Axis) Value {
+	b, n, t := k.BlockIdx(a), k.BlockDim(a), k.ThreadIdx(a)
+	return k.FMA(b, n, t)
+}
+
+// GridStride returns ntid*nctaid along the axis: the thread count of the whole grid.
+func (k *Kernel) GridStride(a Axis) Value { return k.BlockDim(a).Mul(k.GridDim(a)) }
+
+// SyncThreads emits bar.sync 0: a barrier for every thread of the block.
+func (k *Kernel) SyncThreads() {
+	k.emit(&ptx.Instr{Op: "bar.sync", Args: []ptx.Operand{ptx.IntImm(ptx.U32, 0)}})
+}

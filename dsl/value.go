@@ -1,0 +1,240 @@
+package dsl
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Value is a typed value in a kernel: a virtual register or a constant. The zero Value is
+// invalid; operations on it are recorded as errors.
+type Value struct {
+	k  *Kernel
+	t  Type
+	op ptx.Operand // ptx.Reg, or ptx.Imm for a constant
+}
+
+// Type returns the value's type.
+func (v Value) Type() Type { return v.t }
+
+// Kernel returns the kernel the value belongs to (nil for the zero Value).
+func (v Value) Kernel() *Kernel { return v.k }
+
+// IsConst reports whether the value is a compile-time constant.
+func (v Value) IsConst() bool { _, ok := v.op.(ptx.Imm); return ok }
+
+// String describes the value for error messages.
+func (v Value) String() string {
+	switch o := v.op.(type) {
+	case ptx.Reg:
+		return fmt.Sprintf("%s %s", v.t, ptx.RegName(o))
+	case ptx.Imm:
+		if v.t.IsFloat() {
+			return fmt.Sprintf("%s constant %v", v.t, constFloat(v))
+		}
+		return fmt.Sprintf("%s constant %s", v.t, ptx.FormatImm(o))
+	}
+	return "invalid value"
+}
+
+// Const returns a constant of type t. Integers must be representable in t; a float constant
+// of an integer type, or a value out of range, is an error.
+func (k *Kernel) Const(t Type, x any) Value {
+	v, err := constOf(k, t, x)
+	if err != nil {
+		k.errorf("%v", err)
+		return k.poison(t)
+	}
+	return v
+}
+
+// poison returns a placeholder register after an error so that building can continue.
+func (k *Kernel) poison(t Type) Value {
+	if t == ptx.NoType {
+		t = U32
+	}
+	return Value{k: k, t: t, op: k.reg(t)}
+}
+
+func constOf(k *Kernel, t Type, x any) (Value, error) {
+	var i int64
+	var u uint64
+	var f float64
+	isInt, isUint, isFloat := false, false, false
+	switch x := x.(type) {
+	case int:
+		i, isInt = int64(x), true
+	case int8:
+		i, isInt = int64(x), true
+	case int16:
+		i, isInt = int64(x), true
+	case int32:
+		i, isInt = int64(x), true
+	case int64:
+		i, isInt = x, true
+	case uint:
+		u, isUint = uint64(x), true
+	case uint8:
+		u, isUint = uint64(x), true
+	case uint16:
+		u, isUint = uint64(x), true
+	case uint32:
+		u, isUint = uint64(x), true
+	case uint64:
+		u, isUint = x, true
+	case float32:
+		f, isFloat = float64(x), true
+	case float64:
+		f, isFloat = x, true
+	case bool:
+		if t != Bool {
+			return Value{}, fmt.Errorf("a bool constant cannot be of type %s", t)
+		}
+		b := uint64(0)
+		if x {
+			b = 1
+		}
+		return Value{k: k, t: t, op: ptx.Imm{Type: ptx.Pred, Bits: b}}, nil
+	default:
+		return Value{}, fmt.Errorf("cannot make a %s constant from Go %T", t, x)
+	}
+	switch {
+	case t.IsFloat():
+		if isInt {
+			f = float64(i)
+		} else if isUint {
+			f = float64(u)
+		}
+		return floatConst(k, t, f)
+	case t.IsInt():
+		if isFloat {
+			return Value{}, fmt.Errorf("float constant %v used as %s (convert explicitly)", f, t)
+		}
+		bits := t.Bits()
+		if t.Kind() == ptx.KindSigned {
+			if isUint {
+				if u > math.MaxInt64 {
+					return Value{}, fmt.Errorf("constant %d overflows %s", u, t)
+				}
+				i = int64(u)
+			}
+			if bits < 64 && (i < -(1<<(bits-1)) || i >= 1<<(bits-1)) {
+				return Value{}, fmt.Errorf("constant %d overflows %s", i, t)
+			}
+			return Value{k: k, t: t, op: ptx.IntImm(t, i)}, nil
+		}
+		if isInt {
+			if i < 0 {
+				return Value{}, fmt.Errorf("negative constant %d used as %s", i, t)
+			}
+			u = uint64(i)
+		}
+		if bits < 64 && u >= 1<<bits {
+			return Value{}, fmt.Errorf("constant %d overflows %s", u, t)
+		}
+		return Value{k: k, t: t, op: ptx.Imm{Type: t, Bits: u}}, nil
+	case t == Bool:
+		return Value{}, fmt.Errorf("use true or false for a Bool constant, not %v", x)
+	}
+	return Value{}, fmt.Errorf("cannot make a constant of type %s", t)
+}
+
+// floatConst keeps float constants as f64 bits of the exact value rounded to t.
+func floatConst(k *Kernel, t Type, f float64) (Value, error) {
+	switch t {
+	case F32:
+		f = float64(float32(f))
+	case F16:
+		f = float64(fp.F16ToF32(fp.F32ToF16(float32(f))))
+	case BF16:
+		f = float64(fp.BF16ToF32(fp.F32ToBF16(float32(f))))
+	case F64:
+	default:
+		return Value{}, fmt.Errorf("no constants of type %s", t)
+	}
+	return Value{k: k, t: t, op: ptx.Imm{Type: ptx.F64, Bits: math.Float64bits(f)}}, nil
+}
+
+func constFloat(v Value) float64 { return math.Float64frombits(v.op.(ptx.Imm).Bits) }
+
+func constInt(v Value) int64 {
+	im := v.op.(ptx.Imm)
+	if v.t.Kind() == ptx.KindSigned {
+		s := 64 - v.t.Bits()
+		return int64(im.Bits<<s) >> s
+	}
+	return int64(im.Bits)
+}
+
+// operand returns the PTX operand for v used as an instruction source. F16/BF16 constants
+// have no PTX literal form, so they are materialised with mov.b16.
+func (k *Kernel) operand(v Value) ptx.Operand {
+	im, ok := v.op.(ptx.Imm)
+	if !ok {
+		return v.op
+	}
+	switch v.t {
+	case F32:
+		return ptx.FloatImm(ptx.F32, math.Float64frombits(im.Bits))
+	case F64:
+		return ptx.FloatImm(ptx.F64, math.Float64frombits(im.Bits))
+	case F16, BF16:
+		f := float32(math.Float64frombits(im.Bits))
+		bits := uint64(fp.F32ToF16(f))
+		if v.t == BF16 {
+			bits = uint64(fp.F32ToBF16(f))
+		}
+		r := k.reg(v.t)
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B16}, Args: []ptx.Operand{r, ptx.Imm{Type: ptx.B16, Bits: bits}}})
+		return r
+	}
+	return im
+}
+
+// val converts a Go number or a Value into a Value of type t (for the right-hand side of
+// binary operations); a Value of another type is an error.
+func (k *Kernel) val(x any, t Type, what string) (Value, bool) {
+	if v, ok := x.(Value); ok {
+		if !k.own(v, what) {
+			return Value{}, false
+		}
+		if v.t != t {
+			k.errorf("%s: type mismatch: %s and %s (convert with To)", what, t, v.t)
+			return Value{}, false
+		}
+		return v, true
+	}
+	v, err := constOf(k, t, x)
+	if err != nil {
+		k.errorf("%s: %v", what, err)
+		return Value{}, false
+	}
+	return v, true
+}
+
+// own checks that v is a valid value of this kernel.
+func (k *Kernel) own(v Value, what string) bool {
+	switch {
+	case v.k == nil:
+		k.errorf("%s: invalid (zero) Value", what)
+		return false
+	case v.k != k:
+		k.errorf("%s: value %s belongs to kernel %s, not %s", what, v, v.k.name, k.name)
+		return false
+	}
+	return true
+}
+
+// check validates the receiver of a method; it reports through the receiver's kernel.
+func (v Value) check(what string) bool {
+	if v.k == nil {
+		if what != "" {
+			// Nowhere to record it: the zero Value has no kernel. Callers get an invalid value.
+			return false
+		}
+		return false
+	}
+	return true
+}

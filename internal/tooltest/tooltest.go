@@ -1,0 +1,31 @@
+// Package tooltest gives tests the external tools they need: a missing tool skips the test
+// on a developer's machine and fails it in CI (CI=true), where every test must run.
+package tooltest
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/kgen-dev/kgen/internal/toolchain"
+)
+
+// Require returns the path find reports, or ends the test when the tool is missing.
+func Require(t testing.TB, find func() (string, error)) string {
+	t.Helper()
+	p, err := find()
+	if err != nil {
+		var nf *toolchain.NotFoundError
+		if errors.As(err, &nf) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Ptxas returns the path of ptxas (see Require).
+func Ptxas(t testing.TB) string {
+	t.Helper()
+	return Require(t, func() (string, error) { return toolchain.CUDATool("ptxas") })
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Provisions the toolchain kgen's tests and CLI use, into a git-ignored folder.
+# Idempotent: a stamp records what is installed, so a second run does nothing.
+#   ptxas, nvlink   from the PyPI wheel nvidia-cuda-nvcc   ($NVCC_VERSION)
+#   NVSHMEM         from the PyPI wheel nvidia-nvshmem-cu13 ($NVSHMEM_VERSION)
+#   llc, llvm-*     from Debian's llvm-19 (apt, when root and missing)
+# Users with a system CUDA toolkit and NVSHMEM set CUDA_HOME / NVSHMEM_HOME and need none of this.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir="${KGEN_TOOLS:-$root/.tools}"
+NVCC_VERSION="${NVCC_VERSION:-13.0.88}"
+NVSHMEM_VERSION="${NVSHMEM_VERSION:-3.4.5}"
+LLVM_VERSION=19
+
+mkdir -p "$dir"
+stamp="$dir/py/.kgen-stamp"
+want="nvidia-cuda-nvcc==$NVCC_VERSION nvidia-nvshmem-cu13==$NVSHMEM_VERSION"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "tools: installing $want into $dir/py" >&2
+  rm -rf "$dir/py.tmp"
+  python3 -m pip install --disable-pip-version-check --no-warn-script-location -q \
+    --target "$dir/py.tmp" $want
+  rm -rf "$dir/py"
+  mv "$dir/py.tmp" "$dir/py"
+  echo "$want" >"$stamp"
+fi
+
+have_llvm() {
+  command -v "llc-$LLVM_VERSION" >/dev/null 2>&1 && command -v "llvm-extract-$LLVM_VERSION" >/dev/null 2>&1 && return 0
+  [ -x "/usr/lib/llvm-$LLVM_VERSION/bin/llc" ] && [ -x "/usr/lib/llvm-$LLVM_VERSION/bin/llvm-extract" ]
+}
+if ! have_llvm; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "tools: installing llvm-$LLVM_VERSION with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q "llvm-$LLVM_VERSION" >/dev/null
+  else
+    echo "tools: llvm-$LLVM_VERSION is missing; install it (apt-get install llvm-$LLVM_VERSION) or put llc-$LLVM_VERSION on PATH" >&2
+    exit 1
+  fi
+fi
+
+"$dir/py/nvidia/cu13/bin/ptxas" --version | tail -1 >&2
