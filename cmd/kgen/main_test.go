@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/internal/tooltest"
+)
+
+func kgen(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestPTXIsDeterministicAndAssembles(t *testing.T) {
+	code, a, errs := kgen("ptx", "vector_add", "--target", "sm_90")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	_, b, _ := kgen("ptx", "--target", "sm_90", "vector_add")
+	if a != b {
+		t.Fatal("output differs between runs")
+	}
+	ptxas := tooltest.Ptxas(t)
+	f := filepath.Join(t.TempDir(), "v.ptx")
+	os.WriteFile(f, []byte(a), 0o644)
+	if out, err := exec.Command(ptxas, "-arch=sm_90", f, "-o", f+".cubin").CombinedOutput(); err != nil {
+		t.Fatalf("ptxas: %v\n%s", err, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"ptx", "nosuch"}, []string{`"nosuch"`, "vector_add", "axpy"}},
+		{[]string{"ptx", "vector_add", "--target", "sm_1"}, []string{`"sm_1"`, "sm_80", "sm_90"}},
+		{[]string{"ptx", "vector_add", "--dtype", "f99"}, []string{`"f99"`, "f32", "f16"}},
+		{[]string{"ptx", "vector_add", "--bogus"}, []string{"bogus"}},
+		{[]string{"ptx"}, []string{"KERNEL"}},
+		{[]string{"frobnicate"}, []string{`"frobnicate"`, "ptx", "list"}},
+	} {
+		code, _, errs := kgen(c.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2", c.args, code)
+		}
+		line := strings.TrimSpace(errs)
+		if c.args[len(c.args)-1] != "--bogus" && strings.Contains(line, "\n") {
+			t.Errorf("%v: error is not one line: %q", c.args, errs)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%v: error %q does not mention %q", c.args, errs, w)
+			}
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	code, out, _ := kgen("list")
+	if code != 0 || !strings.Contains(out, "vector_add") || !strings.Contains(out, "axpy") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+}
+
+func TestOutputFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "a.ptx")
+	if code, _, e := kgen("ptx", "axpy", "--dtype", "f16", "--target", "sm_80", "-o", f); code != 0 {
+		t.Fatal(e)
+	}
+	b, err := os.ReadFile(f)
+	if err != nil || !strings.Contains(string(b), ".entry axpy_f16") {
+		t.Fatalf("%v %s", err, b)
+	}
+}
