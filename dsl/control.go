@@ -39,7 +39,7 @@ func (k *Kernel) If(cond Value, then func()) *IfStmt {
 	if !k.branchUnless(cond, end) {
 		return &IfStmt{k: k, done: true}
 	}
-	then()
+	k.scoped(then)
 	k.place(end)
 	return &IfStmt{k: k, end: end, index: len(k.fn.Body) - 1}
 }
@@ -59,7 +59,7 @@ func (s *IfStmt) Else(els func()) {
 	k.fn.Body = k.fn.Body[:s.index]
 	k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(join)}})
 	k.place(s.end)
-	els()
+	k.scoped(els)
 	k.place(join)
 }
 
@@ -70,6 +70,7 @@ func (k *Kernel) Var(t Type, init any) Value {
 		return k.poison(t)
 	}
 	d := k.reg(t)
+	k.mutable[d] = true
 	k.mov(d, v)
 	return Value{k: k, t: t, op: d}
 }
@@ -92,9 +93,9 @@ func (k *Kernel) Set(v Value, x any) {
 }
 
 func (k *Kernel) mov(d ptx.Reg, v Value) {
-	t := v.t
-	if t == F16 || t == BF16 {
-		t = ptx.B16
+	t := v.t.RegType()
+	if t.IsFloat() && t != F32 && t != F64 {
+		t = t.BitType() // no mov.f16
 	}
 	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{t}, Args: []ptx.Operand{d, k.operand(v)}})
 }
@@ -131,7 +132,7 @@ func (k *Kernel) For(from, to, step any, body func(i Value)) {
 	if !k.branchUnless(i.Lt(hi), end) {
 		return
 	}
-	body(i)
+	k.scoped(func() { body(i) })
 	k.Set(i, i.Add(st))
 	k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(head)}})
 	k.place(end)
@@ -155,11 +156,13 @@ func isNonPositive(x any) bool {
 func (k *Kernel) While(cond func() Value, body func()) {
 	head, end := k.label(), k.label()
 	k.place(head)
-	if !k.branchUnless(cond(), end) {
-		return
-	}
-	body()
-	k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(head)}})
+	k.scoped(func() {
+		if !k.branchUnless(cond(), end) {
+			return
+		}
+		body()
+		k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(head)}})
+	})
 	k.place(end)
 }
 

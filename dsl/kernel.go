@@ -70,11 +70,17 @@ type Kernel struct {
 	errs   []error
 	built  bool
 	params map[string]bool
+	divs   map[ptx.Reg]int64 // known divisors of runtime values (Assume)
+	// scopes holds the pure computations done so far, per nesting level of runtime control
+	// flow, for reuse (memo); mutable marks the registers of variables (Var).
+	scopes  []map[string]Value
+	mutable map[ptx.Reg]bool
 }
 
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
-	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}}
+	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
+		scopes: []map[string]Value{{}}, mutable: map[ptx.Reg]bool{}}
 	for _, o := range opts {
 		o(k)
 	}
@@ -185,4 +191,12 @@ func relPath(file string) string {
 		return file[i+len("/pkg/mod/"):]
 	}
 	return file
+}
+
+// scoped runs f in a nested scope of runtime control flow: values computed inside are not
+// reused after it.
+func (k *Kernel) scoped(f func()) {
+	k.scopes = append(k.scopes, map[string]Value{})
+	defer func() { k.scopes = k.scopes[:len(k.scopes)-1] }()
+	f()
 }

@@ -13,6 +13,7 @@ type Ptr struct {
 	off   int64
 	elem  Type
 	space ptx.Space
+	align int // known alignment of addr in bytes (0: unknown)
 }
 
 // Elem returns the pointee type.
@@ -61,6 +62,8 @@ func (k *Kernel) Param(name string, t Type) Value {
 }
 
 // PtrParam declares a kernel parameter that points to global memory holding elem values.
+// The pointer is assumed 16-byte aligned (cudaMalloc gives 256), which lets tensors over it
+// use 128-bit accesses.
 func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	if elem == Bool || elem == ptx.NoType {
 		k.errorf("pointer parameter %q: no memory type %s", name, elem)
@@ -72,7 +75,7 @@ func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	g, d := k.reg(U64), k.reg(U64)
 	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{g, ptx.Addr{Base: ptx.Sym(name)}}})
 	k.emit(&ptx.Instr{Op: "cvta", Q: []string{"to", "global"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, g}})
-	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: ptx.SpaceGlobal}
+	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: ptx.SpaceGlobal, align: 16}
 }
 
 // memType is the type suffix ld/st use for values of type t (they have no half-float forms).
@@ -111,26 +114,29 @@ func (p Ptr) At(i any) Ptr {
 			p.off += constInt(x) * size
 			return p
 		}
-		var bytes ptx.Reg
+		var bytes Value
+		sz := Value{k: k, t: I64, op: ptx.IntImm(ptx.S64, size)}
 		switch x.t.Bits() {
 		case 64:
-			bytes = k.reg(U64)
-			k.op("mul", []string{"lo"}, ptx.U64, bytes, x.op, ptx.IntImm(ptx.U64, size))
+			bytes = k.memo("bytes", U64, []Value{x, sz}, func(d ptx.Reg) {
+				k.op("mul", []string{"lo"}, ptx.U64, d, x.op, ptx.IntImm(ptx.U64, size))
+			})
 		case 32, 16:
 			wt := U64
-			src := x.t
 			if x.t.Kind() == ptx.KindSigned {
 				wt = I64
 			}
-			bytes = k.reg(wt)
-			k.op("mul", []string{"wide"}, src, bytes, x.op, ptx.IntImm(src, size))
+			bytes = k.memo("bytes", wt, []Value{x, sz}, func(d ptx.Reg) {
+				k.op("mul", []string{"wide"}, x.t, d, x.op, ptx.IntImm(x.t, size))
+			})
 		default:
-			w := x.To(U32)
-			return p.At(w)
+			return p.At(x.To(U32))
 		}
-		a := k.reg(U64)
-		k.op("add", nil, ptx.S64, a, p.addr.op, bytes)
-		p.addr = Value{k: k, t: U64, op: a}
+		base := p.addr
+		p.addr = k.memo("addr", U64, []Value{base, bytes}, func(d ptx.Reg) {
+			k.op("add", nil, ptx.S64, d, base.op, bytes.op)
+		})
+		p.align = int(gcd(int64(p.align), k.divOf(x)*size))
 		return p
 	case int, int64, int32, uint32, uint64, uint:
 		n, err := constOf(k, I64, x)
@@ -363,5 +369,14 @@ func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n
 	k.fn.Vars = append(k.fn.Vars, &ptx.Var{Space: space, Name: name, Type: memType(elem), Array: n, Align: 16})
 	d := k.reg(U64)
 	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, ptx.Sym(name)}})
-	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: space}
+	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: space, align: 16}
+}
+
+// Align returns the known alignment of the address in bytes (1 when unknown).
+func (p Ptr) Align() int {
+	a := int64(p.align)
+	if a <= 0 {
+		a = 1
+	}
+	return int(gcd(a, p.off))
 }

@@ -33,9 +33,112 @@ func (v Value) binary(name string, x any, allowed func(Type) bool, emit func(k *
 			return r
 		}
 	}
-	d := k.reg(v.t)
-	emit(k, v.t, d, k.operand(v), k.operand(w))
-	return Value{k: k, t: v.t, op: d}
+	if r, ok := simplify(name, v, w); ok {
+		return r
+	}
+	return k.memo(name, v.t, []Value{v, w}, func(d ptx.Reg) { emit(k, v.t, d, k.operand(v), k.operand(w)) })
+}
+
+// simplify applies the identities x+0, x-0, x*1, x*0 (integers), x&true, x|false, ...
+func simplify(name string, v, w Value) (Value, bool) {
+	isC := func(x Value, c int64) bool {
+		if !x.IsConst() {
+			return false
+		}
+		if isFloat(x.t) {
+			return constFloat(x) == float64(c) && !(c == 0) // float x+0 is not x for -0
+		}
+		return constInt(x) == c || (x.t == Bool && int64(x.op.(ptx.Imm).Bits&1) == c)
+	}
+	if (name == "And" || name == "Or" || name == "Min" || name == "Max") && v.op == w.op && !v.IsConst() {
+		return v, true
+	}
+	switch name {
+	case "Add":
+		if isC(w, 0) {
+			return v, true
+		}
+		if isC(v, 0) {
+			return w, true
+		}
+	case "Sub":
+		if isC(w, 0) {
+			return v, true
+		}
+	case "Mul":
+		if isC(w, 1) {
+			return v, true
+		}
+		if isC(v, 1) {
+			return w, true
+		}
+		if isInt(v.t) && (isC(w, 0) || isC(v, 0)) {
+			return wrapInt(v.k, v.t, 0), true
+		}
+	case "Div":
+		if isC(w, 1) {
+			return v, true
+		}
+	case "And":
+		if v.t == Bool {
+			if isC(w, 1) {
+				return v, true
+			}
+			if isC(v, 1) {
+				return w, true
+			}
+			if isC(w, 0) || isC(v, 0) {
+				return v.k.Const(Bool, false), true
+			}
+		}
+	case "Or":
+		if v.t == Bool {
+			if isC(w, 0) {
+				return v, true
+			}
+			if isC(v, 0) {
+				return w, true
+			}
+			if isC(w, 1) || isC(v, 1) {
+				return v.k.Const(Bool, true), true
+			}
+		}
+	}
+	return Value{}, false
+}
+
+// memo emits a pure computation once per scope: a second request for the same operation on
+// the same immutable operands returns the first result (common subexpressions).
+func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) Value {
+	key := name + "." + t.String()
+	pure := true
+	for _, a := range args {
+		switch o := a.op.(type) {
+		case ptx.Reg:
+			if k.mutable[o] {
+				pure = false
+			}
+			key += " " + ptx.RegName(o)
+		case ptx.Imm:
+			key += " " + a.t.String() + ":" + ptx.FormatImm(o)
+		default:
+			pure = false
+		}
+	}
+	if pure {
+		for i := len(k.scopes) - 1; i >= 0; i-- {
+			if v, ok := k.scopes[i][key]; ok {
+				return v
+			}
+		}
+	}
+	d := k.reg(t)
+	emit(d)
+	v := Value{k: k, t: t, op: d}
+	if pure {
+		k.scopes[len(k.scopes)-1][key] = v
+	}
+	return v
 }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
@@ -208,13 +311,13 @@ func (v Value) shift(name string, n any) Value {
 		}
 		return wrapInt(k, v.t, a>>c)
 	}
-	d := k.reg(v.t)
-	if name == "Shl" {
-		k.op("shl", nil, v.t.BitType(), d, k.operand(v), k.operand(s))
-	} else {
-		k.op("shr", nil, v.t, d, k.operand(v), k.operand(s))
-	}
-	return Value{k: k, t: v.t, op: d}
+	return k.memo(name, v.t, []Value{v, s}, func(d ptx.Reg) {
+		if name == "Shl" {
+			k.op("shl", nil, v.t.BitType(), d, k.operand(v), k.operand(s))
+		} else {
+			k.op("shr", nil, v.t, d, k.operand(v), k.operand(s))
+		}
+	})
 }
 
 // unary emits d = op v.
@@ -233,13 +336,11 @@ func (v Value) unary(name, op string, allowed func(Type) bool, fold func(Value) 
 	if v.IsConst() && fold != nil {
 		return fold(v)
 	}
-	d := k.reg(v.t)
 	t := v.t
 	if op == "not" {
 		t = bitType(t)
 	}
-	k.op(op, nil, t, d, k.operand(v))
-	return Value{k: k, t: v.t, op: d}
+	return k.memo(name, v.t, []Value{v}, func(d ptx.Reg) { k.op(op, nil, t, d, k.operand(v)) })
 }
 
 // Neg returns -v for signed integers and floats.
@@ -325,17 +426,13 @@ func (v Value) compare(name, cmp string, x any) Value {
 		}
 		return k.Const(Bool, r)
 	}
-	d := k.reg(Bool)
 	t := v.t
 	if t == Bool {
-		// p == q is not(p xor q).
-		x := k.reg(Bool)
-		k.op("xor", nil, Bool, x, k.operand(v), k.operand(w))
+		// p != q is p xor q; p == q is not(p xor q).
 		if cmp == "ne" {
-			return Value{k: k, t: Bool, op: x}
+			return v.Xor(w)
 		}
-		k.op("not", nil, Bool, d, x)
-		return Value{k: k, t: Bool, op: d}
+		return v.Xor(w).Not()
 	}
 	if t == BF16 && k.target.SM() < 90 {
 		// setp.bf16 needs sm_90: compare exactly in f32.
@@ -344,8 +441,9 @@ func (v Value) compare(name, cmp string, x any) Value {
 	if isFloat(t) && cmp == "ne" {
 		cmp = "neu" // NaN != x is true, as in Go
 	}
-	k.emit(&ptx.Instr{Op: "setp", Q: []string{cmp}, Types: []ptx.Type{t}, Args: []ptx.Operand{d, k.operand(v), k.operand(w)}})
-	return Value{k: k, t: Bool, op: d}
+	return k.memo("setp."+cmp+"."+t.String(), Bool, []Value{v, w}, func(d ptx.Reg) {
+		k.emit(&ptx.Instr{Op: "setp", Q: []string{cmp}, Types: []ptx.Type{t}, Args: []ptx.Operand{d, k.operand(v), k.operand(w)}})
+	})
 }
 
 // Select returns a where cond is true, else b; a and b have the same type.
@@ -464,9 +562,9 @@ func (v Value) To(t Type) Value {
 	case isFloat(v.t) && isFloat(t) && (t == BF16 || v.t == BF16) && t.Bits() == v.t.Bits():
 		rnd = []string{"rn"}
 	}
-	d := k.reg(t)
-	k.emit(&ptx.Instr{Op: "cvt", Q: rnd, Types: []ptx.Type{t, v.t}, Args: []ptx.Operand{d, k.operand(v)}})
-	return Value{k: k, t: t, op: d}
+	return k.memo("To", t, []Value{v}, func(d ptx.Reg) {
+		k.emit(&ptx.Instr{Op: "cvt", Q: rnd, Types: []ptx.Type{t, v.t}, Args: []ptx.Operand{d, k.operand(v)}})
+	})
 }
 
 // convertBF16 converts to or from BF16 on targets before sm_90, where cvt handles only

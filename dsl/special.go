@@ -24,9 +24,16 @@ func (k *Kernel) special(name string, a Axis) Value {
 
 func (k *Kernel) readSpecial(s string) Value {
 	t, _ := ptx.SpecialType(ptx.Special(s))
-	d := k.reg(t)
-	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{t}, Args: []ptx.Operand{d, ptx.Special(s)}})
-	return Value{k: k, t: t, op: d}
+	read := func(d ptx.Reg) {
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{t}, Args: []ptx.Operand{d, ptx.Special(s)}})
+	}
+	if s == "%clock" || s == "%clock64" || s == "%globaltimer" {
+		d := k.reg(t)
+		read(d)
+		return Value{k: k, t: t, op: d}
+	}
+	// Other special registers are constant for the thread: read each once per scope.
+	return k.memo(s, t, nil, read)
 }
 
 // ThreadIdx returns %tid along the axis: the thread's index in its block.

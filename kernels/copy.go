@@ -1,0 +1,83 @@
+package kernels
+
+import (
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
+)
+
+// Tiled-copy and transpose geometry.
+const (
+	copyThreads = 256 // threads per block
+	copyIters   = 4   // 128-bit accesses per thread and direction
+	transTile   = 32  // transpose tile edge
+	transRows   = 8   // thread rows of the transpose block (32 x 8 threads)
+)
+
+func init() {
+	register(&Spec{
+		Name:   "tiled_copy",
+		Doc:    "dst[i] = src[i] for i < n; 256 threads x 128-bit vectors x 4 per block, from a thread-value layout",
+		DTypes: []dsl.Type{dsl.F32, dsl.F16, dsl.U8},
+		New:    TiledCopy,
+	})
+	register(&Spec{
+		Name:   "transpose",
+		Doc:    "out (n x m) = in (m x n)^T, row-major; 32x32 tiles through swizzled shared memory, 32x8 threads",
+		DTypes: []dsl.Type{dsl.F32, dsl.F16},
+		New:    Transpose,
+	})
+}
+
+// TiledCopyElems returns the number of elements one block of tiled_copy moves.
+func TiledCopyElems(dt dsl.Type) int { return copyThreads * copyIters * 16 / dt.Bytes() }
+
+// TiledCopy copies n elements of src to dst. Each block moves one tile of
+// TiledCopyElems(dt) elements: thread t owns copyIters vectors of 16 bytes, the vectors of
+// consecutive threads adjacent (a thread-value layout of 256 threads x 16/size(dt) values).
+// Launch ceil(n / TiledCopyElems(dt)) blocks of 256 threads. Params: src, dst, n (u32).
+func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
+	src := k.PtrParam("src", dt)
+	dst := k.PtrParam("dst", dt)
+	n := k.Param("n", dsl.U32)
+	vals := 16 / dt.Bytes()
+	tile := TiledCopyElems(dt)
+	thr := layout.Must(layout.MakeLayout(layout.Int(copyThreads)))
+	bid, tid := k.BlockIdx(dsl.X), k.ThreadIdx(dsl.X)
+
+	gS := k.MakeTensorDyn(src, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
+	gD := k.MakeTensorDyn(dst, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
+	tS := gS.PartitionTV(thr, []int{vals}, tid)
+	tD := gD.PartitionTV(thr, []int{vals}, tid)
+	frag := k.Fragment(dt, tS)
+	k.Copy(tS, frag)
+	k.Copy(frag, tD)
+}
+
+// Transpose writes out = in^T for an m x n row-major in (out is n x m, row-major). A block
+// of 32 x 8 threads moves a 32 x 32 tile: coalesced reads of in's rows into shared memory
+// laid out with a Swizzle<5,0,5> (row bits xor column bits, so reading a column is free of
+// bank conflicts), a barrier, then coalesced writes of out's rows. Launch a grid of
+// (ceil(n/32), ceil(m/32)) blocks of (256) threads. Params: in, out, m, n (u32).
+func Transpose(k *dsl.Kernel, dt dsl.Type) {
+	in := k.PtrParam("in", dt)
+	out := k.PtrParam("out", dt)
+	m := k.Param("m", dsl.U32)
+	n := k.Param("n", dsl.U32)
+	bx, by, tid := k.BlockIdx(dsl.X), k.BlockIdx(dsl.Y), k.ThreadIdx(dsl.X)
+
+	tile := []int{transTile, transTile}
+	gIn := k.MakeTensorDyn(in, []any{m, n}, []any{n, 1}).LocalTile(tile, by, bx)
+	gOut := k.MakeTensorDyn(out, []any{n, m}, []any{m, 1}).LocalTile(tile, bx, by)
+
+	smem := k.SharedArray(dt, transTile*transTile)
+	sw := layout.Swizzle{B: 5, M: 0, S: 5}
+	rowMajor := layout.Must(layout.Parse("(32,32):(32,1)"))
+	colMajor := layout.Must(layout.Parse("(32,32):(1,32)"))
+	sTile := k.MakeSwizzledTensor(smem, sw, rowMajor)  // s(i, j) = in(i, j)
+	sTrans := k.MakeSwizzledTensor(smem, sw, colMajor) // sT(j, i) = s(i, j)
+
+	thr := layout.Must(layout.Parse("(8,32):(32,1)")) // 8 rows of 32 threads, a warp per row
+	k.Copy(gIn.LocalPartition(thr, tid), sTile.LocalPartition(thr, tid))
+	k.SyncThreads()
+	k.Copy(sTrans.LocalPartition(thr, tid), gOut.LocalPartition(thr, tid))
+}
