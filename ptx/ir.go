@@ -31,7 +31,7 @@ type Pos struct {
 	Line int
 }
 
-// Operand is an instruction operand: Reg, Imm, Special, Sym, Addr, Vec or Sink.
+// Operand is an instruction operand: Reg, Imm, Special, Sym, Addr, Vec, Sink, Pair or Not.
 type Operand interface{ operand() }
 
 // Reg is a virtual register. Registers are named by type ("%f3") and declared by the printer.
@@ -64,6 +64,20 @@ type Vec []Operand
 // Sink is the "_" operand that discards a result.
 type Sink struct{}
 
+// Pair is a two-destination operand "a|b", as in setp's p|q, shfl.sync's d|p or elect.sync's
+// d|p. B may be Sink when only A is wanted; A may be Sink where the ISA allows "_".
+type Pair struct {
+	A, B Operand
+}
+
+// Not is a negated predicate source "!p" (bar.red, vote.sync, and the predicate of setp/selp
+// combinations that allow it).
+type Not struct {
+	P Reg
+}
+
+func (Pair) operand()    {}
+func (Not) operand()     {}
 func (Reg) operand()     {}
 func (Imm) operand()     {}
 func (Special) operand() {}
@@ -83,9 +97,15 @@ func FloatImm(t Type, v float64) Imm {
 	return Imm{Type: t, Bits: math.Float64bits(v)}
 }
 
-// Instr is one instruction, or a label when Op is "" and Label is set.
+// Instr is one instruction, or one of three pseudo-instructions:
+//   - a label definition, when Op is "" and Label is set ("L1:");
+//   - a declaration inside the function body, when Op is "" and Decl is set
+//     (".param .b64 param0;"), visible until the enclosing scope closes;
+//   - a scope bracket, when Op is "{" or "}" (PTX's nested blocks, used around a call
+//     sequence so its .param declarations stay local; see CallSeq).
 type Instr struct {
 	Label string // a label definition "L1:" (no instruction)
+	Decl  *Var   // a block-scoped declaration (Op == "")
 
 	Guard    *Reg // @p
 	GuardNeg bool // @!p
@@ -95,6 +115,18 @@ type Instr struct {
 	Types []Type   // type suffixes (two for cvt)
 	Args  []Operand
 	Pos   Pos
+}
+
+// ScopeOpen and ScopeClose are the opcodes of the scope brackets.
+const (
+	ScopeOpen  = "{"
+	ScopeClose = "}"
+)
+
+// IsPseudo reports whether in is a label, a declaration or a scope bracket rather than a
+// PTX instruction.
+func (in *Instr) IsPseudo() bool {
+	return in.Op == "" || in.Op == ScopeOpen || in.Op == ScopeClose
 }
 
 // HasQ reports whether the instruction carries qualifier q.

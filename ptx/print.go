@@ -42,6 +42,20 @@ type printer struct {
 
 func (p *printer) s(s string) { p.buf.WriteString(s) }
 
+func (p *printer) int(i int) {
+	var b [24]byte
+	p.buf.Write(strconv.AppendInt(b[:0], int64(i), 10))
+}
+
+const tabString = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+
+func tabs(n int) string {
+	if n > len(tabString) {
+		n = len(tabString)
+	}
+	return tabString[:n]
+}
+
 func (p *printer) module(m *Module) {
 	v := m.Version
 	if v == 0 {
@@ -196,16 +210,38 @@ func (p *printer) function(f *Func) {
 		p.s("\n")
 	}
 	last := Pos{}
+	depth := 1
 	for _, in := range f.Body {
-		if in.Label != "" && in.Op == "" {
-			p.s(in.Label + ":\n")
+		switch {
+		case in.Op == "" && in.Label != "":
+			p.s(in.Label)
+			p.s(":\n")
+			continue
+		case in.Op == "" && in.Decl != nil:
+			p.variable(in.Decl, tabs(depth))
+			continue
+		case in.Op == ScopeOpen:
+			p.s(tabs(depth))
+			p.s("{\n")
+			depth++
+			continue
+		case in.Op == ScopeClose:
+			if depth > 1 {
+				depth--
+			}
+			p.s(tabs(depth))
+			p.s("}\n")
 			continue
 		}
 		if !p.opt.NoLoc && in.Pos.File != "" && in.Pos != last {
-			p.s("\t.loc " + strconv.Itoa(p.files[in.Pos.File]) + " " + strconv.Itoa(in.Pos.Line) + " 0\n")
+			p.s("\t.loc ")
+			p.int(p.files[in.Pos.File])
+			p.s(" ")
+			p.int(in.Pos.Line)
+			p.s(" 0\n")
 			last = in.Pos
 		}
-		p.s("\t")
+		p.s(tabs(depth))
 		p.instr(in)
 		p.s("\n")
 	}
@@ -230,6 +266,11 @@ func (p *printer) regDecls(f *Func) {
 			for _, e := range o {
 				visit(e)
 			}
+		case Pair:
+			visit(o.A)
+			visit(o.B)
+		case Not:
+			visit(o.P)
 		}
 	}
 	for _, in := range f.Body {
@@ -340,6 +381,13 @@ func (p *printer) operand(o Operand) {
 		p.s(string(o))
 	case Sink:
 		p.s("_")
+	case Pair:
+		p.operand(o.A)
+		p.s("|")
+		p.operand(o.B)
+	case Not:
+		p.s("!")
+		p.s(RegName(o.P))
 	case Addr:
 		p.s("[")
 		if o.Base != nil {

@@ -24,14 +24,21 @@ const (
 	argLabel                // a label (Sym)
 	argSym                  // a function or variable name (Sym)
 	argAny                  // anything (checked by the rule's check function)
+	argImm                  // an integer immediate (one of imms when set)
+	argPair                 // a destination pair a|b: typ for a, typ2 for b
+	argPred                 // a predicate source, possibly negated (!p), or an immediate 0/1
+	argReg                  // a register (no immediate)
+	argSink                 // the sink "_"
 )
 
 // arg is the expected shape and type of one operand.
 type arg struct {
 	kind argKind
-	typ  Type // NoType: any type
-	vec  int  // >1: a vector operand of vec elements
-	wide bool // a register at least as wide as typ is accepted (sub-word ld/st/cvt)
+	typ  Type    // NoType: any type
+	vec  int     // >1: a vector operand of vec elements
+	wide bool    // a register at least as wide as typ is accepted (sub-word ld/st/cvt)
+	typ2 Type    // argPair: the second destination's type
+	imms []int64 // argImm: the legal values; nil for any
 }
 
 // rule is the table entry of one opcode.
@@ -41,11 +48,133 @@ type rule struct {
 	types [][]Type
 	// args returns the expected operands of a well-formed instruction; nil means any.
 	args func(in *Instr) []arg
+	// shapes, when set, returns every legal operand list of the form (optional operands);
+	// it takes precedence over args.
+	shapes func(in *Instr) [][]arg
 	// check applies the rules that tie qualifiers, types and operands together; it returns
-	// "" or what is wrong.
+	// "" or what is wrong. It looks at Q and Types only (Args may be nil).
 	check func(in *Instr) string
 	// need returns the version/target requirements of the form.
 	need func(in *Instr) []need
+	// excl lists qualifier combinations the ISA forbids; the enumeration prunes with them as
+	// soon as both slots are decided.
+	excl []excl
+	// extra returns forms the slot×type enumeration cannot reach (operands that are not
+	// registers, such as special registers); the oracle assembles them too.
+	extra func() []*Instr
+
+	cexcl []compiledExcl
+}
+
+// excl forbids the combination of two slot conditions. A condition is "slot" (the slot has a
+// value), "-slot" (it has none) or "slot=v1|v2" (it has one of the values).
+type excl struct {
+	a, b string
+	why  string
+}
+
+// x builds an excl.
+func x(a, b, why string) excl { return excl{a, b, why} }
+
+// exclAll forbids a with each of bs, with one reason.
+func exclAll(a, why string, bs ...string) []excl {
+	out := make([]excl, len(bs))
+	for i, b := range bs {
+		out[i] = excl{a, b, why}
+	}
+	return out
+}
+
+// cond is a parsed excl condition.
+type cond struct {
+	slot   int
+	absent bool
+	values []string // nil: any value
+}
+
+func (r *rule) parseCond(c string) cond {
+	var out cond
+	if strings.HasPrefix(c, "-") {
+		out.absent = true
+		c = c[1:]
+	}
+	name, vals, _ := strings.Cut(c, "=")
+	out.slot = -1
+	for i, s := range r.slots {
+		if s.name == name {
+			out.slot = i
+		}
+	}
+	if out.slot < 0 {
+		panic("ptx: rule has no slot " + name)
+	}
+	if vals != "" {
+		out.values = strings.Split(vals, "|")
+	}
+	return out
+}
+
+// holds reports whether the condition holds for the slot's value v ("" when absent).
+func (c cond) holds(v string) bool {
+	switch {
+	case c.absent:
+		return v == ""
+	case v == "":
+		return false
+	case c.values == nil:
+		return true
+	}
+	return slices.Contains(c.values, v)
+}
+
+// compiledExcl is an excl with parsed conditions.
+type compiledExcl struct {
+	a, b cond
+	why  string
+}
+
+func (r *rule) compiled() []compiledExcl {
+	if r.cexcl == nil && len(r.excl) > 0 {
+		for _, e := range r.excl {
+			r.cexcl = append(r.cexcl, compiledExcl{r.parseCond(e.a), r.parseCond(e.b), e.why})
+		}
+	}
+	return r.cexcl
+}
+
+// slotValues returns the value of each slot ("" when absent) of an instruction whose
+// qualifiers are in order.
+func (r *rule) slotValues(in *Instr) []string {
+	vals := make([]string, len(r.slots))
+	si := 0
+	for _, q := range in.Q {
+		for si < len(r.slots) {
+			s := r.slots[si]
+			si++
+			if slices.Contains(s.values, q) {
+				vals[si-1] = q
+				break
+			}
+		}
+	}
+	return vals
+}
+
+// exclCheck returns the reason of the first forbidden combination in vals, considering
+// only constraints whose slots are all below upto; "" when none.
+func (r *rule) exclCheck(vals []string, upto int, newest int) string {
+	for _, e := range r.compiled() {
+		if e.a.slot >= upto || e.b.slot >= upto {
+			continue
+		}
+		if newest >= 0 && e.a.slot != newest && e.b.slot != newest {
+			continue
+		}
+		if e.a.holds(vals[e.a.slot]) && e.b.holds(vals[e.b.slot]) {
+			return e.why
+		}
+	}
+	return ""
 }
 
 var rules = map[string]*rule{}
@@ -100,6 +229,11 @@ func (r *rule) verify(in *Instr) string {
 			return fmt.Sprintf("missing .%s qualifier (one of %s)", r.slots[si].name, dotted(r.slots[si].values))
 		}
 	}
+	if len(r.excl) > 0 {
+		if msg := r.exclCheck(r.slotValues(in), len(r.slots), -1); msg != "" {
+			return msg
+		}
+	}
 	// Types.
 	if len(in.Types) != len(r.types) {
 		if len(r.types) == 0 {
@@ -117,19 +251,60 @@ func (r *rule) verify(in *Instr) string {
 			return msg
 		}
 	}
-	if r.args == nil {
+	return r.verifyArgs(in)
+}
+
+// argShapes returns the legal operand lists of the form; nil when any operands go.
+func (r *rule) argShapes(in *Instr) [][]arg {
+	switch {
+	case r.shapes != nil:
+		return r.shapes(in)
+	case r.args != nil:
+		return [][]arg{r.args(in)}
+	}
+	return nil
+}
+
+func (r *rule) verifyArgs(in *Instr) string {
+	if r.shapes == nil && r.args == nil {
 		return ""
 	}
-	want := r.args(in)
-	if len(in.Args) != len(want) {
-		return fmt.Sprintf("takes %d operands, got %d", len(want), len(in.Args))
-	}
-	for i, w := range want {
-		if msg := checkArg(in.Args[i], w); msg != "" {
-			return fmt.Sprintf("operand %d: %s", i+1, msg)
+	shapes := r.argShapes(in)
+	first := ""
+	var counts []int
+	for _, want := range shapes {
+		if len(in.Args) != len(want) {
+			if !slices.Contains(counts, len(want)) {
+				counts = append(counts, len(want))
+			}
+			continue
+		}
+		msg := ""
+		for i, w := range want {
+			if m := checkArg(in.Args[i], w); m != "" {
+				msg = fmt.Sprintf("operand %d: %s", i+1, m)
+				break
+			}
+		}
+		if msg == "" {
+			return ""
+		}
+		if first == "" {
+			first = msg
 		}
 	}
-	return ""
+	if first != "" {
+		return first
+	}
+	if len(counts) == 1 {
+		return fmt.Sprintf("takes %d operands, got %d", counts[0], len(in.Args))
+	}
+	slices.Sort(counts)
+	cs := make([]string, len(counts))
+	for i, c := range counts {
+		cs[i] = itoa(c)
+	}
+	return fmt.Sprintf("takes %s operands, got %d", strings.Join(cs, " or "), len(in.Args))
 }
 
 func (r *rule) knows(q string) bool {
@@ -160,6 +335,48 @@ func checkArg(o Operand, w arg) string {
 		return ""
 	}
 	switch w.kind {
+	case argPair:
+		p, ok := o.(Pair)
+		if !ok {
+			return fmt.Sprintf("want a destination pair a|b, got %s", describe(o))
+		}
+		if msg := checkArg(p.A, arg{kind: argDst, typ: w.typ}); msg != "" {
+			return msg
+		}
+		return checkArg(p.B, arg{kind: argDst, typ: w.typ2})
+	case argPred:
+		switch o := o.(type) {
+		case Not:
+			return checkRegType(o.P, arg{typ: Pred})
+		case Reg:
+			return checkRegType(o, arg{typ: Pred})
+		case Imm:
+			return ""
+		}
+		return fmt.Sprintf("want a predicate, got %s", describe(o))
+	case argReg:
+		if r, ok := o.(Reg); ok {
+			return checkRegType(r, w)
+		}
+		return fmt.Sprintf("want a register of .%s, got %s", w.typ, describe(o))
+	case argSink:
+		if _, ok := o.(Sink); !ok {
+			return fmt.Sprintf("must be the sink _, got %s", describe(o))
+		}
+		return ""
+	case argImm:
+		im, ok := o.(Imm)
+		if !ok {
+			return fmt.Sprintf("want an integer immediate, got %s", describe(o))
+		}
+		if w.imms != nil && !slices.Contains(w.imms, int64(im.Bits)) {
+			vs := make([]string, len(w.imms))
+			for i, v := range w.imms {
+				vs[i] = itoa(int(v))
+			}
+			return fmt.Sprintf("immediate %s is not one of %s", FormatImm(im), strings.Join(vs, ", "))
+		}
+		return ""
 	case argDst:
 		switch o := o.(type) {
 		case Reg:
@@ -246,6 +463,10 @@ func describe(o Operand) string {
 		return fmt.Sprintf("vector of %d", len(o))
 	case Sink:
 		return "_"
+	case Pair:
+		return "pair " + describe(o.A) + "|" + describe(o.B)
+	case Not:
+		return "negated predicate !" + RegName(o.P)
 	case nil:
 		return "nothing"
 	}

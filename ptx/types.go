@@ -32,6 +32,8 @@ const (
 	E5M2
 	E4M3x2
 	E5M2x2
+	E4M3x4 // four e4m3 lanes in 32 bits (multimem)
+	E5M2x4 // four e5m2 lanes in 32 bits (multimem)
 	numTypes
 )
 
@@ -66,6 +68,8 @@ var typeInfo = [numTypes]struct {
 	E5M2:   {"e5m2", 8, KindFloat, "%e5_"},
 	E4M3x2: {"e4m3x2", 16, KindFloat, "%e4x"},
 	E5M2x2: {"e5m2x2", 16, KindFloat, "%e5x"},
+	E4M3x4: {"e4m3x4", 32, KindFloat, "%e4q"},
+	E5M2x4: {"e5m2x4", 32, KindFloat, "%e5q"},
 }
 
 // Kind groups types by how PTX checks operand compatibility.
@@ -114,9 +118,10 @@ func (t Type) IsInt() bool { k := t.Kind(); return k == KindSigned || k == KindU
 // IsFloat reports whether t is a floating-point type (packed included).
 func (t Type) IsFloat() bool { return t.Kind() == KindFloat }
 
-// IsPacked reports whether t holds two or more lanes (f16x2, bf16x2, e4m3x2, e5m2x2).
+// IsPacked reports whether t holds two or more lanes (f16x2, bf16x2, e4m3x2, e5m2x2,
+// e4m3x4, e5m2x4).
 func (t Type) IsPacked() bool {
-	return t == F16x2 || t == BF16x2 || t == E4M3x2 || t == E5M2x2
+	return t == F16x2 || t == BF16x2 || t == E4M3x2 || t == E5M2x2 || t == E4M3x4 || t == E5M2x4
 }
 
 // BitType returns the .bN type of t's width (B32 for F32).
@@ -143,7 +148,7 @@ func (t Type) RegType() Type {
 	switch t {
 	case E4M3, E5M2, E4M3x2, E5M2x2, BF16:
 		return B16
-	case BF16x2:
+	case BF16x2, E4M3x4, E5M2x4:
 		return B32
 	case B8, U8, S8:
 		return t.widen16()

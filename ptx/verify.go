@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -37,7 +38,32 @@ type need struct {
 	ptx  Version
 	sm   int
 	arch bool // needs an architecture-specific ("a") target
-	why  string
+	// archSMs, when set, lists the compute capabilities whose architecture-specific targets
+	// have the feature (for example 100 and 103 for "sm_100a-class").
+	archSMs []int
+	// ptxBySM, when it has the target's SM, replaces ptx for that target (a feature that
+	// came to an older SM in a later PTX version).
+	ptxBySM map[int]Version
+	why     string
+}
+
+// version returns the PTX version the requirement needs on target t.
+func (n need) version(t Target) Version {
+	if v, ok := n.ptxBySM[t.SM()]; ok {
+		return v
+	}
+	return n.ptx
+}
+
+// ok reports whether target t meets the requirement (the PTX version is checked apart).
+func (n need) ok(t Target) bool {
+	if t.SM() < n.sm || (n.arch && !t.ArchSpecific()) {
+		return false
+	}
+	if n.archSMs != nil && (!t.ArchSpecific() || !slices.Contains(n.archSMs, t.SM())) {
+		return false
+	}
+	return true
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_$%][A-Za-z0-9_$]*$`)
@@ -117,8 +143,52 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			labels[in.Label] = true
 		}
 	}
+	funcs := map[string]*Func{}
+	for _, g := range m.Funcs {
+		funcs[g.Name] = g
+	}
+	// scopes holds the names declared in each open block, innermost last.
+	scopes := []map[string]*Var{{}}
+	for _, q := range f.Params {
+		scopes[0][q.Name] = &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
+	}
+	for _, q := range f.Rets {
+		scopes[0][q.Name] = &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
+	}
+	lookup := func(name string) *Var {
+		for i := len(scopes) - 1; i >= 0; i-- {
+			if v, ok := scopes[i][name]; ok {
+				return v
+			}
+		}
+		return nil
+	}
 	for _, in := range f.Body {
-		if in.Op == "" {
+		switch {
+		case in.Op == "" && in.Decl != nil:
+			d := in.Decl
+			if !ValidIdent(d.Name) {
+				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("declared name %q is not a PTX identifier", d.Name)})
+			}
+			if _, dup := scopes[len(scopes)-1][d.Name]; dup {
+				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("%q is declared twice in one scope", d.Name)})
+			}
+			if d.Space != SpaceParam && d.Space != SpaceLocal && d.Space != SpaceShared && d.Space != SpaceReg {
+				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("a block-scoped declaration cannot be in .%s", d.Space)})
+			}
+			scopes[len(scopes)-1][d.Name] = d
+			continue
+		case in.Op == ScopeOpen:
+			scopes = append(scopes, map[string]*Var{})
+			continue
+		case in.Op == ScopeClose:
+			if len(scopes) == 1 {
+				add(&Error{Func: f.Name, Pos: in.Pos, Msg: "\"}\" closes no open scope"})
+			} else {
+				scopes = scopes[:len(scopes)-1]
+			}
+			continue
+		case in.Op == "":
 			if in.Label == "" {
 				add(&Error{Func: f.Name, Pos: in.Pos, Msg: "empty instruction"})
 			}
@@ -130,6 +200,9 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		if in.Guard != nil && in.Guard.Type != Pred {
 			fail("guard %s is not a predicate", RegName(*in.Guard))
 		}
+		if in.Guard != nil && strings.HasPrefix(in.Op, "multimem.") {
+			fail("multimem instructions must not be predicated (a known ptxas problem): branch around them instead")
+		}
 		r, ok := rules[in.Op]
 		if !ok {
 			fail("unknown instruction %q", in.Op)
@@ -140,13 +213,60 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			continue
 		}
 		for _, n := range r.needs(in) {
-			if m.Target.SM() < n.sm || (n.arch && !m.Target.ArchSpecific()) {
+			if !n.ok(m.Target) {
 				fail("%s (target is %s)", n.why, m.Target)
 			}
 		}
 		for _, a := range in.Args {
 			if s, ok := a.(Sym); ok && in.Op == "bra" && !labels[string(s)] {
 				fail("branch to undefined label %s", s)
+			}
+		}
+		if in.Op == "call" {
+			verifyCall(in, funcs, lookup, fail)
+		}
+	}
+	if len(scopes) > 1 {
+		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d scope(s) left open", len(scopes)-1)})
+	}
+}
+
+// verifyCall checks a call against the callee's declaration: the callee exists, and the
+// return and argument lists have the callee's lengths; .param arguments are declared.
+func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fail func(string, ...any)) {
+	var rets, args Vec
+	var callee Sym
+	for _, a := range in.Args {
+		switch a := a.(type) {
+		case Sym:
+			callee = a
+		case Vec:
+			if callee == "" {
+				rets = a
+			} else {
+				args = a
+			}
+		}
+	}
+	g := funcs[string(callee)]
+	if g == nil {
+		fail("call of undeclared function %s", callee)
+		return
+	}
+	if g.Entry {
+		fail("cannot call kernel %s", callee)
+		return
+	}
+	if len(rets) != len(g.Rets) {
+		fail("%s returns %d value(s), call takes %d", callee, len(g.Rets), len(rets))
+	}
+	if len(args) != len(g.Params) {
+		fail("%s takes %d argument(s), call passes %d", callee, len(g.Params), len(args))
+	}
+	for _, a := range append(append(Vec{}, rets...), args...) {
+		if s, ok := a.(Sym); ok {
+			if v := lookup(string(s)); v == nil || v.Space != SpaceParam {
+				fail("call operand %s is not a declared .param variable", s)
 			}
 		}
 	}
@@ -158,13 +278,16 @@ func RequiredVersion(m *Module) Version {
 	v := m.Target.MinVersion()
 	for _, f := range m.Funcs {
 		for _, in := range f.Body {
+			if in.IsPseudo() {
+				continue
+			}
 			r, ok := rules[in.Op]
 			if !ok {
 				continue
 			}
 			for _, n := range r.needs(in) {
-				if n.ptx > v {
-					v = n.ptx
+				if nv := n.version(m.Target); nv > v {
+					v = nv
 				}
 			}
 		}

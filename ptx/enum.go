@@ -1,0 +1,191 @@
+package ptx
+
+import (
+	"slices"
+	"sort"
+)
+
+// This file enumerates every instruction form the tables describe: the product of the
+// slots (each absent or one of its values) and the type positions, kept where the rule's
+// check accepts it, with operands generated from the rule's argument shapes. The oracle
+// test assembles the result with ptxas; nothing here is a hand-written list.
+
+// Well-known names the generated operands refer to. A module that holds generated forms
+// must declare them (see formsModule in the tests): a .func with a return parameter
+// formRet and a parameter formParam (both .b8 arrays of 256 bytes aligned to 16), a .const
+// array formConst, a label formLabel and a callable .func formCallee.
+const (
+	formParam  = "fparam"
+	formRet    = "fret"
+	formConst  = "cvar"
+	formLabel  = "Lform"
+	formCallee = "fcallee"
+)
+
+// allForms returns every instruction form in the tables, opcode by opcode in sorted order.
+func allForms() []*Instr {
+	ops := make([]string, 0, len(rules))
+	for op := range rules {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	var out []*Instr
+	for _, op := range ops {
+		out = append(out, ruleForms(op, rules[op])...)
+	}
+	return out
+}
+
+// ruleForms enumerates the forms of one opcode.
+func ruleForms(op string, r *rule) []*Instr {
+	var out []*Instr
+	q := make([]string, 0, len(r.slots))
+	ts := make([]Type, len(r.types))
+	var types func(i int)
+	emit := func() {
+		in := &Instr{Op: op, Q: slices.Clone(q), Types: slices.Clone(ts)}
+		if len(in.Q) == 0 {
+			in.Q = nil
+		}
+		if len(in.Types) == 0 {
+			in.Types = nil
+		}
+		if r.check != nil && r.check(in) != "" {
+			return
+		}
+		shapes := r.argShapes(in)
+		if shapes == nil {
+			shapes = [][]arg{nil}
+		}
+		for _, sh := range shapes {
+			for _, args := range genArgs(in, sh) {
+				f := &Instr{Op: in.Op, Q: in.Q, Types: in.Types, Args: args}
+				if r.verify(f) == "" {
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	types = func(i int) {
+		if i == len(r.types) {
+			emit()
+			return
+		}
+		for _, t := range r.types[i] {
+			ts[i] = t
+			types(i + 1)
+		}
+	}
+	vals := make([]string, len(r.slots))
+	var slotsRec func(i int)
+	slotsRec = func(i int) {
+		if i == len(r.slots) {
+			types(0)
+			return
+		}
+		s := r.slots[i]
+		if !s.required {
+			vals[i] = ""
+			if r.exclCheck(vals, i+1, i) == "" {
+				slotsRec(i + 1)
+			}
+		}
+		for _, v := range s.values {
+			vals[i] = v
+			if r.exclCheck(vals, i+1, i) != "" {
+				continue
+			}
+			q = append(q, v)
+			slotsRec(i + 1)
+			q = q[:len(q)-1]
+		}
+		vals[i] = ""
+	}
+	slotsRec(0)
+	if r.extra != nil {
+		for _, f := range r.extra() {
+			if r.verify(f) == "" {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// genArgs builds operand lists for one shape: registers of the right types, and one list
+// per legal value of each immediate that has a short list of legal values.
+func genArgs(in *Instr, shape []arg) [][]Operand {
+	var n [numTypes]int
+	reg := func(t Type) Reg {
+		if t == NoType {
+			t = B32
+		}
+		t = t.RegType()
+		r := Reg{Type: t, N: n[t]}
+		n[t]++
+		return r
+	}
+	lists := [][]Operand{make([]Operand, 0, len(shape))}
+	for _, a := range shape {
+		var choices []Operand
+		switch a.kind {
+		case argDst, argSrc, argReg:
+			if a.vec > 1 {
+				v := make(Vec, a.vec)
+				for i := range v {
+					v[i] = reg(a.typ)
+				}
+				choices = []Operand{v}
+			} else {
+				choices = []Operand{reg(a.typ)}
+			}
+		case argPair:
+			choices = []Operand{Pair{A: reg(a.typ), B: reg(a.typ2)}}
+		case argPred:
+			choices = []Operand{reg(Pred)}
+		case argAddr:
+			switch {
+			case in.HasQ("param") && in.Op == "st":
+				choices = []Operand{Addr{Base: Sym(formRet)}}
+			case in.HasQ("param"):
+				choices = []Operand{Addr{Base: Sym(formParam)}}
+			case in.HasQ("const"):
+				choices = []Operand{Addr{Base: Sym(formConst)}}
+			default:
+				choices = []Operand{Addr{Base: reg(B64)}}
+			}
+		case argSink:
+			choices = []Operand{Sink{}}
+		case argLabel:
+			choices = []Operand{Sym(formLabel)}
+		case argSym:
+			choices = []Operand{Sym(formCallee)}
+		case argImm:
+			switch {
+			case a.imms == nil:
+				choices = []Operand{IntImm(immType(a.typ), 1)}
+			default:
+				for _, v := range a.imms {
+					choices = append(choices, IntImm(immType(a.typ), v))
+				}
+			}
+		default:
+			choices = []Operand{reg(a.typ)}
+		}
+		var next [][]Operand
+		for _, l := range lists {
+			for _, c := range choices {
+				next = append(next, append(slices.Clone(l), c))
+			}
+		}
+		lists = next
+	}
+	return lists
+}
+
+func immType(t Type) Type {
+	if t == NoType {
+		return U32
+	}
+	return t
+}
