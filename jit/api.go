@@ -1,0 +1,671 @@
+package jit
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Backend names an implementation of the API.
+type Backend string
+
+// The backends.
+const (
+	// GPU runs on NVIDIA GPUs through the CUDA driver (gorgonia.org/cu). It needs a binary
+	// built with -tags cuda (and cgo); without the tag every call reports ErrNoCUDA.
+	GPU Backend = "gpu"
+	// Emulator runs on the CPU through package emu (always built in).
+	Emulator Backend = "emu"
+)
+
+// ErrNoCUDA is what the GPU backend reports in a binary built without the cuda tag.
+var ErrNoCUDA = errors.New("jit: GPU backend unavailable: built without the cuda tag; rebuild with -tags cuda (CGO_ENABLED=1; see docs/jit.md, scripts/cuda-headers.sh)")
+
+// DevicePtr is an address in a device's memory (a CUDA device pointer on the GPU backend).
+type DevicePtr uint64
+
+// Pointer is anything that stands for device memory in a kernel argument: DevicePtr,
+// *Memory and *Buffer[T].
+type Pointer interface{ DevPtr() DevicePtr }
+
+// DevPtr returns p itself.
+func (p DevicePtr) DevPtr() DevicePtr { return p }
+
+// Add returns p advanced by n bytes.
+func (p DevicePtr) Add(n int64) DevicePtr { return DevicePtr(int64(p) + n) }
+
+// Dim3 is a grid or block shape. Zero components count as 1.
+type Dim3 struct{ X, Y, Z int }
+
+// D1 returns the one-dimensional shape (x, 1, 1).
+func D1(x int) Dim3 { return Dim3{x, 1, 1} }
+
+func (d Dim3) norm() Dim3 {
+	if d.Y == 0 {
+		d.Y = 1
+	}
+	if d.Z == 0 {
+		d.Z = 1
+	}
+	return d
+}
+
+// Info describes a device.
+type Info struct {
+	Backend       Backend
+	Ordinal       int
+	Name          string
+	Arch          string // "sm_90"
+	SM            int    // 90
+	DriverVersion int    // cuDriverGetVersion: 13000 for CUDA 13.0; 0 on the emulator
+	TotalMem      int64  // bytes
+	Multiproc     int    // multiprocessor count
+}
+
+// Options configure Open.
+type Options struct {
+	// Cache stores linked cubins; nil means DefaultCache() (which KGEN_CACHE=off disables).
+	Cache *Cache
+}
+
+// Option sets an Option.
+type Option func(*Options)
+
+// WithCache selects the cubin cache; WithCache(nil) disables caching for this device.
+func WithCache(c *Cache) Option {
+	return func(o *Options) {
+		if c == nil {
+			c = &Cache{disabled: true}
+		}
+		o.Cache = c
+	}
+}
+
+// Device is one GPU, or one simulated GPU of the emulator. Its methods are safe for
+// concurrent use.
+type Device struct {
+	impl    device
+	info    Info
+	cache   *Cache
+	mu      sync.Mutex
+	shmem   *NVSHMEM
+	closed  bool
+	modules map[*Module]struct{}
+}
+
+var (
+	backendsMu sync.Mutex
+	backends   = map[Backend]func(ordinal int) (device, error){GPU: openGPU}
+)
+
+// registerBackend installs the opener of a backend (the emulator adapter and tests use it).
+func registerBackend(b Backend, open func(ordinal int) (device, error)) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	backends[b] = open
+}
+
+// Open opens GPU number ordinal (0-based, as CUDA_VISIBLE_DEVICES presents them).
+func Open(ordinal int, opts ...Option) (*Device, error) {
+	return OpenBackend(GPU, ordinal, opts...)
+}
+
+// OpenBackend opens device ordinal of backend b.
+func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
+	if ordinal < 0 {
+		return nil, fmt.Errorf("jit: device ordinal %d is negative", ordinal)
+	}
+	backendsMu.Lock()
+	open := backends[b]
+	backendsMu.Unlock()
+	if open == nil {
+		if b == Emulator {
+			return nil, errors.New("jit: the emulator backend is not wired into jit yet (package emu has no host API yet); use the GPU backend")
+		}
+		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
+	}
+	o := Options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.Cache == nil {
+		o.Cache = DefaultCache()
+	}
+	impl, err := open(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	return &Device{impl: impl, info: impl.info(), cache: o.Cache, modules: map[*Module]struct{}{}}, nil
+}
+
+// Info describes the device.
+func (d *Device) Info() Info { return d.info }
+
+// Cache returns the cubin cache the device uses.
+func (d *Device) Cache() *Cache { return d.cache }
+
+// Close unloads the device's modules and releases it. Memory still allocated is freed with
+// the device's context; NVSHMEM must be finalized first.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	if d.shmem != nil && !d.shmem.finalized() {
+		d.mu.Unlock()
+		return errors.New("jit: Device.Close: NVSHMEM is still initialised on this device; call NVSHMEM.Finalize first")
+	}
+	mods := make([]*Module, 0, len(d.modules))
+	for m := range d.modules {
+		mods = append(mods, m)
+	}
+	d.mu.Unlock()
+	var errs []error
+	for _, m := range mods {
+		errs = append(errs, m.Close())
+	}
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	errs = append(errs, d.impl.close())
+	return errors.Join(errs...)
+}
+
+// Synchronize waits for all work on the device.
+func (d *Device) Synchronize() error { return d.impl.synchronize() }
+
+// Source is what Load links and loads.
+type Source struct {
+	// Module is the kernel module; required: launches are checked against its parameters.
+	Module *ptx.Module
+	// PTX is Module's text; empty means ptx.Print(Module).
+	PTX []byte
+	// DevLib is NVSHMEM's device library; required when Module calls NVSHMEM functions.
+	DevLib *DevLib
+	// Name names the module in link logs and errors (default: its first kernel's name).
+	Name string
+}
+
+// DevLib is a built NVSHMEM device library (package nvshmem/devlib makes one).
+type DevLib struct {
+	PTX     []byte // the device-library PTX (llc output of libnvshmem_device.bc's functions)
+	Archive string // the path of libnvshmem_device.a (linked as CU_JIT_INPUT_LIBRARY)
+	Version string // the NVSHMEM version both came from, "3.4.5"; checked against the host library
+}
+
+// LoadStats says how a module was produced.
+type LoadStats struct {
+	CacheHit bool
+	Link     time.Duration // PTX -> cubin (cuLink*); zero on a cache hit
+	Load     time.Duration // cuModuleLoadData (+ nvshmemx_cumodule_init)
+	CubinLen int
+	Key      string // the cache key ("" when the cache is off)
+}
+
+// Module is a loaded module.
+type Module struct {
+	d       *Device
+	src     *ptx.Module
+	name    string
+	impl    module
+	stats   LoadStats
+	shmem   bool // calls NVSHMEM: nvshmemx_cumodule_init ran
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*ptx.Func
+}
+
+// NVSHMEMCalls lists the NVSHMEM functions a module declares (extern .func nvshmem*), sorted.
+func NVSHMEMCalls(m *ptx.Module) []string {
+	var out []string
+	for _, f := range m.Funcs {
+		if f.Extern && !f.Entry && (strings.HasPrefix(f.Name, "nvshmem") || strings.HasPrefix(f.Name, "nvshmemx")) {
+			out = append(out, f.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Load links src (with NVSHMEM's device library when it calls NVSHMEM) and loads it. A module
+// that calls NVSHMEM needs InitNVSHMEM on this device first (its module gets
+// nvshmemx_cumodule_init).
+func (d *Device) Load(src Source) (*Module, error) {
+	if src.Module == nil {
+		return nil, errors.New("jit: Load: Source.Module is nil; pass the *ptx.Module the PTX came from (launch arguments are checked against it)")
+	}
+	entries := map[string]*ptx.Func{}
+	first := ""
+	for _, f := range src.Module.Funcs {
+		if f.Entry && !f.Extern {
+			entries[f.Name] = f
+			if first == "" {
+				first = f.Name
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return nil, errors.New("jit: Load: the module has no kernel (.entry)")
+	}
+	name := src.Name
+	if name == "" {
+		name = first
+	}
+	calls := NVSHMEMCalls(src.Module)
+	if len(calls) > 0 {
+		if src.DevLib == nil {
+			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s) but Source.DevLib is nil; build the device library with package nvshmem/devlib and pass it", name, strings.Join(calls, ", "))
+		}
+		d.mu.Lock()
+		sh := d.shmem
+		d.mu.Unlock()
+		if sh == nil || sh.finalized() {
+			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s): call jit.InitNVSHMEM on this device before loading it", name, strings.Join(calls, ", "))
+		}
+		if err := sh.checkDevLib(src.DevLib); err != nil {
+			return nil, err
+		}
+	}
+	text := src.PTX
+	if len(text) == 0 {
+		var b strings.Builder
+		if err := ptx.Print(&b, src.Module); err != nil {
+			return nil, fmt.Errorf("jit: module %s: printing PTX: %w", name, err)
+		}
+		text = []byte(b.String())
+	}
+	req := &loadRequest{name: name, ptx: text, mod: src.Module, devlib: src.DevLib, shmem: len(calls) > 0}
+	if len(calls) > 0 {
+		req.nvshmem = d.shmem
+	}
+	impl, stats, err := d.impl.load(req, d.cache)
+	if err != nil {
+		return nil, err
+	}
+	if req.shmem {
+		t0 := time.Now()
+		if err := req.nvshmem.impl.moduleInit(impl); err != nil {
+			impl.unload()
+			return nil, fmt.Errorf("jit: module %s: %w", name, err)
+		}
+		stats.Load += time.Since(t0)
+	}
+	m := &Module{d: d, src: src.Module, name: name, impl: impl, stats: stats, shmem: len(calls) > 0, entries: entries}
+	d.mu.Lock()
+	d.modules[m] = struct{}{}
+	d.mu.Unlock()
+	return m, nil
+}
+
+// Stats says whether the module came from the cache and how long linking and loading took.
+func (m *Module) Stats() LoadStats { return m.stats }
+
+// Source returns the ptx.Module the module was loaded from.
+func (m *Module) Source() *ptx.Module { return m.src }
+
+// Close unloads the module (after nvshmemx_cumodule_finalize when it calls NVSHMEM).
+func (m *Module) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.d.mu.Lock()
+	delete(m.d.modules, m)
+	sh := m.d.shmem
+	m.d.mu.Unlock()
+	var ferr error
+	if m.shmem && sh != nil {
+		ferr = sh.impl.moduleFinalize(m.impl)
+	}
+	return errors.Join(ferr, m.impl.unload())
+}
+
+// Function looks up a kernel by name.
+func (m *Module) Function(name string) (*Function, error) {
+	sig, ok := m.entries[name]
+	if !ok {
+		var names []string
+		for n := range m.entries {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("jit: module %s has no kernel %q (kernels: %s)", m.name, name, strings.Join(names, ", "))
+	}
+	f, err := m.impl.function(name)
+	if err != nil {
+		return nil, err
+	}
+	return &Function{m: m, sig: sig, impl: f}, nil
+}
+
+// Function is a kernel of a loaded module.
+type Function struct {
+	m    *Module
+	sig  *ptx.Func
+	impl function
+}
+
+// Name returns the kernel's name.
+func (f *Function) Name() string { return f.sig.Name }
+
+// Params returns the kernel's parameter list.
+func (f *Function) Params() []ptx.Param { return f.sig.Params }
+
+// LaunchConfig is a launch's shape.
+type LaunchConfig struct {
+	Grid, Block Dim3
+	SharedMem   int     // dynamic shared memory, bytes
+	Stream      *Stream // nil: the default stream
+}
+
+// Launch runs the kernel. The arguments are checked against the kernel's parameters: their
+// count, and each one's size and kind (pointers for .u64/.b64, Go scalars of the parameter's
+// width: float32 for .f32, uint16 bits for .f16/.bf16, int32/uint32 for 32-bit integers...).
+// Parameters wider than 8 bytes are refused (see docs/jit.md). Launch does not wait.
+func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
+	slots, err := EncodeArgs(f.sig, args)
+	if err != nil {
+		return err
+	}
+	g, b := cfg.Grid.norm(), cfg.Block.norm()
+	if g.X < 1 || g.Y < 1 || g.Z < 1 || b.X < 1 || b.Y < 1 || b.Z < 1 {
+		return fmt.Errorf("jit: launch of %s: grid %v and block %v must be positive", f.sig.Name, cfg.Grid, cfg.Block)
+	}
+	if n := b.X * b.Y * b.Z; n > 1024 {
+		return fmt.Errorf("jit: launch of %s: block %dx%dx%d has %d threads; the limit is 1024", f.sig.Name, b.X, b.Y, b.Z, n)
+	}
+	if cfg.SharedMem < 0 {
+		return fmt.Errorf("jit: launch of %s: negative dynamic shared memory %d", f.sig.Name, cfg.SharedMem)
+	}
+	f.m.mu.Lock()
+	closed := f.m.closed
+	f.m.mu.Unlock()
+	if closed {
+		return fmt.Errorf("jit: launch of %s: its module was closed", f.sig.Name)
+	}
+	var s stream
+	if cfg.Stream != nil {
+		s = cfg.Stream.impl
+	}
+	if err := f.impl.launch(g, b, cfg.SharedMem, s, slots); err != nil {
+		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
+	}
+	return nil
+}
+
+// Memory is a device allocation.
+type Memory struct {
+	d     *Device
+	ptr   DevicePtr
+	size  int64
+	free  func(DevicePtr) error
+	mu    sync.Mutex
+	freed bool
+}
+
+// DevPtr returns the allocation's address.
+func (m *Memory) DevPtr() DevicePtr { return m.ptr }
+
+// Size returns the allocation's size in bytes.
+func (m *Memory) Size() int64 { return m.size }
+
+// Device returns the device the memory lives on.
+func (m *Memory) Device() *Device { return m.d }
+
+// Free releases the memory (a second Free does nothing).
+func (m *Memory) Free() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.freed {
+		return nil
+	}
+	m.freed = true
+	return m.free(m.ptr)
+}
+
+// Alloc allocates n bytes of device memory.
+func (d *Device) Alloc(n int64) (*Memory, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("jit: Alloc(%d): size must be positive", n)
+	}
+	p, err := d.impl.alloc(n)
+	if err != nil {
+		return nil, fmt.Errorf("jit: allocating %d bytes on %s: %w", n, d.describe(), err)
+	}
+	return &Memory{d: d, ptr: p, size: n, free: d.impl.free}, nil
+}
+
+func (d *Device) describe() string {
+	return fmt.Sprintf("%s device %d (%s)", d.info.Backend, d.info.Ordinal, d.info.Name)
+}
+
+// CopyHtoD copies src to device address dst and waits.
+func (d *Device) CopyHtoD(dst DevicePtr, src []byte) error { return d.impl.copyHtoD(dst, src, nil) }
+
+// CopyDtoH copies len(dst) bytes from device address src and waits.
+func (d *Device) CopyDtoH(dst []byte, src DevicePtr) error { return d.impl.copyDtoH(dst, src, nil) }
+
+// CopyDtoD copies n bytes between device addresses and waits.
+func (d *Device) CopyDtoD(dst, src DevicePtr, n int64) error {
+	return d.impl.copyDtoD(dst, src, n, nil)
+}
+
+// Elem is the element types of a Buffer.
+type Elem interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+// Buffer is device memory holding n values of type T (f16/bf16 data as uint16 bits).
+type Buffer[T Elem] struct {
+	mem *Memory
+	n   int
+}
+
+// Alloc allocates a buffer of n values of T on d.
+func Alloc[T Elem](d *Device, n int) (*Buffer[T], error) {
+	var z T
+	m, err := d.Alloc(int64(n) * int64(unsafe.Sizeof(z)))
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer[T]{mem: m, n: n}, nil
+}
+
+// BufferOf views memory as n values of T (n*sizeof(T) must fit).
+func BufferOf[T Elem](m *Memory, n int) (*Buffer[T], error) {
+	var z T
+	if int64(n)*int64(unsafe.Sizeof(z)) > m.size {
+		return nil, fmt.Errorf("jit: BufferOf: %d values of %d bytes do not fit in %d bytes", n, unsafe.Sizeof(z), m.size)
+	}
+	return &Buffer[T]{mem: m, n: n}, nil
+}
+
+// Len returns the number of values.
+func (b *Buffer[T]) Len() int { return b.n }
+
+// Memory returns the underlying allocation.
+func (b *Buffer[T]) Memory() *Memory { return b.mem }
+
+// DevPtr returns the buffer's address.
+func (b *Buffer[T]) DevPtr() DevicePtr { return b.mem.ptr }
+
+// Free releases the buffer's memory.
+func (b *Buffer[T]) Free() error { return b.mem.Free() }
+
+func sizeOf[T Elem](z T) uintptr { return unsafe.Sizeof(z) }
+
+func bytesOf[T Elem](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
+}
+
+func (b *Buffer[T]) check(op string, n int) error {
+	if n > b.n {
+		return fmt.Errorf("jit: %s: %d values do not fit in a buffer of %d", op, n, b.n)
+	}
+	return nil
+}
+
+// CopyFromHost copies src into the start of the buffer and waits.
+func (b *Buffer[T]) CopyFromHost(src []T) error { return b.CopyFromHostAsync(src, nil) }
+
+// CopyToHost copies the start of the buffer into dst and waits.
+func (b *Buffer[T]) CopyToHost(dst []T) error { return b.CopyToHostAsync(dst, nil) }
+
+// CopyFromHostAsync copies src into the buffer in stream order (nil: default stream, and
+// waits). src must stay alive and unchanged until the stream reaches the copy.
+func (b *Buffer[T]) CopyFromHostAsync(src []T, s *Stream) error {
+	if err := b.check("CopyFromHost", len(src)); err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyHtoD(b.mem.ptr, bytesOf(src), s.get())
+}
+
+// CopyToHostAsync copies the buffer into dst in stream order (nil: default stream, and waits).
+func (b *Buffer[T]) CopyToHostAsync(dst []T, s *Stream) error {
+	if err := b.check("CopyToHost", len(dst)); err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyDtoH(bytesOf(dst), b.mem.ptr, s.get())
+}
+
+// CopyFrom copies all of src (device to device) into the buffer and waits.
+func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error { return b.CopyFromAsync(src, nil) }
+
+// CopyFromAsync copies src into the buffer in stream order (nil: default stream, and waits).
+func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
+	if err := b.check("CopyFrom", src.n); err != nil {
+		return err
+	}
+	var z T
+	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, int64(src.n)*int64(unsafe.Sizeof(z)), s.get())
+}
+
+// Stream is an ordered queue of device work.
+type Stream struct {
+	d    *Device
+	impl stream
+}
+
+func (s *Stream) get() stream {
+	if s == nil {
+		return nil
+	}
+	return s.impl
+}
+
+// NewStream creates a stream.
+func (d *Device) NewStream() (*Stream, error) {
+	s, err := d.impl.newStream()
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{d: d, impl: s}, nil
+}
+
+// Synchronize waits for the stream's work.
+func (s *Stream) Synchronize() error { return s.impl.synchronize() }
+
+// Close destroys the stream.
+func (s *Stream) Close() error { return s.impl.destroy() }
+
+// CopyHtoD enqueues a host-to-device copy; src must stay alive until it runs.
+func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
+	return s.d.impl.copyHtoD(dst, src, s.impl)
+}
+
+// CopyDtoH enqueues a device-to-host copy; dst is written when the stream reaches it.
+func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
+	return s.d.impl.copyDtoH(dst, src, s.impl)
+}
+
+// CopyDtoD enqueues a device-to-device copy.
+func (s *Stream) CopyDtoD(dst, src DevicePtr, n int64) error {
+	return s.d.impl.copyDtoD(dst, src, n, s.impl)
+}
+
+// Event marks a point in a stream.
+type Event struct{ impl event }
+
+// NewEvent creates an event (with timing).
+func (d *Device) NewEvent() (*Event, error) {
+	e, err := d.impl.newEvent()
+	if err != nil {
+		return nil, err
+	}
+	return &Event{impl: e}, nil
+}
+
+// Record records the event in s (nil: the default stream).
+func (e *Event) Record(s *Stream) error { return e.impl.record(s.get()) }
+
+// Synchronize waits until the event has happened.
+func (e *Event) Synchronize() error { return e.impl.synchronize() }
+
+// Elapsed returns the time between e and a later event end (both recorded and reached).
+func (e *Event) Elapsed(end *Event) (time.Duration, error) { return e.impl.elapsed(end.impl) }
+
+// Close destroys the event.
+func (e *Event) Close() error { return e.impl.destroy() }
+
+// The backend interfaces. A backend implements device; the front end above does the checking.
+
+type loadRequest struct {
+	name    string
+	ptx     []byte
+	mod     *ptx.Module
+	devlib  *DevLib
+	shmem   bool
+	nvshmem *NVSHMEM
+}
+
+type device interface {
+	info() Info
+	// load links and loads req, consulting cache (which may be disabled).
+	load(req *loadRequest, cache *Cache) (module, LoadStats, error)
+	alloc(n int64) (DevicePtr, error)
+	free(p DevicePtr) error
+	// copies: a nil stream means the default stream, and the call waits for the copy.
+	copyHtoD(dst DevicePtr, src []byte, s stream) error
+	copyDtoH(dst []byte, src DevicePtr, s stream) error
+	copyDtoD(dst, src DevicePtr, n int64, s stream) error
+	newStream() (stream, error)
+	newEvent() (event, error)
+	synchronize() error
+	close() error
+}
+
+type module interface {
+	function(name string) (function, error)
+	unload() error
+}
+
+type function interface {
+	// launch runs with one 8-byte slot per parameter (values in the low bytes, little-endian).
+	launch(grid, block Dim3, shared int, s stream, args []uint64) error
+}
+
+type stream interface {
+	synchronize() error
+	destroy() error
+}
+
+type event interface {
+	record(s stream) error
+	synchronize() error
+	elapsed(end event) (time.Duration, error)
+	destroy() error
+}

@@ -1,0 +1,238 @@
+package jit
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rendezvous says who a process is among its peers and where rank 0 serves the bootstrap.
+type Rendezvous struct {
+	Rank, WorldSize, LocalRank int
+	// Addr is host:port where rank 0 listens for the unique-ID exchange.
+	Addr string
+}
+
+// RendezvousFromEnv reads torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT. With none of them set it returns a single process (rank 0 of 1). The bootstrap
+// listens on MASTER_PORT, or on $KGEN_BOOTSTRAP_PORT when set, or on MASTER_PORT+1 under
+// torchrun's elastic agent (TORCHELASTIC_USE_AGENT_STORE=True), whose store holds MASTER_PORT.
+func RendezvousFromEnv() (Rendezvous, error) {
+	get := func(k string) (int, bool, error) {
+		v, ok := os.LookupEnv(k)
+		if !ok || v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, true, fmt.Errorf("jit: %s=%q is not a non-negative integer", k, v)
+		}
+		return n, true, nil
+	}
+	rank, hasRank, err := get("RANK")
+	if err != nil {
+		return Rendezvous{}, err
+	}
+	world, hasWorld, err := get("WORLD_SIZE")
+	if err != nil {
+		return Rendezvous{}, err
+	}
+	local, hasLocal, err := get("LOCAL_RANK")
+	if err != nil {
+		return Rendezvous{}, err
+	}
+	if !hasRank && !hasWorld {
+		return Rendezvous{Rank: 0, WorldSize: 1, LocalRank: local}, nil
+	}
+	if !hasRank || !hasWorld {
+		return Rendezvous{}, errors.New("jit: set both RANK and WORLD_SIZE (as torchrun or `kgen launch` do), or neither for one process")
+	}
+	if world < 1 || rank >= world {
+		return Rendezvous{}, fmt.Errorf("jit: RANK=%d is not below WORLD_SIZE=%d", rank, world)
+	}
+	if !hasLocal {
+		local = rank
+	}
+	rv := Rendezvous{Rank: rank, WorldSize: world, LocalRank: local}
+	if world == 1 {
+		return rv, nil
+	}
+	addr := os.Getenv("MASTER_ADDR")
+	port, hasPort, err := get("MASTER_PORT")
+	if err != nil {
+		return Rendezvous{}, err
+	}
+	if addr == "" || !hasPort {
+		return Rendezvous{}, fmt.Errorf("jit: WORLD_SIZE=%d needs MASTER_ADDR and MASTER_PORT (where rank 0 serves the NVSHMEM unique ID)", world)
+	}
+	if p, ok, err := get("KGEN_BOOTSTRAP_PORT"); err != nil {
+		return Rendezvous{}, err
+	} else if ok {
+		port = p
+	} else if strings.EqualFold(os.Getenv("TORCHELASTIC_USE_AGENT_STORE"), "true") {
+		port++
+	}
+	rv.Addr = net.JoinHostPort(addr, strconv.Itoa(port))
+	return rv, nil
+}
+
+const bootstrapMagic = "KGENUID1"
+
+// ExchangeUniqueID gives every rank rank 0's unique ID: rank 0 passes its ID and serves it
+// at rv.Addr until all WorldSize-1 others have fetched it; the others pass nil and retry
+// connecting until ctx ends. A rank that never shows up makes the others fail when ctx ends,
+// with an error naming it.
+func ExchangeUniqueID(ctx context.Context, rv Rendezvous, uid []byte) ([]byte, error) {
+	if rv.WorldSize <= 1 {
+		return uid, nil
+	}
+	if rv.Rank == 0 {
+		if len(uid) == 0 || len(uid) > 1<<16 {
+			return nil, fmt.Errorf("jit: bootstrap: rank 0 has a unique ID of %d bytes", len(uid))
+		}
+		return uid, serveUniqueID(ctx, rv, uid)
+	}
+	return fetchUniqueID(ctx, rv)
+}
+
+func listenAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return addr
+	}
+	return net.JoinHostPort("", port) // MASTER_ADDR names this host as others see it
+}
+
+func serveUniqueID(ctx context.Context, rv Rendezvous, uid []byte) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", listenAddr(rv.Addr))
+	if err != nil {
+		return fmt.Errorf("jit: bootstrap: rank 0 cannot listen on %s: %w (is MASTER_PORT free? set KGEN_BOOTSTRAP_PORT to use another)", rv.Addr, err)
+	}
+	defer ln.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	seen := map[int]bool{}
+	for len(seen) < rv.WorldSize-1 {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("jit: bootstrap: ranks %v did not connect to %s in time (did they start? did one fail?)", missingRanks(rv.WorldSize, seen), rv.Addr)
+			}
+			return fmt.Errorf("jit: bootstrap: accept on %s: %w", rv.Addr, err)
+		}
+		rank, err := serveOne(ctx, c, rv, uid)
+		c.Close()
+		if err != nil {
+			return err
+		}
+		seen[rank] = true
+	}
+	return nil
+}
+
+func serveOne(ctx context.Context, c net.Conn, rv Rendezvous, uid []byte) (int, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	var hello [len(bootstrapMagic) + 8]byte
+	if _, err := io.ReadFull(c, hello[:]); err != nil {
+		return 0, fmt.Errorf("jit: bootstrap: reading a peer's hello: %w", err)
+	}
+	if string(hello[:len(bootstrapMagic)]) != bootstrapMagic {
+		return 0, fmt.Errorf("jit: bootstrap: a connection to %s is not a kgen rank (port in use by something else?)", rv.Addr)
+	}
+	rank := int(binary.LittleEndian.Uint32(hello[len(bootstrapMagic):]))
+	world := int(binary.LittleEndian.Uint32(hello[len(bootstrapMagic)+4:]))
+	var reply []byte
+	var rerr error
+	if world != rv.WorldSize || rank <= 0 || rank >= rv.WorldSize {
+		rerr = fmt.Errorf("jit: bootstrap: rank %d of %d connected, but rank 0 has WORLD_SIZE=%d", rank, world, rv.WorldSize)
+		reply = binary.LittleEndian.AppendUint32(nil, 0)
+	} else {
+		reply = binary.LittleEndian.AppendUint32(nil, uint32(len(uid)))
+		reply = append(reply, uid...)
+	}
+	if _, err := c.Write(reply); err != nil && rerr == nil {
+		rerr = fmt.Errorf("jit: bootstrap: sending the unique ID to rank %d: %w", rank, err)
+	}
+	return rank, rerr
+}
+
+func missingRanks(n int, seen map[int]bool) []int {
+	var out []int
+	for r := 1; r < n; r++ {
+		if !seen[r] {
+			out = append(out, r)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func fetchUniqueID(ctx context.Context, rv Rendezvous) ([]byte, error) {
+	var d net.Dialer
+	var last error
+	for {
+		c, err := d.DialContext(ctx, "tcp", rv.Addr)
+		if err == nil {
+			uid, err := fetchOne(ctx, c, rv)
+			c.Close()
+			if err == nil {
+				return uid, nil
+			}
+			last = err
+			if errors.Is(err, errWorldMismatch) {
+				return nil, err
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("jit: bootstrap: rank %d: rank 0 did not serve the unique ID at %s in time (is it running? did it fail?): %v", rv.Rank, rv.Addr, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+var errWorldMismatch = errors.New("rank 0 refused this rank (WORLD_SIZE differs)")
+
+func fetchOne(ctx context.Context, c net.Conn, rv Rendezvous) ([]byte, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	hello := append([]byte(bootstrapMagic), make([]byte, 8)...)
+	binary.LittleEndian.PutUint32(hello[len(bootstrapMagic):], uint32(rv.Rank))
+	binary.LittleEndian.PutUint32(hello[len(bootstrapMagic)+4:], uint32(rv.WorldSize))
+	if _, err := c.Write(hello); err != nil {
+		return nil, err
+	}
+	var n [4]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.LittleEndian.Uint32(n[:])
+	if size == 0 {
+		return nil, fmt.Errorf("jit: bootstrap: rank %d of %d: %w", rv.Rank, rv.WorldSize, errWorldMismatch)
+	}
+	if size > 1<<16 {
+		return nil, fmt.Errorf("jit: bootstrap: unique ID of %d bytes is too large", size)
+	}
+	uid := make([]byte, size)
+	if _, err := io.ReadFull(c, uid); err != nil {
+		return nil, err
+	}
+	return uid, nil
+}

@@ -1,0 +1,5 @@
+//go:build cuda
+
+package jit
+
+const cudaTagged = true

@@ -1,0 +1,5 @@
+//go:build !cuda
+
+package jit
+
+func openGPU(ordinal int) (device, error) { return nil, ErrNoCUDA }

@@ -1,0 +1,313 @@
+package jit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// NVSHMEM is NVSHMEM's host library, initialised on one device for one process (one PE).
+// Create it with InitNVSHMEM, finish with Finalize. Its methods are safe for concurrent use,
+// but the collective ones (Malloc, Free, BarrierAll, Finalize) must be called by every PE in
+// the same order, as NVSHMEM requires.
+type NVSHMEM struct {
+	d       *Device
+	impl    shmemImpl
+	rv      Rendezvous
+	host    string // host library version, "3.4.5"
+	libPath string
+	mu      sync.Mutex
+	done    bool
+	mems    []*Memory // live symmetric allocations, in allocation order
+}
+
+// InitOptions configure InitNVSHMEM.
+type InitOptions struct {
+	// Rendezvous says who this PE is and where rank 0 listens; nil reads torchrun's
+	// environment (RendezvousFromEnv).
+	Rendezvous *Rendezvous
+	// Timeout bounds the unique-ID exchange (default $KGEN_BOOTSTRAP_TIMEOUT or 60s).
+	Timeout time.Duration
+	// LibPath is libnvshmem_host.so.3 to load; empty searches (see FindNVSHMEMHost).
+	LibPath string
+}
+
+// MulticastError says why a multicast address is unavailable.
+type MulticastError struct{ Reason string }
+
+func (e *MulticastError) Error() string { return "jit: no NVSHMEM multicast address: " + e.Reason }
+
+// VersionError reports a device library built from another NVSHMEM than the host library.
+type VersionError struct{ DevLib, Host, HostPath string }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("jit: NVSHMEM device library was built from NVSHMEM %s but the host library %s is %s; rebuild the device library (nvshmem/devlib) from the same NVSHMEM as the host library, or point NVSHMEM_HOME at the matching one", e.DevLib, e.HostPath, e.Host)
+}
+
+// InitNVSHMEM initialises NVSHMEM on d with a unique-ID bootstrap: rank 0 asks NVSHMEM for
+// the 128-byte unique ID and serves it over TCP at the rendezvous address; every rank then
+// calls nvshmemx_set_attr_uniqueid_args and nvshmemx_hostlib_init_attr(WITH_UNIQUEID).
+// d should be GPU LOCAL_RANK of its node.
+func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
+	var rv Rendezvous
+	if o.Rendezvous != nil {
+		rv = *o.Rendezvous
+	} else {
+		var err error
+		if rv, err = RendezvousFromEnv(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = bootstrapTimeout()
+	}
+	sd, ok := d.impl.(shmemDevice)
+	if !ok {
+		return nil, fmt.Errorf("jit: the %s backend has no NVSHMEM host support", d.info.Backend)
+	}
+	d.mu.Lock()
+	if d.shmem != nil && !d.shmem.finalized() {
+		d.mu.Unlock()
+		return nil, errors.New("jit: NVSHMEM is already initialised on this device")
+	}
+	d.mu.Unlock()
+	host, err := sd.nvshmemHost(o.LibPath)
+	if err != nil {
+		return nil, err
+	}
+	var uid []byte
+	if rv.Rank == 0 {
+		if uid, err = host.uniqueID(); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	uid, err = ExchangeUniqueID(ctx, rv, uid)
+	if err != nil {
+		return nil, err
+	}
+	impl, err := host.init(rv.Rank, rv.WorldSize, uid)
+	if err != nil {
+		return nil, err
+	}
+	s := &NVSHMEM{d: d, impl: impl, rv: rv, host: host.version(), libPath: host.path()}
+	if pe, n := impl.myPE(), impl.nPEs(); pe != rv.Rank || n != rv.WorldSize {
+		s.impl.finalize()
+		return nil, fmt.Errorf("jit: NVSHMEM started as PE %d of %d, expected rank %d of %d", pe, n, rv.Rank, rv.WorldSize)
+	}
+	d.mu.Lock()
+	d.shmem = s
+	d.mu.Unlock()
+	return s, nil
+}
+
+func bootstrapTimeout() time.Duration {
+	if v := os.Getenv("KGEN_BOOTSTRAP_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+	}
+	return 60 * time.Second
+}
+
+func (s *NVSHMEM) finalized() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
+func (s *NVSHMEM) live() error {
+	if s.finalized() {
+		return errors.New("jit: NVSHMEM was finalized")
+	}
+	return nil
+}
+
+// MyPE returns this process's PE number.
+func (s *NVSHMEM) MyPE() int { return s.impl.myPE() }
+
+// NPEs returns the number of PEs.
+func (s *NVSHMEM) NPEs() int { return s.impl.nPEs() }
+
+// Version returns the host library's NVSHMEM version ("3.4.5").
+func (s *NVSHMEM) Version() string { return s.host }
+
+// LibPath returns the host library that was loaded.
+func (s *NVSHMEM) LibPath() string { return s.libPath }
+
+// Device returns the device NVSHMEM runs on.
+func (s *NVSHMEM) Device() *Device { return s.d }
+
+func (s *NVSHMEM) checkDevLib(dl *DevLib) error {
+	if dl.Version != "" && dl.Version != s.host {
+		return &VersionError{DevLib: dl.Version, Host: s.host, HostPath: s.libPath}
+	}
+	return nil
+}
+
+// Malloc allocates n bytes of symmetric memory (collective: nvshmem_malloc).
+func (s *NVSHMEM) Malloc(n int64) (*Memory, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): size must be positive", n)
+	}
+	p, err := s.impl.malloc(n)
+	if err != nil {
+		return nil, err
+	}
+	m := &Memory{d: s.d, ptr: p, size: n}
+	m.free = func(p DevicePtr) error {
+		s.mu.Lock()
+		for i, x := range s.mems {
+			if x == m {
+				s.mems = append(s.mems[:i], s.mems[i+1:]...)
+				break
+			}
+		}
+		done := s.done
+		s.mu.Unlock()
+		if done {
+			return nil // freed by Finalize
+		}
+		return s.impl.free(p)
+	}
+	s.mu.Lock()
+	s.mems = append(s.mems, m)
+	s.mu.Unlock()
+	return m, nil
+}
+
+// SymAlloc allocates a symmetric buffer of n values of T (collective).
+func SymAlloc[T Elem](s *NVSHMEM, n int) (*Buffer[T], error) {
+	var z T
+	m, err := s.Malloc(int64(n) * int64(sizeOf(z)))
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer[T]{mem: m, n: n}, nil
+}
+
+// PeerPtr returns the address through which this PE reaches p's copy on pe with loads and
+// stores (nvshmem_ptr); an error when pe's memory is not directly reachable.
+func (s *NVSHMEM) PeerPtr(p Pointer, pe int) (DevicePtr, error) {
+	if err := s.live(); err != nil {
+		return 0, err
+	}
+	if pe < 0 || pe >= s.NPEs() {
+		return 0, fmt.Errorf("jit: PeerPtr: PE %d out of range [0, %d)", pe, s.NPEs())
+	}
+	q := s.impl.ptr(p.DevPtr(), pe)
+	if q == 0 {
+		return 0, fmt.Errorf("jit: PE %d's memory is not reachable by load/store from PE %d (nvshmem_ptr returned NULL): no peer access between the GPUs; use put/get", pe, s.MyPE())
+	}
+	return q, nil
+}
+
+// MulticastPtr returns the NVLink SHARP multicast address of symmetric memory p for the
+// world team (nvshmemx_mc_ptr), or 0 and a *MulticastError saying why there is none.
+func (s *NVSHMEM) MulticastPtr(p Pointer) (DevicePtr, error) {
+	if err := s.live(); err != nil {
+		return 0, err
+	}
+	q := s.impl.mcPtr(p.DevPtr())
+	if q != 0 {
+		return q, nil
+	}
+	reason := "NVSHMEM has no NVLS multicast for this team (the GPUs or the fabric do not support NVLink SHARP); fall back to a peer-pointer algorithm"
+	if v := os.Getenv("NVSHMEM_DISABLE_NVLS"); v != "" && v != "0" {
+		reason = "NVLS is disabled (NVSHMEM_DISABLE_NVLS=" + v + "); fall back to a peer-pointer algorithm"
+	}
+	return 0, &MulticastError{Reason: reason}
+}
+
+// BarrierAll is nvshmem_barrier_all: it completes this PE's outstanding puts and waits for
+// every PE.
+func (s *NVSHMEM) BarrierAll() error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	return s.impl.barrierAll()
+}
+
+// BarrierAllOnStream enqueues nvshmemx_barrier_all_on_stream on st (nil: default stream).
+func (s *NVSHMEM) BarrierAllOnStream(st *Stream) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	return s.impl.barrierAllOnStream(st.get())
+}
+
+// Finalize shuts NVSHMEM down in order: wait for the device, finalize and unload the modules
+// that call NVSHMEM, free the symmetric memory still allocated (newest first), then
+// nvshmemx_hostlib_finalize. Collective.
+func (s *NVSHMEM) Finalize() error {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	var errs []error
+	errs = append(errs, s.d.Synchronize())
+	s.d.mu.Lock()
+	var mods []*Module
+	for m := range s.d.modules {
+		if m.shmem {
+			mods = append(mods, m)
+		}
+	}
+	s.d.mu.Unlock()
+	for _, m := range mods {
+		errs = append(errs, m.Close())
+	}
+	s.mu.Lock()
+	mems := s.mems
+	s.mems = nil
+	s.mu.Unlock()
+	for i := len(mems) - 1; i >= 0; i-- {
+		mems[i].mu.Lock()
+		if !mems[i].freed {
+			mems[i].freed = true
+			errs = append(errs, s.impl.free(mems[i].ptr))
+		}
+		mems[i].mu.Unlock()
+	}
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	errs = append(errs, s.impl.finalize())
+	return errors.Join(errs...)
+}
+
+// The backend side of NVSHMEM.
+
+type shmemDevice interface {
+	nvshmemHost(libPath string) (shmemHost, error)
+}
+
+type shmemHost interface {
+	uniqueID() ([]byte, error)
+	init(rank, n int, uid []byte) (shmemImpl, error)
+	version() string
+	path() string
+}
+
+type shmemImpl interface {
+	myPE() int
+	nPEs() int
+	malloc(n int64) (DevicePtr, error)
+	free(p DevicePtr) error
+	ptr(p DevicePtr, pe int) DevicePtr
+	mcPtr(p DevicePtr) DevicePtr
+	barrierAll() error
+	barrierAllOnStream(s stream) error
+	moduleInit(m module) error
+	moduleFinalize(m module) error
+	finalize() error
+}
