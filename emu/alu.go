@@ -1,0 +1,947 @@
+package emu
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// tokens is an instruction's opcode and qualifiers split on dots: "bar.sync" + [aligned]
+// gives [bar sync aligned].
+type tokens []string
+
+func (t tokens) has(s string) bool {
+	for _, x := range t {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (t tokens) any(ss ...string) string {
+	for _, x := range t {
+		for _, s := range ss {
+			if x == s {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+func widthMask(w int) uint64 {
+	if w >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<w - 1
+}
+
+func sext(x uint64, w int) int64 {
+	if w >= 64 {
+		return int64(x)
+	}
+	s := 64 - w
+	return int64(x<<s) >> s
+}
+
+func rndOf(t tokens) (uint8, bool) {
+	switch t.any("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi") {
+	case "rz", "rzi":
+		return rndZero, true
+	case "rm", "rmi":
+		return rndDown, true
+	case "rp", "rpi":
+		return rndUp, true
+	case "rn", "rni":
+		return rndNear, true
+	}
+	return rndNear, false
+}
+
+// floatOps returns widen/narrow functions for a scalar float type.
+func floatOps(t ptx.Type, mode uint8) (func(uint64) float64, func(float64) uint64, bool) {
+	switch t {
+	case ptx.F32:
+		if mode == rndNear {
+			return func(x uint64) float64 { return float64(f32(x)) }, func(v float64) uint64 { return bf32(float32(v)) }, true
+		}
+		return func(x uint64) float64 { return float64(f32(x)) }, func(v float64) uint64 { return bf32(float32(fmtF32.round(v, mode))) }, true
+	case ptx.F64:
+		return f64, bf64, true
+	case ptx.F16:
+		return h2f, func(v float64) uint64 { return fmtF16.encode(fmtF16.round(v, mode), false) }, true
+	case ptx.BF16:
+		return bh2f, func(v float64) uint64 { return fmtBF16.encode(fmtBF16.round(v, mode), false) }, true
+	}
+	return nil, nil, false
+}
+
+// packed lifts a scalar half operation to f16x2/bf16x2.
+func packed(f laneFn) laneFn {
+	return func(a, b, c, d uint64) uint64 {
+		lo := f(a&0xffff, b&0xffff, c&0xffff, d) & 0xffff
+		hi := f(a>>16&0xffff, b>>16&0xffff, c>>16&0xffff, d) & 0xffff
+		return hi<<16 | lo
+	}
+}
+
+func scalarHalf(t ptx.Type) ptx.Type {
+	switch t {
+	case ptx.F16x2:
+		return ptx.F16
+	case ptx.BF16x2:
+		return ptx.BF16
+	}
+	return t
+}
+
+// floatBinary builds a lane function for a binary float operation computed in float64 with
+// one final rounding (exact for f16/bf16/f32 add, sub, mul via round-to-odd).
+func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
+	st := scalarHalf(t)
+	mode, _ := rndOf(q)
+	wid, nar, ok := floatOps(st, mode)
+	if !ok {
+		return nil, fmt.Errorf("no float type")
+	}
+	if st == ptx.F64 && mode != rndNear && (op == "add" || op == "sub" || op == "mul" || op == "fma" || op == "mad" || op == "div") {
+		return nil, fmt.Errorf("directed rounding of f64 arithmetic")
+	}
+	sat := q.has("sat")
+	ftz := q.has("ftz") && st == ptx.F32
+	var f laneFn
+	fin := func(v float64) float64 {
+		if sat {
+			if math.IsNaN(v) {
+				return 0
+			}
+			v = math.Max(0, math.Min(1, v))
+		}
+		return v
+	}
+	in := wid
+	if ftz {
+		in = func(x uint64) float64 { return float64(ftz32(f32(x))) }
+		n0 := nar
+		nar = func(v float64) uint64 { return bf32(ftz32(f32(n0(v)))) }
+	}
+	fast := st == ptx.F32 && mode == rndNear && !sat && !ftz
+	switch op {
+	case "add":
+		if fast {
+			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) + f32(b)) }
+		} else if st == ptx.F64 {
+			f = func(a, b, _, _ uint64) uint64 { return bf64(fin(f64(a) + f64(b))) }
+		} else {
+			f = func(a, b, _, _ uint64) uint64 { return nar(fin(addOdd(in(a), in(b)))) }
+		}
+	case "sub":
+		if fast {
+			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) - f32(b)) }
+		} else if st == ptx.F64 {
+			f = func(a, b, _, _ uint64) uint64 { return bf64(fin(f64(a) - f64(b))) }
+		} else {
+			f = func(a, b, _, _ uint64) uint64 { return nar(fin(addOdd(in(a), -in(b)))) }
+		}
+	case "mul":
+		if fast {
+			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) * f32(b)) }
+		} else if st == ptx.F64 {
+			f = func(a, b, _, _ uint64) uint64 { return bf64(fin(f64(a) * f64(b))) }
+		} else {
+			f = func(a, b, _, _ uint64) uint64 { return nar(fin(in(a) * in(b))) }
+		}
+	case "fma", "mad":
+		if st == ptx.F64 {
+			f = func(a, b, c, _ uint64) uint64 { return bf64(fin(math.FMA(f64(a), f64(b), f64(c)))) }
+		} else {
+			f = func(a, b, c, _ uint64) uint64 { return nar(fin(addOdd(in(a)*in(b), in(c)))) }
+		}
+	case "div":
+		if fast {
+			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) / f32(b)) }
+		} else if st == ptx.F64 {
+			f = func(a, b, _, _ uint64) uint64 { return bf64(f64(a) / f64(b)) }
+		} else {
+			f = func(a, b, _, _ uint64) uint64 { return nar(fin(in(a) / in(b))) }
+		}
+	case "min", "max":
+		isMax := op == "max"
+		nan := q.has("NaN")
+		absq := q.has("abs")
+		f = func(a, b, _, _ uint64) uint64 {
+			x, y := in(a), in(b)
+			if absq {
+				x, y = math.Abs(x), math.Abs(y)
+			}
+			xn, yn := math.IsNaN(x), math.IsNaN(y)
+			switch {
+			case xn && yn || nan && (xn || yn):
+				return nar(math.NaN())
+			case xn:
+				return nar(y)
+			case yn:
+				return nar(x)
+			}
+			if x == y { // -0 vs +0
+				if isMax == math.Signbit(x) {
+					return nar(y)
+				}
+				return nar(x)
+			}
+			if (x > y) == isMax {
+				return nar(x)
+			}
+			return nar(y)
+		}
+	case "neg":
+		sb := uint64(1) << (st.Bits() - 1)
+		f = func(a, _, _, _ uint64) uint64 { return a ^ sb }
+	case "abs":
+		sb := uint64(1) << (st.Bits() - 1)
+		f = func(a, _, _, _ uint64) uint64 { return a &^ sb }
+	case "sqrt":
+		f = func(a, _, _, _ uint64) uint64 { return nar(math.Sqrt(in(a))) }
+	case "rsqrt":
+		f = func(a, _, _, _ uint64) uint64 { return nar(1 / math.Sqrt(in(a))) }
+	case "rcp":
+		f = func(a, _, _, _ uint64) uint64 { return nar(fin(1 / in(a))) }
+	case "ex2":
+		f = func(a, _, _, _ uint64) uint64 { return nar(math.Exp2(in(a))) }
+	case "lg2":
+		f = func(a, _, _, _ uint64) uint64 { return nar(math.Log2(in(a))) }
+	case "sin":
+		f = func(a, _, _, _ uint64) uint64 { return nar(math.Sin(in(a))) }
+	case "cos":
+		f = func(a, _, _, _ uint64) uint64 { return nar(math.Cos(in(a))) }
+	case "tanh":
+		f = func(a, _, _, _ uint64) uint64 { return nar(math.Tanh(in(a))) }
+	case "copysign":
+		f = func(a, b, _, _ uint64) uint64 { return nar(math.Copysign(in(b), in(a))) }
+	default:
+		return nil, fmt.Errorf("no float %s", op)
+	}
+	if t.IsPacked() {
+		return packed(f), nil
+	}
+	return f, nil
+}
+
+// intArith builds a lane function for an integer operation of type t.
+func intArith(op string, t ptx.Type, q tokens) (laneFn, error) {
+	w := t.Bits()
+	mask := widthMask(w)
+	signed := t.Kind() == ptx.KindSigned
+	mode := q.any("lo", "hi", "wide")
+	sat := q.has("sat")
+	clampS := func(v int64) uint64 {
+		lo, hi := int64(-1)<<(w-1), int64(1)<<(w-1)-1
+		if w == 64 {
+			return uint64(v)
+		}
+		return uint64(min(max(v, lo), hi)) & mask
+	}
+	switch op {
+	case "add":
+		if sat && signed {
+			return func(a, b, _, _ uint64) uint64 {
+				x, y := sext(a, w), sext(b, w)
+				s := x + y
+				if w == 64 {
+					if x > 0 && y > 0 && s < 0 {
+						return math.MaxInt64
+					}
+					if x < 0 && y < 0 && s >= 0 {
+						return 1 << 63
+					}
+					return uint64(s)
+				}
+				return clampS(s)
+			}, nil
+		}
+		return func(a, b, _, _ uint64) uint64 { return (a + b) & mask }, nil
+	case "sub":
+		if sat && signed {
+			return func(a, b, _, _ uint64) uint64 { return clampS(sext(a, w) - sext(b, w)) }, nil
+		}
+		return func(a, b, _, _ uint64) uint64 { return (a - b) & mask }, nil
+	case "mul", "mad":
+		add := op == "mad"
+		switch mode {
+		case "wide":
+			w2 := widthMask(2 * w)
+			if signed {
+				return func(a, b, c, _ uint64) uint64 {
+					r := uint64(sext(a, w) * sext(b, w))
+					if add {
+						r += c
+					}
+					return r & w2
+				}, nil
+			}
+			return func(a, b, c, _ uint64) uint64 {
+				r := (a & mask) * (b & mask)
+				if add {
+					r += c
+				}
+				return r & w2
+			}, nil
+		case "hi":
+			return func(a, b, c, _ uint64) uint64 {
+				var h uint64
+				if w == 64 {
+					if signed {
+						hi, _ := bits.Mul64(a, b)
+						// signed correction
+						if int64(a) < 0 {
+							hi -= b
+						}
+						if int64(b) < 0 {
+							hi -= a
+						}
+						h = hi
+					} else {
+						h, _ = bits.Mul64(a, b)
+					}
+				} else if signed {
+					h = uint64(sext(a, w)*sext(b, w)) >> w
+				} else {
+					h = (a & mask) * (b & mask) >> w
+				}
+				if add {
+					if sat && signed && w == 32 {
+						return clampS(sext(h&mask, w) + sext(c, w))
+					}
+					h += c
+				}
+				return h & mask
+			}, nil
+		default:
+			return func(a, b, c, _ uint64) uint64 {
+				r := a * b
+				if add {
+					r += c
+				}
+				return r & mask
+			}, nil
+		}
+	case "mul24", "mad24":
+		add := op == "mad24"
+		return func(a, b, c, _ uint64) uint64 {
+			var x, y int64
+			if signed {
+				x, y = sext(a&0xffffff, 24), sext(b&0xffffff, 24)
+			} else {
+				x, y = int64(a&0xffffff), int64(b&0xffffff)
+			}
+			r := uint64(x * y)
+			if mode == "hi" {
+				r >>= 16
+			}
+			if add {
+				r += c
+			}
+			return r & mask
+		}, nil
+	case "sad":
+		return func(a, b, c, _ uint64) uint64 {
+			var d uint64
+			if signed {
+				x, y := sext(a, w), sext(b, w)
+				if x > y {
+					d = uint64(x - y)
+				} else {
+					d = uint64(y - x)
+				}
+			} else if a&mask > b&mask {
+				d = a&mask - b&mask
+			} else {
+				d = b&mask - a&mask
+			}
+			return (d + c) & mask
+		}, nil
+	case "div":
+		if signed {
+			return func(a, b, _, _ uint64) uint64 {
+				y := sext(b, w)
+				if y == 0 {
+					return mask
+				}
+				x := sext(a, w)
+				if y == -1 {
+					return uint64(-x) & mask
+				}
+				return uint64(x/y) & mask
+			}, nil
+		}
+		return func(a, b, _, _ uint64) uint64 {
+			if b&mask == 0 {
+				return mask
+			}
+			return (a & mask) / (b & mask)
+		}, nil
+	case "rem":
+		if signed {
+			return func(a, b, _, _ uint64) uint64 {
+				y := sext(b, w)
+				if y == 0 || y == -1 {
+					if y == -1 {
+						return 0
+					}
+					return a & mask
+				}
+				return uint64(sext(a, w)%y) & mask
+			}, nil
+		}
+		return func(a, b, _, _ uint64) uint64 {
+			if b&mask == 0 {
+				return a & mask
+			}
+			return (a & mask) % (b & mask)
+		}, nil
+	case "min", "max":
+		isMax := op == "max"
+		if signed {
+			return func(a, b, _, _ uint64) uint64 {
+				if (sext(a, w) > sext(b, w)) == isMax {
+					return a & mask
+				}
+				return b & mask
+			}, nil
+		}
+		return func(a, b, _, _ uint64) uint64 {
+			if (a&mask > b&mask) == isMax {
+				return a & mask
+			}
+			return b & mask
+		}, nil
+	case "neg":
+		return func(a, _, _, _ uint64) uint64 { return -a & mask }, nil
+	case "abs":
+		return func(a, _, _, _ uint64) uint64 {
+			x := sext(a, w)
+			if x < 0 {
+				x = -x
+			}
+			return uint64(x) & mask
+		}, nil
+	}
+	return nil, fmt.Errorf("no integer %s", op)
+}
+
+func bitArith(op string, t ptx.Type, q tokens) (laneFn, error) {
+	w := t.Bits()
+	mask := widthMask(w)
+	if t == ptx.Pred {
+		mask = 1
+	}
+	switch op {
+	case "and":
+		return func(a, b, _, _ uint64) uint64 { return a & b & mask }, nil
+	case "or":
+		return func(a, b, _, _ uint64) uint64 { return (a | b) & mask }, nil
+	case "xor":
+		return func(a, b, _, _ uint64) uint64 { return (a ^ b) & mask }, nil
+	case "not":
+		return func(a, _, _, _ uint64) uint64 { return ^a & mask }, nil
+	case "cnot":
+		return func(a, _, _, _ uint64) uint64 {
+			if a&mask == 0 {
+				return 1
+			}
+			return 0
+		}, nil
+	case "shl":
+		return func(a, b, _, _ uint64) uint64 {
+			s := b & 0xffffffff
+			if s >= uint64(w) {
+				return 0
+			}
+			return a << s & mask
+		}, nil
+	case "shr":
+		if t.Kind() == ptx.KindSigned {
+			return func(a, b, _, _ uint64) uint64 {
+				s := b & 0xffffffff
+				if s >= uint64(w) {
+					s = uint64(w) - 1
+				}
+				return uint64(sext(a, w)>>s) & mask
+			}, nil
+		}
+		return func(a, b, _, _ uint64) uint64 {
+			s := b & 0xffffffff
+			if s >= uint64(w) {
+				return 0
+			}
+			return (a & mask) >> s
+		}, nil
+	case "popc":
+		return func(a, _, _, _ uint64) uint64 { return uint64(bits.OnesCount64(a & mask)) }, nil
+	case "clz":
+		return func(a, _, _, _ uint64) uint64 { return uint64(bits.LeadingZeros64(a&mask) - (64 - w)) }, nil
+	case "brev":
+		return func(a, _, _, _ uint64) uint64 { return bits.Reverse64(a) >> (64 - w) }, nil
+	case "bfind":
+		signed := t.Kind() == ptx.KindSigned
+		shiftamt := q.has("shiftamt")
+		return func(a, _, _, _ uint64) uint64 {
+			x := a & mask
+			if signed && sext(x, w) < 0 {
+				x = ^x & mask
+			}
+			if x == 0 {
+				return 0xffffffff
+			}
+			p := uint64(63 - bits.LeadingZeros64(x))
+			if shiftamt {
+				return uint64(w-1) - p
+			}
+			return p
+		}, nil
+	case "bfe":
+		signed := t.Kind() == ptx.KindSigned
+		return func(a, b, c, _ uint64) uint64 {
+			pos, ln := b&0xff, c&0xff
+			var sbit uint64
+			if signed && ln > 0 {
+				p := pos + ln - 1
+				if p > uint64(w-1) {
+					p = uint64(w - 1)
+				}
+				sbit = a >> p & 1
+			}
+			var r uint64
+			for i := uint64(0); i < uint64(w); i++ {
+				var bit uint64
+				if i < ln && pos+i < uint64(w) {
+					bit = a >> (pos + i) & 1
+				} else {
+					bit = sbit
+				}
+				r |= bit << i
+			}
+			return r & mask
+		}, nil
+	case "bfi":
+		return func(a, b, c, d uint64) uint64 {
+			pos, ln := c&0xff, d&0xff
+			r := b & mask
+			for i := uint64(0); i < ln && pos+i < uint64(w); i++ {
+				r = r&^(1<<(pos+i)) | (a>>i&1)<<(pos+i)
+			}
+			return r
+		}, nil
+	}
+	return nil, fmt.Errorf("no bit op %s", op)
+}
+
+func lop3Fn(lut uint64) laneFn {
+	return func(a, b, c, _ uint64) uint64 {
+		var r uint64
+		for i := 0; i < 8; i++ {
+			if lut>>i&1 == 0 {
+				continue
+			}
+			x, y, z := a, b, c
+			if i&4 == 0 {
+				x = ^a
+			}
+			if i&2 == 0 {
+				y = ^b
+			}
+			if i&1 == 0 {
+				z = ^c
+			}
+			r |= x & y & z
+		}
+		return r & 0xffffffff
+	}
+}
+
+func prmtFn(mode string) laneFn {
+	return func(a, b, c, _ uint64) uint64 {
+		src := (b&0xffffffff)<<32 | a&0xffffffff
+		byteAt := func(i uint64) uint64 { return src >> (8 * (i & 7)) & 0xff }
+		var sel [4]uint64
+		switch mode {
+		case "f4e":
+			s := c & 3
+			sel = [4]uint64{s, s + 1, s + 2, s + 3}
+		case "b4e":
+			s := c & 3
+			sel = [4]uint64{(8 - s) & 7, (7 - s) & 7, (6 - s) & 7, (5 - s) & 7}
+		case "rc8":
+			s := c & 3
+			sel = [4]uint64{s, s, s, s}
+		case "ecl":
+			s := c & 3
+			sel = [4]uint64{s, max(s, 1), max(s, 2), 3}
+		case "ecr":
+			s := c & 3
+			sel = [4]uint64{0, min(s, 1), min(s, 2), s}
+		case "rc16":
+			s := c & 1
+			sel = [4]uint64{2 * s, 2*s + 1, 2 * s, 2*s + 1}
+		default:
+			var r uint64
+			for i := 0; i < 4; i++ {
+				s := c >> (4 * i) & 0xf
+				v := byteAt(s)
+				if s&8 != 0 {
+					if v&0x80 != 0 {
+						v = 0xff
+					} else {
+						v = 0
+					}
+				}
+				r |= v << (8 * i)
+			}
+			return r
+		}
+		var r uint64
+		for i := 0; i < 4; i++ {
+			r |= byteAt(sel[i]) << (8 * i)
+		}
+		return r
+	}
+}
+
+func shfFn(left, clamp bool) laneFn {
+	return func(a, b, c, _ uint64) uint64 {
+		n := c & 0xffffffff
+		if clamp {
+			n = min(n, 32)
+		} else {
+			n &= 31
+		}
+		v := (b&0xffffffff)<<32 | a&0xffffffff
+		if left {
+			return (v << n >> 32) & 0xffffffff
+		}
+		return (v >> n) & 0xffffffff
+	}
+}
+
+// compare returns a predicate function for setp's comparison on type t.
+func compareFn(cmp string, t ptx.Type, ftz bool) (func(a, b uint64) bool, error) {
+	switch {
+	case t.IsFloat():
+		wid, _, ok := floatOps(t, rndNear)
+		if !ok {
+			return nil, fmt.Errorf("no float compare on %s", t)
+		}
+		if ftz && t == ptx.F32 {
+			wid = func(x uint64) float64 { return float64(ftz32(f32(x))) }
+		}
+		var f func(x, y float64) bool
+		switch cmp {
+		case "eq":
+			f = func(x, y float64) bool { return x == y }
+		case "ne":
+			f = func(x, y float64) bool { return x != y && !math.IsNaN(x) && !math.IsNaN(y) }
+		case "lt":
+			f = func(x, y float64) bool { return x < y }
+		case "le":
+			f = func(x, y float64) bool { return x <= y }
+		case "gt":
+			f = func(x, y float64) bool { return x > y }
+		case "ge":
+			f = func(x, y float64) bool { return x >= y }
+		case "equ":
+			f = func(x, y float64) bool { return !(x < y || x > y) }
+		case "neu":
+			f = func(x, y float64) bool { return x != y }
+		case "ltu":
+			f = func(x, y float64) bool { return !(x >= y) }
+		case "leu":
+			f = func(x, y float64) bool { return !(x > y) }
+		case "gtu":
+			f = func(x, y float64) bool { return !(x <= y) }
+		case "geu":
+			f = func(x, y float64) bool { return !(x < y) }
+		case "num":
+			f = func(x, y float64) bool { return !math.IsNaN(x) && !math.IsNaN(y) }
+		case "nan":
+			f = func(x, y float64) bool { return math.IsNaN(x) || math.IsNaN(y) }
+		default:
+			return nil, fmt.Errorf("bad float comparison %s", cmp)
+		}
+		if t == ptx.F32 && !ftz {
+			switch cmp {
+			case "lt":
+				return func(a, b uint64) bool { return f32(a) < f32(b) }, nil
+			case "ge":
+				return func(a, b uint64) bool { return f32(a) >= f32(b) }, nil
+			}
+		}
+		return func(a, b uint64) bool { return f(wid(a), wid(b)) }, nil
+	default:
+		w := t.Bits()
+		mask := widthMask(w)
+		signed := t.Kind() == ptx.KindSigned
+		if signed {
+			switch cmp {
+			case "eq":
+				return func(a, b uint64) bool { return a&mask == b&mask }, nil
+			case "ne":
+				return func(a, b uint64) bool { return a&mask != b&mask }, nil
+			case "lt":
+				return func(a, b uint64) bool { return sext(a, w) < sext(b, w) }, nil
+			case "le":
+				return func(a, b uint64) bool { return sext(a, w) <= sext(b, w) }, nil
+			case "gt":
+				return func(a, b uint64) bool { return sext(a, w) > sext(b, w) }, nil
+			case "ge":
+				return func(a, b uint64) bool { return sext(a, w) >= sext(b, w) }, nil
+			}
+		}
+		switch cmp {
+		case "eq":
+			return func(a, b uint64) bool { return a&mask == b&mask }, nil
+		case "ne":
+			return func(a, b uint64) bool { return a&mask != b&mask }, nil
+		case "lt", "lo":
+			return func(a, b uint64) bool { return a&mask < b&mask }, nil
+		case "le", "ls":
+			return func(a, b uint64) bool { return a&mask <= b&mask }, nil
+		case "gt", "hi":
+			return func(a, b uint64) bool { return a&mask > b&mask }, nil
+		case "ge", "hs":
+			return func(a, b uint64) bool { return a&mask >= b&mask }, nil
+		}
+	}
+	return nil, fmt.Errorf("bad comparison %s on %s", cmp, t)
+}
+
+// cvtFn builds the lane function of cvt.dt.at.
+func cvtFn(dt, at ptx.Type, q tokens) (laneFn, error) {
+	mode, hasRnd := rndOf(q)
+	sat := q.has("sat")
+	satfinite := q.has("satfinite")
+	ftz := q.has("ftz")
+	relu := q.has("relu")
+	dw, aw := dt.Bits(), at.Bits()
+	dmask := widthMask(dw)
+	intRound := q.any("rni", "rzi", "rmi", "rpi") != ""
+	fixIn := func(v float64) float64 {
+		if ftz && at == ptx.F32 && v != 0 && math.Abs(v) < 0x1p-126 {
+			return math.Copysign(0, v)
+		}
+		return v
+	}
+	post := func(v float64) float64 {
+		if relu && (v < 0 || math.IsNaN(v)) {
+			if math.IsNaN(v) {
+				return v
+			}
+			return 0
+		}
+		if sat {
+			if math.IsNaN(v) {
+				return 0
+			}
+			return math.Max(0, math.Min(1, v))
+		}
+		if ftz && dt == ptx.F32 && v != 0 && math.Abs(v) < 0x1p-126 {
+			return math.Copysign(0, v)
+		}
+		return v
+	}
+	// Packed fp8 / half forms.
+	switch {
+	case dt == ptx.F16x2 || dt == ptx.BF16x2 || dt == ptx.E4M3x2 || dt == ptx.E5M2x2:
+		lt := scalarHalf(dt)
+		switch dt {
+		case ptx.E4M3x2:
+			lt = ptx.E4M3
+		case ptx.E5M2x2:
+			lt = ptx.E5M2
+		}
+		lw := lt.Bits()
+		enc := func(v float64) uint64 {
+			v = post(v)
+			switch lt {
+			case ptx.E4M3:
+				return fmtE4M3.encode(fmtE4M3.round(v, mode), satfinite)
+			case ptx.E5M2:
+				return fmtE5M2.encode(fmtE5M2.round(v, mode), satfinite)
+			case ptx.F16:
+				r := fmtF16.round(v, mode)
+				return fmtF16.encode(r, satfinite)
+			}
+			return fmtBF16.encode(fmtBF16.round(v, mode), satfinite)
+		}
+		switch at {
+		case ptx.F32:
+			// cvt.rn.f16x2.f32 d, a, b: d.hi = a, d.lo = b
+			return func(a, b, _, _ uint64) uint64 { return enc(float64(f32(a)))<<lw | enc(float64(f32(b))) }, nil
+		case ptx.F16x2, ptx.BF16x2, ptx.E4M3x2, ptx.E5M2x2:
+			st := scalarHalf(at)
+			switch at {
+			case ptx.E4M3x2:
+				st = ptx.E4M3
+			case ptx.E5M2x2:
+				st = ptx.E5M2
+			}
+			sw := st.Bits()
+			sm := widthMask(sw)
+			return func(a, _, _, _ uint64) uint64 {
+				return enc(toFloat(st, a>>sw&sm))<<lw | enc(toFloat(st, a&sm))
+			}, nil
+		}
+		return nil, fmt.Errorf("cvt to %s from %s", dt, at)
+	}
+	switch {
+	case dt.IsInt() && at.IsInt() || dt.Kind() == ptx.KindBits && at.IsInt() || dt.IsInt() && at.Kind() == ptx.KindBits:
+		asigned := at.Kind() == ptx.KindSigned
+		dsigned := dt.Kind() == ptx.KindSigned
+		return func(a, _, _, _ uint64) uint64 {
+			var v int64
+			var u uint64
+			if asigned {
+				v = sext(a, aw)
+				u = uint64(v)
+			} else {
+				u = a & widthMask(aw)
+				v = int64(u)
+			}
+			if sat {
+				if dsigned {
+					lo, hi := int64(-1)<<(dw-1), int64(1)<<(dw-1)-1
+					if dw == 64 {
+						if !asigned && u > math.MaxInt64 {
+							return math.MaxInt64
+						}
+						return uint64(v)
+					}
+					if !asigned && u > uint64(hi) {
+						return uint64(hi) & dmask
+					}
+					return uint64(min(max(v, lo), hi)) & dmask
+				}
+				if asigned && v < 0 {
+					return 0
+				}
+				if u > dmask {
+					return dmask
+				}
+				return u
+			}
+			return u & dmask
+		}, nil
+	case dt.IsFloat() && at.IsFloat():
+		wid := func(x uint64) float64 { return fixIn(toFloat(at, x)) }
+		if dt == at || intRound {
+			_, nar, ok := floatOps(dt, rndNear)
+			if !ok {
+				return nil, fmt.Errorf("cvt %s.%s", dt, at)
+			}
+			if intRound {
+				return func(a, _, _, _ uint64) uint64 { return nar(post(roundMode(wid(a), mode))) }, nil
+			}
+			return func(a, _, _, _ uint64) uint64 { return nar(post(wid(a))) }, nil
+		}
+		_ = hasRnd
+		return func(a, _, _, _ uint64) uint64 {
+			v := post(wid(a))
+			if satfinite && !math.IsNaN(v) {
+				switch dt {
+				case ptx.F16:
+					v = math.Max(-65504, math.Min(65504, fmtF16.round(v, mode)))
+					return fmtF16.encode(v, true)
+				case ptx.BF16:
+					return fmtBF16.encode(fmtBF16.round(v, mode), true)
+				}
+			}
+			return fromFloat(dt, v, mode)
+		}, nil
+	case dt.IsInt() && at.IsFloat():
+		wid := func(x uint64) float64 { return fixIn(toFloat(at, x)) }
+		dsigned := dt.Kind() == ptx.KindSigned
+		return func(a, _, _, _ uint64) uint64 {
+			v := roundMode(wid(a), mode)
+			if math.IsNaN(v) {
+				return 0
+			}
+			if dsigned {
+				lo, hi := -math.Ldexp(1, dw-1), math.Ldexp(1, dw-1)
+				switch {
+				case v <= lo:
+					return uint64(int64(-1)<<(dw-1)) & dmask
+				case v >= hi:
+					return uint64(1)<<(dw-1) - 1
+				}
+				return uint64(int64(v)) & dmask
+			}
+			if v <= 0 {
+				return 0
+			}
+			if v >= math.Ldexp(1, dw) {
+				return dmask
+			}
+			return uint64(v) & dmask
+		}, nil
+	case dt.IsFloat() && (at.IsInt() || at.Kind() == ptx.KindBits):
+		asigned := at.Kind() == ptx.KindSigned
+		if dt == ptx.F32 && mode == rndNear && !sat {
+			if asigned {
+				return func(a, _, _, _ uint64) uint64 { return bf32(float32(sext(a, aw))) }, nil
+			}
+			return func(a, _, _, _ uint64) uint64 { return bf32(float32(a & widthMask(aw))) }, nil
+		}
+		if dt == ptx.F64 && mode == rndNear {
+			if asigned {
+				return func(a, _, _, _ uint64) uint64 { return bf64(float64(sext(a, aw))) }, nil
+			}
+			return func(a, _, _, _ uint64) uint64 { return bf64(float64(a & widthMask(aw))) }, nil
+		}
+		return func(a, _, _, _ uint64) uint64 {
+			var v float64
+			if asigned {
+				v = float64(sext(a, aw))
+			} else {
+				v = float64(a & widthMask(aw))
+			}
+			return fromFloat(dt, post(v), mode)
+		}, nil
+	}
+	return nil, fmt.Errorf("cvt %s.%s", dt, at)
+}
+
+func testpFn(kind string, t ptx.Type) (laneFn, error) {
+	wid, _, ok := floatOps(t, rndNear)
+	if !ok {
+		return nil, fmt.Errorf("testp on %s", t)
+	}
+	minNorm := 0x1p-126
+	if t == ptx.F64 {
+		minNorm = 0x1p-1022
+	}
+	var f func(v float64) bool
+	switch kind {
+	case "finite":
+		f = func(v float64) bool { return !math.IsInf(v, 0) && !math.IsNaN(v) }
+	case "infinite":
+		f = func(v float64) bool { return math.IsInf(v, 0) }
+	case "number":
+		f = func(v float64) bool { return !math.IsNaN(v) }
+	case "notanumber":
+		f = func(v float64) bool { return math.IsNaN(v) }
+	case "normal":
+		f = func(v float64) bool { a := math.Abs(v); return a >= minNorm && !math.IsInf(v, 0) && !math.IsNaN(v) }
+	case "subnormal":
+		f = func(v float64) bool { a := math.Abs(v); return a > 0 && a < minNorm }
+	default:
+		return nil, fmt.Errorf("testp.%s", kind)
+	}
+	return func(a, _, _, _ uint64) uint64 {
+		if f(wid(a)) {
+			return 1
+		}
+		return 0
+	}, nil
+}

@@ -1,0 +1,101 @@
+package emu
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Kind classifies an emulator error.
+type Kind string
+
+// The error kinds the sanitizer and the scheduler report.
+const (
+	KindOutOfBounds  Kind = "out-of-bounds access"
+	KindMisaligned   Kind = "misaligned access"
+	KindBadAddress   Kind = "invalid address"
+	KindMulticast    Kind = "multicast misuse"
+	KindRace         Kind = "shared-memory race"
+	KindBarrier      Kind = "barrier divergence"
+	KindWarpSync     Kind = "warp-sync misuse"
+	KindDeadlock     Kind = "deadlock"
+	KindNoProgress   Kind = "no progress"
+	KindUnsupported  Kind = "unsupported"
+	KindExtern       Kind = "extern call failed"
+	KindTrap         Kind = "trap"
+	KindLaunch       Kind = "launch error"
+	KindDivideByZero Kind = "integer division by zero"
+)
+
+// Error is a fault in a running kernel: what went wrong, and where: the kernel, GPU, block,
+// thread, the PTX instruction and the Go source line that built it (ptx.Instr.Pos).
+type Error struct {
+	Kind   Kind
+	Kernel string
+	GPU    int
+	Block  [3]int
+	Thread [3]int
+	Instr  string  // the instruction as PTX text ("" when not tied to one)
+	Pos    ptx.Pos // the Go source position of the instruction
+	Msg    string
+	// Warps describes every live warp for deadlock and no-progress errors: where it is and
+	// what it waits on.
+	Warps []string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Kind == KindUnsupported && e.Instr != "" {
+		fmt.Fprintf(&b, "emu: unsupported: %s at %s", e.Instr, posString(e.Pos))
+		if e.Msg != "" {
+			b.WriteString(" (" + e.Msg + ")")
+		}
+		fmt.Fprintf(&b, " in kernel %s on GPU %d block (%d,%d,%d) thread (%d,%d,%d)", e.Kernel, e.GPU,
+			e.Block[0], e.Block[1], e.Block[2], e.Thread[0], e.Thread[1], e.Thread[2])
+		return b.String()
+	}
+	b.WriteString("emu: ")
+	b.WriteString(string(e.Kind))
+	if e.Kernel != "" {
+		fmt.Fprintf(&b, " in kernel %s", e.Kernel)
+	}
+	if e.Instr != "" || e.Kind != KindDeadlock && e.Kind != KindNoProgress && e.Kind != KindLaunch {
+		fmt.Fprintf(&b, " on GPU %d block (%d,%d,%d) thread (%d,%d,%d)", e.GPU,
+			e.Block[0], e.Block[1], e.Block[2], e.Thread[0], e.Thread[1], e.Thread[2])
+	}
+	if e.Instr != "" {
+		fmt.Fprintf(&b, ": %q", e.Instr)
+	}
+	if e.Pos.File != "" {
+		fmt.Fprintf(&b, " at %s:%d", e.Pos.File, e.Pos.Line)
+	}
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	for _, w := range e.Warps {
+		b.WriteString("\n\t")
+		b.WriteString(w)
+	}
+	return b.String()
+}
+
+// memFault is a memory access failure before it is tied to a thread and an instruction.
+type memFault struct {
+	kind Kind
+	msg  string
+}
+
+func (f *memFault) Error() string { return string(f.kind) + ": " + f.msg }
+
+func faultf(k Kind, format string, a ...any) *memFault {
+	return &memFault{kind: k, msg: fmt.Sprintf(format, a...)}
+}
+
+func posString(p ptx.Pos) string {
+	if p.File == "" {
+		return "?"
+	}
+	return fmt.Sprintf("%s:%d", p.File, p.Line)
+}

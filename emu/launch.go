@@ -1,0 +1,582 @@
+package emu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand"
+	"sort"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Dim3 is a grid or block shape. Zero components count as 1.
+type Dim3 struct{ X, Y, Z int }
+
+// D1 returns the one-dimensional shape x.
+func D1(x int) Dim3 { return Dim3{x, 1, 1} }
+
+func (d Dim3) norm() Dim3 {
+	if d.Y == 0 {
+		d.Y = 1
+	}
+	if d.Z == 0 {
+		d.Z = 1
+	}
+	return d
+}
+
+func (d Dim3) size() int { return d.X * d.Y * d.Z }
+
+// Options control how a launch runs.
+type Options struct {
+	// Seed 0 runs the deterministic schedule; any other value randomizes the interleaving of
+	// blocks and warps (and, in weak mode, when buffered stores become visible) from it.
+	Seed int64
+	// Weak turns on the weak-memory mode: weak and relaxed stores to another GPU's memory or
+	// to multicast memory stay invisible to other threads until the storing thread's next
+	// release or fence (or a random later point). See docs/emu.md.
+	Weak bool
+	// StepBudget is how many warp-instructions may run without progress (a store, an atomic,
+	// a completed barrier, an exit, a completed extern call) before the launch fails with a
+	// no-progress error naming where the warps spin. 0 means 1<<26.
+	StepBudget int64
+	// NoSanitizer turns off the race, alignment and barrier-divergence checks (bounds are
+	// always checked: there is no memory outside allocations to touch).
+	NoSanitizer bool
+	// MaxDelay is, in weak mode, the most warp-instructions a buffered store may stay
+	// invisible without a fence (0: 20000).
+	MaxDelay int
+	// Quantum is how many instructions a warp runs before the scheduler moves on (0: 256).
+	Quantum int
+}
+
+// Launch describes one kernel launch: on one GPU, or collectively on several (every GPU's
+// blocks resident and running concurrently, so they may wait on each other).
+type Launch struct {
+	Module *ptx.Module
+	Entry  string // the .entry to run
+	// GPUs lists the GPUs that run the grid; nil or empty means GPU 0 alone. Use
+	// System.All() for a collective launch on every GPU.
+	GPUs        []int
+	Grid, Block Dim3
+	SharedBytes int   // dynamic shared memory per block (the extern .shared array)
+	Args        []any // the kernel's arguments, the same for every GPU
+	// ArgsFor, when set, gives each GPU its own arguments (overrides Args).
+	ArgsFor func(gpu int) []any
+	Options Options
+}
+
+// All returns every GPU index, for collective launches.
+func (s *System) All() []int {
+	out := make([]int, len(s.gpus))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func (s *System) program(m *ptx.Module) (*program, error) {
+	if p, ok := s.progs[m]; ok {
+		return p, p.decodeErr
+	}
+	p := decode(m)
+	s.progs[m] = p
+	return p, p.decodeErr
+}
+
+// Load decodes a module (once; later launches reuse it) and reports decoding errors early.
+// Do not change a module after it has been loaded or launched.
+func (s *System) Load(m *ptx.Module) error {
+	_, err := s.program(m)
+	return err
+}
+
+func launchErr(entry, format string, a ...any) error {
+	return &Error{Kind: KindLaunch, Kernel: entry, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Launch runs a kernel to completion (or to the first fault) and returns nil or an *Error.
+func (s *System) Launch(k Launch) error {
+	if k.Module == nil {
+		return launchErr(k.Entry, "no module")
+	}
+	p, err := s.program(k.Module)
+	if err != nil {
+		return err
+	}
+	fn := p.funcs[k.Entry]
+	if fn == nil || !fn.f.Entry {
+		var names []string
+		for _, f := range p.flist {
+			if f.f.Entry {
+				names = append(names, f.f.Name)
+			}
+		}
+		return launchErr(k.Entry, "module has no kernel %q (kernels: %v)", k.Entry, names)
+	}
+	grid, blk := k.Grid.norm(), k.Block.norm()
+	if grid.X < 1 || grid.Y < 1 || grid.Z < 1 || blk.X < 1 || blk.Y < 1 || blk.Z < 1 {
+		return launchErr(k.Entry, "grid %v and block %v must be positive", k.Grid, k.Block)
+	}
+	if blk.size() > 1024 {
+		return launchErr(k.Entry, "block of %d threads: at most 1024", blk.size())
+	}
+	if r := fn.f.ReqNTID; r[0] > 0 && (blk.X != r[0] || blk.Y != max(r[1], 1) || blk.Z != max(r[2], 1)) {
+		return launchErr(k.Entry, "block %v does not match the kernel's .reqntid %v", blk, r)
+	}
+	if r := fn.f.MaxNTID; r[0] > 0 && blk.size() > r[0]*max(r[1], 1)*max(r[2], 1) {
+		return launchErr(k.Entry, "block of %d threads exceeds the kernel's .maxntid %v", blk.size(), r)
+	}
+	if k.SharedBytes < 0 {
+		return launchErr(k.Entry, "negative dynamic shared size")
+	}
+	if total := p.sharedSize + k.SharedBytes; total > 228*1024 {
+		return launchErr(k.Entry, "%d bytes of shared memory per block (static %d + dynamic %d): at most 232448", total, p.sharedSize, k.SharedBytes)
+	}
+	gpus := k.GPUs
+	if len(gpus) == 0 {
+		gpus = []int{0}
+	}
+	seen := map[int]bool{}
+	for _, g := range gpus {
+		if g < 0 || g >= len(s.gpus) {
+			return launchErr(k.Entry, "GPU %d: the system has %d", g, len(s.gpus))
+		}
+		if seen[g] {
+			return launchErr(k.Entry, "GPU %d listed twice", g)
+		}
+		seen[g] = true
+	}
+	l := &launch{sys: s, prog: p, fn: fn, opt: k.Options, grid: grid, blk: blk, dynShared: k.SharedBytes,
+		gpus: gpus, params: map[int][]byte{}}
+	for _, g := range gpus {
+		args := k.Args
+		if k.ArgsFor != nil {
+			args = k.ArgsFor(g)
+		}
+		buf, err := packParams(fn, args)
+		if err != nil {
+			return launchErr(k.Entry, "GPU %d: %v", g, err)
+		}
+		l.params[g] = buf
+	}
+	if err := s.moduleVars(p); err != nil {
+		return launchErr(k.Entry, "%v", err)
+	}
+	l.gvars = s.modVars[p.mod]
+	return l.run()
+}
+
+// moduleVars allocates the module's .global and .const variables (once per System) at the
+// same offset on every GPU.
+func (s *System) moduleVars(p *program) error {
+	if _, ok := s.modVars[p.mod]; ok {
+		return nil
+	}
+	vars := map[string]uint64{}
+	for _, v := range p.gvars {
+		n := v.Array
+		if n <= 0 {
+			n = 1
+		}
+		size := n * max(v.Type.Bytes(), 1)
+		m, err := s.MallocSymmetric(size)
+		if err != nil {
+			return err
+		}
+		for g, gm := range s.gpus {
+			if a := gm.find(m.On(g)); a != nil {
+				a.what = "module variable " + v.Name
+				es := max(v.Type.Bytes(), 1)
+				for i, x := range v.Init {
+					if (i+1)*es <= len(a.data) {
+						putN(a.data[i*es:], es, x)
+					}
+				}
+			}
+		}
+		vars[v.Name] = m.Off
+	}
+	s.modVars[p.mod] = vars
+	return nil
+}
+
+// packParams lays out a kernel's arguments in its parameter buffer, checking count and sizes.
+func packParams(fn *dfunc, args []any) ([]byte, error) {
+	if len(args) != len(fn.kparams) {
+		return nil, fmt.Errorf("kernel %s takes %d arguments (%s), got %d", fn.f.Name, len(fn.kparams), paramList(fn), len(args))
+	}
+	buf := make([]byte, fn.psize)
+	for i, kp := range fn.kparams {
+		a := args[i]
+		var v uint64
+		size := 0
+		switch x := a.(type) {
+		case []byte:
+			if len(x) != kp.size {
+				return nil, fmt.Errorf("argument %d (%s): %d bytes for a %d-byte parameter", i+1, kp.name, len(x), kp.size)
+			}
+			copy(buf[kp.off:], x)
+			continue
+		case uint64:
+			v, size = x, 8
+		case int64:
+			v, size = uint64(x), 8
+		case uintptr:
+			v, size = uint64(x), 8
+		case uint32:
+			v, size = uint64(x), 4
+		case int32:
+			v, size = uint64(uint32(x)), 4
+		case uint16:
+			v, size = uint64(x), 2
+		case int16:
+			v, size = uint64(uint16(x)), 2
+		case uint8:
+			v, size = uint64(x), 1
+		case int8:
+			v, size = uint64(uint8(x)), 1
+		case float32:
+			v, size = uint64(math.Float32bits(x)), 4
+		case float64:
+			v, size = math.Float64bits(x), 8
+		case int:
+			size = kp.size
+			if kp.array > 0 || size > 8 {
+				return nil, fmt.Errorf("argument %d (%s): Go int for a %d-byte parameter", i+1, kp.name, kp.size)
+			}
+			if size < 8 && (x >= 1<<(8*size) || x < -(1<<(8*size-1))) {
+				return nil, fmt.Errorf("argument %d (%s): %d does not fit the %d-byte .%s parameter", i+1, kp.name, x, size, kp.t)
+			}
+			v = uint64(x)
+		default:
+			return nil, fmt.Errorf("argument %d (%s): unsupported Go type %T (use fixed-size integers, floats, uint64 addresses or []byte)", i+1, kp.name, a)
+		}
+		if size != kp.size {
+			return nil, fmt.Errorf("argument %d (%s): Go %T is %d bytes but the parameter is .%s (%d bytes)", i+1, kp.name, a, size, typeName(kp), kp.size)
+		}
+		putN(buf[kp.off:], size, v)
+	}
+	return buf, nil
+}
+
+func typeName(kp kparam) string {
+	if kp.array > 0 {
+		return fmt.Sprintf("%s[%d]", kp.t, kp.array)
+	}
+	return kp.t.String()
+}
+
+func paramList(fn *dfunc) string {
+	s := ""
+	for i, kp := range fn.kparams {
+		if i > 0 {
+			s += ", "
+		}
+		s += "." + typeName(kp) + " " + kp.name
+	}
+	return s
+}
+
+func putN(b []byte, n int, v uint64) {
+	switch n {
+	case 1:
+		b[0] = byte(v)
+	case 2:
+		binary.LittleEndian.PutUint16(b, uint16(v))
+	case 4:
+		binary.LittleEndian.PutUint32(b, uint32(v))
+	case 8:
+		binary.LittleEndian.PutUint64(b, v)
+	default:
+		for i := 0; i < n && i < 8; i++ {
+			b[i] = byte(v >> (8 * i))
+		}
+	}
+}
+
+func getN(b []byte, n int) uint64 {
+	switch n {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b))
+	case 8:
+		return binary.LittleEndian.Uint64(b)
+	}
+	var v uint64
+	for i := 0; i < n && i < 8; i++ {
+		v |= uint64(b[i]) << (8 * i)
+	}
+	return v
+}
+
+func (l *launch) run() error {
+	l.sanitize = !l.opt.NoSanitizer
+	l.weak = l.opt.Weak
+	l.budget = l.opt.StepBudget
+	if l.budget <= 0 {
+		l.budget = 1 << 26
+	}
+	seed := l.opt.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	l.rng = rand.New(rand.NewSource(seed))
+	l.nthreads = l.blk.size()
+	l.nwarps = (l.nthreads + 31) / 32
+	l.lsize = l.prog.localSize
+	quantum := l.opt.Quantum
+	if quantum <= 0 {
+		quantum = 256
+	}
+	for bz := 0; bz < l.grid.Z; bz++ {
+		for by := 0; by < l.grid.Y; by++ {
+			for bx := 0; bx < l.grid.X; bx++ {
+				for _, g := range l.gpus {
+					l.blocks = append(l.blocks, &block{l: l, gpu: g, id: [3]int{bx, by, bz}})
+				}
+			}
+		}
+	}
+	alive := l.blocks
+	for len(alive) > 0 {
+		if l.opt.Seed != 0 {
+			l.rng.Shuffle(len(alive), func(i, j int) { alive[i], alive[j] = alive[j], alive[i] })
+		}
+		stepsBefore, progBefore, extBefore := l.steps, l.progress, l.extBlocked
+		for _, b := range alive {
+			if !b.started {
+				l.startBlock(b)
+			}
+			q := quantum
+			if l.opt.Seed != 0 {
+				q = 1 + l.rng.Intn(quantum)
+			}
+			l.runBlock(b, q)
+			if l.err != nil {
+				return l.err
+			}
+			if l.weak && len(l.pending) > 0 {
+				l.flushDue(false)
+			}
+			if l.steps-l.lastProg > l.budget {
+				return l.stuck(KindNoProgress, fmt.Sprintf("no progress after %d steps (warp-instructions without a store, atomic, barrier, exit or completed extern call): warps spinning", l.budget))
+			}
+		}
+		n := 0
+		for _, b := range alive {
+			if !b.done {
+				alive[n] = b
+				n++
+			}
+		}
+		alive = alive[:n]
+		if len(alive) > 0 && l.progress == progBefore && l.steps-stepsBefore == l.extBlocked-extBefore {
+			if l.weak && len(l.pending) > 0 {
+				l.flushAll()
+				continue
+			}
+			return l.stuck(KindDeadlock, "every live warp is blocked")
+		}
+	}
+	l.flushAll()
+	return l.err
+}
+
+func (l *launch) stuck(k Kind, msg string) error {
+	e := &Error{Kind: k, Kernel: l.fn.f.Name, Msg: msg}
+	lines := map[string]bool{}
+	var sites []string
+	for _, b := range l.blocks {
+		if b.done || !b.started {
+			continue
+		}
+		for _, w := range b.warps {
+			if w == nil || w.live == 0 {
+				continue
+			}
+			if len(e.Warps) < 64 {
+				e.Warps = append(e.Warps, w.describe())
+			}
+			// Collect the source lines where running lanes are.
+			for ln := 0; ln < 32; ln++ {
+				if w.live&(1<<ln) == 0 || w.st[ln] != lsRun {
+					continue
+				}
+				pc := w.pc[ln]
+				if w.conv {
+					pc = w.cpc
+				}
+				s := posString(l.prog.code[pc].src.Pos)
+				if !lines[s] {
+					lines[s] = true
+					sites = append(sites, s)
+				}
+			}
+		}
+	}
+	sort.Strings(sites)
+	if k == KindNoProgress && len(sites) > 0 {
+		if len(sites) > 8 {
+			sites = sites[:8]
+		}
+		e.Msg += " at " + fmt.Sprint(sites)
+	}
+	if k == KindDeadlock {
+		// Name the first warp's position for the one-line summary.
+		for _, b := range l.blocks {
+			if b.done || !b.started {
+				continue
+			}
+			for _, w := range b.warps {
+				if w != nil && w.live != 0 {
+					e.GPU, e.Block = b.gpu, b.id
+					ln := bits.TrailingZeros32(w.live)
+					e.Thread = w.tid(ln)
+					in := &l.prog.code[w.pc[ln]]
+					e.Instr, e.Pos = ptx.FormatInstr(in.src), in.src.Pos
+					if w.st[ln] == lsBar {
+						e.Kind = KindDeadlock
+					}
+					goto done
+				}
+			}
+		}
+	done:
+	}
+	l.err = e
+	return e
+}
+
+func (l *launch) startBlock(b *block) {
+	p := l.prog
+	b.started = true
+	b.nthreads = l.nthreads
+	b.params = l.params[b.gpu]
+	if n := p.sharedSize + l.dynShared; n > 0 {
+		b.shared = make([]byte, n)
+		if l.sanitize {
+			b.shadow = make([]shadowByte, n)
+		}
+	}
+	b.warps = make([]*warp, l.nwarps)
+	for i := range b.warps {
+		w := &warp{b: b, l: l, idx: i}
+		n := min(32, l.nthreads-32*i)
+		w.exists = uint32(widthMask(n))
+		w.live, w.runm = w.exists, w.exists
+		for ln := n; ln < 32; ln++ {
+			w.st[ln] = lsExited
+		}
+		w.conv = true
+		w.cpc = l.fn.entry
+		w.r = make([]uint64, p.nslots*32)
+		if l.lsize > 0 {
+			w.local = make([]byte, l.lsize*32)
+		}
+		w.initSlots()
+		b.warps[i] = w
+	}
+	b.liveWarps = l.nwarps
+}
+
+func (w *warp) initSlots() {
+	l, b := w.l, w.b
+	for _, s := range l.prog.inits {
+		r := (*[32]uint64)(w.r[s.slot:])
+		var v uint64
+		perLane := false
+		switch s.kind {
+		case isConst:
+			v = s.val
+		case isNtid:
+			v = uint64([3]int{l.blk.X, l.blk.Y, l.blk.Z}[s.dim])
+		case isCtaid:
+			v = uint64(b.id[s.dim])
+		case isNctaid:
+			v = uint64([3]int{l.grid.X, l.grid.Y, l.grid.Z}[s.dim])
+		case isWarpid:
+			v = uint64(w.idx)
+		case isNwarpid:
+			v = uint64(l.nwarps)
+		case isGlobalVar:
+			v = globalAddr(b.gpu, l.gvars[s.name])
+		case isDynSmem:
+			v = uint64(l.dynShared)
+		case isTotalSmem:
+			v = uint64(l.prog.sharedSize + l.dynShared)
+		case isGPU:
+			v = uint64(b.gpu)
+		case isZero:
+		default:
+			perLane = true
+		}
+		if !perLane {
+			for i := range r {
+				r[i] = v
+			}
+			continue
+		}
+		for ln := 0; ln < 32; ln++ {
+			switch s.kind {
+			case isTid:
+				if w.exists&(1<<ln) != 0 {
+					r[ln] = uint64(w.tid(ln)[s.dim])
+				}
+			case isLaneid:
+				r[ln] = uint64(ln)
+			case isLanemaskEq:
+				r[ln] = 1 << ln
+			case isLanemaskLt:
+				r[ln] = 1<<ln - 1
+			case isLanemaskLe:
+				r[ln] = 1<<(ln+1) - 1
+			case isLanemaskGt:
+				r[ln] = uint64(^uint32(1<<(ln+1) - 1))
+			case isLanemaskGe:
+				r[ln] = uint64(^uint32(1<<ln - 1))
+			}
+		}
+	}
+}
+
+func (l *launch) runBlock(b *block, quantum int) {
+	const visitCap = 1 << 16
+	total := 0
+	for total < visitCap {
+		did := false
+		for _, w := range b.warps {
+			if w.runm == 0 || w.yielded {
+				continue
+			}
+			n := w.exec(quantum)
+			total += n
+			if n > 0 {
+				did = true
+			}
+			if l.err != nil {
+				return
+			}
+			if w.runm != 0 && n < quantum {
+				w.yielded = true
+			}
+		}
+		if !did {
+			break
+		}
+	}
+	for _, w := range b.warps {
+		w.yielded = false
+	}
+	if b.liveWarps == 0 {
+		b.done = true
+		b.warps = nil
+		b.shared = nil
+		b.shadow = nil
+	}
+}

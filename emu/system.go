@@ -1,0 +1,276 @@
+package emu
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// System is a set of simulated GPUs with their memories, the symmetric heap that spans them,
+// the extern functions kernels may call, and the decoded modules. A System is not safe for
+// concurrent use; one launch runs at a time.
+type System struct {
+	gpus    []*gpuMem
+	symNext uint64
+	syms    map[uint64]*Symmetric // by offset
+	externs map[string]ExternFunc
+	progs   map[*ptx.Module]*program
+	modVars map[*ptx.Module]map[string]uint64 // module-scope .global/.const variables: symmetric offsets
+}
+
+// New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
+func New(n int) (*System, error) {
+	if n < 1 || n > MaxGPUs {
+		return nil, fmt.Errorf("emu: %d GPUs: want 1 to %d", n, MaxGPUs)
+	}
+	s := &System{
+		symNext: symBase,
+		syms:    map[uint64]*Symmetric{},
+		externs: map[string]ExternFunc{},
+		progs:   map[*ptx.Module]*program{},
+		modVars: map[*ptx.Module]map[string]uint64{},
+	}
+	for i := 0; i < n; i++ {
+		s.gpus = append(s.gpus, &gpuMem{idx: i, next: privateBase})
+	}
+	return s, nil
+}
+
+// NumGPUs returns the number of simulated GPUs.
+func (s *System) NumGPUs() int { return len(s.gpus) }
+
+func roundUp(x, a uint64) uint64 { return (x + a - 1) / a * a }
+
+// Malloc allocates size bytes of zeroed global memory on one GPU and returns its address
+// (256-byte aligned). Every GPU can reach it (peer access is always on).
+func (s *System) Malloc(gpu int, size int) (uint64, error) {
+	if gpu < 0 || gpu >= len(s.gpus) {
+		return 0, fmt.Errorf("emu: Malloc on GPU %d: the system has %d GPUs", gpu, len(s.gpus))
+	}
+	if size <= 0 {
+		return 0, fmt.Errorf("emu: Malloc of %d bytes: size must be positive", size)
+	}
+	g := s.gpus[gpu]
+	if g.next+uint64(size) >= symBase {
+		return 0, fmt.Errorf("emu: Malloc of %d bytes on GPU %d: out of memory", size, gpu)
+	}
+	a := &alloc{gpu: gpu, base: globalAddr(gpu, g.next), size: uint64(size), data: make([]byte, size), what: "Malloc"}
+	g.next = roundUp(g.next+uint64(size)+redZone, allocAlign)
+	g.insert(a)
+	return a.base, nil
+}
+
+// Symmetric is one allocation of the symmetric heap: the same offset and size on every GPU.
+type Symmetric struct {
+	Off  uint64 // the offset in each GPU's global region
+	Size int
+}
+
+// On returns the address of GPU gpu's copy.
+func (m *Symmetric) On(gpu int) uint64 { return globalAddr(gpu, m.Off) }
+
+// Multicast returns the multicast address of the allocation: multimem.ld_reduce reduces over
+// every GPU's copy, multimem.st writes all copies, multimem.red updates all copies.
+func (m *Symmetric) Multicast() uint64 { return uint64(regionMulticast)<<regionShift | m.Off }
+
+// MallocSymmetric allocates size zeroed bytes at the same offset on every GPU (NVSHMEM's
+// symmetric heap).
+func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: size must be positive", size)
+	}
+	off := s.symNext
+	s.symNext = roundUp(off+uint64(size)+redZone, allocAlign)
+	if s.symNext >= offMask {
+		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: out of memory", size)
+	}
+	for g, gm := range s.gpus {
+		gm.insert(&alloc{gpu: g, base: globalAddr(g, off), size: uint64(size), data: make([]byte, size), sym: true, what: "symmetric"})
+	}
+	m := &Symmetric{Off: off, Size: size}
+	s.syms[off] = m
+	return m, nil
+}
+
+// Free releases an allocation made by Malloc, or (given any GPU's address of it) a symmetric
+// allocation on every GPU.
+func (s *System) Free(addr uint64) error {
+	r := region(addr)
+	if r < regionGlobal0 || r >= regionGlobal0+uint64(len(s.gpus)) {
+		return fmt.Errorf("emu: Free(%#x): not a global address", addr)
+	}
+	g := s.gpus[r-regionGlobal0]
+	a := g.find(addr)
+	if a == nil || a.base != addr {
+		return fmt.Errorf("emu: Free(%#x): not the start of a live allocation", addr)
+	}
+	if !a.sym {
+		g.remove(a)
+		return nil
+	}
+	off := addr & offMask
+	for gi, gm := range s.gpus {
+		if b := gm.find(globalAddr(gi, off)); b != nil {
+			gm.remove(b)
+		}
+	}
+	delete(s.syms, off)
+	return nil
+}
+
+// FreeSymmetric releases a symmetric allocation on every GPU.
+func (s *System) FreeSymmetric(m *Symmetric) error { return s.Free(m.On(0)) }
+
+// Peer returns the address through which any GPU reaches GPU gpu's copy of the symmetric
+// allocation that addr points into (what nvshmem_ptr returns). A private address is returned
+// unchanged when gpu owns it; otherwise it has no peer copy and Peer fails.
+func (s *System) Peer(addr uint64, gpu int) (uint64, error) {
+	if gpu < 0 || gpu >= len(s.gpus) {
+		return 0, fmt.Errorf("emu: Peer(%#x, %d): the system has %d GPUs", addr, gpu, len(s.gpus))
+	}
+	off := addr & offMask
+	switch r := region(addr); {
+	case r == regionMulticast || r >= regionGlobal0 && r < regionGlobal0+uint64(len(s.gpus)) && off >= symBase:
+		return globalAddr(gpu, off), nil
+	case r == regionGlobal0+uint64(gpu):
+		return addr, nil
+	}
+	return 0, fmt.Errorf("emu: Peer(%#x, %d): not an address in the symmetric heap", addr, gpu)
+}
+
+// MulticastOf returns the multicast address of the symmetric allocation addr points into
+// (what nvshmemx_mc_ptr returns).
+func (s *System) MulticastOf(addr uint64) (uint64, error) {
+	off := addr & offMask
+	r := region(addr)
+	if r == regionMulticast || r >= regionGlobal0 && r < regionGlobal0+uint64(len(s.gpus)) && off >= symBase {
+		return uint64(regionMulticast)<<regionShift | off, nil
+	}
+	return 0, fmt.Errorf("emu: MulticastOf(%#x): not an address in the symmetric heap", addr)
+}
+
+// Write copies p to device memory at addr (any GPU's global address, or a multicast address,
+// which writes every GPU's copy).
+func (s *System) Write(addr uint64, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if region(addr) == regionMulticast {
+		spans, f := s.multicastSpans(addr, len(p), nil)
+		if f != nil {
+			return fmt.Errorf("emu: Write: %s", f.msg)
+		}
+		for _, b := range spans {
+			copy(b, p)
+		}
+		return nil
+	}
+	b, f := s.globalSpan(addr, len(p))
+	if f != nil {
+		return fmt.Errorf("emu: Write: %s", f.msg)
+	}
+	copy(b, p)
+	return nil
+}
+
+// Read copies len(p) bytes of device memory at addr into p.
+func (s *System) Read(addr uint64, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	b, f := s.globalSpan(addr, len(p))
+	if f != nil {
+		return fmt.Errorf("emu: Read: %s", f.msg)
+	}
+	copy(p, b)
+	return nil
+}
+
+// Memset sets n bytes at addr to v.
+func (s *System) Memset(addr uint64, v byte, n int) error {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = v
+	}
+	return s.Write(addr, p)
+}
+
+// Copy copies n bytes from device address src to device address dst (any GPUs).
+func (s *System) Copy(dst, src uint64, n int) error {
+	p := make([]byte, n)
+	if err := s.Read(src, p); err != nil {
+		return err
+	}
+	return s.Write(dst, p)
+}
+
+// Elem is a fixed-size element type the typed copy helpers accept.
+type Elem interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+// WriteSlice copies a typed slice to device memory (little-endian, as GPUs store it).
+func WriteSlice[T Elem](s *System, addr uint64, v []T) error {
+	p, err := binary.Append(nil, binary.LittleEndian, v)
+	if err != nil {
+		return err
+	}
+	return s.Write(addr, p)
+}
+
+// ReadSlice reads n elements of type T from device memory.
+func ReadSlice[T Elem](s *System, addr uint64, n int) ([]T, error) {
+	v := make([]T, n)
+	p := make([]byte, binary.Size(v))
+	if err := s.Read(addr, p); err != nil {
+		return nil, err
+	}
+	_, err := binary.Decode(p, binary.LittleEndian, v)
+	return v, err
+}
+
+// WriteF16 rounds v to IEEE half precision and writes it.
+func WriteF16(s *System, addr uint64, v []float32) error {
+	h := make([]uint16, len(v))
+	for i, x := range v {
+		h[i] = fp.F32ToF16(x)
+	}
+	return WriteSlice(s, addr, h)
+}
+
+// ReadF16 reads n halves and widens them to float32.
+func ReadF16(s *System, addr uint64, n int) ([]float32, error) {
+	h, err := ReadSlice[uint16](s, addr, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	for i, x := range h {
+		out[i] = fp.F16ToF32(x)
+	}
+	return out, nil
+}
+
+// WriteBF16 rounds v to bfloat16 and writes it.
+func WriteBF16(s *System, addr uint64, v []float32) error {
+	h := make([]uint16, len(v))
+	for i, x := range v {
+		h[i] = fp.F32ToBF16(x)
+	}
+	return WriteSlice(s, addr, h)
+}
+
+// ReadBF16 reads n bfloat16 values and widens them to float32.
+func ReadBF16(s *System, addr uint64, n int) ([]float32, error) {
+	h, err := ReadSlice[uint16](s, addr, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	for i, x := range h {
+		out[i] = fp.BF16ToF32(x)
+	}
+	return out, nil
+}
