@@ -1,0 +1,358 @@
+//go:build cuda
+
+package jit
+
+// #include <cuda.h>
+// static CUresult kgen_set_max_dyn_smem(void *fn, int n) {
+//   return cuFuncSetAttribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n);
+// }
+import "C"
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/kgen-dev/kgen/jit/internal/cudrv"
+	cu "gorgonia.org/cu"
+)
+
+// The GPU backend: gorgonia.org/cu over the CUDA driver that cudrv loads at run time. Every
+// call runs on a locked OS thread with the device's primary context current (the context
+// NVSHMEM, the CUDA runtime and NCCL share).
+
+type cudaDevice struct {
+	dev cu.Device
+	ctx cu.CUContext
+	inf Info
+	mu  sync.Mutex
+}
+
+func openGPU(ordinal int) (device, error) {
+	if err := cudrv.Err(); err != nil {
+		return nil, fmt.Errorf("jit: %w", err)
+	}
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("jit: cuDeviceGetCount: %v", err)
+	}
+	if ordinal >= n {
+		return nil, fmt.Errorf("jit: no GPU %d: %d visible (check CUDA_VISIBLE_DEVICES and nvidia-smi)", ordinal, n)
+	}
+	dev, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return nil, fmt.Errorf("jit: cuDeviceGet(%d): %v", ordinal, err)
+	}
+	ctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		return nil, fmt.Errorf("jit: GPU %d: retaining its primary context: %v", ordinal, err)
+	}
+	d := &cudaDevice{dev: dev, ctx: ctx}
+	attrs, err := dev.Attributes(cu.ComputeCapabilityMajor, cu.ComputeCapabilityMinor, cu.MultiprocessorCount)
+	if err != nil {
+		return nil, fmt.Errorf("jit: GPU %d: attributes: %v", ordinal, err)
+	}
+	name, _ := dev.Name()
+	mem, _ := dev.TotalMem()
+	sm := attrs[0]*10 + attrs[1]
+	d.inf = Info{Backend: GPU, Ordinal: ordinal, Name: name, Arch: fmt.Sprintf("sm_%d", sm), SM: sm,
+		DriverVersion: cu.Version(), TotalMem: mem, Multiproc: attrs[2]}
+	return d, nil
+}
+
+// do runs f on a locked OS thread with the device's context current.
+func (d *cudaDevice) do(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.SetCurrentContext(d.ctx); err != nil {
+		return fmt.Errorf("cuCtxSetCurrent: %v", err)
+	}
+	return f()
+}
+
+func (d *cudaDevice) info() Info { return d.inf }
+
+func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, error) {
+	var st LoadStats
+	key, err := cacheKey(req.ptx, req.devlib, d.inf.Arch, d.inf.DriverVersion)
+	if err != nil {
+		return nil, st, err
+	}
+	if cache.Enabled() {
+		st.Key = key.String()
+	}
+	var linkTime time.Duration
+	img, hit, err := cachedLink(cache, key, func() ([]byte, error) {
+		t0 := time.Now()
+		b, err := d.link(req)
+		linkTime = time.Since(t0)
+		return b, err
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	st.CacheHit, st.Link, st.CubinLen = hit, linkTime, len(img)
+	t0 := time.Now()
+	var mod cu.Module
+	err = d.do(func() error {
+		var e error
+		mod, e = cu.LoadData(string(img))
+		return e
+	})
+	st.Load = time.Since(t0)
+	if err != nil {
+		return nil, st, fmt.Errorf("jit: module %s: cuModuleLoadData of a %d-byte cubin: %v", req.name, len(img), err)
+	}
+	return &cudaModule{d: d, mod: mod}, st, nil
+}
+
+// link runs cuLinkCreate -> AddData(kernel PTX) [-> AddData(devlib PTX) -> AddFile(archive,
+// CU_JIT_INPUT_LIBRARY)] -> cuLinkComplete and returns the cubin.
+func (d *cudaDevice) link(req *loadRequest) ([]byte, error) {
+	var out []byte
+	errLog := make([]byte, 32<<10)
+	infoLog := make([]byte, 32<<10)
+	err := d.do(func() error {
+		lk, err := cu.NewLink(&cu.JITErrorLogBuffer{Buffer: errLog}, &cu.JITInfoLogBuffer{Buffer: infoLog},
+			&cu.JITLogVerbose{Enabled: false})
+		if err != nil {
+			return fmt.Errorf("cuLinkCreate: %v", err)
+		}
+		defer lk.Destroy()
+		if err := lk.AddData(cu.JITInputPTX, string(req.ptx)+"\x00", req.name+".ptx"); err != nil {
+			return fmt.Errorf("cuLinkAddData(kernel PTX): %v", err)
+		}
+		if req.devlib != nil {
+			if len(req.devlib.PTX) > 0 {
+				if err := lk.AddData(cu.JITInputPTX, string(req.devlib.PTX)+"\x00", "nvshmem_devlib.ptx"); err != nil {
+					return fmt.Errorf("cuLinkAddData(NVSHMEM device-library PTX): %v", err)
+				}
+			}
+			if req.devlib.Archive != "" {
+				if err := lk.AddFile(cu.JITInputLibrary, req.devlib.Archive); err != nil {
+					return fmt.Errorf("cuLinkAddFile(%s, CU_JIT_INPUT_LIBRARY): %v", req.devlib.Archive, err)
+				}
+			}
+		}
+		img, err := lk.Complete()
+		if err != nil {
+			return fmt.Errorf("cuLinkComplete: %v", err)
+		}
+		out = []byte(img)
+		return nil
+	})
+	if err != nil {
+		log := cstr(errLog)
+		if log == "" {
+			log = cstr(infoLog)
+		}
+		if log != "" {
+			return nil, fmt.Errorf("jit: linking module %s for %s: %v:\n%s", req.name, d.inf.Arch, err, log)
+		}
+		return nil, fmt.Errorf("jit: linking module %s for %s: %v", req.name, d.inf.Arch, err)
+	}
+	return out, nil
+}
+
+func cstr(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+func (d *cudaDevice) alloc(n int64) (DevicePtr, error) {
+	var p cu.DevicePtr
+	err := d.do(func() error {
+		var e error
+		p, e = cu.MemAlloc(n)
+		return e
+	})
+	return DevicePtr(p), err
+}
+
+func (d *cudaDevice) free(p DevicePtr) error {
+	return d.do(func() error { return cu.MemFree(cu.DevicePtr(p)) })
+}
+
+func cuStream(s stream) cu.Stream {
+	if s == nil {
+		return cu.Stream{}
+	}
+	return s.(*cudaStream).s
+}
+
+func (d *cudaDevice) copyHtoD(dst DevicePtr, src []byte, s stream) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		if s == nil {
+			return wrap("cuMemcpyHtoD", cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src))))
+		}
+		return wrap("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)), cuStream(s)))
+	})
+}
+
+func (d *cudaDevice) copyDtoH(dst []byte, src DevicePtr, s stream) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		if s == nil {
+			return wrap("cuMemcpyDtoH", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst))))
+		}
+		return wrap("cuMemcpyDtoHAsync", cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)), cuStream(s)))
+	})
+}
+
+func (d *cudaDevice) copyDtoD(dst, src DevicePtr, n int64, s stream) error {
+	if n == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		if s == nil {
+			return wrap("cuMemcpyDtoD", cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), n))
+		}
+		return wrap("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), n, cuStream(s)))
+	})
+}
+
+func wrap(op string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %v", op, err)
+	}
+	return nil
+}
+
+func (d *cudaDevice) newStream() (stream, error) {
+	var s cu.Stream
+	err := d.do(func() error {
+		var e error
+		s, e = cu.MakeStream(cu.DefaultStream)
+		return e
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jit: cuStreamCreate: %v", err)
+	}
+	return &cudaStream{d: d, s: s}, nil
+}
+
+func (d *cudaDevice) newEvent() (event, error) {
+	var e cu.Event
+	err := d.do(func() error {
+		var err error
+		e, err = cu.MakeEvent(cu.DefaultEvent)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jit: cuEventCreate: %v", err)
+	}
+	return &cudaEvent{d: d, e: e}, nil
+}
+
+func (d *cudaDevice) synchronize() error {
+	return d.do(func() error { return wrap("cuCtxSynchronize", cu.Synchronize()) })
+}
+
+func (d *cudaDevice) close() error {
+	return wrap("cuDevicePrimaryCtxRelease", d.dev.ReleasePrimaryCtx())
+}
+
+type cudaModule struct {
+	d   *cudaDevice
+	mod cu.Module
+}
+
+func (m *cudaModule) raw() unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&m.mod)) }
+
+func (m *cudaModule) function(name string) (function, error) {
+	var fn cu.Function
+	err := m.d.do(func() error {
+		var e error
+		fn, e = m.mod.Function(name)
+		return e
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jit: cuModuleGetFunction(%s): %v", name, err)
+	}
+	return &cudaFunc{d: m.d, fn: fn}, nil
+}
+
+func (m *cudaModule) unload() error {
+	return m.d.do(func() error { return wrap("cuModuleUnload", m.mod.Unload()) })
+}
+
+type cudaFunc struct {
+	d       *cudaDevice
+	fn      cu.Function
+	mu      sync.Mutex
+	maxSmem int
+}
+
+func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
+	params := make([]unsafe.Pointer, len(args))
+	for i := range args {
+		params[i] = unsafe.Pointer(&args[i])
+	}
+	return f.d.do(func() error {
+		if shared > 48<<10 {
+			f.mu.Lock()
+			if shared > f.maxSmem {
+				raw := *(*unsafe.Pointer)(unsafe.Pointer(&f.fn))
+				if r := C.kgen_set_max_dyn_smem(raw, C.int(shared)); r != 0 {
+					f.mu.Unlock()
+					return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", shared, int(r))
+				}
+				f.maxSmem = shared
+			}
+			f.mu.Unlock()
+		}
+		return wrap("cuLaunchKernel", f.fn.Launch(g.X, g.Y, g.Z, b.X, b.Y, b.Z, shared, cuStream(s), params))
+	})
+}
+
+type cudaStream struct {
+	d *cudaDevice
+	s cu.Stream
+}
+
+func (s *cudaStream) raw() unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&s.s)) }
+
+func (s *cudaStream) synchronize() error {
+	return s.d.do(func() error { return wrap("cuStreamSynchronize", s.s.Synchronize()) })
+}
+
+func (s *cudaStream) destroy() error {
+	return s.d.do(func() error { return wrap("cuStreamDestroy", s.s.Destroy()) })
+}
+
+type cudaEvent struct {
+	d *cudaDevice
+	e cu.Event
+}
+
+func (e *cudaEvent) record(s stream) error {
+	return e.d.do(func() error { return wrap("cuEventRecord", e.e.Record(cuStream(s))) })
+}
+
+func (e *cudaEvent) synchronize() error {
+	return e.d.do(func() error { return wrap("cuEventSynchronize", e.e.Synchronize()) })
+}
+
+func (e *cudaEvent) elapsed(end event) (time.Duration, error) {
+	var ms float64
+	err := e.d.do(func() error {
+		var err error
+		ms, err = e.e.Elapsed(end.(*cudaEvent).e)
+		return wrap("cuEventElapsedTime", err)
+	})
+	return time.Duration(ms * float64(time.Millisecond)), err
+}
+
+func (e *cudaEvent) destroy() error {
+	return e.d.do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&e.e)) })
+}
