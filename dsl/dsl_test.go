@@ -21,7 +21,14 @@ func assemble(t *testing.T, m *ptx.Module) {
 	if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(ptxas, "-arch="+string(m.Target), f, "-o", filepath.Join(d, "k.cubin")).CombinedOutput(); err != nil {
+	args := []string{"-arch=" + string(m.Target), f, "-o", filepath.Join(d, "k.cubin")}
+	for _, fn := range m.Funcs {
+		if fn.Extern {
+			args = append(args, "-c") // relocatable: the externs are linked later
+			break
+		}
+	}
+	if out, err := exec.Command(ptxas, args...).CombinedOutput(); err != nil {
 		t.Fatalf("ptxas: %v\n%s\n%s", err, out, m)
 	}
 }

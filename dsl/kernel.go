@@ -75,12 +75,13 @@ type Kernel struct {
 	// flow, for reuse (memo); mutable marks the registers of variables (Var).
 	scopes  []map[string]Value
 	mutable map[ptx.Reg]bool
+	externs map[string]*Func
 }
 
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		scopes: []map[string]Value{{}}, mutable: map[ptx.Reg]bool{}}
+		scopes: []map[string]Value{{}}, mutable: map[ptx.Reg]bool{}, externs: map[string]*Func{}}
 	for _, o := range opts {
 		o(k)
 	}

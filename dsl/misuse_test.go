@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -144,6 +145,80 @@ func TestMisuse(t *testing.T) {
 		{"empty shared array", "size 0 must be positive", func(k *dsl.Kernel) int {
 			return at(func() { k.SharedArray(dsl.F32, 0) })
 		}},
+		{"multimem on shared memory (wrong state space)", "multimem addresses are global", func(k *dsl.Kernel) int {
+			s := k.SharedArray(dsl.F32, 8)
+			return at(func() { k.MultimemStore(s, []dsl.Value{k.Const(dsl.F32, 1)}) })
+		}},
+		{"multimem accumulator on max", "applies to Sum only", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F16)
+			return at(func() { k.MultimemLoadReduce(p, dsl.Max, 2, dsl.AccF32()) })
+		}},
+		{"multimem integer vector", "no vectors", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U32)
+			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 4) })
+		}},
+		{"reduction with exch", "exch has no reduction form", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U32)
+			return at(func() { k.Reduce(dsl.AtomExch, p, 1) })
+		}},
+		{"atomic on local memory (wrong state space)", "atomics apply to global or shared", func(k *dsl.Kernel) int {
+			p := k.LocalArray(dsl.U32, 2)
+			return at(func() { k.Atomic(dsl.AtomAdd, p, 1) })
+		}},
+		{"atomic inc on f32", "inc and dec take u32", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.Atomic(dsl.AtomInc, p, 1.0) })
+		}},
+		{"extern declared twice differently", "declared twice with different signatures", func(k *dsl.Kernel) int {
+			k.Extern("f", nil, dsl.U64)
+			return at(func() { k.Extern("f", nil, dsl.U32) })
+		}},
+		{"call with the wrong arity", "takes 2 arguments, got 1", func(k *dsl.Kernel) int {
+			f := k.Extern("g", nil, dsl.U64, dsl.I32)
+			return at(func() { k.Call(f, uint64(1)) })
+		}},
+		{"copy between different element types", "element types differ", func(k *dsl.Kernel) int {
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("8:1")))
+			b := k.MakeTensor(k.PtrParam("b", dsl.F16), layout.Must(layout.Parse("8:1")))
+			return at(func() { k.Copy(a, b) })
+		}},
+		{"copy between different sizes", "sizes differ", func(k *dsl.Kernel) int {
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("8:1")))
+			b := k.MakeTensor(k.PtrParam("b", dsl.F32), layout.Must(layout.Parse("4:1")))
+			return at(func() { k.Copy(a, b) })
+		}},
+		{"partition not divisible", "not divisible by 3 threads", func(k *dsl.Kernel) int {
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("8:1")))
+			return at(func() { a.PartitionTV(layout.Must(layout.Parse("3:1")), []int{1}, k.ThreadIdx(dsl.X)) })
+		}},
+		{"tile rank mismatch", "tensor has rank 2", func(k *dsl.Kernel) int {
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("(8,8):(8,1)")))
+			return at(func() { a.LocalTile([]int{4}, 0) })
+		}},
+		{"bitwise reduction of floats", "BitAnd is not defined for f32", func(k *dsl.Kernel) int {
+			v := k.Param("v", dsl.F32)
+			return at(func() { k.WarpReduce(v, dsl.BitAnd) })
+		}},
+		{"address of a fragment", "has no address", func(k *dsl.Kernel) int {
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("4:1")))
+			f := k.Fragment(dsl.F32, a)
+			return at(func() { f.At(0) })
+		}},
+		{"swizzle on global memory", "apply to shared memory", func(k *dsl.Kernel) int {
+			p := k.PtrParam("a", dsl.F32)
+			return at(func() { k.MakeSwizzledTensor(p, layout.Swizzle{B: 3, M: 0, S: 3}, layout.Must(layout.Parse("64:1"))) })
+		}},
+		{"shuffle of a Bool", "cannot shuffle a pred", func(k *dsl.Kernel) int {
+			c := k.Param("a", dsl.U32).Lt(3)
+			return at(func() { k.ShuffleXor(c, 1) })
+		}},
+		{"bad named barrier", "NamedBarrier: id 16", func(k *dsl.Kernel) int {
+			return at(func() { k.NamedBarrier(16, 64) })
+		}},
+		{"exp of f16", "Exp is defined for F32", func(k *dsl.Kernel) int {
+			v := k.Param("v", dsl.F16)
+			return at(func() { v.Exp() })
+		}},
 		{"bf16 division", "Div is not defined for bf16", func(k *dsl.Kernel) int {
 			a := k.Param("a", dsl.BF16)
 			return at(func() { a.Div(a) })
@@ -165,6 +240,17 @@ func TestMisuse(t *testing.T) {
 	}
 	if len(cases) < 25 {
 		t.Fatalf("only %d misuse cases", len(cases))
+	}
+}
+
+func TestMultimemNeedsSM90(t *testing.T) {
+	k := dsl.New("k", dsl.WithTarget(ptx.SM80))
+	p := k.PtrParam("p", dsl.F32)
+	line := at(func() { k.MultimemLoadReduce(p, dsl.Sum, 4) })
+	_, err := k.Build()
+	loc := fmt.Sprintf("dsl/misuse_test.go:%d: ", line)
+	if err == nil || !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), "multimem needs sm_90 or later (target is sm_80)") {
+		t.Fatalf("got %v", err)
 	}
 }
 

@@ -1,0 +1,240 @@
+package dsl
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// MultimemOption qualifies a multimem operation.
+type MultimemOption func(*mmOpts)
+
+type mmOpts struct {
+	sem, scope string
+	acc        string
+}
+
+// MMRelaxed makes the multimem operation .relaxed at scope s (the default is relaxed.sys).
+func MMRelaxed(s Scope) MultimemOption {
+	return func(o *mmOpts) { o.sem, o.scope = "relaxed", string(s) }
+}
+
+// MMAcquire makes multimem.ld_reduce .acquire at scope s.
+func MMAcquire(s Scope) MultimemOption {
+	return func(o *mmOpts) { o.sem, o.scope = "acquire", string(s) }
+}
+
+// MMRelease makes multimem.st or multimem.red .release at scope s.
+func MMRelease(s Scope) MultimemOption {
+	return func(o *mmOpts) { o.sem, o.scope = "release", string(s) }
+}
+
+// MMWeak makes the operation .weak (no scope).
+func MMWeak() MultimemOption { return func(o *mmOpts) { o.sem, o.scope = "weak", "" } }
+
+// AccF32 accumulates a multimem.ld_reduce of f16/bf16 in f32 (.acc::f32).
+func AccF32() MultimemOption { return func(o *mmOpts) { o.acc = "acc::f32" } }
+
+// AccF16 accumulates an fp8 multimem.ld_reduce in f16 (.acc::f16, sm_100a-class targets).
+func AccF16() MultimemOption { return func(o *mmOpts) { o.acc = "acc::f16" } }
+
+var mmOps = map[ReduceOp]string{Sum: "add", Min: "min", Max: "max", BitAnd: "and", BitOr: "or", BitXor: "xor"}
+
+// multimemType maps an element type and vector length to the instruction's type and the
+// number of registers: f16 and bf16 travel in pairs (f16x2, bf16x2).
+func multimemType(elem Type) (Type, int, bool) {
+	switch elem {
+	case F16:
+		return ptx.F16x2, 2, true
+	case BF16:
+		return ptx.BF16x2, 2, true
+	case F32, F64, U32, I32, U64, I64, ptx.B32, ptx.B64:
+		return elem, 1, true
+	}
+	return 0, 0, false
+}
+
+func (k *Kernel) multimem(what string, p Ptr, n int, opts []MultimemOption, store bool) (q []string, t Type, per int, ok bool) {
+	if !k.checkPtr(p, what) {
+		return nil, 0, 0, false
+	}
+	if k.target.SM() < 90 {
+		k.errorf("%s: multimem needs sm_90 or later (target is %s)", what, k.target)
+		return nil, 0, 0, false
+	}
+	if p.space != ptx.SpaceGlobal && p.space != ptx.SpaceGeneric {
+		k.errorf("%s: multimem addresses are global (a multicast address), not %s", what, spaceName(p.space))
+		return nil, 0, 0, false
+	}
+	t, per, ok = multimemType(p.elem)
+	if !ok {
+		k.errorf("%s: no multimem form for %s", what, p.elem)
+		return nil, 0, 0, false
+	}
+	if n%per != 0 {
+		k.errorf("%s: %d %s elements do not fill %s words", what, n, p.elem, t)
+		return nil, 0, 0, false
+	}
+	words := n / per
+	if t.IsInt() && words != 1 {
+		k.errorf("%s: integer multimem operations take one element (no vectors)", what)
+		return nil, 0, 0, false
+	}
+	if words != 1 && words != 2 && words != 4 || words*t.Bits() > 128 {
+		k.errorf("%s: %d x %s is not a multimem vector (1, 2 or 4 words, at most 128 bits)", what, words, t)
+		return nil, 0, 0, false
+	}
+	o := mmOpts{sem: "relaxed", scope: "sys"}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.sem != "" {
+		q = append(q, o.sem)
+	}
+	if o.scope != "" {
+		q = append(q, o.scope)
+	}
+	q = append(q, "global")
+	return q, t, per, true
+}
+
+func vecQ(words int) []string {
+	if words > 1 {
+		return []string{fmt.Sprintf("v%d", words)}
+	}
+	return nil
+}
+
+// MultimemLoadReduce loads n consecutive elements at the multicast address p from every GPU
+// of the multicast group and returns their reduction by op (multimem.ld_reduce).
+func (k *Kernel) MultimemLoadReduce(p Ptr, op ReduceOp, n int, opts ...MultimemOption) []Value {
+	out := make([]Value, n)
+	for i := range out {
+		out[i] = k.poison(p.elem)
+	}
+	q, t, per, ok := k.multimem("MultimemLoadReduce", p, n, opts, false)
+	if !ok {
+		return out
+	}
+	name, ok := mmOps[op]
+	if !ok || (t.IsFloat() && op >= BitAnd) {
+		k.errorf("MultimemLoadReduce: %v is not a multimem reduction of %s", op, p.elem)
+		return out
+	}
+	var o mmOpts
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.acc != "" && op != Sum {
+		k.errorf("MultimemLoadReduce: an accumulator precision (AccF32, AccF16) applies to Sum only")
+		return out
+	}
+	q = append(q, name)
+	if o.acc != "" {
+		q = append(q, o.acc)
+	}
+	q = append(q, vecQ(n/per)...)
+	regs := make([]ptx.Operand, n/per)
+	for i := range regs {
+		regs[i] = k.reg(t)
+	}
+	var dst ptx.Operand = regs[0]
+	if len(regs) > 1 {
+		dst = ptx.Vec(regs)
+	}
+	k.emit(&ptx.Instr{Op: "multimem.ld_reduce", Q: q, Types: []ptx.Type{t}, Args: []ptx.Operand{dst, p.addrOperand()}})
+	return k.unpackWords(regs, p.elem, per)
+}
+
+// unpackWords splits packed words (f16x2) into elements.
+func (k *Kernel) unpackWords(words []ptx.Operand, elem Type, per int) []Value {
+	var out []Value
+	for _, w := range words {
+		if per == 1 {
+			out = append(out, Value{k: k, t: elem, op: w})
+			continue
+		}
+		lo, hi := k.reg(elem), k.reg(elem)
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{ptx.Vec{lo, hi}, w}})
+		out = append(out, Value{k: k, t: elem, op: lo}, Value{k: k, t: elem, op: hi})
+	}
+	return out
+}
+
+// packWords packs elements into words for multimem.st and multimem.red.
+func (k *Kernel) packWords(vals []Value, elem, t Type, per int, what string) ([]ptx.Operand, bool) {
+	var out []ptx.Operand
+	for i := 0; i < len(vals); i += per {
+		if per == 1 {
+			v, ok := k.val(vals[i], elem, what)
+			if !ok {
+				return nil, false
+			}
+			src := k.operand(v)
+			if im, isImm := src.(ptx.Imm); isImm {
+				r := k.reg(t)
+				k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{movType(t)}, Args: []ptx.Operand{r, im}})
+				src = r
+			}
+			out = append(out, src)
+			continue
+		}
+		a, ok1 := k.val(vals[i], elem, what)
+		b, ok2 := k.val(vals[i+1], elem, what)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		w := k.reg(t)
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{w, ptx.Vec{k.operand(a), k.operand(b)}}})
+		out = append(out, w)
+	}
+	return out, true
+}
+
+// MultimemStore writes vals to consecutive elements at the multicast address p on every GPU
+// of the group (multimem.st).
+func (k *Kernel) MultimemStore(p Ptr, vals []Value, opts ...MultimemOption) {
+	q, t, per, ok := k.multimem("MultimemStore", p, len(vals), opts, true)
+	if !ok {
+		return
+	}
+	words, ok := k.packWords(vals, p.elem, t, per, "MultimemStore")
+	if !ok {
+		return
+	}
+	q = append(q, vecQ(len(words))...)
+	var src ptx.Operand = words[0]
+	if len(words) > 1 {
+		src = ptx.Vec(words)
+	}
+	k.emit(&ptx.Instr{Op: "multimem.st", Q: q, Types: []ptx.Type{t}, Args: []ptx.Operand{p.addrOperand(), src}})
+}
+
+// MultimemReduce applies op with vals to consecutive elements at the multicast address p on
+// every GPU of the group, atomically (multimem.red).
+func (k *Kernel) MultimemReduce(p Ptr, op ReduceOp, vals []Value, opts ...MultimemOption) {
+	q, t, per, ok := k.multimem("MultimemReduce", p, len(vals), opts, true)
+	if !ok {
+		return
+	}
+	name, ok := mmOps[op]
+	if !ok || (t.IsFloat() && op >= BitAnd) {
+		k.errorf("MultimemReduce: %v is not a multimem reduction of %s", op, p.elem)
+		return
+	}
+	words, ok := k.packWords(vals, p.elem, t, per, "MultimemReduce")
+	if !ok {
+		return
+	}
+	q = append(q, name)
+	q = append(q, vecQ(len(words))...)
+	var src ptx.Operand = words[0]
+	if len(words) > 1 {
+		src = ptx.Vec(words)
+	}
+	k.emit(&ptx.Instr{Op: "multimem.red", Q: q, Types: []ptx.Type{t}, Args: []ptx.Operand{p.addrOperand(), src}})
+}
