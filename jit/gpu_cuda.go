@@ -356,3 +356,7 @@ func (e *cudaEvent) elapsed(end event) (time.Duration, error) {
 func (e *cudaEvent) destroy() error {
 	return e.d.do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&e.e)) })
 }
+
+func cudrvPath() string { return cudrv.Path() }
+
+func numGPUs() (int, error) { return cu.NumDevices() }
