@@ -117,10 +117,15 @@ func ruleForms(op string, r *rule) []*Instr {
 func genArgs(in *Instr, shape []arg) [][]Operand {
 	var n [numTypes]int
 	reg := func(t Type) Reg {
-		if t == NoType {
+		switch t {
+		case NoType:
 			t = B32
+		case E4M3, E5M2:
+			// Vectors of single fp8 values (multimem .v4.e4m3) take .b8 registers.
+			t = B8
+		default:
+			t = t.RegType()
 		}
-		t = t.RegType()
 		r := Reg{Type: t, N: n[t]}
 		n[t]++
 		return r

@@ -202,6 +202,11 @@ func (r *rule) q(in *Instr, name string) string {
 }
 
 func (r *rule) verify(in *Instr) string {
+	for _, q := range in.Q {
+		if !r.knows(q) {
+			return fmt.Sprintf("%s does not take qualifier .%s", in.Op, q)
+		}
+	}
 	// Qualifiers, in slot order.
 	si := 0
 	for _, q := range in.Q {

@@ -24,7 +24,7 @@ func init() {
 	semScope := func(r *rule, in *Instr, ns []need) []need {
 		if s := r.q(in, "sem"); s != "" {
 			ns = append(ns, nd(80, 90, in.Op+"."+s+" needs sm_90 and PTX 8.0"))
-			if s == "relaxed" {
+			if s == "relaxed" && in.Op != "mbarrier.expect_tx" && in.Op != "mbarrier.complete_tx" {
 				ns = append(ns, nd(86, 90, in.Op+".relaxed needs sm_90 and PTX 8.6"))
 			}
 		}
@@ -123,7 +123,7 @@ func init() {
 		return sh
 	}
 	cp.need = func(in *Instr) []need {
-		ns := append(shCta(in), cpa)
+		ns := []need{cpa} // cp.async takes .shared::cta from PTX 7.0
 		if in.HasQ("L2::cache_hint") {
 			ns = append(ns, nd(74, 80, "cp.async.L2::cache_hint needs PTX 7.4"))
 		}

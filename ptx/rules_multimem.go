@@ -9,7 +9,7 @@ var (
 	mmInt    = []Type{B32, B64, U32, U64, S32, S64}
 	mmFloat  = []Type{F16, F16x2, BF16, BF16x2, F32, F64}
 	mmFP8    = []Type{E5M2, E5M2x2, E5M2x4, E4M3, E4M3x2, E4M3x4}
-	mmSM100a = []int{100, 101, 103, 110}
+	mmSM100a = []int{100, 101, 103, 110, 120, 121}
 )
 
 func multimemRule(kind string) *rule {
@@ -98,10 +98,10 @@ func multimemRule(kind string) *rule {
 			ns = append(ns, nd(82, 90, ".acc::f32 needs sm_90 and PTX 8.2"))
 		}
 		if r.q(in, "acc") == "acc::f16" {
-			ns = append(ns, ndArch(86, mmSM100a, ".acc::f16 needs sm_100a-class targets and PTX 8.6"))
+			ns = append(ns, ndArch(86, mmSM100a, ".acc::f16 needs sm_100a-class targets (sm_100a, sm_120a) and PTX 8.6"))
 		}
 		if slices.Contains(mmFP8, in.Type()) {
-			ns = append(ns, ndArch(86, mmSM100a, "multimem on fp8 types needs sm_100a-class targets and PTX 8.6"))
+			ns = append(ns, ndArch(86, mmSM100a, "multimem on fp8 types needs sm_100a-class targets (sm_100a, sm_120a) and PTX 8.6"))
 		}
 		return ns
 	}

@@ -8,12 +8,9 @@ func init() {
 	fence := &rule{slots: []slot{vals("sem", "sc", "acq_rel", "acquire", "release"), req("scope", scopes...)}, args: fixed()}
 	fence.need = func(in *Instr) []need {
 		var ns []need
-		switch fence.q(in, "sem") {
-		case "sc", "acq_rel", "":
-			ns = append(ns, nd(60, 70, "fence needs sm_70 and PTX 6.0"))
-		default:
-			ns = append(ns, nd(86, 90, "fence.acquire and fence.release need sm_90 and PTX 8.6"))
-		}
+		// The ISA documents fence.acquire/.release from PTX 8.6; ptxas 13.0 takes them from
+		// PTX 6.0 on sm_70 like .sc and .acq_rel (the oracle checks the lowest version).
+		ns = append(ns, nd(60, 70, "fence needs sm_70 and PTX 6.0"))
 		if in.HasQ("cluster") {
 			ns = append(ns, nd(78, 90, "fence.cluster needs sm_90 and PTX 7.8"))
 		}
