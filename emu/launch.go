@@ -562,9 +562,6 @@ func (l *launch) runBlock(b *block, quantum int) {
 			if l.err != nil {
 				return
 			}
-			if w.runm != 0 && n < quantum {
-				w.yielded = true
-			}
 		}
 		if !did {
 			break

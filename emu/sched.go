@@ -231,11 +231,16 @@ func (w *warp) exec(budget int) int {
 			w.cpc = in.target
 			if in.backRef && w.spin {
 				w.spin = false
+				w.yielded = true
 				break
 			}
 			continue
 		}
-		if w.control(in, pc, g, m) || l.err != nil {
+		if w.control(in, pc, g, m) {
+			w.yielded = true
+			break
+		}
+		if l.err != nil {
 			break
 		}
 	}
@@ -259,7 +264,12 @@ func (w *warp) control(in *dinst, pc int32, g, m uint32) bool {
 				}
 			}
 			if w.spin {
+				// A spin iteration: let the other lanes of the warp (one may hold what this
+				// group waits for) and the other warps run.
 				w.spin = false
+				if g != w.runm {
+					w.high = true
+				}
 				return true
 			}
 		}

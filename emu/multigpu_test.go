@@ -1,0 +1,269 @@
+package emu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/kgen-dev/kgen/internal/fp"
+)
+
+// ring: every GPU writes n values into the next GPU's copy of data through a peer address,
+// publishes a flag there, waits for its own flag, and then reads what the previous GPU wrote.
+const ringSrc = `
+.visible .entry ring(.param .u64 data, .param .u64 peerdata, .param .u64 flag, .param .u64 peerflag,
+	.param .u64 out, .param .u32 rank, .param .u32 n)
+{
+	.reg .u64 %rd<12>;
+	.reg .u32 %r<12>;
+	.reg .pred %p<4>;
+	ld.param.u64 %rd0, [data];
+	ld.param.u64 %rd1, [peerdata];
+	ld.param.u64 %rd2, [flag];
+	ld.param.u64 %rd3, [peerflag];
+	ld.param.u64 %rd4, [out];
+	ld.param.u32 %r0, [rank];
+	ld.param.u32 %r1, [n];
+	mov.u32 %r2, %tid.x;
+	mov.u32 %r3, %r2;
+PUT:
+	setp.ge.u32 %p0, %r3, %r1;
+	@%p0 bra PUTDONE;
+	mad.lo.u32 %r4, %r0, 1000, %r3;
+	mul.wide.u32 %rd5, %r3, 4;
+	add.u64 %rd6, %rd1, %rd5;
+	STORE [%rd6], %r4;
+	add.u32 %r3, %r3, %ntid.x;
+	bra.uni PUT;
+PUTDONE:
+	bar.sync 0;
+	setp.eq.u32 %p1, %r2, 0;
+	@!%p1 bra WAIT;
+	FENCE
+	FLAGSTORE [%rd3], 1;
+WAIT:
+	@!%p1 bra GO;
+SPIN:
+	ld.acquire.sys.global.u32 %r5, [%rd2];
+	setp.ne.u32 %p2, %r5, 1;
+	@%p2 bra SPIN;
+GO:
+	bar.sync 0;
+	mov.u32 %r3, %r2;
+GET:
+	setp.ge.u32 %p0, %r3, %r1;
+	@%p0 bra END;
+	mul.wide.u32 %rd5, %r3, 4;
+	add.u64 %rd6, %rd0, %rd5;
+	ld.global.u32 %r6, [%rd6];
+	add.u64 %rd7, %rd4, %rd5;
+	st.global.u32 [%rd7], %r6;
+	add.u32 %r3, %r3, %ntid.x;
+	bra.uni GET;
+END:
+	ret;
+}`
+
+type ringVariant struct{ store, fence, flag string }
+
+var (
+	ringCorrect   = ringVariant{"st.global.u32", "", "st.release.sys.global.u32"}
+	ringFenced    = ringVariant{"st.relaxed.sys.global.u32", "fence.acq_rel.sys;", "st.relaxed.sys.global.u32"}
+	ringNoFence   = ringVariant{"st.relaxed.sys.global.u32", "", "st.relaxed.sys.global.u32"}
+	ringWeakNoFen = ringVariant{"st.global.u32", "", "st.volatile.global.u32"}
+)
+
+func ringModule(t *testing.T, v ringVariant) string {
+	s := replace(ringSrc, "FLAGSTORE", v.flag)
+	s = replace(s, "FENCE", v.fence)
+	return replace(s, "STORE", v.store)
+}
+
+// runRing returns the number of wrong output values.
+func runRing(t *testing.T, ngpu, n int, v ringVariant, opt Options) (int, error) {
+	t.Helper()
+	m := asm(t, ringModule(t, v))
+	s := newSys(t, ngpu)
+	data, err := s.MallocSymmetric(4 * n)
+	must(t, err)
+	flag, err := s.MallocSymmetric(4)
+	must(t, err)
+	outs := make([]uint64, ngpu)
+	for g := range outs {
+		outs[g] = mustMalloc(t, s, g, 4*n)
+	}
+	err = s.Launch(Launch{Module: m, Entry: "ring", GPUs: s.All(), Grid: D1(1), Block: D1(128), Options: opt,
+		ArgsFor: func(g int) []any {
+			next := (g + 1) % ngpu
+			return []any{data.On(g), data.On(next), flag.On(g), flag.On(next), outs[g], uint32(g), uint32(n)}
+		}})
+	if err != nil {
+		return 0, err
+	}
+	bad := 0
+	for g := 0; g < ngpu; g++ {
+		prev := (g + ngpu - 1) % ngpu
+		got := readU32(t, s, outs[g], n)
+		for i, x := range got {
+			if x != uint32(prev*1000+i) {
+				bad++
+			}
+		}
+	}
+	return bad, nil
+}
+
+func TestPeerStoresAndFlags(t *testing.T) {
+	for _, ngpu := range []int{2, 3, 8} {
+		for _, weak := range []bool{false, true} {
+			for _, seed := range []int64{0, 11} {
+				bad, err := runRing(t, ngpu, 300, ringCorrect, Options{Weak: weak, Seed: seed})
+				must(t, err)
+				if bad != 0 {
+					t.Fatalf("%d GPUs weak=%v seed %d: %d wrong values", ngpu, weak, seed, bad)
+				}
+			}
+		}
+	}
+}
+
+// TestWeakMissingFence: data and flag stored relaxed to the peer with no fence between them.
+// The strong (default) mode cannot tell; the weak mode makes the consumer see the flag before
+// the data, and adding the fence fixes it.
+func TestWeakMissingFence(t *testing.T) {
+	for _, v := range []ringVariant{ringNoFence, ringWeakNoFen} {
+		bad, err := runRing(t, 2, 256, v, Options{})
+		must(t, err)
+		if bad != 0 {
+			t.Fatalf("strong mode: %d wrong values", bad)
+		}
+		for _, seed := range []int64{1, 2, 3} {
+			bad, err := runRing(t, 2, 256, v, Options{Weak: true, Seed: seed})
+			must(t, err)
+			if bad == 0 {
+				t.Fatalf("weak mode, seed %d: the missing fence went unnoticed", seed)
+			}
+		}
+	}
+	for _, seed := range []int64{0, 1, 2, 3} {
+		bad, err := runRing(t, 4, 256, ringFenced, Options{Weak: true, Seed: seed})
+		must(t, err)
+		if bad != 0 {
+			t.Fatalf("fenced, seed %d: %d wrong values", seed, bad)
+		}
+	}
+}
+
+const multimemSrc = `
+.visible .entry mm(.param .u64 in, .param .u64 out, .param .u64 cnt, .param .u64 in16, .param .u64 out16,
+	.param .u32 rank, .param .u32 ngpu, .param .u32 n)
+{
+	.reg .u64 %rd<12>;
+	.reg .u32 %r<12>;
+	.reg .f32 %f<8>;
+	.reg .b32 %b<4>;
+	.reg .pred %p<2>;
+	ld.param.u64 %rd0, [in];
+	ld.param.u64 %rd1, [out];
+	ld.param.u64 %rd2, [cnt];
+	ld.param.u64 %rd8, [in16];
+	ld.param.u64 %rd9, [out16];
+	ld.param.u32 %r0, [rank];
+	ld.param.u32 %r1, [ngpu];
+	ld.param.u32 %r2, [n];
+	mov.u32 %r3, %tid.x;
+	mad.lo.u32 %r3, %r3, %r1, %r0;
+LOOP:
+	setp.ge.u32 %p0, %r3, %r2;
+	@%p0 bra DONE;
+	mul.wide.u32 %rd3, %r3, 16;
+	add.u64 %rd4, %rd0, %rd3;
+	add.u64 %rd5, %rd1, %rd3;
+	multimem.ld_reduce.relaxed.sys.global.add.v4.f32 {%f0, %f1, %f2, %f3}, [%rd4];
+	multimem.st.relaxed.sys.global.v4.f32 [%rd5], {%f0, %f1, %f2, %f3};
+	mul.wide.u32 %rd3, %r3, 4;
+	add.u64 %rd6, %rd8, %rd3;
+	add.u64 %rd7, %rd9, %rd3;
+	multimem.ld_reduce.relaxed.sys.global.add.acc::f32.f16x2 %b0, [%rd6];
+	multimem.st.relaxed.sys.global.f16x2 [%rd7], %b0;
+	multimem.red.relaxed.sys.global.add.u32 [%rd2], 1;
+	mov.u32 %r4, %ntid.x;
+	mad.lo.u32 %r3, %r4, %r1, %r3;
+	bra.uni LOOP;
+DONE:
+	ret;
+}`
+
+func TestMultimem(t *testing.T) {
+	m := asm(t, multimemSrc)
+	const n = 100 // vec4 groups of f32, and f16x2 words
+	for ngpu := 1; ngpu <= 8; ngpu++ {
+		t.Run(fmt.Sprintf("%dgpu", ngpu), func(t *testing.T) {
+			s := newSys(t, ngpu)
+			in, _ := s.MallocSymmetric(16 * n)
+			out, _ := s.MallocSymmetric(16 * n)
+			cnt, _ := s.MallocSymmetric(4)
+			in16, _ := s.MallocSymmetric(4 * n)
+			out16, _ := s.MallocSymmetric(4 * n)
+			vals := func(g, i int) float32 { return float32(g+1)*0.1 + float32(i)*0.37 }
+			h := func(g, i int) float32 { return float32(fp.F16ToF32(fp.F32ToF16(float32(g)*0.333 + float32(i)*0.01 + 1))) }
+			for g := 0; g < ngpu; g++ {
+				v := make([]float32, 4*n)
+				hv := make([]float32, 2*n)
+				for i := range v {
+					v[i] = vals(g, i)
+				}
+				for i := range hv {
+					hv[i] = h(g, i)
+				}
+				must(t, WriteSlice(s, in.On(g), v))
+				must(t, WriteF16(s, in16.On(g), hv))
+			}
+			err := s.Launch(Launch{Module: m, Entry: "mm", GPUs: s.All(), Grid: D1(1), Block: D1(32),
+				ArgsFor: func(g int) []any {
+					return []any{in.Multicast(), out.Multicast(), cnt.Multicast(), in16.Multicast(), out16.Multicast(), uint32(g), uint32(ngpu), uint32(n)}
+				}})
+			must(t, err)
+			for g := 0; g < ngpu; g++ {
+				got := readF32(t, s, out.On(g), 4*n)
+				for i, x := range got {
+					var want float32
+					for k := 0; k < ngpu; k++ {
+						want += vals(k, i)
+					}
+					if x != want {
+						t.Fatalf("GPU %d f32 element %d: got %v want %v", g, i, x, want)
+					}
+				}
+				got16, err := ReadF16(s, out16.On(g), 2*n)
+				must(t, err)
+				for i, x := range got16 {
+					var acc float32
+					for k := 0; k < ngpu; k++ {
+						acc += h(k, i)
+					}
+					want := fp.F16ToF32(fp.F32ToF16(acc))
+					if x != want {
+						t.Fatalf("GPU %d f16 element %d: got %v want %v", g, i, x, want)
+					}
+				}
+				c := readU32(t, s, cnt.On(g), 1)
+				if c[0] != uint32(n) {
+					t.Fatalf("GPU %d: multimem.red count %d, want %d", g, c[0], n)
+				}
+			}
+		})
+	}
+	_ = math.Abs
+}
+
+func TestMultimemOnUnicastAddress(t *testing.T) {
+	m := asm(t, multimemSrc)
+	s := newSys(t, 2)
+	in, _ := s.MallocSymmetric(16 * 4)
+	err := s.Launch(Launch{Module: m, Entry: "mm", GPUs: s.All(), Grid: D1(1), Block: D1(32),
+		ArgsFor: func(g int) []any {
+			return []any{in.On(g), in.Multicast(), in.Multicast(), in.Multicast(), in.Multicast(), uint32(g), uint32(2), uint32(4)}
+		}})
+	wantErr(t, err, KindMulticast, "not a multicast address", "multimem.ld_reduce", "multigpu_test.go:")
+}
