@@ -79,3 +79,16 @@ func TestOutputFile(t *testing.T) {
 		t.Fatalf("%v %s", err, b)
 	}
 }
+
+func TestRun(t *testing.T) {
+	code, out, errs := kgen("run", "transpose", "--size", "4000", "--dtype", "f32", "--seed", "3")
+	if code != 0 || !strings.Contains(out, "match the Go reference") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if code, _, errs := kgen("run", "transpose", "--size", "3", "--dtype", "f32"); code != 2 || !strings.Contains(errs, "multiple") {
+		t.Fatalf("odd size: exit %d: %s", code, errs)
+	}
+	if code, _, _ := kgen("run", "transpose", "--ranks", "0"); code != 2 {
+		t.Fatalf("ranks 0: exit %d", code)
+	}
+}

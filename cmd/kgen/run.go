@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/ref"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+func init() {
+	register(&command{
+		name:    "run",
+		summary: "run a library kernel on the emulator and check it against a Go reference",
+		usage:   "KERNEL [--ranks N] [--size BYTES] [--dtype T] [--target sm_90] [--seed S] [--weak]",
+		run:     runRun,
+	})
+}
+
+func runRun(e *env, args []string) error {
+	c := commands["run"]
+	fs := flags(e, c)
+	ranks := fs.Int("ranks", 1, "simulated GPUs (1..8)")
+	size := fs.Int("size", 0, "input size in bytes (default: the kernel's own small size)")
+	dtype := fs.String("dtype", "", "element type (default: the kernel's first)")
+	target := fs.String("target", "sm_90", "GPU target ("+targetNames()+")")
+	seed := fs.Int64("seed", 0, "seed of the inputs and, when non-zero, of the emulator's schedule")
+	weak := fs.Bool("weak", false, "weak-memory mode: unfenced remote stores become visible late")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
+	}
+	spec, err := kernels.Lookup(pos[0])
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	t, err := ptx.ParseTarget(*target)
+	if err != nil {
+		return &usageError{"--target: " + err.Error()}
+	}
+	dt := spec.DTypes[0]
+	if *dtype != "" {
+		if dt, err = spec.ParseDType(*dtype); err != nil {
+			return &usageError{"--dtype: " + err.Error()}
+		}
+	}
+	if *ranks < 1 || *ranks > 8 {
+		return usagef("--ranks %d: want 1..8", *ranks)
+	}
+	if *size < 0 {
+		return usagef("--size %d: want a positive number of bytes", *size)
+	}
+	if *size%dt.Bytes() != 0 {
+		return usagef("--size %d is not a multiple of the %d-byte %s element", *size, dt.Bytes(), dt)
+	}
+	res, err := ref.Run(ref.Problem{Kernel: spec.Name, DType: dt, Target: t, Size: *size / dt.Bytes(),
+		Ranks: *ranks, Seed: *seed, Weak: *weak})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s)\n", res, *ranks)
+	return nil
+}

@@ -1,0 +1,261 @@
+// Package ref runs the library's kernels on the emulator with random inputs and checks every
+// result against a plain Go reference. `kgen run` and the tests use it.
+package ref
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"strings"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Problem is one run of a library kernel.
+type Problem struct {
+	Kernel string
+	DType  dsl.Type   // zero: the kernel's first dtype
+	Target ptx.Target // zero: sm_90
+	Size   int        // elements (for matrices: rows*cols, made roughly square), 0: a default
+	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
+	Seed   int64      // input data and, when non-zero, the emulator's schedule
+	Weak   bool       // the emulator's weak-memory mode
+}
+
+// Result says what ran and how far the output was from the reference.
+type Result struct {
+	Kernel   string
+	DType    dsl.Type
+	Shape    string  // the problem shape, e.g. "n=4099" or "37x65"
+	Checked  int     // output elements compared
+	MaxError float64 // the largest error relative to the tolerance's scale
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%s %s %s: %d elements match the Go reference (max error %.3g)", r.Kernel, r.DType, r.Shape, r.Checked, r.MaxError)
+}
+
+// harness launches one kernel on the system and checks the result.
+type harness func(h *run) error
+
+var harnesses = map[string]harness{
+	"vector_add": vectorAdd,
+	"axpy":       axpy,
+	"tiled_copy": tiledCopy,
+	"transpose":  transpose,
+	"row_sum":    rowSum,
+	"softmax":    softmax,
+}
+
+// Kernels lists the kernels Run can check.
+func Kernels() []string {
+	var out []string
+	for n := range harnesses {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// run is the state of one check.
+type run struct {
+	p    Problem
+	spec *kernels.Spec
+	mod  *ptx.Module
+	sys  *emu.System
+	rng  *rand.Rand
+	res  Result
+}
+
+// Run builds the kernel, runs it on the emulator and checks it. The error says what differs.
+func Run(p Problem) (Result, error) {
+	spec, err := kernels.Lookup(p.Kernel)
+	if err != nil {
+		return Result{}, err
+	}
+	h, ok := harnesses[p.Kernel]
+	if !ok {
+		return Result{}, fmt.Errorf("kernel %s has no emulator check yet (checked: %s)", p.Kernel, strings.Join(Kernels(), ", "))
+	}
+	if p.DType == 0 {
+		p.DType = spec.DTypes[0]
+	}
+	if p.Target == "" {
+		p.Target = ptx.SM90
+	}
+	if p.Ranks == 0 {
+		p.Ranks = 1
+	}
+	if p.Size < 0 {
+		return Result{}, fmt.Errorf("size %d is negative", p.Size)
+	}
+	m, err := spec.Build(kernels.Config{Target: p.Target, DType: p.DType})
+	if err != nil {
+		return Result{}, err
+	}
+	sys, err := emu.New(p.Ranks)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &run{p: p, spec: spec, mod: m, sys: sys, rng: rand.New(rand.NewSource(p.Seed + 1)),
+		res: Result{Kernel: p.Kernel, DType: p.DType}}
+	if err := h(r); err != nil {
+		return r.res, fmt.Errorf("%s %s: %w", p.Kernel, p.DType, err)
+	}
+	return r.res, nil
+}
+
+func (r *run) size(def int) int {
+	if r.p.Size > 0 {
+		return r.p.Size
+	}
+	return def
+}
+
+// random returns n values exactly representable in the kernel's dtype.
+func (r *run) random(dt dsl.Type, n int, lo, hi float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		x := lo + (hi-lo)*r.rng.Float64()
+		if dt == dsl.U8 {
+			x = float64(r.rng.Intn(256))
+		}
+		v[i] = round(dt, x)
+	}
+	return v
+}
+
+func round(dt dsl.Type, v float64) float64 {
+	switch dt {
+	case dsl.F16:
+		return float64(fp.F16ToF32(fp.F32ToF16(float32(v))))
+	case dsl.BF16:
+		return float64(fp.BF16ToF32(fp.F32ToBF16(float32(v))))
+	case dsl.F32:
+		return float64(float32(v))
+	}
+	return v
+}
+
+// alloc allocates n elements of dt on GPU 0 and writes v (when given).
+func (r *run) alloc(dt dsl.Type, n int, v []float64) (uint64, error) {
+	addr, err := r.sys.Malloc(0, max(n*dt.Bytes(), 1))
+	if err != nil || v == nil {
+		return addr, err
+	}
+	return addr, write(r.sys, addr, dt, v)
+}
+
+func write(s *emu.System, addr uint64, dt dsl.Type, v []float64) error {
+	f := make([]float32, len(v))
+	for i, x := range v {
+		f[i] = float32(x)
+	}
+	switch dt {
+	case dsl.F32:
+		return emu.WriteSlice(s, addr, f)
+	case dsl.F16:
+		return emu.WriteF16(s, addr, f)
+	case dsl.BF16:
+		return emu.WriteBF16(s, addr, f)
+	case dsl.U8:
+		b := make([]uint8, len(v))
+		for i, x := range v {
+			b[i] = uint8(x)
+		}
+		return emu.WriteSlice(s, addr, b)
+	}
+	return fmt.Errorf("no host writer for %s", dt)
+}
+
+func read(s *emu.System, addr uint64, dt dsl.Type, n int) ([]float64, error) {
+	var f []float32
+	var err error
+	switch dt {
+	case dsl.F32:
+		f, err = emu.ReadSlice[float32](s, addr, n)
+	case dsl.F16:
+		f, err = emu.ReadF16(s, addr, n)
+	case dsl.BF16:
+		f, err = emu.ReadBF16(s, addr, n)
+	case dsl.U8:
+		b, err := emu.ReadSlice[uint8](s, addr, n)
+		out := make([]float64, len(b))
+		for i, x := range b {
+			out[i] = float64(x)
+		}
+		return out, err
+	default:
+		return nil, fmt.Errorf("no host reader for %s", dt)
+	}
+	out := make([]float64, len(f))
+	for i, x := range f {
+		out[i] = float64(x)
+	}
+	return out, err
+}
+
+// launch runs the kernel's entry on GPU 0.
+func (r *run) launch(grid, block emu.Dim3, args ...any) error {
+	return r.sys.Launch(emu.Launch{
+		Module: r.mod, Entry: r.spec.VariantName(r.p.DType), Grid: grid, Block: block, Args: args,
+		Options: emu.Options{Seed: r.p.Seed, Weak: r.p.Weak},
+	})
+}
+
+// check compares got with want: |got-want| <= atol + rtol*|want| element by element.
+func (r *run) check(name string, got, want []float64, atol, rtol float64) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: %d values, want %d", name, len(got), len(want))
+	}
+	bad := 0
+	var first string
+	for i := range want {
+		d := math.Abs(got[i] - want[i])
+		tol := atol + rtol*math.Abs(want[i])
+		if tol > 0 {
+			r.res.MaxError = math.Max(r.res.MaxError, d/tol)
+		}
+		if !(d <= tol) { // NaN fails too
+			if bad == 0 {
+				first = fmt.Sprintf("%s[%d] = %v, want %v", name, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	r.res.Checked += len(want)
+	if bad > 0 {
+		return fmt.Errorf("%d of %d values differ; first: %s", bad, len(want), first)
+	}
+	return nil
+}
+
+// ulpTol returns a relative tolerance of a few units in the last place of dt.
+func ulpTol(dt dsl.Type, ulps float64) float64 {
+	switch dt {
+	case dsl.F16:
+		return ulps * 0x1p-10
+	case dsl.BF16:
+		return ulps * 0x1p-7
+	case dsl.F32:
+		return ulps * 0x1p-23
+	}
+	return 0
+}
+
+func ceil(a, b int) int { return (a + b - 1) / b }
+
+// matrix picks a rows x cols shape of about size elements that is not a tile multiple.
+func matrix(size int) (rows, cols int) {
+	rows = int(math.Sqrt(float64(size)))
+	if rows < 1 {
+		rows = 1
+	}
+	cols = max(ceil(size, rows), 1)
+	return rows, cols
+}
