@@ -1,0 +1,132 @@
+package devlib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Options are the inputs of `kgen devlib`.
+type Options struct {
+	// Home is the NVSHMEM installation; "" finds it (toolchain.NVSHMEMHome: $NVSHMEM_HOME,
+	// then the project's tool folder).
+	Home string
+	// Target is the GPU target, "sm_90" (required unless List or Signatures is set).
+	Target string
+	// Funcs are the functions to build (entries may be comma-separated lists). Empty means
+	// every public function, which takes minutes and makes about 230 MB of PTX.
+	Funcs []string
+	// Output is the file to write the PTX to; "" or "-" writes it to stdout.
+	Output string
+	// CacheDir overrides the cache folder (see DefaultCacheDir); NoCache turns it off.
+	CacheDir string
+	NoCache  bool
+	// List prints the names of the public device functions instead of building.
+	List bool
+	// Signatures prints the PTX declaration of every public device function (or of Funcs)
+	// instead of building.
+	Signatures bool
+}
+
+// Run does what `kgen devlib` does: it builds the devlib PTX for opts.Target and opts.Funcs
+// and writes it to opts.Output (or stdout), or lists the API (opts.List, opts.Signatures).
+// Progress and a summary go to stderr. It never exits the process; errors say what to fix.
+func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if opts.List && opts.Signatures {
+		return errors.New("devlib: give either List (--list) or Signatures (--signatures), not both")
+	}
+	l, err := Open(opts.Home)
+	if err != nil {
+		return err
+	}
+	l.CacheDir, l.NoCache, l.Log = opts.CacheDir, opts.NoCache, stderr
+	var funcs []string
+	if len(opts.Funcs) > 0 {
+		if funcs, err = NormalizeFuncs(opts.Funcs); err != nil {
+			return err
+		}
+	}
+	switch {
+	case opts.List:
+		names, err := l.Functions(ctx)
+		if err != nil {
+			return err
+		}
+		if funcs != nil {
+			if err := l.checkFuncs(ctx, funcs); err != nil {
+				return err
+			}
+			names = funcs
+		}
+		return writeOut(opts.Output, stdout, []byte(strings.Join(names, "\n")+"\n"))
+	case opts.Signatures:
+		sigs, err := l.Signatures(ctx)
+		if err != nil {
+			return err
+		}
+		if funcs != nil {
+			if err := l.checkFuncs(ctx, funcs); err != nil {
+				return err
+			}
+			sub := map[string]Signature{}
+			for _, f := range funcs {
+				sub[f] = sigs[f]
+			}
+			sigs = sub
+		}
+		var b strings.Builder
+		if err := WriteSignatures(&b, l.signatureHeader(len(sigs)), sigs); err != nil {
+			return err
+		}
+		return writeOut(opts.Output, stdout, []byte(b.String()))
+	}
+	if opts.Target == "" {
+		return errors.New("devlib: no target (give --target, for example sm_90)")
+	}
+	if _, err := PlanTarget(opts.Target); err != nil {
+		return err
+	}
+	if funcs == nil {
+		if funcs, err = l.Functions(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "devlib: no functions named: building all %d public functions\n", len(funcs))
+	}
+	res, err := l.Build(ctx, opts.Target, funcs)
+	if err != nil {
+		return err
+	}
+	if err := writeOut(opts.Output, stdout, res.PTX); err != nil {
+		return err
+	}
+	how := "built in " + res.Elapsed.Round(1e6).String()
+	if res.Cached {
+		how = "from the cache " + res.CachePath
+	}
+	dest := "stdout"
+	if opts.Output != "" && opts.Output != "-" {
+		dest = opts.Output
+	}
+	fmt.Fprintf(stderr, "devlib: NVSHMEM %s, %s (.target %s, PTX %s), %d function(s), %d bytes, %s; wrote %s; link it with %s\n",
+		res.Version, res.Target, res.PTXTarget, res.PTXVersion, len(res.Funcs), len(res.PTX), how, dest, res.Archive)
+	return nil
+}
+
+func writeOut(path string, stdout io.Writer, data []byte) error {
+	if path == "" || path == "-" {
+		_, err := stdout.Write(data)
+		return err
+	}
+	if err := writeAtomic(path, data); err != nil {
+		return fmt.Errorf("devlib: writing %s: %w", path, err)
+	}
+	return nil
+}
