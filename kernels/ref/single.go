@@ -12,6 +12,15 @@ import (
 
 // Harnesses of the single-GPU kernels.
 
+func init() {
+	register("vector_add", vectorAdd)
+	register("axpy", axpy)
+	register("tiled_copy", tiledCopy)
+	register("transpose", transpose)
+	register("row_sum", rowSum)
+	register("softmax", softmax)
+}
+
 func vectorAdd(r *run) error {
 	dt, n := r.p.DType, r.size(1000)
 	a, b := r.random(dt, n, -4, 4), r.random(dt, n, -4, 4)
