@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -126,6 +127,34 @@ func (k *Kernel) errorf(format string, a ...any) {
 	k.errs = append(k.errs, &Error{Pos: callerPos(), Msg: fmt.Sprintf(format, a...)})
 }
 
+// Errorf records a misuse at the caller's source position, for libraries built on the DSL
+// (see MarkLibrary); Build returns it with the others.
+func (k *Kernel) Errorf(format string, a ...any) { k.errorf(format, a...) }
+
+// MarkLibrary marks the calling package as a library of DSL operations (like package
+// nvshmem): source positions of the instructions it emits and of the errors it records skip
+// its frames and point at the code that called it. Call it from an init function.
+func MarkLibrary() {
+	_, file, _, ok := runtime.Caller(1)
+	if !ok {
+		return
+	}
+	libMu.Lock()
+	libDirs[filepath.Dir(file)] = true
+	libMu.Unlock()
+}
+
+var (
+	libMu   sync.RWMutex
+	libDirs = map[string]bool{}
+)
+
+func isLibrary(dir string) bool {
+	libMu.RLock()
+	defer libMu.RUnlock()
+	return libDirs[dir]
+}
+
 // Err returns the errors recorded so far (nil when none).
 func (k *Kernel) Err() error { return errors.Join(k.errs...) }
 
@@ -167,15 +196,16 @@ var dslDir, moduleRoot = func() (string, string) {
 	return d, filepath.Dir(d)
 }()
 
-// callerPos returns the position of the first caller outside package dsl (tests of this
-// package excepted), with the path relative to the kgen module root when inside it.
+// callerPos returns the position of the first caller outside package dsl and the marked
+// libraries (their tests excepted), with the path relative to the kgen module root when inside it.
 func callerPos() ptx.Pos {
 	var pcs [24]uintptr
 	n := runtime.Callers(3, pcs[:])
 	frames := runtime.CallersFrames(pcs[:n])
 	for {
 		f, more := frames.Next()
-		if f.File != "" && (filepath.Dir(f.File) != dslDir || strings.HasSuffix(f.File, "_test.go")) {
+		dir := filepath.Dir(f.File)
+		if f.File != "" && (dir != dslDir && !isLibrary(dir) || strings.HasSuffix(f.File, "_test.go")) {
 			return ptx.Pos{File: relPath(f.File), Line: f.Line}
 		}
 		if !more {
