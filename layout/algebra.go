@@ -129,19 +129,17 @@ func coalesceProfile(l Layout, profile IntTuple) Layout {
 // Coalesce simplifies l by flattening it and merging modes that can be
 // merged, keeping the function on the domain and the size. The result has
 // depth <= 1; 1:0 when everything has extent 1.
-func Coalesce(l Layout) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = coalesce(l) })
-	return r, err
+func Coalesce(l Layout) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return coalesce(l), nil
 }
 
 // CoalesceProfile coalesces l by mode: a tuple profile applies to the first
 // modes of l (recursively), the remaining modes are kept; an integer
 // profile coalesces the whole layout.
-func CoalesceProfile(l Layout, profile IntTuple) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = coalesceProfile(l, profile) })
-	return r, err
+func CoalesceProfile(l Layout, profile IntTuple) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return coalesceProfile(l, profile), nil
 }
 
 func filterZeros(l Layout) Layout {
@@ -172,17 +170,15 @@ func filterProfile(l Layout, profile IntTuple) Layout {
 }
 
 // Filter removes the stride-0 and extent-1 modes of l and coalesces it.
-func Filter(l Layout) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = filter(l) })
-	return r, err
+func Filter(l Layout) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return filter(l), nil
 }
 
 // FilterProfile filters l by mode, like CoalesceProfile.
-func FilterProfile(l Layout, profile IntTuple) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = filterProfile(l, profile) })
-	return r, err
+func FilterProfile(l Layout, profile IntTuple) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return filterProfile(l, profile), nil
 }
 
 // compositionImpl is CuTe's detail::composition_impl. lhs is coalesced
@@ -324,10 +320,9 @@ func composition(a Layout, t Tiler) Layout {
 // R(c) = a(t(c)) for every coordinate c of t, and R has t's shape profile.
 // A by-mode tiler composes mode i of a with t[i] and drops the modes of a it
 // does not cover (as C++ CuTe does).
-func Composition(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = composition(a, t) })
-	return r, err
+func Composition(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return composition(a, t), nil
 }
 
 // complementImpl is CuTe's detail::complement on a filtered layout.
@@ -392,10 +387,9 @@ func Complement(l Layout) (Layout, error) {
 
 // ComplementTo returns the complement of l with respect to the cotarget
 // (an integer, or a shape whose extents are covered in order).
-func ComplementTo(l Layout, cotarget IntTuple) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = complementTo(l, cotarget) })
-	return r, err
+func ComplementTo(l Layout, cotarget IntTuple) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return complementTo(l, cotarget), nil
 }
 
 func complementTo(l Layout, cotarget IntTuple) Layout {
@@ -452,10 +446,9 @@ func rightInverse(l Layout) Layout {
 
 // RightInverse returns R such that l(R(i)) == i for all i < size(R), with R
 // as large as possible (CuTe's right_inverse).
-func RightInverse(l Layout) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = rightInverse(l) })
-	return r, err
+func RightInverse(l Layout) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return rightInverse(l), nil
 }
 
 func leftInverse(l Layout) Layout {
@@ -483,10 +476,9 @@ func leftInverse(l Layout) Layout {
 // LeftInverse returns R such that R(l(i)) == i for all i < size(l) when l
 // is injective (CuTe's left_inverse, a quasi-inverse otherwise: modes that
 // l never reaches map to 0).
-func LeftInverse(l Layout) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = leftInverse(l) })
-	return r, err
+func LeftInverse(l Layout) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return leftInverse(l), nil
 }
 
 // MaxCommonVector returns the largest N such that a and b map the first N

@@ -293,6 +293,14 @@ var conformanceOps = map[string]func([]any) any{
 	"flat_product":    tilerOp(FlatProduct),
 	"blocked_product": pairOp(BlockedProduct),
 	"raked_product":   pairOp(RakedProduct),
+	"max_common_vector": func(a []any) any {
+		argc(a, 2)
+		return must(MaxCommonVector(jLayout(a[0]), jLayout(a[1])))
+	},
+	"tile_to_shape": func(a []any) any {
+		argc(a, 2)
+		return layoutJSON(must(TileToShape(jLayout(a[0]), jTuple(a[1]))))
+	},
 	"swizzle": func(a []any) any {
 		argc(a, 2)
 		return jSwizzle(a[0]).Apply(jInt(a[1]))

@@ -88,34 +88,30 @@ func flatOf(z Layout) Layout {
 // LogicalDivide splits every mode of a by the tiler into (tile, rest):
 // a Layout tiler T gives a ∘ (T, complement(T, shape(a))); a by-mode tiler
 // divides mode by mode and keeps the modes it does not cover.
-func LogicalDivide(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = logicalDivide(a, t) })
-	return r, err
+func LogicalDivide(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return logicalDivide(a, t), nil
 }
 
 // ZippedDivide is LogicalDivide with the tiles gathered in mode 0 and the
 // rests in mode 1: ((tile...),(rest...)).
-func ZippedDivide(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = tileUnzip(logicalDivide(a, t), t) })
-	return r, err
+func ZippedDivide(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return tileUnzip(logicalDivide(a, t), t), nil
 }
 
 // TiledDivide is ZippedDivide with the rest modes unpacked:
 // ((tile...),rest0,rest1,...).
-func TiledDivide(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = tiledOf(tileUnzip(logicalDivide(a, t), t)) })
-	return r, err
+func TiledDivide(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return tiledOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
 
 // FlatDivide is ZippedDivide with both modes unpacked:
 // (tile0,tile1,...,rest0,rest1,...).
-func FlatDivide(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = flatOf(tileUnzip(logicalDivide(a, t), t)) })
-	return r, err
+func FlatDivide(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return flatOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
 
 func logicalProduct(a Layout, t Tiler) Layout {
@@ -139,31 +135,27 @@ func logicalProduct(a Layout, t Tiler) Layout {
 
 // LogicalProduct repeats the block a over the tiler: (a, complement(a) ∘ t)
 // for a Layout tiler; a by-mode tiler works mode by mode.
-func LogicalProduct(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = logicalProduct(a, t) })
-	return r, err
+func LogicalProduct(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return logicalProduct(a, t), nil
 }
 
 // ZippedProduct is LogicalProduct gathered as ((block...),(repeats...)).
-func ZippedProduct(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = tileUnzip(logicalProduct(a, t), t) })
-	return r, err
+func ZippedProduct(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return tileUnzip(logicalProduct(a, t), t), nil
 }
 
 // TiledProduct is ZippedProduct with the repeat modes unpacked.
-func TiledProduct(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = tiledOf(tileUnzip(logicalProduct(a, t), t)) })
-	return r, err
+func TiledProduct(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return tiledOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
 
 // FlatProduct is ZippedProduct with both modes unpacked.
-func FlatProduct(a Layout, t Tiler) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = flatOf(tileUnzip(logicalProduct(a, t), t)) })
-	return r, err
+func FlatProduct(a Layout, t Tiler) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return flatOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
 
 // appendRank pads l with 1:0 modes up to rank r (CuTe's append<R>).
@@ -211,18 +203,16 @@ func rankedProduct(a, b Layout, raked bool) Layout {
 
 // BlockedProduct repeats the block a over the layout b, mode by mode:
 // mode i of the result is (a_i, b_i) (CuTe's blocked_product).
-func BlockedProduct(a, b Layout) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = rankedProduct(a, b, false) })
-	return r, err
+func BlockedProduct(a, b Layout) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return rankedProduct(a, b, false), nil
 }
 
 // RakedProduct interleaves the repeats of a over b: mode i of the result is
 // (b_i, a_i) (CuTe's raked_product).
-func RakedProduct(a, b Layout) (Layout, error) {
-	var r Layout
-	err := catch(func() { r = rankedProduct(a, b, true) })
-	return r, err
+func RakedProduct(a, b Layout) (_ Layout, err error) {
+	defer recoverErr(&err)
+	return rankedProduct(a, b, true), nil
 }
 
 // TileToShape repeats the block over the target shape, column-major
@@ -282,10 +272,9 @@ func SliceAndOffset(crd IntTuple, l Layout) (Layout, int, error) {
 // FlatCoord returns the flat coordinate of index idx in l (CuTe's
 // get_flat_coord): the hierarchical coordinate idx2crd(idx, shape, stride)
 // with each top-level mode folded to a colexicographic integer.
-func (l Layout) FlatCoord(idx int) (IntTuple, error) {
-	var r IntTuple
-	err := catch(func() { r = flatCoord(l, idx) })
-	return r, err
+func (l Layout) FlatCoord(idx int) (_ IntTuple, err error) {
+	defer recoverErr(&err)
+	return flatCoord(l, idx), nil
 }
 
 func flatCoord(l Layout, idx int) IntTuple {
@@ -383,7 +372,7 @@ func PartitionParts(l Layout, thr Layout) (Partition, error) {
 	err := catch(func() {
 		tiler := TilerOf(productEach(thr.shape))
 		z := tileUnzip(logicalDivide(l, tiler), tiler)
-		crd := tup([]IntTuple{Hole, repeatHole(z.shape.elems[1].Len())})
+		crd := tup([]IntTuple{Int(0), repeatHole(z.shape.elems[1].Len())})
 		p.Layout = mk(slice(crd, z.shape), slice(crd, z.stride))
 		p.Offset = z.mode(0)
 	})

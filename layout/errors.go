@@ -55,6 +55,18 @@ func catch(f func()) (err error) {
 	return nil
 }
 
+// recoverErr is deferred by exported functions: it turns a failure raised
+// by fail into the function's error result.
+func recoverErr(err *error) {
+	if r := recover(); r != nil {
+		if e, ok := r.(*Error); ok {
+			*err = e
+			return
+		}
+		panic(r)
+	}
+}
+
 func mul(a, b int) int {
 	hi, lo := bits.Mul64(uint64(abs(a)), uint64(abs(b)))
 	if hi != 0 || lo > 1<<62 {

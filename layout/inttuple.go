@@ -243,10 +243,9 @@ func Congruent(t, u IntTuple) bool {
 }
 
 // Product returns the product of the leaves of t (1 for the empty tuple).
-func Product(t IntTuple) (int, error) {
-	var r int
-	err := catch(func() { r = product(t) })
-	return r, err
+func Product(t IntTuple) (_ int, err error) {
+	defer recoverErr(&err)
+	return product(t), nil
 }
 
 // Max returns the largest leaf of t (CuTe's tuple_max).
@@ -268,10 +267,9 @@ func Max(t IntTuple) (int, error) {
 
 // InnerProduct returns the sum of the products of corresponding leaves of two
 // congruent tuples.
-func InnerProduct(a, b IntTuple) (int, error) {
-	var r int
-	err := catch(func() { r = innerProduct(a, b) })
-	return r, err
+func InnerProduct(a, b IntTuple) (_ int, err error) {
+	defer recoverErr(&err)
+	return innerProduct(a, b), nil
 }
 
 func innerProduct(a, b IntTuple) int {
@@ -337,10 +335,9 @@ func prefixProduct(a, init IntTuple) IntTuple {
 
 // ShapeDiv is CuTe's shape_div: a "divided" by b, left to right, with the
 // divisibility condition (at every step one operand divides the other).
-func ShapeDiv(a, b IntTuple) (IntTuple, error) {
-	var r IntTuple
-	err := catch(func() { r = shapeDiv(a, b) })
-	return r, err
+func ShapeDiv(a, b IntTuple) (_ IntTuple, err error) {
+	defer recoverErr(&err)
+	return shapeDiv(a, b), nil
 }
 
 func shapeDiv(a, b IntTuple) IntTuple {
