@@ -187,7 +187,8 @@ type Source struct {
 	Module *ptx.Module
 	// PTX is Module's text; empty means ptx.Print(Module).
 	PTX []byte
-	// DevLib is NVSHMEM's device library; required when Module calls NVSHMEM functions.
+	// DevLib is NVSHMEM's device library; the GPU backend requires it when Module calls
+	// NVSHMEM functions (the emulator implements them itself).
 	DevLib *DevLib
 	// Name names the module in link logs and errors (default: its first kernel's name).
 	Name string
@@ -260,7 +261,7 @@ func (d *Device) Load(src Source) (*Module, error) {
 	}
 	calls := NVSHMEMCalls(src.Module)
 	if len(calls) > 0 {
-		if src.DevLib == nil {
+		if src.DevLib == nil && d.info.Backend == GPU {
 			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s) but Source.DevLib is nil; build the device library with package nvshmem/devlib and pass it", name, strings.Join(calls, ", "))
 		}
 		d.mu.Lock()
@@ -269,8 +270,10 @@ func (d *Device) Load(src Source) (*Module, error) {
 		if sh == nil || sh.finalized() {
 			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s): call jit.InitNVSHMEM on this device before loading it", name, strings.Join(calls, ", "))
 		}
-		if err := sh.checkDevLib(src.DevLib); err != nil {
-			return nil, err
+		if src.DevLib != nil {
+			if err := sh.checkDevLib(src.DevLib); err != nil {
+				return nil, err
+			}
 		}
 	}
 	text := src.PTX

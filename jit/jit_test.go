@@ -26,7 +26,7 @@ type fake struct {
 	loads int
 }
 
-func (f *fake) info() Info { return Info{Backend: "fake", Name: "fake", Arch: "sm_90", SM: 90} }
+func (f *fake) info() Info { return Info{Backend: GPU, Name: "fake", Arch: "sm_90", SM: 90} }
 func (f *fake) load(req *loadRequest, c *Cache) (module, LoadStats, error) {
 	key, _ := cacheKey(req.ptx, req.devlib, "sm_90", 1)
 	img, hit, err := cachedLink(c, key, func() ([]byte, error) {
