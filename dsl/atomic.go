@@ -200,6 +200,7 @@ func (v Value) cmp(c Cmp, x any) Value {
 // WaitUntil spins until (*p c x) holds, reading *p with the load options (typically
 // Acquire(System) or Acquire(GPU)); it returns the value that satisfied the test.
 func (k *Kernel) WaitUntil(p Ptr, c Cmp, x any, opts ...MemOption) Value {
+	defer k.hold()()
 	if !k.checkPtr(p, "WaitUntil") {
 		return k.poison(p.elem)
 	}

@@ -12,6 +12,7 @@ import (
 // fall back to element-wise accesses. Elements of a fragment whose source is out of bounds
 // keep their value.
 func (k *Kernel) Copy(src, dst Tensor, opts ...MemOption) {
+	defer k.hold()()
 	if !src.ok("Copy") || !dst.ok("Copy") {
 		return
 	}

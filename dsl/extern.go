@@ -56,6 +56,7 @@ func (k *Kernel) Extern(name string, rets []Type, args ...Type) *Func {
 // Call calls f with args (Values of the declared types, Go numbers, or Ptrs for U64/B64
 // parameters) and returns its result, or the zero Value for a function with no result.
 func (k *Kernel) Call(f *Func, args ...any) Value {
+	defer k.hold()()
 	if f == nil || f.k != k {
 		k.errorf("Call: the function was declared by another kernel (use this kernel's Extern)")
 		return Value{}

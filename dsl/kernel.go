@@ -77,6 +77,8 @@ type Kernel struct {
 	scopes  []map[string]Value
 	mutable map[ptx.Reg]bool
 	externs map[string]*Func
+	held    int     // nesting depth of hold
+	heldPos ptx.Pos // the position instructions carry while held
 }
 
 // New starts a kernel named name.
@@ -142,6 +144,7 @@ func MarkLibrary() {
 	libMu.Lock()
 	libDirs[filepath.Dir(file)] = true
 	libMu.Unlock()
+	posCache.Clear() // resolutions made before may have stopped in the library
 }
 
 var (
@@ -162,7 +165,21 @@ func (k *Kernel) pos() ptx.Pos {
 	if k.noLoc {
 		return ptx.Pos{}
 	}
+	if k.held > 0 {
+		return k.heldPos
+	}
 	return callerPos()
+}
+
+// hold makes every instruction emitted until the returned release carry the position of the
+// current caller: operations that emit many instructions find their caller once, not per
+// instruction. Holds nest; the outermost wins.
+func (k *Kernel) hold() func() {
+	if k.held == 0 && !k.noLoc {
+		k.heldPos = callerPos()
+	}
+	k.held++
+	return func() { k.held-- }
 }
 
 // emit appends an instruction built at the caller's source position.
@@ -199,17 +216,44 @@ var dslDir, moduleRoot = func() (string, string) {
 // callerPos returns the position of the first caller outside package dsl and the marked
 // libraries (their tests excepted), with the path relative to the kgen module root when inside it.
 func callerPos() ptx.Pos {
-	var pcs [24]uintptr
+	var pcs [32]uintptr
 	n := runtime.Callers(3, pcs[:])
-	frames := runtime.CallersFrames(pcs[:n])
+	for _, pc := range pcs[:n] {
+		if r, ok := posCache.Load(pc); ok {
+			if r := r.(pcPos); r.found {
+				return r.pos
+			}
+			continue
+		}
+		r := resolvePC(pc)
+		posCache.Store(pc, r)
+		if r.found {
+			return r.pos
+		}
+	}
+	return ptx.Pos{}
+}
+
+// pcPos is what one return PC resolves to: the first frame (inlined frames included) that is
+// outside the DSL and its libraries, if any.
+type pcPos struct {
+	pos   ptx.Pos
+	found bool
+}
+
+// posCache maps return PCs to pcPos; resolving frames is the expensive part of callerPos.
+var posCache sync.Map
+
+func resolvePC(pc uintptr) pcPos {
+	frames := runtime.CallersFrames([]uintptr{pc})
 	for {
 		f, more := frames.Next()
 		dir := filepath.Dir(f.File)
 		if f.File != "" && (dir != dslDir && !isLibrary(dir) || strings.HasSuffix(f.File, "_test.go")) {
-			return ptx.Pos{File: relPath(f.File), Line: f.Line}
+			return pcPos{pos: ptx.Pos{File: relPath(f.File), Line: f.Line}, found: true}
 		}
 		if !more {
-			return ptx.Pos{}
+			return pcPos{}
 		}
 	}
 }

@@ -151,6 +151,7 @@ func leavesOf(m layout.Layout, mode int) []leaf {
 // runtime extent must be tiled (LocalTile) before use; accesses to the tiles are predicated
 // on the extents.
 func (k *Kernel) MakeTensorDyn(p Ptr, shape, strides []any) Tensor {
+	defer k.hold()()
 	if !k.checkPtr(p, "MakeTensorDyn") {
 		return k.badTensor(p.elem)
 	}
@@ -289,6 +290,9 @@ func modeSize(m []leaf) int {
 // LocalTile returns the tile at coordinate coord of the tensor tiled by tile (one extent per
 // mode): CuTe's local_tile(tensor, tile, coord). Coordinates are Go ints or integer Values.
 func (t Tensor) LocalTile(tile []int, coord ...any) Tensor {
+	if t.k != nil {
+		defer t.k.hold()()
+	}
 	k := t.k
 	if !t.ok("LocalTile") {
 		return t
@@ -540,6 +544,9 @@ func (t Tensor) ZippedDivide(tile []int) Tensor {
 // Tile selects tile i (a Go int or integer Value) of a ZippedDivide result: the tensor of
 // its mode 0, moved to the tile's origin.
 func (t Tensor) Tile(i any) Tensor {
+	if t.k != nil {
+		defer t.k.hold()()
+	}
 	k := t.k
 	if !t.ok("Tile") {
 		return t
@@ -565,6 +572,9 @@ func (t Tensor) Tile(i any) Tensor {
 // mode. Each thread gets, per mode, blocks of val elements strided by thr*val: the result has
 // modes (val_m, rest_m). A 128-bit copy of f32 uses val 4 along the contiguous mode.
 func (t Tensor) PartitionTV(thr layout.Layout, val []int, tid Value) Tensor {
+	if t.k != nil {
+		defer t.k.hold()()
+	}
 	k := t.k
 	if !t.ok("PartitionTV") {
 		return t
@@ -644,6 +654,9 @@ func dropUnit(ls []leaf) []leaf {
 
 // Slice fixes mode m at coordinate c (a Go int or integer Value) and removes the mode.
 func (t Tensor) Slice(m int, c any) Tensor {
+	if t.k != nil {
+		defer t.k.hold()()
+	}
 	k := t.k
 	if !t.ok("Slice") {
 		return t
@@ -822,6 +835,9 @@ func (t Tensor) bounded() bool {
 // At returns a pointer to the element at the given coordinate (one Go int or integer Value
 // per top-level mode; a single coordinate indexes the tensor colexicographically).
 func (t Tensor) At(coords ...any) Ptr {
+	if t.k != nil {
+		defer t.k.hold()()
+	}
 	k := t.k
 	if !t.ok("At") {
 		return t.ptr
@@ -862,6 +878,7 @@ func (t Tensor) Store(v any, coords ...any) { t.k.Store(t.At(coords...), v) }
 // Fragment allocates a register tensor of elem values with the shape of like (CuTe's
 // make_fragment_like), zero-initialised.
 func (k *Kernel) Fragment(elem Type, like Tensor) Tensor {
+	defer k.hold()()
 	if like.k != k {
 		k.errorf("Fragment: the tensor belongs to another kernel")
 		return k.badTensor(elem)

@@ -92,6 +92,7 @@ func (k *Kernel) checkReduce(what string, op ReduceOp, v Value) bool {
 // shuffle emits shfl.sync.mode on 32-bit words; 64-bit values shuffle as two halves and
 // 16-bit values in the low half of a word.
 func (k *Kernel) shuffle(what, mode string, v Value, b any, c uint32) Value {
+	defer k.hold()()
 	if !k.own(v, what) {
 		return k.poison(v.t)
 	}
@@ -212,6 +213,7 @@ func (k *Kernel) SyncWarp() {
 // ElectOne returns a Bool true in exactly one active lane of the warp: elect.sync on sm_90
 // and later, the lowest active lane before.
 func (k *Kernel) ElectOne() Value {
+	defer k.hold()()
 	if k.target.SM() >= 90 {
 		d := k.reg(Bool)
 		k.emit(&ptx.Instr{Op: "elect.sync", Args: []ptx.Operand{ptx.Pair{A: ptx.Sink{}, B: d}, ptx.IntImm(ptx.B32, FullMask)}})
@@ -252,6 +254,7 @@ func (k *Kernel) NamedBarrierArrive(id, threads int) {
 // WarpReduce combines v over the warp's 32 lanes with op; every lane gets the result.
 // 32-bit integers use redux.sync on sm_80 and later, others a butterfly of shuffles.
 func (k *Kernel) WarpReduce(v Value, op ReduceOp) Value {
+	defer k.hold()()
 	if !k.checkReduce("WarpReduce", op, v) {
 		return k.poison(v.t)
 	}
@@ -278,6 +281,7 @@ func (k *Kernel) WarpReduce(v Value, op ReduceOp) Value {
 // is one-dimensional with a multiple of 32 threads (up to 1024). It contains barriers: call
 // it from every thread of the block.
 func (k *Kernel) BlockReduce(v Value, op ReduceOp) Value {
+	defer k.hold()()
 	if !k.checkReduce("BlockReduce", op, v) {
 		return k.poison(v.t)
 	}
