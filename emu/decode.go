@@ -528,6 +528,8 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 			di.exec = execAddF32
 		case op == "mul" && t == ptx.F32 && plain:
 			di.exec = execMulF32
+		case (op == "fma" || op == "mad") && t == ptx.F32 && len(toks) == 2 && toks[1] == "rn":
+			di.exec = execFmaF32
 		case op == "add" && plain && (t == ptx.U32 || t == ptx.S32 || t == ptx.B32):
 			di.exec = execAddU32
 		case op == "add" && plain && (t == ptx.U64 || t == ptx.S64 || t == ptx.B64):

@@ -246,3 +246,18 @@ func execActivemask(w *warp, in *dinst, m uint32) {
 }
 
 func trailing(x uint32) int { return bits.TrailingZeros32(x) }
+
+func execFmaF32(w *warp, in *dinst, m uint32) {
+	r := w.r
+	d, a, b, c := (*[32]uint64)(r[in.d:]), (*[32]uint64)(r[in.a:]), (*[32]uint64)(r[in.b:]), (*[32]uint64)(r[in.c:])
+	if m == fullMask {
+		for l := range d {
+			d[l] = bf32(float32(addOdd(float64(f32(a[l]))*float64(f32(b[l])), float64(f32(c[l])))))
+		}
+		return
+	}
+	for ; m != 0; m &= m - 1 {
+		l := bits.TrailingZeros32(m)
+		d[l] = bf32(float32(addOdd(float64(f32(a[l]))*float64(f32(b[l])), float64(f32(c[l])))))
+	}
+}

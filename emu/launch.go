@@ -166,7 +166,9 @@ func (s *System) Launch(k Launch) error {
 		return launchErr(k.Entry, "%v", err)
 	}
 	l.gvars = s.modVars[p.mod]
-	return l.run()
+	err = l.run()
+	s.stats = Stats{WarpInstructions: l.steps, ThreadInstructions: l.threadInstr, Blocks: len(l.blocks)}
+	return err
 }
 
 // moduleVars allocates the module's .global and .const variables (once per System) at the
@@ -361,8 +363,8 @@ func (l *launch) run() error {
 			if l.err != nil {
 				return l.err
 			}
-			if l.weak && len(l.pending) > 0 {
-				l.flushDue(false)
+			if l.weak && l.npend > 0 {
+				l.flushDue()
 			}
 			if l.steps-l.lastProg > l.budget {
 				return l.stuck(KindNoProgress, fmt.Sprintf("no progress after %d steps (warp-instructions without a store, atomic, barrier, exit or completed extern call): warps spinning", l.budget))
@@ -377,7 +379,7 @@ func (l *launch) run() error {
 		}
 		alive = alive[:n]
 		if len(alive) > 0 && l.progress == progBefore && l.steps-stepsBefore == l.extBlocked-extBefore {
-			if l.weak && len(l.pending) > 0 {
+			if l.weak && l.npend > 0 {
 				l.flushAll()
 				continue
 			}
@@ -387,6 +389,16 @@ func (l *launch) run() error {
 	l.flushAll()
 	return l.err
 }
+
+// Stats describes the work of the last launch.
+type Stats struct {
+	WarpInstructions   int64 // instructions issued, counting a warp's group of lanes once
+	ThreadInstructions int64 // instructions executed, counting every lane
+	Blocks             int   // blocks over all GPUs
+}
+
+// LastStats returns the statistics of the most recent launch.
+func (s *System) LastStats() Stats { return s.stats }
 
 func (l *launch) stuck(k Kind, msg string) error {
 	e := &Error{Kind: k, Kernel: l.fn.f.Name, Msg: msg}

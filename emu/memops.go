@@ -181,7 +181,7 @@ func execLd(w *warp, in *dinst, m uint32) {
 				return
 			}
 		case whGlobal:
-			if l.weak && len(l.pending) > 0 {
+			if l.weak && l.npend > 0 {
 				s := w.scratch[:tot]
 				copy(s, b)
 				l.forward(w, ln, off, s)

@@ -206,7 +206,9 @@ func TestMultimem(t *testing.T) {
 			in16, _ := s.MallocSymmetric(4 * n)
 			out16, _ := s.MallocSymmetric(4 * n)
 			vals := func(g, i int) float32 { return float32(g+1)*0.1 + float32(i)*0.37 }
-			h := func(g, i int) float32 { return float32(fp.F16ToF32(fp.F32ToF16(float32(g)*0.333 + float32(i)*0.01 + 1))) }
+			h := func(g, i int) float32 {
+				return float32(fp.F16ToF32(fp.F32ToF16(float32(g)*0.333 + float32(i)*0.01 + 1)))
+			}
 			for g := 0; g < ngpu; g++ {
 				v := make([]float32, 4*n)
 				hv := make([]float32, 2*n)

@@ -46,6 +46,7 @@ type block struct {
 	liveWarps int
 	params    []byte
 	ext       map[string]any
+	wide      []*pendingStore
 }
 
 type warp struct {
@@ -70,36 +71,39 @@ type warp struct {
 	wepoch  uint32
 	ext     [32]*ExternCall
 	scratch [64]byte
+	pend    [32][]*pendingStore
 }
 
 // launch is one kernel launch on one or more GPUs.
 type launch struct {
-	sys        *System
-	prog       *program
-	fn         *dfunc
-	opt        Options
-	grid       Dim3
-	blk        Dim3
-	dynShared  int
-	gpus       []int
-	params     map[int][]byte
-	gvars      map[string]uint64 // symmetric offsets of module variables
-	blocks     []*block
-	err        error
-	steps      int64
-	lastProg   int64 // steps at the last progress event
-	progress   int64
-	useful     bool
-	rng        *rand.Rand
-	pending    []*pendingStore
-	nextDue    int64
-	nthreads   int
-	nwarps     int
-	lsize      int
-	sanitize   bool
-	weak       bool
-	budget     int64
-	extBlocked int64
+	sys         *System
+	prog        *program
+	fn          *dfunc
+	opt         Options
+	grid        Dim3
+	blk         Dim3
+	dynShared   int
+	gpus        []int
+	params      map[int][]byte
+	gvars       map[string]uint64 // symmetric offsets of module variables
+	blocks      []*block
+	err         error
+	steps       int64
+	lastProg    int64 // steps at the last progress event
+	progress    int64
+	useful      bool
+	rng         *rand.Rand
+	pendQ       pendHeap
+	pendIdx     map[uint64][]*pendingStore
+	npend       int
+	nthreads    int
+	nwarps      int
+	lsize       int
+	sanitize    bool
+	weak        bool
+	budget      int64
+	extBlocked  int64
+	threadInstr int64
 }
 
 func (l *launch) progressed() { l.progress++; l.lastProg = l.steps }
@@ -209,6 +213,7 @@ func (w *warp) exec(budget int) int {
 		if in.guard >= 0 {
 			m = w.predMask(in.guard, in.gneg, g)
 		}
+		l.threadInstr += int64(bits.OnesCount32(g))
 		if in.kind == ctlPlain {
 			if m != 0 {
 				in.exec(w, in, m)

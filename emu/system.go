@@ -18,6 +18,7 @@ type System struct {
 	externs map[string]ExternFunc
 	progs   map[*ptx.Module]*program
 	modVars map[*ptx.Module]map[string]uint64 // module-scope .global/.const variables: symmetric offsets
+	stats   Stats
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).

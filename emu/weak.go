@@ -1,6 +1,8 @@
 package emu
 
 import (
+	"container/heap"
+
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -11,6 +13,7 @@ type pendingStore struct {
 	lane      int
 	blk       *block
 	blockWide bool // a barrier of the block ordered it before later releases of any thread there
+	done      bool
 	addr      uint64
 	n         int
 	data      [32]byte
@@ -18,7 +21,25 @@ type pendingStore struct {
 	redOp     uint8
 	redType   ptx.Type
 	due       int64
+	hidx      int
 }
+
+// pendHeap orders buffered stores by the step at which they become visible on their own.
+type pendHeap []*pendingStore
+
+func (h pendHeap) Len() int           { return len(h) }
+func (h pendHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h pendHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].hidx = i; h[j].hidx = j }
+func (h *pendHeap) Push(x any)        { e := x.(*pendingStore); e.hidx = len(*h); *h = append(*h, e) }
+func (h *pendHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+const granule = 16
 
 func (l *launch) delay() int64 {
 	d := l.opt.MaxDelay
@@ -28,8 +49,16 @@ func (l *launch) delay() int64 {
 	return l.steps + 1 + int64(l.rng.Intn(d))
 }
 
-// buffer queues a store; the caller has checked it is in bounds.
+// buffer queues a store; the caller has checked it is in bounds. A later store of the same
+// thread to the same bytes replaces the queued value (so one thread's stores to one location
+// stay in order).
 func (l *launch) buffer(w *warp, lane int, addr uint64, data []byte) {
+	for _, e := range l.pendIdx[addr/granule] {
+		if !e.done && !e.red && e.w == w && e.lane == lane && e.addr == addr && e.n == len(data) {
+			copy(e.data[:], data)
+			return
+		}
+	}
 	e := &pendingStore{w: w, lane: lane, blk: w.b, addr: addr, n: len(data), due: l.delay()}
 	copy(e.data[:], data)
 	l.addPending(e)
@@ -42,13 +71,40 @@ func (l *launch) bufferRed(w *warp, lane int, addr uint64, data []byte, op uint8
 }
 
 func (l *launch) addPending(e *pendingStore) {
-	if len(l.pending) == 0 || e.due < l.nextDue {
-		l.nextDue = e.due
+	if l.pendIdx == nil {
+		l.pendIdx = map[uint64][]*pendingStore{}
 	}
-	l.pending = append(l.pending, e)
+	for g := e.addr / granule; g <= (e.addr+uint64(e.n)-1)/granule; g++ {
+		l.pendIdx[g] = append(l.pendIdx[g], e)
+	}
+	e.w.pend[e.lane] = append(e.w.pend[e.lane], e)
+	heap.Push(&l.pendQ, e)
+	l.npend++
 }
 
 func (l *launch) apply(e *pendingStore) {
+	if e.done {
+		return
+	}
+	e.done = true
+	l.npend--
+	for g := e.addr / granule; g <= (e.addr+uint64(e.n)-1)/granule; g++ {
+		list := l.pendIdx[g]
+		for i, x := range list {
+			if x == e {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(l.pendIdx, g)
+		} else {
+			l.pendIdx[g] = list
+		}
+	}
+	if e.hidx >= 0 && e.hidx < len(l.pendQ) && l.pendQ[e.hidx] == e {
+		heap.Remove(&l.pendQ, e.hidx)
+	}
 	b, f := l.sys.globalSpan(e.addr, e.n)
 	if f != nil {
 		return // checked when buffered; the allocation was freed since
@@ -62,82 +118,72 @@ func (l *launch) apply(e *pendingStore) {
 }
 
 // flushThread makes visible the stores of thread (w, lane), and those a barrier of its block
-// ordered before it: a release or a fence by that thread.
+// ordered before it: what a release or a fence by that thread does.
 func (l *launch) flushThread(w *warp, lane int) {
-	if len(l.pending) == 0 {
+	if l.npend == 0 {
 		return
 	}
-	n := 0
-	for _, e := range l.pending {
-		if e.w == w && e.lane == lane || e.blockWide && e.blk == w.b {
-			l.apply(e)
-			continue
-		}
-		l.pending[n] = e
-		n++
+	b := w.b
+	for _, e := range b.wide {
+		l.apply(e)
 	}
-	clear(l.pending[n:])
-	l.pending = l.pending[:n]
-	l.recomputeDue()
-}
-
-func (l *launch) recomputeDue() {
-	l.nextDue = 1 << 62
-	for _, e := range l.pending {
-		if e.due < l.nextDue {
-			l.nextDue = e.due
-		}
+	b.wide = b.wide[:0]
+	for _, e := range w.pend[lane] {
+		l.apply(e)
 	}
+	w.pend[lane] = w.pend[lane][:0]
 }
 
 // publishBlock: a barrier completed in b, so its threads' buffered stores are ordered before
 // any later release by any thread of b (cumulativity through bar.sync).
 func (l *launch) publishBlock(b *block) {
-	for _, e := range l.pending {
-		if e.blk == b {
-			e.blockWide = true
+	if l.npend == 0 {
+		return
+	}
+	for _, w := range b.warps {
+		for ln := range w.pend {
+			for _, e := range w.pend[ln] {
+				if !e.done {
+					e.blockWide = true
+					b.wide = append(b.wide, e)
+				}
+			}
+			w.pend[ln] = w.pend[ln][:0]
 		}
 	}
 }
 
 // flushDue makes visible the buffered stores whose random delay has passed.
-func (l *launch) flushDue(_ bool) {
-	if l.steps < l.nextDue {
-		return
+func (l *launch) flushDue() {
+	for len(l.pendQ) > 0 && l.pendQ[0].due <= l.steps {
+		l.apply(l.pendQ[0])
 	}
-	n := 0
-	for _, e := range l.pending {
-		if e.due <= l.steps {
-			l.apply(e)
-			continue
-		}
-		l.pending[n] = e
-		n++
-	}
-	clear(l.pending[n:])
-	l.pending = l.pending[:n]
-	l.recomputeDue()
 }
 
 func (l *launch) flushAll() {
-	for _, e := range l.pending {
-		l.apply(e)
+	for len(l.pendQ) > 0 {
+		l.apply(l.pendQ[0])
 	}
-	l.pending = nil
 }
 
 // forward overlays the thread's own buffered stores (and its block's published ones) on
 // bytes just loaded from addr, so a thread sees its own writes.
 func (l *launch) forward(w *warp, lane int, addr uint64, p []byte) {
-	for _, e := range l.pending {
-		if e.red || !(e.w == w && e.lane == lane || e.blockWide && e.blk == w.b) {
-			continue
+	if len(w.pend[lane]) == 0 && len(w.b.wide) == 0 {
+		return
+	}
+	end := addr + uint64(len(p))
+	for g := addr / granule; g <= (end-1)/granule; g++ {
+		for _, e := range l.pendIdx[g] {
+			if e.done || e.red || !(e.w == w && e.lane == lane || e.blockWide && e.blk == w.b) {
+				continue
+			}
+			lo, hi := max(addr, e.addr), min(end, e.addr+uint64(e.n))
+			if lo >= hi {
+				continue
+			}
+			copy(p[lo-addr:hi-addr], e.data[lo-e.addr:hi-e.addr])
 		}
-		lo, hi := max(addr, e.addr), min(addr+uint64(len(p)), e.addr+uint64(e.n))
-		if lo >= hi {
-			continue
-		}
-		copy(p[lo-addr:hi-addr], e.data[lo-e.addr:hi-e.addr])
 	}
 }
 
