@@ -286,7 +286,9 @@ func (d *Device) Load(src Source) (*Module, error) {
 	}
 	req := &loadRequest{name: name, ptx: text, mod: src.Module, devlib: src.DevLib, shmem: len(calls) > 0}
 	if len(calls) > 0 {
+		d.mu.Lock()
 		req.nvshmem = d.shmem
+		d.mu.Unlock()
 	}
 	impl, stats, err := d.impl.load(req, d.cache)
 	if err != nil {
@@ -425,6 +427,12 @@ func (m *Memory) Size() int64 { return m.size }
 // Device returns the device the memory lives on.
 func (m *Memory) Device() *Device { return m.d }
 
+func (m *Memory) isFreed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.freed
+}
+
 // Free releases the memory (a second Free does nothing).
 func (m *Memory) Free() error {
 	m.mu.Lock()
@@ -504,6 +512,8 @@ func (b *Buffer[T]) DevPtr() DevicePtr { return b.mem.ptr }
 
 // Free releases the buffer's memory.
 func (b *Buffer[T]) Free() error { return b.mem.Free() }
+
+func (b *Buffer[T]) isFreed() bool { return b.mem == nil || b.mem.isFreed() }
 
 func sizeOf[T Elem](z T) uintptr { return unsafe.Sizeof(z) }
 

@@ -3,6 +3,7 @@ package jit
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"github.com/kgen-dev/kgen/ptx"
@@ -85,6 +86,12 @@ func encodeArg(p ptx.Param, a any) (uint64, error) {
 	case nil:
 		return 0, fmt.Errorf("got nil")
 	case Pointer:
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			return 0, fmt.Errorf("got a nil %T", v)
+		}
+		if f, ok := v.(interface{ isFreed() bool }); ok && f.isFreed() {
+			return 0, fmt.Errorf("got a %T that was freed", v)
+		}
 		if size != 8 || !intOK {
 			return 0, fmt.Errorf("got a device pointer, the parameter is not a 64-bit integer (.u64/.b64/.s64)")
 		}

@@ -217,6 +217,15 @@ func TestFrontEndVectorAdd(t *testing.T) {
 			t.Errorf("Launch(%v): got %v, want an error containing %q", tc.args, err, tc.want)
 		}
 	}
+	var nilBuf *Buffer[float32]
+	if err := fn.Launch(cfg, nilBuf, bufs[1], bufs[2], uint32(n)); err == nil || !strings.Contains(err.Error(), "nil *jit.Buffer[float32]") {
+		t.Errorf("nil buffer: %v", err)
+	}
+	freed, _ := Alloc[float32](d, 4)
+	freed.Free()
+	if err := fn.Launch(cfg, freed, bufs[1], bufs[2], uint32(n)); err == nil || !strings.Contains(err.Error(), "was freed") {
+		t.Errorf("freed buffer: %v", err)
+	}
 	if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(2048)}, bufs[0], bufs[1], bufs[2], uint32(n)); err == nil {
 		t.Error("a 2048-thread block was accepted")
 	}

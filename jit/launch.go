@@ -35,7 +35,7 @@ type LaunchOptions struct {
 	Grace time.Duration
 }
 
-// RankError reports the first rank that failed.
+// RankError reports the first rank that failed (Rank -1 when ctx stopped the launch).
 type RankError struct {
 	Rank     int
 	ExitCode int
@@ -43,6 +43,9 @@ type RankError struct {
 }
 
 func (e *RankError) Error() string {
+	if e.Rank < 0 {
+		return fmt.Sprintf("launch stopped (exit code %d): %v", e.ExitCode, e.Err)
+	}
 	return fmt.Sprintf("rank %d failed (exit code %d): %v", e.Rank, e.ExitCode, e.Err)
 }
 

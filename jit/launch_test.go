@@ -83,3 +83,17 @@ func TestLaunchRanksMissingProgram(t *testing.T) {
 		t.Fatalf("code %d err %v", code, err)
 	}
 }
+
+func TestLaunchRanksCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	code, err := LaunchRanks(ctx, LaunchOptions{N: 2, Prog: "sleep", Args: []string{"30"}, Grace: 300 * time.Millisecond})
+	var re *RankError
+	if code != 130 || !errors.As(err, &re) || re.Rank != -1 {
+		t.Fatalf("code %d err %v", code, err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
