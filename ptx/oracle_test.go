@@ -70,6 +70,11 @@ func newPtxas(t *testing.T) *ptxasRunner {
 // assemble runs ptxas on the module text; it returns the combined output and whether it
 // succeeded.
 func (p *ptxasRunner) assemble(t Target, src string) (string, bool) {
+	return p.assembleArgs(t, src)
+}
+
+// assembleArgs is assemble with extra ptxas flags.
+func (p *ptxasRunner) assembleArgs(t Target, src string, flags ...string) (string, bool) {
 	p.sem <- struct{}{}
 	defer func() { <-p.sem }()
 	n := p.seq.Add(1)
@@ -78,7 +83,8 @@ func (p *ptxasRunner) assemble(t Target, src string) (string, bool) {
 		return err.Error(), false
 	}
 	defer os.Remove(fn)
-	out, err := exec.Command(p.path, "-O0", "-arch="+string(t), fn, "-o", fn+".o").CombinedOutput()
+	args := append([]string{"-O0", "-arch=" + string(t)}, flags...)
+	out, err := exec.Command(p.path, append(args, fn, "-o", fn+".o")...).CombinedOutput()
 	os.Remove(fn + ".o")
 	return string(out), err == nil
 }

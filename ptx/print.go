@@ -372,7 +372,12 @@ func RegName(r Reg) string {
 func (p *printer) operand(o Operand) {
 	switch o := o.(type) {
 	case Reg:
-		p.s(RegName(o))
+		if o.Type >= numTypes || o.Type == NoType {
+			p.s(RegName(o))
+			break
+		}
+		p.s(typeInfo[o.Type].prefix)
+		p.int(o.N)
 	case Imm:
 		p.s(FormatImm(o))
 	case Special:
@@ -387,16 +392,17 @@ func (p *printer) operand(o Operand) {
 		p.operand(o.B)
 	case Not:
 		p.s("!")
-		p.s(RegName(o.P))
+		p.operand(o.P)
 	case Addr:
 		p.s("[")
 		if o.Base != nil {
 			p.operand(o.Base)
 			if o.Off != 0 {
-				p.s("+" + strconv.FormatInt(o.Off, 10))
+				p.s("+")
+				p.int(int(o.Off))
 			}
 		} else {
-			p.s(strconv.FormatInt(o.Off, 10))
+			p.int(int(o.Off))
 		}
 		p.s("]")
 	case Vec:

@@ -275,7 +275,7 @@ func (r *rule) verifyArgs(in *Instr) string {
 		return ""
 	}
 	shapes := r.argShapes(in)
-	first := ""
+	first, firstAt := "", -1
 	var counts []int
 	for _, want := range shapes {
 		if len(in.Args) != len(want) {
@@ -284,18 +284,22 @@ func (r *rule) verifyArgs(in *Instr) string {
 			}
 			continue
 		}
-		msg := ""
+		msg, at := "", 0
 		for i, w := range want {
 			if m := checkArg(in.Args[i], w); m != "" {
-				msg = fmt.Sprintf("operand %d: %s", i+1, m)
+				msg, at = fmt.Sprintf("operand %d: %s", i+1, m), 2*i
+				if strings.Contains(m, "not compatible") {
+					at++ // the operand has the right shape, only its type is wrong
+				}
 				break
 			}
 		}
 		if msg == "" {
 			return ""
 		}
-		if first == "" {
-			first = msg
+		// Report the shape that matched longest (the closest one).
+		if at > firstAt {
+			first, firstAt = msg, at
 		}
 	}
 	if first != "" {

@@ -95,6 +95,9 @@ func Verify(m *Module) error {
 			add(&Error{Msg: fmt.Sprintf("%q is declared twice", v.Name)})
 		}
 		names[v.Name] = true
+		if msg := verifyVar(v, true); msg != "" {
+			add(&Error{Msg: fmt.Sprintf("variable %s: %s", v.Name, msg)})
+		}
 	}
 	for _, f := range m.Funcs {
 		if !ValidIdent(f.Name) {
@@ -123,6 +126,11 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		pnames[p.Name] = true
 		if p.Type == NoType || p.Type == Pred {
 			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %q has no valid type", p.Name)})
+		}
+	}
+	for _, v := range f.Vars {
+		if msg := verifyVar(v, false); msg != "" {
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("variable %s: %s", v.Name, msg)})
 		}
 	}
 	if f.Extern {
@@ -229,6 +237,29 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	if len(scopes) > 1 {
 		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d scope(s) left open", len(scopes)-1)})
 	}
+}
+
+// verifyVar checks a variable declaration; module reports module scope.
+func verifyVar(v *Var, module bool) string {
+	switch {
+	case module && v.Space != SpaceGlobal && v.Space != SpaceConst && v.Space != SpaceShared:
+		return fmt.Sprintf("a module-scope variable is .global, .const or .shared, not .%s", v.Space)
+	case v.Type == NoType || v.Type == Pred:
+		return "no valid type"
+	case v.Align < 0 || v.Align&(v.Align-1) != 0:
+		return fmt.Sprintf(".align %d is not a power of two", v.Align)
+	case v.Align > 0 && v.Align < v.Type.Bytes():
+		return fmt.Sprintf(".align %d is below the natural alignment of .%s", v.Align, v.Type)
+	case v.Array < 0 && !(v.Extern && v.Space == SpaceShared):
+		return "only .extern .shared arrays may be unsized ([]): dynamic shared memory"
+	case v.Extern && len(v.Init) > 0:
+		return "an .extern variable has no initializer"
+	case len(v.Init) > 0 && v.Space != SpaceGlobal && v.Space != SpaceConst:
+		return "only .global and .const variables take initializers"
+	case len(v.Init) > max(v.Array, 1):
+		return fmt.Sprintf("%d initializers for %d elements", len(v.Init), max(v.Array, 1))
+	}
+	return ""
 }
 
 // verifyCall checks a call against the callee's declaration: the callee exists, and the
