@@ -92,3 +92,20 @@ func TestRun(t *testing.T) {
 		t.Fatalf("ranks 0: exit %d", code)
 	}
 }
+
+func TestCheck(t *testing.T) {
+	tooltest.Ptxas(t)
+	code, out, errs := kgen("check", "vector_add", "--target", "sm_90")
+	if code != 0 || !strings.Contains(out, "REGISTERS") || !strings.Contains(out, "2 variants, 0 failed") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if !strings.Contains(errs, "2/2 variants assembled") {
+		t.Errorf("no progress line: %q", errs)
+	}
+}
+
+func TestDevlibUsage(t *testing.T) {
+	if code, _, errs := kgen("devlib"); code != 2 || !strings.Contains(errs, "--target is required") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+
+	"github.com/kgen-dev/kgen/nvshmem/devlib"
+)
+
+func init() {
+	register(&command{
+		name:    "devlib",
+		summary: "build NVSHMEM's device library (bitcode) into PTX to link with kernels",
+		usage:   "--target sm_90 [--funcs f1,f2,...] [-o FILE] [--list | --signatures] [--no-cache] [--nvshmem-home DIR]",
+		run:     runDevlib,
+	})
+}
+
+func runDevlib(e *env, args []string) error {
+	c := commands["devlib"]
+	fs := flags(e, c)
+	var o devlib.Options
+	fs.StringVar(&o.Target, "target", "", "GPU target, e.g. sm_90 (required unless --list or --signatures)")
+	funcs := fs.String("funcs", "", "comma-separated NVSHMEM functions to build (default: every public function; takes minutes)")
+	fs.StringVar(&o.Output, "o", "", "write the PTX to FILE instead of standard output")
+	fs.BoolVar(&o.List, "list", false, "list the public device functions instead of building")
+	fs.BoolVar(&o.Signatures, "signatures", false, "print each function's PTX declaration instead of building")
+	fs.BoolVar(&o.NoCache, "no-cache", false, "do not read or write the build cache")
+	fs.StringVar(&o.Home, "nvshmem-home", "", "NVSHMEM installation (default: $NVSHMEM_HOME, then the project's .tools)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("devlib takes no positional arguments, got %q", pos[0])
+	}
+	if o.Target == "" && !o.List && !o.Signatures {
+		return usagef("--target is required (e.g. --target sm_90)")
+	}
+	if *funcs != "" {
+		o.Funcs = []string{*funcs}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return devlib.Run(ctx, o, e.stdout, e.stderr)
+}
