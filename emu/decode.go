@@ -480,12 +480,22 @@ func (d *decoder) instr(in *ptx.Instr, pc int32) dinst {
 		di.guard = d.reg(*in.Guard)
 		di.gneg = in.GuardNeg
 	}
-	if err := d.decodeOp(&di, in); err != nil {
+	if err := d.decodeSafe(&di, in); err != nil {
 		di.kind = ctlUnsupported
 		di.exec = nil
 		di.extern = err.Error()
 	}
 	return di
+}
+
+// decodeSafe turns a decoder panic on a malformed instruction into an error.
+func (d *decoder) decodeSafe(di *dinst, in *ptx.Instr) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed instruction: %v", r)
+		}
+	}()
+	return d.decodeOp(di, in)
 }
 
 var errUnsupported = errors.New("the emulator does not implement this instruction form")

@@ -12,20 +12,20 @@ type Kind string
 
 // The error kinds the sanitizer and the scheduler report.
 const (
-	KindOutOfBounds  Kind = "out-of-bounds access"
-	KindMisaligned   Kind = "misaligned access"
-	KindBadAddress   Kind = "invalid address"
-	KindMulticast    Kind = "multicast misuse"
-	KindRace         Kind = "shared-memory race"
-	KindBarrier      Kind = "barrier divergence"
-	KindWarpSync     Kind = "warp-sync misuse"
-	KindDeadlock     Kind = "deadlock"
-	KindNoProgress   Kind = "no progress"
-	KindUnsupported  Kind = "unsupported"
-	KindExtern       Kind = "extern call failed"
-	KindTrap         Kind = "trap"
-	KindLaunch       Kind = "launch error"
-	KindDivideByZero Kind = "integer division by zero"
+	KindOutOfBounds Kind = "out-of-bounds access"
+	KindMisaligned  Kind = "misaligned access"
+	KindBadAddress  Kind = "invalid address"
+	KindMulticast   Kind = "multicast misuse"
+	KindRace        Kind = "shared-memory race"
+	KindBarrier     Kind = "barrier divergence"
+	KindWarpSync    Kind = "warp-sync misuse"
+	KindDeadlock    Kind = "deadlock"
+	KindNoProgress  Kind = "no progress"
+	KindUnsupported Kind = "unsupported"
+	KindExtern      Kind = "extern call failed"
+	KindTrap        Kind = "trap"
+	KindLaunch      Kind = "launch error"
+	KindInternal    Kind = "internal error"
 )
 
 // Error is a fault in a running kernel: what went wrong, and where: the kernel, GPU, block,

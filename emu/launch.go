@@ -98,7 +98,12 @@ func launchErr(entry, format string, a ...any) error {
 }
 
 // Launch runs a kernel to completion (or to the first fault) and returns nil or an *Error.
-func (s *System) Launch(k Launch) error {
+func (s *System) Launch(k Launch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", r)}
+		}
+	}()
 	if k.Module == nil {
 		return launchErr(k.Entry, "no module")
 	}
