@@ -6,6 +6,9 @@ package jit
 // static CUresult kgen_set_max_dyn_smem(void *fn, int n) {
 //   return cuFuncSetAttribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n);
 // }
+// static CUresult kgen_param_info(void *fn, size_t i, size_t *off, size_t *size) {
+//   return cuFuncGetParamInfo((CUfunction)fn, i, off, size);
+// }
 import "C"
 
 import (
@@ -17,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/kgen-dev/kgen/jit/internal/cudrv"
+	"github.com/kgen-dev/kgen/ptx"
 	cu "gorgonia.org/cu"
 )
 
@@ -106,7 +110,7 @@ func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, er
 	if err != nil {
 		return nil, st, fmt.Errorf("jit: module %s: cuModuleLoadData of a %d-byte cubin: %v", req.name, len(img), err)
 	}
-	return &cudaModule{d: d, mod: mod}, st, nil
+	return &cudaModule{d: d, mod: mod, src: req.mod}, st, nil
 }
 
 // link runs cuLinkCreate -> AddData(kernel PTX) [-> AddData(devlib PTX) -> AddFile(archive,
@@ -265,6 +269,7 @@ func (d *cudaDevice) close() error {
 type cudaModule struct {
 	d   *cudaDevice
 	mod cu.Module
+	src *ptx.Module
 }
 
 func (m *cudaModule) raw() unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&m.mod)) }
@@ -279,7 +284,55 @@ func (m *cudaModule) function(name string) (function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jit: cuModuleGetFunction(%s): %v", name, err)
 	}
+	if err := m.checkParams(name, fn); err != nil {
+		return nil, err
+	}
 	return &cudaFunc{d: m.d, fn: fn}, nil
+}
+
+// checkParams compares the loaded kernel's parameters (cuFuncGetParamInfo, driver 12.4+)
+// with the ptx.Module's, so a PTX text that does not match the signature it came with is
+// caught before a launch passes wrong arguments. Drivers without the call skip the check.
+func (m *cudaModule) checkParams(name string, fn cu.Function) error {
+	var sig *ptx.Func
+	for _, f := range m.src.Funcs {
+		if f.Entry && f.Name == name {
+			sig = f
+		}
+	}
+	if sig == nil {
+		return nil
+	}
+	raw := *(*unsafe.Pointer)(unsafe.Pointer(&fn))
+	var off, size C.size_t
+	var bad string
+	err := m.d.do(func() error {
+		for i, p := range sig.Params {
+			r := C.kgen_param_info(raw, C.size_t(i), &off, &size)
+			if r == 500 || r == 801 { // CUDA_ERROR_NOT_FOUND (no such entry point), NOT_SUPPORTED
+				return nil
+			}
+			if r != 0 {
+				bad = fmt.Sprintf("the loaded kernel has %d parameters", i)
+				return nil
+			}
+			if int(size) != paramBytes(p) {
+				bad = fmt.Sprintf("its parameter %d is %d bytes, the signature's %s is %d", i, int(size), paramDecl(p), paramBytes(p))
+				return nil
+			}
+		}
+		if r := C.kgen_param_info(raw, C.size_t(len(sig.Params)), &off, &size); r == 0 {
+			bad = fmt.Sprintf("the loaded kernel has more than %d parameters", len(sig.Params))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if bad != "" {
+		return fmt.Errorf("jit: kernel %s does not match the ptx.Module it was loaded with: %s; signature %s (was Source.PTX printed from Source.Module?)", name, bad, Signature(sig))
+	}
+	return nil
 }
 
 func (m *cudaModule) unload() error {

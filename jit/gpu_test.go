@@ -186,6 +186,21 @@ func TestGPUVectorAdd(t *testing.T) {
 	if err := fn.Launch(cfg, da, db, dc); err == nil || !strings.Contains(err.Error(), "takes 4 arguments") {
 		t.Fatalf("got %v", err)
 	}
+	// A PTX text that does not match the signature it came with is caught at Function.
+	wrong := vectorAdd(t)
+	fcopy := *wrong.Funcs[len(wrong.Funcs)-1]
+	fcopy.Params = fcopy.Params[:3]
+	var text strings.Builder
+	ptx.Print(&text, vectorAdd(t))
+	mw, err := d.Load(Source{Module: &ptx.Module{Target: wrong.Target, Funcs: []*ptx.Func{&fcopy}}, PTX: []byte(text.String())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mw.Function("vector_add_f32"); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("mismatched signature: %v", err)
+	} else {
+		t.Log(err)
+	}
 	if _, err := Open(99); err == nil || !strings.Contains(err.Error(), "no GPU 99") {
 		t.Fatalf("Open(99): %v", err)
 	}
