@@ -35,6 +35,7 @@ type asmReader struct {
 	line0 int
 	m     *ptx.Module
 	regs  map[string]ptx.Type
+	rbase map[string]int // register prefixes of one type get disjoint numbers
 }
 
 var (
@@ -203,6 +204,7 @@ func (a *asmReader) function(h []string, trim string) error {
 	bodyStart := a.pos + 1
 	a.pos += end + 1
 	a.regs = map[string]ptx.Type{}
+	a.rbase = map[string]int{}
 	off := 0
 	for _, stmt := range strings.SplitAfter(body, ";") {
 		stmtOff := bodyStart + off
@@ -226,6 +228,13 @@ func (a *asmReader) function(h []string, trim string) error {
 				return fmt.Errorf("register type %q", g[1])
 			}
 			a.regs[g[2]] = ty
+			same := 0
+			for q, t := range a.regs {
+				if t == ty && q != g[2] {
+					same++
+				}
+			}
+			a.rbase[g[2]] = 1000 * same
 			continue
 		}
 		if strings.HasPrefix(s, ".") {
@@ -375,7 +384,7 @@ func (a *asmReader) operand(s string, t ptx.Type) (ptx.Operand, error) {
 		if m := reReg.FindStringSubmatch(s); m != nil {
 			if ty, ok := a.regs[m[1]]; ok {
 				n, _ := strconv.Atoi(m[2])
-				return ptx.Reg{Type: ty, N: n}, nil
+				return ptx.Reg{Type: ty, N: a.rbase[m[1]] + n}, nil
 			}
 		}
 		return ptx.Special(s), nil
