@@ -109,3 +109,21 @@ func TestDevlibUsage(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
+
+func TestLayout(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "l.svg")
+	code, out, errs := kgen("layout", "(2,3):(3,1)", "--svg", f)
+	if code != 0 || !strings.Contains(out, "5") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Fatalf("no svg: %v", err)
+	}
+	code, out, errs = kgen("layout", "--tv", "(2,2):(2,1)", "(1,2):(2,1)")
+	if code != 0 || !strings.Contains(out, "T0") || !strings.Contains(out, "V1") {
+		t.Fatalf("tv: exit %d: %s %s", code, out, errs)
+	}
+	if code, _, errs := kgen("layout", "(2,3):(1)"); code != 2 || !strings.Contains(errs, "bad layout") {
+		t.Fatalf("bad layout: exit %d: %s", code, errs)
+	}
+}

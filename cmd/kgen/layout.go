@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/kgen-dev/kgen/layout"
+)
+
+func init() {
+	register(&command{
+		name:    "layout",
+		summary: "print a rank-2 layout as a grid of indices, or draw it (--svg); thread-value layouts with --tv",
+		usage:   `"LAYOUT" [--svg FILE]  |  --tv "THR" "VAL" [--svg FILE]   e.g. kgen layout "(4,8):(8,1)"`,
+		run:     runLayout,
+	})
+}
+
+func runLayout(e *env, args []string) error {
+	c := commands["layout"]
+	fs := flags(e, c)
+	svg := fs.String("svg", "", "also draw the layout as SVG into FILE")
+	tv := fs.Bool("tv", false, "take a thread layout and a value layout and show make_layout_tv's result (T/V per cell)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	parse := func(s string) (layout.Layout, error) {
+		l, err := layout.Parse(s)
+		if err != nil {
+			return l, &usageError{fmt.Sprintf("bad layout %q: %v", s, err)}
+		}
+		return l, nil
+	}
+	var text, pic bytes.Buffer
+	switch {
+	case *tv:
+		if len(pos) != 2 {
+			return usagef(`--tv wants two layouts: "THR" "VAL"`)
+		}
+		thr, err := parse(pos[0])
+		if err != nil {
+			return err
+		}
+		val, err := parse(pos[1])
+		if err != nil {
+			return err
+		}
+		tiler, tvl, err := layout.MakeLayoutTV(thr, val)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&text, "tiler %v, tv layout %v\n", tiler, tvl)
+		if err := layout.PrintTV(&text, tvl, tiler); err != nil {
+			return err
+		}
+		if *svg != "" {
+			if err := layout.WriteTVSVG(&pic, tvl, tiler); err != nil {
+				return err
+			}
+		}
+	default:
+		if len(pos) != 1 {
+			return usagef(`want one LAYOUT, e.g. "(4,8):(8,1)"`)
+		}
+		l, err := parse(pos[0])
+		if err != nil {
+			return err
+		}
+		if err := layout.PrintLayout(&text, l); err != nil {
+			return err
+		}
+		if *svg != "" {
+			if err := layout.WriteSVG(&pic, l); err != nil {
+				return err
+			}
+		}
+	}
+	if *svg != "" {
+		if err := os.WriteFile(*svg, pic.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	_, err = e.stdout.Write(text.Bytes())
+	return err
+}
