@@ -25,7 +25,8 @@ const (
 )
 
 // ErrNoCUDA is what the GPU backend reports in a binary built without the cuda tag.
-var ErrNoCUDA = errors.New("jit: GPU backend unavailable: built without the cuda tag; rebuild with -tags cuda (CGO_ENABLED=1; see docs/jit.md, scripts/cuda-headers.sh)")
+// A binary built with -tags cuda but CGO_ENABLED=0 reports it too.
+var ErrNoCUDA = errors.New("jit: GPU backend unavailable: built without the cuda tag; rebuild with -tags cuda and CGO_ENABLED=1 (see docs/jit.md, scripts/cuda-headers.sh)")
 
 // DevicePtr is an address in a device's memory (a CUDA device pointer on the GPU backend).
 type DevicePtr uint64

@@ -1,4 +1,4 @@
-//go:build cuda && linux && amd64
+//go:build cuda && cgo && linux && amd64
 
 // This file loads the CUDA driver (libcuda.so.1) at run time instead of linking it, so a
 // binary built with -tags cuda starts, and reports a clear error, on a machine without a

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda && cgo
 
 // The CUDA driver, loaded at run time. Every entry point of cuda.h (syms.h) is defined here
 // as a one-instruction trampoline that jumps through a table filled by a constructor from

@@ -1,4 +1,4 @@
-//go:build cuda && linux && amd64
+//go:build cuda && cgo && linux && amd64
 
 package cudrv_test
 
