@@ -77,7 +77,8 @@ func bwCoalesce(os, od []int, i int, ns, nd int) Layout {
 }
 
 func coalesce(l Layout) Layout {
-	s, d := l.flatInts()
+	var bs, bd [16]int
+	s, d := l.shape.appendInts(bs[:0]), l.stride.appendInts(bd[:0])
 	n := len(s)
 	if n == 0 {
 		return mk(Int(1), Int(0))
@@ -88,7 +89,8 @@ func coalesce(l Layout) Layout {
 // coalesceX is CuTe's detail::coalesce_x: like coalesce but it preserves the
 // function outside the domain too.
 func coalesceX(l Layout) Layout {
-	s, d := l.flatInts()
+	var bs, bd [16]int
+	s, d := l.shape.appendInts(bs[:0]), l.stride.appendInts(bd[:0])
 	n := len(s)
 	if n == 0 {
 		fail(ErrInvalid, "empty layout %v", l)
@@ -334,11 +336,11 @@ func complementImpl(fl Layout, cotarget IntTuple) Layout {
 		}
 		return mk(Int(p), Int(1))
 	}
-	shape, stride := fl.flatInts()
+	var b1, b2, b3, b4 [16]int
+	shape, stride := fl.shape.appendInts(b1[:0]), fl.stride.appendInts(b2[:0])
 	R := len(shape)
-	resS := make([]int, 0, R+1)
-	resD := make([]int, 1, R+1)
-	resD[0] = 1
+	resS := b3[:0]
+	resD := append(b4[:0], 1)
 	for i := 0; i < R-1; i++ {
 		mi := 0
 		for k := 1; k < len(stride); k++ {
@@ -363,14 +365,34 @@ func complementImpl(fl Layout, cotarget IntTuple) Layout {
 	}
 	resS = append(resS, newShape)
 	newStride := mul(stride[0], shape[0])
-	restShape := product(ceilDiv(cotarget, Int(newStride)))
+	restShape := ceilDivProduct(cotarget, newStride)
 	restStride := newStride
 	if restShape == 1 {
 		restStride = 0
 	}
 	resS = append(resS, restShape)
 	resD = append(resD, restStride)
-	return coalesce(fromFlat(resS, resD))
+	return coalesceFlat(resS, resD)
+}
+
+// coalesceFlat is coalesce of the flat layout s:d.
+func coalesceFlat(s, d []int) Layout {
+	n := len(s)
+	return bwCoalesce(s, d, n-2, s[n-1], d[n-1])
+}
+
+// ceilDivProduct is product(ceil_div(a, b)) without building the tuple.
+func ceilDivProduct(a IntTuple, b int) int {
+	if a.kind != kindTuple {
+		checkInt(a)
+		return ceilDivInt(a.val, b)
+	}
+	p := 1
+	for _, e := range a.elems {
+		p = mul(p, ceilDivProduct(e, b))
+		b = ceilDivInt(b, product(e))
+	}
+	return p
 }
 
 // Complement returns the complement of l with respect to its cosize: the
@@ -441,7 +463,7 @@ func rightInverse(l Layout) Layout {
 			curr = mul(shape[i], stride[i])
 		}
 	}
-	return coalesce(fromFlat(resS, resD))
+	return coalesceFlat(resS, resD)
 }
 
 // RightInverse returns R such that l(R(i)) == i for all i < size(R), with R
@@ -470,7 +492,7 @@ func leftInverse(l Layout) Layout {
 		resD = append(resD, pre[i])
 	}
 	resS = append(resS, shape[order[len(order)-1]])
-	return coalesce(fromFlat(resS, resD))
+	return coalesceFlat(resS, resD)
 }
 
 // LeftInverse returns R such that R(l(i)) == i for all i < size(l) when l

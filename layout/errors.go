@@ -29,6 +29,7 @@ type Error struct {
 	Msg  string // what happened
 }
 
+// Error implements the error interface.
 func (e *Error) Error() string { return "layout: " + e.Msg }
 
 // Unwrap returns the sentinel.
