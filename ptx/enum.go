@@ -147,7 +147,8 @@ func genArgs(in *Instr, shape []arg) [][]Operand {
 		case argPair:
 			choices = []Operand{Pair{A: reg(a.typ), B: reg(a.typ2)}}
 		case argPred:
-			choices = []Operand{reg(Pred)}
+			p := reg(Pred)
+			choices = []Operand{p, Not{P: p}}
 		case argAddr:
 			switch {
 			case in.HasQ("param") && in.Op == "st":
@@ -167,6 +168,8 @@ func genArgs(in *Instr, shape []arg) [][]Operand {
 			choices = []Operand{Sym(formCallee)}
 		case argImm:
 			switch {
+			case a.imms == nil && a.typ.IsFloat():
+				choices = []Operand{FloatImm(a.typ, 0.5)}
 			case a.imms == nil:
 				choices = []Operand{IntImm(immType(a.typ), 1)}
 			default:

@@ -89,7 +89,7 @@ func (p *ptxasRunner) assembleArgs(t Target, src string, flags ...string) (strin
 	return string(out), err == nil
 }
 
-var ptxasLineRE = regexp.MustCompile(`line (\d+); error\s*:\s*(.*)`)
+var ptxasLineRE = regexp.MustCompile(`line (\d+); (?:error|warning)\s*:\s*(.*)`)
 
 // failure is a form ptxas rejected.
 type failure struct {
@@ -105,9 +105,10 @@ func (p *ptxasRunner) check(t Target, v Version, forms []*Instr) []failure {
 	}
 	src := formsModule(t, v, forms).String()
 	out, ok := p.assemble(t, src)
-	if ok {
+	if ok && !strings.Contains(out, "warning") {
 		return nil
 	}
+	// A warning fails the form too: kgen prints what ptxas takes without complaint.
 	// Map ptxas's line numbers to forms.
 	lines := strings.Split(src, "\n")
 	lineForm := map[int]int{}

@@ -182,6 +182,11 @@ func init() {
 	}
 	bulk.need = func(in *Instr) []need {
 		ns := []need{nd(80, 90, "cp.async.bulk needs sm_90 and PTX 8.0")}
+		if in.HasQ("multicast::cluster") {
+			// ptxas 13.0 warns ("Advisory ... substantially reduced performance") on sm_90 and
+			// sm_120a: kgen emits the form for the targets ptxas names only.
+			ns = append(ns, ndArch(80, []int{90, 100, 101, 103, 110}, ".multicast::cluster needs sm_90a, sm_100a-class targets (ptxas advises against it elsewhere)"))
+		}
 		if bulk.q(in, "dst") == "shared::cta" {
 			ns = append(ns, nd(86, 90, "cp.async.bulk into .shared::cta needs sm_90 and PTX 8.6"))
 		}

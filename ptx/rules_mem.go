@@ -164,9 +164,30 @@ func init() {
 		specialTypes["%envreg"+itoa(i)] = B32
 	}
 
-	mov := &rule{types: [][]Type{movTypes}, args: same(2)}
+	mov := &rule{types: [][]Type{join(movTypes, []Type{B128})}}
+	// mov packs and unpacks bit types: mov.b64 %rd, {%r0, %r1}; mov.b64 {%r0, %r1}, %rd.
+	mov.shapes = func(in *Instr) [][]arg {
+		t := in.Type()
+		sh := [][]arg{sameArgs(t, 2)}
+		if t.Kind() != KindBits {
+			return sh
+		}
+		for _, h := range []Type{B8, B16, B32, B64} {
+			n := t.Bits() / h.Bits()
+			if n < 2 || n > 4 || (h == B8 && t != B16) {
+				continue
+			}
+			sh = append(sh,
+				[]arg{dst(t), {kind: argSrc, typ: h, vec: n}},
+				[]arg{{kind: argDst, typ: h, vec: n}, src(t)})
+		}
+		return sh
+	}
 	mov.need = func(in *Instr) []need {
 		var ns []need
+		if in.Type() == B128 {
+			ns = append(ns, nd(83, 70, "mov.b128 needs sm_70 and PTX 8.3"))
+		}
 		for _, a := range in.Args {
 			if s, ok := a.(Special); ok {
 				if n, ok := specialNeeds[string(s)]; ok {

@@ -1,0 +1,85 @@
+package ptx_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestParseRoundTripsGolden parses every golden PTX file and prints it back byte for byte.
+func TestParseRoundTripsGolden(t *testing.T) {
+	files, _ := filepath.Glob("../golden/testdata/*/*.ptx")
+	if len(files) == 0 {
+		t.Fatal("no golden files")
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ptx.Parse(string(src))
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if got := m.String(); got != string(src) {
+			t.Errorf("%s does not round-trip; first difference near:\n%s", f, firstDiff(string(src), got))
+		}
+		if err := ptx.Verify(m); err != nil {
+			t.Errorf("%s: parsed module fails Verify: %v", f, err)
+		}
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			return "want: " + al[i] + "\n got: " + bl[i]
+		}
+	}
+	return "(length differs)"
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, src := range []string{
+		".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tfrobnicate.u32 %r1;\n}\n",
+		".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tmov.u32 %r1, 0;\n}\n",
+		".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k(\n",
+		".version x\n",
+	} {
+		if _, err := ptx.Parse(src); err == nil || !strings.Contains(err.Error(), "line") {
+			t.Errorf("Parse(%q) = %v, want an error naming the line", src, err)
+		}
+	}
+}
+
+// FuzzParse checks that Parse never panics and that what it accepts prints and parses again
+// to the same text.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("../golden/testdata/*/*.ptx")
+	for i, fn := range files {
+		if i%7 == 0 {
+			b, _ := os.ReadFile(fn)
+			f.Add(string(b))
+		}
+	}
+	f.Add(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		m, err := ptx.Parse(src)
+		if err != nil {
+			return
+		}
+		text := m.String()
+		m2, err := ptx.Parse(text)
+		if err != nil {
+			t.Fatalf("printed text does not parse: %v\n%s", err, text)
+		}
+		if m2.String() != text {
+			t.Fatalf("print/parse is not stable:\n%s", firstDiff(text, m2.String()))
+		}
+	})
+}
