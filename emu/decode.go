@@ -205,6 +205,12 @@ func (d *decoder) symAddr(name string) (int32, error) {
 
 // src decodes a source operand of type t into a slot base.
 func (d *decoder) src(o ptx.Operand, t ptx.Type) (int32, error) {
+	if im, ok := o.(ptx.Imm); ok && t == ptx.B128 {
+		// Two adjacent constant slots: the low and high halves.
+		s := d.newSlots(2)
+		d.p.inits = append(d.p.inits, initSlot{slot: s, kind: isConst, val: im.Bits}, initSlot{slot: s + 32, kind: isConst})
+		return s, nil
+	}
 	switch o := o.(type) {
 	case ptx.Reg:
 		return d.reg(o), nil

@@ -56,7 +56,8 @@ type warp struct {
 	r       []uint64
 	pc      [32]int32
 	st      [32]uint8
-	wait    [32]int32 // barrier id (lsBar) or pc (lsSync)
+	wait    [32]int32  // barrier id (lsBar) or pc (lsSync)
+	wmask   [32]uint32 // lsSync: the member mask waited for
 	exists  uint32
 	live    uint32
 	runm    uint32
@@ -348,6 +349,17 @@ func (w *warp) exitLanes(in *dinst, ex uint32) {
 	}
 	b.exited += bits.OnesCount32(ex)
 	l.progressed()
+	if l.sanitize {
+		for ln := 0; ln < 32; ln++ {
+			if w.st[ln] == lsSync && w.wmask[ln]&ex != 0 {
+				sin := &l.prog.code[w.wait[ln]]
+				w.fault(in, bits.TrailingZeros32(w.wmask[ln]&ex), KindWarpSync, fmt.Sprintf(
+					"the lane exits while lane %d waits for it in %q at %s (member mask %#08x)",
+					ln, ptx.FormatInstr(sin.src), posString(sin.src.Pos), w.wmask[ln]))
+				return
+			}
+		}
+	}
 	if w.live == 0 {
 		b.liveWarps--
 	}
@@ -542,6 +554,7 @@ func (w *warp) warpSync(in *dinst, pc int32, g, m uint32) bool {
 			ln := bits.TrailingZeros32(x)
 			w.st[ln] = lsSync
 			w.wait[ln] = pc
+			w.wmask[ln] = mm
 		}
 		w.runm &^= m
 		return false

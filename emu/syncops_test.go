@@ -1,0 +1,185 @@
+package emu
+
+import (
+	"testing"
+)
+
+const syncOpsSrc = `
+.visible .entry syncops(.param .u64 out)
+{
+	.reg .u64 %rd<8>;
+	.reg .u32 %r<16>;
+	.reg .b32 %b<4>;
+	.reg .pred %p<8>;
+	.reg .b128 %q<2>;
+	.reg .b64 %x<4>;
+	.shared .align 16 .u32 box[4];
+	.shared .align 16 .b8 stage[1024];
+	ld.param.u64 %rd0, [out];
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, %laneid;
+	mul.wide.u32 %rd1, %r0, 128;
+	add.u64 %rd2, %rd0, %rd1;
+	rem.u32 %r2, %r0, 3;
+	setp.eq.u32 %p0, %r2, 0;
+	bar.red.popc.u32 %r3, 0, %p0;
+	st.global.u32 [%rd2], %r3;
+	setp.lt.u32 %p1, %r0, 1000;
+	bar.red.and.pred %p2, 1, %p1;
+	selp.u32 %r4, 1, 0, %p2;
+	st.global.u32 [%rd2+4], %r4;
+	bar.red.or.pred %p3, 2, %p0;
+	selp.u32 %r4, 1, 0, %p3;
+	st.global.u32 [%rd2+8], %r4;
+	vote.sync.all.pred %p4, %p1, 0xffffffff;
+	selp.u32 %r5, 1, 0, %p4;
+	st.global.u32 [%rd2+12], %r5;
+	vote.sync.any.pred %p4, %p0, 0xffffffff;
+	selp.u32 %r5, 1, 0, %p4;
+	st.global.u32 [%rd2+16], %r5;
+	vote.sync.uni.pred %p4, %p0, 0xffffffff;
+	selp.u32 %r5, 1, 0, %p4;
+	st.global.u32 [%rd2+20], %r5;
+	redux.sync.min.u32 %r6, %r0, 0xffffffff;
+	st.global.u32 [%rd2+24], %r6;
+	redux.sync.max.u32 %r6, %r0, 0xffffffff;
+	st.global.u32 [%rd2+28], %r6;
+	redux.sync.or.b32 %r6, %r1, 0xffffffff;
+	st.global.u32 [%rd2+32], %r6;
+	shr.u32 %r9, %r0, 5;
+	match.sync.all.b32 %b0, %p5, %r9, 0xffffffff;
+	st.global.u32 [%rd2+36], %b0;
+	selp.u32 %r5, 1, 0, %p5;
+	st.global.u32 [%rd2+40], %r5;
+	elect.sync %r10, %p6, 0xffffffff;
+	selp.u32 %r5, 100, 0, %p6;
+	add.u32 %r10, %r10, %r5;
+	st.global.u32 [%rd2+44], %r10;
+	// a named producer/consumer barrier: warp 0 arrives, warp 1 waits
+	mov.u32 %r11, 0;
+	setp.lt.u32 %p7, %r0, 32;
+	@!%p7 bra CONS;
+	setp.eq.u32 %p6, %r0, 0;
+	@%p6 st.shared.u32 [box], 4242;
+	bar.arrive 3, 64;
+	bra.uni PCDONE;
+CONS:
+	bar.sync 3, 64;
+	ld.shared.u32 %r11, [box];
+PCDONE:
+	st.global.u32 [%rd2+48], %r11;
+	// cp.async 16 bytes of this thread's results into shared memory and read one back
+	mov.u64 %rd3, stage;
+	mul.wide.u32 %rd4, %r0, 16;
+	add.u64 %rd5, %rd3, %rd4;
+	cp.async.ca.shared.global [%rd5], [%rd2], 16;
+	cp.async.commit_group;
+	cp.async.wait_all;
+	bar.sync 0;
+	ld.shared.u32 %r12, [%rd5+4];
+	st.global.u32 [%rd2+52], %r12;
+	// b128 load, store, cas, move and unpack
+	ld.global.b128 %q0, [%rd2];
+	st.global.b128 [%rd2+64], %q0;
+	mov.b128 %q1, 0;
+	atom.global.cas.b128 %q1, [%rd2+80], %q1, %q0;
+	mov.b128 {%x0, %x1}, %q0;
+	st.global.b64 [%rd2+96], %x1;
+	ret;
+}`
+
+func TestSyncOps(t *testing.T) {
+	m := asm(t, syncOpsSrc)
+	for _, seed := range []int64{0, 1, 2} {
+		s := newSys(t, 1)
+		out := mustMalloc(t, s, 0, 64*128)
+		must(t, s.Launch(Launch{Module: m, Entry: "syncops", Grid: D1(1), Block: D1(64), Args: []any{out}, Options: Options{Seed: seed}}))
+		got := readU32(t, s, out, 64*32)
+		for tid := 0; tid < 64; tid++ {
+			w := got[tid*32 : tid*32+32]
+			base := uint32(tid &^ 31)
+			lane := uint32(tid & 31)
+			elect := uint32(0)
+			if lane == 0 {
+				elect = 100
+			}
+			cons := uint32(0)
+			if tid >= 32 {
+				cons = 4242
+			}
+			want := []uint32{22, 1, 1, 1, 1, 0, base, base + 31, 31, 0xffffffff, 1, elect, cons, 1}
+			for k, x := range want {
+				if w[k] != x {
+					t.Fatalf("seed %d thread %d word %d: got %d want %d", seed, tid, k, w[k], x)
+				}
+			}
+			for k := 0; k < 4; k++ {
+				if w[16+k] != w[k] || w[20+k] != w[k] {
+					t.Fatalf("thread %d: b128 copy/cas word %d: %d %d want %d", tid, k, w[16+k], w[20+k], w[k])
+				}
+			}
+			if w[24] != w[2] || w[25] != w[3] {
+				t.Fatalf("thread %d: b128 unpack: %d %d", tid, w[24], w[25])
+			}
+		}
+	}
+}
+
+const warpRaceSrc = `
+.visible .entry wr(.param .u64 out)
+{
+	.reg .u64 %rd<4>;
+	.reg .u32 %r<4>;
+	.reg .pred %p<2>;
+	.shared .align 4 .u32 slot[32];
+	ld.param.u64 %rd0, [out];
+	mov.u32 %r0, %laneid;
+	mov.u64 %rd1, slot;
+	mul.wide.u32 %rd2, %r0, 4;
+	add.u64 %rd3, %rd1, %rd2;
+	st.shared.u32 [%rd3], %r0;
+	SYNC
+	xor.b32 %r1, %r0, 1;
+	mul.wide.u32 %rd2, %r1, 4;
+	add.u64 %rd3, %rd1, %rd2;
+	ld.shared.u32 %r2, [%rd3];
+	mul.wide.u32 %rd2, %r0, 4;
+	add.u64 %rd3, %rd0, %rd2;
+	st.global.u32 [%rd3], %r2;
+	ret;
+}`
+
+func TestWarpSyncOrdersSharedMemory(t *testing.T) {
+	s := newSys(t, 1)
+	out := mustMalloc(t, s, 0, 128)
+	must(t, launch1(s, asm(t, replace(warpRaceSrc, "SYNC", "bar.warp.sync 0xffffffff;")), "wr", 1, 32, out))
+	got := readU32(t, s, out, 32)
+	for i, g := range got {
+		if g != uint32(i^1) {
+			t.Fatalf("lane %d got %d", i, g)
+		}
+	}
+	err := launch1(s, asm(t, replace(warpRaceSrc, "SYNC", "")), "wr", 1, 32, out)
+	wantErr(t, err, KindRace, "reads 4 bytes")
+}
+
+func TestWarpSyncMaskWithExitedLane(t *testing.T) {
+	m := asm(t, `
+.visible .entry ws(.param .u64 out)
+{
+	.reg .u32 %r<4>;
+	.reg .pred %p<2>;
+	mov.u32 %r0, %laneid;
+	setp.eq.u32 %p0, %r0, 5;
+	@%p0 bra OUT;
+	shfl.sync.idx.b32 %r1, %r0, 0, 31, 0xffffffff;
+OUT:
+	ret;
+}`)
+	s := newSys(t, 1)
+	err := launch1(s, m, "ws", 1, 32, uint64(0))
+	// Lane 5 either exits before the others gather (the member mask names an exited lane) or
+	// the others wait for it in vain: either way a sanitizer error, never a hang.
+	wantErr(t, err, KindWarpSync, "member mask 0xffffffff", "shfl.sync.idx.b32")
+	t.Log(err)
+}
