@@ -118,13 +118,17 @@ type llvmType struct {
 
 // typeTable resolves LLVM types. named holds the bodies of %named types as written.
 type typeTable struct {
-	named map[string]string
-	memo  map[string]llvmType
+	named    map[string]string
+	memo     map[string]llvmType
+	visiting map[string]bool // named types being resolved, to refuse recursive ones
 }
 
 func newTypeTable() *typeTable {
-	return &typeTable{named: map[string]string{}, memo: map[string]llvmType{}}
+	return &typeTable{named: map[string]string{}, memo: map[string]llvmType{}, visiting: map[string]bool{}}
 }
+
+// maxTypeSize bounds the size of a type, so absurd input cannot overflow.
+const maxTypeSize = 1 << 30
 
 // add records a line `%name = type { ... }`; other lines are ignored.
 func (tt *typeTable) add(line string) {
@@ -154,8 +158,8 @@ func (tt *typeTable) resolve(t string, depth int) (llvmType, error) {
 	case t == "double":
 		r = llvmType{size: 8, align: 8, fp: true}
 	case len(t) > 1 && t[0] == 'i' && strings.Trim(t[1:], "0123456789") == "":
-		bits, _ := strconv.Atoi(t[1:])
-		if bits <= 0 {
+		bits, err := strconv.Atoi(t[1:])
+		if err != nil || bits <= 0 || bits > 1<<16 {
 			return llvmType{}, fmt.Errorf("bad integer type %s", t)
 		}
 		n := (bits + 7) / 8
@@ -175,8 +179,14 @@ func (tt *typeTable) resolve(t string, depth int) (llvmType, error) {
 		if body == "opaque" {
 			return llvmType{}, fmt.Errorf("opaque type %s", t)
 		}
+		if tt.visiting[t] {
+			return llvmType{}, fmt.Errorf("recursive type %s", t)
+		}
+		tt.visiting[t] = true
 		var err error
-		if r, err = tt.resolve(body, depth+1); err != nil {
+		r, err = tt.resolve(body, depth+1)
+		delete(tt.visiting, t)
+		if err != nil {
 			return llvmType{}, fmt.Errorf("%s: %w", t, err)
 		}
 	case strings.HasPrefix(t, "<{") && strings.HasSuffix(t, "}>"):
@@ -187,6 +197,9 @@ func (tt *typeTable) resolve(t string, depth int) (llvmType, error) {
 		r = llvmType{align: 1, agg: true}
 		for _, f := range fields {
 			r.size += f.size
+			if r.size > maxTypeSize {
+				return llvmType{}, fmt.Errorf("type %s is too large", t)
+			}
 		}
 	case strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}"):
 		fields, err := tt.fields(t[1:len(t)-1], depth)
@@ -197,17 +210,23 @@ func (tt *typeTable) resolve(t string, depth int) (llvmType, error) {
 		for _, f := range fields {
 			r.size = roundUp(r.size, f.align) + f.size
 			r.align = max(r.align, f.align)
+			if r.size > maxTypeSize {
+				return llvmType{}, fmt.Errorf("type %s is too large", t)
+			}
 		}
 		r.size = roundUp(r.size, r.align)
 	case strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]"):
 		n, elem, ok := strings.Cut(t[1:len(t)-1], " x ")
 		cnt, err := strconv.Atoi(strings.TrimSpace(n))
-		if !ok || err != nil {
+		if !ok || err != nil || cnt < 0 || cnt > maxTypeSize {
 			return llvmType{}, fmt.Errorf("bad array type %s", t)
 		}
 		e, err := tt.resolve(elem, depth+1)
 		if err != nil {
 			return llvmType{}, err
+		}
+		if e.size > 0 && cnt > maxTypeSize/e.size {
+			return llvmType{}, fmt.Errorf("type %s is too large", t)
 		}
 		r = llvmType{size: cnt * e.size, align: e.align, agg: true}
 	default:
@@ -335,7 +354,7 @@ func trailingType(s string) string {
 					// <{ ... }> and ptr addrspace(N)
 					if s[i] == '(' {
 						j = strings.LastIndexByte(s[:i], ' ') + 1
-						if s[j:i] == "addrspace" {
+						if s[j:i] == "addrspace" && j > 0 {
 							k := strings.LastIndexByte(s[:j-1], ' ') + 1
 							return s[k:]
 						}
@@ -475,7 +494,7 @@ func ParseLLVM(r io.Reader) (map[string]Signature, error) {
 	sigs := map[string]Signature{}
 	var errs []string
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
 		switch {
