@@ -218,3 +218,45 @@ func BenchmarkArith(b *testing.B) {
 	}
 	b.ReportMetric(float64(ti)/b.Elapsed().Seconds(), "thread-instr/s")
 }
+
+// BenchmarkVectorAdd1M runs the library's vector_add over 1M f32 (4096 blocks of 256).
+func BenchmarkVectorAdd1M(b *testing.B) {
+	m := asm(b, `
+.visible .entry vadd(.param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)
+{
+	.reg .u64 %rd<12>;
+	.reg .u32 %r<6>;
+	.reg .f32 %f<3>;
+	.reg .pred %p<1>;
+	ld.param.u64 %rd0, [a];
+	ld.param.u64 %rd2, [b];
+	ld.param.u64 %rd4, [c];
+	ld.param.u32 %r0, [n];
+	mov.u32 %r1, %ctaid.x;
+	mov.u32 %r2, %ntid.x;
+	mov.u32 %r3, %tid.x;
+	mad.lo.u32 %r4, %r1, %r2, %r3;
+	setp.lt.u32 %p0, %r4, %r0;
+	@!%p0 bra END;
+	mul.wide.u32 %rd6, %r4, 4;
+	add.s64 %rd7, %rd4, %rd6;
+	add.s64 %rd9, %rd0, %rd6;
+	ld.global.f32 %f0, [%rd9];
+	add.s64 %rd11, %rd2, %rd6;
+	ld.global.f32 %f1, [%rd11];
+	add.f32 %f2, %f0, %f1;
+	st.global.f32 [%rd7], %f2;
+END:
+	ret;
+}`)
+	s := newSys(b, 1)
+	const n = 1 << 20
+	a, bb, c := mustMalloc(b, s, 0, 4*n), mustMalloc(b, s, 0, 4*n), mustMalloc(b, s, 0, 4*n)
+	b.ResetTimer()
+	var ti int64
+	for i := 0; i < b.N; i++ {
+		must(b, s.Launch(Launch{Module: m, Entry: "vadd", Grid: D1(n / 256), Block: D1(256), Args: []any{a, bb, c, uint32(n)}}))
+		ti += s.LastStats().ThreadInstructions
+	}
+	b.ReportMetric(float64(ti)/b.Elapsed().Seconds(), "thread-instr/s")
+}

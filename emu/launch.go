@@ -476,14 +476,43 @@ func (l *launch) startBlock(b *block) {
 	b.nthreads = l.nthreads
 	b.params = l.params[b.gpu]
 	if n := p.sharedSize + l.dynShared; n > 0 {
-		b.shared = make([]byte, n)
+		if k := len(l.sharedPool); k > 0 {
+			b.shared = l.sharedPool[k-1]
+			l.sharedPool = l.sharedPool[:k-1]
+			clear(b.shared)
+		} else {
+			b.shared = make([]byte, n)
+		}
 		if l.sanitize {
-			b.shadow = make([]shadowByte, n)
+			if k := len(l.shadowPool); k > 0 {
+				b.shadow = l.shadowPool[k-1]
+				l.shadowPool = l.shadowPool[:k-1]
+				clear(b.shadow)
+			} else {
+				b.shadow = make([]shadowByte, n)
+			}
 		}
 	}
+	tmpl := l.template(b.gpu)
 	b.warps = make([]*warp, l.nwarps)
 	for i := range b.warps {
-		w := &warp{b: b, l: l, idx: i}
+		var w *warp
+		if k := len(l.pool); k > 0 {
+			w = l.pool[k-1]
+			l.pool = l.pool[:k-1]
+			r, local, stack := w.r, w.local, w.stack
+			*w = warp{r: r, local: local}
+			for ln := range stack {
+				w.stack[ln] = stack[ln][:0]
+			}
+			clear(w.local)
+		} else {
+			w = &warp{r: make([]uint64, p.nslots*32)}
+			if l.lsize > 0 {
+				w.local = make([]byte, l.lsize*32)
+			}
+		}
+		w.b, w.l, w.idx = b, l, i
 		n := min(32, l.nthreads-32*i)
 		w.exists = uint32(widthMask(n))
 		w.live, w.runm = w.exists, w.exists
@@ -492,71 +521,113 @@ func (l *launch) startBlock(b *block) {
 		}
 		w.conv = true
 		w.cpc = l.fn.entry
-		w.r = make([]uint64, p.nslots*32)
-		if l.lsize > 0 {
-			w.local = make([]byte, l.lsize*32)
-		}
+		copy(w.r, tmpl)
 		w.initSlots()
 		b.warps[i] = w
 	}
 	b.liveWarps = l.nwarps
 }
 
-func (w *warp) initSlots() {
-	l, b := w.l, w.b
+// finishBlock returns a finished block's memory to the launch's pools.
+func (l *launch) finishBlock(b *block) {
+	b.done = true
+	for _, w := range b.warps {
+		w.b = nil
+		for ln := range w.ext {
+			w.ext[ln] = nil
+		}
+		if l.npend == 0 {
+			l.pool = append(l.pool, w)
+		}
+	}
+	if b.shared != nil {
+		l.sharedPool = append(l.sharedPool, b.shared)
+	}
+	if b.shadow != nil {
+		l.shadowPool = append(l.shadowPool, b.shadow)
+	}
+	b.warps, b.shared, b.shadow = nil, nil, nil
+}
+
+// template returns GPU gpu's initial register file of a warp: constants and every special
+// register that does not depend on the block or the warp; registers are zero.
+func (l *launch) template(gpu int) []uint64 {
+	if t, ok := l.tmpl[gpu]; ok {
+		return t
+	}
+	if l.tmpl == nil {
+		l.tmpl = map[int][]uint64{}
+	}
+	t := make([]uint64, l.prog.nslots*32)
 	for _, s := range l.prog.inits {
-		r := (*[32]uint64)(w.r[s.slot:])
+		r := (*[32]uint64)(t[s.slot:])
 		var v uint64
-		perLane := false
 		switch s.kind {
 		case isConst:
 			v = s.val
 		case isNtid:
 			v = uint64([3]int{l.blk.X, l.blk.Y, l.blk.Z}[s.dim])
-		case isCtaid:
-			v = uint64(b.id[s.dim])
 		case isNctaid:
 			v = uint64([3]int{l.grid.X, l.grid.Y, l.grid.Z}[s.dim])
-		case isWarpid:
-			v = uint64(w.idx)
 		case isNwarpid:
 			v = uint64(l.nwarps)
 		case isGlobalVar:
-			v = globalAddr(b.gpu, l.gvars[s.name])
+			v = globalAddr(gpu, l.gvars[s.name])
 		case isDynSmem:
 			v = uint64(l.dynShared)
 		case isTotalSmem:
 			v = uint64(l.prog.sharedSize + l.dynShared)
 		case isGPU:
-			v = uint64(b.gpu)
-		case isZero:
+			v = uint64(gpu)
+		case isLaneid, isLanemaskEq, isLanemaskLt, isLanemaskLe, isLanemaskGt, isLanemaskGe:
+			for ln := 0; ln < 32; ln++ {
+				switch s.kind {
+				case isLaneid:
+					r[ln] = uint64(ln)
+				case isLanemaskEq:
+					r[ln] = 1 << ln
+				case isLanemaskLt:
+					r[ln] = 1<<ln - 1
+				case isLanemaskLe:
+					r[ln] = 1<<(ln+1) - 1
+				case isLanemaskGt:
+					r[ln] = uint64(^uint32(1<<(ln+1) - 1))
+				case isLanemaskGe:
+					r[ln] = uint64(^uint32(1<<ln - 1))
+				}
+			}
+			continue
 		default:
-			perLane = true
+			continue
 		}
-		if !perLane {
+		for i := range r {
+			r[i] = v
+		}
+	}
+	l.tmpl[gpu] = t
+	return t
+}
+
+// initSlots fills the special registers that depend on the block or the warp.
+func (w *warp) initSlots() {
+	b := w.b
+	for _, s := range w.l.prog.inits {
+		r := (*[32]uint64)(w.r[s.slot:])
+		switch s.kind {
+		case isCtaid:
+			v := uint64(b.id[s.dim])
 			for i := range r {
 				r[i] = v
 			}
-			continue
-		}
-		for ln := 0; ln < 32; ln++ {
-			switch s.kind {
-			case isTid:
+		case isWarpid:
+			for i := range r {
+				r[i] = uint64(w.idx)
+			}
+		case isTid:
+			for ln := 0; ln < 32; ln++ {
 				if w.exists&(1<<ln) != 0 {
 					r[ln] = uint64(w.tid(ln)[s.dim])
 				}
-			case isLaneid:
-				r[ln] = uint64(ln)
-			case isLanemaskEq:
-				r[ln] = 1 << ln
-			case isLanemaskLt:
-				r[ln] = 1<<ln - 1
-			case isLanemaskLe:
-				r[ln] = 1<<(ln+1) - 1
-			case isLanemaskGt:
-				r[ln] = uint64(^uint32(1<<(ln+1) - 1))
-			case isLanemaskGe:
-				r[ln] = uint64(^uint32(1<<ln - 1))
 			}
 		}
 	}
@@ -588,9 +659,6 @@ func (l *launch) runBlock(b *block, quantum int) {
 		w.yielded = false
 	}
 	if b.liveWarps == 0 {
-		b.done = true
-		b.warps = nil
-		b.shared = nil
-		b.shadow = nil
+		l.finishBlock(b)
 	}
 }

@@ -105,6 +105,10 @@ type launch struct {
 	budget      int64
 	extBlocked  int64
 	threadInstr int64
+	tmpl        map[int][]uint64
+	pool        []*warp
+	sharedPool  [][]byte
+	shadowPool  [][]shadowByte
 }
 
 func (l *launch) progressed() { l.progress++; l.lastProg = l.steps }
