@@ -74,11 +74,12 @@ type Kernel struct {
 	divs   map[ptx.Reg]int64 // known divisors of runtime values (Assume)
 	// scopes holds the pure computations done so far, per nesting level of runtime control
 	// flow, for reuse (memo); mutable marks the registers of variables (Var).
-	scopes  []map[string]Value
-	mutable map[ptx.Reg]bool
-	externs map[string]*Func
-	held    int     // nesting depth of hold
-	heldPos ptx.Pos // the position instructions carry while held
+	scopes    []map[string]Value
+	mutable   map[ptx.Reg]bool
+	externs   map[string]*Func
+	held      int // nesting depth of hold
+	paramInfo []ParamInfo
+	heldPos   ptx.Pos // the position instructions carry while held
 }
 
 // New starts a kernel named name.

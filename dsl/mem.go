@@ -33,6 +33,17 @@ func paramType(t Type) Type {
 	return t
 }
 
+// ParamInfo describes a kernel parameter as the DSL declared it: generators of typed
+// launchers use it (the PTX parameter alone says .u64 for every pointer).
+type ParamInfo struct {
+	Name    string
+	Type    Type // the value's type, or the pointee type for pointers
+	Pointer bool // a pointer to global memory holding Type values
+}
+
+// Params returns the kernel's parameters in order.
+func (k *Kernel) Params() []ParamInfo { return append([]ParamInfo(nil), k.paramInfo...) }
+
 func (k *Kernel) addParam(name string, t Type) bool {
 	if !ptx.ValidIdent(name) {
 		k.errorf("parameter name %q is not a valid PTX identifier", name)
@@ -56,6 +67,7 @@ func (k *Kernel) Param(name string, t Type) Value {
 	if !k.addParam(name, t) {
 		return k.poison(t)
 	}
+	k.paramInfo = append(k.paramInfo, ParamInfo{Name: name, Type: t})
 	d := k.reg(t)
 	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{memType(t)}, Args: []ptx.Operand{d, ptx.Addr{Base: ptx.Sym(name)}}})
 	return Value{k: k, t: t, op: d}
@@ -72,6 +84,7 @@ func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	if !k.addParam(name, U64) {
 		return Ptr{k: k, addr: k.poison(U64), elem: elem, space: ptx.SpaceGlobal}
 	}
+	k.paramInfo = append(k.paramInfo, ParamInfo{Name: name, Type: elem, Pointer: true})
 	g, d := k.reg(U64), k.reg(U64)
 	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{g, ptx.Addr{Base: ptx.Sym(name)}}})
 	k.emit(&ptx.Instr{Op: "cvta", Q: []string{"to", "global"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, g}})

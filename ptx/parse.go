@@ -16,8 +16,14 @@ import (
 // directives, .reg declarations, .loc lines, labels, scope blocks with .param declarations,
 // and instructions whose opcode is in the instruction tables. Print(Parse(text)) == text for
 // any text Print made. Errors name the line.
-func Parse(src string) (*Module, error) {
+func Parse(src string) (m *Module, err error) {
 	p := &parser{lines: strings.Split(src, "\n"), m: &Module{}, files: map[int]string{}}
+	defer func() {
+		// A malformed input that slips past the checks must not crash the caller.
+		if r := recover(); r != nil {
+			m, err = nil, p.errorf("malformed input (%v)", r)
+		}
+	}()
 	if err := p.module(); err != nil {
 		return nil, err
 	}
@@ -53,6 +59,9 @@ func (p *parser) module() error {
 	for {
 		s, ok := p.next()
 		if !ok {
+			if p.m.Version == 0 || p.m.Target == "" {
+				return p.errorf("missing .version or .target")
+			}
 			return nil
 		}
 		switch {
@@ -66,6 +75,9 @@ func (p *parser) module() error {
 			t := strings.TrimSpace(strings.TrimPrefix(s, ".target "))
 			if i := strings.IndexByte(t, ','); i >= 0 {
 				t = t[:i]
+			}
+			if !ValidIdent(t) {
+				return p.errorf("bad .target %q", t)
 			}
 			p.m.Target = Target(t)
 		case strings.HasPrefix(s, ".address_size "):
@@ -244,6 +256,9 @@ func (p *parser) function(head string) error {
 			break
 		}
 		fs := strings.Fields(strings.ReplaceAll(s, ",", " "))
+		if len(fs) == 0 {
+			return p.errorf("unexpected %q before the body of %s", s, f.Name)
+		}
 		dims := func() ([3]int, error) {
 			var d [3]int
 			for j := 1; j < len(fs) && j <= 3; j++ {
@@ -265,6 +280,9 @@ func (p *parser) function(head string) error {
 				return err
 			}
 		case ".minnctapersm":
+			if len(fs) != 2 {
+				return p.errorf("bad directive %q", s)
+			}
 			if f.MinNCTA, err = strconv.Atoi(fs[1]); err != nil {
 				return p.errorf("bad directive %q", s)
 			}
