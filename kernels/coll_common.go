@@ -1,0 +1,210 @@
+package kernels
+
+import (
+	"math"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Geometry and limits shared by the collective kernels (coll_*.go) and their host API
+// (package collectives).
+const (
+	// CollThreads is the block size every collective kernel is launched with.
+	CollThreads = 256
+	// CollMaxGPUs is the largest number of GPUs a collective kernel handles: peer tables
+	// hold CollMaxGPUs entries and the reductions unroll over them.
+	CollMaxGPUs = 8
+	// CollMaxBlocks is the largest grid of a collective kernel that uses a barrier: a set of
+	// signal pads (p2p) or flags (multimem) holds CollMaxBlocks slots per block index.
+	CollMaxBlocks = 64
+	// PadWords is the number of u32 words of one GPU's p2p signal pads: a slot per block and
+	// source GPU.
+	PadWords = CollMaxBlocks * CollMaxGPUs
+	// FlagWords is the number of u32 words of one GPU's multimem barrier flags: a slot per
+	// block.
+	FlagWords = CollMaxBlocks
+	// LamportSlots is the number of rotating slots of the Lamport all-reduce buffer.
+	LamportSlots = 3
+)
+
+// CollOp is the reduction of a collective: Sum, Min or Max.
+type CollOp = dsl.ReduceOp
+
+// collOps are the reductions the collective kernels are built for, by name suffix.
+var collOps = []struct {
+	name string
+	op   dsl.ReduceOp
+}{{"sum", dsl.Sum}, {"min", dsl.Min}, {"max", dsl.Max}}
+
+// collDTypes are the element types of the reducing collectives.
+var collDTypes = []dsl.Type{dsl.F32, dsl.F16, dsl.BF16, dsl.I32}
+
+// OpName returns the kernel-name suffix of a collective reduction ("sum", "min", "max"), or
+// "" for the operators the collectives do not support.
+func OpName(op dsl.ReduceOp) string {
+	for _, o := range collOps {
+		if o.op == op {
+			return o.name
+		}
+	}
+	return ""
+}
+
+// vecOf returns the number of elements of dt in 16 bytes (one 128-bit access).
+func vecOf(dt dsl.Type) int { return 16 / dt.Bytes() }
+
+// accType is the type a reduction of dt accumulates in: f32 for floats, dt for integers.
+func accType(dt dsl.Type) dsl.Type {
+	if dt.IsFloat() {
+		return dsl.F32
+	}
+	return dt
+}
+
+// combine applies op.
+func combine(op dsl.ReduceOp, a, b dsl.Value) dsl.Value {
+	switch op {
+	case dsl.Min:
+		return a.Min(b)
+	case dsl.Max:
+		return a.Max(b)
+	}
+	return a.Add(b)
+}
+
+// negZero returns -0.0 of type t (the identity of a float sum that keeps -0 + -0 = -0).
+func negZero(k *dsl.Kernel, t dsl.Type) dsl.Value { return k.Const(t, math.Copysign(0, -1)) }
+
+// gridLoop runs body(i) for every i in [0, count) (U32), spread over the grid's threads in
+// grid-stride order: thread g takes g, g + gridThreads, ... The assignment of indices to
+// blocks is the same on every GPU of a collective launch (same grid), which the per-block
+// barriers rely on.
+func gridLoop(k *dsl.Kernel, count dsl.Value, body func(i dsl.Value)) {
+	k.For(k.GlobalThreadIdx(dsl.X), count, k.GridStride(dsl.X), body)
+}
+
+// eachVec runs body over the elements [lo, hi) (U32): whole vectors of vec elements first,
+// body(i, vec) with i = lo + a multiple of vec, then the tail in units of unit elements,
+// body(i, unit), where the last unit may reach past hi (the body guards what it stores).
+// lo must be a multiple of vec for the vector accesses to be aligned.
+func eachVec(k *dsl.Kernel, lo, hi dsl.Value, vec, unit int, body func(i dsl.Value, w int)) {
+	span := hi.Sub(lo)
+	nv := span.Div(uint32(vec))
+	gridLoop(k, nv, func(v dsl.Value) {
+		body(k.Assume(lo.Add(v.Mul(uint32(vec))), vec), vec)
+	})
+	if vec == unit {
+		return
+	}
+	tail := lo.Add(nv.Mul(uint32(vec)))
+	nt := hi.Sub(tail).Add(uint32(unit - 1)).Div(uint32(unit))
+	gridLoop(k, nt, func(j dsl.Value) {
+		body(tail.Add(j.Mul(uint32(unit))), unit)
+	})
+}
+
+// vecTile views w consecutive elements at p[i] as a tensor (i is a multiple of w, so a
+// 16-byte-aligned p gives aligned vector accesses).
+func vecTile(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int) dsl.Tensor {
+	return k.MakeTensor(p.At(k.Assume(i, w)), layout.Must(layout.MakeLayout(layout.Int(w))))
+}
+
+// loadN loads w consecutive elements at p[i]: one 128-bit access when w fills 16 bytes.
+func loadN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int, opts ...dsl.MemOption) []dsl.Value {
+	if w == 1 {
+		return []dsl.Value{k.Load(p.At(i), opts...)}
+	}
+	t := vecTile(k, p, i, w)
+	f := k.Fragment(p.Elem(), t)
+	k.Copy(t, f, opts...)
+	out := make([]dsl.Value, w)
+	for j := range out {
+		out[j] = f.Get(j)
+	}
+	return out
+}
+
+// storeN stores vals to consecutive elements at p[i] (one vector access when they fill 16
+// bytes).
+func storeN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, vals []dsl.Value, opts ...dsl.MemOption) {
+	if len(vals) == 1 {
+		k.Store(p.At(i), vals[0], opts...)
+		return
+	}
+	t := vecTile(k, p, i, len(vals))
+	f := k.Fragment(p.Elem(), t)
+	for j, v := range vals {
+		f.Set(j, v)
+	}
+	k.Copy(f, t, opts...)
+}
+
+// peerTable loads the first ngpus entries of a table of CollMaxGPUs device addresses (one
+// per GPU) into variables; entries past ngpus stay 0 and are never used.
+func peerTable(k *dsl.Kernel, tbl dsl.Ptr, ngpus dsl.Value) []dsl.Value {
+	out := make([]dsl.Value, CollMaxGPUs)
+	for p := range out {
+		out[p] = k.Var(dsl.U64, uint64(0))
+		k.If(ngpus.Gt(uint32(p)), func() { k.Set(out[p], k.Load(tbl.At(p))) })
+	}
+	return out
+}
+
+// ptrAt makes a global pointer to elem values from an address value.
+func ptrAt(k *dsl.Kernel, addr dsl.Value, elem dsl.Type) dsl.Ptr {
+	return k.PtrFrom(addr, elem, ptx.SpaceGlobal)
+}
+
+// barrierOrder says how a barrier orders memory: Ordered is the correct form; Unordered
+// drops the release (a deliberately broken variant for the weak-memory tests).
+type barrierOrder int
+
+const (
+	ordered barrierOrder = iota
+	unordered
+)
+
+// p2pBarrier synchronizes block b of every GPU through signal pads in plain peer memory.
+// Each GPU holds PadWords u32 slots, slot [b*CollMaxGPUs + src] written only by GPU src's
+// block b; padTbl is the table of every GPU's pad address. After a bar.sync (so the block's
+// earlier accesses are ordered before what follows), thread t < ngpus stores target to GPU
+// t's slot [b][rank] with st.release.sys, then spins with ld.acquire.sys on its own slot
+// [b][t] until it reaches target; a final bar.sync passes the acquired view to the whole
+// block. target grows by one per barrier (the host keeps the epoch), so the pads never need
+// resetting.
+func p2pBarrier(k *dsl.Kernel, padTbl dsl.Ptr, rank, ngpus, target dsl.Value, ord barrierOrder) {
+	tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
+	k.SyncThreads()
+	k.If(tid.Lt(ngpus), func() {
+		slot := b.Mul(uint32(CollMaxGPUs))
+		remote := ptrAt(k, k.Load(padTbl.At(tid)), dsl.U32).At(slot.Add(rank))
+		if ord == ordered {
+			k.Store(remote, target, dsl.Release(dsl.System))
+		} else {
+			k.Store(remote, target, dsl.Relaxed(dsl.System))
+		}
+		mine := ptrAt(k, k.Load(padTbl.At(rank)), dsl.U32)
+		k.WaitUntil(mine.At(slot.Add(tid)), dsl.Ge, target, dsl.Acquire(dsl.System))
+	})
+	k.SyncThreads()
+}
+
+// mmBarrier synchronizes block b of every GPU through one u32 flag per block in symmetric
+// memory: thread 0 adds 1 to the flag on every GPU at once with multimem.red.release.sys
+// (after a bar.sync, ordering the block's earlier accesses, multimem stores included, before
+// it), emits fence.proxy.alias (the flag is then read through its unicast alias), and spins
+// with ld.acquire.sys on the local copy until it reaches target*ngpus; a bar.sync releases
+// the block. The flag counts up forever: target is the barrier's epoch (the host counts
+// them), so no reset is ever needed.
+func mmBarrier(k *dsl.Kernel, flagsMC, flagsUC dsl.Ptr, ngpus, target dsl.Value) {
+	tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
+	k.SyncThreads()
+	k.If(tid.Eq(0), func() {
+		k.MultimemReduce(flagsMC.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.MMRelease(dsl.System))
+		k.FenceProxyAlias()
+		k.WaitUntil(flagsUC.At(b), dsl.Ge, target.Mul(ngpus), dsl.Acquire(dsl.System))
+	})
+	k.SyncThreads()
+}

@@ -1,0 +1,165 @@
+package ref
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Shared machinery of the collective harnesses (coll_p2p.go, coll_mm.go): symmetric
+// buffers, peer tables, collective launches on every simulated GPU, exact references.
+
+// collLaunches is how many times each harness launches its kernel in a row, with no host
+// reset of the signal pads, flags or Lamport slots in between (the epochs do the work).
+const collLaunches = 3
+
+// coll is the state of one collective check.
+type coll struct {
+	r     *run
+	dt    dsl.Type
+	g     int // GPUs
+	epoch uint32
+}
+
+func newColl(r *run) *coll { return &coll{r: r, dt: r.p.DType, g: r.sys.NumGPUs()} }
+
+// sym allocates a symmetric buffer of n elements of dt, rounded up to 16 bytes (the
+// collectives read whole 128-bit vectors).
+func (c *coll) sym(dt dsl.Type, n int) (*emu.Symmetric, error) {
+	b := (max(n, 1)*dt.Bytes() + 15) / 16 * 16
+	return c.r.sys.MallocSymmetric(b)
+}
+
+// table allocates a symmetric table of CollMaxGPUs addresses holding every GPU's copy of m.
+func (c *coll) table(m *emu.Symmetric) (*emu.Symmetric, error) {
+	t, err := c.r.sys.MallocSymmetric(8 * kernels.CollMaxGPUs)
+	if err != nil {
+		return nil, err
+	}
+	addrs := make([]uint64, kernels.CollMaxGPUs)
+	for g := 0; g < c.g; g++ {
+		addrs[g] = m.On(g)
+	}
+	for g := 0; g < c.g; g++ {
+		if err := emu.WriteSlice(c.r.sys, t.On(g), addrs); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// blocks picks a small grid for n elements: enough to exercise several blocks, few enough
+// for the emulator.
+func (c *coll) blocks(n int) int {
+	return min(max((n+kernels.CollThreads*4-1)/(kernels.CollThreads*4), 1), 3)
+}
+
+// launch runs the kernel on every GPU with per-GPU arguments.
+func (c *coll) launch(blocks int, args func(g int) []any) error {
+	return c.launchMod(c.r.mod, c.r.spec.VariantName(c.dt), blocks, args)
+}
+
+func (c *coll) launchMod(m *ptx.Module, entry string, blocks int, args func(g int) []any) error {
+	return c.r.sys.Launch(emu.Launch{
+		Module: m, Entry: entry, GPUs: c.r.sys.All(), Grid: emu.D1(blocks), Block: emu.D1(kernels.CollThreads),
+		ArgsFor: args, Options: emu.Options{Seed: c.r.p.Seed, Weak: c.r.p.Weak},
+	})
+}
+
+// inputs returns one random input per GPU: multiples of 1/8 in [-8, 8] for floats (their
+// sums over up to 8 GPUs are exact in f32, so the reference is exact whatever the order),
+// full-range values for integers (sums wrap).
+func (c *coll) inputs(n int) [][]float64 {
+	out := make([][]float64, c.g)
+	for g := range out {
+		out[g] = make([]float64, n)
+		for i := range out[g] {
+			if c.dt.IsInt() {
+				out[g][i] = float64(int32(c.r.rng.Uint32()))
+			} else {
+				out[g][i] = float64(c.r.rng.Intn(129)-64) / 8
+			}
+		}
+	}
+	return out
+}
+
+// reduce is the reference: op over the GPUs' inputs, rounded once to dt (integers wrap).
+func (c *coll) reduce(op dsl.ReduceOp, in [][]float64, i int) float64 {
+	if c.dt.IsInt() {
+		acc := int32(in[0][i])
+		for g := 1; g < len(in); g++ {
+			x := int32(in[g][i])
+			switch op {
+			case dsl.Min:
+				acc = min(acc, x)
+			case dsl.Max:
+				acc = max(acc, x)
+			default:
+				acc += x
+			}
+		}
+		return float64(acc)
+	}
+	acc := in[0][i]
+	for g := 1; g < len(in); g++ {
+		switch op {
+		case dsl.Min:
+			acc = math.Min(acc, in[g][i])
+		case dsl.Max:
+			acc = math.Max(acc, in[g][i])
+		default:
+			acc += in[g][i]
+		}
+	}
+	return round(c.dt, acc)
+}
+
+func (c *coll) write(addr uint64, v []float64) error {
+	if c.dt == dsl.I32 {
+		x := make([]int32, len(v))
+		for i, f := range v {
+			x[i] = int32(f)
+		}
+		return emu.WriteSlice(c.r.sys, addr, x)
+	}
+	return write(c.r.sys, addr, c.dt, v)
+}
+
+func (c *coll) read(addr uint64, n int) ([]float64, error) {
+	if c.dt == dsl.I32 {
+		x, err := emu.ReadSlice[int32](c.r.sys, addr, n)
+		out := make([]float64, len(x))
+		for i, v := range x {
+			out[i] = float64(v)
+		}
+		return out, err
+	}
+	return read(c.r.sys, addr, c.dt, n)
+}
+
+// expect checks GPU g's n elements at addr against want.
+func (c *coll) expect(what string, g int, addr uint64, want []float64) error {
+	got, err := c.read(addr, len(want))
+	if err != nil {
+		return err
+	}
+	return c.r.check(fmt.Sprintf("epoch %d: GPU %d %s", c.epoch, g, what), got, want, 0, 0)
+}
+
+// opOf returns the reduction named by the kernel's suffix.
+func opOf(name string) dsl.ReduceOp {
+	for _, op := range []dsl.ReduceOp{dsl.Min, dsl.Max} {
+		if s := kernels.OpName(op); len(name) > len(s) && name[len(name)-len(s):] == s {
+			return op
+		}
+	}
+	return dsl.Sum
+}
+
+func newRng(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed + 1)) }
