@@ -629,8 +629,14 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 	case "ld", "ldu":
 		return d.decodeMem(di, in, toks, true)
 	case "st":
+		if toks.has("async") {
+			return d.decodeStAsync(di, in, toks, false)
+		}
 		return d.decodeMem(di, in, toks, false)
 	case "atom", "red":
+		if toks.has("async") {
+			return d.decodeStAsync(di, in, toks, true)
+		}
 		return d.decodeAtom(di, in, toks, op == "red")
 	case "multimem":
 		return d.decodeMultimem(di, in, toks)
@@ -692,7 +698,38 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 		di.exec = execNop
 		return nil
 	case "cp":
+		if len(toks) > 2 && toks[1] == "reduce" && toks.has("bulk") {
+			return d.decodeBulk(di, in, toks, true)
+		}
 		return d.decodeCp(di, in, toks)
+	case "mbarrier":
+		return d.decodeMbarrier(di, in, toks)
+	case "bmsk":
+		return d.alu(di, args, bmskFn(toks.has("clamp")), ptx.U32)
+	case "szext":
+		return d.alu(di, args, szextFn(toks.has("clamp"), t == ptx.S32), t)
+	case "dp4a", "dp2a":
+		if len(in.Types) != 2 {
+			return errUnsupported
+		}
+		as, bs := in.Types[0] == ptx.S32, in.Types[1] == ptx.S32
+		fn := dp4aFn(as, bs)
+		if op == "dp2a" {
+			fn = dp2aFn(as, bs, toks.has("hi"))
+		}
+		return d.alu(di, args, fn, ptx.U32)
+	case "slct":
+		if len(in.Types) != 2 {
+			return errUnsupported
+		}
+		return d.alu(di, args, slctFn(in.Types[1], toks.has("ftz")), t)
+	case "mapa": // a cluster of one block: every rank is this block
+		return d.alu(di, args[:2], func(a, _, _, _ uint64) uint64 { return a }, t)
+	case "getctarank":
+		return d.alu(di, args, func(_, _, _, _ uint64) uint64 { return 0 }, t)
+	case "griddepcontrol", "setmaxnreg":
+		di.exec = execNop
+		return nil
 	}
 	return errUnsupported
 }
@@ -1512,14 +1549,34 @@ func (d *decoder) decodeCp(di *dinst, in *ptx.Instr, toks tokens) error {
 	if !toks.has("async") {
 		return errUnsupported
 	}
-	if toks.any("commit_group", "wait_group", "wait_all") != "" {
+	args := in.Args
+	if toks.any("commit_group", "wait_group", "wait_all") != "" || toks.has("prefetch") && toks.has("bulk") {
 		di.exec = execNop
 		return nil
 	}
-	if toks.has("bulk") || toks.has("mbarrier") || toks.has("tensor") {
+	if toks.has("mbarrier") && toks.has("arrive") {
+		// Copies complete at once: the default form's increment and arrive cancel out;
+		// .noinc is an arrival.
+		if !toks.has("noinc") {
+			di.exec = execNop
+			return nil
+		}
+		if err := d.addr(di, args[0]); err != nil {
+			return err
+		}
+		di.space, di.align, di.op = spShared, 8, mbCpAsyncArrive
+		if spaceOf(toks) == spGeneric {
+			di.space = spGeneric
+		}
+		di.exec = execMbarrier
+		return nil
+	}
+	if toks.has("tensor") {
 		return errUnsupported
 	}
-	args := in.Args
+	if toks.has("bulk") {
+		return d.decodeBulk(di, in, toks, false)
+	}
 	if len(args) < 3 {
 		return errors.New("cp.async takes [dst], [src], size{, src-size}")
 	}

@@ -184,6 +184,15 @@ var opCases = []opCase{
 	{"cvt.rn.f16x2.e4m3x2 %y0, %x0", [4]uint64{0x38<<8 | 0x7e}, h16(1)<<16 | h16(448), 0},
 	{"cvt.rn.f16x2.e5m2x2 %y0, %x0", [4]uint64{0x3c<<8 | 0x01}, h16(1)<<16 | h16(0x1p-16), 0},
 	{"cvt.rn.satfinite.e4m3x2.f16x2 %y0, %x0", [4]uint64{h16(0.5)<<16 | h16(-3)}, 0x30<<8 | 0xc4, 0},
+	// newer integer forms
+	{"bmsk.clamp.b32 %y0, %x0, %x1", [4]uint64{4, 8}, 0xff0, 0},
+	{"bmsk.wrap.b32 %y0, %x0, %x1", [4]uint64{36, 2}, 0x30, 0},
+	{"szext.wrap.s32 %y0, %x0, %x1", [4]uint64{0x80, 8}, 0xffffff80, 0},
+	{"szext.clamp.u32 %y0, %x0, %x1", [4]uint64{0x1ff, 8}, 0xff, 0},
+	{"dp4a.s32.s32 %y0, %x0, %x1, %x2", [4]uint64{0xff020304, 0x01010101, 10}, m32(10 + 4 + 3 + 2 - 1), 0},
+	{"dp4a.u32.u32 %y0, %x0, %x1, %x2", [4]uint64{0xff020304, 0x01010101, 10}, 10 + 4 + 3 + 2 + 255, 0},
+	{"slct.u32.s32 %y0, %x0, %x1, %x2", [4]uint64{1, 2, m32(-1)}, 2, 0},
+	{"slct.u32.f32 %y0, %x0, %x1, %x2", [4]uint64{1, 2, f32b(0)}, 1, 0},
 	// moves
 	{"mov.b64 %y0, {%x0, %x1}", [4]uint64{0x11111111, 0x22222222}, 0x2222222211111111, 0},
 	{"mov.b32 %y0, 0f3F800000", [4]uint64{}, 0x3f800000, 0},

@@ -1,4 +1,4 @@
-package emu
+package emu_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/internal/fp"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
@@ -45,7 +46,7 @@ func roundTo(dt ptx.Type, v float64) float64 {
 	return v
 }
 
-func writeElems(t *testing.T, s *System, addr uint64, dt ptx.Type, v []float64) {
+func writeElems(t *testing.T, s *emu.System, addr uint64, dt ptx.Type, v []float64) {
 	t.Helper()
 	var err error
 	f := make([]float32, len(v))
@@ -54,13 +55,13 @@ func writeElems(t *testing.T, s *System, addr uint64, dt ptx.Type, v []float64) 
 	}
 	switch dt {
 	case ptx.F32:
-		err = WriteSlice(s, addr, f)
+		err = emu.WriteSlice(s, addr, f)
 	case ptx.F16:
-		err = WriteF16(s, addr, f)
+		err = emu.WriteF16(s, addr, f)
 	case ptx.BF16:
-		err = WriteBF16(s, addr, f)
+		err = emu.WriteBF16(s, addr, f)
 	case ptx.F64:
-		err = WriteSlice(s, addr, v)
+		err = emu.WriteSlice(s, addr, v)
 	default:
 		t.Fatalf("no writer for %s", dt)
 	}
@@ -69,19 +70,19 @@ func writeElems(t *testing.T, s *System, addr uint64, dt ptx.Type, v []float64) 
 	}
 }
 
-func readElems(t *testing.T, s *System, addr uint64, dt ptx.Type, n int) []float64 {
+func readElems(t *testing.T, s *emu.System, addr uint64, dt ptx.Type, n int) []float64 {
 	t.Helper()
 	var f []float32
 	var err error
 	switch dt {
 	case ptx.F32:
-		f, err = ReadSlice[float32](s, addr, n)
+		f, err = emu.ReadSlice[float32](s, addr, n)
 	case ptx.F16:
-		f, err = ReadF16(s, addr, n)
+		f, err = emu.ReadF16(s, addr, n)
 	case ptx.BF16:
-		f, err = ReadBF16(s, addr, n)
+		f, err = emu.ReadBF16(s, addr, n)
 	case ptx.F64:
-		v, err := ReadSlice[float64](s, addr, n)
+		v, err := emu.ReadSlice[float64](s, addr, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestLibraryKernels(t *testing.T) {
 }
 
 func runElementwise(t *testing.T, m *ptx.Module, spec *kernels.Spec, dt dsl.Type, n int, ref refFn) {
-	s, err := New(1)
+	s, err := emu.New(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func runElementwise(t *testing.T, m *ptx.Module, spec *kernels.Spec, dt dsl.Type
 	if spec.Name == "axpy" {
 		grid = max(1, grid/3) // exercise the grid-stride loop
 	}
-	if err := s.Launch(Launch{Module: m, Entry: entry, Grid: D1(grid), Block: D1(block), Args: args}); err != nil {
+	if err := s.Launch(emu.Launch{Module: m, Entry: entry, Grid: emu.D1(grid), Block: emu.D1(block), Args: args}); err != nil {
 		t.Fatal(err)
 	}
 	got := readElems(t, s, bufs[outIdx], dt, n)

@@ -183,3 +183,60 @@ OUT:
 	wantErr(t, err, KindWarpSync, "member mask 0xffffffff", "shfl.sync.idx.b32")
 	t.Log(err)
 }
+
+const mbarrierSrc = `
+.visible .entry mb(.param .u64 src, .param .u64 out)
+{
+	.reg .u64 %rd<10>;
+	.reg .u32 %r<10>;
+	.reg .b64 %s<4>;
+	.reg .pred %p<4>;
+	.shared .align 8 .b64 bar;
+	.shared .align 16 .b8 buf[1024];
+	ld.param.u64 %rd0, [src];
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r0, %tid.x;
+	mov.u64 %rd2, bar;
+	mov.u64 %rd3, buf;
+	setp.eq.u32 %p0, %r0, 0;
+	@%p0 mbarrier.init.shared.b64 [%rd2], 64;
+	bar.sync 0;
+	@!%p0 bra OTHERS;
+	mbarrier.arrive.expect_tx.shared.b64 %s0, [%rd2], 1024;
+	cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%rd3], [%rd0], 1024, [%rd2];
+	bra.uni WAIT;
+OTHERS:
+	mbarrier.arrive.shared.b64 %s0, [%rd2];
+WAIT:
+	mbarrier.try_wait.parity.shared.b64 %p1, [%rd2], 0;
+	@!%p1 bra WAIT;
+	mbarrier.test_wait.shared.b64 %p2, [%rd2], %s0;
+	selp.u32 %r2, 1000, 0, %p2;
+	mul.wide.u32 %rd4, %r0, 4;
+	add.u64 %rd5, %rd3, %rd4;
+	ld.shared.u32 %r1, [%rd5];
+	add.u32 %r1, %r1, %r2;
+	add.u64 %rd6, %rd1, %rd4;
+	st.global.u32 [%rd6], %r1;
+	ret;
+}`
+
+func TestMbarrierAndBulkCopy(t *testing.T) {
+	m := asm(t, mbarrierSrc)
+	for _, seed := range []int64{0, 1, 2, 3} {
+		s := newSys(t, 1)
+		src, out := mustMalloc(t, s, 0, 1024), mustMalloc(t, s, 0, 256)
+		in := make([]uint32, 256)
+		for i := range in {
+			in[i] = uint32(i * 7)
+		}
+		must(t, WriteSlice(s, src, in))
+		must(t, s.Launch(Launch{Module: m, Entry: "mb", Grid: D1(1), Block: D1(64), Args: []any{src, out}, Options: Options{Seed: seed}}))
+		got := readU32(t, s, out, 64)
+		for i, g := range got {
+			if g != uint32(i*7)+1000 {
+				t.Fatalf("seed %d thread %d: got %d", seed, i, g)
+			}
+		}
+	}
+}

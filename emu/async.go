@@ -1,0 +1,473 @@
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// mbarrier objects live in 8 bytes of shared memory, encoded by the emulator:
+// bits 0-20 pending arrivals, 21-41 expected arrivals, 42-62 the transaction count (signed),
+// bit 63 the current phase's parity. arrive returns the old word as the opaque state.
+const (
+	mbCountBits = 21
+	mbCountMask = 1<<mbCountBits - 1
+)
+
+type mbar struct {
+	pending, expected int64
+	tx                int64
+	phase             uint64
+}
+
+func mbDecode(v uint64) mbar {
+	return mbar{pending: int64(v & mbCountMask), expected: int64(v >> 21 & mbCountMask),
+		tx: sext(v>>42&mbCountMask, mbCountBits), phase: v >> 63}
+}
+
+func (m mbar) encode() uint64 {
+	return uint64(m.pending)&mbCountMask | (uint64(m.expected)&mbCountMask)<<21 | (uint64(m.tx)&mbCountMask)<<42 | m.phase<<63
+}
+
+// complete moves to the next phase when nothing is pending.
+func (m *mbar) complete() bool {
+	if m.pending <= 0 && m.tx == 0 {
+		m.phase ^= 1
+		m.pending = m.expected
+		return true
+	}
+	return false
+}
+
+// mbarrier sub-operations
+const (
+	mbInit uint8 = iota
+	mbInval
+	mbArrive
+	mbArriveDrop
+	mbExpectTx
+	mbCompleteTx
+	mbTestWait
+	mbPendingCount
+	mbCpAsyncArrive // cp.async.mbarrier.arrive.noinc
+)
+
+func execMbarrier(w *warp, in *dinst, m uint32) {
+	l := w.l
+	for x := m; x != 0; x &= x - 1 {
+		ln := bits.TrailingZeros32(x)
+		if in.op == mbPendingCount {
+			w.r[in.d+int32(ln)] = w.r[in.b+int32(ln)] & mbCountMask
+			continue
+		}
+		b, _, _, f := w.span(in, ln, w.ea(in, ln), 8)
+		if f != nil {
+			w.memFault(in, ln, f)
+			return
+		}
+		old := getN(b, 8)
+		mb := mbDecode(old)
+		arg := uint64(1)
+		if in.c >= 0 {
+			arg = w.r[in.c+int32(ln)] & 0xffffffff
+		}
+		switch in.op {
+		case mbInit:
+			mb = mbar{pending: int64(arg), expected: int64(arg)}
+		case mbInval:
+			mb = mbar{}
+		case mbArrive, mbArriveDrop, mbCpAsyncArrive:
+			if in.flags&1 != 0 { // .expect_tx: the operand is the transaction count
+				mb.tx += int64(arg)
+				arg = 1
+			}
+			mb.pending -= int64(arg)
+			if in.op == mbArriveDrop {
+				mb.expected -= int64(arg)
+			}
+			if mb.pending < 0 && l.sanitize {
+				w.fault(in, ln, KindBarrier, fmt.Sprintf("mbarrier at %#x: more arrivals than expected in this phase", w.ea(in, ln)))
+				return
+			}
+			mb.complete()
+			if in.d >= 0 {
+				w.r[in.d+int32(ln)] = old
+			}
+		case mbExpectTx:
+			mb.tx += int64(arg)
+		case mbCompleteTx:
+			mb.tx -= int64(arg)
+			mb.complete()
+		case mbTestWait:
+			var done bool
+			if in.flags&2 != 0 { // .parity: the phase with this parity has completed
+				done = mb.phase != arg&1
+			} else {
+				done = mb.phase != w.r[in.b+int32(ln)]>>63
+			}
+			v := uint64(0)
+			if done {
+				v = 1
+			} else {
+				w.spin = true
+			}
+			w.r[in.d+int32(ln)] = v
+			continue
+		}
+		if nv := mb.encode(); nv != old {
+			putN(b, 8, nv)
+			l.progressed()
+		}
+	}
+}
+
+// completeTx applies complete_tx(bytes) to the mbarrier at shared/generic address a.
+func (w *warp) completeTx(in *dinst, ln int, bar *dinst, bytes int) bool {
+	b, _, _, f := w.span(bar, ln, w.ea(bar, ln), 8)
+	if f != nil {
+		w.memFault(in, ln, f)
+		return false
+	}
+	mb := mbDecode(getN(b, 8))
+	mb.tx -= int64(bytes)
+	mb.complete()
+	putN(b, 8, mb.encode())
+	w.l.progressed()
+	return true
+}
+
+func (d *decoder) decodeMbarrier(di *dinst, in *ptx.Instr, toks tokens) error {
+	if len(toks) < 2 {
+		return errUnsupported
+	}
+	args := in.Args
+	di.space = spShared
+	if spaceOf(toks) == spGeneric {
+		di.space = spGeneric
+	}
+	di.sem, di.scope = semOf(toks)
+	di.align = 8
+	di.exec = execMbarrier
+	var err error
+	addrAt := func(i int) error {
+		if i >= len(args) {
+			return errors.New("missing mbarrier address")
+		}
+		return d.addr(di, args[i])
+	}
+	count := func(i int) error {
+		if i < len(args) {
+			di.c, err = d.src(args[i], ptx.U32)
+		}
+		return err
+	}
+	switch toks[1] {
+	case "init":
+		di.op = mbInit
+		if err := addrAt(0); err != nil {
+			return err
+		}
+		return count(1)
+	case "inval":
+		di.op = mbInval
+		return addrAt(0)
+	case "arrive", "arrive_drop":
+		di.op = mbArrive
+		if toks[1] == "arrive_drop" {
+			di.op = mbArriveDrop
+		}
+		if toks.has("expect_tx") {
+			di.flags |= 1
+		}
+		if len(args) < 2 {
+			return errors.New("mbarrier.arrive takes state, [addr]{, count}")
+		}
+		if _, sink := args[0].(ptx.Sink); !sink {
+			if di.d, _, err = d.dst(args[0]); err != nil {
+				return err
+			}
+		}
+		if err := addrAt(1); err != nil {
+			return err
+		}
+		return count(2)
+	case "expect_tx", "complete_tx":
+		di.op = mbExpectTx
+		if toks[1] == "complete_tx" {
+			di.op = mbCompleteTx
+		}
+		if err := addrAt(0); err != nil {
+			return err
+		}
+		return count(1)
+	case "test_wait", "try_wait":
+		di.op = mbTestWait
+		if len(args) < 3 {
+			return errors.New("mbarrier.test_wait takes waitComplete, [addr], state")
+		}
+		if di.d, _, err = d.dst(args[0]); err != nil {
+			return err
+		}
+		if err := addrAt(1); err != nil {
+			return err
+		}
+		if toks.has("parity") {
+			di.flags |= 2
+			return count(2)
+		}
+		di.b, err = d.src(args[2], ptx.B64)
+		return err
+	case "pending_count":
+		di.op = mbPendingCount
+		if len(args) != 2 {
+			return errors.New("mbarrier.pending_count takes count, state")
+		}
+		if di.d, _, err = d.dst(args[0]); err != nil {
+			return err
+		}
+		di.b, err = d.src(args[1], ptx.B64)
+		return err
+	}
+	return errUnsupported
+}
+
+// spacesOf returns the first two state-space qualifiers (destination, source).
+func spacesOf(toks tokens) []uint8 {
+	var out []uint8
+	for _, x := range toks[1:] {
+		switch x {
+		case "global":
+			out = append(out, spGlobal)
+		case "shared", "shared::cta", "shared::cluster":
+			out = append(out, spShared)
+		}
+	}
+	return out
+}
+
+// decodeBulk: cp.async.bulk and cp.reduce.async.bulk copy (or reduce) at once and then
+// complete their mbarrier transaction; bulk groups complete immediately.
+func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool) error {
+	args := in.Args
+	sp := spacesOf(toks)
+	if len(sp) < 2 || len(args) < 3 {
+		return errUnsupported
+	}
+	if toks.has("multicast::cluster") {
+		return errors.New(".multicast::cluster")
+	}
+	dst := &dinst{space: sp[0], vec: 1, src: in, a: -1}
+	src := &dinst{space: sp[1], vec: 1, src: in, a: -1}
+	if err := d.addr(dst, args[0]); err != nil {
+		return err
+	}
+	if err := d.addr(src, args[1]); err != nil {
+		return err
+	}
+	size, err := d.src(args[2], ptx.U32)
+	if err != nil {
+		return err
+	}
+	var bar *dinst
+	if toks.has("mbarrier::complete_tx::bytes") {
+		if len(args) < 4 {
+			return errors.New("missing the mbarrier operand")
+		}
+		bar = &dinst{space: spShared, vec: 1, src: in, a: -1}
+		if err := d.addr(bar, args[3]); err != nil {
+			return err
+		}
+	}
+	op := uint8(0)
+	t := in.Type()
+	if reduce {
+		opn := toks.any("add", "min", "max", "inc", "dec", "and", "or", "xor")
+		if opn == "" || t == ptx.NoType {
+			return errUnsupported
+		}
+		op = atomOps[opn]
+	}
+	di.exec = func(w *warp, in *dinst, m uint32) {
+		for x := m; x != 0; x &= x - 1 {
+			ln := bits.TrailingZeros32(x)
+			n := int(w.r[size+int32(ln)] & 0xffffffff)
+			sb, _, _, f := w.span(src, ln, w.ea(src, ln), n)
+			if f != nil {
+				w.memFault(in, ln, f)
+				return
+			}
+			db, _, _, f := w.span(dst, ln, w.ea(dst, ln), n)
+			if f != nil {
+				w.memFault(in, ln, f)
+				return
+			}
+			if reduce {
+				applyRed(db, sb, op, t)
+			} else {
+				copy(db, sb)
+			}
+			w.l.progressed()
+			if bar != nil && !w.completeTx(in, ln, bar, n) {
+				return
+			}
+		}
+	}
+	return nil
+}
+
+// decodeStAsync: st.async / red.async to shared::cluster (a cluster of one block: this
+// block's shared memory), completing a transaction of the access's size on the mbarrier.
+func (d *decoder) decodeStAsync(di *dinst, in *ptx.Instr, toks tokens, red bool) error {
+	args := in.Args
+	t := in.Type()
+	if len(args) != 3 || t == ptx.NoType {
+		return errUnsupported
+	}
+	n := vecOf(toks)
+	di.space = spShared
+	di.vec, di.size, di.align = uint8(n), uint8(t.Bytes()), uint8(n*t.Bytes())
+	if err := d.addr(di, args[0]); err != nil {
+		return err
+	}
+	var elems []ptx.Operand
+	if v, ok := args[1].(ptx.Vec); ok {
+		elems = v
+	} else {
+		elems = []ptx.Operand{args[1]}
+	}
+	for _, e := range elems {
+		s, err := d.src(e, t)
+		if err != nil {
+			return err
+		}
+		di.av = append(di.av, s)
+	}
+	bar := &dinst{space: spShared, vec: 1, src: in, a: -1}
+	if err := d.addr(bar, args[2]); err != nil {
+		return err
+	}
+	op := uint8(0)
+	if red {
+		opn := toks.any("add", "min", "max", "inc", "dec", "and", "or", "xor")
+		if opn == "" {
+			return errUnsupported
+		}
+		op = atomOps[opn]
+	}
+	tot := n * t.Bytes()
+	di.exec = func(w *warp, in *dinst, m uint32) {
+		for x := m; x != 0; x &= x - 1 {
+			ln := bits.TrailingZeros32(x)
+			b, _, _, f := w.span(in, ln, w.ea(in, ln), tot)
+			if f != nil {
+				w.memFault(in, ln, f)
+				return
+			}
+			if red {
+				old := getN(b, tot)
+				putN(b, tot, atomApply(op, t, old, w.r[in.av[0]+int32(ln)], 0))
+			} else {
+				w.storeValue(in, ln, b)
+			}
+			w.l.progressed()
+			if !w.completeTx(in, ln, bar, tot) {
+				return
+			}
+		}
+	}
+	return nil
+}
+
+// Small integer operations added to the ISA recently.
+
+func bmskFn(clamp bool) laneFn {
+	return func(a, b, _, _ uint64) uint64 {
+		pos, ln := a&0xffffffff, b&0xffffffff
+		if clamp {
+			pos, ln = min(pos, 32), min(ln, 32)
+		} else {
+			pos, ln = pos&31, ln&31
+		}
+		return (uint64(1)<<ln - 1) << pos & 0xffffffff
+	}
+}
+
+func szextFn(clamp, signed bool) laneFn {
+	return func(a, b, _, _ uint64) uint64 {
+		n := b & 0xffffffff
+		if clamp {
+			n = min(n, 32)
+		} else {
+			n &= 31
+		}
+		if n == 0 {
+			return 0
+		}
+		if signed {
+			return uint64(sext(a&widthMask(int(n)), int(n))) & 0xffffffff
+		}
+		return a & widthMask(int(n))
+	}
+}
+
+func dp4aFn(as, bs bool) laneFn {
+	return func(a, b, c, _ uint64) uint64 {
+		s := int64(int32(uint32(c)))
+		for i := 0; i < 4; i++ {
+			x, y := int64(a>>(8*i)&0xff), int64(b>>(8*i)&0xff)
+			if as {
+				x = int64(int8(x))
+			}
+			if bs {
+				y = int64(int8(y))
+			}
+			s += x * y
+		}
+		return uint64(s) & 0xffffffff
+	}
+}
+
+func dp2aFn(as, bs, hi bool) laneFn {
+	return func(a, b, c, _ uint64) uint64 {
+		s := int64(int32(uint32(c)))
+		for i := 0; i < 2; i++ {
+			x := int64(a >> (16 * i) & 0xffff)
+			if as {
+				x = int64(int16(x))
+			}
+			k := i
+			if hi {
+				k += 2
+			}
+			y := int64(b >> (8 * k) & 0xff)
+			if bs {
+				y = int64(int8(y))
+			}
+			s += x * y
+		}
+		return uint64(s) & 0xffffffff
+	}
+}
+
+func slctFn(st ptx.Type, ftz bool) laneFn {
+	if st == ptx.F32 {
+		return func(a, b, c, _ uint64) uint64 {
+			v := f32(c)
+			if ftz {
+				v = ftz32(v)
+			}
+			if v >= 0 {
+				return a
+			}
+			return b
+		}
+	}
+	return func(a, b, c, _ uint64) uint64 {
+		if int32(uint32(c)) >= 0 {
+			return a
+		}
+		return b
+	}
+}
