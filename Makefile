@@ -6,7 +6,7 @@ export KGEN_TOOLS ?= $(CURDIR)/.tools
 LAYOUT_VECTORS ?= $(abspath $(CURDIR)/../shared/testdata/layout)
 PTXAS = $(KGEN_TOOLS)/py/nvidia/cu13/bin/ptxas
 
-.PHONY: all tools test test-go test-layout golden lint demo clean
+.PHONY: all tools test test-go test-layout test-cuda golden lint demo clean cuda-build gpu-test
 
 all: test
 
@@ -15,7 +15,7 @@ tools:
 	@bash scripts/tools.sh
 
 ## test: everything CI checks: lint, CGO-free build, all tests (golden PTX through ptxas)
-test: tools lint test-go test-layout
+test: tools lint test-go test-layout test-cuda
 
 test-go:
 	CGO_ENABLED=0 $(GO) build ./...
@@ -27,6 +27,18 @@ test-layout:
 	  exit $${PIPESTATUS[0]}; \
 	elif [ "$$CI" = true ]; then echo "LAYOUT_VECTORS=$(LAYOUT_VECTORS) is missing" >&2; exit 1; \
 	else echo "skipping CuTe conformance vectors: $(LAYOUT_VECTORS) not found"; fi
+
+## test-cuda: build and vet with the cuda tag (headers from PyPI, no GPU), and the race detector on jit
+test-cuda: cuda-build
+	CGO_ENABLED=1 $(GO) test -count=1 -race ./jit
+
+## cuda-build: build everything with the cuda tag (cuda.h from a PyPI wheel; no GPU or toolkit needed)
+cuda-build:
+	eval "$$(bash scripts/cuda-headers.sh)" && $(GO) build -tags cuda ./... && $(GO) vet -tags cuda ./jit/...
+
+## gpu-test: build the cuda-tagged GPU test binaries into .gpu/ and print the command that runs them
+gpu-test: tools
+	bash scripts/gpu-test.sh
 
 ## golden: regenerate the golden PTX files from the current code
 golden: tools
