@@ -260,7 +260,9 @@ func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Re
 	res.PTX = buf.Bytes()
 	if res.CachePath != "" {
 		if err := writeAtomic(res.CachePath, res.PTX); err != nil {
-			return nil, fmt.Errorf("devlib: caching the build: %w (set Library.NoCache or KGEN_CACHE=off to build without a cache)", err)
+			// The build is good; only the cache is unusable (a read-only folder, a full disk).
+			l.logf("warning: not cached: %v (set KGEN_DEVLIB_CACHE to a writable folder, or KGEN_CACHE=off)", err)
+			res.CachePath = ""
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -404,6 +406,8 @@ func ParseHeader(ptx []byte) (*Header, error) {
 // with llvm-dis (about 10 s and 260 MB of text, streamed) and caches the table in the cache
 // folder, in WriteSignatures' format; later calls read that.
 func (l *Library) Signatures(ctx context.Context) (map[string]Signature, error) {
+	l.sigMu.Lock() // one llvm-dis at a time; later callers get the first one's table
+	defer l.sigMu.Unlock()
 	l.mu.Lock()
 	s := l.sigs
 	l.mu.Unlock()

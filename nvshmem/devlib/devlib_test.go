@@ -366,6 +366,26 @@ func TestBuildConcurrent(t *testing.T) {
 	}
 }
 
+// TestBuildUnwritableCache: a cache folder that cannot be created costs the cache, not the
+// build.
+func TestBuildUnwritableCache(t *testing.T) {
+	shared := testLib(t)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	l := &Library{Home: shared.Home, Path: shared.Path, Archive: shared.Archive, Version: shared.Version,
+		Hash: shared.Hash, CacheDir: filepath.Join(file, "cache"), Log: &log}
+	res, err := l.Build(t.Context(), "sm_90", []string{"nvshmem_n_pes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CachePath != "" || len(res.PTX) == 0 || !strings.Contains(log.String(), "warning: not cached") {
+		t.Errorf("CachePath %q, %d bytes, log %q", res.CachePath, len(res.PTX), log.String())
+	}
+}
+
 // checkDeclsAgainst is the ABI test: the NVSHMEM declarations in ptx (such as those kgen's
 // DSL emits) must match the device library's signatures.
 func checkDeclsAgainst(t *testing.T, ptx []byte, sigs map[string]Signature, version string) {

@@ -43,7 +43,8 @@ type Library struct {
 	// Log, when set, receives progress lines from long builds.
 	Log io.Writer
 
-	mu       sync.Mutex
+	sigMu    sync.Mutex      // held while Signatures reads the bitcode
+	mu       sync.Mutex      // guards the fields below
 	defined  map[string]byte // llvm-nm symbol type of every defined function
 	sigs     map[string]Signature
 	llcVer   string
