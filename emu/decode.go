@@ -522,8 +522,8 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 		return d.decodeMov(di, in)
 	case "add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs", "sqrt", "rsqrt", "rcp",
 		"ex2", "lg2", "sin", "cos", "tanh", "copysign", "mul24", "mad24", "sad":
-		if toks.has("cc") || op == "addc" || op == "subc" {
-			return errUnsupported
+		if toks.has("cc") {
+			return d.decodeCarry(di, in, toks)
 		}
 		var fn laneFn
 		var err error
@@ -552,6 +552,8 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 			di.exec = execAddU64
 		}
 		return nil
+	case "addc", "subc", "madc":
+		return d.decodeCarry(di, in, toks)
 	case "and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi":
 		fn, err := bitArith(op, t, toks[1:])
 		if err != nil {
@@ -1626,5 +1628,60 @@ func (d *decoder) decodeCp(di *dinst, in *ptx.Instr, toks tokens) error {
 			clear(db[n:])
 		}
 	}
+	return nil
+}
+
+func (d *decoder) decodeCarry(di *dinst, in *ptx.Instr, toks tokens) error {
+	t := in.Type()
+	if !t.IsInt() && t.Kind() != ptx.KindBits || t.Bits() < 32 {
+		return errUnsupported
+	}
+	switch toks[0] {
+	case "add":
+		di.op = ccAdd
+	case "addc":
+		di.op, di.flags = ccAdd, 1
+	case "sub":
+		di.op = ccSub
+	case "subc":
+		di.op, di.flags = ccSub, 1
+	case "mad", "madc":
+		di.op = ccMadLo
+		if toks.has("hi") {
+			di.op = ccMadHi
+		}
+		if toks[0] == "madc" {
+			di.flags = 1
+		}
+	default:
+		return errUnsupported
+	}
+	if toks.has("cc") {
+		di.flags |= 2
+	}
+	args := in.Args
+	want := 3
+	if di.op == ccMadLo || di.op == ccMadHi {
+		want = 4
+	}
+	if len(args) != want {
+		return fmt.Errorf("%d operands, want %d", len(args), want)
+	}
+	var err error
+	if di.d, _, err = d.dst(args[0]); err != nil {
+		return err
+	}
+	if di.a, err = d.src(args[1], t); err != nil {
+		return err
+	}
+	if di.b, err = d.src(args[2], t); err != nil {
+		return err
+	}
+	if want == 4 {
+		if di.c, err = d.src(args[3], t); err != nil {
+			return err
+		}
+	}
+	di.exec = execCarry
 	return nil
 }

@@ -261,3 +261,68 @@ func execFmaF32(w *warp, in *dinst, m uint32) {
 		d[l] = bf32(float32(addOdd(float64(f32(a[l]))*float64(f32(b[l])), float64(f32(c[l])))))
 	}
 }
+
+// Extended-precision arithmetic: add.cc, addc, sub.cc, subc, mad.cc, madc share a per-thread
+// carry flag (CC.CF).
+const (
+	ccAdd uint8 = iota
+	ccSub
+	ccMadLo
+	ccMadHi
+)
+
+func execCarry(w *warp, in *dinst, m uint32) {
+	r := w.r
+	wide := in.t.Bits() == 64
+	mask := widthMask(in.t.Bits())
+	useC, setC := in.flags&1 != 0, in.flags&2 != 0
+	for x := m; x != 0; x &= x - 1 {
+		l := bits.TrailingZeros32(x)
+		a, b := r[in.a+int32(l)]&mask, r[in.b+int32(l)]&mask
+		cin := uint64(0)
+		if useC {
+			cin = uint64(w.cc[l])
+		}
+		var d, cout uint64
+		switch in.op {
+		case ccAdd, ccMadLo, ccMadHi:
+			if in.op != ccAdd {
+				var hi, lo uint64
+				if wide {
+					hi, lo = bits.Mul64(a, b)
+				} else {
+					p := a * b
+					hi, lo = p>>32, p&0xffffffff
+				}
+				a = lo
+				if in.op == ccMadHi {
+					a = hi
+				}
+				b = r[in.c+int32(l)] & mask
+			}
+			if wide {
+				var c1, c2 uint64
+				d, c1 = bits.Add64(a, b, 0)
+				d, c2 = bits.Add64(d, cin, 0)
+				cout = c1 | c2
+			} else {
+				s := a + b + cin
+				d, cout = s&mask, s>>32
+			}
+		case ccSub:
+			if wide {
+				var b1, b2 uint64
+				d, b1 = bits.Sub64(a, b, 0)
+				d, b2 = bits.Sub64(d, cin, 0)
+				cout = b1 | b2
+			} else {
+				s := a - b - cin
+				d, cout = s&mask, s>>63
+			}
+		}
+		r[in.d+int32(l)] = d
+		if setC {
+			w.cc[l] = uint8(cout & 1)
+		}
+	}
+}

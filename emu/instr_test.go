@@ -193,6 +193,11 @@ var opCases = []opCase{
 	{"dp4a.u32.u32 %y0, %x0, %x1, %x2", [4]uint64{0xff020304, 0x01010101, 10}, 10 + 4 + 3 + 2 + 255, 0},
 	{"slct.u32.s32 %y0, %x0, %x1, %x2", [4]uint64{1, 2, m32(-1)}, 2, 0},
 	{"slct.u32.f32 %y0, %x0, %x1, %x2", [4]uint64{1, 2, f32b(0)}, 1, 0},
+	// extended precision: 64-bit add/sub/mad from 32-bit halves through the carry flag
+	{"add.cc.u32 %y1, %x0, %x1; addc.u32 %y0, %x2, 0; add.u64 %y0, %y0, 0", [4]uint64{0xffffffff, 1, 7}, 8, 0},
+	{"sub.cc.u32 %y1, %x0, %x1; subc.u32 %y0, %x2, 0", [4]uint64{0, 1, 7}, 6, 0},
+	{"add.cc.u64 %y1, %x0, %x1; addc.cc.u64 %y0, %x2, 0; addc.u64 %y0, %y0, 0", [4]uint64{1 << 63, 1 << 63, u(-1)}, 1, 0},
+	{"mad.lo.cc.u32 %y1, %x0, %x1, %x2; madc.hi.u32 %y0, %x0, %x1, 0", [4]uint64{0xc0000000, 2, 0x80000000}, 2, 0},
 	// moves
 	{"mov.b64 %y0, {%x0, %x1}", [4]uint64{0x11111111, 0x22222222}, 0x2222222211111111, 0},
 	{"mov.b32 %y0, 0f3F800000", [4]uint64{}, 0x3f800000, 0},

@@ -246,12 +246,12 @@ func TestUnsupportedInstruction(t *testing.T) {
 .visible .entry un(.param .u64 a)
 {
 	.reg .u32 %r<4>;
-	add.cc.u32 %r0, %r1, %r2;
+	brx.idx %r0, tbl;
 	ret;
 }`)
 	s := newSys(t, 1)
 	err := launch1(s, m, "un", 1, 1, uint64(0))
-	e := wantErr(t, err, KindUnsupported, "unsupported: add.cc.u32 %u0, %u1, %u2; at emu/sanitizer_test.go:")
+	e := wantErr(t, err, KindUnsupported, "unsupported: brx.idx %u0, tbl; at emu/sanitizer_test.go:")
 	_ = e
 	t.Log(err)
 }

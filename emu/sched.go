@@ -73,6 +73,7 @@ type warp struct {
 	ext     [32]*ExternCall
 	scratch [64]byte
 	pend    [32][]*pendingStore
+	cc      [32]uint8 // the carry flag of add.cc and friends
 }
 
 // launch is one kernel launch on one or more GPUs.
