@@ -3,6 +3,7 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -266,7 +267,31 @@ func relPath(file string) string {
 	if i := strings.Index(file, "/pkg/mod/"); i >= 0 {
 		return file[i+len("/pkg/mod/"):]
 	}
+	// Code of another module: the path relative to its go.mod, so that generated PTX is the
+	// same on every machine.
+	if root := moduleOf(filepath.Dir(file)); root != "" {
+		if r, err := filepath.Rel(root, file); err == nil {
+			return filepath.ToSlash(r)
+		}
+	}
 	return file
+}
+
+var modRoots sync.Map // dir -> the enclosing module's root ("" when none)
+
+// moduleOf returns the directory of the nearest go.mod at or above dir.
+func moduleOf(dir string) string {
+	if r, ok := modRoots.Load(dir); ok {
+		return r.(string)
+	}
+	root := ""
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		root = dir
+	} else if parent := filepath.Dir(dir); parent != dir {
+		root = moduleOf(parent)
+	}
+	modRoots.Store(dir, root)
+	return root
 }
 
 // scoped runs f in a nested scope of runtime control flow: values computed inside are not
