@@ -174,7 +174,7 @@ func goFile(pkg, generator string, kernels []built) ([]byte, error) {
 		}
 		f.Line()
 		f.Commentf("ptx%s maps each target to %s's PTX.", k.goName, k.Name)
-		f.Var().Id("ptx"+k.goName).Op("=").Map(jen.Qual("github.com/kgen-dev/kgen/ptx", "Target")).String().Values(dict)
+		f.Var().Id("ptx" + k.goName).Op("=").Map(jen.Qual("github.com/kgen-dev/kgen/ptx", "Target")).String().Values(dict)
 	}
 
 	// Kernels and Load.
