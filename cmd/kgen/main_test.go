@@ -127,3 +127,19 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("bad layout: exit %d: %s", code, errs)
 	}
 }
+
+func TestGen(t *testing.T) {
+	d := t.TempDir()
+	code, _, errs := kgen("gen", "vector_add", "--pkg", "vadd", "-o", d, "--dtype", "f32")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, f := range []string{"vadd_kgen.go", "vector_add_f32.sm_80.ptx", "vector_add_f32.sm_90.ptx"} {
+		if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if code, _, _ := kgen("gen", "vector_add"); code != 2 {
+		t.Errorf("missing --pkg: exit %d", code)
+	}
+}

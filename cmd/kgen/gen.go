@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/gen"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+func init() {
+	register(&command{
+		name:    "gen",
+		summary: "generate a Go package embedding library kernels' PTX with typed launchers",
+		usage:   "KERNEL... --pkg NAME [-o DIR] [--targets sm_80,sm_90] [--dtype T]",
+		run:     runGen,
+	})
+}
+
+func runGen(e *env, args []string) error {
+	c := commands["gen"]
+	fs := flags(e, c)
+	pkg := fs.String("pkg", "", "Go package name of the output (required)")
+	dir := fs.String("o", ".", "output directory")
+	targets := fs.String("targets", "sm_80,sm_90", "comma-separated targets to build for")
+	dtype := fs.String("dtype", "", "only this element type (default: every dtype of each kernel)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *pkg == "" {
+		return usagef("--pkg is required")
+	}
+	if len(pos) == 0 {
+		return usagef("name at least one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
+	}
+	p := gen.Package{Name: *pkg, Dir: *dir, Generator: "kgen gen " + strings.Join(args, " ")}
+	for _, t := range strings.Split(*targets, ",") {
+		tt, err := ptx.ParseTarget(strings.TrimSpace(t))
+		if err != nil {
+			return &usageError{"--targets: " + err.Error()}
+		}
+		p.Targets = append(p.Targets, tt)
+	}
+	for _, name := range pos {
+		s, err := kernels.Lookup(name)
+		if err != nil {
+			return &usageError{err.Error()}
+		}
+		for _, dt := range s.DTypes {
+			if *dtype != "" && dt.String() != *dtype {
+				continue
+			}
+			dt := dt
+			p.Kernels = append(p.Kernels, gen.Kernel{Name: s.VariantName(dt), Doc: s.Doc + ".",
+				Build: func(k *dsl.Kernel) { s.New(k, dt) }})
+		}
+	}
+	if len(p.Kernels) == 0 {
+		return usagef("no kernel has dtype %q", *dtype)
+	}
+	if err := gen.Generate(p); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "kgen gen: wrote %d kernels x %d targets and %s_kgen.go to %s\n", len(p.Kernels), len(p.Targets), *pkg, *dir)
+	return nil
+}
