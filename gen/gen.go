@@ -187,7 +187,7 @@ func goFile(pkg, generator string, kernels []built) ([]byte, error) {
 
 	load := []jen.Code{jen.Id("k").Op(":=").Op("&").Id("Kernels").Values()}
 	for _, k := range kernels {
-		load = append(load,
+		load = append(load, jen.Block(
 			jen.List(jen.Id("m"), jen.Id("fn"), jen.Err()).Op(":=").Qual(runtimePkg, "Load").Call(jen.Id("d"), jen.Lit(k.Name), jen.Id("ptx"+k.goName)),
 			jen.If(jen.Err().Op("!=").Nil()).Block(
 				jen.Id("k").Dot("Close").Call(),
@@ -195,7 +195,7 @@ func goFile(pkg, generator string, kernels []built) ([]byte, error) {
 			),
 			jen.Id("k").Dot("mods").Op("=").Append(jen.Id("k").Dot("mods"), jen.Id("m")),
 			jen.Id("k").Dot(k.goName).Op("=").Id(k.goName).Values(jen.Dict{jen.Id("fn"): jen.Id("fn")}),
-		)
+		))
 	}
 	load = append(load, jen.Return(jen.Id("k"), jen.Nil()))
 	f.Comment("Load loads every kernel on d, each from the PTX of the newest target d supports.")
