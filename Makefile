@@ -6,7 +6,7 @@ export KGEN_TOOLS ?= $(CURDIR)/.tools
 LAYOUT_VECTORS ?= $(abspath $(CURDIR)/../shared/testdata/layout)
 PTXAS = $(KGEN_TOOLS)/py/nvidia/cu13/bin/ptxas
 
-.PHONY: all tools test test-go test-layout test-cuda golden lint demo clean cuda-build gpu-test
+.PHONY: all tools test test-go test-layout test-cuda gen-check golden lint demo clean cuda-build gpu-test
 
 all: test
 
@@ -15,7 +15,7 @@ tools:
 	@bash scripts/tools.sh
 
 ## test: everything CI checks: lint, CGO-free build, all tests (golden PTX through ptxas)
-test: tools lint test-go test-layout test-cuda
+test: tools lint gen-check test-go test-layout test-cuda
 
 test-go:
 	CGO_ENABLED=0 $(GO) build ./...
@@ -39,6 +39,12 @@ cuda-build:
 ## gpu-test: build the cuda-tagged GPU test binaries into .gpu/ and print the command that runs them
 gpu-test: tools
 	bash scripts/gpu-test.sh
+
+## gen-check: regenerate every committed generated file (go generate) and fail on any difference
+gen-check:
+	$(GO) generate ./examples/...
+	@if [ -n "$$(git status --porcelain -- examples)" ]; then \
+	  echo "generated files are stale; run go generate ./examples/... and commit:"; git status --short -- examples; git diff --stat -- examples; exit 1; fi
 
 ## golden: regenerate the golden PTX files from the current code
 golden: tools
