@@ -1,0 +1,250 @@
+package kernels
+
+import (
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Multimem collectives: NVLink SHARP through multicast addresses (sm_90 and later). One
+// multimem.ld_reduce returns the reduction of a 128-bit vector over every GPU's copy (the
+// NVSwitch reduces), one multimem.st writes a vector into every GPU's copy. See
+// docs/collectives.md for the memory-ordering arguments.
+//
+// Common parameters: *_mc are multicast addresses of symmetric buffers (nvshmemx_mc_ptr),
+// flags_mc and flags_uc the multicast and local (unicast) addresses of the barrier flags
+// (FlagWords u32 per GPU, zero once at allocation), rank this GPU's index, ngpus the number
+// of GPUs, n the element count, epoch the number of barriers the flag set has completed
+// before the launch (the host adds P2PBarriers(name) after each launch). Symmetric buffers
+// read through a multicast address must be allocated in whole 16-byte units: the last
+// vector is read whole, and the 16-bit kernels may write the padding element after an odd n.
+// Launch the same grid (at most CollMaxBlocks blocks of CollThreads threads) on every GPU.
+
+// mmTargets are the targets of the multimem kernels; mmGolden those pinned in golden/.
+var (
+	mmTargets = []ptx.Target{ptx.SM90, ptx.SM90a, ptx.SM100a}
+	mmGolden  = []ptx.Target{ptx.SM90, ptx.SM100a}
+)
+
+// mmDTypes returns the element types multimem can reduce with op: .min and .max take no
+// f32 (PTX allows them on f16, bf16 and integers only).
+func mmDTypes(op dsl.ReduceOp) []dsl.Type {
+	if op == dsl.Sum {
+		return collDTypes
+	}
+	return []dsl.Type{dsl.F16, dsl.BF16, dsl.I32}
+}
+
+func init() {
+	for _, o := range collOps {
+		op := o.op
+		register(&Spec{
+			Name:    "mm_allreduce_1shot_" + o.name,
+			Doc:     "one-shot multimem all-reduce (" + o.name + "): every GPU ld_reduces the whole buffer through the multicast address and stores its own output; 2 barriers",
+			DTypes:  mmDTypes(op),
+			Targets: mmTargets,
+			Golden:  mmGolden,
+			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceOneShot(k, dt, op) },
+		})
+		register(&Spec{
+			Name:    "mm_allreduce_2shot_" + o.name,
+			Doc:     "two-shot multimem all-reduce (" + o.name + "): ld_reduce of a 1/N slice (reduce-scatter), multimem.st of the result (all-gather); in place or not; 2 barriers",
+			DTypes:  mmDTypes(op),
+			Targets: mmTargets,
+			Golden:  mmGolden,
+			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceTwoShot(k, dt, op) },
+		})
+		register(&Spec{
+			Name:    "mm_reducescatter_" + o.name,
+			Doc:     "multimem reduce-scatter (" + o.name + "): GPU r ld_reduces part r of the input through the multicast address into its output; 2 barriers",
+			DTypes:  mmDTypes(op),
+			Targets: mmTargets,
+			Golden:  mmGolden,
+			New:     func(k *dsl.Kernel, dt dsl.Type) { MMReduceScatter(k, dt, op) },
+		})
+	}
+	register(&Spec{
+		Name:    "mm_allgather",
+		Doc:     "multimem all-gather of 32-bit words: GPU r multimem.st's its m words to [r*m, r*m+m) of every GPU's output; 2 barriers",
+		DTypes:  []dsl.Type{dsl.F32},
+		Targets: mmTargets,
+		Golden:  mmGolden,
+		New:     MMAllGather,
+	})
+	register(&Spec{
+		Name:    "mm_broadcast",
+		Doc:     "multimem broadcast of 32-bit words: the root multimem.st's its n words into every GPU's output; 2 barriers",
+		DTypes:  []dsl.Type{dsl.F32},
+		Targets: mmTargets,
+		Golden:  mmGolden,
+		New:     MMBroadcast,
+	})
+	register(&Spec{
+		Name:    "mm_barrier",
+		Doc:     "cross-GPU barrier: multimem.red.release.sys add on a per-block flag, fence.proxy.alias, ld.acquire.sys spin on the local flag; epoch-based, no reset",
+		DTypes:  []dsl.Type{dsl.U32},
+		Targets: mmTargets,
+		Golden:  mmGolden,
+		New:     func(k *dsl.Kernel, _ dsl.Type) { MMBarrier(k) },
+	})
+}
+
+// mmUnit is the smallest multimem access of dt in elements: f16 and bf16 travel in pairs.
+func mmUnit(dt dsl.Type) int {
+	if dt.Bytes() == 2 {
+		return 2
+	}
+	return 1
+}
+
+// mmLoadReduce returns op over every GPU of the w elements at the multicast address p[i]:
+// one multimem.ld_reduce of up to 128 bits for floats (f16 and bf16 sums accumulate in f32,
+// .acc::f32), one per element for integers (integer forms take no vectors).
+func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.Value, w int) []dsl.Value {
+	var opts []dsl.MultimemOption
+	if op == dsl.Sum && dt.Bytes() == 2 {
+		opts = append(opts, dsl.AccF32())
+	}
+	if dt.IsInt() {
+		out := make([]dsl.Value, w)
+		for j := range out {
+			out[j] = k.MultimemLoadReduce(p.At(i.Add(uint32(j))), op, 1)[0]
+		}
+		return out
+	}
+	return k.MultimemLoadReduce(p.At(k.Assume(i, w)), op, w, opts...)
+}
+
+// mmStore writes vals to the multicast address p[i] on every GPU (multimem.st).
+func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, vals []dsl.Value) {
+	if dt.IsInt() {
+		for j, v := range vals {
+			k.MultimemStore(p.At(i.Add(uint32(j))), []dsl.Value{v})
+		}
+		return
+	}
+	k.MultimemStore(p.At(k.Assume(i, len(vals))), vals)
+}
+
+// mmFlags declares the barrier flag parameters.
+func mmFlags(k *dsl.Kernel) (mc, uc dsl.Ptr) {
+	return k.PtrParam("flags_mc", dsl.U32), k.PtrParam("flags_uc", dsl.U32)
+}
+
+// MMAllReduceOneShot writes out[0:n] = op over GPUs of in[0:n], reading the whole input
+// through its multicast address: a barrier (every GPU's input is ready), each thread
+// ld_reduces its 128-bit vectors and stores them to this GPU's out, a barrier (no GPU
+// changes its input while another still reads it). out must not alias in: the host API
+// stages in-place calls. Params: in_mc, out, flags_mc, flags_uc, rank, ngpus, n, epoch.
+func MMAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	in := k.PtrParam("in_mc", dt)
+	out := k.PtrParam("out", dt)
+	fmc, fuc := mmFlags(k)
+	_, ngpus, n, epoch := collScalars(k)
+	vec := vecOf(dt)
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+	eachVec(k, k.Const(dsl.U32, 0), n, vec, mmUnit(dt), func(i dsl.Value, w int) {
+		storeGuarded(k, out, i, n, mmLoadReduce(k, in, dt, op, i, w), vec)
+	})
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMAllReduceTwoShot writes out[0:n] = op over GPUs of in[0:n] on every GPU: GPU r
+// ld_reduces its slice (1/ngpus of the vectors) through in's multicast address and
+// multimem.st's the result through out's, so each element crosses NVLink once each way. A
+// barrier first (inputs ready, outputs free) and one last (its release orders this GPU's
+// multimem stores before the signal; once every GPU has signalled, every slice has landed
+// everywhere). out may equal in (in place). Params: in_mc, out_mc, flags_mc, flags_uc, rank,
+// ngpus, n, epoch.
+func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	in := k.PtrParam("in_mc", dt)
+	out := k.PtrParam("out_mc", dt)
+	fmc, fuc := mmFlags(k)
+	rank, ngpus, n, epoch := collScalars(k)
+	vec := vecOf(dt)
+	lo, hi := twoShotSlice(k, rank, ngpus, n, vec)
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+	eachVec(k, lo, hi, vec, mmUnit(dt), func(i dsl.Value, w int) {
+		mmStore(k, out, dt, i, mmLoadReduce(k, in, dt, op, i, w))
+	})
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMReduceScatter writes out[0:m] = op over GPUs of in[rank*m : rank*m+m] (in holds ngpus
+// parts of m elements) by ld_reduce through in's multicast address: 128-bit vectors when m
+// is a multiple of the vector width, element by element otherwise (16-bit elements through
+// the aligned pair that holds them). A barrier first (inputs ready) and one last (inputs in
+// use until every GPU has read its part). Params: in_mc, out, flags_mc, flags_uc, rank,
+// ngpus, m, epoch.
+func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	in := k.PtrParam("in_mc", dt)
+	out := k.PtrParam("out", dt)
+	fmc, fuc := mmFlags(k)
+	rank, ngpus, m, epoch := collScalars(k)
+	vec := vecOf(dt)
+	zero := k.Const(dsl.U32, 0)
+	base := rank.Mul(m)
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+	k.If(m.Rem(uint32(vec)).Eq(0), func() {
+		eachVec(k, zero, m, vec, mmUnit(dt), func(i dsl.Value, w int) {
+			storeGuarded(k, out, i, m, mmLoadReduce(k, in, dt, op, k.Assume(base.Add(i), vec), w), vec)
+		})
+	}).Else(func() {
+		eachVec(k, zero, m, 1, 1, func(i dsl.Value, _ int) {
+			e := base.Add(i)
+			if mmUnit(dt) == 1 {
+				k.Store(out.At(i), mmLoadReduce(k, in, dt, op, e, 1)[0])
+				return
+			}
+			pair := mmLoadReduce(k, in, dt, op, e.And(^uint32(1)), 2)
+			k.Store(out.At(i), k.Select(e.And(1).Eq(0), pair[0], pair[1]))
+		})
+	})
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMAllGather writes the m 32-bit words of in on GPU r to out[r*m : r*m+m] of every GPU with
+// multimem.st through out's multicast address: 128-bit vectors when m is a multiple of 4,
+// single words otherwise (any data whose size is a multiple of 4 bytes; the host API sends
+// other sizes to p2p_allgather). Barriers first (outputs free) and last (every GPU's stores
+// have landed). Params: in, out_mc, flags_mc, flags_uc, rank, ngpus, m, epoch.
+func MMAllGather(k *dsl.Kernel, dt dsl.Type) {
+	in := k.PtrParam("in", dt)
+	out := k.PtrParam("out_mc", dt)
+	fmc, fuc := mmFlags(k)
+	rank, ngpus, m, epoch := collScalars(k)
+	zero := k.Const(dsl.U32, 0)
+	base := rank.Mul(m)
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+	body := func(i dsl.Value, w int) {
+		k.MultimemStore(out.At(k.Assume(base.Add(i), w)), loadN(k, in, i, w))
+	}
+	k.If(m.Rem(4).Eq(0), func() { eachVec(k, zero, m, 4, 1, body) }).Else(func() { eachVec(k, zero, m, 1, 1, body) })
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMBroadcast writes the n 32-bit words of in on GPU root to out[0:n] of every GPU with
+// multimem.st (128-bit vectors, single words for the tail); the other GPUs only take part in
+// the barriers (first: outputs free; last: the root's stores have landed).
+// Params: in, out_mc, flags_mc, flags_uc, root, rank, ngpus, n, epoch.
+func MMBroadcast(k *dsl.Kernel, dt dsl.Type) {
+	in := k.PtrParam("in", dt)
+	out := k.PtrParam("out_mc", dt)
+	fmc, fuc := mmFlags(k)
+	root := k.Param("root", dsl.U32)
+	rank, ngpus, n, epoch := collScalars(k)
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+	k.If(rank.Eq(root), func() {
+		eachVec(k, k.Const(dsl.U32, 0), n, 4, 1, func(i dsl.Value, w int) {
+			k.MultimemStore(out.At(k.Assume(i, w)), loadN(k, in, i, w))
+		})
+	})
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMBarrier is a standalone cross-GPU barrier over the flag set (see mmBarrier).
+// Params: flags_mc, flags_uc, ngpus, epoch.
+func MMBarrier(k *dsl.Kernel) {
+	fmc, fuc := mmFlags(k)
+	ngpus, epoch := k.Param("ngpus", dsl.U32), k.Param("epoch", dsl.U32)
+	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+}

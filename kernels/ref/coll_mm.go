@@ -1,0 +1,241 @@
+package ref
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/kernels"
+)
+
+// Harnesses of the multimem collectives: the emulator's multicast addresses stand for
+// NVLink SHARP. Like the p2p harnesses, each launches collLaunches times in a row without
+// resetting the barrier flags.
+
+func init() {
+	for _, op := range []string{"sum", "min", "max"} {
+		register("mm_allreduce_1shot_"+op, mmOneShot)
+		register("mm_allreduce_2shot_"+op, mmTwoShot)
+		register("mm_reducescatter_"+op, mmReduceScatter)
+	}
+	register("mm_allgather", mmAllGather)
+	register("mm_broadcast", mmBroadcast)
+	register("mm_barrier", mmBarrier)
+}
+
+// flagSet allocates a zeroed set of barrier flags.
+func (c *coll) flagSet() (*emu.Symmetric, error) { return c.sym(dsl.U32, kernels.FlagWords) }
+
+// allReduceWant returns the reference of one all-reduce.
+func (c *coll) allReduceWant(op dsl.ReduceOp, vals [][]float64, n int) []float64 {
+	want := make([]float64, n)
+	for i := range want {
+		want[i] = c.reduce(op, vals, i)
+	}
+	return want
+}
+
+// mmAllReduce runs a one-shot (inPlaceOK false) or two-shot all-reduce; the two-shot kernel
+// alternates out-of-place and in-place launches.
+func (c *coll) mmAllReduce(n int, twoShot bool) error {
+	op := opOf(c.r.p.Kernel)
+	c.r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
+	in, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	flags, err := c.flagSet()
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		vals := c.inputs(n)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		dst := out
+		if twoShot && l%2 == 1 {
+			dst = in
+		}
+		err := c.launch(c.blocks(n), func(g int) []any {
+			o := dst.On(g)
+			if twoShot {
+				o = dst.Multicast()
+			}
+			return []any{in.Multicast(), o, flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch += 2
+		want := c.allReduceWant(op, vals, n)
+		for g := 0; g < c.g; g++ {
+			if err := c.expect("out", g, dst.On(g), want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func mmOneShot(r *run) error { return newColl(r).mmAllReduce(r.size(1000), false) }
+func mmTwoShot(r *run) error { return newColl(r).mmAllReduce(r.size(1000), true) }
+
+func mmReduceScatter(r *run) error {
+	c := newColl(r)
+	m := r.size(1000)
+	op := opOf(r.p.Kernel)
+	r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
+	in, err := c.sym(c.dt, m*c.g)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, m)
+	if err != nil {
+		return err
+	}
+	flags, err := c.flagSet()
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		vals := c.inputs(m * c.g)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		err := c.launch(c.blocks(m), func(g int) []any {
+			return []any{in.Multicast(), out.On(g), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch += 2
+		for g := 0; g < c.g; g++ {
+			want := make([]float64, m)
+			for i := range want {
+				want[i] = c.reduce(op, vals, g*m+i)
+			}
+			if err := c.expect("out", g, out.On(g), want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func mmAllGather(r *run) error {
+	c := newColl(r)
+	m := r.size(1000)
+	r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
+	in, err := c.sym(c.dt, m)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, m*c.g)
+	if err != nil {
+		return err
+	}
+	flags, err := c.flagSet()
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		vals := c.inputs(m)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		err := c.launch(c.blocks(m), func(g int) []any {
+			return []any{in.On(g), out.Multicast(), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch += 2
+		var want []float64
+		for g := 0; g < c.g; g++ {
+			want = append(want, vals[g]...)
+		}
+		for g := 0; g < c.g; g++ {
+			if err := c.expect("out", g, out.On(g), want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mmBroadcast moves the root around: launch l broadcasts from GPU l mod ngpus.
+func mmBroadcast(r *run) error {
+	c := newColl(r)
+	n := r.size(1000)
+	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
+	in, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	flags, err := c.flagSet()
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		root := l % c.g
+		vals := c.inputs(n)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		err := c.launch(c.blocks(n), func(g int) []any {
+			return []any{in.On(g), out.Multicast(), flags.Multicast(), flags.On(g), uint32(root), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch += 2
+		for g := 0; g < c.g; g++ {
+			if err := c.expect("out", g, out.On(g), vals[root]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func mmBarrier(r *run) error {
+	c := newColl(r)
+	blocks := 3
+	r.res.Shape = fmt.Sprintf("blocks=%d gpus=%d", blocks, c.g)
+	flags, err := c.flagSet()
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		err := c.launch(blocks, func(g int) []any { return []any{flags.Multicast(), flags.On(g), uint32(c.g), c.epoch} })
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch++
+	}
+	// Each launch adds ngpus to the flag of every block that ran.
+	for g := 0; g < c.g; g++ {
+		got, err := emu.ReadSlice[uint32](r.sys, flags.On(g), blocks)
+		if err != nil {
+			return err
+		}
+		var gotF, want []float64
+		for _, x := range got {
+			gotF = append(gotF, float64(x))
+			want = append(want, float64(c.epoch)*float64(c.g))
+		}
+		if err := r.check(fmt.Sprintf("GPU %d flags", g), gotF, want, 0, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
