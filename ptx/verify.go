@@ -16,6 +16,7 @@ type Error struct {
 	Msg   string
 }
 
+// Error formats the failure as "ptx: file:line: func: "instr": message".
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("ptx: ")
@@ -307,24 +308,66 @@ func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fai
 // every instruction in it.
 func RequiredVersion(m *Module) Version {
 	v := m.Target.MinVersion()
+	// Kernels repeat instruction forms: remember each form's version.
+	memo := map[formKey]Version{}
 	for _, f := range m.Funcs {
 		for _, in := range f.Body {
 			if in.IsPseudo() {
 				continue
 			}
 			r, ok := rules[in.Op]
-			if !ok {
+			if !ok || r.need == nil {
 				continue
 			}
-			for _, n := range r.needs(in) {
-				if nv := n.version(m.Target); nv > v {
-					v = nv
+			k, keyed := keyOf(in)
+			fv, seen := memo[k]
+			if !keyed || !seen {
+				fv = 0
+				for _, n := range r.need(in) {
+					fv = max(fv, n.version(m.Target))
+				}
+				if keyed {
+					memo[k] = fv
 				}
 			}
+			v = max(v, fv)
 		}
 	}
 	if v == 0 {
 		v = 70
 	}
 	return v
+}
+
+// formKey identifies an instruction form for RequiredVersion's memo: what the need
+// functions look at (opcode, qualifiers, types, operand count, special registers).
+type formKey struct {
+	op      string
+	q       [12]string
+	t0, t1  Type
+	nargs   int
+	special Special
+}
+
+func keyOf(in *Instr) (formKey, bool) {
+	if len(in.Q) > len(formKey{}.q) || len(in.Types) > 2 {
+		return formKey{}, false
+	}
+	k := formKey{op: in.Op, nargs: len(in.Args)}
+	copy(k.q[:], in.Q)
+	if len(in.Types) > 0 {
+		k.t0 = in.Types[0]
+	}
+	if len(in.Types) > 1 {
+		k.t1 = in.Types[1]
+	}
+	for _, a := range in.Args {
+		if s, ok := a.(Special); ok {
+			if k.special != "" {
+				return formKey{}, false
+			}
+			k.special = s
+		}
+	}
+	return k, true
 }
