@@ -1356,6 +1356,7 @@ func (d *decoder) decodeBar(di *dinst, in *ptx.Instr, toks tokens) error {
 		}
 		di.kind = ctlWarpSync
 		di.exec = execWarpBar
+		di.anyPC = true
 		return nil
 	}
 	if toks.has("cluster") { // a cluster of one block: nothing to wait for

@@ -103,6 +103,7 @@ type dinst struct {
 	fidx    int32
 	src     *ptx.Instr
 	backRef bool // a branch to an earlier instruction
+	anyPC   bool // bar.warp.sync: meets the lanes waiting at any bar.warp.sync (sm_70+)
 }
 
 // callArg is one argument or result of a call: a register/constant slot, or a param-frame

@@ -538,7 +538,7 @@ func (w *warp) warpSync(in *dinst, pc int32, g, m uint32) bool {
 	}
 	var waiting uint32
 	for ln := 0; ln < 32; ln++ {
-		if w.st[ln] == lsSync && w.wait[ln] == pc {
+		if w.st[ln] == lsSync && (w.wait[ln] == pc || in.anyPC && l.prog.code[w.wait[ln]].anyPC) {
 			waiting |= 1 << ln
 		}
 	}
@@ -571,7 +571,11 @@ func (w *warp) warpSync(in *dinst, pc int32, g, m uint32) bool {
 		w.st[bits.TrailingZeros32(x)] = lsRun
 	}
 	w.runm |= waiting
-	w.setPC(part, pc+1)
+	w.setPC(m, pc+1)
+	for x := waiting; x != 0; x &= x - 1 {
+		ln := bits.TrailingZeros32(x)
+		w.pc[ln] = w.wait[ln] + 1
+	}
 	return false
 }
 

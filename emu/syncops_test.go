@@ -240,3 +240,57 @@ func TestMbarrierAndBulkCopy(t *testing.T) {
 		}
 	}
 }
+
+// bar.warp.sync in both arms of a divergent branch: on sm_70+ the lanes meet across the two
+// instructions, and the barrier orders their shared-memory accesses.
+func TestWarpBarrierAcrossBranches(t *testing.T) {
+	m := asm(t, `
+.visible .entry wb(.param .u64 out)
+{
+	.reg .u64 %rd<6>;
+	.reg .u32 %r<6>;
+	.reg .pred %p<2>;
+	.shared .align 4 .u32 slot[32];
+	ld.param.u64 %rd0, [out];
+	mov.u32 %r0, %laneid;
+	mov.u64 %rd1, slot;
+	mul.wide.u32 %rd2, %r0, 4;
+	add.u64 %rd3, %rd1, %rd2;
+	and.b32 %r1, %r0, 1;
+	setp.eq.u32 %p0, %r1, 0;
+	@%p0 bra EVEN;
+	mul.lo.u32 %r2, %r0, 10;
+	st.shared.u32 [%rd3], %r2;
+	bar.warp.sync 0xffffffff;
+	bra.uni JOIN;
+EVEN:
+	mul.lo.u32 %r2, %r0, 100;
+	st.shared.u32 [%rd3], %r2;
+	bar.warp.sync 0xffffffff;
+JOIN:
+	xor.b32 %r3, %r0, 1;
+	mul.wide.u32 %rd2, %r3, 4;
+	add.u64 %rd4, %rd1, %rd2;
+	ld.shared.u32 %r4, [%rd4];
+	mul.wide.u32 %rd2, %r0, 4;
+	add.u64 %rd5, %rd0, %rd2;
+	st.global.u32 [%rd5], %r4;
+	ret;
+}`)
+	s := newSys(t, 1)
+	out := mustMalloc(t, s, 0, 128)
+	for _, seed := range []int64{0, 1} {
+		must(t, s.Launch(Launch{Module: m, Entry: "wb", Grid: D1(1), Block: D1(32), Args: []any{out}, Options: Options{Seed: seed}}))
+		got := readU32(t, s, out, 32)
+		for i, g := range got {
+			j := i ^ 1
+			want := uint32(j * 100)
+			if j%2 == 1 {
+				want = uint32(j * 10)
+			}
+			if g != want {
+				t.Fatalf("lane %d: got %d want %d", i, g, want)
+			}
+		}
+	}
+}
