@@ -23,10 +23,15 @@ func TestLibraryKernelsRandomSchedules(t *testing.T) {
 			t.Logf("kernel %s has no Go reference in kernels/ref yet", s.Name)
 			continue
 		}
+		sizes := []int{33, 1000}
+		if testing.Short() {
+			sizes = sizes[:1]
+		}
 		for _, dt := range s.DTypes {
-			for i, n := range []int{33, 1000} {
+			for i, n := range sizes {
 				seed := int64(17 + i)
 				t.Run(fmt.Sprintf("%s/%s/%d", s.Name, dt, n), func(t *testing.T) {
+					t.Parallel()
 					ranks := 1
 					if strings.HasPrefix(s.Name, "p2p_") || strings.Contains(s.Name, "multimem") {
 						ranks = 3 + i
