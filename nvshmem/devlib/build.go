@@ -176,10 +176,11 @@ func (l *Library) ticker(what string, period time.Duration) (stop func()) {
 // Build returns the devlib PTX for target defining funcs (NVSHMEM device functions such as
 // "nvshmemx_putmem_block") and everything they call.
 //
-// It checks the target (a *TargetError) and the names (an *UnknownFunctionError lists every
-// name the bitcode does not define as an external function), then looks in the cache, keyed
-// by the bitcode's hash, the target, the PTX version, llc's version and the sorted function
-// set. On a miss it checks the bitcode's version global against l.Version, runs
+// It checks the target (a *TargetError) and the names' syntax, then looks in the cache,
+// keyed by the bitcode's hash, the target, the PTX version, llc's version and the sorted
+// function set. On a miss it checks that the bitcode defines every name as an external
+// function (an *UnknownFunctionError lists every one it does not) and that the bitcode's
+// version global matches l.Version, runs
 // `llvm-extract --recursive --func=F... bitcode` and `llc -march=nvptx64 -mcpu=... -mattr=...`,
 // prepends the header and stores the entry atomically (temporary file and rename), so
 // concurrent builds, in goroutines or processes, are safe. A few functions take well under a

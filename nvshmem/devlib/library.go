@@ -205,10 +205,25 @@ type ToolError struct {
 
 func (e *ToolError) Error() string {
 	msg := fmt.Sprintf("devlib: %s %s: %v", filepath.Base(e.Tool), e.Args, e.Err)
-	if s := strings.TrimSpace(e.Stderr); s != "" {
+	if s := cleanStderr(e.Stderr); s != "" {
 		msg += "\n" + s
 	}
 	return msg
+}
+
+// cleanStderr drops LLVM's crash boilerplate (the stack dump and the bug-report request)
+// from a tool's stderr, keeping the diagnostic.
+func cleanStderr(s string) string {
+	var keep []string
+	for _, line := range strings.Split(s, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "PLEASE submit a bug report") || strings.HasPrefix(t, "Stack dump") ||
+			(len(t) > 1 && t[0] == '#' && t[1] >= '0' && t[1] <= '9') {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, "\n")
 }
 
 func (e *ToolError) Unwrap() error { return e.Err }

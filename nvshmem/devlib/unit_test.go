@@ -376,3 +376,15 @@ func TestRunBadOptions(t *testing.T) {
 		t.Errorf("bad home: %v", err)
 	}
 }
+
+func TestToolErrorDropsStackDump(t *testing.T) {
+	e := &ToolError{Tool: "/usr/bin/llc-19", Args: "-mcpu=sm_70", Err: errors.New("signal: aborted"), Stderr: "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.foo\n" +
+		"PLEASE submit a bug report to https://github.com/llvm/llvm-project/issues/ and include the crash backtrace.\n" +
+		"Stack dump:\n0.\tProgram arguments: llc-19 -mcpu=sm_70\n1.\tRunning pass 'NVPTX DAG->DAG Pattern Instruction Selection' on function '@nvshmem_f'\n" +
+		" #0 0x00007f3c llvm::sys::PrintStackTrace(llvm::raw_ostream&, int)\n #1 0x00007f3d SignalHandler(int)\n"}
+	want := "devlib: llc-19 -mcpu=sm_70: signal: aborted\nLLVM ERROR: Cannot select: intrinsic %llvm.nvvm.foo\n" +
+		"0.\tProgram arguments: llc-19 -mcpu=sm_70\n1.\tRunning pass 'NVPTX DAG->DAG Pattern Instruction Selection' on function '@nvshmem_f'"
+	if got := e.Error(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
