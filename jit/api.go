@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -72,7 +73,12 @@ type Info struct {
 // Options configure Open.
 type Options struct {
 	// Cache stores linked cubins; nil means DefaultCache() (which KGEN_CACHE=off disables).
+	// The emulator does not link and ignores it.
 	Cache *Cache
+	// Emu sets the emulator's launch options (schedule seed, weak-memory mode, step budget);
+	// nil means the defaults, which $KGEN_EMU_SEED and $KGEN_EMU_WEAK=1 change. The GPU
+	// backend ignores it.
+	Emu *emu.Options
 }
 
 // Option sets an Option.
@@ -86,6 +92,11 @@ func WithCache(c *Cache) Option {
 		}
 		o.Cache = c
 	}
+}
+
+// WithEmuOptions sets the emulator's launch options for a device (see Options.Emu).
+func WithEmuOptions(e emu.Options) Option {
+	return func(o *Options) { o.Emu = &e }
 }
 
 // Device is one GPU, or one simulated GPU of the emulator. Its methods are safe for
@@ -112,9 +123,17 @@ func registerBackend(b Backend, open func(ordinal int) (device, error)) {
 	backends[b] = open
 }
 
-// Open opens GPU number ordinal (0-based, as CUDA_VISIBLE_DEVICES presents them).
+// Open opens device ordinal of the default backend (DefaultBackend: $KGEN_BACKEND, else the
+// GPU when the binary has the cuda tag and a GPU is visible, else the emulator). On the GPU
+// backend ordinal is a GPU as CUDA_VISIBLE_DEVICES presents them; on the emulator it is a
+// simulated GPU of the process's emulated machine ($KGEN_EMU_GPUS GPUs, default 1). Use
+// OpenBackend to pick a backend in code.
 func Open(ordinal int, opts ...Option) (*Device, error) {
-	return OpenBackend(GPU, ordinal, opts...)
+	b, err := DefaultBackend()
+	if err != nil {
+		return nil, err
+	}
+	return OpenBackend(b, ordinal, opts...)
 }
 
 // OpenBackend opens device ordinal of backend b.
@@ -126,11 +145,16 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	open := backends[b]
 	backendsMu.Unlock()
 	if open == nil {
-		if b == Emulator {
-			return nil, errors.New("jit: the emulator backend is not wired into jit yet (package emu has no host API yet); use the GPU backend")
-		}
 		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
 	}
+	impl, err := open(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	return newDevice(impl, opts), nil
+}
+
+func newDevice(impl device, opts []Option) *Device {
 	o := Options{}
 	for _, f := range opts {
 		f(&o)
@@ -138,11 +162,10 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	if o.Cache == nil {
 		o.Cache = DefaultCache()
 	}
-	impl, err := open(ordinal)
-	if err != nil {
-		return nil, err
+	if ed, ok := impl.(*emuDevice); ok && o.Emu != nil {
+		ed.opts = *o.Emu
 	}
-	return &Device{impl: impl, info: impl.info(), cache: o.Cache, modules: map[*Module]struct{}{}}, nil
+	return &Device{impl: impl, info: impl.info(), cache: o.Cache, modules: map[*Module]struct{}{}}
 }
 
 // Info describes the device.
@@ -285,7 +308,7 @@ func (d *Device) Load(src Source) (*Module, error) {
 		}
 		text = []byte(b.String())
 	}
-	req := &loadRequest{name: name, ptx: text, mod: src.Module, devlib: src.DevLib, shmem: len(calls) > 0}
+	req := &loadRequest{name: name, ptx: text, userPTX: len(src.PTX) > 0, mod: src.Module, devlib: src.DevLib, shmem: len(calls) > 0}
 	if len(calls) > 0 {
 		d.mu.Lock()
 		req.nvshmem = d.shmem
@@ -372,6 +395,32 @@ type LaunchConfig struct {
 	Grid, Block Dim3
 	SharedMem   int     // dynamic shared memory, bytes
 	Stream      *Stream // nil: the default stream
+	// Collective says whether, on the emulator with several ranks (RunRanks), this launch
+	// is gathered with the other ranks' launches into one collective launch (every rank's
+	// grid resident at once, so they may wait on each other). The GPU backend ignores it:
+	// there every rank's GPU runs its own grid. See CollectiveMode.
+	Collective CollectiveMode
+}
+
+// CollectiveMode says how the emulator schedules a launch when several ranks share it.
+type CollectiveMode int
+
+const (
+	// CollectiveAuto (the default) gathers the launch with the other ranks' when the module
+	// calls NVSHMEM or an argument points into symmetric memory (the symmetric heap, a peer
+	// pointer or a multicast address); otherwise the launch runs at once on its own GPU.
+	CollectiveAuto CollectiveMode = iota
+	// CollectiveOn always gathers: the k-th gathered launch of every rank meets the k-th of
+	// the others (they must name the same kernel, grid, block and shared memory).
+	CollectiveOn
+	// CollectiveOff runs the launch at once on this rank's GPU alone, even if it touches
+	// symmetric memory (it must then not wait on another GPU).
+	CollectiveOff
+)
+
+// modalLauncher is a function that takes the LaunchConfig's Collective mode (the emulator).
+type modalLauncher interface {
+	launchMode(grid, block Dim3, shared int, s stream, args []uint64, mode CollectiveMode) error
 }
 
 // Launch runs the kernel. The arguments are checked against the kernel's parameters: their
@@ -403,7 +452,15 @@ func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	if cfg.Stream != nil {
 		s = cfg.Stream.impl
 	}
-	if err := f.impl.launch(g, b, cfg.SharedMem, s, slots); err != nil {
+	if cfg.Collective < CollectiveAuto || cfg.Collective > CollectiveOff {
+		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
+	}
+	if ml, ok := f.impl.(modalLauncher); ok {
+		err = ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg.Collective)
+	} else {
+		err = f.impl.launch(g, b, cfg.SharedMem, s, slots)
+	}
+	if err != nil {
 		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
 	}
 	return nil
@@ -640,6 +697,7 @@ func (e *Event) Close() error { return e.impl.destroy() }
 type loadRequest struct {
 	name    string
 	ptx     []byte
+	userPTX bool // ptx came from Source.PTX (not printed from mod)
 	mod     *ptx.Module
 	devlib  *DevLib
 	shmem   bool

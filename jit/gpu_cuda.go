@@ -413,3 +413,21 @@ func (e *cudaEvent) destroy() error {
 func cudrvPath() string { return cudrv.Path() }
 
 func numGPUs() (int, error) { return cu.NumDevices() }
+
+// cudaBuilt reports whether the GPU backend is compiled in (build tag cuda, with cgo).
+const cudaBuilt = true
+
+// probeGPU says why no GPU can be used (nil when one can).
+func probeGPU() error {
+	if err := cudrv.Err(); err != nil {
+		return err
+	}
+	n, err := cu.NumDevices()
+	if err != nil {
+		return fmt.Errorf("cuDeviceGetCount: %v", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES and nvidia-smi)")
+	}
+	return nil
+}

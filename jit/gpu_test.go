@@ -23,7 +23,7 @@ import (
 
 func openGPUOrSkip(t *testing.T, ordinal int, opts ...Option) *Device {
 	t.Helper()
-	d, err := Open(ordinal, opts...)
+	d, err := OpenBackend(GPU, ordinal, opts...)
 	if err != nil {
 		if os.Getenv("KGEN_REQUIRE_GPU") == "1" {
 			t.Fatal(err)
@@ -201,7 +201,7 @@ func TestGPUVectorAdd(t *testing.T) {
 	} else {
 		t.Log(err)
 	}
-	if _, err := Open(99); err == nil || !strings.Contains(err.Error(), "no GPU 99") {
+	if _, err := OpenBackend(GPU, 99); err == nil || !strings.Contains(err.Error(), "no GPU 99") {
 		t.Fatalf("Open(99): %v", err)
 	}
 }
@@ -211,7 +211,7 @@ func driverPath() string { return cudrvPath() }
 // A process that sees no GPU gets an error from Open instead of gorgonia's os.Exit(1).
 func TestGPUNoDeviceIsAnError(t *testing.T) {
 	if os.Getenv("KGEN_TEST_NO_DEVICE_CHILD") == "1" {
-		_, err := Open(0)
+		_, err := OpenBackend(GPU, 0)
 		fmt.Printf("OPEN-ERROR: %v\n", err)
 		return
 	}
@@ -225,16 +225,6 @@ func TestGPUNoDeviceIsAnError(t *testing.T) {
 	if !strings.Contains(string(out), "OPEN-ERROR: jit: ") {
 		t.Fatalf("the child did not report an Open error")
 	}
-}
-
-// putModule is the signature of testdata/put_block.ptx (the PTX text itself is loaded).
-func putModule() *ptx.Module {
-	return &ptx.Module{Target: ptx.SM90, Funcs: []*ptx.Func{
-		{Name: "nvshmemx_putmem_block", Extern: true, Params: []ptx.Param{
-			{Name: "dest", Type: ptx.B64}, {Name: "source", Type: ptx.B64}, {Name: "nelems", Type: ptx.B64}, {Name: "pe", Type: ptx.B32}}},
-		{Name: "put_block", Entry: true, Visible: true, Params: []ptx.Param{
-			{Name: "dst", Type: ptx.U64}, {Name: "src", Type: ptx.U64}, {Name: "nbytes", Type: ptx.U64}, {Name: "pe", Type: ptx.U32}}},
-	}}
 }
 
 func testDevLib(t *testing.T) *DevLib {

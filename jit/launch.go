@@ -35,22 +35,6 @@ type LaunchOptions struct {
 	Grace time.Duration
 }
 
-// RankError reports the first rank that failed (Rank -1 when ctx stopped the launch).
-type RankError struct {
-	Rank     int
-	ExitCode int
-	Err      error // how it ended (exit status or signal), or why it could not start
-}
-
-func (e *RankError) Error() string {
-	if e.Rank < 0 {
-		return fmt.Sprintf("launch stopped (exit code %d): %v", e.ExitCode, e.Err)
-	}
-	return fmt.Sprintf("rank %d failed (exit code %d): %v", e.Rank, e.ExitCode, e.Err)
-}
-
-func (e *RankError) Unwrap() error { return e.Err }
-
 // LaunchRanks starts N processes of Prog with RANK, WORLD_SIZE, LOCAL_RANK (= RANK, one
 // node), MASTER_ADDR and MASTER_PORT set, prefixes their output with the rank, and waits. When
 // a rank fails, the others are sent SIGTERM, then SIGKILL after Grace, so a dead rank never

@@ -51,9 +51,22 @@ func (e *VersionError) Error() string {
 // the 128-byte unique ID and serves it over TCP at the rendezvous address; every rank then
 // calls nvshmemx_set_attr_uniqueid_args and nvshmemx_hostlib_init_attr(WITH_UNIQUEID).
 // d should be GPU LOCAL_RANK of its node.
+//
+// On the emulator the PEs are the ranks of RunRanks (goroutines sharing one emulated
+// machine): the rank and world come from d, there is no bootstrap, and the call is collective
+// across the ranks. A device opened outside RunRanks is PE 0 of 1.
 func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 	var rv Rendezvous
-	if o.Rendezvous != nil {
+	ip, inProc := d.impl.(inProcessRanks)
+	if inProc {
+		var err error
+		if rv, err = ip.rendezvous(); err != nil {
+			return nil, err
+		}
+		if o.Rendezvous != nil && (o.Rendezvous.Rank != rv.Rank || o.Rendezvous.WorldSize != rv.WorldSize) {
+			return nil, fmt.Errorf("jit: InitNVSHMEM: InitOptions.Rendezvous says rank %d of %d, but this emulated device is rank %d of %d", o.Rendezvous.Rank, o.Rendezvous.WorldSize, rv.Rank, rv.WorldSize)
+		}
+	} else if o.Rendezvous != nil {
 		rv = *o.Rendezvous
 	} else {
 		var err error
@@ -84,11 +97,13 @@ func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
-	defer cancel()
-	uid, err = ExchangeUniqueID(ctx, rv, uid)
-	if err != nil {
-		return nil, err
+	if !inProc {
+		ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+		defer cancel()
+		uid, err = ExchangeUniqueID(ctx, rv, uid)
+		if err != nil {
+			return nil, err
+		}
 	}
 	impl, err := host.init(rv.Rank, rv.WorldSize, uid)
 	if err != nil {
@@ -143,6 +158,9 @@ func (s *NVSHMEM) LibPath() string { return s.libPath }
 func (s *NVSHMEM) Device() *Device { return s.d }
 
 func (s *NVSHMEM) checkDevLib(dl *DevLib) error {
+	if s.d.info.Backend == Emulator {
+		return nil // the emulator implements the device API itself
+	}
 	if dl.Version != "" && dl.Version != s.host {
 		return &VersionError{DevLib: dl.Version, Host: s.host, HostPath: s.libPath}
 	}
@@ -286,6 +304,12 @@ func (s *NVSHMEM) Finalize() error {
 }
 
 // The backend side of NVSHMEM.
+
+// inProcessRanks is a device whose ranks live in this process (the emulator): NVSHMEM takes
+// the rank and world from it and needs no bootstrap.
+type inProcessRanks interface {
+	rendezvous() (Rendezvous, error)
+}
 
 type shmemDevice interface {
 	nvshmemHost(libPath string) (shmemHost, error)

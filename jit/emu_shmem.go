@@ -1,0 +1,182 @@
+package jit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/kgen-dev/kgen/emu"
+)
+
+// NVSHMEM on the emulator. The PEs are the ranks of the machine's world (GPU r is PE r). The
+// host calls that NVSHMEM makes collective (init, malloc, free, barrier_all, finalize) are
+// collective here too: every rank's k-th collective call meets the others' k-th (world.join),
+// and the last to arrive does the work once. Symmetric memory is emu's symmetric heap; peer
+// pointers are emu.System.Peer; multicast addresses are emu's (the emulator has multicast:
+// multimem instructions on them reduce over and write to every GPU's copy), unless
+// NVSHMEM_DISABLE_NVLS is set, which makes MulticastPtr fail as it does on a machine without
+// NVLS. The device API (the kernels' nvshmem_* calls) is package nvshmem's emulation,
+// registered on the machine's emu.System at init.
+
+// emuShmemDevice is NVSHMEM's device-API emulation on one emu.System.
+type emuShmemDevice interface {
+	// Reset forgets half-done operations after a failed launch.
+	Reset()
+	// Quiet delivers the non-blocking puts kernels left undelivered.
+	Quiet() error
+}
+
+// emulateNVSHMEM installs NVSHMEM's device API on sys (nil when this binary has no
+// emulation of it; then modules that call NVSHMEM cannot load on the emulator).
+var emulateNVSHMEM func(sys *emu.System, noMulticast bool) (emuShmemDevice, error)
+
+type emuShmem struct {
+	dev  emuShmemDevice // nil without device emulation
+	noMC string         // the NVSHMEM_DISABLE_NVLS value that turned multicast off, or ""
+}
+
+func nvlsDisabled() string {
+	if v := os.Getenv("NVSHMEM_DISABLE_NVLS"); v != "" && v != "0" {
+		return v
+	}
+	return ""
+}
+
+func (d *emuDevice) nvshmemHost(string) (shmemHost, error) { return &emuShmemHost{d: d}, nil }
+
+type emuShmemHost struct{ d *emuDevice }
+
+func (h *emuShmemHost) uniqueID() ([]byte, error) { return nil, nil }
+func (h *emuShmemHost) version() string           { return "emulator" }
+func (h *emuShmemHost) path() string              { return "" }
+
+func (h *emuShmemHost) init(rank, n int, _ []byte) (shmemImpl, error) {
+	m := h.d.m
+	_, err := m.w.join(rank, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.shm != nil {
+			return nil, errors.New("jit: NVSHMEM is already initialised on this emulated machine")
+		}
+		s := &emuShmem{noMC: nvlsDisabled()}
+		if emulateNVSHMEM != nil {
+			dev, err := emulateNVSHMEM(m.sys, s.noMC != "")
+			if err != nil {
+				return nil, fmt.Errorf("jit: NVSHMEM device emulation: %w", err)
+			}
+			s.dev = dev
+		}
+		m.shm = s
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &emuShmemImpl{d: h.d, rank: rank, n: n}, nil
+}
+
+type emuShmemImpl struct {
+	d       *emuDevice
+	rank, n int
+}
+
+func (s *emuShmemImpl) myPE() int { return s.rank }
+func (s *emuShmemImpl) nPEs() int { return s.n }
+
+func (s *emuShmemImpl) malloc(n int64) (DevicePtr, error) {
+	m := s.d.m
+	res, err := m.w.join(s.rank, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
+		for r, p := range parts {
+			if p.(int64) != n {
+				return nil, fmt.Errorf("jit: NVSHMEM.Malloc is collective with the same size on every PE: PE 0 asks for %d bytes, PE %d for %d", parts[0].(int64), r, p.(int64))
+			}
+		}
+		if n > 1<<40 {
+			return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): too large for the emulator", n)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.sys.MallocSymmetric(int(n))
+	})
+	if err != nil {
+		return 0, err
+	}
+	return DevicePtr(res.(*emu.Symmetric).On(s.rank)), nil
+}
+
+func (s *emuShmemImpl) free(p DevicePtr) error {
+	m := s.d.m
+	_, err := m.w.join(s.rank, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		base, err := m.sys.Peer(uint64(parts[0].(DevicePtr)), 0)
+		if err != nil {
+			return nil, fmt.Errorf("jit: NVSHMEM free: %w", err)
+		}
+		for r, q := range parts {
+			if b, err := m.sys.Peer(uint64(q.(DevicePtr)), 0); err != nil || b != base {
+				return nil, fmt.Errorf("jit: NVSHMEM free is collective: PE 0 frees %#x but PE %d frees %#x, not the same symmetric allocation", uint64(parts[0].(DevicePtr)), r, uint64(q.(DevicePtr)))
+			}
+		}
+		return nil, m.sys.Free(base)
+	})
+	return err
+}
+
+func (s *emuShmemImpl) ptr(p DevicePtr, pe int) DevicePtr {
+	defer s.d.lock()()
+	if _, err := s.d.m.sys.MulticastOf(uint64(p)); err != nil {
+		return 0 // not symmetric: nvshmem_ptr returns NULL
+	}
+	q, err := s.d.m.sys.Peer(uint64(p), pe)
+	if err != nil {
+		return 0
+	}
+	return DevicePtr(q)
+}
+
+func (s *emuShmemImpl) mcPtr(p DevicePtr) DevicePtr {
+	defer s.d.lock()()
+	if s.d.m.shm == nil || s.d.m.shm.noMC != "" {
+		return 0
+	}
+	q, err := s.d.m.sys.MulticastOf(uint64(p))
+	if err != nil {
+		return 0
+	}
+	return DevicePtr(q)
+}
+
+func (s *emuShmemImpl) barrierAll() error {
+	m := s.d.m
+	_, err := m.w.join(s.rank, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.shm != nil && m.shm.dev != nil {
+			return nil, m.shm.dev.Quiet()
+		}
+		return nil, nil
+	})
+	return err
+}
+
+// barrierAllOnStream: streams are synchronous on the emulator, so it is BarrierAll.
+func (s *emuShmemImpl) barrierAllOnStream(stream) error { return s.barrierAll() }
+
+func (s *emuShmemImpl) moduleInit(module) error     { return nil }
+func (s *emuShmemImpl) moduleFinalize(module) error { return nil }
+
+func (s *emuShmemImpl) finalize() error {
+	m := s.d.m
+	_, err := m.w.join(s.rank, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var err error
+		if m.shm != nil && m.shm.dev != nil {
+			err = m.shm.dev.Quiet()
+		}
+		m.shm = nil
+		return nil, err
+	})
+	return err
+}

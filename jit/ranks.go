@@ -1,0 +1,432 @@
+package jit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Rank is one rank of a multi-GPU program run by RunRanks: a process of its own on the GPU
+// backend, a goroutine on the emulator.
+type Rank struct {
+	// Rank is this rank's number, 0 <= Rank < World; LocalRank its number on its node (the
+	// GPU it uses).
+	Rank, World, LocalRank int
+	// Backend is the backend the rank runs on.
+	Backend Backend
+	// Device is the rank's GPU (GPU LOCAL_RANK), or its simulated GPU (GPU Rank of the
+	// emulated machine the ranks share).
+	Device *Device
+	// NVSHMEM is the rank's PE when RanksOptions.NVSHMEM is set (else nil; InitNVSHMEM on
+	// Device starts it on either backend).
+	NVSHMEM *NVSHMEM
+}
+
+// RanksOptions configure RunRanks.
+type RanksOptions struct {
+	// Backend to run on; "" means DefaultBackend() ($KGEN_BACKEND, else the GPU when there
+	// is one and the binary has the cuda tag, else the emulator).
+	Backend Backend
+	// World is the number of ranks on the emulator; 0 means $WORLD_SIZE, or 1. On the GPU
+	// backend the ranks are processes started by `kgen launch` or torchrun, and World, when
+	// set, must equal their WORLD_SIZE.
+	World int
+	// NVSHMEM initialises NVSHMEM on every rank's device before the function runs
+	// (Rank.NVSHMEM) and finalizes it after.
+	NVSHMEM bool
+	// Init configures InitNVSHMEM on the GPU backend (library path, bootstrap timeout).
+	Init InitOptions
+	// Open are the options each rank's device is opened with (WithCache, WithEmuOptions).
+	Open []Option
+}
+
+// RunRanks runs f once per rank of a multi-GPU program, so that the same program runs on N
+// GPUs and on N simulated GPUs.
+//
+// On the GPU backend every rank is a process (started by `kgen launch -n N`, torchrun or
+// Slurm with torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT); RunRanks opens GPU LOCAL_RANK, optionally initialises NVSHMEM, and runs f
+// once for this process's rank.
+//
+// On the emulator the ranks are goroutines of this process: RunRanks makes one emulated
+// machine of World GPUs and runs f on World goroutines, rank r on GPU r, all sharing the
+// machine's memory (symmetric heap, peer and multicast addresses). A process that is itself
+// one rank of several (RANK set with WORLD_SIZE > 1) is refused: run the program once with
+// `kgen launch --backend emu -n N` or WORLD_SIZE=N. Collective host calls (InitNVSHMEM,
+// NVSHMEM.Malloc/Free/BarrierAll/Finalize) and gathered kernel launches (see
+// LaunchConfig.Collective) meet across the goroutines in call order. When a rank fails, the
+// ranks waiting in such a call stop with an error, and RunRanks returns the first failure.
+//
+// The error is nil when every rank succeeds, else the first failure: a *RankError naming
+// the rank whose function (or NVSHMEM start) failed (a panic in f counts), or an error
+// saying how the ranks' collective calls disagreed. A failed rank does not finalize NVSHMEM
+// (a collective call the others may never make).
+func RunRanks(o RanksOptions, f func(r *Rank) error) error {
+	b := o.Backend
+	if b == "" {
+		var err error
+		if b, err = DefaultBackend(); err != nil {
+			return err
+		}
+	}
+	switch b {
+	case GPU:
+		return runGPURank(o, f)
+	case Emulator:
+		return runEmuRanks(o, f)
+	}
+	backendsMu.Lock()
+	_, ok := backends[b]
+	backendsMu.Unlock()
+	if !ok {
+		return fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
+	}
+	return runGPURank(o, f) // a registered test backend: one process-style rank
+}
+
+func runGPURank(o RanksOptions, f func(r *Rank) error) error {
+	rv, err := RendezvousFromEnv()
+	if err != nil {
+		return err
+	}
+	if _, set := os.LookupEnv("WORLD_SIZE"); o.World > 0 && o.World != rv.WorldSize && (set || o.World > 1) {
+		if !set {
+			return fmt.Errorf("jit: RunRanks wants %d ranks, but on GPUs every rank is a process: start them with `kgen launch -n %d -- PROG` or torchrun --nproc-per-node=%d", o.World, o.World, o.World)
+		}
+		return fmt.Errorf("jit: RunRanks wants %d ranks, but WORLD_SIZE=%d", o.World, rv.WorldSize)
+	}
+	b := o.Backend
+	if b == "" {
+		b = GPU
+	}
+	d, err := OpenBackend(b, rv.LocalRank, o.Open...)
+	if err != nil {
+		return &RankError{Rank: rv.Rank, ExitCode: 1, Err: err}
+	}
+	r := &Rank{Rank: rv.Rank, World: rv.WorldSize, LocalRank: rv.LocalRank, Backend: b, Device: d}
+	err = runRank(r, o, f, rv, nil)
+	if cerr := d.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return &RankError{Rank: rv.Rank, ExitCode: 1, Err: err}
+	}
+	return nil
+}
+
+// runRank runs f for r with NVSHMEM around it when asked. A panic in f becomes an error.
+// When f fails, failed (if set) hears of it at once, and NVSHMEM is not finalized (that is
+// collective, and the other ranks may never get there); it is only marked finished.
+func runRank(r *Rank, o RanksOptions, f func(r *Rank) error, rv Rendezvous, failed func(error)) error {
+	if o.NVSHMEM {
+		io := o.Init
+		if r.Backend != Emulator && io.Rendezvous == nil {
+			io.Rendezvous = &rv
+		}
+		sh, err := InitNVSHMEM(r.Device, io)
+		if err != nil {
+			if failed != nil {
+				failed(err)
+			}
+			return err
+		}
+		r.NVSHMEM = sh
+	}
+	if err := callRank(f, r); err != nil {
+		if failed != nil {
+			failed(err)
+		}
+		if r.NVSHMEM != nil {
+			r.NVSHMEM.mu.Lock()
+			r.NVSHMEM.done = true
+			r.NVSHMEM.mu.Unlock()
+		}
+		return err
+	}
+	if r.NVSHMEM != nil {
+		if err := r.NVSHMEM.Finalize(); err != nil {
+			if failed != nil {
+				failed(err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func callRank(f func(r *Rank) error, r *Rank) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return f(r)
+}
+
+// EmuWorld is the number of ranks RunRanks simulates on the emulator when
+// RanksOptions.World is 0: $WORLD_SIZE, or 1. It refuses an environment in which this
+// process is one rank of several (RANK set with WORLD_SIZE > 1).
+func EmuWorld() (int, error) {
+	v := os.Getenv("WORLD_SIZE")
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxEmuRanks {
+		return 0, fmt.Errorf("jit: WORLD_SIZE=%q: the emulator simulates 1 to %d ranks", v, maxEmuRanks)
+	}
+	if r := os.Getenv("RANK"); r != "" && n > 1 {
+		return 0, fmt.Errorf("jit: RANK=%s and WORLD_SIZE=%d make this process one rank of several, but on the emulator every rank is a goroutine of one process: run the program once, with `kgen launch --backend emu -n %d -- PROG` (WORLD_SIZE=%d, no RANK)", r, n, n, n)
+	}
+	return n, nil
+}
+
+const maxEmuRanks = 64
+
+func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
+	n := o.World
+	if n == 0 {
+		var err error
+		if n, err = EmuWorld(); err != nil {
+			return err
+		}
+	}
+	if n < 1 || n > maxEmuRanks {
+		return fmt.Errorf("jit: RunRanks: %d ranks; the emulator simulates 1 to %d", n, maxEmuRanks)
+	}
+	m, err := newEmuMachine(n, true)
+	if err != nil {
+		return err
+	}
+	w := m.w
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			d := newDevice(newEmuDevice(m, rank), o.Open)
+			rk := &Rank{Rank: rank, World: n, LocalRank: rank, Backend: Emulator, Device: d}
+			err := runRank(rk, o, f, Rendezvous{Rank: rank, WorldSize: n, LocalRank: rank}, func(err error) { w.failRank(rank, err) })
+			if cerr := d.Close(); err == nil && cerr != nil {
+				w.failRank(rank, cerr)
+			}
+			w.exit(rank)
+		}(r)
+	}
+	wg.Wait()
+	return w.result()
+}
+
+// RankError reports the first rank that failed (Rank -1 when ctx stopped the launch).
+type RankError struct {
+	Rank     int
+	ExitCode int
+	Err      error // how it ended (exit status or signal), or why it could not start
+}
+
+func (e *RankError) Error() string {
+	if e.Rank < 0 {
+		return fmt.Sprintf("launch stopped (exit code %d): %v", e.ExitCode, e.Err)
+	}
+	return fmt.Sprintf("rank %d failed (exit code %d): %v", e.Rank, e.ExitCode, e.Err)
+}
+
+// Unwrap returns how the rank ended.
+func (e *RankError) Unwrap() error { return e.Err }
+
+// ---- the in-process ranks' rendezvous ----
+
+// world coordinates the goroutine ranks of one emulated machine: every rank's k-th
+// collective call (join) meets the other ranks' k-th. The calls must be of the same kind
+// (a barrier cannot meet a launch); a rank that returns or fails while others wait for it
+// stops them with an error instead of a hang.
+type world struct {
+	n     int
+	ranks bool // made by RunRanks
+	mu    sync.Mutex
+	seq   []int           // the next collective number of each rank
+	ops   map[int]*collOp // collectives some rank has entered and not all have
+	gone  []bool          // ranks whose function has returned
+	fail  error           // the first failure; set once, stops everyone
+	stop  chan struct{}   // closed when fail is set
+}
+
+type collOp struct {
+	seq     int
+	kind    string
+	desc    []string
+	parts   []any
+	in      []bool
+	arrived int
+	done    chan struct{}
+	res     any
+	err     error
+}
+
+func newWorld(n int) *world {
+	return &world{n: n, seq: make([]int, n), ops: map[int]*collOp{}, gone: make([]bool, n), stop: make(chan struct{})}
+}
+
+// errStopped marks the error of a rank that stopped because another rank failed.
+var errStopped = errors.New("stopped because another rank failed")
+
+type stoppedError struct {
+	rank  int
+	where string
+	cause error
+}
+
+func (e *stoppedError) Error() string {
+	return fmt.Sprintf("jit: rank %d stopped waiting in %s: %v", e.rank, e.where, e.cause)
+}
+
+func (e *stoppedError) Is(t error) bool { return t == errStopped }
+func (e *stoppedError) Unwrap() error   { return e.cause }
+
+func (w *world) failLocked(err error) {
+	if w.fail == nil {
+		w.fail = err
+		close(w.stop)
+	}
+}
+
+// join enters rank's next collective call: kind must match the other ranks' call of the same
+// number, part is this rank's contribution, desc describes the call in errors. The last rank
+// to arrive runs run with every rank's part (indexed by rank) and all of them return its
+// result.
+func (w *world) join(rank int, kind, desc string, part any, run func(parts []any) (any, error)) (any, error) {
+	w.mu.Lock()
+	if w.fail != nil {
+		err := w.fail
+		w.mu.Unlock()
+		return nil, &stoppedError{rank, desc, err}
+	}
+	s := w.seq[rank]
+	w.seq[rank]++
+	op := w.ops[s]
+	if op == nil {
+		op = &collOp{seq: s, kind: kind, desc: make([]string, w.n), parts: make([]any, w.n), in: make([]bool, w.n), done: make(chan struct{})}
+		w.ops[s] = op
+	}
+	if op.kind != kind {
+		first := -1
+		for r, in := range op.in {
+			if in {
+				first = r
+				break
+			}
+		}
+		err := fmt.Errorf("jit: ranks disagree on their collective call #%d: rank %d calls %s but rank %d calls %s; every rank must make the same collective calls (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize, gathered launches) in the same order", s+1, first, op.desc[first], rank, desc)
+		w.failLocked(err)
+		w.mu.Unlock()
+		return nil, err
+	}
+	op.parts[rank], op.desc[rank], op.in[rank] = part, desc, true
+	op.arrived++
+	if err := w.checkGoneLocked(op); err != nil {
+		w.failLocked(err)
+		w.mu.Unlock()
+		return nil, err
+	}
+	if op.arrived == w.n {
+		delete(w.ops, s)
+		w.mu.Unlock()
+		op.res, op.err = run(op.parts)
+		close(op.done)
+		return op.res, op.err
+	}
+	w.mu.Unlock()
+	select {
+	case <-op.done:
+		return op.res, op.err
+	case <-w.stop:
+		select {
+		case <-op.done: // it completed after all
+			return op.res, op.err
+		default:
+		}
+		w.mu.Lock()
+		err := w.fail
+		w.mu.Unlock()
+		return nil, &stoppedError{rank, desc, err}
+	}
+}
+
+// checkGoneLocked fails op when a rank that has not joined it has returned.
+func (w *world) checkGoneLocked(op *collOp) error {
+	var missing []int
+	for r, g := range w.gone {
+		if g && !op.in[r] {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var waiting []string
+	for r, in := range op.in {
+		if in {
+			waiting = append(waiting, strconv.Itoa(r))
+		}
+	}
+	what := op.desc[0]
+	for r := range op.in {
+		if op.in[r] {
+			what = op.desc[r]
+			break
+		}
+	}
+	return fmt.Errorf("jit: rank %s returned without making collective call #%d (%s), which ranks %s wait in; every rank must make the same collective calls in the same order", joinInts(missing), op.seq+1, what, strings.Join(waiting, ", "))
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// failRank records that rank failed with err (unless it only stopped because another
+// rank failed), stopping the ranks that wait in collective calls.
+func (w *world) failRank(rank int, err error) {
+	if errors.Is(err, errStopped) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failLocked(&RankError{Rank: rank, ExitCode: 1, Err: err})
+}
+
+// exit records that rank's function has returned: collective calls it did not make fail.
+func (w *world) exit(rank int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gone[rank] = true
+	if w.fail != nil {
+		return
+	}
+	seqs := make([]int, 0, len(w.ops))
+	for s := range w.ops {
+		seqs = append(seqs, s)
+	}
+	sort.Ints(seqs)
+	for _, s := range seqs {
+		if err := w.checkGoneLocked(w.ops[s]); err != nil {
+			w.failLocked(err)
+			return
+		}
+	}
+}
+
+// result is RunRanks' error once every rank has returned.
+func (w *world) result() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fail
+}
