@@ -262,7 +262,11 @@ func packParams(fn *dfunc, args []any) ([]byte, error) {
 			return nil, fmt.Errorf("argument %d (%s): unsupported Go type %T (use fixed-size integers, floats, uint64 addresses or []byte)", i+1, kp.name, a)
 		}
 		if size != kp.size {
-			return nil, fmt.Errorf("argument %d (%s): Go %T is %d bytes but the parameter is .%s (%d bytes)", i+1, kp.name, a, size, typeName(kp), kp.size)
+			hint := ""
+			if kp.size == 2 && size == 4 {
+				hint = " (pass a half's bits as uint16: fp.F32ToF16 or fp.F32ToBF16)"
+			}
+			return nil, fmt.Errorf("argument %d (%s): Go %T is %d bytes but the parameter is .%s (%d bytes)%s", i+1, kp.name, a, size, typeName(kp), kp.size, hint)
 		}
 		putN(buf[kp.off:], size, v)
 	}
