@@ -212,6 +212,9 @@ func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
 	resS, resD := bufS[:0], bufD[:0]
 	for i := 0; i < R-1; i++ {
 		cs, cd := ls[i].val, ld[i].val
+		if cs <= 0 || restShape <= 0 {
+			fail(ErrInvalid, "composition: non-positive extent")
+		}
 		if !(restStride%cs == 0 || restStride < cs) {
 			fail(ErrDivisibility, "composition: stride %d is not divisible by extent %d (stride divisibility condition)", restStride, cs)
 		}
@@ -349,6 +352,9 @@ func complementImpl(fl Layout, cotarget IntTuple) Layout {
 			}
 		}
 		minStride := stride[mi]
+		if resD[i] == 0 {
+			fail(ErrInvalid, "complement: zero extent in %v", fl)
+		}
 		newShape := minStride / resD[i]
 		newStride := mul(minStride, shape[mi])
 		if newShape <= 0 {
@@ -358,6 +364,9 @@ func complementImpl(fl Layout, cotarget IntTuple) Layout {
 		stride = append(stride[:mi], stride[mi+1:]...)
 		resS = append(resS, newShape)
 		resD = append(resD, newStride)
+	}
+	if resD[R-1] == 0 {
+		fail(ErrInvalid, "complement: zero extent in %v", fl)
 	}
 	newShape := stride[0] / resD[R-1]
 	if newShape <= 0 {

@@ -195,7 +195,7 @@ func rankedProduct(a, b Layout, raked bool) Layout {
 	if raked {
 		x, y = y, x
 	}
-	if x.shape.kind == kindTuple && len(x.shape.elems) != len(y.shape.elems) || x.shape.kind != kindTuple && y.shape.kind == kindTuple && len(y.shape.elems) != 1 {
+	if x.shape.kind == kindTuple && (y.shape.kind != kindTuple || len(x.shape.elems) != len(y.shape.elems)) {
 		fail(ErrRank, "product: ranks of %v and %v do not match", x, y)
 	}
 	return mk(zipTuples(x.shape, y.shape), zipTuples(x.stride, y.stride))
@@ -228,11 +228,14 @@ func TileToShape(block Layout, target IntTuple) (Layout, error) {
 		bs := productEach(padded.shape)
 		ts := productEach(target)
 		for i := 0; i < R; i++ {
-			if ts.At(i).val%bs.At(i).val != 0 {
+			if bs.At(i).val <= 0 || ts.At(i).val%bs.At(i).val != 0 {
 				fail(ErrDivisibility, "tile_to_shape: block %v does not divide %v", block, target)
 			}
 		}
 		ps := ceilDiv(ts, bs)
+		if ps.kind != kindTuple {
+			ps = tup([]IntTuple{ps}) // C++ make_ordered_layout gives a rank-1 tuple
+		}
 		st, _ := compactMajor(ps, 1, true)
 		r = rankedProduct(padded, mk(ps, st), false)
 	})

@@ -226,6 +226,9 @@ func valueInt(c int, s, d IntTuple) int {
 		for _, v := range s.elems[k].Leaves() {
 			p *= v
 		}
+		if p == 0 { // only in an invalid (zero-extent) layout
+			return r
+		}
 		r += valueInt(c%p, s.elems[k], d.elems[k])
 		c /= p
 	}
@@ -292,6 +295,9 @@ func crd2idx(c, s, d IntTuple) int {
 		r, x := 0, c.val
 		for i := 0; i < n-1; i++ {
 			p := product(s.elems[i])
+			if p == 0 {
+				fail(ErrInvalid, "zero extent in %v", s)
+			}
 			r = add(r, crd2idx(Int(x%p), s.elems[i], d.elems[i]))
 			x /= p
 		}
@@ -346,6 +352,9 @@ func splitIdx(c int, s IntTuple) IntTuple {
 	out := make([]IntTuple, n)
 	for k := 0; k < n-1; k++ {
 		p := product(s.elems[k])
+		if p == 0 {
+			fail(ErrInvalid, "zero extent in %v", s)
+		}
 		out[k] = splitIdx(c%p, s.elems[k])
 		c /= p
 	}

@@ -287,8 +287,7 @@ def py_eval(op, a):
         o = c["outer"]
         outer = Swizzle(*o["swizzle"]) if "swizzle" in o else L(o)
         inner = L(c["inner"])
-        crd = totuple(a[1])
-        v = c["offset"] + (inner(*crd) if isinstance(crd, tuple) else inner(crd))
+        v = c["offset"] + P.crd2idx(totuple(a[1]), inner.shape, inner.stride)
         return outer(v)
     raise KeyError(op)  # no pycute counterpart (C++ only)
 
@@ -560,6 +559,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--n", type=int, default=40, help="cases per op")
     ap.add_argument("--no-cxx", action="store_true")
+    ap.add_argument("--ops", default="", help="comma-separated ops to regenerate (default: all)")
     args = ap.parse_args()
     ensure_tools()
     os.makedirs(args.out, exist_ok=True)
@@ -567,14 +567,18 @@ def main():
     jobs = {}
     drawn = {}
     summary = []
+    only = set(filter(None, args.ops.split(",")))
     for k, op in enumerate(OPS_CXX + OPS_PY):
-        g = Gen(args.seed * 1000 + k)
+        if only and op not in only:
+            continue
+        g = Gen(args.seed * 1000 + k)  # seeded by position: --ops reproduces the same cases
         drawn[op] = draw(op, g, args.n)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         if not args.no_cxx:
             for op in OPS_CXX:
-                jobs[op] = ex.submit(cxx_batch, op, drawn[op], workdir, op)
-        for op in OPS_CXX + OPS_PY:
+                if op in drawn:
+                    jobs[op] = ex.submit(cxx_batch, op, drawn[op], workdir, op)
+        for op in [o for o in OPS_CXX + OPS_PY if o in drawn]:
             out_cases = []
             disagree = 0
             cx_res = jobs[op].result() if op in jobs else None
