@@ -269,3 +269,70 @@ func TestMultimemOnUnicastAddress(t *testing.T) {
 		}})
 	wantErr(t, err, KindMulticast, "not a multicast address", "multimem.ld_reduce", "multigpu_test.go:")
 }
+
+// TestMultimemOps: the other reductions and types: bf16x2 with and without .acc::f32 (the
+// two differ), f16 min, u32 max, s32 min, b32 xor, and multimem.red add on f32 vectors.
+func TestMultimemOps(t *testing.T) {
+	m := asm(t, `
+.visible .entry mmops(.param .u64 mc, .param .u64 out)
+{
+	.reg .u64 %rd<4>;
+	.reg .b32 %b<8>;
+	.reg .b16 %h<2>;
+	.reg .f32 %f<2>;
+	.reg .u32 %r<2>;
+	.reg .pred %p<2>;
+	ld.param.u64 %rd0, [mc];
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r0, %tid.x;
+	setp.ne.u32 %p0, %r0, 0;
+	@%p0 bra END;
+	multimem.ld_reduce.relaxed.sys.global.add.acc::f32.bf16x2 %b0, [%rd0];
+	multimem.ld_reduce.relaxed.sys.global.add.bf16x2 %b1, [%rd0];
+	multimem.ld_reduce.relaxed.sys.global.min.f16 %h0, [%rd0+4];
+	multimem.ld_reduce.relaxed.sys.global.max.u32 %b2, [%rd0+8];
+	multimem.ld_reduce.relaxed.sys.global.min.s32 %b3, [%rd0+12];
+	multimem.ld_reduce.relaxed.sys.global.xor.b32 %b4, [%rd0+16];
+	st.global.v4.b32 [%rd1], {%b0, %b1, %b2, %b3};
+	st.global.b32 [%rd1+16], %b4;
+	st.global.b16 [%rd1+20], %h0;
+	mov.f32 %f0, 0f3F800000;
+	multimem.red.release.sys.global.add.v2.f32 [%rd0+32], {%f0, %f0};
+END:
+	ret;
+}`)
+	const ngpu = 4
+	s := newSys(t, ngpu)
+	sym, _ := s.MallocSymmetric(64)
+	outs := make([]uint64, ngpu)
+	bfv := []float32{1, 0x1p-8, 0x1p-8, 0x1p-8} // the small terms vanish one by one in bf16, not in f32
+	for g := 0; g < ngpu; g++ {
+		outs[g] = mustMalloc(t, s, g, 32)
+		must(t, WriteBF16(s, sym.On(g), []float32{bfv[g], float32(g + 1)}))
+		must(t, WriteF16(s, sym.On(g)+4, []float32{float32(3 - g)}))
+		must(t, WriteSlice(s, sym.On(g)+8, []uint32{uint32(10 * g), uint32(int32(5 - 3*g)), 1 << g}))
+	}
+	must(t, s.Launch(Launch{Module: m, Entry: "mmops", GPUs: s.All(), Grid: D1(1), Block: D1(32),
+		ArgsFor: func(g int) []any { return []any{sym.Multicast(), outs[g]} }}))
+	got := readU32(t, s, outs[2], 6)
+	lo32 := func(x uint32) float32 { return fp.BF16ToF32(uint16(x)) }
+	hi32 := func(x uint32) float32 { return fp.BF16ToF32(uint16(x >> 16)) }
+	if lo32(got[0]) != fp.BF16ToF32(fp.F32ToBF16(1+3*0x1p-8)) || hi32(got[0]) != 10 {
+		t.Fatalf("bf16x2 acc::f32: %v %v", lo32(got[0]), hi32(got[0]))
+	}
+	if lo32(got[1]) != 1 || hi32(got[1]) != 10 {
+		t.Fatalf("bf16x2 accumulated in bf16: %v %v", lo32(got[1]), hi32(got[1]))
+	}
+	if got[2] != 30 || int32(got[3]) != -4 || got[4] != 0xf {
+		t.Fatalf("max.u32 %d, min.s32 %d, xor %#x", got[2], int32(got[3]), got[4])
+	}
+	if h := fp.F16ToF32(uint16(got[5])); h != 0 {
+		t.Fatalf("min.f16: %v", h)
+	}
+	for g := 0; g < ngpu; g++ {
+		v := readF32(t, s, sym.On(g)+32, 2)
+		if v[0] != ngpu || v[1] != ngpu {
+			t.Fatalf("GPU %d: multimem.red add: %v", g, v)
+		}
+	}
+}
