@@ -409,25 +409,10 @@ func ParseHeader(ptx []byte) (*Header, error) {
 func (l *Library) Signatures(ctx context.Context) (map[string]Signature, error) {
 	l.sigMu.Lock() // one llvm-dis at a time; later callers get the first one's table
 	defer l.sigMu.Unlock()
-	l.mu.Lock()
-	s := l.sigs
-	l.mu.Unlock()
-	if s != nil {
+	if s := l.loadedSignatures(); s != nil {
 		return s, nil
 	}
-	dir := l.cacheDir()
-	path := ""
-	if dir != "" {
-		path = filepath.Join(dir, "signatures-"+l.Hash[:32]+".ptx")
-		if b, err := os.ReadFile(path); err == nil {
-			if s, err := ReadSignatures(bytes.NewReader(b)); err == nil && len(s) > 0 {
-				l.mu.Lock()
-				l.sigs = s
-				l.mu.Unlock()
-				return s, nil
-			}
-		}
-	}
+	path := l.signaturesPath()
 	dis, err := toolchain.LLVMTool("llvm-dis")
 	if err != nil {
 		return nil, err
@@ -470,6 +455,85 @@ func (l *Library) Signatures(ctx context.Context) (map[string]Signature, error) 
 	l.sigs = s
 	l.mu.Unlock()
 	return s, nil
+}
+
+// SignaturesOf returns the signatures of the named functions only. Unless the whole table is
+// already loaded or cached, it reads just their definitions (llvm-extract without
+// --recursive, then llvm-dis): about 0.2 s, where the first Signatures call takes about 10 s.
+// A name the bitcode does not define is an *UnknownFunctionError.
+func (l *Library) SignaturesOf(ctx context.Context, names []string) (map[string]Signature, error) {
+	names, err := NormalizeFuncs(names)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.checkFuncs(ctx, names); err != nil {
+		return nil, err
+	}
+	all := l.loadedSignatures()
+	if all == nil {
+		ex, err := toolchain.LLVMTool("llvm-extract")
+		if err != nil {
+			return nil, err
+		}
+		dis, err := toolchain.LLVMTool("llvm-dis")
+		if err != nil {
+			return nil, err
+		}
+		args := make([]string, 0, len(names)+3)
+		for _, n := range names {
+			args = append(args, "--func="+n)
+		}
+		bc, err := runTool(ctx, nil, ex, append(args, l.Path, "-o", "-")...)
+		if err != nil {
+			return nil, err
+		}
+		ll, err := runTool(ctx, bc, dis, "-o", "-", "-")
+		if err != nil {
+			return nil, err
+		}
+		if all, err = ParseLLVM(bytes.NewReader(ll)); err != nil {
+			return nil, err
+		}
+	}
+	out := make(map[string]Signature, len(names))
+	for _, n := range names {
+		s, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("devlib: no signature for %s in %s", n, l.Path)
+		}
+		out[n] = s
+	}
+	return out, nil
+}
+
+// loadedSignatures returns the full table when it is in memory or in the cache, else nil.
+func (l *Library) loadedSignatures() map[string]Signature {
+	l.mu.Lock()
+	s := l.sigs
+	l.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	if p := l.signaturesPath(); p != "" {
+		if b, err := os.ReadFile(p); err == nil {
+			if s, err := ReadSignatures(bytes.NewReader(b)); err == nil && len(s) > 0 {
+				l.mu.Lock()
+				l.sigs = s
+				l.mu.Unlock()
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// signaturesPath is the cache entry of the signature table ("" without a cache).
+func (l *Library) signaturesPath() string {
+	dir := l.cacheDir()
+	if dir == "" || len(l.Hash) < 32 {
+		return ""
+	}
+	return filepath.Join(dir, "signatures-"+l.Hash[:32]+".ptx")
 }
 
 func (l *Library) signatureHeader(n int) string {

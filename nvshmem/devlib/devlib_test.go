@@ -54,17 +54,29 @@ func requireLLVM(t *testing.T) {
 	tooltest.Require(t, toolchain.NVSHMEMHome)
 }
 
-// testLib returns the shared Library of the provisioned NVSHMEM, caching in testCache. The
-// first call also starts reading the signatures (llvm-dis, the slowest step of the tests) in
-// the background, so that it overlaps the builds.
+// testLib returns the shared Library of the provisioned NVSHMEM, caching in testCache.
+//
+// When testdata/api_<version>.txt was generated from this very bitcode (its header records the
+// hash), it is put in the cache as the signature table, so the tests do not each wait for
+// llvm-dis; TestAPIFile still reads the whole bitcode with llvm-dis (about 10 s of CPU, started
+// here in the background so that it overlaps the other tests) and compares.
 func testLib(t *testing.T) *Library {
 	t.Helper()
 	requireLLVM(t)
 	libOnce.Do(func() {
 		libT, libErr = Open("")
-		if libErr == nil {
-			libT.CacheDir = filepath.Join(testCache, "shared")
-			go loadSigs()
+		if libErr != nil {
+			return
+		}
+		libT.CacheDir = filepath.Join(testCache, "shared")
+		if b, err := os.ReadFile(apiFile(libT.Version)); err == nil && bytes.Contains(b, []byte("bitcode sha256:"+libT.Hash+"\n")) {
+			if err := writeAtomic(libT.signaturesPath(), b); err != nil {
+				libErr = err
+				return
+			}
+		}
+		if !testing.Short() || *update {
+			go loadFullSigs()
 		}
 	})
 	if libErr != nil {
@@ -74,30 +86,33 @@ func testLib(t *testing.T) *Library {
 }
 
 var (
-	sigOnce sync.Once
-	sigT    map[string]Signature
-	sigErr  error
-	sigTook time.Duration
+	fullOnce sync.Once
+	fullT    map[string]Signature
+	fullErr  error
+	fullTook time.Duration
 )
 
-func loadSigs() {
-	sigOnce.Do(func() {
+// loadFullSigs reads every signature from the bitcode with llvm-dis, bypassing the cache.
+func loadFullSigs() {
+	fullOnce.Do(func() {
 		start := time.Now()
-		sigT, sigErr = libT.Signatures(context.Background())
-		sigTook = time.Since(start)
+		l := &Library{Home: libT.Home, Path: libT.Path, Archive: libT.Archive, Version: libT.Version,
+			Hash: libT.Hash, NoCache: true}
+		fullT, fullErr = l.Signatures(context.Background())
+		fullTook = time.Since(start)
 	})
 }
 
-// testSigs returns the shared Library's signatures.
+// testSigs returns the shared Library's signatures (from the cache seeded by testLib when
+// the API file matches the bitcode, else from llvm-dis).
 func testSigs(t *testing.T) map[string]Signature {
 	t.Helper()
-	testLib(t)
-	loadSigs()
-	if sigErr != nil {
-		t.Fatal(sigErr)
+	l := testLib(t)
+	sigs, err := l.Signatures(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("Signatures: %d functions in %s", len(sigT), sigTook.Round(time.Millisecond))
-	return sigT
+	return sigs
 }
 
 // linkFuncs are the functions testdata/link_kernel_sm90.ptx calls.
@@ -431,7 +446,15 @@ func apiFile(version string) string { return filepath.Join("testdata", "api_"+ve
 // -update rewrites it.
 func TestAPIFile(t *testing.T) {
 	l := testLib(t)
-	sigs := testSigs(t)
+	if testing.Short() && !*update {
+		t.Skip("reads the whole bitcode with llvm-dis (about 10 s of CPU); run without -short")
+	}
+	loadFullSigs()
+	if fullErr != nil {
+		t.Fatal(fullErr)
+	}
+	sigs := fullT
+	t.Logf("Signatures from the bitcode: %d functions in %s", len(sigs), fullTook.Round(time.Millisecond))
 	fs, err := l.Functions(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -466,6 +489,33 @@ func TestAPIFile(t *testing.T) {
 	}
 	if !bytes.Equal(want, b.Bytes()) {
 		t.Errorf("%s is stale; run go test ./nvshmem/devlib -run TestAPIFile -update", path)
+	}
+}
+
+// TestSignaturesOf reads a few signatures straight from the bitcode (no table, no cache) and
+// compares them with the full table.
+func TestSignaturesOf(t *testing.T) {
+	shared := testLib(t)
+	sigs := testSigs(t)
+	l := &Library{Home: shared.Home, Path: shared.Path, Archive: shared.Archive, Version: shared.Version,
+		Hash: shared.Hash, NoCache: true}
+	start := time.Now()
+	got, err := l.SignaturesOf(t.Context(), append([]string{"nvshmem_half_g", "nvshmem_double_p"}, linkFuncs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SignaturesOf %d functions: %s", len(got), time.Since(start).Round(time.Millisecond))
+	if len(got) != len(linkFuncs)+2 {
+		t.Errorf("%d signatures, want %d", len(got), len(linkFuncs)+2)
+	}
+	for n, s := range got {
+		if s.Decl() != sigs[n].Decl() || s.LLVM != sigs[n].LLVM {
+			t.Errorf("%s: SignaturesOf %s // %s, table %s // %s", n, s.Decl(), s.LLVM, sigs[n].Decl(), sigs[n].LLVM)
+		}
+	}
+	var ue *UnknownFunctionError
+	if _, err := l.SignaturesOf(t.Context(), []string{"nvshmem_quiet", "nvshmem_nope"}); !errors.As(err, &ue) || len(ue.Names) != 1 {
+		t.Errorf("unknown name: %v", err)
 	}
 }
 

@@ -68,19 +68,14 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		}
 		return writeOut(opts.Output, stdout, []byte(strings.Join(names, "\n")+"\n"))
 	case opts.Signatures:
-		sigs, err := l.Signatures(ctx)
+		var sigs map[string]Signature
+		if funcs != nil {
+			sigs, err = l.SignaturesOf(ctx, funcs)
+		} else {
+			sigs, err = l.Signatures(ctx)
+		}
 		if err != nil {
 			return err
-		}
-		if funcs != nil {
-			if err := l.checkFuncs(ctx, funcs); err != nil {
-				return err
-			}
-			sub := map[string]Signature{}
-			for _, f := range funcs {
-				sub[f] = sigs[f]
-			}
-			sigs = sub
 		}
 		var b strings.Builder
 		if err := WriteSignatures(&b, l.signatureHeader(len(sigs)), sigs); err != nil {
