@@ -7,8 +7,7 @@ package layout
 // makeLayout concatenates layouts as modes of a new layout (CuTe's
 // make_layout(L0, L1, ...)).
 func makeLayout(ls ...Layout) Layout {
-	s := make([]IntTuple, len(ls))
-	d := make([]IntTuple, len(ls))
+	s, d := pair(len(ls))
 	for i, l := range ls {
 		s[i], d[i] = l.shape, l.stride
 	}
@@ -24,12 +23,17 @@ func (l Layout) flatInts() ([]int, []int) {
 	return l.shape.appendInts(nil), l.stride.appendInts(nil)
 }
 
+// pair returns two slices of length n sharing one allocation.
+func pair(n int) ([]IntTuple, []IntTuple) {
+	b := make([]IntTuple, 2*n)
+	return b[:n:n], b[n:]
+}
+
 func fromFlat(s, d []int) Layout {
 	if len(s) == 1 {
 		return mk(Int(s[0]), Int(d[0]))
 	}
-	ss := make([]IntTuple, len(s))
-	dd := make([]IntTuple, len(s))
+	ss, dd := pair(len(s))
 	for i := range s {
 		ss[i], dd[i] = Int(s[i]), Int(d[i])
 	}
@@ -68,8 +72,7 @@ func bwCoalesce(os, od []int, i int, ns, nd int) Layout {
 		return mk(Int(rs[0]), Int(rd[0]))
 	}
 	n := len(rs)
-	ss := make([]IntTuple, n)
-	dd := make([]IntTuple, n)
+	ss, dd := pair(n)
 	for k := 0; k < n; k++ {
 		ss[k], dd[k] = Int(rs[n-1-k]), Int(rd[n-1-k])
 	}
@@ -191,8 +194,7 @@ func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
 			fail(ErrRank, "composition: shape %v and stride %v are not congruent", rs, rd)
 		}
 		n := len(rs.elems)
-		ss := make([]IntTuple, n)
-		dd := make([]IntTuple, n)
+		ss, dd := pair(n)
 		for i := 0; i < n; i++ {
 			m := compositionImpl(lhs, rs.elems[i], rd.elems[i])
 			ss[i], dd[i] = m.shape, m.stride
@@ -241,10 +243,12 @@ func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
 		if len(resS) == 1 {
 			return mk(resS[0], resD[0])
 		}
-		return mk(tup(append([]IntTuple(nil), resS...)), tup(append([]IntTuple(nil), resD...)))
+		ss, dd := pair(len(resS))
+		copy(ss, resS)
+		copy(dd, resD)
+		return mk(tup(ss), tup(dd))
 	}
-	ss := make([]IntTuple, len(resS)+1)
-	dd := make([]IntTuple, len(resS)+1)
+	ss, dd := pair(len(resS) + 1)
 	copy(ss, resS)
 	copy(dd, resD)
 	ss[len(resS)], dd[len(resS)] = Int(restShape), Int(mul(restStride, last))

@@ -12,13 +12,18 @@ func logicalDivide(a Layout, t Tiler) Layout {
 		}
 		return byModes(a, t, logicalDivide)
 	case Tile:
-		return logicalDivide(a, tileLayout(t))
+		return logicalDivideLayout(a, tileLayout(t))
 	case Layout:
-		c := complementTo(t, coalesce(a).shape)
-		return composition(a, makeLayout(t, c))
+		return logicalDivideLayout(a, t)
 	}
 	fail(ErrInvalid, "unknown tiler %T", t)
 	return Layout{}
+}
+
+func logicalDivideLayout(a, t Layout) Layout {
+	c := complementTo(t, coalesce(a).shape)
+	tc := makeLayout(t, c)
+	return compositionImpl(coalesceX(a), tc.shape, tc.stride)
 }
 
 // byModes applies f to mode i of a and t[i], keeping the modes of a beyond
@@ -124,13 +129,17 @@ func logicalProduct(a Layout, t Tiler) Layout {
 		}
 		return byModes(a, t, logicalProduct)
 	case Tile:
-		return logicalProduct(a, tileLayout(t))
+		return logicalProductLayout(a, tileLayout(t))
 	case Layout:
-		c := complementTo(a, Int(mul(product(a.shape), t.cosize())))
-		return makeLayout(a, composition(c, t))
+		return logicalProductLayout(a, t)
 	}
 	fail(ErrInvalid, "unknown tiler %T", t)
 	return Layout{}
+}
+
+func logicalProductLayout(a, t Layout) Layout {
+	c := complementTo(a, Int(mul(product(a.shape), t.cosize())))
+	return makeLayout(a, compositionImpl(coalesceX(c), t.shape, t.stride))
 }
 
 // LogicalProduct repeats the block a over the tiler: (a, complement(a) ∘ t)
@@ -190,7 +199,7 @@ func zipTuples(a, b IntTuple) IntTuple {
 
 func rankedProduct(a, b Layout, raked bool) Layout {
 	r := max(a.Rank(), b.Rank())
-	p := logicalProduct(appendRank(a, r), appendRank(b, r))
+	p := logicalProductLayout(appendRank(a, r), appendRank(b, r))
 	x, y := p.mode(0), p.mode(1)
 	if raked {
 		x, y = y, x
