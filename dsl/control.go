@@ -118,6 +118,7 @@ func (k *Kernel) For(from, to, step any, body func(i Value)) {
 		return
 	}
 	if s, ok := step.(Value); ok && s.IsConst() && constInt(s) <= 0 || isNonPositive(step) {
+		// A runtime step is the caller's promise.
 		k.errorf("For: step must be positive")
 		return
 	}
@@ -138,6 +139,7 @@ func (k *Kernel) For(from, to, step any, body func(i Value)) {
 	k.place(end)
 }
 
+// isNonPositive reports whether a Go integer step is zero or negative.
 func isNonPositive(x any) bool {
 	switch x := x.(type) {
 	case int:
@@ -146,8 +148,12 @@ func isNonPositive(x any) bool {
 		return x <= 0
 	case int32:
 		return x <= 0
-	case uint, uint32, uint64:
-		return x == uint(0) || x == uint32(0) || x == uint64(0)
+	case uint:
+		return x == 0
+	case uint32:
+		return x == 0
+	case uint64:
+		return x == 0
 	}
 	return false
 }

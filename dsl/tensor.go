@@ -886,7 +886,6 @@ func (k *Kernel) Fragment(elem Type, like Tensor) Tensor {
 	n := like.Size()
 	f := Tensor{k: k, ptr: Ptr{k: k, elem: elem, space: ptx.SpaceReg}}
 	cs := 1
-	var ls []leaf
 	for _, m := range like.modes {
 		var mode []leaf
 		for _, l := range m {
@@ -898,9 +897,7 @@ func (k *Kernel) Fragment(elem Type, like Tensor) Tensor {
 			cs *= l.shape
 		}
 		f.modes = append(f.modes, mode)
-		ls = append(ls, mode...)
 	}
-	_ = ls
 	f.origin = []coord{{}}
 	f.bounds = []Value{{}}
 	f.regs = make([]Value, n)

@@ -226,15 +226,3 @@ func (k *Kernel) own(v Value, what string) bool {
 	}
 	return true
 }
-
-// check validates the receiver of a method; it reports through the receiver's kernel.
-func (v Value) check(what string) bool {
-	if v.k == nil {
-		if what != "" {
-			// Nowhere to record it: the zero Value has no kernel. Callers get an invalid value.
-			return false
-		}
-		return false
-	}
-	return true
-}
