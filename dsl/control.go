@@ -117,8 +117,8 @@ func (k *Kernel) For(from, to, step any, body func(i Value)) {
 		k.errorf("For: loop bounds are %s, not an integer type", t)
 		return
 	}
+	// A constant step must be positive; a runtime step is the caller's promise.
 	if s, ok := step.(Value); ok && s.IsConst() && constInt(s) <= 0 || isNonPositive(step) {
-		// A runtime step is the caller's promise.
 		k.errorf("For: step must be positive")
 		return
 	}
