@@ -157,6 +157,13 @@ func (w *warp) raceFault(in *dinst, ln int, off uint64, n int, write bool, other
 		what, n, off, who, ow, where))
 }
 
+// peerVisible reports whether a store to global address addr is one the weak mode delays:
+// into another GPU's memory, or into the symmetric heap (where other GPUs read it through
+// peer addresses) of any GPU, the storing one included.
+func (w *warp) peerVisible(addr uint64) bool {
+	return int(region(addr)-regionGlobal0) != w.b.gpu || addr&offMask >= symBase
+}
+
 func releases(in *dinst) bool {
 	return (in.sem == semRelease || in.sem == semAcqRel) && in.scope != scCTA && in.scope != scCluster
 }
@@ -238,7 +245,7 @@ func execSt(w *warp, in *dinst, m uint32) {
 				return
 			}
 		case whGlobal:
-			if l.weak && int(region(off)-regionGlobal0) != w.b.gpu && (in.sem == semWeak || in.sem == semRelaxed || in.sem == semVolatile) {
+			if l.weak && w.peerVisible(off) && (in.sem == semWeak || in.sem == semRelaxed || in.sem == semVolatile) {
 				buf := w.scratch[:tot]
 				w.storeValue(in, ln, buf)
 				l.buffer(w, ln, off, buf)
@@ -411,7 +418,7 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			l.progressed()
 			continue
 		}
-		if isRed && wh == whGlobal && l.weak && int(region(off)-regionGlobal0) != w.b.gpu && (in.sem == semWeak || in.sem == semRelaxed) {
+		if isRed && wh == whGlobal && l.weak && w.peerVisible(off) && (in.sem == semWeak || in.sem == semRelaxed) {
 			buf := w.scratch[:tot]
 			for i := 0; i < nv; i++ {
 				putN(buf[i*es:], es, w.r[in.av[i]+int32(ln)])

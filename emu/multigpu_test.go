@@ -81,6 +81,12 @@ func ringModule(t *testing.T, v ringVariant) string {
 
 // runRing returns the number of wrong output values.
 func runRing(t *testing.T, ngpu, n int, v ringVariant, opt Options) (int, error) {
+	return runRingMode(t, ngpu, n, v, opt, false)
+}
+
+// runRingMode with pull set: every GPU writes its own copy of data and its own flag; the
+// next GPU polls that flag and reads the data through peer addresses.
+func runRingMode(t *testing.T, ngpu, n int, v ringVariant, opt Options, pull bool) (int, error) {
 	t.Helper()
 	m := asm(t, ringModule(t, v))
 	s := newSys(t, ngpu)
@@ -94,7 +100,10 @@ func runRing(t *testing.T, ngpu, n int, v ringVariant, opt Options) (int, error)
 	}
 	err = s.Launch(Launch{Module: m, Entry: "ring", GPUs: s.All(), Grid: D1(1), Block: D1(128), Options: opt,
 		ArgsFor: func(g int) []any {
-			next := (g + 1) % ngpu
+			next, prev := (g+1)%ngpu, (g+ngpu-1)%ngpu
+			if pull {
+				return []any{data.On(prev), data.On(g), flag.On(prev), flag.On(g), outs[g], uint32(g), uint32(n)}
+			}
 			return []any{data.On(g), data.On(next), flag.On(g), flag.On(next), outs[g], uint32(g), uint32(n)}
 		}})
 	if err != nil {
@@ -150,6 +159,22 @@ func TestWeakMissingFence(t *testing.T) {
 		must(t, err)
 		if bad != 0 {
 			t.Fatalf("fenced, seed %d: %d wrong values", seed, bad)
+		}
+	}
+	// The pull form: the producer stores into its own symmetric memory, the consumer reads it
+	// through a peer address after seeing the flag.
+	for _, seed := range []int64{1, 2} {
+		bad, err := runRingMode(t, 2, 256, ringNoFence, Options{Weak: true, Seed: seed}, true)
+		must(t, err)
+		if bad == 0 {
+			t.Fatalf("pull, weak mode, seed %d: the missing fence went unnoticed", seed)
+		}
+		for _, v := range []ringVariant{ringFenced, ringCorrect} {
+			bad, err = runRingMode(t, 3, 256, v, Options{Weak: true, Seed: seed}, true)
+			must(t, err)
+			if bad != 0 {
+				t.Fatalf("pull, %v, seed %d: %d wrong values", v, seed, bad)
+			}
 		}
 	}
 }
