@@ -14,10 +14,12 @@ import (
 // flags_mc and flags_uc the multicast and local (unicast) addresses of the barrier flags
 // (FlagWords u32 per GPU, zero once at allocation), rank this GPU's index, ngpus the number
 // of GPUs, n the element count, epoch the number of barriers the flag set has completed
-// before the launch (the host adds P2PBarriers(name) after each launch). Symmetric buffers
+// before the launch (the host adds CollBarriers(name) after each launch). Symmetric buffers
 // read through a multicast address must be allocated in whole 16-byte units: the last
 // vector is read whole, and the 16-bit kernels may write the padding element after an odd n.
-// Launch the same grid (at most CollMaxBlocks blocks of CollThreads threads) on every GPU.
+// Launch the same grid (at most CollMaxBlocks blocks of CollThreads threads) on every GPU,
+// and the same grid for every launch over one flag set: block b's flag counts the barriers
+// block b took part in, and the epoch counts them all.
 
 // mmTargets are the targets of the multimem kernels; mmGolden those pinned in golden/.
 var (

@@ -14,7 +14,7 @@ import (
 // Common parameters: tables (ins, outs, pads, lbufs) are device arrays of CollMaxGPUs u64
 // addresses, entry g being GPU g's buffer as this GPU reaches it; rank is this GPU's index,
 // ngpus the number of GPUs (1..CollMaxGPUs), n the element count, epoch the number of
-// barriers this pad set has completed before the launch (the host adds P2PBarriers(name)
+// barriers this pad set has completed before the launch (the host adds CollBarriers(name)
 // after each launch). Launch the same grid (at most CollMaxBlocks blocks of CollThreads
 // threads) on every GPU at once.
 
@@ -56,6 +56,12 @@ func init() {
 		New:    P2PAllGather,
 	})
 	register(&Spec{
+		Name:   "p2p_broadcast",
+		Doc:    "broadcast by peer stores: the root writes its n elements into every GPU's output; 128-bit vectors; 2 barriers",
+		DTypes: collDTypes,
+		New:    P2PBroadcast,
+	})
+	register(&Spec{
 		Name:   "p2p_barrier",
 		Doc:    "cross-GPU barrier through per-block signal pads (st.release.sys to each peer, ld.acquire.sys spin on own pad); epoch-based, no reset",
 		DTypes: []dsl.Type{dsl.U32},
@@ -63,10 +69,10 @@ func init() {
 	})
 }
 
-// P2PBarriers returns how many barriers a launch of the named p2p or multimem kernel
-// completes on its pad or flag set (the host adds it to the set's epoch), 0 for kernels
-// without barriers.
-func P2PBarriers(name string) int {
+// CollBarriers returns how many barriers a launch of the named p2p or multimem kernel
+// completes on its pad or flag set (the host adds it to the set's epoch after the launch),
+// 0 for kernels without barriers.
+func CollBarriers(name string) int {
 	switch {
 	case name == "p2p_barrier" || name == "mm_barrier":
 		return 1
@@ -393,6 +399,29 @@ func p2pReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ord barrierOr
 		storeN(k, out, i, toType(acc, dt))
 	}
 	k.If(aligned, func() { eachVec(k, zero, m, vec, 1, reduce) }).Else(func() { eachVec(k, zero, m, 1, 1, reduce) })
+}
+
+// P2PBroadcast writes in[0:n] of GPU root into outs[g][0:n] of every GPU g with peer stores
+// (128-bit vectors, single elements for the tail); the other GPUs only take part in the
+// barriers (first: outputs free; last: the root's stores have landed). out may equal in.
+// Params: in, outs (table), pads (table), root, rank, ngpus, n, epoch.
+func P2PBroadcast(k *dsl.Kernel, dt dsl.Type) {
+	in := k.PtrParam("in", dt)
+	outs := k.PtrParam("outs", dsl.U64)
+	pads := k.PtrParam("pads", dsl.U64)
+	root := k.Param("root", dsl.U32)
+	rank, ngpus, n, epoch := collScalars(k)
+	addrs := peerTable(k, outs, ngpus)
+	p2pBarrier(k, pads, rank, ngpus, epoch.Add(1), ordered)
+	k.If(rank.Eq(root), func() {
+		eachVec(k, k.Const(dsl.U32, 0), n, vecOf(dt), 1, func(i dsl.Value, w int) {
+			v := loadN(k, in, i, w)
+			for p := range addrs {
+				k.If(ngpus.Gt(uint32(p)), func() { storeN(k, ptrAt(k, addrs[p], dt), i, v) })
+			}
+		})
+	})
+	p2pBarrier(k, pads, rank, ngpus, epoch.Add(2), ordered)
 }
 
 // P2PBarrier is a standalone cross-GPU barrier over the pad set (see p2pBarrier): it returns

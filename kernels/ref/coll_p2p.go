@@ -29,6 +29,7 @@ func init() {
 		})
 	}
 	register("p2p_allgather", p2pAllGather)
+	register("p2p_broadcast", p2pBroadcast)
 	register("p2p_barrier", p2pBarrier)
 }
 
@@ -80,7 +81,7 @@ func p2pOneShot(r *run) error {
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
-		c.epoch += uint32(kernels.P2PBarriers(r.p.Kernel))
+		c.epoch += uint32(kernels.CollBarriers(r.p.Kernel))
 		want := make([]float64, n)
 		for i := range want {
 			want[i] = c.reduce(op, vals, i)
@@ -127,7 +128,7 @@ func p2pTwoShot(r *run) error {
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
-		c.epoch += uint32(kernels.P2PBarriers(r.p.Kernel))
+		c.epoch += uint32(kernels.CollBarriers(r.p.Kernel))
 		want := make([]float64, n)
 		for i := range want {
 			want[i] = c.reduce(op, vals, i)
@@ -295,6 +296,49 @@ func (c *coll) reduceScatter(m int, op dsl.ReduceOp, mod *ptx.Module, entry stri
 				want[i] = c.reduce(op, vals, g*m+i)
 			}
 			if err := c.expect("out", g, out.On(g), want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// p2pBroadcast moves the root around and alternates in place (out = in) and out of place.
+func p2pBroadcast(r *run) error {
+	c := newColl(r)
+	n := r.size(1000)
+	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
+	in, inTab, _, padTab, err := c.p2pSetup(n)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	outTab, err := c.table(out)
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		root := (l + 1) % c.g
+		vals := c.inputs(n)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		dst, dstTab := out, outTab
+		if l%2 == 1 {
+			dst, dstTab = in, inTab
+		}
+		err := c.launch(c.blocks(n), func(g int) []any {
+			return []any{in.On(g), dstTab.On(g), padTab.On(g), uint32(root), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch += 2
+		for g := 0; g < c.g; g++ {
+			if err := c.expect("out", g, dst.On(g), vals[root]); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,324 @@
+package collectives
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/fp"
+)
+
+// setup is one emulated machine and a Comm over it.
+type setup struct {
+	t   *testing.T
+	c   *Comm
+	log *bytes.Buffer
+	rng *rand.Rand
+}
+
+// small thresholds so that small test sizes reach every algorithm.
+var testOpts = Options{OneShotMaxBytes: 1 << 10, LamportMaxBytes: 256, MaxBlocks: 3}
+
+func newSetup(t *testing.T, gpus int, mc, weak bool, seed int64, o Options) *setup {
+	t.Helper()
+	sys, err := emu.New(gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := New(context.Background(), &Emu{Sys: sys, NoMulticast: !mc, Options: emu.Options{Weak: weak, Seed: seed}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return &setup{t: t, c: c, log: &logs, rng: rand.New(rand.NewSource(seed + 7))}
+}
+
+// fill writes random values to every GPU's copy and returns them: multiples of 1/8 in
+// [-8, 8] (exact sums in f32 over 8 GPUs), integers for s32.
+func (s *setup) fill(b *Buffer) [][]float64 {
+	s.t.Helper()
+	out := make([][]float64, s.c.NumGPUs())
+	for g := range out {
+		v := make([]float32, b.Len())
+		out[g] = make([]float64, b.Len())
+		for i := range v {
+			x := float32(s.rng.Intn(129)-64) / 8
+			if b.DType() == dsl.I32 {
+				x = float32(s.rng.Intn(1<<20) - 1<<19)
+			}
+			v[i], out[g][i] = x, float64(x)
+		}
+		if err := b.WriteF32(g, v); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func round(dt dsl.Type, x float64) float64 {
+	switch dt {
+	case dsl.F16:
+		return float64(fp.F16ToF32(fp.F32ToF16(float32(x))))
+	case dsl.BF16:
+		return float64(fp.BF16ToF32(fp.F32ToBF16(float32(x))))
+	}
+	return float64(float32(x))
+}
+
+func reduce(op Op, dt dsl.Type, in [][]float64, i int) float64 {
+	acc := in[0][i]
+	for g := 1; g < len(in); g++ {
+		switch op {
+		case Min:
+			acc = math.Min(acc, in[g][i])
+		case Max:
+			acc = math.Max(acc, in[g][i])
+		default:
+			acc += in[g][i]
+		}
+	}
+	return round(dt, acc)
+}
+
+// expect checks every GPU's copy of b against want(i).
+func (s *setup) expect(what string, b *Buffer, want func(g, i int) float64) {
+	s.t.Helper()
+	for g := 0; g < s.c.NumGPUs(); g++ {
+		got, err := b.ReadF32(g)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for i, x := range got {
+			if w := want(g, i); float64(x) != w {
+				s.t.Fatalf("%s (%s): GPU %d element %d = %v, want %v", what, s.c.LastAlgorithm(), g, i, x, w)
+			}
+		}
+	}
+}
+
+// TestAllReduce runs AllReduce over 1..8 emulated GPUs, with and without multicast, in
+// the strict and the weak memory model, in place and out of place, at sizes that reach
+// every algorithm (Lamport, one-shot, two-shot; multimem one-shot and two-shot), three
+// calls in a row on one Comm for each.
+func TestAllReduce(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		gpus int
+		mc   bool
+		weak bool
+		seed int64
+	}{{1, true, false, 0}, {2, false, false, 0}, {3, true, true, 1}, {4, false, true, 2}, {5, true, false, 3}, {8, false, true, 4}, {8, true, true, 5}}
+	for _, tc := range cases {
+		for _, dt := range DTypes() {
+			t.Run(fmt.Sprintf("g%d/mc=%v/weak=%v/%s", tc.gpus, tc.mc, tc.weak, dt), func(t *testing.T) {
+				t.Parallel()
+				s := newSetup(t, tc.gpus, tc.mc, tc.weak, tc.seed, testOpts)
+				seen := map[string]bool{}
+				for _, n := range []int{7, 61, 300, 1001} {
+					a, err := s.c.Alloc(dt, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, err := s.c.Alloc(dt, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for call, op := range []Op{Sum, Max, Min} {
+						in := s.fill(a)
+						dst := b
+						if call%2 == 1 {
+							dst = a // in place
+						}
+						if err := s.c.AllReduceTo(ctx, dst, a, op); err != nil {
+							t.Fatal(err)
+						}
+						seen[s.c.LastAlgorithm()] = true
+						s.expect(fmt.Sprintf("n=%d call %d", n, call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) })
+					}
+				}
+				t.Log(len(seen), "algorithms:", seen)
+			})
+		}
+	}
+}
+
+// TestAlgorithmChoice checks which kernel each size, dtype and machine gets.
+func TestAlgorithmChoice(t *testing.T) {
+	mc := newSetup(t, 4, true, false, 0, Options{})
+	p2p := newSetup(t, 4, false, false, 0, Options{})
+	for _, c := range []struct {
+		s    *setup
+		dt   dsl.Type
+		op   Op
+		n    int
+		want string
+	}{
+		{mc, dsl.F32, Sum, 1024, "mm_allreduce_1shot_sum"},
+		{mc, dsl.BF16, Sum, 16 << 20, "mm_allreduce_2shot_sum"},
+		{mc, dsl.F32, Max, 1024, "p2p_allreduce_lamport_max"}, // no multimem max.f32
+		{mc, dsl.F16, Max, 1024, "mm_allreduce_1shot_max"},
+		{p2p, dsl.F32, Sum, 1024, "p2p_allreduce_lamport_sum"},
+		{p2p, dsl.I32, Sum, 1024, "p2p_allreduce_1shot_sum"},
+		{p2p, dsl.F32, Sum, 32 << 10, "p2p_allreduce_1shot_sum"},
+		{p2p, dsl.F32, Sum, 1 << 20, "p2p_allreduce_2shot_sum"},
+	} {
+		if got := c.s.c.AllReduceAlgorithm(c.dt, c.op, c.n); got != c.want {
+			t.Errorf("%v %s n=%d: %s, want %s", c.op, c.dt, c.n, got, c.want)
+		}
+	}
+}
+
+// TestFallbackMessage: without multicast the Comm says why and that it uses peer-to-peer
+// kernels; each collective logs its choice at debug level.
+func TestFallbackMessage(t *testing.T) {
+	s := newSetup(t, 2, false, false, 0, testOpts)
+	if ok, why := s.c.Multicast(); ok || why == nil {
+		t.Fatalf("Multicast() = %v, %v; want false and a reason", ok, why)
+	}
+	b, err := s.c.Alloc(dsl.F32, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.AllReduce(context.Background(), b, Sum); err != nil {
+		t.Fatal(err)
+	}
+	logs := s.log.String()
+	for _, want := range []string{"multicast unavailable", "falling back to peer-to-peer", "Emu.NoMulticast", "algorithm=p2p_allreduce_lamport_sum"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	s2 := newSetup(t, 2, true, false, 0, testOpts)
+	if ok, _ := s2.c.Multicast(); !ok {
+		t.Fatal("multicast not used on a machine that has it")
+	}
+	if strings.Contains(s2.log.String(), "unavailable") {
+		t.Errorf("fallback logged with multicast available:\n%s", s2.log.String())
+	}
+}
+
+// TestMixedSequence runs every collective, several times, interleaved on one Comm (the
+// barriers' epochs are shared), with and without multicast, in weak mode.
+func TestMixedSequence(t *testing.T) {
+	ctx := context.Background()
+	for _, mc := range []bool{false, true} {
+		for _, g := range []int{3, 4} {
+			t.Run(fmt.Sprintf("mc=%v/g%d", mc, g), func(t *testing.T) {
+				t.Parallel()
+				s := newSetup(t, g, mc, true, int64(g), testOpts)
+				for round := 0; round < 3; round++ {
+					for _, dt := range []dsl.Type{dsl.F32, dsl.F16, dsl.I32} {
+						m := 37 + round*100 + 1 // odd part sizes
+						part, err := s.c.Alloc(dt, m)
+						if err != nil {
+							t.Fatal(err)
+						}
+						whole, err := s.c.Alloc(dt, m*g)
+						if err != nil {
+							t.Fatal(err)
+						}
+						in := s.fill(whole)
+						if err := s.c.ReduceScatter(ctx, part, whole, Sum); err != nil {
+							t.Fatal(err)
+						}
+						s.expect("reduce-scatter", part, func(gpu, i int) float64 { return reduce(Sum, dt, in, gpu*m+i) })
+
+						parts := s.fill(part)
+						if err := s.c.AllGather(ctx, whole, part); err != nil {
+							t.Fatal(err)
+						}
+						s.expect("all-gather", whole, func(_, i int) float64 { return parts[i/m][i%m] })
+
+						if err := s.c.Barrier(ctx); err != nil {
+							t.Fatal(err)
+						}
+						root := round % g
+						src := s.fill(part)
+						if err := s.c.Broadcast(ctx, whole, whole, root); err != nil {
+							t.Fatal(err)
+						}
+						if err := s.c.Broadcast(ctx, part, part, root); err != nil {
+							t.Fatal(err)
+						}
+						s.expect("broadcast", part, func(_, i int) float64 { return src[root][i] })
+
+						in = s.fill(whole)
+						if err := s.c.AllReduce(ctx, whole, Max); err != nil {
+							t.Fatal(err)
+						}
+						s.expect("all-reduce", whole, func(_, i int) float64 { return reduce(Max, dt, in, i) })
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestErrors: misuse is an error, never a panic.
+func TestErrors(t *testing.T) {
+	ctx := context.Background()
+	s := newSetup(t, 2, true, false, 0, testOpts)
+	a, _ := s.c.Alloc(dsl.F32, 8)
+	b, _ := s.c.Alloc(dsl.F16, 8)
+	other := newSetup(t, 2, true, false, 0, testOpts)
+	o, _ := other.c.Alloc(dsl.F32, 8)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	for name, err := range map[string]error{
+		"dtype mismatch":   s.c.AllReduceTo(ctx, a, b, Sum),
+		"other comm":       s.c.AllReduce(ctx, o, Sum),
+		"nil buffer":       s.c.AllReduce(ctx, nil, Sum),
+		"bad op":           s.c.AllReduce(ctx, a, dsl.BitXor),
+		"bad root":         s.c.Broadcast(ctx, a, a, 5),
+		"gather sizes":     s.c.AllGather(ctx, a, a),
+		"scatter sizes":    s.c.ReduceScatter(ctx, a, a, Sum),
+		"cancelled":        s.c.AllReduce(cancelled, a, Sum),
+		"unsupported type": func() error { _, err := s.c.Alloc(dsl.U8, 4); return err }(),
+		"empty":            func() error { _, err := s.c.Alloc(dsl.F32, 0); return err }(),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := New(ctx, nil, Options{}); err == nil {
+		t.Error("nil backend accepted")
+	}
+	sys, _ := emu.New(2)
+	if _, err := New(ctx, &Emu{Sys: sys}, Options{MaxBlocks: 1000}); err == nil {
+		t.Error("MaxBlocks over the limit accepted")
+	}
+	if err := s.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.AllReduce(ctx, a, Sum); err == nil {
+		t.Error("closed Comm accepted a call")
+	}
+}
+
+// TestSM80 runs without multimem (an sm_80 target) and says so.
+func TestSM80(t *testing.T) {
+	s := newSetup(t, 3, true, false, 0, Options{Target: "sm_80", MaxBlocks: 2})
+	if ok, why := s.c.Multicast(); ok || !strings.Contains(why.Error(), "sm_80") {
+		t.Fatalf("Multicast() = %v, %v", ok, why)
+	}
+	b, _ := s.c.Alloc(dsl.BF16, 77)
+	in := s.fill(b)
+	if err := s.c.AllReduce(context.Background(), b, Sum); err != nil {
+		t.Fatal(err)
+	}
+	s.expect("sm_80 all-reduce", b, func(_, i int) float64 { return reduce(Sum, dsl.BF16, in, i) })
+}
+
