@@ -102,7 +102,11 @@ func TestPtxasAssembles(t *testing.T) {
 				return
 			}
 			out := filepath.Join(dir, strings.ReplaceAll(f, string(filepath.Separator), "_")+".cubin")
-			b, err := exec.Command(ptxas, "-arch="+string(tm[1]), f, "-o", out).CombinedOutput()
+			args := []string{"-arch=" + string(tm[1]), f, "-o", out}
+			if bytes.Contains(src, []byte(".extern .func")) {
+				args = append([]string{"-c"}, args...) // calls externs (NVSHMEM): relocatable code
+			}
+			b, err := exec.Command(ptxas, args...).CombinedOutput()
 			if err != nil {
 				mu.Lock()
 				t.Errorf("ptxas rejects %s: %v\n%s", f, err, b)

@@ -1,7 +1,19 @@
-// Package nvshmem gives kernels NVSHMEM's device API and programs its host API.
+// Package nvshmem gives kernels NVSHMEM's device API.
 //
-// It owns three things: the device API as DSL operations with NVSHMEM's exact C ABI (calls
-// into the functions of libnvshmem_device.bc), the device-library builder (package
-// nvshmem/devlib: bitcode to linkable PTX), and the host binding (init, symmetric memory, peer
-// and multicast pointers; cgo, build tag cuda).
+// The device API is a set of DSL operations (functions taking the *dsl.Kernel first, modelled
+// on nvshmem4py's device API) that call the functions of NVSHMEM 3.x's device library
+// (libnvshmem_device.bc) with their exact C ABI: p/g, put/get and their _nbi forms and
+// put-with-signal at thread, warp and block scope, signal operations, quiet and fence, atomic
+// memory operations, barriers and team synchronisation, reductions, fcollect, broadcast and
+// alltoall, PE and team queries, and peer and multicast pointers. Buffers are dsl.Tensors or
+// Spans; misuse is a build error at the caller's line. docs/nvshmem.md has the table beside
+// nvshmem4py.
+//
+// Emulate implements every one of those functions on the emulator (package emu), so kernels
+// that call NVSHMEM run and are checked without GPUs.
+//
+// Package nvshmem/devlib builds the device library (bitcode to linkable PTX) and checks
+// declarations against it; the host side (init, symmetric memory, module init) is package
+// jit's NVSHMEM binding. Package nvshmem/gputest is the acceptance test, on the emulator and
+// on GPUs.
 package nvshmem

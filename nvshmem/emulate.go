@@ -1,0 +1,889 @@
+package nvshmem
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Emulator implements NVSHMEM's device API on the emulator (package emu), through its extern
+// hook: the PEs are the simulated GPUs, the symmetric heap is emu's symmetric allocations.
+//
+// Semantics:
+//   - Blocking puts, gets, p, g, AMOs and signal operations take effect when called; put
+//     with signal writes the data, then updates the signal.
+//   - Non-blocking puts (put_nbi, put_signal_nbi) copy their source when issued and are
+//     delivered later, in issue order per PE, with the signal after its data: at the
+//     issuing PE's quiet, fence, barrier or barrier_all, or whenever some NVSHMEM call of
+//     any PE has to wait (the progress NVSHMEM guarantees); Quiet on the host delivers what
+//     a kernel left. get_nbi completes when called.
+//   - Warp and block operations wait until every thread of the warp or block has called them
+//     (as their NVSHMEM forms synchronise the group), run once, and release the group.
+//   - barrier_all, sync_all, barrier, team_sync and the collectives (reduce, fcollect,
+//     broadcast, alltoall) are matched in call order per team: the k-th collective call of
+//     each PE of a team meets the k-th of the others. A PE calls each collective once (from
+//     one thread, warp or block). Waits block cooperatively; a missing partner is reported
+//     by the emulator as a deadlock naming the waiting threads.
+//   - Teams: world, shared and node each hold every PE (the simulated GPUs share one node
+//     with peer access). nvshmem_ptr returns the peer address of any PE's copy;
+//     nvshmemx_mc_ptr returns the multicast address, or NULL when NoMulticast is set (as on
+//     a machine with NVSHMEM_DISABLE_NVLS=1).
+//
+// A launch that fails can leave collectives half matched; call Reset before the next.
+type Emulator struct {
+	sys  *emu.System
+	npes int
+	// NoMulticast makes nvshmemx_mc_ptr return NULL.
+	NoMulticast bool
+
+	pending []*pendingPut
+	seq     map[int32][]int // per team: collectives entered per PE
+	colls   map[collKey]*coll
+}
+
+// Emulate registers every function of Functions() on sys and returns the emulator that
+// implements them.
+func Emulate(sys *emu.System) (*Emulator, error) {
+	if sys == nil {
+		return nil, fmt.Errorf("nvshmem: Emulate: nil system")
+	}
+	e := &Emulator{sys: sys, npes: sys.NumGPUs()}
+	e.Reset()
+	hs := e.handlers()
+	for _, name := range Functions() {
+		h, ok := hs[name]
+		if !ok {
+			return nil, fmt.Errorf("nvshmem: Emulate: no emulation of %s", name)
+		}
+		sys.RegisterExtern(name, h)
+	}
+	return e, nil
+}
+
+// Reset forgets undelivered non-blocking puts and half-matched collectives.
+func (e *Emulator) Reset() {
+	e.pending = nil
+	e.seq = map[int32][]int{}
+	e.colls = map[collKey]*coll{}
+}
+
+// Pending returns the number of non-blocking puts not delivered yet.
+func (e *Emulator) Pending() int { return len(e.pending) }
+
+// Quiet delivers, from the host, every non-blocking put a kernel left undelivered (as
+// nvshmemx_quiet_on_stream would after the kernel).
+func (e *Emulator) Quiet() error {
+	for len(e.pending) > 0 {
+		p := e.pending[0]
+		e.pending = e.pending[1:]
+		if err := e.sys.Write(p.dst, p.data); len(p.data) > 0 && err != nil {
+			return err
+		}
+		if p.hasSig {
+			var b [8]byte
+			if err := e.sys.Read(p.sig, b[:]); err != nil {
+				return err
+			}
+			v := sigApply(binary.LittleEndian.Uint64(b[:]), p.sigVal, p.sigOp)
+			binary.LittleEndian.PutUint64(b[:], v)
+			if err := e.sys.Write(p.sig, b[:]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pendingPut is an undelivered non-blocking put (with its signal).
+type pendingPut struct {
+	from   int
+	dst    uint64 // the target copy's address
+	data   []byte
+	hasSig bool
+	sig    uint64
+	sigVal uint64
+	sigOp  int32
+}
+
+func sigApply(old, v uint64, op int32) uint64 {
+	if op == int32(SignalAdd) {
+		return old + v
+	}
+	return v
+}
+
+// deliver delivers the pending puts of PE from (all PEs when from < 0) through c.
+func (e *Emulator) deliver(c *emu.ExternCall, from int) error {
+	rest := e.pending[:0]
+	var todo []*pendingPut
+	for _, p := range e.pending {
+		if from < 0 || p.from == from {
+			todo = append(todo, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	e.pending = rest
+	for _, p := range todo {
+		if err := storeData(c, p); err != nil {
+			return err
+		}
+		if p.hasSig {
+			if _, err := c.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func storeData(c *emu.ExternCall, p *pendingPut) error {
+	if len(p.data) == 0 {
+		return nil
+	}
+	return c.Store(p.dst, p.data)
+}
+
+// wait delivers every pending put (progress) and blocks the call.
+func (e *Emulator) wait(c *emu.ExternCall, reason string) error {
+	if err := e.deliver(c, -1); err != nil {
+		return err
+	}
+	return c.Wait(reason)
+}
+
+// ---- groups: warp and block scope ----
+
+// group is one warp- or block-scope call: its threads arrive, one of them runs the action
+// (possibly over several tries), all leave with its result.
+type group struct {
+	size, arrived, left int
+	done                bool
+	err                 error
+	ret                 uint64
+	st                  any // the action's state across tries
+	key                 string
+}
+
+// action does the work of a call once its group is complete: it returns done=false to wait
+// (with a reason) and is called again later.
+type action func(c *emu.ExternCall, g *group) (done bool, reason string, err error)
+
+func threadIndex(c *emu.ExternCall) int {
+	bd := c.BlockDim
+	return c.Thread[0] + max(bd.X, 1)*(c.Thread[1]+max(bd.Y, 1)*c.Thread[2])
+}
+
+func (e *Emulator) run(c *emu.ExternCall, s Scope, act action) error {
+	g, _ := c.State.(*group)
+	if g == nil {
+		c.Fence()
+		switch s {
+		case Thread:
+			g = &group{size: 1}
+		default:
+			bl := c.BlockLocal()
+			seqs, _ := bl["nvshmem.seq"].(map[int]int)
+			if seqs == nil {
+				seqs = map[int]int{}
+				bl["nvshmem.seq"] = seqs
+			}
+			bd := c.BlockDim
+			nthreads := max(bd.X, 1) * max(bd.Y, 1) * max(bd.Z, 1)
+			tid := threadIndex(c)
+			size, grp := nthreads, 0
+			if s == Warp {
+				size, grp = min(32, nthreads-c.Warp*32), c.Warp
+			}
+			sk := tid*4 + int(s)
+			n := seqs[sk]
+			seqs[sk] = n + 1
+			key := fmt.Sprintf("nvshmem.%d.%d.%d", s, grp, n)
+			g, _ = bl[key].(*group)
+			if g == nil {
+				g = &group{size: size, key: key}
+				bl[key] = g
+			}
+		}
+		g.arrived++
+		c.State = g
+	}
+	if !g.done && g.arrived == g.size {
+		done, reason, err := act(c, g)
+		if err != nil {
+			g.done, g.err = true, err
+		} else if done {
+			g.done = true
+		} else {
+			return e.wait(c, reason)
+		}
+	}
+	if !g.done {
+		return e.wait(c, fmt.Sprintf("%s: %d of %d threads of the %s have called it", c.Name, g.arrived, g.size, s))
+	}
+	g.left++
+	if g.left == g.size && g.key != "" {
+		delete(c.BlockLocal(), g.key)
+	}
+	if len(c.Rets) > 0 {
+		c.Rets[0] = g.ret
+	}
+	return g.err
+}
+
+// now wraps an action that never waits.
+func now(f func(c *emu.ExternCall, g *group) error) action {
+	return func(c *emu.ExternCall, g *group) (bool, string, error) { return true, "", f(c, g) }
+}
+
+// ---- argument helpers ----
+
+func argInt(c *emu.ExternCall, i int) int32 { return int32(uint32(c.Args[i])) }
+
+func (e *Emulator) checkPE(pe int32) error {
+	if pe < 0 || int(pe) >= e.npes {
+		return fmt.Errorf("PE %d out of range [0, %d)", pe, e.npes)
+	}
+	return nil
+}
+
+// remote returns PE pe's address of the symmetric object at addr.
+func (e *Emulator) remote(addr uint64, pe int32, arg string) (uint64, error) {
+	if err := e.checkPE(pe); err != nil {
+		return 0, err
+	}
+	a, err := e.sys.Peer(addr, int(pe))
+	if err != nil {
+		return 0, fmt.Errorf("%s %#x is not in the symmetric heap", arg, addr)
+	}
+	return a, nil
+}
+
+func (e *Emulator) checkTeam(t int32) error {
+	if t < 0 || t > int32(TeamNode) {
+		return fmt.Errorf("team %d is not a team the emulator knows (world 0, shared 1, node 2)", t)
+	}
+	return nil
+}
+
+// elemInfo is an element type as the emulator computes with it.
+type elemInfo struct {
+	t    dsl.Type
+	size int
+}
+
+// nvTypes maps NVSHMEM's type names to element types ("long" is int64).
+var nvTypes = func() map[string]dsl.Type {
+	m := map[string]dsl.Type{"long": dsl.I64}
+	for t, n := range typeNames {
+		m[n] = t
+	}
+	return m
+}()
+
+// ---- the handlers ----
+
+func (e *Emulator) handlers() map[string]emu.ExternFunc {
+	hs := map[string]emu.ExternFunc{}
+	thread := func(f func(c *emu.ExternCall) error) emu.ExternFunc {
+		return func(c *emu.ExternCall) error {
+			return e.run(c, Thread, now(func(c *emu.ExternCall, g *group) error {
+				err := f(c)
+				if len(c.Rets) > 0 {
+					g.ret = c.Rets[0]
+				}
+				return err
+			}))
+		}
+	}
+	setRet := func(c *emu.ExternCall, v uint64) {
+		if len(c.Rets) > 0 {
+			c.Rets[0] = v
+		}
+	}
+	hs["nvshmem_my_pe"] = func(c *emu.ExternCall) error { setRet(c, uint64(uint32(c.GPU))); return nil }
+	hs["nvshmem_n_pes"] = func(c *emu.ExternCall) error { setRet(c, uint64(uint32(e.npes))); return nil }
+	hs["nvshmem_team_my_pe"] = func(c *emu.ExternCall) error {
+		if e.checkTeam(argInt(c, 0)) != nil {
+			setRet(c, uint64(math.MaxUint32)) // -1
+			return nil
+		}
+		setRet(c, uint64(uint32(c.GPU)))
+		return nil
+	}
+	hs["nvshmem_team_n_pes"] = func(c *emu.ExternCall) error {
+		if e.checkTeam(argInt(c, 0)) != nil {
+			setRet(c, uint64(math.MaxUint32))
+			return nil
+		}
+		setRet(c, uint64(uint32(e.npes)))
+		return nil
+	}
+	hs["nvshmem_team_translate_pe"] = func(c *emu.ExternCall) error {
+		src, pe, dst := argInt(c, 0), argInt(c, 1), argInt(c, 2)
+		if e.checkTeam(src) != nil || e.checkTeam(dst) != nil || e.checkPE(pe) != nil {
+			setRet(c, uint64(math.MaxUint32))
+			return nil
+		}
+		setRet(c, uint64(uint32(pe)))
+		return nil
+	}
+	hs["nvshmem_ptr"] = func(c *emu.ExternCall) error {
+		pe := argInt(c, 1)
+		if e.checkPE(pe) != nil {
+			setRet(c, 0)
+			return nil
+		}
+		a, err := e.sys.Peer(c.Args[0], int(pe))
+		if err != nil {
+			a = 0
+		}
+		setRet(c, a)
+		return nil
+	}
+	hs["nvshmemx_mc_ptr"] = func(c *emu.ExternCall) error {
+		if e.NoMulticast || e.checkTeam(argInt(c, 0)) != nil {
+			setRet(c, 0)
+			return nil
+		}
+		a, err := e.sys.MulticastOf(c.Args[1])
+		if err != nil {
+			a = 0
+		}
+		setRet(c, a)
+		return nil
+	}
+	hs["nvshmem_quiet"] = thread(func(c *emu.ExternCall) error { return e.deliver(c, c.GPU) })
+	hs["nvshmem_fence"] = thread(func(c *emu.ExternCall) error { return e.deliver(c, c.GPU) })
+	hs["nvshmemx_signal_op"] = thread(func(c *emu.ExternCall) error {
+		a, err := e.remote(c.Args[0], argInt(c, 3), "sig_addr")
+		if err != nil {
+			return err
+		}
+		v, op := c.Args[1], argInt(c, 2)
+		if op != int32(SignalSet) && op != int32(SignalAdd) {
+			return fmt.Errorf("unknown signal operation %d", op)
+		}
+		_, err = c.Atomic(a, 8, func(old uint64) uint64 { return sigApply(old, v, op) })
+		return err
+	})
+	hs["nvshmem_signal_fetch"] = thread(func(c *emu.ExternCall) error {
+		v, err := c.Load64(c.Args[0])
+		setRet(c, v)
+		return err
+	})
+	hs["nvshmem_signal_wait_until"] = func(c *emu.ExternCall) error {
+		cmp, want := argInt(c, 1), c.Args[2]
+		if cmp < int32(CmpEQ) || cmp > int32(CmpGE) {
+			return fmt.Errorf("unknown comparison %d", cmp)
+		}
+		return e.run(c, Thread, func(c *emu.ExternCall, g *group) (bool, string, error) {
+			v, err := c.Load64(c.Args[0])
+			if err != nil {
+				return false, "", err
+			}
+			if compare(v, Cmp(cmp), want) {
+				g.ret = v
+				return true, "", nil
+			}
+			return false, fmt.Sprintf("nvshmem_signal_wait_until: signal at %#x is %d, waiting for %s %d", c.Args[0], v, cmpName(Cmp(cmp)), want), nil
+		})
+	}
+	for _, s := range []Scope{Thread, Warp, Block} {
+		s := s
+		for _, base := range []string{"barrier_all", "sync_all", "barrier", "team_sync"} {
+			quiet := strings.HasPrefix(base, "barrier")
+			takesTeam := base == "barrier" || base == "team_sync"
+			hs[s.name(base)] = func(c *emu.ExternCall) error {
+				team := int32(TeamWorld)
+				if takesTeam {
+					team = argInt(c, 0)
+				}
+				return e.run(c, s, e.collective(team, quiet, nil, nil))
+			}
+		}
+	}
+	for _, t := range scalarTypes {
+		t := t
+		size := t.Bytes()
+		hs["nvshmem_"+typeNames[t]+"_p"] = thread(func(c *emu.ExternCall) error {
+			a, err := e.remote(c.Args[0], argInt(c, 2), "dest")
+			if err != nil {
+				return err
+			}
+			b := make([]byte, 8)
+			binary.LittleEndian.PutUint64(b, c.Args[1])
+			return c.Store(a, b[:size])
+		})
+		hs["nvshmem_"+typeNames[t]+"_g"] = thread(func(c *emu.ExternCall) error {
+			a, err := e.remote(c.Args[0], argInt(c, 1), "source")
+			if err != nil {
+				return err
+			}
+			b := make([]byte, 8)
+			if err := c.Load(a, b[:size]); err != nil {
+				return err
+			}
+			v := binary.LittleEndian.Uint64(b)
+			if t.Kind() == ptx.KindSigned && size < 4 { // sign-extend narrow signed integers to the int return
+				v = uint64(uint32(int32(int64(v<<(64-8*size)) >> (64 - 8*size))))
+			}
+			setRet(c, v)
+			return nil
+		})
+	}
+	for _, t := range Types() {
+		tn, el := typeNames[t], elemInfo{t: t, size: t.Bytes()}
+		for _, s := range []Scope{Thread, Warp, Block} {
+			s := s
+			hs[s.name(tn+"_put")] = e.rmaHandler(s, el, "put")
+			hs[s.name(tn+"_put_nbi")] = e.rmaHandler(s, el, "put_nbi")
+			hs[s.name(tn+"_get")] = e.rmaHandler(s, el, "get")
+			hs[s.name(tn+"_get_nbi")] = e.rmaHandler(s, el, "get")
+			hs[s.name(tn+"_put_signal")] = e.rmaHandler(s, el, "put_signal")
+			hs[s.name(tn+"_put_signal_nbi")] = e.rmaHandler(s, el, "put_signal_nbi")
+			for _, op := range ReduceOps() {
+				if reduceDefined(op, t) {
+					hs[s.name(tn+"_"+string(op)+"_reduce")] = e.collHandler(s, el, string(op))
+				}
+			}
+			for _, op := range []string{"fcollect", "broadcast", "alltoall"} {
+				hs[s.name(tn+"_"+op)] = e.collHandler(s, el, op)
+			}
+		}
+		for _, op := range AMOs() {
+			if name, ok := AMOName(op, t); ok {
+				hs[name] = thread(e.amo(op, el))
+			}
+		}
+	}
+	return hs
+}
+
+func compare(v uint64, cmp Cmp, w uint64) bool {
+	switch cmp {
+	case CmpEQ:
+		return v == w
+	case CmpNE:
+		return v != w
+	case CmpGT:
+		return v > w
+	case CmpLE:
+		return v <= w
+	case CmpLT:
+		return v < w
+	}
+	return v >= w
+}
+
+func cmpName(c Cmp) string {
+	return [...]string{"==", "!=", ">", "<=", "<", ">="}[c]
+}
+
+// rmaHandler implements put, put_nbi, get (and get_nbi), put_signal and put_signal_nbi.
+func (e *Emulator) rmaHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
+	return func(c *emu.ExternCall) error {
+		return e.run(c, s, now(func(c *emu.ExternCall, g *group) error {
+			dst, src, n := c.Args[0], c.Args[1], c.Args[2]
+			peArg := 3
+			signal := strings.HasPrefix(op, "put_signal")
+			if signal {
+				peArg = 6
+			}
+			pe := argInt(c, peArg)
+			bytes := int(n) * el.size
+			if n > 1<<32 {
+				return fmt.Errorf("%d elements", n)
+			}
+			if bytes == 0 && !signal {
+				return e.checkPE(pe)
+			}
+			if op == "get" {
+				ra, err := e.remote(src, pe, "source")
+				if err != nil {
+					return err
+				}
+				buf := make([]byte, bytes)
+				if err := c.Load(ra, buf); err != nil {
+					return err
+				}
+				return c.Store(dst, buf)
+			}
+			ra, err := e.remote(dst, pe, "dest")
+			if err != nil {
+				return err
+			}
+			buf := make([]byte, bytes)
+			if bytes > 0 {
+				if err := c.Load(src, buf); err != nil {
+					return err
+				}
+			}
+			p := &pendingPut{from: c.GPU, dst: ra, data: buf}
+			if signal {
+				sa, err := e.remote(c.Args[3], pe, "sig_addr")
+				if err != nil {
+					return err
+				}
+				sop := argInt(c, 5)
+				if sop != int32(SignalSet) && sop != int32(SignalAdd) {
+					return fmt.Errorf("unknown signal operation %d", sop)
+				}
+				p.hasSig, p.sig, p.sigVal, p.sigOp = true, sa, c.Args[4], sop
+			}
+			e.pending = append(e.pending, p)
+			if strings.HasSuffix(op, "_nbi") {
+				return nil
+			}
+			// A blocking put completes its own data (and signal) now; earlier nbi puts of the
+			// PE stay pending unless they precede it in the queue, which keeps per-PE order.
+			return e.deliverThrough(c, p)
+		}))
+	}
+}
+
+// deliverThrough delivers the pending puts of p's PE up to and including p.
+func (e *Emulator) deliverThrough(c *emu.ExternCall, last *pendingPut) error {
+	rest := e.pending[:0]
+	var todo []*pendingPut
+	found := false
+	for _, p := range e.pending {
+		if !found && p.from == last.from {
+			todo = append(todo, p)
+			found = p == last
+			continue
+		}
+		rest = append(rest, p)
+	}
+	e.pending = rest
+	for _, p := range todo {
+		if err := storeData(c, p); err != nil {
+			return err
+		}
+		if p.hasSig {
+			if _, err := c.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// amo implements one atomic memory operation on one type.
+func (e *Emulator) amo(op AMO, el elemInfo) func(c *emu.ExternCall) error {
+	info := amos[op]
+	return func(c *emu.ExternCall) error {
+		i := 1
+		var cond, val uint64
+		if info.flags&amoTakesCond != 0 {
+			cond = c.Args[i]
+			i++
+		}
+		if info.flags&amoTakesValue != 0 {
+			val = c.Args[i]
+			i++
+		}
+		a, err := e.remote(c.Args[0], argInt(c, i), "dest")
+		if err != nil {
+			return err
+		}
+		mask := uint64(math.MaxUint64)
+		if el.size == 4 {
+			mask = math.MaxUint32
+		}
+		cond &= mask
+		val &= mask
+		old, err := c.Atomic(a, el.size, func(old uint64) uint64 {
+			switch op {
+			case AtomicFetchOp:
+				return old
+			case AtomicSetOp, AtomicSwapOp:
+				return val
+			case AtomicCompareSwapOp:
+				if old == cond {
+					return val
+				}
+				return old
+			case AtomicIncOp, AtomicFetchIncOp:
+				return (old + 1) & mask
+			case AtomicAddOp, AtomicFetchAddOp:
+				return (old + val) & mask
+			case AtomicAndOp, AtomicFetchAndOp:
+				return old & val
+			case AtomicOrOp, AtomicFetchOrOp:
+				return old | val
+			}
+			return old ^ val // xor
+		})
+		if err != nil {
+			return err
+		}
+		if len(c.Rets) > 0 {
+			c.Rets[0] = old
+		}
+		return nil
+	}
+}
+
+// ---- collectives across PEs ----
+
+type collKey struct {
+	team int32
+	seq  int
+}
+
+// coll is one collective call matched across the PEs of a team.
+type coll struct {
+	kind    string
+	arrived int
+	taken   int
+	contrib map[int][]byte
+	root    int
+	n       int // elements
+}
+
+// collState is a PE's part in a collective across its tries.
+type collState struct {
+	key collKey
+	c   *coll
+}
+
+// contribFn returns what the PE brings to a collective (nil: nothing) and checks its
+// arguments; apply writes the PE's result once every PE has arrived.
+type (
+	contribFn func(c *emu.ExternCall, cl *coll) ([]byte, error)
+	applyFn   func(c *emu.ExternCall, cl *coll) error
+)
+
+// collective returns the action of a collective over team: quiet first (barriers), then
+// arrive with a contribution, wait for every PE, apply.
+func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply applyFn) action {
+	return func(c *emu.ExternCall, g *group) (bool, string, error) {
+		st, _ := g.st.(*collState)
+		if st == nil {
+			if err := e.checkTeam(team); err != nil {
+				return false, "", err
+			}
+			if quiet {
+				if err := e.deliver(c, c.GPU); err != nil {
+					return false, "", err
+				}
+			}
+			seqs := e.seq[team]
+			if seqs == nil {
+				seqs = make([]int, e.npes)
+				e.seq[team] = seqs
+			}
+			key := collKey{team, seqs[c.GPU]}
+			seqs[c.GPU]++
+			cl := e.colls[key]
+			if cl == nil {
+				cl = &coll{kind: c.Name, contrib: map[int][]byte{}}
+				e.colls[key] = cl
+			}
+			if base(cl.kind) != base(c.Name) {
+				return false, "", fmt.Errorf("collective mismatch on team %d: PE %d calls %s where another PE called %s", team, c.GPU, c.Name, cl.kind)
+			}
+			if contrib != nil {
+				b, err := contrib(c, cl)
+				if err != nil {
+					return false, "", err
+				}
+				if b != nil {
+					cl.contrib[c.GPU] = b
+				}
+			}
+			cl.arrived++
+			st = &collState{key: key, c: cl}
+			g.st = st
+		}
+		if st.c.arrived < e.npes {
+			return false, fmt.Sprintf("%s: %d of %d PEs have arrived", c.Name, st.c.arrived, e.npes), nil
+		}
+		if apply != nil {
+			if err := apply(c, st.c); err != nil {
+				return false, "", err
+			}
+		}
+		st.c.taken++
+		if st.c.taken == e.npes {
+			delete(e.colls, st.key)
+		}
+		return true, "", nil
+	}
+}
+
+// base strips the scope suffix and nvshmemx prefix, so that a block barrier on one PE
+// matches a thread barrier on another (NVSHMEM only requires the same collective).
+func base(name string) string {
+	name = strings.TrimSuffix(strings.TrimSuffix(name, "_block"), "_warp")
+	name = strings.TrimPrefix(name, "nvshmemx_")
+	return strings.TrimPrefix(name, "nvshmem_")
+}
+
+// collHandler implements reduce (op is the reduction), fcollect, broadcast and alltoall.
+func (e *Emulator) collHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
+	return func(c *emu.ExternCall) error {
+		team, dst, src, n := argInt(c, 0), c.Args[1], c.Args[2], int(c.Args[3])
+		if c.Args[3] > 1<<32 {
+			return fmt.Errorf("%d elements", c.Args[3])
+		}
+		size := el.size
+		load := func(addr uint64, nbytes int) ([]byte, error) {
+			b := make([]byte, nbytes)
+			return b, c.Load(addr, b)
+		}
+		var contrib contribFn
+		var apply applyFn
+		switch op {
+		case "fcollect":
+			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, n*size) }
+			apply = func(c *emu.ExternCall, cl *coll) error {
+				for pe := 0; pe < e.npes; pe++ {
+					if err := c.Store(dst+uint64(pe*n*size), cl.contrib[pe]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		case "broadcast":
+			root := argInt(c, 4)
+			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) {
+				if err := e.checkPE(root); err != nil {
+					return nil, fmt.Errorf("root: %v", err)
+				}
+				if c.GPU != int(root) {
+					return nil, nil
+				}
+				return load(src, n*size)
+			}
+			apply = func(c *emu.ExternCall, cl *coll) error {
+				b, ok := cl.contrib[int(root)]
+				if !ok {
+					return fmt.Errorf("root %d contributed nothing (PEs disagree on the root)", root)
+				}
+				return c.Store(dst, b[:min(len(b), n*size)])
+			}
+		case "alltoall":
+			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, e.npes*n*size) }
+			apply = func(c *emu.ExternCall, cl *coll) error {
+				blk := n * size
+				for pe := 0; pe < e.npes; pe++ {
+					if err := c.Store(dst+uint64(pe*blk), cl.contrib[pe][c.GPU*blk:(c.GPU+1)*blk]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		default: // a reduction
+			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, n*size) }
+			apply = func(c *emu.ExternCall, cl *coll) error {
+				out := make([]byte, n*size)
+				copy(out, cl.contrib[0])
+				for pe := 1; pe < e.npes; pe++ {
+					b := cl.contrib[pe]
+					if len(b) != len(out) {
+						return fmt.Errorf("PE %d reduces %d bytes, PE 0 %d", pe, len(b), len(out))
+					}
+					for i := 0; i < n; i++ {
+						o := out[i*size : (i+1)*size]
+						combine(ReduceOp(op), el.t, o, b[i*size:(i+1)*size])
+					}
+				}
+				return c.Store(dst, out)
+			}
+		}
+		return e.run(c, s, e.collective(team, false, contrib, apply))
+	}
+}
+
+// combine sets acc = acc op x for one element of type t (little-endian bytes).
+func combine(op ReduceOp, t dsl.Type, acc, x []byte) {
+	size := len(acc)
+	get := func(b []byte) uint64 {
+		var v uint64
+		for i := size - 1; i >= 0; i-- {
+			v = v<<8 | uint64(b[i])
+		}
+		return v
+	}
+	put := func(v uint64) {
+		for i := 0; i < size; i++ {
+			acc[i] = byte(v >> (8 * i))
+		}
+	}
+	a, b := get(acc), get(x)
+	if t.IsFloat() {
+		toF := func(v uint64) float64 {
+			switch t {
+			case dsl.F16:
+				return float64(fp.F16ToF32(uint16(v)))
+			case dsl.BF16:
+				return float64(fp.BF16ToF32(uint16(v)))
+			case dsl.F32:
+				return float64(math.Float32frombits(uint32(v)))
+			}
+			return math.Float64frombits(v)
+		}
+		fromF := func(f float64) uint64 {
+			switch t {
+			case dsl.F16:
+				return uint64(fp.F32ToF16(float32(f)))
+			case dsl.BF16:
+				return uint64(fp.F32ToBF16(float32(f)))
+			case dsl.F32:
+				return uint64(math.Float32bits(float32(f)))
+			}
+			return math.Float64bits(f)
+		}
+		fa, fb := toF(a), toF(b)
+		var r float64
+		switch op {
+		case Sum:
+			r = fa + fb
+		case Prod:
+			r = fa * fb
+		case Min:
+			r = math.Min(fa, fb)
+		case Max:
+			r = math.Max(fa, fb)
+		}
+		put(fromF(r))
+		return
+	}
+	shift := uint(64 - 8*size)
+	signed := t.Kind() == ptx.KindSigned
+	sa, sb := int64(a<<shift)>>shift, int64(b<<shift)>>shift
+	var r uint64
+	switch op {
+	case Sum:
+		r = a + b
+	case Prod:
+		r = a * b
+	case Min:
+		if signed && sa <= sb || !signed && a <= b {
+			r = a
+		} else {
+			r = b
+		}
+	case Max:
+		if signed && sa >= sb || !signed && a >= b {
+			r = a
+		} else {
+			r = b
+		}
+	case And:
+		r = a & b
+	case Or:
+		r = a | b
+	case Xor:
+		r = a ^ b
+	}
+	put(r)
+}

@@ -1,0 +1,94 @@
+package nvshmem
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+)
+
+func emuKernel(t *testing.T, f func(k *dsl.Kernel)) (*emu.System, *Emulator, func(args func(g int) []any) error) {
+	t.Helper()
+	k := dsl.New("k")
+	f(k)
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := emu.New(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Emulate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, e, func(args func(g int) []any) error {
+		return s.Launch(emu.Launch{Module: m, Entry: "k", GPUs: s.All(), Grid: emu.D1(1), Block: emu.D1(64), ArgsFor: args})
+	}
+}
+
+// TestEmulatorDeadlock: a barrier only one PE calls is reported as a deadlock that names it.
+func TestEmulatorDeadlock(t *testing.T) {
+	_, e, launch := emuKernel(t, func(k *dsl.Kernel) {
+		k.If(MyPE(k).Eq(0), func() { BarrierAll(k, Block) })
+	})
+	err := launch(func(int) []any { return nil })
+	if err == nil || !strings.Contains(err.Error(), "blocked") && !strings.Contains(err.Error(), "deadlock") {
+		t.Fatalf("got %v", err)
+	}
+	e.Reset()
+}
+
+// TestEmulatorNBIPending: a blocking put delivers at once, and first the earlier put_nbi of
+// its PE (per-PE order), so nothing is left pending.
+func TestEmulatorNBIPending(t *testing.T) {
+	var sym *emu.Symmetric
+	s, e, launch := emuKernel(t, func(k *dsl.Kernel) {
+		p := k.PtrParam("p", dsl.F32)
+		k.If(k.ThreadIdx(dsl.X).Eq(0), func() {
+			PutNBI(k, Thread, SpanOf(p.At(4), 4), SpanOf(p, 4), MyPE(k).Add(1).Rem(NPEs(k)))
+			Put(k, Thread, SpanOf(p.At(8), 4), SpanOf(p, 4), MyPE(k).Add(1).Rem(NPEs(k)))
+		})
+	})
+	sym, _ = s.MallocSymmetric(64)
+	for g := 0; g < 2; g++ {
+		emu.WriteSlice(s, sym.On(g), []float32{float32(g + 1), 2, 3, 4})
+	}
+	if err := launch(func(g int) []any { return []any{sym.On(g)} }); err != nil {
+		t.Fatal(err)
+	}
+	// The blocking put delivered the earlier nbi put too (per-PE order).
+	got, _ := emu.ReadSlice[float32](s, sym.On(1), 12)
+	if got[4] != 1 || got[8] != 1 {
+		t.Errorf("PE 1 got %v", got)
+	}
+	if e.Pending() != 0 {
+		t.Errorf("%d pending", e.Pending())
+	}
+}
+
+// TestEmulatorMulticast: nvshmemx_mc_ptr gives emu's multicast address, or NULL.
+func TestEmulatorMulticast(t *testing.T) {
+	s, e, launch := emuKernel(t, func(k *dsl.Kernel) {
+		p := k.PtrParam("p", dsl.U64)
+		k.If(k.ThreadIdx(dsl.X).Eq(0), func() { k.Store(p, k.PtrValue(MulticastPtr(k, TeamWorld, p))) })
+	})
+	sym, _ := s.MallocSymmetric(8)
+	if err := launch(func(g int) []any { return []any{sym.On(g)} }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := emu.ReadSlice[uint64](s, sym.On(0), 1)
+	if got[0] != sym.Multicast() {
+		t.Errorf("mc_ptr = %#x, want %#x", got[0], sym.Multicast())
+	}
+	e.NoMulticast = true
+	if err := launch(func(g int) []any { return []any{sym.On(g)} }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = emu.ReadSlice[uint64](s, sym.On(0), 1)
+	if got[0] != 0 {
+		t.Errorf("mc_ptr with NoMulticast = %#x", got[0])
+	}
+}
