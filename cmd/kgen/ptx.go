@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -58,22 +59,9 @@ func runPTX(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("want exactly one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
-	}
-	spec, err := kernels.Lookup(pos[0])
+	spec, t, dt, err := variant(pos, *target, *dtype)
 	if err != nil {
-		return &usageError{err.Error()}
-	}
-	t, err := ptx.ParseTarget(*target)
-	if err != nil {
-		return &usageError{"--target: " + err.Error()}
-	}
-	dt := spec.DTypes[0]
-	if *dtype != "" {
-		if dt, err = spec.ParseDType(*dtype); err != nil {
-			return &usageError{"--dtype: " + err.Error()}
-		}
+		return err
 	}
 	m, err := spec.Build(kernels.Config{Target: t, DType: dt})
 	if err != nil {
@@ -96,4 +84,27 @@ func targetNames() string {
 		n = append(n, string(t))
 	}
 	return strings.Join(n, ", ")
+}
+
+// variant resolves the KERNEL argument and the --target and --dtype flags of a command that
+// works on one kernel variant; its errors are usage errors naming the valid values.
+func variant(pos []string, target, dtype string) (*kernels.Spec, ptx.Target, dsl.Type, error) {
+	if len(pos) != 1 {
+		return nil, "", 0, usagef("want exactly one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
+	}
+	spec, err := kernels.Lookup(pos[0])
+	if err != nil {
+		return nil, "", 0, &usageError{err.Error()}
+	}
+	t, err := ptx.ParseTarget(target)
+	if err != nil {
+		return nil, "", 0, &usageError{"--target: " + err.Error()}
+	}
+	dt := spec.DTypes[0]
+	if dtype != "" {
+		if dt, err = spec.ParseDType(dtype); err != nil {
+			return nil, "", 0, &usageError{"--dtype: " + err.Error()}
+		}
+	}
+	return spec, t, dt, nil
 }

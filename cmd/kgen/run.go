@@ -2,11 +2,8 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
-	"github.com/kgen-dev/kgen/ptx"
 )
 
 func init() {
@@ -31,22 +28,9 @@ func runRun(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("want exactly one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
-	}
-	spec, err := kernels.Lookup(pos[0])
+	spec, t, dt, err := variant(pos, *target, *dtype)
 	if err != nil {
-		return &usageError{err.Error()}
-	}
-	t, err := ptx.ParseTarget(*target)
-	if err != nil {
-		return &usageError{"--target: " + err.Error()}
-	}
-	dt := spec.DTypes[0]
-	if *dtype != "" {
-		if dt, err = spec.ParseDType(*dtype); err != nil {
-			return &usageError{"--dtype: " + err.Error()}
-		}
+		return err
 	}
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)
