@@ -3,6 +3,7 @@ package ptx
 import (
 	"slices"
 	"sort"
+	"sync"
 )
 
 // This file enumerates every instruction form the tables describe: the product of the
@@ -22,8 +23,19 @@ const (
 	formCallee = "fcallee"
 )
 
+var (
+	allFormsOnce sync.Once
+	allFormsList []*Instr
+)
+
 // allForms returns every instruction form in the tables, opcode by opcode in sorted order.
+// The list is built once; callers must not modify it.
 func allForms() []*Instr {
+	allFormsOnce.Do(func() { allFormsList = buildForms() })
+	return allFormsList
+}
+
+func buildForms() []*Instr {
 	ops := make([]string, 0, len(rules))
 	for op := range rules {
 		ops = append(ops, op)
