@@ -449,29 +449,45 @@ func (l *launch) stuck(k Kind, msg string) error {
 		e.Msg += " at " + fmt.Sprint(sites)
 	}
 	if k == KindDeadlock {
-		// Name the first warp's position for the one-line summary.
-		for _, b := range l.blocks {
-			if b.done || !b.started {
-				continue
-			}
-			for _, w := range b.warps {
-				if w != nil && w.live != 0 {
-					e.GPU, e.Block = b.gpu, b.id
-					ln := bits.TrailingZeros32(w.live)
-					e.Thread = w.tid(ln)
-					in := &l.prog.code[w.pc[ln]]
-					e.Instr, e.Pos = ptx.FormatInstr(in.src), in.src.Pos
-					if w.st[ln] == lsBar {
-						e.Kind = KindDeadlock
-					}
-					goto done
-				}
-			}
-		}
-	done:
+		l.firstLive(e)
+	}
+	if n := l.liveWarps() - len(e.Warps); n > 0 {
+		e.Warps = append(e.Warps, fmt.Sprintf("... and %d more warps", n))
 	}
 	l.err = e
 	return e
+}
+
+// firstLive names the first live thread's position in a deadlock error's summary line.
+func (l *launch) firstLive(e *Error) {
+	for _, b := range l.blocks {
+		if b.done || !b.started {
+			continue
+		}
+		for _, w := range b.warps {
+			if w != nil && w.live != 0 {
+				ln := bits.TrailingZeros32(w.live)
+				in := &l.prog.code[w.pc[ln]]
+				e.GPU, e.Block, e.Thread = b.gpu, b.id, w.tid(ln)
+				e.Instr, e.Pos = ptx.FormatInstr(in.src), in.src.Pos
+				return
+			}
+		}
+	}
+}
+
+func (l *launch) liveWarps() int {
+	n := 0
+	for _, b := range l.blocks {
+		if b.started && !b.done {
+			for _, w := range b.warps {
+				if w != nil && w.live != 0 {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 func (l *launch) startBlock(b *block) {

@@ -554,12 +554,6 @@ func execFence(w *warp, in *dinst, m uint32) {
 	}
 }
 
-// cvta
-const (
-	cvtaToGeneric uint8 = iota
-	cvtaFromGeneric
-)
-
 func cvtaFn(space uint8, to bool, t ptx.Type) laneFn {
 	mask := widthMask(t.Bits())
 	var reg uint64

@@ -93,7 +93,6 @@ type launch struct {
 	steps       int64
 	lastProg    int64 // steps at the last progress event
 	progress    int64
-	useful      bool
 	rng         *rand.Rand
 	pendQ       pendHeap
 	pendIdx     map[uint64][]*pendingStore
