@@ -17,8 +17,11 @@
 //
 // [Open] finds an NVSHMEM installation and reads its version; [Library.Build] produces the
 // devlib PTX for a target and a set of functions and caches it on disk; [Library.Signatures]
-// reads the PTX call ABI of every public function from the bitcode so that kgen's NVSHMEM
-// operations can be checked against it ([CheckDecls]); [Run] is what `kgen devlib` calls.
+// reads the PTX call ABI of every public function from the bitcode ([Library.SignaturesOf]
+// reads a few, quickly) so that kgen's NVSHMEM operations can be checked against it
+// ([ParseDecls], [CheckDecls]; testdata/api_3.4.5.txt is the whole table of NVSHMEM 3.4.5, so
+// the check needs no tools); [LinkOffline] links a kernel with ptxas and nvlink, without a
+// GPU; [Run] is what `kgen devlib` calls.
 //
 // The devlib PTX is tied to the NVSHMEM version it was built from (the layout of
 // nvshmemi_device_state_d changes between versions). Every built PTX starts with a comment

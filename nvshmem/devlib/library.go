@@ -203,6 +203,7 @@ type ToolError struct {
 	Stderr string // the last few KiB of stderr
 }
 
+// Error names the tool, its arguments and its failure, followed by its diagnostic.
 func (e *ToolError) Error() string {
 	msg := fmt.Sprintf("devlib: %s %s: %v", filepath.Base(e.Tool), e.Args, e.Err)
 	if s := cleanStderr(e.Stderr); s != "" {
@@ -226,6 +227,7 @@ func cleanStderr(s string) string {
 	return strings.Join(keep, "\n")
 }
 
+// Unwrap returns the exit error (or the context's error when the build was cancelled).
 func (e *ToolError) Unwrap() error { return e.Err }
 
 // runTool runs a tool with stdin and returns its stdout.
@@ -327,6 +329,7 @@ type UnknownFunctionError struct {
 	Notes   []string // per name: a hint ("internal helper", "did you mean ...") or ""
 }
 
+// Error lists every unknown name with its hint.
 func (e *UnknownFunctionError) Error() string {
 	parts := make([]string, len(e.Names))
 	for i, n := range e.Names {

@@ -368,7 +368,7 @@ func trailingType(s string) string {
 	return s[strings.LastIndexByte(s, ' ')+1:]
 }
 
-// attrInt returns N from `name(N)`-less attributes like `align N` in an LLVM parameter.
+// attrAlign returns N from the attribute `align N` of an LLVM parameter, or 0.
 func attrAlign(rest string) int {
 	f := strings.Fields(rest)
 	for i := 0; i+1 < len(f); i++ {
@@ -746,6 +746,7 @@ type ABIError struct {
 	Problems []string
 }
 
+// Error lists every problem, one a line.
 func (e *ABIError) Error() string {
 	v := "the device library"
 	if e.Version != "" {

@@ -41,6 +41,7 @@ func (p Plan) LLCArgs() []string {
 // TargetError reports a target that is not of the form sm_XX with XX >= 70.
 type TargetError struct{ Target, Reason string }
 
+// Error names the target, says why it is refused and what is accepted.
 func (e *TargetError) Error() string {
 	return fmt.Sprintf("devlib: unsupported target %q: %s (want sm_XX with XX >= 70, optionally with an a or f suffix: sm_80, sm_90, sm_90a, sm_100a)", e.Target, e.Reason)
 }

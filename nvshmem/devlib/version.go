@@ -12,6 +12,7 @@ type VersionMismatchError struct {
 	Host  string // the NVSHMEM version it was to run with
 }
 
+// Error names both versions and says how to rebuild.
 func (e *VersionMismatchError) Error() string {
 	return fmt.Sprintf("devlib: the device library was built from NVSHMEM %s but NVSHMEM %s is in use; "+
 		"the device state layout differs between versions, so rebuild it from %s's libnvshmem_device.bc "+
