@@ -321,4 +321,3 @@ func TestSM80(t *testing.T) {
 	}
 	s.expect("sm_80 all-reduce", b, func(_, i int) float64 { return reduce(Sum, dsl.BF16, in, i) })
 }
-
