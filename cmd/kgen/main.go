@@ -79,6 +79,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &u) {
 		return 2
 	}
+	var x interface{ kgenExitCode() int } // a command passing on a program's exit status (launch)
+	if errors.As(err, &x) {
+		return x.kgenExitCode()
+	}
 	return 1
 }
 

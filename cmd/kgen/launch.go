@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kgen-dev/kgen/jit"
+)
+
+func init() {
+	register(&command{
+		name:    "launch",
+		summary: "run a multi-rank program on N GPUs (N processes) or N simulated GPUs (one process)",
+		usage: `-n N [--backend cuda|emu] [--master-addr A] [--master-port P] [--grace D] [--] PROG [ARGS...]
+
+With --backend cuda, starts N processes of PROG with torchrun's environment (RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and KGEN_BACKEND=cuda),
+prefixes their output with "[rank R] " and waits; when one fails the others are stopped
+(SIGTERM, then SIGKILL after --grace).
+With --backend emu, runs PROG once with WORLD_SIZE=N and KGEN_BACKEND=emu: its jit.RunRanks
+simulates the N ranks as goroutines sharing one emulated machine.
+The default backend is $KGEN_BACKEND, else cuda when this machine has an NVIDIA GPU
+(/proc/driver/nvidia/gpus), else emu. The exit status is the first failure's (128+signal
+for a signal); 2 for usage errors.`,
+		run: runLaunch,
+	})
+}
+
+// launchExit carries a program's exit status out of kgen launch.
+type launchExit struct {
+	code int
+	err  error
+}
+
+func (e *launchExit) Error() string     { return e.err.Error() }
+func (e *launchExit) Unwrap() error     { return e.err }
+func (e *launchExit) kgenExitCode() int { return e.code }
+
+func runLaunch(e *env, args []string) error {
+	c := commands["launch"]
+	fs := flags(e, c)
+	n := fs.Int("n", 1, "number of ranks")
+	backend := fs.String("backend", "", "cuda (N processes) or emu (one process simulating N ranks); default: $KGEN_BACKEND, else cuda when a GPU is present, else emu")
+	addr := fs.String("master-addr", "127.0.0.1", "cuda: where rank 0 serves the bootstrap (MASTER_ADDR)")
+	port := fs.Int("master-port", 0, "cuda: MASTER_PORT (default: a free port)")
+	grace := fs.Duration("grace", 5*time.Second, "cuda: time between SIGTERM and SIGKILL for the other ranks once one fails")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	pos := fs.Args()
+	if len(pos) == 0 {
+		return usagef("no program given: kgen launch -n N [--backend cuda|emu] -- PROG [ARGS...]")
+	}
+	if *n < 1 {
+		return usagef("-n %d: want at least 1 rank", *n)
+	}
+	if *port < 0 || *port > 65535 {
+		return usagef("--master-port %d: want 0 to 65535", *port)
+	}
+	if *grace <= 0 {
+		return usagef("--grace %v: want a positive duration", *grace)
+	}
+	b, err := launchBackend(*backend)
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	prog := pos[0]
+	if _, err := exec.LookPath(prog); err != nil {
+		return fmt.Errorf("program %s: %w", prog, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if b == jit.Emulator {
+		return launchEmu(ctx, e, *n, prog, pos[1:], *grace)
+	}
+	code, err := jit.LaunchRanks(ctx, jit.LaunchOptions{
+		N: *n, Prog: prog, Args: pos[1:], Env: []string{"KGEN_BACKEND=cuda"},
+		Stdout: e.stdout, Stderr: e.stderr, MasterAddr: *addr, MasterPort: *port, Grace: *grace,
+	})
+	if err != nil {
+		if code == 0 {
+			code = 1
+		}
+		return &launchExit{code: code, err: err}
+	}
+	return nil
+}
+
+// launchBackend picks the backend: the flag, else $KGEN_BACKEND, else cuda when the machine
+// has an NVIDIA GPU, else emu.
+func launchBackend(flag string) (jit.Backend, error) {
+	if flag != "" {
+		b, err := jit.ParseBackend(flag)
+		if err != nil {
+			return "", fmt.Errorf("--backend %q: want cuda or emu", flag)
+		}
+		return b, nil
+	}
+	if v := os.Getenv("KGEN_BACKEND"); v != "" {
+		b, err := jit.ParseBackend(v)
+		if err != nil {
+			return "", fmt.Errorf("KGEN_BACKEND=%q: want cuda or emu", v)
+		}
+		return b, nil
+	}
+	if gs, err := os.ReadDir("/proc/driver/nvidia/gpus"); err == nil && len(gs) > 0 {
+		return jit.GPU, nil
+	}
+	return jit.Emulator, nil
+}
+
+// launchEnv is the emulator's environment for n ranks: this one without the variables that
+// would make the process one rank of several, plus WORLD_SIZE=n and KGEN_BACKEND=emu.
+func launchEnv(n int) []string {
+	drop := map[string]bool{"RANK": true, "LOCAL_RANK": true, "WORLD_SIZE": true, "LOCAL_WORLD_SIZE": true,
+		"KGEN_BACKEND": true, "MASTER_ADDR": true, "MASTER_PORT": true}
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "WORLD_SIZE="+strconv.Itoa(n), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "KGEN_BACKEND=emu")
+}
+
+func launchEmu(ctx context.Context, e *env, n int, prog string, args []string, grace time.Duration) error {
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Env = launchEnv(n)
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = grace
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code := 1
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		} else if c := ee.ExitCode(); c > 0 {
+			code = c
+		}
+		return &launchExit{code: code, err: fmt.Errorf("%s (%d emulated ranks) failed (exit code %d): %v", prog, n, code, err)}
+	}
+	return &launchExit{code: 127, err: fmt.Errorf("starting %s: %w", prog, err)}
+}
