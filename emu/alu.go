@@ -111,9 +111,13 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		return nil, fmt.Errorf("directed rounding of f64 arithmetic")
 	}
 	sat := q.has("sat")
+	relu := q.has("relu")
 	ftz := q.has("ftz") && st == ptx.F32
 	var f laneFn
 	fin := func(v float64) float64 {
+		if relu && v < 0 {
+			return 0
+		}
 		if sat {
 			if math.IsNaN(v) {
 				return 0
@@ -128,7 +132,7 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		n0 := nar
 		nar = func(v float64) uint64 { return bf32(ftz32(f32(n0(v)))) }
 	}
-	fast := st == ptx.F32 && mode == rndNear && !sat && !ftz
+	fast := st == ptx.F32 && mode == rndNear && !sat && !ftz && !relu
 	switch op {
 	case "add":
 		if fast {
@@ -172,7 +176,9 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		isMax := op == "max"
 		nan := q.has("NaN")
 		absq := q.has("abs")
-		f = func(a, b, _, _ uint64) uint64 {
+		xorsign := q.has("xorsign")
+		sb := uint64(1) << (st.Bits() - 1)
+		g := func(a, b, _, _ uint64) uint64 {
 			x, y := in(a), in(b)
 			if absq {
 				x, y = math.Abs(x), math.Abs(y)
@@ -193,9 +199,13 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 				return nar(x)
 			}
 			if (x > y) == isMax {
-				return nar(x)
+				return nar(fin(x))
 			}
-			return nar(y)
+			return nar(fin(y))
+		}
+		f = g
+		if xorsign {
+			f = func(a, b, c, d uint64) uint64 { return g(a, b, c, d)&^sb | (a^b)&sb }
 		}
 	case "neg":
 		sb := uint64(1) << (st.Bits() - 1)
@@ -404,12 +414,17 @@ func intArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		}, nil
 	case "min", "max":
 		isMax := op == "max"
+		relu := q.has("relu")
 		if signed {
 			return func(a, b, _, _ uint64) uint64 {
+				r := b
 				if (sext(a, w) > sext(b, w)) == isMax {
-					return a & mask
+					r = a
 				}
-				return b & mask
+				if relu && sext(r, w) < 0 {
+					return 0
+				}
+				return r & mask
 			}, nil
 		}
 		return func(a, b, _, _ uint64) uint64 {
