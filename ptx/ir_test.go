@@ -166,3 +166,39 @@ func BenchmarkPrint(b *testing.B) {
 		}
 	}
 }
+
+func TestFormatPseudo(t *testing.T) {
+	for _, c := range []struct {
+		in   *Instr
+		want string
+	}{
+		{&Instr{Label: "L1"}, "L1:"},
+		{&Instr{Op: ScopeOpen}, "{"},
+		{&Instr{Op: ScopeClose}, "}"},
+		{&Instr{Decl: &Var{Space: SpaceParam, Name: "param0", Type: B64}}, ".param .b64 param0;"},
+		{&Instr{Guard: &Reg{Pred, 1}, GuardNeg: true, Op: "bar.red", Q: []string{"and"}, Types: []Type{Pred}, Args: []Operand{r(Pred, 0), IntImm(U32, 0), Not{r(Pred, 2)}}}, "@!%p1 bar.red.and.pred %p0, 0, !%p2;"},
+		{&Instr{Op: "setp", Q: []string{"lt"}, Types: []Type{F32}, Args: []Operand{Pair{r(Pred, 0), r(Pred, 1)}, r(F32, 0), FloatImm(F32, 1)}}, "setp.lt.f32 %p0|%p1, %f0, 0f3F800000;"},
+		{&Instr{Op: "ld", Q: []string{"local"}, Types: []Type{B32}, Args: []Operand{r(B32, 0), Addr{Base: r(B64, 1), Off: -8}}}, "ld.local.b32 %r0, [%rd1+-8];"},
+	} {
+		if got := FormatInstr(c.in); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
+	}
+}
+
+// TestOracleNamesFailingForm checks that a failing batch names its bad form, from ptxas's
+// line numbers and by bisection.
+func TestOracleNamesFailingForm(t *testing.T) {
+	p := newPtxas(t)
+	good := ruleForms("add", rules["add"])[:50]
+	bad := &Instr{Op: "add", Types: []Type{F32}, Args: []Operand{r(F32, 0), r(B64, 1), r(F32, 2)}}
+	forms := append(append(append([]*Instr{}, good[:20]...), bad), good[20:]...)
+	for _, bisect := range []bool{false, true} {
+		oracleNoLines = bisect
+		fails := p.check(SM90, 80, forms)
+		oracleNoLines = false
+		if len(fails) != 1 || fails[0].in != bad {
+			t.Errorf("bisect=%v: got %d failures %v", bisect, len(fails), fails)
+		}
+	}
+}

@@ -301,8 +301,17 @@ func FormatInstr(in *Instr) string {
 }
 
 func (p *printer) instr(in *Instr) {
-	if in.Label != "" && in.Op == "" {
-		p.s(in.Label + ":")
+	switch {
+	case in.Label != "" && in.Op == "":
+		p.s(in.Label)
+		p.s(":")
+		return
+	case in.Op == "" && in.Decl != nil:
+		p.variable(in.Decl, "")
+		p.buf.Truncate(p.buf.Len() - 1) // the newline
+		return
+	case in.Op == ScopeOpen || in.Op == ScopeClose:
+		p.s(in.Op)
 		return
 	}
 	if in.Guard != nil {
