@@ -24,19 +24,20 @@ What it does
 Output: one JSON file per op, in the schema of shared/testdata/layout
 (README.md there): {"op", "semantics", "cases": [{"args", "result"|"error"}]}.
 
-Known classes of pycute/C++ disagreement (C++ wins; see docs/layout.md):
+Known classes of pycute/C++ disagreement (C++ wins; details and examples in
+docs/layout.md):
   - composition with a by-mode tiler: C++ drops the modes of A the tiler does
     not cover, pycute keeps them.
   - default (compact) strides: C++ gives extent-1 modes stride 0.
-  - composition/coalesce details: C++ 4.2's composition does not coalesce
-    its result and keeps extent-1 modes in some positions; pycute coalesces.
-  - complement/left_inverse/right_inverse: C++ sorts modes by stride and
-    sends unreachable modes to stride 0; pycute stops at the first gap.
+  - composition divisibility: C++ 4.2 checks weak stride/shape conditions at
+    compile time; it rejects inputs pycute accepts and accepts others.
+  - complement/left_inverse: C++ rejects non-injective layouts (pycute returns
+    zero extents); C++'s left inverse sends unreached points to stride 0.
   - logical_product with an integer tiler: pycute calls logical_divide.
-  - divisibility: C++ checks the stride and shape divisibility conditions of
-    composition at compile time and rejects more inputs than pycute.
+  - blocked/raked_product: C++ does not coalesce the zipped modes.
   - idx2crd with the default stride: C++'s last mode is unbounded.
   - zipped/tiled with a "_" tiler mode: C++ requires that mode to be rank 2.
+  - (harness) slice_ with a lone "_": pycute gives (t); kept as pycute's.
 """
 
 import argparse
