@@ -134,7 +134,7 @@ func coalesceProfile(l Layout, profile IntTuple) Layout {
 // Coalesce simplifies l by flattening it and merging modes that can be
 // merged, keeping the function on the domain and the size. The result has
 // depth <= 1; 1:0 when everything has extent 1.
-func Coalesce(l Layout) (_ Layout, err error) {
+func Coalesce(l Layout) (result Layout, err error) {
 	defer recoverErr(&err)
 	return coalesce(l), nil
 }
@@ -142,7 +142,7 @@ func Coalesce(l Layout) (_ Layout, err error) {
 // CoalesceProfile coalesces l by mode: a tuple profile applies to the first
 // modes of l (recursively), the remaining modes are kept; an integer
 // profile coalesces the whole layout.
-func CoalesceProfile(l Layout, profile IntTuple) (_ Layout, err error) {
+func CoalesceProfile(l Layout, profile IntTuple) (result Layout, err error) {
 	defer recoverErr(&err)
 	return coalesceProfile(l, profile), nil
 }
@@ -175,13 +175,13 @@ func filterProfile(l Layout, profile IntTuple) Layout {
 }
 
 // Filter removes the stride-0 and extent-1 modes of l and coalesces it.
-func Filter(l Layout) (_ Layout, err error) {
+func Filter(l Layout) (result Layout, err error) {
 	defer recoverErr(&err)
 	return filter(l), nil
 }
 
 // FilterProfile filters l by mode, like CoalesceProfile.
-func FilterProfile(l Layout, profile IntTuple) (_ Layout, err error) {
+func FilterProfile(l Layout, profile IntTuple) (result Layout, err error) {
 	defer recoverErr(&err)
 	return filterProfile(l, profile), nil
 }
@@ -329,7 +329,7 @@ func composition(a Layout, t Tiler) Layout {
 // R(c) = a(t(c)) for every coordinate c of t, and R has t's shape profile.
 // A by-mode tiler composes mode i of a with t[i] and drops the modes of a it
 // does not cover (as C++ CuTe does).
-func Composition(a Layout, t Tiler) (_ Layout, err error) {
+func Composition(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return composition(a, t), nil
 }
@@ -422,7 +422,7 @@ func Complement(l Layout) (Layout, error) {
 
 // ComplementTo returns the complement of l with respect to the cotarget
 // (an integer, or a shape whose extents are covered in order).
-func ComplementTo(l Layout, cotarget IntTuple) (_ Layout, err error) {
+func ComplementTo(l Layout, cotarget IntTuple) (result Layout, err error) {
 	defer recoverErr(&err)
 	return complementTo(l, cotarget), nil
 }
@@ -481,7 +481,7 @@ func rightInverse(l Layout) Layout {
 
 // RightInverse returns R such that l(R(i)) == i for all i < size(R), with R
 // as large as possible (CuTe's right_inverse).
-func RightInverse(l Layout) (_ Layout, err error) {
+func RightInverse(l Layout) (result Layout, err error) {
 	defer recoverErr(&err)
 	return rightInverse(l), nil
 }
@@ -511,7 +511,7 @@ func leftInverse(l Layout) Layout {
 // LeftInverse returns R such that R(l(i)) == i for all i < size(l) when l
 // is injective (CuTe's left_inverse, a quasi-inverse otherwise: modes that
 // l never reaches map to 0).
-func LeftInverse(l Layout) (_ Layout, err error) {
+func LeftInverse(l Layout) (result Layout, err error) {
 	defer recoverErr(&err)
 	return leftInverse(l), nil
 }

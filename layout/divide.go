@@ -93,28 +93,28 @@ func flatOf(z Layout) Layout {
 // LogicalDivide splits every mode of a by the tiler into (tile, rest):
 // a Layout tiler T gives a ∘ (T, complement(T, shape(a))); a by-mode tiler
 // divides mode by mode and keeps the modes it does not cover.
-func LogicalDivide(a Layout, t Tiler) (_ Layout, err error) {
+func LogicalDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return logicalDivide(a, t), nil
 }
 
 // ZippedDivide is LogicalDivide with the tiles gathered in mode 0 and the
 // rests in mode 1: ((tile...),(rest...)).
-func ZippedDivide(a Layout, t Tiler) (_ Layout, err error) {
+func ZippedDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return tileUnzip(logicalDivide(a, t), t), nil
 }
 
 // TiledDivide is ZippedDivide with the rest modes unpacked:
 // ((tile...),rest0,rest1,...).
-func TiledDivide(a Layout, t Tiler) (_ Layout, err error) {
+func TiledDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return tiledOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
 
 // FlatDivide is ZippedDivide with both modes unpacked:
 // (tile0,tile1,...,rest0,rest1,...).
-func FlatDivide(a Layout, t Tiler) (_ Layout, err error) {
+func FlatDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return flatOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
@@ -144,25 +144,25 @@ func logicalProductLayout(a, t Layout) Layout {
 
 // LogicalProduct repeats the block a over the tiler: (a, complement(a) ∘ t)
 // for a Layout tiler; a by-mode tiler works mode by mode.
-func LogicalProduct(a Layout, t Tiler) (_ Layout, err error) {
+func LogicalProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return logicalProduct(a, t), nil
 }
 
 // ZippedProduct is LogicalProduct gathered as ((block...),(repeats...)).
-func ZippedProduct(a Layout, t Tiler) (_ Layout, err error) {
+func ZippedProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return tileUnzip(logicalProduct(a, t), t), nil
 }
 
 // TiledProduct is ZippedProduct with the repeat modes unpacked.
-func TiledProduct(a Layout, t Tiler) (_ Layout, err error) {
+func TiledProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return tiledOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
 
 // FlatProduct is ZippedProduct with both modes unpacked.
-func FlatProduct(a Layout, t Tiler) (_ Layout, err error) {
+func FlatProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
 	return flatOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
@@ -212,14 +212,14 @@ func rankedProduct(a, b Layout, raked bool) Layout {
 
 // BlockedProduct repeats the block a over the layout b, mode by mode:
 // mode i of the result is (a_i, b_i) (CuTe's blocked_product).
-func BlockedProduct(a, b Layout) (_ Layout, err error) {
+func BlockedProduct(a, b Layout) (result Layout, err error) {
 	defer recoverErr(&err)
 	return rankedProduct(a, b, false), nil
 }
 
 // RakedProduct interleaves the repeats of a over b: mode i of the result is
 // (b_i, a_i) (CuTe's raked_product).
-func RakedProduct(a, b Layout) (_ Layout, err error) {
+func RakedProduct(a, b Layout) (result Layout, err error) {
 	defer recoverErr(&err)
 	return rankedProduct(a, b, true), nil
 }
@@ -284,7 +284,7 @@ func SliceAndOffset(crd IntTuple, l Layout) (Layout, int, error) {
 // FlatCoord returns the flat coordinate of index idx in l (CuTe's
 // get_flat_coord): the hierarchical coordinate idx2crd(idx, shape, stride)
 // with each top-level mode folded to a colexicographic integer.
-func (l Layout) FlatCoord(idx int) (_ IntTuple, err error) {
+func (l Layout) FlatCoord(idx int) (result IntTuple, err error) {
 	defer recoverErr(&err)
 	return flatCoord(l, idx), nil
 }

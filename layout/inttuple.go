@@ -243,7 +243,7 @@ func Congruent(t, u IntTuple) bool {
 }
 
 // Product returns the product of the leaves of t (1 for the empty tuple).
-func Product(t IntTuple) (_ int, err error) {
+func Product(t IntTuple) (result int, err error) {
 	defer recoverErr(&err)
 	return product(t), nil
 }
@@ -267,7 +267,7 @@ func Max(t IntTuple) (int, error) {
 
 // InnerProduct returns the sum of the products of corresponding leaves of two
 // congruent tuples.
-func InnerProduct(a, b IntTuple) (_ int, err error) {
+func InnerProduct(a, b IntTuple) (result int, err error) {
 	defer recoverErr(&err)
 	return innerProduct(a, b), nil
 }
@@ -335,7 +335,7 @@ func prefixProduct(a, init IntTuple) IntTuple {
 
 // ShapeDiv is CuTe's shape_div: a "divided" by b, left to right, with the
 // divisibility condition (at every step one operand divides the other).
-func ShapeDiv(a, b IntTuple) (_ IntTuple, err error) {
+func ShapeDiv(a, b IntTuple) (result IntTuple, err error) {
 	defer recoverErr(&err)
 	return shapeDiv(a, b), nil
 }
