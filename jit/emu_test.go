@@ -190,7 +190,7 @@ func ringKernel(t *testing.T) *ptx.Module {
 }
 
 // ringProgram is the multi-rank test program: it runs on N GPUs (one process per rank) and
-// on N simulated GPUs (one goroutine per rank) unchanged.
+// on N simulated GPUs (one goroutine per rank) unchanged. n <= 256 (one block).
 func ringProgram(mod *ptx.Module, n int) func(r *Rank) error {
 	return func(r *Rank) error {
 		sh := r.NVSHMEM
@@ -231,6 +231,9 @@ func ringProgram(mod *ptx.Module, n int) func(r *Rank) error {
 			if err := fn.Launch(cfg, peerData, peerFlag, flag, uint32(r.Rank), uint32(n), epoch); err != nil {
 				return err
 			}
+			if err := r.Device.Synchronize(); err != nil {
+				return err
+			}
 			if err := sh.BarrierAll(); err != nil {
 				return err
 			}
@@ -241,6 +244,10 @@ func ringProgram(mod *ptx.Module, n int) func(r *Rank) error {
 				if want := uint32(prev*1000+i) + epoch; v != want {
 					return fmt.Errorf("epoch %d: data[%d] = %d, want %d (from rank %d)", epoch, i, v, want, prev)
 				}
+			}
+			// The previous rank writes again in the next epoch: everyone has read first.
+			if err := sh.BarrierAll(); err != nil {
+				return err
 			}
 		}
 		return nil

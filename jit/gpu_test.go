@@ -397,3 +397,34 @@ func TestGPUNVSHMEMPutRank(t *testing.T) {
 		t.Error("reload missed the cache")
 	}
 }
+
+// TestGPURanksPeerToPeer runs the emulator's peer-to-peer program (ringProgram, the same
+// code TestEmuRanksPeerToPeer runs on simulated GPUs) on 2 GPUs: LaunchRanks starts 2 ranks
+// of this test binary, each running TestGPURanksPeerToPeerRank through RunRanks.
+func TestGPURanksPeerToPeer(t *testing.T) {
+	if os.Getenv("KGEN_TEST_RING_CHILD") == "1" {
+		t.Skip("child")
+	}
+	d := openGPUOrSkip(t, 0)
+	cnt, _ := numGPUs()
+	d.Close()
+	if cnt < 2 {
+		t.Skipf("needs 2 GPUs, %d visible", cnt)
+	}
+	code, err := LaunchRanks(context.Background(), LaunchOptions{
+		N: 2, Prog: os.Args[0], Args: []string{"-test.run=^TestGPURanksPeerToPeerRank$", "-test.v", "-test.count=1"},
+		Env: []string{"KGEN_TEST_RING_CHILD=1", "KGEN_BOOTSTRAP_TIMEOUT=60s", "KGEN_CACHE_DIR=" + t.TempDir()},
+	})
+	if err != nil || code != 0 {
+		t.Fatalf("ranks failed: code %d: %v", code, err)
+	}
+}
+
+func TestGPURanksPeerToPeerRank(t *testing.T) {
+	if os.Getenv("KGEN_TEST_RING_CHILD") != "1" {
+		t.Skip("run by TestGPURanksPeerToPeer")
+	}
+	if err := RunRanks(RanksOptions{Backend: GPU, NVSHMEM: true}, ringProgram(ringKernel(t), 256)); err != nil {
+		t.Fatal(err)
+	}
+}

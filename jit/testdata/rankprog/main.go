@@ -67,6 +67,9 @@ func rankMain(mod *ptx.Module, r *jit.Rank) error {
 	if err := fn.Launch(jit.LaunchConfig{Grid: jit.D1(1), Block: jit.D1(n)}, pd, pf, flag, uint32(r.Rank), uint32(n)); err != nil {
 		return err
 	}
+	if err := r.Device.Synchronize(); err != nil {
+		return err
+	}
 	if err := sh.BarrierAll(); err != nil {
 		return err
 	}
