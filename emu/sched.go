@@ -500,6 +500,9 @@ func (w *warp) releaseBarrier(id int) {
 		if x == nil {
 			continue
 		}
+		// The warp's running lanes may be converged (their pcs in cpc): write the pcs back
+		// before lanes join them.
+		x.diverge()
 		for ln := 0; ln < 32; ln++ {
 			if x.st[ln] != lsBar || x.wait[ln] != int32(id) {
 				continue

@@ -294,3 +294,97 @@ JOIN:
 		}
 	}
 }
+
+// Half of warp 0 waits at a named barrier while its other half keeps running (converged
+// among themselves); warp 1 completes the barrier in the middle of that run.
+func TestBarrierReleaseWhileWarpRuns(t *testing.T) {
+	m := asm(t, `
+.visible .entry half(.param .u64 out)
+{
+	.reg .u64 %rd<4>;
+	.reg .u32 %r<6>;
+	.reg .pred %p<3>;
+	ld.param.u64 %rd0, [out];
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, 0;
+	setp.lt.u32 %p0, %r0, 16;
+	@!%p0 bra WORK;
+	bar.sync 1, 48;
+	mov.u32 %r1, 7;
+	bra.uni DONE;
+WORK:
+	setp.lt.u32 %p1, %r0, 32;
+	@!%p1 bra WAIT2;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	add.u32 %r1, %r1, 1;
+	bra.uni DONE;
+WAIT2:
+	// spin a little (each iteration yields) so that warp 0 runs meanwhile
+	mov.u32 %r3, 0;
+SPIN:
+	ld.volatile.global.u32 %r4, [%rd0];
+	add.u32 %r3, %r3, 1;
+	setp.lt.u32 %p2, %r3, 2;
+	@%p2 bra SPIN;
+	bar.sync 1, 48;
+	mov.u32 %r1, 7;
+DONE:
+	mul.wide.u32 %rd1, %r0, 4;
+	add.u64 %rd2, %rd0, %rd1;
+	st.global.u32 [%rd2], %r1;
+	ret;
+}`)
+	s := newSys(t, 1)
+	out := mustMalloc(t, s, 0, 256)
+	for _, q := range []int{0, 3, 7, 20} {
+		must(t, s.Launch(Launch{Module: m, Entry: "half", Grid: D1(1), Block: D1(64), Args: []any{out}, Options: Options{Quantum: q}}))
+		got := readU32(t, s, out, 64)
+		for i, g := range got {
+			want := uint32(7)
+			if i >= 16 && i < 32 {
+				want = 40
+			}
+			if g != want {
+				t.Fatalf("quantum %d thread %d: got %d want %d", q, i, g, want)
+			}
+		}
+	}
+}
