@@ -681,7 +681,7 @@ func parseParams(toks []string, i int) ([]Param, int, error) {
 					return nil, i, fmt.Errorf("parameter %d: bad array length", len(ps))
 				}
 				n, err := strconv.Atoi(toks[i+1])
-				if err != nil || n <= 0 {
+				if err != nil || n <= 0 || n > maxTypeSize/8 {
 					return nil, i, fmt.Errorf("parameter %d: bad array length %q", len(ps), toks[i+1])
 				}
 				p.Len = n
@@ -709,6 +709,8 @@ func parseParams(toks []string, i int) ([]Param, int, error) {
 			if p.Align == 0 {
 				p.Align = 1
 			}
+		} else {
+			p.Align = 0 // .align on a scalar does not change how it is passed
 		}
 		ps = append(ps, p)
 	}

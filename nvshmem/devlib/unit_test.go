@@ -225,7 +225,7 @@ func TestParseDecls(t *testing.T) {
 {
 	ret;
 }
-.weak .func f(.param .u32 a, .param .s64 b, .param .f32 c, .param .align 8 .b32 d[3]);
+.weak .func f(.param .u32 a, .param .s64 b, .param .f32 c, .param .align 8 .b32 d[3], .param .align 4 .b32 e);
 .visible .entry k(.param .u64 x) { ret; }
 `
 	ds, err := ParseDecls([]byte(src))
@@ -236,7 +236,7 @@ func TestParseDecls(t *testing.T) {
 	for _, d := range ds {
 		got = append(got, d.String())
 	}
-	want := []string{"nvshmem_my_pe() .b32", "nvshmem_half_p(.b64, .align 2 .b8[2], .b32)", "f(.u32, .s64, .f32, .align 8 .b8[12])"}
+	want := []string{"nvshmem_my_pe() .b32", "nvshmem_half_p(.b64, .align 2 .b8[2], .b32)", "f(.u32, .s64, .f32, .align 8 .b8[12], .b32)"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
