@@ -118,8 +118,15 @@ func TestVerifyMessages(t *testing.T) {
 			t.Errorf("Verify(%s) = %v; want %q", FormatInstr(c.in), err, c.want)
 		}
 	}
-	m := formsModule(SM90, 75, []*Instr{{Op: "elect.sync", Args: []Operand{Pair{Sink{}, r(Pred, 0)}, IntImm(B32, -1)}}})
-	if err := Verify(m); err == nil || !strings.Contains(err.Error(), "module declares PTX 7.5 but its target and instructions need PTX 8.0") {
+	m := formsModule(SM90, 78, []*Instr{{Op: "elect.sync", Args: []Operand{Pair{Sink{}, r(Pred, 0)}, IntImm(B32, -1)}}})
+	if err := Verify(m); err == nil || !strings.Contains(err.Error(), `"elect.sync _|%p0, 4294967295;": elect.sync needs sm_90 and PTX 8.0 (module declares PTX 7.8)`) {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestVerifyTargetVersion(t *testing.T) {
+	m := formsModule(SM90, 70, nil)
+	if err := Verify(m); err == nil || !strings.Contains(err.Error(), "module declares PTX 7.0 but target sm_90 needs PTX 7.8") {
 		t.Errorf("got %v", err)
 	}
 }

@@ -36,41 +36,43 @@ func init() {
 		}
 		return ns
 	}
-	arrive := &rule{
-		slots: []slot{vals("mode", "expect_tx", "noComplete"), vals("sem", "release", "relaxed"), vals("scope", "cta", "cluster"),
-			vals("space", "shared", "shared::cta", "shared::cluster")},
-		types: [][]Type{{B64}},
-		excl: []excl{
-			x("mode=noComplete", "sem", ".noComplete takes no .sem or .scope"),
-			x("mode=noComplete", "scope", ".noComplete takes no .sem or .scope"),
-			x("mode=noComplete", "space=shared::cluster", ".noComplete takes no .shared::cluster"),
-			pairExcl[0], pairExcl[1],
-		},
-	}
-	arrive.shapes = func(in *Instr) [][]arg {
-		state := dst(B64)
-		if in.HasQ("shared::cluster") {
-			state = arg{kind: argSink} // the remote arrive returns no state
+	for _, op := range []string{"mbarrier.arrive", "mbarrier.arrive_drop"} {
+		arrive := &rule{
+			slots: []slot{vals("mode", "expect_tx", "noComplete"), vals("sem", "release", "relaxed"), vals("scope", "cta", "cluster"),
+				vals("space", "shared", "shared::cta", "shared::cluster")},
+			types: [][]Type{{B64}},
+			excl: []excl{
+				x("mode=noComplete", "sem", ".noComplete takes no .sem or .scope"),
+				x("mode=noComplete", "scope", ".noComplete takes no .sem or .scope"),
+				x("mode=noComplete", "space=shared::cluster", ".noComplete takes no .shared::cluster"),
+				pairExcl[0], pairExcl[1],
+			},
 		}
-		switch arrive.q(in, "mode") {
-		case "expect_tx", "noComplete":
-			return [][]arg{{state, addr(), src(B32)}}
-		}
-		return [][]arg{{state, addr()}, {state, addr(), src(B32)}}
-	}
-	arrive.need = func(in *Instr) []need {
-		ns := append(shCta(in), mb)
-		switch arrive.q(in, "mode") {
-		case "expect_tx":
-			ns = append(ns, nd(80, 90, "mbarrier.arrive.expect_tx needs sm_90 and PTX 8.0"))
-		case "":
-			if len(in.Args) == 3 {
-				ns = append(ns, nd(78, 90, "mbarrier.arrive with a count needs sm_90 and PTX 7.8"))
+		arrive.shapes = func(in *Instr) [][]arg {
+			state := dst(B64)
+			if in.HasQ("shared::cluster") {
+				state = arg{kind: argSink} // the remote arrive returns no state
 			}
+			switch arrive.q(in, "mode") {
+			case "expect_tx", "noComplete":
+				return [][]arg{{state, addr(), src(B32)}}
+			}
+			return [][]arg{{state, addr()}, {state, addr(), src(B32)}}
 		}
-		return semScope(arrive, in, ns)
+		arrive.need = func(in *Instr) []need {
+			ns := append(shCta(in), mb)
+			switch arrive.q(in, "mode") {
+			case "expect_tx":
+				ns = append(ns, nd(80, 90, in.Op+".expect_tx needs sm_90 and PTX 8.0"))
+			case "":
+				if len(in.Args) == 3 {
+					ns = append(ns, nd(78, 90, in.Op+" with a count needs sm_90 and PTX 7.8"))
+				}
+			}
+			return semScope(arrive, in, ns)
+		}
+		rules[op] = arrive
 	}
-	rules["mbarrier.arrive"] = arrive
 	for _, op := range []string{"mbarrier.expect_tx", "mbarrier.complete_tx"} {
 		r := &rule{slots: []slot{vals("sem", "relaxed"), vals("scope", "cta", "cluster"), vals("space", "shared", "shared::cta", "shared::cluster")},
 			types: [][]Type{{B64}}, args: fixed(addr(), src(B32)), excl: pairExcl}

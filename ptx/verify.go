@@ -82,10 +82,8 @@ func Verify(m *Module) error {
 		add(&Error{Msg: err.Error()})
 		return errors.Join(errs...)
 	}
-	if m.Version != 0 {
-		if req := RequiredVersion(m); m.Version < req {
-			add(&Error{Msg: fmt.Sprintf("module declares PTX %v but its target and instructions need PTX %v", m.Version, req)})
-		}
+	if m.Version != 0 && m.Version < m.Target.MinVersion() {
+		add(&Error{Msg: fmt.Sprintf("module declares PTX %v but target %s needs PTX %v", m.Version, m.Target, m.Target.MinVersion())})
 	}
 	names := map[string]bool{}
 	for _, v := range m.Vars {
@@ -224,6 +222,8 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		for _, n := range r.needs(in) {
 			if !n.ok(m.Target) {
 				fail("%s (target is %s)", n.why, m.Target)
+			} else if m.Version != 0 && n.version(m.Target) > m.Version {
+				fail("%s (module declares PTX %v)", n.why, m.Version)
 			}
 		}
 		for _, a := range in.Args {
