@@ -44,9 +44,16 @@ func fromFlat(s, d []int) Layout {
 // index i down to 0 onto the front of the result, which starts as the
 // integral mode ns:nd.
 func bwCoalesce(os, od []int, i int, ns, nd int) Layout {
+	var bs, bd [16]int
+	rs, rd := bwCoalesceFlat(os, od, i, ns, nd, bs[:0], bd[:0])
+	return fromFlat(rs, rd)
+}
+
+// bwCoalesceFlat is bwCoalesce returning the flat modes (front to back) in
+// the given buffers; one mode means an integral layout.
+func bwCoalesceFlat(os, od []int, i int, ns, nd int, rs, rd []int) ([]int, []int) {
 	// rs/rd hold the result modes back to front: the front is the last entry.
-	var bufS, bufD [8]int
-	rs, rd := append(bufS[:0], ns), append(bufD[:0], nd)
+	rs, rd = append(rs[:0], ns), append(rd[:0], nd)
 	isTuple := false
 	for ; i >= 0; i-- {
 		s, d := os[i], od[i]
@@ -67,16 +74,15 @@ func bwCoalesce(os, od []int, i int, ns, nd int) Layout {
 	}
 	if !isTuple {
 		if rs[0] == 1 {
-			return mk(Int(1), Int(0))
+			rd[0] = 0
 		}
-		return mk(Int(rs[0]), Int(rd[0]))
+		return rs, rd
 	}
-	n := len(rs)
-	ss, dd := pair(n)
-	for k := 0; k < n; k++ {
-		ss[k], dd[k] = Int(rs[n-1-k]), Int(rd[n-1-k])
+	for x, y := 0, len(rs)-1; x < y; x, y = x+1, y-1 {
+		rs[x], rs[y] = rs[y], rs[x]
+		rd[x], rd[y] = rd[y], rd[x]
 	}
-	return mk(tup(ss), tup(dd))
+	return rs, rd
 }
 
 func coalesce(l Layout) Layout {
@@ -87,6 +93,20 @@ func coalesce(l Layout) Layout {
 		return mk(Int(1), Int(0))
 	}
 	return bwCoalesce(s, d, n-2, s[n-1], d[n-1])
+}
+
+// coalesceXFlat is coalesceX returning flat modes in the given buffers.
+func coalesceXFlat(l Layout, rs, rd []int) ([]int, []int) {
+	var bs, bd [16]int
+	s, d := l.shape.appendInts(bs[:0]), l.stride.appendInts(bd[:0])
+	n := len(s)
+	if n == 0 {
+		fail(ErrInvalid, "empty layout %v", l)
+	}
+	if s[n-1] == 1 {
+		return bwCoalesceFlat(s, d, n-2, 2, d[n-1], rs, rd)
+	}
+	return bwCoalesceFlat(s, d, n-2, s[n-1], d[n-1], rs, rd)
 }
 
 // coalesceX is CuTe's detail::coalesce_x: like coalesce but it preserves the
@@ -186,9 +206,16 @@ func FilterProfile(l Layout, profile IntTuple) (result Layout, err error) {
 	return filterProfile(l, profile), nil
 }
 
-// compositionImpl is CuTe's detail::composition_impl. lhs is coalesced
-// (integral or flat).
-func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
+// composeWith is CuTe's composition(a, rs:rd) for a layout right-hand side.
+func composeWith(a Layout, rs, rd IntTuple) Layout {
+	var bs, bd [16]int
+	ls, ld := coalesceXFlat(a, bs[:0], bd[:0])
+	return compositionImpl(ls, ld, rs, rd)
+}
+
+// compositionImpl is CuTe's detail::composition_impl. ls:ld is the
+// coalesced left-hand side as flat modes (one mode: integral).
+func compositionImpl(ls, ld []int, rs, rd IntTuple) Layout {
 	if rs.kind == kindTuple {
 		if rd.kind != kindTuple || len(rd.elems) != len(rs.elems) {
 			fail(ErrRank, "composition: shape %v and stride %v are not congruent", rs, rd)
@@ -196,7 +223,7 @@ func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
 		n := len(rs.elems)
 		ss, dd := pair(n)
 		for i := 0; i < n; i++ {
-			m := compositionImpl(lhs, rs.elems[i], rd.elems[i])
+			m := compositionImpl(ls, ld, rs.elems[i], rd.elems[i])
 			ss[i], dd[i] = m.shape, m.stride
 		}
 		return mk(tup(ss), tup(dd))
@@ -204,16 +231,15 @@ func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
 	if rd.val == 0 {
 		return mk(rs, rd)
 	}
-	if lhs.shape.kind != kindTuple {
-		return mk(rs, Int(mul(rd.val, lhs.stride.val)))
+	if len(ls) == 1 {
+		return mk(rs, Int(mul(rd.val, ld[0])))
 	}
-	ls, ld := lhs.shape.elems, lhs.stride.elems
 	R := len(ls)
 	restShape, restStride := rs.val, rd.val
-	var bufS, bufD [8]IntTuple
+	var bufS, bufD [8]int
 	resS, resD := bufS[:0], bufD[:0]
 	for i := 0; i < R-1; i++ {
-		cs, cd := ls[i].val, ld[i].val
+		cs, cd := ls[i], ld[i]
 		if cs <= 0 || restShape <= 0 {
 			fail(ErrInvalid, "composition: non-positive extent")
 		}
@@ -230,29 +256,16 @@ func compositionImpl(lhs Layout, rs, rd IntTuple) Layout {
 		if restShape%newShape != 0 {
 			fail(ErrDivisibility, "composition: extent %d is not divisible by %d (shape divisibility condition)", restShape, newShape)
 		}
-		resS = append(resS, Int(newShape))
-		resD = append(resD, Int(mul(restStride, cd)))
+		resS = append(resS, newShape)
+		resD = append(resD, mul(restStride, cd))
 		restShape /= newShape
 		restStride = nextStride
 	}
-	last := ld[R-1].val
-	if len(resS) == 0 {
-		return mk(Int(restShape), Int(mul(restStride, last)))
+	if restShape != 1 || len(resS) == 0 {
+		resS = append(resS, restShape)
+		resD = append(resD, mul(restStride, ld[R-1]))
 	}
-	if restShape == 1 {
-		if len(resS) == 1 {
-			return mk(resS[0], resD[0])
-		}
-		ss, dd := pair(len(resS))
-		copy(ss, resS)
-		copy(dd, resD)
-		return mk(tup(ss), tup(dd))
-	}
-	ss, dd := pair(len(resS) + 1)
-	copy(ss, resS)
-	copy(dd, resD)
-	ss[len(resS)], dd[len(resS)] = Int(restShape), Int(mul(restStride, last))
-	return mk(tup(ss), tup(dd))
+	return fromFlat(resS, resD)
 }
 
 // Tiler is the second argument of Composition and of the divides and
@@ -317,9 +330,9 @@ func composition(a Layout, t Tiler) Layout {
 		if t < 1 {
 			fail(ErrInvalid, "tile size %d must be >= 1", int(t))
 		}
-		return compositionImpl(coalesceX(a), Int(int(t)), Int(1))
+		return composeWith(a, Int(int(t)), Int(1))
 	case Layout:
-		return compositionImpl(coalesceX(a), t.shape, t.stride)
+		return composeWith(a, t.shape, t.stride)
 	}
 	fail(ErrInvalid, "unknown tiler %T", t)
 	return Layout{}

@@ -23,7 +23,7 @@ func logicalDivide(a Layout, t Tiler) Layout {
 func logicalDivideLayout(a, t Layout) Layout {
 	c := complementTo(t, coalesce(a).shape)
 	tc := makeLayout(t, c)
-	return compositionImpl(coalesceX(a), tc.shape, tc.stride)
+	return composeWith(a, tc.shape, tc.stride)
 }
 
 // byModes applies f to mode i of a and t[i], keeping the modes of a beyond
@@ -139,7 +139,7 @@ func logicalProduct(a Layout, t Tiler) Layout {
 
 func logicalProductLayout(a, t Layout) Layout {
 	c := complementTo(a, Int(mul(product(a.shape), t.cosize())))
-	return makeLayout(a, compositionImpl(coalesceX(c), t.shape, t.stride))
+	return makeLayout(a, composeWith(c, t.shape, t.stride))
 }
 
 // LogicalProduct repeats the block a over the tiler: (a, complement(a) ∘ t)
