@@ -49,6 +49,7 @@ func newEmuMachine(n int, ranks bool) (*emuMachine, error) {
 	m := &emuMachine{sys: sys, n: n, mods: map[[32]byte]*ptx.Module{}}
 	if ranks || n == 1 {
 		m.w = newWorld(n)
+		m.w.ranks = ranks
 	}
 	return m, nil
 }

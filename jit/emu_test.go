@@ -398,6 +398,26 @@ func TestEmuRanksFailures(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "returned without making collective call") {
 		t.Fatalf("rank returning early: %v", err)
 	}
+	// A launch gathered on one rank (symmetric argument) while the other calls BarrierAll.
+	mod := ringKernel(t)
+	err = RunRanks(RanksOptions{Backend: Emulator, World: 2, NVSHMEM: true}, func(r *Rank) error {
+		flag, err := SymAlloc[uint32](r.NVSHMEM, 1)
+		if err != nil {
+			return err
+		}
+		if r.Rank == 1 {
+			return r.NVSHMEM.BarrierAll()
+		}
+		m, err := r.Device.Load(Source{Module: mod})
+		if err != nil {
+			return err
+		}
+		fn, _ := m.Function("ring_put")
+		return fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32)}, flag, flag, flag, uint32(0), uint32(0), uint32(0))
+	})
+	if err == nil || !strings.Contains(err.Error(), "LaunchConfig.Collective") {
+		t.Fatalf("launch against barrier: %v", err)
+	}
 	// Different symmetric sizes.
 	err = RunRanks(RanksOptions{Backend: Emulator, World: 2, NVSHMEM: true}, func(r *Rank) error {
 		_, err := r.NVSHMEM.Malloc(int64(64 * (r.Rank + 1)))
@@ -478,5 +498,59 @@ func TestEmuHandWrittenPTX(t *testing.T) {
 	}
 	if _, err := ptx.Parse(string(text)); err != nil {
 		t.Logf("put_block.ptx does not parse (%v)", err)
+	}
+}
+
+// TestEmuMulticast: the emulator has multicast. Every rank adds rank+1 to every GPU's copy
+// of a symmetric buffer at once with multimem.red through the multicast address, and reads
+// the sum from its own copy.
+func TestEmuMulticast(t *testing.T) {
+	t.Setenv("NVSHMEM_DISABLE_NVLS", "")
+	k := dsl.New("mc_add", dsl.WithTarget(ptx.SM90))
+	mc := k.PtrParam("mc", dsl.U32)
+	rank := k.Param("rank", dsl.U32)
+	n := k.Param("n", dsl.U32)
+	i := k.GlobalThreadIdx(dsl.X)
+	k.If(i.Lt(n), func() {
+		k.MultimemReduce(mc.At(i), dsl.Sum, []dsl.Value{rank.Add(uint32(1))}, dsl.MMRelaxed(dsl.System))
+	})
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const world, count = 4, 100
+	err = RunRanks(RanksOptions{Backend: Emulator, World: world, NVSHMEM: true}, func(r *Rank) error {
+		buf, err := SymAlloc[uint32](r.NVSHMEM, count)
+		if err != nil {
+			return err
+		}
+		mcp, err := r.NVSHMEM.MulticastPtr(buf)
+		if err != nil {
+			return err
+		}
+		m, err := r.Device.Load(Source{Module: mod})
+		if err != nil {
+			return err
+		}
+		fn, _ := m.Function("mc_add")
+		if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(128)}, mcp, uint32(r.Rank), uint32(count)); err != nil {
+			return err
+		}
+		if err := r.NVSHMEM.BarrierAll(); err != nil {
+			return err
+		}
+		got := make([]uint32, count)
+		if err := buf.CopyToHost(got); err != nil {
+			return err
+		}
+		for i, v := range got {
+			if v != world*(world+1)/2 {
+				return fmt.Errorf("buf[%d] = %d, want %d", i, v, world*(world+1)/2)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kgen-dev/kgen/emu"
 )
 
 // Rank is one rank of a multi-GPU program run by RunRanks: a process of its own on the GPU
@@ -186,7 +188,7 @@ func EmuWorld() (int, error) {
 	return n, nil
 }
 
-const maxEmuRanks = 64
+const maxEmuRanks = emu.MaxGPUs
 
 func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	n := o.World
@@ -321,7 +323,11 @@ func (w *world) join(rank int, kind, desc string, part any, run func(parts []any
 				break
 			}
 		}
-		err := fmt.Errorf("jit: ranks disagree on their collective call #%d: rank %d calls %s but rank %d calls %s; every rank must make the same collective calls (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize, gathered launches) in the same order", s+1, first, op.desc[first], rank, desc)
+		hint := ""
+		if kind == "launch" || op.kind == "launch" {
+			hint = " (the emulator gathers a launch when its module calls NVSHMEM or an argument points into symmetric memory; set LaunchConfig.Collective to decide explicitly)"
+		}
+		err := fmt.Errorf("jit: ranks disagree on their collective call #%d: rank %d calls %s but rank %d calls %s; every rank must make the same collective calls (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize, gathered launches) in the same order%s", s+1, first, op.desc[first], rank, desc, hint)
 		w.failLocked(err)
 		w.mu.Unlock()
 		return nil, err

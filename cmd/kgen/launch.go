@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/jit"
 )
 
@@ -75,6 +76,9 @@ func runLaunch(e *env, args []string) error {
 	b, err := launchBackend(*backend)
 	if err != nil {
 		return &usageError{err.Error()}
+	}
+	if b == jit.Emulator && *n > emu.MaxGPUs {
+		return usagef("-n %d: the emulator simulates at most %d ranks", *n, emu.MaxGPUs)
 	}
 	prog := pos[0]
 	if _, err := exec.LookPath(prog); err != nil {

@@ -19,6 +19,7 @@ func TestLaunchUsage(t *testing.T) {
 		{[]string{"launch", "--backend", "tpu", "--", "true"}, "cuda or emu"},
 		{[]string{"launch", "--master-port", "70000", "--", "true"}, "65535"},
 		{[]string{"launch", "--bogus", "--", "true"}, "bogus"},
+		{[]string{"launch", "-n", "65", "--backend", "emu", "--", "true"}, "at most 64"},
 	} {
 		code, _, errs := kgen(c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
