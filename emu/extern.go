@@ -173,6 +173,7 @@ func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 			}
 			c.Rets = make([]uint64, len(in.retOps))
 			w.ext[ln] = c
+			l.progressed() // a new call is progress even if it waits (it may let others finish)
 		}
 		c.reason = ""
 		err := h(c)
