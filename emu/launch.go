@@ -541,8 +541,7 @@ func (l *launch) startBlock(b *block) {
 		}
 		w.conv = true
 		w.cpc = l.fn.entry
-		copy(w.r, tmpl)
-		w.initSlots()
+		w.initSlots(tmpl)
 		b.warps[i] = w
 	}
 	b.liveWarps = l.nwarps
@@ -628,12 +627,16 @@ func (l *launch) template(gpu int) []uint64 {
 	return t
 }
 
-// initSlots fills the special registers that depend on the block or the warp.
-func (w *warp) initSlots() {
+// initSlots fills the constant and special registers: from the GPU's template, or (those
+// that depend on the block or the warp) computed. Other registers keep whatever they held
+// (PTX leaves registers undefined until written): zero in a new warp, stale in a reused one.
+func (w *warp) initSlots(tmpl []uint64) {
 	b := w.b
 	for _, s := range w.l.prog.inits {
 		r := (*[32]uint64)(w.r[s.slot:])
 		switch s.kind {
+		default:
+			copy(r[:], tmpl[s.slot:s.slot+32])
 		case isCtaid:
 			v := uint64(b.id[s.dim])
 			for i := range r {
