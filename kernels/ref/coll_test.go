@@ -29,7 +29,8 @@ var collRuns = []struct {
 }
 
 func isColl(name string) bool {
-	return strings.HasPrefix(name, "p2p_") || strings.HasPrefix(name, "mm_")
+	return strings.HasPrefix(name, "p2p_") || strings.HasPrefix(name, "mm_") ||
+		strings.HasPrefix(name, "nvshmem_reducescatter_ring_") || name == "nvshmem_allgather_ring"
 }
 
 // TestCollectivesOnTheEmulator runs every collective kernel and dtype on 1..8 simulated
