@@ -82,8 +82,15 @@ func (c ComposedLayout) Eval(coord IntTuple) (int, error) {
 	return r, err
 }
 
-// Value returns Outer(Offset + Inner.Value(i)) for an integer coordinate.
-func (c ComposedLayout) Value(i int) int { return c.Outer.Apply(c.Offset + c.Inner.Value(i)) }
+// Value returns Outer(Offset + Inner.Value(i)) for an integer coordinate
+// (a nil Outer is the identity).
+func (c ComposedLayout) Value(i int) int {
+	v := c.Offset + c.Inner.Value(i)
+	if c.Outer == nil {
+		return v
+	}
+	return c.Outer.Apply(v)
+}
 
 // Size returns the size of the inner layout.
 func (c ComposedLayout) Size() int { return c.Inner.Size() }
