@@ -517,9 +517,10 @@ func (l *launch) startBlock(b *block) {
 	b.warps = make([]*warp, l.nwarps)
 	for i := range b.warps {
 		var w *warp
-		if k := len(l.pool); k > 0 {
-			w = l.pool[k-1]
-			l.pool = l.pool[:k-1]
+		pool := l.sys.warpPool[p]
+		if k := len(pool); k > 0 {
+			w = pool[k-1]
+			l.sys.warpPool[p] = pool[:k-1]
 			r, local, stack := w.r, w.local, w.stack
 			*w = warp{r: r, local: local}
 			for ln := range stack {
@@ -547,16 +548,21 @@ func (l *launch) startBlock(b *block) {
 	b.liveWarps = l.nwarps
 }
 
-// finishBlock returns a finished block's memory to the launch's pools.
+// maxPooledWarps bounds the warps kept for reuse per program.
+const maxPooledWarps = 1024
+
+// finishBlock returns a finished block's memory to the pools.
 func (l *launch) finishBlock(b *block) {
 	b.done = true
 	for _, w := range b.warps {
-		w.b = nil
+		w.b, w.l = nil, nil
 		for ln := range w.ext {
 			w.ext[ln] = nil
 		}
-		if l.npend == 0 {
-			l.pool = append(l.pool, w)
+		// Keep the warp (its register file is the expensive part) for later blocks and
+		// launches of the same program, unless a buffered store still refers to it.
+		if l.npend == 0 && len(l.sys.warpPool[l.prog]) < maxPooledWarps {
+			l.sys.warpPool[l.prog] = append(l.sys.warpPool[l.prog], w)
 		}
 	}
 	if b.shared != nil {

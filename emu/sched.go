@@ -106,7 +106,6 @@ type launch struct {
 	extBlocked  int64
 	threadInstr int64
 	tmpl        map[int][]uint64
-	pool        []*warp
 	sharedPool  [][]byte
 	shadowPool  [][]shadowByte
 }

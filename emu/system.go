@@ -19,6 +19,8 @@ type System struct {
 	progs   map[*ptx.Module]*program
 	modVars map[*ptx.Module]map[string]uint64 // module-scope .global/.const variables: symmetric offsets
 	stats   Stats
+	// warpPool keeps finished warps per program for reuse by later blocks and launches.
+	warpPool map[*program][]*warp
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
@@ -27,11 +29,12 @@ func New(n int) (*System, error) {
 		return nil, fmt.Errorf("emu: %d GPUs: want 1 to %d", n, MaxGPUs)
 	}
 	s := &System{
-		symNext: symBase,
-		syms:    map[uint64]*Symmetric{},
-		externs: map[string]ExternFunc{},
-		progs:   map[*ptx.Module]*program{},
-		modVars: map[*ptx.Module]map[string]uint64{},
+		symNext:  symBase,
+		syms:     map[uint64]*Symmetric{},
+		externs:  map[string]ExternFunc{},
+		progs:    map[*ptx.Module]*program{},
+		modVars:  map[*ptx.Module]map[string]uint64{},
+		warpPool: map[*program][]*warp{},
 	}
 	for i := 0; i < n; i++ {
 		s.gpus = append(s.gpus, &gpuMem{idx: i, next: privateBase})
