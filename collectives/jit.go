@@ -15,6 +15,10 @@ import (
 // nvshmem_ptr, multicast addresses from nvshmemx_mc_ptr; without NVLS the Comm falls back to
 // the peer-to-peer kernels).
 type JIT struct {
+	// Stream, when set, carries the kernels and the device-to-device copies (staging), so
+	// that events recorded on it time them; nil means the default stream.
+	Stream *jit.Stream
+
 	r    *jit.Rank
 	mods map[*ptx.Module]*jit.Module
 }
@@ -121,7 +125,7 @@ func (j *JIT) Write(m Mem, gpu, off int, p []byte) error {
 	return j.r.Device.CopyHtoD(jm.DevPtr().Add(int64(off)), p)
 }
 
-// Read copies this rank's copy into p (after the work queued before it).
+// Read copies this rank's copy into p, after the device (and Stream) has finished its work.
 func (j *JIT) Read(m Mem, gpu, off int, p []byte) error {
 	jm, err := j.mem(m)
 	if err != nil {
@@ -132,6 +136,11 @@ func (j *JIT) Read(m Mem, gpu, off int, p []byte) error {
 	}
 	if off < 0 || int64(off+len(p)) > jm.Size() {
 		return fmt.Errorf("collectives: read of %d bytes at %d: the allocation has %d", len(p), off, jm.Size())
+	}
+	if j.Stream != nil {
+		if err := j.Stream.Synchronize(); err != nil {
+			return err
+		}
 	}
 	if err := j.r.Device.Synchronize(); err != nil {
 		return err
@@ -155,7 +164,11 @@ func (j *JIT) Copy(gpu int, dst Mem, dstOff int, src Mem, srcOff int, n int) err
 	if n == 0 {
 		return nil
 	}
-	return j.r.Device.CopyDtoD(d.DevPtr().Add(int64(dstOff)), s.DevPtr().Add(int64(srcOff)), int64(n))
+	to, from := d.DevPtr().Add(int64(dstOff)), s.DevPtr().Add(int64(srcOff))
+	if j.Stream != nil {
+		return j.Stream.CopyDtoD(to, from, int64(n))
+	}
+	return j.r.Device.CopyDtoD(to, from, int64(n))
 }
 
 // Launch loads the module (once) and launches this rank's grid as a collective launch.
@@ -172,5 +185,6 @@ func (j *JIT) Launch(l Launch) error {
 	if err != nil {
 		return err
 	}
-	return f.Launch(jit.LaunchConfig{Grid: jit.D1(l.Grid), Block: jit.D1(l.Block), Collective: jit.CollectiveOn}, l.Args(j.r.Rank)...)
+	cfg := jit.LaunchConfig{Grid: jit.D1(l.Grid), Block: jit.D1(l.Block), Stream: j.Stream, Collective: jit.CollectiveOn}
+	return f.Launch(cfg, l.Args(j.r.Rank)...)
 }

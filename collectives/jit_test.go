@@ -24,6 +24,13 @@ func TestJITRanks(t *testing.T) {
 				if err != nil {
 					return err
 				}
+				if nvls == "1" {
+					// Kernels and staging copies on a stream of their own.
+					if b.Stream, err = r.Device.NewStream(); err != nil {
+						return err
+					}
+					defer b.Stream.Close()
+				}
 				ctx := context.Background()
 				c, err := New(ctx, b, Options{MaxBlocks: 2, OneShotMaxBytes: 512, LamportMaxBytes: 128, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 				if err != nil {
