@@ -521,6 +521,7 @@ func (l *launch) startBlock(b *block) {
 		if k := len(pool); k > 0 {
 			w = pool[k-1]
 			l.sys.warpPool[p] = pool[:k-1]
+			l.sys.poolBytes -= warpBytes(w)
 			r, local, stack := w.r, w.local, w.stack
 			*w = warp{r: r, local: local}
 			for ln := range stack {
@@ -548,8 +549,10 @@ func (l *launch) startBlock(b *block) {
 	b.liveWarps = l.nwarps
 }
 
-// maxPooledWarps bounds the warps kept for reuse per program.
-const maxPooledWarps = 1024
+// maxPoolBytes bounds the memory of the warps a System keeps for reuse.
+const maxPoolBytes = 64 << 20
+
+func warpBytes(w *warp) int { return 8*len(w.r) + len(w.local) }
 
 // finishBlock returns a finished block's memory to the pools.
 func (l *launch) finishBlock(b *block) {
@@ -561,8 +564,9 @@ func (l *launch) finishBlock(b *block) {
 		}
 		// Keep the warp (its register file is the expensive part) for later blocks and
 		// launches of the same program, unless a buffered store still refers to it.
-		if l.npend == 0 && len(l.sys.warpPool[l.prog]) < maxPooledWarps {
+		if l.npend == 0 && l.sys.poolBytes+warpBytes(w) <= maxPoolBytes {
 			l.sys.warpPool[l.prog] = append(l.sys.warpPool[l.prog], w)
+			l.sys.poolBytes += warpBytes(w)
 		}
 	}
 	if b.shared != nil {

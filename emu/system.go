@@ -20,7 +20,8 @@ type System struct {
 	modVars map[*ptx.Module]map[string]uint64 // module-scope .global/.const variables: symmetric offsets
 	stats   Stats
 	// warpPool keeps finished warps per program for reuse by later blocks and launches.
-	warpPool map[*program][]*warp
+	warpPool  map[*program][]*warp
+	poolBytes int
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
