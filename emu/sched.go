@@ -526,57 +526,74 @@ func (w *warp) releaseBarrier(id int) {
 }
 
 // warpSync runs a .sync warp operation once every lane of its member mask has reached it.
+// Lanes may name different masks (tiles of a warp): each mask meets separately.
 func (w *warp) warpSync(in *dinst, pc int32, g, m uint32) bool {
-	l := w.l
 	w.setPC(g&^m, pc+1)
-	if m == 0 {
-		return false
+	maskOf := func(ln int) uint32 {
+		if in.e < 0 {
+			return fullMask
+		}
+		return uint32(w.r[in.e+int32(ln)])
 	}
-	l0 := bits.TrailingZeros32(m)
-	mm := uint32(fullMask)
-	if in.e >= 0 {
-		mm = uint32(w.r[in.e+int32(l0)])
+	for rest := m; rest != 0; {
+		mm := maskOf(bits.TrailingZeros32(rest))
+		var mg uint32
+		for x := rest; x != 0; x &= x - 1 {
+			if ln := bits.TrailingZeros32(x); maskOf(ln) == mm {
+				mg |= 1 << ln
+			}
+		}
+		rest &^= mg
+		if w.syncGroup(in, pc, mg, mm) {
+			return true
+		}
+	}
+	return false
+}
+
+// syncGroup gathers the lanes mg naming member mask mm with those already waiting for it,
+// and runs the operation when the whole mask is there; it reports a fault.
+func (w *warp) syncGroup(in *dinst, pc int32, mg, mm uint32) bool {
+	l := w.l
+	if mg&^mm != 0 && l.sanitize {
+		w.fault(in, bits.TrailingZeros32(mg&^mm), KindWarpSync, fmt.Sprintf("the executing lane is not in the member mask %#08x", mm))
+		return true
 	}
 	var waiting uint32
 	for ln := 0; ln < 32; ln++ {
-		if w.st[ln] == lsSync && (w.wait[ln] == pc || in.anyPC && l.prog.code[w.wait[ln]].anyPC) {
+		if w.st[ln] == lsSync && w.wmask[ln] == mm && (w.wait[ln] == pc || in.anyPC && l.prog.code[w.wait[ln]].anyPC) {
 			waiting |= 1 << ln
 		}
 	}
-	part := m | waiting
-	if m&^mm != 0 && l.sanitize {
-		w.fault(in, bits.TrailingZeros32(m&^mm), KindWarpSync, fmt.Sprintf("the executing lane is not in the member mask %#08x", mm))
-		return true
-	}
+	need := mm
 	if dead := mm &^ w.live; dead != 0 {
 		if l.sanitize {
-			w.fault(in, l0, KindWarpSync, fmt.Sprintf("member mask %#08x names lane(s) %#08x that have exited or do not exist", mm, dead))
+			w.fault(in, bits.TrailingZeros32(mg), KindWarpSync, fmt.Sprintf("member mask %#08x names lane(s) %#08x that have exited or do not exist", mm, dead))
 			return true
 		}
-		mm &= w.live
+		need &= w.live
 	}
-	if part&mm != mm {
-		for x := m; x != 0; x &= x - 1 {
+	part := mg | waiting
+	if part&need != need {
+		for x := mg; x != 0; x &= x - 1 {
 			ln := bits.TrailingZeros32(x)
 			w.st[ln] = lsSync
 			w.wait[ln] = pc
 			w.wmask[ln] = mm
 		}
-		w.runm &^= m
+		w.runm &^= mg
 		return false
 	}
 	if in.exec != nil {
 		in.exec(w, in, part)
 	}
 	for x := waiting; x != 0; x &= x - 1 {
-		w.st[bits.TrailingZeros32(x)] = lsRun
-	}
-	w.runm |= waiting
-	w.setPC(m, pc+1)
-	for x := waiting; x != 0; x &= x - 1 {
 		ln := bits.TrailingZeros32(x)
+		w.st[ln] = lsRun
 		w.pc[ln] = w.wait[ln] + 1
 	}
+	w.runm |= waiting
+	w.setPC(mg, pc+1)
 	return false
 }
 

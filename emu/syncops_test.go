@@ -388,3 +388,40 @@ DONE:
 		}
 	}
 }
+
+// Tiles of 16 lanes: each half of the warp names its own member mask (cooperative groups'
+// tiled_partition), in converged code.
+func TestWarpTilesWithTheirOwnMasks(t *testing.T) {
+	m := asm(t, `
+.visible .entry tiles(.param .u64 out)
+{
+	.reg .u64 %rd<4>;
+	.reg .u32 %r<8>;
+	.reg .pred %p<2>;
+	ld.param.u64 %rd0, [out];
+	mov.u32 %r0, %laneid;
+	mad.lo.u32 %r1, %r0, 5, 2;
+	setp.lt.u32 %p0, %r0, 16;
+	selp.u32 %r2, 0x0000ffff, 0xffff0000, %p0;
+	shfl.sync.idx.b32 %r3, %r1, 3, 0x101f, %r2;
+	redux.sync.add.u32 %r4, %r1, %r2;
+	mul.wide.u32 %rd1, %r0, 8;
+	add.u64 %rd2, %rd0, %rd1;
+	st.global.v2.u32 [%rd2], {%r3, %r4};
+	ret;
+}`)
+	s := newSys(t, 1)
+	out := mustMalloc(t, s, 0, 32*8)
+	must(t, launch1(s, m, "tiles", 1, 32, out))
+	got := readU32(t, s, out, 64)
+	for ln := 0; ln < 32; ln++ {
+		base := ln &^ 15
+		var sum uint32
+		for i := base; i < base+16; i++ {
+			sum += uint32(5*i + 2)
+		}
+		if got[2*ln] != uint32(5*(base+3)+2) || got[2*ln+1] != sum {
+			t.Fatalf("lane %d: got %d %d, want %d %d", ln, got[2*ln], got[2*ln+1], 5*(base+3)+2, sum)
+		}
+	}
+}
