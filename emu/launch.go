@@ -172,7 +172,7 @@ func (s *System) Launch(k Launch) (err error) {
 	}
 	l.gvars = s.modVars[p.mod]
 	err = l.run()
-	s.stats = Stats{WarpInstructions: l.steps, ThreadInstructions: l.threadInstr, Blocks: len(l.blocks)}
+	s.stats = Stats{WarpInstructions: l.steps, ThreadInstructions: l.threadInstr, Blocks: l.nblocks}
 	return err
 }
 
@@ -345,49 +345,72 @@ func (l *launch) run() error {
 	if quantum <= 0 {
 		quantum = 256
 	}
-	for bz := 0; bz < l.grid.Z; bz++ {
-		for by := 0; by < l.grid.Y; by++ {
-			for bx := 0; bx < l.grid.X; bx++ {
-				for _, g := range l.gpus {
-					l.blocks = append(l.blocks, &block{l: l, gpu: g, id: [3]int{bx, by, bz}})
-				}
-			}
-		}
+	// Blocks are made when they first run and dropped when they finish, so that a large grid
+	// of short blocks holds little memory.
+	ng := len(l.gpus)
+	total := l.grid.size() * ng
+	l.nblocks = total
+	var order []int
+	if l.opt.Seed != 0 {
+		order = l.rng.Perm(total)
 	}
-	alive := l.blocks
-	for len(alive) > 0 {
+	newBlock := func(i int) *block {
+		if order != nil {
+			i = order[i]
+		}
+		j := i / ng
+		return &block{l: l, gpu: l.gpus[i%ng], id: [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}}
+	}
+	visit := func(b *block) error {
+		q := quantum
 		if l.opt.Seed != 0 {
-			l.rng.Shuffle(len(alive), func(i, j int) { alive[i], alive[j] = alive[j], alive[i] })
+			q = 1 + l.rng.Intn(quantum)
+		}
+		l.runBlock(b, q)
+		if l.err != nil {
+			return l.err
+		}
+		if l.weak && l.npend > 0 {
+			l.flushDue()
+		}
+		if l.steps-l.lastProg > l.budget {
+			return l.stuck(KindNoProgress, fmt.Sprintf("no progress after %d steps (warp-instructions without a store, atomic, barrier, exit or completed extern call): warps spinning", l.budget))
+		}
+		return nil
+	}
+	next := 0
+	for len(l.blocks) > 0 || next < total {
+		if l.opt.Seed != 0 {
+			l.rng.Shuffle(len(l.blocks), func(i, j int) { l.blocks[i], l.blocks[j] = l.blocks[j], l.blocks[i] })
 		}
 		stepsBefore, progBefore, extBefore := l.steps, l.progress, l.extBlocked
-		for _, b := range alive {
-			if !b.started {
-				l.startBlock(b)
+		for i := 0; i < len(l.blocks); i++ {
+			if err := visit(l.blocks[i]); err != nil {
+				return err
 			}
-			q := quantum
-			if l.opt.Seed != 0 {
-				q = 1 + l.rng.Intn(quantum)
+		}
+		for next < total {
+			b := newBlock(next)
+			next++
+			l.startBlock(b)
+			l.blocks = append(l.blocks, b)
+			if err := visit(b); err != nil {
+				return err
 			}
-			l.runBlock(b, q)
-			if l.err != nil {
-				return l.err
-			}
-			if l.weak && l.npend > 0 {
-				l.flushDue()
-			}
-			if l.steps-l.lastProg > l.budget {
-				return l.stuck(KindNoProgress, fmt.Sprintf("no progress after %d steps (warp-instructions without a store, atomic, barrier, exit or completed extern call): warps spinning", l.budget))
+			if b.done {
+				l.blocks = l.blocks[:len(l.blocks)-1]
 			}
 		}
 		n := 0
-		for _, b := range alive {
+		for _, b := range l.blocks {
 			if !b.done {
-				alive[n] = b
+				l.blocks[n] = b
 				n++
 			}
 		}
-		alive = alive[:n]
-		if len(alive) > 0 && l.progress == progBefore && l.steps-stepsBefore == l.extBlocked-extBefore {
+		clear(l.blocks[n:])
+		l.blocks = l.blocks[:n]
+		if len(l.blocks) > 0 && l.progress == progBefore && l.steps-stepsBefore == l.extBlocked-extBefore {
 			if l.weak && l.npend > 0 {
 				l.flushAll()
 				continue

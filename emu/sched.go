@@ -88,7 +88,8 @@ type launch struct {
 	gpus        []int
 	params      map[int][]byte
 	gvars       map[string]uint64 // symmetric offsets of module variables
-	blocks      []*block
+	blocks      []*block          // started, unfinished
+	nblocks     int
 	err         error
 	steps       int64
 	lastProg    int64 // steps at the last progress event
