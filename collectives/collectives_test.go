@@ -168,7 +168,8 @@ func TestAlgorithmChoice(t *testing.T) {
 	}{
 		{mc, dsl.F32, Sum, 1024, "mm_allreduce_1shot_sum"},
 		{mc, dsl.BF16, Sum, 16 << 20, "mm_allreduce_2shot_sum"},
-		{mc, dsl.F32, Max, 1024, "p2p_allreduce_lamport_max"}, // no multimem max.f32
+		{mc, dsl.F32, Max, 1024, "mm_allreduce_push_max"}, // no multimem ld_reduce max.f32
+		{mc, dsl.F32, Min, 1 << 20, "p2p_allreduce_2shot_min"},
 		{mc, dsl.F16, Max, 1024, "mm_allreduce_1shot_max"},
 		{p2p, dsl.F32, Sum, 1024, "p2p_allreduce_lamport_sum"},
 		{p2p, dsl.I32, Sum, 1024, "p2p_allreduce_1shot_sum"},

@@ -147,9 +147,10 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // AllReduceAlgorithm returns the kernel AllReduceTo would run for n elements of dt.
 //
 // With multicast (NVLink SHARP): mm_allreduce_1shot up to OneShotMaxBytes, else
-// mm_allreduce_2shot (f32 min and max have no multimem form: they take the peer-to-peer
-// path). Without: p2p_allreduce_lamport for floats up to LamportMaxBytes, then
-// p2p_allreduce_1shot up to OneShotMaxBytes, then p2p_allreduce_2shot.
+// mm_allreduce_2shot; f32 min and max have no multimem.ld_reduce form, so they run
+// mm_allreduce_push (multicast stores, local reduction) up to OneShotMaxBytes and the
+// peer-to-peer two-shot above. Without multicast: p2p_allreduce_lamport for floats up to
+// LamportMaxBytes, then p2p_allreduce_1shot up to OneShotMaxBytes, then p2p_allreduce_2shot.
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 	bytes := n * dt.Bytes()
 	name := ""
@@ -158,6 +159,8 @@ func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 		name = "mm_allreduce_1shot_"
 	case c.mc && mmReduces(dt, op):
 		name = "mm_allreduce_2shot_"
+	case c.mc && bytes <= c.o.OneShotMaxBytes:
+		name = "mm_allreduce_push_"
 	case !c.o.DisableLamport && dt.IsFloat() && bytes <= c.o.LamportMaxBytes:
 		name = "p2p_allreduce_lamport_"
 	case bytes <= c.o.OneShotMaxBytes:
@@ -182,7 +185,7 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	inPlace := dst == src
 	name := c.AllReduceAlgorithm(dt, op, n)
 	if c.mc && !mmReduces(dt, op) {
-		c.log.DebugContext(ctx, "collectives: multimem has no f32 "+kernels.OpName(op)+"; using a peer-to-peer all-reduce")
+		c.log.DebugContext(ctx, "collectives: multimem.ld_reduce has no f32 "+kernels.OpName(op)+"; using "+name)
 	}
 	vec := 16 / dt.Bytes()
 	vectors := (n + vec - 1) / vec
@@ -213,6 +216,16 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 			out, _ := c.mcast(dst.m, g)
 			fmc, _ := c.mcast(c.flags, g)
 			return []any{in, out, fmc, c.addr(c.flags, g), uint32(g), uint32(c.g), uint32(n), c.flagEpoch}
+		}, attrs...)
+	case "mm_allreduce_push_":
+		ld := vectors * vec
+		if err := c.ensureScratch(kernels.CollMaxGPUs * ld * dt.Bytes()); err != nil {
+			return err
+		}
+		return c.launch(ctx, "all-reduce", name, dt, c.blocks(vectors), func(g int) []any {
+			smc, _ := c.mcast(c.scratch, g)
+			fmc, _ := c.mcast(c.flags, g)
+			return []any{c.addr(src.m, g), c.addr(dst.m, g), smc, c.addr(c.scratch, g), fmc, c.addr(c.flags, g), uint32(g), uint32(c.g), uint32(n), c.flagEpoch}
 		}, attrs...)
 	case "p2p_allreduce_2shot_":
 		return c.launch(ctx, "all-reduce", name, dt, c.blocks((vectors+c.g-1)/c.g), func(g int) []any {

@@ -63,6 +63,14 @@ func init() {
 			Golden:  mmGolden,
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMReduceScatter(k, dt, op) },
 		})
+		register(&Spec{
+			Name:    "mm_allreduce_push_" + o.name,
+			Doc:     "push all-reduce (" + o.name + "): every GPU multimem.st's its input into its slot of every GPU's scratch, then reduces the slots locally; any dtype and op (f32 min/max too); 2 barriers",
+			DTypes:  collDTypes,
+			Targets: mmTargets,
+			Golden:  mmGolden,
+			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReducePush(k, dt, op) },
+		})
 	}
 	register(&Spec{
 		Name:    "mm_allgather",
@@ -169,6 +177,88 @@ func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 		mmStore(k, out, dt, i, mmLoadReduce(k, in, dt, op, i, w))
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMAllReducePush writes out[0:n] = op over GPUs of in[0:n] on every GPU without a switch
+// reduction, for the reductions multimem.ld_reduce lacks (f32 min and max): a barrier (every
+// GPU's scratch is free: its previous local reads are done), then GPU r multimem.st's its
+// input into slot r (ld = n rounded up to whole vectors) of every GPU's scratch at once, a
+// barrier (its multimem.red.release orders those multicast stores before the signal;
+// fence.proxy.alias and the acquire order the unicast reads of scratch after it), then each
+// GPU reduces its ngpus slots locally in f32 (s32) and writes out. The switch fans every
+// input out once; each GPU receives ngpus inputs. out may equal in. scratch holds
+// CollMaxGPUs slots of ld elements. Params: in, out, scratch_mc, scratch_uc, flags_mc,
+// flags_uc, rank, ngpus, n, epoch.
+func MMAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	mmAllReducePush(k, dt, op, true)
+}
+
+// MMAllReducePushUnordered is MMAllReducePush with its barriers' multimem.red made relaxed
+// and without fence.proxy.alias: a deliberately wrong kernel whose local reduction may read
+// scratch before the peers' multicast stores land. The weak-memory tests use it to prove
+// they catch a missing release on multimem; never use it for data.
+func MMAllReducePushUnordered(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	mmAllReducePush(k, dt, op, false)
+}
+
+func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) {
+	in := k.PtrParam("in", dt)
+	out := k.PtrParam("out", dt)
+	smc := k.PtrParam("scratch_mc", dt)
+	suc := k.PtrParam("scratch_uc", dt)
+	fmc, fuc := mmFlags(k)
+	rank, ngpus, n, epoch := collScalars(k)
+	vec, unit := vecOf(dt), mmUnit(dt)
+	zero := k.Const(dsl.U32, 0)
+	ld := k.Assume(n.Add(uint32(vec-1)).Div(uint32(vec)).Mul(uint32(vec)), vec)
+	barrier := func(target dsl.Value) {
+		if ordered {
+			mmBarrier(k, fmc, fuc, ngpus, target)
+			return
+		}
+		tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
+		k.SyncThreads()
+		k.If(tid.Eq(0), func() {
+			k.MultimemReduce(fmc.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.MMRelaxed(dsl.System))
+			k.WaitUntil(fuc.At(b), dsl.Ge, target.Mul(ngpus), dsl.Relaxed(dsl.System))
+		})
+		k.SyncThreads()
+	}
+	barrier(epoch.Add(1))
+	mine := k.Assume(rank.Mul(ld), vec)
+	eachVec(k, zero, n, vec, unit, func(i dsl.Value, w int) {
+		mmStore(k, smc, dt, mine.Add(i), loadN(k, in, i, w))
+	})
+	barrier(epoch.Add(2))
+	at := accType(dt)
+	eachVec(k, zero, n, vec, 1, func(i dsl.Value, w int) {
+		acc := make([]dsl.Value, w)
+		for p := 0; p < CollMaxGPUs; p++ {
+			var v []dsl.Value
+			if p == 0 {
+				v = loadN(k, suc, i, w)
+			} else {
+				v = make([]dsl.Value, w)
+				for j := range v {
+					v[j] = k.Var(dt, 0)
+				}
+				k.If(ngpus.Gt(uint32(p)), func() {
+					got := loadN(k, suc, k.Assume(ld.Mul(uint32(p)), vec).Add(i), w)
+					for j := range got {
+						k.Set(v[j], got[j])
+					}
+				})
+			}
+			for j := range acc {
+				if p == 0 {
+					acc[j] = v[j].To(at)
+					continue
+				}
+				acc[j] = k.Select(ngpus.Gt(uint32(p)), combine(op, acc[j], v[j].To(at)), acc[j])
+			}
+		}
+		storeN(k, out, i, toType(acc, dt))
+	})
 }
 
 // MMReduceScatter writes out[0:m] = op over GPUs of in[rank*m : rank*m+m] (in holds ngpus

@@ -6,6 +6,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // Harnesses of the multimem collectives: the emulator's multicast addresses stand for
@@ -17,6 +18,12 @@ func init() {
 		register("mm_allreduce_1shot_"+op, mmOneShot)
 		register("mm_allreduce_2shot_"+op, mmTwoShot)
 		register("mm_reducescatter_"+op, mmReduceScatter)
+		register("mm_allreduce_push_"+op, func(r *run) error {
+			c := newColl(r)
+			n := r.size(1000)
+			r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
+			return c.mmPush(n, opOf(r.p.Kernel), r.mod, r.spec.VariantName(c.dt))
+		})
 	}
 	register("mm_allgather", mmAllGather)
 	register("mm_broadcast", mmBroadcast)
@@ -84,6 +91,53 @@ func (c *coll) mmAllReduce(n int, twoShot bool) error {
 
 func mmOneShot(r *run) error { return newColl(r).mmAllReduce(r.size(1000), false) }
 func mmTwoShot(r *run) error { return newColl(r).mmAllReduce(r.size(1000), true) }
+
+// mmPush runs a push all-reduce module (the library's or a deliberately broken one),
+// alternating out-of-place and in-place launches.
+func (c *coll) mmPush(n int, op dsl.ReduceOp, mod *ptx.Module, entry string) error {
+	vec := 16 / c.dt.Bytes()
+	ld := (n + vec - 1) / vec * vec
+	in, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	scratch, err := c.sym(c.dt, kernels.CollMaxGPUs*ld)
+	if err != nil {
+		return err
+	}
+	flags, err := c.flagSet()
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		vals := c.inputs(n)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		dst := out
+		if l%2 == 1 {
+			dst = in
+		}
+		err := c.launchMod(mod, entry, c.blocks(n), func(g int) []any {
+			return []any{in.On(g), dst.On(g), scratch.Multicast(), scratch.On(g), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch += 2
+		want := c.allReduceWant(op, vals, n)
+		for g := 0; g < c.g; g++ {
+			if err := c.expect("out", g, dst.On(g), want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 func mmReduceScatter(r *run) error {
 	c := newColl(r)

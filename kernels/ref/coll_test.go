@@ -104,3 +104,41 @@ func TestWeakModeCatchesMissingRelease(t *testing.T) {
 		t.Error("the reduce-scatter without release passed every weak-mode run: the weak mode does not catch a missing release")
 	}
 }
+
+// TestWeakModeCatchesMissingMultimemRelease is the same test of the tests for multimem: a
+// push all-reduce whose barriers use a relaxed multimem.red (and no fence.proxy.alias) must
+// fail in the weak-memory mode, while the correct kernel passes the same runs.
+func TestWeakModeCatchesMissingMultimemRelease(t *testing.T) {
+	const entry = "mm_allreduce_push_sum_f32"
+	build := func(f func(*dsl.Kernel, dsl.Type, dsl.ReduceOp)) *ptx.Module {
+		k := dsl.New(entry, dsl.WithTarget(ptx.SM90))
+		f(k, dsl.F32, dsl.Sum)
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	good, bad := build(kernels.MMAllReducePush), build(kernels.MMAllReducePushUnordered)
+	failures := 0
+	for seed := int64(1); seed <= 4; seed++ {
+		for _, m := range []*ptx.Module{good, bad} {
+			sys, err := emu.New(4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &run{p: Problem{DType: dsl.F32, Ranks: 4, Seed: seed, Weak: true}, sys: sys, rng: newRng(seed)}
+			err = newColl(r).mmPush(301, dsl.Sum, m, entry)
+			if m == good && err != nil {
+				t.Fatalf("seed %d: the correct push all-reduce failed: %v", seed, err)
+			}
+			if m == bad && err != nil {
+				failures++
+				t.Logf("seed %d: the release-less push all-reduce failed, as it should: %.200s", seed, err)
+			}
+		}
+	}
+	if failures == 0 {
+		t.Error("the push all-reduce without release passed every weak-mode run: the weak mode does not catch a missing multimem release")
+	}
+}
