@@ -28,6 +28,10 @@ var (
 	allFormsList []*Instr
 )
 
+// enumDropped, when set (by tests), hears of generated forms Verify refuses: a table whose
+// check accepts qualifiers and types but whose operand shapes cannot be met.
+var enumDropped func(in *Instr, msg string)
+
 // allForms returns every instruction form in the tables, opcode by opcode in sorted order.
 // The list is built once; callers must not modify it.
 func allForms() []*Instr {
@@ -51,6 +55,7 @@ func buildForms() []*Instr {
 // ruleForms enumerates the forms of one opcode.
 func ruleForms(op string, r *rule) []*Instr {
 	var out []*Instr
+	immSeen := map[immKey]bool{}
 	q := make([]string, 0, len(r.slots))
 	ts := make([]Type, len(r.types))
 	var types func(i int)
@@ -65,6 +70,9 @@ func ruleForms(op string, r *rule) []*Instr {
 		if r.check != nil && r.check(in) != "" {
 			return
 		}
+		if r.extraOnly {
+			return
+		}
 		shapes := r.argShapes(in)
 		if shapes == nil {
 			shapes = [][]arg{nil}
@@ -72,9 +80,30 @@ func ruleForms(op string, r *rule) []*Instr {
 		for _, sh := range shapes {
 			for _, args := range genArgs(in, sh) {
 				f := &Instr{Op: in.Op, Q: in.Q, Types: in.Types, Args: args}
-				if r.verify(f) == "" {
+				if msg := r.verify(f); msg == "" {
 					out = append(out, f)
+				} else if enumDropped != nil {
+					enumDropped(f, msg)
 				}
+			}
+			// One form per shape and type list also takes an immediate source operand.
+			k := immKey{len(sh), typesKey(in.Types)}
+			if immSeen[k] {
+				continue
+			}
+			for _, args := range genArgs(in, sh) {
+				if i := immSource(sh); i >= 0 {
+					args[i] = immFor(sh[i].typ)
+					if m := sh[i].mult; m > 0 {
+						args[i] = IntImm(immType(sh[i].typ), m)
+					}
+					f := &Instr{Op: in.Op, Q: in.Q, Types: in.Types, Args: args}
+					if r.verify(f) == "" {
+						out = append(out, f)
+						immSeen[k] = true
+					}
+				}
+				break
 			}
 		}
 	}
@@ -128,13 +157,16 @@ func ruleForms(op string, r *rule) []*Instr {
 // per legal value of each immediate that has a short list of legal values.
 func genArgs(in *Instr, shape []arg) [][]Operand {
 	var n [numTypes]int
+	wide := false
 	reg := func(t Type) Reg {
-		switch t {
-		case NoType:
+		switch {
+		case t == NoType:
 			t = B32
-		case E4M3, E5M2:
+		case t == E4M3 || t == E5M2:
 			// Vectors of single fp8 values (multimem .v4.e4m3) take .b8 registers.
 			t = B8
+		case t == B8 && !wide:
+			// mov packs .b8 registers: mov.b32 %r0, {%rb0, %rb1, %rb2, %rb3}.
 		default:
 			t = t.RegType()
 		}
@@ -144,6 +176,7 @@ func genArgs(in *Instr, shape []arg) [][]Operand {
 	}
 	lists := [][]Operand{make([]Operand, 0, len(shape))}
 	for _, a := range shape {
+		wide = a.wide
 		var choices []Operand
 		switch a.kind {
 		case argDst, argSrc, argReg:
@@ -208,4 +241,40 @@ func immType(t Type) Type {
 		return U32
 	}
 	return t
+}
+
+type immKey struct {
+	nargs int
+	types string
+}
+
+func typesKey(ts []Type) string {
+	b := make([]byte, len(ts))
+	for i, t := range ts {
+		b[i] = byte(t)
+	}
+	return string(b)
+}
+
+// immSource returns the index of the last scalar source operand that may be an immediate
+// (integer, .f32 or .f64), or -1.
+func immSource(sh []arg) int {
+	for i := len(sh) - 1; i >= 0; i-- {
+		a := sh[i]
+		if a.kind == argSrc && a.vec <= 1 && immFor(a.typ) != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// immFor returns an immediate of type t, or nil when PTX has no immediate of t.
+func immFor(t Type) Operand {
+	switch {
+	case t == F32 || t == F64:
+		return FloatImm(t, 1)
+	case t.IsInt() || t.Kind() == KindBits && t != B128:
+		return IntImm(t, 1)
+	}
+	return nil
 }

@@ -75,6 +75,8 @@ var illegalCases = []struct {
 	{"setmaxnreg on sm_90", SM90, &Instr{Op: "setmaxnreg", Q: []string{"inc", "sync", "aligned"}, Types: []Type{U32}, Args: []Operand{IntImm(U32, 128)}}, "setmaxnreg needs an architecture-specific target", false},
 	{"mov.b128 pack of b32", SM90, &Instr{Op: "mov", Types: []Type{B64}, Args: []Operand{r(B64, 0), Vec{r(B16, 0), r(B16, 1)}}}, "operand 2", false},
 	{"bulk multicast on sm_90 (ptxas advisory)", SM90, &Instr{Op: "cp.async.bulk", Q: []string{"shared::cluster", "global", "mbarrier::complete_tx::bytes", "multicast::cluster"}, Args: []Operand{ga, Addr{Base: r(B64, 8)}, r(U32, 0), Addr{Base: r(B64, 7)}, r(B16, 0)}}, ".multicast::cluster needs sm_90a", false},
+	{"barrier thread count not a multiple of 32", SM90, &Instr{Op: "bar.sync", Args: []Operand{IntImm(U32, 1), IntImm(U32, 48)}}, "immediate 48 must be a positive multiple of 32", false},
+	{"bulk copy of 8 bytes", SM90, &Instr{Op: "cp.async.bulk", Q: []string{"global", "shared::cta", "bulk_group"}, Args: []Operand{ga, Addr{Base: r(B64, 8)}, IntImm(U32, 8)}}, "immediate 8 must be a positive multiple of 16", false},
 	{"fence.cluster on sm_80", SM80, &Instr{Op: "fence", Q: []string{"acq_rel", "cluster"}}, "fence.cluster needs sm_90", false},
 }
 

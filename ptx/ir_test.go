@@ -209,3 +209,61 @@ func TestOracleNamesFailingForm(t *testing.T) {
 		}
 	}
 }
+
+// TestEnumerationDropsNothing: every qualifier and type combination a rule's check accepts
+// yields operands Verify accepts (a dropped form would escape the oracle).
+func TestEnumerationDropsNothing(t *testing.T) {
+	n := 0
+	enumDropped = func(in *Instr, msg string) {
+		if n < 20 {
+			t.Errorf("generated form refused: %s: %s", FormatInstr(in), msg)
+		}
+		n++
+	}
+	defer func() { enumDropped = nil }()
+	buildForms()
+	if n > 0 {
+		t.Errorf("%d generated forms refused", n)
+	}
+}
+
+// TestEveryValueReachable: each qualifier value and type suffix in a rule's table appears
+// in at least one enumerated form (a value no form reaches is a table bug the oracle would
+// never see).
+func TestEveryValueReachable(t *testing.T) {
+	seenOp := map[string]bool{}
+	seenQ := map[string]map[string]bool{}
+	seenT := map[string]map[Type]bool{}
+	for _, f := range allForms() {
+		seenOp[f.Op] = true
+		if seenQ[f.Op] == nil {
+			seenQ[f.Op], seenT[f.Op] = map[string]bool{}, map[Type]bool{}
+		}
+		for _, q := range f.Q {
+			seenQ[f.Op][q] = true
+		}
+		for _, ty := range f.Types {
+			seenT[f.Op][ty] = true
+		}
+	}
+	for op, r := range rules {
+		if !seenOp[op] {
+			t.Errorf("%s: no form enumerated", op)
+			continue
+		}
+		for _, s := range r.slots {
+			for _, v := range s.values {
+				if !seenQ[op][v] && !r.extraOnly {
+					t.Errorf("%s: qualifier .%s (slot %s) is in no form", op, v, s.name)
+				}
+			}
+		}
+		for _, ts := range r.types {
+			for _, ty := range ts {
+				if !seenT[op][ty] {
+					t.Errorf("%s: type .%s is in no form", op, ty)
+				}
+			}
+		}
+	}
+}

@@ -39,6 +39,7 @@ type arg struct {
 	wide bool    // a register at least as wide as typ is accepted (sub-word ld/st/cvt)
 	typ2 Type    // argPair: the second destination's type
 	imms []int64 // argImm: the legal values; nil for any
+	mult int64   // argSrc: an immediate must be a positive multiple of mult
 }
 
 // rule is the table entry of one opcode.
@@ -62,6 +63,9 @@ type rule struct {
 	// extra returns forms the slot×type enumeration cannot reach (operands that are not
 	// registers, such as special registers); the oracle assembles them too.
 	extra func() []*Instr
+	// extraOnly says the enumeration takes the rule's forms from extra only (operand lists
+	// the shapes do not describe, such as call's).
+	extraOnly bool
 
 	cexcl []compiledExcl
 }
@@ -188,13 +192,18 @@ func (r *rule) needs(in *Instr) []need {
 
 // q returns the value the instruction has in the named slot, or "".
 func (r *rule) q(in *Instr, name string) string {
-	for _, s := range r.slots {
-		if s.name != name {
-			continue
-		}
-		for _, x := range in.Q {
+	// Walk the qualifiers in slot order, as verify does, so that slots sharing values (a
+	// destination and a source space) each get their own.
+	si := 0
+	for _, x := range in.Q {
+		for si < len(r.slots) {
+			s := &r.slots[si]
+			si++
 			if slices.Contains(s.values, x) {
-				return x
+				if s.name == name {
+					return x
+				}
+				break
 			}
 		}
 	}
@@ -401,6 +410,9 @@ func checkArg(o Operand, w arg) string {
 		case Imm:
 			if w.typ == Pred && o.Type != Pred {
 				return "a predicate operand cannot be an immediate"
+			}
+			if v := int64(o.Bits); w.mult > 0 && (v <= 0 || v%w.mult != 0) {
+				return fmt.Sprintf("immediate %s must be a positive multiple of %d", FormatImm(o), w.mult)
 			}
 			return ""
 		case Special:

@@ -92,7 +92,11 @@ func init() {
 		if op == "mad24" {
 			n = 4
 		}
-		r := &rule{slots: []slot{req("mode", "hi", "lo"), one("sat")}, types: [][]Type{{U32, S32}}, args: same(n)}
+		slots := []slot{req("mode", "hi", "lo")}
+		if op == "mad24" {
+			slots = append(slots, one("sat"))
+		}
+		r := &rule{slots: slots, types: [][]Type{{U32, S32}}, args: same(n)}
 		r.check = func(in *Instr) string {
 			if r.q(in, "sat") != "" && (in.Op != "mad24" || in.Type() != S32 || r.q(in, "mode") != "hi") {
 				return ".sat applies to mad24.hi.s32 only"

@@ -2,6 +2,9 @@ package ptx
 
 // mbarrier, cp.async and cp.async.bulk.
 
+// bulkSize is the byte count of a bulk copy: a multiple of 16.
+var bulkSize = arg{kind: argSrc, typ: U32, mult: 16}
+
 func init() {
 	shSpace := vals("space", "shared", "shared::cta")
 	shCta := func(in *Instr) []need {
@@ -170,7 +173,7 @@ func init() {
 		return ""
 	}
 	bulk.args = func(in *Instr) []arg {
-		a := []arg{addr(), addr(), src(U32)}
+		a := []arg{addr(), addr(), bulkSize}
 		if bulk.q(in, "completion") != "bulk_group" {
 			a = append(a, addr())
 		}

@@ -8,6 +8,10 @@ import "slices"
 // atomRule builds atom (returns the old value) or red.
 func atomRule(atom bool) *rule {
 	sems := []string{"relaxed", "release"}
+	types := []Type{B32, B64, U32, U64, S32, S64, F32, F64, F16, F16x2, BF16, BF16x2}
+	if atom {
+		types = append([]Type{B16, B128}, types...)
+	}
 	ops := []string{"and", "or", "xor", "add", "inc", "dec", "min", "max"}
 	if atom {
 		sems = []string{"relaxed", "acquire", "release", "acq_rel"}
@@ -16,7 +20,7 @@ func atomRule(atom bool) *rule {
 	r := &rule{
 		slots: []slot{vals("sem", sems...), vals("scope", scopes...), vals("space", "global", "shared", "shared::cta", "shared::cluster"),
 			req("op", ops...), one("noftz"), one("L2::cache_hint"), vals("vec", vecs...)},
-		types: [][]Type{{B16, B32, B64, B128, U32, U64, S32, S64, F32, F64, F16, F16x2, BF16, BF16x2}},
+		types: [][]Type{types},
 		excl: []excl{
 			x("L2::cache_hint", "space=shared|shared::cta|shared::cluster", ".L2::cache_hint applies to .global only"),
 			x("vec", "space=shared|shared::cta|shared::cluster", "vector atomics apply to .global only"),

@@ -13,7 +13,8 @@ func init() {
 	// them against the callee's declaration. Arguments are registers, immediates or .param
 	// variables declared in an enclosing block (see CallSeq).
 	rules["call"] = &rule{
-		slots: []slot{one("uni")},
+		slots:     []slot{one("uni")},
+		extraOnly: true,
 		check: func(in *Instr) string {
 			if in.Args == nil {
 				return ""

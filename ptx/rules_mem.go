@@ -174,7 +174,7 @@ func init() {
 		}
 		for _, h := range []Type{B8, B16, B32, B64} {
 			n := t.Bits() / h.Bits()
-			if n < 2 || n > 4 || (h == B8 && t != B16) {
+			if n != 2 && n != 4 {
 				continue
 			}
 			sh = append(sh,

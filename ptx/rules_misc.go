@@ -129,7 +129,7 @@ func init() {
 		return ""
 	}
 	crb.args = func(in *Instr) []arg {
-		a := []arg{addr(), addr(), src(U32)}
+		a := []arg{addr(), addr(), bulkSize}
 		if crb.q(in, "dst") == "shared::cluster" {
 			a = append(a, addr())
 		}
@@ -143,9 +143,9 @@ func init() {
 	rules["cp.async.bulk.prefetch"] = &rule{slots: []slot{req("level", "L2"), req("space", "global"), one("L2::cache_hint")},
 		shapes: func(in *Instr) [][]arg {
 			if in.HasQ("L2::cache_hint") {
-				return [][]arg{{addr(), src(U32), {kind: argReg, typ: B64}}}
+				return [][]arg{{addr(), bulkSize, {kind: argReg, typ: B64}}}
 			}
-			return [][]arg{{addr(), src(U32)}}
+			return [][]arg{{addr(), bulkSize}}
 		}, need: needs(nd(80, 90, "cp.async.bulk.prefetch needs sm_90 and PTX 8.0"))}
 
 	rules["griddepcontrol"] = &rule{slots: []slot{req("action", "launch_dependents", "wait")}, args: fixed(),

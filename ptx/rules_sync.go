@@ -30,11 +30,13 @@ func init() {
 		need: needs(nd(80, 90, "fence.mbarrier_init needs sm_90 and PTX 8.0"))}
 	rules["membar"] = &rule{slots: []slot{req("level", "cta", "gl", "sys")}, args: fixed()}
 
+	// The thread count of a named barrier is a multiple of the warp size.
+	count := arg{kind: argSrc, typ: U32, mult: 32}
 	barID := func(in *Instr) [][]arg {
-		return [][]arg{{src(U32)}, {src(U32), src(U32)}}
+		return [][]arg{{src(U32)}, {src(U32), count}}
 	}
 	rules["bar.sync"] = &rule{shapes: barID}
-	rules["bar.arrive"] = &rule{args: fixed(src(U32), src(U32))}
+	rules["bar.arrive"] = &rule{args: fixed(src(U32), count)}
 	red := func(aligned bool) *rule {
 		slots := []slot{req("op", "popc", "and", "or")}
 		if aligned {
@@ -49,13 +51,13 @@ func init() {
 		}
 		r.shapes = func(in *Instr) [][]arg {
 			d := dst(in.Type())
-			return [][]arg{{d, src(U32), {kind: argPred}}, {d, src(U32), src(U32), {kind: argPred}}}
+			return [][]arg{{d, src(U32), {kind: argPred}}, {d, src(U32), count, {kind: argPred}}}
 		}
 		return r
 	}
 	rules["bar.red"] = red(false)
 	rules["barrier.sync"] = &rule{slots: []slot{one("aligned")}, shapes: barID}
-	rules["barrier.arrive"] = &rule{slots: []slot{one("aligned")}, args: fixed(src(U32), src(U32))}
+	rules["barrier.arrive"] = &rule{slots: []slot{one("aligned")}, args: fixed(src(U32), count)}
 	rules["barrier.red"] = red(true)
 	rules["bar.warp.sync"] = &rule{args: fixed(src(B32)), need: needs(nd(60, 70, "bar.warp.sync needs PTX 6.0"))}
 	clusterNeed := func(in *Instr) []need {
