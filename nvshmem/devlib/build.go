@@ -22,7 +22,7 @@ import (
 )
 
 // cacheFormat versions the cache entries and the PTX header.
-const cacheFormat = "v1"
+const cacheFormat = "v2"
 
 // Result is a built device library: the second input of a link (see the package doc).
 type Result struct {
@@ -181,7 +181,12 @@ func (l *Library) ticker(what string, period time.Duration) (stop func()) {
 // function set. On a miss it checks that the bitcode defines every name as an external
 // function (an *UnknownFunctionError lists every one it does not) and that the bitcode's
 // version global matches l.Version, runs
-// `llvm-extract --recursive --func=F... bitcode` and `llc -march=nvptx64 -mcpu=... -mattr=...`,
+//
+//	llvm-extract --recursive --keep-const-init --func=F... libnvshmem_device.bc
+//	opt -passes=internalize,globaldce -internalize-public-api-list=F,...
+//	llc -march=nvptx64 -mcpu=... -mattr=+ptx80
+//
+// (so the PTX exports exactly the requested functions and holds the constants they use),
 // prepends the header and stores the entry atomically (temporary file and rename), so
 // concurrent builds, in goroutines or processes, are safe. A few functions take well under a
 // second; the whole API takes minutes.
@@ -232,13 +237,29 @@ func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Re
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--recursive"}
+	// --keep-const-init keeps the initializers of the constants the functions use (assert
+	// messages such as @.str1); without it they become undefined externals.
+	args := []string{"--recursive", "--keep-const-init"}
 	for _, n := range names {
 		args = append(args, "--func="+n)
 	}
 	args = append(args, l.Path, "-o", "-")
 	l.logf("NVSHMEM %s, %s: extracting %d function(s) and their callees from %s", l.Version, target, len(names), l.Path)
 	bc, err := runTool(ctx, nil, ex, args...)
+	if err != nil {
+		return nil, err
+	}
+	// Every definition but the requested functions becomes internal, so that llc gives the
+	// constants valid PTX names (.str1 -> _$_str1) and the helpers are not exported (.func,
+	// not .visible .func); globaldce then drops the constants nothing uses (--keep-const-init
+	// keeps every one of the bitcode's ~1100 assert strings: 800 KB of PTX for 5 functions,
+	// 17 KB without them). The device state (nvshmemi_device_state_d) stays an external
+	// declaration: the archive defines it.
+	opt, err := toolchain.LLVMTool("opt")
+	if err != nil {
+		return nil, err
+	}
+	bc, err = runTool(ctx, bc, opt, "-passes=internalize,globaldce", "-internalize-public-api-list="+strings.Join(names, ","), "-o", "-", "-")
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +324,7 @@ func writeAtomic(path string, data []byte) error {
 
 // Header is the comment block at the top of every devlib PTX:
 //
-//	// kgen-devlib: v1
+//	// kgen-devlib: v2
 //	// nvshmem: 3.4.5
 //	// target: sm_90
 //	// ptx-target: sm_90
@@ -313,7 +334,7 @@ func writeAtomic(path string, data []byte) error {
 //	// func: nvshmem_my_pe
 //	// func: nvshmem_quiet
 type Header struct {
-	Format     string // "v1"
+	Format     string // "v2"
 	NVSHMEM    string // the NVSHMEM version the PTX was built from
 	Target     string
 	PTXTarget  string

@@ -48,7 +48,7 @@ var (
 // requireLLVM ends the test when an LLVM tool or NVSHMEM is missing (see tooltest.Require).
 func requireLLVM(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"llvm-extract", "llc", "llvm-nm", "llvm-dis"} {
+	for _, tool := range []string{"llvm-extract", "opt", "llc", "llvm-nm", "llvm-dis"} {
 		tooltest.Require(t, func() (string, error) { return toolchain.LLVMTool(tool) })
 	}
 	tooltest.Require(t, toolchain.NVSHMEMHome)
@@ -277,6 +277,39 @@ func TestBuildSignaturesMatchLLC(t *testing.T) {
 		if d.String() != sigs[d.Name].String() {
 			t.Errorf("%s: llc %s, Signatures %s", d.Name, d, sigs[d.Name])
 		}
+	}
+}
+
+// TestBuildConstants builds a function that uses assert strings (nvshmem_team_translate_pe):
+// the strings must be defined in the PTX under valid names, and the PTX must export exactly
+// the requested functions.
+func TestBuildConstants(t *testing.T) {
+	l := testLib(t)
+	res, err := l.Build(t.Context(), "sm_90", []string{"nvshmem_team_translate_pe", "nvshmem_quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(res.PTX, []byte(".extern .global")) || bytes.Contains(res.PTX, []byte(" .str")) {
+		t.Error("the PTX declares the constants it uses instead of defining them")
+	}
+	if n := bytes.Count(res.PTX, []byte("\n.global ")); n == 0 || n > 10 {
+		t.Errorf("%d .global definitions; want the few assert strings the functions use", n)
+	}
+	exported := regexp.MustCompile(`(?m)^\.visible \.func\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)`).FindAllSubmatch(res.PTX, -1)
+	var names []string
+	for _, m := range exported {
+		names = append(names, string(m[1]))
+	}
+	if got := strings.Join(names, " "); got != "nvshmem_team_translate_pe nvshmem_quiet" && got != "nvshmem_quiet nvshmem_team_translate_pe" {
+		t.Errorf("exported functions: %s", got)
+	}
+	ptxas := tooltest.Ptxas(t)
+	p := filepath.Join(t.TempDir(), "devlib.ptx")
+	if err := os.WriteFile(p, res.PTX, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runTool(t.Context(), nil, ptxas, "-arch=sm_90", "-c", p, "-o", p+".o"); err != nil {
+		t.Fatal(err)
 	}
 }
 

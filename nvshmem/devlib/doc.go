@@ -10,8 +10,10 @@
 //  1. the kernel PTX, which declares each NVSHMEM function it calls as `.extern .func` and
 //     calls it with `call.uni`;
 //  2. the devlib PTX this package builds: the called functions and everything they call,
-//     extracted from the bitcode (`llvm-extract --recursive --func=F ...`) and compiled by
-//     LLVM 19 (`llc -march=nvptx64 -mcpu=sm_XX -mattr=+ptxNN`);
+//     extracted from the bitcode (`llvm-extract --recursive --keep-const-init --func=F ...`),
+//     with every other definition made internal and the unused ones dropped
+//     (`opt -passes=internalize,globaldce`), compiled by LLVM 19
+//     (`llc -march=nvptx64 -mcpu=sm_XX -mattr=+ptxNN`);
 //  3. libnvshmem_device.a, added to the CUDA JIT linker as CU_JIT_INPUT_LIBRARY (or to
 //     nvlink as an input).
 //
@@ -28,6 +30,6 @@
 // header recording that version ([ParseHeader]); [CheckVersion] and [CheckPTX] refuse to pair
 // it with another NVSHMEM host library.
 //
-// The external tools (llvm-extract, llc, llvm-nm and llvm-dis of LLVM 19) are found by
+// The external tools (llvm-extract, opt, llc, llvm-nm and llvm-dis of LLVM 19) are found by
 // package internal/toolchain.
 package devlib
