@@ -289,10 +289,13 @@ func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool)
 		}
 		op = atomOps[opn]
 	}
+	di.sub = []*dinst{dst, src, bar}
+	di.b = size
 	di.exec = func(w *warp, in *dinst, m uint32) {
+		dst, src, bar := in.sub[0], in.sub[1], in.sub[2]
 		for x := m; x != 0; x &= x - 1 {
 			ln := bits.TrailingZeros32(x)
-			n := int(w.r[size+int32(ln)] & 0xffffffff)
+			n := int(w.r[in.b+int32(ln)] & 0xffffffff)
 			sb, _, _, f := w.span(src, ln, w.ea(src, ln), n)
 			if f != nil {
 				w.memFault(in, ln, f)
@@ -357,7 +360,9 @@ func (d *decoder) decodeStAsync(di *dinst, in *ptx.Instr, toks tokens, red bool)
 		op = atomOps[opn]
 	}
 	tot := n * t.Bytes()
+	di.sub = []*dinst{bar}
 	di.exec = func(w *warp, in *dinst, m uint32) {
+		bar := in.sub[0]
 		for x := m; x != 0; x &= x - 1 {
 			ln := bits.TrailingZeros32(x)
 			b, _, _, f := w.span(in, ln, w.ea(in, ln), tot)

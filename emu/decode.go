@@ -418,6 +418,9 @@ func (d *decoder) run() error {
 			errs = append(errs, err)
 		}
 	}
+	if !noCompact {
+		d.compact()
+	}
 	return errors.Join(errs...)
 }
 
@@ -503,6 +506,9 @@ func (d *decoder) decodeSafe(di *dinst, in *ptx.Instr) (err error) {
 	}()
 	return d.decodeOp(di, in)
 }
+
+// noCompact turns register compaction off (tests compare both).
+var noCompact = false
 
 var errUnsupported = errors.New("the emulator does not implement this instruction form")
 
@@ -937,17 +943,17 @@ func (d *decoder) decodeSetp(di *dinst, in *ptx.Instr, toks tokens) error {
 		if dt == ptx.F32 {
 			one = bf32(1)
 		}
-		op, c, neg := di.op, di.c, di.flags&1 != 0
+		di.imm = one
 		di.exec = func(w *warp, in *dinst, m uint32) {
 			for x := m; x != 0; x &= x - 1 {
 				l := int32(trailing(x))
 				v := in.cmp(w.r[in.a+l], w.r[in.b+l])
-				if op != 0 {
-					p := w.r[c+l]&1 == 1
-					if neg {
+				if in.op != 0 {
+					p := w.r[in.c+l]&1 == 1
+					if in.flags&1 != 0 {
 						p = !p
 					}
-					switch op {
+					switch in.op {
 					case 1:
 						v = v && p
 					case 2:
@@ -957,7 +963,7 @@ func (d *decoder) decodeSetp(di *dinst, in *ptx.Instr, toks tokens) error {
 					}
 				}
 				if v {
-					w.r[in.d+l] = one
+					w.r[in.d+l] = in.imm
 				} else {
 					w.r[in.d+l] = 0
 				}
@@ -1583,8 +1589,8 @@ func (d *decoder) decodeCp(di *dinst, in *ptx.Instr, toks tokens) error {
 	if len(args) < 3 {
 		return errors.New("cp.async takes [dst], [src], size{, src-size}")
 	}
-	dst := &dinst{space: spShared, vec: 1}
-	srcI := &dinst{space: spGlobal, vec: 1}
+	dst := &dinst{space: spShared, vec: 1, a: -1}
+	srcI := &dinst{space: spGlobal, vec: 1, a: -1}
 	if err := d.addr(dst, args[0]); err != nil {
 		return err
 	}
@@ -1605,7 +1611,10 @@ func (d *decoder) decodeCp(di *dinst, in *ptx.Instr, toks tokens) error {
 	}
 	dst.align, srcI.align = uint8(size), uint8(size)
 	dst.src, srcI.src = in, in
+	di.sub = []*dinst{dst, srcI}
+	di.b = srcSize
 	di.exec = func(w *warp, in *dinst, m uint32) {
+		dst, srcI, srcSize := in.sub[0], in.sub[1], in.b
 		for x := m; x != 0; x &= x - 1 {
 			ln := trailing(x)
 			sb, _, _, f := w.span(srcI, ln, w.ea(srcI, ln), size)

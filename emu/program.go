@@ -79,6 +79,7 @@ type dinst struct {
 	dv    []int32
 	dmask []uint64 // per destination: the register's width mask
 	av    []int32
+	sub   []*dinst // extra memory operands (their base register in a)
 
 	t, t2  ptx.Type
 	op     uint8 // sub-operation
