@@ -554,3 +554,40 @@ func TestEmuMulticast(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunRanksProcessRank: on a process-per-rank backend (the fake GPU backend here),
+// RunRanks runs the function once, for this process's rank.
+func TestRunRanksProcessRank(t *testing.T) {
+	t.Setenv("RANK", "1")
+	t.Setenv("WORLD_SIZE", "2")
+	t.Setenv("LOCAL_RANK", "1")
+	t.Setenv("MASTER_ADDR", "127.0.0.1")
+	t.Setenv("MASTER_PORT", "29500")
+	calls := 0
+	err := RunRanks(RanksOptions{Backend: "fake"}, func(r *Rank) error {
+		calls++
+		if r.Rank != 1 || r.World != 2 || r.LocalRank != 1 || r.Device == nil || r.NVSHMEM != nil {
+			return fmt.Errorf("rank %+v", r)
+		}
+		return nil
+	})
+	if err != nil || calls != 1 {
+		t.Fatalf("%d calls: %v", calls, err)
+	}
+	err = RunRanks(RanksOptions{Backend: "fake"}, func(r *Rank) error { return errors.New("bad") })
+	var re *RankError
+	if !errors.As(err, &re) || re.Rank != 1 {
+		t.Fatalf("failing rank: %v", err)
+	}
+	if err := RunRanks(RanksOptions{Backend: "fake", World: 4}, func(*Rank) error { return nil }); err == nil || !strings.Contains(err.Error(), "WORLD_SIZE=2") {
+		t.Fatalf("World 4 under WORLD_SIZE=2: %v", err)
+	}
+	t.Setenv("RANK", "")
+	t.Setenv("WORLD_SIZE", "")
+	if err := RunRanks(RanksOptions{Backend: "fake", World: 4}, func(*Rank) error { return nil }); err == nil || !strings.Contains(err.Error(), "kgen launch -n 4") {
+		t.Fatalf("World 4 in one process: %v", err)
+	}
+	if err := RunRanks(RanksOptions{Backend: "nosuch"}, func(*Rank) error { return nil }); err == nil || !strings.Contains(err.Error(), "unknown backend") {
+		t.Fatalf("unknown backend: %v", err)
+	}
+}

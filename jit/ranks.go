@@ -96,7 +96,7 @@ func runGPURank(o RanksOptions, f func(r *Rank) error) error {
 	if err != nil {
 		return err
 	}
-	if _, set := os.LookupEnv("WORLD_SIZE"); o.World > 0 && o.World != rv.WorldSize && (set || o.World > 1) {
+	if set := os.Getenv("WORLD_SIZE") != ""; o.World > 0 && o.World != rv.WorldSize && (set || o.World > 1) {
 		if !set {
 			return fmt.Errorf("jit: RunRanks wants %d ranks, but on GPUs every rank is a process: start them with `kgen launch -n %d -- PROG` or torchrun --nproc-per-node=%d", o.World, o.World, o.World)
 		}
