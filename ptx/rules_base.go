@@ -30,17 +30,6 @@ func join(ts ...[]Type) []Type {
 	return out
 }
 
-// halfNeeds: f16 arithmetic needs sm_53 (always true here); bf16 forms of add/sub/mul need
-// sm_90 and PTX 7.8; bf16 fma/min/max/neg/abs need sm_80 and PTX 7.0.
-func halfNeeds(bf16sm int, bf16ptx Version) func(in *Instr) []need {
-	return func(in *Instr) []need {
-		if t := in.Type(); t == BF16 || t == BF16x2 {
-			return []need{{ptx: bf16ptx, sm: bf16sm, why: in.Op + ".bf16 needs sm_" + itoa(bf16sm) + " and PTX " + bf16ptx.String()}}
-		}
-		return nil
-	}
-}
-
 func itoa(i int) string {
 	if i == 0 {
 		return "0"

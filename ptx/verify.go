@@ -308,8 +308,9 @@ func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fai
 // every instruction in it.
 func RequiredVersion(m *Module) Version {
 	v := m.Target.MinVersion()
-	// Kernels repeat instruction forms: remember each form's version.
-	memo := map[formKey]Version{}
+	// Kernels repeat instruction forms: remember each form's version, keyed by a hash of
+	// what the need functions look at, checked on a hit.
+	memo := map[uint64][]memoEntry{}
 	for _, f := range m.Funcs {
 		for _, in := range f.Body {
 			if in.IsPseudo() {
@@ -319,16 +320,19 @@ func RequiredVersion(m *Module) Version {
 			if !ok || r.need == nil {
 				continue
 			}
-			k, keyed := keyOf(in)
-			fv, seen := memo[k]
-			if !keyed || !seen {
-				fv = 0
+			h := formHash(in)
+			fv, hit := Version(0), false
+			for _, e := range memo[h] {
+				if sameForm(e.in, in) {
+					fv, hit = e.v, true
+					break
+				}
+			}
+			if !hit {
 				for _, n := range r.need(in) {
 					fv = max(fv, n.version(m.Target))
 				}
-				if keyed {
-					memo[k] = fv
-				}
+				memo[h] = append(memo[h], memoEntry{in, fv})
 			}
 			v = max(v, fv)
 		}
@@ -339,35 +343,51 @@ func RequiredVersion(m *Module) Version {
 	return v
 }
 
-// formKey identifies an instruction form for RequiredVersion's memo: what the need
-// functions look at (opcode, qualifiers, types, operand count, special registers).
-type formKey struct {
-	op      string
-	q       [12]string
-	t0, t1  Type
-	nargs   int
-	special Special
+type memoEntry struct {
+	in *Instr
+	v  Version
 }
 
-func keyOf(in *Instr) (formKey, bool) {
-	if len(in.Q) > len(formKey{}.q) || len(in.Types) > 2 {
-		return formKey{}, false
+// formHash hashes (FNV-1a) the opcode, qualifiers, types, operand count and special
+// registers of an instruction: what the need functions look at.
+func formHash(in *Instr) uint64 {
+	h := uint64(14695981039346656037)
+	str := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
+		h ^= 0xff
+		h *= 1099511628211
 	}
-	k := formKey{op: in.Op, nargs: len(in.Args)}
-	copy(k.q[:], in.Q)
-	if len(in.Types) > 0 {
-		k.t0 = in.Types[0]
+	str(in.Op)
+	for _, q := range in.Q {
+		str(q)
 	}
-	if len(in.Types) > 1 {
-		k.t1 = in.Types[1]
+	for _, t := range in.Types {
+		h ^= uint64(t)
+		h *= 1099511628211
 	}
+	h ^= uint64(len(in.Args)) << 8
+	h *= 1099511628211
 	for _, a := range in.Args {
 		if s, ok := a.(Special); ok {
-			if k.special != "" {
-				return formKey{}, false
-			}
-			k.special = s
+			str(string(s))
 		}
 	}
-	return k, true
+	return h
+}
+
+func sameForm(a, b *Instr) bool {
+	if a.Op != b.Op || !slices.Equal(a.Q, b.Q) || !slices.Equal(a.Types, b.Types) || len(a.Args) != len(b.Args) {
+		return false
+	}
+	for i := range a.Args {
+		sa, oka := a.Args[i].(Special)
+		sb, okb := b.Args[i].(Special)
+		if oka != okb || sa != sb {
+			return false
+		}
+	}
+	return true
 }
