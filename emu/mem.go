@@ -104,9 +104,12 @@ func (g *gpuMem) describeMiss(addr uint64, n int) string {
 			return fmt.Sprintf("%d bytes at %#x run %d bytes past the end of a %d-byte %s allocation at %#x on GPU %d",
 				n, addr, addr+uint64(n)-(a.base+a.size), a.size, a.what, a.base, g.idx)
 		}
-		if addr-(a.base+a.size) < 1<<20 {
+		if gap := addr - (a.base + a.size); gap == 0 {
+			return fmt.Sprintf("%d bytes at %#x start right after the end of a %d-byte %s allocation at %#x on GPU %d (index %d of a %d-element array of %d-byte elements)",
+				n, addr, a.size, a.what, a.base, g.idx, a.size/uint64(n), a.size/uint64(n), n)
+		} else if gap < 1<<20 {
 			return fmt.Sprintf("%d bytes at %#x are %d bytes past the end of a %d-byte %s allocation at %#x on GPU %d",
-				n, addr, addr-(a.base+a.size), a.size, a.what, a.base, g.idx)
+				n, addr, gap, a.size, a.what, a.base, g.idx)
 		}
 	}
 	if i < len(g.allocs) && g.allocs[i].base-addr < 1<<20 {

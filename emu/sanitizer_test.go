@@ -25,7 +25,7 @@ func TestSanitizerOutOfBounds(t *testing.T) {
 	a := mustMalloc(t, s, 0, 4*40)
 	err := launch1(s, m, "oob", 1, 64, a, uint32(40))
 	e := wantErr(t, err, KindOutOfBounds, "kernel oob", "GPU 0", "block (0,0,0)", "thread (40,0,0)",
-		"st.global.u32", "sanitizer_test.go:", "past the end of a 160-byte")
+		"st.global.u32", "sanitizer_test.go:", "right after the end of a 160-byte", "index 40 of a 40-element array")
 	if e.Thread != [3]int{40, 0, 0} {
 		t.Fatalf("thread %v", e.Thread)
 	}
