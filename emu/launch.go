@@ -692,9 +692,15 @@ func (w *warp) initSlots(tmpl []uint64) {
 func (l *launch) runBlock(b *block, quantum int) {
 	const visitCap = 1 << 16
 	total := 0
+	nw := len(b.warps)
+	first := 0
+	if l.opt.Seed != 0 && nw > 1 {
+		first = l.rng.Intn(nw) // a random warp goes first in this visit
+	}
 	for total < visitCap {
 		did := false
-		for _, w := range b.warps {
+		for i := 0; i < nw; i++ {
+			w := b.warps[(first+i)%nw]
 			if w.runm == 0 || w.yielded {
 				continue
 			}
