@@ -1109,9 +1109,6 @@ func (d *decoder) decodeMem(di *dinst, in *ptx.Instr, toks tokens, load bool) er
 			if err != nil {
 				return err
 			}
-			if r, ok := e.(ptx.Reg); ok && t.Kind() != ptx.KindSigned && r.Type.Bits() > t.Bits() && t.IsFloat() {
-				m = widthMask(r.Type.Bits())
-			}
 			di.dv = append(di.dv, s)
 			di.dmask = append(di.dmask, m)
 		} else {
