@@ -267,3 +267,12 @@ func TestEveryValueReachable(t *testing.T) {
 		}
 	}
 }
+
+func TestVerifyUndeclaredNames(t *testing.T) {
+	m := abiModule(SM90)
+	k := m.Funcs[2]
+	k.Body = append([]*Instr{{Op: "ld", Q: []string{"global"}, Types: []Type{F32}, Args: []Operand{r(F32, 0), Addr{Base: Sym("nowhere")}}}}, k.Body...)
+	if err := Verify(m); err == nil || !strings.Contains(err.Error(), "nowhere is not a declared variable or parameter") {
+		t.Errorf("got %v", err)
+	}
+}

@@ -151,8 +151,16 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		}
 	}
 	funcs := map[string]*Func{}
+	moduleNames := map[string]bool{}
 	for _, g := range m.Funcs {
 		funcs[g.Name] = g
+		moduleNames[g.Name] = true
+	}
+	for _, v := range m.Vars {
+		moduleNames[v.Name] = true
+	}
+	for _, v := range f.Vars {
+		moduleNames[v.Name] = true
 	}
 	// scopes holds the names declared in each open block, innermost last.
 	scopes := []map[string]*Var{{}}
@@ -229,6 +237,19 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		for _, a := range in.Args {
 			if s, ok := a.(Sym); ok && in.Op == "bra" && !labels[string(s)] {
 				fail("branch to undefined label %s", s)
+			}
+			// Memory operands and variable addresses name declared variables or parameters.
+			var name Sym
+			switch a := a.(type) {
+			case Addr:
+				name, _ = a.Base.(Sym)
+			case Sym:
+				if in.Op != "bra" && in.Op != "call" {
+					name = a
+				}
+			}
+			if name != "" && lookup(string(name)) == nil && !moduleNames[string(name)] {
+				fail("%s is not a declared variable or parameter", name)
 			}
 		}
 		if in.Op == "call" {
