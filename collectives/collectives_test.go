@@ -173,7 +173,8 @@ func TestAlgorithmChoice(t *testing.T) {
 		{mc, dsl.F16, Max, 1024, "mm_allreduce_1shot_max"},
 		{p2p, dsl.F32, Sum, 1024, "p2p_allreduce_lamport_sum"},
 		{p2p, dsl.I32, Sum, 1024, "p2p_allreduce_1shot_sum"},
-		{p2p, dsl.F32, Sum, 32 << 10, "p2p_allreduce_1shot_sum"},
+		{p2p, dsl.F32, Sum, 3 << 10, "p2p_allreduce_1shot_sum"}, // 12 KiB: past Lamport
+		{p2p, dsl.F32, Sum, 32 << 10, "p2p_allreduce_2shot_sum"},
 		{p2p, dsl.F32, Sum, 1 << 20, "p2p_allreduce_2shot_sum"},
 	} {
 		if got := c.s.c.AllReduceAlgorithm(c.dt, c.op, c.n); got != c.want {
@@ -321,4 +322,51 @@ func TestSM80(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.expect("sm_80 all-reduce", b, func(_, i int) float64 { return reduce(Sum, dsl.BF16, in, i) })
+}
+
+// TestPushAllReduce runs the push all-reduce (reduce-scatter then all-gather by peer stores)
+// in place and out of place, strict and weak, several times in a row.
+func TestPushAllReduce(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		gpus int
+		weak bool
+		seed int64
+	}{{2, false, 0}, {4, true, 3}, {8, true, 6}} {
+		for _, dt := range DTypes() {
+			t.Run(fmt.Sprintf("g%d/weak=%v/%s", tc.gpus, tc.weak, dt), func(t *testing.T) {
+				t.Parallel()
+				o := testOpts
+				o.PushMinBytes, o.OneShotMaxBytes, o.DisableLamport = 1, 1, true
+				s := newSetup(t, tc.gpus, false, tc.weak, tc.seed, o)
+				n := tc.gpus * (16 / dt.Bytes()) * 5
+				a, _ := s.c.Alloc(dt, n)
+				b, _ := s.c.Alloc(dt, n)
+				for call, op := range []Op{Sum, Max, Min, Sum} {
+					in := s.fill(a)
+					dst := b
+					if call%2 == 1 {
+						dst = a
+					}
+					if err := s.c.AllReduceTo(ctx, dst, a, op); err != nil {
+						t.Fatal(err)
+					}
+					if got := s.c.LastAlgorithm(); !strings.HasSuffix(got, "+p2p_allgather") {
+						t.Fatalf("ran %s, want the push all-reduce", got)
+					}
+					s.expect(fmt.Sprintf("call %d", call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) })
+				}
+				// A size that does not split into whole vectors per GPU takes the two-shot kernel.
+				c, _ := s.c.Alloc(dt, n+1)
+				in := s.fill(c)
+				if err := s.c.AllReduce(ctx, c, Sum); err != nil {
+					t.Fatal(err)
+				}
+				if got := s.c.LastAlgorithm(); !strings.HasPrefix(got, "p2p_allreduce_2shot") {
+					t.Fatalf("odd size ran %s", got)
+				}
+				s.expect("odd size", c, func(_, i int) float64 { return reduce(Sum, dt, in, i) })
+			})
+		}
+	}
 }

@@ -22,12 +22,16 @@ const (
 	Max = dsl.Max
 )
 
-// Default thresholds of the algorithm choice (message sizes in bytes per GPU). They are
-// starting points until GPU benchmarks tune them (scripts/bench).
+// Default thresholds of the algorithm choice (message sizes in bytes per GPU), from the
+// 2 and 4 x H200 measurements of docs/bench.md (back-to-back timing, multicast off): Lamport
+// wins only the smallest messages, the two-shot kernel everything from about 16 KiB, the
+// peer-to-peer one-shot never; 64 blocks saturate the two-shot kernel on 2 GPUs. The push
+// all-reduce (PushMinBytes) was slower than the two-shot kernel on 4 GPUs and is off.
 const (
-	DefaultOneShotMaxBytes = 256 << 10
-	DefaultLamportMaxBytes = 64 << 10
-	DefaultMaxBlocks       = 32
+	DefaultOneShotMaxBytes = 16 << 10
+	DefaultLamportMaxBytes = 8 << 10
+	DefaultMaxBlocks       = 64
+	DefaultPushMinBytes    = -1
 )
 
 // Options configure a Comm.
@@ -48,6 +52,11 @@ type Options struct {
 	// LamportMaxBytes is the largest all-reduce that runs Lamport when there is no multicast
 	// (default DefaultLamportMaxBytes); it also sizes the Lamport buffers.
 	LamportMaxBytes int
+	// PushMinBytes is the smallest peer-to-peer all-reduce that runs as a reduce-scatter
+	// by peer stores followed by an all-gather by peer stores (two kernels; NVLink writes
+	// only) instead of the two-shot kernel, whose reduce-scatter pulls with peer loads
+	// (default DefaultPushMinBytes, which is off; negative: never).
+	PushMinBytes int
 	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
 	// DefaultMaxBlocks).
 	MaxBlocks int
@@ -78,10 +87,17 @@ type Comm struct {
 	scratchTab Mem
 
 	lamport map[int]*lamportState // by element size
+	parts   map[partKey]*Buffer   // reduce-scatter results of the push all-reduce
 	mods    map[string]*ptx.Module
 	allocs  []Mem
 	last    string
 	closed  bool
+}
+
+// partKey names a per-GPU part buffer of the push all-reduce.
+type partKey struct {
+	dt dsl.Type
+	n  int
 }
 
 type lamportState struct {
@@ -113,6 +129,9 @@ func New(ctx context.Context, b Backend, o Options) (*Comm, error) {
 	}
 	if o.LamportMaxBytes <= 0 {
 		o.LamportMaxBytes = DefaultLamportMaxBytes
+	}
+	if o.PushMinBytes == 0 {
+		o.PushMinBytes = DefaultPushMinBytes
 	}
 	if o.MaxBlocks <= 0 {
 		o.MaxBlocks = DefaultMaxBlocks

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/internal/fp"
@@ -165,6 +166,8 @@ func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 		name = "p2p_allreduce_lamport_"
 	case bytes <= c.o.OneShotMaxBytes:
 		name = "p2p_allreduce_1shot_"
+	case c.o.PushMinBytes > 0 && bytes >= c.o.PushMinBytes && n%(c.g*16/dt.Bytes()) == 0:
+		return "p2p_reducescatter_" + kernels.OpName(op) + "+p2p_allgather"
 	default:
 		name = "p2p_allreduce_2shot_"
 	}
@@ -190,6 +193,20 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	vec := 16 / dt.Bytes()
 	vectors := (n + vec - 1) / vec
 	attrs := []any{"elements", n, "bytes", n * dt.Bytes(), "in_place", inPlace}
+	if strings.HasSuffix(name, "+p2p_allgather") {
+		// Push all-reduce: reduce-scatter by peer stores into a part buffer, then all-gather
+		// of the parts by peer stores (stream order keeps the second after the first).
+		part, err := c.partBuffer(dt, n/c.g)
+		if err != nil {
+			return err
+		}
+		if err := c.ReduceScatter(ctx, part, src, op); err != nil {
+			return err
+		}
+		err = c.AllGather(ctx, dst, part)
+		c.last = name
+		return err
+	}
 	switch name[:len(name)-len(kernels.OpName(op))] {
 	case "mm_allreduce_1shot_", "p2p_allreduce_1shot_":
 		in, inTab := src.m, src.tab
@@ -248,6 +265,23 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	l.epoch++
 	l.nprev = n
 	return nil
+}
+
+// partBuffer returns the Comm's buffer of n elements of dt for the push all-reduce.
+func (c *Comm) partBuffer(dt dsl.Type, n int) (*Buffer, error) {
+	k := partKey{dt, n}
+	if b, ok := c.parts[k]; ok {
+		return b, nil
+	}
+	b, err := c.Alloc(dt, n)
+	if err != nil {
+		return nil, err
+	}
+	if c.parts == nil {
+		c.parts = map[partKey]*Buffer{}
+	}
+	c.parts[k] = b
+	return b, nil
 }
 
 // lamportFor returns (allocating and filling with -0.0 once) the Lamport buffer of dt's size.

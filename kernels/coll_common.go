@@ -18,7 +18,7 @@ const (
 	CollMaxGPUs = 8
 	// CollMaxBlocks is the largest grid of a collective kernel that uses a barrier: a set of
 	// signal pads (p2p) or flags (multimem) holds CollMaxBlocks slots per block index.
-	CollMaxBlocks = 64
+	CollMaxBlocks = 256
 	// PadWords is the number of u32 words of one GPU's p2p signal pads: a slot per block and
 	// source GPU.
 	PadWords = CollMaxBlocks * CollMaxGPUs

@@ -58,6 +58,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5, help="untimed iterations per size")
     ap.add_argument("--iters", type=int, default=20, help="timed iterations per size (median)")
     ap.add_argument("--json", action="store_true", help="print one JSON object per size")
+    ap.add_argument("--loop", action="store_true",
+                    help="time the iterations back to back between one pair of events and report the mean "
+                         "(nccl-tests' method; launch latency overlaps) instead of the median of single calls")
     a = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -87,7 +90,15 @@ def main():
         for _ in range(a.warmup):
             dist.all_reduce(x)
         times = []
-        for _ in range(a.iters):
+        if a.loop:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            for _ in range(a.iters):
+                dist.all_reduce(x)
+            end.record(stream)
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000.0 / a.iters)  # us per call
+        for _ in range(0 if a.loop else a.iters):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(stream)
             dist.all_reduce(x)
