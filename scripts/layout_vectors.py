@@ -402,6 +402,9 @@ def cxx_includes():
     return sum((["-I", p] for p in inc), [])
 
 
+RUNTIME = "runtime failure"
+
+
 def cxx_batch(op, cases, workdir, tag):
     """Compile and run cases; return {index: json-result or None (rejected)}."""
     pending = dict(enumerate(cases))
@@ -414,7 +417,9 @@ def cxx_batch(op, cases, workdir, tag):
         for i, a in pending.items():
             line_of.append((len("".join(src).splitlines()) + 1, i))
             src.append("void case_%d() {\n  printf(\"%d \"); %s printf(\"\\n\");\n}\n" % (i, i, cxx_body(op, a)))
-        src.append("int main() {\n" + "".join("  case_%d();\n" % i for i in pending) + "}\n")
+        src.append("#include <cstdlib>\nint main(int argc, char** argv) {\n  int only = argc > 1 ? atoi(argv[1]) : -1;\n"
+                   + "".join("  if (only < 0 || only == %d) { case_%d(); fflush(stdout); }\n" % (i, i) for i in pending)
+                   + "}\n")
         cpp = os.path.join(workdir, "%s.cpp" % tag)
         exe = os.path.join(workdir, "%s.bin" % tag)
         with open(cpp, "w") as f:
@@ -422,9 +427,20 @@ def cxx_batch(op, cases, workdir, tag):
         p = subprocess.run(["g++", "-std=c++17", "-O0", "-w", "-fmax-errors=100000"] + cxx_includes()
                            + [cpp, "-o", exe], capture_output=True, text=True)
         if p.returncode == 0:
-            out = subprocess.run([exe], capture_output=True, text=True, timeout=120).stdout
-            for ln in out.splitlines():
-                k, _, v = ln.partition(" ")
+            run = subprocess.run([exe], capture_output=True, text=True, timeout=600)
+            if run.returncode == 0:
+                for ln in run.stdout.splitlines():
+                    k, _, v = ln.partition(" ")
+                    results[int(k)] = json.loads(v)
+                return results
+            # Some case fails at run time (e.g. a division by zero that C++
+            # does not catch at compile time): run the cases one by one.
+            for i in pending:
+                one = subprocess.run([exe, str(i)], capture_output=True, text=True, timeout=60)
+                if one.returncode != 0:
+                    results[i] = RUNTIME
+                    continue
+                k, _, v = one.stdout.strip().partition(" ")
                 results[int(k)] = json.loads(v)
             return results
         bad = set()
@@ -597,8 +613,9 @@ def main():
                         out_cases.append({"args": a, "error": "pycute rejects this input: " + py[1]})
                     continue
                 c = cx_res.get(i)
-                if c is None:
-                    why = "C++ CuTe rejects this input (compile error)"
+                if c is None or c == RUNTIME:
+                    why = ("C++ CuTe rejects this input (compile error)" if c is None else
+                           "C++ CuTe fails on this input at run time (division by zero)")
                     if py[0] == "ok":
                         disagree += 1
                     out_cases.append({"args": a, "error": why})
