@@ -195,7 +195,7 @@ func parseSpace(s string) (Space, bool) {
 // function reads a function header (possibly spanning lines) and its body.
 func (p *parser) function(head string) error {
 	// Gather the header up to ";" (a declaration) or the line before "{".
-	for strings.Count(head, "(") > strings.Count(head, ")") {
+	for headIncomplete(head) {
 		s, ok := p.next()
 		if !ok {
 			return p.errorf("unterminated function header")
@@ -293,6 +293,26 @@ func (p *parser) function(head string) error {
 		}
 	}
 	return p.body(f)
+}
+
+// headIncomplete reports whether a function header still lacks the end of its parameter list
+// (a header may span lines, its "(" on the line after the name).
+func headIncomplete(h string) bool {
+	if strings.Count(h, "(") > strings.Count(h, ")") {
+		return true
+	}
+	if strings.HasSuffix(strings.TrimSpace(h), ";") {
+		return false
+	}
+	// After the keywords and an optional return list, the name must be followed by "(".
+	rest := h
+	if i := strings.Index(rest, ".func"); i >= 0 {
+		rest = strings.TrimSpace(rest[i+len(".func"):])
+		if strings.HasPrefix(rest, "(") {
+			rest = rest[strings.IndexByte(rest, ')')+1:]
+		}
+	}
+	return !strings.Contains(rest, "(")
 }
 
 func parseParams(s string) ([]Param, error) {

@@ -83,3 +83,59 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseHandWritten reads hand-written PTX in other styles: a parameter list on the
+// lines after the name, nvcc-style register names, comments.
+func TestParseHandWritten(t *testing.T) {
+	src := `//
+// a comment
+.version 8.0
+.target sm_90
+.address_size 64
+
+.extern .func nvshmemx_putmem_block
+(
+	.param .b64 dest,
+	.param .b64 source,
+	.param .b64 nelems,
+	.param .b32 pe
+);
+
+.visible .entry put_block(
+	.param .u64 dst,
+	.param .u32 pe
+)
+{
+	.reg .b64 %rd<4>;
+	.reg .b32 %r<2>;
+
+	ld.param.u64 %rd1, [dst];
+	ld.param.u32 %r1, [pe];
+	{
+		.param .b64 param0;
+		st.param.b64 [param0], %rd1;
+		.param .b64 param1;
+		st.param.b64 [param1], %rd1;
+		.param .b64 param2;
+		st.param.b64 [param2], 1024;
+		.param .b32 param3;
+		st.param.b32 [param3], %r1;
+		call.uni nvshmemx_putmem_block, (param0, param1, param2, param3);
+	}
+	ret;
+}
+`
+	m, err := ptx.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Funcs) != 2 || len(m.Funcs[0].Params) != 4 || !m.Funcs[0].Extern || m.Funcs[1].Name != "put_block" {
+		t.Fatalf("parsed %d funcs: %+v", len(m.Funcs), m.Funcs)
+	}
+	if err := ptx.Verify(m); err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Funcs[1].Body[0].Args[0].(ptx.Reg); r.Type != ptx.B64 || r.N != 1 {
+		t.Fatalf("register %v", r)
+	}
+}
