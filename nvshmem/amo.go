@@ -157,7 +157,8 @@ func Atomic(k *dsl.Kernel, op AMO, dest any, cond, v any, pe any) dsl.Value {
 	vals = append(vals, p)
 	var rets []dsl.Type
 	if info.flags&amoFetches != 0 {
-		rets = []dsl.Type{d.elem}
+		rets = []dsl.Type{retType(d.elem)}
+		return fromRet(k, call(k, name, rets, args, vals...), d.elem)
 	}
 	return call(k, name, rets, args, vals...)
 }

@@ -278,15 +278,6 @@ type elemInfo struct {
 	size int
 }
 
-// nvTypes maps NVSHMEM's type names to element types ("long" is int64).
-var nvTypes = func() map[string]dsl.Type {
-	m := map[string]dsl.Type{"long": dsl.I64}
-	for t, n := range typeNames {
-		m[n] = t
-	}
-	return m
-}()
-
 // ---- the handlers ----
 
 func (e *Emulator) handlers() map[string]emu.ExternFunc {

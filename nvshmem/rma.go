@@ -36,16 +36,33 @@ func abiVal(t dsl.Type, v dsl.Value) (dsl.Type, dsl.Value) {
 	return ptx.B32, v.To(dsl.U32)
 }
 
-// retType is the declared return type for a value of type t (narrow integers come back as
-// 32-bit integers and are converted).
+// retType is the declared return type for a value of type t: narrow integers come back as
+// 32-bit integers; floats as U32/U64, because llc's definitions return them in .b32/.b64
+// and nvlink rejects a call declared with an .f32 return ("Prototype doesn't match"), the
+// type dsl.Extern gives F32. fromRet turns the returned value into a t.
 func retType(t dsl.Type) dsl.Type {
-	if t.Bits() >= 32 {
+	switch {
+	case t == dsl.F32:
+		return dsl.U32
+	case t == dsl.F64:
+		return dsl.U64
+	case t.Bits() >= 32:
 		return t
-	}
-	if t.Kind() == ptx.KindSigned {
+	case t.Kind() == ptx.KindSigned:
 		return dsl.I32
 	}
 	return dsl.U32
+}
+
+// fromRet converts a value returned as retType(t) to t: integers by conversion, floats by
+// reinterpreting their bits (through a thread-local slot: the DSL has no bit cast).
+func fromRet(k *dsl.Kernel, v dsl.Value, t dsl.Type) dsl.Value {
+	if !t.IsFloat() {
+		return v.To(t)
+	}
+	slot := k.LocalArray(v.Type(), 1)
+	k.Store(slot, v)
+	return k.Load(k.PtrFrom(k.PtrValue(slot), t, ptx.SpaceLocal))
 }
 
 // valueOf makes x (a Value or a Go number) a Value of type t, recording a mismatch.
@@ -90,7 +107,7 @@ func G(k *dsl.Kernel, src any, pe any) dsl.Value {
 		return k.Const(dsl.U32, 0).To(t)
 	}
 	r := call(k, "nvshmem_"+typeNames[s.elem]+"_g", []dsl.Type{retType(s.elem)}, []dsl.Type{ptrT, intT}, s.p, p)
-	return r.To(s.elem)
+	return fromRet(k, r, s.elem)
 }
 
 func checkScalar(k *dsl.Kernel, what string, t dsl.Type) bool {

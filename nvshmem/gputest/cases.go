@@ -42,14 +42,15 @@ func Cases() []Case {
 	return append(cs, LibraryCases()...)
 }
 
-// RunAll builds and runs every case on m, reporting each to log.
+// RunAll builds every case, merges their kernels into one module (one link on a GPU), and
+// runs each case on m, reporting each to log.
 func RunAll(m Machine, target ptx.Target, log func(format string, a ...any)) error {
+	mod, err := Module(target)
+	if err != nil {
+		return err
+	}
 	failed := 0
 	for _, c := range Cases() {
-		mod, err := c.Module(target)
-		if err != nil {
-			return fmt.Errorf("%s: build: %w", c.Name, err)
-		}
 		if err := c.Run(m, mod, c.Name); err != nil {
 			failed++
 			log("FAIL %s: %v", c.Name, err)
@@ -61,6 +62,38 @@ func RunAll(m Machine, target ptx.Target, log func(format string, a ...any)) err
 		return fmt.Errorf("%d of %d NVSHMEM acceptance cases failed", failed, len(Cases()))
 	}
 	return nil
+}
+
+// Module builds every case's kernel for target and merges them into one module: the
+// external declarations once each, then every kernel.
+func Module(target ptx.Target) (*ptx.Module, error) {
+	out := &ptx.Module{Target: target}
+	decls := map[string]bool{}
+	var entries []*ptx.Func
+	for _, c := range Cases() {
+		m, err := c.Module(target)
+		if err != nil {
+			return nil, fmt.Errorf("%s: build: %w", c.Name, err)
+		}
+		if m.Version > out.Version {
+			out.Version = m.Version
+		}
+		out.Vars = append(out.Vars, m.Vars...)
+		for _, f := range m.Funcs {
+			switch {
+			case f.Entry:
+				entries = append(entries, f)
+			case !decls[f.Name]:
+				decls[f.Name] = true
+				out.Funcs = append(out.Funcs, f)
+			}
+		}
+	}
+	out.Funcs = append(out.Funcs, entries...)
+	if err := ptx.Verify(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ---- kernel helpers ----

@@ -229,9 +229,17 @@ func miscCase() Case {
 	}
 }
 
-// ---- put and sum-reduce of every element type, at block scope ----
+// ---- put of every element type (and sum-reduce of a few), at block scope ----
 
 const typesN = 8
+
+// reduceTyped says which types the types case also sum-reduces: the half-precision floats
+// and the 64-bit types (f32 and i32 reductions are in the collective cases). Every reduction
+// instantiates several algorithms in NVSHMEM's device library, and the JIT link on the GPU
+// grows with each.
+func reduceTyped(t dsl.Type) bool {
+	return t == dsl.F16 || t == dsl.BF16 || t == dsl.F64 || t == dsl.I64
+}
 
 func typesValue(pe, e int) float64 { return float64(pe + e + 1) }
 
@@ -249,7 +257,9 @@ func typesCase() Case {
 				dst := vec(k, typed(k, arena, off(i, 1), t), typesN)
 				red := vec(k, typed(k, arena, off(i, 2), t), typesN)
 				nvshmem.Put(k, nvshmem.Block, dst, src, next)
-				nvshmem.Reduce(k, nvshmem.Block, nvshmem.TeamWorld, nvshmem.Sum, red, src)
+				if reduceTyped(t) {
+					nvshmem.Reduce(k, nvshmem.Block, nvshmem.TeamWorld, nvshmem.Sum, red, src)
+				}
 			}
 			nvshmem.BarrierAll(k, nvshmem.Block)
 		},
@@ -285,6 +295,9 @@ func typesCase() Case {
 					for e := 0; e < typesN; e++ {
 						if got, want := decode(t, b[off(i, 1)+e*t.Bytes():]), typesValue(prev, e); got != want {
 							return fmt.Errorf("PE %d: nvshmemx_%s_put_block element %d = %v, want %v", pe, tn, e, got, want)
+						}
+						if !reduceTyped(t) {
+							continue
 						}
 						sum := 0.0
 						for q := 0; q < np; q++ {

@@ -115,9 +115,7 @@ func runRank(dir string) error {
 		}
 	}
 	runErr := gputest.RunAll(g, ptx.SM90, func(format string, a ...any) { logf("PE %d: "+format, append([]any{g.me}, a...)...) })
-	for _, jm := range g.mods {
-		jm.Close()
-	}
+	// Finalize unloads the modules (nvshmemx_cumodule_finalize) and frees symmetric memory.
 	if err := sh.Finalize(); err != nil && runErr == nil {
 		runErr = err
 	}
