@@ -39,6 +39,9 @@ grep -qx "/.gpu/" "$excl" 2>/dev/null || echo "/.gpu/" >>"$excl"
 bash scripts/tools.sh >/dev/null
 # The device library for exactly the functions the cases call (LLVM 19 + the NVSHMEM wheel).
 CGO_ENABLED=0 go run ./nvshmem/gputest/cmd/nvshmem-gputest -devlib "$out/devlib"
+# Link the cases' module with it offline (ptxas -c + nvlink, about 2 minutes): what the GPU's
+# JIT linker does, so a prototype mismatch shows here, not on the GPU.
+CGO_ENABLED=0 go run ./nvshmem/gputest/cmd/nvshmem-gputest -link -devlib "$out/devlib"
 # The same cases on the emulator, with 2 and 4 PEs.
 CGO_ENABLED=0 go run ./nvshmem/gputest/cmd/nvshmem-gputest -emu 2 | tail -1
 CGO_ENABLED=0 go run ./nvshmem/gputest/cmd/nvshmem-gputest -emu 4 | tail -1

@@ -5,6 +5,8 @@
 //
 //	nvshmem-gputest -devlib DIR          build the NVSHMEM device library the cases call
 //	                                     (LLVM 19 and the NVSHMEM wheel; no GPU) into DIR
+//	nvshmem-gputest -link -devlib DIR    link the cases' module with it offline (ptxas -c,
+//	                                     nvlink; no GPU): what the GPU's JIT linker will do
 //	nvshmem-gputest -ranks 2 -devlib DIR start 2 ranks of itself (jit.LaunchRanks); each runs
 //	                                     every case on its GPU and reports
 //	nvshmem-gputest -emu 4               run every case on the emulator with 4 PEs
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/nvshmem/devlib"
@@ -32,11 +35,14 @@ func main() {
 	dir := flag.String("devlib", "", "folder of the device library (devlib.ptx, libnvshmem_device.a, version)")
 	ranks := flag.Int("ranks", 0, "start this many ranks of this program, one per GPU")
 	emuPEs := flag.Int("emu", 0, "run the cases on the emulator with this many PEs")
+	link := flag.Bool("link", false, "link the cases offline with the device library in -devlib")
 	flag.Parse()
 	var err error
 	switch {
 	case *emuPEs > 0:
 		err = runEmu(*emuPEs)
+	case *link:
+		err = linkOffline(*dir)
 	case *ranks > 0:
 		err = launch(*ranks, *dir)
 	case os.Getenv("RANK") != "":
@@ -118,6 +124,24 @@ func buildDevLib(dir string) error {
 		return err
 	}
 	logf("wrote %s (devlib.ptx %d bytes, libnvshmem_device.a, version %s)", dir, len(r.PTX), r.Version)
+	return nil
+}
+
+func linkOffline(dir string) error {
+	dl, err := loadDevLib(dir)
+	if err != nil {
+		return err
+	}
+	m, err := gputest.Module(ptx.SM90)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	cubin, err := devlib.LinkOffline(context.Background(), "sm_90", []byte(m.String()), &devlib.Result{PTX: dl.PTX, Archive: dl.Archive, Version: dl.Version})
+	if err != nil {
+		return err
+	}
+	logf("linked the cases (%d NVSHMEM functions) offline for sm_90 in %s: %d-byte cubin", len(jit.NVSHMEMCalls(m)), time.Since(t0).Round(time.Millisecond), len(cubin))
 	return nil
 }
 
