@@ -2,8 +2,10 @@ package gputest
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/internal/fp"
@@ -51,7 +53,13 @@ func RunAll(m Machine, target ptx.Target, log func(format string, a ...any)) err
 	}
 	failed := 0
 	for _, c := range Cases() {
-		if err := c.Run(m, mod, c.Name); err != nil {
+		err := c.Run(m, mod, c.Name)
+		var kb *KnownBugError
+		if errors.As(err, &kb) {
+			log("ok   %s, except a known NVSHMEM bug: %v", c.Name, kb)
+			continue
+		}
+		if err != nil {
 			failed++
 			log("FAIL %s: %v", c.Name, err)
 			continue
@@ -63,6 +71,13 @@ func RunAll(m Machine, target ptx.Target, log func(format string, a ...any)) err
 	}
 	return nil
 }
+
+// KnownBugError is a case whose every check passed except results that match a known bug of
+// NVSHMEM's device library (documented where it is recognised); RunAll reports it and does
+// not count it as a failure.
+type KnownBugError struct{ Notes []string }
+
+func (e *KnownBugError) Error() string { return strings.Join(e.Notes, "; ") }
 
 // Module builds every case's kernel for target and merges them into one module: the
 // external declarations once each, then every kernel.

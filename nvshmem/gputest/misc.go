@@ -185,6 +185,7 @@ func miscCase() Case {
 				return err
 			}
 			np := m.NPEs()
+			var known []string
 			for _, pe := range m.Local() {
 				b := make([]byte, arenaSize)
 				if err := m.Read(arena, pe, b); err != nil {
@@ -215,7 +216,15 @@ func miscCase() Case {
 						return fmt.Errorf("PE %d: %s left %v, want %v", pe, name, got, want)
 					}
 					if _, _, fetch := takes(p.op); fetch {
-						if got, want := decode(p.t, b[offAMO+16*j+8:]), amoInit(p.t); got != want {
+						got, want := decode(p.t, b[offAMO+16*j+8:]), amoInit(p.t)
+						if got != want && p.op == nvshmem.AtomicSwapOp && p.t == dsl.F64 && got == float64(math.Float64bits(want)) {
+							// NVSHMEM 3.4.5's nvshmem_double_atomic_swap returns the old value's bits
+							// converted as an integer (its bitcode: `uitofp i64 %old to double`, where
+							// the float version has a bitcast): a bug of the library, not of kgen.
+							known = append(known, fmt.Sprintf("PE %d: %s returned %v (the bits of %v converted by uitofp)", pe, name, got, want))
+							continue
+						}
+						if got != want {
 							return fmt.Errorf("PE %d: %s returned %v, want %v", pe, name, got, want)
 						}
 					}
@@ -223,6 +232,9 @@ func miscCase() Case {
 				if s1, s2 := binary.LittleEndian.Uint64(b[offSig:]), binary.LittleEndian.Uint64(b[offSig+8:]); s1 != 5 || s2 != 7 {
 					return fmt.Errorf("PE %d: signals %d, %d; want 5, 7", pe, s1, s2)
 				}
+			}
+			if known != nil {
+				return &KnownBugError{Notes: known}
 			}
 			return nil
 		},
