@@ -2,7 +2,11 @@ package gputest
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
+
+	"github.com/kgen-dev/kgen/emu"
 
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -26,5 +30,47 @@ func TestEmulator(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestKnownBugTolerated replays NVSHMEM 3.4.5's nvshmem_double_atomic_swap bug (the old
+// value's bits converted by uitofp) on the emulator: RunAll reports it as a known bug and
+// passes; any other wrong result still fails.
+func TestKnownBugTolerated(t *testing.T) {
+	m, err := NewEmuMachine(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bug := func(wrong bool) emu.ExternFunc {
+		return func(c *emu.ExternCall) error {
+			a, err := m.Sys.Peer(c.Args[0], int(int32(uint32(c.Args[2]))))
+			if err != nil {
+				return err
+			}
+			old, err := c.Atomic(a, 8, func(uint64) uint64 { return c.Args[1] })
+			if err != nil {
+				return err
+			}
+			v := float64(old) // uitofp of the bits
+			if wrong {
+				v *= 2
+			}
+			c.Rets[0] = math.Float64bits(v)
+			return nil
+		}
+	}
+	m.Sys.RegisterExtern("nvshmem_double_atomic_swap", bug(false))
+	var notes []string
+	if err := RunAll(m, ptx.SM90, func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "known NVSHMEM bug") {
+		t.Errorf("no known-bug note in %q", notes)
+	}
+	m2, _ := NewEmuMachine(2)
+	m = m2
+	m.Sys.RegisterExtern("nvshmem_double_atomic_swap", bug(true))
+	if err := RunAll(m, ptx.SM90, func(string, ...any) {}); err == nil {
+		t.Error("a wrong swap result passed")
 	}
 }
