@@ -66,6 +66,7 @@ func everyOp(k *dsl.Kernel, types []dsl.Type) {
 			for _, op := range ReduceOps() {
 				if reduceDefined(op, t) {
 					Reduce(k, s, TeamWorld, op, dt, st)
+					ReduceScatter(k, s, TeamWorld, op, dt, st)
 				}
 			}
 			Fcollect(k, s, TeamWorld, dt, st)
@@ -103,7 +104,7 @@ func everyOpPTX(t *testing.T, types []dsl.Type) []byte {
 
 // linkTypes are the element types of the link test's kernel: every operation at every scope
 // once (f32), the integer-only ones (i32) and the AMO spelled "long" (i64). The ABI test
-// covers every type; linking all 646 functions takes llc many minutes.
+// covers every type; linking all 862 functions takes llc many minutes.
 var linkTypes = []dsl.Type{dsl.F32, dsl.I32, dsl.I64}
 
 // TestEveryFunctionDeclared checks that the kernel of every operation declares exactly

@@ -112,6 +112,22 @@ func Reduce(k *dsl.Kernel, s Scope, team any, op ReduceOp, dst, src any) dsl.Val
 	return call(k, s.name(typeNames[d.elem]+"_"+string(op)+"_reduce"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(n))
 }
 
+// ReduceScatter combines src by op over the PEs of team and leaves block i of the result on
+// PE i: dst holds the block, src n_pes blocks; the block is size(dst) elements
+// (nvshmem_<type>_<op>_reducescatter, nvshmemx_<type>_<op>_reducescatter_warp, _block).
+func ReduceScatter(k *dsl.Kernel, s Scope, team any, op ReduceOp, dst, src any) dsl.Value {
+	what := "ReduceScatter " + string(op)
+	t, d, sr, _, ok := collArgs(k, what, s, team, dst, src)
+	if !ok {
+		return k.Const(dsl.I32, 0)
+	}
+	if !reduceDefined(op, d.elem) {
+		k.Errorf("%s: NVSHMEM has no %s reduction of %s", what, op, d.elem)
+		return k.Const(dsl.I32, 0)
+	}
+	return call(k, s.name(typeNames[d.elem]+"_"+string(op)+"_reducescatter"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(d.n))
+}
+
 // Fcollect concatenates src of every PE of team, in PE order, into dst on every PE: dst holds
 // n_pes * size(src) elements (nvshmem_<type>_fcollect, nvshmemx_<type>_fcollect_warp,
 // _block).

@@ -4,7 +4,7 @@
 // on nvshmem4py's device API) that call the functions of NVSHMEM 3.x's device library
 // (libnvshmem_device.bc) with their exact C ABI: p/g, put/get and their _nbi forms and
 // put-with-signal at thread, warp and block scope, signal operations, quiet and fence, atomic
-// memory operations, barriers and team synchronisation, reductions, fcollect, broadcast and
+// memory operations, barriers and team synchronisation, reductions, reduce-scatters, fcollect, broadcast and
 // alltoall, PE and team queries, and peer and multicast pointers. Buffers are dsl.Tensors or
 // Spans; misuse is a build error at the caller's line. docs/nvshmem.md has the table beside
 // nvshmem4py.

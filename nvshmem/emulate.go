@@ -25,7 +25,7 @@ import (
 //     a kernel left. get_nbi completes when called.
 //   - Warp and block operations wait until every thread of the warp or block has called them
 //     (as their NVSHMEM forms synchronise the group), run once, and release the group.
-//   - barrier_all, sync_all, barrier, team_sync and the collectives (reduce, fcollect,
+//   - barrier_all, sync_all, barrier, team_sync and the collectives (reduce, reducescatter, fcollect,
 //     broadcast, alltoall) are matched in call order per team: the k-th collective call of
 //     each PE of a team meets the k-th of the others. A PE calls each collective once (from
 //     one thread, warp or block). Waits block cooperatively; a missing partner is reported
@@ -442,6 +442,7 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 			for _, op := range ReduceOps() {
 				if reduceDefined(op, t) {
 					hs[s.name(tn+"_"+string(op)+"_reduce")] = e.collHandler(s, el, string(op))
+					hs[s.name(tn+"_"+string(op)+"_reducescatter")] = e.collHandler(s, el, "reducescatter:"+string(op))
 				}
 			}
 			for _, op := range []string{"fcollect", "broadcast", "alltoall"} {
@@ -772,20 +773,31 @@ func (e *Emulator) collHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
 				}
 				return nil
 			}
-		default: // a reduction
-			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, n*size) }
+		default: // a reduction, or "reducescatter:<op>"
+			rop, scatter := strings.CutPrefix(op, "reducescatter:")
+			total := n
+			if scatter {
+				total = n * e.npes
+			}
+			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, total*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
-				out := make([]byte, n*size)
+				out := make([]byte, total*size)
 				copy(out, cl.contrib[0])
 				for pe := 1; pe < e.npes; pe++ {
 					b := cl.contrib[pe]
 					if len(b) != len(out) {
 						return fmt.Errorf("PE %d reduces %d bytes, PE 0 %d", pe, len(b), len(out))
 					}
-					for i := 0; i < n; i++ {
+					for i := 0; i < total; i++ {
 						o := out[i*size : (i+1)*size]
-						combine(ReduceOp(op), el.t, o, b[i*size:(i+1)*size])
+						combine(ReduceOp(rop), el.t, o, b[i*size:(i+1)*size])
 					}
+				}
+				if scatter {
+					out = out[c.GPU*n*size : (c.GPU+1)*n*size]
+				}
+				if len(out) == 0 {
+					return nil
 				}
 				return c.Store(dst, out)
 			}

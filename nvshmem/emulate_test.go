@@ -92,3 +92,62 @@ func TestEmulatorMulticast(t *testing.T) {
 		t.Errorf("mc_ptr with NoMulticast = %#x", got[0])
 	}
 }
+
+// TestEmulatorReduceScatter: block i of the reduction lands on PE i, at every scope.
+func TestEmulatorReduceScatter(t *testing.T) {
+	const n, pes = 5, 3
+	for _, s := range []Scope{Thread, Warp, Block} {
+		k := dsl.New("k")
+		src, dst := k.PtrParam("src", dsl.I32), k.PtrParam("dst", dsl.I32)
+		gate := func(f func()) {
+			switch s {
+			case Thread:
+				k.If(k.ThreadIdx(dsl.X).Eq(0), f)
+			case Warp:
+				k.If(k.ThreadIdx(dsl.X).Lt(32), f)
+			default:
+				f()
+			}
+		}
+		gate(func() {
+			ReduceScatter(k, s, TeamWorld, Sum, SpanOf(dst, n), SpanOf(src, n*pes))
+			ReduceScatter(k, s, TeamWorld, Xor, SpanOf(dst.At(n), n), SpanOf(src, n*pes))
+		})
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys, _ := emu.New(pes)
+		if _, err := Emulate(sys); err != nil {
+			t.Fatal(err)
+		}
+		in, _ := sys.MallocSymmetric(4 * n * pes)
+		out, _ := sys.MallocSymmetric(4 * 2 * n)
+		val := func(pe, i int) int32 { return int32(pe*1000 + i*7 + 1) }
+		for pe := 0; pe < pes; pe++ {
+			v := make([]int32, n*pes)
+			for i := range v {
+				v[i] = val(pe, i)
+			}
+			emu.WriteSlice(sys, in.On(pe), v)
+		}
+		err = sys.Launch(emu.Launch{Module: m, Entry: "k", GPUs: sys.All(), Grid: emu.D1(1), Block: emu.D1(64),
+			ArgsFor: func(g int) []any { return []any{in.On(g), out.On(g)} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pe := 0; pe < pes; pe++ {
+			got, _ := emu.ReadSlice[int32](sys, out.On(pe), 2*n)
+			for i := 0; i < n; i++ {
+				var sum, x int32
+				for q := 0; q < pes; q++ {
+					sum += val(q, pe*n+i)
+					x ^= val(q, pe*n+i)
+				}
+				if got[i] != sum || got[n+i] != x {
+					t.Fatalf("%v: PE %d element %d: %d, %d; want %d, %d", s, pe, i, got[i], got[n+i], sum, x)
+				}
+			}
+		}
+	}
+}

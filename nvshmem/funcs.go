@@ -34,6 +34,7 @@ func Functions() []string {
 			for _, op := range ReduceOps() {
 				if reduceDefined(op, t) {
 					add(s.name(tn + "_" + string(op) + "_reduce"))
+					add(s.name(tn + "_" + string(op) + "_reducescatter"))
 				}
 			}
 		}
