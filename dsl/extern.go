@@ -116,16 +116,11 @@ func (k *Kernel) Call(f *Func, args ...any) Value {
 }
 
 // abiType is the .param type of the PTX call ABI (what llc emits): .b32 for values of up to
-// 32 bits (narrower integers are promoted), .b64 for 64-bit values and pointers.
+// 32 bits (narrower integers are promoted, floats included: nvlink rejects an .f32
+// prototype against llc's .b32 definition), .b64 for 64-bit values and pointers.
 func abiType(t Type) Type {
 	if t.Bits() <= 32 {
-		if t == F32 {
-			return ptx.F32
-		}
 		return ptx.B32
-	}
-	if t == F64 {
-		return ptx.F64
 	}
 	return ptx.B64
 }
