@@ -6,7 +6,7 @@ export KGEN_TOOLS ?= $(CURDIR)/.tools
 LAYOUT_VECTORS ?= $(abspath $(CURDIR)/../shared/testdata/layout)
 PTXAS = $(KGEN_TOOLS)/py/nvidia/cu13/bin/ptxas
 
-.PHONY: all tools test test-go test-layout test-cuda gen-check golden lint demo clean cuda-build gpu-test
+.PHONY: all tools test test-go test-layout test-examples test-cuda gen-check golden lint demo clean cuda-build gpu-test
 
 all: test
 
@@ -15,7 +15,7 @@ tools:
 	@bash scripts/tools.sh
 
 ## test: everything CI checks: lint, CGO-free build, all tests (golden PTX through ptxas)
-test: tools lint gen-check test-go test-layout test-cuda
+test: tools lint gen-check test-go test-layout test-examples test-cuda
 
 test-go:
 	CGO_ENABLED=0 $(GO) build ./...
@@ -27,6 +27,14 @@ test-layout:
 	  exit $${PIPESTATUS[0]}; \
 	elif [ "$$CI" = true ]; then echo "LAYOUT_VECTORS=$(LAYOUT_VECTORS) is missing" >&2; exit 1; \
 	else echo "skipping CuTe conformance vectors: $(LAYOUT_VECTORS) not found"; fi
+
+## test-examples: the examples as users run them: kgen launch with 4 simulated GPUs
+test-examples:
+	CGO_ENABLED=0 $(GO) build -o bin/kgen ./cmd/kgen
+	CGO_ENABLED=0 $(GO) build -o bin/allreduce ./examples/allreduce
+	CGO_ENABLED=0 $(GO) build -o bin/vadd ./examples/vadd
+	bin/kgen launch -n 4 --backend emu -- bin/allreduce -n 20000 -steps 5
+	bin/kgen launch -n 1 --backend emu -- bin/vadd -n 100000
 
 ## test-cuda: build and vet with the cuda tag (headers from PyPI, no GPU), and the race detector on jit
 test-cuda: cuda-build

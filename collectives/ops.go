@@ -418,3 +418,12 @@ func (c *Comm) Barrier(ctx context.Context) error {
 		return []any{c.addr(c.padTab, g), uint32(g), uint32(c.g), c.padEpoch}
 	})
 }
+
+// Addr returns the device address of GPU gpu's copy of b, for passing b to other kernels
+// (for example a generated launcher, as jit.DevicePtr(addr)).
+func (b *Buffer) Addr(gpu int) (uint64, error) {
+	if err := b.c.own(b, "Addr"); err != nil {
+		return 0, err
+	}
+	return b.c.b.Addr(b.m, gpu, gpu)
+}
