@@ -10,8 +10,8 @@ import (
 )
 
 // sizes are the problem sizes each kernel runs at: tiny, not a multiple of any vector or
-// tile width, and a few tiles.
-var sizes = []int{1, 7, 257, 4099}
+// tile width (4096 makes 64 x 64 matrices: the row kernels' vector path), and a few tiles.
+var sizes = []int{1, 7, 257, 4096, 4099}
 
 // TestEveryKernelOnTheEmulator runs every library kernel, dtype and size on the emulator
 // and checks it against its Go reference.
