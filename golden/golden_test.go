@@ -102,18 +102,46 @@ func TestPtxasAssembles(t *testing.T) {
 				return
 			}
 			out := filepath.Join(dir, strings.ReplaceAll(f, string(filepath.Separator), "_")+".cubin")
-			args := []string{"-arch=" + string(tm[1]), f, "-o", out}
+			var extra []string
 			if bytes.Contains(src, []byte(".extern .func")) {
-				args = append([]string{"-c"}, args...) // calls externs (NVSHMEM): relocatable code
+				extra = []string{"-c"} // calls externs (NVSHMEM): relocatable code
 			}
+			args := append([]string{"-arch=" + string(tm[1]), f, "-o", out}, extra...)
 			b, err := exec.Command(ptxas, args...).CombinedOutput()
 			if err != nil {
 				mu.Lock()
 				t.Errorf("ptxas rejects %s: %v\n%s", f, err, b)
 				mu.Unlock()
+				return
+			}
+			// The .version is the lowest that works: one release lower, ptxas refuses the file.
+			v := string(versionRE.FindSubmatch(src)[1])
+			lower := previousVersion(v)
+			if lower == "" {
+				return
+			}
+			low := filepath.Join(dir, strings.ReplaceAll(f, string(filepath.Separator), "_")+".lower.ptx")
+			os.WriteFile(low, versionRE.ReplaceAll(src, []byte(".version "+lower)), 0o644)
+			if b, err := exec.Command(ptxas, append([]string{"-arch=" + string(tm[1]), low, "-o", low + ".cubin"}, extra...)...).CombinedOutput(); err == nil {
+				mu.Lock()
+				t.Errorf("%s declares .version %s, but ptxas also accepts it with .version %s:\n%s", f, v, lower, b)
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("ptxas assembled %d golden files", len(files))
+	t.Logf("ptxas assembled %d golden files, and refused each one PTX release below its .version", len(files))
+}
+
+// ptxVersions are the released PTX ISA versions ptxas 13 knows, oldest first.
+var ptxVersions = []string{"7.0", "7.1", "7.2", "7.3", "7.4", "7.5", "7.6", "7.7", "7.8", "8.0", "8.1", "8.2", "8.3", "8.4", "8.5", "8.6", "8.7", "8.8", "9.0"}
+
+// previousVersion returns the release before v, or "" for the oldest.
+func previousVersion(v string) string {
+	for i, x := range ptxVersions {
+		if x == v && i > 0 {
+			return ptxVersions[i-1]
+		}
+	}
+	return ""
 }
