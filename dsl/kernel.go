@@ -218,22 +218,34 @@ var dslDir, moduleRoot = func() (string, string) {
 // callerPos returns the position of the first caller outside package dsl and the marked
 // libraries (their tests excepted), with the path relative to the kgen module root when inside it.
 func callerPos() ptx.Pos {
-	var pcs [32]uintptr
-	n := runtime.Callers(3, pcs[:])
-	for _, pc := range pcs[:n] {
+	// Unwinding costs per frame: look at the nearest frames first, the rest only if needed.
+	var pcs [40]uintptr
+	const near = 8
+	n := runtime.Callers(3, pcs[:near])
+	if pos, ok := firstOutside(pcs[:n]); ok || n < near {
+		return pos
+	}
+	n = runtime.Callers(3, pcs[:])
+	pos, _ := firstOutside(pcs[near:n])
+	return pos
+}
+
+// firstOutside returns the position of the first of pcs outside the DSL and its libraries.
+func firstOutside(pcs []uintptr) (ptx.Pos, bool) {
+	for _, pc := range pcs {
 		if r, ok := posCache.Load(pc); ok {
 			if r := r.(pcPos); r.found {
-				return r.pos
+				return r.pos, true
 			}
 			continue
 		}
 		r := resolvePC(pc)
 		posCache.Store(pc, r)
 		if r.found {
-			return r.pos
+			return r.pos, true
 		}
 	}
-	return ptx.Pos{}
+	return ptx.Pos{}, false
 }
 
 // pcPos is what one return PC resolves to: the first frame (inlined frames included) that is
