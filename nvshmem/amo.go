@@ -158,7 +158,7 @@ func Atomic(k *dsl.Kernel, op AMO, dest any, cond, v any, pe any) dsl.Value {
 	var rets []dsl.Type
 	if info.flags&amoFetches != 0 {
 		rets = []dsl.Type{retType(d.elem)}
-		return fromRet(k, call(k, name, rets, args, vals...), d.elem)
+		return fromRet(call(k, name, rets, args, vals...), d.elem)
 	}
 	return call(k, name, rets, args, vals...)
 }

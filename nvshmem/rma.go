@@ -37,15 +37,9 @@ func abiVal(t dsl.Type, v dsl.Value) (dsl.Type, dsl.Value) {
 }
 
 // retType is the declared return type for a value of type t: narrow integers come back as
-// 32-bit integers; floats as U32/U64, because llc's definitions return them in .b32/.b64
-// and nvlink rejects a call declared with an .f32 return ("Prototype doesn't match"), the
-// type dsl.Extern gives F32. fromRet turns the returned value into a t.
+// 32-bit integers (llc promotes them); fromRet converts them back.
 func retType(t dsl.Type) dsl.Type {
 	switch {
-	case t == dsl.F32:
-		return dsl.U32
-	case t == dsl.F64:
-		return dsl.U64
 	case t.Bits() >= 32:
 		return t
 	case t.Kind() == ptx.KindSigned:
@@ -54,16 +48,8 @@ func retType(t dsl.Type) dsl.Type {
 	return dsl.U32
 }
 
-// fromRet converts a value returned as retType(t) to t: integers by conversion, floats by
-// reinterpreting their bits (through a thread-local slot: the DSL has no bit cast).
-func fromRet(k *dsl.Kernel, v dsl.Value, t dsl.Type) dsl.Value {
-	if !t.IsFloat() {
-		return v.To(t)
-	}
-	slot := k.LocalArray(v.Type(), 1)
-	k.Store(slot, v)
-	return k.Load(k.PtrFrom(k.PtrValue(slot), t, ptx.SpaceLocal))
-}
+// fromRet converts a value returned as retType(t) to t.
+func fromRet(v dsl.Value, t dsl.Type) dsl.Value { return v.To(t) }
 
 // valueOf makes x (a Value or a Go number) a Value of type t, recording a mismatch.
 func valueOf(k *dsl.Kernel, what string, t dsl.Type, x any) (dsl.Value, bool) {
@@ -107,7 +93,7 @@ func G(k *dsl.Kernel, src any, pe any) dsl.Value {
 		return k.Const(dsl.U32, 0).To(t)
 	}
 	r := call(k, "nvshmem_"+typeNames[s.elem]+"_g", []dsl.Type{retType(s.elem)}, []dsl.Type{ptrT, intT}, s.p, p)
-	return fromRet(k, r, s.elem)
+	return fromRet(r, s.elem)
 }
 
 func checkScalar(k *dsl.Kernel, what string, t dsl.Type) bool {
