@@ -32,6 +32,9 @@ type result struct {
 	Bytes  int     `json:"bytes"`
 	TimeUS float64 `json:"time_us"`
 	AlgBW  float64 `json:"algbw_gbps"`
+	// HostUS is the host's time to issue one call (loop timing only): when it is close to
+	// TimeUS, the host, not the GPU, sets the pace.
+	HostUS float64 `json:"host_us,omitempty"`
 }
 
 // timing holds the flags that shape every measurement.
@@ -150,6 +153,7 @@ func runAlgorithm(ctx context.Context, r *jit.Rank, a algorithm, minBytes, maxBy
 		}
 		algo := c.LastAlgorithm()
 		var ts []time.Duration
+		var host time.Duration
 		if timing.loop {
 			for i := 0; i < warmup; i++ {
 				if err := c.AllReduce(ctx, buf, collectives.Sum); err != nil {
@@ -159,11 +163,13 @@ func runAlgorithm(ctx context.Context, r *jit.Rank, a algorithm, minBytes, maxBy
 			if err := e0.Record(s); err != nil {
 				return err
 			}
+			h0 := time.Now()
 			for i := 0; i < iters; i++ {
 				if err := c.AllReduce(ctx, buf, collectives.Sum); err != nil {
 					return err
 				}
 			}
+			host = time.Since(h0) / time.Duration(iters)
 			if err := e1.Record(s); err != nil {
 				return err
 			}
@@ -207,7 +213,8 @@ func runAlgorithm(ctx context.Context, r *jit.Rank, a algorithm, minBytes, maxBy
 			impl = "kgen/auto:" + algo
 		}
 		if err := enc.Encode(result{Impl: impl, Op: "allreduce", DType: "float32", GPUs: r.World, Rank: r.Rank,
-			Bytes: bytes, TimeUS: float64(med.Nanoseconds()) / 1e3, AlgBW: float64(bytes) / med.Seconds() / 1e9}); err != nil {
+			Bytes: bytes, TimeUS: float64(med.Nanoseconds()) / 1e3, AlgBW: float64(bytes) / med.Seconds() / 1e9,
+			HostUS: float64(host.Nanoseconds()) / 1e3}); err != nil {
 			return err
 		}
 		if err := c.Barrier(ctx); err != nil {
