@@ -164,21 +164,39 @@ func assembleVariant(ptxas, dir string, i int, j *checkRow) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("ptxas: %v: %s", err, strings.TrimSpace(out.String()))
 	}
-	txt := out.String()
-	j.regs = atoiMatch(regsRE, txt, 1)
-	j.smem = atoiMatch(smemRE, txt, 1)
-	j.spillSt = atoiMatch(spillRE, txt, 1)
-	j.spillLd = atoiMatch(spillRE, txt, 2)
-	return nil
+	entry := ""
+	for _, fn := range m.Funcs {
+		if fn.Entry {
+			entry = fn.Name
+		}
+	}
+	return j.parseInfo(out.String(), entry)
 }
 
-func atoiMatch(re *regexp.Regexp, s string, g int) int {
-	m := re.FindStringSubmatch(s)
-	if m == nil {
-		return 0
+// parseInfo reads the entry's registers, shared memory and spills from ptxas -v's report
+// (the section that starts at "Compiling entry function 'entry'"); a report it cannot read
+// is an error, never a silent 0.
+func (j *checkRow) parseInfo(txt, entry string) error {
+	start := strings.Index(txt, "Compiling entry function '"+entry+"'")
+	if entry == "" || start < 0 {
+		return fmt.Errorf("ptxas -v reported no entry function %q: %s", entry, firstLine(strings.TrimSpace(txt)))
 	}
-	n, _ := strconv.Atoi(m[g])
-	return n
+	sec := txt[start+1:]
+	if end := strings.Index(sec, "Compiling entry function '"); end >= 0 {
+		sec = sec[:end]
+	}
+	regs, spills := regsRE.FindStringSubmatch(sec), spillRE.FindStringSubmatch(sec)
+	if regs == nil || spills == nil {
+		return fmt.Errorf("ptxas -v: no register or spill counts for %s in %q", entry, strings.TrimSpace(sec))
+	}
+	j.regs, _ = strconv.Atoi(regs[1])
+	j.spillSt, _ = strconv.Atoi(spills[1])
+	j.spillLd, _ = strconv.Atoi(spills[2])
+	j.smem = 0
+	if m := smemRE.FindStringSubmatch(sec); m != nil {
+		j.smem, _ = strconv.Atoi(m[1])
+	}
+	return nil
 }
 
 func firstLine(s string) string {

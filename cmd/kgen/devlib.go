@@ -38,6 +38,11 @@ func runDevlib(e *env, args []string) error {
 	if o.Target == "" && !o.List && !o.Signatures {
 		return usagef("--target is required (e.g. --target sm_90)")
 	}
+	if o.Target != "" {
+		if _, _, err := devlib.ParseTarget(o.Target); err != nil {
+			return usagef("--target: %v", err)
+		}
+	}
 	if *funcs != "" {
 		o.Funcs = []string{*funcs}
 	}

@@ -105,6 +105,9 @@ func TestCheck(t *testing.T) {
 }
 
 func TestDevlibUsage(t *testing.T) {
+	if code, _, errs := kgen("devlib", "--target", "sm_1"); code != 2 || !strings.Contains(errs, `unsupported target "sm_1"`) {
+		t.Errorf("devlib --target sm_1: exit %d, stderr %q; want 2 and the bad target named", code, errs)
+	}
 	if code, _, errs := kgen("devlib"); code != 2 || !strings.Contains(errs, "--target is required") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -141,5 +144,29 @@ func TestGen(t *testing.T) {
 	}
 	if code, _, _ := kgen("gen", "vector_add"); code != 2 {
 		t.Errorf("missing --pkg: exit %d", code)
+	}
+}
+
+func TestCheckParsesTheEntrysReport(t *testing.T) {
+	const report = `ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k' for 'sm_90'
+ptxas info    : Function properties for k
+    0 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 12 registers, used 0 barriers, 64 bytes smem
+ptxas info    : Function properties for f
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+`
+	var j checkRow
+	if err := j.parseInfo(report, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if j.regs != 12 || j.smem != 64 || j.spillSt != 8 || j.spillLd != 4 {
+		t.Errorf("parsed %+v; want 12 registers, 64 B smem, 8/4 B spills", j)
+	}
+	if err := j.parseInfo(report, "other"); err == nil || !strings.Contains(err.Error(), `"other"`) {
+		t.Errorf("a report without the entry: err = %v", err)
+	}
+	if err := j.parseInfo("ptxas info    : Compiling entry function 'k' for 'sm_90'\n", "k"); err == nil {
+		t.Error("a report without counts parsed")
 	}
 }
