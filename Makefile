@@ -23,7 +23,7 @@ test-go:
 
 test-layout:
 	@if [ -d "$(LAYOUT_VECTORS)" ]; then \
-	  LAYOUT_VECTORS="$(LAYOUT_VECTORS)" CGO_ENABLED=0 $(GO) test -count=1 ./layout -run TestConformance -v | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|conformance:'; \
+	  LAYOUT_VECTORS="$(LAYOUT_VECTORS)" CGO_ENABLED=0 $(GO) test -count=1 ./layout -run TestConformance -v | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|cases, '; \
 	  exit $${PIPESTATUS[0]}; \
 	elif [ "$$CI" = true ]; then echo "LAYOUT_VECTORS=$(LAYOUT_VECTORS) is missing" >&2; exit 1; \
 	else echo "skipping CuTe conformance vectors: $(LAYOUT_VECTORS) not found"; fi

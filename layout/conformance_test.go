@@ -12,12 +12,9 @@ import (
 
 // TestConformance checks every case of every *.json vector file in
 // $LAYOUT_VECTORS (default testdata/conformance). See
-// /work/shared/testdata/layout/README.md for the schema.
+// ../shared/testdata/layout/README.md for the schema.
 func TestConformance(t *testing.T) {
-	dir := os.Getenv("LAYOUT_VECTORS")
-	if dir == "" {
-		dir = filepath.Join("testdata", "conformance")
-	}
+	dir := vectorDir(os.Getenv("LAYOUT_VECTORS"))
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +48,7 @@ func TestConformance(t *testing.T) {
 			failures++
 			continue
 		}
+		before := failures
 		for i, c := range file.Cases {
 			total++
 			got, err := runCase(op, c.Args)
@@ -70,6 +68,7 @@ func TestConformance(t *testing.T) {
 				}
 			}
 		}
+		t.Logf("%s (%s): %d cases, %d failures", filepath.Base(f), file.Op, len(file.Cases), failures-before)
 	}
 	t.Logf("conformance: %d cases, %d failures", total, failures)
 }
@@ -324,4 +323,20 @@ var conformanceOps = map[string]func([]any) any{
 		c := ComposedLayout{Outer: outer, Offset: jInt(m["offset"]), Inner: jLayout(m["inner"])}
 		return must(c.Eval(jTuple(a[1])))
 	},
+}
+
+// vectorDir resolves $LAYOUT_VECTORS: empty means the package's own vectors; a relative
+// path is taken from the module root, where `go test ./layout` is typed (go test itself
+// runs in the package directory), unless it exists from the package directory.
+func vectorDir(env string) string {
+	switch {
+	case env == "":
+		return filepath.Join("testdata", "conformance")
+	case filepath.IsAbs(env):
+		return env
+	}
+	if _, err := os.Stat(env); err == nil {
+		return env
+	}
+	return filepath.Join("..", env)
 }
