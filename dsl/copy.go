@@ -7,7 +7,8 @@ import (
 // Copy copies src to dst, element i to element i in each tensor's colexicographic order.
 // Both have the same element type and size; either may be a register fragment. It uses the
 // widest access both layouts and the known alignments allow (up to 128 bits: vectors of
-// consecutive elements, 16-bit elements packed in pairs) and predicates the accesses on the
+// consecutive elements; eight 16-bit or eight to sixteen 8-bit elements move as .v2/.v4.b32
+// words, packed and unpacked in registers) and predicates the accesses on the
 // runtime extents of either tensor: whole vectors in bounds take the vector path, the others
 // fall back to element-wise accesses. Elements of a fragment whose source is out of bounds
 // keep their value.
@@ -87,10 +88,7 @@ func (t Tensor) hasRuntimeExtent() bool {
 func copyVector(src Tensor, sl []leaf, dst Tensor, dl []leaf) int {
 	eb := src.ptr.elem.Bits()
 	best := 1
-	for v := 2; v*eb <= 128 && v <= 8; v *= 2 {
-		if eb < 16 && v > 4 { // 8-bit elements: at most v4 of b8 without packing
-			break
-		}
+	for v := 2; v*eb <= 128; v *= 2 {
 		if vectorOK(src, sl, v) && vectorOK(dst, dl, v) {
 			best = v
 		}
@@ -153,8 +151,9 @@ func (k *Kernel) copyGroup(src Tensor, sl []leaf, dst Tensor, dl []leaf, e, n in
 	k.storeFrom(dst.ptrAt(dl, e), vals, opts)
 }
 
-// loadInto loads len(regs) consecutive elements at p into the given registers, packing
-// 16-bit elements in pairs when the group is wider than four.
+// loadInto loads len(regs) consecutive elements at p into the given registers. Groups wider
+// than four elements (16-bit elements by eight, 8-bit elements by eight or sixteen) are
+// loaded as b32 words and unpacked: ld/st vectors have at most four elements.
 func (k *Kernel) loadInto(p Ptr, regs []Value, opts []MemOption) {
 	n := len(regs)
 	o, ok := k.memOptions("Copy", p, opts, false)
@@ -173,18 +172,60 @@ func (k *Kernel) loadInto(p Ptr, regs []Value, opts []MemOption) {
 		k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, n), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{vec, p.addrOperand()}})
 		return
 	}
-	// 16-bit elements, 8 per 128 bits: load b32 words and unpack.
-	words := make(ptx.Vec, n/2)
+	per := 32 / memType(p.elem).Bits() // elements per b32 word
+	words := make(ptx.Vec, n/per)
 	for i := range words {
 		words[i] = k.reg(ptx.B32)
 	}
-	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, n/2), Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{words, p.addrOperand()}})
+	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, len(words)), Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{words, p.addrOperand()}})
 	for i, w := range words {
-		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{ptx.Vec{regs[2*i].op, regs[2*i+1].op}, w}})
+		if per == 2 {
+			k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{ptx.Vec{regs[2*i].op, regs[2*i+1].op}, w}})
+			continue
+		}
+		// Four bytes: split the word into 16-bit halves, then each half into its low and
+		// high byte, zero- or sign-extended as ld.u8/ld.s8 would.
+		lo, hi := k.reg(ptx.B16), k.reg(ptx.B16)
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{ptx.Vec{lo, hi}, w}})
+		for j, h := range []ptx.Reg{lo, hi} {
+			k.unpackBytes(h, regs[4*i+2*j], regs[4*i+2*j+1])
+		}
 	}
 }
 
-// storeFrom stores vals to consecutive elements at p.
+// unpackBytes sets b0 and b1 to the low and high byte of the 16-bit h.
+func (k *Kernel) unpackBytes(h ptx.Reg, b0, b1 Value) {
+	eight := ptx.IntImm(ptx.U32, 8)
+	if b0.t == I8 {
+		t := k.reg(ptx.B16)
+		k.op("shl", nil, ptx.B16, t, h, eight)
+		k.op("shr", nil, ptx.S16, b0.op, t, eight)
+		k.op("shr", nil, ptx.S16, b1.op, h, eight)
+		return
+	}
+	k.op("and", nil, ptx.B16, b0.op, h, ptx.Imm{Type: ptx.B16, Bits: 0xff})
+	k.op("shr", nil, ptx.U16, b1.op, h, eight)
+}
+
+// packBytes returns a 16-bit register holding the low bytes of b0 (low) and b1 (high).
+func (k *Kernel) packBytes(b0, b1 Value) ptx.Reg {
+	lo, hi, h := k.reg(ptx.B16), k.reg(ptx.B16), k.reg(ptx.B16)
+	k.op("and", nil, ptx.B16, lo, k.byteOperand(b0), ptx.Imm{Type: ptx.B16, Bits: 0xff})
+	k.op("shl", nil, ptx.B16, hi, k.byteOperand(b1), ptx.IntImm(ptx.U32, 8))
+	k.op("or", nil, ptx.B16, h, lo, hi)
+	return h
+}
+
+// byteOperand returns an 8-bit value as a b16 operand.
+func (k *Kernel) byteOperand(v Value) ptx.Operand {
+	if im, ok := v.op.(ptx.Imm); ok {
+		return ptx.Imm{Type: ptx.B16, Bits: im.Bits & 0xff}
+	}
+	return v.op
+}
+
+// storeFrom stores vals to consecutive elements at p, packing groups wider than four into
+// b32 words (see loadInto).
 func (k *Kernel) storeFrom(p Ptr, vals []Value, opts []MemOption) {
 	n := len(vals)
 	o, ok := k.memOptions("Copy", p, opts, true)
@@ -203,11 +244,18 @@ func (k *Kernel) storeFrom(p Ptr, vals []Value, opts []MemOption) {
 		k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, n), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{p.addrOperand(), vec}})
 		return
 	}
-	words := make(ptx.Vec, n/2)
+	per := 32 / memType(p.elem).Bits()
+	words := make(ptx.Vec, n/per)
 	for i := range words {
 		w := k.reg(ptx.B32)
-		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{w, ptx.Vec{k.operand(vals[2*i]), k.operand(vals[2*i+1])}}})
+		var halves ptx.Vec
+		if per == 2 {
+			halves = ptx.Vec{k.operand(vals[2*i]), k.operand(vals[2*i+1])}
+		} else {
+			halves = ptx.Vec{k.packBytes(vals[4*i], vals[4*i+1]), k.packBytes(vals[4*i+2], vals[4*i+3])}
+		}
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{w, halves}})
 		words[i] = w
 	}
-	k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, n/2), Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{p.addrOperand(), words}})
+	k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, len(words)), Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{p.addrOperand(), words}})
 }
