@@ -68,3 +68,60 @@ func (k *Kernel) GridStride(a Axis) Value { return k.BlockDim(a).Mul(k.GridDim(a
 func (k *Kernel) SyncThreads() {
 	k.emit(&ptx.Instr{Op: "bar.sync", Args: []ptx.Operand{ptx.IntImm(ptx.U32, 0)}})
 }
+
+// Thread-block clusters (sm_90+): a grid is made of clusters of blocks, and the blocks of a
+// cluster can share memory and synchronise. Launched without a cluster size, every block is a
+// cluster of one (IsExplicitCluster is false).
+
+// cluster reads a cluster special register, checking the target first: each needs sm_90.
+func (k *Kernel) cluster(what, name string, a Axis, axis bool) Value {
+	t := U32
+	if name == "is_explicit_cluster" {
+		t = Bool
+	}
+	if k.target.SM() < 90 {
+		k.errorf("%s: %%%s needs sm_90 or later (target is %s)", what, name, k.target)
+		return k.poison(t)
+	}
+	if axis {
+		return k.special(name, a)
+	}
+	return k.readSpecial("%" + name)
+}
+
+// ClusterIdx returns %clusterid along the axis: the cluster's index in the grid. It needs
+// sm_90 or later.
+func (k *Kernel) ClusterIdx(a Axis) Value { return k.cluster("ClusterIdx", "clusterid", a, true) }
+
+// ClusterGridDim returns %nclusterid along the axis: the number of clusters in the grid.
+// It needs sm_90 or later.
+func (k *Kernel) ClusterGridDim(a Axis) Value {
+	return k.cluster("ClusterGridDim", "nclusterid", a, true)
+}
+
+// BlockIdxInCluster returns %cluster_ctaid along the axis: the block's index in its cluster.
+// It needs sm_90 or later.
+func (k *Kernel) BlockIdxInCluster(a Axis) Value {
+	return k.cluster("BlockIdxInCluster", "cluster_ctaid", a, true)
+}
+
+// ClusterDim returns %cluster_nctaid along the axis: the number of blocks per cluster (CUDA's
+// clusterDim). It needs sm_90 or later.
+func (k *Kernel) ClusterDim(a Axis) Value { return k.cluster("ClusterDim", "cluster_nctaid", a, true) }
+
+// BlockRankInCluster returns %cluster_ctarank: the block's linear rank in its cluster
+// (0..ClusterSize()-1), the rank that addresses another block's shared memory. It needs sm_90
+// or later.
+func (k *Kernel) BlockRankInCluster() Value {
+	return k.cluster("BlockRankInCluster", "cluster_ctarank", X, false)
+}
+
+// ClusterSize returns %cluster_nctarank: the number of blocks in the cluster. It needs sm_90
+// or later.
+func (k *Kernel) ClusterSize() Value { return k.cluster("ClusterSize", "cluster_nctarank", X, false) }
+
+// IsExplicitCluster returns %is_explicit_cluster (a Bool): whether the kernel was launched
+// with an explicit cluster size. It needs sm_90 or later.
+func (k *Kernel) IsExplicitCluster() Value {
+	return k.cluster("IsExplicitCluster", "is_explicit_cluster", X, false)
+}
