@@ -21,6 +21,10 @@ func (k *Kernel) Copy(src, dst Tensor, opts ...MemOption) {
 		k.errorf("Copy: a tensor belongs to another kernel")
 		return
 	}
+	if src.ident || dst.ident {
+		k.errorf("Copy: an identity tensor has no memory; its elements are coordinates (use Coord or ElemLess)")
+		return
+	}
 	if src.ptr.elem != dst.ptr.elem {
 		k.errorf("Copy: element types differ: %s and %s", src.ptr.elem, dst.ptr.elem)
 		return

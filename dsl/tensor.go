@@ -27,6 +27,7 @@ type Tensor struct {
 	bounds []Value  // per original mode: the runtime extent, zero Value when unbounded
 	swz    *layout.Swizzle
 	regs   []Value // register fragments: the element registers, colexicographic
+	ident  bool    // an identity tensor (IdentityTensor): no memory, elements are coordinates
 }
 
 // leaf is one extent of a mode: shape elements at stride, and the coordinate stride it
@@ -844,6 +845,10 @@ func (t Tensor) At(coords ...any) Ptr {
 	}
 	if t.IsFragment() {
 		k.errorf("At: a register fragment has no address; use Get and Set")
+		return t.ptr
+	}
+	if t.ident {
+		k.errorf("At: an identity tensor has no memory; its elements are coordinates (use Coord or ElemLess)")
 		return t.ptr
 	}
 	u := t.clone()
