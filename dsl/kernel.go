@@ -147,6 +147,7 @@ func MarkLibrary() {
 	libDirs[filepath.Dir(file)] = true
 	libMu.Unlock()
 	posCache.Clear() // resolutions made before may have stopped in the library
+	walkInfos.Clear()
 }
 
 var (
@@ -214,63 +215,6 @@ var dslDir, moduleRoot = func() (string, string) {
 	d := filepath.Dir(file)
 	return d, filepath.Dir(d)
 }()
-
-// callerPos returns the position of the first caller outside package dsl and the marked
-// libraries (their tests excepted), with the path relative to the kgen module root when inside it.
-func callerPos() ptx.Pos {
-	// Unwinding costs per frame: look at the nearest frames first, the rest only if needed.
-	var pcs [40]uintptr
-	const near = 8
-	n := runtime.Callers(3, pcs[:near])
-	if pos, ok := firstOutside(pcs[:n]); ok || n < near {
-		return pos
-	}
-	n = runtime.Callers(3, pcs[:])
-	pos, _ := firstOutside(pcs[near:n])
-	return pos
-}
-
-// firstOutside returns the position of the first of pcs outside the DSL and its libraries.
-func firstOutside(pcs []uintptr) (ptx.Pos, bool) {
-	for _, pc := range pcs {
-		if r, ok := posCache.Load(pc); ok {
-			if r := r.(pcPos); r.found {
-				return r.pos, true
-			}
-			continue
-		}
-		r := resolvePC(pc)
-		posCache.Store(pc, r)
-		if r.found {
-			return r.pos, true
-		}
-	}
-	return ptx.Pos{}, false
-}
-
-// pcPos is what one return PC resolves to: the first frame (inlined frames included) that is
-// outside the DSL and its libraries, if any.
-type pcPos struct {
-	pos   ptx.Pos
-	found bool
-}
-
-// posCache maps return PCs to pcPos; resolving frames is the expensive part of callerPos.
-var posCache sync.Map
-
-func resolvePC(pc uintptr) pcPos {
-	frames := runtime.CallersFrames([]uintptr{pc})
-	for {
-		f, more := frames.Next()
-		dir := filepath.Dir(f.File)
-		if f.File != "" && (dir != dslDir && !isLibrary(dir) || strings.HasSuffix(f.File, "_test.go")) {
-			return pcPos{pos: ptx.Pos{File: relPath(f.File), Line: f.Line}, found: true}
-		}
-		if !more {
-			return pcPos{}
-		}
-	}
-}
 
 func relPath(file string) string {
 	if moduleRoot != "" && strings.HasPrefix(file, moduleRoot+"/") {
