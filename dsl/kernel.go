@@ -75,7 +75,7 @@ type Kernel struct {
 	divs   map[ptx.Reg]int64 // known divisors of runtime values (Assume)
 	// scopes holds the pure computations done so far, per nesting level of runtime control
 	// flow, for reuse (memo); mutable marks the registers of variables (Var).
-	scopes    []map[string]Value
+	scopes    []map[memoKey]Value
 	mutable   map[ptx.Reg]bool
 	externs   map[string]*Func
 	held      int // nesting depth of hold
@@ -86,7 +86,7 @@ type Kernel struct {
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		scopes: []map[string]Value{{}}, mutable: map[ptx.Reg]bool{}, externs: map[string]*Func{}}
+		scopes: []map[memoKey]Value{{}}, mutable: map[ptx.Reg]bool{}, externs: map[string]*Func{}}
 	for _, o := range opts {
 		o(k)
 	}
@@ -253,7 +253,7 @@ func moduleOf(dir string) string {
 // scoped runs f in a nested scope of runtime control flow: values computed inside are not
 // reused after it.
 func (k *Kernel) scoped(f func()) {
-	k.scopes = append(k.scopes, map[string]Value{})
+	k.scopes = append(k.scopes, map[memoKey]Value{})
 	defer func() { k.scopes = k.scopes[:len(k.scopes)-1] }()
 	f()
 }

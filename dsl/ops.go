@@ -110,17 +110,18 @@ func simplify(name string, v, w Value) (Value, bool) {
 // memo emits a pure computation once per scope: a second request for the same operation on
 // the same immutable operands returns the first result (common subexpressions).
 func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) Value {
-	key := name + "." + t.String()
-	pure := true
-	for _, a := range args {
+	key := memoKey{name: name, t: t, n: uint8(len(args))}
+	pure := len(args) <= len(key.ops)
+	for i, a := range args {
+		if !pure {
+			break
+		}
 		switch o := a.op.(type) {
 		case ptx.Reg:
-			if k.mutable[o] {
-				pure = false
-			}
-			key += " " + ptx.RegName(o)
+			pure = !k.mutable[o]
+			key.ops[i] = memoOp{vt: o.Type, bits: uint64(o.N)}
 		case ptx.Imm:
-			key += " " + a.t.String() + ":" + ptx.FormatImm(o)
+			key.ops[i] = memoOp{imm: true, vt: a.t, it: o.Type, bits: o.Bits}
 		default:
 			pure = false
 		}
@@ -139,6 +140,22 @@ func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) V
 		k.scopes[len(k.scopes)-1][key] = v
 	}
 	return v
+}
+
+// memoKey identifies a pure computation: the operation, its result type and its operands.
+type memoKey struct {
+	name string
+	t    Type
+	n    uint8
+	ops  [3]memoOp
+}
+
+// memoOp is one operand of a memoKey: a register (its type and number) or an immediate (the
+// value's type, the immediate's type and bits).
+type memoOp struct {
+	imm    bool
+	vt, it Type
+	bits   uint64
 }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
