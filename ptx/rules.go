@@ -283,7 +283,14 @@ func (r *rule) verifyArgs(in *Instr) string {
 	if r.shapes == nil && r.args == nil {
 		return ""
 	}
-	shapes := r.argShapes(in)
+	var shapes [][]arg
+	var single [1][]arg
+	if r.shapes != nil {
+		shapes = r.shapes(in)
+	} else {
+		single[0] = r.args(in) // no slice of slices to allocate for the common case
+		shapes = single[:]
+	}
 	first, firstAt := "", -1
 	var counts []int
 	for _, want := range shapes {
@@ -512,15 +519,7 @@ func dottedTypes(ts []Type) string {
 
 // same returns n operands of the instruction's type: the destination, then sources.
 func same(n int) func(in *Instr) []arg {
-	return func(in *Instr) []arg {
-		t := in.Type()
-		out := make([]arg, n)
-		out[0] = arg{kind: argDst, typ: t}
-		for i := 1; i < n; i++ {
-			out[i] = arg{kind: argSrc, typ: t}
-		}
-		return out
-	}
+	return func(in *Instr) []arg { return sameArgs(in.Type(), n) }
 }
 
 // specialTypes maps special registers to their types.

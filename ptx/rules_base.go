@@ -91,6 +91,23 @@ func ndArch(v Version, sms []int, why string) need {
 
 // sameArgs returns n operands of type t: the destination, then sources.
 func sameArgs(t Type, n int) []arg {
+	if t < numTypes && n < len(sameTable[t]) {
+		return sameTable[t][n]
+	}
+	return makeSame(t, n)
+}
+
+// sameTable holds sameArgs's operand lists (shared: callers must not modify them).
+var sameTable = func() (tab [numTypes][5][]arg) {
+	for t := range tab {
+		for n := 1; n < len(tab[t]); n++ {
+			tab[t][n] = makeSame(Type(t), n)
+		}
+	}
+	return tab
+}()
+
+func makeSame(t Type, n int) []arg {
 	out := make([]arg, n)
 	out[0] = arg{kind: argDst, typ: t}
 	for i := 1; i < n; i++ {
@@ -122,8 +139,9 @@ func isBF(t Type) bool   { return t == BF16 || t == BF16x2 }
 // wideArgs is same(n) where .wide doubles the destination's width.
 func wideArgs(n int) func(in *Instr) []arg {
 	return func(in *Instr) []arg {
-		a := same(n)(in)
+		a := sameArgs(in.Type(), n)
 		if in.HasQ("wide") {
+			a = slices.Clone(a) // sameArgs's lists are shared
 			a[0].typ = doubleWidth(in.Type())
 			if n == 4 {
 				a[3].typ = a[0].typ
