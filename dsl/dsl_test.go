@@ -37,7 +37,7 @@ func assemble(t *testing.T, m *ptx.Module) {
 // for each supported type and target and checks ptxas accepts it.
 func TestEveryOperationAssembles(t *testing.T) {
 	for _, target := range []ptx.Target{ptx.SM80, ptx.SM90} {
-		for _, dt := range []dsl.Type{dsl.I32, dsl.U32, dsl.I64, dsl.U64, dsl.I16, dsl.U16, dsl.F32, dsl.F64, dsl.F16, dsl.BF16} {
+		for _, dt := range []dsl.Type{dsl.I32, dsl.U32, dsl.I64, dsl.U64, dsl.I16, dsl.U16, dsl.I8, dsl.U8, dsl.F32, dsl.F64, dsl.F16, dsl.BF16} {
 			t.Run(string(target)+"/"+dt.String(), func(t *testing.T) {
 				k := dsl.New("ops", dsl.WithTarget(target))
 				p := k.PtrParam("p", dt)

@@ -36,7 +36,60 @@ func (v Value) binary(name string, x any, allowed func(Type) bool, emit func(k *
 	if r, ok := simplify(name, v, w); ok {
 		return r
 	}
-	return k.memo(name, v.t, []Value{v, w}, func(d ptx.Reg) { emit(k, v.t, d, k.operand(v), k.operand(w)) })
+	return k.memo(name, v.t, []Value{v, w}, func(d ptx.Reg) {
+		k.emit8(name, v.t, d, func(t Type, d ptx.Reg) { emit(k, t, d, k.operand(v), k.operand(w)) })
+	})
+}
+
+// arithType is the type arithmetic on t runs in: PTX has no 8-bit arithmetic, and 8-bit
+// integers live in 16-bit registers, zero-extended (U8) or sign-extended (I8) as ld.u8 and
+// ld.s8 leave them, so their operations use the 16-bit form.
+func arithType(t Type) Type {
+	switch t {
+	case U8:
+		return ptx.U16
+	case I8:
+		return ptx.S16
+	}
+	return t
+}
+
+// wraps8 reports whether operation name on 8-bit integers of type t can leave the 8-bit
+// range when computed in 16 bits (and so must wrap back): sums, differences, products and
+// left shifts can; so can negating -128, and dividing -128 by -1. Min, max, remainders,
+// right shifts, comparisons and the bitwise operations of sign- or zero-extended operands
+// stay extended (Not of a U8 is an xor with 0xff, see Not).
+func wraps8(name string, t Type) bool {
+	switch name {
+	case "Add", "Sub", "Mul", "Shl", "FMA":
+		return true
+	case "Neg", "Abs", "Div":
+		return t == I8
+	}
+	return false
+}
+
+// emit8 calls emit with t's arithmetic type and the destination d. For 8-bit integers whose
+// operation can overflow 8 bits, emit computes into a 16-bit temporary and d gets it wrapped
+// as Go's uint8 and int8 arithmetic wraps: the low byte, zero- or sign-extended.
+func (k *Kernel) emit8(name string, t Type, d ptx.Reg, emit func(t Type, d ptx.Reg)) {
+	at := arithType(t)
+	if at == t || !wraps8(name, t) {
+		emit(at, d)
+		return
+	}
+	r := k.reg(at)
+	emit(at, r)
+	k.wrap8(t, d, r)
+}
+
+// wrap8 sets d to the low byte of the 16-bit r, zero-extended for U8, sign-extended for I8.
+func (k *Kernel) wrap8(t Type, d, r ptx.Reg) {
+	if t == I8 {
+		k.emit(&ptx.Instr{Op: "cvt", Types: []ptx.Type{ptx.S16, ptx.S8}, Args: []ptx.Operand{d, r}})
+		return
+	}
+	k.op("and", nil, ptx.B16, d, r, ptx.Imm{Type: ptx.B16, Bits: 0xff})
 }
 
 // simplify applies the identities x+0, x-0, x*1, x*0 (integers), x&true, x|false, ...
@@ -296,7 +349,7 @@ func bitType(t Type) Type {
 	if t == Bool {
 		return Bool
 	}
-	return t.BitType()
+	return arithType(t).BitType()
 }
 
 // Shl returns v << n. n is a U32 Value or a Go number.
@@ -329,11 +382,13 @@ func (v Value) shift(name string, n any) Value {
 		return wrapInt(k, v.t, a>>c)
 	}
 	return k.memo(name, v.t, []Value{v, s}, func(d ptx.Reg) {
-		if name == "Shl" {
-			k.op("shl", nil, v.t.BitType(), d, k.operand(v), k.operand(s))
-		} else {
-			k.op("shr", nil, v.t, d, k.operand(v), k.operand(s))
-		}
+		k.emit8(name, v.t, d, func(t Type, d ptx.Reg) {
+			if name == "Shl" {
+				k.op("shl", nil, t.BitType(), d, k.operand(v), k.operand(s))
+			} else {
+				k.op("shr", nil, t, d, k.operand(v), k.operand(s))
+			}
+		})
 	})
 }
 
@@ -353,11 +408,19 @@ func (v Value) unary(name, op string, allowed func(Type) bool, fold func(Value) 
 	if v.IsConst() && fold != nil {
 		return fold(v)
 	}
-	t := v.t
-	if op == "not" {
-		t = bitType(t)
-	}
-	return k.memo(name, v.t, []Value{v}, func(d ptx.Reg) { k.op(op, nil, t, d, k.operand(v)) })
+	return k.memo(name, v.t, []Value{v}, func(d ptx.Reg) {
+		if op == "not" && v.t == U8 {
+			// not.b16 would set the high byte of the zero-extended register.
+			k.op("xor", nil, ptx.B16, d, k.operand(v), ptx.Imm{Type: ptx.B16, Bits: 0xff})
+			return
+		}
+		k.emit8(name, v.t, d, func(t Type, d ptx.Reg) {
+			if op == "not" {
+				t = bitType(t)
+			}
+			k.op(op, nil, t, d, k.operand(v))
+		})
+	})
 }
 
 // Neg returns -v for signed integers and floats.
@@ -459,7 +522,7 @@ func (v Value) compare(name, cmp string, x any) Value {
 		cmp = "neu" // NaN != x is true, as in Go
 	}
 	return k.memo("setp."+cmp+"."+t.String(), Bool, []Value{v, w}, func(d ptx.Reg) {
-		k.emit(&ptx.Instr{Op: "setp", Q: []string{cmp}, Types: []ptx.Type{t}, Args: []ptx.Operand{d, k.operand(v), k.operand(w)}})
+		k.emit(&ptx.Instr{Op: "setp", Q: []string{cmp}, Types: []ptx.Type{arithType(t)}, Args: []ptx.Operand{d, k.operand(v), k.operand(w)}})
 	})
 }
 
@@ -502,7 +565,7 @@ func (k *Kernel) Select(cond Value, a, b any) Value {
 		k.op("or", nil, Bool, d, t1, t2)
 		return Value{k: k, t: Bool, op: d}
 	}
-	st := t
+	st := arithType(t)
 	if t == F16 || t == BF16 {
 		st = ptx.B16
 	}
@@ -525,7 +588,9 @@ func (k *Kernel) FMA(a, b, c Value) Value {
 	}
 	d := k.reg(a.t)
 	if isInt(a.t) {
-		k.op("mad", []string{"lo"}, a.t, d, k.operand(a), k.operand(b), k.operand(c))
+		k.emit8("FMA", a.t, d, func(t Type, d ptx.Reg) {
+			k.op("mad", []string{"lo"}, t, d, k.operand(a), k.operand(b), k.operand(c))
+		})
 	} else {
 		k.op("fma", []string{"rn"}, a.t, d, k.operand(a), k.operand(b), k.operand(c))
 	}
@@ -580,6 +645,17 @@ func (v Value) To(t Type) Value {
 		rnd = []string{"rn"}
 	}
 	return k.memo("To", t, []Value{v}, func(d ptx.Reg) {
+		if t == I8 {
+			// An I8 register holds the byte sign-extended: convert to 8 bits, then extend
+			// explicitly (an I16's register already holds its low byte).
+			r, _ := v.op.(ptx.Reg) // constants folded above
+			if r.Type != ptx.S16 {
+				r = k.reg(I8)
+				k.emit(&ptx.Instr{Op: "cvt", Q: rnd, Types: []ptx.Type{t, v.t}, Args: []ptx.Operand{r, k.operand(v)}})
+			}
+			k.wrap8(I8, d, r)
+			return
+		}
 		k.emit(&ptx.Instr{Op: "cvt", Q: rnd, Types: []ptx.Type{t, v.t}, Args: []ptx.Operand{d, k.operand(v)}})
 	})
 }
