@@ -63,7 +63,9 @@ func (s *IfStmt) Else(els func()) {
 	k.place(join)
 }
 
-// Var returns a new mutable variable of type t holding init; change it with Set.
+// Var returns a new mutable variable of type t holding init (a Value of type t or a Go
+// number made a constant as Const does: fp8 types take Go floats rounded to nearest even,
+// and 0 is the all-zero bit pattern); change it with Set.
 func (k *Kernel) Var(t Type, init any) Value {
 	v, ok := k.val(init, t, "Var")
 	if !ok {

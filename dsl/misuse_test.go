@@ -2,6 +2,7 @@ package dsl_test
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -52,6 +53,16 @@ func TestMisuse(t *testing.T) {
 		{"constant overflow", "overflows", func(k *dsl.Kernel) int {
 			a := k.Param("a", dsl.U16)
 			return at(func() { a.Add(70000) })
+		}},
+		{"fp8 constant overflow", "overflows e4m3 (largest finite 448", func(k *dsl.Kernel) int {
+			return at(func() { k.Var(dsl.E4M3, 500.0) })
+		}},
+		{"fp8 e4m3 infinity", "overflows e4m3", func(k *dsl.Kernel) int {
+			return at(func() { k.Const(dsl.E4M3, math.Inf(1)) })
+		}},
+		{"fp8 arithmetic", "Add is not defined for e5m2", func(k *dsl.Kernel) int {
+			v := k.Var(dsl.E5M2, 1.0)
+			return at(func() { v.Add(v) })
 		}},
 		{"negative unsigned constant", "negative constant", func(k *dsl.Kernel) int {
 			a := k.Param("a", dsl.U32)

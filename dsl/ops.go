@@ -566,7 +566,7 @@ func (k *Kernel) Select(cond Value, a, b any) Value {
 		return Value{k: k, t: Bool, op: d}
 	}
 	st := arithType(t)
-	if t == F16 || t == BF16 {
+	if t == F16 || t == BF16 || t == E4M3 || t == E5M2 {
 		st = ptx.B16
 	}
 	k.emit(&ptx.Instr{Op: "selp", Types: []ptx.Type{st}, Args: []ptx.Operand{d, k.operand(x), k.operand(y), cond.op}})

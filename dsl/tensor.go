@@ -881,7 +881,8 @@ func (t Tensor) Load(coords ...any) Value { return t.k.Load(t.At(coords...)) }
 func (t Tensor) Store(v any, coords ...any) { t.k.Store(t.At(coords...), v) }
 
 // Fragment allocates a register tensor of elem values with the shape of like (CuTe's
-// make_fragment_like), zero-initialised.
+// make_fragment_like), zero-initialised (for every element type, fp8 included: the bit
+// pattern 0).
 func (k *Kernel) Fragment(elem Type, like Tensor) Tensor {
 	defer k.hold()()
 	if like.k != k {

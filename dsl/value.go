@@ -40,7 +40,9 @@ func (v Value) String() string {
 }
 
 // Const returns a constant of type t. Integers must be representable in t; a float constant
-// of an integer type, or a value out of range, is an error.
+// of an integer type, or a value out of range, is an error. Float constants round to nearest
+// even in t; for fp8 (E4M3, E5M2) a value that rounds above the largest finite one (448,
+// 57344) is an error, as is an infinity of E4M3 (it has none); NaN is allowed.
 func (k *Kernel) Const(t Type, x any) Value {
 	v, err := constOf(k, t, x)
 	if err != nil {
@@ -150,11 +152,33 @@ func floatConst(k *Kernel, t Type, f float64) (Value, error) {
 		f = float64(fp.F16ToF32(fp.F32ToF16(float32(f))))
 	case BF16:
 		f = float64(fp.BF16ToF32(fp.F32ToBF16(float32(f))))
+	case E4M3:
+		b, ok := fp.F64ToE4M3(f)
+		if !ok {
+			return Value{}, fmt.Errorf("constant %v overflows %s (largest finite 448, no infinities)", f, t)
+		}
+		f = fp.E4M3ToF64(b)
+	case E5M2:
+		b, ok := fp.F64ToE5M2(f)
+		if !ok {
+			return Value{}, fmt.Errorf("constant %v overflows %s (largest finite 57344)", f, t)
+		}
+		f = fp.E5M2ToF64(b)
 	case F64:
 	default:
 		return Value{}, fmt.Errorf("no constants of type %s", t)
 	}
 	return Value{k: k, t: t, op: ptx.Imm{Type: ptx.F64, Bits: math.Float64bits(f)}}, nil
+}
+
+// fp8Bits encodes an fp8 constant's value (already exact in t).
+func fp8Bits(t Type, f float64) uint8 {
+	if t == E5M2 {
+		b, _ := fp.F64ToE5M2(f)
+		return b
+	}
+	b, _ := fp.F64ToE4M3(f)
+	return b
 }
 
 func constFloat(v Value) float64 { return math.Float64frombits(v.op.(ptx.Imm).Bits) }
@@ -169,7 +193,8 @@ func constInt(v Value) int64 {
 }
 
 // operand returns the PTX operand for v used as an instruction source. F16/BF16 constants
-// have no PTX literal form, so they are materialised with mov.b16.
+// have no PTX literal form, so they are materialised with mov.b16; fp8 constants, which only
+// move (mov, selp, st), are their bits as a b16 immediate.
 func (k *Kernel) operand(v Value) ptx.Operand {
 	im, ok := v.op.(ptx.Imm)
 	if !ok {
@@ -189,6 +214,8 @@ func (k *Kernel) operand(v Value) ptx.Operand {
 		r := k.reg(v.t)
 		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B16}, Args: []ptx.Operand{r, ptx.Imm{Type: ptx.B16, Bits: bits}}})
 		return r
+	case E4M3, E5M2:
+		return ptx.Imm{Type: ptx.B16, Bits: uint64(fp8Bits(v.t, math.Float64frombits(im.Bits)))}
 	}
 	return im
 }

@@ -1,5 +1,6 @@
-// Package fp converts between float32 and the narrow floating-point formats GPUs use
-// (IEEE half, bfloat16), with round-to-nearest-even, bit-exact with the hardware.
+// Package fp converts between float32 (float64 for fp8) and the narrow floating-point
+// formats GPUs use (IEEE half, bfloat16, OCP FP8 E4M3 and E5M2), with round-to-nearest-even,
+// bit-exact with the hardware.
 package fp
 
 import "math"
