@@ -17,15 +17,19 @@ const (
 	KindBadAddress  Kind = "invalid address"
 	KindMulticast   Kind = "multicast misuse"
 	KindRace        Kind = "shared-memory race"
-	KindBarrier     Kind = "barrier divergence"
-	KindWarpSync    Kind = "warp-sync misuse"
-	KindDeadlock    Kind = "deadlock"
-	KindNoProgress  Kind = "no progress"
-	KindUnsupported Kind = "unsupported"
-	KindExtern      Kind = "extern call failed"
-	KindTrap        Kind = "trap"
-	KindLaunch      Kind = "launch error"
-	KindInternal    Kind = "internal error"
+	// KindMissingFence (weak mode): a thread reads a location before a buffered store of
+	// another thread reaches it, after seeing a later store of that thread (or of its block,
+	// after a barrier): the writer published without a fence or release.
+	KindMissingFence Kind = "missing fence"
+	KindBarrier      Kind = "barrier divergence"
+	KindWarpSync     Kind = "warp-sync misuse"
+	KindDeadlock     Kind = "deadlock"
+	KindNoProgress   Kind = "no progress"
+	KindUnsupported  Kind = "unsupported"
+	KindExtern       Kind = "extern call failed"
+	KindTrap         Kind = "trap"
+	KindLaunch       Kind = "launch error"
+	KindInternal     Kind = "internal error"
 )
 
 // Error is a fault in a running kernel: what went wrong, and where: the kernel, GPU, block,
@@ -42,6 +46,19 @@ type Error struct {
 	// Warps describes every live warp for deadlock and no-progress errors: where it is and
 	// what it waits on.
 	Warps []string
+	// Related names the other accesses of a missing-fence report: the buffered store that
+	// was not visible yet, the writer's later store that was, and the read that saw it.
+	Related []Access
+}
+
+// Access is one access of another thread that a report involves.
+type Access struct {
+	Role   string
+	GPU    int
+	Block  [3]int
+	Thread [3]int
+	Instr  string
+	Pos    ptx.Pos
 }
 
 func (e *Error) Error() string {

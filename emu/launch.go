@@ -329,6 +329,7 @@ func getN(b []byte, n int) uint64 {
 func (l *launch) run() error {
 	l.sanitize = !l.opt.NoSanitizer
 	l.weak = l.opt.Weak
+	l.fences = l.weak && l.sanitize
 	l.budget = l.opt.StepBudget
 	if l.budget <= 0 {
 		l.budget = 1 << 26

@@ -188,11 +188,19 @@ func execLd(w *warp, in *dinst, m uint32) {
 				return
 			}
 		case whGlobal:
-			if l.weak && l.npend > 0 {
-				s := w.scratch[:tot]
-				copy(s, b)
-				l.forward(w, ln, off, s)
-				b = s
+			if l.weak {
+				if l.npend > 0 {
+					if in.sem == semWeak && len(w.b.obs) > 0 && l.staleRead(w, in, ln, off, tot) {
+						return
+					}
+					s := w.scratch[:tot]
+					copy(s, b)
+					l.forward(w, ln, off, s)
+					b = s
+				}
+				if l.fences && l.recorded(off) {
+					l.observe(w, in, ln, off, tot)
+				}
 			}
 			if in.sem != semWeak {
 				w.spin = true
@@ -245,11 +253,16 @@ func execSt(w *warp, in *dinst, m uint32) {
 				return
 			}
 		case whGlobal:
-			if l.weak && w.peerVisible(off) && (in.sem == semWeak || in.sem == semRelaxed || in.sem == semVolatile) {
-				buf := w.scratch[:tot]
-				w.storeValue(in, ln, buf)
-				l.buffer(w, ln, off, buf)
-				continue
+			if l.weak {
+				if w.peerVisible(off) && (in.sem == semWeak || in.sem == semRelaxed || in.sem == semVolatile) {
+					buf := w.scratch[:tot]
+					w.storeValue(in, ln, buf)
+					l.buffer(w, ln, in.pc, off, buf)
+					continue
+				}
+				if l.recorded(off) {
+					l.overwrite(off, tot, false)
+				}
 			}
 		case whParam:
 			w.fault(in, ln, KindBadAddress, "store to the kernel's parameters (read-only)")
@@ -400,6 +413,10 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			return
 		}
 		w.spin = true
+		weakGlobal := l.fences && wh == whGlobal
+		if weakGlobal && !isRed && l.recorded(off) {
+			l.observe(w, in, ln, off, tot)
+		}
 		if es == 16 { // b128 cas / exch
 			oldLo, oldHi := getN(b, 8), getN(b[8:], 8)
 			vLo, vHi := w.r[in.av[0]+int32(ln)], w.r[in.av[0]+32+int32(ln)]
@@ -415,6 +432,9 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			if in.d >= 0 {
 				w.r[in.d+int32(ln)], w.r[in.d+32+int32(ln)] = oldLo, oldHi
 			}
+			if weakGlobal {
+				l.recordAtomic(w, in, ln, off, tot)
+			}
 			l.progressed()
 			continue
 		}
@@ -423,7 +443,7 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			for i := 0; i < nv; i++ {
 				putN(buf[i*es:], es, w.r[in.av[i]+int32(ln)])
 			}
-			l.bufferRed(w, ln, off, buf, in.op, in.t)
+			l.bufferRed(w, ln, in.pc, off, buf, in.op, in.t)
 			continue
 		}
 		changed := false
@@ -447,6 +467,9 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			}
 		}
 		if changed {
+			if weakGlobal {
+				l.recordAtomic(w, in, ln, off, tot)
+			}
 			l.progressed()
 		}
 	}
@@ -497,12 +520,19 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 			if l.weak && (in.sem == semWeak || in.sem == semRelaxed) {
 				for g := range sp {
 					if red {
-						l.bufferRed(w, ln, globalAddr(g, off), buf, in.op, in.t)
+						l.bufferRed(w, ln, in.pc, globalAddr(g, off), buf, in.op, in.t)
 					} else {
-						l.buffer(w, ln, globalAddr(g, off), buf)
+						l.buffer(w, ln, in.pc, globalAddr(g, off), buf)
 					}
 				}
 				continue
+			}
+			if l.weak && !red && len(l.recs) > 0 {
+				for g := range sp {
+					if a := globalAddr(g, off); l.recorded(a) {
+						l.overwrite(a, tot, false)
+					}
+				}
 			}
 			for _, b := range sp {
 				if red {

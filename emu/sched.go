@@ -47,6 +47,9 @@ type block struct {
 	params    []byte
 	ext       map[string]any
 	wide      []*pendingStore
+	nwide     int               // entries of wide not yet visible
+	obs       map[obsKey]obsVal // weak mode: out-of-order stores its threads have seen
+	obsGen    uint32
 }
 
 type warp struct {
@@ -73,6 +76,8 @@ type warp struct {
 	ext     [32]*ExternCall
 	scratch [64]byte
 	pend    [32][]*pendingStore
+	pn      [32]int32 // entries of pend not yet visible
+	pfirst  [32]int32 // entries of pend before this one are visible
 	cc      [32]uint8 // the carry flag of add.cc and friends
 }
 
@@ -98,6 +103,14 @@ type launch struct {
 	pendQ       pendHeap
 	pendIdx     map[uint64][]*pendingStore
 	npend       int
+	seq         uint64              // weak mode: counts buffered stores (and recorded atomics)
+	recs        []wrec              // weak mode: stores made visible out of order (fence.go)
+	rpages      map[uint64]*recPage // ... listed by granule, per 4 KiB page
+	rlast       *recPage            // the page last looked up
+	rlastKey    uint64
+	rfilter     []uint64 // a filter of the pages that may hold records
+	gen         uint32   // weak mode: counts the times no store was left buffered
+	fences      bool     // weak mode with the sanitizer: the missing-fence detector
 	nthreads    int
 	nwarps      int
 	lsize       int
@@ -522,7 +535,7 @@ func (w *warp) releaseBarrier(id int) {
 	b.epoch++
 	l.progressed()
 	if l.weak {
-		l.publishBlock(b)
+		l.publishBlock(b, bar.full)
 	}
 }
 

@@ -14,6 +14,11 @@ type pendingStore struct {
 	blk       *block
 	blockWide bool // a barrier of the block ordered it before later releases of any thread there
 	done      bool
+	seq       uint64 // the launch's store counter at the first store this entry holds
+	last      uint64 // ... and at the last one (a later store to the same bytes merges in)
+	pub       uint64 // blockWide: the counter when a full barrier ordered it (noPub: none)
+	pc        int32  // the first store's instruction
+	lpc       int32  // the last store's instruction
 	addr      uint64
 	n         int
 	data      [32]byte
@@ -49,23 +54,31 @@ func (l *launch) delay() int64 {
 	return l.steps + 1 + int64(l.rng.Intn(d))
 }
 
-// buffer queues a store; the caller has checked it is in bounds. A later store of the same
-// thread to the same bytes replaces the queued value (so one thread's stores to one location
-// stay in order).
-func (l *launch) buffer(w *warp, lane int, addr uint64, data []byte) {
+// noPub marks a buffered store that no full barrier has ordered before later stores.
+const noPub = ^uint64(0)
+
+// buffer queues a store by instruction pc; the caller has checked it is in bounds. A later
+// store of the same thread to the same bytes replaces the queued value (so one thread's
+// stores to one location stay in order).
+func (l *launch) buffer(w *warp, lane int, pc int32, addr uint64, data []byte) {
+	l.seq++
 	for _, e := range l.pendIdx[addr/granule] {
 		if !e.done && !e.red && e.w == w && e.lane == lane && e.addr == addr && e.n == len(data) {
 			copy(e.data[:], data)
+			e.last, e.lpc = l.seq, pc
 			return
 		}
 	}
-	e := &pendingStore{w: w, lane: lane, blk: w.b, addr: addr, n: len(data), due: l.delay()}
+	e := &pendingStore{w: w, lane: lane, blk: w.b, addr: addr, n: len(data), due: l.delay(),
+		seq: l.seq, last: l.seq, pub: noPub, pc: pc, lpc: pc}
 	copy(e.data[:], data)
 	l.addPending(e)
 }
 
-func (l *launch) bufferRed(w *warp, lane int, addr uint64, data []byte, op uint8, t ptx.Type) {
-	e := &pendingStore{w: w, lane: lane, blk: w.b, addr: addr, n: len(data), red: true, redOp: op, redType: t, due: l.delay()}
+func (l *launch) bufferRed(w *warp, lane int, pc int32, addr uint64, data []byte, op uint8, t ptx.Type) {
+	l.seq++
+	e := &pendingStore{w: w, lane: lane, blk: w.b, addr: addr, n: len(data), red: true, redOp: op, redType: t, due: l.delay(),
+		seq: l.seq, last: l.seq, pub: noPub, pc: pc, lpc: pc}
 	copy(e.data[:], data)
 	l.addPending(e)
 }
@@ -78,16 +91,25 @@ func (l *launch) addPending(e *pendingStore) {
 		l.pendIdx[g] = append(l.pendIdx[g], e)
 	}
 	e.w.pend[e.lane] = append(e.w.pend[e.lane], e)
+	e.w.pn[e.lane]++
 	heap.Push(&l.pendQ, e)
 	l.npend++
 }
 
-func (l *launch) apply(e *pendingStore) {
+// apply makes a buffered store visible. random says it happens at its random time rather
+// than at a release, fence or the end of the kernel: other stores of its thread may still
+// be buffered, so readers that see it are remembered (missing-fence detector).
+func (l *launch) apply(e *pendingStore, random bool) {
 	if e.done {
 		return
 	}
 	e.done = true
 	l.npend--
+	if e.blockWide {
+		e.blk.nwide--
+	} else {
+		e.w.pn[e.lane]--
+	}
 	for g := e.addr / granule; g <= (e.addr+uint64(e.n)-1)/granule; g++ {
 		list := l.pendIdx[g]
 		for i, x := range list {
@@ -107,6 +129,9 @@ func (l *launch) apply(e *pendingStore) {
 	}
 	b, f := l.sys.globalSpan(e.addr, e.n)
 	if f != nil {
+		if l.npend == 0 {
+			l.quiet()
+		}
 		return // checked when buffered; the allocation was freed since
 	}
 	if e.red {
@@ -115,6 +140,14 @@ func (l *launch) apply(e *pendingStore) {
 		copy(b, e.data[:e.n])
 	}
 	l.progressed()
+	switch {
+	case l.npend == 0:
+		l.quiet()
+	case random && l.fences && (e.blk.nwide > 0 || e.w.olderPending(e.lane, e.last)):
+		l.record(wrec{addr: e.addr, n: int32(e.n), blk: e.blk, w: e.w, lane: int32(e.lane), seq: e.last, pc: e.lpc, rmw: e.red})
+	case l.recorded(e.addr):
+		l.overwrite(e.addr, e.n, e.red)
+	}
 }
 
 // flushThread makes visible the stores of thread (w, lane), and those a barrier of its block
@@ -125,30 +158,56 @@ func (l *launch) flushThread(w *warp, lane int) {
 	}
 	b := w.b
 	for _, e := range b.wide {
-		l.apply(e)
+		l.apply(e, false)
 	}
 	b.wide = b.wide[:0]
 	for _, e := range w.pend[lane] {
-		l.apply(e)
+		l.apply(e, false)
 	}
 	w.pend[lane] = w.pend[lane][:0]
+	w.pfirst[lane] = 0
+}
+
+// olderPending reports whether thread (w, lane) has a buffered store, not yet visible and
+// not made block-wide by a barrier, older than store counter seq (pend is in counter order).
+func (w *warp) olderPending(lane int, seq uint64) bool {
+	if w.pn[lane] == 0 {
+		return false
+	}
+	p, i := w.pend[lane], int(w.pfirst[lane])
+	for i < len(p) && p[i].done {
+		i++
+	}
+	w.pfirst[lane] = int32(i)
+	return i < len(p) && p[i].seq < seq
 }
 
 // publishBlock: a barrier completed in b, so its threads' buffered stores are ordered before
-// any later release by any thread of b (cumulativity through bar.sync).
-func (l *launch) publishBlock(b *block) {
+// any later release by any thread of b (cumulativity through bar.sync). full says every
+// thread of the block waited at it: then every store of the block from now on follows them.
+func (l *launch) publishBlock(b *block, full bool) {
+	if full && len(b.obs) > 0 {
+		b.mergeObs(l)
+	}
 	if l.npend == 0 {
 		return
+	}
+	pub := noPub
+	if full {
+		pub = l.seq
 	}
 	for _, w := range b.warps {
 		for ln := range w.pend {
 			for _, e := range w.pend[ln] {
 				if !e.done {
 					e.blockWide = true
+					e.pub = pub
 					b.wide = append(b.wide, e)
+					b.nwide++
 				}
 			}
 			w.pend[ln] = w.pend[ln][:0]
+			w.pn[ln], w.pfirst[ln] = 0, 0
 		}
 	}
 }
@@ -156,13 +215,13 @@ func (l *launch) publishBlock(b *block) {
 // flushDue makes visible the buffered stores whose random delay has passed.
 func (l *launch) flushDue() {
 	for len(l.pendQ) > 0 && l.pendQ[0].due <= l.steps {
-		l.apply(l.pendQ[0])
+		l.apply(l.pendQ[0], true)
 	}
 }
 
 func (l *launch) flushAll() {
 	for len(l.pendQ) > 0 {
-		l.apply(l.pendQ[0])
+		l.apply(l.pendQ[0], false)
 	}
 }
 

@@ -1,7 +1,10 @@
 package ref
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,20 +72,11 @@ func TestCollectivesOnTheEmulator(t *testing.T) {
 // TestWeakModeCatchesMissingRelease is a test of the tests: a reduce-scatter whose
 // barriers signal with a relaxed store instead of a release must fail in the weak-memory
 // mode (its peer stores can land after the signal, and the local reduction then reads stale
-// scratch), while the correct kernel passes the same runs.
+// scratch) with a missing-fence report naming the stale read, the push, the relaxed signal
+// and the wait that saw it, while the correct kernel passes the same runs.
 func TestWeakModeCatchesMissingRelease(t *testing.T) {
 	const entry = "p2p_reducescatter_sum_f32"
-	build := func(f func(*dsl.Kernel, dsl.Type, dsl.ReduceOp)) *ptx.Module {
-		k := dsl.New(entry, dsl.WithTarget(ptx.SM90))
-		f(k, dsl.F32, dsl.Sum)
-		m, err := k.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	good, bad := build(kernels.P2PReduceScatter), build(kernels.P2PReduceScatterUnordered)
-	failures := 0
+	good, bad := buildEntry(t, entry, kernels.P2PReduceScatter), buildEntry(t, entry, kernels.P2PReduceScatterUnordered)
 	for seed := int64(1); seed <= 4; seed++ {
 		for _, m := range []*ptx.Module{good, bad} {
 			sys, err := emu.New(4)
@@ -90,37 +84,25 @@ func TestWeakModeCatchesMissingRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := &run{p: Problem{DType: dsl.F32, Ranks: 4, Seed: seed, Weak: true}, sys: sys, rng: newRng(seed)}
-			err = newColl(r).reduceScatter(301, dsl.Sum, m, entry)
+			c := newColl(r)
+			err = c.reduceScatter(301, dsl.Sum, m, entry)
 			if m == good && err != nil {
 				t.Fatalf("seed %d: the correct reduce-scatter failed: %v", seed, err)
 			}
-			if m == bad && err != nil {
-				failures++
-				t.Logf("seed %d: the release-less reduce-scatter failed, as it should: %.200s", seed, err)
+			if m == bad {
+				wantMissingFence(t, err, entry, 4, c.blocks(301), []string{"k.Store(", "k.Copy("}, "k.Store(remote, target, dsl.Relaxed(dsl.System))", "k.WaitUntil(")
 			}
 		}
-	}
-	if failures == 0 {
-		t.Error("the reduce-scatter without release passed every weak-mode run: the weak mode does not catch a missing release")
 	}
 }
 
 // TestWeakModeCatchesMissingMultimemRelease is the same test of the tests for multimem: a
 // push all-reduce whose barriers use a relaxed multimem.red (and no fence.proxy.alias) must
-// fail in the weak-memory mode, while the correct kernel passes the same runs.
+// fail in the weak-memory mode with a missing-fence report, while the correct kernel passes
+// the same runs.
 func TestWeakModeCatchesMissingMultimemRelease(t *testing.T) {
 	const entry = "mm_allreduce_push_sum_f32"
-	build := func(f func(*dsl.Kernel, dsl.Type, dsl.ReduceOp)) *ptx.Module {
-		k := dsl.New(entry, dsl.WithTarget(ptx.SM90))
-		f(k, dsl.F32, dsl.Sum)
-		m, err := k.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	good, bad := build(kernels.MMAllReducePush), build(kernels.MMAllReducePushUnordered)
-	failures := 0
+	good, bad := buildEntry(t, entry, kernels.MMAllReducePush), buildEntry(t, entry, kernels.MMAllReducePushUnordered)
 	for seed := int64(1); seed <= 4; seed++ {
 		for _, m := range []*ptx.Module{good, bad} {
 			sys, err := emu.New(4)
@@ -128,17 +110,85 @@ func TestWeakModeCatchesMissingMultimemRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := &run{p: Problem{DType: dsl.F32, Ranks: 4, Seed: seed, Weak: true}, sys: sys, rng: newRng(seed)}
-			err = newColl(r).mmPush(301, dsl.Sum, m, entry)
+			c := newColl(r)
+			err = c.mmPush(301, dsl.Sum, m, entry)
 			if m == good && err != nil {
 				t.Fatalf("seed %d: the correct push all-reduce failed: %v", seed, err)
 			}
-			if m == bad && err != nil {
-				failures++
-				t.Logf("seed %d: the release-less push all-reduce failed, as it should: %.200s", seed, err)
+			if m == bad {
+				wantMissingFence(t, err, entry, 4, c.blocks(301), []string{"k.MultimemStore("}, "k.MultimemReduce(fmc.At(b), dsl.Sum", "k.WaitUntil(")
 			}
 		}
 	}
-	if failures == 0 {
-		t.Error("the push all-reduce without release passed every weak-mode run: the weak mode does not catch a missing multimem release")
+}
+
+func buildEntry(t *testing.T, entry string, f func(*dsl.Kernel, dsl.Type, dsl.ReduceOp)) *ptx.Module {
+	t.Helper()
+	k := dsl.New(entry, dsl.WithTarget(ptx.SM90))
+	f(k, dsl.F32, dsl.Sum)
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// srcLine returns the trimmed Go source line at pos (a module-relative file).
+func srcLine(t *testing.T, pos ptx.Pos) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(pos.File)))
+	if err != nil {
+		t.Fatalf("position %s:%d: %v", pos.File, pos.Line, err)
+	}
+	lines := strings.Split(string(b), "\n")
+	if pos.Line < 1 || pos.Line > len(lines) {
+		t.Fatalf("position %s:%d: the file has %d lines", pos.File, pos.Line, len(lines))
+	}
+	return strings.TrimSpace(lines[pos.Line-1])
+}
+
+// wantMissingFence checks the missing-fence report of a broken collective on gpus GPUs of
+// blocks blocks: the kernel, GPU, block and thread of the stale read, a plain load at a Go
+// line of the kernel library that loads, and the other three accesses at the Go lines that
+// made them: the buffered store (a line holding one of stores), the writer's later store
+// (holding flag) and the read that saw it (holding wait), each named in the message too.
+func wantMissingFence(t *testing.T, err error, entry string, gpus, blocks int, stores []string, flag, wait string) {
+	t.Helper()
+	var e *emu.Error
+	if !errors.As(err, &e) || e.Kind != emu.KindMissingFence {
+		t.Fatalf("want a missing-fence report, got %v", err)
+	}
+	t.Log(err)
+	if e.Kernel != entry || e.GPU < 0 || e.GPU >= gpus || e.Block[0] >= blocks || e.Block[1] != 0 || e.Block[2] != 0 ||
+		e.Thread[0] >= kernels.CollThreads || e.Thread[1] != 0 || e.Thread[2] != 0 || !strings.HasPrefix(e.Instr, "ld.global.") {
+		t.Fatalf("report names the wrong kernel, place or instruction: %v", err)
+	}
+	msg := err.Error()
+	has := func(what string, pos ptx.Pos, any ...string) {
+		t.Helper()
+		if !strings.HasPrefix(pos.File, "kernels/") {
+			t.Fatalf("%s at %s:%d, outside the kernel library: %v", what, pos.File, pos.Line, err)
+		}
+		if w := fmt.Sprintf("%s:%d", pos.File, pos.Line); !strings.Contains(msg, w) {
+			t.Fatalf("the message does not name the %s's line %s: %v", what, w, err)
+		}
+		line := srcLine(t, pos)
+		for _, a := range any {
+			if strings.Contains(line, a) {
+				return
+			}
+		}
+		t.Fatalf("the %s is at %s:%d, %q, which holds none of %q", what, pos.File, pos.Line, line, any)
+	}
+	has("stale read", e.Pos, "k.Load(", "k.Copy(")
+	if len(e.Related) != 3 {
+		t.Fatalf("related accesses %+v", e.Related)
+	}
+	st, later, rd := e.Related[0], e.Related[1], e.Related[2]
+	has("buffered store", st.Pos, stores...)
+	has("later store", later.Pos, flag)
+	has("read of the later store", rd.Pos, wait)
+	if st.GPU == e.GPU && st.Block == e.Block || later.GPU != st.GPU || later.Block != st.Block || rd.GPU != e.GPU || rd.Block != e.Block {
+		t.Fatalf("the accesses are in the wrong places: %+v: %v", e.Related, err)
 	}
 }
