@@ -3,6 +3,8 @@ package emu
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -14,10 +16,14 @@ import (
 
 // asm is a small PTX reader for tests: enough of the syntax to write kernels by hand.
 // Registers are declared with ".reg .TYPE %prefix<N>;" inside bodies. Every instruction gets
-// the Go line of the asm call plus its line in the text as Pos.
+// as Pos its Go line: where the text's first line is in the calling test file (or another
+// test file of the package, for a constant defined there), plus its line in the text; the
+// asm call's line plus its line in the text when the text is not found there (built at run
+// time).
 func asm(t testing.TB, src string) *ptx.Module {
 	t.Helper()
 	_, file, line, _ := runtime.Caller(1)
+	file, line = srcLine(file, line, src)
 	if i := strings.LastIndex(file, "/emu/"); i >= 0 {
 		file = file[i+1:]
 	}
@@ -26,6 +32,46 @@ func asm(t testing.TB, src string) *ptx.Module {
 		t.Fatalf("asm: %v", err)
 	}
 	return a.m
+}
+
+// srcLine finds the Go file and line where the PTX text src starts (so that line0 plus a
+// line's index in src is its Go line): its first non-blank line, looked for in file and then
+// in the other test files of its directory. It returns file and line unchanged when the text
+// is nowhere (or more than once in one file).
+func srcLine(file string, line int, src string) (string, int) {
+	lines := strings.Split(src, "\n")
+	first := -1
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return file, line
+	}
+	want := strings.TrimSpace(lines[first])
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "*_test.go"))
+	for _, f := range append([]string{file}, files...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		at := -1
+		for i, l := range strings.Split(string(b), "\n") {
+			if strings.HasSuffix(strings.TrimSpace(l), want) {
+				if at >= 0 {
+					at = -2 // ambiguous
+					break
+				}
+				at = i + 1
+			}
+		}
+		if at > 0 {
+			return f, at - first
+		}
+	}
+	return file, line
 }
 
 type asmReader struct {
@@ -221,7 +267,7 @@ func (a *asmReader) function(h []string, trim string) error {
 		if s == "" {
 			continue
 		}
-		line := a.lineAt(stmtOff + len(stmt) - len(strings.TrimLeft(stmt, " \t\n\r")))
+		line := a.lineAt(stmtOff + strings.Index(stmt, s)) // the instruction's line, after any label
 		if g := reRegDecl.FindStringSubmatch(s); g != nil {
 			ty, ok := ptx.ParseType(g[1])
 			if !ok {

@@ -1,6 +1,9 @@
 package emu
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -28,6 +31,12 @@ func TestSanitizerOutOfBounds(t *testing.T) {
 		"st.global.u32", "sanitizer_test.go:", "right after the end of a 160-byte", "index 40 of a 40-element array")
 	if e.Thread != [3]int{40, 0, 0} {
 		t.Fatalf("thread %v", e.Thread)
+	}
+	// asm gives each instruction the Go line its text is on.
+	b, rerr := os.ReadFile(filepath.Base(e.Pos.File))
+	must(t, rerr)
+	if l := strings.Split(string(b), "\n"); e.Pos.Line < 1 || e.Pos.Line > len(l) || strings.TrimSpace(l[e.Pos.Line-1]) != "st.global.u32 [%rd2], %r1;" {
+		t.Fatalf("position %s:%d is not the store's line", e.Pos.File, e.Pos.Line)
 	}
 	t.Log(err)
 }
