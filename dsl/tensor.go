@@ -209,7 +209,11 @@ func (k *Kernel) strideOf(x any, what string) (stride, bool) {
 		if s.IsConst() {
 			return stride{c: constInt(s)}, true
 		}
-		return stride{c: 1, dyn: s.To(I32)}, true
+		d := s.To(I32)
+		if div := k.divOf(s); div > 1 && d.op != s.op {
+			k.Assume(d, int(div)) // the conversion keeps what Assume said of s
+		}
+		return stride{c: 1, dyn: d}, true
 	}
 	k.errorf("%s: a stride must be an integer Value or Go int, got %T", what, x)
 	return stride{}, false

@@ -54,20 +54,24 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 }
 
 // Transpose writes out = in^T for an m x n row-major in (out is n x m, row-major). A block
-// of 32 x 8 threads moves a 32 x 32 tile: coalesced reads of in's rows into shared memory
-// laid out with a Swizzle<5,0,5> (row bits xor column bits, so reading a column is free of
-// bank conflicts), a barrier, then coalesced writes of out's rows. Launch a grid of
-// (ceil(n/32), ceil(m/32)) blocks of (256) threads. Params: in, out, m, n (u32).
+// of 256 threads moves a 32 x 32 tile through shared memory laid out with a Swizzle<5,0,5>
+// (row bits xor column bits, so reading a column is free of bank conflicts), as CuTe's
+// transpose does: when m and n are multiples of 4 (every row of both matrices starts on a
+// 4-element boundary), the threads are 32 rows of 8, each reading 4 consecutive elements of
+// a row of in's tile with one vector load (128-bit for f32, 64-bit for f16: 256 threads x 4
+// elements cover the tile) into registers, storing them to the swizzled tile, and after a
+// barrier gathering 4 elements of a column of it (scalar: the swizzle keeps a row's
+// elements, and so a column's, on distinct banks) into registers and writing them with one
+// vector store to a row of out's tile. Otherwise the threads are 8 rows of 32 moving
+// elements one at a time (a warp per row, coalesced). Partial tiles at the edges are
+// predicated. Launch a grid of (ceil(n/32), ceil(m/32)) blocks of (256) threads. Params: in,
+// out, m, n (u32).
 func Transpose(k *dsl.Kernel, dt dsl.Type) {
 	in := k.PtrParam("in", dt)
 	out := k.PtrParam("out", dt)
 	m := k.Param("m", dsl.U32)
 	n := k.Param("n", dsl.U32)
 	bx, by, tid := k.BlockIdx(dsl.X), k.BlockIdx(dsl.Y), k.ThreadIdx(dsl.X)
-
-	tile := []int{transTile, transTile}
-	gIn := k.MakeTensorDyn(in, []any{m, n}, []any{n, 1}).LocalTile(tile, by, bx)
-	gOut := k.MakeTensorDyn(out, []any{n, m}, []any{m, 1}).LocalTile(tile, bx, by)
 
 	smem := k.SharedArray(dt, transTile*transTile)
 	sw := layout.Swizzle{B: 5, M: 0, S: 5}
@@ -76,8 +80,47 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 	sTile := k.MakeSwizzledTensor(smem, sw, rowMajor)  // s(i, j) = in(i, j)
 	sTrans := k.MakeSwizzledTensor(smem, sw, colMajor) // sT(j, i) = s(i, j)
 
-	thr := layout.Must(layout.Parse("(8,32):(32,1)")) // 8 rows of 32 threads, a warp per row
-	k.Copy(gIn.LocalPartition(thr, tid), sTile.LocalPartition(thr, tid))
+	// tiles returns this block's tiles of in and out, viewed with row strides ld and ldT.
+	tile := []int{transTile, transTile}
+	tiles := func(ld, ldT dsl.Value) (gIn, gOut dsl.Tensor) {
+		gIn = k.MakeTensorDyn(in, []any{m, n}, []any{ld, 1}).LocalTile(tile, by, bx)
+		gOut = k.MakeTensorDyn(out, []any{n, m}, []any{ldT, 1}).LocalTile(tile, bx, by)
+		return gIn, gOut
+	}
+
+	// The vector path's partition: 32 rows of 8 threads, 4 consecutive elements each.
+	const vals = transTile * transTile / (transRows * transTile)
+	vThr := layout.Must(layout.Parse("(32,8):(8,1)"))
+	vPart := func(t dsl.Tensor) dsl.Tensor { return t.PartitionTV(vThr, []int{1, vals}, tid) }
+	// The scalar path's: 8 rows of 32 threads, a warp per row.
+	sThr := layout.Must(layout.Parse("(8,32):(32,1)"))
+	sPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(sThr, tid) }
+
+	// Rows start on a vector boundary when m and n are multiples of vals: uniform over the
+	// grid. Within the branch n and m equal themselves rounded down to a multiple of vals,
+	// which Assume may declare (vector accesses need the strides' divisibility).
+	aligned := m.Or(n).And(vals - 1).Eq(0)
+	ldIn := k.Assume(n.And(^uint32(vals-1)), vals)
+	ldOut := k.Assume(m.And(^uint32(vals-1)), vals)
+	k.If(aligned, func() {
+		gIn, _ := tiles(ldIn, ldOut)
+		tIn := vPart(gIn)
+		frag := k.Fragment(dt, tIn)
+		k.Copy(tIn, frag) // one vector load; zeros outside the matrix
+		k.Copy(frag, vPart(sTile))
+	}).Else(func() {
+		gIn, _ := tiles(n, m)
+		k.Copy(sPart(gIn), sPart(sTile))
+	})
 	k.SyncThreads()
-	k.Copy(sTrans.LocalPartition(thr, tid), gOut.LocalPartition(thr, tid))
+	k.If(aligned, func() {
+		_, gOut := tiles(ldIn, ldOut)
+		tOut := vPart(gOut)
+		frag := k.Fragment(dt, tOut)
+		k.Copy(vPart(sTrans), frag)
+		k.Copy(frag, tOut) // one vector store, predicated at the edges
+	}).Else(func() {
+		_, gOut := tiles(n, m)
+		k.Copy(sPart(sTrans), sPart(gOut))
+	})
 }
