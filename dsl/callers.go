@@ -26,15 +26,21 @@ import (
 //
 //go:noinline
 func callerPos() ptx.Pos {
+	// The user's frame is usually a few frames up: walk a dozen, then (rarely) all of them.
 	var pcs [48]uintptr
-	n := walkFrames(pcs[:]) // pcs[0]: the return PC into callerPos's caller
-	if pos, ok := walkedPos(pcs[:n]); ok && !exactCallers.Load() {
+	n := walkFrames(pcs[:12]) // pcs[0]: the return PC into callerPos's caller
+	pos, ok := walkedPos(pcs[:n])
+	if !ok && n == 12 {
+		n = walkFrames(pcs[:])
+		pos, ok = walkedPos(pcs[:n])
+	}
+	if ok && !exactCallers.Load() {
 		return pos
 	}
 	var exact [64]uintptr
 	m := runtime.Callers(2, exact[:]) // skip runtime.Callers and callerPos, like the walk
 	learnWalk(pcs[:n], exact[:m])
-	pos, _ := firstOutside(exact[:m])
+	pos, _ = firstOutside(exact[:m])
 	return pos
 }
 
