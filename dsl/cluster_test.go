@@ -45,14 +45,7 @@ func TestClusterIndices(t *testing.T) {
 func TestClusterIndicesOnEmulator(t *testing.T) {
 	k := dsl.New("clusters")
 	clusterKernel(k)
-	m, err := k.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := emu.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, sys := onOneGPU(t, k)
 	const blocks = 3
 	buf, _ := sys.Malloc(0, 4*16*blocks)
 	if err := sys.Launch(emu.Launch{Module: m, Entry: "clusters", Grid: emu.D1(blocks), Block: emu.D1(32), Args: []any{buf}}); err != nil {

@@ -70,14 +70,7 @@ func TestCopy8BitOnEmulator(t *testing.T) {
 		t.Run(dt.String(), func(t *testing.T) {
 			k := dsl.New("copy8")
 			copy8(k, dt)
-			m, err := k.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sys, err := emu.New(1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, sys := onOneGPU(t, k)
 			in := make([]uint8, n)
 			for i := range in {
 				in[i] = uint8(i*37 + 11)
@@ -92,8 +85,7 @@ func TestCopy8BitOnEmulator(t *testing.T) {
 			if !dt.IsInt() {
 				args = []any{ps, pd, uint32(n)}
 			}
-			err = sys.Launch(emu.Launch{Module: m, Entry: "copy8", Grid: emu.D1(3), Block: emu.D1(32), Args: args})
-			if err != nil {
+			if err := sys.Launch(emu.Launch{Module: m, Entry: "copy8", Grid: emu.D1(3), Block: emu.D1(32), Args: args}); err != nil {
 				t.Fatal(err)
 			}
 			out, _ := emu.ReadSlice[uint8](sys, pd, n+16)

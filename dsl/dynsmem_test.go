@@ -53,14 +53,7 @@ func TestDynamicSharedOnEmulator(t *testing.T) {
 	r := k.Const(dsl.U32, n-1).Sub(tid)
 	k.Store(out.At(tid), k.Load(dyn.At(r)).To(dsl.U32).Add(k.Load(static.At(r)).Mul(1000)))
 	k.Store(out.At(tid.Add(n)), k.DynamicSharedSize())
-	m, err := k.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := emu.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, sys := onOneGPU(t, k)
 	vals := make([]float32, n)
 	for i := range vals {
 		vals[i] = float32(i + 1)
@@ -70,8 +63,7 @@ func TestDynamicSharedOnEmulator(t *testing.T) {
 	if err := emu.WriteSlice(sys, pi, vals); err != nil {
 		t.Fatal(err)
 	}
-	err = sys.Launch(emu.Launch{Module: m, Entry: "rev", Grid: emu.D1(1), Block: emu.D1(n), SharedBytes: 4 * n, Args: []any{pi, po}})
-	if err != nil {
+	if err := sys.Launch(emu.Launch{Module: m, Entry: "rev", Grid: emu.D1(1), Block: emu.D1(n), SharedBytes: 4 * n, Args: []any{pi, po}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := emu.ReadSlice[uint32](sys, po, 2*n)

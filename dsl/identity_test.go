@@ -44,14 +44,7 @@ func TestIdentityTensorOnEmulator(t *testing.T) {
 	const m, n = 37, 45
 	k := dsl.New("coords")
 	coordKernel(k)
-	mod, err := k.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := emu.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mod, sys := onOneGPU(t, k)
 	po, _ := sys.Malloc(0, 4*(m*n+16))
 	po2, _ := sys.Malloc(0, 4*(m*n+16))
 	for _, p := range []uint64{po, po2} {
@@ -63,7 +56,7 @@ func TestIdentityTensorOnEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = sys.Launch(emu.Launch{Module: mod, Entry: "coords", Grid: emu.Dim3{X: (n + 15) / 16, Y: (m + 15) / 16, Z: 1},
+	err := sys.Launch(emu.Launch{Module: mod, Entry: "coords", Grid: emu.Dim3{X: (n + 15) / 16, Y: (m + 15) / 16, Z: 1},
 		Block: emu.D1(64), Args: []any{po, po2, uint32(m), uint32(n)}})
 	if err != nil {
 		t.Fatal(err)

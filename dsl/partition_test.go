@@ -94,14 +94,7 @@ func TestPartitionByTVCopy(t *testing.T) {
 	}
 	k := dsl.New("tv_copy")
 	tvCopy(k)
-	m, err := k.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := emu.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, sys := onOneGPU(t, k)
 	const n = 2*2048 + 101
 	in := make([]float32, n)
 	for i := range in {
