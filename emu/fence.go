@@ -132,7 +132,7 @@ func (l *launch) record(r wrec) {
 	for g := r.addr / granule; g <= (end-1)/granule; g++ {
 		head := l.recHead(g, true)
 		l.unlink(head, func(x *wrec) bool {
-			return x.addr < end && r.addr < x.addr+uint64(x.n) && (!r.rmw || x.blk == r.blk && x.tid == r.tid) || !x.useful()
+			return x.addr < end && r.addr < x.addr+uint64(x.n) && (!r.rmw || x.blk == r.blk && x.tid == r.tid)
 		})
 		r.next = *head
 		l.recs = append(l.recs, r)

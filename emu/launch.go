@@ -330,6 +330,9 @@ func (l *launch) run() error {
 	l.sanitize = !l.opt.NoSanitizer
 	l.weak = l.opt.Weak
 	l.fences = l.weak && l.sanitize
+	if l.fences {
+		l.recs, l.sys.recPool = l.sys.recPool, nil
+	}
 	l.budget = l.opt.StepBudget
 	if l.budget <= 0 {
 		l.budget = 1 << 26
@@ -420,6 +423,10 @@ func (l *launch) run() error {
 		}
 	}
 	l.flushAll()
+	if l.fences {
+		clear(l.recs)
+		l.sys.recPool = l.recs[:0]
+	}
 	return l.err
 }
 

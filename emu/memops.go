@@ -257,7 +257,8 @@ func execSt(w *warp, in *dinst, m uint32) {
 				if w.peerVisible(off) && (in.sem == semWeak || in.sem == semRelaxed || in.sem == semVolatile) {
 					buf := w.scratch[:tot]
 					w.storeValue(in, ln, buf)
-					l.buffer(w, ln, in.pc, off, buf)
+					l.seq++
+					l.buffer(w, ln, in.pc, l.seq, off, buf)
 					continue
 				}
 				if l.recorded(off) {
@@ -443,7 +444,8 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			for i := 0; i < nv; i++ {
 				putN(buf[i*es:], es, w.r[in.av[i]+int32(ln)])
 			}
-			l.bufferRed(w, ln, in.pc, off, buf, in.op, in.t)
+			l.seq++
+			l.bufferRed(w, ln, in.pc, l.seq, off, buf, in.op, in.t)
 			continue
 		}
 		changed := false
@@ -518,11 +520,12 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 				putN(buf[i*es:], es, w.r[in.av[i]+int32(ln)])
 			}
 			if l.weak && (in.sem == semWeak || in.sem == semRelaxed) {
+				l.seq++ // one store: no copy is later than another
 				for g := range sp {
 					if red {
-						l.bufferRed(w, ln, in.pc, globalAddr(g, off), buf, in.op, in.t)
+						l.bufferRed(w, ln, in.pc, l.seq, globalAddr(g, off), buf, in.op, in.t)
 					} else {
-						l.buffer(w, ln, in.pc, globalAddr(g, off), buf)
+						l.buffer(w, ln, in.pc, l.seq, globalAddr(g, off), buf)
 					}
 				}
 				continue

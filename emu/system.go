@@ -22,6 +22,9 @@ type System struct {
 	// warpPool keeps finished warps per program for reuse by later blocks and launches.
 	warpPool  map[*program][]*warp
 	poolBytes int
+	// recPool keeps the missing-fence detector's record arena (emptied) for the next
+	// weak-mode launch.
+	recPool []wrec
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).

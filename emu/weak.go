@@ -57,28 +57,27 @@ func (l *launch) delay() int64 {
 // noPub marks a buffered store that no full barrier has ordered before later stores.
 const noPub = ^uint64(0)
 
-// buffer queues a store by instruction pc; the caller has checked it is in bounds. A later
-// store of the same thread to the same bytes replaces the queued value (so one thread's
-// stores to one location stay in order).
-func (l *launch) buffer(w *warp, lane int, pc int32, addr uint64, data []byte) {
-	l.seq++
+// buffer queues a store by instruction pc, the launch's seq-th store (the copies of one
+// multimem store share it); the caller has checked it is in bounds. A later store of the
+// same thread to the same bytes replaces the queued value (so one thread's stores to one
+// location stay in order).
+func (l *launch) buffer(w *warp, lane int, pc int32, seq uint64, addr uint64, data []byte) {
 	for _, e := range l.pendIdx[addr/granule] {
 		if !e.done && !e.red && e.w == w && e.lane == lane && e.addr == addr && e.n == len(data) {
 			copy(e.data[:], data)
-			e.last, e.lpc = l.seq, pc
+			e.last, e.lpc = seq, pc
 			return
 		}
 	}
 	e := &pendingStore{w: w, lane: lane, blk: w.b, addr: addr, n: len(data), due: l.delay(),
-		seq: l.seq, last: l.seq, pub: noPub, pc: pc, lpc: pc}
+		seq: seq, last: seq, pub: noPub, pc: pc, lpc: pc}
 	copy(e.data[:], data)
 	l.addPending(e)
 }
 
-func (l *launch) bufferRed(w *warp, lane int, pc int32, addr uint64, data []byte, op uint8, t ptx.Type) {
-	l.seq++
+func (l *launch) bufferRed(w *warp, lane int, pc int32, seq uint64, addr uint64, data []byte, op uint8, t ptx.Type) {
 	e := &pendingStore{w: w, lane: lane, blk: w.b, addr: addr, n: len(data), red: true, redOp: op, redType: t, due: l.delay(),
-		seq: l.seq, last: l.seq, pub: noPub, pc: pc, lpc: pc}
+		seq: seq, last: seq, pub: noPub, pc: pc, lpc: pc}
 	copy(e.data[:], data)
 	l.addPending(e)
 }
