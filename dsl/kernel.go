@@ -36,6 +36,8 @@ const (
 	E5M2   = ptx.E5M2
 	E4M3x2 = ptx.E4M3x2
 	E5M2x2 = ptx.E5M2x2
+	E4M3x4 = ptx.E4M3x4 // four e4m3 in a 32-bit word (fp8 multimem)
+	E5M2x4 = ptx.E5M2x4 // four e5m2 in a 32-bit word (fp8 multimem)
 )
 
 // Error is one recorded misuse, with the Go source position of the call that caused it.

@@ -27,7 +27,7 @@ func paramType(t Type) Type {
 	switch t {
 	case F16, BF16, E4M3, E5M2:
 		return ptx.B16
-	case F16x2, BF16x2:
+	case F16x2, BF16x2, E4M3x4, E5M2x4:
 		return ptx.B32
 	}
 	return t
@@ -96,12 +96,33 @@ func memType(t Type) Type {
 	switch t {
 	case F16, BF16, E4M3x2, E5M2x2:
 		return ptx.B16
-	case F16x2, BF16x2:
+	case F16x2, BF16x2, E4M3x4, E5M2x4:
 		return ptx.B32
 	case E4M3, E5M2:
 		return ptx.B8
 	}
 	return t
+}
+
+// As returns the same address as a pointer to elem values: a view of the memory with
+// another element type, nothing converted (an E4M3 buffer as E4M3x4 words for multimem, or
+// as U8 bytes). Indexing then counts elem values. The constant offset must be a multiple of
+// elem's size.
+func (p Ptr) As(elem Type) Ptr {
+	k := p.k
+	if k == nil {
+		return p
+	}
+	if elem == Bool || elem == ptx.NoType || elem.Bytes() == 0 {
+		k.errorf("Ptr.As: no memory type %s", elem)
+		return p
+	}
+	if p.off%int64(elem.Bytes()) != 0 {
+		k.errorf("Ptr.As: constant offset %d is not a multiple of %s's %d bytes", p.off, elem, elem.Bytes())
+		return p
+	}
+	p.elem = elem
+	return p
 }
 
 // At returns the pointer i elements further on. i is an integer Value or a Go integer.

@@ -164,6 +164,26 @@ func TestMisuse(t *testing.T) {
 			p := k.PtrParam("p", dsl.F16)
 			return at(func() { k.MultimemLoadReduce(p, dsl.Max, 2, dsl.AccF32()) })
 		}},
+		{"fp8 multimem on elements", "fp8 multimem moves packed 32-bit words", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.E4M3)
+			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 4, dsl.AccF16()) })
+		}},
+		{"fp8 multimem before sm_100a", "needs an sm_100a-class target", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.E5M2)
+			return at(func() { k.MultimemLoadReduce(p.As(dsl.E5M2x4), dsl.Sum, 1) })
+		}},
+		{"f16 accumulator on f16", "AccF16 applies to fp8 words", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F16)
+			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 2, dsl.AccF16()) })
+		}},
+		{"bitcast across widths", "needs two 16-, 32- or 64-bit types of the same width", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.F32)
+			return at(func() { a.Bitcast(dsl.U64) })
+		}},
+		{"pointer view off its element", "not a multiple of", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U8)
+			return at(func() { p.At(2).As(dsl.U32) })
+		}},
 		{"multimem integer vector", "no vectors", func(k *dsl.Kernel) int {
 			p := k.PtrParam("p", dsl.U32)
 			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 4) })

@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -35,23 +36,38 @@ func MMWeak() MultimemOption { return func(o *mmOpts) { o.sem, o.scope = "weak",
 // AccF32 accumulates a multimem.ld_reduce of f16/bf16 in f32 (.acc::f32).
 func AccF32() MultimemOption { return func(o *mmOpts) { o.acc = "acc::f32" } }
 
-// AccF16 accumulates an fp8 multimem.ld_reduce in f16 (.acc::f16, sm_100a-class targets).
+// AccF16 accumulates an fp8 multimem.ld_reduce in f16 (.acc::f16, sm_100a-class targets):
+// each GPU's fp8 values are widened to f16 and summed in f16, and the sum is rounded back to
+// the fp8 type. Without it an fp8 sum accumulates in the fp8 type itself (PTX allows both).
 func AccF16() MultimemOption { return func(o *mmOpts) { o.acc = "acc::f16" } }
 
 var mmOps = map[ReduceOp]string{Sum: "add", Min: "min", Max: "max", BitAnd: "and", BitOr: "or", BitXor: "xor"}
 
 // multimemType maps an element type and vector length to the instruction's type and the
-// number of registers: f16 and bf16 travel in pairs (f16x2, bf16x2).
+// number of registers: f16 and bf16 travel in pairs (f16x2, bf16x2); fp8 travels in packed
+// 32-bit words only (E4M3x4, E5M2x4: a pointer to such words, see Ptr.As), each word one
+// element of the operation.
 func multimemType(elem Type) (Type, int, bool) {
 	switch elem {
 	case F16:
 		return ptx.F16x2, 2, true
 	case BF16:
 		return ptx.BF16x2, 2, true
-	case F32, F64, U32, I32, U64, I64, ptx.B32, ptx.B64:
+	case F32, F64, U32, I32, U64, I64, ptx.B32, ptx.B64, E4M3x4, E5M2x4:
 		return elem, 1, true
 	}
 	return 0, 0, false
+}
+
+// fp8Word returns the packed 32-bit word type of an fp8 element type (E4M3 -> E4M3x4).
+func fp8Word(elem Type) (Type, bool) {
+	switch elem {
+	case E4M3, E4M3x2:
+		return E4M3x4, true
+	case E5M2, E5M2x2:
+		return E5M2x4, true
+	}
+	return 0, false
 }
 
 func (k *Kernel) multimem(what string, p Ptr, n int, opts []MultimemOption, store bool) (q []string, t Type, per int, ok bool) {
@@ -67,8 +83,16 @@ func (k *Kernel) multimem(what string, p Ptr, n int, opts []MultimemOption, stor
 		return nil, 0, 0, false
 	}
 	t, per, ok = multimemType(p.elem)
+	if w, fp8 := fp8Word(p.elem); !ok && fp8 {
+		k.errorf("%s: fp8 multimem moves packed 32-bit words: view the %s buffer as %s words (p.As(%s), 4 elements per word)", what, p.elem, w, w)
+		return nil, 0, 0, false
+	}
 	if !ok {
 		k.errorf("%s: no multimem form for %s", what, p.elem)
+		return nil, 0, 0, false
+	}
+	if (t == E4M3x4 || t == E5M2x4) && !hasSM100aMultimem(k.target) {
+		k.errorf("%s: multimem on fp8 (%s) needs an sm_100a-class target (sm_100a, sm_101a, sm_103a, sm_110a, sm_120a, sm_121a; target is %s)", what, t, k.target)
 		return nil, 0, 0, false
 	}
 	if n%per != 0 {
@@ -134,6 +158,15 @@ func (k *Kernel) MultimemLoadReduce(p Ptr, op ReduceOp, n int, opts ...MultimemO
 		k.errorf("MultimemLoadReduce: an accumulator precision (AccF32, AccF16) applies to Sum only")
 		return out
 	}
+	fp8 := t == E4M3x4 || t == E5M2x4
+	switch {
+	case o.acc == "acc::f32" && t != ptx.F16x2 && t != ptx.BF16x2:
+		k.errorf("MultimemLoadReduce: AccF32 applies to f16 and bf16 elements, not %s (fp8 takes AccF16)", p.elem)
+		return out
+	case o.acc == "acc::f16" && !fp8:
+		k.errorf("MultimemLoadReduce: AccF16 applies to fp8 words (E4M3x4, E5M2x4), not %s", p.elem)
+		return out
+	}
 	q = append(q, name)
 	if o.acc != "" {
 		q = append(q, o.acc)
@@ -149,6 +182,11 @@ func (k *Kernel) MultimemLoadReduce(p Ptr, op ReduceOp, n int, opts ...MultimemO
 	}
 	k.emit(&ptx.Instr{Op: "multimem.ld_reduce", Q: q, Types: []ptx.Type{t}, Args: []ptx.Operand{dst, p.addrOperand()}})
 	return k.unpackWords(regs, p.elem, per)
+}
+
+// hasSM100aMultimem reports whether t has the fp8 multimem forms (PTX 8.6, sm_100a class).
+func hasSM100aMultimem(t ptx.Target) bool {
+	return t.ArchSpecific() && slices.Contains([]int{100, 101, 103, 110, 120, 121}, t.SM())
 }
 
 // unpackWords splits packed words (f16x2) into elements.

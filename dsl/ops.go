@@ -597,6 +597,34 @@ func (k *Kernel) FMA(a, b, c Value) Value {
 	return Value{k: k, t: a.t, op: d}
 }
 
+// Bitcast reinterprets v's bits as type t of the same width, converting nothing (mov.b16,
+// .b32, .b64): f32 <-> u32, f16 <-> u16, a packed fp8 word (E4M3x4) <-> u32. 8-bit types
+// live in 16-bit registers and are not bitcast; convert them with To.
+func (v Value) Bitcast(t Type) Value {
+	k := v.k
+	if k == nil {
+		return Value{}
+	}
+	if !k.own(v, "Bitcast") {
+		return k.poison(t)
+	}
+	bits := v.t.Bits()
+	if v.t == Bool || t == Bool || t == ptx.NoType || bits != t.Bits() || bits != 16 && bits != 32 && bits != 64 {
+		k.errorf("Bitcast: %s (%d bits) to %s (%d bits): needs two 16-, 32- or 64-bit types of the same width", v.t, v.t.Bits(), t, t.Bits())
+		return k.poison(t)
+	}
+	if v.t == t {
+		return v
+	}
+	return k.memo("Bitcast", t, []Value{v}, func(d ptx.Reg) {
+		src := k.operand(v)
+		if im, ok := src.(ptx.Imm); ok {
+			src = ptx.Imm{Type: v.t.BitType(), Bits: im.Bits}
+		}
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{v.t.BitType()}, Args: []ptx.Operand{d, src}})
+	})
+}
+
 // To converts v to type t: floats to integers truncate toward zero (as Go does), integers
 // and wider floats round to nearest even, integers wrap or extend by their signedness.
 func (v Value) To(t Type) Value {

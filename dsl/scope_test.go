@@ -110,6 +110,28 @@ func TestMultimem(t *testing.T) {
 	}
 }
 
+// TestMultimemFP8: fp8 buffers viewed as packed words (Ptr.As), reduced with .acc::f16 and
+// min, stored with multimem.st, and a word's bytes reached through Bitcast.
+func TestMultimemFP8(t *testing.T) {
+	s := build(t, ptx.SM100a, func(k *dsl.Kernel) {
+		in := k.PtrParam("in", dsl.E4M3)
+		out := k.PtrParam("out", dsl.E5M2)
+		w := in.As(dsl.E4M3x4)
+		v := k.MultimemLoadReduce(w, dsl.Sum, 4, dsl.AccF16())
+		k.MultimemStore(w.At(4), v)
+		m := k.MultimemLoadReduce(out.As(dsl.E5M2x4), dsl.Min, 2)
+		k.Store(out.As(dsl.U8).At(3), m[1].Bitcast(dsl.U32).Shr(24).To(dsl.U8))
+		k.Store(out.As(dsl.F32).At(2), m[0].Bitcast(dsl.F32))
+	})
+	for _, want := range []string{"multimem.ld_reduce.relaxed.sys.global.add.acc::f16.v4.e4m3x4",
+		"multimem.st.relaxed.sys.global.v4.e4m3x4", "multimem.ld_reduce.relaxed.sys.global.min.v2.e5m2x4",
+		"mov.b32", "st.global.u8", "st.global.f32"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %s in\n%s", want, s)
+		}
+	}
+}
+
 func TestExternCall(t *testing.T) {
 	s := build(t, ptx.SM90, func(k *dsl.Kernel) {
 		p := k.PtrParam("p", dsl.F32)
