@@ -1212,6 +1212,9 @@ func (d *decoder) decodeMultimem(di *dinst, in *ptx.Instr, toks tokens) error {
 	if toks.has("acc::f32") {
 		di.flags |= 2
 	}
+	if toks.has("acc::f16") {
+		di.flags |= 4
+	}
 	if opn := toks.any("add", "min", "max", "and", "or", "xor"); opn != "" {
 		di.op = atomOps[opn]
 	}

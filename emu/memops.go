@@ -477,7 +477,8 @@ func execAtom(w *warp, in *dinst, m uint32) {
 	}
 }
 
-// multimem operations (in.op for ld_reduce/red: the atomic op; flags: bit 1 acc::f32)
+// multimem operations (in.op for ld_reduce/red: the atomic op; flags: bit 1 acc::f32, bit 2
+// acc::f16)
 const (
 	mmLdReduce uint8 = iota
 	mmSt
@@ -508,7 +509,7 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 				w.spin = true
 			}
 			for i := 0; i < nv; i++ {
-				w.r[in.dv[i]+int32(ln)] = reduceAcross(sp, i*es, es, in.op, in.t, in.flags&2 != 0)
+				w.r[in.dv[i]+int32(ln)] = reduceAcross(sp, i*es, es, in.op, in.t, in.flags&6 != 0)
 			}
 		case mmSt, mmRed:
 			red := uint8(in.flags>>8) == mmRed
@@ -550,7 +551,16 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 }
 
 // reduceAcross reduces the element at byte offset o over every GPU's copy, in GPU order.
-func reduceAcross(sp [][]byte, o, es int, op uint8, t ptx.Type, accF32 bool) uint64 {
+// wide is the accumulator precision qualifier (.acc::f32 of f16/bf16, .acc::f16 of fp8).
+func reduceAcross(sp [][]byte, o, es int, op uint8, t ptx.Type, wide bool) uint64 {
+	if f, lanes := fp8Lanes(t); lanes > 0 {
+		var r uint64
+		for j := 0; j < lanes; j++ {
+			r |= reduceFP8(sp, o+j, op, f, wide) << (8 * j)
+		}
+		return r
+	}
+	accF32 := wide
 	if t == ptx.F16x2 || t == ptx.BF16x2 {
 		st := scalarHalf(t)
 		var lo, hi [MaxGPUs][]byte
@@ -575,6 +585,51 @@ func reduceAcross(sp [][]byte, o, es int, op uint8, t ptx.Type, accF32 bool) uin
 		acc = atomApply(op, t, acc, getN(b[o:], es), 0)
 	}
 	return acc
+}
+
+// fp8Lanes returns the format and lane count of an fp8 multimem type (0 lanes otherwise).
+func fp8Lanes(t ptx.Type) (*fmtInfo, int) {
+	switch t {
+	case ptx.E4M3, ptx.E4M3x2, ptx.E4M3x4:
+		return &fmtE4M3, t.Bits() / 8
+	case ptx.E5M2, ptx.E5M2x2, ptx.E5M2x4:
+		return &fmtE5M2, t.Bits() / 8
+	}
+	return nil, 0
+}
+
+// reduceFP8 reduces the fp8 byte at offset o over every GPU's copy, in GPU order. add with
+// .acc::f16 (accF16) widens each value to f16 exactly, sums in f16 rounding to nearest even
+// at each step, and rounds the sum to the fp8 format once; add without it rounds to the fp8
+// format at each step. min and max compare values (a NaN operand gives NaN; -0 < +0). The
+// result rounds to nearest even and does not saturate: beyond the format's largest finite
+// value it is ±Inf for e5m2 and NaN for e4m3, as cvt without .satfinite gives (an f16 sum
+// that overflowed to ±Inf gives the same). The PTX ISA does not define the overflow; this is
+// the emulator's choice.
+func reduceFP8(sp [][]byte, o int, op uint8, f *fmtInfo, accF16 bool) uint64 {
+	acc := f.decode(uint64(sp[0][o]))
+	for _, b := range sp[1:] {
+		x := f.decode(uint64(b[o]))
+		switch op {
+		case aAdd:
+			acc += x // exact in float64: both are f16 or fp8 values
+			if accF16 {
+				acc = fmtF16.round(acc, rndNear)
+			} else {
+				acc = f.round(acc, rndNear)
+			}
+		case aMin, aMax:
+			switch {
+			case math.IsNaN(acc) || math.IsNaN(x):
+				acc = math.NaN()
+			case op == aMin && (x < acc || x == acc && math.Signbit(x)):
+				acc = x
+			case op == aMax && (x > acc || x == acc && !math.Signbit(x)):
+				acc = x
+			}
+		}
+	}
+	return f.encode(f.round(acc, rndNear), false)
 }
 
 func execFence(w *warp, in *dinst, m uint32) {

@@ -363,3 +363,79 @@ END:
 		}
 	}
 }
+
+// TestMultimemFP8: multimem.ld_reduce of packed fp8 over 3 GPUs. With .acc::f16 the values
+// are summed in f16 in GPU order and the sum is rounded to the fp8 type once; without it
+// every step rounds to the fp8 type; min and max compare. Overflow does not saturate (e4m3
+// NaN, e5m2 Inf). Lane by lane, GPU 0, 1, 2:
+//
+//	e4m3 word: (256, 16, 2^-9) (16, 1, 1) (448, 448, 0) (-1.5, 0.25, -0.5)
+//	e5m2 word: (57344, 57344, 0) (1, 2, 4) (-0, -0, -0) (3, -3, 0.5)
+func TestMultimemFP8(t *testing.T) {
+	m := asm(t, `
+.visible .entry mmfp8(.param .u64 mc, .param .u64 out)
+{
+	.reg .u64 %rd<4>;
+	.reg .b32 %b<8>;
+	.reg .b16 %h<2>;
+	.reg .u32 %r<2>;
+	.reg .pred %p<2>;
+	ld.param.u64 %rd0, [mc];
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r0, %tid.x;
+	setp.ne.u32 %p0, %r0, 0;
+	@%p0 bra END;
+	multimem.ld_reduce.relaxed.sys.global.add.acc::f16.e4m3x4 %b0, [%rd0];
+	multimem.ld_reduce.relaxed.sys.global.add.e4m3x4 %b1, [%rd0];
+	multimem.ld_reduce.relaxed.sys.global.min.e4m3x4 %b2, [%rd0];
+	multimem.ld_reduce.relaxed.sys.global.max.e4m3x4 %b3, [%rd0];
+	multimem.ld_reduce.relaxed.sys.global.add.acc::f16.e5m2x4 %b4, [%rd0+4];
+	multimem.ld_reduce.relaxed.sys.global.add.acc::f16.v2.e4m3x2 {%h0, %h1}, [%rd0];
+	st.global.v4.b32 [%rd1], {%b0, %b1, %b2, %b3};
+	st.global.b32 [%rd1+16], %b4;
+	st.global.v2.b16 [%rd1+20], {%h0, %h1};
+	multimem.st.relaxed.sys.global.v2.e4m3x4 [%rd0+16], {%b0, %b4};
+END:
+	ret;
+}`)
+	e4 := func(x float64) uint8 { b, _ := fp.F64ToE4M3(x); return b }
+	e5 := func(x float64) uint8 { b, _ := fp.F64ToE5M2(x); return b }
+	in := [3][8]uint8{
+		{e4(256), e4(16), e4(448), e4(-1.5), e5(57344), e5(1), e5(math.Copysign(0, -1)), e5(3)},
+		{e4(16), e4(1), e4(448), e4(0.25), e5(57344), e5(2), e5(math.Copysign(0, -1)), e5(-3)},
+		{e4(0x1p-9), e4(1), e4(0), e4(-0.5), e5(0), e5(4), e5(math.Copysign(0, -1)), e5(0.5)},
+	}
+	s := newSys(t, 3)
+	sym, _ := s.MallocSymmetric(32)
+	outs := make([]uint64, 3)
+	for g := range outs {
+		outs[g] = mustMalloc(t, s, g, 32)
+		must(t, WriteSlice(s, sym.On(g), in[g][:]))
+	}
+	must(t, s.Launch(Launch{Module: m, Entry: "mmfp8", GPUs: s.All(), Grid: D1(1), Block: D1(32),
+		ArgsFor: func(g int) []any { return []any{sym.Multicast(), outs[g]} }}))
+	word := func(b ...uint8) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+	// 256+16 = 272 is exact in f16, 272 + 2^-9 rounds back to 272 (f16 spacing 0.25), and
+	// 272 ties to 256 in e4m3 (an exact sum would give 288). 16+1+1 = 18 in f16; step by
+	// step in e4m3, 16+1 ties back to 16 twice.
+	want := []uint32{
+		word(e4(256), e4(18), 0x7f, e4(-1.75)),
+		word(e4(256), e4(16), 0x7f, e4(-1.75)),
+		word(e4(0x1p-9), e4(1), e4(0), e4(-1.5)),
+		word(e4(256), e4(16), e4(448), e4(0.25)),
+		word(0x7c, e5(7), 0x80, e5(0.5)),
+		word(e4(256), e4(18), 0x7f, e4(-1.75)),
+	}
+	for g := range outs {
+		got := readU32(t, s, outs[g], 6)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("GPU %d word %d = %#08x, want %#08x", g, i, got[i], want[i])
+			}
+		}
+		st := readU32(t, s, sym.On(g)+16, 2)
+		if st[0] != want[0] || st[1] != want[4] {
+			t.Errorf("GPU %d: multimem.st of e4m3x4 wrote %#08x %#08x, want %#08x %#08x", g, st[0], st[1], want[0], want[4])
+		}
+	}
+}
