@@ -27,6 +27,13 @@ var (
 	mmGolden  = []ptx.Target{ptx.SM90, ptx.SM100a}
 )
 
+// mmFP8Targets are the targets of the fp8 multimem kernels: multimem on e4m3x4/e5m2x4 and
+// .acc::f16 need PTX 8.6 and an sm_100a-class target.
+var mmFP8Targets = []ptx.Target{ptx.SM100a}
+
+// mmFP8DTypes are the fp8 element types of the mm_*_fp8_* kernels.
+var mmFP8DTypes = []dsl.Type{dsl.E4M3, dsl.E5M2}
+
 // mmDTypes returns the element types multimem can reduce with op: .min and .max take no
 // f32 (PTX allows them on f16, bf16 and integers only).
 func mmDTypes(op dsl.ReduceOp) []dsl.Type {
@@ -72,6 +79,35 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReducePush(k, dt, op) },
 		})
 	}
+	// fp8: separate kernels because their targets differ (sm_100a only). Sums accumulate
+	// in f16 (.acc::f16); min and max compare in the fp8 type (PTX has both on fp8 words).
+	for _, o := range collOps {
+		op := o.op
+		register(&Spec{
+			Name:    "mm_allreduce_1shot_fp8_" + o.name,
+			Doc:     "one-shot multimem all-reduce (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): ld_reduce of packed e4m3x4/e5m2x4 words" + fp8AccDoc(op) + ", stored to this GPU's output; 2 barriers",
+			DTypes:  mmFP8DTypes,
+			Targets: mmFP8Targets,
+			Golden:  mmFP8Targets,
+			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceOneShot(k, dt, op) },
+		})
+		register(&Spec{
+			Name:    "mm_allreduce_2shot_fp8_" + o.name,
+			Doc:     "two-shot multimem all-reduce (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): ld_reduce of a 1/N slice in packed words" + fp8AccDoc(op) + ", multimem.st of the result; 2 barriers",
+			DTypes:  mmFP8DTypes,
+			Targets: mmFP8Targets,
+			Golden:  mmFP8Targets,
+			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceTwoShot(k, dt, op) },
+		})
+		register(&Spec{
+			Name:    "mm_reducescatter_fp8_" + o.name,
+			Doc:     "multimem reduce-scatter (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): GPU r ld_reduces part r in packed words" + fp8AccDoc(op) + " into its output; 2 barriers",
+			DTypes:  mmFP8DTypes,
+			Targets: mmFP8Targets,
+			Golden:  mmFP8Targets,
+			New:     func(k *dsl.Kernel, dt dsl.Type) { MMReduceScatter(k, dt, op) },
+		})
+	}
 	register(&Spec{
 		Name:    "mm_allgather",
 		Doc:     "multimem all-gather of 32-bit words: GPU r multimem.st's its m words to [r*m, r*m+m) of every GPU's output; 2 barriers",
@@ -98,8 +134,30 @@ func init() {
 	})
 }
 
-// mmUnit is the smallest multimem access of dt in elements: f16 and bf16 travel in pairs.
+func fp8AccDoc(op dsl.ReduceOp) string {
+	if op == dsl.Sum {
+		return " (.acc::f16: summed in f16, rounded to the fp8 type)"
+	}
+	return ""
+}
+
+// isFP8 reports whether dt is an 8-bit float: multimem moves it as packed 32-bit words.
+func isFP8(dt dsl.Type) bool { return dt == dsl.E4M3 || dt == dsl.E5M2 }
+
+// fp8Word is the packed word an fp8 type travels in: four elements per .b32.
+func fp8Word(dt dsl.Type) dsl.Type {
+	if dt == dsl.E5M2 {
+		return dsl.E5M2x4
+	}
+	return dsl.E4M3x4
+}
+
+// mmUnit is the smallest multimem access of dt in elements: f16 and bf16 travel in pairs,
+// fp8 in words of four.
 func mmUnit(dt dsl.Type) int {
+	if isFP8(dt) {
+		return 4
+	}
 	if dt.Bytes() == 2 {
 		return 2
 	}
@@ -108,11 +166,18 @@ func mmUnit(dt dsl.Type) int {
 
 // mmLoadReduce returns op over every GPU of the w elements at the multicast address p[i]:
 // one multimem.ld_reduce of up to 128 bits for floats (f16 and bf16 sums accumulate in f32,
-// .acc::f32), one per element for integers (integer forms take no vectors).
+// .acc::f32), one per element for integers (integer forms take no vectors). fp8 comes back
+// as w/4 packed words (i a multiple of 4; sums accumulate in f16, .acc::f16).
 func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.Value, w int) []dsl.Value {
 	var opts []dsl.MultimemOption
 	if op == dsl.Sum && dt.Bytes() == 2 {
 		opts = append(opts, dsl.AccF32())
+	}
+	if isFP8(dt) {
+		if op == dsl.Sum {
+			opts = append(opts, dsl.AccF16())
+		}
+		return k.MultimemLoadReduce(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), w/4)), op, w/4, opts...)
 	}
 	if dt.IsInt() {
 		out := make([]dsl.Value, w)
@@ -124,8 +189,13 @@ func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.
 	return k.MultimemLoadReduce(p.At(k.Assume(i, w)), op, w, opts...)
 }
 
-// mmStore writes vals to the multicast address p[i] on every GPU (multimem.st).
+// mmStore writes vals to the multicast address p[i] on every GPU (multimem.st). fp8 vals
+// are packed words (mmLoadReduce's), i a multiple of 4.
 func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, vals []dsl.Value) {
+	if isFP8(dt) {
+		k.MultimemStore(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), len(vals))), vals)
+		return
+	}
 	if dt.IsInt() {
 		for j, v := range vals {
 			k.MultimemStore(p.At(i.Add(uint32(j))), []dsl.Value{v})
@@ -133,6 +203,32 @@ func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, vals []dsl.Valu
 		return
 	}
 	k.MultimemStore(p.At(k.Assume(i, len(vals))), vals)
+}
+
+// mmStoreOut stores mmLoadReduce's result for the elements [i, i+w) to this GPU's p, only
+// those below hi (storeGuarded). fp8 words go whole when they fill the vector of vec
+// elements, byte by byte otherwise (a word that reaches past hi).
+func mmStoreOut(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i, hi dsl.Value, vals []dsl.Value, vec int) {
+	if !isFP8(dt) {
+		storeGuarded(k, p, i, hi, vals, vec)
+		return
+	}
+	if len(vals)*4 == vec {
+		k.StoreVec(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), len(vals))), vals)
+		return
+	}
+	bytes := p.As(dsl.U8)
+	for wi, v := range vals {
+		u := v.Bitcast(dsl.U32)
+		for j := 0; j < 4; j++ {
+			e := i.Add(uint32(4*wi + j))
+			b := u
+			if j > 0 {
+				b = u.Shr(uint32(8 * j))
+			}
+			k.If(e.Lt(hi), func() { k.Store(bytes.At(e), b.To(dsl.U8)) })
+		}
+	}
 }
 
 // mmFlags declares the barrier flag parameters.
@@ -153,7 +249,7 @@ func MMAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	vec := vecOf(dt)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	eachVec(k, k.Const(dsl.U32, 0), n, vec, mmUnit(dt), func(i dsl.Value, w int) {
-		storeGuarded(k, out, i, n, mmLoadReduce(k, in, dt, op, i, w), vec)
+		mmStoreOut(k, out, dt, i, n, mmLoadReduce(k, in, dt, op, i, w), vec)
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
@@ -264,7 +360,8 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 // MMReduceScatter writes out[0:m] = op over GPUs of in[rank*m : rank*m+m] (in holds ngpus
 // parts of m elements) by ld_reduce through in's multicast address: 128-bit vectors when m
 // is a multiple of the vector width, element by element otherwise (16-bit elements through
-// the aligned pair that holds them). A barrier first (inputs ready) and one last (inputs in
+// the aligned pair that holds them; fp8 through whole words when m is a multiple of 4, else
+// through the aligned word that holds the element). A barrier first (inputs ready) and one last (inputs in
 // use until every GPU has read its part). Params: in_mc, out, flags_mc, flags_uc, rank,
 // ngpus, m, epoch.
 func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
@@ -276,20 +373,43 @@ func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	zero := k.Const(dsl.U32, 0)
 	base := rank.Mul(m)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
-	k.If(m.Rem(uint32(vec)).Eq(0), func() {
-		eachVec(k, zero, m, vec, mmUnit(dt), func(i dsl.Value, w int) {
-			storeGuarded(k, out, i, m, mmLoadReduce(k, in, dt, op, k.Assume(base.Add(i), vec), w), vec)
-		})
-	}).Else(func() {
+	byElement := func() {
 		eachVec(k, zero, m, 1, 1, func(i dsl.Value, _ int) {
 			e := base.Add(i)
-			if mmUnit(dt) == 1 {
+			switch unit := mmUnit(dt); {
+			case unit == 1:
 				k.Store(out.At(i), mmLoadReduce(k, in, dt, op, e, 1)[0])
-				return
+			case isFP8(dt):
+				// The aligned word that holds element e; its byte e mod 4.
+				word := mmLoadReduce(k, in, dt, op, k.Assume(e.And(^uint32(3)), 4), 4)[0]
+				b := word.Bitcast(dsl.U32).Shr(e.And(3).Mul(8)).To(dsl.U8)
+				k.Store(out.As(dsl.U8).At(i), b)
+			default:
+				pair := mmLoadReduce(k, in, dt, op, e.And(^uint32(1)), 2)
+				k.Store(out.At(i), k.Select(e.And(1).Eq(0), pair[0], pair[1]))
 			}
-			pair := mmLoadReduce(k, in, dt, op, e.And(^uint32(1)), 2)
-			k.Store(out.At(i), k.Select(e.And(1).Eq(0), pair[0], pair[1]))
 		})
+	}
+	unit := mmUnit(dt)
+	if isFP8(dt) {
+		unit = vec // m is a multiple of vec here: no tail loop
+	}
+	k.If(m.Rem(uint32(vec)).Eq(0), func() {
+		eachVec(k, zero, m, vec, unit, func(i dsl.Value, w int) {
+			mmStoreOut(k, out, dt, i, m, mmLoadReduce(k, in, dt, op, k.Assume(base.Add(i), vec), w), vec)
+		})
+	}).Else(func() {
+		if !isFP8(dt) {
+			byElement()
+			return
+		}
+		// fp8: whole words when m is a multiple of 4 (every part starts on a word).
+		k.If(m.Rem(4).Eq(0), func() {
+			eachVec(k, zero, m, 4, 4, func(i dsl.Value, w int) {
+				words := mmLoadReduce(k, in, dt, op, k.Assume(base.Add(i), 4), w)
+				k.Store(out.As(fp8Word(dt)).At(i.Div(4)), words[0])
+			})
+		}).Else(byElement)
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }

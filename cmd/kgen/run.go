@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/kernels/ref"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 func init() {
@@ -21,16 +22,23 @@ func runRun(e *env, args []string) error {
 	ranks := fs.Int("ranks", 1, "simulated GPUs (1..8)")
 	size := fs.Int("size", 0, "input size in bytes (default: the kernel's own small size)")
 	dtype := fs.String("dtype", "", "element type (default: the kernel's first)")
-	target := fs.String("target", "sm_90", "GPU target ("+targetNames()+")")
+	target := fs.String("target", "", "GPU target ("+targetNames()+"; default sm_90, or the kernel's first target without sm_90)")
 	seed := fs.Int64("seed", 0, "seed of the inputs and, when non-zero, of the emulator's schedule")
 	weak := fs.Bool("weak", false, "weak-memory mode: unfenced remote stores become visible late")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
+	explicit := *target != ""
+	if !explicit {
+		*target = string(ptx.SM90)
+	}
 	spec, t, dt, err := variant(pos, *target, *dtype)
 	if err != nil {
 		return err
+	}
+	if !explicit {
+		t = ref.DefaultTarget(spec)
 	}
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)

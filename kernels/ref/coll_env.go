@@ -7,6 +7,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/fp"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -73,12 +74,17 @@ func (c *coll) launchMod(m *ptx.Module, entry string, blocks int, args func(g in
 
 // inputs returns one random input per GPU: multiples of 1/8 in [-8, 8] for floats (their
 // sums over up to 8 GPUs are exact in f32, so the reference is exact whatever the order),
-// full-range values for integers (sums wrap).
+// full-range values for integers (sums wrap), and for fp8 any finite value of the format up
+// to its largest finite value / ngpus (fp8Input: sums round, but never overflow).
 func (c *coll) inputs(n int) [][]float64 {
 	out := make([][]float64, c.g)
 	for g := range out {
 		out[g] = make([]float64, n)
 		for i := range out[g] {
+			if c.dt == dsl.E4M3 || c.dt == dsl.E5M2 {
+				out[g][i] = c.fp8Input()
+				continue
+			}
 			if c.dt.IsInt() {
 				out[g][i] = float64(int32(c.r.rng.Uint32()))
 			} else {
@@ -89,8 +95,47 @@ func (c *coll) inputs(n int) [][]float64 {
 	return out
 }
 
+// fp8Input returns a random finite fp8 value of c.dt (a random bit pattern: every exponent,
+// subnormals and both zeros) whose magnitude is at most the format's largest finite value
+// divided by the GPU count.
+func (c *coll) fp8Input() float64 {
+	dec, top := fp.E4M3ToF64, 448.0
+	if c.dt == dsl.E5M2 {
+		dec, top = fp.E5M2ToF64, 57344.0
+	}
+	for {
+		x := dec(uint8(c.r.rng.Intn(256)))
+		if !math.IsNaN(x) && !math.IsInf(x, 0) && math.Abs(x) <= top/float64(c.g) {
+			return x
+		}
+	}
+}
+
+// roundF16 rounds x to the nearest f16 value, ties to even (±Inf past the largest finite).
+func roundF16(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	e := max(math.Ilogb(x), -14) // f16: 10 fraction bits, smallest normal 2^-14
+	q := math.Ldexp(1, e-10)
+	r := math.RoundToEven(x/q) * q
+	if math.Abs(r) > 65504 {
+		return math.Copysign(math.Inf(1), x)
+	}
+	return r
+}
+
 // reduce is the reference: op over the GPUs' inputs, rounded once to dt (integers wrap).
+// fp8 sums are multimem's .acc::f16: summed in f16 in GPU order, rounding to nearest even
+// at each step, then rounded to the fp8 type.
 func (c *coll) reduce(op dsl.ReduceOp, in [][]float64, i int) float64 {
+	if (c.dt == dsl.E4M3 || c.dt == dsl.E5M2) && op == dsl.Sum {
+		acc := in[0][i]
+		for g := 1; g < len(in); g++ {
+			acc = roundF16(acc + in[g][i])
+		}
+		return round(c.dt, acc)
+	}
 	if c.dt.IsInt() {
 		acc := int32(in[0][i])
 		for g := 1; g < len(in); g++ {

@@ -18,6 +18,9 @@ func init() {
 		register("mm_allreduce_1shot_"+op, mmOneShot)
 		register("mm_allreduce_2shot_"+op, mmTwoShot)
 		register("mm_reducescatter_"+op, mmReduceScatter)
+		register("mm_allreduce_1shot_fp8_"+op, mmOneShot)
+		register("mm_allreduce_2shot_fp8_"+op, mmTwoShot)
+		register("mm_reducescatter_fp8_"+op, mmReduceScatter)
 		register("mm_allreduce_push_"+op, func(r *run) error {
 			c := newColl(r)
 			n := r.size(1000)

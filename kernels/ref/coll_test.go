@@ -51,7 +51,7 @@ func TestCollectivesOnTheEmulator(t *testing.T) {
 		if !isColl(s.Name) {
 			continue
 		}
-		target := ptx.SM90
+		target := DefaultTarget(s)
 		for _, dt := range s.DTypes {
 			for _, c := range collRuns {
 				if (strings.HasSuffix(s.Name, "_min") || strings.HasSuffix(s.Name, "_max")) && !c.minMax {
@@ -64,6 +64,35 @@ func TestCollectivesOnTheEmulator(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/g%d/n%d/%s", s.Name, dt, c.gpus, c.n, mode), func(t *testing.T) {
 					t.Parallel()
 					res, err := Run(Problem{Kernel: s.Name, DType: dt, Target: target, Size: c.n, Ranks: c.gpus, Seed: c.seed, Weak: c.weak})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Checked == 0 {
+						t.Fatal("nothing was checked")
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestFP8MultimemPaths runs the fp8 multimem kernels at sizes collRuns misses: whole
+// 16-element vectors (every kernel's vector path with no tail) and whole 4-element words
+// that are no vectors (reduce-scatter's word path), at 2, 3 and 8 GPUs.
+func TestFP8MultimemPaths(t *testing.T) {
+	for _, s := range kernels.All() {
+		if !strings.HasPrefix(s.Name, "mm_") || !strings.Contains(s.Name, "_fp8_") {
+			continue
+		}
+		for _, dt := range s.DTypes {
+			for _, c := range []struct {
+				gpus, n int
+				seed    int64
+				weak    bool
+			}{{2, 64, 11, true}, {3, 44, 0, false}, {8, 4100, 12, true}} {
+				t.Run(fmt.Sprintf("%s/%s/g%d/n%d", s.Name, dt, c.gpus, c.n), func(t *testing.T) {
+					t.Parallel()
+					res, err := Run(Problem{Kernel: s.Name, DType: dt, Size: c.n, Ranks: c.gpus, Seed: c.seed, Weak: c.weak})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,7 +21,7 @@ import (
 type Problem struct {
 	Kernel string
 	DType  dsl.Type   // zero: the kernel's first dtype
-	Target ptx.Target // zero: sm_90
+	Target ptx.Target // zero: sm_90, or the kernel's first target when it has no sm_90 (fp8 multimem)
 	Size   int        // elements (for matrices: rows*cols, made roughly square), 0: a default
 	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
 	Seed   int64      // input data and, when non-zero, the emulator's schedule
@@ -88,7 +89,7 @@ func Run(p Problem) (Result, error) {
 		p.DType = spec.DTypes[0]
 	}
 	if p.Target == "" {
-		p.Target = ptx.SM90
+		p.Target = DefaultTarget(spec)
 	}
 	if p.Ranks == 0 {
 		p.Ranks = 1
@@ -110,6 +111,16 @@ func Run(p Problem) (Result, error) {
 		return r.res, fmt.Errorf("%s %s: %w", p.Kernel, p.DType, err)
 	}
 	return r.res, nil
+}
+
+// DefaultTarget is the target a kernel runs for when the problem names none: sm_90, or the
+// kernel's first target when it does not support sm_90 (the sm_100a-only fp8 multimem
+// kernels).
+func DefaultTarget(s *kernels.Spec) ptx.Target {
+	if slices.Contains(s.Targets, ptx.SM90) || len(s.Targets) == 0 {
+		return ptx.SM90
+	}
+	return s.Targets[0]
 }
 
 func (r *run) size(def int) int {
@@ -140,6 +151,12 @@ func round(dt dsl.Type, v float64) float64 {
 		return float64(fp.BF16ToF32(fp.F32ToBF16(float32(v))))
 	case dsl.F32:
 		return float64(float32(v))
+	case dsl.E4M3:
+		b, _ := fp.F64ToE4M3(v)
+		return fp.E4M3ToF64(b)
+	case dsl.E5M2:
+		b, _ := fp.F64ToE5M2(v)
+		return fp.E5M2ToF64(b)
 	}
 	return v
 }
@@ -171,6 +188,16 @@ func write(s *emu.System, addr uint64, dt dsl.Type, v []float64) error {
 			b[i] = uint8(x)
 		}
 		return emu.WriteSlice(s, addr, b)
+	case dsl.E4M3, dsl.E5M2:
+		b := make([]uint8, len(v))
+		for i, x := range v {
+			if dt == dsl.E4M3 {
+				b[i], _ = fp.F64ToE4M3(x)
+			} else {
+				b[i], _ = fp.F64ToE5M2(x)
+			}
+		}
+		return emu.WriteSlice(s, addr, b)
 	}
 	return fmt.Errorf("no host writer for %s", dt)
 }
@@ -185,11 +212,18 @@ func read(s *emu.System, addr uint64, dt dsl.Type, n int) ([]float64, error) {
 		f, err = emu.ReadF16(s, addr, n)
 	case dsl.BF16:
 		f, err = emu.ReadBF16(s, addr, n)
-	case dsl.U8:
+	case dsl.U8, dsl.E4M3, dsl.E5M2:
 		b, err := emu.ReadSlice[uint8](s, addr, n)
 		out := make([]float64, len(b))
 		for i, x := range b {
-			out[i] = float64(x)
+			switch dt {
+			case dsl.E4M3:
+				out[i] = fp.E4M3ToF64(x)
+			case dsl.E5M2:
+				out[i] = fp.E5M2ToF64(x)
+			default:
+				out[i] = float64(x)
+			}
 		}
 		return out, err
 	default:
