@@ -370,3 +370,117 @@ func TestPushAllReduce(t *testing.T) {
 		}
 	}
 }
+
+// TestFP8 runs AllReduce (one-shot and two-shot, in place and out of place) and
+// ReduceScatter of e4m3 and e5m2 with multicast on sm_100a against a Go reference that sums
+// in f16 in GPU order and rounds to the fp8 type, and checks the errors without multicast or
+// on sm_90.
+func TestFP8(t *testing.T) {
+	ctx := context.Background()
+	o := testOpts
+	o.Target = "sm_100a"
+	for _, dt := range FP8DTypes() {
+		t.Run(dt.String(), func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, 4, true, true, 3, o)
+			fill := func(b *Buffer) [][]float64 {
+				out := make([][]float64, s.c.NumGPUs())
+				for g := range out {
+					v := make([]float32, b.Len())
+					out[g] = make([]float64, b.Len())
+					for i := range v {
+						x := fp8Value(s.rng, dt, s.c.NumGPUs())
+						v[i], out[g][i] = float32(x), x
+					}
+					if err := b.WriteF32(g, v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return out
+			}
+			for _, n := range []int{300, 2001} {
+				a, _ := s.c.Alloc(dt, n)
+				b, _ := s.c.Alloc(dt, n)
+				for call, op := range []Op{Sum, Max, Sum} {
+					in := fill(a)
+					dst := b
+					if call%2 == 1 {
+						dst = a
+					}
+					if err := s.c.AllReduceTo(ctx, dst, a, op); err != nil {
+						t.Fatal(err)
+					}
+					want := "mm_allreduce_1shot_fp8_"
+					if n > o.OneShotMaxBytes {
+						want = "mm_allreduce_2shot_fp8_"
+					}
+					if alg := s.c.LastAlgorithm(); !strings.HasPrefix(alg, want) {
+						t.Fatalf("n=%d: algorithm %s, want %s*", n, alg, want)
+					}
+					s.expect(fmt.Sprintf("n=%d call %d", n, call), dst, func(_, i int) float64 { return fp8Reduce(op, dt, in, i) })
+				}
+			}
+			part, _ := s.c.Alloc(dt, 37)
+			whole, _ := s.c.Alloc(dt, 37*s.c.NumGPUs())
+			in := fill(whole)
+			if err := s.c.ReduceScatter(ctx, part, whole, Sum); err != nil {
+				t.Fatal(err)
+			}
+			s.expect("reduce-scatter", part, func(g, i int) float64 { return fp8Reduce(Sum, dt, in, 37*g+i) })
+		})
+	}
+	for name, o := range map[string]Options{"sm_90": {Target: "sm_90"}, "no multicast": {Target: "sm_100a"}} {
+		s := newSetup(t, 2, name == "sm_90", false, 0, o)
+		b, err := s.c.Alloc(dsl.E4M3, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"sm_90": "sm_100a", "no multicast": "multicast"}[name]
+		if err := s.c.AllReduce(ctx, b, Sum); err == nil || !strings.Contains(err.Error(), "e4m3") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: AllReduce of e4m3: %v", name, err)
+		}
+	}
+}
+
+// fp8Value returns a random finite value of dt up to its largest finite value / gpus.
+func fp8Value(rng *rand.Rand, dt dsl.Type, gpus int) float64 {
+	dec, top := fp.E4M3ToF64, 448.0
+	if dt == dsl.E5M2 {
+		dec, top = fp.E5M2ToF64, 57344.0
+	}
+	for {
+		x := dec(uint8(rng.Intn(256)))
+		if !math.IsNaN(x) && !math.IsInf(x, 0) && math.Abs(x) <= top/float64(gpus) {
+			return x
+		}
+	}
+}
+
+// fp8Reduce is multimem's fp8 reduction: sums in f16 (rounding at each step, GPU order)
+// rounded to dt; min and max exact.
+func fp8Reduce(op Op, dt dsl.Type, in [][]float64, i int) float64 {
+	acc := in[0][i]
+	for g := 1; g < len(in); g++ {
+		switch op {
+		case Min:
+			acc = math.Min(acc, in[g][i])
+		case Max:
+			acc = math.Max(acc, in[g][i])
+		default:
+			acc = float64(fp.F16ToF32(f16RNE(acc + in[g][i])))
+		}
+	}
+	if dt == dsl.E5M2 {
+		b, _ := fp.F64ToE5M2(acc)
+		return fp.E5M2ToF64(b)
+	}
+	b, _ := fp.F64ToE4M3(acc)
+	return fp.E4M3ToF64(b)
+}
+
+// f16RNE rounds x (a sum of two f16 values, exact in float64) to f16, ties to even.
+func f16RNE(x float64) uint16 {
+	e := max(math.Ilogb(x), -14)
+	q := math.Ldexp(1, e-10)
+	return fp.F32ToF16(float32(math.RoundToEven(x/q) * q))
+}

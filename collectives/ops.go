@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -23,22 +24,41 @@ type Buffer struct {
 	n   int
 }
 
-// DTypes lists the element types the collectives take.
+// DTypes lists the element types every collective takes. fp8 (FP8DTypes) is narrower.
 func DTypes() []dsl.Type { return []dsl.Type{dsl.F32, dsl.F16, dsl.BF16, dsl.I32} }
 
+// FP8DTypes lists the fp8 element types: AllReduce and ReduceScatter of them need multicast
+// on an sm_100a-class target (Options.Target sm_100a; the mm_*_fp8_* kernels, sums
+// accumulating in f16), AllGather and Broadcast need multicast and whole 4-byte parts.
+func FP8DTypes() []dsl.Type { return []dsl.Type{dsl.E4M3, dsl.E5M2} }
+
 func supported(dt dsl.Type) bool {
-	for _, t := range DTypes() {
-		if t == dt {
-			return true
-		}
+	return slices.Contains(DTypes(), dt) || isFP8(dt)
+}
+
+func isFP8(dt dsl.Type) bool { return slices.Contains(FP8DTypes(), dt) }
+
+// fp8Kernel returns the fp8 multimem kernel base (with its op suffix) for an fp8 reduction,
+// or an error that names the dtype, what it needs and what is supported without it.
+func (c *Comm) fp8Kernel(what, base string, dt dsl.Type, op Op) (string, error) {
+	name := base + "fp8_" + kernels.OpName(op)
+	spec, err := kernels.Lookup(name)
+	if err != nil {
+		return "", err
 	}
-	return false
+	switch {
+	case !slices.Contains(spec.Targets, c.o.Target):
+		return "", fmt.Errorf("collectives: %s of %s needs multimem on an sm_100a-class target (%s), not %s; f32, f16, bf16 and s32 run everywhere", what, dt, spec.Targets[0], c.o.Target)
+	case !c.mc:
+		return "", fmt.Errorf("collectives: %s of %s needs multicast (NVLink SHARP), which is off (%v); f32, f16, bf16 and s32 run without it", what, dt, c.mcWhy)
+	}
+	return name, nil
 }
 
 // Alloc allocates a symmetric buffer of n elements of dt on every GPU (collective).
 func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
 	if !supported(dt) {
-		return nil, fmt.Errorf("collectives: element type %s is not supported (f32, f16, bf16, s32)", dt)
+		return nil, fmt.Errorf("collectives: element type %s is not supported (f32, f16, bf16, s32; e4m3 and e5m2 with multicast on sm_100a)", dt)
 	}
 	if n < 1 || n > math.MaxInt32/16 {
 		return nil, fmt.Errorf("collectives: %d elements: want 1 to %d", n, math.MaxInt32/16)
@@ -79,11 +99,18 @@ func (b *Buffer) Read(gpu int, p []byte) error {
 	return b.c.b.Read(b.m, gpu, 0, p)
 }
 
-// WriteF32 writes float32 values (converted to the buffer's type) to GPU gpu's copy.
+// WriteF32 writes float32 values (converted to the buffer's type, rounding to nearest even;
+// fp8 values out of range become NaN or Inf as cvt without .satfinite) to GPU gpu's copy.
 func (b *Buffer) WriteF32(gpu int, v []float32) error {
 	p := make([]byte, 0, len(v)*b.dt.Bytes())
 	for _, x := range v {
 		switch b.dt {
+		case dsl.E4M3:
+			e, _ := fp.F64ToE4M3(float64(x))
+			p = append(p, e)
+		case dsl.E5M2:
+			e, _ := fp.F64ToE5M2(float64(x))
+			p = append(p, e)
 		case dsl.F32:
 			p = binary.LittleEndian.AppendUint32(p, math.Float32bits(x))
 		case dsl.I32:
@@ -106,6 +133,10 @@ func (b *Buffer) ReadF32(gpu int) ([]float32, error) {
 	out := make([]float32, b.n)
 	for i := range out {
 		switch b.dt {
+		case dsl.E4M3:
+			out[i] = float32(fp.E4M3ToF64(p[i]))
+		case dsl.E5M2:
+			out[i] = float32(fp.E5M2ToF64(p[i]))
 		case dsl.F32:
 			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
 		case dsl.I32:
@@ -152,10 +183,20 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // mm_allreduce_push (multicast stores, local reduction) up to OneShotMaxBytes and the
 // peer-to-peer two-shot above. Without multicast: p2p_allreduce_lamport for floats up to
 // LamportMaxBytes, then p2p_allreduce_1shot up to OneShotMaxBytes, then p2p_allreduce_2shot.
+// fp8 (e4m3, e5m2) runs mm_allreduce_1shot_fp8 up to OneShotMaxBytes, else
+// mm_allreduce_2shot_fp8, and has no algorithm ("") without multicast on sm_100a.
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 	bytes := n * dt.Bytes()
 	name := ""
 	switch {
+	case isFP8(dt):
+		if _, err := c.fp8Kernel("AllReduce", "mm_allreduce_1shot_", dt, op); err != nil {
+			return ""
+		}
+		name = "mm_allreduce_2shot_fp8_"
+		if bytes <= c.o.OneShotMaxBytes {
+			name = "mm_allreduce_1shot_fp8_"
+		}
 	case c.mc && mmReduces(dt, op) && bytes <= c.o.OneShotMaxBytes:
 		name = "mm_allreduce_1shot_"
 	case c.mc && mmReduces(dt, op):
@@ -186,6 +227,11 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	}
 	dt, n := src.dt, src.n
 	inPlace := dst == src
+	if isFP8(dt) {
+		if _, err := c.fp8Kernel("AllReduce", "mm_allreduce_1shot_", dt, op); err != nil {
+			return err
+		}
+	}
 	name := c.AllReduceAlgorithm(dt, op, n)
 	if c.mc && !mmReduces(dt, op) {
 		c.log.DebugContext(ctx, "collectives: multimem.ld_reduce has no f32 "+kernels.OpName(op)+"; using "+name)
@@ -207,7 +253,7 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 		c.last = name
 		return err
 	}
-	switch name[:len(name)-len(kernels.OpName(op))] {
+	switch strings.Replace(name[:len(name)-len(kernels.OpName(op))], "_fp8_", "_", 1) {
 	case "mm_allreduce_1shot_", "p2p_allreduce_1shot_":
 		in, inTab := src.m, src.tab
 		if inPlace {
@@ -330,8 +376,15 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src *Buffer, op Op) error
 	vec := 16 / dt.Bytes()
 	blocks := c.blocks((m + vec - 1) / vec)
 	attrs := []any{"elements", m, "bytes", m * dt.Bytes()}
+	name := "mm_reducescatter_" + kernels.OpName(op)
+	if isFP8(dt) {
+		var err error
+		if name, err = c.fp8Kernel("ReduceScatter", "mm_reducescatter_", dt, op); err != nil {
+			return err
+		}
+	}
 	if c.mc && mmReduces(dt, op) {
-		return c.launch(ctx, "reduce-scatter", "mm_reducescatter_"+kernels.OpName(op), dt, blocks, func(g int) []any {
+		return c.launch(ctx, "reduce-scatter", name, dt, blocks, func(g int) []any {
 			in, _ := c.mcast(src.m, g)
 			fmc, _ := c.mcast(c.flags, g)
 			return []any{in, c.addr(dst.m, g), fmc, c.addr(c.flags, g), uint32(g), uint32(c.g), uint32(m), c.flagEpoch}
@@ -366,6 +419,9 @@ func (c *Comm) AllGather(ctx context.Context, dst, src *Buffer) error {
 			return []any{c.addr(src.m, g), out, fmc, c.addr(c.flags, g), uint32(g), uint32(c.g), uint32(words), c.flagEpoch}
 		}, attrs...)
 	}
+	if isFP8(dt) {
+		return fmt.Errorf("collectives: AllGather of %s needs multicast and parts of a multiple of 4 bytes (%d bytes, multicast %v); f32, f16, bf16 and s32 run everywhere", dt, bytes, c.mc)
+	}
 	if c.mc {
 		c.log.DebugContext(ctx, "collectives: all-gather part is not a multiple of 4 bytes; using peer stores", "bytes", bytes)
 	}
@@ -397,6 +453,9 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 			fmc, _ := c.mcast(c.flags, g)
 			return []any{c.addr(src.m, g), out, fmc, c.addr(c.flags, g), uint32(root), uint32(g), uint32(c.g), uint32(words), c.flagEpoch}
 		}, attrs...)
+	}
+	if isFP8(dt) {
+		return fmt.Errorf("collectives: Broadcast of %s needs multicast and a multiple of 4 bytes (%d bytes, multicast %v); f32, f16, bf16 and s32 run everywhere", dt, bytes, c.mc)
 	}
 	vec := 16 / dt.Bytes()
 	return c.launch(ctx, "broadcast", "p2p_broadcast", dt, c.blocks((n+vec-1)/vec), func(g int) []any {
