@@ -72,7 +72,7 @@ func (k *Kernel) Var(t Type, init any) Value {
 		return k.poison(t)
 	}
 	d := k.reg(t)
-	k.mutable[d] = true
+	k.mutable[regKey(d)] = true
 	k.mov(d, v)
 	return Value{k: k, t: t, op: d}
 }

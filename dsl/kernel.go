@@ -75,10 +75,12 @@ type Kernel struct {
 	built  bool
 	params map[string]bool
 	divs   map[ptx.Reg]int64 // known divisors of runtime values (Assume)
-	// scopes holds the pure computations done so far, per nesting level of runtime control
-	// flow, for reuse (memo); mutable marks the registers of variables (Var).
-	scopes    []map[memoKey]Value
-	mutable   map[ptx.Reg]bool
+	// memos holds the pure computations done so far (common subexpressions), visible in the
+	// scope of runtime control flow that made them and the scopes nested in it; scopes lists,
+	// per nesting level, the keys made there, which leave memos when the level ends.
+	memos     map[memoKey]Value
+	scopes    [][]memoKey
+	mutable   map[uint64]bool // the registers of variables (Var), by regKey
 	externs   map[string]*Func
 	held      int // nesting depth of hold
 	paramInfo []ParamInfo
@@ -88,7 +90,7 @@ type Kernel struct {
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		scopes: []map[memoKey]Value{{}}, mutable: map[ptx.Reg]bool{}, externs: map[string]*Func{}}
+		memos: map[memoKey]Value{}, scopes: [][]memoKey{nil}, mutable: map[uint64]bool{}, externs: map[string]*Func{}}
 	for _, o := range opts {
 		o(k)
 	}
@@ -255,7 +257,13 @@ func moduleOf(dir string) string {
 // scoped runs f in a nested scope of runtime control flow: values computed inside are not
 // reused after it.
 func (k *Kernel) scoped(f func()) {
-	k.scopes = append(k.scopes, map[memoKey]Value{})
-	defer func() { k.scopes = k.scopes[:len(k.scopes)-1] }()
+	k.scopes = append(k.scopes, nil)
+	defer func() {
+		last := len(k.scopes) - 1
+		for _, key := range k.scopes[last] {
+			delete(k.memos, key)
+		}
+		k.scopes = k.scopes[:last]
+	}()
 	f()
 }

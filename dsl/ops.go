@@ -163,7 +163,7 @@ func simplify(name string, v, w Value) (Value, bool) {
 // memo emits a pure computation once per scope: a second request for the same operation on
 // the same immutable operands returns the first result (common subexpressions).
 func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) Value {
-	key := memoKey{name: name, t: t, n: uint8(len(args))}
+	key := memoKey{name: name, tn: uint64(t)<<8 | uint64(len(args))}
 	pure := len(args) <= len(key.ops)
 	for i, a := range args {
 		if !pure {
@@ -171,45 +171,41 @@ func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) V
 		}
 		switch o := a.op.(type) {
 		case ptx.Reg:
-			pure = !k.mutable[o]
-			key.ops[i] = memoOp{vt: o.Type, bits: uint64(o.N)}
+			pure = !k.mutable[regKey(o)]
+			key.ops[i] = [2]uint64{uint64(o.N), uint64(o.Type)}
 		case ptx.Imm:
-			key.ops[i] = memoOp{imm: true, vt: a.t, it: o.Type, bits: o.Bits}
+			key.ops[i] = [2]uint64{o.Bits, 1<<16 | uint64(a.t)<<8 | uint64(o.Type)}
 		default:
 			pure = false
 		}
 	}
 	if pure {
-		for i := len(k.scopes) - 1; i >= 0; i-- {
-			if v, ok := k.scopes[i][key]; ok {
-				return v
-			}
+		if v, ok := k.memos[key]; ok {
+			return v
 		}
 	}
 	d := k.reg(t)
 	emit(d)
 	v := Value{k: k, t: t, op: d}
 	if pure {
-		k.scopes[len(k.scopes)-1][key] = v
+		k.memos[key] = v
+		last := len(k.scopes) - 1
+		k.scopes[last] = append(k.scopes[last], key)
 	}
 	return v
 }
 
-// memoKey identifies a pure computation: the operation, its result type and its operands.
+// memoKey identifies a pure computation: the operation, its result type and operand count
+// (tn), and its operands, each a register (its number, its type) or an immediate (its
+// bits; a flag, the value's type and the immediate's type). Packed words hash fast.
 type memoKey struct {
 	name string
-	t    Type
-	n    uint8
-	ops  [3]memoOp
+	tn   uint64
+	ops  [3][2]uint64
 }
 
-// memoOp is one operand of a memoKey: a register (its type and number) or an immediate (the
-// value's type, the immediate's type and bits).
-type memoOp struct {
-	imm    bool
-	vt, it Type
-	bits   uint64
-}
+// regKey packs a register into a map key that hashes fast.
+func regKey(r ptx.Reg) uint64 { return uint64(r.Type)<<56 | uint64(uint32(r.N)) }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
 	k.emit(&ptx.Instr{Op: op, Q: q, Types: []ptx.Type{t}, Args: args})
