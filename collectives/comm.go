@@ -274,7 +274,9 @@ func (c *Comm) launch(ctx context.Context, what, name string, dt dsl.Type, block
 		blocks = c.o.MaxBlocks
 	}
 	c.last = name
-	c.log.DebugContext(ctx, "collectives: "+what, append([]any{"algorithm", name, "dtype", dt.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, attrs...)...)
+	if c.debug(ctx) {
+		c.log.DebugContext(ctx, "collectives: "+what, append([]any{"algorithm", name, "dtype", dt.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, attrs...)...)
+	}
 	if err := c.b.Launch(Launch{Module: m, Entry: entry, Grid: blocks, Block: kernels.CollThreads, Args: args}); err != nil {
 		return fmt.Errorf("collectives: %s (%s): %w", what, entry, err)
 	}
@@ -286,6 +288,10 @@ func (c *Comm) launch(ctx context.Context, what, name string, dt dsl.Type, block
 	}
 	return nil
 }
+
+// debug reports whether the debug log is on: a call builds its log attributes only then
+// (they cost allocations on every call otherwise).
+func (c *Comm) debug(ctx context.Context) bool { return c.log.Enabled(ctx, slog.LevelDebug) }
 
 // addr returns GPU gpu's own copy of m; mcast its multicast address.
 func (c *Comm) addr(m Mem, gpu int) uint64 {

@@ -238,7 +238,10 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	}
 	vec := 16 / dt.Bytes()
 	vectors := (n + vec - 1) / vec
-	attrs := []any{"elements", n, "bytes", n * dt.Bytes(), "in_place", inPlace}
+	var attrs []any
+	if c.debug(ctx) {
+		attrs = []any{"elements", n, "bytes", n * dt.Bytes(), "in_place", inPlace}
+	}
 	if strings.HasSuffix(name, "+p2p_allgather") {
 		// Push all-reduce: reduce-scatter by peer stores into a part buffer, then all-gather
 		// of the parts by peer stores (stream order keeps the second after the first).
@@ -375,7 +378,10 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src *Buffer, op Op) error
 	dt, m := dst.dt, dst.n
 	vec := 16 / dt.Bytes()
 	blocks := c.blocks((m + vec - 1) / vec)
-	attrs := []any{"elements", m, "bytes", m * dt.Bytes()}
+	var attrs []any
+	if c.debug(ctx) {
+		attrs = []any{"elements", m, "bytes", m * dt.Bytes()}
+	}
 	name := "mm_reducescatter_" + kernels.OpName(op)
 	if isFP8(dt) {
 		var err error
@@ -410,7 +416,10 @@ func (c *Comm) AllGather(ctx context.Context, dst, src *Buffer) error {
 	}
 	dt, n := src.dt, src.n
 	bytes := n * dt.Bytes()
-	attrs := []any{"elements", n, "bytes", bytes}
+	var attrs []any
+	if c.debug(ctx) {
+		attrs = []any{"elements", n, "bytes", bytes}
+	}
 	if c.mc && bytes%4 == 0 {
 		words := bytes / 4
 		return c.launch(ctx, "all-gather", "mm_allgather", dsl.F32, c.blocks((words+3)/4), func(g int) []any {
@@ -445,7 +454,10 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 	}
 	dt, n := src.dt, src.n
 	bytes := n * dt.Bytes()
-	attrs := []any{"elements", n, "bytes", bytes, "root", root}
+	var attrs []any
+	if c.debug(ctx) {
+		attrs = []any{"elements", n, "bytes", bytes, "root", root}
+	}
 	if c.mc && bytes%4 == 0 {
 		words := bytes / 4
 		return c.launch(ctx, "broadcast", "mm_broadcast", dsl.F32, c.blocks((words+3)/4), func(g int) []any {
