@@ -245,6 +245,7 @@ type Module struct {
 	mu      sync.Mutex
 	closed  bool
 	entries map[string]*ptx.Func
+	funcs   map[string]*Function // looked up once (a GPU lookup checks every parameter)
 }
 
 // NVSHMEMCalls lists the NVSHMEM functions a module declares (extern .func nvshmem*), sorted.
@@ -359,8 +360,32 @@ func (m *Module) Close() error {
 	return errors.Join(ferr, m.impl.unload())
 }
 
-// Function looks up a kernel by name.
+// Function looks up a kernel by name. The first lookup of a name asks the backend (on a GPU,
+// cuModuleGetFunction and a check of every parameter); later ones return the same Function.
 func (m *Module) Function(name string) (*Function, error) {
+	m.mu.Lock()
+	f, ok := m.funcs[name]
+	m.mu.Unlock()
+	if ok {
+		return f, nil
+	}
+	f, err := m.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prev, ok := m.funcs[name]; ok {
+		return prev, nil
+	}
+	if m.funcs == nil {
+		m.funcs = map[string]*Function{}
+	}
+	m.funcs[name] = f
+	return f, nil
+}
+
+func (m *Module) lookup(name string) (*Function, error) {
 	sig, ok := m.entries[name]
 	if !ok {
 		var names []string

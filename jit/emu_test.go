@@ -34,6 +34,12 @@ func vectorAddProgram(t *testing.T, d *Device) error {
 	if err != nil {
 		return err
 	}
+	if again, err := m.Function("vector_add_f32"); err != nil || again != fn {
+		return fmt.Errorf("a second Function lookup gave %p, %v; want the first, %p", again, err, fn)
+	}
+	if _, err := m.Function("nosuch"); err == nil || !strings.Contains(err.Error(), `no kernel "nosuch"`) {
+		return fmt.Errorf("Function(nosuch): %v", err)
+	}
 	const n = 1000
 	a, b, c := make([]float32, n), make([]float32, n), make([]float32, n)
 	for i := range a {

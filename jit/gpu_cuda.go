@@ -3,11 +3,29 @@
 package jit
 
 // #include <cuda.h>
+// #define KGEN_MAX_PARAMS 512
 // static CUresult kgen_set_max_dyn_smem(void *fn, int n) {
 //   return cuFuncSetAttribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n);
 // }
 // static CUresult kgen_param_info(void *fn, size_t i, size_t *off, size_t *size) {
 //   return cuFuncGetParamInfo((CUfunction)fn, i, off, size);
+// }
+// // kgen_launch makes ctx current on this thread and launches fn with the n argument words
+// // at args (each parameter at most 8 bytes): one cgo call per launch.
+// static CUresult kgen_launch(void *ctx, void *fn, unsigned gx, unsigned gy, unsigned gz,
+//     unsigned bx, unsigned by, unsigned bz, unsigned shared, void *stream,
+//     unsigned long long *args, int n) {
+//   void *params[KGEN_MAX_PARAMS];
+//   if (n > KGEN_MAX_PARAMS) return CUDA_ERROR_INVALID_VALUE;
+//   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
+//   if (r != CUDA_SUCCESS) return r;
+//   for (int i = 0; i < n; i++) params[i] = &args[i];
+//   return cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, params, 0);
+// }
+// static const char *kgen_error_name(CUresult r) {
+//   const char *s = 0;
+//   if (cuGetErrorName(r, &s) != CUDA_SUCCESS || s == 0) return "unknown CUresult";
+//   return s;
 // }
 import "C"
 
@@ -78,6 +96,9 @@ func (d *cudaDevice) do(f func() error) error {
 }
 
 func (d *cudaDevice) info() Info { return d.inf }
+
+// rawCtx returns the device's context as C sees it.
+func (d *cudaDevice) rawCtx() unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&d.ctx)) }
 
 func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, error) {
 	var st LoadStats
@@ -347,25 +368,43 @@ type cudaFunc struct {
 }
 
 func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
+	if len(args) > C.KGEN_MAX_PARAMS {
+		return fmt.Errorf("%d arguments: at most %d", len(args), C.KGEN_MAX_PARAMS)
 	}
-	return f.d.do(func() error {
-		if shared > 48<<10 {
+	if shared > 48<<10 {
+		err := f.d.do(func() error {
 			f.mu.Lock()
+			defer f.mu.Unlock()
 			if shared > f.maxSmem {
 				raw := *(*unsafe.Pointer)(unsafe.Pointer(&f.fn))
 				if r := C.kgen_set_max_dyn_smem(raw, C.int(shared)); r != 0 {
-					f.mu.Unlock()
 					return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", shared, int(r))
 				}
 				f.maxSmem = shared
 			}
-			f.mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		return wrap("cuLaunchKernel", f.fn.Launch(g.X, g.Y, g.Z, b.X, b.Y, b.Z, shared, cuStream(s), params))
-	})
+	}
+	// The hot path: one cgo call (context, parameter pointers and launch in C); the argument
+	// words hold no Go pointers, so C may read them for the call's duration.
+	var argp *C.ulonglong
+	if len(args) > 0 {
+		argp = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	}
+	var sp unsafe.Pointer
+	if s != nil {
+		sp = s.(*cudaStream).raw()
+	}
+	r := C.kgen_launch(f.d.rawCtx(), *(*unsafe.Pointer)(unsafe.Pointer(&f.fn)), C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
+		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(shared), sp, argp, C.int(len(args)))
+	runtime.KeepAlive(args)
+	if r != 0 {
+		return fmt.Errorf("cuLaunchKernel: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))
+	}
+	return nil
 }
 
 type cudaStream struct {

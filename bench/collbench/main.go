@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -59,7 +60,18 @@ func main() {
 	blocks := flag.Int("blocks", 0, "MaxBlocks of the kernels (0: the default)")
 	loop := flag.Bool("loop", false, "time the iterations back to back between one pair of events and report the mean (nccl-tests' method)")
 	algs := flag.String("algs", "lamport,oneshot,twoshot,push,auto", "algorithms to time")
+	cpuprofile := flag.String("cpuprofile", "", "write rank 0's CPU profile to this file (host-side cost)")
 	flag.Parse()
+	if *cpuprofile != "" && os.Getenv("RANK") == "0" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatalf("collbench: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatalf("collbench: %v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	timing.loop = *loop
 	timing.algs = map[string]bool{}
 	for _, a := range strings.Split(*algs, ",") {
