@@ -83,7 +83,7 @@ func (c *ExternCall) Store(addr uint64, p []byte) error {
 		return errors.New(f.msg)
 	}
 	copy(b, p)
-	if l := c.w.l; l.weak && region(addr) >= regionGlobal0 && l.recorded(addr) {
+	if l := c.w.l; l.weak && region(addr) >= regionGlobal0 && l.recordedSpan(addr, len(p)) {
 		l.overwrite(addr, len(p), false)
 	}
 	c.w.l.progressed()

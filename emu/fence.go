@@ -89,6 +89,20 @@ func (l *launch) recorded(addr uint64) bool {
 	return l.rfilter[i]&b != 0
 }
 
+// recordedSpan reports whether any page of the n bytes at addr may hold records (for the
+// accesses that can cross pages: an extern function's stores).
+func (l *launch) recordedSpan(addr uint64, n int) bool {
+	if len(l.recs) == 0 || n <= 0 {
+		return false
+	}
+	for p := addr >> 12; p <= (addr+uint64(n)-1)>>12; p++ {
+		if l.recorded(p << 12) {
+			return true
+		}
+	}
+	return false
+}
+
 // recHead returns the head of granule g's record list (nil: none and create is false).
 func (l *launch) recHead(g uint64, create bool) *int32 {
 	k := g / uint64(len(recPage{}))

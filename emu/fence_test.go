@@ -266,3 +266,93 @@ func TestMissingFenceNotOnPolling(t *testing.T) {
 		}
 	}
 }
+
+// blockScopePublish builds a kernel in which thread 0 of GPU writer's block stores n words
+// into data and publishes them with a block-scope fence (fenced) or a block-scope release
+// store of the flag, and thread 32 of GPU reader's block waits for the flag (acquire at
+// scope sc) and copies the words to out.
+func blockScopePublish(t *testing.T, fenced bool, sc dsl.Scope, n int) *ptx.Module {
+	k := dsl.New("publish")
+	data := k.PtrParam("data", dsl.U32)
+	flag := k.PtrParam("flag", dsl.U32)
+	out := k.PtrParam("out", dsl.U32)
+	rank := k.Param("rank", dsl.U32)
+	writer, reader := k.Param("writer", dsl.U32), k.Param("reader", dsl.U32)
+	tid := k.ThreadIdx(dsl.X)
+	k.If(rank.Eq(writer).And(tid.Eq(0)), func() {
+		k.For(0, n, 1, func(i dsl.Value) { k.Store(data.At(i), i.Add(1000), dsl.Relaxed(dsl.CTA)) })
+		if fenced {
+			k.Fence(dsl.FenceAcqRel, dsl.CTA)
+			k.Store(flag.At(0), 1, dsl.Relaxed(dsl.CTA))
+		} else {
+			k.Store(flag.At(0), 1, dsl.Release(dsl.CTA))
+		}
+	})
+	k.If(rank.Eq(reader).And(tid.Eq(32)), func() {
+		k.WaitUntil(flag.At(0), dsl.Eq, 1, dsl.Acquire(sc))
+		k.For(0, n, 1, func(i dsl.Value) { k.Store(out.At(i), k.Load(data.At(i))) })
+	})
+	return buildDSL(t, k)
+}
+
+// TestBlockScopeSyncInWeakMode: threads of one block that synchronize at block scope
+// (fence.acq_rel.cta or st.release.cta, then ld.acquire.cta) through their GPU's symmetric
+// memory are correct, and weak mode must neither report them nor give them stale data; a
+// block that publishes to another GPU at block scope is wrong, and weak mode must catch it.
+func TestBlockScopeSyncInWeakMode(t *testing.T) {
+	const n = 32
+	run := func(m *ptx.Module, seed int64, writer, reader, mem int, sc dsl.Scope) (int, error) {
+		s := newSystem(t, 2)
+		d, err := s.MallocSymmetric(4 * n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.MallocSymmetric(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := s.Malloc(reader, 4*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Launch(emu.Launch{Module: m, Entry: "publish", GPUs: s.All(), Grid: emu.D1(1), Block: emu.D1(64),
+			ArgsFor: func(g int) []any {
+				return []any{d.On(mem), f.On(mem), o, uint32(g), uint32(writer), uint32(reader)}
+			}, Options: emu.Options{Weak: true, Seed: seed}})
+		if err != nil {
+			return 0, err
+		}
+		got, err := emu.ReadSlice[uint32](s, o, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, v := range got {
+			if v != uint32(1000+i) {
+				bad++
+			}
+		}
+		return bad, nil
+	}
+	for _, fenced := range []bool{true, false} {
+		m := blockScopePublish(t, fenced, dsl.CTA, n)
+		for seed := int64(1); seed <= 8; seed++ {
+			for g := 0; g < 2; g++ { // the block of GPU g, through GPU g's memory
+				if bad, err := run(m, seed, g, g, g, dsl.CTA); err != nil || bad > 0 {
+					t.Fatalf("fenced %v, seed %d, GPU %d: %d stale values, err %v", fenced, seed, g, bad, err)
+				}
+			}
+		}
+	}
+	// GPU 0 publishes into GPU 1's memory at block scope; GPU 1 acquires at system scope.
+	caught := 0
+	m := blockScopePublish(t, true, dsl.System, n)
+	for seed := int64(1); seed <= 8; seed++ {
+		if bad, err := run(m, seed, 0, 1, 1, dsl.System); err != nil || bad > 0 {
+			caught++
+		}
+	}
+	if caught == 0 {
+		t.Error("a block-scope fence publishing to another GPU passed every seed in weak mode")
+	}
+}

@@ -164,8 +164,17 @@ func (w *warp) peerVisible(addr uint64) bool {
 	return int(region(addr)-regionGlobal0) != w.b.gpu || addr&offMask >= symBase
 }
 
-func releases(in *dinst) bool {
-	return (in.sem == semRelease || in.sem == semAcqRel) && in.scope != scCTA && in.scope != scCluster
+func releases(in *dinst) bool { return in.sem == semRelease || in.sem == semAcqRel }
+
+// release is what a release (or a fence) by thread (w, lane) does in weak mode: at .gpu or
+// .sys scope it makes all the thread's buffered stores visible; at .cta or .cluster scope
+// only those into its own GPU's memory (see flushThreadLocal).
+func (l *launch) release(w *warp, lane int, in *dinst) {
+	if in.scope == scCTA || in.scope == scCluster {
+		l.flushThreadLocal(w, lane)
+		return
+	}
+	l.flushThread(w, lane)
 }
 
 func strong(in *dinst) bool { return in.sem != semWeak }
@@ -239,7 +248,7 @@ func execSt(w *warp, in *dinst, m uint32) {
 	for x := m; x != 0; x &= x - 1 {
 		ln := bits.TrailingZeros32(x)
 		if l.weak && releases(in) {
-			l.flushThread(w, ln)
+			l.release(w, ln, in)
 		}
 		addr := w.ea(in, ln)
 		b, wh, off, f := w.span(in, ln, addr, tot)
@@ -401,7 +410,7 @@ func execAtom(w *warp, in *dinst, m uint32) {
 	for x := m; x != 0; x &= x - 1 {
 		ln := bits.TrailingZeros32(x)
 		if l.weak && releases(in) {
-			l.flushThread(w, ln)
+			l.release(w, ln, in)
 		}
 		addr := w.ea(in, ln)
 		b, wh, off, f := w.span(in, ln, addr, tot)
@@ -433,7 +442,7 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			if in.d >= 0 {
 				w.r[in.d+int32(ln)], w.r[in.d+32+int32(ln)] = oldLo, oldHi
 			}
-			if weakGlobal {
+			if weakGlobal && (nLo != oldLo || nHi != oldHi) { // a failed cas writes nothing
 				l.recordAtomic(w, in, ln, off, tot)
 			}
 			l.progressed()
@@ -514,7 +523,7 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 		case mmSt, mmRed:
 			red := uint8(in.flags>>8) == mmRed
 			if l.weak && releases(in) {
-				l.flushThread(w, ln)
+				l.release(w, ln, in)
 			}
 			buf := w.scratch[:tot]
 			for i := 0; i < nv; i++ {
@@ -634,11 +643,11 @@ func reduceFP8(sp [][]byte, o int, op uint8, f *fmtInfo, accF16 bool) uint64 {
 
 func execFence(w *warp, in *dinst, m uint32) {
 	l := w.l
-	if !l.weak || in.scope == scCTA || in.scope == scCluster {
+	if !l.weak {
 		return
 	}
 	for x := m; x != 0; x &= x - 1 {
-		l.flushThread(w, bits.TrailingZeros32(x))
+		l.release(w, bits.TrailingZeros32(x), in)
 	}
 }
 

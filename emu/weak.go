@@ -167,6 +167,36 @@ func (l *launch) flushThread(w *warp, lane int) {
 	w.pfirst[lane] = 0
 }
 
+// flushThreadLocal is what a .cta or .cluster release or fence by thread (w, lane) does: it
+// makes visible the thread's buffered stores, and those a barrier of its block ordered
+// before it, into its own GPU's memory, where the threads that synchronize with it at that
+// scope read them (making them visible to every GPU is allowed: earlier than required). Its
+// stores into other GPUs' memory stay buffered, so a kernel that publishes to another GPU at
+// block scope still fails. (A block that synchronizes at block scope through another GPU's
+// memory is correct but not modelled: weak mode may report it.)
+func (l *launch) flushThreadLocal(w *warp, lane int) {
+	if l.npend == 0 {
+		return
+	}
+	own := func(e *pendingStore) bool { return int(region(e.addr)-regionGlobal0) == w.b.gpu }
+	b := w.b
+	keep := b.wide[:0]
+	for _, e := range b.wide {
+		if own(e) {
+			l.apply(e, false)
+		} else {
+			keep = append(keep, e)
+		}
+	}
+	clear(b.wide[len(keep):])
+	b.wide = keep
+	for _, e := range w.pend[lane] {
+		if own(e) {
+			l.apply(e, false)
+		}
+	}
+}
+
 // olderPending reports whether thread (w, lane) has a buffered store, not yet visible and
 // not made block-wide by a barrier, older than store counter seq (pend is in counter order).
 func (w *warp) olderPending(lane int, seq uint64) bool {
