@@ -14,33 +14,31 @@ import (
 // and the marked libraries. Finding it is most of the cost of building a kernel, so
 // callerPos walks frame pointers where it can (walkFrames, amd64; about ten times cheaper
 // than runtime.Callers) and falls back to runtime.Callers, which is exact, whenever the walk
-// might be wrong. A frame-pointer walk sees physical frames only, so callerPos relies only
-// on what it learned from runtime.Callers about each physical return PC it meets
-// (walkInfo): which inlined frames it stands for and whether one of them is outside the DSL,
-// and whether the walk was seen to reach the same next frame from it. (Go keeps a frame
-// pointer in every function that calls another, so that holds for Go code; a PC where it
-// did not, in assembly or a compiler wrapper, always takes the exact path.)
+// might be wrong or unsafe.
+//
+// A frame-pointer walk sees physical frames only, and is only safe through Go code: past a
+// cgo callback the saved frame pointer may be any value C left in the register. So the walk
+// relies only on what was learned, from runtime.Callers, about each return PC it meets
+// (walkInfo): which inlined frames it stands for and whether one of them is outside the
+// DSL, and whether the walk was seen to reach the same next frame from it, out of ordinary
+// Go code. It follows a saved frame pointer only from such a PC, and walks again from the
+// top for every frame it adds (it holds no stack address across a call that could move the
+// stack).
 
 // callerPos returns the position of the first caller outside package dsl and the marked
 // libraries (their tests excepted), with the path relative to the kgen module root when inside it.
 //
 //go:noinline
 func callerPos() ptx.Pos {
-	// The user's frame is usually a few frames up: walk a dozen, then (rarely) all of them.
-	var pcs [48]uintptr
-	n := walkFrames(pcs[:12]) // pcs[0]: the return PC into callerPos's caller
-	pos, ok := walkedPos(pcs[:n])
-	if !ok && n == 12 {
-		n = walkFrames(pcs[:])
-		pos, ok = walkedPos(pcs[:n])
-	}
-	if ok && !exactCallers.Load() {
-		return pos
+	if !exactCallers.Load() {
+		if pos, ok := walkedPos(); ok {
+			return pos
+		}
 	}
 	var exact [64]uintptr
-	m := runtime.Callers(2, exact[:]) // skip runtime.Callers and callerPos, like the walk
-	learnWalk(pcs[:n], exact[:m])
-	pos, _ = firstOutside(exact[:m])
+	m := runtime.Callers(2, exact[:]) // skip runtime.Callers and callerPos: from its caller on
+	learnWalk(exact[:m])
+	pos, _ := firstOutside(exact[:m])
 	return pos
 }
 
@@ -51,17 +49,28 @@ var exactCallers atomic.Bool
 type walkInfo struct {
 	pos   ptx.Pos // the first frame outside the DSL among the frames inlined there
 	found bool
-	next  bool // when !found: the walk reaches the right next frame from here
+	next  bool // when !found: the walk may go on from here, and reaches the right frame
 }
 
 // walkInfos maps physical return PCs to their walkInfo.
 var walkInfos sync.Map
 
-// walkedPos finds the first frame outside the DSL in a frame-pointer walk, or reports false
-// when a frame on the way has not been learned or cannot be walked past.
-func walkedPos(pcs []uintptr) (ptx.Pos, bool) {
-	for _, pc := range pcs {
-		w, ok := walkInfos.Load(pc)
+// maxWalk is the deepest frame the walk looks at.
+const maxWalk = 48
+
+// walkedPos finds the first frame outside the DSL by a frame-pointer walk from callerPos's
+// caller, or reports false when a frame on the way has not been learned or cannot be walked
+// past.
+//
+//go:noinline
+func walkedPos() (ptx.Pos, bool) {
+	var pcs [maxWalk]uintptr
+	for d := 1; d <= maxWalk; d++ {
+		// Skip the return PC into callerPos: pcs[0] is the one into callerPos's caller.
+		if walkFrames(pcs[:d], 1) < d {
+			return ptx.Pos{}, false
+		}
+		w, ok := walkInfos.Load(pcs[d-1])
 		if !ok {
 			return ptx.Pos{}, false
 		}
@@ -76,23 +85,55 @@ func walkedPos(pcs []uintptr) (ptx.Pos, bool) {
 	return ptx.Pos{}, false
 }
 
-// learnWalk records walkInfos for the physical frames of a walk from the exact stack that
-// runtime.Callers gave at the same point (one entry per logical frame: a function's return
-// PC, then the frames inlined there). It goes through both in step and stops where they part.
-func learnWalk(pcs, exact []uintptr) {
-	for i, j := 0, 0; i < len(pcs) && j < len(exact) && exact[j] == pcs[i]; i++ {
-		end := j + 1
-		for entry := funcEntry(exact[j]); end < len(exact) && funcEntry(exact[end]) == entry; end++ {
-		}
-		var info walkInfo
-		info.pos, info.found = firstOutside(exact[j:end])
-		info.next = !info.found && end < len(exact) && i+1 < len(pcs) && exact[end] == pcs[i+1]
-		walkInfos.Store(exact[j], info)
-		if !info.next {
+// learnWalk records walkInfos for the frames above callerPos's caller from the exact stack
+// that runtime.Callers gave at the same point (one entry per logical frame: a function's
+// return PC, then the frames inlined there). It walks one frame further each step, and
+// past a PC only when its function is ordinary Go code (walkable).
+//
+//go:noinline
+func learnWalk(exact []uintptr) {
+	var pcs [maxWalk]uintptr
+	j := 0
+	for d := 1; d < maxWalk && j < len(exact); d++ {
+		if walkFrames(pcs[:d], 1) < d || pcs[d-1] != exact[j] {
 			return
 		}
-		j = end
+		p := pcs[d-1]
+		// The walk's next PC, if the walk may go past p, and where it stands in exact: the
+		// entries between are the frames inlined into p's function.
+		k := -1
+		if walkable(p) && walkFrames(pcs[:d+1], 1) == d+1 {
+			entry := funcEntry(p)
+			for t := j + 1; t < len(exact); t++ {
+				if exact[t] == pcs[d] {
+					k = t
+					break
+				}
+				if funcEntry(exact[t]) != entry {
+					break
+				}
+			}
+		}
+		if k < 0 {
+			return // not understood past p: p keeps taking the exact path
+		}
+		var info walkInfo
+		info.pos, info.found = firstOutside(exact[j:k])
+		info.next = !info.found
+		walkInfos.Store(p, info)
+		if info.found {
+			return
+		}
+		j = k
 	}
+}
+
+// walkable reports whether the walk may follow the frame pointer saved by the function a
+// return PC is in: ordinary Go code, not the runtime, where cgo callbacks enter Go (their
+// saved frame pointer is C's) and goroutines start.
+func walkable(pc uintptr) bool {
+	f := runtime.FuncForPC(pc - 1)
+	return f != nil && !strings.HasPrefix(f.Name(), "runtime.") && !strings.HasPrefix(f.Name(), "runtime/")
 }
 
 // funcEntry returns the entry of the physical function a return PC is in (for inlined code,

@@ -6,19 +6,29 @@ func framePointer() uintptr
 // loadWord returns the word at addr (assembly).
 func loadWord(addr uintptr) uintptr
 
-// walkFrames fills pcs with the return PCs of the frames above its caller, innermost first,
-// by following frame pointers: about ten times cheaper than runtime.Callers. The loop calls
-// nothing that can move the stack, so the addresses it follows stay valid; it stops at the
-// outermost frame (a zero frame pointer) or when pcs is full.
+// walkFrames fills pcs with return PCs by following frame pointers, innermost first: the
+// return PC into its caller's caller first, skip of them left out. It follows the frame
+// pointer saved by each function it passes, so its callers must know those functions are
+// Go code that keeps one (see walkInfo). The loop calls nothing that can move the stack, so
+// the addresses it follows stay valid. It stops at the outermost frame (a zero frame
+// pointer) or when pcs is full.
 //
 //go:noinline
-func walkFrames(pcs []uintptr) int {
-	fp := loadWord(framePointer()) // skip walkFrames' own frame: start at its caller's
+func walkFrames(pcs []uintptr, skip int) int {
+	fp := loadWord(framePointer()) // the caller's frame record
 	n := 0
 	for n < len(pcs) && fp != 0 {
-		pcs[n] = loadWord(fp + 8)
+		pc := loadWord(fp + 8)
+		if skip > 0 {
+			skip--
+		} else {
+			pcs[n] = pc
+			n++
+		}
+		if n == len(pcs) {
+			break
+		}
 		fp = loadWord(fp)
-		n++
 	}
 	return n
 }

@@ -3,4 +3,4 @@
 package dsl
 
 // walkFrames finds no frames off amd64: callerPos then always uses runtime.Callers.
-func walkFrames(pcs []uintptr) int { return 0 }
+func walkFrames(pcs []uintptr, skip int) int { return 0 }
