@@ -365,7 +365,11 @@ func (m *Module) Close() error {
 func (m *Module) Function(name string) (*Function, error) {
 	m.mu.Lock()
 	f, ok := m.funcs[name]
+	closed := m.closed
 	m.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("jit: module %s is closed", m.name)
+	}
 	if ok {
 		return f, nil
 	}

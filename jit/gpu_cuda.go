@@ -3,7 +3,7 @@
 package jit
 
 // #include <cuda.h>
-// #define KGEN_MAX_PARAMS 512
+// #include <stdlib.h>
 // static CUresult kgen_set_max_dyn_smem(void *fn, int n) {
 //   return cuFuncSetAttribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n);
 // }
@@ -15,12 +15,15 @@ package jit
 // static CUresult kgen_launch(void *ctx, void *fn, unsigned gx, unsigned gy, unsigned gz,
 //     unsigned bx, unsigned by, unsigned bz, unsigned shared, void *stream,
 //     unsigned long long *args, int n) {
-//   void *params[KGEN_MAX_PARAMS];
-//   if (n > KGEN_MAX_PARAMS) return CUDA_ERROR_INVALID_VALUE;
+//   void *small[64], **params = small;
+//   if (n > 64 && !(params = malloc(n * sizeof(void *)))) return CUDA_ERROR_OUT_OF_MEMORY;
 //   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
-//   if (r != CUDA_SUCCESS) return r;
-//   for (int i = 0; i < n; i++) params[i] = &args[i];
-//   return cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, params, 0);
+//   if (r == CUDA_SUCCESS) {
+//     for (int i = 0; i < n; i++) params[i] = &args[i];
+//     r = cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, params, 0);
+//   }
+//   if (params != small) free(params);
+//   return r;
 // }
 // static const char *kgen_error_name(CUresult r) {
 //   const char *s = 0;
@@ -368,9 +371,6 @@ type cudaFunc struct {
 }
 
 func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
-	if len(args) > C.KGEN_MAX_PARAMS {
-		return fmt.Errorf("%d arguments: at most %d", len(args), C.KGEN_MAX_PARAMS)
-	}
 	if shared > 48<<10 {
 		err := f.d.do(func() error {
 			f.mu.Lock()
