@@ -77,7 +77,8 @@ func (k *Kernel) Var(t Type, init any) Value {
 	return Value{k: k, t: t, op: d}
 }
 
-// Set assigns x to the variable v (made by Var, or any register value).
+// Set assigns x to the variable v, made by Var. Other values are immutable: the DSL reuses
+// them for equal computations, so changing one would change those too.
 func (k *Kernel) Set(v Value, x any) {
 	if !k.own(v, "Set") {
 		return
@@ -85,6 +86,10 @@ func (k *Kernel) Set(v Value, x any) {
 	r, ok := v.op.(ptx.Reg)
 	if !ok {
 		k.errorf("Set: %s is a constant, not a variable (make one with Var)", v)
+		return
+	}
+	if !k.mutable[regKey(r)] {
+		k.errorf("Set: %s is not a variable (make one with Var); values are immutable and shared by equal computations", v)
 		return
 	}
 	w, ok := k.val(x, v.t, "Set")

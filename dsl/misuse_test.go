@@ -76,6 +76,11 @@ func TestMisuse(t *testing.T) {
 			a := k.Param("a", dsl.F32)
 			return at(func() { a.Rem(a) })
 		}},
+		{"Set of a value that is not a variable", "is not a variable (make one with Var)", func(k *dsl.Kernel) int {
+			a := k.Param("a", dsl.U32)
+			sum := a.Add(1)
+			return at(func() { k.Set(sum, 7) })
+		}},
 		{"shift of a float", "Shl is not defined for f32", func(k *dsl.Kernel) int {
 			a := k.Param("a", dsl.F32)
 			return at(func() { a.Shl(2) })
