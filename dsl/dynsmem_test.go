@@ -1,7 +1,6 @@
 package dsl_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -77,10 +76,7 @@ func TestDynamicSharedOnEmulator(t *testing.T) {
 
 // TestDynamicSharedMisuse checks each misuse is a Build error at the caller's line.
 func TestDynamicSharedMisuse(t *testing.T) {
-	cases := []struct {
-		name, want string
-		f          func(k *dsl.Kernel) int
-	}{
+	cases := []misuse{
 		{"alignment not a power of two", "DynamicShared: alignment 24 is not a power of two", func(k *dsl.Kernel) int {
 			return at(func() { k.DynamicShared(dsl.F32, 24) })
 		}},
@@ -98,15 +94,5 @@ func TestDynamicSharedMisuse(t *testing.T) {
 			return at(func() { k.DynamicShared(dsl.Bool, 16) })
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			k := dsl.New("k")
-			line := c.f(k)
-			_, err := k.Build()
-			loc := fmt.Sprintf("dsl/dynsmem_test.go:%d: ", line)
-			if err == nil || !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v\nwant it to contain %q and %q", err, loc, c.want)
-			}
-		})
-	}
+	checkMisuses(t, "dsl/dynsmem_test.go", cases)
 }

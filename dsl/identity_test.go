@@ -1,8 +1,6 @@
 package dsl_test
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -76,10 +74,7 @@ func TestIdentityTensorOnEmulator(t *testing.T) {
 }
 
 func TestIdentityTensorMisuse(t *testing.T) {
-	cases := []struct {
-		name, want string
-		f          func(k *dsl.Kernel) int
-	}{
+	cases := []misuse{
 		{"copy from an identity tensor", "Copy: an identity tensor has no memory", func(k *dsl.Kernel) int {
 			c := k.IdentityTensor(8)
 			f := k.Fragment(dsl.I32, c)
@@ -106,15 +101,5 @@ func TestIdentityTensorMisuse(t *testing.T) {
 			return at(func() { c.Coord(16) })
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			k := dsl.New("k")
-			line := c.f(k)
-			_, err := k.Build()
-			loc := fmt.Sprintf("dsl/identity_test.go:%d: ", line)
-			if err == nil || !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v\nwant it to contain %q and %q", err, loc, c.want)
-			}
-		})
-	}
+	checkMisuses(t, "dsl/identity_test.go", cases)
 }

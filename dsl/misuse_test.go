@@ -12,6 +12,34 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+// misuse is one misuse case: f builds it into k and returns the line where the misuse is
+// written (see at); Build must fail with an error naming that line and holding want.
+type misuse struct {
+	name, want string
+	f          func(k *dsl.Kernel) int
+}
+
+// checkMisuses runs each case on a new kernel (targeting sm_90 unless opts say otherwise)
+// and checks Build's error carries the case's file:line (file: the test file, from the
+// module root) and its message.
+func checkMisuses(t *testing.T, file string, cases []misuse, opts ...dsl.Option) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := dsl.New("k", opts...)
+			line := c.f(k)
+			_, err := k.Build()
+			if err == nil {
+				t.Fatal("Build accepted the misuse")
+			}
+			loc := fmt.Sprintf("%s:%d: ", file, line)
+			if !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q\nwant it to contain %q and %q", err, loc, c.want)
+			}
+		})
+	}
+}
+
 // at runs f and returns the line it was called from, where the misuse is written.
 func at(f func()) int {
 	_, _, line, _ := runtime.Caller(1)
@@ -25,11 +53,7 @@ func TestMisuse(t *testing.T) {
 	foreign := other.Param("x", dsl.F32)
 	foreignPtr := other.PtrParam("p", dsl.F32)
 
-	cases := []struct {
-		name string
-		want string // a fragment of the message
-		f    func(k *dsl.Kernel) int
-	}{
+	cases := []misuse{ // want: a fragment of the message
 		{"type mismatch in Add", "type mismatch", func(k *dsl.Kernel) int {
 			a, b := k.Param("a", dsl.F32), k.Param("b", dsl.I32)
 			return at(func() { a.Add(b) })
@@ -260,20 +284,7 @@ func TestMisuse(t *testing.T) {
 			return at(func() { a.Div(a) })
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			k := dsl.New("k")
-			line := c.f(k)
-			_, err := k.Build()
-			if err == nil {
-				t.Fatal("Build accepted the misuse")
-			}
-			loc := fmt.Sprintf("dsl/misuse_test.go:%d: ", line)
-			if !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q\nwant it to contain %q and %q", err, loc, c.want)
-			}
-		})
-	}
+	checkMisuses(t, "dsl/misuse_test.go", cases)
 	if len(cases) < 25 {
 		t.Fatalf("only %d misuse cases", len(cases))
 	}

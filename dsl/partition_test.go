@@ -1,7 +1,6 @@
 package dsl_test
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -122,10 +121,7 @@ func TestPartitionByTVCopy(t *testing.T) {
 
 func TestPartitionByTVMisuse(t *testing.T) {
 	tiler, tv, _ := layout.MakeLayoutTV(layout.Must(layout.Parse("(8,32):(32,1)")), layout.Must(layout.Parse("(1,4):(1,1)")))
-	cases := []struct {
-		name, want string
-		f          func(k *dsl.Kernel) int
-	}{
+	cases := []misuse{
 		{"tiler of another rank", "tensor has rank 1; tiler (8,128) must give one extent per mode", func(k *dsl.Kernel) int {
 			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse("1024:1")))
 			return at(func() { g.PartitionByTV(tiler, tv, k.ThreadIdx(dsl.X)) })
@@ -148,15 +144,5 @@ func TestPartitionByTVMisuse(t *testing.T) {
 			return at(func() { g.PartitionByTV(tiler, tv, x) })
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			k := dsl.New("k")
-			line := c.f(k)
-			_, err := k.Build()
-			loc := fmt.Sprintf("dsl/partition_test.go:%d: ", line)
-			if err == nil || !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v\nwant it to contain %q and %q", err, loc, c.want)
-			}
-		})
-	}
+	checkMisuses(t, "dsl/partition_test.go", cases)
 }
