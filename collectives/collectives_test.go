@@ -79,6 +79,11 @@ func round(dt dsl.Type, x float64) float64 {
 }
 
 func reduce(op Op, dt dsl.Type, in [][]float64, i int) float64 {
+	return round(dt, fold(op, in, i, func(a, b float64) float64 { return a + b }))
+}
+
+// fold reduces element i of every GPU's input in GPU order with op, summing with add.
+func fold(op Op, in [][]float64, i int, add func(a, b float64) float64) float64 {
 	acc := in[0][i]
 	for g := 1; g < len(in); g++ {
 		switch op {
@@ -87,10 +92,10 @@ func reduce(op Op, dt dsl.Type, in [][]float64, i int) float64 {
 		case Max:
 			acc = math.Max(acc, in[g][i])
 		default:
-			acc += in[g][i]
+			acc = add(acc, in[g][i])
 		}
 	}
-	return round(dt, acc)
+	return acc
 }
 
 // expect checks every GPU's copy of b against want(i).
@@ -459,17 +464,7 @@ func fp8Value(rng *rand.Rand, dt dsl.Type, gpus int) float64 {
 // fp8Reduce is multimem's fp8 reduction: sums in f16 (rounding at each step, GPU order)
 // rounded to dt; min and max exact.
 func fp8Reduce(op Op, dt dsl.Type, in [][]float64, i int) float64 {
-	acc := in[0][i]
-	for g := 1; g < len(in); g++ {
-		switch op {
-		case Min:
-			acc = math.Min(acc, in[g][i])
-		case Max:
-			acc = math.Max(acc, in[g][i])
-		default:
-			acc = float64(fp.F16ToF32(f16RNE(acc + in[g][i])))
-		}
-	}
+	acc := fold(op, in, i, func(a, b float64) float64 { return float64(fp.F16ToF32(f16RNE(a + b))) })
 	if dt == dsl.E5M2 {
 		b, _ := fp.F64ToE5M2(acc)
 		return fp.E5M2ToF64(b)
