@@ -94,6 +94,39 @@ const cpKernels = `.shared .align 16 .b8 sm[64];
 	@!%p0 st.global.u32 [%rd1], %u0;
 	ret;
 }
+.visible .entry write(.param .u64 src, .param .u64 out)
+{
+	.reg .u64 %rd<8>;
+	.reg .u32 %u<4>;
+	ld.param.u64 %rd0, [src];
+	mov.u64 %rd2, sm;
+	mov.u32 %u0, 7;
+	cp.async.ca.shared.global [%rd2+16], [%rd0], 8;
+	cp.async.commit_group;
+	st.shared.u32 [%rd2+20], %u0;
+	cp.async.wait_group 0;
+	ret;
+}
+.shared .align 8 .b64 mbar;
+.visible .entry arrive(.param .u64 src, .param .u64 out)
+{
+	.reg .u64 %rd<8>;
+	.reg .u32 %u<4>;
+	.reg .pred %p<2>;
+	ld.param.u64 %rd0, [src];
+	ld.param.u64 %rd1, [out];
+	mov.u64 %rd2, sm;
+	mov.u64 %rd3, mbar;
+	mbarrier.init.shared.b64 [%rd3], 1;
+	cp.async.ca.shared.global [%rd2], [%rd0], 4;
+	cp.async.mbarrier.arrive.noinc.shared.b64 [%rd3];
+WAIT:
+	mbarrier.test_wait.parity.shared.b64 %p0, [%rd3], 0;
+	@!%p0 bra WAIT;
+	ld.shared.u32 %u0, [%rd2];
+	st.global.u32 [%rd1], %u0;
+	ret;
+}
 .visible .entry zfill(.param .u64 src, .param .u64 out, .param .u32 n)
 {
 	.reg .u64 %rd<8>;
@@ -201,5 +234,23 @@ func TestCpAsyncZeroFill(t *testing.T) {
 				t.Fatalf("n=%d: ignore-src copies byte %d = %d, %d, src-size 0: %d", n, i, got[16+i], got[32+i], got[48+i])
 			}
 		}
+	}
+}
+
+// TestCpAsyncWriteInFlight: a store into a copy's destination before the wait is reported.
+func TestCpAsyncWriteInFlight(t *testing.T) {
+	m := asm(t, cpKernels)
+	s, src, out := cpSetup(t)
+	wantErr(t, launch1(s, m, "write", 1, 1, src, out), KindCpAsync, "st.shared.u32 [%ud2+20]", "shared offset 0x14", "committed but not waited for")
+}
+
+// TestCpAsyncMbarrierArrive: cp.async.mbarrier.arrive.noinc completes the thread's copies
+// before its arrive: after the phase completes the data is there.
+func TestCpAsyncMbarrierArrive(t *testing.T) {
+	m := asm(t, cpKernels)
+	s, src, out := cpSetup(t)
+	must(t, launch1(s, m, "arrive", 1, 1, src, out))
+	if got := readU32(t, s, out, 1); got[0] != 0x04030201 {
+		t.Fatalf("after the mbarrier phase: %#x, want 0x04030201", got[0])
 	}
 }
