@@ -10,7 +10,7 @@ import (
 
 // mma.sync.aligned.m16n8kK.row.col: a warp-collective matrix multiply-accumulate. Each lane
 // holds a fragment of A (M x K, row-major), B (K x N, column-major) and C/D (M x N) as the
-// PTX ISA's "Matrix Fragments for mma.m16n8k*" figures define them (see fragA, fragB,
+// PTX ISA's "Matrix Fragments for mma.m16n8k*" figures define them (see execMMA and
 // fragC). The instruction runs once for the whole warp, after all 32 lanes reached it.
 //
 // Arithmetic: products of the multiplicands are exact in float64; each D element is C
@@ -31,21 +31,6 @@ type mmaSpec struct {
 
 // elemsPerReg is how many elements of t one 32-bit register holds.
 func elemsPerReg(t ptx.Type) int { return 32 / t.Bits() }
-
-// fragA returns the (row, col) of element j of register r of A held by lane l, for A of
-// element type t (the PTX ISA's figures: groupID = l>>2 picks the row in each 8-row half,
-// threadID_in_group = l%4 the column group; register r covers rows +8*(r&1) and the
-// (4*elements-per-register)-wide k block r>>1).
-func fragA(t ptx.Type, l, r, j int) (row, col int) {
-	e := elemsPerReg(t)
-	return l>>2 + 8*(r&1), (r>>1)*4*e + (l&3)*e + j
-}
-
-// fragB returns the (row, col) = (k, n) of element j of register r of B held by lane l.
-func fragB(t ptx.Type, l, r, j int) (row, col int) {
-	e := elemsPerReg(t)
-	return r*4*e + (l&3)*e + j, l >> 2
-}
 
 // fragC returns the (row, col) of element j of register r of C/D held by lane l: f32 and
 // s32 hold one element per register (c0..c3), f16 two (c0,c1 | c2,c3).
@@ -153,20 +138,31 @@ func execMMA(w *warp, in *dinst, part uint32, sp *mmaSpec) {
 	var b [32][8]float64
 	var c [16][8]float64
 	var ci [16][8]int64
-	unpack := func(t ptx.Type, slots []int32, frag func(t ptx.Type, l, r, j int) (int, int), put func(row, col int, x float64)) {
-		e, bitsPer := elemsPerReg(t), t.Bits()
-		for ri, s := range slots {
-			for l := 0; l < 32; l++ {
-				v := uint32(r[s+int32(l)])
-				for j := 0; j < e; j++ {
-					row, col := frag(t, l, ri, j)
-					put(row, col, mmaIn(t, v>>(j*bitsPer)))
-				}
+	// The fragment maps (TestMMAFragments checks them against the ISA's figures), with e
+	// elements per 32-bit register, groupID = l>>2 and threadID_in_group = l&3:
+	// A: register r, element j of lane l is row groupID + 8(r&1), column
+	// (r>>1)*4e + threadID_in_group*e + j (register r covers one 8-row half and one 4e-wide k
+	// block); B: register r, element j is row (k) r*4e + threadID_in_group*e + j, column groupID.
+	e, bitsPer := elemsPerReg(sp.in1), sp.in1.Bits()
+	for ri, s := range in.av[:sp.na] {
+		for l := 0; l < 32; l++ {
+			v := uint32(r[s+int32(l)])
+			row, col0 := l>>2+8*(ri&1), (ri>>1)*4*e+(l&3)*e
+			for j := 0; j < e; j++ {
+				a[row][col0+j] = mmaIn(sp.in1, v>>(j*bitsPer))
 			}
 		}
 	}
-	unpack(sp.in1, in.av[:sp.na], fragA, func(row, col int, x float64) { a[row][col] = x })
-	unpack(sp.in2, in.av[sp.na:sp.na+sp.nb], fragB, func(row, col int, x float64) { b[row][col] = x })
+	e, bitsPer = elemsPerReg(sp.in2), sp.in2.Bits()
+	for ri, s := range in.av[sp.na : sp.na+sp.nb] {
+		for l := 0; l < 32; l++ {
+			v := uint32(r[s+int32(l)])
+			row0, col := ri*4*e+(l&3)*e, l>>2
+			for j := 0; j < e; j++ {
+				b[row0+j][col] = mmaIn(sp.in2, v>>(j*bitsPer))
+			}
+		}
+	}
 	for ri, s := range in.av[sp.na+sp.nb:] {
 		for l := 0; l < 32; l++ {
 			v := r[s+int32(l)]

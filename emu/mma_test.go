@@ -414,3 +414,50 @@ func TestMMAWrongLaneMapFails(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMMA: one block of 4 warps, each running n mma.sync m16n8k16 f32 <- bf16 in a loop
+// (the inner step of a GEMM); reports emulated mma per second on one core.
+func BenchmarkMMA(b *testing.B) {
+	m := asm(b, `
+.visible .entry loop(.param .u64 out, .param .u32 n)
+{
+	.reg .b32 %a<4>;
+	.reg .b32 %b<2>;
+	.reg .f32 %c<4>;
+	.reg .u32 %i<2>;
+	.reg .u64 %rd<4>;
+	.reg .pred %p<2>;
+	mov.b32 %a0, 0x3f803f80;
+	mov.b32 %a1, 0x3f803f80;
+	mov.b32 %a2, 0x3f803f80;
+	mov.b32 %a3, 0x3f803f80;
+	mov.b32 %b0, 0x3f803f80;
+	mov.b32 %b1, 0x3f803f80;
+	mov.f32 %c0, 0f00000000;
+	mov.f32 %c1, 0f00000000;
+	mov.f32 %c2, 0f00000000;
+	mov.f32 %c3, 0f00000000;
+	ld.param.u32 %i1, [n];
+	mov.u32 %i0, 0;
+LOOP:
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%c0, %c1, %c2, %c3}, {%a0, %a1, %a2, %a3}, {%b0, %b1}, {%c0, %c1, %c2, %c3};
+	add.u32 %i0, %i0, 1;
+	setp.lt.u32 %p0, %i0, %i1;
+	@%p0 bra LOOP;
+	ld.param.u64 %rd0, [out];
+	st.global.f32 [%rd0], %c0;
+	ret;
+}`)
+	s := newSys(b, 1)
+	out := mustMalloc(b, s, 0, 4)
+	const n = 1000
+	must(b, s.Load(m))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		must(b, s.Launch(Launch{Module: m, Entry: "loop", Grid: D1(1), Block: D1(128), Args: []any{out, uint32(n)}}))
+	}
+	b.ReportMetric(float64(4*n*b.N)/b.Elapsed().Seconds(), "mma/s")
+	if got := readF32(b, s, out, 1); got[0] != 16*n {
+		b.Fatalf("D[0][0] = %v after %d mma of ones, want %d", got[0], n, 16*n)
+	}
+}
