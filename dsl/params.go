@@ -2,10 +2,9 @@ package dsl
 
 import (
 	"reflect"
-	"strings"
 	"sync"
-	"unicode"
 
+	"github.com/kgen-dev/kgen/internal/naming"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -116,7 +115,7 @@ func paramPlanOf(t reflect.Type) ([]paramField, string) {
 	byName := map[string]string{}
 	for i := range plan {
 		sf := t.Field(i)
-		f := paramField{index: i, field: sf.Name, name: SnakeCase(sf.Name)}
+		f := paramField{index: i, field: sf.Name, name: naming.Snake(sf.Name)}
 		switch {
 		case !sf.IsExported():
 			f.err = "unexported (parameters are exported fields)"
@@ -133,7 +132,7 @@ func paramPlanOf(t reflect.Type) ([]paramField, string) {
 		}
 		f.handle = f.err == ""
 		if f.err == "" {
-			f.err = parseParamTag(sf.Tag.Get("kgen"), &f)
+			f.err = parseParamTag(sf.Tag, &f)
 		}
 		if f.err == "" {
 			if !ptx.ValidIdent(f.name) {
@@ -151,52 +150,25 @@ func paramPlanOf(t reflect.Type) ([]paramField, string) {
 }
 
 // parseParamTag applies a `kgen:"name=x,type=t"` tag to f; it returns what is wrong with it.
-func parseParamTag(tag string, f *paramField) string {
-	if tag == "" {
-		return ""
-	}
-	for _, item := range strings.Split(tag, ",") {
-		key, val, hasVal := strings.Cut(strings.TrimSpace(item), "=")
-		if !hasVal {
-			key, val = "type", key
-		}
-		switch key {
+func parseParamTag(tag reflect.StructTag, f *paramField) string {
+	for _, it := range naming.Items(tag) {
+		switch it.Key {
 		case "name":
-			if val == "" {
-				return "tag " + item + ": empty name"
+			if it.Value == "" {
+				return "tag " + it.Text + ": empty name"
 			}
-			f.name = val
+			f.name = it.Value
 		case "type":
-			t, ok := ptx.ParseType(val)
+			t, ok := ptx.ParseType(it.Value)
 			if !ok || t == Bool || t == ptx.B128 {
-				return "tag " + item + ": unknown type " + val + " (want a DSL type such as u32 or f16)"
+				return "tag " + it.Text + ": unknown type " + it.Value + " (want a DSL type such as u32 or f16)"
 			}
 			f.typ = t
 		default:
-			return "tag " + item + ": unknown key " + key + " (want name= or type=)"
+			return "tag " + it.Text + ": unknown key " + it.Key + " (want name= or type=)"
 		}
 	}
 	return ""
-}
-
-// SnakeCase is the parameter name Params derives from a field name: "InMC" -> "in_mc",
-// "Cols" -> "cols", "NGPUs" -> "ngpus", "RowPtr2" -> "row_ptr2".
-func SnakeCase(s string) string {
-	r := []rune(s)
-	var b strings.Builder
-	for i, c := range r {
-		if unicode.IsUpper(c) && i > 0 {
-			prev := r[i-1]
-			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
-			// An acronym's plural: "PUs" in "NGPUs" stays one word.
-			plural := nextLower && r[i+1] == 's' && (i+2 == len(r) || !unicode.IsLower(r[i+2]))
-			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower && !plural) {
-				b.WriteByte('_')
-			}
-		}
-		b.WriteRune(unicode.ToLower(c))
-	}
-	return b.String()
 }
 
 // placeholder returns a handle of the field kind that stands in for a parameter not declared.

@@ -54,17 +54,6 @@ func TestParamsDeclaresInFieldOrder(t *testing.T) {
 	}
 }
 
-func TestSnakeCase(t *testing.T) {
-	for in, want := range map[string]string{
-		"In": "in", "InMC": "in_mc", "ScratchUC": "scratch_uc", "NGPUs": "ngpus", "Cols": "cols",
-		"RowPtr2": "row_ptr2", "HTTPServer": "http_server", "A": "a", "IDs": "ids", "FlagsMC": "flags_mc",
-	} {
-		if got := dsl.SnakeCase(in); got != want {
-			t.Errorf("SnakeCase(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 type (
 	unexportedArgs struct {
 		A dsl.Ptr
