@@ -227,6 +227,8 @@ func (af *argField) check(ft reflect.Type) error {
 	case ft.Implements(typedIface) && ft.Implements(pointerIface):
 		af.kind = argTyped
 		af.elem = reflect.Zero(ft).Interface().(typedPointer).elemType()
+	case ft.Implements(pointerIface) || reflect.PointerTo(ft).Implements(pointerIface):
+		return fmt.Errorf("type %s is an untyped pointer; use jit.Ptr[T] or TypedPtr[T] (or AnyPtr when the element type is chosen at run time)", ft)
 	default:
 		isPtr = false
 	}

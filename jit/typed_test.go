@@ -163,6 +163,12 @@ func TestLaunchArgsErrors(t *testing.T) {
 			Alpha float32
 			N     uint32
 		}
+		devPtr struct {
+			X     jit.DevicePtr
+			Y     jit.Ptr[float32]
+			Alpha float32
+			N     uint32
+		}
 		unexported struct {
 			X, Y  jit.Ptr[float32]
 			Alpha float32
@@ -180,6 +186,7 @@ func TestLaunchArgsErrors(t *testing.T) {
 		{platformInt{X: buf, Y: buf}, "field N (parameter .u32 n): type int has a platform-dependent size"},
 		{untyped{X: buf, Y: buf}, "field X (parameter .u64 x): type jit.Pointer is an untyped pointer"},
 		{unexported{X: buf, Y: buf}, "field n is unexported"},
+		{devPtr{X: buf.DevPtr(), Y: buf}, "field X (parameter .u64 x): type jit.DevicePtr is an untyped pointer"},
 		{scaleHost[fp.F16]{X: f16, Y: f16}, "field X (parameter .u64 x): a pointer to f16, but the kernel's parameter points to f32"},
 		{scaleHost[float32]{X: buf}, "field Y (parameter y): nil"},
 		{42, "not a struct"},
