@@ -383,3 +383,17 @@ func checkParamInfo(f *ptx.Func, entry string, info []ParamInfo) error {
 	}
 	return nil
 }
+
+// ParamInfos converts a builder's parameter list (dsl.Kernel.Params, kernels.Built.Params:
+// structs of the same fields) to what Source.Params takes.
+func ParamInfos[P ~struct {
+	Name    string
+	Type    ptx.Type
+	Pointer bool
+}](ps []P) []ParamInfo {
+	out := make([]ParamInfo, len(ps))
+	for i, p := range ps {
+		out[i] = ParamInfo(p)
+	}
+	return out
+}

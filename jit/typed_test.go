@@ -56,13 +56,7 @@ func loadScale(t *testing.T, dt dsl.Type, info bool) (*jit.Device, *jit.Function
 	return d, fn
 }
 
-func paramInfo(k *dsl.Kernel) []jit.ParamInfo {
-	var out []jit.ParamInfo
-	for _, p := range k.Params() {
-		out = append(out, jit.ParamInfo(p))
-	}
-	return out
-}
+func paramInfo(k *dsl.Kernel) []jit.ParamInfo { return jit.ParamInfos(k.Params()) }
 
 func TestLaunchArgs(t *testing.T) {
 	d, fn := loadScale(t, dsl.F16, true)

@@ -177,7 +177,7 @@ func (s *Spec) dtypeNames() string {
 func (s *Spec) VariantName(dt dsl.Type) string { return s.Name + "_" + dt.String() }
 
 // Built is one built variant: its module, its entry's name, and the parameters its builder
-// declared (jit.Source.Params wants them, converted with jit.ParamInfo(p)).
+// declared (jit.Source.Params wants them, converted by jit.ParamInfos).
 type Built struct {
 	Module *ptx.Module
 	Entry  string

@@ -37,10 +37,7 @@ func transposeShapes[T jit.Elem](t *testing.T, dt dsl.Type, shapes [][2]int, fro
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := make([]jit.ParamInfo, len(v.Params))
-	for i, p := range v.Params {
-		params[i] = jit.ParamInfo(p)
-	}
+	params := jit.ParamInfos(v.Params)
 	for _, sh := range shapes {
 		m, n := sh[0], sh[1]
 		t.Run(fmt.Sprintf("%s/%dx%d", dt, m, n), func(t *testing.T) {

@@ -92,11 +92,7 @@ func loadKernel(d *jit.Device, id kernels.ID) (*jit.Function, func() error, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	params := make([]jit.ParamInfo, len(b.Params))
-	for i, p := range b.Params {
-		params[i] = jit.ParamInfo(p)
-	}
-	m, err := d.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: params}})
+	m, err := d.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
 	if err != nil {
 		return nil, nil, err
 	}

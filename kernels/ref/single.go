@@ -54,11 +54,7 @@ func openSingle(r *run) (*single, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := make([]jit.ParamInfo, len(r.built.Params))
-	for i, p := range r.built.Params {
-		params[i] = jit.ParamInfo(p)
-	}
-	m, err := d.Load(jit.Source{Module: r.mod, Params: map[string][]jit.ParamInfo{r.built.Entry: params}})
+	m, err := d.Load(jit.Source{Module: r.mod, Params: map[string][]jit.ParamInfo{r.built.Entry: jit.ParamInfos(r.built.Params)}})
 	if err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
