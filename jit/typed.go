@@ -250,7 +250,7 @@ func (af *argField) check(ft reflect.Type) error {
 	ht, ok := hostType(ft)
 	if !ok {
 		if k := ft.Kind(); k == reflect.Int || k == reflect.Uint || k == reflect.Uintptr {
-			return fmt.Errorf("type %s has a platform-dependent size; use int32, uint32, int64...", ft)
+			return fmt.Errorf("type %s has a platform-dependent size; use a sized type (int32, uint32, int64)", ft)
 		}
 		return fmt.Errorf("type %s is not a parameter type (jit.Ptr[T], AnyPtr, a sized number or an fp type)", ft)
 	}

@@ -166,7 +166,7 @@ func TestLaunchArgsErrors(t *testing.T) {
 		unexported struct {
 			X, Y  jit.Ptr[float32]
 			Alpha float32
-			n     uint32
+			n     uint32 //lint:ignore U1000 the misuse under test
 		}
 	)
 	for _, c := range []struct {
