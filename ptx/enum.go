@@ -211,6 +211,13 @@ func genArgs(in *Instr, shape []arg) [][]Operand {
 			default:
 				choices = []Operand{Addr{Base: reg(B64)}}
 			}
+		case argTensor:
+			m := reg(B64)
+			c := make(Vec, a.vec)
+			for i := range c {
+				c[i] = reg(a.typ)
+			}
+			choices = []Operand{TensorAddr{Map: m, Coords: c}}
 		case argSink:
 			choices = []Operand{Sink{}}
 		case argLabel:

@@ -110,7 +110,64 @@ var illegalCases = []struct {
 		Args: []Operand{vecOf(F32, 4), vecOf(B32, 4), vecOf(B32, 2), Vec{IntImm(U32, 0), IntImm(U32, 0), IntImm(U32, 0), IntImm(U32, 0)}}}, "operand 4: want a register", false},
 	{"stmatrix of an immediate", SM90, &Instr{Op: "stmatrix", Q: []string{"sync", "aligned", "m8n8", "x1", "shared"}, Types: []Type{B16}, Args: []Operand{ga, Vec{IntImm(B32, 7)}}}, "operand 2: want a register", false},
 	{"cp.async.wait_group with a register", SM80, &Instr{Op: "cp.async.wait_group", Args: []Operand{r(U32, 0)}}, "want an integer immediate", false},
+	// Hopper: wgmma and TMA tensor copies.
+	{"wgmma on sm_90", SM90, wgCase("m64n64k16", F32, BF16, BF16, 32, true, 1, 1, 0, 0), "wgmma needs sm_90a", false},
+	{"wgmma on sm_100a", SM100a, wgCase("m64n64k16", F32, BF16, BF16, 32, true, 1, 1, 0, 0), "wgmma needs sm_90a", false},
+	{"wgmma bf16 into f16", SM90a, wgCase("m64n64k16", F16, BF16, BF16, 16, true, 1, 1, 0, 0), ".bf16 accumulates in .f32 only", false},
+	{"wgmma tf32 with K 16", SM90a, wgCase("m64n64k16", F32, TF32, TF32, 32, true, 1, 1), "takes K = 8", false},
+	{"wgmma e4m3 with K 16", SM90a, wgCase("m64n64k16", F32, E4M3, E4M3, 32, true, 1, 1), "takes K = 32", false},
+	{"wgmma f16 x bf16", SM90a, wgCase("m64n64k16", F32, F16, BF16, 32, true, 1, 1, 0, 0), "multiplicands must be the same type", false},
+	{"wgmma N not a multiple of 8", SM90a, wgCase("m64n12k16", F32, BF16, BF16, 6, true, 1, 1, 0, 0), "does not take qualifier .m64n12k16", false},
+	{"wgmma N 264", SM90a, wgCase("m64n264k16", F32, BF16, BF16, 132, true, 1, 1, 0, 0), "does not take qualifier .m64n264k16", false},
+	{"wgmma accumulators short", SM90a, wgCase("m64n64k16", F32, BF16, BF16, 16, true, 1, 1, 0, 0), "want a vector of 32, got 16", false},
+	{"wgmma imm-scale-a 2", SM90a, wgCase("m64n64k16", F32, BF16, BF16, 32, true, 2, 1, 0, 0), "immediate 2 is not one of 1, -1", false},
+	{"wgmma imm-trans-a with A in registers", SM90a, wgCase("m64n64k16", F32, BF16, BF16, 32, false, 1, 1, 0, 0), "operand 2: want a register or immediate of .b64, got vector of 4", false},
+	{"wgmma tf32 with transposes", SM90a, wgCase("m64n64k8", F32, TF32, TF32, 32, true, 1, 1, 0, 0), "takes 6 operands, got 8", false},
+	{"wgmma e5m2 without scales", SM90a, wgCase("m64n64k32", F32, E5M2, E4M3, 32, true), "takes 6 operands, got 4", false},
+	{"wgmma.wait_group with a register", SM90a, &Instr{Op: "wgmma.wait_group", Q: []string{"sync", "aligned"}, Args: []Operand{r(U32, 0)}}, "want an integer immediate", false},
+	{"wgmma.fence without .aligned", SM90a, &Instr{Op: "wgmma.fence", Q: []string{"sync"}}, "missing .aligned", true}, // ptxas 13.0 takes it; the ISA requires .sync.aligned
+	{"tensor load on a bulk group", SM90, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "shared::cluster", "global", "tile", "bulk_group"},
+		Args: []Operand{ga, tensorOf(2), Addr{Base: r(B64, 7)}}}, "completes on an mbarrier", false},
+	{"tensor store on an mbarrier", SM90, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "global", "shared::cta", "tile", "mbarrier::complete_tx::bytes"},
+		Args: []Operand{tensorOf(2), ga, Addr{Base: r(B64, 7)}}}, "completes with .bulk_group", false},
+	{"tensor 2d with 3 coordinates", SM90, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"},
+		Args: []Operand{ga, tensorOf(3), Addr{Base: r(B64, 7)}}}, "want 2 tensor coordinates, got 3", false},
+	{"tensor store multicast", SM90a, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "global", "shared::cta", "tile", "bulk_group", "multicast::cluster"},
+		Args: []Operand{tensorOf(2), ga, r(B16, 0)}}, ".multicast::cluster applies to loads only", false},
+	{"tensor multicast on sm_90", SM90, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes", "multicast::cluster"},
+		Args: []Operand{ga, tensorOf(2), Addr{Base: r(B64, 7)}, r(B16, 0)}}, ".multicast::cluster needs sm_90a", false},
+	{"tensor load on sm_80", SM80, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"1d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"},
+		Args: []Operand{ga, tensorOf(1), Addr{Base: r(B64, 7)}}}, "cp.async.bulk.tensor needs sm_90", false},
+	{"tensor 6d", SM90, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"6d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"},
+		Args: []Operand{ga, tensorOf(6), Addr{Base: r(B64, 7)}}}, "does not take qualifier .6d", false},
+	{"tensor reduce into shared", SM90, &Instr{Op: "cp.reduce.async.bulk.tensor", Q: []string{"2d", "shared::cluster", "shared::cta", "add", "tile", "bulk_group"},
+		Args: []Operand{tensorOf(2), ga}}, "does not take qualifier .shared::cluster", false},
+	{"tensor reduce on sm_80", SM80, &Instr{Op: "cp.reduce.async.bulk.tensor", Q: []string{"2d", "global", "shared::cta", "add", "tile", "bulk_group"},
+		Args: []Operand{tensorOf(2), ga}}, "cp.reduce.async.bulk.tensor needs sm_90", false},
+	{"tensor map in a 32-bit register", SM90, &Instr{Op: "cp.reduce.async.bulk.tensor", Q: []string{"1d", "global", "shared::cta", "max", "tile", "bulk_group"},
+		Args: []Operand{TensorAddr{Map: r(B32, 5), Coords: vecOf(B32, 1)}, ga}}, "must be a 64-bit integer", true}, // ptxas 13.0 takes it; the ISA's tensorMap is a 64-bit address
 }
+
+// wgCase builds a wgmma.mma_async with nd accumulator registers, A from a descriptor or four
+// registers, and the immediates given.
+func wgCase(shape string, d, a, b Type, nd int, aDesc bool, imms ...int64) *Instr {
+	acc := vecOf(F32, nd)
+	if d == F16 {
+		acc = vecOf(B32, nd)
+	}
+	var av Operand = r(B64, 0)
+	if !aDesc {
+		av = Vec{r(B32, 200), r(B32, 201), r(B32, 202), r(B32, 203)}
+	}
+	args := []Operand{acc, av, r(B64, 1), r(Pred, 0)}
+	for _, v := range imms {
+		args = append(args, IntImm(S32, v))
+	}
+	return &Instr{Op: "wgmma.mma_async", Q: []string{"sync", "aligned", shape}, Types: []Type{d, a, b}, Args: args}
+}
+
+// tensorOf is a tensor operand of n coordinates with its map in a 64-bit register.
+func tensorOf(n int) TensorAddr { return TensorAddr{Map: r(B64, 6), Coords: vecOf(B32, n)} }
 
 // mmaCase builds an mma.sync with na, nb registers of A and B and nc of C and D.
 func mmaCase(shape string, d, a, b, c Type, nc, na, nb int) *Instr {

@@ -58,6 +58,14 @@ type Addr struct {
 	Off  int64
 }
 
+// TensorAddr is the tensor operand "[tensorMap, {c0, c1, ...}]" of cp.async.bulk.tensor and
+// cp.reduce.async.bulk.tensor: the address of a tensor map (a 64-bit register or a parameter
+// name) and one .s32 coordinate per dimension.
+type TensorAddr struct {
+	Map    Operand
+	Coords Vec
+}
+
 // Vec is a vector operand {a, b, c, d}.
 type Vec []Operand
 
@@ -76,15 +84,16 @@ type Not struct {
 	P Reg
 }
 
-func (Pair) operand()    {}
-func (Not) operand()     {}
-func (Reg) operand()     {}
-func (Imm) operand()     {}
-func (Special) operand() {}
-func (Sym) operand()     {}
-func (Addr) operand()    {}
-func (Vec) operand()     {}
-func (Sink) operand()    {}
+func (Pair) operand()       {}
+func (Not) operand()        {}
+func (Reg) operand()        {}
+func (Imm) operand()        {}
+func (Special) operand()    {}
+func (Sym) operand()        {}
+func (Addr) operand()       {}
+func (Vec) operand()        {}
+func (TensorAddr) operand() {}
+func (Sink) operand()       {}
 
 // IntImm returns an integer immediate of type t.
 func IntImm(t Type, v int64) Imm { return Imm{Type: t, Bits: uint64(v)} }

@@ -540,6 +540,21 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		return v, nil
 	case strings.HasPrefix(s, "["):
 		in := strings.TrimSpace(s[1 : len(s)-1])
+		if parts, err := splitArgs(in); err == nil && len(parts) == 2 { // [tensorMap, {coords}]
+			m, err := p.operand(parts[0], U64)
+			if err != nil {
+				return nil, err
+			}
+			c, err := p.operand(parts[1], S32)
+			if err != nil {
+				return nil, err
+			}
+			v, ok := c.(Vec)
+			if !ok {
+				return nil, fmt.Errorf("tensor coordinates must be a vector {...}, got %s", parts[1])
+			}
+			return TensorAddr{Map: m, Coords: v}, nil
+		}
 		a := Addr{}
 		base := in
 		if i := strings.LastIndexByte(in, '+'); i > 0 {

@@ -271,6 +271,9 @@ func (p *printer) regDecls(f *Func) {
 			for _, e := range o {
 				visit(e)
 			}
+		case TensorAddr:
+			visit(o.Map)
+			visit(o.Coords)
 		case Pair:
 			visit(o.A)
 			visit(o.B)
@@ -418,6 +421,12 @@ func (p *printer) operand(o Operand) {
 		} else {
 			p.int(int(o.Off))
 		}
+		p.s("]")
+	case TensorAddr:
+		p.s("[")
+		p.operand(o.Map)
+		p.s(", ")
+		p.operand(o.Coords)
 		p.s("]")
 	case Vec:
 		p.s("{")

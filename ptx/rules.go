@@ -18,17 +18,18 @@ type slot struct {
 type argKind uint8
 
 const (
-	argDst   argKind = iota // a register, a vector of registers, or "_"
-	argSrc                  // a register, an immediate or a special register
-	argAddr                 // a memory operand [base+off]
-	argLabel                // a label (Sym)
-	argSym                  // a function or variable name (Sym)
-	argAny                  // anything (checked by the rule's check function)
-	argImm                  // an integer immediate (one of imms when set)
-	argPair                 // a destination pair a|b: typ for a, typ2 for b
-	argPred                 // a predicate source, possibly negated (!p), or an immediate 0/1
-	argReg                  // a register (no immediate)
-	argSink                 // the sink "_"
+	argDst    argKind = iota // a register, a vector of registers, or "_"
+	argSrc                   // a register, an immediate or a special register
+	argAddr                  // a memory operand [base+off]
+	argLabel                 // a label (Sym)
+	argSym                   // a function or variable name (Sym)
+	argAny                   // anything (checked by the rule's check function)
+	argImm                   // an integer immediate (one of imms when set)
+	argPair                  // a destination pair a|b: typ for a, typ2 for b
+	argPred                  // a predicate source, possibly negated (!p), or an immediate 0/1
+	argReg                   // a register (no immediate)
+	argSink                  // the sink "_"
+	argTensor                // a tensor operand [tensorMap, {coords}]: vec coordinates of typ
 )
 
 // arg is the expected shape and type of one operand.
@@ -349,7 +350,7 @@ func (r *rule) knows(q string) bool {
 }
 
 func checkArg(o Operand, w arg) string {
-	if w.vec > 0 {
+	if w.vec > 0 && w.kind != argTensor {
 		v, ok := o.(Vec)
 		if !ok {
 			return fmt.Sprintf("want a vector of %d", w.vec)
@@ -463,6 +464,29 @@ func checkArg(o Operand, w arg) string {
 			return fmt.Sprintf("bad address base %s", describe(a.Base))
 		}
 		return ""
+	case argTensor:
+		ta, ok := o.(TensorAddr)
+		if !ok {
+			return fmt.Sprintf("want a tensor operand [tensorMap, {coordinates}], got %s", describe(o))
+		}
+		switch m := ta.Map.(type) {
+		case Sym:
+		case Reg:
+			if m.Type.Bits() != 64 || m.Type.Kind() == KindFloat {
+				return fmt.Sprintf("tensor map register %s must be a 64-bit integer", RegName(m))
+			}
+		default:
+			return fmt.Sprintf("the tensor map must be a 64-bit register or a parameter name, got %s", describe(ta.Map))
+		}
+		if len(ta.Coords) != w.vec {
+			return fmt.Sprintf("want %d tensor coordinates, got %d", w.vec, len(ta.Coords))
+		}
+		for _, c := range ta.Coords {
+			if msg := checkArg(c, arg{kind: argReg, typ: w.typ}); msg != "" {
+				return "tensor coordinate: " + msg
+			}
+		}
+		return ""
 	case argLabel, argSym:
 		if _, ok := o.(Sym); !ok {
 			return fmt.Sprintf("want a name, got %s", describe(o))
@@ -502,6 +526,8 @@ func describe(o Operand) string {
 		return "memory operand"
 	case Vec:
 		return fmt.Sprintf("vector of %d", len(o))
+	case TensorAddr:
+		return "tensor operand"
 	case Sink:
 		return "_"
 	case Pair:

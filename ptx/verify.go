@@ -243,6 +243,8 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			switch a := a.(type) {
 			case Addr:
 				name, _ = a.Base.(Sym)
+			case TensorAddr:
+				name, _ = a.Map.(Sym)
 			case Sym:
 				if in.Op != "bra" && in.Op != "call" {
 					name = a
