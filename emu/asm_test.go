@@ -413,6 +413,18 @@ func (a *asmReader) operand(s string, t ptx.Type) (ptx.Operand, error) {
 		return v, nil
 	case strings.HasPrefix(s, "["):
 		inner := strings.TrimSpace(s[1 : len(s)-1])
+		if parts := splitTop(inner); len(parts) == 2 { // a tensor operand [tensorMap, {coords}]
+			m, err := a.operand(parts[0], ptx.U64)
+			if err != nil {
+				return nil, err
+			}
+			c, err := a.operand(parts[1], ptx.S32)
+			v, ok := c.(ptx.Vec)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("tensor coordinates %q", parts[1])
+			}
+			return ptx.TensorAddr{Map: m, Coords: v}, nil
+		}
 		ad := ptx.Addr{}
 		if i := strings.LastIndexAny(inner, "+-"); i > 0 {
 			n, err := strconv.ParseInt(strings.TrimSpace(inner[i:]), 0, 64)

@@ -707,6 +707,8 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 		return nil
 	case "mma":
 		return d.decodeMMA(di, in, toks)
+	case "wgmma":
+		return d.decodeWgmma(di, in, toks)
 	case "ldmatrix", "stmatrix":
 		return d.decodeMatrix(di, in, toks)
 	case "cp":

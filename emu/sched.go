@@ -80,6 +80,7 @@ type warp struct {
 	pn      [32]int32 // entries of pend not yet visible
 	pfirst  [32]int32 // entries of pend before this one are visible
 	cc      [32]uint8 // the carry flag of add.cc and friends
+	wg      *wgState  // wgmma operations in flight (wgmma.go)
 }
 
 // launch is one kernel launch on one or more GPUs.
@@ -233,6 +234,9 @@ func (w *warp) exec(budget int) int {
 			m = w.predMask(in.guard, in.gneg, g)
 		}
 		l.threadInstr += int64(bits.OnesCount32(g))
+		if w.wg != nil && len(w.wg.busy) > 0 && w.wgTouches(in) {
+			break
+		}
 		if in.kind == ctlPlain {
 			if m != 0 {
 				in.exec(w, in, m)
