@@ -62,7 +62,7 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 			w.r[in.d+int32(ln)] = w.r[in.b+int32(ln)] & mbCountMask
 			continue
 		}
-		b, _, _, f := w.span(in, ln, w.ea(in, ln), 8)
+		b, _, off, f := w.span(in, ln, w.ea(in, ln), 8)
 		if f != nil {
 			w.memFault(in, ln, f)
 			return
@@ -113,6 +113,7 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 			} else {
 				w.spin = true
 			}
+			w.noteMbWait(in, ln, off, done)
 			w.r[in.d+int32(ln)] = v
 			continue
 		}

@@ -330,6 +330,7 @@ func (d *decoder) run() error {
 		off := roundUp(uint64(p.sharedSize), uint64(varAlign(v)))
 		d.shared[key] = int64(off)
 		p.sharedSize = int(off) + varSize(v)
+		p.sharedVars = append(p.sharedVars, sharedVar{name: v.Name, off: int64(off), size: int64(varSize(v))})
 	}
 	for _, v := range m.Vars {
 		switch v.Space {
@@ -712,6 +713,9 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 	case "ldmatrix", "stmatrix":
 		return d.decodeMatrix(di, in, toks)
 	case "cp":
+		if toks.has("bulk") && toks.has("tensor") {
+			return d.decodeTensor(di, in, toks, toks[1] == "reduce")
+		}
 		if len(toks) > 2 && toks[1] == "reduce" && toks.has("bulk") {
 			return d.decodeBulk(di, in, toks, true)
 		}

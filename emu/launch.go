@@ -220,6 +220,10 @@ func packParams(fn *dfunc, args []any) ([]byte, error) {
 		a := args[i]
 		var v uint64
 		size := 0
+		if m, ok := a.(TensorMap); ok { // a tensor map passed by value (a .b8[128] parameter)
+			b := m.Encode()
+			a = b[:]
+		}
 		switch x := a.(type) {
 		case []byte:
 			if len(x) != kp.size {
@@ -383,6 +387,7 @@ func (l *launch) run() error {
 		return nil
 	}
 	next := 0
+	mbRounds := 0 // rounds in a row without progress, every warp polling an mbarrier
 	for len(l.blocks) > 0 || next < total {
 		if l.opt.Seed != 0 {
 			l.rng.Shuffle(len(l.blocks), func(i, j int) { l.blocks[i], l.blocks[j] = l.blocks[j], l.blocks[i] })
@@ -420,6 +425,11 @@ func (l *launch) run() error {
 				continue
 			}
 			return l.stuck(KindDeadlock, "every live warp is blocked")
+		}
+		if mbRounds++; l.progress != progBefore || !l.mbarrierStalled() {
+			mbRounds = 0
+		} else if mbRounds >= mbStallRounds {
+			return l.stuck(KindDeadlock, "every live warp polls an mbarrier phase that cannot complete")
 		}
 	}
 	l.flushAll()
@@ -473,13 +483,14 @@ func (l *launch) stuck(k Kind, msg string) error {
 		}
 	}
 	sort.Strings(sites)
-	if k == KindNoProgress && len(sites) > 0 {
+	mbDead := l.mbarrierDeadlock(e) // pipelines waiting on an mbarrier phase: name the barrier
+	if k == KindNoProgress && len(sites) > 0 && !mbDead {
 		if len(sites) > 8 {
 			sites = sites[:8]
 		}
 		e.Msg += " at " + fmt.Sprint(sites)
 	}
-	if k == KindDeadlock {
+	if k == KindDeadlock && !mbDead {
 		l.firstLive(e)
 	}
 	if n := l.liveWarps() - len(e.Warps); n > 0 {

@@ -169,6 +169,12 @@ type initSlot struct {
 	name string
 }
 
+// sharedVar is a static shared variable's place.
+type sharedVar struct {
+	name      string
+	off, size int64
+}
+
 // program is a decoded module.
 type program struct {
 	mod        *ptx.Module
@@ -177,8 +183,9 @@ type program struct {
 	flist      []*dfunc
 	nslots     int
 	inits      []initSlot
-	localSize  int // per thread
-	sharedSize int // static shared bytes
+	localSize  int         // per thread
+	sharedSize int         // static shared bytes
+	sharedVars []sharedVar // static shared variables, for reports
 	dynAlign   int
 	gvars      []*ptx.Var // module-scope .global/.const variables
 	decodeErr  error

@@ -81,6 +81,7 @@ type warp struct {
 	pfirst  [32]int32 // entries of pend before this one are visible
 	cc      [32]uint8 // the carry flag of add.cc and friends
 	wg      *wgState  // wgmma operations in flight (wgmma.go)
+	mbw     *mbWait   // the last unsatisfied mbarrier poll (mbarrier.go)
 }
 
 // launch is one kernel launch on one or more GPUs.

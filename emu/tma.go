@@ -1,0 +1,359 @@
+package emu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// The tensor memory accelerator: cp.async.bulk.tensor (.tile) and cp.reduce.async.bulk.tensor
+// over the emulator's own 128-byte tensor maps (TensorMap). A load copies a box of the global
+// tensor into shared memory (densely, innermost dimension first, then the map's swizzle
+// applied to the shared addresses as wgmma's descriptors expect it), writing zeros (or NaN,
+// with OOBNaN) for elements outside the tensor, and completes the box's byte count as a
+// transaction on the mbarrier; a store writes the in-bounds elements of the box back; a
+// reduction combines them with the global ones. Copies complete at issue, as cp.async.bulk's
+// do here. .multicast::cluster writes the box (and completes the transaction) in every block
+// of the cluster that ctaMask names: the emulator's clusters hold one block, so the mask must
+// name rank 0 and no other.
+
+// TensorMap is what the emulator reads from a tensor map's 128 bytes: the arguments of
+// cuTensorMapEncodeTiled. jit fills it (Encode) where the GPU path would call the driver.
+type TensorMap struct {
+	Elem        ptx.Type  // element type (its size is the element size; float types allow OOBNaN)
+	Rank        int       // 1 to 5
+	Global      uint64    // the tensor's address, 16-byte aligned
+	Dims        [5]uint64 // elements per dimension, innermost first
+	Strides     [5]uint64 // bytes between consecutive indices of dimension d >= 1 (Strides[0] unused)
+	Box         [5]uint32 // the box's extent per dimension, 1 to 256
+	ElemStrides [5]uint32 // traversal stride per dimension, 1 to 8 (0 reads as 1)
+	Interleave  int       // 0 (none), 16 or 32 bytes: the emulator implements 0 only
+	Swizzle     int       // 0, 32, 64 or 128 bytes
+	OOBNaN      bool      // fill out-of-bounds elements with NaN instead of zero (float types)
+}
+
+// tensorMapMagic opens an encoded TensorMap: a map the emulator did not write is refused.
+const tensorMapMagic = "kgenTMAP"
+
+// TensorMapSize is the size of an encoded tensor map (CUtensorMap's).
+const TensorMapSize = 128
+
+var tmapElems = []ptx.Type{ptx.U8, ptx.U16, ptx.U32, ptx.S32, ptx.U64, ptx.S64, ptx.F16, ptx.F32, ptx.F64, ptx.BF16, ptx.TF32, ptx.E4M3, ptx.E5M2}
+
+// Validate checks the map against cuTensorMapEncodeTiled's rules (the ones the emulator
+// relies on); the error names the field.
+func (m *TensorMap) Validate() error {
+	es := m.elemBytes()
+	switch {
+	case es == 0:
+		return fmt.Errorf("tensor map: element type .%s is not one a tensor map takes", m.Elem)
+	case m.Rank < 1 || m.Rank > 5:
+		return fmt.Errorf("tensor map: rank %d (1 to 5)", m.Rank)
+	case m.Global%16 != 0:
+		return fmt.Errorf("tensor map: global address %#x is not 16-byte aligned", m.Global)
+	case m.Interleave != 0:
+		return fmt.Errorf("tensor map: interleave %d: the emulator implements no interleave only", m.Interleave)
+	case m.Swizzle != 0 && m.Swizzle != 32 && m.Swizzle != 64 && m.Swizzle != 128:
+		return fmt.Errorf("tensor map: swizzle %d (0, 32, 64 or 128 bytes)", m.Swizzle)
+	case m.OOBNaN && !m.Elem.IsFloat():
+		return fmt.Errorf("tensor map: NaN fill needs a float element type, not .%s", m.Elem)
+	}
+	for d := 0; d < m.Rank; d++ {
+		switch {
+		case m.Dims[d] == 0 || m.Dims[d] > 1<<32:
+			return fmt.Errorf("tensor map: dimension %d has %d elements (1 to 2^32)", d, m.Dims[d])
+		case m.Box[d] == 0 || m.Box[d] > 256:
+			return fmt.Errorf("tensor map: box dimension %d is %d (1 to 256)", d, m.Box[d])
+		case m.ElemStrides[d] > 8:
+			return fmt.Errorf("tensor map: element stride %d of dimension %d (1 to 8)", m.ElemStrides[d], d)
+		case d > 0 && (m.Strides[d]%16 != 0 || m.Strides[d] >= 1<<40):
+			return fmt.Errorf("tensor map: stride of dimension %d is %d bytes (a multiple of 16 below 2^40)", d, m.Strides[d])
+		}
+	}
+	inner := int(m.Box[0]) * es
+	if inner%16 != 0 {
+		return fmt.Errorf("tensor map: the box's inner dimension is %d bytes (a multiple of 16)", inner)
+	}
+	if m.Swizzle != 0 && inner > m.Swizzle {
+		return fmt.Errorf("tensor map: the box's inner dimension is %d bytes, more than the %d-byte swizzle", inner, m.Swizzle)
+	}
+	return nil
+}
+
+func (m *TensorMap) elemBytes() int {
+	for _, t := range tmapElems {
+		if t == m.Elem {
+			return max(t.Bits()/8, 1)
+		}
+	}
+	return 0
+}
+
+// Encode returns the map's 128 bytes, as a kernel receives them (a .param .align 64 .b8
+// [128] parameter, or global memory).
+func (m *TensorMap) Encode() [TensorMapSize]byte {
+	var b [TensorMapSize]byte
+	copy(b[:], tensorMapMagic)
+	b[8] = byte(m.Elem)
+	b[9] = byte(m.Rank)
+	b[10] = byte(m.Interleave)
+	b[11] = byte(m.Swizzle / 16)
+	if m.OOBNaN {
+		b[12] = 1
+	}
+	le := binary.LittleEndian
+	le.PutUint64(b[16:], m.Global)
+	for d := 0; d < 5; d++ {
+		le.PutUint64(b[24+8*d:], m.Dims[d])
+		if d > 0 {
+			le.PutUint64(b[64+8*(d-1):], m.Strides[d])
+		}
+		le.PutUint16(b[96+2*d:], uint16(m.Box[d]))
+		b[106+d] = byte(m.ElemStrides[d])
+	}
+	return b
+}
+
+// DecodeTensorMap reads an encoded map and validates it.
+func DecodeTensorMap(b []byte) (TensorMap, error) {
+	var m TensorMap
+	if len(b) < TensorMapSize || string(b[:8]) != tensorMapMagic {
+		return m, errors.New("not a tensor map the emulator encoded (TensorMap.Encode): a driver-encoded CUtensorMap or garbage")
+	}
+	le := binary.LittleEndian
+	m.Elem, m.Rank, m.Interleave, m.Swizzle, m.OOBNaN = ptx.Type(b[8]), int(b[9]), int(b[10]), int(b[11])*16, b[12] != 0
+	m.Global = le.Uint64(b[16:])
+	for d := 0; d < 5; d++ {
+		m.Dims[d] = le.Uint64(b[24+8*d:])
+		if d > 0 {
+			m.Strides[d] = le.Uint64(b[64+8*(d-1):])
+		}
+		m.Box[d] = uint32(le.Uint16(b[96+2*d:]))
+		m.ElemStrides[d] = uint32(b[106+d])
+	}
+	return m, m.Validate()
+}
+
+// boxBytes is the shared-memory size of a box: what a load's transaction counts.
+func (m *TensorMap) boxBytes() int {
+	n := m.elemBytes()
+	for d := 0; d < m.Rank; d++ {
+		n *= m.boxCount(d)
+	}
+	return n
+}
+
+// boxCount is how many elements of dimension d a box holds (its extent over the stride).
+func (m *TensorMap) boxCount(d int) int {
+	s := max(int(m.ElemStrides[d]), 1)
+	return (int(m.Box[d]) + s - 1) / s
+}
+
+// tensor sub-operations
+const (
+	tmaLoad uint8 = iota
+	tmaStore
+	tmaReduce
+)
+
+// decodeTensor decodes cp.async.bulk.tensor and cp.reduce.async.bulk.tensor.
+func (d *decoder) decodeTensor(di *dinst, in *ptx.Instr, toks tokens, reduce bool) error {
+	if toks.any("im2col", "im2col_no_offs") != "" {
+		return errUnsupported
+	}
+	rank := 0
+	for _, q := range toks {
+		if r := ptx.TensorDim(q); r > 0 {
+			rank = r
+		}
+	}
+	sp := spacesOf(toks)
+	if rank == 0 || len(sp) < 2 {
+		return errUnsupported
+	}
+	args := in.Args
+	op := tmaLoad
+	ti := 1
+	switch {
+	case reduce:
+		op, ti = tmaReduce, 0
+		opn := toks.any("add", "min", "max", "inc", "dec", "and", "or", "xor")
+		if opn == "" {
+			return errUnsupported
+		}
+		di.flags = uint16(atomOps[opn])
+	case sp[0] == spGlobal:
+		op, ti = tmaStore, 0
+	}
+	di.op = op
+	if len(args) <= ti+1 {
+		return errors.New("missing operands")
+	}
+	ta, ok := args[ti].(ptx.TensorAddr)
+	if !ok {
+		return fmt.Errorf("operand %d must be a tensor operand [tensorMap, {coordinates}]", ti+1)
+	}
+	if len(ta.Coords) != rank {
+		return fmt.Errorf("%d coordinates for a %dd tensor copy", len(ta.Coords), rank)
+	}
+	mp := &dinst{space: spGeneric, vec: 1, src: in, a: -1}
+	if err := d.addr(mp, ptx.Addr{Base: ta.Map}); err != nil {
+		return err
+	}
+	for _, c := range ta.Coords {
+		s, err := d.src(c, ptx.S32)
+		if err != nil {
+			return err
+		}
+		di.av = append(di.av, s)
+	}
+	smem := &dinst{space: spShared, vec: 1, src: in, a: -1}
+	si := 1 - ti // the shared operand: [dst] before the tensor for loads, [src] after it otherwise
+	if op == tmaLoad {
+		si = 0
+	}
+	if err := d.addr(smem, args[si]); err != nil {
+		return err
+	}
+	var bar *dinst
+	if op == tmaLoad {
+		if len(args) < 3 {
+			return errors.New("missing the mbarrier operand")
+		}
+		bar = &dinst{space: spShared, vec: 1, src: in, a: -1}
+		if err := d.addr(bar, args[2]); err != nil {
+			return err
+		}
+		if toks.has("multicast::cluster") {
+			if len(args) < 4 {
+				return errors.New("missing the ctaMask operand")
+			}
+			s, err := d.src(args[3], ptx.B16)
+			if err != nil {
+				return err
+			}
+			di.b = s
+		}
+	}
+	di.sub = []*dinst{mp, smem, bar}
+	di.exec = execTensor
+	return nil
+}
+
+// tensorMapAt reads and decodes lane ln's tensor map.
+func (w *warp) tensorMapAt(in *dinst, ln int) (TensorMap, bool) {
+	mp := in.sub[0]
+	b, _, _, f := w.span(mp, ln, w.ea(mp, ln), TensorMapSize)
+	if f != nil {
+		f.msg = "reading the tensor map: " + f.msg
+		w.memFault(in, ln, f)
+		return TensorMap{}, false
+	}
+	m, err := DecodeTensorMap(b)
+	if err != nil {
+		w.fault(in, ln, KindBadAddress, err.Error())
+		return m, false
+	}
+	return m, true
+}
+
+func execTensor(w *warp, in *dinst, m uint32) {
+	for x := m; x != 0; x &= x - 1 {
+		ln := bits.TrailingZeros32(x)
+		if !w.tensorCopy(in, ln) {
+			return
+		}
+	}
+}
+
+// tensorCopy runs lane ln's copy; false after a fault.
+func (w *warp) tensorCopy(in *dinst, ln int) bool {
+	tm, ok := w.tensorMapAt(in, ln)
+	if !ok {
+		return false
+	}
+	if len(in.av) != tm.Rank {
+		w.fault(in, ln, KindBadAddress, fmt.Sprintf("a %dd tensor copy with a tensor map of rank %d", len(in.av), tm.Rank))
+		return false
+	}
+	smem := in.sub[1]
+	base := w.ea(smem, ln)
+	if base%128 != 0 {
+		w.fault(in, ln, KindMisaligned, fmt.Sprintf("the shared-memory box at %#x is not 128-byte aligned", base))
+		return false
+	}
+	if in.op == tmaLoad && in.b >= 0 {
+		if mask := w.r[in.b+int32(ln)] & 0xffff; mask != 1 {
+			w.fault(in, ln, KindUnsupported, fmt.Sprintf("ctaMask %#x: the emulator's clusters hold one block (rank 0), so the mask must be 0x1", mask))
+			return false
+		}
+	}
+	es := tm.elemBytes()
+	total := tm.boxBytes()
+	var start, count [5]int
+	for d := 0; d < 5; d++ {
+		count[d] = 1
+	}
+	for d := 0; d < tm.Rank; d++ {
+		start[d] = int(int32(w.r[in.av[d]+int32(ln)]))
+		count[d] = tm.boxCount(d)
+	}
+	var fill uint64
+	if tm.OOBNaN {
+		fill = fromFloat(tm.Elem, math.NaN(), rndNear)
+	}
+	var idx [5]int
+	for i := 0; i < total/es; i++ {
+		// idx: the element's position in the box, innermost first.
+		r := i
+		inside := true
+		g := tm.Global
+		for d := 0; d < tm.Rank; d++ {
+			idx[d] = r % count[d]
+			r /= count[d]
+			x := start[d] + idx[d]*max(int(tm.ElemStrides[d]), 1)
+			if x < 0 || uint64(x) >= tm.Dims[d] {
+				inside = false
+			}
+			if d == 0 {
+				g += uint64(x) * uint64(es)
+			} else {
+				g += uint64(x) * tm.Strides[d]
+			}
+		}
+		sb, f := w.sharedSpan(swizzleAddr(base+uint64(i*es), tm.Swizzle), es)
+		if f != nil {
+			w.memFault(in, ln, f)
+			return false
+		}
+		if !inside {
+			if in.op == tmaLoad {
+				putN(sb, es, fill)
+			}
+			continue
+		}
+		gb, f := w.l.sys.globalSpan(g, es)
+		if f != nil {
+			f.msg = fmt.Sprintf("tensor element %v of the box at %v: %s", idx[:tm.Rank], start[:tm.Rank], f.msg)
+			w.memFault(in, ln, f)
+			return false
+		}
+		switch in.op {
+		case tmaLoad:
+			copy(sb, gb)
+		case tmaStore:
+			copy(gb, sb)
+		default:
+			applyRed(gb, sb, uint8(in.flags), tm.Elem)
+		}
+	}
+	w.l.progressed()
+	if in.op == tmaLoad {
+		return w.completeTx(in, ln, in.sub[2], total)
+	}
+	return true
+}
