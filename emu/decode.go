@@ -84,8 +84,8 @@ var specialKinds = map[string]initSlot{
 	"%lanemask_ge": {kind: isLanemaskGe}, "%lanemask_gt": {kind: isLanemaskGt},
 	"%smid": {kind: isGPU}, "%nsmid": {kind: isConst, val: 132}, "%gridid": {kind: isZero},
 	"%dynamic_smem_size": {kind: isDynSmem}, "%total_smem_size": {kind: isTotalSmem},
-	"%cluster_ctarank": {kind: isZero}, "%cluster_nctarank": {kind: isConst, val: 1},
-	"%is_explicit_cluster": {kind: isZero},
+	"%cluster_ctarank": {kind: isClusterRank}, "%cluster_nctarank": {kind: isClusterNrank},
+	"%is_explicit_cluster": {kind: isExplicitCluster},
 }
 
 func (d *decoder) special(s ptx.Special) (int32, error) {
@@ -106,14 +106,18 @@ func (d *decoder) special(s ptx.Special) (int32, error) {
 			is = initSlot{kind: isTid, dim: dim}
 		case "%ntid":
 			is = initSlot{kind: isNtid, dim: dim}
-		case "%ctaid", "%clusterid":
+		case "%ctaid":
 			is = initSlot{kind: isCtaid, dim: dim}
-		case "%nctaid", "%nclusterid":
+		case "%nctaid":
 			is = initSlot{kind: isNctaid, dim: dim}
+		case "%clusterid":
+			is = initSlot{kind: isClusterid, dim: dim}
+		case "%nclusterid":
+			is = initSlot{kind: isNclusterid, dim: dim}
 		case "%cluster_ctaid":
-			is = initSlot{kind: isZero}
+			is = initSlot{kind: isClusterCtaid, dim: dim}
 		case "%cluster_nctaid":
-			is = initSlot{kind: isConst, val: 1}
+			is = initSlot{kind: isClusterNctaid, dim: dim}
 		default:
 			return 0, fmt.Errorf("special register %s", name)
 		}
@@ -741,10 +745,13 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 			return errUnsupported
 		}
 		return d.alu(di, args, slctFn(in.Types[1], toks.has("ftz")), t)
-	case "mapa": // a cluster of one block: every rank is this block
-		return d.alu(di, args[:2], func(a, _, _, _ uint64) uint64 { return a }, t)
+	case "mapa": // cluster.go
+		return d.alu(di, args, mapaFn(!toks.has("shared::cluster")), t)
 	case "getctarank":
-		return d.alu(di, args, func(_, _, _, _ uint64) uint64 { return 0 }, t)
+		if len(args) != 2 {
+			return errors.New("getctarank takes d, a")
+		}
+		return d.alu(di, []ptx.Operand{args[0], args[1], ptx.Special("%cluster_ctarank")}, getctarankFn, t)
 	case "griddepcontrol", "setmaxnreg":
 		di.exec = execNop
 		return nil
@@ -1375,8 +1382,15 @@ func (d *decoder) decodeBar(di *dinst, in *ptx.Instr, toks tokens) error {
 		di.anyPC = true
 		return nil
 	}
-	if toks.has("cluster") { // a cluster of one block: nothing to wait for
-		di.exec = execNop
+	if toks.has("cluster") { // barrier.cluster (cluster.go)
+		switch {
+		case toks.has("arrive"):
+			di.exec = execClusterArrive
+		case toks.has("wait"):
+			di.kind = ctlClusterWait
+		default:
+			return errUnsupported
+		}
 		return nil
 	}
 	di.kind = ctlBar

@@ -63,6 +63,10 @@ type Launch struct {
 	Grid, Block Dim3
 	SharedBytes int   // dynamic shared memory per block (the extern .shared array)
 	Args        []any // the kernel's arguments, the same for every GPU
+	// Cluster, when set, groups the blocks into thread-block clusters of this shape (each
+	// dimension dividing the grid's; at most 16 blocks): they start together and share
+	// their shared memory (shared::cluster addresses, mapa, barrier.cluster, TMA multicast).
+	Cluster Dim3
 	// ArgsFor, when set, gives each GPU its own arguments (overrides Args).
 	ArgsFor func(gpu int) []any
 	Options Options
@@ -155,7 +159,14 @@ func (s *System) Launch(k Launch) (err error) {
 		seen[g] = true
 	}
 	l := &launch{sys: s, prog: p, fn: fn, opt: k.Options, grid: grid, blk: blk, dynShared: k.SharedBytes,
-		gpus: gpus, params: map[int][]byte{}}
+		gpus: gpus, params: map[int][]byte{}, cdim: Dim3{1, 1, 1}}
+	if k.Cluster != (Dim3{}) {
+		cd := k.Cluster.norm()
+		if msg := checkCluster(grid, cd); msg != "" {
+			return launchErr(k.Entry, "%s", msg)
+		}
+		l.cdim, l.explicitCl = cd, true
+	}
 	for _, g := range gpus {
 		args := k.Args
 		if k.ArgsFor != nil {
@@ -359,10 +370,19 @@ func (l *launch) run() error {
 	total := l.grid.size() * ng
 	l.nblocks = total
 	var order []int
+	cs := l.cdim.size()
 	if l.opt.Seed != 0 {
-		order = l.rng.Perm(total)
+		order = l.rng.Perm(total / cs) // whole clusters
 	}
 	newBlock := func(i int) *block {
+		if cs > 1 { // cluster by cluster, the members of one in rank order on one GPU
+			c, r := i/cs, i%cs
+			if order != nil {
+				c = order[c]
+			}
+			id, rank := l.clusterOf((c/ng)*cs + r)
+			return &block{l: l, gpu: l.gpus[c%ng], id: id, rank: rank}
+		}
 		if order != nil {
 			i = order[i]
 		}
@@ -399,6 +419,23 @@ func (l *launch) run() error {
 			}
 		}
 		for next < total {
+			if cs > 1 { // a cluster's blocks start together
+				c := &cluster{arrivedIn: map[*warp]*[32]uint32{}}
+				for r := 0; r < cs; r++ {
+					b := newBlock(next)
+					next++
+					b.cl = c
+					c.blocks = append(c.blocks, b)
+					l.startBlock(b)
+					l.blocks = append(l.blocks, b)
+				}
+				for _, b := range c.blocks {
+					if err := visit(b); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			b := newBlock(next)
 			next++
 			l.startBlock(b)
@@ -650,6 +687,16 @@ func (l *launch) template(gpu int) []uint64 {
 			v = uint64(l.prog.sharedSize + l.dynShared)
 		case isGPU:
 			v = uint64(gpu)
+		case isClusterNctaid:
+			v = uint64([3]int{l.cdim.X, l.cdim.Y, l.cdim.Z}[s.dim])
+		case isNclusterid:
+			v = uint64([3]int{l.grid.X / l.cdim.X, l.grid.Y / l.cdim.Y, l.grid.Z / l.cdim.Z}[s.dim])
+		case isClusterNrank:
+			v = uint64(l.cdim.size())
+		case isExplicitCluster:
+			if l.explicitCl {
+				v = 1
+			}
 		case isLaneid, isLanemaskEq, isLanemaskLt, isLanemaskLe, isLanemaskGt, isLanemaskGe:
 			for ln := 0; ln < 32; ln++ {
 				switch s.kind {
@@ -697,6 +744,11 @@ func (w *warp) initSlots(tmpl []uint64) {
 		case isWarpid:
 			for i := range r {
 				r[i] = uint64(w.idx)
+			}
+		case isClusterCtaid, isClusterid, isClusterRank:
+			v := w.l.clusterSpecial(b, s.kind, s.dim)
+			for i := range r {
+				r[i] = v
 			}
 		case isTid:
 			for ln := 0; ln < 32; ln++ {

@@ -25,6 +25,9 @@ func (w *warp) ea(in *dinst, ln int) uint64 {
 }
 
 func (w *warp) sharedSpan(off uint64, n int) ([]byte, *memFault) {
+	if off > clusterOffMask { // a shared::cluster address with a block rank
+		return w.clusterSpan(off, n)
+	}
 	b := w.b
 	if off+uint64(n) > uint64(len(b.shared)) || off+uint64(n) < off {
 		return nil, faultf(KindOutOfBounds, "%d bytes at shared offset %#x: the block has %d bytes of shared memory (%d static + %d dynamic)",
@@ -111,7 +114,7 @@ func (w *warp) span(in *dinst, ln int, addr uint64, n int) ([]byte, uint8, uint6
 // race checks and records a plain shared-memory access for the race detector.
 func (w *warp) race(in *dinst, ln int, off uint64, n int, write bool) bool {
 	b := w.b
-	if b.shadow == nil {
+	if b.shadow == nil || off > clusterOffMask { // not checked in another block's memory
 		return true
 	}
 	t := int32(w.idx*32 + ln + 1)

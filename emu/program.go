@@ -18,6 +18,7 @@ const (
 	ctlWarpSync               // a .sync warp operation: its lanes meet first
 	ctlTrap                   // trap / brkpt
 	ctlUnsupported            // fails when executed
+	ctlClusterWait            // barrier.cluster.wait (cluster.go)
 )
 
 // spaces of memory instructions
@@ -159,6 +160,14 @@ const (
 	isTotalSmem
 	isZero
 	isGPU // %smid and friends: the GPU index stands in
+	// cluster special registers (cluster.go)
+	isClusterCtaid
+	isClusterNctaid
+	isClusterid
+	isNclusterid
+	isClusterRank
+	isClusterNrank
+	isExplicitCluster
 )
 
 type initSlot struct {

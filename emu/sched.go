@@ -51,6 +51,8 @@ type block struct {
 	obs       map[obsKey]obsVal // weak mode: out-of-order stores its threads have seen
 	obsGen    uint32
 	cp        *cpState // cp.async copies in flight (cpasync.go)
+	cl        *cluster // its cluster (nil: a cluster of one; cluster.go)
+	rank      int      // its rank in the cluster
 }
 
 type warp struct {
@@ -123,6 +125,8 @@ type launch struct {
 	extBlocked  int64
 	threadInstr int64
 	tmpl        map[int][]uint64
+	cdim        Dim3 // the cluster shape (1,1,1 without Launch.Cluster)
+	explicitCl  bool // Launch.Cluster was given
 	sharedPool  [][]byte
 	shadowPool  [][]shadowByte
 }
@@ -341,6 +345,8 @@ func (w *warp) control(in *dinst, pc int32, g, m uint32) bool {
 		return w.barrier(in, pc, g, m)
 	case ctlWarpSync:
 		return w.warpSync(in, pc, g, m)
+	case ctlClusterWait:
+		return w.clusterWait(in, pc, g, m)
 	case ctlTrap:
 		if m == 0 {
 			w.setPC(g, pc+1)

@@ -17,9 +17,8 @@ import (
 // with OOBNaN) for elements outside the tensor, and completes the box's byte count as a
 // transaction on the mbarrier; a store writes the in-bounds elements of the box back; a
 // reduction combines them with the global ones. Copies complete at issue, as cp.async.bulk's
-// do here. .multicast::cluster writes the box (and completes the transaction) in every block
-// of the cluster that ctaMask names: the emulator's clusters hold one block, so the mask must
-// name rank 0 and no other.
+// do here. .multicast::cluster writes the box (and completes the transaction on the mbarrier
+// at the same offset) in every block of the cluster that ctaMask names (cluster.go).
 
 // TensorMap is what the emulator reads from a tensor map's 128 bytes: the arguments of
 // cuTensorMapEncodeTiled. jit fills it (Encode) where the GPU path would call the driver.
@@ -286,10 +285,24 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 		w.fault(in, ln, KindMisaligned, fmt.Sprintf("the shared-memory box at %#x is not 128-byte aligned", base))
 		return false
 	}
+	// The destinations: the box's address as given, or with .multicast::cluster the same
+	// offset in each block of the cluster that ctaMask names.
+	bases := []uint64{base}
 	if in.op == tmaLoad && in.b >= 0 {
-		if mask := w.r[in.b+int32(ln)] & 0xffff; mask != 1 {
-			w.fault(in, ln, KindUnsupported, fmt.Sprintf("ctaMask %#x: the emulator's clusters hold one block (rank 0), so the mask must be 0x1", mask))
+		size := 1
+		if w.b.cl != nil {
+			size = len(w.b.cl.blocks)
+		}
+		mask := w.r[in.b+int32(ln)] & 0xffff
+		if mask == 0 || mask>>size != 0 {
+			w.fault(in, ln, KindBadAddress, fmt.Sprintf("ctaMask %#x names no block or blocks outside the cluster of %d", mask, size))
 			return false
+		}
+		bases = bases[:0]
+		for r := uint64(0); r < uint64(size); r++ {
+			if mask>>r&1 != 0 {
+				bases = append(bases, (r+1)<<clusterRankShift|base&clusterOffMask)
+			}
 		}
 	}
 	es := tm.elemBytes()
@@ -325,35 +338,65 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 				g += uint64(x) * tm.Strides[d]
 			}
 		}
-		sb, f := w.sharedSpan(swizzleAddr(base+uint64(i*es), tm.Swizzle), es)
-		if f != nil {
-			w.memFault(in, ln, f)
-			return false
-		}
-		if !inside {
-			if in.op == tmaLoad {
-				putN(sb, es, fill)
+		var gb []byte
+		if inside {
+			var f *memFault
+			if gb, f = w.l.sys.globalSpan(g, es); f != nil {
+				f.msg = fmt.Sprintf("tensor element %v of the box at %v: %s", idx[:tm.Rank], start[:tm.Rank], f.msg)
+				w.memFault(in, ln, f)
+				return false
 			}
-			continue
 		}
-		gb, f := w.l.sys.globalSpan(g, es)
-		if f != nil {
-			f.msg = fmt.Sprintf("tensor element %v of the box at %v: %s", idx[:tm.Rank], start[:tm.Rank], f.msg)
-			w.memFault(in, ln, f)
-			return false
-		}
-		switch in.op {
-		case tmaLoad:
-			copy(sb, gb)
-		case tmaStore:
-			copy(gb, sb)
-		default:
-			applyRed(gb, sb, uint8(in.flags), tm.Elem)
+		for _, b0 := range bases {
+			sb, f := w.sharedSpan(swizzleAddr(b0+uint64(i*es), tm.Swizzle), es)
+			if f != nil {
+				w.memFault(in, ln, f)
+				return false
+			}
+			switch {
+			case !inside:
+				if in.op == tmaLoad {
+					putN(sb, es, fill)
+				}
+			case in.op == tmaLoad:
+				copy(sb, gb)
+			case in.op == tmaStore:
+				copy(gb, sb)
+			default:
+				applyRed(gb, sb, uint8(in.flags), tm.Elem)
+			}
 		}
 	}
 	w.l.progressed()
-	if in.op == tmaLoad {
+	if in.op != tmaLoad {
+		return true
+	}
+	if in.b < 0 {
 		return w.completeTx(in, ln, in.sub[2], total)
 	}
+	bar := w.ea(in.sub[2], ln)
+	if region(bar) == regionShared {
+		bar &= offMask
+	}
+	for _, b0 := range bases { // each destination block's mbarrier at the same offset
+		if !w.completeTxAt(in, ln, b0&^clusterOffMask|bar&clusterOffMask, total) {
+			return false
+		}
+	}
+	return true
+}
+
+// completeTxAt applies complete_tx(bytes) to the mbarrier at a shared(::cluster) address.
+func (w *warp) completeTxAt(in *dinst, ln int, a uint64, bytes int) bool {
+	b, f := w.sharedSpan(a, 8)
+	if f != nil {
+		w.memFault(in, ln, f)
+		return false
+	}
+	mb := mbDecode(getN(b, 8))
+	mb.tx -= int64(bytes)
+	mb.complete()
+	putN(b, 8, mb.encode())
+	w.l.progressed()
 	return true
 }

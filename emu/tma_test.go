@@ -387,8 +387,8 @@ const tmaWgmmaSrc = `
 	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [tma, {%r1, %r1}], [%rd0];
 	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd2], [tmb, {%r1, %r1}], [%rd0];
 LWAIT:
-	mbarrier.try_wait.parity.shared.b64 %p1, [%rd0], 0;
-	@!%p1 bra LWAIT;
+	mbarrier.try_wait.parity.shared.b64 %p3, [%rd0], 0;
+	@!%p3 bra LWAIT;
 	shr.u64 %rd4, %rd1, 4;
 	or.b64 %rd4, %rd4, 0x4000004000010000;
 	shr.u64 %rd5, %rd2, 4;

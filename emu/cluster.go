@@ -1,0 +1,184 @@
+package emu
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Thread-block clusters (sm_90). A launch with Launch.Cluster set groups its blocks into
+// clusters of that shape; the blocks of a cluster start together and share their shared
+// memory: a shared::cluster address names a block of the cluster by rank in bits 24-28
+// (rank + 1; 0 means the block itself) above the shared offset, as mapa makes it, and
+// every shared access (ld/st/atom.shared::cluster, mbarrier arrives, TMA destinations)
+// resolves it to that block's memory. barrier.cluster.arrive/wait synchronise all the
+// cluster's threads. Without Launch.Cluster every block is a cluster of one, as before.
+
+// clusterRankShift is where a shared::cluster address keeps its block's rank + 1.
+const (
+	clusterRankShift = 24
+	clusterRankMask  = 0x1f
+	clusterOffMask   = 1<<clusterRankShift - 1
+)
+
+// cluster is one cluster's blocks (by rank) and its barrier.
+type cluster struct {
+	blocks  []*block
+	arrived int    // threads arrived in the current barrier phase
+	phase   uint32 // completed barrier phases
+	// when lane ln of a warp arrived: the phase number it arrived in, plus 1 (0: not arrived)
+	arrivedIn map[*warp]*[32]uint32
+}
+
+// clusterSpan resolves n bytes at a shared::cluster address with a rank.
+func (w *warp) clusterSpan(off uint64, n int) ([]byte, *memFault) {
+	rank := int(off>>clusterRankShift&clusterRankMask) - 1
+	o := off & clusterOffMask
+	if off>>clusterRankShift > clusterRankMask {
+		return nil, faultf(KindBadAddress, "%#x is not a shared-memory address", off)
+	}
+	c := w.b.cl
+	size := 1
+	if c != nil {
+		size = len(c.blocks)
+	}
+	if rank >= size {
+		return nil, faultf(KindBadAddress, "shared::cluster address %#x names block rank %d of a cluster of %d", off, rank, size)
+	}
+	p := w.b
+	if c != nil {
+		p = c.blocks[rank]
+	}
+	if p == w.b {
+		return w.sharedSpan(o, n)
+	}
+	if p.done {
+		return nil, faultf(KindBadAddress, "shared::cluster address %#x: block rank %d of the cluster has exited (its shared memory is gone)", off, rank)
+	}
+	if o+uint64(n) > uint64(len(p.shared)) || o+uint64(n) < o {
+		return nil, faultf(KindOutOfBounds, "%d bytes at shared offset %#x of cluster block rank %d: the block has %d bytes of shared memory", n, o, rank, len(p.shared))
+	}
+	return p.shared[o : o+uint64(n) : o+uint64(n)], nil
+}
+
+// mapaFn: mapa{.shared::cluster} d, a, rank: a's offset in block rank's shared memory.
+func mapaFn(generic bool) laneFn {
+	return func(a, r, _, _ uint64) uint64 {
+		if generic {
+			if region(a) != regionShared {
+				return a
+			}
+			return regionShared<<regionShift | (r&clusterRankMask+1)<<clusterRankShift | a&clusterOffMask
+		}
+		return (r&clusterRankMask+1)<<clusterRankShift | a&clusterOffMask
+	}
+}
+
+// getctarankFn: getctarank d, a (b: the thread's own rank): the rank a names.
+func getctarankFn(a, own, _, _ uint64) uint64 {
+	if region(a) == regionShared {
+		a &= offMask
+	}
+	if r := a >> clusterRankShift & clusterRankMask; r != 0 {
+		return r - 1
+	}
+	return own
+}
+
+// execClusterArrive: barrier.cluster.arrive by the lanes m.
+func execClusterArrive(w *warp, in *dinst, m uint32) {
+	c := w.b.cl
+	if c == nil {
+		return
+	}
+	rec := c.arrivedIn[w]
+	if rec == nil {
+		rec = new([32]uint32)
+		c.arrivedIn[w] = rec
+	}
+	for x := m; x != 0; x &= x - 1 {
+		ln := bits.TrailingZeros32(x)
+		if rec[ln] == c.phase+1 {
+			w.fault(in, ln, KindBarrier, "barrier.cluster.arrive twice in one phase (no barrier.cluster.wait between)")
+			return
+		}
+		rec[ln] = c.phase + 1
+	}
+	c.arrived += bits.OnesCount32(m)
+	if c.arrived >= len(c.blocks)*w.l.nthreads {
+		c.arrived = 0
+		c.phase++
+	}
+	w.l.progressed()
+}
+
+// clusterWait: barrier.cluster.wait; lanes whose phase has not completed stay at the
+// instruction (the warp yields and polls again).
+func (w *warp) clusterWait(in *dinst, pc int32, g, m uint32) bool {
+	w.setPC(g&^m, pc+1)
+	c := w.b.cl
+	if c == nil {
+		w.setPC(m, pc+1)
+		return false
+	}
+	rec := c.arrivedIn[w]
+	var done uint32
+	for x := m; x != 0; x &= x - 1 {
+		ln := bits.TrailingZeros32(x)
+		if rec == nil || rec[ln] == 0 {
+			w.fault(in, ln, KindBarrier, "barrier.cluster.wait without a barrier.cluster.arrive before it")
+			return true
+		}
+		if rec[ln] <= c.phase { // arrived in a phase that has completed
+			done |= 1 << ln
+			rec[ln] = 0
+		}
+	}
+	w.setPC(done, pc+1)
+	w.setPC(m&^done, pc)
+	if done != m {
+		w.spin = true
+		return true
+	}
+	return false
+}
+
+// clusterOf returns the block index (within a GPU's grid, x fastest) of position j when
+// blocks are ordered cluster by cluster (members consecutive, rank order).
+func (l *launch) clusterOf(j int) (id [3]int, rank int) {
+	cd := l.cdim
+	cs := cd.size()
+	ci, r := j/cs, j%cs
+	ng := [3]int{l.grid.X / cd.X, l.grid.Y / cd.Y, l.grid.Z / cd.Z}
+	cc := [3]int{ci % ng[0], ci / ng[0] % ng[1], ci / (ng[0] * ng[1])}
+	rc := [3]int{r % cd.X, r / cd.X % cd.Y, r / (cd.X * cd.Y)}
+	return [3]int{cc[0]*cd.X + rc[0], cc[1]*cd.Y + rc[1], cc[2]*cd.Z + rc[2]}, r
+}
+
+// checkCluster validates a launch's cluster shape.
+func checkCluster(grid, cd Dim3) string {
+	dim := func(d Dim3) string { return fmt.Sprintf("(%d,%d,%d)", d.X, d.Y, d.Z) }
+	if cd.X < 1 || cd.Y < 1 || cd.Z < 1 {
+		return fmt.Sprintf("cluster %s must be positive", dim(cd))
+	}
+	if grid.X%cd.X != 0 || grid.Y%cd.Y != 0 || grid.Z%cd.Z != 0 {
+		return fmt.Sprintf("grid %s is not a whole number of clusters %s", dim(grid), dim(cd))
+	}
+	if cd.size() > 16 {
+		return fmt.Sprintf("cluster %s of %d blocks: at most 16 (8 portable)", dim(cd), cd.size())
+	}
+	return ""
+}
+
+// clusterSpecial computes a cluster special register of a block.
+func (l *launch) clusterSpecial(b *block, kind, dim uint8) uint64 {
+	cd := [3]int{l.cdim.X, l.cdim.Y, l.cdim.Z}
+	switch kind {
+	case isClusterCtaid:
+		return uint64(b.id[dim] % cd[dim])
+	case isClusterid:
+		return uint64(b.id[dim] / cd[dim])
+	case isClusterRank:
+		return uint64(b.rank)
+	}
+	return 0
+}
