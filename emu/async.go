@@ -321,8 +321,8 @@ func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool)
 	return nil
 }
 
-// decodeStAsync: st.async / red.async to shared::cluster (a cluster of one block: this
-// block's shared memory), completing a transaction of the access's size on the mbarrier.
+// decodeStAsync: st.async / red.async to shared::cluster (the block a shared::cluster address
+// names: cluster.go), completing a transaction of the access's size on the mbarrier.
 func (d *decoder) decodeStAsync(di *dinst, in *ptx.Instr, toks tokens, red bool) error {
 	args := in.Args
 	t := in.Type()
