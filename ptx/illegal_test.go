@@ -110,7 +110,10 @@ var illegalCases = []struct {
 		Args: []Operand{vecOf(F32, 4), vecOf(B32, 4), vecOf(B32, 2), Vec{IntImm(U32, 0), IntImm(U32, 0), IntImm(U32, 0), IntImm(U32, 0)}}}, "operand 4: want a register", false},
 	{"stmatrix of an immediate", SM90, &Instr{Op: "stmatrix", Q: []string{"sync", "aligned", "m8n8", "x1", "shared"}, Types: []Type{B16}, Args: []Operand{ga, Vec{IntImm(B32, 7)}}}, "operand 2: want a register", false},
 	{"cp.async.wait_group with a register", SM80, &Instr{Op: "cp.async.wait_group", Args: []Operand{r(U32, 0)}}, "want an integer immediate", false},
-	// Hopper: wgmma and TMA tensor copies.
+	// Hopper: wgmma and TMA tensor copies, register and grid control.
+	{"setmaxnreg 100", SM90a, &Instr{Op: "setmaxnreg", Q: []string{"inc", "sync", "aligned"}, Types: []Type{U32}, Args: []Operand{IntImm(U32, 100)}}, "immediate 100 is not one of", false},
+	{"setmaxnreg 16", SM90a, &Instr{Op: "setmaxnreg", Q: []string{"dec", "sync", "aligned"}, Types: []Type{U32}, Args: []Operand{IntImm(U32, 16)}}, "immediate 16 is not one of", false},
+	{"griddepcontrol on sm_80", SM80, &Instr{Op: "griddepcontrol", Q: []string{"wait"}}, "griddepcontrol needs sm_90", false},
 	{"wgmma on sm_90", SM90, wgCase("m64n64k16", F32, BF16, BF16, 32, true, 1, 1, 0, 0), "wgmma needs sm_90a", false},
 	{"wgmma on sm_100a", SM100a, wgCase("m64n64k16", F32, BF16, BF16, 32, true, 1, 1, 0, 0), "wgmma needs sm_90a", false},
 	{"wgmma bf16 into f16", SM90a, wgCase("m64n64k16", F16, BF16, BF16, 16, true, 1, 1, 0, 0), ".bf16 accumulates in .f32 only", false},

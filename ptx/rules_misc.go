@@ -151,6 +151,15 @@ func init() {
 	rules["griddepcontrol"] = &rule{slots: []slot{req("action", "launch_dependents", "wait")}, args: fixed(),
 		need: needs(nd(78, 90, "griddepcontrol needs sm_90 and PTX 7.8"))}
 	rules["setmaxnreg"] = &rule{slots: []slot{req("action", "inc", "dec"), req("sync", "sync"), req("aligned", "aligned")}, types: [][]Type{{U32}},
-		args: fixed(imm(24, 128, 256)),
+		args: fixed(imm(setmaxnregCounts()...)),
 		need: needs(ndArch(80, []int{90, 100, 101, 103, 110, 120}, "setmaxnreg needs an architecture-specific target (sm_90a, sm_100a, ...) and PTX 8.0"))}
+}
+
+// setmaxnregCounts are setmaxnreg's legal register counts: multiples of 8 from 24 to 256.
+func setmaxnregCounts() []int64 {
+	var out []int64
+	for n := int64(24); n <= 256; n += 8 {
+		out = append(out, n)
+	}
+	return out
 }
