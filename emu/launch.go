@@ -463,7 +463,7 @@ func (l *launch) run() error {
 			}
 			return l.stuck(KindDeadlock, "every live warp is blocked")
 		}
-		if mbRounds++; l.progress != progBefore || !l.mbarrierStalled() {
+		if mbRounds++; l.progress != progBefore || !l.mbarrierStalled(stepsBefore) {
 			mbRounds = 0
 		} else if mbRounds >= mbStallRounds {
 			return l.stuck(KindDeadlock, "every live warp polls an mbarrier phase that cannot complete")

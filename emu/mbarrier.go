@@ -18,6 +18,7 @@ type mbWait struct {
 	in   *dinst
 	lane int
 	addr uint64 // the barrier's shared offset
+	at   int64  // the launch's step count at the latest unsatisfied poll
 }
 
 // noteMbWait records (done false) or clears (done true) lane ln's unsatisfied poll.
@@ -31,6 +32,7 @@ func (w *warp) noteMbWait(in *dinst, ln int, off uint64, done bool) {
 	if w.mbw == nil {
 		w.mbw = &mbWait{in: in, lane: ln, addr: off}
 	}
+	w.mbw.at = w.l.steps
 }
 
 // sharedName names the shared variable holding offset off ("full+8"), or "".
@@ -53,7 +55,10 @@ func (l *launch) sharedName(off uint64) string {
 // mbarrierDeadlock turns a stuck launch whose warps poll mbarriers into a deadlock report
 // naming the first such barrier; it reports whether it did.
 func (l *launch) mbarrierDeadlock(e *Error) bool {
-	for _, b := range l.blocks {
+	found := false
+	seen := map[[2]uint64]bool{}
+	var others []string
+	for bi, b := range l.blocks {
 		if b.done || !b.started {
 			continue
 		}
@@ -62,9 +67,10 @@ func (l *launch) mbarrierDeadlock(e *Error) bool {
 				continue
 			}
 			mw := w.mbw
-			if mw.addr+8 > uint64(len(b.shared)) {
+			if mw.addr+8 > uint64(len(b.shared)) || seen[[2]uint64{uint64(bi), mw.addr}] {
 				continue
 			}
+			seen[[2]uint64{uint64(bi), mw.addr}] = true
 			mb := mbDecode(getN(b.shared[mw.addr:], 8))
 			where := fmt.Sprintf("shared offset %#x", mw.addr)
 			if n := l.sharedName(mw.addr); n != "" {
@@ -80,18 +86,29 @@ func (l *launch) mbarrierDeadlock(e *Error) bool {
 			if mb.pending > 0 && mb.tx == 0 {
 				what += " (a missing arrive?)"
 			}
+			in := mw.in
+			if found {
+				// Other barriers waited on (a pipeline's other side), one line each.
+				if len(others) < 8 {
+					others = append(others, fmt.Sprintf("also waiting: mbarrier %s (parity %d): %s; block (%d,%d,%d) warp %d at %s",
+						where, mb.phase, what, b.id[0], b.id[1], b.id[2], w.idx, posString(in.src.Pos)))
+				}
+				continue
+			}
+			found = true
 			e.Kind = KindDeadlock
 			e.GPU, e.Block, e.Thread = b.gpu, b.id, w.tid(mw.lane)
-			in := mw.in
 			if in.src != nil {
 				e.Instr = ptx.FormatInstr(in.src)
 				e.Pos = in.src.Pos
 			}
 			e.Msg = fmt.Sprintf("mbarrier %s never completes its phase (parity %d): %s; the thread waits here for it", where, mb.phase, what)
-			return true
 		}
 	}
-	return false
+	if len(others) > 0 {
+		e.Warps = append(others, e.Warps...)
+	}
+	return found
 }
 
 // mbStallRounds is how many scheduling rounds without progress, every live warp polling an
@@ -99,10 +116,10 @@ func (l *launch) mbarrierDeadlock(e *Error) bool {
 // threads and copies, and copies complete at issue here).
 const mbStallRounds = 64
 
-// mbarrierStalled reports whether every live warp of every running block polls an mbarrier
-// phase that has not completed, with no cp.async of the block in flight and no buffered
-// store left.
-func (l *launch) mbarrierStalled() bool {
+// mbarrierStalled reports whether every live warp of every running block has polled an
+// mbarrier phase that has not completed since step since, with no cp.async of the block in
+// flight and no buffered store left.
+func (l *launch) mbarrierStalled(since int64) bool {
 	if l.npend > 0 {
 		return false
 	}
@@ -114,7 +131,7 @@ func (l *launch) mbarrierStalled() bool {
 			return false
 		}
 		for _, w := range b.warps {
-			if w != nil && w.live != 0 && w.mbw == nil {
+			if w != nil && w.live != 0 && (w.mbw == nil || w.mbw.at < since) {
 				return false
 			}
 		}
