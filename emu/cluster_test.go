@@ -145,6 +145,9 @@ const clusterMulticastSrc = `
 	.reg .b16 %h<2>;
 	.reg .u64 %rd<10>;
 	.reg .pred %p<4>;
+	.reg .u64 %tm<8>;
+	mov.u64 %tm0, tmap;
+	cvta.param.u64 %tm1, %tm0;
 	mov.u32 %r0, %tid.x;
 	mov.u32 %r1, %cluster_ctarank;
 	setp.eq.u32 %p0, %r0, 0;
@@ -158,7 +161,7 @@ const clusterMulticastSrc = `
 	and.pred %p2, %p0, %p1;
 	mov.u32 %r2, 0;
 	mov.u16 %h0, 3;
-	@%p2 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%rd1], [tmap, {%r2, %r2}], [%rd0], %h0;
+	@%p2 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%rd1], [%tm1, {%r2, %r2}], [%rd0], %h0;
 LWAIT:
 	mbarrier.try_wait.parity.shared.b64 %p3, [%rd0], 0;
 	@!%p3 bra LWAIT;

@@ -203,6 +203,8 @@ func (d *decoder) symAddr(name string) (int32, error) {
 		return d.constSlot(uint64(s.off)), nil
 	case symGlobal:
 		return int32(s.off), nil
+	case symKParam: // its generic address (cvta.param is the identity)
+		return d.constSlot(regionParam<<regionShift | uint64(s.off)), nil
 	}
 	return 0, fmt.Errorf("the address of kernel parameter %s", name)
 }

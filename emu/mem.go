@@ -11,11 +11,14 @@ import (
 //	0x0008    multicast: the symmetric-heap offset, reaching every GPU's copy (multimem only)
 //	0x0004    the generic window onto the executing block's shared memory
 //	0x0002    the generic window onto the executing thread's local memory
+//	0x0001    the generic window onto the kernel's parameters (mov of a kernel parameter's
+//	          name, cvta.param: a __grid_constant__ argument such as a TMA tensor map)
 //
 // Address 0 and everything outside these regions is invalid.
 const (
 	regionShift     = 48
 	offMask         = 1<<regionShift - 1
+	regionParam     = 0x1
 	regionLocal     = 0x2
 	regionShared    = 0x4
 	regionMulticast = 0x8

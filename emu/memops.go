@@ -50,6 +50,15 @@ func (w *warp) localSpan(ln int, off uint64, n int) ([]byte, *memFault) {
 	return w.local[base+off : base+off+uint64(n) : base+off+uint64(n)], nil
 }
 
+// paramSpan resolves n bytes at offset off of the kernel's parameters.
+func (w *warp) paramSpan(off uint64, n int) ([]byte, *memFault) {
+	p := w.b.params
+	if off+uint64(n) > uint64(len(p)) || off+uint64(n) < off {
+		return nil, faultf(KindOutOfBounds, "%d bytes at parameter offset %d: the parameters take %d bytes", n, off, len(p))
+	}
+	return p[off : off+uint64(n) : off+uint64(n)], nil
+}
+
 // genericSpan resolves a generic address.
 func (w *warp) genericSpan(ln int, addr uint64, n int) ([]byte, *memFault) {
 	switch region(addr) {
@@ -57,6 +66,8 @@ func (w *warp) genericSpan(ln int, addr uint64, n int) ([]byte, *memFault) {
 		return w.sharedSpan(addr&offMask, n)
 	case regionLocal:
 		return w.localSpan(ln, addr&offMask, n)
+	case regionParam:
+		return w.paramSpan(addr&offMask, n)
 	}
 	return w.l.sys.globalSpan(addr, n)
 }
@@ -105,6 +116,9 @@ func (w *warp) span(in *dinst, ln int, addr uint64, n int) ([]byte, uint8, uint6
 		case regionLocal:
 			b, f := w.localSpan(ln, addr&offMask, n)
 			return b, whLocal, addr & offMask, f
+		case regionParam:
+			b, f := w.paramSpan(addr&offMask, n)
+			return b, whParam, addr & offMask, f
 		}
 	}
 	b, f := w.l.sys.globalSpan(addr, n)

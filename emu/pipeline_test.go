@@ -33,6 +33,11 @@ func pipelineSrc(kt int) string {
 	.reg .u32 %%r<20>;
 	.reg .u64 %%rd<20>;
 	.reg .pred %%p<8>;
+	.reg .u64 %%tm<4>;
+	mov.u64 %%tm0, tma;
+	cvta.param.u64 %%tm1, %%tm0;
+	mov.u64 %%tm2, tmb;
+	cvta.param.u64 %%tm3, %%tm2;
 	mov.u32 %%r0, %%tid.x;
 	shr.u32 %%r1, %%r0, 5;
 	mov.u64 %%rd0, full;
@@ -112,8 +117,8 @@ PWAIT:
 	add.u64 %%rd9, %%rd3, %%rd7;
 	shl.b32 %%r6, %%r2, 6;
 	mov.u32 %%r7, 0;
-	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%%rd8], [tma, {%%r6, %%r7}], [%%rd5];
-	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%%rd9], [tmb, {%%r6, %%r7}], [%%rd5];
+	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%%rd8], [%%tm1, {%%r6, %%r7}], [%%rd5];
+	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%%rd9], [%%tm3, {%%r6, %%r7}], [%%rd5];
 	add.u32 %%r2, %%r2, 1;
 	setp.lt.u32 %%p6, %%r2, %d;
 	@%%p6 bra PLOOP;

@@ -21,6 +21,9 @@ const tmaLoadSrc = `
 	.reg .u32 %r<10>;
 	.reg .u64 %rd<10>;
 	.reg .pred %p<4>;
+	.reg .u64 %tm<8>;
+	mov.u64 %tm0, tmap;
+	cvta.param.u64 %tm1, %tm0;
 	mov.u32 %r0, %tid.x;
 	setp.eq.u32 %p0, %r0, 0;
 	mov.u64 %rd0, full;
@@ -32,7 +35,7 @@ const tmaLoadSrc = `
 	ld.param.u32 %r3, [pz];
 	ld.param.u32 %r4, [pexp];
 	@%p0 mbarrier.arrive.expect_tx.shared.b64 %rd2, [%rd0], %r4;
-	@%p0 cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [tmap, {%r1, %r2, %r3}], [%rd0];
+	@%p0 cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [%tm1, {%r1, %r2, %r3}], [%rd0];
 LWAIT:
 	mbarrier.try_wait.parity.shared.b64 %p1, [%rd0], 0;
 	@!%p1 bra LWAIT;
@@ -269,6 +272,9 @@ const tmaStoreSrc = `
 	.reg .b16 %h<2>;
 	.reg .u64 %rd<4>;
 	.reg .pred %p<2>;
+	.reg .u64 %tm<8>;
+	mov.u64 %tm0, tmap;
+	cvta.param.u64 %tm1, %tm0;
 	mov.u32 %r0, %tid.x;
 	mov.u64 %rd0, box;
 	mul.wide.u32 %rd1, %r0, 2;
@@ -285,8 +291,8 @@ const tmaStoreSrc = `
 	ld.param.u32 %r4, [py];
 	add.u32 %r5, %r4, 2;
 	fence.proxy.async.shared::cta;
-	@%p0 cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [tmap, {%r3, %r4}], [%rd0];
-	@%p0 cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [tmap, {%r3, %r5}], [%rd0];
+	@%p0 cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%tm1, {%r3, %r4}], [%rd0];
+	@%p0 cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%tm1, {%r3, %r5}], [%rd0];
 	@%p0 cp.async.bulk.commit_group;
 	@%p0 cp.async.bulk.wait_group 0;
 	ret;
@@ -375,6 +381,11 @@ const tmaWgmmaSrc = `
 	.reg .u32 %r<4>;
 	.reg .u64 %rd<12>;
 	.reg .pred %p<4>;
+	.reg .u64 %tm<8>;
+	mov.u64 %tm0, tma;
+	cvta.param.u64 %tm1, %tm0;
+	mov.u64 %tm2, tmb;
+	cvta.param.u64 %tm3, %tm2;
 	mov.u32 %r0, %tid.x;
 	setp.eq.u32 %p0, %r0, 0;
 	mov.u64 %rd0, full;
@@ -384,8 +395,8 @@ const tmaWgmmaSrc = `
 	@%p0 mbarrier.init.shared.b64 [%rd0], 1;
 	bar.sync 0;
 	@%p0 mbarrier.arrive.expect_tx.shared.b64 %rd3, [%rd0], 16384;
-	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [tma, {%r1, %r1}], [%rd0];
-	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd2], [tmb, {%r1, %r1}], [%rd0];
+	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [%tm1, {%r1, %r1}], [%rd0];
+	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd2], [%tm3, {%r1, %r1}], [%rd0];
 LWAIT:
 	mbarrier.try_wait.parity.shared.b64 %p3, [%rd0], 0;
 	@!%p3 bra LWAIT;

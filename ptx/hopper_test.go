@@ -57,7 +57,8 @@ func TestWgmmaShape(t *testing.T) {
 	}
 }
 
-// TestTensorAddrParse parses a tensor operand with a parameter-named map.
+// TestTensorAddrParse parses tensor operands: the map in a register (the generic address of
+// a grid-constant parameter), and named directly, which Verify refuses as ptxas does.
 func TestTensorAddrParse(t *testing.T) {
 	src := `.version 8.0
 .target sm_90a
@@ -68,8 +69,10 @@ func TestTensorAddrParse(t *testing.T) {
 )
 {
 	.reg .b32 %r<2>;
-	.reg .b64 %rd<2>;
-	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd0], [tmap, {%r0, %r1}], [%rd1];
+	.reg .b64 %rd<4>;
+	mov.b64 %rd2, tmap;
+	cvta.param.u64 %rd3, %rd2;
+	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd0], [%rd3, {%r0, %r1}], [%rd1];
 	ret;
 }
 `
@@ -79,13 +82,20 @@ func TestTensorAddrParse(t *testing.T) {
 	}
 	in := m.Funcs[0].Body[len(m.Funcs[0].Body)-2]
 	ta, ok := in.Args[1].(TensorAddr)
-	if !ok || ta.Map != Sym("tmap") || len(ta.Coords) != 2 {
+	if !ok || ta.Map != (Reg{Type: B64, N: 3}) || len(ta.Coords) != 2 {
 		t.Fatalf("operand 2 parsed as %#v", in.Args[1])
 	}
 	if err := Verify(m); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
-	if !strings.Contains(m.String(), "[tmap, {%r0, %r1}]") {
+	if !strings.Contains(m.String(), "[%rd3, {%r0, %r1}]") {
 		t.Errorf("printed text lacks the tensor operand:\n%s", m.String())
+	}
+	named, err := Parse(strings.Replace(src, "[%rd3, {", "[tmap, {", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(named); err == nil || !strings.Contains(err.Error(), "the tensor map must be a generic address in a register") {
+		t.Errorf("Verify of a named tensor map: %v", err)
 	}
 }

@@ -147,6 +147,8 @@ var illegalCases = []struct {
 		Args: []Operand{tensorOf(2), ga}}, "does not take qualifier .shared::cluster", false},
 	{"tensor reduce on sm_80", SM80, &Instr{Op: "cp.reduce.async.bulk.tensor", Q: []string{"2d", "global", "shared::cta", "add", "tile", "bulk_group"},
 		Args: []Operand{tensorOf(2), ga}}, "cp.reduce.async.bulk.tensor needs sm_90", false},
+	{"tensor map named directly", SM90, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"1d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"},
+		Args: []Operand{ga, TensorAddr{Map: Sym(formParam), Coords: vecOf(B32, 1)}, Addr{Base: r(B64, 7)}}}, "must be a generic address in a register", false},
 	{"tensor map in a 32-bit register", SM90, &Instr{Op: "cp.reduce.async.bulk.tensor", Q: []string{"1d", "global", "shared::cta", "max", "tile", "bulk_group"},
 		Args: []Operand{TensorAddr{Map: r(B32, 5), Coords: vecOf(B32, 1)}, ga}}, "must be a 64-bit integer", true}, // ptxas 13.0 takes it; the ISA's tensorMap is a 64-bit address
 }

@@ -59,8 +59,8 @@ type Addr struct {
 }
 
 // TensorAddr is the tensor operand "[tensorMap, {c0, c1, ...}]" of cp.async.bulk.tensor and
-// cp.reduce.async.bulk.tensor: the address of a tensor map (a 64-bit register or a parameter
-// name) and one .s32 coordinate per dimension.
+// cp.reduce.async.bulk.tensor: the generic address of a tensor map (a 64-bit register; Verify
+// refuses a parameter's name, as ptxas does) and one .s32 coordinate per dimension.
 type TensorAddr struct {
 	Map    Operand
 	Coords Vec

@@ -470,13 +470,15 @@ func checkArg(o Operand, w arg) string {
 			return fmt.Sprintf("want a tensor operand [tensorMap, {coordinates}], got %s", describe(o))
 		}
 		switch m := ta.Map.(type) {
-		case Sym:
 		case Reg:
 			if m.Type.Bits() != 64 || m.Type.Kind() == KindFloat {
 				return fmt.Sprintf("tensor map register %s must be a 64-bit integer", RegName(m))
 			}
+		case Sym:
+			// ptxas: "State space mismatch between instruction and address".
+			return fmt.Sprintf("the tensor map must be a generic address in a register (mov.u64 %%rd, %s; cvta.param.u64 %%rd, %%rd), not the name", m)
 		default:
-			return fmt.Sprintf("the tensor map must be a 64-bit register or a parameter name, got %s", describe(ta.Map))
+			return fmt.Sprintf("the tensor map must be a 64-bit register holding its generic address, got %s", describe(ta.Map))
 		}
 		if len(ta.Coords) != w.vec {
 			return fmt.Sprintf("want %d tensor coordinates, got %d", w.vec, len(ta.Coords))
