@@ -29,7 +29,7 @@ type TensorMap struct {
 	Dims        [5]uint64 // elements per dimension, innermost first
 	Strides     [5]uint64 // bytes between consecutive indices of dimension d >= 1 (Strides[0] unused)
 	Box         [5]uint32 // the box's extent per dimension, 1 to 256
-	ElemStrides [5]uint32 // traversal stride per dimension, 1 to 8 (0 reads as 1)
+	ElemStrides [5]uint32 // traversal stride per dimension, 1 to 8 (0 reads as 1); dimension 0's is ignored, as the driver does without interleave
 	Interleave  int       // 0 (none), 16 or 32 bytes: the emulator implements 0 only
 	Swizzle     int       // 0, 32, 64 or 128 bytes
 	OOBNaN      bool      // fill out-of-bounds elements with NaN instead of zero (float types)
@@ -148,8 +148,17 @@ func (m *TensorMap) boxBytes() int {
 
 // boxCount is how many elements of dimension d a box holds (its extent over the stride).
 func (m *TensorMap) boxCount(d int) int {
-	s := max(int(m.ElemStrides[d]), 1)
+	s := m.elemStride(d)
 	return (int(m.Box[d]) + s - 1) / s
+}
+
+// elemStride is dimension d's traversal stride: cuTensorMapEncodeTiled ignores the first
+// element stride when there is no interleave (TMA has no stride in dimension 0).
+func (m *TensorMap) elemStride(d int) int {
+	if d == 0 {
+		return 1
+	}
+	return max(int(m.ElemStrides[d]), 1)
 }
 
 // tensor sub-operations
@@ -328,7 +337,7 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 		for d := 0; d < tm.Rank; d++ {
 			idx[d] = r % count[d]
 			r /= count[d]
-			x := start[d] + idx[d]*max(int(tm.ElemStrides[d]), 1)
+			x := start[d] + idx[d]*tm.elemStride(d)
 			if x < 0 || uint64(x) >= tm.Dims[d] {
 				inside = false
 			}

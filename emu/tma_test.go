@@ -96,6 +96,9 @@ func runTMALoad(t *testing.T, c tmaCase, wrongTx int) error {
 	for d := 0; d < 3; d++ {
 		tm.Dims[d], tm.Box[d], tm.ElemStrides[d] = uint64(c.dims[d]), uint32(c.box[d]), uint32(c.es[d])
 		s := max(c.es[d], 1)
+		if d == 0 {
+			s = 1 // the driver ignores dimension 0's element stride
+		}
 		cnt[d] = (c.box[d] + s - 1) / s
 		total *= cnt[d]
 	}
@@ -113,7 +116,7 @@ func runTMALoad(t *testing.T, c tmaCase, wrongTx int) error {
 	for k := 0; k < cnt[2]; k++ {
 		for j := 0; j < cnt[1]; j++ {
 			for i := 0; i < cnt[0]; i++ {
-				x := int(c.at[0]) + i*max(c.es[0], 1)
+				x := int(c.at[0]) + i
 				y := int(c.at[1]) + j*max(c.es[1], 1)
 				z := int(c.at[2]) + k*max(c.es[2], 1)
 				want := uint16(0)
@@ -137,7 +140,8 @@ func runTMALoad(t *testing.T, c tmaCase, wrongTx int) error {
 }
 
 // TestTMALoad checks box loads inside the tensor and across each edge (zero fill), with
-// every swizzle mode and element strides, against the Go model.
+// every swizzle mode and element strides (dimension 0's is ignored, as by the driver),
+// against the Go model.
 func TestTMALoad(t *testing.T) {
 	for _, c := range []tmaCase{
 		{dims: [3]int{40, 20, 3}, box: [3]int{64, 8, 1}, at: [3]int32{-8, 16, 2}, swz: 128},
