@@ -503,3 +503,41 @@ func TestTMAFeedsWgmma(t *testing.T) {
 		}
 	}
 }
+
+// TestTMALoad5D loads a 5-D box (4 x 2 x 2 x 2 x 2 of 32-bit elements) at (0, 1, 0, 1, 0)
+// of a 4 x 3 x 2 x 2 x 3 tensor: dimension 3 covers 1 and 2, and 2 is outside (zero fill).
+func TestTMALoad5D(t *testing.T) {
+	// The kernel's coordinates become (px, py, pz, py, pz).
+	src := strings.NewReplacer(".3d.", ".5d.", "{%r1, %r2, %r3}", "{%r1, %r2, %r3, %r2, %r3}").Replace(tmaLoadSrc)
+	sys := newSys(t, 1)
+	dims := [5]uint64{4, 3, 2, 2, 3}
+	n := 1
+	for _, d := range dims {
+		n *= int(d)
+	}
+	vals := make([]uint32, n)
+	for i := range vals {
+		vals[i] = uint32(1000 + i)
+	}
+	g := mustMalloc(t, sys, 0, 4*n)
+	must(t, WriteSlice(sys, g, vals))
+	tm := TensorMap{Elem: ptx.U32, Rank: 5, Global: g, Dims: dims, Box: [5]uint32{4, 2, 2, 2, 2}}
+	stride := uint64(4)
+	for d := 1; d < 5; d++ {
+		stride *= dims[d-1]
+		tm.Strides[d] = stride
+	}
+	out := mustMalloc(t, sys, 0, 256)
+	must(t, launch1(sys, asm(t, src), "k", 1, 32, tm, out, uint32(0), uint32(1), uint32(0), uint32(256), uint32(64)))
+	got := readU32(t, sys, out, 64)
+	for i, v := range got {
+		x := [5]int{i % 4, 1 + i/4%2, i / 8 % 2, 1 + i/16%2, i / 32}
+		want := uint32(0)
+		if x[3] < 2 {
+			want = vals[x[0]+4*(x[1]+3*(x[2]+2*(x[3]+2*x[4])))]
+		}
+		if v != want {
+			t.Fatalf("box element %d (tensor %v) = %d, want %d", i, x, v, want)
+		}
+	}
+}
