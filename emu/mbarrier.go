@@ -63,8 +63,8 @@ func (l *launch) mbarrierDeadlock(e *Error) bool {
 			continue
 		}
 		for _, w := range b.warps {
-			if w == nil || w.live == 0 || w.mbw == nil {
-				continue
+			if w == nil || w.live == 0 || w.mbw == nil || w.mbw.at < l.lastProg {
+				continue // no poll, or none since the last progress
 			}
 			mw := w.mbw
 			if mw.addr+8 > uint64(len(b.shared)) || seen[[2]uint64{uint64(bi), mw.addr}] {
