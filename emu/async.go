@@ -256,9 +256,6 @@ func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool)
 	if len(sp) < 2 || len(args) < 3 {
 		return errUnsupported
 	}
-	if toks.has("multicast::cluster") {
-		return errors.New(".multicast::cluster")
-	}
 	dst := &dinst{space: sp[0], vec: 1, src: in, a: -1}
 	src := &dinst{space: sp[1], vec: 1, src: in, a: -1}
 	if err := d.addr(dst, args[0]); err != nil {
@@ -279,6 +276,14 @@ func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool)
 		bar = &dinst{space: spShared, vec: 1, src: in, a: -1}
 		if err := d.addr(bar, args[3]); err != nil {
 			return err
+		}
+		if toks.has("multicast::cluster") { // the ctaMask (cluster.go)
+			if len(args) < 5 {
+				return errors.New("missing the ctaMask operand")
+			}
+			if di.c, err = d.src(args[4], ptx.B16); err != nil {
+				return err
+			}
 		}
 	}
 	op := uint8(0)
@@ -301,6 +306,12 @@ func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool)
 			if f != nil {
 				w.memFault(in, ln, f)
 				return
+			}
+			if in.c >= 0 {
+				if !w.multicastCopy(in, ln, sb, dst, bar) {
+					return
+				}
+				continue
 			}
 			db, _, _, f := w.span(dst, ln, w.ea(dst, ln), n)
 			if f != nil {

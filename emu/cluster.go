@@ -182,3 +182,55 @@ func (l *launch) clusterSpecial(b *block, kind, dim uint8) uint64 {
 	}
 	return 0
 }
+
+// ctaRanks returns the shared::cluster rank prefixes (rank + 1 above clusterRankShift) of the
+// blocks a multicast's ctaMask names; false after a fault.
+func (w *warp) ctaRanks(in *dinst, ln int, mask uint64) ([]uint64, bool) {
+	size := 1
+	if w.b.cl != nil {
+		size = len(w.b.cl.blocks)
+	}
+	if mask == 0 || mask>>size != 0 {
+		w.fault(in, ln, KindBadAddress, fmt.Sprintf("ctaMask %#x names no block or blocks outside the cluster of %d", mask, size))
+		return nil, false
+	}
+	var out []uint64
+	for r := uint64(0); r < uint64(size); r++ {
+		if mask>>r&1 != 0 {
+			out = append(out, (r+1)<<clusterRankShift)
+		}
+	}
+	return out, true
+}
+
+// sharedOff returns the shared offset a shared(::cluster) operand's address names, without
+// the generic window.
+func (w *warp) sharedOff(in *dinst, ln int) uint64 {
+	a := w.ea(in, ln)
+	if region(a) == regionShared {
+		a &= offMask
+	}
+	return a & clusterOffMask
+}
+
+// multicastCopy writes data at dst's offset in every block lane ln's ctaMask (in.c) names and
+// completes len(data) transaction bytes on the mbarrier at bar's offset in each.
+func (w *warp) multicastCopy(in *dinst, ln int, data []byte, dst, bar *dinst) bool {
+	ranks, ok := w.ctaRanks(in, ln, w.r[in.c+int32(ln)]&0xffff)
+	if !ok {
+		return false
+	}
+	doff, boff := w.sharedOff(dst, ln), w.sharedOff(bar, ln)
+	for _, p := range ranks {
+		db, f := w.sharedSpan(p|doff, len(data))
+		if f != nil {
+			w.memFault(in, ln, f)
+			return false
+		}
+		copy(db, data)
+		if !w.completeTxAt(in, ln, p|boff, len(data)) {
+			return false
+		}
+	}
+	return true
+}

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/ptx"
@@ -218,5 +219,82 @@ func TestClusterLaunchErrors(t *testing.T) {
 	} {
 		err := sys.Launch(Launch{Module: m, Entry: "k", Grid: c.grid, Block: D1(32), Cluster: c.cl, Args: []any{out}})
 		wantErr(t, err, KindLaunch, c.want)
+	}
+}
+
+// clusterRemoteArriveSrc: in a cluster of 2, rank 0's barrier expects 64 arrivals: its own
+// 32 threads and rank 1's 32, made through mapa with mbarrier.arrive.shared::cluster. Rank 0
+// waits for the phase and writes 1; rank 1 waits at the cluster barrier so that it stays
+// until rank 0 is done.
+const clusterRemoteArriveSrc = `
+.visible .entry k(.param .u64 pout)
+{
+	.shared .align 8 .b64 bar;
+	.reg .u32 %r<8>;
+	.reg .u64 %rd<8>;
+	.reg .pred %p<4>;
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, %cluster_ctarank;
+	setp.eq.u32 %p0, %r1, 0;
+	mov.u32 %r2, bar;
+	setp.eq.u32 %p1, %r0, 0;
+	@%p1 mbarrier.init.shared.b64 [%r2], 64;
+	fence.mbarrier_init.release.cluster;
+	barrier.cluster.arrive.release.aligned;
+	barrier.cluster.wait.acquire.aligned;
+	mov.u32 %r3, 0;
+	mapa.shared::cluster.u32 %r4, %r2, %r3;
+	mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r4];
+	@!%p0 bra LDONE;
+LWAIT:
+	mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p2, [%r2], 0;
+	@!%p2 bra LWAIT;
+	ld.param.u64 %rd0, [pout];
+	@%p1 st.global.u32 [%rd0], 1;
+LDONE:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	ret;
+}
+`
+
+// TestClusterRemoteArrive: arrivals from the other block of the cluster complete rank 0's
+// barrier phase; with rank 1's arrivals missing (a cluster of 1 block in a launch of 1) the
+// phase never completes and the deadlock names the barrier.
+func TestClusterRemoteArrive(t *testing.T) {
+	sys := newSys(t, 1)
+	out := mustMalloc(t, sys, 0, 4)
+	m := asm(t, clusterRemoteArriveSrc)
+	must(t, sys.Launch(Launch{Module: m, Entry: "k", Grid: D1(2), Block: D1(32), Cluster: D1(2), Args: []any{out}}))
+	if got := readU32(t, sys, out, 1); got[0] != 1 {
+		t.Errorf("rank 0 wrote %d, want 1", got[0])
+	}
+	err := sys.Launch(Launch{Module: m, Entry: "k", Grid: D1(1), Block: D1(32), Cluster: D1(1), Args: []any{out}})
+	wantErr(t, err, KindDeadlock, "mbarrier bar (shared offset 0x0) never completes its phase (parity 0): 32 of 64 arrivals pending (a missing arrive?)")
+}
+
+// TestClusterBulkMulticast: cp.async.bulk with .multicast::cluster (ctaMask 0b11) copies 128
+// bytes into both blocks of the cluster and completes both blocks' barriers.
+func TestClusterBulkMulticast(t *testing.T) {
+	src := strings.NewReplacer(
+		"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%rd1], [%tm1, {%r2, %r2}], [%rd0], %h0;",
+		"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%rd1], [%rd9], 128, [%rd0], %h0;",
+		"mov.u32 %r2, 0;", "ld.param.u64 %rd9, [pg];",
+		".param .align 64 .b8 tmap[128]", ".param .u64 pg",
+		"mov.u64 %tm0, tmap;", "", "cvta.param.u64 %tm1, %tm0;", "").Replace(clusterMulticastSrc)
+	sys := newSys(t, 1)
+	g := mustMalloc(t, sys, 0, 128)
+	want := make([]uint32, 32)
+	for i := range want {
+		want[i] = uint32(i*i + 3)
+	}
+	must(t, WriteSlice(sys, g, want))
+	out := mustMalloc(t, sys, 0, 256)
+	must(t, sys.Launch(Launch{Module: asm(t, src), Entry: "k", Grid: D1(2), Block: D1(32), Cluster: D1(2), Args: []any{g, out}}))
+	got := readU32(t, sys, out, 64)
+	for i := range got {
+		if got[i] != want[i%32] {
+			t.Fatalf("block rank %d word %d = %d, want %d", i/32, i%32, got[i], want[i%32])
+		}
 	}
 }

@@ -298,20 +298,13 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 	// offset in each block of the cluster that ctaMask names.
 	bases := []uint64{base}
 	if in.op == tmaLoad && in.b >= 0 {
-		size := 1
-		if w.b.cl != nil {
-			size = len(w.b.cl.blocks)
-		}
-		mask := w.r[in.b+int32(ln)] & 0xffff
-		if mask == 0 || mask>>size != 0 {
-			w.fault(in, ln, KindBadAddress, fmt.Sprintf("ctaMask %#x names no block or blocks outside the cluster of %d", mask, size))
+		ranks, ok := w.ctaRanks(in, ln, w.r[in.b+int32(ln)]&0xffff)
+		if !ok {
 			return false
 		}
 		bases = bases[:0]
-		for r := uint64(0); r < uint64(size); r++ {
-			if mask>>r&1 != 0 {
-				bases = append(bases, (r+1)<<clusterRankShift|base&clusterOffMask)
-			}
+		for _, p := range ranks {
+			bases = append(bases, p|w.sharedOff(in.sub[1], ln))
 		}
 	}
 	es := tm.elemBytes()
@@ -383,12 +376,9 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 	if in.b < 0 {
 		return w.completeTx(in, ln, in.sub[2], total)
 	}
-	bar := w.ea(in.sub[2], ln)
-	if region(bar) == regionShared {
-		bar &= offMask
-	}
+	bar := w.sharedOff(in.sub[2], ln)
 	for _, b0 := range bases { // each destination block's mbarrier at the same offset
-		if !w.completeTxAt(in, ln, b0&^clusterOffMask|bar&clusterOffMask, total) {
+		if !w.completeTxAt(in, ln, b0&^clusterOffMask|bar, total) {
 			return false
 		}
 	}
