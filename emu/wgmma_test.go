@@ -438,3 +438,20 @@ func TestWgmmaInFlight(t *testing.T) {
 		t.Errorf("the report names the wgmma's line %d? %v", e.Pos.Line-4, err)
 	}
 }
+
+// BenchmarkWgmma times a one-warpgroup launch of four m64n256k16 bf16 -> f32 wgmmas (128-byte
+// swizzle; the kernel also copies the 40 KiB shared image in and stores D).
+func BenchmarkWgmma(b *testing.B) {
+	c := wgCase{n: 256, in: ptx.BF16, acc: ptx.F32, swz: 128}
+	sys := newSys(b, 1)
+	img := make([]byte, 64*128+256*128)
+	pimg := mustMalloc(b, sys, 0, len(img))
+	pd := mustMalloc(b, sys, 0, 128*512)
+	_, aL, aS := gmmaImage(64, 64, 2, c)
+	_, bL, bS := gmmaImage(256, 64, 2, c)
+	m := asm(b, wgKernel(c, 4, len(img)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		must(b, launch1(sys, m, "k", 1, 128, pimg, pd, wgDesc(0, aL, aS, 128), wgDesc(8192, bL, bS, 128), pd))
+	}
+}
