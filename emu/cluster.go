@@ -27,6 +27,7 @@ type cluster struct {
 	phase   uint32 // completed barrier phases
 	// when lane ln of a warp arrived: the phase number it arrived in, plus 1 (0: not arrived)
 	arrivedIn map[*warp]*[32]uint32
+	perBlock  map[*block]int // arrivals in the current phase, per block
 }
 
 // clusterSpan resolves n bytes at a shared::cluster address with a rank.
@@ -104,9 +105,11 @@ func execClusterArrive(w *warp, in *dinst, m uint32) {
 		rec[ln] = c.phase + 1
 	}
 	c.arrived += bits.OnesCount32(m)
+	c.perBlock[w.b] += bits.OnesCount32(m)
 	if c.arrived >= len(c.blocks)*w.l.nthreads {
 		c.arrived = 0
 		c.phase++
+		clear(c.perBlock)
 	}
 	w.l.progressed()
 }
@@ -136,10 +139,38 @@ func (w *warp) clusterWait(in *dinst, pc int32, g, m uint32) bool {
 	w.setPC(done, pc+1)
 	w.setPC(m&^done, pc)
 	if done != m {
+		if n := c.exitedUnarrived(); n > 0 {
+			w.fault(in, bits.TrailingZeros32(m&^done), KindDeadlock, fmt.Sprintf("barrier.cluster.wait can never complete: %d thread(s) of the cluster exited without arriving (%d of %d arrived)", n, c.arrived, len(c.blocks)*w.l.nthreads))
+			return true
+		}
 		w.spin = true
 		return true
 	}
 	return false
+}
+
+// exitedUnarrived counts the cluster's threads that exited without arriving in the current
+// phase: while there are any, the phase cannot complete.
+func (c *cluster) exitedUnarrived() int {
+	n := 0
+	for _, b := range c.blocks {
+		if b.done { // all its threads exited; those that arrived in this phase are counted
+			n += b.nthreads - c.perBlock[b]
+			continue
+		}
+		for _, w := range b.warps {
+			if w == nil {
+				continue
+			}
+			rec := c.arrivedIn[w]
+			for x := w.exists &^ w.live; x != 0; x &= x - 1 {
+				if rec == nil || rec[bits.TrailingZeros32(x)] != c.phase+1 {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // clusterOf returns the block index (within a GPU's grid, x fastest) of position j when

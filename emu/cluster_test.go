@@ -298,3 +298,24 @@ func TestClusterBulkMulticast(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterBarrierExited: a block of the cluster exits without arriving; the other's wait is
+// a deadlock naming the missing threads, reported at once.
+func TestClusterBarrierExited(t *testing.T) {
+	src := `
+.visible .entry k()
+{
+	.reg .u32 %r<2>;
+	.reg .pred %p<2>;
+	mov.u32 %r0, %cluster_ctarank;
+	setp.ne.u32 %p0, %r0, 0;
+	@%p0 exit;
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	ret;
+}
+`
+	sys := newSys(t, 1)
+	err := sys.Launch(Launch{Module: asm(t, src), Entry: "k", Grid: D1(2), Block: D1(64), Cluster: D1(2)})
+	wantErr(t, err, KindDeadlock, "barrier.cluster.wait can never complete: 64 thread(s) of the cluster exited without arriving (64 of 128 arrived)")
+}

@@ -420,7 +420,7 @@ func (l *launch) run() error {
 		}
 		for next < total {
 			if cs > 1 { // a cluster's blocks start together
-				c := &cluster{arrivedIn: map[*warp]*[32]uint32{}}
+				c := &cluster{arrivedIn: map[*warp]*[32]uint32{}, perBlock: map[*block]int{}}
 				for r := 0; r < cs; r++ {
 					b := newBlock(next)
 					next++
