@@ -10,7 +10,9 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// wgmma.mma_async.sync.aligned.m64nNkK: the warpgroup matrix multiply-accumulate of sm_90a.
+// wgmma.mma_async.sync.aligned.m64nNkK: the warpgroup matrix multiply-accumulate of sm_90a
+// (f16, bf16, tf32, e4m3/e5m2 into f32 or f16; s8/u8 into s32, exact, wrapping or with
+// .satfinite clamping).
 // The 128 threads of a warpgroup (4 consecutive warps of the block) compute D (64 x N) =
 // A (64 x K) x B (K x N) + D. Warp w of the group holds rows 16w..16w+15 of A (when A is in
 // registers) and of D, in the fragment layout of mma.m16n8kK (A) and of mma's C repeated over
@@ -107,6 +109,7 @@ type wgmmaSpec struct {
 	negA, negB  bool
 	transA      bool // A is M-major (imm-trans-a = 1)
 	transB      bool // B is N-major (imm-trans-b = 1)
+	sat         bool // .satfinite: integer results clamp to the int32 range
 	nd          int  // accumulator registers a lane
 }
 
@@ -163,13 +166,16 @@ func (d *decoder) decodeWgmma(di *dinst, in *ptx.Instr, toks tokens) error {
 		}
 	}
 	sp.acc, sp.ta, sp.tb = in.Types[0], in.Types[1], in.Types[2]
-	if sp.n == 0 || ptx.WgmmaK(sp.ta) != sp.k || ptx.WgmmaK(sp.tb) != sp.k || (sp.acc != ptx.F32 && sp.acc != ptx.F16) {
+	ints := sp.ta == ptx.S8 || sp.ta == ptx.U8
+	if sp.n == 0 || ptx.WgmmaK(sp.ta) != sp.k || ptx.WgmmaK(sp.tb) != sp.k || ints != (sp.acc == ptx.S32) ||
+		sp.acc != ptx.F32 && sp.acc != ptx.F16 && sp.acc != ptx.S32 {
 		return errUnsupported
 	}
+	sp.sat = toks.has("satfinite")
 	sp.nd = ptx.WgmmaAccRegs(sp.n, sp.acc)
 	args := in.Args
-	if len(args) < 6 {
-		return errors.New("wgmma.mma_async takes d, a, b-desc, scale-d, imm-scale-a, imm-scale-b{, imm-trans-a}{, imm-trans-b}")
+	if len(args) < 4 {
+		return errors.New("wgmma.mma_async takes d, a, b-desc, scale-d{, imm-scale-a, imm-scale-b{, imm-trans-a}{, imm-trans-b}}")
 	}
 	dv, ok := args[0].(ptx.Vec)
 	if !ok || len(dv) != sp.nd {
@@ -214,6 +220,9 @@ func (d *decoder) decodeWgmma(di *dinst, in *ptx.Instr, toks tokens) error {
 		return int64(im.Bits), nil
 	}
 	rest := []*bool{&sp.negA, &sp.negB}
+	if ints {
+		rest = nil
+	}
 	if sp.ta == ptx.F16 || sp.ta == ptx.BF16 {
 		if sp.aDesc {
 			rest = append(rest, &sp.transA)
@@ -353,15 +362,26 @@ func execWgmma(w *warp, in *dinst, sp *wgmmaSpec) {
 					}
 				} else {
 					row, col := fragC(sp.acc, l, rr, 0)
-					c[row][blk*8+col] = float64(f32(v))
+					if sp.acc == ptx.S32 {
+						c[row][blk*8+col] = float64(int32(uint32(v)))
+					} else {
+						c[row][blk*8+col] = float64(f32(v))
+					}
 				}
 			}
 		}
 	}
 	op := wgOp{in: in, slots: in.dv, vals: make([][32]uint64, len(in.dv))}
 	round := func(s float64) uint64 {
-		if sp.acc == ptx.F16 {
+		switch sp.acc {
+		case ptx.F16:
 			return f2h(s)
+		case ptx.S32: // exact: |s| < 2^53 (products of 8-bit integers, 32 of them, plus an int32)
+			v := int64(s)
+			if sp.sat {
+				return uint64(uint32(int32(max(math.MinInt32, min(math.MaxInt32, v)))))
+			}
+			return uint64(uint32(v))
 		}
 		return f2f32(s)
 	}

@@ -28,6 +28,16 @@ type wgCase struct {
 	mnMajor bool // A and B M/N-major (imm-trans = 1)
 	aRegs   bool // A from registers
 	negA    bool
+	in2     ptx.Type // B's type when it differs from A's (mixed s8/u8)
+	sat     bool     // .satfinite (integer forms)
+	big     bool     // D starts at 2147483000 (scale-d true from the first wgmma): integer overflow
+}
+
+func (c wgCase) typeB() ptx.Type {
+	if c.in2 != ptx.NoType {
+		return c.in2
+	}
+	return c.in
 }
 
 func (c wgCase) String() string {
@@ -40,6 +50,15 @@ func (c wgCase) String() string {
 	}
 	if c.negA {
 		s += ".nega"
+	}
+	if c.in2 != ptx.NoType {
+		s += "." + c.in2.String()
+	}
+	if c.sat {
+		s += ".sat"
+	}
+	if c.big {
+		s += ".big"
 	}
 	return s
 }
@@ -96,10 +115,7 @@ func wgDesc(start, lbo, sbo, swz int) uint64 {
 func wgKernel(c wgCase, steps, imgBytes int) string {
 	nd := ptx.WgmmaAccRegs(c.n, c.acc)
 	k := ptx.WgmmaK(c.in)
-	accT := ".f32"
-	if c.acc == ptx.F16 {
-		accT = ".b32"
-	}
+	accT := map[ptx.Type]string{ptx.F32: ".f32", ptx.F16: ".b32", ptx.S32: ".s32"}[c.acc]
 	var b strings.Builder
 	fmt.Fprintf(&b, `.visible .entry k(.param .u64 pimg, .param .u64 pd, .param .u64 pa, .param .u64 pb, .param .u64 par)
 {
@@ -140,9 +156,17 @@ LDONE:
 	for i := range d {
 		d[i] = fmt.Sprintf("%%d%d", i)
 	}
-	imms := "1, 1"
+	imms := ", 1, 1"
 	if c.negA {
-		imms = "-1, 1"
+		imms = ", -1, 1"
+	}
+	if c.acc == ptx.S32 {
+		imms = ""
+	}
+	if c.big {
+		for i := range d {
+			fmt.Fprintf(&b, "\tmov.s32 %%d%d, 2147483000;\n", i)
+		}
 	}
 	if c.in == ptx.F16 || c.in == ptx.BF16 {
 		tr := map[bool]string{false: "0", true: "1"}[c.mnMajor]
@@ -161,11 +185,15 @@ LDONE:
 			a = "{%a0, %a1, %a2, %a3}"
 		}
 		scale := "1"
-		if s == 0 {
+		if s == 0 && !c.big {
 			scale = "%p1" // false: D is not read
 		}
-		fmt.Fprintf(&b, "\twgmma.mma_async.sync.aligned.m64n%dk%d%s.%s.%s {%s}, %s, %%rd8, %s, %s;\n",
-			c.n, k, map[ptx.Type]string{ptx.F32: ".f32", ptx.F16: ".f16"}[c.acc], c.in, c.in, strings.Join(d, ", "), a, scale, imms)
+		sat := ""
+		if c.sat {
+			sat = ".satfinite"
+		}
+		fmt.Fprintf(&b, "\twgmma.mma_async.sync.aligned.m64n%dk%d%s.%s.%s.%s {%s}, %s, %%rd8, %s%s;\n",
+			c.n, k, sat, c.acc, c.in, c.typeB(), strings.Join(d, ", "), a, scale, imms)
 		if !c.mnMajor {
 			b.WriteString("\tadd.u64 %rd7, %rd7, 2;\n\tadd.u64 %rd8, %rd8, 2;\n") // 32 bytes of K
 		}
@@ -199,7 +227,7 @@ func runWgmma(t *testing.T, c wgCase, seed int64) {
 	}
 	for i := range bv {
 		for j := range bv[i] {
-			bv[i][j], bb[i][j] = randElem(rng, c.in)
+			bv[i][j], bb[i][j] = randElem(rng, c.typeB())
 		}
 	}
 	aOff, aL, aS := gmmaImage(64, kt, es, c)
@@ -264,7 +292,11 @@ func runWgmma(t *testing.T, c wgCase, seed int64) {
 				continue
 			}
 			row, col := 16*wi+l/4+8*((i%4)/2), 8*(i/4)+2*(l%4)+i%2
-			got[row][col] = float64(math.Float32frombits(v))
+			if c.acc == ptx.S32 {
+				got[row][col] = float64(int32(v))
+			} else {
+				got[row][col] = float64(math.Float32frombits(v))
+			}
 		}
 	}
 	sign := 1.0
@@ -275,15 +307,23 @@ func runWgmma(t *testing.T, c wgCase, seed int64) {
 	for i := 0; i < 64; i++ {
 		for j := 0; j < c.n; j++ {
 			acc, mag := 0.0, 0.0
+			if c.big {
+				acc = 2147483000
+			}
 			for s := 0; s < steps; s++ {
 				sum := acc
 				for kk := s * k; kk < (s+1)*k; kk++ {
 					sum += sign * av[i][kk] * bv[j][kk]
 					mag += math.Abs(av[i][kk] * bv[j][kk])
 				}
-				if c.acc == ptx.F16 {
+				switch {
+				case c.acc == ptx.F16:
 					acc = h2f(f2h(sum))
-				} else {
+				case c.acc == ptx.S32 && c.sat:
+					acc = math.Min(math.MaxInt32, math.Max(math.MinInt32, sum))
+				case c.acc == ptx.S32:
+					acc = float64(int32(int64(sum))) // wraps
+				default:
 					acc = float64(float32(sum))
 				}
 			}
@@ -301,7 +341,8 @@ func runWgmma(t *testing.T, c wgCase, seed int64) {
 }
 
 // TestWgmma checks wgmma against the Go model for every swizzle mode, K- and MN-major
-// operands, A from registers, the fp8 and tf32 types and f16 accumulators, at several N.
+// operands, A from registers, the fp8, tf32 and 8-bit integer types (mixed s8/u8, wrapping
+// and .satfinite overflow) and f16 accumulators, at several N.
 func TestWgmma(t *testing.T) {
 	cases := []wgCase{
 		{n: 8, in: ptx.BF16, acc: ptx.F32, swz: 0},
@@ -320,6 +361,10 @@ func TestWgmma(t *testing.T) {
 		{n: 128, in: ptx.E4M3, acc: ptx.F32, swz: 128},
 		{n: 40, in: ptx.E5M2, acc: ptx.F16, swz: 64},
 		{n: 64, in: ptx.E4M3, acc: ptx.F32, swz: 32, aRegs: true},
+		{n: 48, in: ptx.S8, acc: ptx.S32, swz: 128},
+		{n: 24, in: ptx.U8, in2: ptx.S8, acc: ptx.S32, swz: 0, aRegs: true},
+		{n: 32, in: ptx.U8, acc: ptx.S32, swz: 64, big: true},            // wraps
+		{n: 32, in: ptx.U8, acc: ptx.S32, swz: 64, big: true, sat: true}, // clamps
 	}
 	for i, c := range cases {
 		runWgmma(t, c, int64(i+1))

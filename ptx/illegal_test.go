@@ -127,6 +127,11 @@ var illegalCases = []struct {
 	{"wgmma imm-trans-a with A in registers", SM90a, wgCase("m64n64k16", F32, BF16, BF16, 32, false, 1, 1, 0, 0), "operand 2: want a register or immediate of .b64, got vector of 4", false},
 	{"wgmma tf32 with transposes", SM90a, wgCase("m64n64k8", F32, TF32, TF32, 32, true, 1, 1, 0, 0), "takes 6 operands, got 8", false},
 	{"wgmma e5m2 without scales", SM90a, wgCase("m64n64k32", F32, E5M2, E4M3, 32, true), "takes 6 operands, got 4", false},
+	{"wgmma s8 N 40", SM90a, wgCaseT("m64n40k32", S32, S8, S8, 20, true), "integer wgmma takes N = 8, 16, 24, 32 or a multiple of 16", false},
+	{"wgmma s8 into f32", SM90a, wgCaseT("m64n64k32", F32, S8, S8, 32, true), "accumulates 8-bit integers, and only them, in .s32", false},
+	{"wgmma bf16 into s32", SM90a, wgCaseT("m64n64k16", S32, BF16, BF16, 32, true, 1, 1, 0, 0), "accumulates 8-bit integers, and only them, in .s32", false},
+	{"wgmma s8 with scale immediates", SM90a, wgCaseT("m64n64k32", S32, U8, U8, 32, true, 1, 1), "takes 4 operands, got 6", false},
+	{"wgmma satfinite f32", SM90a, wgSat(wgCase("m64n64k16", F32, BF16, BF16, 32, true, 1, 1, 0, 0)), ".satfinite applies to integer wgmma", false},
 	{"wgmma.wait_group with a register", SM90a, &Instr{Op: "wgmma.wait_group", Q: []string{"sync", "aligned"}, Args: []Operand{r(U32, 0)}}, "want an integer immediate", false},
 	{"wgmma.fence without .aligned", SM90a, &Instr{Op: "wgmma.fence", Q: []string{"sync"}}, "missing .aligned", true}, // ptxas 13.0 takes it; the ISA requires .sync.aligned
 	{"tensor load on a bulk group", SM90, &Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "shared::cluster", "global", "tile", "bulk_group"},
@@ -169,6 +174,21 @@ func wgCase(shape string, d, a, b Type, nd int, aDesc bool, imms ...int64) *Inst
 		args = append(args, IntImm(S32, v))
 	}
 	return &Instr{Op: "wgmma.mma_async", Q: []string{"sync", "aligned", shape}, Types: []Type{d, a, b}, Args: args}
+}
+
+// wgCaseT is wgCase with accumulators of type d (.s32 registers for integer forms).
+func wgCaseT(shape string, d, a, b Type, nd int, aDesc bool, imms ...int64) *Instr {
+	in := wgCase(shape, d, a, b, nd, aDesc, imms...)
+	if d == S32 {
+		in.Args[0] = vecOf(S32, nd)
+	}
+	return in
+}
+
+// wgSat adds .satfinite to a wgmma case.
+func wgSat(in *Instr) *Instr {
+	in.Q = append(in.Q, "satfinite")
+	return in
 }
 
 // tensorOf is a tensor operand of n coordinates with its map in a 64-bit register.

@@ -8,11 +8,12 @@ import (
 // Warpgroup-level matrix instructions (sm_90a): wgmma.mma_async and its fence, commit and
 // wait.
 //
-// "wgmma.mma_async.sync.aligned.m64nNkK.<dtype>.<atype>.<btype> d, a, b-desc, scale-d,
-// imm-scale-a, imm-scale-b{, imm-trans-a}{, imm-trans-b}" with Q = [sync aligned shape] and
-// Types = [dtype atype btype]. a is a 64-bit shared-memory matrix descriptor or four .b32
-// registers; the transpose operands exist for .f16 and .bf16 only, and imm-trans-a only
-// when A is a descriptor.
+// "wgmma.mma_async.sync.aligned.m64nNkK{.satfinite}.<dtype>.<atype>.<btype> d, a, b-desc,
+// scale-d{, imm-scale-a, imm-scale-b{, imm-trans-a}{, imm-trans-b}}" with Q = [sync aligned
+// shape (satfinite)] and Types = [dtype atype btype]. a is a 64-bit shared-memory matrix
+// descriptor or four .b32 registers; the transpose operands exist for .f16 and .bf16 only,
+// and imm-trans-a only when A is a descriptor; integer forms (.s32 += .s8/.u8) take scale-d
+// alone and may saturate.
 
 // WgmmaK returns the K of a wgmma with multiplicand type t (16 for .f16/.bf16, 8 for .tf32,
 // 32 for .e4m3/.e5m2), or 0 for a type wgmma does not take.
@@ -22,7 +23,7 @@ func WgmmaK(t Type) int {
 		return 16
 	case TF32:
 		return 8
-	case E4M3, E5M2:
+	case E4M3, E5M2, S8, U8:
 		return 32
 	}
 	return 0
@@ -69,16 +70,25 @@ var wgmmaShapes = func() []string {
 	return out
 }()
 
-var wgmmaIn = []Type{F16, BF16, TF32, E4M3, E5M2}
+var wgmmaIn = []Type{F16, BF16, TF32, E4M3, E5M2, S8, U8}
+
+// wgmmaIntN reports whether N is legal for the integer forms: 8 to 32 in steps of 8, then
+// multiples of 16 (ptxas 13.0: "Illegal matrix shape '.m64n40k32'").
+func wgmmaIntN(n int) bool { return n <= 32 || n%16 == 0 }
 
 // wgmmaCombo says what is wrong with a shape and type combination, or "".
 func wgmmaCombo(shape string, d, a, b Type) string {
 	n, k, _ := WgmmaShape(shape)
 	name := "." + shape + " ." + a.String() + "x." + b.String() + " -> ." + d.String()
 	fp8 := slices.Contains(mmaFP8, a) && slices.Contains(mmaFP8, b)
+	ints := slices.Contains(mmaInt8, a) && slices.Contains(mmaInt8, b)
 	switch {
-	case a != b && !fp8:
-		return "wgmma multiplicands must be the same type, or both fp8 (" + name + ")"
+	case a != b && !fp8 && !ints:
+		return "wgmma multiplicands must be the same type, or both fp8, or both 8-bit integers (" + name + ")"
+	case ints != (d == S32):
+		return "wgmma accumulates 8-bit integers, and only them, in .s32 (" + name + ")"
+	case ints && !wgmmaIntN(n):
+		return "integer wgmma takes N = 8, 16, 24, 32 or a multiple of 16 (" + name + ")"
 	case WgmmaK(a) != k:
 		return "wgmma with ." + a.String() + " takes K = " + strconv.Itoa(WgmmaK(a)) + " (" + name + ")"
 	case n%8 != 0:
@@ -90,19 +100,28 @@ func wgmmaCombo(shape string, d, a, b Type) string {
 }
 
 func init() {
-	need := ndArch(80, []int{90}, "wgmma needs sm_90a and PTX 8.0")
+	wgNeed := ndArch(80, []int{90}, "wgmma needs sm_90a and PTX 8.0")
 	w := &rule{
-		slots:     []slot{req("sync", "sync"), req("aligned", "aligned"), req("shape", wgmmaShapes...)},
-		types:     [][]Type{{F16, F32}, wgmmaIn, wgmmaIn},
-		need:      needs(need),
+		slots:     []slot{req("sync", "sync"), req("aligned", "aligned"), req("shape", wgmmaShapes...), one("satfinite")},
+		types:     [][]Type{{F16, F32, S32}, wgmmaIn, wgmmaIn},
 		extraOnly: true, // the shape x type x operand space is sampled (wgmmaForms)
 	}
 	w.check = func(in *Instr) string {
+		if in.HasQ("satfinite") && in.Types[0] != S32 {
+			return ".satfinite applies to integer wgmma (.s32 accumulators) only"
+		}
 		return wgmmaCombo(w.q(in, "shape"), in.Types[0], in.Types[1], in.Types[2])
+	}
+	w.need = func(in *Instr) []need {
+		ns := []need{wgNeed}
+		if in.Types[1] != in.Types[2] && slices.Contains(mmaInt8, in.Types[1]) {
+			ns = append(ns, ndArch(84, []int{90}, "wgmma with mixed .s8/.u8 multiplicands needs sm_90a and PTX 8.4"))
+		}
+		return ns
 	}
 	w.shapes = func(in *Instr) [][]arg {
 		n, _, _ := WgmmaShape(w.q(in, "shape"))
-		d := arg{kind: argDst, typ: F32, vec: WgmmaAccRegs(n, F32)}
+		d := arg{kind: argDst, typ: in.Types[0], vec: WgmmaAccRegs(n, in.Types[0])}
 		if in.Types[0] == F16 {
 			d = arg{kind: argDst, typ: F16x2, vec: WgmmaAccRegs(n, F16)}
 		}
@@ -110,6 +129,9 @@ func init() {
 		aReg := arg{kind: argSrc, typ: B32, vec: 4, exact: true}
 		if in.Types[1] == F16 {
 			aReg = arg{kind: argSrc, typ: F16x2, vec: 4}
+		}
+		if in.Types[0] == S32 {
+			return [][]arg{{d, desc, desc, {kind: argPred}}, {d, aReg, desc, {kind: argPred}}}
 		}
 		scale := arg{kind: argImm, typ: S32, imms: []int64{1, -1}}
 		trans := imm(0, 1)
@@ -125,14 +147,17 @@ func init() {
 	rules["wgmma.mma_async"] = w
 
 	sa := []slot{req("sync", "sync"), req("aligned", "aligned")}
-	rules["wgmma.fence"] = &rule{slots: sa, args: fixed(), need: needs(need)}
-	rules["wgmma.commit_group"] = &rule{slots: sa, args: fixed(), need: needs(need)}
-	rules["wgmma.wait_group"] = &rule{slots: sa, args: fixed(arg{kind: argImm, typ: U32}), need: needs(need)}
+	rules["wgmma.fence"] = &rule{slots: sa, args: fixed(), need: needs(wgNeed)}
+	rules["wgmma.commit_group"] = &rule{slots: sa, args: fixed(), need: needs(wgNeed)}
+	rules["wgmma.wait_group"] = &rule{slots: sa, args: fixed(arg{kind: argImm, typ: U32}), need: needs(wgNeed)}
 }
 
 // wgmmaSampledN are the N the oracle assembles for every type combination but one;
-// .bf16 -> .f32 is assembled at every N.
-var wgmmaSampledN = []int{8, 16, 64, 136, 256}
+// .bf16 -> .f32 is assembled at every N. The integer forms take wgmmaSampledIntN.
+var (
+	wgmmaSampledN    = []int{8, 16, 64, 136, 256}
+	wgmmaSampledIntN = []int{8, 24, 32, 48, 144, 256}
+)
 
 // wgmmaForms returns the sampled forms: every N for .f32 += .bf16 x .bf16, the N of
 // wgmmaSampledN for the other type combinations, each with A from a descriptor and from
@@ -148,8 +173,16 @@ func wgmmaForms(w *rule) []*Instr {
 			}
 		}
 	}
+	for _, a := range mmaInt8 {
+		for _, b := range mmaInt8 {
+			combos = append(combos, [3]Type{S32, a, b})
+		}
+	}
 	for ci, c := range combos {
 		ns := wgmmaSampledN
+		if c[0] == S32 {
+			ns = wgmmaSampledIntN
+		}
 		if ci == 0 {
 			ns = nil
 			for n := 8; n <= 256; n += 8 {
@@ -158,7 +191,11 @@ func wgmmaForms(w *rule) []*Instr {
 		}
 		for _, n := range ns {
 			shape := "m64n" + strconv.Itoa(n) + "k" + strconv.Itoa(WgmmaK(c[1]))
-			in := &Instr{Op: "wgmma.mma_async", Q: []string{"sync", "aligned", shape}, Types: []Type{c[0], c[1], c[2]}}
+			q := []string{"sync", "aligned", shape}
+			if c[0] == S32 && n%32 == 0 {
+				q = append(q, "satfinite")
+			}
+			in := &Instr{Op: "wgmma.mma_async", Q: q, Types: []Type{c[0], c[1], c[2]}}
 			for si, sh := range w.shapes(in) {
 				args := genArgs(in, sh)[0]
 				// Vary the immediates and scale-d over the forms so that each value is
