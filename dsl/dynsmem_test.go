@@ -22,7 +22,7 @@ func TestDynamicSharedAssembles(t *testing.T) {
 				g := k.MakeTensor(in, layout.Must(layout.Parse("(8,128):(128,1)")))
 				sm := k.MakeSwizzledTensor(k.DynamicShared(dsl.F32, 128), layout.Swizzle{B: 3, M: 2, S: 3},
 					layout.Must(layout.Parse("(8,128):(128,1)")))
-				k.Copy(g.PartitionTV(thr, []int{1, 4}, tid), sm.PartitionTV(thr, []int{1, 4}, tid))
+				k.Copy(g.LocalPartition(thr, tid, 1, 4), sm.LocalPartition(thr, tid, 1, 4))
 				k.SyncThreads()
 				flags := k.DynamicShared(dsl.U32, 128).At(8 * 128) // a second region after the tile
 				k.Store(flags.At(tid), k.DynamicSharedSize())

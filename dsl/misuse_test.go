@@ -213,6 +213,18 @@ func TestMisuse(t *testing.T) {
 			p := k.PtrParam("p", dsl.U8)
 			return at(func() { p.At(2).As(dsl.U32) })
 		}},
+		{"multimem store with Acquire", "cannot be Acquire (use Release)", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.MultimemStore(p, []dsl.Value{k.Const(dsl.F32, 1)}, dsl.Acquire(dsl.System)) })
+		}},
+		{"multimem.ld_reduce with Release", "cannot be Release (use Acquire)", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 1, dsl.Release(dsl.GPU)) })
+		}},
+		{"volatile multimem", "no volatile form", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U32)
+			return at(func() { k.MultimemReduce(p, dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.Volatile()) })
+		}},
 		{"multimem integer vector", "no vectors", func(k *dsl.Kernel) int {
 			p := k.PtrParam("p", dsl.U32)
 			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 4) })
@@ -249,7 +261,7 @@ func TestMisuse(t *testing.T) {
 		}},
 		{"partition not divisible", "not divisible by 3 threads", func(k *dsl.Kernel) int {
 			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("8:1")))
-			return at(func() { a.PartitionTV(layout.Must(layout.Parse("3:1")), []int{1}, k.ThreadIdx(dsl.X)) })
+			return at(func() { a.LocalPartition(layout.Must(layout.Parse("3:1")), k.ThreadIdx(dsl.X), 1) })
 		}},
 		{"tile rank mismatch", "tensor has rank 2", func(k *dsl.Kernel) int {
 			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("(8,8):(8,1)")))

@@ -24,10 +24,10 @@ func coords(t dsl.Tensor) []string {
 	return out
 }
 
-// TestPartitionByTVMatchesPartitionTV: for each thread, partitioning by the layout
-// MakeLayoutTV(thr, val) gives the elements PartitionTV(thr, val extents) gives, in the same
-// order within one tile.
-func TestPartitionByTVMatchesPartitionTV(t *testing.T) {
+// TestPartitionByTVMatchesLocalPartition: for each thread, partitioning by the layout
+// MakeLayoutTV(thr, val) gives the elements LocalPartition(thr, tid, val extents...) gives,
+// in the same order within one tile.
+func TestPartitionByTVMatchesLocalPartition(t *testing.T) {
 	cases := []struct {
 		thr, val, tensor string
 		vals             []int
@@ -52,13 +52,13 @@ func TestPartitionByTVMatchesPartitionTV(t *testing.T) {
 			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse(c.tensor)))
 			for tid := 0; tid < thr.Size(); tid++ {
 				id := k.Const(dsl.U32, tid)
-				a, b := coords(g.PartitionTV(thr, c.vals, id)), coords(g.PartitionByTV(tiler, tv, id))
+				a, b := coords(g.LocalPartition(thr, id, c.vals...)), coords(g.PartitionByTV(tiler, tv, id))
 				if !c.oneTile {
 					slices.Sort(a)
 					slices.Sort(b)
 				}
 				if !slices.Equal(a, b) {
-					t.Fatalf("thread %d: PartitionTV %v\nPartitionByTV %v", tid, a, b)
+					t.Fatalf("thread %d: LocalPartition %v\nPartitionByTV %v", tid, a, b)
 				}
 			}
 			if err := k.Err(); err != nil {

@@ -12,7 +12,7 @@ import (
 // for each element, its coordinate in the tensor it was cut from (CuTe's identity tensor),
 // so tiles of a tensor with runtime extents (MakeTensorDyn) predicate their accesses.
 //
-// Tiling (LocalTile, ZippedDivide), partitioning over threads (PartitionTV, LocalPartition)
+// Tiling (LocalTile, ZippedDivide), partitioning over threads (LocalPartition, PartitionByTV)
 // and slicing are layout algebra on the static parts; offsets that depend on dynamic
 // coordinates become index arithmetic in the kernel. Register fragments (Fragment) are
 // tensors whose elements are virtual registers.

@@ -135,29 +135,37 @@ func (t Tensor) Tile(i any) Tensor {
 	return u
 }
 
-// PartitionTV splits a tile over the threads of a block: thr is the thread layout over the
-// tile's modes (rank equal to the tensor's; thread tid sits at thr's coordinate of tid, as
-// CuTe's get_flat_coord), val the number of consecutive elements each thread owns per
-// mode. Each thread gets, per mode, blocks of val elements strided by thr*val: the result has
-// modes (val_m, rest_m). A 128-bit copy of f32 uses val 4 along the contiguous mode.
-func (t Tensor) PartitionTV(thr layout.Layout, val []int, tid Value) Tensor {
+// LocalPartition splits a tile over the threads of a block, mode by mode: CuTe's
+// local_partition(tensor, thr, tid), where thr is the thread layout over the tile's modes
+// (rank equal to the tensor's; thread tid sits at thr's coordinate of tid, as CuTe's
+// get_flat_coord). val, when given, is the number of consecutive elements each thread owns
+// per mode (one per mode; 1 when left out): each thread gets, per mode, blocks of val
+// elements strided by thr*val, and the result has modes (val_m, rest_m). A 128-bit copy of
+// f32 uses val 4 along the contiguous mode. PartitionByTV takes a thread-value layout instead.
+func (t Tensor) LocalPartition(thr layout.Layout, tid Value, val ...int) Tensor {
 	if t.k != nil {
 		defer t.k.hold()()
 	}
 	k := t.k
-	if !t.ok("PartitionTV") {
+	if !t.ok("LocalPartition") {
 		return t
 	}
 	shape, st := thr.FlatShape(), thr.FlatStride()
+	if len(val) == 0 {
+		val = make([]int, len(shape))
+		for i := range val {
+			val[i] = 1
+		}
+	}
 	if len(shape) != len(t.modes) || len(val) != len(t.modes) {
-		k.errorf("PartitionTV: tensor has rank %d; thread layout %v has %d modes and val %d", len(t.modes), thr, len(shape), len(val))
+		k.errorf("LocalPartition: tensor has rank %d; thread layout %v has %d modes and val %d", len(t.modes), thr, len(shape), len(val))
 		return t
 	}
-	if !k.own(tid, "PartitionTV") {
+	if !k.own(tid, "LocalPartition") {
 		return t
 	}
 	if !isInt(tid.t) {
-		k.errorf("PartitionTV: thread index is %s, not an integer", tid.t)
+		k.errorf("LocalPartition: thread index is %s, not an integer", tid.t)
 		return t
 	}
 	id := tid.To(I32)
@@ -165,22 +173,22 @@ func (t Tensor) PartitionTV(thr layout.Layout, val []int, tid Value) Tensor {
 	for m := range t.modes {
 		v, n := val[m], shape[m]
 		if v <= 0 {
-			k.errorf("PartitionTV: val[%d] = %d must be positive", m, v)
+			k.errorf("LocalPartition: val[%d] = %d must be positive", m, v)
 			return t
 		}
 		size := modeSize(t.modes[m])
 		if size == 0 || size%(n*v) != 0 {
-			k.errorf("PartitionTV: mode %d of extent %d is not divisible by %d threads x %d values", m, size, n, v)
+			k.errorf("LocalPartition: mode %d of extent %d is not divisible by %d threads x %d values", m, size, n, v)
 			return t
 		}
 		vals, rest, err := splitMode(t.modes[m], v)
 		if err != nil {
-			k.errorf("PartitionTV: mode %d: %v", m, err)
+			k.errorf("LocalPartition: mode %d: %v", m, err)
 			return t
 		}
 		thrs, more, err := splitMode(rest, n)
 		if err != nil {
-			k.errorf("PartitionTV: mode %d: %v", m, err)
+			k.errorf("LocalPartition: mode %d: %v", m, err)
 			return t
 		}
 		// The thread's coordinate along this mode: (tid / stride) % shape.
@@ -199,16 +207,6 @@ func (t Tensor) PartitionTV(thr layout.Layout, val []int, tid Value) Tensor {
 		u.advance(thrs, c)
 	}
 	return u
-}
-
-// LocalPartition is PartitionTV with one value per thread per mode: CuTe's
-// local_partition(tensor, thr, tid).
-func (t Tensor) LocalPartition(thr layout.Layout, tid Value) Tensor {
-	val := make([]int, len(thr.FlatShape()))
-	for i := range val {
-		val[i] = 1
-	}
-	return t.PartitionTV(thr, val, tid)
 }
 
 func dropUnit(ls []leaf) []leaf {

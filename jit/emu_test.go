@@ -508,7 +508,7 @@ func TestEmuMulticast(t *testing.T) {
 	n := k.Param("n", dsl.U32)
 	i := k.GlobalThreadIdx(dsl.X)
 	k.If(i.Lt(n), func() {
-		k.MultimemReduce(mc.At(i), dsl.Sum, []dsl.Value{rank.Add(uint32(1))}, dsl.MMRelaxed(dsl.System))
+		k.MultimemReduce(mc.At(i), dsl.Sum, []dsl.Value{rank.Add(uint32(1))}, dsl.Relaxed(dsl.System))
 	})
 	mod, err := k.Build()
 	if err != nil {

@@ -46,8 +46,8 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 
 	gS := k.MakeTensorDyn(src, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
 	gD := k.MakeTensorDyn(dst, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
-	tS := gS.PartitionTV(thr, []int{vals}, tid)
-	tD := gD.PartitionTV(thr, []int{vals}, tid)
+	tS := gS.LocalPartition(thr, tid, vals)
+	tD := gD.LocalPartition(thr, tid, vals)
 	frag := k.Fragment(dt, tS)
 	k.Copy(tS, frag)
 	k.Copy(frag, tD)
@@ -91,7 +91,7 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 	// The vector path's partition: 32 rows of 8 threads, 4 consecutive elements each.
 	const vals = transTile * transTile / (transRows * transTile)
 	vThr := layout.Must(layout.Parse("(32,8):(8,1)"))
-	vPart := func(t dsl.Tensor) dsl.Tensor { return t.PartitionTV(vThr, []int{1, vals}, tid) }
+	vPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(vThr, tid, 1, vals) }
 	// The scalar path's: 8 rows of 32 threads, a warp per row.
 	sThr := layout.Must(layout.Parse("(8,32):(32,1)"))
 	sPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(sThr, tid) }
