@@ -67,9 +67,9 @@ func ExampleKernel_Build() {
 // consecutive floats, which Copy moves with one 128-bit access.
 func ExampleTensor_LocalPartition() {
 	k := dsl.New("copy4", dsl.WithoutLoc())
-	src := k.MakeTensor(k.PtrParam("src", dsl.F32), layout.Must(layout.Parse("512:1")))
-	dst := k.MakeTensor(k.PtrParam("dst", dsl.F32), layout.Must(layout.Parse("512:1")))
-	thr := layout.Must(layout.Parse("128:1")) // 128 threads
+	src := k.MakeTensor(k.PtrParam("src", dsl.F32), layout.MustParse("512:1"))
+	dst := k.MakeTensor(k.PtrParam("dst", dsl.F32), layout.MustParse("512:1"))
+	thr := layout.MustParse("128:1") // 128 threads
 	tid := k.ThreadIdx(dsl.X)
 	frag := k.Fragment(dsl.F32, src.LocalPartition(thr, tid, 4))
 	k.Copy(src.LocalPartition(thr, tid, 4), frag)

@@ -75,8 +75,8 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 
 	smem := k.SharedArray(dt, transTile*transTile)
 	sw := layout.Swizzle{B: 5, M: 0, S: 5}
-	rowMajor := layout.Must(layout.Parse("(32,32):(32,1)"))
-	colMajor := layout.Must(layout.Parse("(32,32):(1,32)"))
+	rowMajor := layout.MustParse("(32,32):(32,1)")
+	colMajor := layout.MustParse("(32,32):(1,32)")
 	sTile := k.MakeSwizzledTensor(smem, sw, rowMajor)  // s(i, j) = in(i, j)
 	sTrans := k.MakeSwizzledTensor(smem, sw, colMajor) // sT(j, i) = s(i, j)
 
@@ -90,10 +90,10 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 
 	// The vector path's partition: 32 rows of 8 threads, 4 consecutive elements each.
 	const vals = transTile * transTile / (transRows * transTile)
-	vThr := layout.Must(layout.Parse("(32,8):(8,1)"))
+	vThr := layout.MustParse("(32,8):(8,1)")
 	vPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(vThr, tid, 1, vals) }
 	// The scalar path's: 8 rows of 32 threads, a warp per row.
-	sThr := layout.Must(layout.Parse("(8,32):(32,1)"))
+	sThr := layout.MustParse("(8,32):(32,1)")
 	sPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(sThr, tid) }
 
 	// Rows start on a vector boundary when m and n are multiples of vals: uniform over the

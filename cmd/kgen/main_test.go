@@ -129,6 +129,18 @@ func TestLayout(t *testing.T) {
 	if code, _, errs := kgen("layout", "(2,3):(1)"); code != 2 || !strings.Contains(errs, "bad layout") {
 		t.Fatalf("bad layout: exit %d: %s", code, errs)
 	}
+	// A swizzled layout, as ComposedLayout.String prints it: row 1 is 8 + (n xor 1).
+	sw := "Sw<3,0,3> o 0 o (8,8):(8,1)"
+	code, out, errs = kgen("layout", sw, "--svg", f)
+	if code != 0 || !strings.HasPrefix(out, sw+"\n") || !strings.Contains(out, " 1  |  9 |  8 | 11 | 10 |") {
+		t.Fatalf("%s: exit %d: %s %s", sw, code, out, errs)
+	}
+	if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), ">63<") {
+		t.Fatalf("no svg of the swizzled layout: %v", err)
+	}
+	if code, _, errs := kgen("layout", "Sw<3,0,1> o 0 o (8,8):(8,1)"); code != 2 || !strings.Contains(errs, "invalid swizzle") {
+		t.Fatalf("bad swizzle: exit %d: %s", code, errs)
+	}
 }
 
 func TestGen(t *testing.T) {
