@@ -1,6 +1,8 @@
-// Package kernels is kgen's library of kernels written in the DSL: element-wise kernels now,
-// collectives next. Each kernel is a Spec in the registry; All and Lookup find them, and
-// Spec.Build makes the PTX module for one configuration (target and element type).
+// Package kernels is kgen's library of kernels written in the DSL: element-wise kernels,
+// copies, a transpose and row reductions, and the collectives (all-reduce, all-gather,
+// reduce-scatter, broadcast and barriers over multimem, peer pointers or NVSHMEM). Each
+// kernel is a Spec in the registry; All and Lookup find them, and Spec.Build makes the PTX
+// module for one configuration (target and element type).
 package kernels
 
 import (

@@ -182,3 +182,21 @@ ptxas info    : Function properties for f
 		t.Error("a report without counts parsed")
 	}
 }
+
+// TestDocListsEveryCommand keeps the package comment's command list in step with the
+// registered commands.
+func TestDocListsEveryCommand(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src[:strings.Index(string(src), "\npackage main")])
+	if len(commands) == 0 {
+		t.Fatal("no commands registered")
+	}
+	for name := range commands {
+		if !strings.Contains(doc, "//\tkgen "+name+" ") {
+			t.Errorf("the package comment of cmd/kgen does not list `kgen %s`", name)
+		}
+	}
+}
