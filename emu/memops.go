@@ -182,8 +182,6 @@ func (l *launch) release(w *warp, lane int, in *dinst) {
 	l.flushThread(w, lane)
 }
 
-func strong(in *dinst) bool { return in.sem != semWeak }
-
 func execLd(w *warp, in *dinst, m uint32) {
 	l := w.l
 	es, nv := int(in.size), int(in.vec)

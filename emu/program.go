@@ -81,7 +81,7 @@ type dinst struct {
 	av    []int32
 	sub   []*dinst // extra memory operands (their base register in a)
 
-	t, t2  ptx.Type
+	t      ptx.Type
 	op     uint8 // sub-operation
 	flags  uint16
 	space  uint8
@@ -177,9 +177,8 @@ type program struct {
 	flist      []*dfunc
 	nslots     int
 	inits      []initSlot
-	localSize  int // per thread
-	sharedSize int // static shared bytes
-	dynAlign   int
+	localSize  int        // per thread
+	sharedSize int        // static shared bytes
 	gvars      []*ptx.Var // module-scope .global/.const variables
 	decodeErr  error
 }

@@ -6,9 +6,6 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 )
 
-// Row kernels use one block of rowThreads threads per row.
-const rowThreads = 256
-
 func init() {
 	register(&Spec{
 		Name:   "row_sum",
