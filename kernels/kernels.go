@@ -26,6 +26,9 @@ type Spec struct {
 	Targets []ptx.Target // the targets it supports
 	// Golden lists the targets whose PTX is pinned in golden/ (a subset of Targets).
 	Golden []ptx.Target
+	// MaxThreads, when set, is the largest block the kernel is launched with (.maxntid): ptxas
+	// then keeps its registers within what that many threads per block allow.
+	MaxThreads int
 	// New writes the kernel into k for the element type dt.
 	New func(k *dsl.Kernel, dt dsl.Type)
 }
@@ -111,5 +114,14 @@ func (s *Spec) Build(c Config) (*ptx.Module, error) {
 	}
 	k := dsl.New(s.VariantName(c.DType), dsl.WithTarget(c.Target))
 	s.New(k, c.DType)
-	return k.Build()
+	m, err := k.Build()
+	if err != nil || s.MaxThreads == 0 {
+		return m, err
+	}
+	for _, f := range m.Funcs {
+		if f.Name == s.VariantName(c.DType) {
+			f.MaxNTID = [3]int{s.MaxThreads, 1, 1}
+		}
+	}
+	return m, nil
 }

@@ -23,6 +23,7 @@ type Problem struct {
 	DType  dsl.Type   // zero: the kernel's first dtype
 	Target ptx.Target // zero: sm_90, or the kernel's first target when it has no sm_90 (fp8 multimem)
 	Size   int        // elements (for matrices: rows*cols, made roughly square), 0: a default
+	Cols   int        // row kernels (softmax, row_sum): the row length, rows = max(1, Size/Cols); 0: square-ish
 	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
 	Seed   int64      // input data and, when non-zero, the emulator's schedule
 	Weak   bool       // the emulator's weak-memory mode
@@ -96,6 +97,9 @@ func Run(p Problem) (Result, error) {
 	}
 	if p.Size < 0 {
 		return Result{}, fmt.Errorf("size %d is negative", p.Size)
+	}
+	if p.Cols < 0 {
+		return Result{}, fmt.Errorf("cols %d is negative", p.Cols)
 	}
 	m, err := spec.Build(kernels.Config{Target: p.Target, DType: p.DType})
 	if err != nil {

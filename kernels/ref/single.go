@@ -21,6 +21,24 @@ func init() {
 	register("softmax", softmax)
 }
 
+// streamSMs is the multiprocessor count the streaming kernels' grids are sized for on the
+// emulator: small, so that the grid-stride loops run several steps.
+const streamSMs = 1
+
+// launch1 runs the kernel with a one-dimensional launch shape from package kernels.
+func (r *run) launch1(s kernels.Shape, args ...any) error {
+	return r.launch(emu.D1(s.Grid), emu.D1(s.Block), args...)
+}
+
+// rowsCols is the matrix of a row kernel: Cols columns and max(1, Size/Cols) rows when the
+// problem names the row length, else a roughly square one of Size (default def) elements.
+func (r *run) rowsCols(def int) (rows, cols int) {
+	if r.p.Cols > 0 {
+		return max(1, r.size(def)/r.p.Cols), r.p.Cols
+	}
+	return matrix(r.size(def))
+}
+
 func vectorAdd(r *run) error {
 	dt, n := r.p.DType, r.size(1000)
 	a, b := r.random(dt, n, -4, 4), r.random(dt, n, -4, 4)
@@ -31,7 +49,7 @@ func vectorAdd(r *run) error {
 	pb, _ := r.alloc(dt, n, b)
 	pc, _ := r.alloc(dt, n, nil)
 	r.res.Shape = fmt.Sprintf("n=%d", n)
-	if err := r.launch(emu.D1(ceil(n, 128)), emu.D1(128), pa, pb, pc, uint32(n)); err != nil {
+	if err := r.launch1(kernels.StreamShape(n, dt, streamSMs), pa, pb, pc, uint32(n)); err != nil {
 		return err
 	}
 	got, err := read(r.sys, pc, dt, n)
@@ -59,8 +77,7 @@ func axpy(r *run) error {
 		a = fp.F32ToF16(float32(alpha))
 	}
 	r.res.Shape = fmt.Sprintf("n=%d", n)
-	// Few blocks, so the grid-stride loop runs several times.
-	if err := r.launch(emu.D1(min(ceil(n, 128), 3)), emu.D1(128), a, px, py, uint32(n)); err != nil {
+	if err := r.launch1(kernels.StreamShape(n, dt, streamSMs), a, px, py, uint32(n)); err != nil {
 		return err
 	}
 	got, err := read(r.sys, py, dt, n)
@@ -124,7 +141,7 @@ func transpose(r *run) error {
 
 func rowSum(r *run) error {
 	dt := r.p.DType
-	rows, cols := matrix(r.size(5 * 777))
+	rows, cols := r.rowsCols(5 * 777)
 	in := r.random(dt, rows*cols, -1, 1)
 	pi, err := r.alloc(dt, rows*cols, in)
 	if err != nil {
@@ -132,7 +149,7 @@ func rowSum(r *run) error {
 	}
 	po, _ := r.alloc(dsl.F32, rows, nil)
 	r.res.Shape = fmt.Sprintf("%dx%d", rows, cols)
-	if err := r.launch(emu.D1(rows), emu.D1(256), pi, po, uint32(cols)); err != nil {
+	if err := r.launch1(kernels.RowSumShape(rows, cols), pi, po, uint32(rows), uint32(cols)); err != nil {
 		return err
 	}
 	got, err := read(r.sys, po, dsl.F32, rows)
@@ -151,7 +168,7 @@ func rowSum(r *run) error {
 
 func softmax(r *run) error {
 	dt := r.p.DType
-	rows, cols := matrix(r.size(3 * 500))
+	rows, cols := r.rowsCols(3 * 500)
 	in := r.random(dt, rows*cols, -6, 6)
 	pi, err := r.alloc(dt, rows*cols, in)
 	if err != nil {
@@ -159,7 +176,7 @@ func softmax(r *run) error {
 	}
 	po, _ := r.alloc(dt, rows*cols, nil)
 	r.res.Shape = fmt.Sprintf("%dx%d", rows, cols)
-	if err := r.launch(emu.D1(rows), emu.D1(256), pi, po, uint32(cols)); err != nil {
+	if err := r.launch1(kernels.SoftmaxShape(rows, cols), pi, po, uint32(rows), uint32(cols)); err != nil {
 		return err
 	}
 	got, err := read(r.sys, po, dt, rows*cols)
