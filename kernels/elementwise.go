@@ -6,12 +6,14 @@ import (
 )
 
 // Streaming geometry: blocks of streamThreads threads, each thread moving streamUnroll
-// 128-bit vectors of every operand per loop step, at most streamBlocksPerSM blocks per
-// multiprocessor (1024 threads: 64 registers each fit).
+// 128-bit vectors of every operand per loop step; a grid of at most streamWaves times what
+// the GPU holds at once (streamBlocksPerSM blocks per multiprocessor: 1024 threads, which 64
+// registers each allow).
 const (
 	streamThreads     = 256
 	streamUnroll      = 4
 	streamBlocksPerSM = 4
+	streamWaves       = 128
 )
 
 func init() {
@@ -30,12 +32,14 @@ func init() {
 }
 
 // StreamShape is the launch shape of vector_add and axpy over n elements of dt on a GPU of
-// sms multiprocessors: blocks of 256 threads, as many as one loop step of the whole grid
-// needs for n, at most 4 per multiprocessor (the grid-stride loop covers the rest). The
-// kernels are correct with any launch; this one keeps every block resident.
+// sms multiprocessors: blocks of 256 threads, one loop step (4 vectors per thread and
+// operand) each, at most 128 waves of 4 blocks per multiprocessor (the grid-stride loop
+// covers the rest). The kernels are correct with any launch. Measured on an H100
+// (docs/bench.md): a grid of 4 blocks per multiprocessor looping over n ran 5% slower than
+// this, the blocks that finish early idling while the others end.
 func StreamShape(n int, dt dsl.Type, sms int) Shape {
 	step := streamThreads * streamUnroll * 16 / dt.Bytes() // elements one block moves per step
-	return Shape{Grid: max(1, min(ceilDiv(n, step), max(sms, 1)*streamBlocksPerSM)), Block: streamThreads}
+	return Shape{Grid: max(1, min(ceilDiv(n, step), max(sms, 1)*streamBlocksPerSM*streamWaves)), Block: streamThreads}
 }
 
 // VectorAdd writes c[i] = a[i] + b[i] for every i < n (see streamMap: 128-bit vectors over a

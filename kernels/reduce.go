@@ -64,28 +64,32 @@ func SoftmaxShape(rows, cols int) Shape { return rowShape(rows, cols, rowMaxBloc
 // 256 threads (longer rows loop).
 func RowSumShape(rows, cols int) Shape { return rowShape(rows, cols, rowSumBlock) }
 
-// rowWork is one thread's view of its row: which row, its index in the row's thread group,
-// the group's size, and how the chunks of the row split over the group.
+// rowWork is one thread's view of its rows: its first row and the step to its next, its
+// index in the row's thread group, the group's size, and how the chunks of a row split
+// over the group.
 type rowWork struct {
-	k          *dsl.Kernel
-	dt         dsl.Type
-	v, e       int       // elements per vector, vectors per thread and chunk
-	rows, cols dsl.Value // u32 parameters
-	warp       dsl.Value // Bool, uniform: a warp per row
-	row, lane  dsl.Value // u32
-	group      dsl.Value // u32: threads per row (32 or the block)
-	vec        layout.Layout
+	k           *dsl.Kernel
+	dt          dsl.Type
+	v, e        int       // elements per vector, vectors per thread and chunk
+	rows, cols  dsl.Value // u32 parameters
+	warp        dsl.Value // Bool, uniform: a warp per row
+	first, step dsl.Value // u32: the group's first row, the rows the whole grid covers at once
+	lane        dsl.Value // u32
+	group       dsl.Value // u32: threads per row (32 or the block)
+	vec         layout.Layout
 }
 
-// newRowWork reads the launch: with cols <= rowWarpCols warp w of block b works on row
-// b*(blockDim/32) + w, otherwise block b on row b. Blocks hold a multiple of 32 threads.
+// newRowWork reads the launch: with cols <= rowWarpCols warp w of block b works on rows
+// b*(blockDim/32) + w + i*gridDim*(blockDim/32), otherwise block b on rows b + i*gridDim.
+// Blocks hold a multiple of 32 threads; any grid covers any number of rows.
 func newRowWork(k *dsl.Kernel, dt dsl.Type, rows, cols dsl.Value) *rowWork {
 	v := 16 / dt.Bytes()
-	tid, bid, bd := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X), k.BlockDim(dsl.X)
+	tid, bid, bd, gd := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X), k.BlockDim(dsl.X), k.GridDim(dsl.X)
 	warp := cols.Le(uint32(rowWarpCols))
 	return &rowWork{
 		k: k, dt: dt, v: v, e: rowElems / v, rows: rows, cols: cols, warp: warp,
-		row:   k.Select(warp, bid.Mul(bd.Shr(5)).Add(tid.Shr(5)), bid),
+		first: k.Select(warp, bid.Mul(bd.Shr(5)).Add(tid.Shr(5)), bid),
+		step:  k.Select(warp, gd.Mul(bd.Shr(5)), gd),
 		lane:  k.Select(warp, tid.And(31), tid),
 		group: k.Select(warp, uint32(32), bd),
 		vec:   layout.Must(layout.MakeLayout(layout.Int(v))),
@@ -95,15 +99,17 @@ func newRowWork(k *dsl.Kernel, dt dsl.Type, rows, cols dsl.Value) *rowWork {
 // chunkElems is the number of a row's elements the group covers per chunk.
 func (w *rowWork) chunkElems() dsl.Value { return w.group.Mul(uint32(rowElems)) }
 
-// inRow runs body for the rows that exist (uniform per warp and per block: the reductions in
-// body see whole groups), with p the first element of the row in in and q that of out (nil
-// for none). Rows whose length is a multiple of the vector get pointers aligned to it (the
-// chunk accesses are then vectors); the others take the same code with element accesses.
-func (w *rowWork) inRow(in, out *dsl.Ptr, body func(p, q dsl.Ptr)) {
+// eachRow runs body for each of the group's rows (a loop uniform per warp and per block:
+// the reductions in body see whole groups), with p the first element of the row in in and q
+// that of out (nil for none). Rows whose length is a multiple of the vector get pointers
+// aligned to it (the chunk accesses are then vectors); the others take the same code with
+// element accesses. A block that shares its rows' reductions waits for all its threads
+// before the next row (BlockReduce's shared memory is reused).
+func (w *rowWork) eachRow(in, out *dsl.Ptr, body func(row dsl.Value, p, q dsl.Ptr)) {
 	k := w.k
-	k.If(w.row.Lt(w.rows), func() {
-		at := func(ld dsl.Value, align bool) (dsl.Ptr, dsl.Ptr) {
-			off := w.row.To(dsl.U64).Mul(ld.To(dsl.U64))
+	loop := func(ld dsl.Value, align bool) {
+		k.For(w.first, w.rows, w.step, func(row dsl.Value) {
+			off := row.To(dsl.U64).Mul(ld.To(dsl.U64))
 			if align {
 				off = k.Assume(off, w.v)
 			}
@@ -111,14 +117,15 @@ func (w *rowWork) inRow(in, out *dsl.Ptr, body func(p, q dsl.Ptr)) {
 			if out != nil {
 				q = out.At(off)
 			}
-			return in.At(off), q
-		}
-		k.If(w.cols.And(uint32(w.v-1)).Eq(0), func() {
-			// cols rounded down to the vector: cols itself in this branch, known divisible.
-			body(at(k.Assume(w.cols.And(^uint32(w.v-1)), w.v), true))
-		}).Else(func() {
-			body(at(w.cols, false))
+			body(row, in.At(off), q)
+			k.If(w.warp.Not(), k.SyncThreads)
 		})
+	}
+	k.If(w.cols.And(uint32(w.v-1)).Eq(0), func() {
+		// cols rounded down to the vector: cols itself in this branch, known divisible.
+		loop(k.Assume(w.cols.And(^uint32(w.v-1)), w.v), true)
+	}).Else(func() {
+		loop(w.cols, false)
 	})
 }
 
@@ -232,13 +239,13 @@ func RowSum(k *dsl.Kernel, dt dsl.Type) {
 	rows := k.Param("rows", dsl.U32)
 	cols := k.Param("cols", dsl.U32)
 	w := newRowWork(k, dt, rows, cols)
-	w.inRow(&in, nil, func(p, _ dsl.Ptr) {
+	w.eachRow(&in, nil, func(row dsl.Value, p, _ dsl.Ptr) {
 		acc := k.Var(dsl.F32, 0.0)
 		k.For(uint32(0), cols, w.chunkElems(), func(c dsl.Value) {
 			k.Set(acc, acc.Add(fold(f32s(w.load(p, c, 0)), add)))
 		})
 		total := w.reduce(acc, dsl.Sum)
-		k.If(w.lane.Eq(0), func() { k.Store(out.At(w.row), total) })
+		k.If(w.lane.Eq(0), func() { k.Store(out.At(row), total) })
 	})
 }
 
@@ -266,7 +273,7 @@ func Softmax(k *dsl.Kernel, dt dsl.Type) {
 		}
 		w.store(q, c, frags)
 	}
-	w.inRow(&in, &out, func(p, q dsl.Ptr) {
+	w.eachRow(&in, &out, func(_ dsl.Value, p, q dsl.Ptr) {
 		k.If(cols.Le(w.chunkElems()), func() {
 			frags := w.load(p, k.Const(dsl.U32, 0), negInf)
 			x := f32s(frags)

@@ -370,10 +370,13 @@ func (b *libBench) run(c libCase) error {
 		}
 		if c.kernel != "tiled_copy" {
 			def = shapeLaunch(kernels.StreamShape(n, dt, sms))
-			for _, per := range []int{2, 8, 16} {
-				alts = append(alts, launch{jit.D1(sms * per), 256})
+			// A resident grid looping over n; 2, 4 and 8 steps per block; one vector per thread.
+			alts = append(alts, launch{jit.D1(sms * 4), 256})
+			step := 256 * 4 * 16 / eb
+			for _, per := range []int{2, 4, 8} {
+				alts = append(alts, launch{jit.D1((n + step*per - 1) / (step * per)), 256})
 			}
-			alts = append(alts, launch{jit.D1((n + 256*4*16/eb - 1) / (256 * 4 * 16 / eb)), 256}) // one step per block
+			alts = append(alts, launch{jit.D1((n + step/4 - 1) / (step / 4)), 256})
 		}
 	case "transpose":
 		rows, cols := c.dims[0], c.dims[1]
@@ -407,10 +410,9 @@ func (b *libBench) run(c libCase) error {
 		if err != nil {
 			return err
 		}
-		outN, outDT := rows*cols, dt
-		shape := kernels.SoftmaxShape
+		outN, outDT, shape := rows*cols, dt, kernels.SoftmaxShape(rows, cols)
 		if c.kernel == "row_sum" {
-			outN, outDT, shape = rows, dsl.F32, kernels.RowSumShape
+			outN, outDT, shape = rows, dsl.F32, kernels.RowSumShape(rows, cols)
 		}
 		out, err := b.upload(outDT, outN, nil)
 		if err != nil {
@@ -419,7 +421,11 @@ func (b *libBench) run(c libCase) error {
 		bufs = append(bufs, out)
 		args = []any{in, out, uint32(rows), uint32(cols)}
 		bytes = int64(rows*cols)*int64(eb) + int64(outN)*int64(outDT.Bytes())
-		def = shapeLaunch(shape(rows, cols))
+		def = shapeLaunch(shape)
+		// Grids of one and two waves of resident blocks (1024 threads per SM) looping over rows.
+		for _, waves := range []int{1, 2} {
+			alts = append(alts, launch{jit.D1(sms * 1024 / def.block * waves), def.block})
+		}
 		if cols <= 1024 {
 			for _, rpb := range []int{4, 16, 32} {
 				alts = append(alts, launch{jit.D1((rows + rpb - 1) / rpb), 32 * rpb})

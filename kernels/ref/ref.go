@@ -24,6 +24,7 @@ type Problem struct {
 	Target ptx.Target // zero: sm_90, or the kernel's first target when it has no sm_90 (fp8 multimem)
 	Size   int        // elements (for matrices: rows*cols, made roughly square), 0: a default
 	Cols   int        // row kernels (softmax, row_sum): the row length, rows = max(1, Size/Cols); 0: square-ish
+	Grid   int        // streaming and row kernels: launch this many blocks (0: the host's launch shape)
 	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
 	Seed   int64      // input data and, when non-zero, the emulator's schedule
 	Weak   bool       // the emulator's weak-memory mode

@@ -25,8 +25,12 @@ func init() {
 // emulator: small, so that the grid-stride loops run several steps.
 const streamSMs = 1
 
-// launch1 runs the kernel with a one-dimensional launch shape from package kernels.
+// launch1 runs the kernel with a one-dimensional launch shape from package kernels, or with
+// the problem's grid when it names one.
 func (r *run) launch1(s kernels.Shape, args ...any) error {
+	if r.p.Grid > 0 {
+		s.Grid = r.p.Grid
+	}
 	return r.launch(emu.D1(s.Grid), emu.D1(s.Block), args...)
 }
 

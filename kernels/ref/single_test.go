@@ -47,3 +47,28 @@ func TestOddShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallGrids runs the streaming and row kernels with grids smaller than their work (1 and
+// 3 blocks): their loops must cover every element and row.
+func TestSmallGrids(t *testing.T) {
+	for _, name := range []string{"vector_add", "axpy", "softmax", "row_sum"} {
+		for _, grid := range []int{1, 3} {
+			for _, cols := range []int{1000, 4099} {
+				p := Problem{Kernel: name, Size: 5000, Grid: grid, Seed: int64(grid)}
+				if name == "softmax" || name == "row_sum" {
+					p.Size, p.Cols = 37*cols, cols
+				}
+				t.Run(fmt.Sprintf("%s/grid=%d/%d", name, grid, cols), func(t *testing.T) {
+					t.Parallel()
+					res, err := Run(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Checked == 0 {
+						t.Fatal("nothing was checked")
+					}
+				})
+			}
+		}
+	}
+}
