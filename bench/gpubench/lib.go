@@ -8,7 +8,8 @@ package main
 //
 //	kgen    KERNEL DTYPE SHAPE LAUNCH US BYTES   (a kernel at its default launch)
 //	sweep   KERNEL DTYPE SHAPE LAUNCH US BYTES   (-sweep: the same kernel at other launches)
-//	memcpy  copy   u8    BYTES -      US BYTES   (cuMemcpyDtoD of 1 GiB: the copy bandwidth)
+//	memcpy  copy   u8    BYTES -      US BYTES   (cuMemcpyDtoD of 64 MiB .. 1 GiB; 1 GiB gives the
+//	                                             copy bandwidth)
 //
 // SHAPE is n or RxC, LAUNCH GRIDxBLOCK, BYTES what the kernel must read plus write.
 // bench/gpubench/torch_lib.py reads these lines, times PyTorch's equivalent of each kgen
@@ -94,8 +95,10 @@ func runLib(args []string) error {
 	}
 	fmt.Printf("# device: %s (%s, %d SMs), target %s, median of %d launches after 3 warm-ups\n",
 		d.Info().Name, d.Info().Arch, d.Info().Multiproc, b.target, *reps)
-	if err := b.memcpy(1 << 30); err != nil {
-		return err
+	for _, n := range []int64{64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30} {
+		if err := b.memcpy(n); err != nil {
+			return err
+		}
 	}
 	for _, c := range libCases() {
 		if *only != "" && !strings.Contains(","+*only+",", ","+c.kernel+",") {
@@ -369,14 +372,14 @@ func (b *libBench) run(c libCase) error {
 			}
 		}
 		if c.kernel != "tiled_copy" {
-			def = shapeLaunch(kernels.StreamShape(n, dt, sms))
-			// A resident grid looping over n; 2, 4 and 8 steps per block; one vector per thread.
+			def = shapeLaunch(kernels.StreamShape(n, dt))
+			// A resident grid looping over n (4 blocks per SM); 1 and 2 steps of 4 vectors per
+			// thread and operand per block.
 			alts = append(alts, launch{jit.D1(sms * 4), 256})
 			step := 256 * 4 * 16 / eb
-			for _, per := range []int{2, 4, 8} {
+			for _, per := range []int{1, 2} {
 				alts = append(alts, launch{jit.D1((n + step*per - 1) / (step * per)), 256})
 			}
-			alts = append(alts, launch{jit.D1((n + step/4 - 1) / (step / 4)), 256})
 		}
 	case "transpose":
 		rows, cols := c.dims[0], c.dims[1]

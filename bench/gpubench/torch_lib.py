@@ -8,7 +8,8 @@ times PyTorch's equivalent on GPU 0 with the same shape and dtype: CUDA events a
 call, the median of --reps calls after 3 warm-ups (the upper median, as gpubench). It prints
 a Markdown table: both times, the speed ratio (PyTorch time / kgen time: above 1, kgen is
 faster), kgen's bandwidth (bytes the kernel must read plus write, per second) and its share
-of the device-to-device copy's bandwidth (the `memcpy` line); then the `sweep` lines.
+of the device-to-device copy's bandwidth (the last `memcpy` line: the largest copy); then the
+`sweep` lines.
 
 Equivalents: tiled_copy dst.copy_(src); transpose out.copy_(x.t()); vector_add
 torch.add(a, b, out=c); axpy y.add_(x, alpha=1.5); softmax torch.softmax(x, -1) (f16/bf16
@@ -90,7 +91,7 @@ def main():
         kind, kernel, dt, shape, launch, us, nbytes = f
         us, nbytes = float(us), int(nbytes)
         if kind == "memcpy":
-            copy_gbs = nbytes / us / 1e3
+            copy_gbs = nbytes / us / 1e3  # the last (largest) copy is the reference
             torch_us = time_us(torch_case("copy", "u8", shape), a.reps)
             print(f"# cuMemcpyDtoD {shape} bytes: {us:.1f} us, {copy_gbs:.1f} GB/s; "
                   f"torch copy_: {torch_us:.1f} us, {nbytes / torch_us / 1e3:.1f} GB/s")

@@ -21,10 +21,6 @@ func init() {
 	register("softmax", softmax)
 }
 
-// streamSMs is the multiprocessor count the streaming kernels' grids are sized for on the
-// emulator: small, so that the grid-stride loops run several steps.
-const streamSMs = 1
-
 // launch1 runs the kernel with a one-dimensional launch shape from package kernels, or with
 // the problem's grid when it names one.
 func (r *run) launch1(s kernels.Shape, args ...any) error {
@@ -53,7 +49,7 @@ func vectorAdd(r *run) error {
 	pb, _ := r.alloc(dt, n, b)
 	pc, _ := r.alloc(dt, n, nil)
 	r.res.Shape = fmt.Sprintf("n=%d", n)
-	if err := r.launch1(kernels.StreamShape(n, dt, streamSMs), pa, pb, pc, uint32(n)); err != nil {
+	if err := r.launch1(kernels.StreamShape(n, dt), pa, pb, pc, uint32(n)); err != nil {
 		return err
 	}
 	got, err := read(r.sys, pc, dt, n)
@@ -81,7 +77,7 @@ func axpy(r *run) error {
 		a = fp.F32ToF16(float32(alpha))
 	}
 	r.res.Shape = fmt.Sprintf("n=%d", n)
-	if err := r.launch1(kernels.StreamShape(n, dt, streamSMs), a, px, py, uint32(n)); err != nil {
+	if err := r.launch1(kernels.StreamShape(n, dt), a, px, py, uint32(n)); err != nil {
 		return err
 	}
 	got, err := read(r.sys, py, dt, n)
