@@ -18,7 +18,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -67,12 +69,15 @@ func libCases() []libCase {
 	return cs
 }
 
-func runLib(args []string) error {
+func runLib(args []string) error { return lib(os.Stdout, args) }
+
+// lib runs gpubench lib with the given flags, writing its lines to w.
+func lib(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("lib", flag.ExitOnError)
 	reps := fs.Int("reps", 30, "timed launches per case (after 3 warm-ups)")
 	sweep := fs.Bool("sweep", false, "also time other launch shapes (grid sizes, block sizes)")
 	only := fs.String("only", "", "comma-separated kernels to run (default: all)")
-	div := fs.Int("div", 1, "divide n and rows by this (a quick run, e.g. on the emulator)")
+	div := fs.Int("div", 1, "divide n, rows and the copies' bytes by this (a quick run, e.g. on the emulator)")
 	fs.Parse(args)
 	if *div < 1 {
 		return fmt.Errorf("-div %d: want a positive divisor", *div)
@@ -87,16 +92,16 @@ func runLib(args []string) error {
 		return err
 	}
 	defer s.Close()
-	b := &libBench{d: d, s: s, reps: *reps, sweep: *sweep, target: ptx.SM90}
+	b := &libBench{w: w, d: d, s: s, reps: *reps, sweep: *sweep, target: ptx.SM90}
 	for _, t := range ptx.Targets() {
 		if string(t) == d.Info().Arch {
 			b.target = t
 		}
 	}
-	fmt.Printf("# device: %s (%s, %d SMs), target %s, median of %d launches after 3 warm-ups\n",
+	fmt.Fprintf(w, "# device: %s (%s, %d SMs), target %s, median of %d launches after 3 warm-ups\n",
 		d.Info().Name, d.Info().Arch, d.Info().Multiproc, b.target, *reps)
 	for _, n := range []int64{64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30} {
-		if err := b.memcpy(n); err != nil {
+		if err := b.memcpy(max(n/int64(*div), 1<<10)); err != nil {
 			return err
 		}
 	}
@@ -114,6 +119,7 @@ func runLib(args []string) error {
 
 // libBench holds the device, stream and settings of a run.
 type libBench struct {
+	w      io.Writer
 	d      *jit.Device
 	s      *jit.Stream
 	reps   int
@@ -152,7 +158,7 @@ func (b *libBench) memcpy(n int64) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("memcpy\tcopy\tu8\t%d\t-\t%.1f\t%d\n", n, us(t), 2*n)
+	fmt.Fprintf(b.w, "memcpy\tcopy\tu8\t%d\t-\t%.1f\t%d\n", n, us(t), 2*n)
 	return nil
 }
 
@@ -498,7 +504,7 @@ func (b *libBench) run(c libCase) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("kgen\t%s\t%s\t%s\t%s\t%.1f\t%d\n", c.kernel, dt, c.shape(), def, us(t), bytes)
+	fmt.Fprintf(b.w, "kgen\t%s\t%s\t%s\t%s\t%.1f\t%d\n", c.kernel, dt, c.shape(), def, us(t), bytes)
 	if !b.sweep {
 		return nil
 	}
@@ -507,7 +513,7 @@ func (b *libBench) run(c libCase) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("sweep\t%s\t%s\t%s\t%s\t%.1f\t%d\n", c.kernel, dt, c.shape(), l, us(t), bytes)
+		fmt.Fprintf(b.w, "sweep\t%s\t%s\t%s\t%s\t%.1f\t%d\n", c.kernel, dt, c.shape(), l, us(t), bytes)
 	}
 	return nil
 }
