@@ -30,7 +30,7 @@ func init() {
 // StreamShape is the launch shape of vector_add and axpy over n elements of dt: blocks of
 // 256 threads, a thread per 128-bit vector. The kernels are correct with any launch (their
 // grid-stride loops cover the rest); measured on an H100 at n = 2^28 (docs/bench.md), this
-// one ran 1.5% faster than blocks moving 4 vectors per thread and 5% faster than a grid of 4
+// one ran 1-2% faster than blocks moving 4 vectors per thread and 6% faster than a grid of 4
 // resident blocks per multiprocessor looping over n (the blocks that finish early idle while
 // the others end).
 func StreamShape(n int, dt dsl.Type) Shape {
