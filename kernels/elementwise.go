@@ -37,26 +37,31 @@ func StreamShape(n int, dt dsl.Type) Shape {
 	return Shape{Grid: max(1, ceilDiv(n, streamThreads*16/dt.Bytes())), Block: streamThreads}
 }
 
+// VectorAddArgs are vector_add's parameters (launch.VectorAdd on the host).
+type VectorAddArgs struct {
+	A, B, C dsl.Ptr   // c = a + b, of dt
+	N       dsl.Value `kgen:"u32"`
+}
+
 // VectorAdd writes c[i] = a[i] + b[i] for every i < n (see streamMap: 128-bit vectors over a
 // grid-stride loop, any launch covers any n; StreamShape is the fast one).
-// Parameters: a, b, c (pointers to dt), n (u32).
 func VectorAdd(k *dsl.Kernel, dt dsl.Type) {
-	a := k.PtrParam("a", dt)
-	b := k.PtrParam("b", dt)
-	c := k.PtrParam("c", dt)
-	n := k.Param("n", dsl.U32)
-	streamMap(k, dt, n, c, []dsl.Ptr{a, b}, func(x []dsl.Value) dsl.Value { return x[0].Add(x[1]) })
+	a := dsl.Params[VectorAddArgs](k, dt)
+	streamMap(k, dt, a.N, a.C, []dsl.Ptr{a.A, a.B}, func(x []dsl.Value) dsl.Value { return x[0].Add(x[1]) })
+}
+
+// AxpyArgs are axpy's parameters (launch.Axpy on the host).
+type AxpyArgs struct {
+	Alpha dsl.Value // of dt
+	X, Y  dsl.Ptr   // of dt
+	N     dsl.Value `kgen:"u32"`
 }
 
 // Axpy computes y[i] = alpha*x[i] + y[i] (one rounding: fma) for every i < n (see streamMap;
-// any launch covers any n; StreamShape is the fast one). Parameters: alpha (dt), x, y
-// (pointers to dt), n (u32).
+// any launch covers any n; StreamShape is the fast one).
 func Axpy(k *dsl.Kernel, dt dsl.Type) {
-	alpha := k.Param("alpha", dt)
-	x := k.PtrParam("x", dt)
-	y := k.PtrParam("y", dt)
-	n := k.Param("n", dsl.U32)
-	streamMap(k, dt, n, y, []dsl.Ptr{x, y}, func(v []dsl.Value) dsl.Value { return k.FMA(alpha, v[0], v[1]) })
+	a := dsl.Params[AxpyArgs](k, dt)
+	streamMap(k, dt, a.N, a.Y, []dsl.Ptr{a.X, a.Y}, func(v []dsl.Value) dsl.Value { return k.FMA(a.Alpha, v[0], v[1]) })
 }
 
 // streamMap writes out[i] = f(ins[0][i], ins[1][i], ...) for every i < n, over 128-bit

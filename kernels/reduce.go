@@ -36,6 +36,20 @@ func init() {
 	})
 }
 
+// RowSumArgs are row_sum's parameters (launch.RowSum on the host).
+type RowSumArgs struct {
+	In   dsl.Ptr   // rows x cols of dt, row-major
+	Out  dsl.Ptr   `kgen:"f32"` // one sum per row
+	Rows dsl.Value `kgen:"u32"`
+	Cols dsl.Value `kgen:"u32"`
+}
+
+// SoftmaxArgs are softmax's parameters (launch.Softmax on the host).
+type SoftmaxArgs struct {
+	In, Out    dsl.Ptr   // rows x cols of dt, row-major
+	Rows, Cols dsl.Value `kgen:"u32"`
+}
+
 // Shape is a one-dimensional launch shape: Grid blocks of Block threads.
 type Shape struct{ Grid, Block int }
 
@@ -231,13 +245,10 @@ func maxv(a, b dsl.Value) dsl.Value { return a.Max(b) }
 // warp per row when cols <= 1024 (blockDim/32 rows per block), else a block per row. Each
 // thread sums its share of the row in f32, 32 elements (128-bit vectors when cols is a
 // multiple of 16/size(dt)) per chunk, then the group combines the partial sums (shuffles;
-// for a block, shared memory across warps). Launch RowSumShape(rows, cols). Params: in (dt),
-// out (f32), rows, cols (u32).
+// for a block, shared memory across warps). Launch RowSumShape(rows, cols).
 func RowSum(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dsl.F32)
-	rows := k.Param("rows", dsl.U32)
-	cols := k.Param("cols", dsl.U32)
+	a := dsl.Params[RowSumArgs](k, dt)
+	in, out, rows, cols := a.In, a.Out, a.Rows, a.Cols
 	w := newRowWork(k, dt, rows, cols)
 	w.eachRow(&in, nil, func(row dsl.Value, p, _ dsl.Ptr) {
 		acc := k.Var(dsl.F32, 0.0)
@@ -255,13 +266,10 @@ func RowSum(k *dsl.Kernel, dt dsl.Type) {
 // kept in registers (128-bit vectors when cols is a multiple of 16/size(dt)): the group's
 // maximum, then the sum of the exponentials, then the outputs from the registers. A longer
 // row is read twice: the first pass keeps each thread's running maximum and its sum scaled
-// to it (online softmax), the second writes. Launch SoftmaxShape(rows, cols). Params: in,
-// out (dt), rows, cols (u32).
+// to it (online softmax), the second writes. Launch SoftmaxShape(rows, cols).
 func Softmax(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	rows := k.Param("rows", dsl.U32)
-	cols := k.Param("cols", dsl.U32)
+	a := dsl.Params[SoftmaxArgs](k, dt)
+	in, out, rows, cols := a.In, a.Out, a.Rows, a.Cols
 	w := newRowWork(k, dt, rows, cols)
 	negInf := math.Inf(-1)
 	// finite returns m, or 0 when m is -inf (no finite element yet: x - m stays -inf, not NaN).

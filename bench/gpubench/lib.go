@@ -127,20 +127,22 @@ type libBench struct {
 	target ptx.Target
 }
 
-// launch is a kernel launch: a one- or two-dimensional grid of one-dimensional blocks.
-type launch struct {
+// launchShape is a kernel launch: a one- or two-dimensional grid of one-dimensional blocks.
+type launchShape struct {
 	grid  jit.Dim3
 	block int
 }
 
-func (l launch) String() string {
+func (l launchShape) String() string {
 	if l.grid.Y > 1 {
 		return fmt.Sprintf("%dx%dx%d", l.grid.X, l.grid.Y, l.block)
 	}
 	return fmt.Sprintf("%dx%d", l.grid.X, l.block)
 }
 
-func shapeLaunch(s kernels.Shape) launch { return launch{grid: jit.D1(s.Grid), block: s.Block} }
+func shapeLaunch(s kernels.Shape) launchShape {
+	return launchShape{grid: jit.D1(s.Grid), block: s.Block}
+}
 
 // memcpy times cuMemcpyDtoD of n bytes.
 func (b *libBench) memcpy(n int64) error {
@@ -319,8 +321,8 @@ func (b *libBench) run(c libCase) error {
 	}
 	var (
 		args   []any
-		def    launch
-		alts   []launch
+		def    launchShape
+		alts   []launchShape
 		bytes  int64
 		verify func() error
 	)
@@ -339,7 +341,7 @@ func (b *libBench) run(c libCase) error {
 		switch c.kernel {
 		case "tiled_copy":
 			tile := kernels.TiledCopyElems(dt)
-			args, def, bytes = []any{x, y, uint32(n)}, launch{jit.D1((n + tile - 1) / tile), 256}, 2*int64(n)*int64(eb)
+			args, def, bytes = []any{x, y, uint32(n)}, launchShape{jit.D1((n + tile - 1) / tile), 256}, 2*int64(n)*int64(eb)
 			verify = func() error {
 				got, err := download(dt, y.mem, n)
 				if err != nil {
@@ -381,10 +383,10 @@ func (b *libBench) run(c libCase) error {
 			def = shapeLaunch(kernels.StreamShape(n, dt))
 			// A resident grid looping over n (4 blocks per SM); 1 and 2 steps of 4 vectors per
 			// thread and operand per block.
-			alts = append(alts, launch{jit.D1(sms * 4), 256})
+			alts = append(alts, launchShape{jit.D1(sms * 4), 256})
 			step := 256 * 4 * 16 / eb
 			for _, per := range []int{1, 2} {
-				alts = append(alts, launch{jit.D1((n + step*per - 1) / (step * per)), 256})
+				alts = append(alts, launchShape{jit.D1((n + step*per - 1) / (step * per)), 256})
 			}
 		}
 	case "transpose":
@@ -398,7 +400,7 @@ func (b *libBench) run(c libCase) error {
 			return err
 		}
 		args, bytes = []any{in, out, uint32(rows), uint32(cols)}, 2*int64(rows*cols)*int64(eb)
-		def = launch{jit.Dim3{X: (cols + 31) / 32, Y: (rows + 31) / 32, Z: 1}, 256}
+		def = launchShape{jit.Dim3{X: (cols + 31) / 32, Y: (rows + 31) / 32, Z: 1}, 256}
 		verify = func() error {
 			got, err := download(dt, out.mem, rows*cols)
 			if err != nil {
@@ -433,16 +435,16 @@ func (b *libBench) run(c libCase) error {
 		def = shapeLaunch(shape)
 		// Grids of one and two waves of resident blocks (1024 threads per SM) looping over rows.
 		for _, waves := range []int{1, 2} {
-			alts = append(alts, launch{jit.D1(sms * 1024 / def.block * waves), def.block})
+			alts = append(alts, launchShape{jit.D1(sms * 1024 / def.block * waves), def.block})
 		}
 		if cols <= 1024 {
 			for _, rpb := range []int{4, 16, 32} {
-				alts = append(alts, launch{jit.D1((rows + rpb - 1) / rpb), 32 * rpb})
+				alts = append(alts, launchShape{jit.D1((rows + rpb - 1) / rpb), 32 * rpb})
 			}
 		} else {
 			for bl := 64; bl <= 1024; bl *= 2 {
 				if bl != def.block && (c.kernel == "row_sum" || bl*32 >= cols) {
-					alts = append(alts, launch{jit.D1(rows), bl})
+					alts = append(alts, launchShape{jit.D1(rows), bl})
 				}
 			}
 		}
@@ -486,7 +488,7 @@ func (b *libBench) run(c libCase) error {
 	default:
 		return fmt.Errorf("no benchmark for kernel %s", c.kernel)
 	}
-	at := func(l launch) func() error {
+	at := func(l launchShape) func() error {
 		return func() error {
 			return fn.Launch(jit.LaunchConfig{Grid: l.grid, Block: jit.D1(l.block), Stream: b.s}, args...)
 		}
