@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -502,10 +503,16 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if cfg.Collective < CollectiveAuto || cfg.Collective > CollectiveOff {
 		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
 	}
-	if ml, ok := f.impl.(modalLauncher); ok {
-		err = ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg.Collective)
+	run := func() error {
+		if ml, ok := f.impl.(modalLauncher); ok {
+			return ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg.Collective)
+		}
+		return f.impl.launch(g, b, cfg.SharedMem, s, slots)
+	}
+	if c := cfg.Stream.capturing(); c != nil {
+		err = c.record(f, cfg.Stream, g, b, cfg.SharedMem, cfg.Collective, slots, run)
 	} else {
-		err = f.impl.launch(g, b, cfg.SharedMem, s, slots)
+		err = run()
 	}
 	if err != nil {
 		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
@@ -676,6 +683,7 @@ func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
 type Stream struct {
 	d    *Device
 	impl stream
+	capt atomic.Pointer[capture] // the capture in progress (BeginCapture), or nil
 }
 
 func (s *Stream) get() stream {

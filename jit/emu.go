@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kgen-dev/kgen/emu"
@@ -236,17 +237,26 @@ func (d *emuDevice) free(p DevicePtr) error {
 	return d.m.sys.Free(uint64(p))
 }
 
-func (d *emuDevice) copyHtoD(dst DevicePtr, src []byte, _ stream) error {
+func (d *emuDevice) copyHtoD(dst DevicePtr, src []byte, s stream) error {
+	if err := emuRefuseCaptured(s, "host-to-device copy"); err != nil {
+		return err
+	}
 	defer d.lock()()
 	return d.m.sys.Write(uint64(dst), src)
 }
 
-func (d *emuDevice) copyDtoH(dst []byte, src DevicePtr, _ stream) error {
+func (d *emuDevice) copyDtoH(dst []byte, src DevicePtr, s stream) error {
+	if err := emuRefuseCaptured(s, "device-to-host copy"); err != nil {
+		return err
+	}
 	defer d.lock()()
 	return d.m.sys.Read(uint64(src), dst)
 }
 
-func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, _ stream) error {
+func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, s stream) error {
+	if err := emuRefuseCaptured(s, "device-to-device copy"); err != nil {
+		return err
+	}
 	if n == 0 {
 		return nil
 	}
@@ -257,7 +267,7 @@ func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, _ stream) error {
 	return d.m.sys.Copy(uint64(dst), uint64(src), int(n))
 }
 
-func (d *emuDevice) newStream() (stream, error) { return emuStream{}, nil }
+func (d *emuDevice) newStream() (stream, error) { return &emuStream{}, nil }
 func (d *emuDevice) newEvent() (event, error)   { return &emuEvent{}, nil }
 func (d *emuDevice) synchronize() error         { return nil }
 
@@ -313,7 +323,10 @@ type emuLaunch struct {
 	args   []any
 }
 
-func (f *emuFunc) launchMode(g, b Dim3, shared int, _ stream, slots []uint64, mode CollectiveMode) error {
+func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, mode CollectiveMode) error {
+	if es, ok := s.(*emuStream); ok && es.capturing.Load() {
+		return nil // recorded by the capture; it runs when the graph is replayed
+	}
 	args := make([]any, len(slots))
 	for i, p := range f.sig.Params {
 		n := paramBytes(p)
@@ -397,10 +410,11 @@ func dimString(d Dim3) string {
 
 // emuStream: the emulator runs every operation to completion when it is enqueued, so a
 // stream is already synchronised.
-type emuStream struct{}
+// A capturing stream (BeginCapture) records launches instead of running them.
+type emuStream struct{ capturing atomic.Bool }
 
-func (emuStream) synchronize() error { return nil }
-func (emuStream) destroy() error     { return nil }
+func (s *emuStream) synchronize() error { return emuRefuseCaptured(s, "synchronize") }
+func (*emuStream) destroy() error     { return nil }
 
 // emuEvent records the wall-clock time at Record. Because the emulator finishes each
 // operation before the call that enqueues it returns, the time between two events is the
@@ -410,7 +424,10 @@ type emuEvent struct {
 	t  time.Time
 }
 
-func (e *emuEvent) record(stream) error {
+func (e *emuEvent) record(s stream) error {
+	if err := emuRefuseCaptured(s, "event record"); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	e.t = time.Now()
 	e.mu.Unlock()
