@@ -414,7 +414,7 @@ func dimString(d Dim3) string {
 type emuStream struct{ capturing atomic.Bool }
 
 func (s *emuStream) synchronize() error { return emuRefuseCaptured(s, "synchronize") }
-func (*emuStream) destroy() error     { return nil }
+func (*emuStream) destroy() error       { return nil }
 
 // emuEvent records the wall-clock time at Record. Because the emulator finishes each
 // operation before the call that enqueues it returns, the time between two events is the
