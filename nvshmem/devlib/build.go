@@ -234,6 +234,32 @@ func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) 
 	if err := l.checkBitcodeVersion(ctx); err != nil {
 		return nil, err
 	}
+	out, err := l.compile(ctx, plan, names)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	h.write(&buf)
+	buf.Write(out)
+	res.PTX = buf.Bytes()
+	if res.CachePath != "" {
+		if err := writeAtomic(res.CachePath, res.PTX); err != nil {
+			// The build is good; only the cache is unusable (a read-only folder, a full disk).
+			l.logf("warning: not cached: %v (set KGEN_DEVLIB_CACHE to a writable folder, or KGEN_CACHE=off)", err)
+			res.CachePath = ""
+		}
+	}
+	res.Elapsed = time.Since(start)
+	l.logf("built %d function(s) for %s in %s (%d bytes of PTX)", len(names), target, res.Elapsed.Round(time.Millisecond), len(res.PTX))
+	return res, nil
+}
+
+// compile runs llvm-extract, opt and llc over names (checked already) and returns llc's PTX.
+func (l *Library) compile(ctx context.Context, plan Plan, names []string) ([]byte, error) {
+	llc, err := toolchain.LLVMTool("llc")
+	if err != nil {
+		return nil, err
+	}
 	ex, err := toolchain.LLVMTool("llvm-extract")
 	if err != nil {
 		return nil, err
@@ -245,7 +271,7 @@ func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) 
 		args = append(args, "--func="+n)
 	}
 	args = append(args, l.Path, "-o", "-")
-	l.logf("NVSHMEM %s, %s: extracting %d function(s) and their callees from %s", l.Version, target, len(names), l.Path)
+	l.logf("NVSHMEM %s, %s: extracting %d function(s) and their callees from %s", l.Version, plan.Target, len(names), l.Path)
 	bc, err := runTool(ctx, nil, ex, args...)
 	if err != nil {
 		return nil, err
@@ -275,22 +301,9 @@ func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) 
 		return nil, err
 	}
 	if !bytes.Contains(out, []byte(".target "+plan.PTXTarget)) {
-		return nil, fmt.Errorf("devlib: llc's output for %s has no .target %s", target, plan.PTXTarget)
+		return nil, fmt.Errorf("devlib: llc's output for %s has no .target %s", plan.Target, plan.PTXTarget)
 	}
-	var buf bytes.Buffer
-	h.write(&buf)
-	buf.Write(out)
-	res.PTX = buf.Bytes()
-	if res.CachePath != "" {
-		if err := writeAtomic(res.CachePath, res.PTX); err != nil {
-			// The build is good; only the cache is unusable (a read-only folder, a full disk).
-			l.logf("warning: not cached: %v (set KGEN_DEVLIB_CACHE to a writable folder, or KGEN_CACHE=off)", err)
-			res.CachePath = ""
-		}
-	}
-	res.Elapsed = time.Since(start)
-	l.logf("built %d function(s) for %s in %s (%d bytes of PTX)", len(names), target, res.Elapsed.Round(time.Millisecond), len(res.PTX))
-	return res, nil
+	return out, nil
 }
 
 // writeAtomic writes data to path through a temporary file in the same folder and a rename,
