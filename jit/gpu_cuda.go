@@ -159,6 +159,14 @@ func (d *cudaDevice) link(req *loadRequest) ([]byte, error) {
 					return fmt.Errorf("cuLinkAddData(NVSHMEM device-library PTX): %v", err)
 				}
 			}
+			for i, obj := range req.devlib.Objects {
+				if len(obj) == 0 {
+					return fmt.Errorf("NVSHMEM device object %d is empty", i)
+				}
+				if err := lk.AddData(cu.JITInputObject, string(obj), fmt.Sprintf("nvshmem_devlib_%d.o", i)); err != nil {
+					return fmt.Errorf("cuLinkAddData(NVSHMEM device object %d, CU_JIT_INPUT_OBJECT): %v", i, err)
+				}
+			}
 			if req.devlib.Archive != "" {
 				if err := lk.AddFile(cu.JITInputLibrary, req.devlib.Archive); err != nil {
 					return fmt.Errorf("cuLinkAddFile(%s, CU_JIT_INPUT_LIBRARY): %v", req.devlib.Archive, err)

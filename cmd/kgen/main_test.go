@@ -112,6 +112,12 @@ func TestDevlibUsage(t *testing.T) {
 	if code, _, errs := kgen("devlib"); code != 2 || !strings.Contains(errs, "--target is required") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
+	if code, _, errs := kgen("devlib", "--target", "sm_90", "-o", "x.ptx", "--each", "d"); code != 2 || !strings.Contains(errs, "not both") {
+		t.Errorf("-o with --each: exit %d: %s", code, errs)
+	}
+	if code, _, errs := kgen("devlib", "--target", "sm_90", "--objects"); code != 2 || !strings.Contains(errs, "go with --each") {
+		t.Errorf("--objects without --each: exit %d: %s", code, errs)
+	}
 }
 
 func TestLayout(t *testing.T) {

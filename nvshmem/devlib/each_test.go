@@ -154,3 +154,38 @@ func TestBuildEach(t *testing.T) {
 		t.Errorf("target mismatch: %v", err)
 	}
 }
+
+func TestRunEach(t *testing.T) {
+	l := testLib(t)
+	tooltest.Ptxas(t)
+	dir := filepath.Join(t.TempDir(), "units")
+	var stdout, stderr bytes.Buffer
+	opts := Options{Home: l.Home, Target: "sm_90", Funcs: []string{"nvshmem_quiet,nvshmem_my_pe"}, EachDir: dir, Objects: true, CacheDir: l.CacheDir}
+	if err := Run(t.Context(), opts, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"nvshmem_my_pe", "nvshmem_quiet"} {
+		b, err := os.ReadFile(filepath.Join(dir, f+".ptx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckPTX(b, l.Version); err != nil {
+			t.Error(err)
+		}
+		if o, err := os.ReadFile(filepath.Join(dir, f+".o")); err != nil || !bytes.HasPrefix(o, []byte("\x7fELF")) {
+			t.Errorf("%s.o: %v (not an ELF object)", f, err)
+		}
+	}
+	for _, want := range []string{"[1/2] ", "[2/2] ", "2 unit(s)", "wrote " + dir} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("progress %q lacks %q", stderr.String(), want)
+		}
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout %q", stdout.String())
+	}
+	opts.EachDir = ""
+	if err := Run(t.Context(), opts, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "--each") {
+		t.Errorf("objects without --each: %v", err)
+	}
+}
