@@ -109,7 +109,7 @@ func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &NVSHMEM{d: d, impl: impl, rv: rv, host: host.version(), libPath: host.path()}
+	s := &NVSHMEM{d: d, impl: impl, rv: rv, host: emulatedVersion(d, host.version()), libPath: host.path()}
 	if pe, n := impl.myPE(), impl.nPEs(); pe != rv.Rank || n != rv.WorldSize {
 		s.impl.finalize()
 		return nil, fmt.Errorf("jit: NVSHMEM started as PE %d of %d, expected rank %d of %d", pe, n, rv.Rank, rv.WorldSize)
