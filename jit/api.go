@@ -110,6 +110,7 @@ type Device struct {
 	shmem   *NVSHMEM
 	closed  bool
 	modules map[*Module]struct{}
+	st      startup // time to the first launch (Startup)
 }
 
 var (
@@ -148,11 +149,14 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	if open == nil {
 		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
 	}
+	start := time.Now()
 	impl, err := open(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	return newDevice(impl, opts), nil
+	d := newDevice(impl, opts)
+	d.noteOpen(start)
+	return d, nil
 }
 
 func newDevice(impl device, opts []Option) *Device {
@@ -342,6 +346,7 @@ func (d *Device) Load(src Source) (*Module, error) {
 		}
 		stats.Load += time.Since(t0)
 	}
+	d.noteLoad(stats)
 	m := &Module{d: d, src: src.Module, name: name, impl: impl, stats: stats, shmem: len(calls) > 0, entries: entries, params: src.Params}
 	d.mu.Lock()
 	d.modules[m] = struct{}{}
@@ -521,6 +526,7 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if err != nil {
 		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
 	}
+	f.m.d.noteLaunch()
 	return nil
 }
 

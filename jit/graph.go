@@ -213,6 +213,7 @@ func (x *GraphExec) Launch(s *Stream) error {
 	if err := x.impl.launch(s.get(), x.nodes); err != nil {
 		return fmt.Errorf("jit: GraphExec.Launch: %w", err)
 	}
+	x.g.d.noteLaunch()
 	return nil
 }
 

@@ -56,6 +56,7 @@ func (e *VersionError) Error() string {
 // machine): the rank and world come from d, there is no bootstrap, and the call is collective
 // across the ranks. A device opened outside RunRanks is PE 0 of 1.
 func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
+	start := time.Now()
 	var rv Rendezvous
 	ip, inProc := d.impl.(inProcessRanks)
 	if inProc {
@@ -117,6 +118,7 @@ func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 	d.mu.Lock()
 	d.shmem = s
 	d.mu.Unlock()
+	d.noteInit(time.Since(start))
 	return s, nil
 }
 

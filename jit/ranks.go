@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kgen-dev/kgen/emu"
 )
@@ -211,7 +212,9 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
+			start := time.Now()
 			d := newDevice(newEmuDevice(m, rank), o.Open)
+			d.noteOpen(start)
 			rk := &Rank{Rank: rank, World: n, LocalRank: rank, Backend: Emulator, Device: d}
 			err := runRank(rk, o, f, Rendezvous{Rank: rank, WorldSize: n, LocalRank: rank}, func(err error) { w.failRank(rank, err) })
 			if cerr := d.Close(); err == nil && cerr != nil {

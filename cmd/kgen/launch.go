@@ -53,6 +53,7 @@ func runLaunch(e *env, args []string) error {
 	backend := fs.String("backend", "", "cuda (N processes) or emu (one process simulating N ranks); default: $KGEN_BACKEND, else cuda when a GPU is present, else emu")
 	addr := fs.String("master-addr", "127.0.0.1", "cuda: where rank 0 serves the bootstrap (MASTER_ADDR)")
 	port := fs.Int("master-port", 0, "cuda: MASTER_PORT (default: a free port)")
+	startup := fs.Bool("startup", false, "every rank prints, at its first kernel launch, where the time to it went (open, NVSHMEM init, link, load); sets "+jit.StartupEnv+"=1")
 	grace := fs.Duration("grace", 5*time.Second, "cuda: time between SIGTERM and SIGKILL for the other ranks once one fails")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -86,11 +87,15 @@ func runLaunch(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var extra []string
+	if *startup {
+		extra = append(extra, jit.StartupEnv+"=1")
+	}
 	if b == jit.Emulator {
-		return launchEmu(ctx, e, *n, prog, pos[1:], *grace)
+		return launchEmu(ctx, e, *n, prog, pos[1:], *grace, extra)
 	}
 	code, err := jit.LaunchRanks(ctx, jit.LaunchOptions{
-		N: *n, Prog: prog, Args: pos[1:], Env: []string{"KGEN_BACKEND=cuda"},
+		N: *n, Prog: prog, Args: pos[1:], Env: append([]string{"KGEN_BACKEND=cuda"}, extra...),
 		Stdout: e.stdout, Stderr: e.stderr, MasterAddr: *addr, MasterPort: *port, Grace: *grace,
 	})
 	if err != nil {
@@ -140,9 +145,9 @@ func launchEnv(n int) []string {
 	return append(out, "WORLD_SIZE="+strconv.Itoa(n), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "KGEN_BACKEND=emu")
 }
 
-func launchEmu(ctx context.Context, e *env, n int, prog string, args []string, grace time.Duration) error {
+func launchEmu(ctx context.Context, e *env, n int, prog string, args []string, grace time.Duration, extra []string) error {
 	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Env = launchEnv(n)
+	cmd.Env = append(launchEnv(n), extra...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

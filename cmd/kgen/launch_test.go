@@ -61,6 +61,15 @@ func TestLaunchEmu(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", r, out)
 		}
 	}
+	// --startup: every rank reports its time to the first launch.
+	code, _, errs = kgen("launch", "-n", "2", "--backend", "emu", "--startup", "--", bin)
+	if code != 0 || !strings.Contains(errs, "kgen: rank 0: first launch ") || !strings.Contains(errs, "kgen: rank 1: first launch ") || !strings.Contains(errs, "NVSHMEM init") {
+		t.Fatalf("--startup: exit %d\n%s", code, errs)
+	}
+	code, _, errs = kgen("launch", "-n", "2", "--backend", "cuda", "--startup", "--", "sh", "-c", `test "$KGEN_STARTUP" = 1`)
+	if code != 0 {
+		t.Fatalf("--startup does not reach the cuda ranks: exit %d\n%s", code, errs)
+	}
 	t.Setenv("RANKPROG_FAIL", "2")
 	code, _, errs = kgen("launch", "-n", "4", "--backend", "emu", bin)
 	if code != 3 || !strings.Contains(errs, "rank 2 failed") || !strings.Contains(errs, "exit code 3") {
