@@ -234,6 +234,7 @@ func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) 
 	if err := l.checkBitcodeVersion(ctx); err != nil {
 		return nil, err
 	}
+	l.logf("NVSHMEM %s, %s: extracting %d function(s) and their callees from %s", l.Version, plan.Target, len(names), l.Path)
 	out, err := l.compile(ctx, plan, names)
 	if err != nil {
 		return nil, err
@@ -271,7 +272,6 @@ func (l *Library) compile(ctx context.Context, plan Plan, names []string) ([]byt
 		args = append(args, "--func="+n)
 	}
 	args = append(args, l.Path, "-o", "-")
-	l.logf("NVSHMEM %s, %s: extracting %d function(s) and their callees from %s", l.Version, plan.Target, len(names), l.Path)
 	bc, err := runTool(ctx, nil, ex, args...)
 	if err != nil {
 		return nil, err
