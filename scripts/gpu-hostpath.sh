@@ -29,6 +29,8 @@ if [ "${1:-}" = "run" ]; then
   # Cold: the driver's own JIT cache off, so every link compiles.
   CUDA_CACHE_DISABLE=1 timeout "${LIMIT:-300}" "$here/hostpath" -devlib "$here/devlib" 2>&1 | tee "$out/hostpath.log" || rc=$?
   grep -h TIMING "$out/hostpath.log" || true
+  # The generated NVSHMEM launcher on the GPU, 1 PE, and against another version.
+  KGEN_BACKEND=cuda WORLD_SIZE=1 KGEN_STARTUP=1 timeout 120 "$here/shmemput" 2>&1 | tee "$out/shmemput.log" || rc=$?
   echo "gpu-hostpath: exit $rc"
   exit "$rc"
 fi
@@ -42,6 +44,8 @@ export KGEN_TOOLS=${KGEN_TOOLS:-/work/main/.tools}
 CGO_ENABLED=0 go run ./bench/hostpath -prepare "$dest/devlib"
 eval "$(bash scripts/cuda-headers.sh)"
 go build -tags cuda -o "$dest/hostpath" ./bench/hostpath
+# A generated package whose kernel calls NVSHMEM (gen's test), built with the cuda tag.
+go test ./gen -count=1 -run TestGeneratedNVSHMEMLauncher -args -nvshmem-cuda-out "$dest/shmemput"
 cp scripts/gpu-hostpath.sh "$dest/gpu-hostpath.sh"
 du -sh "$dest" >&2
 cat <<MSG
