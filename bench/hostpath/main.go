@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -186,53 +187,69 @@ func measure(r *jit.Rank, dir string, replays int) error {
 	if err != nil {
 		return err
 	}
-	for _, kind := range []string{"objects", "ptx"} {
-		dl, err := readLib(dir, "five", kind, version, archive)
-		if err != nil {
-			return err
+	// Graph replay first (cheapest), then the loads; a failing step is reported and the
+	// others still run.
+	var errs []error
+	step := func(name string, f func() error) {
+		if err := f(); err != nil {
+			fmt.Printf("FAIL %s: %v\n", name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
-		if err := d.Cache().Clear(); err != nil {
-			return err
-		}
-		for _, round := range []string{"cold", "warm"} {
-			t0 := time.Now()
-			m, err := d.Load(jit.Source{Module: fm, DevLib: dl})
+	}
+	step("graph", func() error { return graphBench(d, replays) })
+	step("five", func() error {
+		for _, kind := range []string{"objects", "ptx"} {
+			dl, err := readLib(dir, "five", kind, version, archive)
 			if err != nil {
-				return fmt.Errorf("five (%s, %s): %w", kind, round, err)
+				return err
 			}
-			took := time.Since(t0)
+			if err := d.Cache().Clear(); err != nil {
+				return err
+			}
+			for _, round := range []string{"cold", "warm"} {
+				t0 := time.Now()
+				m, err := d.Load(jit.Source{Module: fm, DevLib: dl})
+				if err != nil {
+					return fmt.Errorf("five (%s, %s): %w", kind, round, err)
+				}
+				took := time.Since(t0)
+				st := m.Stats()
+				fmt.Printf("TIMING five_calls load %s %s: %.2f ms (link %.2f ms, load %.2f ms, hit %v, cubin %d bytes)\n",
+					kind, round, ms(took), ms(st.Link), ms(st.Load), st.CacheHit, st.CubinLen)
+				if err := runFive(d, m); err != nil {
+					return fmt.Errorf("five (%s, %s): %w", kind, round, err)
+				}
+				m.Close()
+			}
+		}
+		return nil
+	})
+	fmt.Println("startup:", d.Startup())
+	step("accept", func() error {
+		for _, kind := range []string{"objects", "ptx"} {
+			if kind == "ptx" && os.Getenv("HOSTPATH_SKIP_PTX_ACCEPT") != "" {
+				continue
+			}
+			dl, err := readLib(dir, "accept", kind, version, archive)
+			if err != nil {
+				return err
+			}
+			if err := d.Cache().Clear(); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			m, err := d.Load(jit.Source{Module: am, DevLib: dl})
+			if err != nil {
+				return fmt.Errorf("accept (%s): %w", kind, err)
+			}
 			st := m.Stats()
-			fmt.Printf("TIMING five_calls load %s %s: %.2f ms (link %.2f ms, load %.2f ms, hit %v, cubin %d bytes)\n",
-				kind, round, ms(took), ms(st.Link), ms(st.Load), st.CacheHit, st.CubinLen)
-			if err := runFive(d, m); err != nil {
-				return fmt.Errorf("five (%s, %s): %w", kind, round, err)
-			}
+			fmt.Printf("TIMING accept(%d functions) load %s cold: %.0f ms (link %.0f ms, load %.2f ms, cubin %d bytes)\n",
+				len(calls(am)), kind, ms(time.Since(t0)), ms(st.Link), ms(st.Load), st.CubinLen)
 			m.Close()
 		}
-	}
-	for _, kind := range []string{"objects", "ptx"} {
-		if kind == "ptx" && os.Getenv("HOSTPATH_SKIP_PTX_ACCEPT") != "" {
-			continue
-		}
-		dl, err := readLib(dir, "accept", kind, version, archive)
-		if err != nil {
-			return err
-		}
-		if err := d.Cache().Clear(); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		m, err := d.Load(jit.Source{Module: am, DevLib: dl})
-		if err != nil {
-			return fmt.Errorf("accept (%s): %w", kind, err)
-		}
-		st := m.Stats()
-		fmt.Printf("TIMING accept(%d functions) load %s cold: %.0f ms (link %.0f ms, load %.2f ms, cubin %d bytes)\n",
-			len(calls(am)), kind, ms(time.Since(t0)), ms(st.Link), ms(st.Load), st.CubinLen)
-		m.Close()
-	}
-	fmt.Println("startup:", d.Startup())
-	return graphBench(d, replays)
+		return nil
+	})
+	return errors.Join(errs...)
 }
 
 func runFive(d *jit.Device, m *jit.Module) error {
