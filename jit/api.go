@@ -233,7 +233,7 @@ type DevLib struct {
 	Archive string // the path of libnvshmem_device.a (linked as CU_JIT_INPUT_LIBRARY)
 	Version string // the NVSHMEM version both came from, "3.4.5"; checked against the host library
 	// Objects are relocatable cubins of the device functions (devlib.Set.ObjectList: one per
-	// function, compiled once and cached by nvshmem/devlib), linked as CU_JIT_INPUT_OBJECT
+	// function, compiled once and cached by nvshmem/devlib), linked as CU_JIT_INPUT_CUBIN
 	// beside or instead of PTX, so the link compiles nothing of NVSHMEM.
 	Objects [][]byte
 }

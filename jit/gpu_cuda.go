@@ -163,8 +163,10 @@ func (d *cudaDevice) link(req *loadRequest) ([]byte, error) {
 				if len(obj) == 0 {
 					return fmt.Errorf("NVSHMEM device object %d is empty", i)
 				}
-				if err := lk.AddData(cu.JITInputObject, string(obj), fmt.Sprintf("nvshmem_devlib_%d.o", i)); err != nil {
-					return fmt.Errorf("cuLinkAddData(NVSHMEM device object %d, CU_JIT_INPUT_OBJECT): %v", i, err)
+				// A relocatable cubin (ptxas -c) is CU_JIT_INPUT_CUBIN; CU_JIT_INPUT_OBJECT means a
+				// host object with embedded device code (the driver answers InvalidImage).
+				if err := lk.AddData(cu.JITInputCUBIN, string(obj), fmt.Sprintf("nvshmem_devlib_%d.cubin", i)); err != nil {
+					return fmt.Errorf("cuLinkAddData(NVSHMEM device object %d, CU_JIT_INPUT_CUBIN): %v", i, err)
 				}
 			}
 			if req.devlib.Archive != "" {

@@ -32,7 +32,7 @@ if [ "${1:-}" = "run" ]; then
   CUDA_CACHE_DISABLE=1 timeout "${LIMIT:-250}" "$here/hostpath" -devlib "$lib/devlib" 2>&1 | tee "$out/hostpath.log" || rc=$?
   grep -h TIMING "$out/hostpath.log" || true
   # The generated NVSHMEM launcher on the GPU, 1 PE, and against another version.
-  KGEN_BACKEND=cuda WORLD_SIZE=1 KGEN_STARTUP=1 timeout 60 "$here/shmemput" 2>&1 | tee "$out/shmemput.log" || rc=$?
+  KGEN_BACKEND=cuda KGEN_STARTUP=1 timeout 60 "$here/shmemput" 2>&1 | tee "$out/shmemput.log" || rc=$?
   echo "gpu-hostpath: exit $rc"
   exit "$rc"
 fi

@@ -197,8 +197,8 @@ func measure(r *jit.Rank, dir string, replays int) error {
 		}
 	}
 	step("graph", func() error { return graphBench(d, replays) })
-	step("five", func() error {
-		for _, kind := range []string{"objects", "ptx"} {
+	for _, kind := range []string{"objects", "ptx"} {
+		step("five "+kind, func() error {
 			dl, err := readLib(dir, "five", kind, version, archive)
 			if err != nil {
 				return err
@@ -221,15 +221,15 @@ func measure(r *jit.Rank, dir string, replays int) error {
 				}
 				m.Close()
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	fmt.Println("startup:", d.Startup())
-	step("accept", func() error {
-		for _, kind := range []string{"objects", "ptx"} {
-			if kind == "ptx" && os.Getenv("HOSTPATH_SKIP_PTX_ACCEPT") != "" {
-				continue
-			}
+	for _, kind := range []string{"objects", "ptx"} {
+		if kind == "ptx" && os.Getenv("HOSTPATH_SKIP_PTX_ACCEPT") != "" {
+			continue
+		}
+		step("accept "+kind, func() error {
 			dl, err := readLib(dir, "accept", kind, version, archive)
 			if err != nil {
 				return err
@@ -246,9 +246,9 @@ func measure(r *jit.Rank, dir string, replays int) error {
 			fmt.Printf("TIMING accept(%d functions) load %s cold: %.0f ms (link %.0f ms, load %.2f ms, cubin %d bytes)\n",
 				len(calls(am)), kind, ms(time.Since(t0)), ms(st.Link), ms(st.Load), st.CubinLen)
 			m.Close()
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	return errors.Join(errs...)
 }
 

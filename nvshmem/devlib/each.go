@@ -40,7 +40,7 @@ type Unit struct {
 	// PTX is the unit's devlib PTX, with the header ParseHeader reads (Funcs = [Func]).
 	PTX []byte
 	// Object is the relocatable cubin ptxas -c made from PTX (nil when Set.Objects is false):
-	// the JIT linker takes it as CU_JIT_INPUT_OBJECT, nvlink as an input, with no compile.
+	// the JIT linker takes it as CU_JIT_INPUT_CUBIN, nvlink as an input, with no compile.
 	Object []byte
 	// Cached says both came from the cache.
 	Cached bool
