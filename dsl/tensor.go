@@ -26,8 +26,10 @@ type Tensor struct {
 	origin []coord  // per original mode: the coordinate of element 0
 	bounds []Value  // per original mode: the runtime extent, zero Value when unbounded
 	swz    *layout.Swizzle
-	regs   []Value // register fragments: the element registers, colexicographic
-	ident  bool    // an identity tensor (IdentityTensor): no memory, elements are coordinates
+	regs   []Value   // register fragments: the element registers, colexicographic
+	ident  bool      // an identity tensor (IdentityTensor): no memory, elements are coordinates
+	mma    *fragInfo // register fragments of an MMA operand (PartitionFragmentA/B/C)
+	ldsm   *ldsmInfo // the rows an ldmatrix copy's lanes supply (ThrCopy.PartitionS)
 }
 
 // leaf is one extent of a mode: shape elements at stride, and the coordinate stride it
@@ -669,6 +671,9 @@ func (t Tensor) Slice(m int, c any) Tensor {
 	if m < 0 || m >= len(t.modes) {
 		k.errorf("Slice: mode %d out of range for rank %d", m, len(t.modes))
 		return t
+	}
+	if i, ok := c.(int); ok && t.IsFragment() {
+		return t.fragSlice(m, i)
 	}
 	cc, ok := k.coordOf(c, "Slice")
 	if !ok {
