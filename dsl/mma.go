@@ -38,6 +38,9 @@ var (
 	MMA_16x8x8_F32F16F16F32 = MMAAtom{Name: "mma.sync m16n8k8 f32.f16.f16.f32", M: 16, N: 8, K: 8, A: F16, B: F16, C: F32,
 		ALayout: mustTV("((4,8),(2,2)):((32,1),(16,8))"), BLayout: mustTV("((4,8),2):((16,1),8)"), CLayout: cLayout16x8,
 		APack: 2, BPack: 2, CPack: 1, ptxA: ptx.F16, ptxB: ptx.F16, minSM: 80}
+	MMA_16x8x8_F32TF32TF32F32 = MMAAtom{Name: "mma.sync m16n8k8 f32.tf32.tf32.f32", M: 16, N: 8, K: 8, A: F32, B: F32, C: F32,
+		ALayout: mustTV("((4,8),(2,2)):((16,1),(8,64))"), BLayout: mustTV("((4,8),2):((8,1),32)"), CLayout: cLayout16x8,
+		APack: 1, BPack: 1, CPack: 1, ptxA: ptx.TF32, ptxB: ptx.TF32, minSM: 80}
 	MMA_16x8x32_S32S8S8S32     = mma16832("mma.sync m16n8k32 s32.s8.s8.s32", I32, I8, ptx.S8, 80)
 	MMA_16x8x32_S32U8U8S32     = mma16832("mma.sync m16n8k32 s32.u8.u8.s32", I32, U8, ptx.U8, 80)
 	MMA_16x8x32_F32E4M3E4M3F32 = mma16832("mma.sync m16n8k32 f32.e4m3.e4m3.f32", F32, E4M3, ptx.E4M3, 89)
@@ -47,7 +50,7 @@ var (
 // MMAAtoms lists the atoms by name (kgen layout --mma).
 func MMAAtoms() []MMAAtom {
 	return []MMAAtom{MMA_16x8x16_F32F16F16F32, MMA_16x8x16_F32BF16BF16F32, MMA_16x8x16_F16F16F16F16,
-		MMA_16x8x8_F16F16F16F16, MMA_16x8x8_F32F16F16F32, MMA_16x8x32_S32S8S8S32, MMA_16x8x32_S32U8U8S32,
+		MMA_16x8x8_F16F16F16F16, MMA_16x8x8_F32F16F16F32, MMA_16x8x8_F32TF32TF32F32, MMA_16x8x32_S32S8S8S32, MMA_16x8x32_S32U8U8S32,
 		MMA_16x8x32_F32E4M3E4M3F32, MMA_16x8x32_F32E5M2E5M2F32}
 }
 
@@ -500,6 +503,6 @@ func (k *Kernel) emitMMA(at MMAAtom, d, a, b ptx.Vec) {
 	if at.C == I32 {
 		ct = ptx.S32
 	}
-	k.emit(&ptx.Instr{Op: "mma.sync", Q: []string{"aligned", at.shape(), "row", "col"},
+	k.emit(&ptx.Instr{Op: "mma", Q: []string{"sync", "aligned", at.shape(), "row", "col"},
 		Types: []ptx.Type{ct, at.ptxA, at.ptxB, ct}, Args: []ptx.Operand{d, a, b, d}})
 }

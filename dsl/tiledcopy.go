@@ -20,6 +20,7 @@ type copyKind int
 const (
 	copyLdMatrix copyKind = iota + 1
 	copyCpAsync
+	copyUniversal
 )
 
 // The copy atoms. ldmatrix (CuTe's SM75_U32xN_LDSM_N and SM75_U16xN_LDSM_T) loads N 8x8
@@ -35,6 +36,10 @@ var (
 	CpAsync16  = CopyAtom{Name: "cp.async.cg 16", kind: copyCpAsync, Bytes: 16}
 	CpAsync8   = CopyAtom{Name: "cp.async.ca 8", kind: copyCpAsync, Bytes: 8}
 	CpAsync4   = CopyAtom{Name: "cp.async.ca 4", kind: copyCpAsync, Bytes: 4}
+	// UniversalCopy moves elements through registers with ordinary loads and stores (k.Copy:
+	// vectors where layouts allow, zeros outside a partial tile): the fallback for
+	// addresses cp.async cannot take.
+	UniversalCopy = CopyAtom{Name: "universal copy", kind: copyUniversal}
 )
 
 // TiledCopy is a copy atom repeated over the threads of a block (CuTe's TiledCopy): either
@@ -54,7 +59,7 @@ type TiledCopy struct {
 // elements of one instruction are the val block's first mode.
 func MakeTiledCopy(atom CopyAtom, thr layout.Layout, val []int) TiledCopy {
 	tc := TiledCopy{Atom: atom, thr: thr, val: append([]int(nil), val...)}
-	if atom.kind != copyCpAsync {
+	if atom.kind == copyLdMatrix {
 		tc.err = fmt.Sprintf("MakeTiledCopy: %s copies into MMA registers: use MakeTiledCopyA or MakeTiledCopyB", atom.Name)
 	}
 	return tc
@@ -139,7 +144,30 @@ func (c ThrCopy) Copy(src, dst Tensor) {
 		c.copyLdMatrix(src, dst)
 		return
 	}
+	if c.tc.Atom.kind == copyUniversal {
+		f := k.Fragment(src.ptr.elem, src) // zeroed: elements outside the extents stay 0
+		k.Copy(src, f)
+		k.Copy(f, dst)
+		return
+	}
 	c.copyCpAsync(src, dst)
+}
+
+// ShiftBase returns the tensor with its base pointer moved by n elements (a Go int or an
+// integer Value), outside its swizzle: the stage of a multistage buffer whose stages are
+// multiples of the swizzle's period (2^(M+S+B) elements), with the partitions made once.
+func (t Tensor) ShiftBase(n any) Tensor {
+	k := t.k
+	if k == nil || !t.ok("ShiftBase") {
+		return t
+	}
+	if t.IsFragment() || t.ident {
+		k.errorf("ShiftBase: the tensor has no memory")
+		return t
+	}
+	u := t
+	u.ptr = t.ptr.At(n)
+	return u
 }
 
 // ldmatrixSource builds the provider view of the shared tile: lane l supplies row l%8 of
@@ -334,6 +362,15 @@ func (c ThrCopy) copyCpAsync(src, dst Tensor) {
 	}
 	eb := src.ptr.elem.Bytes()
 	vec := c.tc.Atom.Bytes / eb
+	// Runs lie along the mode whose first leaf is contiguous: take it first in both tensors.
+	if src.Rank() == dst.Rank() {
+		for m := 1; m < src.Rank(); m++ {
+			if l := dropUnit(src.modes[m]); len(l) > 0 && l[0].stride.static() && l[0].stride.c == 1 {
+				src, dst = src.modeFirst(m), dst.modeFirst(m)
+				break
+			}
+		}
+	}
 	sl, dl := dropUnit(src.elemLeaves()), dropUnit(dst.elemLeaves())
 	if vec < 1 || src.Size()%vec != 0 || !vectorOK(src, sl, vec) || !vectorOK(dst, dl, vec) {
 		k.errorf("Copy: %s needs runs of %d consecutive %s elements, %d-byte aligned, in both tiles (declare a runtime leading dimension's divisibility with Assume)", c.tc.Atom.Name, vec, src.ptr.elem, c.tc.Atom.Bytes)
@@ -385,4 +422,12 @@ func (p Ptr) addrPlusOff() Value {
 		return p.addr.Add(uint64(p.off))
 	}
 	return p.addr.Sub(uint64(-p.off))
+}
+
+// modeFirst returns the tensor with mode m moved to the front (the same elements, visited
+// in another order).
+func (t Tensor) modeFirst(m int) Tensor {
+	u := t.clone()
+	u.modes = append([][]leaf{u.modes[m]}, append(u.modes[:m:m], u.modes[m+1:]...)...)
+	return u
 }

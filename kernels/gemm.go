@@ -1,0 +1,253 @@
+package kernels
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// MatrixLayout says how a matrix is stored: RowMajor (each row contiguous, leading dimension
+// the column count) or ColMajor.
+type MatrixLayout int
+
+// The matrix layouts.
+const (
+	RowMajor MatrixLayout = iota
+	ColMajor
+)
+
+func (l MatrixLayout) String() string { return [...]string{"row", "col"}[l] }
+
+// GemmConfig selects one gemm kernel: D = alpha*A*B + beta*C with A (M x K) and B (K x N) of
+// In elements in the given layouts, f32 accumulation, C and D (M x N, row-major) of Out
+// elements. The block computes a BM x BN tile of D with WarpsM x WarpsN warps (each warp a
+// BM/WarpsM x BN/WarpsN part, atoms interleaved), BK columns of K per main-loop step, Stages
+// shared-memory stages of cp.async loads in flight. Aligned kernels require M, N and K to be
+// multiples of 8 (every 8-element run of A and B starts on 16 bytes) and copy with 16-byte
+// cp.async; the others take any shape and load through registers.
+type GemmConfig struct {
+	In, Out        dsl.Type
+	A, B           MatrixLayout
+	BM, BN, BK     int
+	WarpsM, WarpsN int
+	Stages         int
+	Aligned        bool
+}
+
+// DefaultGemmConfig is the registry's gemm: row-major A and B (torch.matmul's), out = in,
+// 128x256x32 tiles on 8 warps (2x4, 64x64 each), 4 stages, aligned.
+func DefaultGemmConfig(dt dsl.Type) GemmConfig {
+	return GemmConfig{In: dt, Out: dt, A: RowMajor, B: RowMajor, BM: 128, BN: 256, BK: 32, WarpsM: 2, WarpsN: 4, Stages: 4, Aligned: true}
+}
+
+// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}.
+func (c GemmConfig) Name() string {
+	al := ""
+	if c.Aligned {
+		al = "_a"
+	}
+	return fmt.Sprintf("gemm_%s_%s_%s%s_%dx%dx%d_%dx%dw%ds%s", c.In, c.Out, c.A.String()[:1], c.B.String()[:1],
+		c.BM, c.BN, c.BK, c.WarpsM, c.WarpsN, c.Stages, al)
+}
+
+// Threads returns the block size.
+func (c GemmConfig) Threads() int { return 32 * c.WarpsM * c.WarpsN }
+
+// SharedBytes returns the dynamic shared memory a block needs.
+func (c GemmConfig) SharedBytes() int { return c.Stages * (c.BM + c.BN) * c.BK * c.In.Bytes() }
+
+// Grid returns the number of blocks for an M x N output (a 1-D grid; see gemmBlock).
+func (c GemmConfig) Grid(m, n int) int { return ceilDiv(m, c.BM) * ceilDiv(n, c.BN) }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// Check reports a configuration the kernel cannot build.
+func (c GemmConfig) Check() error {
+	pow2 := func(x int) bool { return x > 0 && x&(x-1) == 0 }
+	switch {
+	case c.In != dsl.F16 && c.In != dsl.BF16:
+		return fmt.Errorf("gemm: input type %s (want f16 or bf16)", c.In)
+	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
+		return fmt.Errorf("gemm: output type %s (want f16, bf16 or f32)", c.Out)
+	case !pow2(c.BM) || !pow2(c.BN) || !pow2(c.BK) || c.BK < 16 || c.BK > 64:
+		return fmt.Errorf("gemm: tile %dx%dx%d: want powers of two, BK in 16..64", c.BM, c.BN, c.BK)
+	case c.WarpsM <= 0 || c.WarpsN <= 0 || c.BM%(16*c.WarpsM) != 0 || c.BN%(16*c.WarpsN) != 0:
+		return fmt.Errorf("gemm: %dx%d warps do not tile %dx%d in 16x16 steps", c.WarpsM, c.WarpsN, c.BM, c.BN)
+	case c.Stages < 2:
+		return fmt.Errorf("gemm: %d stages (want at least 2)", c.Stages)
+	}
+	return nil
+}
+
+// GemmArgs are the gemm kernel's parameters: a, b (in type), m, n, k, alpha, beta, c, d (out
+// type). C may be null when beta is 0.
+type GemmArgs struct {
+	A, B        dsl.Ptr
+	M, N, K     dsl.Value `kgen:"u32"`
+	Alpha, Beta dsl.Value `kgen:"f32"`
+}
+
+// GemmOut are the output parameters (Out elements), after GemmArgs.
+type GemmOut struct {
+	C, D dsl.Ptr
+}
+
+func init() {
+	register(&Spec{
+		Name:    "gemm",
+		Doc:     "D = alpha*A*B + beta*C, row-major A (MxK), B (KxN), C, D; f32 accumulation on mma.sync; 128x256x32 tiles, 8 warps, 4 cp.async stages; M, N, K multiples of 8",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: []ptx.Target{ptx.SM80, ptx.SM86, ptx.SM89, ptx.SM90, ptx.SM90a, ptx.SM100a, ptx.SM120a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { Gemm(k, DefaultGemmConfig(dt)) },
+	})
+}
+
+// gemmAtom is the MMA for f32 accumulation of the input type.
+func gemmAtom(in dsl.Type) dsl.MMAAtom {
+	if in == dsl.BF16 {
+		return dsl.MMA_16x8x16_F32BF16BF16F32
+	}
+	return dsl.MMA_16x8x16_F32F16F16F32
+}
+
+// smemSwizzle returns the swizzle that keeps ldmatrix and the 16-byte cp.async stores free
+// of bank conflicts on a tile whose contiguous mode has e 16-bit elements: the 16-byte
+// chunk index (bits 3..) xor the row bits above a 128-byte line.
+func smemSwizzle(e int) layout.Swizzle {
+	lg := bits.TrailingZeros(uint(e))
+	b := min(3, lg-3)
+	s := max(3, lg-3)
+	return layout.Swizzle{B: b, M: 3, S: s}
+}
+
+// Gemm writes the kernel for cfg into k. Launch cfg.Grid(M, N) blocks of cfg.Threads()
+// threads with cfg.SharedBytes() bytes of dynamic shared memory.
+func Gemm(k *dsl.Kernel, cfg GemmConfig) {
+	if err := cfg.Check(); err != nil {
+		k.Errorf("%v", err)
+		return
+	}
+	a := dsl.Params[GemmArgs](k, cfg.In)
+	o := dsl.Params[GemmOut](k, cfg.Out)
+	if cfg.Aligned {
+		for _, v := range []dsl.Value{a.M, a.N, a.K} {
+			k.Assume(v, 8)
+		}
+	}
+	BM, BN, BK := cfg.BM, cfg.BN, cfg.BK
+	tid := k.ThreadIdx(dsl.X)
+	bm, bn := gemmBlock(k, a.M, a.N, BM, BN)
+
+	// Global views: A as M x K, B as N x K (CuTe's convention), C and D as M x N.
+	gA := k.MakeTensorDyn(a.A, []any{a.M, a.K}, map[MatrixLayout][]any{RowMajor: {a.K, 1}, ColMajor: {1, a.M}}[cfg.A])
+	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, map[MatrixLayout][]any{RowMajor: {1, a.N}, ColMajor: {a.K, 1}}[cfg.B])
+	gC := k.MakeTensorDyn(o.C, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	gD := k.MakeTensorDyn(o.D, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+
+	// Shared memory: Stages tiles of A then Stages tiles of B, each swizzled along its
+	// contiguous mode.
+	smem := k.DynamicShared(cfg.In, 128)
+	aKContig, bKContig := cfg.A == RowMajor, cfg.B == ColMajor
+	mk := func(p dsl.Ptr, rows int, kc bool) dsl.Tensor {
+		if kc {
+			return k.MakeSwizzledTensor(p, smemSwizzle(BK), layout.Must(layout.New(layout.Ints(rows, BK), layout.Ints(BK, 1))))
+		}
+		return k.MakeSwizzledTensor(p, smemSwizzle(rows), layout.Must(layout.New(layout.Ints(rows, BK), layout.Ints(1, rows))))
+	}
+	sA := mk(smem, BM, aKContig)
+	sB := mk(smem.At(cfg.Stages*BM*BK), BN, bKContig)
+	stageOf := func(t dsl.Tensor, elems int, st dsl.Value) dsl.Tensor {
+		return t.ShiftBase(k.Assume(st.Mul(int32(elems)), elems))
+	}
+
+	// Global -> shared copies: 16-byte cp.async (aligned) or element loads, threads laid
+	// along the contiguous mode.
+	nt := cfg.Threads()
+	gcopy := func(rows int, kc bool) dsl.ThrCopy {
+		atom, vec := dsl.CpAsync16, 8
+		if !cfg.Aligned {
+			atom, vec = dsl.UniversalCopy, 1
+		}
+		if kc {
+			c := BK / vec
+			if c > nt {
+				c = nt
+			}
+			thr := layout.Must(layout.New(layout.Ints(nt/c, c), layout.Ints(c, 1)))
+			return dsl.MakeTiledCopy(atom, thr, []int{1, vec}).Slice(tid)
+		}
+		c := rows / vec
+		if c > nt {
+			c = nt
+		}
+		thr := layout.Must(layout.New(layout.Ints(c, nt/c), layout.Ints(1, c)))
+		return dsl.MakeTiledCopy(atom, thr, []int{vec, 1}).Slice(tid)
+	}
+	cpA, cpB := gcopy(BM, aKContig), gcopy(BN, bKContig)
+	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK)).To(dsl.I32)
+	pipe := k.CpAsyncPipeline(cfg.Stages, kTiles, func(st, t dsl.Value) {
+		cpA.Copy(cpA.PartitionS(gA.LocalTile([]int{BM, BK}, bm, t)), cpA.PartitionD(stageOf(sA, BM*BK, st)))
+		cpB.Copy(cpB.PartitionS(gB.LocalTile([]int{BN, BK}, bn, t)), cpB.PartitionD(stageOf(sB, BN*BK, st)))
+	})
+
+	// The MMA, its fragments and the ldmatrix copies retiled to them.
+	mma := dsl.MakeTiledMMA(gemmAtom(cfg.In), layout.Must(layout.New(layout.Ints(cfg.WarpsM, cfg.WarpsN, 1), layout.Ints(1, cfg.WarpsM, 0))), nil)
+	thr := mma.Slice(tid)
+	tCrA, tCrB := thr.PartitionFragmentA(sA), thr.PartitionFragmentB(sB)
+	tCrC := thr.PartitionFragmentC(gD) // f32 accumulators, zeroed
+	ldA := dsl.MakeTiledCopyA(dsl.LdMatrixX4, mma).Slice(tid)
+	ldB := dsl.MakeTiledCopyB(dsl.LdMatrixX4, mma).Slice(tid)
+	tCsA, tCsB := ldA.PartitionS(sA), ldB.PartitionS(sB)
+
+	pipe.Start()
+	k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
+		pipe.Wait() // tile t landed; every thread is done with tile t-1's stage
+		st := pipe.Stage(t)
+		sAt, sBt := stageOf(tCsA, BM*BK, st), stageOf(tCsB, BN*BK, st)
+		for kb := 0; kb < BK/16; kb++ { // a Go loop: unrolled
+			ldA.Copy(sAt.Slice(2, kb), tCrA.Slice(2, kb))
+			ldB.Copy(sBt.Slice(2, kb), tCrB.Slice(2, kb))
+			k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
+		}
+		pipe.Issue(t.Add(int32(cfg.Stages - 1))) // into the stage of tile t-1
+	})
+	pipe.Drain()
+
+	// Epilogue on fragments, one atom tile at a time (so that C's values do not all live
+	// beside the accumulators): D = alpha*acc + beta*C, converted to Out.
+	tDgD, tDgC := thr.PartitionC(gD), thr.PartitionC(gC)
+	sh := tCrC.Shape()
+	each := func(f func(acc, c, d dsl.Tensor)) {
+		for n := 0; n < sh[2]; n++ {
+			for m := 0; m < sh[1]; m++ {
+				f(tCrC.Slice(2, n).Slice(1, m), tDgC.Slice(2, n).Slice(1, m), tDgD.Slice(2, n).Slice(1, m))
+			}
+		}
+	}
+	k.If(a.Beta.Eq(float32(0)), func() {
+		each(func(acc, _, d dsl.Tensor) { k.Copy(acc.Scale(a.Alpha).To(cfg.Out), d) })
+	}).Else(func() {
+		each(func(acc, c, d dsl.Tensor) {
+			k.Copy(k.LoadFragment(c).To(dsl.F32).FMA(a.Beta, acc.Scale(a.Alpha)).To(cfg.Out), d)
+		})
+	})
+}
+
+// gemmBlock maps the 1-D block index to the output tile (bm, bn) in groups of 8 tile rows
+// (the L2-friendly order of Triton's grouped GEMM): consecutive blocks sweep 8 tile rows
+// of one tile column, then the next column, so that they share A's rows and B's columns.
+func gemmBlock(k *dsl.Kernel, m, n dsl.Value, bmSize, bnSize int) (bm, bn dsl.Value) {
+	const group = 8
+	b := k.BlockIdx(dsl.X)
+	tilesM := m.Add(uint32(bmSize - 1)).Div(uint32(bmSize))
+	tilesN := n.Add(uint32(bnSize - 1)).Div(uint32(bnSize))
+	perGroup := tilesN.Mul(uint32(group))
+	g := b.Div(perGroup)
+	first := g.Mul(uint32(group))
+	size := tilesM.Sub(first).Min(uint32(group))
+	r := b.Rem(perGroup)
+	return first.Add(r.Rem(size)).To(dsl.I32), r.Div(size).To(dsl.I32)
+}
