@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
@@ -52,6 +53,35 @@ func MMAAtoms() []MMAAtom {
 	return []MMAAtom{MMA_16x8x16_F32F16F16F32, MMA_16x8x16_F32BF16BF16F32, MMA_16x8x16_F16F16F16F16,
 		MMA_16x8x8_F16F16F16F16, MMA_16x8x8_F32F16F16F32, MMA_16x8x8_F32TF32TF32F32, MMA_16x8x32_S32S8S8S32, MMA_16x8x32_S32U8U8S32,
 		MMA_16x8x32_F32E4M3E4M3F32, MMA_16x8x32_F32E5M2E5M2F32}
+}
+
+// CuteName is the atom's name in CuTe's spelling: MMA_16x8x16_F32BF16BF16F32 (D, A, B, C).
+func (a MMAAtom) CuteName() string {
+	up := func(t ptx.Type) string {
+		if t == ptx.S32 {
+			return "S32"
+		}
+		return strings.ToUpper(t.String())
+	}
+	ct := ptx.Type(a.C)
+	if a.C == I32 {
+		ct = ptx.S32
+	}
+	return fmt.Sprintf("MMA_%dx%dx%d_%s%s%s%s", a.M, a.N, a.K, up(ct), up(a.ptxA), up(a.ptxB), up(ct))
+}
+
+// LookupMMAAtom finds an atom by its CuTe name (case-insensitive, the "MMA_" prefix
+// optional); the error lists the names.
+func LookupMMAAtom(name string) (MMAAtom, error) {
+	var names []string
+	for _, a := range MMAAtoms() {
+		n := a.CuteName()
+		if strings.EqualFold(n, name) || strings.EqualFold(n, "MMA_"+name) {
+			return a, nil
+		}
+		names = append(names, n)
+	}
+	return MMAAtom{}, fmt.Errorf("unknown MMA atom %q (valid: %s)", name, strings.Join(names, ", "))
 }
 
 // cLayout16x8 is every m16n8 accumulator: c0,c1 at (g, 2t..2t+1), c2,c3 at (g+8, 2t..2t+1)

@@ -10,7 +10,7 @@ import "github.com/kgen-dev/kgen/ptx"
 //	pipe := k.CpAsyncPipeline(stages, kTiles, func(stage, t dsl.Value) { ...cp.async copies of tile t... })
 //	pipe.Start()
 //	k.For(0, kTiles, 1, func(t dsl.Value) {
-//		pipe.Wait()                     // tile t is in shared memory, the stage of t-1 is free
+//		pipe.Wait(t)                    // tile t is in shared memory, the stage of t-1 is free
 //		... compute on pipe.Stage(t) ...
 //		pipe.Issue(t.Add(stages - 1))   // the next load, into the stage of t-1
 //	})
@@ -61,12 +61,22 @@ func (p *Pipeline) Issue(t Value) {
 	k.emit(&ptx.Instr{Op: "cp.async.commit_group"})
 }
 
-// Wait blocks until the oldest tile in flight has landed for every thread: cp.async.wait_group
-// stages-2, then a barrier (which also frees the stage computed on before it).
-func (p *Pipeline) Wait() {
+// Wait blocks until tile t has landed for every thread: cp.async.wait_group stages-2 while
+// stages-2 later tiles are in flight, cp.async.wait_all for the last ones (so that the
+// waits never count the empty groups past the last tile), then a barrier (which also frees
+// the stage computed on before it).
+func (p *Pipeline) Wait(t Value) {
 	k := p.k
 	defer k.hold()()
-	k.emit(&ptx.Instr{Op: "cp.async.wait_group", Args: []ptx.Operand{ptx.IntImm(ptx.U32, int64(p.stages-2))}})
+	if p.stages == 2 {
+		k.emit(&ptx.Instr{Op: "cp.async.wait_all"})
+	} else {
+		k.If(t.To(I32).Add(int32(p.stages-1)).Le(p.tiles), func() {
+			k.emit(&ptx.Instr{Op: "cp.async.wait_group", Args: []ptx.Operand{ptx.IntImm(ptx.U32, int64(p.stages-2))}})
+		}).Else(func() {
+			k.emit(&ptx.Instr{Op: "cp.async.wait_all"})
+		})
+	}
 	k.SyncThreads()
 }
 

@@ -204,7 +204,7 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 
 	pipe.Start()
 	k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
-		pipe.Wait() // tile t landed; every thread is done with tile t-1's stage
+		pipe.Wait(t) // tile t landed; every thread is done with tile t-1's stage
 		st := pipe.Stage(t)
 		sAt, sBt := stageOf(tCsA, BM*BK, st), stageOf(tCsB, BN*BK, st)
 		for kb := 0; kb < BK/16; kb++ { // a Go loop: unrolled

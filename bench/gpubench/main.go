@@ -23,6 +23,10 @@ import (
 
 func main() {
 	log.SetFlags(0)
+	if len(os.Args) > 1 && os.Args[1] == "gemm" {
+		gemmMain(os.Args[2:])
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "copy" {
 		log.Fatal("usage: gpubench copy [-bytes N] [-reps N]")
 	}
