@@ -35,6 +35,9 @@ type GemmConfig struct {
 	WarpsM, WarpsN int
 	Stages         int
 	Aligned        bool
+	// Atom overrides the MMA (nil: m16n8k16 with f32 accumulators of In); tests use it to
+	// prove that a wrong fragment layout is caught.
+	Atom *dsl.MMAAtom
 }
 
 // DefaultGemmConfig is the registry's gemm: row-major A and B (torch.matmul's), out = in,
@@ -194,7 +197,11 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	})
 
 	// The MMA, its fragments and the ldmatrix copies retiled to them.
-	mma := dsl.MakeTiledMMA(gemmAtom(cfg.In), layout.Must(layout.New(layout.Ints(cfg.WarpsM, cfg.WarpsN, 1), layout.Ints(1, cfg.WarpsM, 0))), nil)
+	atom := gemmAtom(cfg.In)
+	if cfg.Atom != nil {
+		atom = *cfg.Atom
+	}
+	mma := dsl.MakeTiledMMA(atom, layout.Must(layout.New(layout.Ints(cfg.WarpsM, cfg.WarpsN, 1), layout.Ints(1, cfg.WarpsM, 0))), nil)
 	thr := mma.Slice(tid)
 	tCrA, tCrB := thr.PartitionFragmentA(sA), thr.PartitionFragmentB(sB)
 	tCrC := thr.PartitionFragmentC(gD) // f32 accumulators, zeroed
