@@ -47,13 +47,17 @@ func TestGemmAllCombos(t *testing.T) {
 	}
 }
 
-// TestGemmShapes runs the shapes with the library's tile configuration (128x256x32,
-// 8 warps, 4 stages) and the small one, over a few type and layout combinations.
+// TestGemmShapes runs the shapes with the library's tile configuration (128x128x64,
+// 4 warps, 3 stages), a 128x256x32 one on 8 warps, and the small one, over a few type and
+// layout combinations.
 func TestGemmShapes(t *testing.T) {
 	def := kernels.DefaultGemmConfig(dsl.BF16)
 	unaligned := def
 	unaligned.Aligned = false
 	colA := smallGemm(dsl.F16, dsl.F32, kernels.ColMajor, kernels.ColMajor, false)
+	wide := kernels.GemmConfig{In: dsl.F16, Out: dsl.BF16, A: kernels.ColMajor, B: kernels.RowMajor, BM: 128, BN: 256, BK: 32, WarpsM: 2, WarpsN: 4, Stages: 4}
+	wideAligned := wide
+	wideAligned.Aligned = true
 	for _, c := range []struct {
 		cfg     kernels.GemmConfig
 		m, n, k int
@@ -65,6 +69,8 @@ func TestGemmShapes(t *testing.T) {
 		{colA, 128, 136, 72},
 		{colA, 257, 129, 300},
 		{smallGemm(dsl.BF16, dsl.BF16, kernels.RowMajor, kernels.ColMajor, true), 256, 136, 296},
+		{wide, 257, 129, 300},
+		{wideAligned, 256, 136, 296},
 	} {
 		res, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 1.5, Beta: 0.5, Seed: 3})
 		if err != nil {
