@@ -67,22 +67,31 @@ func (t Tensor) FMA(x any, u Tensor) Tensor {
 	})
 }
 
-// Map returns f applied to every element (for operations without a fragment method).
+// Map returns f applied to every element (for operations without a fragment method); every
+// result must have one type.
 func (t Tensor) Map(f func(Value) Value) Tensor {
-	if t.k != nil {
-		defer t.k.hold()()
+	k := t.k
+	if k == nil {
+		return t
+	}
+	defer k.hold()()
+	if !t.IsFragment() {
+		k.errorf("Map: not a register fragment (load it with Copy into a Fragment first)")
+		return t
+	}
+	out := make([]Value, len(t.regs))
+	for i, v := range t.regs {
+		out[i] = f(v)
+		if out[i].t != out[0].t {
+			k.errorf("Map: element %d is %s, element 0 %s", i, out[i].t, out[0].t)
+			return t
+		}
 	}
 	elem := t.ptr.elem
-	if len(t.regs) > 0 {
-		elem = f(t.regs[0]).t
+	if len(out) > 0 {
+		elem = out[0].t
 	}
-	return t.fragMap("Map", elem, func(i int, v Value) Value {
-		r := f(v)
-		if r.t != elem {
-			t.k.errorf("Map: element %d is %s, element 0 %s", i, r.t, elem)
-		}
-		return r
-	})
+	return t.fragMap("Map", elem, func(i int, _ Value) Value { return out[i] })
 }
 
 func (t Tensor) zip(what string, u Tensor, op func(Value, any) Value) Tensor {
@@ -105,4 +114,45 @@ func (k *Kernel) LoadFragment(src Tensor) Tensor {
 	f := k.Fragment(src.ptr.elem, src)
 	k.Copy(src, f)
 	return f
+}
+
+// CopyPredicated is Copy element by element, each access predicated on the tensors'
+// runtime extents, with no whole-tile or whole-vector fast path: the least code, for code
+// that has already branched on whether its whole tile is inside (an epilogue's edge blocks).
+func (k *Kernel) CopyPredicated(src, dst Tensor, opts ...MemOption) {
+	defer k.hold()()
+	if !src.ok("CopyPredicated") || !dst.ok("CopyPredicated") {
+		return
+	}
+	if src.k != k || dst.k != k || src.ident || dst.ident || src.ptr.elem != dst.ptr.elem || src.Size() != dst.Size() ||
+		src.hasRuntimeExtent() || dst.hasRuntimeExtent() || (src.IsFragment() && dst.IsFragment()) || src.Size() == 0 {
+		k.Copy(src, dst, opts...) // Copy reports what is wrong
+		return
+	}
+	if !src.bounded() && !dst.bounded() {
+		k.Copy(src, dst, opts...)
+		return
+	}
+	sl, dl := dropUnit(src.elemLeaves()), dropUnit(dst.elemLeaves())
+	k.copyElems(src, sl, dst, dl, 1, true, opts)
+}
+
+// SelectPtr returns a if cond (a Bool) holds, else b: two pointers to one element type in
+// one state space; the result keeps the alignment both have.
+func (k *Kernel) SelectPtr(cond Value, a, b Ptr) Ptr {
+	if !k.checkPtr(a, "SelectPtr") || !k.checkPtr(b, "SelectPtr") {
+		return a
+	}
+	if a.elem != b.elem || a.space != b.space {
+		k.errorf("SelectPtr: pointers to %s in %s and %s in %s", a.elem, spaceName(a.space), b.elem, spaceName(b.space))
+		return a
+	}
+	p := a
+	p.addr = k.Select(cond, a.addrPlusOff(), b.addrPlusOff())
+	p.off = 0
+	p.align = int(gcd(int64(a.Align()), int64(b.Align())))
+	if a.off != 0 || b.off != 0 {
+		p.align = int(gcd(int64(p.align), gcd(a.off, b.off)))
+	}
+	return p
 }

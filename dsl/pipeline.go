@@ -43,12 +43,11 @@ func (p *Pipeline) Stages() int { return p.stages }
 // Stage returns the stage tile t uses: t % stages.
 func (p *Pipeline) Stage(t Value) Value { return p.k.imod(t.To(I32), int64(p.stages)) }
 
-// Start issues tiles 0 .. stages-2, one commit group each (empty past the last tile).
+// Start issues tiles 0 .. stages-2, one commit group each (empty past the last tile): a
+// runtime loop, so that the loads' code is emitted once more, not stages-1 times.
 func (p *Pipeline) Start() {
 	defer p.k.hold()()
-	for s := 0; s < p.stages-1; s++ {
-		p.Issue(p.k.Const(I32, s))
-	}
+	p.k.For(int32(0), int32(p.stages-1), int32(1), func(s Value) { p.Issue(s) })
 }
 
 // Issue loads tile t into its stage when t < tiles and commits a group (an empty one

@@ -400,11 +400,7 @@ func (c ThrCopy) copyCpAsync(src, dst Tensor) {
 		}
 	}).Else(func() {
 		for e := 0; e < src.Size(); e += vec {
-			// The bytes inside: elements e.. of the run whose coordinates are in bounds.
-			n := k.Const(U32, 0)
-			for i := vec - 1; i >= 0; i-- {
-				n = k.Select(src.inBounds(sl, e+i).And(n.Eq(uint32(0))), uint32((i+1)*eb), n)
-			}
+			n := src.runBytes(sl, e, vec)
 			in := n.Ne(uint32(0))
 			d := dst.ptrAt(dl, e)
 			s := src.ptrAt(sl, e)
@@ -430,4 +426,40 @@ func (t Tensor) modeFirst(m int) Tensor {
 	u := t.clone()
 	u.modes = append([][]leaf{u.modes[m]}, append(u.modes[:m:m], u.modes[m+1:]...)...)
 	return u
+}
+
+// runBytes returns the bytes of the run of vec elements from element e that lie inside the
+// tensor's runtime extents (a U32): along the run's mode, clamp(extent - coordinate, 0, vec)
+// elements; 0 when another mode's coordinate is outside.
+func (t Tensor) runBytes(ls []leaf, e, vec int) Value {
+	k := t.k
+	eb := uint32(t.ptr.elem.Bytes())
+	run := ls[0]
+	if run.cstride != 1 { // the run's coordinates are not consecutive: element by element
+		n := k.Const(U32, 0)
+		for i := vec - 1; i >= 0; i-- {
+			n = k.Select(t.inBounds(ls, e+i).And(n.Eq(uint32(0))), uint32(i+1)*eb, n)
+		}
+		return n
+	}
+	val := func(c coord) Value {
+		if c.dyn.k != nil {
+			return c.dyn.Add(int32(c.c))
+		}
+		return k.Const(I32, c.c)
+	}
+	ok := k.Const(Bool, true)
+	cnt := k.Const(I32, int64(vec))
+	for m, b := range t.bounds {
+		if b.k == nil {
+			continue
+		}
+		c := val(t.coordOfElem(ls, e, m))
+		if m == run.mode {
+			cnt = b.Sub(c).Min(int32(vec)).Max(int32(0))
+			continue
+		}
+		ok = ok.And(c.Lt(b))
+	}
+	return k.Select(ok, cnt.To(U32).Mul(eb), uint32(0))
 }

@@ -60,8 +60,11 @@ func (c GemmConfig) Name() string {
 // Threads returns the block size.
 func (c GemmConfig) Threads() int { return 32 * c.WarpsM * c.WarpsN }
 
-// SharedBytes returns the dynamic shared memory a block needs.
-func (c GemmConfig) SharedBytes() int { return c.Stages * (c.BM + c.BN) * c.BK * c.In.Bytes() }
+// SharedBytes returns the dynamic shared memory a block needs: the pipeline's stages, or
+// the epilogue's f32 tile (rows padded by 8), whichever is larger.
+func (c GemmConfig) SharedBytes() int {
+	return max(c.Stages*(c.BM+c.BN)*c.BK*c.In.Bytes(), c.BM*(c.BN+8)*4)
+}
 
 // Grid returns the number of blocks for an M x N output (a 1-D grid; see gemmBlock).
 func (c GemmConfig) Grid(m, n int) int { return ceilDiv(m, c.BM) * ceilDiv(n, c.BN) }
@@ -82,6 +85,10 @@ func (c GemmConfig) Check() error {
 		return fmt.Errorf("gemm: %dx%d warps do not tile %dx%d in 16x16 steps", c.WarpsM, c.WarpsN, c.BM, c.BN)
 	case c.Stages < 2:
 		return fmt.Errorf("gemm: %d stages (want at least 2)", c.Stages)
+	}
+	// The epilogue: threads cover whole rows of the tile in 16-byte runs.
+	if cols := c.BN / (16 / c.Out.Bytes()); cols > c.Threads() || c.BM%(c.Threads()/cols) != 0 {
+		return fmt.Errorf("gemm: %d threads cannot cover %d-column rows of %s in 16-byte runs, a whole number of rows at a time", c.Threads(), c.BN, c.Out)
 	}
 	return nil
 }
@@ -148,8 +155,8 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	// Global views: A as M x K, B as N x K (CuTe's convention), C and D as M x N.
 	gA := k.MakeTensorDyn(a.A, []any{a.M, a.K}, map[MatrixLayout][]any{RowMajor: {a.K, 1}, ColMajor: {1, a.M}}[cfg.A])
 	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, map[MatrixLayout][]any{RowMajor: {1, a.N}, ColMajor: {a.K, 1}}[cfg.B])
-	gC := k.MakeTensorDyn(o.C, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
 	gD := k.MakeTensorDyn(o.D, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	nt := cfg.Threads()
 
 	// Shared memory: Stages tiles of A then Stages tiles of B, each swizzled along its
 	// contiguous mode.
@@ -169,7 +176,6 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 
 	// Global -> shared copies: 16-byte cp.async (aligned) or element loads, threads laid
 	// along the contiguous mode.
-	nt := cfg.Threads()
 	gcopy := func(rows int, kc bool) dsl.ThrCopy {
 		atom, vec := dsl.CpAsync16, 8
 		if !cfg.Aligned {
@@ -224,23 +230,29 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	})
 	pipe.Drain()
 
-	// Epilogue on fragments, one atom tile at a time (so that C's values do not all live
-	// beside the accumulators): D = alpha*acc + beta*C, converted to Out.
-	tDgD, tDgC := thr.PartitionC(gD), thr.PartitionC(gC)
-	sh := tCrC.Shape()
-	each := func(f func(acc, c, d dsl.Tensor)) {
-		for n := 0; n < sh[2]; n++ {
-			for m := 0; m < sh[1]; m++ {
-				f(tCrC.Slice(2, n).Slice(1, m), tDgC.Slice(2, n).Slice(1, m), tDgD.Slice(2, n).Slice(1, m))
-			}
+	// Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
+	// that the fragments' paired stores spread over the banks), then every thread blends
+	// 16-byte runs of rows with C (beta*C; with beta = 0 C is not read: D's memory stands
+	// in for it and its values are selected away) and stores them to D, converted to Out,
+	// coalesced and predicated at the matrix edges, one row block per iteration of a
+	// runtime loop.
+	pipe.Drain() // every stage is free
+	sD := k.MakeTensor(smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
+	k.Copy(tCrC.Scale(a.Alpha), thr.PartitionC(sD))
+	k.SyncThreads()
+	betaZero := a.Beta.Eq(float32(0))
+	gC := k.MakeTensorDyn(k.SelectPtr(betaZero, o.D, o.C), []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	vec := 16 / cfg.Out.Bytes()
+	cols := BN / vec // threads along a row
+	rows := nt / cols
+	eThr := layout.Must(layout.New(layout.Ints(rows, cols), layout.Ints(cols, 1)))
+	k.For(int32(0), int32(BM/rows), int32(1), func(r dsl.Value) {
+		part := func(t dsl.Tensor) dsl.Tensor {
+			return t.LocalTile([]int{rows, BN}, r, 0).PartitionTV(eThr, []int{1, vec}, tid)
 		}
-	}
-	k.If(a.Beta.Eq(float32(0)), func() {
-		each(func(acc, _, d dsl.Tensor) { k.Copy(acc.Scale(a.Alpha).To(cfg.Out), d) })
-	}).Else(func() {
-		each(func(acc, c, d dsl.Tensor) {
-			k.Copy(k.LoadFragment(c).To(dsl.F32).FMA(a.Beta, acc.Scale(a.Alpha)).To(cfg.Out), d)
-		})
+		acc := k.LoadFragment(part(sD))
+		c := k.LoadFragment(part(gC)).To(dsl.F32).Map(func(v dsl.Value) dsl.Value { return k.Select(betaZero, float32(0), v) })
+		k.Copy(c.FMA(a.Beta, acc).To(cfg.Out), part(gD))
 	})
 }
 
