@@ -11,8 +11,8 @@ import "github.com/kgen-dev/kgen/ptx"
 //	pipe.Start()
 //	k.For(0, kTiles, 1, func(t dsl.Value) {
 //		pipe.Wait(t)                    // tile t is in shared memory, the stage of t-1 is free
-//		... compute on pipe.Stage(t) ...
 //		pipe.Issue(t.Add(stages - 1))   // the next load, into the stage of t-1
+//		... compute on pipe.Stage(t) ...
 //	})
 type Pipeline struct {
 	k      *Kernel

@@ -218,7 +218,8 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 
 	pipe.Start()
 	k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
-		pipe.Wait(t) // tile t landed; every thread is done with tile t-1's stage
+		pipe.Wait(t)                             // tile t landed; every thread is done with tile t-1's stage
+		pipe.Issue(t.Add(int32(cfg.Stages - 1))) // so the next load goes there now, behind this tile's math
 		st := pipe.Stage(t)
 		sAt, sBt := stageOf(tCsA, BM*BK, st), stageOf(tCsB, BN*BK, st)
 		for kb := 0; kb < BK/16; kb++ { // a Go loop: unrolled
@@ -226,7 +227,6 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 			ldB.Copy(sBt.Slice(2, kb), tCrB.Slice(2, kb))
 			k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
 		}
-		pipe.Issue(t.Add(int32(cfg.Stages - 1))) // into the stage of tile t-1
 	})
 	pipe.Drain()
 
