@@ -35,6 +35,9 @@ type GemmConfig struct {
 	WarpsM, WarpsN int
 	Stages         int
 	Aligned        bool
+	// IssueAfter is the K block (of 16) of a main-loop step before which the step issues the
+	// next tile's loads: 0 right after the barrier, BK/16-1 (or more) before the last block.
+	IssueAfter int
 	// Atom overrides the MMA (nil: m16n8k16 with f32 accumulators of In); tests use it to
 	// prove that a wrong fragment layout is caught.
 	Atom *dsl.MMAAtom
@@ -47,11 +50,14 @@ func DefaultGemmConfig(dt dsl.Type) GemmConfig {
 	return GemmConfig{In: dt, Out: dt, A: RowMajor, B: RowMajor, BM: 128, BN: 128, BK: 64, WarpsM: 2, WarpsN: 2, Stages: 3, Aligned: true}
 }
 
-// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}.
+// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}.
 func (c GemmConfig) Name() string {
 	al := ""
 	if c.Aligned {
 		al = "_a"
+	}
+	if c.IssueAfter > 0 {
+		al += fmt.Sprintf("_i%d", c.IssueAfter)
 	}
 	return fmt.Sprintf("gemm_%s_%s_%s%s_%dx%dx%d_%dx%dw%ds%s", c.In, c.Out, c.A.String()[:1], c.B.String()[:1],
 		c.BM, c.BN, c.BK, c.WarpsM, c.WarpsN, c.Stages, al)
@@ -218,11 +224,13 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 
 	pipe.Start()
 	k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
-		pipe.Wait(t)                             // tile t landed; every thread is done with tile t-1's stage
-		pipe.Issue(t.Add(int32(cfg.Stages - 1))) // so the next load goes there now, behind this tile's math
+		pipe.Wait(t) // tile t landed; every thread is done with tile t-1's stage
 		st := pipe.Stage(t)
 		sAt, sBt := stageOf(tCsA, BM*BK, st), stageOf(tCsB, BN*BK, st)
 		for kb := 0; kb < BK/16; kb++ { // a Go loop: unrolled
+			if kb == min(cfg.IssueAfter, BK/16-1) {
+				pipe.Issue(t.Add(int32(cfg.Stages - 1))) // into the stage of tile t-1, free since the barrier
+			}
 			ldA.Copy(sAt.Slice(2, kb), tCrA.Slice(2, kb))
 			ldB.Copy(sBt.Slice(2, kb), tCrB.Slice(2, kb))
 			k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)

@@ -36,6 +36,7 @@ func gemmMain(args []string) {
 	fs.IntVar(&cfg.WarpsM, "wm", cfg.WarpsM, "warps along M")
 	fs.IntVar(&cfg.WarpsN, "wn", cfg.WarpsN, "warps along N")
 	fs.IntVar(&cfg.Stages, "stages", cfg.Stages, "cp.async stages")
+	fs.IntVar(&cfg.IssueAfter, "issue", cfg.IssueAfter, "the K block before which a step issues the next tile's loads")
 	fs.Parse(args)
 	switch *dtype {
 	case "bf16":
