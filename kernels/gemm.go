@@ -38,6 +38,9 @@ type GemmConfig struct {
 	// IssueAfter is the K block (of 16) of a main-loop step before which the step issues the
 	// next tile's loads: 0 right after the barrier, BK/16-1 (or more) before the last block.
 	IssueAfter int
+	// DoubleBuffer loads each K block's fragments one block ahead, the next tile's first
+	// block before this tile's last MMAs (CUTLASS's register pipelining).
+	DoubleBuffer bool
 	// Atom overrides the MMA (nil: m16n8k16 with f32 accumulators of In); tests use it to
 	// prove that a wrong fragment layout is caught.
 	Atom *dsl.MMAAtom
@@ -50,7 +53,7 @@ func DefaultGemmConfig(dt dsl.Type) GemmConfig {
 	return GemmConfig{In: dt, Out: dt, A: RowMajor, B: RowMajor, BM: 128, BN: 128, BK: 64, WarpsM: 2, WarpsN: 2, Stages: 3, Aligned: true}
 }
 
-// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}.
+// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}{_db}.
 func (c GemmConfig) Name() string {
 	al := ""
 	if c.Aligned {
@@ -58,6 +61,9 @@ func (c GemmConfig) Name() string {
 	}
 	if c.IssueAfter > 0 {
 		al += fmt.Sprintf("_i%d", c.IssueAfter)
+	}
+	if c.DoubleBuffer {
+		al += "_db"
 	}
 	return fmt.Sprintf("gemm_%s_%s_%s%s_%dx%dx%d_%dx%dw%ds%s", c.In, c.Out, c.A.String()[:1], c.B.String()[:1],
 		c.BM, c.BN, c.BK, c.WarpsM, c.WarpsN, c.Stages, al)
@@ -85,8 +91,8 @@ func (c GemmConfig) Check() error {
 		return fmt.Errorf("gemm: input type %s (want f16 or bf16)", c.In)
 	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
 		return fmt.Errorf("gemm: output type %s (want f16, bf16 or f32)", c.Out)
-	case !pow2(c.BM) || !pow2(c.BN) || !pow2(c.BK) || c.BK < 16 || c.BK > 64:
-		return fmt.Errorf("gemm: tile %dx%dx%d: want powers of two, BK in 16..64", c.BM, c.BN, c.BK)
+	case !pow2(c.BM) || !pow2(c.BN) || !pow2(c.BK) || c.BK < 16 || c.BK > 64 || c.DoubleBuffer && c.BK < 32:
+		return fmt.Errorf("gemm: tile %dx%dx%d: want powers of two, BK in 16..64 (32..64 double-buffered)", c.BM, c.BN, c.BK)
 	case c.WarpsM <= 0 || c.WarpsN <= 0 || c.BM%(16*c.WarpsM) != 0 || c.BN%(16*c.WarpsN) != 0:
 		return fmt.Errorf("gemm: %dx%d warps do not tile %dx%d in 16x16 steps", c.WarpsM, c.WarpsN, c.BM, c.BN)
 	case c.Stages < 2:
@@ -222,20 +228,48 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	ldB := dsl.MakeTiledCopyB(dsl.LdMatrixX4, mma).Slice(tid)
 	tCsA, tCsB := ldA.PartitionS(sA), ldB.PartitionS(sB)
 
-	pipe.Start()
-	k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
-		pipe.Wait(t) // tile t landed; every thread is done with tile t-1's stage
-		st := pipe.Stage(t)
-		sAt, sBt := stageOf(tCsA, BM*BK, st), stageOf(tCsB, BN*BK, st)
-		for kb := 0; kb < BK/16; kb++ { // a Go loop: unrolled
-			if kb == min(cfg.IssueAfter, BK/16-1) {
-				pipe.Issue(t.Add(int32(cfg.Stages - 1))) // into the stage of tile t-1, free since the barrier
-			}
-			ldA.Copy(sAt.Slice(2, kb), tCrA.Slice(2, kb))
-			ldB.Copy(sBt.Slice(2, kb), tCrB.Slice(2, kb))
-			k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
+	KB := BK / 16
+	frags := func(st dsl.Value, kb int) { // one K block of the stage into the fragments
+		ldA.Copy(stageOf(tCsA, BM*BK, st).Slice(2, kb), tCrA.Slice(2, kb))
+		ldB.Copy(stageOf(tCsB, BN*BK, st).Slice(2, kb), tCrB.Slice(2, kb))
+	}
+	issue := func(t dsl.Value, kb int) {
+		if kb == min(cfg.IssueAfter, KB-1) {
+			pipe.Issue(t.Add(int32(cfg.Stages - 1))) // into the stage of tile t-1, free since the last barrier
 		}
-	})
+	}
+	pipe.Start()
+	if !cfg.DoubleBuffer {
+		k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
+			pipe.Wait(t) // tile t landed; every thread is done with tile t-1's stage
+			st := pipe.Stage(t)
+			for kb := 0; kb < KB; kb++ { // a Go loop: unrolled
+				issue(t, kb)
+				frags(st, kb)
+				k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
+			}
+		})
+	} else {
+		// Registers double-buffered: K block kb+1 is loaded before block kb's MMAs, and the
+		// next tile's first block before this tile's last MMAs (after the barrier that says
+		// it landed), so ldmatrix latency hides behind tensor-core work.
+		pipe.Wait(k.Const(dsl.I32, 0))
+		frags(k.Const(dsl.I32, 0), 0)
+		k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
+			st := pipe.Stage(t)
+			for kb := 0; kb < KB; kb++ {
+				issue(t, kb)
+				if kb < KB-1 {
+					frags(st, kb+1)
+				} else {
+					next := t.Add(int32(1))
+					pipe.Wait(next) // tile t+1 landed; every thread has loaded its last block of tile t
+					k.If(next.Lt(kTiles), func() { frags(pipe.Stage(next), 0) })
+				}
+				k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
+			}
+		})
+	}
 	pipe.Drain()
 
 	// Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so

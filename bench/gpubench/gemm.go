@@ -37,6 +37,7 @@ func gemmMain(args []string) {
 	fs.IntVar(&cfg.WarpsN, "wn", cfg.WarpsN, "warps along N")
 	fs.IntVar(&cfg.Stages, "stages", cfg.Stages, "cp.async stages")
 	fs.IntVar(&cfg.IssueAfter, "issue", cfg.IssueAfter, "the K block before which a step issues the next tile's loads")
+	fs.BoolVar(&cfg.DoubleBuffer, "db", cfg.DoubleBuffer, "double-buffer the fragments (load one K block ahead)")
 	fs.Parse(args)
 	switch *dtype {
 	case "bf16":

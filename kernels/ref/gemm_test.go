@@ -58,6 +58,10 @@ func TestGemmShapes(t *testing.T) {
 	wide := kernels.GemmConfig{In: dsl.F16, Out: dsl.BF16, A: kernels.ColMajor, B: kernels.RowMajor, BM: 128, BN: 256, BK: 32, WarpsM: 2, WarpsN: 4, Stages: 4}
 	wideAligned := wide
 	wideAligned.Aligned = true
+	doubleBuffered := smallGemm(dsl.BF16, dsl.F32, kernels.ColMajor, kernels.RowMajor, false)
+	doubleBuffered.DoubleBuffer, doubleBuffered.IssueAfter, doubleBuffered.BK = true, 1, 64
+	doubleBufferedAligned := kernels.DefaultGemmConfig(dsl.F16)
+	doubleBufferedAligned.DoubleBuffer = true
 	for _, c := range []struct {
 		cfg     kernels.GemmConfig
 		m, n, k int
@@ -71,6 +75,8 @@ func TestGemmShapes(t *testing.T) {
 		{smallGemm(dsl.BF16, dsl.BF16, kernels.RowMajor, kernels.ColMajor, true), 256, 136, 296},
 		{wide, 257, 129, 300},
 		{wideAligned, 256, 136, 296},
+		{doubleBuffered, 257, 129, 300},
+		{doubleBufferedAligned, 128, 136, 72},
 	} {
 		res, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 1.5, Beta: 0.5, Seed: 3})
 		if err != nil {
