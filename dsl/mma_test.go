@@ -151,14 +151,12 @@ func TestMMAMisuse(t *testing.T) {
 	}
 	cases := []misuse{
 		{"bad atom layout", "not a compact map", func(k *dsl.Kernel) int {
-			return at(func() {
-				dsl.MakeTiledMMA(atom, layout.Must(layout.Parse("(2,2):(1,1)")), nil).Slice(k.ThreadIdx(dsl.X))
-			})
+			bad := dsl.MakeTiledMMA(atom, layout.Must(layout.Parse("(2,2):(1,1)")), nil)
+			return at(func() { bad.Slice(k.ThreadIdx(dsl.X)) })
 		}},
 		{"bad permutation", "not a multiple", func(k *dsl.Kernel) int {
-			return at(func() {
-				dsl.MakeTiledMMA(atom, layout.Must(layout.Parse("(2,2,1)")), []int{24, 16, 16}).Slice(k.ThreadIdx(dsl.X))
-			})
+			bad := dsl.MakeTiledMMA(atom, layout.Must(layout.Parse("(2,2,1)")), []int{24, 16, 16})
+			return at(func() { bad.Slice(k.ThreadIdx(dsl.X)) })
 		}},
 		{"tile not a multiple", "not a multiple of the tiled MMA's A tile", func(k *dsl.Kernel) int {
 			thr := mma.Slice(k.ThreadIdx(dsl.X))
