@@ -36,7 +36,8 @@ type GemmConfig struct {
 	Stages         int
 	Aligned        bool
 	// IssueAfter is the K block (of 16) of a main-loop step before which the step issues the
-	// next tile's loads: 0 right after the barrier, BK/16-1 (or more) before the last block.
+	// next tile's loads: 0 right after the barrier, BK/16 (or more) after the last block's
+	// MMAs (double-buffered: before the last block's, after the next tile's barrier).
 	IssueAfter int
 	// DoubleBuffer loads each K block's fragments one block ahead, the next tile's first
 	// block before this tile's last MMAs (CUTLASS's register pipelining).
@@ -233,8 +234,8 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 		ldA.Copy(stageOf(tCsA, BM*BK, st).Slice(2, kb), tCrA.Slice(2, kb))
 		ldB.Copy(stageOf(tCsB, BN*BK, st).Slice(2, kb), tCrB.Slice(2, kb))
 	}
-	issue := func(t dsl.Value, kb int) {
-		if kb == min(cfg.IssueAfter, KB-1) {
+	issue := func(t dsl.Value, kb, last int) { // kb == KB: after the step's last MMAs
+		if kb == min(cfg.IssueAfter, last) {
 			pipe.Issue(t.Add(int32(cfg.Stages - 1))) // into the stage of tile t-1, free since the last barrier
 		}
 	}
@@ -244,10 +245,11 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 			pipe.Wait(t) // tile t landed; every thread is done with tile t-1's stage
 			st := pipe.Stage(t)
 			for kb := 0; kb < KB; kb++ { // a Go loop: unrolled
-				issue(t, kb)
+				issue(t, kb, KB)
 				frags(st, kb)
 				k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
 			}
+			issue(t, KB, KB)
 		})
 	} else {
 		// Registers double-buffered: K block kb+1 is loaded before block kb's MMAs, and the
@@ -258,7 +260,7 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 		k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
 			st := pipe.Stage(t)
 			for kb := 0; kb < KB; kb++ {
-				issue(t, kb)
+				issue(t, kb, KB-1) // before the wait below, which counts it
 				if kb < KB-1 {
 					frags(st, kb+1)
 				} else {

@@ -62,6 +62,8 @@ func TestGemmShapes(t *testing.T) {
 	doubleBuffered.DoubleBuffer, doubleBuffered.IssueAfter, doubleBuffered.BK = true, 1, 64
 	doubleBufferedAligned := kernels.DefaultGemmConfig(dsl.F16)
 	doubleBufferedAligned.DoubleBuffer = true
+	issueLate := kernels.DefaultGemmConfig(dsl.BF16)
+	issueLate.IssueAfter = 4
 	for _, c := range []struct {
 		cfg     kernels.GemmConfig
 		m, n, k int
@@ -77,6 +79,7 @@ func TestGemmShapes(t *testing.T) {
 		{wideAligned, 256, 136, 296},
 		{doubleBuffered, 257, 129, 300},
 		{doubleBufferedAligned, 128, 136, 72},
+		{issueLate, 256, 136, 296},
 	} {
 		res, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 1.5, Beta: 0.5, Seed: 3})
 		if err != nil {
