@@ -30,6 +30,11 @@ func (w *warp) sharedSpan(off uint64, n int) ([]byte, *memFault) {
 		return nil, faultf(KindOutOfBounds, "%d bytes at shared offset %#x: the block has %d bytes of shared memory (%d static + %d dynamic)",
 			n, off, len(b.shared), w.l.prog.sharedSize, w.l.dynShared)
 	}
+	if b.cp != nil {
+		if f := b.cpCheck(off, n); f != nil {
+			return nil, f
+		}
+	}
 	return b.shared[off : off+uint64(n) : off+uint64(n)], nil
 }
 

@@ -105,6 +105,7 @@ type dinst struct {
 	src     *ptx.Instr
 	backRef bool // a branch to an earlier instruction
 	anyPC   bool // bar.warp.sync: meets the lanes waiting at any bar.warp.sync (sm_70+)
+	aligned bool // a .sync.aligned warp-collective (mma, ldmatrix, stmatrix): all 32 lanes
 }
 
 // callArg is one argument or result of a call: a register/constant slot, or a param-frame

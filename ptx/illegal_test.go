@@ -106,6 +106,9 @@ var illegalCases = []struct {
 	{"cp.async of 12 bytes", SM80, &Instr{Op: "cp.async", Q: []string{"ca", "shared", "global"}, Args: []Operand{ga, Addr{Base: r(B64, 8)}, IntImm(U32, 12)}}, "immediate 12 is not one of 4, 8, 16", false},
 	{"cp.async.cg of 4 bytes", SM80, &Instr{Op: "cp.async", Q: []string{"cg", "shared", "global"}, Args: []Operand{ga, Addr{Base: r(B64, 8)}, IntImm(U32, 4)}}, "immediate 4 is not one of 16", false},
 	{"cp.async src-size above cp-size", SM80, &Instr{Op: "cp.async", Q: []string{"ca", "shared", "global"}, Args: []Operand{ga, Addr{Base: r(B64, 8)}, IntImm(U32, 8), IntImm(U32, 9)}}, "immediate 9 must lie in [0, 8]", false},
+	{"mma f32 C of integer immediates", SM80, &Instr{Op: "mma", Q: []string{"sync", "aligned", "m16n8k16", "row", "col"}, Types: []Type{F32, F16, F16, F32},
+		Args: []Operand{vecOf(F32, 4), vecOf(B32, 4), vecOf(B32, 2), Vec{IntImm(U32, 0), IntImm(U32, 0), IntImm(U32, 0), IntImm(U32, 0)}}}, "operand 4: want a register", false},
+	{"stmatrix of an immediate", SM90, &Instr{Op: "stmatrix", Q: []string{"sync", "aligned", "m8n8", "x1", "shared"}, Types: []Type{B16}, Args: []Operand{ga, Vec{IntImm(B32, 7)}}}, "operand 2: want a register", false},
 	{"cp.async.wait_group with a register", SM80, &Instr{Op: "cp.async.wait_group", Args: []Operand{r(U32, 0)}}, "want an integer immediate", false},
 }
 

@@ -91,8 +91,12 @@ func init() {
 		m, n, k, _ := MMAShape(mma.q(in, "shape"))
 		na, nb, nc := MMARegs(m, n, k, in.Types[1], in.Types[0])
 		acc := func(t Type) arg {
-			if t == F16 {
-				return arg{kind: argSrc, typ: F16x2, vec: nc} // f16x2 or .b32 registers
+			switch t {
+			case F16:
+				return arg{kind: argReg, typ: F16x2, vec: nc} // f16x2 or .b32 registers
+			case F32:
+				// ptxas takes f32 immediates in C but refuses integer ones: registers only.
+				return arg{kind: argReg, typ: t, vec: nc}
 			}
 			return arg{kind: argSrc, typ: t, vec: nc}
 		}
@@ -181,7 +185,7 @@ func init() {
 		return ""
 	}
 	st.args = func(in *Instr) []arg {
-		return []arg{addr(), {kind: argSrc, typ: B32, vec: LdmatrixRegs(st.q(in, "shape"), st.q(in, "num"))}}
+		return []arg{addr(), {kind: argReg, typ: B32, vec: LdmatrixRegs(st.q(in, "shape"), st.q(in, "num"))}}
 	}
 	st.need = func(in *Instr) []need {
 		ns := append(shCta(in), nd(78, 90, "stmatrix needs sm_90 and PTX 7.8"))
