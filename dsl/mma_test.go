@@ -202,6 +202,10 @@ func TestMMAMisuse(t *testing.T) {
 		{"pipeline of one stage", "at least 2", func(k *dsl.Kernel) int {
 			return at(func() { k.CpAsyncPipeline(1, k.Const(dsl.I32, 4), func(_, _ dsl.Value) {}) })
 		}},
+		{"fragment sliced at runtime", "sliced at a Go int", func(k *dsl.Kernel) int {
+			f := mma.Slice(k.ThreadIdx(dsl.X)).PartitionFragmentA(smemTile(k, 32, 16, "(32,16):(16,1)"))
+			return at(func() { f.Slice(2, k.ThreadIdx(dsl.X)) })
+		}},
 		{"fragment arithmetic on memory", "not a register fragment", func(k *dsl.Kernel) int {
 			s := smemTile(k, 32, 16, "(32,16):(16,1)")
 			return at(func() { s.Scale(2.0) })
