@@ -122,11 +122,8 @@ func (s *System) Launch(k Launch) (err error) {
 		return launchErr(k.Entry, "module has no kernel %q (kernels: %v)", k.Entry, names)
 	}
 	grid, blk := k.Grid.norm(), k.Block.norm()
-	if grid.X < 1 || grid.Y < 1 || grid.Z < 1 || blk.X < 1 || blk.Y < 1 || blk.Z < 1 {
-		return launchErr(k.Entry, "grid %v and block %v must be positive", k.Grid, k.Block)
-	}
-	if blk.size() > 1024 {
-		return launchErr(k.Entry, "block of %d threads: at most 1024", blk.size())
+	if err := s.checkShape(grid, blk, max(len(k.GPUs), 1)); err != nil {
+		return launchErr(k.Entry, "%v", err)
 	}
 	if r := fn.f.ReqNTID; r[0] > 0 && (blk.X != r[0] || blk.Y != max(r[1], 1) || blk.Z != max(r[2], 1)) {
 		return launchErr(k.Entry, "block %v does not match the kernel's .reqntid %v", blk, r)
@@ -137,8 +134,14 @@ func (s *System) Launch(k Launch) (err error) {
 	if k.SharedBytes < 0 {
 		return launchErr(k.Entry, "negative dynamic shared size")
 	}
-	if total := p.sharedSize + k.SharedBytes; total > 228*1024 {
-		return launchErr(k.Entry, "%d bytes of shared memory per block (static %d + dynamic %d): at most 232448", total, p.sharedSize, k.SharedBytes)
+	if total := p.sharedSize + k.SharedBytes; k.SharedBytes > MaxSharedBytes || total > MaxSharedBytes {
+		return launchErr(k.Entry, "%d bytes of shared memory per block (static %d + dynamic %d): at most %d", total, p.sharedSize, k.SharedBytes, MaxSharedBytes)
+	}
+	if p.localSize > MaxLocalBytes {
+		return launchErr(k.Entry, "the module's .local arrays and call frames take %d bytes of local memory per thread: a GPU allows at most %d", p.localSize, MaxLocalBytes)
+	}
+	if fn.psize > MaxParamBytes {
+		return launchErr(k.Entry, "%d bytes of kernel parameters: a GPU allows at most %d", fn.psize, MaxParamBytes)
 	}
 	gpus := k.GPUs
 	if len(gpus) == 0 {
@@ -184,14 +187,13 @@ func (s *System) moduleVars(p *program) error {
 	}
 	vars := map[string]uint64{}
 	for _, v := range p.gvars {
-		n := v.Array
-		if n <= 0 {
-			n = 1
-		}
-		size := n * max(v.Type.Bytes(), 1)
+		size := varSize(v)
 		m, err := s.MallocSymmetric(size)
 		if err != nil {
-			return err
+			for _, off := range vars {
+				_ = s.Free(globalAddr(0, off))
+			}
+			return fmt.Errorf("module variable %s: %w", v.Name, err)
 		}
 		for g, gm := range s.gpus {
 			if a := gm.find(m.On(g)); a != nil {
@@ -396,7 +398,9 @@ func (l *launch) run() error {
 		for next < total {
 			b := newBlock(next)
 			next++
-			l.startBlock(b)
+			if err := l.startBlock(b); err != nil {
+				return err
+			}
 			l.blocks = append(l.blocks, b)
 			if err := visit(b); err != nil {
 				return err
@@ -521,8 +525,17 @@ func (l *launch) liveWarps() int {
 	return n
 }
 
-func (l *launch) startBlock(b *block) {
+func (l *launch) startBlock(b *block) error {
 	p := l.prog
+	if l.blockBytes == 0 {
+		l.blockBytes = int64(l.lsize)*32*int64(l.nwarps) + int64(p.sharedSize+l.dynShared)
+	}
+	if lim := l.sys.limits.MaxMemory - l.sys.used; l.blockBytes > lim-l.liveBytes {
+		return &Error{Kind: KindLaunch, Kernel: l.fn.f.Name, GPU: b.gpu, Block: b.id, Msg: fmt.Sprintf(
+			"starting this block would hold %d bytes of local and shared memory in %d live blocks (%d bytes each) besides %d bytes of global memory: more than the System's limit of %d bytes (Limits.MaxMemory)",
+			l.liveBytes+l.blockBytes, len(l.blocks)+1, l.blockBytes, l.sys.used, l.sys.limits.MaxMemory)}
+	}
+	l.liveBytes += l.blockBytes
 	b.started = true
 	b.nthreads = l.nthreads
 	b.params = l.params[b.gpu]
@@ -578,6 +591,7 @@ func (l *launch) startBlock(b *block) {
 		b.warps[i] = w
 	}
 	b.liveWarps = l.nwarps
+	return nil
 }
 
 // maxPoolBytes bounds the memory of the warps a System keeps for reuse.
@@ -588,6 +602,7 @@ func warpBytes(w *warp) int { return 8*len(w.r) + len(w.local) }
 // finishBlock returns a finished block's memory to the pools.
 func (l *launch) finishBlock(b *block) {
 	b.done = true
+	l.liveBytes -= l.blockBytes
 	for _, w := range b.warps {
 		w.b, w.l = nil, nil
 		for ln := range w.ext {

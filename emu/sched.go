@@ -121,6 +121,8 @@ type launch struct {
 	threadInstr int64
 	tmpl        map[int][]uint64
 	sharedPool  [][]byte
+	blockBytes  int64 // local and shared memory of one block
+	liveBytes   int64 // ... of the live blocks
 	shadowPool  [][]shadowByte
 }
 
