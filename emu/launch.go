@@ -344,6 +344,8 @@ func (l *launch) run() error {
 		seed = 1
 	}
 	l.rng = rand.New(rand.NewSource(seed))
+	l.gRace = l.sanitize
+	l.startRace()
 	l.nthreads = l.blk.size()
 	l.nwarps = (l.nthreads + 31) / 32
 	l.lsize = l.prog.localSize
@@ -365,7 +367,7 @@ func (l *launch) run() error {
 			i = order[i]
 		}
 		j := i / ng
-		return &block{l: l, gpu: l.gpus[i%ng], id: [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}}
+		return &block{l: l, gpu: l.gpus[i%ng], id: [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}, gnum: uint32(i)}
 	}
 	visit := func(b *block) error {
 		q := quantum

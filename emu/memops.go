@@ -191,6 +191,9 @@ func execLd(w *warp, in *dinst, m uint32) {
 			w.memFault(in, ln, f)
 			return
 		}
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		switch wh {
 		case whShared:
 			if l.sanitize && in.sem == semWeak && !w.race(in, ln, off, tot, false) {
@@ -210,6 +213,10 @@ func execLd(w *warp, in *dinst, m uint32) {
 				if l.fences && l.recorded(off) {
 					l.observe(w, in, ln, off, tot)
 				}
+			}
+			// After the missing-fence check: its report says more.
+			if l.gRace && in.sem == semWeak && !w.gRaceCheck(in, ln, off, tot, false) {
+				return
 			}
 			if in.sem != semWeak {
 				w.spin = true
@@ -256,12 +263,18 @@ func execSt(w *warp, in *dinst, m uint32) {
 			w.memFault(in, ln, f)
 			return
 		}
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		switch wh {
 		case whShared:
 			if l.sanitize && in.sem == semWeak && !w.race(in, ln, off, tot, true) {
 				return
 			}
 		case whGlobal:
+			if l.gRace && in.sem == semWeak && !w.gRaceCheck(in, ln, off, tot, true) {
+				return
+			}
 			if l.weak {
 				if w.peerVisible(off) && (in.sem == semWeak || in.sem == semRelaxed || in.sem == semVolatile) {
 					buf := w.scratch[:tot]
@@ -422,6 +435,9 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			w.fault(in, ln, KindBadAddress, "atomic on the kernel's parameters")
 			return
 		}
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		w.spin = true
 		weakGlobal := l.fences && wh == whGlobal
 		if weakGlobal && !isRed && l.recorded(off) {
@@ -512,6 +528,9 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 			return
 		}
 		off := addr & offMask
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		switch uint8(in.flags >> 8) {
 		case mmLdReduce:
 			if in.sem != semWeak {
@@ -643,6 +662,13 @@ func reduceFP8(sp [][]byte, o int, op uint8, f *fmtInfo, accF16 bool) uint64 {
 
 func execFence(w *warp, in *dinst, m uint32) {
 	l := w.l
+	if l.gRace {
+		for x := m; x != 0; x &= x - 1 {
+			ln := bits.TrailingZeros32(x)
+			l.raceRelease(w, ln, in.scope)
+			l.raceAcquire(w, ln, in.scope)
+		}
+	}
 	if !l.weak {
 		return
 	}

@@ -50,6 +50,9 @@ type block struct {
 	nwide     int               // entries of wide not yet visible
 	obs       map[obsKey]obsVal // weak mode: out-of-order stores its threads have seen
 	obsGen    uint32
+	gnum      uint32 // the block's number in its launch (race detector)
+	gs        *gsync // race detector: its releases and acquires (nil: none yet)
+	lastBar   uint32 // race detector: the stamp of its last completed barrier
 }
 
 type warp struct {
@@ -123,6 +126,9 @@ type launch struct {
 	sharedPool  [][]byte
 	blockBytes  int64 // local and shared memory of one block
 	liveBytes   int64 // ... of the live blocks
+	gRace       bool              // the global-memory race detector is on
+	clk0        uint32            // the race detector's stamp at the start of the launch
+	gblocks     map[uint32]*gsync // the blocks that released or acquired, by number
 	shadowPool  [][]shadowByte
 }
 
@@ -535,6 +541,9 @@ func (w *warp) releaseBarrier(id int) {
 	}
 	bar.arrived = 0
 	b.epoch++
+	if l.gRace {
+		l.raceBarrier(b)
+	}
 	l.progressed()
 	if l.weak {
 		l.publishBlock(b, bar.full)

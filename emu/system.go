@@ -27,6 +27,9 @@ type System struct {
 	recPool []wrec
 	limits  Limits
 	used    int64 // bytes of global memory allocated, over every GPU
+	// the race detector (race.go): its stamp and the bytes of its shadow records
+	clk         uint32
+	shadowBytes int64
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
@@ -125,18 +128,27 @@ func (s *System) Free(addr uint64) error {
 	}
 	if !a.sym {
 		g.remove(a)
-		s.used -= int64(a.size)
+		s.freed(a)
 		return nil
 	}
 	off := addr & offMask
 	for gi, gm := range s.gpus {
 		if b := gm.find(globalAddr(gi, off)); b != nil {
 			gm.remove(b)
-			s.used -= int64(b.size)
+			s.freed(b)
 		}
 	}
 	delete(s.syms, off)
 	return nil
+}
+
+// freed returns a freed allocation's bytes (and its race shadow's) to the limit.
+func (s *System) freed(a *alloc) {
+	s.used -= int64(a.size)
+	if a.shadow != nil {
+		s.shadowBytes -= int64(len(a.shadow)) * gshadowBytes
+		a.shadow = nil
+	}
 }
 
 // FreeSymmetric releases a symmetric allocation on every GPU.

@@ -1,0 +1,281 @@
+package emu
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// The global-memory race detector (with the sanitizer on).
+//
+// Two plain (weak: not atomic, not .volatile/.relaxed/.acquire/.release) accesses of
+// different threads to the same bytes of global memory, at least one a write, race unless
+// one is ordered before the other:
+//   - in the same block, by a barrier that completed between them (as in shared memory);
+//   - by a release of the first access's thread (or, after a barrier of its block that
+//     followed the access, of any thread of that block) and an acquire of the second
+//     access's thread (or, before a barrier of its block that precedes the access, of any
+//     thread of that block), the acquire after the release; both at .sys scope when the
+//     threads are on different GPUs;
+//   - by a kernel boundary: accesses of earlier launches are never checked.
+//
+// A release is a st/atom/red/multimem store with .release or .acq_rel, any fence or membar,
+// or an extern call; an acquire is a ld/atom/multimem.ld_reduce with .acquire or .acq_rel,
+// a fence or membar, or the end of an extern call. The detector does not check that the
+// acquire read the value the release wrote: it never reports an ordered pair, and it
+// misses a race whose threads synchronize through something else.
+//
+// Bookkeeping: a System-wide stamp (clk) counts releases and barriers; each access records
+// the stamp, its block's barrier epoch, thread and instruction in a shadow record per 8
+// bytes of an allocation (the last writer and the last reader); each block keeps, per
+// thread, the stamps of its latest release and acquire (gsync). A record whose stamp is
+// older than the launch is from an earlier kernel and ignored.
+
+// gacc is one recorded access of up to 8 bytes of a granule.
+type gacc struct {
+	s    uint32 // the stamp at the access (0: none)
+	blk  uint32 // the block's index in launch.gblocks
+	e    uint32 // the block's barrier epoch
+	pc   int32
+	tid  uint16
+	mask uint8 // the bytes of the granule
+}
+
+// gshadow is the detector's record of an 8-byte granule of global memory.
+type gshadow struct{ w, r gacc }
+
+// gsync is a block's synchronization state for the detector, made at its first release or
+// acquire.
+type gsync struct {
+	gpu     int
+	cover   uint32 // the last barrier that a release of any thread of the block followed
+	coverS  uint32 // ... a .sys release
+	acqMax  uint32 // the latest acquire of any thread
+	acqMaxS uint32
+	acqBar  uint32 // acqMax when the last barrier completed: every thread has acquired it
+	acqBarS uint32
+	rel     []uint32 // per thread: the latest release; relS at .sys scope
+	relS    []uint32
+	acq     []uint32 // per thread: the latest acquire; acqS at .sys scope
+	acqS    []uint32
+}
+
+// gsyncOf returns block b's synchronization state, making it on first use.
+func (l *launch) gsyncOf(b *block) *gsync {
+	if b.gs == nil {
+		n := b.nthreads
+		p := make([]uint32, 4*n)
+		b.gs = &gsync{gpu: b.gpu, rel: p[:n:n], relS: p[n : 2*n : 2*n], acq: p[2*n : 3*n : 3*n], acqS: p[3*n:]}
+		if l.gblocks == nil {
+			l.gblocks = map[uint32]*gsync{}
+		}
+		l.gblocks[b.gnum] = b.gs
+	}
+	return b.gs
+}
+
+// blockAt returns the GPU and index of the block that launch l started as number i.
+func (l *launch) blockAt(i uint32) (int, [3]int) {
+	ng := len(l.gpus)
+	j := int(i) / ng
+	return l.gpus[int(i)%ng], [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}
+}
+
+// raceGranule is the shadow granule size.
+const raceGranule = 8
+
+const gshadowBytes = int64(unsafe.Sizeof(gshadow{}))
+
+// tick advances the System's stamp; at its limit the detector stops for the rest of the
+// launch (stamps would no longer order).
+func (l *launch) tick() uint32 {
+	s := l.sys
+	if s.clk == 1<<32-1 {
+		l.gRace = false
+		return s.clk
+	}
+	s.clk++
+	return s.clk
+}
+
+// startRace starts the detector for a launch: records older than clk0 are from earlier
+// launches (ordered before it by the kernel boundary).
+func (l *launch) startRace() {
+	if !l.gRace {
+		return
+	}
+	s := l.sys
+	if s.clk >= 1<<31 { // start the stamps again, dropping every record
+		for _, g := range s.gpus {
+			for _, a := range g.allocs {
+				if a.shadow != nil {
+					clear(a.shadow)
+				}
+			}
+		}
+		s.clk = 0
+	}
+	l.clk0 = l.tick()
+}
+
+// raceRelease: thread (w, ln) releases at scope sc.
+func (l *launch) raceRelease(w *warp, ln int, sc uint8) {
+	g := l.gsyncOf(w.b)
+	t := w.idx*32 + ln
+	c := l.tick()
+	g.rel[t] = c
+	g.cover = w.b.lastBar
+	if sc == scSys || sc == scNone {
+		g.relS[t] = c
+		g.coverS = w.b.lastBar
+	}
+}
+
+// raceAcquire: thread (w, ln) acquires at scope sc.
+func (l *launch) raceAcquire(w *warp, ln int, sc uint8) {
+	g := l.gsyncOf(w.b)
+	t := w.idx*32 + ln
+	c := l.sys.clk
+	g.acq[t] = c
+	g.acqMax = c
+	if sc == scSys || sc == scNone {
+		g.acqS[t] = c
+		g.acqMaxS = c
+	}
+}
+
+// raceBarrier: a barrier of block b completed.
+func (l *launch) raceBarrier(b *block) {
+	b.lastBar = l.tick()
+	if g := b.gs; g != nil {
+		g.acqBar, g.acqBarS = g.acqMax, g.acqMaxS
+	}
+}
+
+// shadowOf returns the shadow granules of allocation a, making them on first use (nil when
+// they would exceed the memory limit: that allocation goes unchecked).
+func (s *System) shadowOf(a *alloc) []gshadow {
+	if a.shadow == nil && !a.noShadow {
+		n := (a.size + raceGranule - 1) / raceGranule
+		bytes := int64(n) * gshadowBytes
+		if bytes > s.limits.MaxMemory-s.used-s.shadowBytes {
+			a.noShadow = true
+			return nil
+		}
+		a.shadow = make([]gshadow, n)
+		s.shadowBytes += bytes
+	}
+	return a.shadow
+}
+
+// ordered reports whether the recorded access x is ordered before an access by thread t of
+// block b (see the comment at the top of this file).
+func (l *launch) ordered(x *gacc, b *block, t int) bool {
+	if x.blk == b.gnum && (int(x.tid) == t || x.e != b.epoch) {
+		return true
+	}
+	g := b.gs
+	if g == nil {
+		return false // b has not acquired
+	}
+	o := l.gblocks[x.blk]
+	if o == nil {
+		return false // x's block has not released
+	}
+	if o.gpu == g.gpu {
+		if max(g.acqBar, g.acq[t]) <= x.s {
+			return false
+		}
+		return o.cover > x.s || o.rel[x.tid] > x.s
+	}
+	if max(g.acqBarS, g.acqS[t]) <= x.s {
+		return false
+	}
+	return o.coverS > x.s || o.relS[x.tid] > x.s
+}
+
+// gRaceCheck checks and records lane ln's plain access of n bytes at global address addr;
+// it reports a race and returns false.
+func (w *warp) gRaceCheck(in *dinst, ln int, addr uint64, n int, write bool) bool {
+	l := w.l
+	s := l.sys
+	r := region(addr) - regionGlobal0
+	if r >= uint64(len(s.gpus)) {
+		return true
+	}
+	a := s.gpus[r].find(addr)
+	if a == nil {
+		return true
+	}
+	sh := s.shadowOf(a)
+	if sh == nil {
+		return true
+	}
+	t := w.idx*32 + ln
+	cur := gacc{s: s.clk, blk: w.b.gnum, e: w.b.epoch, pc: in.pc, tid: uint16(t)}
+	o := addr - a.base
+	for i := o / raceGranule; i <= (o+uint64(n)-1)/raceGranule; i++ {
+		lo, hi := max(o, i*raceGranule), min(o+uint64(n), (i+1)*raceGranule)
+		cur.mask = uint8((1<<(hi-lo) - 1) << (lo - i*raceGranule))
+		e := &sh[i]
+		if x := &e.w; x.s >= l.clk0 && x.mask&cur.mask != 0 && !(x.blk == cur.blk && int(x.tid) == t) && !l.ordered(x, w.b, t) {
+			w.gRaceFault(in, ln, addr, n, write, x, true)
+			return false
+		}
+		if write {
+			if x := &e.r; x.s >= l.clk0 && x.mask&cur.mask != 0 && !(x.blk == cur.blk && int(x.tid) == t) && !l.ordered(x, w.b, t) {
+				w.gRaceFault(in, ln, addr, n, write, x, false)
+				return false
+			}
+			e.w = cur
+		} else {
+			e.r = cur
+		}
+	}
+	return true
+}
+
+func (w *warp) gRaceFault(in *dinst, ln int, addr uint64, n int, write bool, x *gacc, otherWrote bool) {
+	l := w.l
+	ogpu, oid := l.blockAt(x.blk)
+	other := l.access("", w.b, int32(x.tid), x.pc)
+	other.GPU, other.Block = ogpu, oid
+	what, ow := "reads", "read"
+	if write {
+		what = "writes"
+	}
+	if otherWrote {
+		ow, other.Role = "wrote", "racing write"
+	} else {
+		other.Role = "racing read"
+	}
+	var why string
+	switch {
+	case x.blk == w.b.gnum:
+		why = "no barrier between them"
+	case ogpu == w.b.gpu:
+		why = "no barrier of one block between them, and no release after the first followed by an acquire before the second"
+	default:
+		why = "no release at .sys scope after the first followed by an acquire at .sys scope before the second (they run on different GPUs)"
+	}
+	if g, o := w.b.gs, l.gblocks[x.blk]; g != nil && o != nil && x.blk != w.b.gnum &&
+		(ogpu == w.b.gpu && g.acqMax > x.s && (o.cover > x.s || o.rel[x.tid] > x.s) || g.acqMaxS > x.s && (o.coverS > x.s || o.relS[x.tid] > x.s)) {
+		why += "; another thread of this block acquired after the first access: a barrier after that acquire (SyncThreads after the wait) would order this one"
+	}
+	w.fault(in, ln, KindDataRace, fmt.Sprintf("%s %d bytes at %#x (GPU %d's memory) that %s %s with %q at %s: %s",
+		what, n, addr, int(region(addr)-regionGlobal0), other.who(), ow, other.Instr, posString(other.Pos), why))
+	if err, ok := l.err.(*Error); ok {
+		err.Related = []Access{other}
+	}
+}
+
+// raceSync applies an instruction's release and acquire semantics to the detector for lane
+// ln (before its access: an acquire does not advance the stamp, so it may come first).
+func (w *warp) raceSync(in *dinst, ln int) {
+	l := w.l
+	if in.sem == semRelease || in.sem == semAcqRel {
+		l.raceRelease(w, ln, in.scope)
+	}
+	if in.sem == semAcquire || in.sem == semAcqRel {
+		l.raceAcquire(w, ln, in.scope)
+	}
+}
