@@ -202,7 +202,7 @@ func execLd(w *warp, in *dinst, m uint32) {
 		case whGlobal:
 			if l.weak {
 				if l.npend > 0 {
-					if in.sem == semWeak && len(w.b.obs) > 0 && l.staleRead(w, in, ln, off, tot) {
+					if in.sem <= semRelaxed && len(w.b.obs) > 0 && l.staleRead(w, in, ln, off, tot, in.sem != semWeak) {
 						return
 					}
 					s := w.scratch[:tot]

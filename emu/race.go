@@ -25,7 +25,7 @@ import (
 // misses a race whose threads synchronize through something else.
 //
 // Bookkeeping: a System-wide stamp (clk) counts releases and barriers; each access records
-// the stamp, its block's barrier epoch, thread and instruction in a shadow record per 8
+// the stamp, its block, thread and instruction in a shadow record per 8
 // bytes of an allocation (the last writer and the last reader); each block keeps, per
 // thread, the stamps of its latest release and acquire (gsync). A record whose stamp is
 // older than the launch is from an earlier kernel and ignored.
@@ -33,8 +33,7 @@ import (
 // gacc is one recorded access of up to 8 bytes of a granule.
 type gacc struct {
 	s    uint32 // the stamp at the access (0: none)
-	blk  uint32 // the block's index in launch.gblocks
-	e    uint32 // the block's barrier epoch
+	blk  uint32 // the block's number in its launch
 	pc   int32
 	tid  uint16
 	mask uint8 // the bytes of the granule
@@ -170,7 +169,7 @@ func (s *System) shadowOf(a *alloc) []gshadow {
 // ordered reports whether the recorded access x is ordered before an access by thread t of
 // block b (see the comment at the top of this file).
 func (l *launch) ordered(x *gacc, b *block, t int) bool {
-	if x.blk == b.gnum && (int(x.tid) == t || x.e != b.epoch) {
+	if x.blk == b.gnum && (int(x.tid) == t || b.lastBar > x.s) {
 		return true
 	}
 	g := b.gs
@@ -202,16 +201,20 @@ func (w *warp) gRaceCheck(in *dinst, ln int, addr uint64, n int, write bool) boo
 	if r >= uint64(len(s.gpus)) {
 		return true
 	}
-	a := s.gpus[r].find(addr)
-	if a == nil {
-		return true
+	a := s.gpus[r].last // the caller has just found the allocation (span)
+	if a == nil || addr-a.base >= a.size {
+		if a = s.gpus[r].find(addr); a == nil {
+			return true
+		}
 	}
-	sh := s.shadowOf(a)
+	sh := a.shadow
 	if sh == nil {
-		return true
+		if sh = s.shadowOf(a); sh == nil {
+			return true
+		}
 	}
 	t := w.idx*32 + ln
-	cur := gacc{s: s.clk, blk: w.b.gnum, e: w.b.epoch, pc: in.pc, tid: uint16(t)}
+	cur := gacc{s: s.clk, blk: w.b.gnum, pc: in.pc, tid: uint16(t)}
 	o := addr - a.base
 	for i := o / raceGranule; i <= (o+uint64(n)-1)/raceGranule; i++ {
 		lo, hi := max(o, i*raceGranule), min(o+uint64(n), (i+1)*raceGranule)
