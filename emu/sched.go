@@ -124,8 +124,8 @@ type launch struct {
 	threadInstr int64
 	tmpl        map[int][]uint64
 	sharedPool  [][]byte
-	blockBytes  int64 // local and shared memory of one block
-	liveBytes   int64 // ... of the live blocks
+	blockBytes  int64             // local and shared memory of one block
+	liveBytes   int64             // ... of the live blocks
 	gRace       bool              // the global-memory race detector is on
 	clk0        uint32            // the race detector's stamp at the start of the launch
 	gblocks     map[uint32]*gsync // the blocks that released or acquired, by number
