@@ -485,6 +485,11 @@ func (l *launch) stuck(k Kind, msg string) error {
 		}
 		e.Msg += " at " + fmt.Sprint(sites)
 	}
+	if k == KindNoProgress {
+		if hint := l.alonePolling(); hint != "" {
+			e.Msg = hint + " (" + e.Msg + ")"
+		}
+	}
 	if k == KindDeadlock {
 		l.firstLive(e)
 	}
@@ -493,6 +498,29 @@ func (l *launch) stuck(k Kind, msg string) error {
 	}
 	l.err = e
 	return e
+}
+
+// alonePolling explains a spin on symmetric memory by a launch that runs on some of the
+// System's GPUs only: what the kernel waits for would come from the others ("" otherwise).
+func (l *launch) alonePolling() string {
+	if len(l.gpus) == len(l.sys.gpus) {
+		return ""
+	}
+	for _, b := range l.blocks {
+		if b.done || !b.started {
+			continue
+		}
+		for _, w := range b.warps {
+			if w == nil || w.live == 0 || w.poll == 0 || w.poll&offMask < symBase {
+				continue
+			}
+			return fmt.Sprintf("the launch runs on GPU(s) %v of the System's %d, but its warps spin on symmetric memory (%#x, GPU %d's copy) that only a kernel on another GPU would write: "+
+				"a kernel that waits for other GPUs must run on all of them in one launch (Launch.GPUs: System.All()); through jit, ranks' launches are gathered into one only when "+
+				"CollectiveAuto sees an argument pointing into symmetric memory, and it cannot see pointers inside a device array: launch with LaunchConfig{Collective: jit.CollectiveOn}",
+				l.gpus, len(l.sys.gpus), w.poll, int(region(w.poll)-regionGlobal0))
+		}
+	}
+	return ""
 }
 
 // firstLive names the first live thread's position in a deadlock error's summary line.

@@ -220,6 +220,7 @@ func execLd(w *warp, in *dinst, m uint32) {
 			}
 			if in.sem != semWeak {
 				w.spin = true
+				w.poll = off
 			}
 		}
 		for i := 0; i < nv; i++ {
@@ -439,6 +440,9 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			w.raceSync(in, ln)
 		}
 		w.spin = true
+		if wh == whGlobal {
+			w.poll = off
+		}
 		weakGlobal := l.fences && wh == whGlobal
 		if weakGlobal && !isRed && l.recorded(off) {
 			l.observe(w, in, ln, off, tot)

@@ -72,6 +72,7 @@ type warp struct {
 	stack   [32][]int32
 	local   []byte
 	spin    bool
+	poll    uint64 // the global address of the warp's last strong load or atomic
 	yielded bool
 	back    int
 	high    bool
