@@ -175,6 +175,7 @@ func (s *System) Launch(k Launch) (err error) {
 	}
 	l.gvars = s.modVars[p.mod]
 	err = l.run()
+	l.endRace(err)
 	s.stats = Stats{WarpInstructions: l.steps, ThreadInstructions: l.threadInstr, Blocks: l.nblocks}
 	return err
 }

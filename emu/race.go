@@ -3,6 +3,8 @@ package emu
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // The global-memory race detector (with the sanitizer on).
@@ -16,7 +18,17 @@ import (
 //     access's thread (or, before a barrier of its block that precedes the access, of any
 //     thread of that block), the acquire after the release; both at .sys scope when the
 //     threads are on different GPUs;
-//   - by a kernel boundary: accesses of earlier launches are never checked.
+//   - by a kernel boundary: accesses of earlier launches are not checked, except in weak
+//     mode between two consecutive launches on several GPUs with no host memory operation
+//     between them (Write, Read, Copy, Memset, Malloc, Free: the host synchronized). Those
+//     overlap as on real GPUs, where every rank enqueues its next launch without waiting
+//     for the other GPUs: an access of the earlier launch on GPU A and one of the later on
+//     GPU B != A are ordered only by a release on A after the first (in the earlier launch
+//     by its thread or, after a barrier, its block; or anywhere on A in the later launch,
+//     which A runs after the earlier) and an acquire on B before the second (in the later
+//     launch, or anywhere on B in the earlier). A missing barrier at the end of a kernel
+//     (or at the start of the next) that lets a GPU overwrite what a slower peer still
+//     reads is caught this way.
 //
 // A release is a st/atom/red/multimem store with .release or .acq_rel, any fence or membar,
 // or an extern call; an acquire is a ld/atom/multimem.ld_reduce with .acquire or .acq_rel,
@@ -96,12 +108,43 @@ func (l *launch) tick() uint32 {
 	return s.clk
 }
 
-// startRace starts the detector for a launch: records older than clk0 are from earlier
-// launches (ordered before it by the kernel boundary).
-func (l *launch) startRace() {
-	if !l.gRace {
+// raceTrace is what the detector keeps of a finished launch that the next one overlaps.
+type raceTrace struct {
+	clk0    uint32
+	prog    *program
+	kernel  string
+	grid    Dim3
+	blk     Dim3
+	gpus    []int
+	gblocks map[uint32]*gsync
+	gpuAcqS []uint32 // per GPU of the System: the latest .sys acquire of any of its blocks
+	gpuRelS []uint32 // per GPU: whether (the stamp of) a .sys release of any of its blocks
+}
+
+// hostSync: a host memory operation ends the overlap of the last launch with the next.
+func (s *System) hostSync() { s.trace = nil }
+
+// endRace keeps the launch's trace for the next launch when the two may overlap.
+func (l *launch) endRace(err error) {
+	s := l.sys
+	s.trace = nil
+	if !l.gRace || !l.weak || len(l.gpus) < 2 || err != nil {
 		return
 	}
+	s.trace = &raceTrace{clk0: l.clk0, prog: l.prog, kernel: l.fn.f.Name, grid: l.grid, blk: l.blk, gpus: l.gpus,
+		gblocks: l.gblocks, gpuAcqS: l.gpuAcqS, gpuRelS: l.gpuRelS}
+}
+
+// startRace starts the detector for a launch: records older than clk0 are from earlier
+// launches (ordered before it by the kernel boundary, except those of an overlapping
+// previous launch, from lo).
+func (l *launch) startRace() {
+	if !l.gRace {
+		l.sys.trace = nil
+		return
+	}
+	l.gpuAcqS = make([]uint32, len(l.sys.gpus))
+	l.gpuRelS = make([]uint32, len(l.sys.gpus))
 	s := l.sys
 	if s.clk >= 1<<31 { // start the stamps again, dropping every record
 		for _, g := range s.gpus {
@@ -112,8 +155,42 @@ func (l *launch) startRace() {
 			}
 		}
 		s.clk = 0
+		s.trace = nil
 	}
 	l.clk0 = l.tick()
+	l.lo = l.clk0
+	if t := s.trace; t != nil && l.weak && len(l.gpus) > 1 {
+		l.prev, l.lo = t, t.clk0
+	}
+	s.trace = nil
+}
+
+// prevOrdered reports whether x, an access of the overlapping previous launch, is ordered
+// before an access of thread t of block b.
+func (l *launch) prevOrdered(x *gacc, b *block, t int) bool {
+	p := l.prev
+	gA, _ := p.blockAt(x.blk)
+	if gA == b.gpu {
+		return true // one GPU runs its launches in order
+	}
+	k := p.gpuAcqS[b.gpu]
+	if g := b.gs; g != nil {
+		k = max(k, g.acqBarS, g.acqS[t])
+	}
+	if k <= x.s {
+		return false
+	}
+	if l.gpuRelS[gA] != 0 {
+		return true
+	}
+	o := p.gblocks[x.blk]
+	return o != nil && (o.coverS > x.s || o.relS[x.tid] > x.s)
+}
+
+func (p *raceTrace) blockAt(i uint32) (int, [3]int) {
+	ng := len(p.gpus)
+	j := int(i) / ng
+	return p.gpus[int(i)%ng], [3]int{j % p.grid.X, j / p.grid.X % p.grid.Y, j / (p.grid.X * p.grid.Y)}
 }
 
 // raceRelease: thread (w, ln) releases at scope sc.
@@ -126,6 +203,7 @@ func (l *launch) raceRelease(w *warp, ln int, sc uint8) {
 	if sc == scSys || sc == scNone {
 		g.relS[t] = c
 		g.coverS = w.b.lastBar
+		l.gpuRelS[w.b.gpu] = c
 	}
 }
 
@@ -139,6 +217,7 @@ func (l *launch) raceAcquire(w *warp, ln int, sc uint8) {
 	if sc == scSys || sc == scNone {
 		g.acqS[t] = c
 		g.acqMaxS = c
+		l.gpuAcqS[w.b.gpu] = c
 	}
 }
 
@@ -169,6 +248,9 @@ func (s *System) shadowOf(a *alloc) []gshadow {
 // ordered reports whether the recorded access x is ordered before an access by thread t of
 // block b (see the comment at the top of this file).
 func (l *launch) ordered(x *gacc, b *block, t int) bool {
+	if x.s < l.clk0 {
+		return l.prevOrdered(x, b, t)
+	}
 	if x.blk == b.gnum && (int(x.tid) == t || b.lastBar > x.s) {
 		return true
 	}
@@ -220,12 +302,12 @@ func (w *warp) gRaceCheck(in *dinst, ln int, addr uint64, n int, write bool) boo
 		lo, hi := max(o, i*raceGranule), min(o+uint64(n), (i+1)*raceGranule)
 		cur.mask = uint8((1<<(hi-lo) - 1) << (lo - i*raceGranule))
 		e := &sh[i]
-		if x := &e.w; x.s >= l.clk0 && x.mask&cur.mask != 0 && !(x.blk == cur.blk && int(x.tid) == t) && !l.ordered(x, w.b, t) {
+		if x := &e.w; x.s >= l.lo && x.mask&cur.mask != 0 && !(x.blk == cur.blk && int(x.tid) == t && x.s >= l.clk0) && !l.ordered(x, w.b, t) {
 			w.gRaceFault(in, ln, addr, n, write, x, true)
 			return false
 		}
 		if write {
-			if x := &e.r; x.s >= l.clk0 && x.mask&cur.mask != 0 && !(x.blk == cur.blk && int(x.tid) == t) && !l.ordered(x, w.b, t) {
+			if x := &e.r; x.s >= l.lo && x.mask&cur.mask != 0 && !(x.blk == cur.blk && int(x.tid) == t && x.s >= l.clk0) && !l.ordered(x, w.b, t) {
 				w.gRaceFault(in, ln, addr, n, write, x, false)
 				return false
 			}
@@ -241,6 +323,18 @@ func (w *warp) gRaceFault(in *dinst, ln int, addr uint64, n int, write bool, x *
 	l := w.l
 	ogpu, oid := l.blockAt(x.blk)
 	other := l.access("", w.b, int32(x.tid), x.pc)
+	prev := x.s < l.clk0
+	if prev { // of the overlapping previous launch
+		p := l.prev
+		ogpu, oid = p.blockAt(x.blk)
+		bx, by := p.blk.X, p.blk.Y
+		t := int(x.tid)
+		other.Thread = [3]int{t % bx, t / bx % by, t / (bx * by)}
+		other.Instr, other.Pos = "", ptx.Pos{}
+		if int(x.pc) < len(p.prog.code) && p.prog.code[x.pc].src != nil {
+			other.Instr, other.Pos = ptx.FormatInstr(p.prog.code[x.pc].src), p.prog.code[x.pc].src.Pos
+		}
+	}
 	other.GPU, other.Block = ogpu, oid
 	what, ow := "reads", "read"
 	if write {
@@ -253,6 +347,9 @@ func (w *warp) gRaceFault(in *dinst, ln int, addr uint64, n int, write bool, x *
 	}
 	var why string
 	switch {
+	case prev:
+		why = fmt.Sprintf("in the previous launch (of %s), which GPU %d may still run while GPU %d runs this one: no barrier between the launches (a release on GPU %d after the first access followed by an acquire on GPU %d before the second) orders them",
+			l.prev.kernel, ogpu, w.b.gpu, ogpu, w.b.gpu)
 	case x.blk == w.b.gnum:
 		why = "no barrier between them"
 	case ogpu == w.b.gpu:
@@ -260,7 +357,7 @@ func (w *warp) gRaceFault(in *dinst, ln int, addr uint64, n int, write bool, x *
 	default:
 		why = "no release at .sys scope after the first followed by an acquire at .sys scope before the second (they run on different GPUs)"
 	}
-	if g, o := w.b.gs, l.gblocks[x.blk]; g != nil && o != nil && x.blk != w.b.gnum &&
+	if g, o := w.b.gs, l.gblocks[x.blk]; !prev && g != nil && o != nil && x.blk != w.b.gnum &&
 		(ogpu == w.b.gpu && g.acqMax > x.s && (o.cover > x.s || o.rel[x.tid] > x.s) || g.acqMaxS > x.s && (o.coverS > x.s || o.relS[x.tid] > x.s)) {
 		why += "; another thread of this block acquired after the first access: a barrier after that acquire (SyncThreads after the wait) would order this one"
 	}

@@ -222,3 +222,92 @@ func TestRaceKernelBoundary(t *testing.T) {
 		t.Fatalf("a[0] = %d, want 3", got[0])
 	}
 }
+
+// pushKernel: each GPU stores its values into its peer's buffer (plain stores), meets the
+// peer at a pad barrier (release store of epoch+1 to the peer's pad, acquire spin on its
+// own), then copies its own buffer (the peer's values) out. trailing: a second barrier at
+// the end, so that no GPU starts the next launch's stores while its peer still reads.
+func pushKernel(t *testing.T, trailing bool) (*ptx.Module, ptx.Pos, ptx.Pos) {
+	k := dsl.New("push")
+	mine := k.PtrParam("mine", dsl.U32)
+	peer := k.PtrParam("peer", dsl.U32)
+	myPad := k.PtrParam("mypad", dsl.U32)
+	peerPad := k.PtrParam("peerpad", dsl.U32)
+	out := k.PtrParam("out", dsl.U32)
+	rank := k.Param("rank", dsl.U32)
+	epoch := k.Param("epoch", dsl.U32)
+	tid := k.ThreadIdx(dsl.X)
+	barrier := func(target dsl.Value) {
+		k.SyncThreads()
+		k.If(tid.Eq(0), func() {
+			k.Store(peerPad, target, dsl.Release(dsl.System))
+			k.WaitUntil(myPad, dsl.Ge, target, dsl.Acquire(dsl.System))
+		})
+		k.SyncThreads()
+	}
+	var st, rd ptx.Pos
+	st = at(func() { k.Store(peer.At(tid), rank.Mul(1000).Add(epoch.Mul(100)).Add(tid)) })
+	barrier(epoch.Add(1))
+	rd = at(func() { k.Store(out.At(tid), k.Load(mine.At(tid))) })
+	if trailing {
+		barrier(epoch.Add(2))
+	}
+	return buildDSL(t, k), st, rd
+}
+
+// runPushes launches the push kernel twice on 2 GPUs back to back (hostRead: reading an
+// output in between, a host synchronization).
+func runPushes(t *testing.T, m *ptx.Module, trailing, hostRead bool, opt emu.Options) error {
+	s := newSystem(t, 2)
+	buf, err := s.MallocSymmetric(4 * 64)
+	check(t, err)
+	pad, err := s.MallocSymmetric(4)
+	check(t, err)
+	out, err := s.MallocSymmetric(4 * 64)
+	check(t, err)
+	per := uint32(1)
+	if trailing {
+		per = 2
+	}
+	for i := uint32(0); i < 2; i++ {
+		epoch := i * per
+		err := s.Launch(emu.Launch{Module: m, Entry: "push", GPUs: s.All(), Grid: emu.D1(1), Block: emu.D1(64), Options: opt,
+			ArgsFor: func(g int) []any {
+				return []any{buf.On(g), buf.On(1 - g), pad.On(g), pad.On(1 - g), out.On(g), uint32(g), epoch}
+			}})
+		if err != nil {
+			return err
+		}
+		if hostRead {
+			_, err := emu.ReadSlice[uint32](s, out.On(0), 64)
+			check(t, err)
+		}
+	}
+	return nil
+}
+
+// TestRaceAcrossLaunches: in weak mode two collective launches back to back overlap (a GPU
+// may start the second while its peer still runs the first). Without the trailing barrier
+// the second launch's push into the peer's buffer races with the peer's read of it in the
+// first launch: reported, naming both launches' lines. The trailing barrier, or a host
+// read between the launches, orders them; the strong mode runs launches in lockstep.
+func TestRaceAcrossLaunches(t *testing.T) {
+	bad, st, rd := pushKernel(t, false)
+	for _, seed := range []int64{0, 2, 5} {
+		err := runPushes(t, bad, false, false, emu.Options{Weak: true, Seed: seed})
+		e := asError(t, err, emu.KindDataRace)
+		if e.Pos != st || !strings.HasPrefix(e.Instr, "st.global.u32") {
+			t.Fatalf("report at %v, want the push at %v: %v", e.Pos, st, err)
+		}
+		wantOther(t, e, fmt.Sprintf("GPU %d block (0,0,0) thread (", 1-e.GPU), "ld.global.u32", rd)
+		if !strings.Contains(e.Msg, "in the previous launch (of push)") {
+			t.Fatalf("report %q does not name the previous launch", e.Msg)
+		}
+	}
+	good, _, _ := pushKernel(t, true)
+	for _, seed := range []int64{0, 2, 5} {
+		check(t, runPushes(t, good, true, false, emu.Options{Weak: true, Seed: seed}))
+		check(t, runPushes(t, bad, false, true, emu.Options{Weak: true, Seed: seed}))
+		check(t, runPushes(t, bad, false, false, emu.Options{Seed: seed}))
+	}
+}

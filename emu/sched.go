@@ -129,6 +129,10 @@ type launch struct {
 	liveBytes   int64             // ... of the live blocks
 	gRace       bool              // the global-memory race detector is on
 	clk0        uint32            // the race detector's stamp at the start of the launch
+	lo          uint32            // ... records from lo on are checked (the previous launch's when they overlap)
+	prev        *raceTrace        // the overlapping previous launch
+	gpuAcqS     []uint32          // per GPU: the latest .sys acquire of any of its blocks
+	gpuRelS     []uint32          // per GPU: the latest .sys release of any of its blocks
 	gblocks     map[uint32]*gsync // the blocks that released or acquired, by number
 	shadowPool  [][]shadowByte
 }

@@ -30,6 +30,7 @@ type System struct {
 	// the race detector (race.go): its stamp and the bytes of its shadow records
 	clk         uint32
 	shadowBytes int64
+	trace       *raceTrace // the last launch, when the next may overlap it
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
@@ -60,6 +61,7 @@ func roundUp(x, a uint64) uint64 { return (x + a - 1) / a * a }
 // Malloc allocates size bytes of zeroed global memory on one GPU and returns its address
 // (256-byte aligned). Every GPU can reach it (peer access is always on).
 func (s *System) Malloc(gpu int, size int) (uint64, error) {
+	s.hostSync()
 	if gpu < 0 || gpu >= len(s.gpus) {
 		return 0, fmt.Errorf("emu: Malloc on GPU %d: the system has %d GPUs", gpu, len(s.gpus))
 	}
@@ -95,6 +97,7 @@ func (m *Symmetric) Multicast() uint64 { return uint64(regionMulticast)<<regionS
 // MallocSymmetric allocates size zeroed bytes at the same offset on every GPU (NVSHMEM's
 // symmetric heap).
 func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
+	s.hostSync()
 	if size <= 0 {
 		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: size must be positive", size)
 	}
@@ -117,6 +120,7 @@ func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
 // Free releases an allocation made by Malloc, or (given any GPU's address of it) a symmetric
 // allocation on every GPU.
 func (s *System) Free(addr uint64) error {
+	s.hostSync()
 	r := region(addr)
 	if r < regionGlobal0 || r >= regionGlobal0+uint64(len(s.gpus)) {
 		return fmt.Errorf("emu: Free(%#x): not a global address", addr)
@@ -190,6 +194,7 @@ func (s *System) MulticastOf(addr uint64) (uint64, error) {
 // Write copies p to device memory at addr (any GPU's global address, or a multicast address,
 // which writes every GPU's copy).
 func (s *System) Write(addr uint64, p []byte) error {
+	s.hostSync()
 	if len(p) == 0 {
 		return nil
 	}
@@ -213,6 +218,7 @@ func (s *System) Write(addr uint64, p []byte) error {
 
 // Read copies len(p) bytes of device memory at addr into p.
 func (s *System) Read(addr uint64, p []byte) error {
+	s.hostSync()
 	if len(p) == 0 {
 		return nil
 	}
