@@ -37,21 +37,21 @@ import (
 // misses a race whose threads synchronize through something else.
 //
 // Bookkeeping: a System-wide stamp (clk) counts releases and barriers; each access records
-// the stamp, its block, thread and instruction in a shadow record per 8
+// the stamp, its block, thread and instruction in a shadow record per 16
 // bytes of an allocation (the last writer and the last reader); each block keeps, per
 // thread, the stamps of its latest release and acquire (gsync). A record whose stamp is
 // older than the launch is from an earlier kernel and ignored.
 
-// gacc is one recorded access of up to 8 bytes of a granule.
+// gacc is one recorded access of up to 16 bytes of a granule.
 type gacc struct {
 	s    uint32 // the stamp at the access (0: none)
 	blk  uint32 // the block's number in its launch
 	pc   int32
 	tid  uint16
-	mask uint8 // the bytes of the granule
+	mask uint16 // the bytes of the granule
 }
 
-// gshadow is the detector's record of an 8-byte granule of global memory.
+// gshadow is the detector's record of a 16-byte granule of global memory.
 type gshadow struct{ w, r gacc }
 
 // gsync is a block's synchronization state for the detector, made at its first release or
@@ -92,7 +92,7 @@ func (l *launch) blockAt(i uint32) (int, [3]int) {
 }
 
 // raceGranule is the shadow granule size.
-const raceGranule = 8
+const raceGranule = 16
 
 const gshadowBytes = int64(unsafe.Sizeof(gshadow{}))
 
@@ -300,7 +300,7 @@ func (w *warp) gRaceCheck(in *dinst, ln int, addr uint64, n int, write bool) boo
 	o := addr - a.base
 	for i := o / raceGranule; i <= (o+uint64(n)-1)/raceGranule; i++ {
 		lo, hi := max(o, i*raceGranule), min(o+uint64(n), (i+1)*raceGranule)
-		cur.mask = uint8((1<<(hi-lo) - 1) << (lo - i*raceGranule))
+		cur.mask = uint16((1<<(hi-lo) - 1) << (lo - i*raceGranule))
 		e := &sh[i]
 		if x := &e.w; x.s >= l.lo && x.mask&cur.mask != 0 && !(x.blk == cur.blk && int(x.tid) == t && x.s >= l.clk0) && !l.ordered(x, w.b, t) {
 			w.gRaceFault(in, ln, addr, n, write, x, true)
