@@ -42,8 +42,9 @@ type Options struct {
 	// a completed barrier, an exit, a completed extern call) before the launch fails with a
 	// no-progress error naming where the warps spin. 0 means 1<<26.
 	StepBudget int64
-	// NoSanitizer turns off the race, alignment and barrier-divergence checks (bounds are
-	// always checked: there is no memory outside allocations to touch).
+	// NoSanitizer turns off the race (shared and global memory), alignment, warp-sync,
+	// barrier-divergence and missing-fence checks (bounds are always checked: there is no
+	// memory outside allocations to touch).
 	NoSanitizer bool
 	// MaxDelay is, in weak mode, the most warp-instructions a buffered store may stay
 	// invisible without a fence (0: 20000).

@@ -31,8 +31,9 @@ import (
 //     reads is caught this way.
 //
 // A release is a st/atom/red/multimem store with .release or .acq_rel, any fence or membar,
-// or an extern call; an acquire is a ld/atom/multimem.ld_reduce with .acquire or .acq_rel,
-// a fence or membar, or the end of an extern call. The detector does not check that the
+// an mbarrier arrive, or an extern call; an acquire is a ld/atom/multimem.ld_reduce with
+// .acquire or .acq_rel, a fence or membar, a completed mbarrier wait, or the end of an
+// extern call. The detector does not check that the
 // acquire read the value the release wrote: it never reports an ordered pair, and it
 // misses a race whose threads synchronize through something else.
 //
