@@ -174,7 +174,7 @@ func (d *emuDevice) load(req *loadRequest, _ *Cache) (module, LoadStats, error) 
 		mod = pm
 	}
 	if req.shmem && emulateNVSHMEM == nil {
-		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem's Emulate)", req.name, strings.Join(NVSHMEMCalls(req.mod), ", "))
+		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem/shmemu)", req.name, strings.Join(NVSHMEMCalls(req.mod), ", "))
 	}
 	key := sha256.Sum256(req.ptx)
 	defer d.lock()()

@@ -6,7 +6,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
-	"github.com/kgen-dev/kgen/nvshmem"
+	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 )
 
 // Harnesses of the NVSHMEM kernels (kernels/nvshmem_p2p.go): one collective launch over every
@@ -23,11 +23,11 @@ type nvshmemEnv struct {
 	r   *run
 	dt  dsl.Type
 	g   int
-	emu *nvshmem.Emulator
+	emu *shmemu.Emulator
 }
 
 func newNVSHMEM(r *run) (*nvshmemEnv, error) {
-	e, err := nvshmem.Emulate(r.sys)
+	e, err := shmemu.Emulate(r.sys)
 	if err != nil {
 		return nil, err
 	}
