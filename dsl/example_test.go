@@ -106,3 +106,32 @@ func ExampleKernel_For() {
 	fmt.Println(strings.Count(body(m), "ld.global.f32"), strings.Count(body(m), "bra.uni"))
 	// Output: 5 1
 }
+
+// VectorAddArgs declares vector_add's parameters once: pointers to the element type, and a
+// u32 length.
+type VectorAddArgs struct {
+	A, B, C dsl.Ptr
+	N       dsl.Value `kgen:"u32"`
+}
+
+// Params declares a kernel's parameters from a struct, in field order.
+func ExampleParams() {
+	k := dsl.New("vector_add_f32", dsl.WithoutLoc())
+	a := dsl.Params[VectorAddArgs](k, dsl.F32)
+	i := k.GlobalThreadIdx(dsl.X)
+	k.If(i.Lt(a.N), func() {
+		k.Store(a.C.At(i), k.Load(a.A.At(i)).Add(k.Load(a.B.At(i))))
+	})
+	if _, err := k.Build(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, p := range k.Params() {
+		fmt.Println(p.Name, p.Type, p.Pointer)
+	}
+	// Output:
+	// a f32 true
+	// b f32 true
+	// c f32 true
+	// n u32 false
+}
