@@ -785,13 +785,17 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 			}
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, total*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
+				lens := make([]int, e.npes)
+				for pe := range lens {
+					lens[pe] = len(cl.contrib[pe])
+				}
+				if d := oddOnes(lens); d != "" {
+					return fmt.Errorf("the PEs reduce different sizes: %s", d)
+				}
 				out := make([]byte, total*size)
 				copy(out, cl.contrib[0])
 				for pe := 1; pe < e.npes; pe++ {
 					b := cl.contrib[pe]
-					if len(b) != len(out) {
-						return fmt.Errorf("PE %d reduces %d bytes, PE 0 %d", pe, len(b), len(out))
-					}
 					for i := 0; i < total; i++ {
 						o := out[i*size : (i+1)*size]
 						combine(abi.ReduceOp(rop), el.t, o, b[i*size:(i+1)*size])
@@ -898,4 +902,35 @@ func combine(op abi.ReduceOp, t ptx.Type, acc, x []byte) {
 func typeName(t ptx.Type) string {
 	n, _ := abi.TypeName(t)
 	return n
+}
+
+// oddOnes describes how the byte counts of the PEs (indexed by PE) differ, naming the PEs
+// that differ from the most common count first: "PE 0 reduces 8 bytes where PEs 1, 2
+// reduce 4". It returns "" when all are equal.
+func oddOnes(n []int) string {
+	count := map[int]int{}
+	for _, x := range n {
+		count[x]++
+	}
+	if len(count) < 2 {
+		return ""
+	}
+	common := n[0]
+	for _, x := range n { // the most common count; ties go to the lowest PE's
+		if count[x] > count[common] {
+			common = x
+		}
+	}
+	var odd, same []string
+	for pe, x := range n {
+		if x == common {
+			same = append(same, fmt.Sprint(pe))
+		} else {
+			odd = append(odd, fmt.Sprintf("PE %d reduces %d bytes", pe, x))
+		}
+	}
+	if len(same) == 1 {
+		return fmt.Sprintf("%s where PE %s reduces %d", strings.Join(odd, ", "), same[0], common)
+	}
+	return fmt.Sprintf("%s where PEs %s reduce %d", strings.Join(odd, ", "), strings.Join(same, ", "), common)
 }

@@ -160,3 +160,19 @@ func TestEmulateNil(t *testing.T) {
 		t.Error("Emulate(nil) succeeded")
 	}
 }
+
+// TestOddOnes: a size mismatch names the PE that differs from the others.
+func TestOddOnes(t *testing.T) {
+	for _, c := range []struct {
+		n    []int
+		want string
+	}{
+		{[]int{4, 4, 4}, ""},
+		{[]int{8, 4, 4}, "PE 0 reduces 8 bytes where PEs 1, 2 reduce 4"},
+		{[]int{4, 4, 12}, "PE 2 reduces 12 bytes where PEs 0, 1 reduce 4"},
+	} {
+		if got := shmemu.OddOnes(c.n); got != c.want {
+			t.Errorf("OddOnes(%v) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
