@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -83,9 +84,9 @@ type emuShmemImpl struct {
 func (s *emuShmemImpl) myPE() int { return s.rank }
 func (s *emuShmemImpl) nPEs() int { return s.n }
 
-func (s *emuShmemImpl) malloc(n int64) (DevicePtr, error) {
+func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 	m := s.d.m
-	res, err := m.w.join(nil, s.rank, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
+	res, err := m.w.join(ctx, s.rank, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
 		sizes := make([]string, len(parts))
 		for r, p := range parts {
 			sizes[r] = fmt.Sprintf("%d bytes", p.(int64))
