@@ -95,21 +95,33 @@ func (s *Spec) VariantName(dt dsl.Type) string { return s.Name + "_" + dt.String
 
 // Build makes the verified PTX module of one variant.
 func (s *Spec) Build(c Config) (*ptx.Module, error) {
+	m, _, err := s.BuildParams(c)
+	return m, err
+}
+
+// BuildParams makes the verified PTX module of one variant and returns what its builder
+// declared of its parameters (element types of pointers), for launches that check them
+// (jit.Source.Params).
+func (s *Spec) BuildParams(c Config) (*ptx.Module, []dsl.ParamInfo, error) {
 	ok := false
 	for _, t := range s.DTypes {
 		ok = ok || t == c.DType
 	}
 	if !ok {
-		return nil, fmt.Errorf("kernel %s has no dtype %q (valid: %s)", s.Name, c.DType, s.dtypeNames())
+		return nil, nil, fmt.Errorf("kernel %s has no dtype %q (valid: %s)", s.Name, c.DType, s.dtypeNames())
 	}
 	ok = false
 	for _, t := range s.Targets {
 		ok = ok || t == c.Target
 	}
 	if !ok {
-		return nil, fmt.Errorf("kernel %s does not support target %q", s.Name, c.Target)
+		return nil, nil, fmt.Errorf("kernel %s does not support target %q", s.Name, c.Target)
 	}
 	k := dsl.New(s.VariantName(c.DType), dsl.WithTarget(c.Target))
 	s.New(k, c.DType)
-	return k.Build()
+	m, err := k.Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, k.Params(), nil
 }
