@@ -297,19 +297,15 @@ func (c *Comm) function(k kernel) (*jit.Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %w", err)
 	}
-	mod, params, err := spec.BuildParams(kernels.Config{Target: c.o.Target, DType: k.dt})
+	b, err := spec.BuildVariant(kernels.Config{Target: c.o.Target, DType: k.dt})
 	if err != nil {
 		return nil, fmt.Errorf("collectives: building %s: %w", spec.VariantName(k.dt), err)
 	}
-	entry := spec.VariantName(k.dt)
-	info := make([]jit.ParamInfo, len(params))
-	for i, p := range params {
-		info[i] = jit.ParamInfo{Name: p.Name, Type: p.Type, Pointer: p.Pointer}
-	}
-	m, err := c.r.Device.Load(jit.Source{Module: mod, Params: map[string][]jit.ParamInfo{entry: info}})
+	m, err := c.r.Device.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
 	if err != nil {
-		return nil, fmt.Errorf("collectives: loading %s: %w", entry, err)
+		return nil, fmt.Errorf("collectives: loading %s: %w", b.Entry, err)
 	}
+	entry := b.Entry
 	c.mods = append(c.mods, m)
 	f, err := m.Function(entry)
 	if err != nil {

@@ -57,7 +57,7 @@ func TestParamsDeclaresInFieldOrder(t *testing.T) {
 type (
 	unexportedArgs struct {
 		A dsl.Ptr
-		b dsl.Value
+		b dsl.Value //lint:ignore U1000 the misuse under test
 	}
 	wrongTypeArgs struct {
 		A dsl.Ptr

@@ -227,6 +227,8 @@ func (af *argField) check(ft reflect.Type) error {
 	case ft.Implements(typedIface) && ft.Implements(pointerIface):
 		af.kind = argTyped
 		af.elem = reflect.Zero(ft).Interface().(typedPointer).elemType()
+	case ft.Implements(pointerIface) || reflect.PointerTo(ft).Implements(pointerIface):
+		return fmt.Errorf("type %s is an untyped pointer; use jit.Ptr[T] or TypedPtr[T] (or AnyPtr when the element type is chosen at run time)", ft)
 	default:
 		isPtr = false
 	}
@@ -248,7 +250,7 @@ func (af *argField) check(ft reflect.Type) error {
 	ht, ok := hostType(ft)
 	if !ok {
 		if k := ft.Kind(); k == reflect.Int || k == reflect.Uint || k == reflect.Uintptr {
-			return fmt.Errorf("type %s has a platform-dependent size; use int32, uint32, int64...", ft)
+			return fmt.Errorf("type %s has a platform-dependent size; use a sized type (int32, uint32, int64)", ft)
 		}
 		return fmt.Errorf("type %s is not a parameter type (jit.Ptr[T], AnyPtr, a sized number or an fp type)", ft)
 	}
@@ -380,4 +382,18 @@ func checkParamInfo(f *ptx.Func, entry string, info []ParamInfo) error {
 		}
 	}
 	return nil
+}
+
+// ParamInfos converts a builder's parameter list (dsl.Kernel.Params, kernels.Built.Params:
+// structs of the same fields) to what Source.Params takes.
+func ParamInfos[P ~struct {
+	Name    string
+	Type    ptx.Type
+	Pointer bool
+}](ps []P) []ParamInfo {
+	out := make([]ParamInfo, len(ps))
+	for i, p := range ps {
+		out[i] = ParamInfo(p)
+	}
+	return out
 }

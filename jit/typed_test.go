@@ -56,13 +56,7 @@ func loadScale(t *testing.T, dt dsl.Type, info bool) (*jit.Device, *jit.Function
 	return d, fn
 }
 
-func paramInfo(k *dsl.Kernel) []jit.ParamInfo {
-	var out []jit.ParamInfo
-	for _, p := range k.Params() {
-		out = append(out, jit.ParamInfo(p))
-	}
-	return out
-}
+func paramInfo(k *dsl.Kernel) []jit.ParamInfo { return jit.ParamInfos(k.Params()) }
 
 func TestLaunchArgs(t *testing.T) {
 	d, fn := loadScale(t, dsl.F16, true)
@@ -163,10 +157,16 @@ func TestLaunchArgsErrors(t *testing.T) {
 			Alpha float32
 			N     uint32
 		}
+		devPtr struct {
+			X     jit.DevicePtr
+			Y     jit.Ptr[float32]
+			Alpha float32
+			N     uint32
+		}
 		unexported struct {
 			X, Y  jit.Ptr[float32]
 			Alpha float32
-			n     uint32
+			n     uint32 //lint:ignore U1000 the misuse under test
 		}
 	)
 	for _, c := range []struct {
@@ -180,6 +180,7 @@ func TestLaunchArgsErrors(t *testing.T) {
 		{platformInt{X: buf, Y: buf}, "field N (parameter .u32 n): type int has a platform-dependent size"},
 		{untyped{X: buf, Y: buf}, "field X (parameter .u64 x): type jit.Pointer is an untyped pointer"},
 		{unexported{X: buf, Y: buf}, "field n is unexported"},
+		{devPtr{X: buf.DevPtr(), Y: buf}, "field X (parameter .u64 x): type jit.DevicePtr is an untyped pointer"},
 		{scaleHost[fp.F16]{X: f16, Y: f16}, "field X (parameter .u64 x): a pointer to f16, but the kernel's parameter points to f32"},
 		{scaleHost[float32]{X: buf}, "field Y (parameter y): nil"},
 		{42, "not a struct"},

@@ -28,17 +28,28 @@ func init() {
 	})
 }
 
+// CopyArgs are tiled_copy's parameters (launch.Copy on the host).
+type CopyArgs struct {
+	Src, Dst dsl.Ptr   // of dt
+	N        dsl.Value `kgen:"u32"`
+}
+
+// TransposeArgs are transpose's parameters (launch.Transpose on the host).
+type TransposeArgs struct {
+	In, Out dsl.Ptr   // in is m x n, out n x m, of dt, row-major
+	M, N    dsl.Value `kgen:"u32"`
+}
+
 // TiledCopyElems returns the number of elements one block of tiled_copy moves.
 func TiledCopyElems(dt dsl.Type) int { return copyThreads * copyIters * 16 / dt.Bytes() }
 
 // TiledCopy copies n elements of src to dst. Each block moves one tile of
 // TiledCopyElems(dt) elements: thread t owns copyIters vectors of 16 bytes, the vectors of
 // consecutive threads adjacent (a thread-value layout of 256 threads x 16/size(dt) values).
-// Launch ceil(n / TiledCopyElems(dt)) blocks of 256 threads. Params: src, dst, n (u32).
+// Launch ceil(n / TiledCopyElems(dt)) blocks of 256 threads.
 func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
-	src := k.PtrParam("src", dt)
-	dst := k.PtrParam("dst", dt)
-	n := k.Param("n", dsl.U32)
+	a := dsl.Params[CopyArgs](k, dt)
+	src, dst, n := a.Src, a.Dst, a.N
 	vals := 16 / dt.Bytes()
 	tile := TiledCopyElems(dt)
 	thr := layout.Must(layout.MakeLayout(layout.Int(copyThreads)))
@@ -64,13 +75,10 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 // elements, and so a column's, on distinct banks) into registers and writing them with one
 // vector store to a row of out's tile. Otherwise the threads are 8 rows of 32 moving
 // elements one at a time (a warp per row, coalesced). Partial tiles at the edges are
-// predicated. Launch a grid of (ceil(n/32), ceil(m/32)) blocks of (256) threads. Params: in,
-// out, m, n (u32).
+// predicated. Launch a grid of (ceil(n/32), ceil(m/32)) blocks of (256) threads.
 func Transpose(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	m := k.Param("m", dsl.U32)
-	n := k.Param("n", dsl.U32)
+	a := dsl.Params[TransposeArgs](k, dt)
+	in, out, m, n := a.In, a.Out, a.M, a.N
 	bx, by, tid := k.BlockIdx(dsl.X), k.BlockIdx(dsl.Y), k.ThreadIdx(dsl.X)
 
 	smem := k.SharedArray(dt, transTile*transTile)

@@ -17,28 +17,34 @@ func init() {
 	})
 }
 
+// VectorAddArgs are vector_add's parameters (launch.VectorAdd on the host).
+type VectorAddArgs struct {
+	A, B, C dsl.Ptr   // c = a + b, of dt
+	N       dsl.Value `kgen:"u32"`
+}
+
 // VectorAdd writes c[i] = a[i] + b[i] for every i < n; launch at least n threads.
-// Parameters: a, b, c (pointers to dt), n (u32).
 func VectorAdd(k *dsl.Kernel, dt dsl.Type) {
-	a := k.PtrParam("a", dt)
-	b := k.PtrParam("b", dt)
-	c := k.PtrParam("c", dt)
-	n := k.Param("n", dsl.U32)
+	a := dsl.Params[VectorAddArgs](k, dt)
 	i := k.GlobalThreadIdx(dsl.X)
-	k.If(i.Lt(n), func() {
-		k.Store(c.At(i), k.Load(a.At(i)).Add(k.Load(b.At(i))))
+	k.If(i.Lt(a.N), func() {
+		k.Store(a.C.At(i), k.Load(a.A.At(i)).Add(k.Load(a.B.At(i))))
 	})
 }
 
+// AxpyArgs are axpy's parameters (launch.Axpy on the host).
+type AxpyArgs struct {
+	Alpha dsl.Value // of dt
+	X, Y  dsl.Ptr   // of dt
+	N     dsl.Value `kgen:"u32"`
+}
+
 // Axpy computes y[i] = alpha*x[i] + y[i] for every i < n with a grid-stride loop, so any grid
-// size covers any n. Parameters: alpha (dt), x, y (pointers to dt), n (u32).
+// size covers any n.
 func Axpy(k *dsl.Kernel, dt dsl.Type) {
-	alpha := k.Param("alpha", dt)
-	x := k.PtrParam("x", dt)
-	y := k.PtrParam("y", dt)
-	n := k.Param("n", dsl.U32)
-	k.For(k.GlobalThreadIdx(dsl.X), n, k.GridStride(dsl.X), func(i dsl.Value) {
-		yi := y.At(i)
-		k.Store(yi, k.FMA(alpha, k.Load(x.At(i)), k.Load(yi)))
+	a := dsl.Params[AxpyArgs](k, dt)
+	k.For(k.GlobalThreadIdx(dsl.X), a.N, k.GridStride(dsl.X), func(i dsl.Value) {
+		yi := a.Y.At(i)
+		k.Store(yi, k.FMA(a.Alpha, k.Load(a.X.At(i)), k.Load(yi)))
 	})
 }

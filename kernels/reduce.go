@@ -24,6 +24,19 @@ func init() {
 	})
 }
 
+// RowSumArgs are row_sum's parameters (launch.RowSum on the host).
+type RowSumArgs struct {
+	In   dsl.Ptr   // rows x cols of dt, row-major
+	Out  dsl.Ptr   `kgen:"f32"` // one sum per row
+	Cols dsl.Value `kgen:"u32"`
+}
+
+// SoftmaxArgs are softmax's parameters (launch.Softmax on the host).
+type SoftmaxArgs struct {
+	In, Out dsl.Ptr   // rows x cols of dt, row-major
+	Cols    dsl.Value `kgen:"u32"`
+}
+
 // rowBase returns a pointer to the first element of row r of a row-major matrix with cols
 // columns (64-bit index arithmetic).
 func rowBase(k *dsl.Kernel, p dsl.Ptr, r, cols dsl.Value) dsl.Ptr {
@@ -33,12 +46,10 @@ func rowBase(k *dsl.Kernel, p dsl.Ptr, r, cols dsl.Value) dsl.Ptr {
 // RowSum writes out[r] (f32) = in[r, 0] + ... + in[r, cols-1] for the row r of each block:
 // each thread sums a strided share of the row in f32 (4 elements per access when cols is a
 // multiple of 4), then the block combines the partial sums (BlockReduce: shuffles within
-// warps, shared memory across them). Launch rows blocks of 256 threads. Params: in (dt),
-// out (f32), cols (u32).
+// warps, shared memory across them). Launch rows blocks of 256 threads.
 func RowSum(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dsl.F32)
-	cols := k.Param("cols", dsl.U32)
+	a := dsl.Params[RowSumArgs](k, dt)
+	in, out, cols := a.In, a.Out, a.Cols
 	r, tid := k.BlockIdx(dsl.X), k.ThreadIdx(dsl.X)
 	row := rowBase(k, in, r, cols)
 	acc := k.Var(dsl.F32, 0.0)
@@ -84,12 +95,10 @@ func storeRow(k *dsl.Kernel, p dsl.Ptr, j dsl.Value, vals []dsl.Value) {
 
 // Softmax writes out[r, j] = exp(in[r, j] - max_r) / sum_j exp(in[r, j] - max_r) for the row
 // r of each block, in f32: a pass for the maximum, one for the sum, one to write (4 elements
-// per access when cols is a multiple of 4). Launch rows blocks of 256 threads. Params: in,
-// out (dt), cols (u32).
+// per access when cols is a multiple of 4). Launch rows blocks of 256 threads.
 func Softmax(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	cols := k.Param("cols", dsl.U32)
+	a := dsl.Params[SoftmaxArgs](k, dt)
+	in, out, cols := a.In, a.Out, a.Cols
 	r, tid, step := k.BlockIdx(dsl.X), k.ThreadIdx(dsl.X), k.BlockDim(dsl.X)
 	src, dst := rowBase(k, in, r, cols), rowBase(k, out, r, cols)
 

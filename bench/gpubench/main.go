@@ -8,6 +8,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -18,6 +19,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -79,6 +81,28 @@ func timeIt(d *jit.Device, s *jit.Stream, reps int, f func() error) (time.Durati
 	return ts[len(ts)/2], nil
 }
 
+// loadKernel builds the library kernel id for sm_90 and loads it on d with its declared
+// parameters (launches check their element types); the returned func unloads it.
+func loadKernel(d *jit.Device, id kernels.ID) (*jit.Function, func() error, error) {
+	spec, err := kernels.Find(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := spec.BuildVariant(kernels.Config{Target: ptx.SM90, DType: id.DType})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := d.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
+	if err != nil {
+		return nil, nil, err
+	}
+	fn, err := m.Function(b.Entry)
+	if err != nil {
+		return nil, nil, errors.Join(err, m.Close())
+	}
+	return fn, m.Close, nil
+}
+
 func benchCopy(nbytes int64, reps int) error {
 	n := int(nbytes / 4)
 	if n <= 0 || int64(n) >= 1<<31 {
@@ -89,20 +113,11 @@ func benchCopy(nbytes int64, reps int) error {
 		return err
 	}
 	defer d.Close()
-	spec, _ := kernels.Lookup("tiled_copy")
-	mod, err := spec.Build(kernels.Config{Target: ptx.SM90, DType: dsl.F32})
+	fn, closeFn, err := loadKernel(d, kernels.ID{Family: kernels.FamilyTiledCopy, DType: dsl.F32})
 	if err != nil {
 		return err
 	}
-	m, err := d.Load(jit.Source{Module: mod})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	fn, err := m.Function(spec.VariantName(dsl.F32))
-	if err != nil {
-		return err
-	}
+	defer closeFn()
 	src, err := jit.Alloc[float32](d, n)
 	if err != nil {
 		return err
@@ -127,7 +142,7 @@ func benchCopy(nbytes int64, reps int) error {
 	defer s.Close()
 	tile := kernels.TiledCopyElems(dsl.F32)
 	cfg := jit.LaunchConfig{Grid: jit.D1((n + tile - 1) / tile), Block: jit.D1(256), Stream: s}
-	tk, err := timeIt(d, s, reps, func() error { return fn.Launch(cfg, src, dst, uint32(n)) })
+	tk, err := timeIt(d, s, reps, func() error { return fn.LaunchArgs(cfg, launch.Copy[float32]{Src: src, Dst: dst, N: uint32(n)}) })
 	if err != nil {
 		return err
 	}

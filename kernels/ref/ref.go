@@ -67,12 +67,13 @@ func Kernels() []string {
 
 // run is the state of one check.
 type run struct {
-	p    Problem
-	spec *kernels.Spec
-	mod  *ptx.Module
-	sys  *emu.System
-	rng  *rand.Rand
-	res  Result
+	p     Problem
+	spec  *kernels.Spec
+	mod   *ptx.Module
+	built *kernels.Built // mod with its entry and declared parameters
+	sys   *emu.System
+	rng   *rand.Rand
+	res   Result
 }
 
 // Run builds the kernel, runs it on the emulator and checks it. The error says what differs.
@@ -97,7 +98,7 @@ func Run(p Problem) (Result, error) {
 	if p.Size < 0 {
 		return Result{}, fmt.Errorf("size %d is negative", p.Size)
 	}
-	m, err := spec.Build(kernels.Config{Target: p.Target, DType: p.DType})
+	b, err := spec.BuildVariant(kernels.Config{Target: p.Target, DType: p.DType})
 	if err != nil {
 		return Result{}, err
 	}
@@ -105,7 +106,7 @@ func Run(p Problem) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := &run{p: p, spec: spec, mod: m, sys: sys, rng: rand.New(rand.NewSource(p.Seed + 1)),
+	r := &run{p: p, spec: spec, mod: b.Module, built: b, sys: sys, rng: rand.New(rand.NewSource(p.Seed + 1)),
 		res: Result{Kernel: p.Kernel, DType: p.DType}}
 	if err := h(r); err != nil {
 		return r.res, fmt.Errorf("%s %s: %w", p.Kernel, p.DType, err)
@@ -159,15 +160,6 @@ func round(dt dsl.Type, v float64) float64 {
 		return fp.E5M2ToF64(b)
 	}
 	return v
-}
-
-// alloc allocates n elements of dt on GPU 0 and writes v (when given).
-func (r *run) alloc(dt dsl.Type, n int, v []float64) (uint64, error) {
-	addr, err := r.sys.Malloc(0, max(n*dt.Bytes(), 1))
-	if err != nil || v == nil {
-		return addr, err
-	}
-	return addr, write(r.sys, addr, dt, v)
 }
 
 func write(s *emu.System, addr uint64, dt dsl.Type, v []float64) error {
@@ -234,14 +226,6 @@ func read(s *emu.System, addr uint64, dt dsl.Type, n int) ([]float64, error) {
 		out[i] = float64(x)
 	}
 	return out, err
-}
-
-// launch runs the kernel's entry on GPU 0.
-func (r *run) launch(grid, block emu.Dim3, args ...any) error {
-	return r.sys.Launch(emu.Launch{
-		Module: r.mod, Entry: r.spec.VariantName(r.p.DType), Grid: grid, Block: block, Args: args,
-		Options: emu.Options{Seed: r.p.Seed, Weak: r.p.Weak},
-	})
 }
 
 // check compares got with want: |got-want| <= atol + rtol*|want| element by element.
