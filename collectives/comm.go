@@ -95,7 +95,8 @@ type Comm struct {
 
 	lamport map[int]*lamportState // by element size
 	parts   map[partKey]*Buffer   // reduce-scatter results of the push all-reduce
-	fns     map[kernel]*jit.Function
+	fns     map[kernels.ID]*jit.Function
+	names   map[kernels.ID]string // the kernels' registry names, for LastAlgorithm
 	mods    []*jit.Module
 	allocs  []*jit.Memory
 	last    string
@@ -177,7 +178,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 		return nil, fmt.Errorf("collectives: MaxBlocks %d: at most %d", o.MaxBlocks, kernels.CollMaxBlocks)
 	}
 	c := &Comm{r: r, o: o, log: o.Logger, g: g, rank: r.Rank, emu: r.Backend == jit.Emulator,
-		lamport: map[int]*lamportState{}, fns: map[kernel]*jit.Function{},
+		lamport: map[int]*lamportState{}, fns: map[kernels.ID]*jit.Function{}, names: map[kernels.ID]string{},
 		launchFn: (*jit.Function).LaunchArgs}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -288,30 +289,30 @@ func (c *Comm) makeTable(ctx context.Context, s *sym) error {
 	return nil
 }
 
-// function loads (once) the kernel k for the Comm's target.
-func (c *Comm) function(k kernel) (*jit.Function, error) {
-	if f, ok := c.fns[k]; ok {
+// function loads (once) the kernel id for the Comm's target.
+func (c *Comm) function(id kernels.ID) (*jit.Function, error) {
+	if f, ok := c.fns[id]; ok {
 		return f, nil
 	}
-	spec, err := kernels.Lookup(k.name())
+	spec, err := kernels.Find(id)
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %w", err)
 	}
-	b, err := spec.BuildVariant(kernels.Config{Target: c.o.Target, DType: k.dt})
+	b, err := spec.BuildVariant(kernels.Config{Target: c.o.Target, DType: id.DType})
 	if err != nil {
-		return nil, fmt.Errorf("collectives: building %s: %w", spec.VariantName(k.dt), err)
+		return nil, fmt.Errorf("collectives: building %s: %w", spec.VariantName(id.DType), err)
 	}
 	m, err := c.r.Device.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
 	if err != nil {
 		return nil, fmt.Errorf("collectives: loading %s: %w", b.Entry, err)
 	}
-	entry := b.Entry
 	c.mods = append(c.mods, m)
-	f, err := m.Function(entry)
+	f, err := m.Function(b.Entry)
 	if err != nil {
 		return nil, err
 	}
-	c.fns[k] = f
+	c.fns[id] = f
+	c.names[id] = spec.Name
 	return f, nil
 }
 
@@ -322,20 +323,23 @@ func (c *Comm) blocks(vectors int) int {
 
 // launch runs kernel k with args, as part of call, and advances the epoch of the
 // synchronization state it used.
-func (c *Comm) launch(ctx context.Context, call *call, k kernel, blocks int, args any) error {
+func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int, args any) error {
 	f, err := c.function(k)
 	if err != nil {
 		return err
 	}
-	fam := families[k.fam]
-	if fam.multimem {
+	barriers, multimem, ok := kernels.CollBarriers(k.Family)
+	if !ok {
+		return fmt.Errorf("collectives: %s is not a collective kernel family", k.Family)
+	}
+	if multimem {
 		// Every launch over the multimem flags uses the same grid: a block's flag counts
 		// the barriers its block index took part in, which must be all of them.
 		blocks = c.o.MaxBlocks
 	}
-	c.last = k.name()
+	c.last = c.names[k]
 	if c.debug(ctx) {
-		c.log.DebugContext(ctx, "collectives: "+call.what, append([]any{"algorithm", c.last, "dtype", k.dt.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, call.attrs()...)...)
+		c.log.DebugContext(ctx, "collectives: "+call.what, append([]any{"algorithm", c.last, "dtype", k.DType.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, call.attrs()...)...)
 	}
 	cfg := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(kernels.CollThreads), Stream: c.o.Stream,
 		Collective: jit.CollectiveOn, Context: ctx}
@@ -345,10 +349,10 @@ func (c *Comm) launch(ctx context.Context, call *call, k kernel, blocks int, arg
 	if err := c.launchFn(f, cfg, args); err != nil {
 		return fmt.Errorf("collectives: %s (%s): %w", call.what, f.Name(), err)
 	}
-	if fam.multimem {
-		c.flagEpoch += fam.barriers
+	if multimem {
+		c.flagEpoch += uint32(barriers)
 	} else {
-		c.padEpoch += fam.barriers
+		c.padEpoch += uint32(barriers)
 	}
 	return nil
 }

@@ -87,10 +87,10 @@ func checkOp(op Op) error {
 
 // fp8Check says why an fp8 reduction cannot run on this Comm (nil when it can): it needs the
 // fp8 multimem kernels' target and multicast.
-func (c *Comm) fp8Check(what string, fam family, dt dsl.Type, op Op) error {
-	spec, err := kernels.Lookup(kernel{fam, op, dt}.name())
+func (c *Comm) fp8Check(what string, fam kernels.Family, dt dsl.Type, op Op) error {
+	spec, err := kernels.Find(reduction(fam, op, dt))
 	if err != nil {
-		return err
+		return fmt.Errorf("collectives: %s: %w", what, err)
 	}
 	switch {
 	case !slices.Contains(spec.Targets, c.o.Target):
@@ -104,46 +104,47 @@ func (c *Comm) fp8Check(what string, fam family, dt dsl.Type, op Op) error {
 // allReducePlan is what an all-reduce runs: one kernel, or (push) a reduce-scatter and an
 // all-gather by peer stores.
 type allReducePlan struct {
-	k    kernel
+	k    kernels.ID
 	push bool
 }
 
 func (p allReducePlan) String() string {
 	if p.push {
-		return kernel{p2pReduceScatter, p.k.op, p.k.dt}.name() + "+" + kernel{fam: p2pAllGather, dt: p.k.dt}.name()
+		return name(kernels.ID{Family: kernels.FamilyP2PReduceScatter, Op: p.k.Op, DType: p.k.DType}) + "+" +
+			name(kernels.ID{Family: kernels.FamilyP2PAllGather, DType: p.k.DType})
 	}
-	return p.k.name()
+	return name(p.k)
 }
 
 // allReducePlan chooses the all-reduce of n elements of dt by op. See AllReduceAlgorithm.
 func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int) (allReducePlan, error) {
 	bytes := n * dt.Bytes()
-	k := kernel{op: op, dt: dt}
+	var fam kernels.Family
 	switch {
 	case isFP8(dt):
-		if err := c.fp8Check("AllReduce", mmAllReduce1Shot, dt, op); err != nil {
+		if err := c.fp8Check("AllReduce", kernels.FamilyMMAllReduce1Shot, dt, op); err != nil {
 			return allReducePlan{}, err
 		}
-		k.fam = mmAllReduce2Shot
+		fam = kernels.FamilyMMAllReduce2Shot
 		if bytes <= c.o.OneShotMaxBytes {
-			k.fam = mmAllReduce1Shot
+			fam = kernels.FamilyMMAllReduce1Shot
 		}
 	case c.mc && mmReduces(dt, op) && bytes <= c.o.OneShotMaxBytes:
-		k.fam = mmAllReduce1Shot
+		fam = kernels.FamilyMMAllReduce1Shot
 	case c.mc && mmReduces(dt, op):
-		k.fam = mmAllReduce2Shot
+		fam = kernels.FamilyMMAllReduce2Shot
 	case c.mc && bytes <= c.o.OneShotMaxBytes:
-		k.fam = mmAllReducePush
+		fam = kernels.FamilyMMAllReducePush
 	case !c.o.DisableLamport && dt.IsFloat() && bytes <= c.o.LamportMaxBytes:
-		k.fam = p2pAllReduceLamport
+		fam = kernels.FamilyP2PAllReduceLamport
 	case bytes <= c.o.OneShotMaxBytes:
-		k.fam = p2pAllReduce1Shot
+		fam = kernels.FamilyP2PAllReduce1Shot
 	case c.o.PushMinBytes > 0 && bytes >= c.o.PushMinBytes && n%(c.g*16/dt.Bytes()) == 0:
-		return allReducePlan{k: k, push: true}, nil
+		return allReducePlan{k: kernels.ID{Family: kernels.FamilyP2PReduceScatter, Op: op, DType: dt}, push: true}, nil
 	default:
-		k.fam = p2pAllReduce2Shot
+		fam = kernels.FamilyP2PAllReduce2Shot
 	}
-	return allReducePlan{k: k}, nil
+	return allReducePlan{k: reduction(fam, op, dt)}, nil
 }
 
 // AllReduce reduces buf over every GPU with op, in place: afterwards every GPU's copy holds
@@ -207,12 +208,12 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 }
 
 // allReduce launches the one-kernel all-reduce k.
-func (c *Comm) allReduce(ctx context.Context, cl *call, k kernel, dst, src *Buffer) error {
+func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *Buffer) error {
 	dt, n := src.dt, uint32(src.n)
 	vectors := (src.n + 16/dt.Bytes() - 1) / (16 / dt.Bytes())
 	rank, g := uint32(c.rank), uint32(c.g)
-	switch k.fam {
-	case mmAllReduce1Shot, p2pAllReduce1Shot:
+	switch k.Family {
+	case kernels.FamilyMMAllReduce1Shot, kernels.FamilyMMAllReduce1ShotFP8, kernels.FamilyP2PAllReduce1Shot:
 		in := src.s
 		if cl.inPlace {
 			// Peers read this GPU's input while it writes its output: stage the input.
@@ -221,18 +222,18 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernel, dst, src *Buff
 			}
 			in = c.scratch
 		}
-		if k.fam == mmAllReduce1Shot {
+		if k.Family != kernels.FamilyP2PAllReduce1Shot {
 			return c.launch(ctx, cl, k, c.blocks(vectors), mmOneShotArgs{
 				InMC: in.multicast(dt), Out: dst.s.at(dt), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 				Rank: rank, NGPUs: g, N: n, Epoch: c.flagEpoch})
 		}
 		return c.launch(ctx, cl, k, c.blocks(vectors), p2pOneShotArgs{
 			Ins: in.table(), Out: dst.s.at(dt), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
-	case mmAllReduce2Shot:
+	case kernels.FamilyMMAllReduce2Shot, kernels.FamilyMMAllReduce2ShotFP8:
 		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), mmTwoShotArgs{
 			InMC: src.s.multicast(dt), OutMC: dst.s.multicast(dt), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Rank: rank, NGPUs: g, N: n, Epoch: c.flagEpoch})
-	case mmAllReducePush:
+	case kernels.FamilyMMAllReducePush:
 		ld := vectors * (16 / dt.Bytes())
 		if err := c.ensureScratch(ctx, cl, kernels.CollMaxGPUs*ld*dt.Bytes()); err != nil {
 			return err
@@ -240,7 +241,7 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernel, dst, src *Buff
 		return c.launch(ctx, cl, k, c.blocks(vectors), mmPushArgs{
 			In: src.s.at(dt), Out: dst.s.at(dt), ScratchMC: c.scratch.multicast(dt), ScratchUC: c.scratch.at(dt),
 			FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32), Rank: rank, NGPUs: g, N: n, Epoch: c.flagEpoch})
-	case p2pAllReduce2Shot:
+	case kernels.FamilyP2PAllReduce2Shot:
 		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), p2pTwoShotArgs{
 			Ins: src.s.table(), Outs: dst.s.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
 	}
@@ -316,7 +317,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src *Buffer, op Op) error
 		return fmt.Errorf("collectives: ReduceScatter: src must hold %d parts of dst's %d %s in another buffer (dst %d %s, src %d %s)", c.g, dst.n, dst.dt, dst.n, dst.dt, src.n, src.dt)
 	}
 	if isFP8(dst.dt) {
-		if err := c.fp8Check("ReduceScatter", mmReduceScatter, dst.dt, op); err != nil {
+		if err := c.fp8Check("ReduceScatter", kernels.FamilyMMReduceScatter, dst.dt, op); err != nil {
 			return err
 		}
 	}
@@ -328,14 +329,14 @@ func (c *Comm) reduceScatter(ctx context.Context, cl *call, dst, src *Buffer, op
 	blocks := c.blocks((m + 16/dt.Bytes() - 1) / (16 / dt.Bytes()))
 	rank, g := uint32(c.rank), uint32(c.g)
 	if c.mc && mmReduces(dt, op) {
-		return c.launch(ctx, cl, kernel{mmReduceScatter, op, dt}, blocks, mmReduceScatterArgs{
+		return c.launch(ctx, cl, reduction(kernels.FamilyMMReduceScatter, op, dt), blocks, mmReduceScatterArgs{
 			InMC: src.s.multicast(dt), Out: dst.s.at(dt), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Rank: rank, NGPUs: g, N: uint32(m), Epoch: c.flagEpoch})
 	}
 	if err := c.ensureScratch(ctx, cl, kernels.CollMaxGPUs*m*dt.Bytes()); err != nil {
 		return err
 	}
-	return c.launch(ctx, cl, kernel{p2pReduceScatter, op, dt}, blocks, p2pReduceScatterArgs{
+	return c.launch(ctx, cl, reduction(kernels.FamilyP2PReduceScatter, op, dt), blocks, p2pReduceScatterArgs{
 		In: src.s.at(dt), Out: dst.s.at(dt), Scratch: c.scratch.table(), Pads: c.pads.table(),
 		Rank: rank, NGPUs: g, N: uint32(m), Epoch: c.padEpoch})
 }
@@ -359,7 +360,7 @@ func (c *Comm) allGather(ctx context.Context, cl *call, dst, src *Buffer) error 
 	rank, g := uint32(c.rank), uint32(c.g)
 	if c.mc && bytes%4 == 0 {
 		words := bytes / 4
-		return c.launch(ctx, cl, kernel{fam: mmAllGather, dt: dsl.F32}, c.blocks((words+3)/4), mmAllGatherArgs{
+		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMAllGather, DType: dsl.F32}, c.blocks((words+3)/4), mmAllGatherArgs{
 			In: src.s.at(dsl.F32), OutMC: dst.s.multicast(dsl.F32), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Rank: rank, NGPUs: g, N: uint32(words), Epoch: c.flagEpoch})
 	}
@@ -370,7 +371,7 @@ func (c *Comm) allGather(ctx context.Context, cl *call, dst, src *Buffer) error 
 		c.log.DebugContext(ctx, "collectives: all-gather part is not a multiple of 4 bytes; using peer stores", "bytes", bytes)
 	}
 	vec := 16 / dt.Bytes()
-	return c.launch(ctx, cl, kernel{fam: p2pAllGather, dt: dt}, c.blocks((n+vec-1)/vec), p2pAllGatherArgs{
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PAllGather, DType: dt}, c.blocks((n+vec-1)/vec), p2pAllGatherArgs{
 		In: src.s.at(dt), Outs: dst.s.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: uint32(n), Epoch: c.padEpoch})
 }
 
@@ -392,7 +393,7 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 	rank, g := uint32(c.rank), uint32(c.g)
 	if c.mc && bytes%4 == 0 {
 		words := bytes / 4
-		return c.launch(ctx, cl, kernel{fam: mmBroadcast, dt: dsl.F32}, c.blocks((words+3)/4), mmBroadcastArgs{
+		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBroadcast, DType: dsl.F32}, c.blocks((words+3)/4), mmBroadcastArgs{
 			In: src.s.at(dsl.F32), OutMC: dst.s.multicast(dsl.F32), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Root: uint32(root), Rank: rank, NGPUs: g, N: uint32(words), Epoch: c.flagEpoch})
 	}
@@ -400,7 +401,7 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 		return fmt.Errorf("collectives: Broadcast of %s needs multicast and a multiple of 4 bytes (%d bytes, multicast %v); f32, f16, bf16 and s32 run everywhere", dt, bytes, c.mc)
 	}
 	vec := 16 / dt.Bytes()
-	return c.launch(ctx, cl, kernel{fam: p2pBroadcast, dt: dt}, c.blocks((n+vec-1)/vec), p2pBroadcastArgs{
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PBroadcast, DType: dt}, c.blocks((n+vec-1)/vec), p2pBroadcastArgs{
 		In: src.s.at(dt), Outs: dst.s.table(), Pads: c.pads.table(), Root: uint32(root), Rank: rank, NGPUs: g, N: uint32(n), Epoch: c.padEpoch})
 }
 
@@ -413,9 +414,9 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	}
 	cl := &call{what: "Barrier", dt: dsl.U32, root: -1}
 	if c.mc {
-		return c.launch(ctx, cl, kernel{fam: mmBarrier, dt: dsl.U32}, 1, mmBarrierArgs{
+		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBarrier, DType: dsl.U32}, 1, mmBarrierArgs{
 			FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32), NGPUs: uint32(c.g), Epoch: c.flagEpoch})
 	}
-	return c.launch(ctx, cl, kernel{fam: p2pBarrier, dt: dsl.U32}, 1, p2pBarrierArgs{
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PBarrier, DType: dsl.U32}, 1, p2pBarrierArgs{
 		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Epoch: c.padEpoch})
 }

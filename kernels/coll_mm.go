@@ -14,7 +14,7 @@ import (
 // flags_mc and flags_uc the multicast and local (unicast) addresses of the barrier flags
 // (FlagWords u32 per GPU, zero once at allocation), rank this GPU's index, ngpus the number
 // of GPUs, n the element count, epoch the number of barriers the flag set has completed
-// before the launch (the host adds CollBarriers(name) after each launch). Symmetric buffers
+// before the launch (the host adds CollBarriers(family) after each launch). Symmetric buffers
 // read through a multicast address must be allocated in whole 16-byte units: the last
 // vector is read whole, and the 16-bit kernels may write the padding element after an odd n.
 // Launch the same grid (at most CollMaxBlocks blocks of CollThreads threads) on every GPU,
@@ -47,7 +47,8 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:    "mm_allreduce_1shot_" + o.name,
+			Name:   string(FamilyMMAllReduce1Shot) + "_" + o.name,
+			Family: FamilyMMAllReduce1Shot, Reduces: true, Op: op,
 			Doc:     "one-shot multimem all-reduce (" + o.name + "): every GPU ld_reduces the whole buffer through the multicast address and stores its own output; 2 barriers",
 			DTypes:  mmDTypes(op),
 			Targets: mmTargets,
@@ -55,7 +56,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceOneShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_allreduce_2shot_" + o.name,
+			Name:   string(FamilyMMAllReduce2Shot) + "_" + o.name,
+			Family: FamilyMMAllReduce2Shot, Reduces: true, Op: op,
 			Doc:     "two-shot multimem all-reduce (" + o.name + "): ld_reduce of a 1/N slice (reduce-scatter), multimem.st of the result (all-gather); in place or not; 2 barriers",
 			DTypes:  mmDTypes(op),
 			Targets: mmTargets,
@@ -63,7 +65,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceTwoShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_reducescatter_" + o.name,
+			Name:   string(FamilyMMReduceScatter) + "_" + o.name,
+			Family: FamilyMMReduceScatter, Reduces: true, Op: op,
 			Doc:     "multimem reduce-scatter (" + o.name + "): GPU r ld_reduces part r of the input through the multicast address into its output; 2 barriers",
 			DTypes:  mmDTypes(op),
 			Targets: mmTargets,
@@ -71,7 +74,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMReduceScatter(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_allreduce_push_" + o.name,
+			Name:   string(FamilyMMAllReducePush) + "_" + o.name,
+			Family: FamilyMMAllReducePush, Reduces: true, Op: op,
 			Doc:     "push all-reduce (" + o.name + "): every GPU multimem.st's its input into its slot of every GPU's scratch, then reduces the slots locally; any dtype and op (f32 min/max too); 2 barriers",
 			DTypes:  collDTypes,
 			Targets: mmTargets,
@@ -84,7 +88,8 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:    "mm_allreduce_1shot_fp8_" + o.name,
+			Name:   string(FamilyMMAllReduce1ShotFP8) + "_" + o.name,
+			Family: FamilyMMAllReduce1ShotFP8, Reduces: true, Op: op,
 			Doc:     "one-shot multimem all-reduce (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): ld_reduce of packed e4m3x4/e5m2x4 words" + fp8AccDoc(op) + ", stored to this GPU's output; 2 barriers",
 			DTypes:  mmFP8DTypes,
 			Targets: mmFP8Targets,
@@ -92,7 +97,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceOneShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_allreduce_2shot_fp8_" + o.name,
+			Name:   string(FamilyMMAllReduce2ShotFP8) + "_" + o.name,
+			Family: FamilyMMAllReduce2ShotFP8, Reduces: true, Op: op,
 			Doc:     "two-shot multimem all-reduce (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): ld_reduce of a 1/N slice in packed words" + fp8AccDoc(op) + ", multimem.st of the result; 2 barriers",
 			DTypes:  mmFP8DTypes,
 			Targets: mmFP8Targets,
@@ -100,7 +106,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceTwoShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_reducescatter_fp8_" + o.name,
+			Name:   string(FamilyMMReduceScatterFP8) + "_" + o.name,
+			Family: FamilyMMReduceScatterFP8, Reduces: true, Op: op,
 			Doc:     "multimem reduce-scatter (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): GPU r ld_reduces part r in packed words" + fp8AccDoc(op) + " into its output; 2 barriers",
 			DTypes:  mmFP8DTypes,
 			Targets: mmFP8Targets,
@@ -109,7 +116,8 @@ func init() {
 		})
 	}
 	register(&Spec{
-		Name:    "mm_allgather",
+		Name:    string(FamilyMMAllGather),
+		Family:  FamilyMMAllGather,
 		Doc:     "multimem all-gather of 32-bit words: GPU r multimem.st's its m words to [r*m, r*m+m) of every GPU's output; 2 barriers",
 		DTypes:  []dsl.Type{dsl.F32},
 		Targets: mmTargets,
@@ -117,7 +125,8 @@ func init() {
 		New:     MMAllGather,
 	})
 	register(&Spec{
-		Name:    "mm_broadcast",
+		Name:    string(FamilyMMBroadcast),
+		Family:  FamilyMMBroadcast,
 		Doc:     "multimem broadcast of 32-bit words: the root multimem.st's its n words into every GPU's output; 2 barriers",
 		DTypes:  []dsl.Type{dsl.F32},
 		Targets: mmTargets,
@@ -125,7 +134,8 @@ func init() {
 		New:     MMBroadcast,
 	})
 	register(&Spec{
-		Name:    "mm_barrier",
+		Name:    string(FamilyMMBarrier),
+		Family:  FamilyMMBarrier,
 		Doc:     "cross-GPU barrier: multimem.red.release.sys add on a per-block flag, fence.proxy.alias, ld.acquire.sys spin on the local flag; epoch-based, no reset",
 		DTypes:  []dsl.Type{dsl.U32},
 		Targets: mmTargets,

@@ -15,9 +15,15 @@ import (
 // complete). The signal word counts up forever: a launch adds ngpus-1 to every PE's word, and
 // launch number epoch (0, 1, ...) waits for epoch*(ngpus-1) + step, so it never needs a reset.
 
+// The NVSHMEM ring families.
+const (
+	FamilyNVSHMEMAllGatherRing     Family = "nvshmem_allgather_ring"
+	FamilyNVSHMEMReduceScatterRing Family = "nvshmem_reducescatter_ring"
+)
+
 func init() {
 	register(&Spec{
-		Name:    "nvshmem_allgather_ring",
+		Name:    string(FamilyNVSHMEMAllGatherRing),
 		Doc:     "ring all-gather by put_signal_nbi (block) to the next PE and signal_wait_until: ngpus-1 hops, each forwarding the part that just arrived",
 		DTypes:  nvshmemDTypes,
 		Targets: nvshmemTargets,
@@ -26,7 +32,8 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:    "nvshmem_reducescatter_ring_" + o.name,
+			Name:   string(FamilyNVSHMEMReduceScatterRing) + "_" + o.name,
+			Family: FamilyNVSHMEMReduceScatterRing, Reduces: true, Op: op,
 			Doc:     "ring reduce-scatter (" + o.name + ") by put_signal_nbi (block) of f32/s32 partial results to the next PE: ngpus-1 hops, each adding the local part",
 			DTypes:  nvshmemDTypes,
 			Targets: nvshmemTargets,

@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"strings"
-
 	"github.com/kgen-dev/kgen/dsl"
 )
 
@@ -14,7 +12,7 @@ import (
 // Common parameters: tables (ins, outs, pads, lbufs) are device arrays of CollMaxGPUs u64
 // addresses, entry g being GPU g's buffer as this GPU reaches it; rank is this GPU's index,
 // ngpus the number of GPUs (1..CollMaxGPUs), n the element count, epoch the number of
-// barriers this pad set has completed before the launch (the host adds CollBarriers(name)
+// barriers this pad set has completed before the launch (the host adds CollBarriers(family)
 // after each launch). Launch the same grid (at most CollMaxBlocks blocks of CollThreads
 // threads) on every GPU at once.
 
@@ -22,19 +20,22 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:   "p2p_allreduce_1shot_" + o.name,
+			Name:   string(FamilyP2PAllReduce1Shot) + "_" + o.name,
+			Family: FamilyP2PAllReduce1Shot, Reduces: true, Op: op,
 			Doc:    "one-shot pull all-reduce (" + o.name + "): every GPU reads every peer's input through peer pointers, reduces in f32/i32, writes its own output; 2 barriers",
 			DTypes: collDTypes,
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReduceOneShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:   "p2p_allreduce_2shot_" + o.name,
+			Name:   string(FamilyP2PAllReduce2Shot) + "_" + o.name,
+			Family: FamilyP2PAllReduce2Shot, Reduces: true, Op: op,
 			Doc:    "two-shot all-reduce (" + o.name + "): reduce-scatter by peer loads of a 1/N slice, all-gather by peer stores; in place or not; 2 barriers",
 			DTypes: collDTypes,
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReduceTwoShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:   "p2p_allreduce_lamport_" + o.name,
+			Name:   string(FamilyP2PAllReduceLamport) + "_" + o.name,
+			Family: FamilyP2PAllReduceLamport, Reduces: true, Op: op,
 			Doc:    "one-shot Lamport all-reduce (" + o.name + "): push to every peer's slot, poll own slots until no -0.0 sentinel is left; 3 rotating slots, no barrier",
 			DTypes: []dsl.Type{dsl.F32, dsl.F16, dsl.BF16},
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReduceLamport(k, dt, op) },
@@ -43,43 +44,34 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:   "p2p_reducescatter_" + o.name,
+			Name:   string(FamilyP2PReduceScatter) + "_" + o.name,
+			Family: FamilyP2PReduceScatter, Reduces: true, Op: op,
 			Doc:    "reduce-scatter (" + o.name + ") by peer stores: GPU r pushes part g of its input into GPU g's scratch, then each GPU reduces its scratch locally; 2 barriers",
 			DTypes: collDTypes,
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PReduceScatter(k, dt, op) },
 		})
 	}
 	register(&Spec{
-		Name:   "p2p_allgather",
+		Name:   string(FamilyP2PAllGather),
+		Family: FamilyP2PAllGather,
 		Doc:    "all-gather by peer stores: GPU r writes its n elements to [r*n, r*n+n) of every GPU's output; 128-bit when n allows; 2 barriers",
 		DTypes: collDTypes,
 		New:    P2PAllGather,
 	})
 	register(&Spec{
-		Name:   "p2p_broadcast",
+		Name:   string(FamilyP2PBroadcast),
+		Family: FamilyP2PBroadcast,
 		Doc:    "broadcast by peer stores: the root writes its n elements into every GPU's output; 128-bit vectors; 2 barriers",
 		DTypes: collDTypes,
 		New:    P2PBroadcast,
 	})
 	register(&Spec{
-		Name:   "p2p_barrier",
+		Name:   string(FamilyP2PBarrier),
+		Family: FamilyP2PBarrier,
 		Doc:    "cross-GPU barrier through per-block signal pads (st.release.sys to each peer, ld.acquire.sys spin on own pad); epoch-based, no reset",
 		DTypes: []dsl.Type{dsl.U32},
 		New:    func(k *dsl.Kernel, _ dsl.Type) { P2PBarrier(k) },
 	})
-}
-
-// CollBarriers returns how many barriers a launch of the named p2p or multimem kernel
-// completes on its pad or flag set (the host adds it to the set's epoch after the launch),
-// 0 for kernels without barriers.
-func CollBarriers(name string) int {
-	switch {
-	case name == "p2p_barrier" || name == "mm_barrier":
-		return 1
-	case strings.HasPrefix(name, "p2p_allreduce_lamport_"):
-		return 0
-	}
-	return 2
 }
 
 // collScalars declares the scalar parameters rank, ngpus, n and epoch.

@@ -122,7 +122,7 @@ func (c *coll) twoShotBench(name string, n, blocks int) (launch func() error, ou
 	want = c.allReduceWant(dsl.Sum, vals, n)
 	entry := c.r.spec.VariantName(c.dt)
 	var args func(g int) []any
-	if name[:4] == "p2p_" {
+	if _, multimem, _ := kernels.CollBarriers(c.r.spec.Family); !multimem {
 		inTab, err := c.table(in)
 		if err != nil {
 			return nil, nil, nil, err
@@ -153,7 +153,7 @@ func (c *coll) twoShotBench(name string, n, blocks int) (launch func() error, ou
 	}
 	launch = func() error {
 		err := c.launchMod(c.r.mod, entry, blocks, args)
-		c.epoch += uint32(kernels.CollBarriers(name))
+		c.advance()
 		return err
 	}
 	return launch, out, want, nil

@@ -25,7 +25,7 @@ func init() {
 			c := newColl(r)
 			n := r.size(1000)
 			r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
-			return c.mmPush(n, opOf(r.p.Kernel), r.mod, r.spec.VariantName(c.dt))
+			return c.mmPush(n, r.spec.Op, r.mod, r.spec.VariantName(c.dt))
 		})
 	}
 	register("mm_allgather", mmAllGather)
@@ -48,7 +48,7 @@ func (c *coll) allReduceWant(op dsl.ReduceOp, vals [][]float64, n int) []float64
 // mmAllReduce runs a one-shot (inPlaceOK false) or two-shot all-reduce; the two-shot kernel
 // alternates out-of-place and in-place launches.
 func (c *coll) mmAllReduce(n int, twoShot bool) error {
-	op := opOf(c.r.p.Kernel)
+	op := c.r.spec.Op
 	c.r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 	in, err := c.sym(c.dt, n)
 	if err != nil {
@@ -145,7 +145,7 @@ func (c *coll) mmPush(n int, op dsl.ReduceOp, mod *ptx.Module, entry string) err
 func mmReduceScatter(r *run) error {
 	c := newColl(r)
 	m := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
 	in, err := c.sym(c.dt, m*c.g)
 	if err != nil {

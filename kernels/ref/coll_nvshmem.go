@@ -78,7 +78,7 @@ func nvshmemReduceScatterRing(r *run) error {
 	}
 	c := newColl(r)
 	m := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
 	in, err := c.sym(c.dt, m*c.g)
 	if err != nil {

@@ -25,7 +25,7 @@ func init() {
 			c := newColl(r)
 			m := r.size(1000)
 			r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
-			return c.reduceScatter(m, opOf(r.p.Kernel), r.mod, r.spec.VariantName(c.dt))
+			return c.reduceScatter(m, r.spec.Op, r.mod, r.spec.VariantName(c.dt))
 		})
 	}
 	register("p2p_allgather", p2pAllGather)
@@ -60,7 +60,7 @@ func (c *coll) writeInputs(in *emu.Symmetric, vals [][]float64) error {
 func p2pOneShot(r *run) error {
 	c := newColl(r)
 	n := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 	in, inTab, _, padTab, err := c.p2pSetup(n)
 	if err != nil {
@@ -81,7 +81,7 @@ func p2pOneShot(r *run) error {
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
-		c.epoch += uint32(kernels.CollBarriers(r.p.Kernel))
+		c.advance()
 		want := make([]float64, n)
 		for i := range want {
 			want[i] = c.reduce(op, vals, i)
@@ -99,7 +99,7 @@ func p2pOneShot(r *run) error {
 func p2pTwoShot(r *run) error {
 	c := newColl(r)
 	n := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 	in, inTab, _, padTab, err := c.p2pSetup(n)
 	if err != nil {
@@ -128,7 +128,7 @@ func p2pTwoShot(r *run) error {
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
-		c.epoch += uint32(kernels.CollBarriers(r.p.Kernel))
+		c.advance()
 		want := make([]float64, n)
 		for i := range want {
 			want[i] = c.reduce(op, vals, i)
@@ -156,7 +156,7 @@ func lamportFill(s *emu.System, addr uint64, dt dsl.Type, n int) error {
 func p2pLamport(r *run) error {
 	c := newColl(r)
 	n := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	vec := 16 / c.dt.Bytes()
 	capacity := (n + vec - 1) / vec * vec
 	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
