@@ -220,18 +220,18 @@ const (
 // [b][t] until it reaches target; a final bar.sync passes the acquired view to the whole
 // block. target grows by one per barrier (the host keeps the epoch), so the pads never need
 // resetting.
-func p2pBarrier(k *dsl.Kernel, padTbl dsl.Ptr, rank, ngpus, target dsl.Value, ord barrierOrder) {
+func p2pBarrier(k *dsl.Kernel, pads dsl.PeerTable, rank, ngpus, target dsl.Value, ord barrierOrder) {
 	tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
 	k.SyncThreads()
 	k.If(tid.Lt(ngpus), func() {
 		slot := b.Mul(uint32(CollMaxGPUs))
-		remote := ptrAt(k, k.Load(padTbl.At(tid)), dsl.U32).At(slot.Add(rank))
+		remote := pads.Peer(tid).At(slot.Add(rank))
 		if ord == ordered {
 			k.Store(remote, target, dsl.Release(dsl.System))
 		} else {
 			k.Store(remote, target, dsl.Relaxed(dsl.System))
 		}
-		mine := ptrAt(k, k.Load(padTbl.At(rank)), dsl.U32)
+		mine := pads.Peer(rank)
 		k.WaitUntil(mine.At(slot.Add(tid)), dsl.Ge, target, dsl.Acquire(dsl.System))
 	})
 	k.SyncThreads()

@@ -241,21 +241,22 @@ func mmStoreOut(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i, hi dsl.Value, vals []d
 	}
 }
 
-// mmFlags declares the barrier flag parameters.
-func mmFlags(k *dsl.Kernel) (mc, uc dsl.Ptr) {
-	return k.PtrParam("flags_mc", dsl.U32), k.PtrParam("flags_uc", dsl.U32)
+// MMOneShotArgs are mm_allreduce_1shot's parameters: in_mc is the input's multicast
+// address, flags_mc and flags_uc the barrier flags' multicast and local addresses.
+type MMOneShotArgs struct {
+	InMC, Out             dsl.Ptr   // of dt
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
 }
 
 // MMAllReduceOneShot writes out[0:n] = op over GPUs of in[0:n], reading the whole input
 // through its multicast address: a barrier (every GPU's input is ready), each thread
 // ld_reduces its 128-bit vectors and stores them to this GPU's out, a barrier (no GPU
 // changes its input while another still reads it). out must not alias in: the host API
-// stages in-place calls. Params: in_mc, out, flags_mc, flags_uc, rank, ngpus, n, epoch.
+// stages in-place calls.
 func MMAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	in := k.PtrParam("in_mc", dt)
-	out := k.PtrParam("out", dt)
-	fmc, fuc := mmFlags(k)
-	_, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMOneShotArgs](k, dt)
+	in, out, fmc, fuc, ngpus, n, epoch := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.NGPUs, a.N, a.Epoch
 	vec := vecOf(dt)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	eachVec(k, k.Const(dsl.U32, 0), n, vec, mmUnit(dt), func(i dsl.Value, w int) {
@@ -264,18 +265,22 @@ func MMAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMTwoShotArgs are mm_allreduce_2shot's parameters.
+type MMTwoShotArgs struct {
+	InMC, OutMC           dsl.Ptr   // of dt
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
+}
+
 // MMAllReduceTwoShot writes out[0:n] = op over GPUs of in[0:n] on every GPU: GPU r
 // ld_reduces its slice (1/ngpus of the vectors) through in's multicast address and
 // multimem.st's the result through out's, so each element crosses NVLink once each way. A
 // barrier first (inputs ready, outputs free) and one last (its release orders this GPU's
 // multimem stores before the signal; once every GPU has signalled, every slice has landed
-// everywhere). out may equal in (in place). Params: in_mc, out_mc, flags_mc, flags_uc, rank,
-// ngpus, n, epoch.
+// everywhere). out may equal in (in place).
 func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	in := k.PtrParam("in_mc", dt)
-	out := k.PtrParam("out_mc", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMTwoShotArgs](k, dt)
+	in, out, fmc, fuc, rank, ngpus, n, epoch := a.InMC, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
 	vec := vecOf(dt)
 	lo, hi := twoShotSlice(k, rank, ngpus, n, vec)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
@@ -283,6 +288,14 @@ func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 		mmStore(k, out, dt, i, mmLoadReduce(k, in, dt, op, i, w))
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMPushArgs are mm_allreduce_push's parameters: scratch_mc and scratch_uc are the scratch
+// buffer's multicast and local addresses.
+type MMPushArgs struct {
+	In, Out, ScratchMC, ScratchUC dsl.Ptr   // of dt
+	FlagsMC, FlagsUC              dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch         dsl.Value `kgen:"u32"`
 }
 
 // MMAllReducePush writes out[0:n] = op over GPUs of in[0:n] on every GPU without a switch
@@ -293,8 +306,7 @@ func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 // fence.proxy.alias and the acquire order the unicast reads of scratch after it), then each
 // GPU reduces its ngpus slots locally in f32 (s32) and writes out. The switch fans every
 // input out once; each GPU receives ngpus inputs. out may equal in. scratch holds
-// CollMaxGPUs slots of ld elements. Params: in, out, scratch_mc, scratch_uc, flags_mc,
-// flags_uc, rank, ngpus, n, epoch.
+// CollMaxGPUs slots of ld elements.
 func MMAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	mmAllReducePush(k, dt, op, true)
 }
@@ -308,12 +320,9 @@ func MMAllReducePushUnordered(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 }
 
 func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	smc := k.PtrParam("scratch_mc", dt)
-	suc := k.PtrParam("scratch_uc", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMPushArgs](k, dt)
+	in, out, smc, suc, fmc, fuc := a.In, a.Out, a.ScratchMC, a.ScratchUC, a.FlagsMC, a.FlagsUC
+	rank, ngpus, n, epoch := a.Rank, a.NGPUs, a.N, a.Epoch
 	vec, unit := vecOf(dt), mmUnit(dt)
 	zero := k.Const(dsl.U32, 0)
 	ld := k.Assume(n.Add(uint32(vec-1)).Div(uint32(vec)).Mul(uint32(vec)), vec)
@@ -336,35 +345,25 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 		mmStore(k, smc, dt, mine.Add(i), loadN(k, in, i, w))
 	})
 	barrier(epoch.Add(2))
-	at := accType(dt)
-	eachVec(k, zero, n, vec, 1, func(i dsl.Value, w int) {
-		acc := make([]dsl.Value, w)
-		for p := 0; p < CollMaxGPUs; p++ {
-			var v []dsl.Value
+	slot := func(i dsl.Value) func(p int) dsl.Value {
+		return func(p int) dsl.Value {
 			if p == 0 {
-				v = loadN(k, suc, i, w)
-			} else {
-				v = make([]dsl.Value, w)
-				for j := range v {
-					v[j] = k.Var(dt, 0)
-				}
-				k.If(ngpus.Gt(uint32(p)), func() {
-					got := loadN(k, suc, k.Assume(ld.Mul(uint32(p)), vec).Add(i), w)
-					for j := range got {
-						k.Set(v[j], got[j])
-					}
-				})
+				return i
 			}
-			for j := range acc {
-				if p == 0 {
-					acc[j] = v[j].To(at)
-					continue
-				}
-				acc[j] = k.Select(ngpus.Gt(uint32(p)), combine(op, acc[j], v[j].To(at)), acc[j])
-			}
+			return k.Assume(ld.Mul(uint32(p)), vec).Add(i)
 		}
-		storeN(k, out, i, toType(acc, dt))
+	}
+	eachVec(k, zero, n, vec, 1, func(i dsl.Value, w int) {
+		sum := reducePeers(k, dt, op, ngpus, w, loadInto(k, func(int) dsl.Ptr { return suc }, slot(i), w))
+		storeN(k, out, i, toType(sum, dt))
 	})
+}
+
+// MMReduceScatterArgs are mm_reducescatter's parameters: n is the part size m.
+type MMReduceScatterArgs struct {
+	InMC, Out             dsl.Ptr   // of dt
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
 }
 
 // MMReduceScatter writes out[0:m] = op over GPUs of in[rank*m : rank*m+m] (in holds ngpus
@@ -372,13 +371,10 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 // is a multiple of the vector width, element by element otherwise (16-bit elements through
 // the aligned pair that holds them; fp8 through whole words when m is a multiple of 4, else
 // through the aligned word that holds the element). A barrier first (inputs ready) and one last (inputs in
-// use until every GPU has read its part). Params: in_mc, out, flags_mc, flags_uc, rank,
-// ngpus, m, epoch.
+// use until every GPU has read its part).
 func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	in := k.PtrParam("in_mc", dt)
-	out := k.PtrParam("out", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, m, epoch := collScalars(k)
+	a := dsl.Params[MMReduceScatterArgs](k, dt)
+	in, out, fmc, fuc, rank, ngpus, m, epoch := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
 	vec := vecOf(dt)
 	zero := k.Const(dsl.U32, 0)
 	base := rank.Mul(m)
@@ -424,16 +420,21 @@ func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMAllGatherArgs are mm_allgather's parameters: n is the part size m in words.
+type MMAllGatherArgs struct {
+	In, OutMC             dsl.Ptr   // of 32-bit words
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
+}
+
 // MMAllGather writes the m 32-bit words of in on GPU r to out[r*m : r*m+m] of every GPU with
 // multimem.st through out's multicast address: 128-bit vectors when m is a multiple of 4,
 // single words otherwise (any data whose size is a multiple of 4 bytes; the host API sends
 // other sizes to p2p_allgather). Barriers first (outputs free) and last (every GPU's stores
-// have landed). Params: in, out_mc, flags_mc, flags_uc, rank, ngpus, m, epoch.
+// have landed).
 func MMAllGather(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out_mc", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, m, epoch := collScalars(k)
+	a := dsl.Params[MMAllGatherArgs](k, dt)
+	in, out, fmc, fuc, rank, ngpus, m, epoch := a.In, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
 	zero := k.Const(dsl.U32, 0)
 	base := rank.Mul(m)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
@@ -444,16 +445,19 @@ func MMAllGather(k *dsl.Kernel, dt dsl.Type) {
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMBroadcastArgs are mm_broadcast's parameters.
+type MMBroadcastArgs struct {
+	In, OutMC                   dsl.Ptr   // of 32-bit words
+	FlagsMC, FlagsUC            dsl.Ptr   `kgen:"u32"`
+	Root, Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
+}
+
 // MMBroadcast writes the n 32-bit words of in on GPU root to out[0:n] of every GPU with
 // multimem.st (128-bit vectors, single words for the tail); the other GPUs only take part in
 // the barriers (first: outputs free; last: the root's stores have landed).
-// Params: in, out_mc, flags_mc, flags_uc, root, rank, ngpus, n, epoch.
 func MMBroadcast(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out_mc", dt)
-	fmc, fuc := mmFlags(k)
-	root := k.Param("root", dsl.U32)
-	rank, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMBroadcastArgs](k, dt)
+	in, out, fmc, fuc, root, rank, ngpus, n, epoch := a.In, a.OutMC, a.FlagsMC, a.FlagsUC, a.Root, a.Rank, a.NGPUs, a.N, a.Epoch
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	k.If(rank.Eq(root), func() {
 		eachVec(k, k.Const(dsl.U32, 0), n, 4, 1, func(i dsl.Value, w int) {
@@ -463,10 +467,14 @@ func MMBroadcast(k *dsl.Kernel, dt dsl.Type) {
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMBarrierArgs are mm_barrier's parameters.
+type MMBarrierArgs struct {
+	FlagsMC, FlagsUC dsl.Ptr   `kgen:"u32"`
+	NGPUs, Epoch     dsl.Value `kgen:"u32"`
+}
+
 // MMBarrier is a standalone cross-GPU barrier over the flag set (see mmBarrier).
-// Params: flags_mc, flags_uc, ngpus, epoch.
 func MMBarrier(k *dsl.Kernel) {
-	fmc, fuc := mmFlags(k)
-	ngpus, epoch := k.Param("ngpus", dsl.U32), k.Param("epoch", dsl.U32)
-	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+	a := dsl.Params[MMBarrierArgs](k, dsl.U32)
+	mmBarrier(k, a.FlagsMC, a.FlagsUC, a.NGPUs, a.Epoch.Add(1))
 }
