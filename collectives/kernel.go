@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"github.com/kgen-dev/kgen/dsl"
-	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 )
 
@@ -29,79 +28,4 @@ func name(id kernels.ID) string {
 		return ""
 	}
 	return s.Name
-}
-
-// The kernels' arguments, one struct per signature: field InMC fills parameter in_mc (see
-// jit.Function.LaunchArgs). Pointers are jit.AnyPtr (the element type is the caller's,
-// checked at launch against what the kernel declared); tables of peer addresses point to
-// u64.
-
-type p2pOneShotArgs struct {
-	Ins, Out, Pads        jit.AnyPtr
-	Rank, NGPUs, N, Epoch uint32
-}
-
-type p2pTwoShotArgs struct {
-	Ins, Outs, Pads       jit.AnyPtr
-	Rank, NGPUs, N, Epoch uint32
-}
-
-type p2pLamportArgs struct {
-	In, Out, Lbufs                     jit.AnyPtr
-	Cap, Nclear, Rank, NGPUs, N, Epoch uint32
-}
-
-type p2pReduceScatterArgs struct {
-	In, Out, Scratch, Pads jit.AnyPtr
-	Rank, NGPUs, N, Epoch  uint32
-}
-
-type p2pAllGatherArgs struct {
-	In, Outs, Pads        jit.AnyPtr
-	Rank, NGPUs, N, Epoch uint32
-}
-
-type p2pBroadcastArgs struct {
-	In, Outs, Pads              jit.AnyPtr
-	Root, Rank, NGPUs, N, Epoch uint32
-}
-
-type p2pBarrierArgs struct {
-	Pads               jit.AnyPtr
-	Rank, NGPUs, Epoch uint32
-}
-
-type mmOneShotArgs struct {
-	InMC, Out, FlagsMC, FlagsUC jit.AnyPtr
-	Rank, NGPUs, N, Epoch       uint32
-}
-
-type mmTwoShotArgs struct {
-	InMC, OutMC, FlagsMC, FlagsUC jit.AnyPtr
-	Rank, NGPUs, N, Epoch         uint32
-}
-
-type mmPushArgs struct {
-	In, Out, ScratchMC, ScratchUC, FlagsMC, FlagsUC jit.AnyPtr
-	Rank, NGPUs, N, Epoch                           uint32
-}
-
-type mmReduceScatterArgs struct {
-	InMC, Out, FlagsMC, FlagsUC jit.AnyPtr
-	Rank, NGPUs, N, Epoch       uint32
-}
-
-type mmAllGatherArgs struct {
-	In, OutMC, FlagsMC, FlagsUC jit.AnyPtr
-	Rank, NGPUs, N, Epoch       uint32
-}
-
-type mmBroadcastArgs struct {
-	In, OutMC, FlagsMC, FlagsUC jit.AnyPtr
-	Root, Rank, NGPUs, N, Epoch uint32
-}
-
-type mmBarrierArgs struct {
-	FlagsMC, FlagsUC jit.AnyPtr
-	NGPUs, Epoch     uint32
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -223,14 +224,14 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 			in = c.scratch
 		}
 		if k.Family != kernels.FamilyP2PAllReduce1Shot {
-			return c.launch(ctx, cl, k, c.blocks(vectors), mmOneShotArgs{
+			return c.launch(ctx, cl, k, c.blocks(vectors), launch.MMOneShot{
 				InMC: in.multicast(dt), Out: dst.s.at(dt), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 				Rank: rank, NGPUs: g, N: n, Epoch: c.flagEpoch})
 		}
-		return c.launch(ctx, cl, k, c.blocks(vectors), p2pOneShotArgs{
+		return c.launch(ctx, cl, k, c.blocks(vectors), launch.P2POneShot{
 			Ins: in.table(), Out: dst.s.at(dt), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
 	case kernels.FamilyMMAllReduce2Shot, kernels.FamilyMMAllReduce2ShotFP8:
-		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), mmTwoShotArgs{
+		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), launch.MMTwoShot{
 			InMC: src.s.multicast(dt), OutMC: dst.s.multicast(dt), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Rank: rank, NGPUs: g, N: n, Epoch: c.flagEpoch})
 	case kernels.FamilyMMAllReducePush:
@@ -238,11 +239,11 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 		if err := c.ensureScratch(ctx, cl, kernels.CollMaxGPUs*ld*dt.Bytes()); err != nil {
 			return err
 		}
-		return c.launch(ctx, cl, k, c.blocks(vectors), mmPushArgs{
+		return c.launch(ctx, cl, k, c.blocks(vectors), launch.MMPush{
 			In: src.s.at(dt), Out: dst.s.at(dt), ScratchMC: c.scratch.multicast(dt), ScratchUC: c.scratch.at(dt),
 			FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32), Rank: rank, NGPUs: g, N: n, Epoch: c.flagEpoch})
 	case kernels.FamilyP2PAllReduce2Shot:
-		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), p2pTwoShotArgs{
+		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), launch.P2PTwoShot{
 			Ins: src.s.table(), Outs: dst.s.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
 	}
 	// Lamport: in place is safe (each thread reads its input before it writes its output,
@@ -251,7 +252,7 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 	if err != nil {
 		return err
 	}
-	err = c.launch(ctx, cl, k, c.blocks(vectors), p2pLamportArgs{
+	err = c.launch(ctx, cl, k, c.blocks(vectors), launch.P2PLamport{
 		In: src.s.at(dt), Out: dst.s.at(dt), Lbufs: l.s.table(), Cap: uint32(l.capacity), Nclear: uint32(l.nprev),
 		Rank: rank, NGPUs: g, N: n, Epoch: l.epoch})
 	if err != nil {
@@ -329,14 +330,14 @@ func (c *Comm) reduceScatter(ctx context.Context, cl *call, dst, src *Buffer, op
 	blocks := c.blocks((m + 16/dt.Bytes() - 1) / (16 / dt.Bytes()))
 	rank, g := uint32(c.rank), uint32(c.g)
 	if c.mc && mmReduces(dt, op) {
-		return c.launch(ctx, cl, reduction(kernels.FamilyMMReduceScatter, op, dt), blocks, mmReduceScatterArgs{
+		return c.launch(ctx, cl, reduction(kernels.FamilyMMReduceScatter, op, dt), blocks, launch.MMReduceScatter{
 			InMC: src.s.multicast(dt), Out: dst.s.at(dt), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Rank: rank, NGPUs: g, N: uint32(m), Epoch: c.flagEpoch})
 	}
 	if err := c.ensureScratch(ctx, cl, kernels.CollMaxGPUs*m*dt.Bytes()); err != nil {
 		return err
 	}
-	return c.launch(ctx, cl, reduction(kernels.FamilyP2PReduceScatter, op, dt), blocks, p2pReduceScatterArgs{
+	return c.launch(ctx, cl, reduction(kernels.FamilyP2PReduceScatter, op, dt), blocks, launch.P2PReduceScatter{
 		In: src.s.at(dt), Out: dst.s.at(dt), Scratch: c.scratch.table(), Pads: c.pads.table(),
 		Rank: rank, NGPUs: g, N: uint32(m), Epoch: c.padEpoch})
 }
@@ -360,7 +361,7 @@ func (c *Comm) allGather(ctx context.Context, cl *call, dst, src *Buffer) error 
 	rank, g := uint32(c.rank), uint32(c.g)
 	if c.mc && bytes%4 == 0 {
 		words := bytes / 4
-		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMAllGather, DType: dsl.F32}, c.blocks((words+3)/4), mmAllGatherArgs{
+		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMAllGather, DType: dsl.F32}, c.blocks((words+3)/4), launch.MMAllGather{
 			In: src.s.at(dsl.F32), OutMC: dst.s.multicast(dsl.F32), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Rank: rank, NGPUs: g, N: uint32(words), Epoch: c.flagEpoch})
 	}
@@ -371,7 +372,7 @@ func (c *Comm) allGather(ctx context.Context, cl *call, dst, src *Buffer) error 
 		c.log.DebugContext(ctx, "collectives: all-gather part is not a multiple of 4 bytes; using peer stores", "bytes", bytes)
 	}
 	vec := 16 / dt.Bytes()
-	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PAllGather, DType: dt}, c.blocks((n+vec-1)/vec), p2pAllGatherArgs{
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PAllGather, DType: dt}, c.blocks((n+vec-1)/vec), launch.P2PAllGather{
 		In: src.s.at(dt), Outs: dst.s.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: uint32(n), Epoch: c.padEpoch})
 }
 
@@ -393,7 +394,7 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 	rank, g := uint32(c.rank), uint32(c.g)
 	if c.mc && bytes%4 == 0 {
 		words := bytes / 4
-		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBroadcast, DType: dsl.F32}, c.blocks((words+3)/4), mmBroadcastArgs{
+		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBroadcast, DType: dsl.F32}, c.blocks((words+3)/4), launch.MMBroadcast{
 			In: src.s.at(dsl.F32), OutMC: dst.s.multicast(dsl.F32), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Root: uint32(root), Rank: rank, NGPUs: g, N: uint32(words), Epoch: c.flagEpoch})
 	}
@@ -401,7 +402,7 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 		return fmt.Errorf("collectives: Broadcast of %s needs multicast and a multiple of 4 bytes (%d bytes, multicast %v); f32, f16, bf16 and s32 run everywhere", dt, bytes, c.mc)
 	}
 	vec := 16 / dt.Bytes()
-	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PBroadcast, DType: dt}, c.blocks((n+vec-1)/vec), p2pBroadcastArgs{
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PBroadcast, DType: dt}, c.blocks((n+vec-1)/vec), launch.P2PBroadcast{
 		In: src.s.at(dt), Outs: dst.s.table(), Pads: c.pads.table(), Root: uint32(root), Rank: rank, NGPUs: g, N: uint32(n), Epoch: c.padEpoch})
 }
 
@@ -414,9 +415,9 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	}
 	cl := &call{what: "Barrier", dt: dsl.U32, root: -1}
 	if c.mc {
-		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBarrier, DType: dsl.U32}, 1, mmBarrierArgs{
+		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBarrier, DType: dsl.U32}, 1, launch.MMBarrier{
 			FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32), NGPUs: uint32(c.g), Epoch: c.flagEpoch})
 	}
-	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PBarrier, DType: dsl.U32}, 1, p2pBarrierArgs{
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyP2PBarrier, DType: dsl.U32}, 1, launch.P2PBarrier{
 		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Epoch: c.padEpoch})
 }

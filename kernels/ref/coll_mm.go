@@ -6,6 +6,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -71,12 +72,13 @@ func (c *coll) mmAllReduce(n int, twoShot bool) error {
 		if twoShot && l%2 == 1 {
 			dst = in
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			o := dst.On(g)
+		err := c.launch(c.blocks(n), func(g int) any {
 			if twoShot {
-				o = dst.Multicast()
+				return launch.MMTwoShot{InMC: mc(in, c.dt), OutMC: mc(dst, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+					Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 			}
-			return []any{in.Multicast(), o, flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+			return launch.MMOneShot{InMC: mc(in, c.dt), Out: on(dst, g, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -125,8 +127,9 @@ func (c *coll) mmPush(n int, op dsl.ReduceOp, mod *ptx.Module, entry string) err
 		if l%2 == 1 {
 			dst = in
 		}
-		err := c.launchMod(mod, entry, c.blocks(n), func(g int) []any {
-			return []any{in.On(g), dst.On(g), scratch.Multicast(), scratch.On(g), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launchMod(mod, entry, c.blocks(n), func(g int) any {
+			return launch.MMPush{In: on(in, g, c.dt), Out: on(dst, g, c.dt), ScratchMC: mc(scratch, c.dt), ScratchUC: on(scratch, g, c.dt),
+				FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -164,8 +167,9 @@ func mmReduceScatter(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(m), func(g int) []any {
-			return []any{in.Multicast(), out.On(g), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launch(c.blocks(m), func(g int) any {
+			return launch.MMReduceScatter{InMC: mc(in, c.dt), Out: on(out, g, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -205,8 +209,9 @@ func mmAllGather(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(m), func(g int) []any {
-			return []any{in.On(g), out.Multicast(), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launch(c.blocks(m), func(g int) any {
+			return launch.MMAllGather{In: on(in, g, c.dt), OutMC: mc(out, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -248,8 +253,9 @@ func mmBroadcast(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{in.On(g), out.Multicast(), flags.Multicast(), flags.On(g), uint32(root), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.MMBroadcast{In: on(in, g, c.dt), OutMC: mc(out, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -273,7 +279,9 @@ func mmBarrier(r *run) error {
 		return err
 	}
 	for l := 0; l < collLaunches; l++ {
-		err := c.launch(blocks, func(g int) []any { return []any{flags.Multicast(), flags.On(g), uint32(c.g), c.epoch} })
+		err := c.launch(blocks, func(g int) any {
+			return launch.MMBarrier{FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), NGPUs: uint32(c.g), Epoch: c.epoch}
+		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}

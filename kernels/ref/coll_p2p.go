@@ -7,6 +7,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -75,8 +76,8 @@ func p2pOneShot(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{inTab.On(g), out.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.P2POneShot{Ins: table(inTab, g), Out: on(out, g, c.dt), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -122,8 +123,8 @@ func p2pTwoShot(r *run) error {
 		if l%2 == 1 {
 			dst, dstTab = in, inTab
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{inTab.On(g), dstTab.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.P2PTwoShot{Ins: table(inTab, g), Outs: table(dstTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -192,8 +193,8 @@ func p2pLamport(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(m), func(g int) []any {
-			return []any{in.On(g), out.On(g), lTab.On(g), uint32(capacity), uint32(prev), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launch(c.blocks(m), func(g int) any {
+			return launch.P2PLamport{In: on(in, g, c.dt), Out: on(out, g, c.dt), Lbufs: table(lTab, g), Cap: uint32(capacity), Nclear: uint32(prev), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -239,8 +240,8 @@ func (c *coll) allGather(n int, mod *ptx.Module, entry string) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launchMod(mod, entry, c.blocks(n), func(g int) []any {
-			return []any{in.On(g), outTab.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launchMod(mod, entry, c.blocks(n), func(g int) any {
+			return launch.P2PAllGather{In: on(in, g, c.dt), Outs: table(outTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -283,8 +284,8 @@ func (c *coll) reduceScatter(m int, op dsl.ReduceOp, mod *ptx.Module, entry stri
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launchMod(mod, entry, c.blocks(m), func(g int) []any {
-			return []any{in.On(g), out.On(g), scrTab.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launchMod(mod, entry, c.blocks(m), func(g int) any {
+			return launch.P2PReduceScatter{In: on(in, g, c.dt), Out: on(out, g, c.dt), Scratch: table(scrTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -330,8 +331,8 @@ func p2pBroadcast(r *run) error {
 		if l%2 == 1 {
 			dst, dstTab = in, inTab
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{in.On(g), dstTab.On(g), padTab.On(g), uint32(root), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.P2PBroadcast{In: on(in, g, c.dt), Outs: table(dstTab, g), Pads: table(padTab, g), Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -359,7 +360,9 @@ func p2pBarrier(r *run) error {
 		return err
 	}
 	for l := 0; l < collLaunches; l++ {
-		err := c.launch(blocks, func(g int) []any { return []any{padTab.On(g), uint32(g), uint32(c.g), c.epoch} })
+		err := c.launch(blocks, func(g int) any {
+			return launch.P2PBarrier{Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Epoch: c.epoch}
+		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}

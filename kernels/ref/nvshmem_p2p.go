@@ -6,6 +6,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 )
 
@@ -77,10 +78,23 @@ func (e *nvshmemEnv) read(m *emu.Symmetric, g, n int) ([]float64, error) {
 	return read(e.r.sys, m.On(g), e.dt, n)
 }
 
-func (e *nvshmemEnv) launch(args func(g int) []any) error {
-	err := e.r.sys.Launch(emu.Launch{
-		Module: e.r.mod, Entry: e.r.spec.VariantName(e.dt), GPUs: e.r.sys.All(), Grid: emu.D1(1),
-		Block: emu.D1(kernels.NVSHMEMThreads), ArgsFor: args, Options: emu.Options{Seed: e.r.p.Seed, Weak: e.r.p.Weak},
+// launch runs the kernel on every GPU, GPU g with the host twin args(g) (checked against the
+// parameters its builder declared).
+func (e *nvshmemEnv) launch(args func(g int) any) error {
+	name := e.r.spec.VariantName(e.dt)
+	fn, err := entry(e.r.mod, name)
+	if err != nil {
+		return err
+	}
+	all := make([][]any, e.g)
+	for g := range all {
+		if all[g], err = emuArgs(fn, e.r.built.Params, args(g)); err != nil {
+			return err
+		}
+	}
+	err = e.r.sys.Launch(emu.Launch{
+		Module: e.r.mod, Entry: name, GPUs: e.r.sys.All(), Grid: emu.D1(1),
+		Block: emu.D1(kernels.NVSHMEMThreads), ArgsFor: func(g int) []any { return all[g] }, Options: emu.Options{Seed: e.r.p.Seed, Weak: e.r.p.Weak},
 	})
 	if err != nil {
 		return err
@@ -117,8 +131,8 @@ func nvshmemRingSignal(r *run) error {
 				return err
 			}
 		}
-		err := e.launch(func(g int) []any {
-			return []any{dst.On(g), src.On(g), sig.On(g), uint32(n), uint64(epoch)}
+		err := e.launch(func(g int) any {
+			return launch.NVSHMEMRingSignal{Dst: on(dst, g, e.dt), Src: on(src, g, e.dt), Sig: on(sig, g, dsl.U64), N: uint32(n), Epoch: uint64(epoch)}
 		})
 		if err != nil {
 			return fmt.Errorf("epoch %d: %w", epoch, err)
@@ -159,7 +173,7 @@ func nvshmemAlltoallPut(r *run) error {
 			return err
 		}
 	}
-	if err := e.launch(func(g int) []any { return []any{dst.On(g), src.On(g), uint32(n)} }); err != nil {
+	if err := e.launch(func(g int) any { return launch.NVSHMEMCopy{Dst: on(dst, g, e.dt), Src: on(src, g, e.dt), N: uint32(n)} }); err != nil {
 		return err
 	}
 	for j := 0; j < e.g; j++ {
@@ -197,7 +211,7 @@ func nvshmemRingGet(r *run) error {
 			return err
 		}
 	}
-	if err := e.launch(func(g int) []any { return []any{dst.On(g), src.On(g), uint32(n)} }); err != nil {
+	if err := e.launch(func(g int) any { return launch.NVSHMEMCopy{Dst: on(dst, g, e.dt), Src: on(src, g, e.dt), N: uint32(n)} }); err != nil {
 		return err
 	}
 	for g := 0; g < e.g; g++ {
