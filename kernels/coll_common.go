@@ -157,34 +157,44 @@ func vecTile(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int) dsl.Tensor {
 	return k.MakeTensor(p.At(k.Assume(i, w)), layout.Must(layout.MakeLayout(layout.Int(w))))
 }
 
-// loadN loads w consecutive elements at p[i]: one 128-bit access when w fills 16 bytes.
-func loadN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int, opts ...dsl.MemOption) []dsl.Value {
+// loadN loads w consecutive elements at p[i] into a register fragment: one 128-bit access
+// when w fills 16 bytes.
+func loadN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int, opts ...dsl.MemOption) dsl.Tensor {
 	if w == 1 {
-		return []dsl.Value{k.Load(p.At(i), opts...)}
+		return k.FragmentOf(k.Load(p.At(i), opts...))
 	}
 	t := vecTile(k, p, i, w)
 	f := k.Fragment(p.Elem(), t)
 	k.Copy(t, f, opts...)
-	out := make([]dsl.Value, w)
-	for j := range out {
-		out[j] = f.Get(j)
-	}
-	return out
+	return f
 }
 
-// storeN stores vals to consecutive elements at p[i] (one vector access when they fill 16
-// bytes).
-func storeN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, vals []dsl.Value, opts ...dsl.MemOption) {
-	if len(vals) == 1 {
-		k.Store(p.At(i), vals[0], opts...)
+// loadTo loads consecutive elements at p[i] into dst, a fragment of variables (regs).
+func loadTo(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, dst dsl.Tensor, opts ...dsl.MemOption) {
+	if dst.Size() == 1 {
+		dst.Set(0, k.Load(p.At(i), opts...))
 		return
 	}
-	t := vecTile(k, p, i, len(vals))
-	f := k.Fragment(p.Elem(), t)
-	for j, v := range vals {
-		f.Set(j, v)
+	k.Copy(vecTile(k, p, i, dst.Size()), dst, opts...)
+}
+
+// storeN stores the fragment f to consecutive elements at p[i] (one vector access when it
+// fills 16 bytes).
+func storeN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, f dsl.Tensor, opts ...dsl.MemOption) {
+	if f.Size() == 1 {
+		k.Store(p.At(i), f.Get(0), opts...)
+		return
 	}
-	k.Copy(f, t, opts...)
+	k.Copy(f, vecTile(k, p, i, f.Size()), opts...)
+}
+
+// regs returns a fragment of w variables of dt, zero.
+func regs(k *dsl.Kernel, dt dsl.Type, w int) dsl.Tensor {
+	vs := make([]dsl.Value, w)
+	for j := range vs {
+		vs[j] = k.Var(dt, 0)
+	}
+	return k.FragmentOf(vs...)
 }
 
 // peerTable loads the first ngpus entries of a table of CollMaxGPUs device addresses (one

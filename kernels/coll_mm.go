@@ -178,7 +178,7 @@ func mmUnit(dt dsl.Type) int {
 // one multimem.ld_reduce of up to 128 bits for floats (f16 and bf16 sums accumulate in f32,
 // .acc::f32), one per element for integers (integer forms take no vectors). fp8 comes back
 // as w/4 packed words (i a multiple of 4; sums accumulate in f16, .acc::f16).
-func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.Value, w int) []dsl.Value {
+func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.Value, w int) dsl.Tensor {
 	var opts []dsl.MultimemOption
 	if op == dsl.Sum && dt.Bytes() == 2 {
 		opts = append(opts, dsl.AccF32())
@@ -187,21 +187,22 @@ func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.
 		if op == dsl.Sum {
 			opts = append(opts, dsl.AccF16())
 		}
-		return k.MultimemLoadReduce(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), w/4)), op, w/4, opts...)
+		return k.FragmentOf(k.MultimemLoadReduce(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), w/4)), op, w/4, opts...)...)
 	}
 	if dt.IsInt() {
 		out := make([]dsl.Value, w)
 		for j := range out {
 			out[j] = k.MultimemLoadReduce(p.At(i.Add(uint32(j))), op, 1)[0]
 		}
-		return out
+		return k.FragmentOf(out...)
 	}
-	return k.MultimemLoadReduce(p.At(k.Assume(i, w)), op, w, opts...)
+	return k.FragmentOf(k.MultimemLoadReduce(p.At(k.Assume(i, w)), op, w, opts...)...)
 }
 
-// mmStore writes vals to the multicast address p[i] on every GPU (multimem.st). fp8 vals
-// are packed words (mmLoadReduce's), i a multiple of 4.
-func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, vals []dsl.Value) {
+// mmStore writes the fragment f to the multicast address p[i] on every GPU (multimem.st).
+// fp8 fragments hold packed words (mmLoadReduce's), i a multiple of 4.
+func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, f dsl.Tensor) {
+	vals := f.Values()
 	if isFP8(dt) {
 		k.MultimemStore(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), len(vals))), vals)
 		return
@@ -218,11 +219,12 @@ func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, vals []dsl.Valu
 // mmStoreOut stores mmLoadReduce's result for the elements [i, i+w) to this GPU's p, only
 // those below hi (storeGuarded). fp8 words go whole when they fill the vector of vec
 // elements, byte by byte otherwise (a word that reaches past hi).
-func mmStoreOut(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i, hi dsl.Value, vals []dsl.Value, vec int) {
+func mmStoreOut(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i, hi dsl.Value, f dsl.Tensor, vec int) {
 	if !isFP8(dt) {
-		storeGuarded(k, p, i, hi, vals, vec)
+		storeGuarded(k, p, i, hi, f, vec)
 		return
 	}
+	vals := f.Values()
 	if len(vals)*4 == vec {
 		k.StoreVec(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), len(vals))), vals)
 		return
@@ -354,8 +356,8 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 		}
 	}
 	eachVec(k, zero, n, vec, 1, func(i dsl.Value, w int) {
-		sum := reducePeers(k, dt, op, ngpus, w, loadInto(k, func(int) dsl.Ptr { return suc }, slot(i), w))
-		storeN(k, out, i, toType(sum, dt))
+		sum := reducePeers(k, dt, op, ngpus, w, loadFrom(k, func(int) dsl.Ptr { return suc }, slot(i)))
+		storeN(k, out, i, sum.To(dt))
 	})
 }
 
@@ -384,15 +386,15 @@ func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 			e := base.Add(i)
 			switch unit := mmUnit(dt); {
 			case unit == 1:
-				k.Store(out.At(i), mmLoadReduce(k, in, dt, op, e, 1)[0])
+				k.Store(out.At(i), mmLoadReduce(k, in, dt, op, e, 1).Get(0))
 			case isFP8(dt):
 				// The aligned word that holds element e; its byte e mod 4.
-				word := mmLoadReduce(k, in, dt, op, k.Assume(e.And(^uint32(3)), 4), 4)[0]
+				word := mmLoadReduce(k, in, dt, op, k.Assume(e.And(^uint32(3)), 4), 4).Get(0)
 				b := word.Bitcast(dsl.U32).Shr(e.And(3).Mul(8)).To(dsl.U8)
 				k.Store(out.As(dsl.U8).At(i), b)
 			default:
 				pair := mmLoadReduce(k, in, dt, op, e.And(^uint32(1)), 2)
-				k.Store(out.At(i), k.Select(e.And(1).Eq(0), pair[0], pair[1]))
+				k.Store(out.At(i), k.Select(e.And(1).Eq(0), pair.Get(0), pair.Get(1)))
 			}
 		})
 	}
@@ -413,7 +415,7 @@ func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 		k.If(m.Rem(4).Eq(0), func() {
 			eachVec(k, zero, m, 4, 4, func(i dsl.Value, w int) {
 				words := mmLoadReduce(k, in, dt, op, k.Assume(base.Add(i), 4), w)
-				k.Store(out.As(fp8Word(dt)).At(i.Div(4)), words[0])
+				k.Store(out.As(fp8Word(dt)).At(i.Div(4)), words.Get(0))
 			})
 		}).Else(byElement)
 	})
@@ -439,7 +441,7 @@ func MMAllGather(k *dsl.Kernel, dt dsl.Type) {
 	base := rank.Mul(m)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	body := func(i dsl.Value, w int) {
-		k.MultimemStore(out.At(k.Assume(base.Add(i), w)), loadN(k, in, i, w))
+		k.MultimemStore(out.At(k.Assume(base.Add(i), w)), loadN(k, in, i, w).Values())
 	}
 	k.If(m.Rem(4).Eq(0), func() { eachVec(k, zero, m, 4, 1, body) }).Else(func() { eachVec(k, zero, m, 1, 1, body) })
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
@@ -461,7 +463,7 @@ func MMBroadcast(k *dsl.Kernel, dt dsl.Type) {
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	k.If(rank.Eq(root), func() {
 		eachVec(k, k.Const(dsl.U32, 0), n, 4, 1, func(i dsl.Value, w int) {
-			k.MultimemStore(out.At(k.Assume(i, w)), loadN(k, in, i, w))
+			k.MultimemStore(out.At(k.Assume(i, w)), loadN(k, in, i, w).Values())
 		})
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))

@@ -74,17 +74,15 @@ func init() {
 	})
 }
 
-// reducePeers returns, in the accumulator type, the reduction by op of w elements from each
-// of the first ngpus of CollMaxGPUs sources. load(p, dst) sets the variables dst to source
-// p's w elements; it runs for p = 0, and under ngpus > p for the others. Every source is
-// loaded before the first combine, so the loads' latencies overlap.
-func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w int, load func(p int, dst []dsl.Value)) []dsl.Value {
-	vals := make([][]dsl.Value, CollMaxGPUs)
+// reducePeers returns, as a fragment of the accumulator type, the reduction by op of w
+// elements from each of the first ngpus of CollMaxGPUs sources. load(p, dst) loads source
+// p's w elements into the fragment of variables dst; it runs for p = 0, and under ngpus > p
+// for the others. Every source is loaded before the first combine, so the loads' latencies
+// overlap.
+func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) dsl.Tensor {
+	vals := make([]dsl.Tensor, CollMaxGPUs)
 	for p := range vals {
-		vals[p] = make([]dsl.Value, w)
-		for j := range vals[p] {
-			vals[p][j] = k.Var(dt, 0)
-		}
+		vals[p] = regs(k, dt, w)
 		if p == 0 {
 			load(p, vals[p])
 		} else {
@@ -92,42 +90,27 @@ func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w
 		}
 	}
 	at := accType(dt)
-	acc := make([]dsl.Value, w)
-	for j := range acc {
-		acc[j] = vals[0][j].To(at)
-		for p := 1; p < CollMaxGPUs; p++ {
-			acc[j] = k.Select(ngpus.Gt(uint32(p)), combine(op, acc[j], vals[p][j].To(at)), acc[j])
-		}
+	acc := vals[0].To(at)
+	for p := 1; p < CollMaxGPUs; p++ {
+		in := ngpus.Gt(uint32(p))
+		acc = acc.Zip(vals[p].To(at), func(a, b dsl.Value) dsl.Value { return k.Select(in, combine(op, a, b), a) })
 	}
 	return acc
 }
 
-// loadInto returns a load for reducePeers: source p's w elements at index i(p) of ptr(p).
-func loadInto(k *dsl.Kernel, ptr func(p int) dsl.Ptr, i func(p int) dsl.Value, w int) func(p int, dst []dsl.Value) {
-	return func(p int, dst []dsl.Value) {
-		for j, v := range loadN(k, ptr(p), i(p), w) {
-			k.Set(dst[j], v)
-		}
-	}
+// loadFrom returns a load for reducePeers: source p's elements at index i(p) of ptr(p).
+func loadFrom(k *dsl.Kernel, ptr func(p int) dsl.Ptr, i func(p int) dsl.Value) func(p int, dst dsl.Tensor) {
+	return func(p int, dst dsl.Tensor) { loadTo(k, ptr(p), i(p), dst) }
 }
 
-// toType converts accumulators back to dt.
-func toType(vals []dsl.Value, dt dsl.Type) []dsl.Value {
-	out := make([]dsl.Value, len(vals))
-	for j, v := range vals {
-		out[j] = v.To(dt)
-	}
-	return out
-}
-
-// storeGuarded stores vals to p[i..i+len) where the index is below hi, one by one unless
-// the group is a whole vector (w == vec).
-func storeGuarded(k *dsl.Kernel, p dsl.Ptr, i, hi dsl.Value, vals []dsl.Value, vec int) {
-	if len(vals) == vec {
-		storeN(k, p, i, vals)
+// storeGuarded stores the fragment f to p[i..i+size) where the index is below hi, one by one
+// unless the fragment is a whole vector (vec elements).
+func storeGuarded(k *dsl.Kernel, p dsl.Ptr, i, hi dsl.Value, f dsl.Tensor, vec int) {
+	if f.Size() == vec {
+		storeN(k, p, i, f)
 		return
 	}
-	for j, v := range vals {
+	for j, v := range f.Values() {
 		k.If(i.Add(uint32(j)).Lt(hi), func() { k.Store(p.At(i.Add(uint32(j))), v) })
 	}
 }
@@ -151,8 +134,8 @@ func P2PAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	ins := peerTable(k, a.Ins.Table(), a.NGPUs)
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 	eachVec(k, k.Const(dsl.U32, 0), a.N, vecOf(dt), 1, func(i dsl.Value, w int) {
-		sum := reducePeers(k, dt, op, a.NGPUs, w, loadInto(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }, w))
-		storeN(k, a.Out, i, toType(sum, dt))
+		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }))
+		storeN(k, a.Out, i, sum.To(dt))
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
 }
@@ -188,8 +171,8 @@ func P2PAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	lo, hi := twoShotSlice(k, a.Rank, a.NGPUs, a.N, vec)
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 	eachVec(k, lo, hi, vec, 1, func(i dsl.Value, w int) {
-		sum := reducePeers(k, dt, op, a.NGPUs, w, loadInto(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }, w))
-		res := toType(sum, dt)
+		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }))
+		res := sum.To(dt)
 		forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), i, res) })
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
@@ -240,36 +223,35 @@ func P2PAllReduceLamport(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	// Push: every GPU's region [slot][rank].
 	mine := region(slot, a.Rank)
 	eachVec(k, k.Const(dsl.U32, 0), a.N, vec, 1, func(i dsl.Value, w int) {
-		v := loadN(k, a.In, i, w)
-		for j := range v {
-			v[j] = v[j].Add(zero)
-		}
+		v := loadN(k, a.In, i, w).Map(func(x dsl.Value) dsl.Value { return x.Add(zero) })
 		forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, lbufs[p], dt), mine.Add(i), v, dsl.Relaxed(dsl.System)) })
 	})
 	// Poll and reduce: region p of this GPU's slot is GPU p's input once no element is -0.0.
 	eachVec(k, k.Const(dsl.U32, 0), a.N, vec, 1, func(i dsl.Value, w int) {
-		sum := reducePeers(k, dt, op, a.NGPUs, w, func(p int, dst []dsl.Value) {
+		sum := reducePeers(k, dt, op, a.NGPUs, w, func(p int, dst dsl.Tensor) {
 			idx := region(slot, k.Const(dsl.U32, uint32(p))).Add(i)
 			k.While(func() dsl.Value {
-				got := loadN(k, own, idx, w, dsl.Relaxed(dsl.System))
+				loadTo(k, own, idx, dst, dsl.Relaxed(dsl.System))
 				pending := k.Const(dsl.Bool, false)
-				for j := range got {
-					k.Set(dst[j], got[j])
-					pending = pending.Or(isSentinel(got[j]))
+				for _, x := range dst.Values() {
+					pending = pending.Or(isSentinel(x))
 				}
 				return pending
 			}, func() {})
 		})
-		storeN(k, a.Out, i, toType(sum, dt))
+		storeN(k, a.Out, i, sum.To(dt))
 	})
 	// Reset the previous launch's slot.
-	sentinel := make([]dsl.Value, vec)
-	for j := range sentinel {
-		sentinel[j] = negZero(k, dt)
+	sentinel := func(w int) dsl.Tensor {
+		vs := make([]dsl.Value, w)
+		for j := range vs {
+			vs[j] = negZero(k, dt)
+		}
+		return k.FragmentOf(vs...)
 	}
 	eachVec(k, k.Const(dsl.U32, 0), a.Nclear, vec, 1, func(i dsl.Value, w int) {
 		forPeers(k, a.NGPUs, func(p int) {
-			storeN(k, own, region(prev, k.Const(dsl.U32, uint32(p))).Add(i), sentinel[:w])
+			storeN(k, own, region(prev, k.Const(dsl.U32, uint32(p))).Add(i), sentinel(w))
 		})
 	})
 }
@@ -369,8 +351,8 @@ func p2pReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ord barrierOr
 			}
 			return m.Mul(uint32(p)).Add(i)
 		}
-		sum := reducePeers(k, dt, op, a.NGPUs, w, loadInto(k, func(int) dsl.Ptr { return own }, region, w))
-		storeN(k, a.Out, i, toType(sum, dt))
+		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(int) dsl.Ptr { return own }, region))
+		storeN(k, a.Out, i, sum.To(dt))
 	}
 	k.If(aligned, func() { eachVec(k, zero, m, vec, 1, reduce) }).Else(func() { eachVec(k, zero, m, 1, 1, reduce) })
 }
