@@ -118,7 +118,10 @@ func nvshmemRingSignal(r *run) error {
 	if err != nil {
 		return err
 	}
-	dst, _ := e.sym(n)
+	dst, err := e.sym(n)
+	if err != nil {
+		return err
+	}
 	sig, err := r.sys.MallocSymmetric(8)
 	if err != nil {
 		return err
@@ -145,7 +148,10 @@ func nvshmemRingSignal(r *run) error {
 			if err := r.check(fmt.Sprintf("epoch %d GPU %d dst", epoch, g), got, in[(g+e.g-1)%e.g], 0, 0); err != nil {
 				return err
 			}
-			s, _ := emu.ReadSlice[uint64](r.sys, sig.On(g), 1)
+			s, err := emu.ReadSlice[uint64](r.sys, sig.On(g), 1)
+			if err != nil {
+				return err
+			}
 			if s[0] != uint64(epoch) {
 				return fmt.Errorf("epoch %d: GPU %d's signal is %d", epoch, g, s[0])
 			}
@@ -165,7 +171,10 @@ func nvshmemAlltoallPut(r *run) error {
 	if err != nil {
 		return err
 	}
-	dst, _ := e.sym(n * e.g)
+	dst, err := e.sym(n * e.g)
+	if err != nil {
+		return err
+	}
 	in := make([][]float64, e.g)
 	for g := range in {
 		in[g] = e.values(g, n*e.g)
@@ -203,7 +212,10 @@ func nvshmemRingGet(r *run) error {
 	if err != nil {
 		return err
 	}
-	dst, _ := e.sym(n)
+	dst, err := e.sym(n)
+	if err != nil {
+		return err
+	}
 	in := make([][]float64, e.g)
 	for g := range in {
 		in[g] = e.values(g, n)
