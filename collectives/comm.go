@@ -185,7 +185,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	}
 	var err error
 	if c.pads, err = c.alloc(ctx, 4*kernels.PadWords, true); err != nil {
-		return nil, err
+		return nil, errors.Join(err, c.Close())
 	}
 	switch {
 	case o.DisableMulticast:
@@ -194,7 +194,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 		c.mcWhy = fmt.Errorf("target %s has no multimem instructions (sm_90 or later)", o.Target)
 	default:
 		if c.flags, err = c.alloc(ctx, 4*kernels.FlagWords, false); err != nil {
-			return nil, err
+			return nil, errors.Join(err, c.Close())
 		}
 		if c.flags.mc, err = r.NVSHMEM.MulticastPtr(c.flags.m); err != nil {
 			c.mcWhy = err
