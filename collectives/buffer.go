@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -46,7 +47,7 @@ func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
 	if n < 1 || n > math.MaxInt32/16 {
 		return nil, fmt.Errorf("collectives: %d elements: want 1 to %d", n, math.MaxInt32/16)
 	}
-	s, err := c.alloc(nil, n*dt.Bytes(), true)
+	s, err := c.alloc(context.Background(), n*dt.Bytes(), true)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,11 @@
 // embeds it with typed launchers, in the shape of avo (a generator program run by
 // go generate) and cilium/ebpf's bpf2go (an embedded artefact with typed wrappers).
 //
-// A package keeps its kernels in a generator program excluded from the build:
+// A package keeps its kernels in a generator program excluded from the build by a build tag
+// of its own (not "ignore": go mod tidy skips ignore-tagged files, and would leave gen's
+// dependencies out of go.sum, so that go generate fails in a module other than kgen's):
 //
-//	//go:build ignore
+//	//go:build generate
 //
 //	package main
 //

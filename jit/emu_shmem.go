@@ -53,7 +53,7 @@ func (h *emuShmemHost) path() string              { return "" }
 
 func (h *emuShmemHost) init(rank, n int, _ []byte) (shmemImpl, error) {
 	m := h.d.m
-	_, err := m.w.join(nil, rank, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
+	_, err := m.w.join(context.Background(), rank, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.shm != nil {
@@ -109,7 +109,7 @@ func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 
 func (s *emuShmemImpl) free(p DevicePtr) error {
 	m := s.d.m
-	_, err := m.w.join(nil, s.rank, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
+	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		base, err := m.sys.Peer(uint64(parts[0].(DevicePtr)), 0)
@@ -152,7 +152,7 @@ func (s *emuShmemImpl) mcPtr(p DevicePtr) DevicePtr {
 
 func (s *emuShmemImpl) barrierAll() error {
 	m := s.d.m
-	_, err := m.w.join(nil, s.rank, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
+	_, err := m.w.join(context.Background(), s.rank, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.shm != nil && m.shm.dev != nil {
@@ -171,7 +171,7 @@ func (s *emuShmemImpl) moduleFinalize(module) error { return nil }
 
 func (s *emuShmemImpl) finalize() error {
 	m := s.d.m
-	_, err := m.w.join(nil, s.rank, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
+	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		var err error

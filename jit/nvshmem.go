@@ -168,9 +168,9 @@ func (s *NVSHMEM) checkDevLib(dl *DevLib) error {
 }
 
 // Malloc allocates n bytes of symmetric memory (collective: nvshmem_malloc).
-func (s *NVSHMEM) Malloc(n int64) (*Memory, error) { return s.MallocContext(nil, n) }
+func (s *NVSHMEM) Malloc(n int64) (*Memory, error) { return s.MallocContext(context.Background(), n) }
 
-// MallocContext is Malloc whose wait for the other ranks ends with ctx (nil: no bound but
+// MallocContext is Malloc whose wait for the other ranks ends with ctx (Background: no bound but
 // RanksOptions.Context) on the emulator, failing every rank and naming those that never
 // called it. On GPUs nvshmem_malloc's own wait cannot be interrupted.
 func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
