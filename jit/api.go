@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -441,6 +442,16 @@ type LaunchConfig struct {
 	// grid resident at once, so they may wait on each other). The GPU backend ignores it:
 	// there every rank's GPU runs its own grid. See CollectiveMode.
 	Collective CollectiveMode
+	// Context bounds the wait of a gathered launch for the other ranks (nil: no bound but
+	// RanksOptions.Context); when it ends first, every rank's launch fails naming the ranks
+	// that never launched.
+	Context context.Context
+	// Call describes the collective operation this launch is part of (for example
+	// "AllReduce of 302 f32 by sum"), which every rank must make alike: on the emulator the
+	// ranks' gathered launches compare it, and when they differ every rank fails naming the
+	// ranks that differ. The GPU backend does not compare it (that would cost an exchange
+	// between the GPUs on every launch).
+	Call string
 }
 
 // CollectiveMode says how the emulator schedules a launch when several ranks share it.
@@ -461,7 +472,7 @@ const (
 
 // modalLauncher is a function that takes the LaunchConfig's Collective mode (the emulator).
 type modalLauncher interface {
-	launchMode(grid, block Dim3, shared int, s stream, args []uint64, mode CollectiveMode) error
+	launchMode(grid, block Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error
 }
 
 // Launch runs the kernel. The arguments are checked against the kernel's parameters: their
@@ -503,7 +514,7 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
 	}
 	if ml, ok := f.impl.(modalLauncher); ok {
-		err = ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg.Collective)
+		err = ml.launchMode(g, b, cfg.SharedMem, s, slots, &cfg)
 	} else {
 		err = f.impl.launch(g, b, cfg.SharedMem, s, slots)
 	}

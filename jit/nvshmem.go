@@ -168,14 +168,19 @@ func (s *NVSHMEM) checkDevLib(dl *DevLib) error {
 }
 
 // Malloc allocates n bytes of symmetric memory (collective: nvshmem_malloc).
-func (s *NVSHMEM) Malloc(n int64) (*Memory, error) {
+func (s *NVSHMEM) Malloc(n int64) (*Memory, error) { return s.MallocContext(context.Background(), n) }
+
+// MallocContext is Malloc whose wait for the other ranks ends with ctx (Background: no bound but
+// RanksOptions.Context) on the emulator, failing every rank and naming those that never
+// called it. On GPUs nvshmem_malloc's own wait cannot be interrupted.
+func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): size must be positive", n)
 	}
-	p, err := s.impl.malloc(n)
+	p, err := s.impl.malloc(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +330,7 @@ type shmemHost interface {
 type shmemImpl interface {
 	myPE() int
 	nPEs() int
-	malloc(n int64) (DevicePtr, error)
+	malloc(ctx context.Context, n int64) (DevicePtr, error)
 	free(p DevicePtr) error
 	ptr(p DevicePtr, pe int) DevicePtr
 	mcPtr(p DevicePtr) DevicePtr
