@@ -79,11 +79,19 @@ func (t Tensor) Map(f func(Value) Value) Tensor {
 		k.errorf("Map: not a register fragment (load it with Copy into a Fragment first)")
 		return t
 	}
+	if f == nil {
+		k.errorf("Map: nil function")
+		return t
+	}
 	out := make([]Value, len(t.regs))
 	for i, v := range t.regs {
 		out[i] = f(v)
+		if out[i].k != k {
+			k.errorf("Map: the function's result %d is not a value of this kernel", i)
+			return t
+		}
 		if out[i].t != out[0].t {
-			k.errorf("Map: element %d is %s, element 0 %s", i, out[i].t, out[0].t)
+			k.errorf("Map: the function's results differ in type: element 0 is %s, element %d %s", out[0].t, i, out[i].t)
 			return t
 		}
 	}

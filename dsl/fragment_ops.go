@@ -47,30 +47,8 @@ func (t Tensor) Values() []Value {
 	return append([]Value(nil), t.regs...)
 }
 
-// Map returns the fragment of f applied to every element of t (their type is f's result's,
-// which must be one type).
-func (t Tensor) Map(f func(v Value) Value) Tensor {
-	k := t.k
-	if k == nil {
-		return t
-	}
-	defer k.hold()()
-	if !t.IsFragment() {
-		k.errorf("Map: not a register fragment")
-		return k.badTensor(t.ptr.elem)
-	}
-	if f == nil {
-		k.errorf("Map: nil function")
-		return k.badTensor(t.ptr.elem)
-	}
-	out := make([]Value, len(t.regs))
-	for i, v := range t.regs {
-		out[i] = f(v)
-	}
-	return k.mapped("Map", out)
-}
-
-// Zip returns the fragment of f applied to the elements of t and u pairwise (same size).
+// Zip returns the fragment of f applied to the elements of t and u pairwise (same size), in
+// t's shape.
 func (t Tensor) Zip(u Tensor, f func(a, b Value) Value) Tensor {
 	k := t.k
 	if k == nil {
@@ -93,11 +71,12 @@ func (t Tensor) Zip(u Tensor, f func(a, b Value) Value) Tensor {
 	for i := range t.regs {
 		out[i] = f(t.regs[i], u.regs[i])
 	}
-	return k.mapped("Zip", out)
+	r := k.mapped("Zip", out)
+	if !r.IsFragment() || len(r.regs) != len(out) {
+		return r
+	}
+	return t.fragMap("Zip", r.ptr.elem, func(i int, _ Value) Value { return out[i] }) // t's shape
 }
-
-// To converts every element of t to elem (as Value.To).
-func (t Tensor) To(elem Type) Tensor { return t.Map(func(v Value) Value { return v.To(elem) }) }
 
 // mapped makes the fragment of Map's or Zip's results, which must be of one type.
 func (k *Kernel) mapped(what string, out []Value) Tensor {
