@@ -1,0 +1,162 @@
+package jit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// wantErr fails unless err holds every fragment.
+func wantErr(t *testing.T, what string, err error, frags ...string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error, want one holding %q", what, frags)
+		return
+	}
+	for _, f := range frags {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("%s: error %q, want it to hold %q", what, err, f)
+		}
+	}
+}
+
+// TestAbsurdAllocs checks that sizes that overflow or exceed the device's memory are errors
+// quoting the size asked for, before anything is allocated.
+func TestAbsurdAllocs(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	b, err := Alloc[float32](d, 1<<62+4)
+	wantErr(t, "Alloc[float32](1<<62+4)", err, "4611686018427387908", "overflow")
+	if b != nil {
+		t.Errorf("Alloc[float32](1<<62+4) returned a buffer of Len %d", b.Len())
+	}
+	_, err = Alloc[float32](d, 1<<62)
+	wantErr(t, "Alloc[float32](1<<62)", err, "4611686018427387904")
+	_, err = Alloc[float64](d, -1)
+	wantErr(t, "Alloc[float64](-1)", err, "must be positive")
+	_, err = d.Alloc(1 << 50)
+	wantErr(t, "Alloc(1<<50)", err, "1125899906842624 bytes", "more than the")
+	_, err = Alloc[float32](d, 1<<40)
+	wantErr(t, "Alloc[float32](1<<40)", err, "4398046511104 bytes", "more than the")
+	m, err := d.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = BufferOf[float32](m, 1<<62+4)
+	wantErr(t, "BufferOf(1<<62+4)", err, "do not fit")
+	_, err = BufferOf[float32](m, -1)
+	wantErr(t, "BufferOf(-1)", err, "do not fit")
+	if err := m.Free(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSymAllocAbsurd checks symmetric allocations beyond memory fail on every rank with an
+// error, and that the heap still works after.
+func TestSymAllocAbsurd(t *testing.T) {
+	err := RunRanks(RanksOptions{Backend: Emulator, World: 2, NVSHMEM: true}, func(r *Rank) error {
+		if _, err := SymAlloc[float32](r.NVSHMEM, 1<<37); err == nil || !strings.Contains(err.Error(), "549755813888 bytes") {
+			return errors.New("SymAlloc[float32](1<<37): " + errString(err))
+		}
+		if _, err := SymAlloc[float32](r.NVSHMEM, 1<<62+4); err == nil || !strings.Contains(err.Error(), "overflow") {
+			return errors.New("SymAlloc[float32](1<<62+4): " + errString(err))
+		}
+		b, err := SymAlloc[float32](r.NVSHMEM, 16)
+		if err != nil {
+			return err
+		}
+		return b.Free()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// TestClosedDevice checks that a closed Device refuses work, saying closed.
+func TestClosedDevice(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	k := dsl.New("k", dsl.WithTarget(ptx.SM90))
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Alloc(16)
+	wantErr(t, "Alloc", err, "Alloc", "closed")
+	_, err = Alloc[float32](d, 4)
+	wantErr(t, "Alloc[float32]", err, "closed")
+	_, err = d.Load(Source{Module: mod})
+	wantErr(t, "Load", err, "Load", "closed")
+	_, err = d.NewStream()
+	wantErr(t, "NewStream", err, "NewStream", "closed")
+	_, err = d.NewEvent()
+	wantErr(t, "NewEvent", err, "NewEvent", "closed")
+	wantErr(t, "CopyHtoD", d.CopyHtoD(0, []byte{1}), "closed")
+	wantErr(t, "Synchronize", d.Synchronize(), "closed")
+	if !errors.Is(d.Synchronize(), ErrClosed) {
+		t.Error("the error is not ErrClosed")
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}
+
+// TestNilReceivers checks that nil receivers and arguments are errors, not panics.
+func TestNilReceivers(t *testing.T) {
+	var d *Device
+	wantErr(t, "nil Device.Close", d.Close(), "nil *Device")
+	_, err := d.Alloc(4)
+	wantErr(t, "nil Device.Alloc", err, "nil *Device")
+	_, err = Alloc[float32](d, 4)
+	wantErr(t, "Alloc[float32] on a nil Device", err, "nil *Device")
+	_, err = d.Load(Source{})
+	wantErr(t, "nil Device.Load", err, "nil *Device")
+	var f *Function
+	wantErr(t, "nil Function.Launch", f.Launch(LaunchConfig{Grid: D1(1), Block: D1(1)}), "nil *Function")
+	var b *Buffer[float32]
+	wantErr(t, "nil Buffer.Free", b.Free(), "nil *Buffer")
+	var m *Memory
+	wantErr(t, "nil Memory.Free", m.Free(), "nil *Memory")
+	_, err = BufferOf[float32](nil, 1)
+	wantErr(t, "BufferOf(nil)", err, "nil *Memory")
+	var s *Stream
+	wantErr(t, "nil Stream.Synchronize", s.Synchronize(), "nil *Stream")
+	wantErr(t, "nil Stream.Close", s.Close(), "nil *Stream")
+	var e *Event
+	wantErr(t, "nil Event.Close", e.Close(), "nil *Event")
+	_, err = EncodeArgs(nil, []any{1})
+	wantErr(t, "EncodeArgs(nil)", err, "nil")
+
+	dev, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	ev, err := dev.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Record(nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ev.Elapsed(nil)
+	wantErr(t, "Event.Elapsed(nil)", err, "non-nil")
+}
