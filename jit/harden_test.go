@@ -1,9 +1,12 @@
 package jit
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/ptx"
@@ -159,4 +162,28 @@ func TestNilReceivers(t *testing.T) {
 	}
 	_, err = ev.Elapsed(nil)
 	wantErr(t, "Event.Elapsed(nil)", err, "non-nil")
+}
+
+// TestLaunchRanksStops checks how LaunchRanks reports a launch it stopped: Timeout exits 124
+// naming the ranks still running, a SignalError cause 128+signal, too many ranks and a nil
+// context are errors before anything starts.
+func TestLaunchRanksStops(t *testing.T) {
+	code, err := LaunchRanks(context.Background(), LaunchOptions{N: 2, Prog: "sh", Args: []string{"-c", `test "$RANK" = 0 && exit 0; sleep 30`},
+		Timeout: 300 * time.Millisecond, Grace: 300 * time.Millisecond})
+	if code != 124 || err == nil || !strings.Contains(err.Error(), "ranks still running: 1") || !strings.Contains(err.Error(), "timed out after 300ms") {
+		t.Errorf("Timeout: code %d, err %v", code, err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(300*time.Millisecond, func() { cancel(&SignalError{Signal: syscall.SIGTERM}) })
+	code, err = LaunchRanks(ctx, LaunchOptions{N: 2, Prog: "sleep", Args: []string{"30"}, Grace: 300 * time.Millisecond})
+	if code != 143 || err == nil || !strings.Contains(err.Error(), "ranks still running: 0, 1") {
+		t.Errorf("SIGTERM: code %d, err %v", code, err)
+	}
+	if code, err := LaunchRanks(context.Background(), LaunchOptions{N: 9999999999, Prog: "true"}); code != 2 || err == nil || !strings.Contains(err.Error(), "9999999999") {
+		t.Errorf("N 9999999999: code %d, err %v", code, err)
+	}
+	//lint:ignore SA1012 a nil context is the misuse tested
+	if code, err := LaunchRanks(nil, LaunchOptions{N: 1, Prog: "true"}); code != 2 || err == nil { //nolint:staticcheck
+		t.Errorf("nil context: code %d, err %v", code, err)
+	}
 }
