@@ -185,6 +185,6 @@ func (j *JIT) Launch(l Launch) error {
 	if err != nil {
 		return err
 	}
-	cfg := jit.LaunchConfig{Grid: jit.D1(l.Grid), Block: jit.D1(l.Block), Stream: j.Stream, Collective: jit.CollectiveOn}
+	cfg := jit.LaunchConfig{Grid: jit.D1(l.Grid), Block: jit.D1(l.Block), Stream: j.Stream, Collective: jit.CollectiveOn, CoResident: true}
 	return f.Launch(cfg, l.Args(j.r.Rank)...)
 }

@@ -458,6 +458,12 @@ type LaunchConfig struct {
 	// grid resident at once, so they may wait on each other). The GPU backend ignores it:
 	// there every rank's GPU runs its own grid. See CollectiveMode.
 	Collective CollectiveMode
+	// CoResident says the grid's blocks wait on each other (a grid barrier, every
+	// collective): all of them must be resident at once, or the grid deadlocks. Launch then
+	// refuses a grid larger than the device holds at once, naming the limit; the GPU backend
+	// launches it cooperatively (cuLaunchCooperativeKernel), the emulator checks the same
+	// limit from its per-SM model (EmuSMThreads, EmuSMBlocks, EmuSMShared).
+	CoResident bool
 }
 
 // CollectiveMode says how the emulator schedules a launch when several ranks share it.
@@ -516,7 +522,21 @@ func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	if cfg.Collective < CollectiveAuto || cfg.Collective > CollectiveOff {
 		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
 	}
-	if ml, ok := f.impl.(modalLauncher); ok {
+	if cfg.CoResident {
+		cl, ok := f.impl.(coLauncher)
+		if !ok {
+			return fmt.Errorf("jit: launch of %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
+		}
+		n, limit, rerr := cl.residentBlocks(b, cfg.SharedMem)
+		if rerr != nil {
+			return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, rerr)
+		}
+		if blocks := int64(g.X) * int64(g.Y) * int64(g.Z); blocks > int64(n) {
+			return fmt.Errorf("jit: launch of %s: grid %dx%dx%d has %d blocks of %dx%dx%d threads, but at most %d can be resident at once on %s (%s); its blocks wait on each other (CoResident), so use a grid of at most %d blocks",
+				f.sig.Name, g.X, g.Y, g.Z, blocks, b.X, b.Y, b.Z, n, f.m.d.describe(), limit, n)
+		}
+		err = cl.launchCoResident(g, b, cfg.SharedMem, s, slots, cfg.Collective)
+	} else if ml, ok := f.impl.(modalLauncher); ok {
 		err = ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg.Collective)
 	} else {
 		err = f.impl.launch(g, b, cfg.SharedMem, s, slots)

@@ -187,3 +187,52 @@ func TestLaunchRanksStops(t *testing.T) {
 		t.Errorf("nil context: code %d, err %v", code, err)
 	}
 }
+
+// TestCoResidentLaunch checks that a launch whose blocks wait on each other (CoResident) is
+// refused when the grid cannot be resident at once, naming the limit, and runs when it can.
+func TestCoResidentLaunch(t *testing.T) {
+	k := dsl.New("coresident", dsl.WithTarget(ptx.SM90))
+	p := k.PtrParam("p", dsl.U32)
+	k.SharedArray(dsl.U32, 2048) // 8 KiB of static shared memory
+	k.If(k.ThreadIdx(dsl.X).Eq(0), func() { k.Reduce(dsl.AtomAdd, p, uint32(1)) })
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m, err := d.Load(Source{Module: mod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Function("coresident")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := Alloc[uint32](d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 emulated SMs x 8 blocks of 256 threads (2048 threads per SM).
+	err = f.Launch(LaunchConfig{Grid: D1(129), Block: D1(256), CoResident: true}, buf)
+	wantErr(t, "129 blocks of 256", err, "129 blocks", "at most 128", "16 SMs x 8 blocks", "2048 threads per SM")
+	// 8 KiB static + 100 KiB dynamic + 1 KiB reserved: 2 blocks per SM.
+	err = f.Launch(LaunchConfig{Grid: D1(33), Block: D1(32), SharedMem: 100 << 10, CoResident: true}, buf)
+	wantErr(t, "33 blocks with 108 KiB of shared memory", err, "at most 32", "shared memory per SM")
+	if err := f.Launch(LaunchConfig{Grid: D1(33), Block: D1(256)}, buf); err != nil {
+		t.Fatalf("without CoResident: %v", err)
+	}
+	if err := f.Launch(LaunchConfig{Grid: D1(128), Block: D1(256), CoResident: true}, buf); err != nil {
+		t.Fatalf("128 co-resident blocks: %v", err)
+	}
+	got := make([]uint32, 1)
+	if err := buf.CopyToHost(got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 33+128 {
+		t.Errorf("the blocks counted %d, want %d", got[0], 33+128)
+	}
+}
