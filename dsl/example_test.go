@@ -63,17 +63,17 @@ func ExampleKernel_Build() {
 	// Output: true true
 }
 
-// A thread-value partition of a tile gives each thread 4 consecutive floats, which Copy
-// moves with one 128-bit access.
-func ExampleTensor_PartitionTV() {
+// A partition of a tile over 128 threads with 4 values per thread gives each thread 4
+// consecutive floats, which Copy moves with one 128-bit access.
+func ExampleTensor_LocalPartition() {
 	k := dsl.New("copy4", dsl.WithoutLoc())
-	src := k.MakeTensor(k.PtrParam("src", dsl.F32), layout.Must(layout.Parse("512:1")))
-	dst := k.MakeTensor(k.PtrParam("dst", dsl.F32), layout.Must(layout.Parse("512:1")))
-	thr := layout.Must(layout.Parse("128:1")) // 128 threads
+	src := k.MakeTensor(k.PtrParam("src", dsl.F32), layout.MustParse("512:1"))
+	dst := k.MakeTensor(k.PtrParam("dst", dsl.F32), layout.MustParse("512:1"))
+	thr := layout.MustParse("128:1") // 128 threads
 	tid := k.ThreadIdx(dsl.X)
-	frag := k.Fragment(dsl.F32, src.PartitionTV(thr, []int{4}, tid))
-	k.Copy(src.PartitionTV(thr, []int{4}, tid), frag)
-	k.Copy(frag, dst.PartitionTV(thr, []int{4}, tid))
+	frag := k.Fragment(dsl.F32, src.LocalPartition(thr, tid, 4))
+	k.Copy(src.LocalPartition(thr, tid, 4), frag)
+	k.Copy(frag, dst.LocalPartition(thr, tid, 4))
 	m, err := k.Build()
 	if err != nil {
 		fmt.Println(err)
@@ -105,4 +105,33 @@ func ExampleKernel_For() {
 	m, _ := k.Build()
 	fmt.Println(strings.Count(body(m), "ld.global.f32"), strings.Count(body(m), "bra.uni"))
 	// Output: 5 1
+}
+
+// VectorAddArgs declares vector_add's parameters once: pointers to the element type, and a
+// u32 length.
+type VectorAddArgs struct {
+	A, B, C dsl.Ptr
+	N       dsl.Value `kgen:"u32"`
+}
+
+// Params declares a kernel's parameters from a struct, in field order.
+func ExampleParams() {
+	k := dsl.New("vector_add_f32", dsl.WithoutLoc())
+	a := dsl.Params[VectorAddArgs](k, dsl.F32)
+	i := k.GlobalThreadIdx(dsl.X)
+	k.If(i.Lt(a.N), func() {
+		k.Store(a.C.At(i), k.Load(a.A.At(i)).Add(k.Load(a.B.At(i))))
+	})
+	if _, err := k.Build(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, p := range k.Params() {
+		fmt.Println(p.Name, p.Type, p.Pointer)
+	}
+	// Output:
+	// a f32 true
+	// b f32 true
+	// c f32 true
+	// n u32 false
 }

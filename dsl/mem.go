@@ -323,8 +323,8 @@ func (k *Kernel) checkVec(what string, p Ptr, n int) bool {
 	return true
 }
 
-// MemOption sets the memory semantics of a load or store.
-type MemOption func(*memOpts)
+// MemOption qualifies a load, store, copy or atomic: a memory ordering (Order).
+type MemOption interface{ mem(*memOpts) }
 
 type memOpts struct {
 	sem   string
@@ -342,23 +342,44 @@ const (
 	System  Scope = "sys"
 )
 
+// Order is a memory ordering and its scope. The same orders qualify loads, stores, copies and
+// atomics (a MemOption) and multimem operations (a MultimemOption).
+type Order struct {
+	sem   string
+	scope Scope
+}
+
+func (o Order) mem(m *memOpts) {
+	if o.sem == "weak" { // a plain access is weak
+		m.sem, m.scope = "", ""
+		return
+	}
+	m.sem, m.scope = o.sem, string(o.scope)
+}
+
+func (o Order) multimem(m *mmOpts) { m.sem, m.scope = o.sem, string(o.scope) }
+
 // Relaxed makes the access .relaxed at scope s.
-func Relaxed(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "relaxed", string(s) } }
+func Relaxed(s Scope) Order { return Order{"relaxed", s} }
 
-// Acquire makes a load .acquire at scope s.
-func Acquire(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "acquire", string(s) } }
+// Acquire makes a load (or multimem.ld_reduce, or a fetching atomic) .acquire at scope s.
+func Acquire(s Scope) Order { return Order{"acquire", s} }
 
-// Release makes a store .release at scope s.
-func Release(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "release", string(s) } }
+// Release makes a store (or multimem.st and multimem.red, or an atomic) .release at scope s.
+func Release(s Scope) Order { return Order{"release", s} }
 
-// Volatile makes the access .volatile.
-func Volatile() MemOption { return func(o *memOpts) { o.sem, o.scope = "volatile", "" } }
+// Weak makes the access .weak: what loads and stores are without an order; multimem
+// operations are relaxed.sys unless given Weak or another order.
+func Weak() Order { return Order{"weak", ""} }
+
+// Volatile makes a load or store .volatile (not multimem).
+func Volatile() Order { return Order{"volatile", ""} }
 
 func (k *Kernel) memOptions(what string, p Ptr, opts []MemOption, store bool) (memOpts, bool) {
 	var o memOpts
 	for _, f := range opts {
 		if f != nil {
-			f(&o)
+			f.mem(&o)
 		}
 	}
 	switch {

@@ -395,6 +395,12 @@ func (a *asmReader) operand(s string, t ptx.Type) (ptx.Operand, error) {
 	switch {
 	case s == "_":
 		return ptx.Sink{}, nil
+	case strings.HasPrefix(s, "!%"): // a negated predicate source
+		o, err := a.operand(s[1:], ptx.Pred)
+		if r, ok := o.(ptx.Reg); ok && err == nil {
+			return ptx.Not{P: r}, nil
+		}
+		return nil, fmt.Errorf("bad negated predicate %q", s)
 	case strings.HasPrefix(s, "{"):
 		var v ptx.Vec
 		for _, e := range splitTop(s[1 : len(s)-1]) {

@@ -705,6 +705,10 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 	case "prefetch", "prefetchu", "discard", "applypriority", "pmevent":
 		di.exec = execNop
 		return nil
+	case "mma":
+		return d.decodeMMA(di, in, toks)
+	case "ldmatrix", "stmatrix":
+		return d.decodeMatrix(di, in, toks)
 	case "cp":
 		if len(toks) > 2 && toks[1] == "reduce" && toks.has("bulk") {
 			return d.decodeBulk(di, in, toks, true)
@@ -1553,92 +1557,22 @@ func (d *decoder) decodeWarp(di *dinst, in *ptx.Instr, toks tokens) error {
 	return nil
 }
 
-// cp.async: the copy happens at once (its completion waits are no-ops).
+// decodeCp decodes cp.async.bulk (async.go) and cp.async (cpasync.go).
 func (d *decoder) decodeCp(di *dinst, in *ptx.Instr, toks tokens) error {
 	if !toks.has("async") {
 		return errUnsupported
 	}
-	args := in.Args
-	if toks.any("commit_group", "wait_group", "wait_all") != "" || toks.has("prefetch") && toks.has("bulk") {
-		di.exec = execNop
-		return nil
+	if !toks.has("bulk") {
+		return d.decodeCpAsync(di, in, toks)
 	}
-	if toks.has("mbarrier") && toks.has("arrive") {
-		// Copies complete at once: the default form's increment and arrive cancel out;
-		// .noinc is an arrival.
-		if !toks.has("noinc") {
-			di.exec = execNop
-			return nil
-		}
-		if err := d.addr(di, args[0]); err != nil {
-			return err
-		}
-		di.space, di.align, di.op = spShared, 8, mbCpAsyncArrive
-		if spaceOf(toks) == spGeneric {
-			di.space = spGeneric
-		}
-		di.exec = execMbarrier
+	if toks.any("commit_group", "wait_group", "wait_all") != "" || toks.has("prefetch") {
+		di.exec = execNop
 		return nil
 	}
 	if toks.has("tensor") {
 		return errUnsupported
 	}
-	if toks.has("bulk") {
-		return d.decodeBulk(di, in, toks, false)
-	}
-	if len(args) < 3 {
-		return errors.New("cp.async takes [dst], [src], size{, src-size}")
-	}
-	dst := &dinst{space: spShared, vec: 1, a: -1}
-	srcI := &dinst{space: spGlobal, vec: 1, a: -1}
-	if err := d.addr(dst, args[0]); err != nil {
-		return err
-	}
-	if err := d.addr(srcI, args[1]); err != nil {
-		return err
-	}
-	im, ok := args[2].(ptx.Imm)
-	if !ok {
-		return errors.New("cp.async size must be an immediate")
-	}
-	size := int(im.Bits)
-	srcSize := int32(-1)
-	if len(args) >= 4 {
-		var err error
-		if srcSize, err = d.src(args[3], ptx.U32); err != nil {
-			return err
-		}
-	}
-	dst.align, srcI.align = uint8(size), uint8(size)
-	dst.src, srcI.src = in, in
-	di.sub = []*dinst{dst, srcI}
-	di.b = srcSize
-	di.exec = func(w *warp, in *dinst, m uint32) {
-		dst, srcI, srcSize := in.sub[0], in.sub[1], in.b
-		for x := m; x != 0; x &= x - 1 {
-			ln := trailing(x)
-			sb, _, _, f := w.span(srcI, ln, w.ea(srcI, ln), size)
-			if f != nil {
-				w.memFault(in, ln, f)
-				return
-			}
-			db, _, off, f := w.span(dst, ln, w.ea(dst, ln), size)
-			if f != nil {
-				w.memFault(in, ln, f)
-				return
-			}
-			if w.l.sanitize && !w.race(in, ln, off, size, true) {
-				return
-			}
-			n := size
-			if srcSize >= 0 {
-				n = min(size, int(w.r[srcSize+int32(ln)]))
-			}
-			copy(db, sb[:n])
-			clear(db[n:])
-		}
-	}
-	return nil
+	return d.decodeBulk(di, in, toks, false)
 }
 
 func (d *decoder) decodeCarry(di *dinst, in *ptx.Instr, toks tokens) error {

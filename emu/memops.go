@@ -30,6 +30,11 @@ func (w *warp) sharedSpan(off uint64, n int) ([]byte, *memFault) {
 		return nil, faultf(KindOutOfBounds, "%d bytes at shared offset %#x: the block has %d bytes of shared memory (%d static + %d dynamic)",
 			n, off, len(b.shared), w.l.prog.sharedSize, w.l.dynShared)
 	}
+	if b.cp != nil {
+		if f := b.cpCheck(off, n); f != nil {
+			return nil, f
+		}
+	}
 	return b.shared[off : off+uint64(n) : off+uint64(n)], nil
 }
 
@@ -176,8 +181,6 @@ func (l *launch) release(w *warp, lane int, in *dinst) {
 	}
 	l.flushThread(w, lane)
 }
-
-func strong(in *dinst) bool { return in.sem != semWeak }
 
 func execLd(w *warp, in *dinst, m uint32) {
 	l := w.l

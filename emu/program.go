@@ -81,7 +81,7 @@ type dinst struct {
 	av    []int32
 	sub   []*dinst // extra memory operands (their base register in a)
 
-	t, t2  ptx.Type
+	t      ptx.Type
 	op     uint8 // sub-operation
 	flags  uint16
 	space  uint8
@@ -105,6 +105,7 @@ type dinst struct {
 	src     *ptx.Instr
 	backRef bool // a branch to an earlier instruction
 	anyPC   bool // bar.warp.sync: meets the lanes waiting at any bar.warp.sync (sm_70+)
+	aligned bool // a .sync.aligned warp-collective (mma, ldmatrix, stmatrix): all 32 lanes
 }
 
 // callArg is one argument or result of a call: a register/constant slot, or a param-frame
@@ -176,9 +177,8 @@ type program struct {
 	flist      []*dfunc
 	nslots     int
 	inits      []initSlot
-	localSize  int // per thread
-	sharedSize int // static shared bytes
-	dynAlign   int
+	localSize  int        // per thread
+	sharedSize int        // static shared bytes
 	gvars      []*ptx.Var // module-scope .global/.const variables
 	decodeErr  error
 }

@@ -50,6 +50,7 @@ type block struct {
 	nwide     int               // entries of wide not yet visible
 	obs       map[obsKey]obsVal // weak mode: out-of-order stores its threads have seen
 	obsGen    uint32
+	cp        *cpState // cp.async copies in flight (cpasync.go)
 }
 
 type warp struct {
@@ -542,6 +543,9 @@ func (w *warp) releaseBarrier(id int) {
 // warpSync runs a .sync warp operation once every lane of its member mask has reached it.
 // Lanes may name different masks (tiles of a warp): each mask meets separately.
 func (w *warp) warpSync(in *dinst, pc int32, g, m uint32) bool {
+	if in.aligned {
+		return w.alignedSync(in, pc, g, m)
+	}
 	w.setPC(g&^m, pc+1)
 	maskOf := func(ln int) uint32 {
 		if in.e < 0 {

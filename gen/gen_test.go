@@ -50,8 +50,14 @@ func TestFilesAreDeterministicAndValid(t *testing.T) {
 		"//go:embed vector_add_f32.sm_90.ptx",
 		"func Load(d *jit.Device) (*Kernels, error)",
 		"func (k *Kernels) Close() error",
-		"func (k VectorAddF32) Launch(cfg jit.LaunchConfig, a jit.Pointer, b jit.Pointer, c jit.Pointer, n uint32) error",
-		"func (k AxpyF16) Launch(cfg jit.LaunchConfig, alpha uint16, x jit.Pointer, y jit.Pointer, n uint32) error",
+		"func (k VectorAddF32) Launch(cfg jit.LaunchConfig, args VectorAddF32Args) error",
+		"func (k AxpyF16) Launch(cfg jit.LaunchConfig, args AxpyF16Args) error",
+		"A jit.Ptr[float32] // a (pointer to f32)",
+		"Alpha fp.F16          // alpha (f16)",
+		"X     jit.Ptr[fp.F16] // x (pointer to f16)",
+		"N     uint32          // n (u32)",
+		`{Name: "x", Type: ptx.F16, Pointer: true},`,
+		`genrt.Load(d, "axpy_f16", ptxAxpyF16, paramsAxpyF16)`,
 	} {
 		if !strings.Contains(src, want) {
 			t.Errorf("missing %q in\n%s", want, src)

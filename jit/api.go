@@ -242,6 +242,10 @@ type Source struct {
 	DevLib *DevLib
 	// Name names the module in link logs and errors (default: its first kernel's name).
 	Name string
+	// Params gives, per kernel, what its builder declared of its parameters
+	// (dsl.Kernel.Params): optional; with it, struct launches (LaunchArgs) check pointers'
+	// element types and scalars' types, and accept AnyPtr.
+	Params map[string][]ParamInfo
 }
 
 // DevLib is a built NVSHMEM device library (package nvshmem/devlib makes one).
@@ -271,6 +275,7 @@ type Module struct {
 	mu      sync.Mutex
 	closed  bool
 	entries map[string]*ptx.Func
+	params  map[string][]ParamInfo
 	funcs   map[string]*Function // looked up once (a GPU lookup checks every parameter)
 }
 
@@ -312,6 +317,11 @@ func (d *Device) Load(src Source) (*Module, error) {
 	name := src.Name
 	if name == "" {
 		name = first
+	}
+	for entry, info := range src.Params {
+		if err := checkParamInfo(entries[entry], entry, info); err != nil {
+			return nil, fmt.Errorf("jit: Load of %s: Source.Params: %w", name, err)
+		}
 	}
 	calls := NVSHMEMCalls(src.Module)
 	if len(calls) > 0 {
@@ -356,7 +366,7 @@ func (d *Device) Load(src Source) (*Module, error) {
 		}
 		stats.Load += time.Since(t0)
 	}
-	m := &Module{d: d, src: src.Module, name: name, impl: impl, stats: stats, shmem: len(calls) > 0, entries: entries}
+	m := &Module{d: d, src: src.Module, name: name, impl: impl, stats: stats, shmem: len(calls) > 0, entries: entries, params: src.Params}
 	d.mu.Lock()
 	d.modules[m] = struct{}{}
 	d.mu.Unlock()
@@ -432,14 +442,16 @@ func (m *Module) lookup(name string) (*Function, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Function{m: m, sig: sig, impl: f}, nil
+	return &Function{m: m, sig: sig, impl: f, info: m.params[name]}, nil
 }
 
 // Function is a kernel of a loaded module.
 type Function struct {
-	m    *Module
-	sig  *ptx.Func
-	impl function
+	m     *Module
+	sig   *ptx.Func
+	impl  function
+	info  []ParamInfo // nil when the loader was not told
+	plans plans       // struct launches' encodings, by struct type
 }
 
 // Name returns the kernel's name.
@@ -499,6 +511,12 @@ func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	if err != nil {
 		return err
 	}
+	return f.launch(cfg, slots)
+}
+
+// launch runs the kernel with encoded parameter words.
+func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
+	var err error
 	g, b := cfg.Grid.norm(), cfg.Block.norm()
 	if g.X < 1 || g.Y < 1 || g.Z < 1 || b.X < 1 || b.Y < 1 || b.Z < 1 {
 		return fmt.Errorf("jit: launch of %s: grid %v and block %v must be positive", f.sig.Name, cfg.Grid, cfg.Block)

@@ -8,7 +8,9 @@
 // calls NVSHMEM, with the driver's JIT linker and caches the cubin on disk (Cache;
 // KGEN_CACHE=off disables it). On the emulator a load decodes the ptx.Module, and NVSHMEM's
 // device API is emulated. Either way a launch checks its arguments against the kernel's
-// parameters in the ptx.Module.
+// parameters in the ptx.Module. Function.LaunchArgs takes them as a struct whose pointer
+// fields carry their element type (Ptr[T], TypedPtr[T]; AnyPtr when it is chosen at run
+// time, checked against the element types the builder declared, Source.Params).
 //
 // RunRanks runs a multi-GPU program once per rank: on GPUs every rank is a process (started
 // by `kgen launch`, which uses LaunchRanks, or by torchrun), on the emulator every rank is a

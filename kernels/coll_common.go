@@ -202,7 +202,7 @@ func mmBarrier(k *dsl.Kernel, flagsMC, flagsUC dsl.Ptr, ngpus, target dsl.Value)
 	tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
 	k.SyncThreads()
 	k.If(tid.Eq(0), func() {
-		k.MultimemReduce(flagsMC.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.MMRelease(dsl.System))
+		k.MultimemReduce(flagsMC.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.Release(dsl.System))
 		k.FenceProxyAlias()
 		k.WaitUntil(flagsUC.At(b), dsl.Ge, target.Mul(ngpus), dsl.Acquire(dsl.System))
 	})

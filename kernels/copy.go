@@ -28,17 +28,28 @@ func init() {
 	})
 }
 
+// CopyArgs are tiled_copy's parameters (launch.Copy on the host).
+type CopyArgs struct {
+	Src, Dst dsl.Ptr   // of dt
+	N        dsl.Value `kgen:"u32"`
+}
+
+// TransposeArgs are transpose's parameters (launch.Transpose on the host).
+type TransposeArgs struct {
+	In, Out dsl.Ptr   // in is m x n, out n x m, of dt, row-major
+	M, N    dsl.Value `kgen:"u32"`
+}
+
 // TiledCopyElems returns the number of elements one block of tiled_copy moves.
 func TiledCopyElems(dt dsl.Type) int { return copyThreads * copyIters * 16 / dt.Bytes() }
 
 // TiledCopy copies n elements of src to dst. Each block moves one tile of
 // TiledCopyElems(dt) elements: thread t owns copyIters vectors of 16 bytes, the vectors of
 // consecutive threads adjacent (a thread-value layout of 256 threads x 16/size(dt) values).
-// Launch ceil(n / TiledCopyElems(dt)) blocks of 256 threads. Params: src, dst, n (u32).
+// Launch ceil(n / TiledCopyElems(dt)) blocks of 256 threads.
 func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
-	src := k.PtrParam("src", dt)
-	dst := k.PtrParam("dst", dt)
-	n := k.Param("n", dsl.U32)
+	a := dsl.Params[CopyArgs](k, dt)
+	src, dst, n := a.Src, a.Dst, a.N
 	vals := 16 / dt.Bytes()
 	tile := TiledCopyElems(dt)
 	thr := layout.Must(layout.MakeLayout(layout.Int(copyThreads)))
@@ -46,8 +57,8 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 
 	gS := k.MakeTensorDyn(src, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
 	gD := k.MakeTensorDyn(dst, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
-	tS := gS.PartitionTV(thr, []int{vals}, tid)
-	tD := gD.PartitionTV(thr, []int{vals}, tid)
+	tS := gS.LocalPartition(thr, tid, vals)
+	tD := gD.LocalPartition(thr, tid, vals)
 	frag := k.Fragment(dt, tS)
 	k.Copy(tS, frag)
 	k.Copy(frag, tD)
@@ -64,19 +75,16 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 // elements, and so a column's, on distinct banks) into registers and writing them with one
 // vector store to a row of out's tile. Otherwise the threads are 8 rows of 32 moving
 // elements one at a time (a warp per row, coalesced). Partial tiles at the edges are
-// predicated. Launch a grid of (ceil(n/32), ceil(m/32)) blocks of (256) threads. Params: in,
-// out, m, n (u32).
+// predicated. Launch a grid of (ceil(n/32), ceil(m/32)) blocks of (256) threads.
 func Transpose(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	m := k.Param("m", dsl.U32)
-	n := k.Param("n", dsl.U32)
+	a := dsl.Params[TransposeArgs](k, dt)
+	in, out, m, n := a.In, a.Out, a.M, a.N
 	bx, by, tid := k.BlockIdx(dsl.X), k.BlockIdx(dsl.Y), k.ThreadIdx(dsl.X)
 
 	smem := k.SharedArray(dt, transTile*transTile)
 	sw := layout.Swizzle{B: 5, M: 0, S: 5}
-	rowMajor := layout.Must(layout.Parse("(32,32):(32,1)"))
-	colMajor := layout.Must(layout.Parse("(32,32):(1,32)"))
+	rowMajor := layout.MustParse("(32,32):(32,1)")
+	colMajor := layout.MustParse("(32,32):(1,32)")
 	sTile := k.MakeSwizzledTensor(smem, sw, rowMajor)  // s(i, j) = in(i, j)
 	sTrans := k.MakeSwizzledTensor(smem, sw, colMajor) // sT(j, i) = s(i, j)
 
@@ -90,10 +98,10 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 
 	// The vector path's partition: 32 rows of 8 threads, 4 consecutive elements each.
 	const vals = transTile * transTile / (transRows * transTile)
-	vThr := layout.Must(layout.Parse("(32,8):(8,1)"))
-	vPart := func(t dsl.Tensor) dsl.Tensor { return t.PartitionTV(vThr, []int{1, vals}, tid) }
+	vThr := layout.MustParse("(32,8):(8,1)")
+	vPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(vThr, tid, 1, vals) }
 	// The scalar path's: 8 rows of 32 threads, a warp per row.
-	sThr := layout.Must(layout.Parse("(8,32):(32,1)"))
+	sThr := layout.MustParse("(8,32):(32,1)")
 	sPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(sThr, tid) }
 
 	// Rows start on a vector boundary when m and n are multiples of vals: uniform over the

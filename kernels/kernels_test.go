@@ -3,8 +3,10 @@ package kernels
 import (
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -25,9 +27,56 @@ func TestLookupErrors(t *testing.T) {
 	if _, err := Lookup("nosuch"); err == nil {
 		t.Fatal("unknown kernel accepted")
 	}
-	s, _ := Lookup("vector_add")
+	s, err := Lookup("vector_add")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Build(Config{Target: ptx.SM90, DType: ptx.S8}); err == nil {
 		t.Fatal("unsupported dtype accepted")
+	}
+}
+
+// Every kernel is found by its identity, and the identity of what Find returns is the one
+// asked for; bad identities say what is valid.
+func TestFind(t *testing.T) {
+	for _, s := range All() {
+		for _, dt := range s.DTypes {
+			got, err := Find(s.ID(dt))
+			if err != nil || got != s {
+				t.Errorf("Find(%v) = %v, %v; want %s", s.ID(dt), got, err, s.Name)
+			}
+		}
+	}
+	if s, err := Find(ID{Family: FamilyRowSum, DType: dsl.BF16}); err != nil || s.Name != "row_sum" {
+		t.Errorf("row_sum bf16: %v, %v", s, err)
+	}
+	for _, c := range []struct {
+		id   ID
+		want string
+	}{
+		{ID{Family: "nosuch", DType: dsl.F32}, "no kernel nosuch f32 (families: "},
+		{ID{Family: FamilyVectorAdd, DType: dsl.BF16}, `kernel vector_add has no dtype "bf16" (valid: f32, f16)`},
+		{ID{Family: FamilySoftmax, Op: dsl.Max, DType: dsl.F32}, "kernel family softmax takes no reduction op (got Max)"},
+	} {
+		if _, err := Find(c.id); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Find(%v): %v, want %q", c.id, err, c.want)
+		}
+	}
+}
+
+// BuildVariant gives the entry and the declared parameters with the module.
+func TestBuildVariant(t *testing.T) {
+	s, err := Find(ID{Family: FamilyRowSum, DType: dsl.F16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.BuildVariant(Config{Target: ptx.SM80, DType: dsl.F16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[{in f16 true} {out f32 true} {rows u32 false} {cols u32 false}]"
+	if b.Entry != "row_sum_f16" || fmt.Sprint(b.Params) != want || b.Module.Target != ptx.SM80 {
+		t.Fatalf("got %s %v %s, want row_sum_f16 %s sm_80", b.Entry, b.Params, b.Module.Target, want)
 	}
 }
 

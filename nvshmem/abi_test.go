@@ -237,11 +237,11 @@ func TestLinkOffline(t *testing.T) {
 			funcs = append(funcs, d.Name)
 		}
 	}
-	res, err := l.Build(t.Context(), "sm_90", funcs)
+	res, err := l.Build(t.Context(), ptx.SM90, funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cubin, err := devlib.LinkOffline(t.Context(), "sm_90", src, res)
+	cubin, err := devlib.LinkOffline(t.Context(), ptx.SM90, src, res)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -636,8 +636,6 @@ type coll struct {
 	arrived int
 	taken   int
 	contrib map[int][]byte
-	root    int
-	n       int // elements
 }
 
 // collState is a PE's part in a collective across its tries.

@@ -121,6 +121,12 @@ func ruleForms(op string, r *rule) []*Instr {
 	var slotsRec func(i int)
 	slotsRec = func(i int) {
 		if i == len(r.slots) {
+			if r.typesOptional {
+				full := ts
+				ts = ts[:0]
+				emit() // the form without type suffixes
+				ts = full
+			}
 			types(0)
 			return
 		}
@@ -180,7 +186,7 @@ func genArgs(in *Instr, shape []arg) [][]Operand {
 		var choices []Operand
 		switch a.kind {
 		case argDst, argSrc, argReg:
-			if a.vec > 1 {
+			if a.vec > 0 {
 				v := make(Vec, a.vec)
 				for i := range v {
 					v[i] = reg(a.typ)
@@ -261,7 +267,7 @@ func typesKey(ts []Type) string {
 func immSource(sh []arg) int {
 	for i := len(sh) - 1; i >= 0; i-- {
 		a := sh[i]
-		if a.kind == argSrc && a.vec <= 1 && immFor(a.typ) != nil {
+		if a.kind == argSrc && a.vec == 0 && immFor(a.typ) != nil {
 			return i
 		}
 	}

@@ -36,11 +36,15 @@ const (
 type arg struct {
 	kind argKind
 	typ  Type    // NoType: any type
-	vec  int     // >1: a vector operand of vec elements
+	vec  int     // >0: a vector operand of vec elements (1: a one-element vector {r})
 	wide bool    // a register at least as wide as typ is accepted (sub-word ld/st/cvt)
 	typ2 Type    // argPair: the second destination's type
 	imms []int64 // argImm: the legal values; nil for any
 	mult int64   // argSrc: an immediate must be a positive multiple of mult
+	lim  int64   // argSrc: when >0, an immediate must lie in [0, lim]
+	// exact: the register must be declared with typ itself (ptxas refuses the other
+	// registers Compatible allows, as mma does for its .b32 multiplicands).
+	exact bool
 }
 
 // rule is the table entry of one opcode.
@@ -67,6 +71,9 @@ type rule struct {
 	// extraOnly says the enumeration takes the rule's forms from extra only (operand lists
 	// the shapes do not describe, such as call's).
 	extraOnly bool
+	// typesOptional says a form may also have no type suffix at all (ldmatrix names its
+	// packed formats with qualifiers instead); check decides which forms need one.
+	typesOptional bool
 
 	cexclOnce sync.Once // kernels are built from several goroutines at once
 	cexcl     []compiledExcl
@@ -252,7 +259,7 @@ func (r *rule) verify(in *Instr) string {
 		}
 	}
 	// Types.
-	if len(in.Types) != len(r.types) {
+	if len(in.Types) != len(r.types) && !(r.typesOptional && len(in.Types) == 0) {
 		if len(r.types) == 0 {
 			return fmt.Sprintf("%s takes no type suffix", in.Op)
 		}
@@ -345,7 +352,7 @@ func (r *rule) knows(q string) bool {
 }
 
 func checkArg(o Operand, w arg) string {
-	if w.vec > 1 {
+	if w.vec > 0 {
 		v, ok := o.(Vec)
 		if !ok {
 			return fmt.Sprintf("want a vector of %d", w.vec)
@@ -424,6 +431,9 @@ func checkArg(o Operand, w arg) string {
 			if v := int64(o.Bits); w.mult > 0 && (v <= 0 || v%w.mult != 0) {
 				return fmt.Sprintf("immediate %s must be a positive multiple of %d", FormatImm(o), w.mult)
 			}
+			if v := int64(o.Bits); w.lim > 0 && (v < 0 || v > w.lim) {
+				return fmt.Sprintf("immediate %s must lie in [0, %d]", FormatImm(o), w.lim)
+			}
 			return ""
 		case Special:
 			st, ok := SpecialType(o)
@@ -468,6 +478,9 @@ func checkArg(o Operand, w arg) string {
 func checkRegType(r Reg, w arg) string {
 	if w.typ == NoType {
 		return ""
+	}
+	if w.exact && r.Type != w.typ {
+		return fmt.Sprintf("register %s is .%s; want a .%s register", RegName(r), r.Type, w.typ)
 	}
 	if w.wide && r.Type.Bits() > w.typ.Bits() && (r.Type.Kind() == w.typ.Kind() || r.Type.Kind() == KindBits || w.typ.Kind() == KindBits) && r.Type.Kind() != KindPred {
 		return ""

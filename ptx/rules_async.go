@@ -2,6 +2,17 @@ package ptx
 
 // mbarrier, cp.async and cp.async.bulk.
 
+// isPredOperand reports whether o is a predicate register or its negation.
+func isPredOperand(o Operand) bool {
+	switch o := o.(type) {
+	case Not:
+		return true
+	case Reg:
+		return o.Type == Pred
+	}
+	return false
+}
+
 // bulkSize is the byte count of a bulk copy: a multiple of 16.
 var bulkSize = arg{kind: argSrc, typ: U32, mult: 16}
 
@@ -119,7 +130,20 @@ func init() {
 		if in.HasQ("cg") {
 			size = imm(16)
 		}
-		sh := [][]arg{{addr(), addr(), size}, {addr(), addr(), size, src(U32)}}
+		// src-size (bytes read, the rest zero-filled) is at most cp-size.
+		srcSize := src(U32)
+		srcSize.lim = 16
+		if len(in.Args) > 2 {
+			if im, ok := in.Args[2].(Imm); ok && im.Bits <= 16 {
+				srcSize.lim = int64(im.Bits)
+			}
+		}
+		// ignore-src: a predicate register that, when true, makes the copy write zeros (an
+		// immediate in that place is a src-size).
+		sh := [][]arg{{addr(), addr(), size}, {addr(), addr(), size, srcSize}}
+		if len(in.Args) < 4 || isPredOperand(in.Args[3]) {
+			sh = append(sh, []arg{addr(), addr(), size, {kind: argPred}})
+		}
 		if in.HasQ("L2::cache_hint") {
 			for i := range sh {
 				sh[i] = append(sh[i], arg{kind: argReg, typ: B64})
@@ -135,11 +159,14 @@ func init() {
 		if cp.q(in, "prefetch") != "" {
 			ns = append(ns, nd(74, 80, "cp.async prefetch sizes need PTX 7.4"))
 		}
+		if len(in.Args) > 3 && isPredOperand(in.Args[3]) {
+			ns = append(ns, nd(75, 80, "cp.async with an ignore-src predicate needs PTX 7.5"))
+		}
 		return ns
 	}
 	rules["cp.async"] = cp
 	rules["cp.async.commit_group"] = &rule{args: fixed(), need: needs(cpa)}
-	rules["cp.async.wait_group"] = &rule{args: fixed(imm(0, 1)), need: needs(cpa)}
+	rules["cp.async.wait_group"] = &rule{args: fixed(arg{kind: argImm, typ: U32}), need: needs(cpa)} // any integer N
 	rules["cp.async.wait_all"] = &rule{args: fixed(), need: needs(cpa)}
 	rules["cp.async.mbarrier.arrive"] = &rule{slots: []slot{one("noinc"), shSpace}, types: [][]Type{{B64}}, args: fixed(addr()),
 		need: func(in *Instr) []need { return append(shCta(in), cpa) }}

@@ -34,6 +34,7 @@ const (
 	E5M2x2
 	E4M3x4 // four e4m3 lanes in 32 bits (multimem)
 	E5M2x4 // four e5m2 lanes in 32 bits (multimem)
+	TF32   // tensor-float 32 (mma multiplicands; held in .b32 registers)
 	numTypes
 )
 
@@ -70,6 +71,7 @@ var typeInfo = [numTypes]struct {
 	E5M2x2: {"e5m2x2", 16, KindFloat, "%e5x"},
 	E4M3x4: {"e4m3x4", 32, KindFloat, "%e4q"},
 	E5M2x4: {"e5m2x4", 32, KindFloat, "%e5q"},
+	TF32:   {"tf32", 32, KindFloat, "%tf"},
 }
 
 // Kind groups types by how PTX checks operand compatibility.
@@ -148,7 +150,7 @@ func (t Type) RegType() Type {
 	switch t {
 	case E4M3, E5M2, E4M3x2, E5M2x2, BF16:
 		return B16
-	case BF16x2, E4M3x4, E5M2x4:
+	case BF16x2, E4M3x4, E5M2x4, TF32:
 		return B32
 	case B8, U8, S8:
 		return t.widen16()

@@ -2,12 +2,15 @@
 // with CUDA events, warm-up runs and the median of repeated runs:
 //
 //	gpubench copy [-bytes 1073741824] [-reps 20]   tiled_copy vs a device-to-device cuMemcpy
+//	gpubench lib [-reps 30] [-sweep] [-only k,..]  every single-GPU library kernel at the
+//	                                               shapes of docs/bench.md (TSV; see lib.go)
 //
 // Build it with the cuda tag (see docs/jit.md) and run it on a GPU machine; built without the
 // tag it runs on the emulator, which is only useful to check that it works.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -18,21 +21,37 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+// commands are gpubench's subcommands: each parses its own flags.
+var commands = map[string]func(args []string) error{
+	"copy": runCopy,
+	"lib":  runLib,
+}
+
 func main() {
 	log.SetFlags(0)
-	if len(os.Args) < 2 || os.Args[1] != "copy" {
-		log.Fatal("usage: gpubench copy [-bytes N] [-reps N]")
+	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
+		var names []string
+		for n := range commands {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		log.Fatalf("usage: gpubench COMMAND [flags] (commands: %v)", names)
 	}
+	if err := commands[os.Args[1]](os.Args[2:]); err != nil {
+		log.Fatalf("gpubench %s: %v", os.Args[1], err)
+	}
+}
+
+func runCopy(args []string) error {
 	fs := flag.NewFlagSet("copy", flag.ExitOnError)
 	bytes := fs.Int64("bytes", 1<<30, "bytes to copy")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
-	fs.Parse(os.Args[2:])
-	if err := benchCopy(*bytes, *reps); err != nil {
-		log.Fatalf("gpubench: %v", err)
-	}
+	fs.Parse(args)
+	return benchCopy(*bytes, *reps)
 }
 
 // timeIt runs f reps times between events on s and returns the median duration.
@@ -79,6 +98,28 @@ func timeIt(d *jit.Device, s *jit.Stream, reps int, f func() error) (time.Durati
 	return ts[len(ts)/2], nil
 }
 
+// loadKernel builds the library kernel id for sm_90 and loads it on d with its declared
+// parameters (launches check their element types); the returned func unloads it.
+func loadKernel(d *jit.Device, id kernels.ID) (*jit.Function, func() error, error) {
+	spec, err := kernels.Find(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := spec.BuildVariant(kernels.Config{Target: ptx.SM90, DType: id.DType})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := d.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
+	if err != nil {
+		return nil, nil, err
+	}
+	fn, err := m.Function(b.Entry)
+	if err != nil {
+		return nil, nil, errors.Join(err, m.Close())
+	}
+	return fn, m.Close, nil
+}
+
 func benchCopy(nbytes int64, reps int) error {
 	n := int(nbytes / 4)
 	if n <= 0 || int64(n) >= 1<<31 {
@@ -89,20 +130,11 @@ func benchCopy(nbytes int64, reps int) error {
 		return err
 	}
 	defer d.Close()
-	spec, _ := kernels.Lookup("tiled_copy")
-	mod, err := spec.Build(kernels.Config{Target: ptx.SM90, DType: dsl.F32})
+	fn, closeFn, err := loadKernel(d, kernels.ID{Family: kernels.FamilyTiledCopy, DType: dsl.F32})
 	if err != nil {
 		return err
 	}
-	m, err := d.Load(jit.Source{Module: mod})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	fn, err := m.Function(spec.VariantName(dsl.F32))
-	if err != nil {
-		return err
-	}
+	defer closeFn()
 	src, err := jit.Alloc[float32](d, n)
 	if err != nil {
 		return err
@@ -127,7 +159,7 @@ func benchCopy(nbytes int64, reps int) error {
 	defer s.Close()
 	tile := kernels.TiledCopyElems(dsl.F32)
 	cfg := jit.LaunchConfig{Grid: jit.D1((n + tile - 1) / tile), Block: jit.D1(256), Stream: s}
-	tk, err := timeIt(d, s, reps, func() error { return fn.Launch(cfg, src, dst, uint32(n)) })
+	tk, err := timeIt(d, s, reps, func() error { return fn.LaunchArgs(cfg, launch.Copy[float32]{Src: src, Dst: dst, N: uint32(n)}) })
 	if err != nil {
 		return err
 	}

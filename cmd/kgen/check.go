@@ -148,7 +148,10 @@ func runCheck(e *env, args []string) error {
 }
 
 func assembleVariant(ptxas, dir string, i int, j *checkRow) error {
-	s, _ := kernels.Lookup(j.kernel)
+	s, err := kernels.Lookup(j.kernel)
+	if err != nil {
+		return err
+	}
 	dt, err := s.ParseDType(j.dtype)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 
 	"github.com/kgen-dev/kgen/nvshmem/devlib"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 func init() {
@@ -21,7 +22,7 @@ func runDevlib(e *env, args []string) error {
 	c := commands["devlib"]
 	fs := flags(e, c)
 	var o devlib.Options
-	fs.StringVar(&o.Target, "target", "", "GPU target, e.g. sm_90 (required unless --list or --signatures)")
+	target := fs.String("target", "", "GPU target ("+targetNames()+"; required unless --list or --signatures)")
 	funcs := fs.String("funcs", "", "comma-separated NVSHMEM functions to build (default: every public function; takes minutes)")
 	fs.StringVar(&o.Output, "o", "", "write the PTX to FILE instead of standard output")
 	fs.BoolVar(&o.List, "list", false, "list the public device functions instead of building")
@@ -35,13 +36,18 @@ func runDevlib(e *env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("devlib takes no positional arguments, got %q", pos[0])
 	}
-	if o.Target == "" && !o.List && !o.Signatures {
+	if *target == "" && !o.List && !o.Signatures {
 		return usagef("--target is required (e.g. --target sm_90)")
 	}
-	if o.Target != "" {
-		if _, _, err := devlib.ParseTarget(o.Target); err != nil {
+	if *target != "" {
+		t, err := ptx.ParseTarget(*target)
+		if err != nil {
 			return usagef("--target: %v", err)
 		}
+		if _, _, err := devlib.ParseTarget(t); err != nil {
+			return usagef("--target: %v", err)
+		}
+		o.Target = t
 	}
 	if *funcs != "" {
 		o.Funcs = []string{*funcs}

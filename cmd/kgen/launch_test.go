@@ -4,9 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/kgen-dev/kgen/internal/tooltest"
 )
 
 func TestLaunchUsage(t *testing.T) {
@@ -37,12 +38,7 @@ func TestLaunchUsage(t *testing.T) {
 // rankProg builds jit/testdata/rankprog, the multi-rank test program.
 func rankProg(t *testing.T) string {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go tool to build the test program")
-		}
-	}
+	goTool := tooltest.Go(t)
 	bin := filepath.Join(t.TempDir(), "rankprog")
 	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/kgen-dev/kgen/jit/testdata/rankprog")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/kgen-dev/kgen/layout"
 )
@@ -11,8 +12,8 @@ import (
 func init() {
 	register(&command{
 		name:    "layout",
-		summary: "print a rank-2 layout as a grid of indices, or draw it (--svg); thread-value layouts with --tv",
-		usage:   `"LAYOUT" [--svg FILE]  |  --tv "THR" "VAL" [--svg FILE]   e.g. kgen layout "(4,8):(8,1)"`,
+		summary: "print a rank-2 layout (plain, swizzled or composed) as a grid of indices, or draw it (--svg); thread-value layouts with --tv",
+		usage:   `"LAYOUT" [--svg FILE]  |  --tv "THR" "VAL" [--svg FILE]   e.g. kgen layout "(4,8):(8,1)", kgen layout "Sw<3,0,3> o 0 o (8,8):(8,1)"`,
 		run:     runLayout,
 	})
 }
@@ -75,11 +76,21 @@ func runLayout(e *env, args []string) error {
 		}
 	default:
 		if len(pos) != 1 {
-			return usagef(`want one LAYOUT, e.g. "(4,8):(8,1)"`)
+			return usagef(`want one LAYOUT, e.g. "(4,8):(8,1)" or "Sw<3,0,3> o 0 o (8,8):(8,1)"`)
 		}
-		l, err := parse(pos[0])
-		if err != nil {
-			return err
+		var l layout.Drawable
+		if composed(pos[0]) {
+			c, err := layout.ParseComposed(pos[0])
+			if err != nil {
+				return &usageError{fmt.Sprintf("bad composed layout %q: %v", pos[0], err)}
+			}
+			l = c
+		} else {
+			p, err := parse(pos[0])
+			if err != nil {
+				return err
+			}
+			l = p
 		}
 		if err := layout.PrintLayout(&text, l); err != nil {
 			return err
@@ -97,4 +108,11 @@ func runLayout(e *env, args []string) error {
 	}
 	_, err = e.stdout.Write(text.Bytes())
 	return err
+}
+
+// composed reports whether s is written as a composed layout ("Sw<3,0,3> o 0 o (8,8):(8,1)"):
+// a swizzle, or "o" between parts.
+func composed(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.HasPrefix(s, "Sw<") || strings.Contains(s, " o ")
 }

@@ -1,10 +1,18 @@
-// Command kgen generates PTX from kgen's kernel library and (in later commands) typed Go
-// launchers, runs kernels on the emulator and prints layouts.
+// Command kgen generates PTX and typed Go launchers from kgen's kernel library, checks and
+// runs kernels, draws layouts, builds NVSHMEM's device library and launches multi-rank
+// programs.
 //
-//	kgen list                                    the library's kernels
-//	kgen ptx KERNEL [--target sm_90] [--dtype f32] [-o FILE]
+//	kgen list                          the library's kernels, their element types and what they do
+//	kgen ptx KERNEL                    one kernel's PTX for a target and element type
+//	kgen check [KERNEL...]             ptxas over kernels x targets: registers, shared memory, spills
+//	kgen run KERNEL                    run a kernel on the emulator, checked against a Go reference
+//	kgen gen KERNEL... --pkg NAME      a Go package embedding the PTX, with typed launchers
+//	kgen layout LAYOUT                 a layout (plain, swizzled, thread-value) as a grid or SVG
+//	kgen devlib --target sm_90         NVSHMEM's device library (bitcode) as PTX
+//	kgen launch -n N -- PROG           N ranks of a program, with torchrun's environment
 //
-// Usage errors exit with status 2, other failures with status 1.
+// `kgen COMMAND --help` gives a command's flags. Usage errors exit with status 2, other
+// failures with status 1.
 package main
 
 import (

@@ -105,8 +105,9 @@ func TestCheck(t *testing.T) {
 }
 
 func TestDevlibUsage(t *testing.T) {
-	if code, _, errs := kgen("devlib", "--target", "sm_1"); code != 2 || !strings.Contains(errs, `unsupported target "sm_1"`) {
-		t.Errorf("devlib --target sm_1: exit %d, stderr %q; want 2 and the bad target named", code, errs)
+	// --target is read as everywhere else (kgen ptx, check, gen): a ptx.Target.
+	if code, _, errs := kgen("devlib", "--target", "sm_1"); code != 2 || !strings.Contains(errs, `unknown target "sm_1" (valid: sm_80,`) {
+		t.Errorf("devlib --target sm_1: exit %d, stderr %q; want 2, the bad target named and the valid ones", code, errs)
 	}
 	if code, _, errs := kgen("devlib"); code != 2 || !strings.Contains(errs, "--target is required") {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -128,6 +129,18 @@ func TestLayout(t *testing.T) {
 	}
 	if code, _, errs := kgen("layout", "(2,3):(1)"); code != 2 || !strings.Contains(errs, "bad layout") {
 		t.Fatalf("bad layout: exit %d: %s", code, errs)
+	}
+	// A swizzled layout, as ComposedLayout.String prints it: row 1 is 8 + (n xor 1).
+	sw := "Sw<3,0,3> o 0 o (8,8):(8,1)"
+	code, out, errs = kgen("layout", sw, "--svg", f)
+	if code != 0 || !strings.HasPrefix(out, sw+"\n") || !strings.Contains(out, " 1  |  9 |  8 | 11 | 10 |") {
+		t.Fatalf("%s: exit %d: %s %s", sw, code, out, errs)
+	}
+	if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), ">63<") {
+		t.Fatalf("no svg of the swizzled layout: %v", err)
+	}
+	if code, _, errs := kgen("layout", "Sw<3,0,1> o 0 o (8,8):(8,1)"); code != 2 || !strings.Contains(errs, "invalid swizzle") {
+		t.Fatalf("bad swizzle: exit %d: %s", code, errs)
 	}
 }
 
@@ -168,5 +181,23 @@ ptxas info    : Function properties for f
 	}
 	if err := j.parseInfo("ptxas info    : Compiling entry function 'k' for 'sm_90'\n", "k"); err == nil {
 		t.Error("a report without counts parsed")
+	}
+}
+
+// TestDocListsEveryCommand keeps the package comment's command list in step with the
+// registered commands.
+func TestDocListsEveryCommand(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src[:strings.Index(string(src), "\npackage main")])
+	if len(commands) == 0 {
+		t.Fatal("no commands registered")
+	}
+	for name := range commands {
+		if !strings.Contains(doc, "//\tkgen "+name+" ") {
+			t.Errorf("the package comment of cmd/kgen does not list `kgen %s`", name)
+		}
 	}
 }

@@ -5,10 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kgen-dev/kgen/internal/tooltest"
 )
 
 // TestEveryUsageErrorIsOneLine runs every subcommand with bad flags and values: each exits 2
@@ -141,9 +142,8 @@ func TestLaunchSIGTERM(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	bin := filepath.Join(t.TempDir(), "kgen")
-	build := exec.Command(goTool, "build", "-o", bin, ".")
+	build := exec.Command(tooltest.Go(t), "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

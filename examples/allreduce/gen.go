@@ -1,5 +1,8 @@
-//go:build ignore
+//go:build generate
 
+// The tag keeps this program out of the package's build; unlike "ignore", it lets go mod tidy
+// see its imports (kgen/gen and what gen needs).
+//
 // The generator of this example's kernels: `go generate` runs it and writes the PTX files and
 // main_kgen.go beside it.
 package main
@@ -27,25 +30,32 @@ func main() {
 	}
 }
 
+// sgdStepArgs are sgd_step's parameters (the generated SgdStepArgs mirrors them).
+type sgdStepArgs struct {
+	W, G  dsl.Ptr
+	Scale dsl.Value // -lr / world
+	N     dsl.Value `kgen:"u32"`
+}
+
 // sgdStep applies w[i] -= (lr/world) * g[i] for i < n, g being the all-reduced gradient sum.
 func sgdStep(k *dsl.Kernel) {
-	w := k.PtrParam("w", dsl.F32)
-	g := k.PtrParam("g", dsl.F32)
-	scale := k.Param("scale", dsl.F32) // -lr / world
-	n := k.Param("n", dsl.U32)
-	k.For(k.GlobalThreadIdx(dsl.X), n, k.GridStride(dsl.X), func(i dsl.Value) {
-		wi := w.At(i)
-		k.Store(wi, k.FMA(scale, k.Load(g.At(i)), k.Load(wi)))
+	a := dsl.Params[sgdStepArgs](k, dsl.F32)
+	k.For(k.GlobalThreadIdx(dsl.X), a.N, k.GridStride(dsl.X), func(i dsl.Value) {
+		wi := a.W.At(i)
+		k.Store(wi, k.FMA(a.Scale, k.Load(a.G.At(i)), k.Load(wi)))
 	})
+}
+
+// gradArgs are grad's parameters (the generated GradArgs mirrors them).
+type gradArgs struct {
+	W, T, G dsl.Ptr
+	N       dsl.Value `kgen:"u32"`
 }
 
 // grad writes g[i] = w[i] - t[i]: the gradient of 0.5*|w - t|^2 for this rank's target t.
 func grad(k *dsl.Kernel) {
-	w := k.PtrParam("w", dsl.F32)
-	t := k.PtrParam("t", dsl.F32)
-	g := k.PtrParam("g", dsl.F32)
-	n := k.Param("n", dsl.U32)
-	k.For(k.GlobalThreadIdx(dsl.X), n, k.GridStride(dsl.X), func(i dsl.Value) {
-		k.Store(g.At(i), k.Load(w.At(i)).Sub(k.Load(t.At(i))))
+	a := dsl.Params[gradArgs](k, dsl.F32)
+	k.For(k.GlobalThreadIdx(dsl.X), a.N, k.GridStride(dsl.X), func(i dsl.Value) {
+		k.Store(a.G.At(i), k.Load(a.W.At(i)).Sub(k.Load(a.T.At(i))))
 	})
 }

@@ -88,9 +88,10 @@ func train(r *jit.Rank, n, steps int) error {
 	}
 
 	const lr = 0.5
+	gp := jit.TypedPtr[float32](gaddr)
 	cfg := jit.LaunchConfig{Grid: jit.D1(min((n+255)/256, 256)), Block: jit.D1(256)}
 	for s := 0; s < steps; s++ {
-		if err := k.Grad.Launch(cfg, w, t, jit.DevicePtr(gaddr), uint32(n)); err != nil {
+		if err := k.Grad.Launch(cfg, GradArgs{W: w, T: t, G: gp, N: uint32(n)}); err != nil {
 			return err
 		}
 		if err := d.Synchronize(); err != nil {
@@ -102,7 +103,7 @@ func train(r *jit.Rank, n, steps int) error {
 		if err := d.Synchronize(); err != nil {
 			return err
 		}
-		if err := k.SgdStep.Launch(cfg, w, jit.DevicePtr(gaddr), float32(-lr/float64(r.World)), uint32(n)); err != nil {
+		if err := k.SgdStep.Launch(cfg, SgdStepArgs{W: w, G: gp, Scale: float32(-lr / float64(r.World)), N: uint32(n)}); err != nil {
 			return err
 		}
 	}

@@ -21,6 +21,14 @@ var ptxSgdStep = map[ptx.Target]string{
 	ptx.Target("sm_90"): ptxSgdStepSM90,
 }
 
+// paramsSgdStep is what sgd_step's builder declared of its parameters.
+var paramsSgdStep = []jit.ParamInfo{
+	{Name: "w", Type: ptx.F32, Pointer: true},
+	{Name: "g", Type: ptx.F32, Pointer: true},
+	{Name: "scale", Type: ptx.F32},
+	{Name: "n", Type: ptx.U32},
+}
+
 //go:embed grad.sm_80.ptx
 var ptxGradSM80 string
 
@@ -31,6 +39,14 @@ var ptxGradSM90 string
 var ptxGrad = map[ptx.Target]string{
 	ptx.Target("sm_80"): ptxGradSM80,
 	ptx.Target("sm_90"): ptxGradSM90,
+}
+
+// paramsGrad is what grad's builder declared of its parameters.
+var paramsGrad = []jit.ParamInfo{
+	{Name: "w", Type: ptx.F32, Pointer: true},
+	{Name: "t", Type: ptx.F32, Pointer: true},
+	{Name: "g", Type: ptx.F32, Pointer: true},
+	{Name: "n", Type: ptx.U32},
 }
 
 // Kernels are this package's kernels loaded on one device.
@@ -46,7 +62,7 @@ type Kernels struct {
 func Load(d *jit.Device) (*Kernels, error) {
 	k := &Kernels{}
 	{
-		m, fn, err := genrt.Load(d, "sgd_step", ptxSgdStep)
+		m, fn, err := genrt.Load(d, "sgd_step", ptxSgdStep, paramsSgdStep)
 		if err != nil {
 			k.Close()
 			return nil, err
@@ -55,7 +71,7 @@ func Load(d *jit.Device) (*Kernels, error) {
 		k.SgdStep = SgdStep{fn: fn}
 	}
 	{
-		m, fn, err := genrt.Load(d, "grad", ptxGrad)
+		m, fn, err := genrt.Load(d, "grad", ptxGrad, paramsGrad)
 		if err != nil {
 			k.Close()
 			return nil, err
@@ -78,14 +94,30 @@ func (k *Kernels) Close() error {
 	return first
 }
 
+// SgdStepArgs are sgd_step's parameters, in order; pointer fields take a *jit.Buffer or jit.TypedPtr of their element type.
+type SgdStepArgs struct {
+	W     jit.Ptr[float32] // w (pointer to f32)
+	G     jit.Ptr[float32] // g (pointer to f32)
+	Scale float32          // scale (f32)
+	N     uint32           // n (u32)
+}
+
 // SgdStep is the kernel sgd_step. w -= lr * g / world.
 type SgdStep struct {
 	fn *jit.Function
 }
 
-// Launch runs sgd_step with cfg's grid, block, shared memory and stream. Parameters: w (pointer to f32), g (pointer to f32), scale (f32), n (u32).
-func (k SgdStep) Launch(cfg jit.LaunchConfig, w jit.Pointer, g jit.Pointer, scale float32, n uint32) error {
-	return k.fn.Launch(cfg, w, g, scale, n)
+// Launch runs sgd_step with cfg's grid, block, shared memory and stream; it does not wait.
+func (k SgdStep) Launch(cfg jit.LaunchConfig, args SgdStepArgs) error {
+	return k.fn.LaunchArgs(cfg, args)
+}
+
+// GradArgs are grad's parameters, in order; pointer fields take a *jit.Buffer or jit.TypedPtr of their element type.
+type GradArgs struct {
+	W jit.Ptr[float32] // w (pointer to f32)
+	T jit.Ptr[float32] // t (pointer to f32)
+	G jit.Ptr[float32] // g (pointer to f32)
+	N uint32           // n (u32)
 }
 
 // Grad is the kernel grad. g = w - target, this rank's gradient.
@@ -93,7 +125,7 @@ type Grad struct {
 	fn *jit.Function
 }
 
-// Launch runs grad with cfg's grid, block, shared memory and stream. Parameters: w (pointer to f32), t (pointer to f32), g (pointer to f32), n (u32).
-func (k Grad) Launch(cfg jit.LaunchConfig, w jit.Pointer, t jit.Pointer, g jit.Pointer, n uint32) error {
-	return k.fn.Launch(cfg, w, t, g, n)
+// Launch runs grad with cfg's grid, block, shared memory and stream; it does not wait.
+func (k Grad) Launch(cfg jit.LaunchConfig, args GradArgs) error {
+	return k.fn.LaunchArgs(cfg, args)
 }

@@ -1,5 +1,8 @@
-//go:build ignore
+//go:build generate
 
+// The tag keeps this program out of the package's build; unlike "ignore", it lets go mod tidy
+// see its imports (kgen/gen and what gen needs).
+//
 // The generator of this example's kernels: `go generate` runs it and writes the PTX files and
 // vadd_kgen.go beside it.
 package main
@@ -26,14 +29,18 @@ func main() {
 	}
 }
 
+// saxpyArgs are saxpy's parameters; the generated SaxpyArgs mirrors them on the host.
+type saxpyArgs struct {
+	Alpha dsl.Value
+	X, Y  dsl.Ptr
+	N     dsl.Value `kgen:"u32"`
+}
+
 // saxpy computes y[i] = alpha*x[i] + y[i] for i < n with a grid-stride loop.
 func saxpy(k *dsl.Kernel) {
-	alpha := k.Param("alpha", dsl.F32)
-	x := k.PtrParam("x", dsl.F32)
-	y := k.PtrParam("y", dsl.F32)
-	n := k.Param("n", dsl.U32)
-	k.For(k.GlobalThreadIdx(dsl.X), n, k.GridStride(dsl.X), func(i dsl.Value) {
-		yi := y.At(i)
-		k.Store(yi, k.FMA(alpha, k.Load(x.At(i)), k.Load(yi)))
+	a := dsl.Params[saxpyArgs](k, dsl.F32)
+	k.For(k.GlobalThreadIdx(dsl.X), a.N, k.GridStride(dsl.X), func(i dsl.Value) {
+		yi := a.Y.At(i)
+		k.Store(yi, k.FMA(a.Alpha, k.Load(a.X.At(i)), k.Load(yi)))
 	})
 }

@@ -63,7 +63,8 @@ func run(n int) error {
 	}
 	const alpha = 2.5
 	blocks := min((n+255)/256, 1024)
-	if err := k.Saxpy.Launch(jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(256)}, float32(alpha), dx, dy, uint32(n)); err != nil {
+	if err := k.Saxpy.Launch(jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(256)},
+		SaxpyArgs{Alpha: alpha, X: dx, Y: dy, N: uint32(n)}); err != nil {
 		return err
 	}
 	got := make([]float32, n)

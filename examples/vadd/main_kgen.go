@@ -21,6 +21,14 @@ var ptxSaxpy = map[ptx.Target]string{
 	ptx.Target("sm_90"): ptxSaxpySM90,
 }
 
+// paramsSaxpy is what saxpy's builder declared of its parameters.
+var paramsSaxpy = []jit.ParamInfo{
+	{Name: "alpha", Type: ptx.F32},
+	{Name: "x", Type: ptx.F32, Pointer: true},
+	{Name: "y", Type: ptx.F32, Pointer: true},
+	{Name: "n", Type: ptx.U32},
+}
+
 // Kernels are this package's kernels loaded on one device.
 type Kernels struct {
 	mods []*jit.Module
@@ -32,7 +40,7 @@ type Kernels struct {
 func Load(d *jit.Device) (*Kernels, error) {
 	k := &Kernels{}
 	{
-		m, fn, err := genrt.Load(d, "saxpy", ptxSaxpy)
+		m, fn, err := genrt.Load(d, "saxpy", ptxSaxpy, paramsSaxpy)
 		if err != nil {
 			k.Close()
 			return nil, err
@@ -55,12 +63,20 @@ func (k *Kernels) Close() error {
 	return first
 }
 
+// SaxpyArgs are saxpy's parameters, in order; pointer fields take a *jit.Buffer or jit.TypedPtr of their element type.
+type SaxpyArgs struct {
+	Alpha float32          // alpha (f32)
+	X     jit.Ptr[float32] // x (pointer to f32)
+	Y     jit.Ptr[float32] // y (pointer to f32)
+	N     uint32           // n (u32)
+}
+
 // Saxpy is the kernel saxpy. y = alpha*x + y.
 type Saxpy struct {
 	fn *jit.Function
 }
 
-// Launch runs saxpy with cfg's grid, block, shared memory and stream. Parameters: alpha (f32), x (pointer to f32), y (pointer to f32), n (u32).
-func (k Saxpy) Launch(cfg jit.LaunchConfig, alpha float32, x jit.Pointer, y jit.Pointer, n uint32) error {
-	return k.fn.Launch(cfg, alpha, x, y, n)
+// Launch runs saxpy with cfg's grid, block, shared memory and stream; it does not wait.
+func (k Saxpy) Launch(cfg jit.LaunchConfig, args SaxpyArgs) error {
+	return k.fn.LaunchArgs(cfg, args)
 }

@@ -57,9 +57,9 @@ func smOf(arch string) int {
 	return n
 }
 
-// Load loads the PTX of kernel entry built for the best target of d and returns the module
-// and the kernel's function.
-func Load(d *jit.Device, entry string, texts map[ptx.Target]string) (*jit.Module, *jit.Function, error) {
+// Load loads the PTX of kernel entry built for the best target of d, with the parameters its
+// builder declared (checked by launches), and returns the module and the kernel's function.
+func Load(d *jit.Device, entry string, texts map[ptx.Target]string, params []jit.ParamInfo) (*jit.Module, *jit.Function, error) {
 	have := make([]ptx.Target, 0, len(texts))
 	for t := range texts {
 		have = append(have, t)
@@ -73,7 +73,7 @@ func Load(d *jit.Device, entry string, texts map[ptx.Target]string) (*jit.Module
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s (%s): the embedded PTX does not parse: %w", entry, t, err)
 	}
-	mod, err := d.Load(jit.Source{Module: m, PTX: []byte(text), Name: entry})
+	mod, err := d.Load(jit.Source{Module: m, PTX: []byte(text), Name: entry, Params: map[string][]jit.ParamInfo{entry: params}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,6 +23,8 @@ type Problem struct {
 	DType  dsl.Type   // zero: the kernel's first dtype
 	Target ptx.Target // zero: sm_90, or the kernel's first target when it has no sm_90 (fp8 multimem)
 	Size   int        // elements (for matrices: rows*cols, made roughly square), 0: a default
+	Cols   int        // row kernels (softmax, row_sum): the row length, rows = max(1, Size/Cols); 0: square-ish
+	Grid   int        // streaming and row kernels: launch this many blocks (0: the host's launch shape)
 	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
 	Seed   int64      // input data and, when non-zero, the emulator's schedule
 	Weak   bool       // the emulator's weak-memory mode
@@ -67,12 +69,13 @@ func Kernels() []string {
 
 // run is the state of one check.
 type run struct {
-	p    Problem
-	spec *kernels.Spec
-	mod  *ptx.Module
-	sys  *emu.System
-	rng  *rand.Rand
-	res  Result
+	p     Problem
+	spec  *kernels.Spec
+	mod   *ptx.Module
+	built *kernels.Built // mod with its entry and declared parameters
+	sys   *emu.System
+	rng   *rand.Rand
+	res   Result
 }
 
 // Run builds the kernel, runs it on the emulator and checks it. The error says what differs.
@@ -97,7 +100,10 @@ func Run(p Problem) (Result, error) {
 	if p.Size < 0 {
 		return Result{}, fmt.Errorf("size %d is negative", p.Size)
 	}
-	m, err := spec.Build(kernels.Config{Target: p.Target, DType: p.DType})
+	if p.Cols < 0 {
+		return Result{}, fmt.Errorf("cols %d is negative", p.Cols)
+	}
+	b, err := spec.BuildVariant(kernels.Config{Target: p.Target, DType: p.DType})
 	if err != nil {
 		return Result{}, err
 	}
@@ -105,7 +111,7 @@ func Run(p Problem) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := &run{p: p, spec: spec, mod: m, sys: sys, rng: rand.New(rand.NewSource(p.Seed + 1)),
+	r := &run{p: p, spec: spec, mod: b.Module, built: b, sys: sys, rng: rand.New(rand.NewSource(p.Seed + 1)),
 		res: Result{Kernel: p.Kernel, DType: p.DType}}
 	if err := h(r); err != nil {
 		return r.res, fmt.Errorf("%s %s: %w", p.Kernel, p.DType, err)
@@ -159,15 +165,6 @@ func round(dt dsl.Type, v float64) float64 {
 		return fp.E5M2ToF64(b)
 	}
 	return v
-}
-
-// alloc allocates n elements of dt on GPU 0 and writes v (when given).
-func (r *run) alloc(dt dsl.Type, n int, v []float64) (uint64, error) {
-	addr, err := r.sys.Malloc(0, max(n*dt.Bytes(), 1))
-	if err != nil || v == nil {
-		return addr, err
-	}
-	return addr, write(r.sys, addr, dt, v)
 }
 
 func write(s *emu.System, addr uint64, dt dsl.Type, v []float64) error {
@@ -234,14 +231,6 @@ func read(s *emu.System, addr uint64, dt dsl.Type, n int) ([]float64, error) {
 		out[i] = float64(x)
 	}
 	return out, err
-}
-
-// launch runs the kernel's entry on GPU 0.
-func (r *run) launch(grid, block emu.Dim3, args ...any) error {
-	return r.sys.Launch(emu.Launch{
-		Module: r.mod, Entry: r.spec.VariantName(r.p.DType), Grid: grid, Block: block, Args: args,
-		Options: emu.Options{Seed: r.p.Seed, Weak: r.p.Weak},
-	})
 }
 
 // check compares got with want: |got-want| <= atol + rtol*|want| element by element.

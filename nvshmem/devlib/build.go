@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/internal/toolchain"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // cacheFormat versions the cache entries and the PTX header.
@@ -30,8 +31,8 @@ type Result struct {
 	PTX []byte
 	// Version is the NVSHMEM version it was built from, "3.4.5".
 	Version string
-	// Target is the requested target, "sm_90".
-	Target string
+	// Target is the requested target, ptx.SM90.
+	Target ptx.Target
 	// PTXTarget and PTXVersion are the PTX's .target and .version (see Plan).
 	PTXTarget, PTXVersion string
 	// Funcs are the requested functions, sorted, without duplicates. The PTX also defines
@@ -190,7 +191,7 @@ func (l *Library) ticker(what string, period time.Duration) (stop func()) {
 // prepends the header and stores the entry atomically (temporary file and rename), so
 // concurrent builds, in goroutines or processes, are safe. A few functions take well under a
 // second; the whole API takes minutes.
-func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Result, error) {
+func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) (*Result, error) {
 	start := time.Now()
 	plan, err := PlanTarget(target)
 	if err != nil {
@@ -209,7 +210,7 @@ func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Re
 		return nil, err
 	}
 	h := Header{
-		Format: cacheFormat, NVSHMEM: l.Version, Target: plan.Target, PTXTarget: plan.PTXTarget,
+		Format: cacheFormat, NVSHMEM: l.Version, Target: string(plan.Target), PTXTarget: plan.PTXTarget,
 		PTXVersion: plan.PTXVersion, Bitcode: "sha256:" + l.Hash, LLC: llcv, Funcs: names,
 	}
 	res := &Result{

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/kgen-dev/kgen/internal/toolchain"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // LinkOffline links a kernel that calls NVSHMEM the way the CUDA JIT linker does, but with
@@ -20,7 +21,7 @@ import (
 // sm_90 PTX for sm_90a and sm_100a). It returns the linked cubin. An unresolved call, a
 // declaration ptxas rejects or a missing archive symbol is an error carrying the tool's
 // message. The work happens in a temporary folder that is removed afterwards.
-func LinkOffline(ctx context.Context, target string, kernelPTX []byte, lib *Result) ([]byte, error) {
+func LinkOffline(ctx context.Context, target ptx.Target, kernelPTX []byte, lib *Result) ([]byte, error) {
 	if lib == nil {
 		return nil, fmt.Errorf("devlib: LinkOffline needs a built device library")
 	}
@@ -47,11 +48,11 @@ func LinkOffline(ctx context.Context, target string, kernelPTX []byte, lib *Resu
 		}
 	}
 	for _, name := range []string{"kernel", "devlib"} {
-		if _, err := runTool(ctx, nil, ptxas, "-arch="+target, "-c", p(name+".ptx"), "-o", p(name+".cubin")); err != nil {
+		if _, err := runTool(ctx, nil, ptxas, "-arch="+string(target), "-c", p(name+".ptx"), "-o", p(name+".cubin")); err != nil {
 			return nil, fmt.Errorf("assembling the %s PTX: %w", name, err)
 		}
 	}
-	if _, err := runTool(ctx, nil, nvlink, "-arch="+target, p("kernel.cubin"), p("devlib.cubin"), lib.Archive, "-o", p("linked.cubin")); err != nil {
+	if _, err := runTool(ctx, nil, nvlink, "-arch="+string(target), p("kernel.cubin"), p("devlib.cubin"), lib.Archive, "-o", p("linked.cubin")); err != nil {
 		return nil, fmt.Errorf("linking: %w", err)
 	}
 	return os.ReadFile(p("linked.cubin"))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // Options are the inputs of `kgen devlib`.
@@ -13,8 +15,8 @@ type Options struct {
 	// Home is the NVSHMEM installation; "" finds it (toolchain.NVSHMEMHome: $NVSHMEM_HOME,
 	// then the project's tool folder).
 	Home string
-	// Target is the GPU target, "sm_90" (required unless List or Signatures is set).
-	Target string
+	// Target is the GPU target, ptx.SM90 (required unless List or Signatures is set).
+	Target ptx.Target
 	// Funcs are the functions to build (entries may be comma-separated lists). Empty means
 	// every public function, which takes minutes and makes about 230 MB of PTX.
 	Funcs []string

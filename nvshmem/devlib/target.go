@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // PTXVersion is the PTX ISA version of every devlib PTX: llc is run with -mattr=+ptx80.
@@ -34,8 +36,8 @@ func knownSMNames() string {
 
 // Plan says how the devlib PTX for a target is produced.
 type Plan struct {
-	// Target is the requested target, for example "sm_90", "sm_90a" or "sm_100a".
-	Target string
+	// Target is the requested target, for example ptx.SM90, ptx.SM90a or ptx.SM100a.
+	Target ptx.Target
 	// PTXTarget is the processor given to llc (-mcpu) and so the PTX's .target: the newest
 	// processor llc 19 knows that is not newer than Target, without an "a"/"f" suffix. PTX for
 	// .target sm_XY is compiled by ptxas and the CUDA JIT for any sm_MN, sm_MNa, sm_MNf with
@@ -60,8 +62,10 @@ func (e *TargetError) Error() string {
 }
 
 // ParseTarget splits "sm_90a" into 90 and "a". It accepts sm_NN and sm_NNN with NN >= 70,
-// the suffix "a" from sm_90 on and "f" from sm_100 on.
-func ParseTarget(target string) (sm int, suffix string, err error) {
+// the suffix "a" from sm_90 on and "f" from sm_100 on: every ptx.Targets() target, and the
+// older and family targets NVSHMEM supports (ptx.Target("sm_75"), ptx.Target("sm_100f")).
+func ParseTarget(t ptx.Target) (sm int, suffix string, err error) {
+	target := string(t)
 	rest, ok := strings.CutPrefix(target, "sm_")
 	if !ok {
 		if strings.HasPrefix(target, "compute_") {
@@ -92,7 +96,7 @@ func ParseTarget(target string) (sm int, suffix string, err error) {
 }
 
 // PlanTarget returns how the devlib PTX for target is built, or a *TargetError.
-func PlanTarget(target string) (Plan, error) {
+func PlanTarget(target ptx.Target) (Plan, error) {
 	sm, _, err := ParseTarget(target)
 	if err != nil {
 		return Plan{}, err

@@ -1,0 +1,399 @@
+package jit
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/internal/naming"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// Ptr is a device pointer to T values: *Buffer[T] and TypedPtr[T] implement it. Its
+// unexported method mentions T, so a pointer to other elements does not fit a Ptr[T]
+// field: passing a *Buffer[float32] where a Ptr[fp.F16] is wanted does not compile.
+type Ptr[T Elem] interface {
+	Pointer
+	elem() T
+}
+
+func (b *Buffer[T]) elem() (z T)            { return z }
+func (b *Buffer[T]) elemType() ptx.Type     { return ElemType[T]() }
+func (p TypedPtr[T]) elem() (z T)           { return z }
+func (p TypedPtr[T]) elemType() ptx.Type    { return ElemType[T]() }
+func (p TypedPtr[T]) DevPtr() DevicePtr     { return DevicePtr(p) }
+func (b *Buffer[T]) At(i int) TypedPtr[T]   { return TypedPtr[T](b.DevPtr()).Add(i) }
+func (b *Buffer[T]) Ptr() TypedPtr[T]       { return TypedPtr[T](b.DevPtr()) }
+func (p TypedPtr[T]) Add(n int) TypedPtr[T] { return p + TypedPtr[T](int64(n)*int64(sizeOf(*new(T)))) }
+
+// TypedPtr is a device address of T values that is not a whole Buffer: an element of one
+// (Buffer.At), or an address from elsewhere, converted: jit.TypedPtr[float32](addr).
+type TypedPtr[T Elem] DevicePtr
+
+// AnyPtr is a device pointer whose element type is known only at run time (a dtype chosen by
+// the caller). A struct launch checks Elem against the kernel parameter's element type and
+// names the field when they differ.
+type AnyPtr struct {
+	Addr DevicePtr
+	Elem ptx.Type
+}
+
+// DevPtr returns the address.
+func (p AnyPtr) DevPtr() DevicePtr { return p.Addr }
+
+// AnyOf forgets p's static element type, keeping it for the launch's check.
+func AnyOf[T Elem](p Ptr[T]) AnyPtr { return AnyPtr{Addr: p.DevPtr(), Elem: ElemType[T]()} }
+
+// ElemType is the PTX type of a host element type: float32 is f32, fp.F16 is f16, uint32 is
+// u32, int8 is s8, and so on (a type defined over another takes its underlying type's, except
+// the fp types).
+func ElemType[T Elem]() ptx.Type {
+	t, _ := hostType(reflect.TypeFor[T]())
+	return t
+}
+
+var (
+	f16Type  = reflect.TypeFor[fp.F16]()
+	bf16Type = reflect.TypeFor[fp.BF16]()
+	e4m3Type = reflect.TypeFor[fp.E4M3]()
+	e5m2Type = reflect.TypeFor[fp.E5M2]()
+)
+
+// hostType maps a Go scalar type to the PTX type it carries.
+func hostType(t reflect.Type) (ptx.Type, bool) {
+	switch t {
+	case f16Type:
+		return ptx.F16, true
+	case bf16Type:
+		return ptx.BF16, true
+	case e4m3Type:
+		return ptx.E4M3, true
+	case e5m2Type:
+		return ptx.E5M2, true
+	}
+	switch t.Kind() {
+	case reflect.Int8:
+		return ptx.S8, true
+	case reflect.Int16:
+		return ptx.S16, true
+	case reflect.Int32:
+		return ptx.S32, true
+	case reflect.Int64:
+		return ptx.S64, true
+	case reflect.Uint8:
+		return ptx.U8, true
+	case reflect.Uint16:
+		return ptx.U16, true
+	case reflect.Uint32:
+		return ptx.U32, true
+	case reflect.Uint64:
+		return ptx.U64, true
+	case reflect.Float32:
+		return ptx.F32, true
+	case reflect.Float64:
+		return ptx.F64, true
+	}
+	return ptx.NoType, false
+}
+
+// ParamInfo is what a kernel's builder knows of a parameter beyond its PTX type (the fields
+// of dsl.ParamInfo): launches check pointers' element types and scalars' types against it.
+type ParamInfo struct {
+	Name    string
+	Type    ptx.Type // the scalar's type, or the pointee type of a pointer
+	Pointer bool
+}
+
+// typedPointer is implemented by *Buffer[T] and TypedPtr[T].
+type typedPointer interface{ elemType() ptx.Type }
+
+type argKind int
+
+const (
+	argPtr   argKind = iota // a Ptr[T] (interface) field
+	argTyped                // a *Buffer[T] or TypedPtr[T] field
+	argAny                  // an AnyPtr field
+	argInt                  // signed integers
+	argUint                 // unsigned integers (and the fp types' bits)
+	argF32
+	argF64
+)
+
+// argField is how one struct field becomes one parameter word.
+type argField struct {
+	index int
+	field string
+	param ptx.Param
+	kind  argKind
+	elem  ptx.Type // a typed pointer's element type
+	info  *ParamInfo
+}
+
+// argPlan is a struct type's encoding for one kernel, made once (by reflection) and cached.
+type argPlan struct {
+	fields []argField
+	err    error
+}
+
+var (
+	pointerIface = reflect.TypeFor[Pointer]()
+	anyPtrType   = reflect.TypeFor[AnyPtr]()
+	typedIface   = reflect.TypeFor[typedPointer]()
+)
+
+// planFor reads struct type t against f's parameters.
+func (f *Function) planFor(t reflect.Type) *argPlan {
+	if p, ok := f.plans.Load(t); ok {
+		return p.(*argPlan)
+	}
+	p := &argPlan{}
+	p.fields, p.err = f.makePlan(t)
+	if p.err != nil {
+		p.err = fmt.Errorf("jit: kernel %s, arguments %s: %w; signature %s", f.sig.Name, t, p.err, Signature(f.sig))
+	}
+	f.plans.Store(t, p)
+	return p
+}
+
+func (f *Function) makePlan(t reflect.Type) ([]argField, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("not a struct (pass a struct with one field per kernel parameter, in order)")
+	}
+	params := f.sig.Params
+	index := map[string]int{}
+	for i, p := range params {
+		index[p.Name] = i
+	}
+	var out []argField
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name := naming.Param(sf)
+		if !sf.IsExported() {
+			return nil, fmt.Errorf("field %s is unexported", sf.Name)
+		}
+		pi, ok := index[name]
+		if !ok {
+			return nil, fmt.Errorf("field %s: the kernel has no parameter %s", sf.Name, name)
+		}
+		if pi != i {
+			if i >= len(params) {
+				return nil, fmt.Errorf("field %s (parameter %s) comes after the kernel's %d parameters", sf.Name, name, len(params))
+			}
+			return nil, fmt.Errorf("field %s is parameter %s, number %d, but is field number %d (the kernel's parameter %d is %s): order the fields as the parameters", sf.Name, name, pi, i, i, params[i].Name)
+		}
+		af := argField{index: i, field: sf.Name, param: params[i]}
+		if f.info != nil {
+			af.info = &f.info[i]
+		}
+		if err := af.check(sf.Type); err != nil {
+			return nil, fmt.Errorf("field %s (parameter %s): %w", sf.Name, paramDecl(params[i]), err)
+		}
+		out = append(out, af)
+	}
+	if len(out) < len(params) {
+		var missing []string
+		for _, p := range params[len(out):] {
+			missing = append(missing, paramDecl(p))
+		}
+		return nil, fmt.Errorf("no field for parameter %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// check decides how a field of Go type ft fills parameter af.param.
+func (af *argField) check(ft reflect.Type) error {
+	p, info := af.param, af.info
+	size := paramBytes(p)
+	if size > MaxArgBytes {
+		return fmt.Errorf("the parameter is %d bytes, but gorgonia.org/cu's Launch copies exactly %d bytes per argument, so parameters must be pointers or scalars of at most %d bytes", size, MaxArgBytes, MaxArgBytes)
+	}
+	isPtr := true
+	switch {
+	case ft == anyPtrType:
+		af.kind = argAny
+		if info == nil {
+			return fmt.Errorf("an AnyPtr's element type is checked against the kernel's, which is unknown: load the module with Source.Params, or use a typed pointer")
+		}
+	case ft.Kind() == reflect.Interface && ft.Implements(pointerIface):
+		m, ok := ft.MethodByName("elem")
+		if !ok || m.Type.NumOut() != 1 {
+			return fmt.Errorf("type %s is an untyped pointer; use jit.Ptr[T] (or AnyPtr when the element type is chosen at run time)", ft)
+		}
+		af.kind = argPtr
+		af.elem, _ = hostType(m.Type.Out(0))
+	case ft.Implements(typedIface) && ft.Implements(pointerIface):
+		af.kind = argTyped
+		af.elem = reflect.Zero(ft).Interface().(typedPointer).elemType()
+	case ft.Implements(pointerIface) || reflect.PointerTo(ft).Implements(pointerIface):
+		return fmt.Errorf("type %s is an untyped pointer; use jit.Ptr[T] or TypedPtr[T] (or AnyPtr when the element type is chosen at run time)", ft)
+	default:
+		isPtr = false
+	}
+	if isPtr {
+		kind := p.Type.Kind()
+		if p.Array > 0 || size != 8 || !(kind == ptx.KindBits || kind == ptx.KindSigned || kind == ptx.KindUnsigned) {
+			return fmt.Errorf("a device pointer, but the parameter is not a 64-bit integer")
+		}
+		if info != nil {
+			if !info.Pointer {
+				return fmt.Errorf("a device pointer, but the kernel declares a %s scalar", info.Type)
+			}
+			if af.kind != argAny && af.elem != info.Type {
+				return fmt.Errorf("a pointer to %s, but the kernel's parameter points to %s", af.elem, info.Type)
+			}
+		}
+		return nil
+	}
+	ht, ok := hostType(ft)
+	if !ok {
+		if k := ft.Kind(); k == reflect.Int || k == reflect.Uint || k == reflect.Uintptr {
+			return fmt.Errorf("type %s has a platform-dependent size; use a sized type (int32, uint32, int64)", ft)
+		}
+		return fmt.Errorf("type %s is not a parameter type (jit.Ptr[T], AnyPtr, a sized number or an fp type)", ft)
+	}
+	switch {
+	case ht.IsFloat() && ht.Bytes() == 4:
+		af.kind = argF32
+	case ht.IsFloat() && ht.Bytes() == 8:
+		af.kind = argF64
+	case ht.Kind() == ptx.KindSigned:
+		af.kind = argInt
+	default:
+		af.kind = argUint // unsigned integers and the narrow floats' bits
+	}
+	if info != nil {
+		if info.Pointer {
+			return fmt.Errorf("%s, but the kernel's parameter is a pointer to %s", ft, info.Type)
+		}
+		sameInt := ht.IsInt() && info.Type.IsInt() && ht.Bytes() == info.Type.Bytes()
+		if ht != info.Type && !sameInt {
+			return fmt.Errorf("%s (%s), but the kernel's parameter is %s", ft, ht, info.Type)
+		}
+	}
+	if ht.Bytes() != size {
+		return fmt.Errorf("%s is %d bytes, the parameter %d", ft, ht.Bytes(), size)
+	}
+	pk := p.Type.Kind()
+	if p.Array == 0 && pk != ptx.KindBits {
+		narrow := ht == ptx.F16 || ht == ptx.BF16 || ht == ptx.E4M3 || ht == ptx.E5M2
+		switch {
+		case narrow:
+			return fmt.Errorf("%s travels as bits, but the parameter is .%s", ht, p.Type)
+		case ht.IsFloat() != (pk == ptx.KindFloat):
+			return fmt.Errorf("%s for a .%s parameter", ft, p.Type)
+		}
+	}
+	return nil
+}
+
+// LaunchArgs runs the kernel with the parameters in args, a struct with one field per
+// parameter in the kernel's order: field InMC fills parameter in_mc (the field's name in
+// snake_case, or its `kgen:"name=..."` tag). Pointer fields are Ptr[T] (a *Buffer[T] or a
+// TypedPtr[T]) or AnyPtr, scalars are sized Go numbers or fp types. A field's type is checked
+// against the parameter once per struct type and kernel, and against the element types the
+// kernel declared when the module was loaded with Source.Params; errors name the field.
+// LaunchArgs does not wait.
+func (f *Function) LaunchArgs(cfg LaunchConfig, args any) error {
+	v := reflect.ValueOf(args)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if !v.IsValid() {
+		return fmt.Errorf("jit: launch of %s: no arguments (nil)", f.sig.Name)
+	}
+	plan := f.planFor(v.Type())
+	if plan.err != nil {
+		return plan.err
+	}
+	slots := make([]uint64, len(plan.fields))
+	for i := range plan.fields {
+		af := &plan.fields[i]
+		w, err := af.word(v.Field(af.index))
+		if err != nil {
+			return fmt.Errorf("jit: kernel %s, field %s (parameter %s): %w", f.sig.Name, af.field, af.param.Name, err)
+		}
+		slots[i] = w
+	}
+	return f.launch(cfg, slots)
+}
+
+// word encodes one field's value.
+func (af *argField) word(fv reflect.Value) (uint64, error) {
+	switch af.kind {
+	case argInt:
+		return uint64(fv.Int()) & mask(af.param), nil
+	case argUint:
+		return fv.Uint(), nil
+	case argF32:
+		return uint64(math.Float32bits(float32(fv.Float()))), nil
+	case argF64:
+		return math.Float64bits(fv.Float()), nil
+	case argAny:
+		if e := ptx.Type(fv.Field(1).Uint()); e != af.info.Type {
+			return 0, fmt.Errorf("an AnyPtr to %s, but the kernel's parameter points to %s", e, af.info.Type)
+		}
+		if fv.Field(0).Uint() == 0 {
+			return 0, fmt.Errorf("a null AnyPtr")
+		}
+		return fv.Field(0).Uint(), nil
+	}
+	if fv.Kind() == reflect.Interface || fv.Kind() == reflect.Pointer {
+		if fv.IsNil() {
+			return 0, fmt.Errorf("nil")
+		}
+	}
+	p := fv.Interface().(Pointer)
+	if fv.Kind() == reflect.Interface {
+		if rv := fv.Elem(); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			return 0, fmt.Errorf("a nil %s", rv.Type())
+		}
+	}
+	if fr, ok := p.(interface{ isFreed() bool }); ok && fr.isFreed() {
+		return 0, fmt.Errorf("a %T that was freed", p)
+	}
+	return uint64(p.DevPtr()), nil
+}
+
+// mask keeps a signed value's bits within the parameter's width.
+func mask(p ptx.Param) uint64 {
+	if n := paramBytes(p); n < 8 {
+		return 1<<(8*n) - 1
+	}
+	return math.MaxUint64
+}
+
+// plans is embedded in Function: the struct types' encodings, by reflect.Type.
+type plans = sync.Map
+
+// checkParamInfo checks a kernel's declared parameters against its PTX ones.
+func checkParamInfo(f *ptx.Func, entry string, info []ParamInfo) error {
+	if f == nil {
+		return fmt.Errorf("the module has no kernel %s", entry)
+	}
+	if len(info) != len(f.Params) {
+		return fmt.Errorf("kernel %s: %d parameters declared, the PTX has %d", entry, len(info), len(f.Params))
+	}
+	for i, p := range f.Params {
+		if info[i].Name != p.Name {
+			return fmt.Errorf("kernel %s: parameter %d is %s, declared as %s", entry, i, p.Name, info[i].Name)
+		}
+	}
+	return nil
+}
+
+// ParamInfos converts a builder's parameter list (dsl.Kernel.Params, kernels.Built.Params:
+// structs of the same fields) to what Source.Params takes.
+func ParamInfos[P ~struct {
+	Name    string
+	Type    ptx.Type
+	Pointer bool
+}](ps []P) []ParamInfo {
+	out := make([]ParamInfo, len(ps))
+	for i, p := range ps {
+		out[i] = ParamInfo(p)
+	}
+	return out
+}
