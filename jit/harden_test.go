@@ -134,6 +134,7 @@ func TestNilReceivers(t *testing.T) {
 	wantErr(t, "nil Device.Load", err, "nil *Device")
 	var f *Function
 	wantErr(t, "nil Function.Launch", f.Launch(LaunchConfig{Grid: D1(1), Block: D1(1)}), "nil *Function")
+	wantErr(t, "nil Function.LaunchArgs", f.LaunchArgs(LaunchConfig{Grid: D1(1), Block: D1(1)}, struct{}{}), "nil *Function")
 	var b *Buffer[float32]
 	wantErr(t, "nil Buffer.Free", b.Free(), "nil *Buffer")
 	var m *Memory
