@@ -40,6 +40,12 @@ func TestMisuseHostile(t *testing.T) {
 			k.While(func() dsl.Value { return n.Lt(a) }, func() { v = k.Var(dsl.U32, 1); k.Set(n, n.Add(1)) })
 			return at(func() { k.Set(n, v) })
 		}},
+		{"pointer from a For used after it", "used after it ended", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U32)
+			var q dsl.Ptr
+			k.For(0, 4, 1, func(i dsl.Value) { q = p.At(i) })
+			return at(func() { k.Load(q) })
+		}},
 		{"second Else", "Else called twice", func(k *dsl.Kernel) int {
 			a := k.Param("a", dsl.U32)
 			s := k.If(a.Lt(3), func() {})

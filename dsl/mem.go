@@ -214,7 +214,7 @@ func (k *Kernel) checkPtr(p Ptr, what string) bool {
 		k.errorf("%s: pointer belongs to kernel %s, not %s", what, p.k.name, k.name)
 		return false
 	}
-	return true
+	return p.addr.k == nil || k.checkScope(p.addr)
 }
 
 // Load reads the value p points to.
