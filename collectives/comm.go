@@ -342,7 +342,7 @@ func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int,
 		c.log.DebugContext(ctx, "collectives: "+call.what, append([]any{"algorithm", c.last, "dtype", k.DType.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, call.attrs()...)...)
 	}
 	cfg := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(kernels.CollThreads), Stream: c.o.Stream,
-		Collective: jit.CollectiveOn, Context: ctx}
+		Collective: jit.CollectiveOn, Context: ctx, CoResident: true}
 	if c.emu {
 		cfg.Call = call.String()
 	}

@@ -212,6 +212,11 @@ func (t Tensor) Load(coords ...any) Value { return t.k.Load(t.At(coords...)) }
 // Store writes v to the element at the coordinate (see At).
 func (t Tensor) Store(v any, coords ...any) { t.k.Store(t.At(coords...), v) }
 
+// MaxFragment is the most elements a register fragment may hold. A thread has at most 255
+// 32-bit registers; larger fragments spill to local memory, and ones beyond this are a
+// mistake (a whole tensor where a tile was meant).
+const MaxFragment = 4096
+
 // Fragment allocates a register tensor of elem values with the shape of like (CuTe's
 // make_fragment_like), zero-initialised (for every element type, fp8 included: the bit
 // pattern 0).
@@ -221,7 +226,16 @@ func (k *Kernel) Fragment(elem Type, like Tensor) Tensor {
 		k.errorf("Fragment: the tensor belongs to another kernel")
 		return k.badTensor(elem)
 	}
-	n := like.Size()
+	n := 1
+	for _, m := range like.modes {
+		for _, l := range m {
+			if l.shape > 0 && n > MaxFragment/l.shape {
+				k.errorf("Fragment: the tensor has more than %d elements (MaxFragment); a fragment lives in one thread's registers, so tile the tensor first", MaxFragment)
+				return k.badTensor(elem)
+			}
+			n *= max(l.shape, 1)
+		}
+	}
 	f := Tensor{k: k, ptr: Ptr{k: k, elem: elem, space: ptx.SpaceReg}}
 	cs := 1
 	for _, m := range like.modes {

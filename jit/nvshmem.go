@@ -180,6 +180,12 @@ func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): size must be positive", n)
 	}
+	if err := s.d.fits("NVSHMEM.Malloc", n); err != nil {
+		return nil, err
+	}
+	if npe := int64(max(s.NPEs(), 1)); s.d.info.Backend == Emulator && s.d.info.TotalMem > 0 && n > s.d.info.TotalMem/npe {
+		return nil, fmt.Errorf("jit: NVSHMEM.Malloc of %d bytes: the emulator holds all %d PEs' copies in the host's %d bytes of memory", n, npe, s.d.info.TotalMem)
+	}
 	p, err := s.impl.malloc(ctx, n)
 	if err != nil {
 		return nil, err
@@ -209,7 +215,11 @@ func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
 // SymAlloc allocates a symmetric buffer of n values of T (collective).
 func SymAlloc[T Elem](s *NVSHMEM, n int) (*Buffer[T], error) {
 	var z T
-	m, err := s.Malloc(int64(n) * int64(sizeOf(z)))
+	bytes, err := bytesFor("SymAlloc", n, sizeOf(z))
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.Malloc(bytes)
 	if err != nil {
 		return nil, err
 	}

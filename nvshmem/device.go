@@ -105,6 +105,10 @@ func bufOf(k *dsl.Kernel, what, arg string, x any) buf {
 			k.Errorf("%s: %s has a runtime extent; give the count with nvshmem.SpanOf", what, arg)
 			return buf{}
 		}
+		if b.Size() > 1 && !b.Contiguous() {
+			k.Errorf("%s: %s (shape %v) is not contiguous in memory; NVSHMEM copies Size() consecutive elements: pass a contiguous tensor (one call per contiguous run), or copy it to a contiguous buffer first", what, arg, b.Shape())
+			return buf{}
+		}
 		p := b.At(0)
 		if !checkSpace(k, what, arg, p) {
 			return buf{}

@@ -51,6 +51,9 @@ func init() {
 	})
 }
 
+// maxLayoutCells is the most elements kgen layout prints or draws (a 256 x 256 grid).
+const maxLayoutCells = 1 << 16
+
 func runLayout(e *env, args []string) error {
 	c := commands["layout"]
 	fs := flags(e, c)
@@ -65,6 +68,13 @@ func runLayout(e *env, args []string) error {
 		l, err := layout.Parse(s)
 		if err != nil {
 			return l, &usageError{fmt.Sprintf("bad layout %q: %v", s, err)}
+		}
+		n := 1
+		for _, x := range l.Shape().Leaves() {
+			if x > 0 && n > maxLayoutCells/x {
+				return l, usagef("layout %q has more than %d elements; kgen layout draws at most that many", s, maxLayoutCells)
+			}
+			n *= x
 		}
 		return l, nil
 	}
@@ -93,6 +103,9 @@ func runLayout(e *env, args []string) error {
 		val, err := parse(pos[1])
 		if err != nil {
 			return err
+		}
+		if thr.Size()*val.Size() > maxLayoutCells {
+			return usagef("--tv: %d threads x %d values is more than the %d cells kgen layout draws", thr.Size(), val.Size(), maxLayoutCells)
 		}
 		tiler, tvl, err := layout.MakeLayoutTV(thr, val)
 		if err != nil {
