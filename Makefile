@@ -7,7 +7,7 @@ LAYOUT_VECTORS ?= $(abspath $(CURDIR)/../shared/testdata/layout)
 PTXAS = $(KGEN_TOOLS)/py/nvidia/cu13/bin/ptxas
 STATICCHECK = $(KGEN_TOOLS)/bin/staticcheck
 
-.PHONY: all tools test test-go test-layout test-examples test-cuda gen-check golden lint demo clean cuda-build gpu-test
+.PHONY: all tools test test-go test-race test-layout test-examples test-cuda gen-check golden lint demo clean cuda-build gpu-test
 
 all: test
 
@@ -16,11 +16,16 @@ tools:
 	@bash scripts/tools.sh
 
 ## test: everything CI checks: lint, CGO-free build, all tests (golden PTX through ptxas)
-test: tools lint gen-check test-go test-layout test-examples test-cuda
+test: tools lint gen-check test-go test-race test-layout test-examples test-cuda
 
 test-go:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./...
+
+## test-race: the race detector over the packages that build kernels or run ranks from several
+## goroutines (jit runs under it in test-cuda); about 2 minutes on 2 cores
+test-race:
+	CGO_ENABLED=1 $(GO) test -count=1 -race ./dsl ./kernels ./collectives
 
 test-layout:
 	@if [ -d "$(LAYOUT_VECTORS)" ]; then \

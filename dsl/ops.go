@@ -25,6 +25,10 @@ func (v Value) binary(name string, x any, allowed func(Type) bool, emit func(k *
 		k.errorf("%s is not defined for %s", name, v.t)
 		return k.poison(v.t)
 	}
+	if (name == "Div" || name == "Rem") && isInt(v.t) && w.IsConst() && constInt(w) == 0 {
+		k.errorf("%s: integer division by the constant 0", name)
+		return k.poison(v.t)
+	}
 	if v.IsConst() && w.IsConst() && fold != nil {
 		if r, ok := fold(v, w); ok {
 			return r

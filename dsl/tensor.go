@@ -24,8 +24,10 @@ type Tensor struct {
 	origin []coord  // per original mode: the coordinate of element 0
 	bounds []Value  // per original mode: the runtime extent, zero Value when unbounded
 	swz    *layout.Swizzle
-	regs   []Value // register fragments: the element registers, colexicographic
-	ident  bool    // an identity tensor (IdentityTensor): no memory, elements are coordinates
+	regs   []Value   // register fragments: the element registers, colexicographic
+	ident  bool      // an identity tensor (IdentityTensor): no memory, elements are coordinates
+	mma    *fragInfo // register fragments of an MMA operand (PartitionFragmentA/B/C)
+	ldsm   *ldsmInfo // the rows an ldmatrix copy's lanes supply (ThrCopy.PartitionS)
 }
 
 // leaf is one extent of a mode: shape elements at stride, and the coordinate stride it

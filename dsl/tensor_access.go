@@ -71,7 +71,12 @@ func (t Tensor) addrOf(o offset) Ptr {
 	if o.dyn.k == nil {
 		return p.At(int64(sw.Apply(int(o.c))))
 	}
-	x := o.dyn.Add(int32(o.c))
+	// The swizzle reads and writes bits below M+S+B (M+B for S < 0): a constant multiple of
+	// 2^(M+S+B) passes through it, and stays in the address as an immediate offset.
+	top := sw.M + sw.B + max(sw.S, 0)
+	high := (o.c >> top) << top
+	p = p.At(high)
+	x := o.dyn.Add(int32(o.c - high))
 	// Swizzle<B,M,S>: x ^ ((x >> S) & (((1<<B)-1) << M)) for S > 0 (the mask moves down).
 	mask := int32(((1 << sw.B) - 1) << sw.M)
 	var y Value
@@ -207,6 +212,11 @@ func (t Tensor) Load(coords ...any) Value { return t.k.Load(t.At(coords...)) }
 // Store writes v to the element at the coordinate (see At).
 func (t Tensor) Store(v any, coords ...any) { t.k.Store(t.At(coords...), v) }
 
+// MaxFragment is the most elements a register fragment may hold. A thread has at most 255
+// 32-bit registers; larger fragments spill to local memory, and ones beyond this are a
+// mistake (a whole tensor where a tile was meant).
+const MaxFragment = 4096
+
 // Fragment allocates a register tensor of elem values with the shape of like (CuTe's
 // make_fragment_like), zero-initialised (for every element type, fp8 included: the bit
 // pattern 0).
@@ -216,7 +226,16 @@ func (k *Kernel) Fragment(elem Type, like Tensor) Tensor {
 		k.errorf("Fragment: the tensor belongs to another kernel")
 		return k.badTensor(elem)
 	}
-	n := like.Size()
+	n := 1
+	for _, m := range like.modes {
+		for _, l := range m {
+			if l.shape > 0 && n > MaxFragment/l.shape {
+				k.errorf("Fragment: the tensor has more than %d elements (MaxFragment); a fragment lives in one thread's registers, so tile the tensor first", MaxFragment)
+				return k.badTensor(elem)
+			}
+			n *= max(l.shape, 1)
+		}
+	}
 	f := Tensor{k: k, ptr: Ptr{k: k, elem: elem, space: ptx.SpaceReg}}
 	cs := 1
 	for _, m := range like.modes {

@@ -232,6 +232,14 @@ func (t Tensor) Slice(m int, c any) Tensor {
 		k.errorf("Slice: mode %d out of range for rank %d", m, len(t.modes))
 		return t
 	}
+	if t.IsFragment() {
+		i, ok := c.(int)
+		if !ok {
+			k.errorf("Slice: a register fragment is sliced at a Go int (registers have no runtime index), got %T", c)
+			return t
+		}
+		return t.fragSlice(m, i)
+	}
 	cc, ok := k.coordOf(c, "Slice")
 	if !ok {
 		return t

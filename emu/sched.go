@@ -51,6 +51,9 @@ type block struct {
 	obs       map[obsKey]obsVal // weak mode: out-of-order stores its threads have seen
 	obsGen    uint32
 	cp        *cpState // cp.async copies in flight (cpasync.go)
+	gnum      uint32   // the block's number in its launch (race detector)
+	gs        *gsync   // race detector: its releases and acquires (nil: none yet)
+	lastBar   uint32   // race detector: the stamp of its last completed barrier
 }
 
 type warp struct {
@@ -70,6 +73,7 @@ type warp struct {
 	stack   [32][]int32
 	local   []byte
 	spin    bool
+	poll    uint64 // the global address of the warp's last strong load or atomic
 	yielded bool
 	back    int
 	high    bool
@@ -122,6 +126,15 @@ type launch struct {
 	threadInstr int64
 	tmpl        map[int][]uint64
 	sharedPool  [][]byte
+	blockBytes  int64             // local and shared memory of one block
+	liveBytes   int64             // ... of the live blocks
+	gRace       bool              // the global-memory race detector is on
+	clk0        uint32            // the race detector's stamp at the start of the launch
+	lo          uint32            // ... records from lo on are checked (the previous launch's when they overlap)
+	prev        *raceTrace        // the overlapping previous launch
+	gpuAcqS     []uint32          // per GPU: the latest .sys acquire of any of its blocks
+	gpuRelS     []uint32          // per GPU: the latest .sys release of any of its blocks
+	gblocks     map[uint32]*gsync // the blocks that released or acquired, by number
 	shadowPool  [][]shadowByte
 }
 
@@ -534,6 +547,9 @@ func (w *warp) releaseBarrier(id int) {
 	}
 	bar.arrived = 0
 	b.epoch++
+	if l.gRace {
+		l.raceBarrier(b)
+	}
 	l.progressed()
 	if l.weak {
 		l.publishBlock(b, bar.full)

@@ -82,6 +82,9 @@ func Generate(p Package) error {
 	if dir == "" {
 		dir = "."
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("gen: %w", err)
+	}
 	for _, f := range files {
 		if err := writeIfChanged(filepath.Join(dir, f.Name), f.Data); err != nil {
 			return err
@@ -108,11 +111,16 @@ func Files(p Package) ([]File, error) {
 	if len(targets) == 0 {
 		targets = []ptx.Target{ptx.SM80, ptx.SM90}
 	}
+	seenTarget := map[ptx.Target]bool{}
 	for _, t := range targets {
 		if !t.Valid() {
 			_, err := ptx.ParseTarget(string(t))
 			return nil, fmt.Errorf("gen: %v", err)
 		}
+		if seenTarget[t] {
+			return nil, fmt.Errorf("gen: target %s listed twice", t)
+		}
+		seenTarget[t] = true
 	}
 	gen := p.Generator
 	if gen == "" {

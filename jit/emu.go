@@ -175,7 +175,7 @@ func (d *emuDevice) load(req *loadRequest, _ *Cache) (module, LoadStats, error) 
 		mod = pm
 	}
 	if req.shmem && emulateNVSHMEM == nil {
-		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem's Emulate)", req.name, strings.Join(NVSHMEMCalls(req.mod), ", "))
+		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem/shmemu)", req.name, strings.Join(NVSHMEMCalls(req.mod), ", "))
 	}
 	key := sha256.Sum256(req.ptx)
 	defer d.lock()()
@@ -312,7 +312,7 @@ type emuFunc struct {
 }
 
 func (f *emuFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
-	return f.launchMode(g, b, shared, s, args, CollectiveAuto)
+	return f.launchMode(g, b, shared, s, args, &LaunchConfig{})
 }
 
 // emuLaunch is one rank's part of a launch.
@@ -321,12 +321,14 @@ type emuLaunch struct {
 	g, b   Dim3
 	shared int
 	args   []any
+	call   string // LaunchConfig.Call
 }
 
-func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, mode CollectiveMode) error {
+func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cfg *LaunchConfig) error {
 	if es, ok := s.(*emuStream); ok && es.capturing.Load() {
 		return nil // recorded by the capture; it runs when the graph is replayed
 	}
+	mode := cfg.Collective
 	args := make([]any, len(slots))
 	for i, p := range f.sig.Params {
 		n := paramBytes(p)
@@ -337,7 +339,7 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, mo
 		args[i] = buf
 	}
 	d := f.m.d
-	l := &emuLaunch{f: f, g: g, b: b, shared: shared, args: args}
+	l := &emuLaunch{f: f, g: g, b: b, shared: shared, args: args, call: cfg.Call}
 	w := d.m.w
 	if w == nil || w.n == 1 || mode == CollectiveOff || mode == CollectiveAuto && !f.touchesSymmetric(slots) {
 		defer d.lock()()
@@ -345,7 +347,10 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, mo
 			SharedBytes: shared, Args: args, Options: d.opts})
 	}
 	desc := fmt.Sprintf("launch of %s (grid %v, block %v)", f.sig.Name, dimString(g), dimString(b))
-	_, err := w.join(d.gpu, "launch", desc, l, func(parts []any) (any, error) {
+	if cfg.Call != "" {
+		desc = fmt.Sprintf("%s: %s", cfg.Call, desc)
+	}
+	_, err := w.join(cfg.Context, d.gpu, "launch", desc, l, func(parts []any) (any, error) {
 		return nil, d.m.collective(parts)
 	})
 	return err
@@ -373,6 +378,13 @@ func (f *emuFunc) touchesSymmetric(slots []uint64) bool {
 // collective runs the ranks' parts of one gathered launch as one emu launch on every GPU.
 func (m *emuMachine) collective(parts []any) error {
 	l0 := parts[0].(*emuLaunch)
+	calls := make([]string, len(parts))
+	for r, p := range parts {
+		calls[r] = p.(*emuLaunch).call
+	}
+	if d := disagreement("rank", calls); d != "" {
+		return fmt.Errorf("collective launch of %s: the ranks' calls differ: %s; every rank must make the same collective call", l0.f.sig.Name, d)
+	}
 	for r, p := range parts {
 		l := p.(*emuLaunch)
 		switch {

@@ -41,12 +41,11 @@ type GraphKernel struct {
 
 // graphNode is one captured kernel launch.
 type graphNode struct {
-	fn     *Function
-	g, b   Dim3
-	shared int
-	mode   CollectiveMode
-	args   []uint64
-	ref    any // the backend's node handle (GPU: CUgraphNode); nil on the emulator
+	fn   *Function
+	cfg  LaunchConfig // as launched, without the stream
+	g, b Dim3         // normalised
+	args []uint64
+	ref  any // the backend's node handle (GPU: CUgraphNode); nil on the emulator
 }
 
 // capture is a stream's capture in progress.
@@ -135,10 +134,12 @@ func (s *Stream) EndCapture() (*Graph, error) {
 
 // record adds a launch to the capture; run says whether the backend must also see the
 // launch (the GPU, whose driver captures it) or not (the emulator).
-func (c *capture) record(f *Function, s *Stream, g, b Dim3, shared int, mode CollectiveMode, slots []uint64, launch func() error) error {
+func (c *capture) record(f *Function, cfg LaunchConfig, g, b Dim3, slots []uint64, launch func() error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := graphNode{fn: f, g: g, b: b, shared: shared, mode: mode, args: append([]uint64(nil), slots...)}
+	s := cfg.Stream
+	cfg.Stream = nil
+	n := graphNode{fn: f, cfg: cfg, g: g, b: b, args: append([]uint64(nil), slots...)}
 	err := launch()
 	if err == nil {
 		n.ref, err = s.d.impl.(graphDevice).captured(s.impl)
@@ -158,7 +159,7 @@ func (c *capture) record(f *Function, s *Stream, g, b Dim3, shared int, mode Col
 func (g *Graph) Kernels() []GraphKernel {
 	out := make([]GraphKernel, len(g.nodes))
 	for i, n := range g.nodes {
-		out[i] = GraphKernel{Name: n.fn.sig.Name, Grid: n.g, Block: n.b, SharedMem: n.shared}
+		out[i] = GraphKernel{Name: n.fn.sig.Name, Grid: n.g, Block: n.b, SharedMem: n.cfg.SharedMem}
 	}
 	return out
 }
@@ -299,8 +300,7 @@ func (emuGraph) destroy() error                      { return nil }
 func (emuGraphExec) launch(s stream, nodes []graphNode) error {
 	for i := range nodes {
 		n := &nodes[i]
-		ml := n.fn.impl.(modalLauncher)
-		if err := ml.launchMode(n.g, n.b, n.shared, s, n.args, n.mode); err != nil {
+		if err := n.fn.dispatch(n.g, n.b, s, n.args, &n.cfg); err != nil {
 			return fmt.Errorf("launch %d (%s): %w", i, n.fn.sig.Name, err)
 		}
 	}

@@ -165,7 +165,7 @@ func (x *cudaGraphExec) setArgs(_ int, n *graphNode) error {
 	}
 	r := C.kgen_graph_set_args(x.d.rawCtx(), x.x, node, *(*unsafe.Pointer)(unsafe.Pointer(&fn.fn)),
 		C.uint(n.g.X), C.uint(n.g.Y), C.uint(n.g.Z), C.uint(n.b.X), C.uint(n.b.Y), C.uint(n.b.Z),
-		C.uint(n.shared), argp, C.int(len(n.args)))
+		C.uint(n.cfg.SharedMem), argp, C.int(len(n.args)))
 	runtime.KeepAlive(n.args)
 	return cuErr("cuGraphExecKernelNodeSetParams", r)
 }

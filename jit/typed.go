@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -297,6 +298,9 @@ func (af *argField) check(ft reflect.Type) error {
 // kernel declared when the module was loaded with Source.Params; errors name the field.
 // LaunchArgs does not wait.
 func (f *Function) LaunchArgs(cfg LaunchConfig, args any) error {
+	if f == nil || f.m == nil || f.sig == nil {
+		return errors.New("jit: LaunchArgs of a nil *Function (look kernels up with Module.Function)")
+	}
 	v := reflect.ValueOf(args)
 	if v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem()

@@ -29,6 +29,7 @@ import (
 var commands = map[string]func(args []string) error{
 	"copy": runCopy,
 	"lib":  runLib,
+	"gemm": runGemm,
 }
 
 func main() {

@@ -150,6 +150,23 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+func TestLayoutMMA(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "mma.svg")
+	code, out, errs := kgen("layout", "--mma", "MMA_16x8x16_F32BF16BF16F32", "--svg", f)
+	// The PTX ISA's m16n8k16 A fragment: lane 5 (g=1, t=1) holds a0,a1 at row 1, columns 2-3.
+	if code != 0 || !strings.Contains(out, "|T00V0|T00V1|T01V0|T01V1|") || !strings.Contains(out, "|T04V0|T04V1|T05V0|T05V1|") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	for _, p := range []string{"A", "B", "C"} {
+		if b, err := os.ReadFile(strings.TrimSuffix(f, ".svg") + "_" + p + ".svg"); err != nil || !strings.Contains(string(b), "<svg") {
+			t.Fatalf("no svg of %s: %v", p, err)
+		}
+	}
+	if code, _, errs := kgen("layout", "--mma", "MMA_1x1x1"); code != 2 || !strings.Contains(errs, "MMA_16x8x16_F32F16F16F32") {
+		t.Fatalf("unknown atom: exit %d: %s", code, errs)
+	}
+}
+
 func TestGen(t *testing.T) {
 	d := t.TempDir()
 	code, _, errs := kgen("gen", "vector_add", "--pkg", "vadd", "-o", d, "--dtype", "f32")

@@ -2,6 +2,7 @@ package devlib
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,18 @@ const PTXVersion = "8.0"
 // llcTargets are the sm_XX processors llc 19 knows, without the arch-specific "a" variants,
 // newest first.
 var llcTargets = []int{90, 89, 87, 86, 80, 75, 72, 70}
+
+// knownSMs are the GPU architectures from sm_70 on that CUDA 12 and 13 name (ptxas 13.0
+// --help lists 75 to 121; CUDA 12 also has 70, 72 and 101, which CUDA 13 renamed 110).
+var knownSMs = []int{70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121}
+
+func knownSMNames() string {
+	n := make([]string, len(knownSMs))
+	for i, sm := range knownSMs {
+		n[i] = "sm_" + strconv.Itoa(sm)
+	}
+	return strings.Join(n, ", ")
+}
 
 // Plan says how the devlib PTX for a target is produced.
 type Plan struct {
@@ -72,6 +85,8 @@ func ParseTarget(t ptx.Target) (sm int, suffix string, err error) {
 	switch {
 	case sm < 70:
 		return 0, "", &TargetError{target, "NVSHMEM needs sm_70 or newer"}
+	case !slices.Contains(knownSMs, sm):
+		return 0, "", &TargetError{target, fmt.Sprintf("sm_%d is not a GPU architecture (known from 70 on: %s)", sm, knownSMNames())}
 	case suffix == "a" && sm < 90:
 		return 0, "", &TargetError{target, "arch-specific (a) targets start at sm_90a"}
 	case suffix == "f" && sm < 100:
