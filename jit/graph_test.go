@@ -34,8 +34,8 @@ type bumpArgs struct {
 
 // graphProgram captures three launches of bump (deltas 1, 2, 3), replays them `replays`
 // times, checks every element, then changes the second launch's delta and replays once more.
-func graphProgram(d *Device, replays int) error {
-	m, err := d.Load(Source{Module: bumpKernel(nil)})
+func graphProgram(d *Device, mod *ptx.Module, replays int) error {
+	m, err := d.Load(Source{Module: mod})
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func TestEmuGraphReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := graphProgram(d, 1000); err != nil {
+	if err := graphProgram(d, bumpKernel(t), 1000); err != nil {
 		t.Fatal(err)
 	}
 }

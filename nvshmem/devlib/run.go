@@ -106,7 +106,9 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		if funcs, err = l.Functions(ctx); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "devlib: no functions named: building all %d public functions\n", len(funcs))
+		if opts.EachDir == "" {
+			fmt.Fprintf(stderr, "devlib: no functions named: building all %d public functions in one llc run (--each DIR builds them one unit per function, on every core, with progress, cached per function)\n", len(funcs))
+		}
 	}
 	if opts.EachDir != "" {
 		return runEach(ctx, l, opts, funcs, stderr)
