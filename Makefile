@@ -5,8 +5,9 @@ export KGEN_TOOLS ?= $(CURDIR)/.tools
 # CuTe's conformance vectors for the layout algebra, shipped beside the checkout.
 LAYOUT_VECTORS ?= $(abspath $(CURDIR)/../shared/testdata/layout)
 PTXAS = $(KGEN_TOOLS)/py/nvidia/cu13/bin/ptxas
+STATICCHECK = $(KGEN_TOOLS)/bin/staticcheck
 
-.PHONY: all tools test test-go test-layout test-examples test-cuda gen-check golden lint demo clean cuda-build gpu-test
+.PHONY: all tools test test-go test-race test-layout test-examples test-cuda gen-check golden lint demo clean cuda-build gpu-test
 
 all: test
 
@@ -15,11 +16,16 @@ tools:
 	@bash scripts/tools.sh
 
 ## test: everything CI checks: lint, CGO-free build, all tests (golden PTX through ptxas)
-test: tools lint gen-check test-go test-layout test-examples test-cuda
+test: tools lint gen-check test-go test-race test-layout test-examples test-cuda
 
 test-go:
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./...
+
+## test-race: the race detector over the packages that build kernels or run ranks from several
+## goroutines (jit runs under it in test-cuda); about 2 minutes on 2 cores
+test-race:
+	CGO_ENABLED=1 $(GO) test -count=1 -race ./dsl ./kernels ./collectives
 
 test-layout:
 	@if [ -d "$(LAYOUT_VECTORS)" ]; then \
@@ -40,9 +46,11 @@ test-examples:
 test-cuda: cuda-build
 	CGO_ENABLED=1 $(GO) test -count=1 -race ./jit
 
-## cuda-build: build everything with the cuda tag (cuda.h from a PyPI wheel; no GPU or toolkit needed)
+## cuda-build: build, vet and staticcheck everything with the cuda tag (cuda.h from a PyPI wheel; no GPU or toolkit needed)
 cuda-build:
-	eval "$$(bash scripts/cuda-headers.sh)" && $(GO) build -tags cuda ./... && $(GO) vet -tags cuda ./jit/...
+	@bash scripts/tools.sh staticcheck
+	eval "$$(bash scripts/cuda-headers.sh)" && $(GO) build -tags cuda ./... && $(GO) vet -tags cuda ./jit/... && \
+	  $(STATICCHECK) -tags cuda ./...
 
 ## gpu-test: build the cuda-tagged GPU test binaries into .gpu/ and print the command that runs them
 gpu-test: tools
@@ -58,11 +66,13 @@ gen-check:
 golden: tools
 	$(GO) test ./golden -update
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet and staticcheck (installed into .tools by scripts/tools.sh)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	CGO_ENABLED=0 $(GO) vet ./...
+	@bash scripts/tools.sh staticcheck
+	CGO_ENABLED=0 $(STATICCHECK) ./...
 
 ## demo: generate vector_add for sm_90 and assemble it with ptxas
 demo: tools

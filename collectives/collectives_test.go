@@ -13,11 +13,13 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/jit"
 )
 
-// setup is one emulated machine and a Comm over it.
-type setup struct {
-	t   *testing.T
+// rankEnv is one rank of a test: its Comm, its log, and the generator every rank shares
+// (seeded alike, so each rank knows every rank's inputs for the reference).
+type rankEnv struct {
+	r   *jit.Rank
 	c   *Comm
 	log *bytes.Buffer
 	rng *rand.Rand
@@ -26,46 +28,55 @@ type setup struct {
 // small thresholds so that small test sizes reach every algorithm.
 var testOpts = Options{OneShotMaxBytes: 1 << 10, LamportMaxBytes: 256, MaxBlocks: 3}
 
-func newSetup(t *testing.T, gpus int, mc, weak bool, seed int64, o Options) *setup {
+// runRanks runs f on every rank of an emulated machine of gpus GPUs, each rank with its
+// own Comm (multicast off when mc is false; the weak memory model when weak).
+func runRanks(t *testing.T, gpus int, mc, weak bool, seed int64, o Options, f func(e *rankEnv) error) {
 	t.Helper()
-	sys, err := emu.New(gpus)
-	if err != nil {
+	if err := runRanksErr(gpus, mc, weak, seed, o, f); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := New(context.Background(), &Emu{Sys: sys, NoMulticast: !mc, Options: emu.Options{Weak: weak, Seed: seed}}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return &setup{t: t, c: c, log: &logs, rng: rand.New(rand.NewSource(seed + 7))}
 }
 
-// fill writes random values to every GPU's copy and returns them: multiples of 1/8 in
+func runRanksErr(gpus int, mc, weak bool, seed int64, o Options, f func(e *rankEnv) error) error {
+	ro := jit.RanksOptions{Backend: jit.Emulator, World: gpus, NVSHMEM: true,
+		Open: []jit.Option{jit.WithEmuOptions(emu.Options{Weak: weak, Seed: seed})}}
+	return jit.RunRanks(ro, func(r *jit.Rank) error {
+		var logs bytes.Buffer
+		o := o
+		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		o.DisableMulticast = o.DisableMulticast || !mc
+		c, err := New(context.Background(), r, o)
+		if err != nil {
+			return err
+		}
+		ferr := f(&rankEnv{r: r, c: c, log: &logs, rng: rand.New(rand.NewSource(seed + 7))})
+		if err := c.Close(); ferr == nil {
+			ferr = err
+		}
+		return ferr
+	})
+}
+
+// fill writes this rank's random values to b and returns every rank's: multiples of 1/8 in
 // [-8, 8] (exact sums in f32 over 8 GPUs), integers for s32.
-func (s *setup) fill(b *Buffer) [][]float64 {
-	s.t.Helper()
-	out := make([][]float64, s.c.NumGPUs())
+func (e *rankEnv) fill(b *Buffer) ([][]float64, error) {
+	out := make([][]float64, e.c.NumGPUs())
+	var mine []float32
 	for g := range out {
 		v := make([]float32, b.Len())
 		out[g] = make([]float64, b.Len())
 		for i := range v {
-			x := float32(s.rng.Intn(129)-64) / 8
+			x := float32(e.rng.Intn(129)-64) / 8
 			if b.DType() == dsl.I32 {
-				x = float32(s.rng.Intn(1<<20) - 1<<19)
+				x = float32(e.rng.Intn(1<<20) - 1<<19)
 			}
 			v[i], out[g][i] = x, float64(x)
 		}
-		if err := b.WriteF32(g, v); err != nil {
-			s.t.Fatal(err)
+		if g == e.c.Rank() {
+			mine = v
 		}
 	}
-	return out
+	return out, b.WriteF32(mine)
 }
 
 func round(dt dsl.Type, x float64) float64 {
@@ -98,20 +109,18 @@ func fold(op Op, in [][]float64, i int, add func(a, b float64) float64) float64 
 	return acc
 }
 
-// expect checks every GPU's copy of b against want(i).
-func (s *setup) expect(what string, b *Buffer, want func(g, i int) float64) {
-	s.t.Helper()
-	for g := 0; g < s.c.NumGPUs(); g++ {
-		got, err := b.ReadF32(g)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		for i, x := range got {
-			if w := want(g, i); float64(x) != w {
-				s.t.Fatalf("%s (%s): GPU %d element %d = %v, want %v", what, s.c.LastAlgorithm(), g, i, x, w)
-			}
+// expect checks this rank's copy of b against want(rank, i).
+func (e *rankEnv) expect(what string, b *Buffer, want func(g, i int) float64) error {
+	got, err := b.ReadF32()
+	if err != nil {
+		return err
+	}
+	for i, x := range got {
+		if w := want(e.c.Rank(), i); float64(x) != w {
+			return fmt.Errorf("%s (%s): GPU %d element %d = %v, want %v", what, e.c.LastAlgorithm(), e.c.Rank(), i, x, w)
 		}
 	}
+	return nil
 }
 
 // TestAllReduce runs AllReduce over 1..8 emulated GPUs, with and without multicast, in
@@ -130,31 +139,40 @@ func TestAllReduce(t *testing.T) {
 		for _, dt := range DTypes() {
 			t.Run(fmt.Sprintf("g%d/mc=%v/weak=%v/%s", tc.gpus, tc.mc, tc.weak, dt), func(t *testing.T) {
 				t.Parallel()
-				s := newSetup(t, tc.gpus, tc.mc, tc.weak, tc.seed, testOpts)
-				seen := map[string]bool{}
-				for _, n := range []int{7, 61, 300, 1001} {
-					a, err := s.c.Alloc(dt, n)
-					if err != nil {
-						t.Fatal(err)
-					}
-					b, err := s.c.Alloc(dt, n)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for call, op := range []Op{Sum, Max, Min} {
-						in := s.fill(a)
-						dst := b
-						if call%2 == 1 {
-							dst = a // in place
+				runRanks(t, tc.gpus, tc.mc, tc.weak, tc.seed, testOpts, func(e *rankEnv) error {
+					seen := map[string]bool{}
+					for _, n := range []int{7, 61, 300, 1001} {
+						a, err := e.c.Alloc(dt, n)
+						if err != nil {
+							return err
 						}
-						if err := s.c.AllReduceTo(ctx, dst, a, op); err != nil {
-							t.Fatal(err)
+						b, err := e.c.Alloc(dt, n)
+						if err != nil {
+							return err
 						}
-						seen[s.c.LastAlgorithm()] = true
-						s.expect(fmt.Sprintf("n=%d call %d", n, call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) })
+						for call, op := range []Op{Sum, Max, Min} {
+							in, err := e.fill(a)
+							if err != nil {
+								return err
+							}
+							dst := b
+							if call%2 == 1 {
+								dst = a // in place
+							}
+							if err := e.c.AllReduceTo(ctx, dst, a, op); err != nil {
+								return err
+							}
+							seen[e.c.LastAlgorithm()] = true
+							if err := e.expect(fmt.Sprintf("n=%d call %d", n, call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) }); err != nil {
+								return err
+							}
+						}
 					}
-				}
-				t.Log(len(seen), "algorithms:", seen)
+					if e.c.Rank() == 0 {
+						t.Log(len(seen), "algorithms:", seen)
+					}
+					return nil
+				})
 			})
 		}
 	}
@@ -162,59 +180,71 @@ func TestAllReduce(t *testing.T) {
 
 // TestAlgorithmChoice checks which kernel each size, dtype and machine gets.
 func TestAlgorithmChoice(t *testing.T) {
-	mc := newSetup(t, 4, true, false, 0, Options{})
-	p2p := newSetup(t, 4, false, false, 0, Options{})
-	for _, c := range []struct {
-		s    *setup
-		dt   dsl.Type
-		op   Op
-		n    int
-		want string
-	}{
-		{mc, dsl.F32, Sum, 1024, "mm_allreduce_1shot_sum"},
-		{mc, dsl.BF16, Sum, 16 << 20, "mm_allreduce_2shot_sum"},
-		{mc, dsl.F32, Max, 1024, "mm_allreduce_push_max"}, // no multimem ld_reduce max.f32
-		{mc, dsl.F32, Min, 1 << 20, "p2p_allreduce_2shot_min"},
-		{mc, dsl.F16, Max, 1024, "mm_allreduce_1shot_max"},
-		{p2p, dsl.F32, Sum, 1024, "p2p_allreduce_lamport_sum"},
-		{p2p, dsl.I32, Sum, 1024, "p2p_allreduce_1shot_sum"},
-		{p2p, dsl.F32, Sum, 3 << 10, "p2p_allreduce_1shot_sum"}, // 12 KiB: past Lamport
-		{p2p, dsl.F32, Sum, 32 << 10, "p2p_allreduce_2shot_sum"},
-		{p2p, dsl.F32, Sum, 1 << 20, "p2p_allreduce_2shot_sum"},
-	} {
-		if got := c.s.c.AllReduceAlgorithm(c.dt, c.op, c.n); got != c.want {
-			t.Errorf("%v %s n=%d: %s, want %s", c.op, c.dt, c.n, got, c.want)
-		}
+	for _, mc := range []bool{true, false} {
+		runRanks(t, 4, mc, false, 0, Options{}, func(e *rankEnv) error {
+			for _, c := range []struct {
+				mc   bool
+				dt   dsl.Type
+				op   Op
+				n    int
+				want string
+			}{
+				{true, dsl.F32, Sum, 1024, "mm_allreduce_1shot_sum"},
+				{true, dsl.BF16, Sum, 16 << 20, "mm_allreduce_2shot_sum"},
+				{true, dsl.F32, Max, 1024, "mm_allreduce_push_max"}, // no multimem ld_reduce max.f32
+				{true, dsl.F32, Min, 1 << 20, "p2p_allreduce_2shot_min"},
+				{true, dsl.F16, Max, 1024, "mm_allreduce_1shot_max"},
+				{false, dsl.F32, Sum, 1024, "p2p_allreduce_lamport_sum"},
+				{false, dsl.I32, Sum, 1024, "p2p_allreduce_1shot_sum"},
+				{false, dsl.F32, Sum, 3 << 10, "p2p_allreduce_1shot_sum"}, // 12 KiB: past Lamport
+				{false, dsl.F32, Sum, 32 << 10, "p2p_allreduce_2shot_sum"},
+				{false, dsl.F32, Sum, 1 << 20, "p2p_allreduce_2shot_sum"},
+			} {
+				if c.mc != mc {
+					continue
+				}
+				if got := e.c.AllReduceAlgorithm(c.dt, c.op, c.n); got != c.want {
+					return fmt.Errorf("mc=%v %v %s n=%d: %s, want %s", mc, c.op, c.dt, c.n, got, c.want)
+				}
+			}
+			return nil
+		})
 	}
 }
 
-// TestFallbackMessage: without multicast the Comm says why and that it uses peer-to-peer
-// kernels; each collective logs its choice at debug level.
+// TestFallbackMessage: without multicast (NVSHMEM_DISABLE_NVLS=1) the Comm says why and that
+// it uses peer-to-peer kernels; each collective logs its choice at debug level.
 func TestFallbackMessage(t *testing.T) {
-	s := newSetup(t, 2, false, false, 0, testOpts)
-	if ok, why := s.c.Multicast(); ok || why == nil {
-		t.Fatalf("Multicast() = %v, %v; want false and a reason", ok, why)
-	}
-	b, err := s.c.Alloc(dsl.F32, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.c.AllReduce(context.Background(), b, Sum); err != nil {
-		t.Fatal(err)
-	}
-	logs := s.log.String()
-	for _, want := range []string{"multicast unavailable", "falling back to peer-to-peer", "Emu.NoMulticast", "algorithm=p2p_allreduce_lamport_sum"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("log lacks %q:\n%s", want, logs)
+	t.Setenv("NVSHMEM_DISABLE_NVLS", "1")
+	runRanks(t, 2, true, false, 0, testOpts, func(e *rankEnv) error {
+		if ok, why := e.c.Multicast(); ok || why == nil {
+			return fmt.Errorf("Multicast() = %v, %v; want false and a reason", ok, why)
 		}
-	}
-	s2 := newSetup(t, 2, true, false, 0, testOpts)
-	if ok, _ := s2.c.Multicast(); !ok {
-		t.Fatal("multicast not used on a machine that has it")
-	}
-	if strings.Contains(s2.log.String(), "unavailable") {
-		t.Errorf("fallback logged with multicast available:\n%s", s2.log.String())
-	}
+		b, err := e.c.Alloc(dsl.F32, 10)
+		if err != nil {
+			return err
+		}
+		if err := e.c.AllReduce(context.Background(), b, Sum); err != nil {
+			return err
+		}
+		logs := e.log.String()
+		for _, want := range []string{"multicast unavailable", "falling back to peer-to-peer", "NVSHMEM_DISABLE_NVLS=1", "algorithm=p2p_allreduce_lamport_sum"} {
+			if !strings.Contains(logs, want) {
+				return fmt.Errorf("log lacks %q:\n%s", want, logs)
+			}
+		}
+		return nil
+	})
+	t.Setenv("NVSHMEM_DISABLE_NVLS", "0")
+	runRanks(t, 2, true, false, 0, testOpts, func(e *rankEnv) error {
+		if ok, _ := e.c.Multicast(); !ok {
+			return fmt.Errorf("multicast not used on a machine that has it")
+		}
+		if strings.Contains(e.log.String(), "unavailable") {
+			return fmt.Errorf("fallback logged with multicast available:\n%s", e.log.String())
+		}
+		return nil
+	})
 }
 
 // TestMixedSequence runs every collective, several times, interleaved on one Comm (the
@@ -225,108 +255,162 @@ func TestMixedSequence(t *testing.T) {
 		for _, g := range []int{3, 4} {
 			t.Run(fmt.Sprintf("mc=%v/g%d", mc, g), func(t *testing.T) {
 				t.Parallel()
-				s := newSetup(t, g, mc, true, int64(g), testOpts)
-				for round := 0; round < 3; round++ {
-					for _, dt := range []dsl.Type{dsl.F32, dsl.F16, dsl.I32} {
-						m := 37 + round*100 + 1 // odd part sizes
-						part, err := s.c.Alloc(dt, m)
-						if err != nil {
-							t.Fatal(err)
+				runRanks(t, g, mc, true, int64(g), testOpts, func(e *rankEnv) error {
+					for round := 0; round < 3; round++ {
+						for _, dt := range []dsl.Type{dsl.F32, dsl.F16, dsl.I32} {
+							if err := mixedRound(ctx, e, g, round, dt); err != nil {
+								return err
+							}
 						}
-						whole, err := s.c.Alloc(dt, m*g)
-						if err != nil {
-							t.Fatal(err)
-						}
-						in := s.fill(whole)
-						if err := s.c.ReduceScatter(ctx, part, whole, Sum); err != nil {
-							t.Fatal(err)
-						}
-						s.expect("reduce-scatter", part, func(gpu, i int) float64 { return reduce(Sum, dt, in, gpu*m+i) })
-
-						parts := s.fill(part)
-						if err := s.c.AllGather(ctx, whole, part); err != nil {
-							t.Fatal(err)
-						}
-						s.expect("all-gather", whole, func(_, i int) float64 { return parts[i/m][i%m] })
-
-						if err := s.c.Barrier(ctx); err != nil {
-							t.Fatal(err)
-						}
-						root := round % g
-						src := s.fill(part)
-						if err := s.c.Broadcast(ctx, whole, whole, root); err != nil {
-							t.Fatal(err)
-						}
-						if err := s.c.Broadcast(ctx, part, part, root); err != nil {
-							t.Fatal(err)
-						}
-						s.expect("broadcast", part, func(_, i int) float64 { return src[root][i] })
-
-						in = s.fill(whole)
-						if err := s.c.AllReduce(ctx, whole, Max); err != nil {
-							t.Fatal(err)
-						}
-						s.expect("all-reduce", whole, func(_, i int) float64 { return reduce(Max, dt, in, i) })
 					}
-				}
+					return nil
+				})
 			})
 		}
 	}
 }
 
+func mixedRound(ctx context.Context, e *rankEnv, g, round int, dt dsl.Type) error {
+	m := 37 + round*100 + 1 // odd part sizes
+	part, err := e.c.Alloc(dt, m)
+	if err != nil {
+		return err
+	}
+	whole, err := e.c.Alloc(dt, m*g)
+	if err != nil {
+		return err
+	}
+	in, err := e.fill(whole)
+	if err != nil {
+		return err
+	}
+	if err := e.c.ReduceScatter(ctx, part, whole, Sum); err != nil {
+		return err
+	}
+	if err := e.expect("reduce-scatter", part, func(gpu, i int) float64 { return reduce(Sum, dt, in, gpu*m+i) }); err != nil {
+		return err
+	}
+	parts, err := e.fill(part)
+	if err != nil {
+		return err
+	}
+	if err := e.c.AllGather(ctx, whole, part); err != nil {
+		return err
+	}
+	if err := e.expect("all-gather", whole, func(_, i int) float64 { return parts[i/m][i%m] }); err != nil {
+		return err
+	}
+	if err := e.c.Barrier(ctx); err != nil {
+		return err
+	}
+	root := round % g
+	src, err := e.fill(part)
+	if err != nil {
+		return err
+	}
+	if err := e.c.Broadcast(ctx, whole, whole, root); err != nil {
+		return err
+	}
+	if err := e.c.Broadcast(ctx, part, part, root); err != nil {
+		return err
+	}
+	if err := e.expect("broadcast", part, func(_, i int) float64 { return src[root][i] }); err != nil {
+		return err
+	}
+	if in, err = e.fill(whole); err != nil {
+		return err
+	}
+	if err := e.c.AllReduce(ctx, whole, Max); err != nil {
+		return err
+	}
+	return e.expect("all-reduce", whole, func(_, i int) float64 { return reduce(Max, dt, in, i) })
+}
+
 // TestErrors: misuse is an error, never a panic.
 func TestErrors(t *testing.T) {
 	ctx := context.Background()
-	s := newSetup(t, 2, true, false, 0, testOpts)
-	a, _ := s.c.Alloc(dsl.F32, 8)
-	b, _ := s.c.Alloc(dsl.F16, 8)
-	other := newSetup(t, 2, true, false, 0, testOpts)
-	o, _ := other.c.Alloc(dsl.F32, 8)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	for name, err := range map[string]error{
-		"dtype mismatch":   s.c.AllReduceTo(ctx, a, b, Sum),
-		"other comm":       s.c.AllReduce(ctx, o, Sum),
-		"nil buffer":       s.c.AllReduce(ctx, nil, Sum),
-		"bad op":           s.c.AllReduce(ctx, a, dsl.BitXor),
-		"bad root":         s.c.Broadcast(ctx, a, a, 5),
-		"gather sizes":     s.c.AllGather(ctx, a, a),
-		"scatter sizes":    s.c.ReduceScatter(ctx, a, a, Sum),
-		"cancelled":        s.c.AllReduce(cancelled, a, Sum),
-		"unsupported type": func() error { _, err := s.c.Alloc(dsl.U8, 4); return err }(),
-		"empty":            func() error { _, err := s.c.Alloc(dsl.F32, 0); return err }(),
-	} {
-		if err == nil {
-			t.Errorf("%s: no error", name)
+	runRanks(t, 2, true, false, 0, testOpts, func(e *rankEnv) error {
+		a, err := e.c.Alloc(dsl.F32, 8)
+		if err != nil {
+			return err
 		}
-	}
-	if _, err := New(ctx, nil, Options{}); err == nil {
-		t.Error("nil backend accepted")
-	}
-	sys, _ := emu.New(2)
-	if _, err := New(ctx, &Emu{Sys: sys}, Options{MaxBlocks: 1000}); err == nil {
-		t.Error("MaxBlocks over the limit accepted")
-	}
-	if err := s.c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.c.AllReduce(ctx, a, Sum); err == nil {
-		t.Error("closed Comm accepted a call")
-	}
+		b, err := e.c.Alloc(dsl.F16, 8)
+		if err != nil {
+			return err
+		}
+		other, err := New(ctx, e.r, testOpts)
+		if err != nil {
+			return err
+		}
+		defer other.Close()
+		o, err := other.Alloc(dsl.F32, 8)
+		if err != nil {
+			return err
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		var nilCtx context.Context
+		for name, err := range map[string]error{
+			"dtype mismatch":   e.c.AllReduceTo(ctx, a, b, Sum),
+			"other comm":       e.c.AllReduce(ctx, o, Sum),
+			"nil buffer":       e.c.AllReduce(ctx, nil, Sum),
+			"bad op":           e.c.AllReduce(ctx, a, dsl.BitXor),
+			"bad root":         e.c.Broadcast(ctx, a, a, 5),
+			"gather sizes":     e.c.AllGather(ctx, a, a),
+			"scatter sizes":    e.c.ReduceScatter(ctx, a, a, Sum),
+			"cancelled":        e.c.AllReduce(cancelled, a, Sum),
+			"nil context":      e.c.AllReduce(nilCtx, a, Sum),
+			"unsupported type": func() error { _, err := e.c.Alloc(dsl.U8, 4); return err }(),
+			"empty":            func() error { _, err := e.c.Alloc(dsl.F32, 0); return err }(),
+		} {
+			if err == nil {
+				return fmt.Errorf("%s: no error", name)
+			}
+		}
+		if _, err := New(ctx, nil, Options{}); err == nil {
+			return fmt.Errorf("nil rank accepted")
+		}
+		if _, err := New(nilCtx, e.r, Options{}); err == nil {
+			return fmt.Errorf("nil context accepted")
+		}
+		if _, err := New(ctx, e.r, Options{MaxBlocks: 1000}); err == nil {
+			return fmt.Errorf("MaxBlocks over the limit accepted")
+		}
+		if _, err := New(ctx, &jit.Rank{Device: e.r.Device, World: 2}, Options{}); err == nil || !strings.Contains(err.Error(), "NVSHMEM") {
+			return fmt.Errorf("a rank without NVSHMEM: %v", err)
+		}
+		if err := e.c.Close(); err != nil {
+			return err
+		}
+		if err := e.c.AllReduce(ctx, a, Sum); err == nil {
+			return fmt.Errorf("closed Comm accepted a call")
+		}
+		if _, err := e.c.Alloc(dsl.F32, 4); err == nil {
+			return fmt.Errorf("closed Comm allocated")
+		}
+		return nil
+	})
 }
 
 // TestSM80 runs without multimem (an sm_80 target) and says so.
 func TestSM80(t *testing.T) {
-	s := newSetup(t, 3, true, false, 0, Options{Target: "sm_80", MaxBlocks: 2})
-	if ok, why := s.c.Multicast(); ok || !strings.Contains(why.Error(), "sm_80") {
-		t.Fatalf("Multicast() = %v, %v", ok, why)
-	}
-	b, _ := s.c.Alloc(dsl.BF16, 77)
-	in := s.fill(b)
-	if err := s.c.AllReduce(context.Background(), b, Sum); err != nil {
-		t.Fatal(err)
-	}
-	s.expect("sm_80 all-reduce", b, func(_, i int) float64 { return reduce(Sum, dsl.BF16, in, i) })
+	runRanks(t, 3, true, false, 0, Options{Target: "sm_80", MaxBlocks: 2}, func(e *rankEnv) error {
+		if ok, why := e.c.Multicast(); ok || !strings.Contains(why.Error(), "sm_80") {
+			return fmt.Errorf("Multicast() = %v, %v", ok, why)
+		}
+		b, err := e.c.Alloc(dsl.BF16, 77)
+		if err != nil {
+			return err
+		}
+		in, err := e.fill(b)
+		if err != nil {
+			return err
+		}
+		if err := e.c.AllReduce(context.Background(), b, Sum); err != nil {
+			return err
+		}
+		return e.expect("sm_80 all-reduce", b, func(_, i int) float64 { return reduce(Sum, dsl.BF16, in, i) })
+	})
 }
 
 // TestPushAllReduce runs the push all-reduce (reduce-scatter then all-gather by peer stores)
@@ -343,34 +427,52 @@ func TestPushAllReduce(t *testing.T) {
 				t.Parallel()
 				o := testOpts
 				o.PushMinBytes, o.OneShotMaxBytes, o.DisableLamport = 1, 1, true
-				s := newSetup(t, tc.gpus, false, tc.weak, tc.seed, o)
-				n := tc.gpus * (16 / dt.Bytes()) * 5
-				a, _ := s.c.Alloc(dt, n)
-				b, _ := s.c.Alloc(dt, n)
-				for call, op := range []Op{Sum, Max, Min, Sum} {
-					in := s.fill(a)
-					dst := b
-					if call%2 == 1 {
-						dst = a
+				runRanks(t, tc.gpus, false, tc.weak, tc.seed, o, func(e *rankEnv) error {
+					n := tc.gpus * (16 / dt.Bytes()) * 5
+					a, err := e.c.Alloc(dt, n)
+					if err != nil {
+						return err
 					}
-					if err := s.c.AllReduceTo(ctx, dst, a, op); err != nil {
-						t.Fatal(err)
+					b, err := e.c.Alloc(dt, n)
+					if err != nil {
+						return err
 					}
-					if got := s.c.LastAlgorithm(); !strings.HasSuffix(got, "+p2p_allgather") {
-						t.Fatalf("ran %s, want the push all-reduce", got)
+					for call, op := range []Op{Sum, Max, Min, Sum} {
+						in, err := e.fill(a)
+						if err != nil {
+							return err
+						}
+						dst := b
+						if call%2 == 1 {
+							dst = a
+						}
+						if err := e.c.AllReduceTo(ctx, dst, a, op); err != nil {
+							return err
+						}
+						if got := e.c.LastAlgorithm(); !strings.HasSuffix(got, "+p2p_allgather") {
+							return fmt.Errorf("ran %s, want the push all-reduce", got)
+						}
+						if err := e.expect(fmt.Sprintf("call %d", call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) }); err != nil {
+							return err
+						}
 					}
-					s.expect(fmt.Sprintf("call %d", call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) })
-				}
-				// A size that does not split into whole vectors per GPU takes the two-shot kernel.
-				c, _ := s.c.Alloc(dt, n+1)
-				in := s.fill(c)
-				if err := s.c.AllReduce(ctx, c, Sum); err != nil {
-					t.Fatal(err)
-				}
-				if got := s.c.LastAlgorithm(); !strings.HasPrefix(got, "p2p_allreduce_2shot") {
-					t.Fatalf("odd size ran %s", got)
-				}
-				s.expect("odd size", c, func(_, i int) float64 { return reduce(Sum, dt, in, i) })
+					// A size that does not split into whole vectors per GPU takes the two-shot kernel.
+					c, err := e.c.Alloc(dt, n+1)
+					if err != nil {
+						return err
+					}
+					in, err := e.fill(c)
+					if err != nil {
+						return err
+					}
+					if err := e.c.AllReduce(ctx, c, Sum); err != nil {
+						return err
+					}
+					if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, "p2p_allreduce_2shot") {
+						return fmt.Errorf("odd size ran %s", got)
+					}
+					return e.expect("odd size", c, func(_, i int) float64 { return reduce(Sum, dt, in, i) })
+				})
 			})
 		}
 	}
@@ -387,63 +489,87 @@ func TestFP8(t *testing.T) {
 	for _, dt := range FP8DTypes() {
 		t.Run(dt.String(), func(t *testing.T) {
 			t.Parallel()
-			s := newSetup(t, 4, true, true, 3, o)
-			fill := func(b *Buffer) [][]float64 {
-				out := make([][]float64, s.c.NumGPUs())
-				for g := range out {
-					v := make([]float32, b.Len())
-					out[g] = make([]float64, b.Len())
-					for i := range v {
-						x := fp8Value(s.rng, dt, s.c.NumGPUs())
-						v[i], out[g][i] = float32(x), x
+			runRanks(t, 4, true, true, 3, o, func(e *rankEnv) error {
+				fill := func(b *Buffer) ([][]float64, error) {
+					out := make([][]float64, e.c.NumGPUs())
+					var mine []float32
+					for g := range out {
+						v := make([]float32, b.Len())
+						out[g] = make([]float64, b.Len())
+						for i := range v {
+							x := fp8Value(e.rng, dt, e.c.NumGPUs())
+							v[i], out[g][i] = float32(x), x
+						}
+						if g == e.c.Rank() {
+							mine = v
+						}
 					}
-					if err := b.WriteF32(g, v); err != nil {
-						t.Fatal(err)
+					return out, b.WriteF32(mine)
+				}
+				for _, n := range []int{300, 2001} {
+					a, err := e.c.Alloc(dt, n)
+					if err != nil {
+						return err
+					}
+					b, err := e.c.Alloc(dt, n)
+					if err != nil {
+						return err
+					}
+					for call, op := range []Op{Sum, Max, Sum} {
+						in, err := fill(a)
+						if err != nil {
+							return err
+						}
+						dst := b
+						if call%2 == 1 {
+							dst = a
+						}
+						if err := e.c.AllReduceTo(ctx, dst, a, op); err != nil {
+							return err
+						}
+						want := "mm_allreduce_1shot_fp8_"
+						if n > o.OneShotMaxBytes {
+							want = "mm_allreduce_2shot_fp8_"
+						}
+						if alg := e.c.LastAlgorithm(); !strings.HasPrefix(alg, want) {
+							return fmt.Errorf("n=%d: algorithm %s, want %s*", n, alg, want)
+						}
+						if err := e.expect(fmt.Sprintf("n=%d call %d", n, call), dst, func(_, i int) float64 { return fp8Reduce(op, dt, in, i) }); err != nil {
+							return err
+						}
 					}
 				}
-				return out
-			}
-			for _, n := range []int{300, 2001} {
-				a, _ := s.c.Alloc(dt, n)
-				b, _ := s.c.Alloc(dt, n)
-				for call, op := range []Op{Sum, Max, Sum} {
-					in := fill(a)
-					dst := b
-					if call%2 == 1 {
-						dst = a
-					}
-					if err := s.c.AllReduceTo(ctx, dst, a, op); err != nil {
-						t.Fatal(err)
-					}
-					want := "mm_allreduce_1shot_fp8_"
-					if n > o.OneShotMaxBytes {
-						want = "mm_allreduce_2shot_fp8_"
-					}
-					if alg := s.c.LastAlgorithm(); !strings.HasPrefix(alg, want) {
-						t.Fatalf("n=%d: algorithm %s, want %s*", n, alg, want)
-					}
-					s.expect(fmt.Sprintf("n=%d call %d", n, call), dst, func(_, i int) float64 { return fp8Reduce(op, dt, in, i) })
+				part, err := e.c.Alloc(dt, 37)
+				if err != nil {
+					return err
 				}
-			}
-			part, _ := s.c.Alloc(dt, 37)
-			whole, _ := s.c.Alloc(dt, 37*s.c.NumGPUs())
-			in := fill(whole)
-			if err := s.c.ReduceScatter(ctx, part, whole, Sum); err != nil {
-				t.Fatal(err)
-			}
-			s.expect("reduce-scatter", part, func(g, i int) float64 { return fp8Reduce(Sum, dt, in, 37*g+i) })
+				whole, err := e.c.Alloc(dt, 37*e.c.NumGPUs())
+				if err != nil {
+					return err
+				}
+				in, err := fill(whole)
+				if err != nil {
+					return err
+				}
+				if err := e.c.ReduceScatter(ctx, part, whole, Sum); err != nil {
+					return err
+				}
+				return e.expect("reduce-scatter", part, func(g, i int) float64 { return fp8Reduce(Sum, dt, in, 37*g+i) })
+			})
 		})
 	}
 	for name, o := range map[string]Options{"sm_90": {Target: "sm_90"}, "no multicast": {Target: "sm_100a"}} {
-		s := newSetup(t, 2, name == "sm_90", false, 0, o)
-		b, err := s.c.Alloc(dsl.E4M3, 16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]string{"sm_90": "sm_100a", "no multicast": "multicast"}[name]
-		if err := s.c.AllReduce(ctx, b, Sum); err == nil || !strings.Contains(err.Error(), "e4m3") || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: AllReduce of e4m3: %v", name, err)
-		}
+		runRanks(t, 2, name == "sm_90", false, 0, o, func(e *rankEnv) error {
+			b, err := e.c.Alloc(dsl.E4M3, 16)
+			if err != nil {
+				return err
+			}
+			want := map[string]string{"sm_90": "sm_100a", "no multicast": "multicast"}[name]
+			if err := e.c.AllReduce(ctx, b, Sum); err == nil || !strings.Contains(err.Error(), "e4m3") || !strings.Contains(err.Error(), want) {
+				return fmt.Errorf("%s: AllReduce of e4m3: %v", name, err)
+			}
+			return nil
+		})
 	}
 }
 

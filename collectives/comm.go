@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -60,39 +61,69 @@ type Options struct {
 	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
 	// DefaultMaxBlocks).
 	MaxBlocks int
+	// Stream, when set, carries the kernels and the device-to-device copies (staging), so
+	// that events recorded on it time them; nil means the default stream.
+	Stream *jit.Stream
 }
 
-// Comm is a group of GPUs that run collectives together. It owns the synchronization state
-// the kernels need (signal pads, multicast flags, Lamport slots, staging scratch) and the
-// epochs that let them run back to back with no reset. Every process of the group makes
-// the same calls in the same order. A Comm is not safe for concurrent use.
+// Comm is the collectives of one rank of a group of GPUs (a jit program run by
+// jit.RunRanks with NVSHMEM: a process per GPU on GPUs, a goroutine per simulated GPU on the
+// emulator). Every rank makes its own Comm and the same calls in the same order; the kernels
+// meet across GPUs through NVSHMEM's symmetric memory (peer addresses from nvshmem_ptr,
+// multicast addresses from nvshmemx_mc_ptr; without multicast the Comm uses the
+// peer-to-peer kernels). It owns the synchronization state the kernels need (signal pads,
+// multicast flags, Lamport slots, staging scratch) and the epochs that let them run back to
+// back with no reset. A Comm is not safe for concurrent use.
 type Comm struct {
-	b     Backend
-	o     Options
-	log   *slog.Logger
-	g     int
-	local []int
+	r    *jit.Rank
+	o    Options
+	log  *slog.Logger
+	g    int // GPUs
+	rank int
+	emu  bool // on the emulator: launches carry their call for the ranks to compare
 
 	mc    bool  // multimem algorithms in use
 	mcWhy error // why not
 
-	pads     Mem // p2p signal pads
-	padTab   Mem
+	pads     *sym // p2p signal pads
 	padEpoch uint32
 
-	flags     Mem // multimem barrier flags
+	flags     *sym // multimem barrier flags
 	flagEpoch uint32
 
-	scratch    Mem // staging and reduce-scatter scratch
-	scratchTab Mem
+	scratch *sym // staging and reduce-scatter scratch
 
 	lamport map[int]*lamportState // by element size
 	parts   map[partKey]*Buffer   // reduce-scatter results of the push all-reduce
-	mods    map[string]*ptx.Module
-	allocs  []Mem
+	fns     map[kernels.ID]*jit.Function
+	names   map[kernels.ID]string // the kernels' registry names, for LastAlgorithm
+	mods    []*jit.Module
+	allocs  []*jit.Memory
 	last    string
 	closed  bool
+
+	// launchFn launches; tests replace it to measure the host's cost alone.
+	launchFn func(f *jit.Function, cfg jit.LaunchConfig, args any) error
 }
+
+// sym is a symmetric allocation and the addresses the kernels take of it.
+type sym struct {
+	m   *jit.Memory
+	own jit.DevicePtr // this GPU's copy
+	tab jit.DevicePtr // a table on this GPU of CollMaxGPUs addresses: entry g reaches GPU g's copy (0: none made)
+	mc  jit.DevicePtr // the multicast address (0: no multicast)
+}
+
+func (s *sym) bytes() int { return int(s.m.Size()) }
+
+// at is this GPU's copy as a pointer to dt.
+func (s *sym) at(dt dsl.Type) jit.AnyPtr { return jit.AnyPtr{Addr: s.own, Elem: dt} }
+
+// table is the table of every GPU's copy.
+func (s *sym) table() jit.AnyPtr { return jit.AnyPtr{Addr: s.tab, Elem: ptx.U64} }
+
+// multicast is the multicast address as a pointer to dt.
+func (s *sym) multicast(dt dsl.Type) jit.AnyPtr { return jit.AnyPtr{Addr: s.mc, Elem: dt} }
 
 // partKey names a per-GPU part buffer of the push all-reduce.
 type partKey struct {
@@ -101,20 +132,27 @@ type partKey struct {
 }
 
 type lamportState struct {
-	mem, tab Mem
+	s        *sym
 	capacity int // elements per region
 	epoch    uint32
 	nprev    int
 }
 
-// New makes a Comm over the backend's GPUs (collective: every process calls it). It
-// allocates the signal pads and, when multicast works, the multimem flags; without
-// multicast it logs why and uses the peer-to-peer algorithms.
-func New(ctx context.Context, b Backend, o Options) (*Comm, error) {
-	if b == nil {
-		return nil, errors.New("collectives: nil Backend")
+// New makes rank r's Comm (collective: every rank calls it), whose NVSHMEM must be running
+// (jit.RanksOptions.NVSHMEM). It allocates the signal pads and, when multicast works, the
+// multimem flags; without multicast it logs why and uses the peer-to-peer algorithms. ctx
+// bounds the waits for the other ranks.
+func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
+	if ctx == nil {
+		return nil, errors.New("collectives: New: nil context")
 	}
-	g := b.NumGPUs()
+	if r == nil || r.Device == nil {
+		return nil, errors.New("collectives: New: no rank or device")
+	}
+	if r.NVSHMEM == nil {
+		return nil, errors.New("collectives: New: the rank has no NVSHMEM (set jit.RanksOptions.NVSHMEM): the collectives need symmetric memory")
+	}
+	g := r.World
 	if g < 1 || g > kernels.CollMaxGPUs {
 		return nil, fmt.Errorf("collectives: %d GPUs: the kernels handle 1 to %d", g, kernels.CollMaxGPUs)
 	}
@@ -139,16 +177,15 @@ func New(ctx context.Context, b Backend, o Options) (*Comm, error) {
 	if o.MaxBlocks > kernels.CollMaxBlocks {
 		return nil, fmt.Errorf("collectives: MaxBlocks %d: at most %d", o.MaxBlocks, kernels.CollMaxBlocks)
 	}
-	c := &Comm{b: b, o: o, log: o.Logger, g: g, local: b.Local(), lamport: map[int]*lamportState{}, mods: map[string]*ptx.Module{}}
+	c := &Comm{r: r, o: o, log: o.Logger, g: g, rank: r.Rank, emu: r.Backend == jit.Emulator,
+		lamport: map[int]*lamportState{}, fns: map[kernels.ID]*jit.Function{}, names: map[kernels.ID]string{},
+		launchFn: (*jit.Function).LaunchArgs}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
 	var err error
-	if c.pads, err = c.alloc(4 * kernels.PadWords); err != nil {
-		return nil, err
-	}
-	if c.padTab, err = c.table(c.pads); err != nil {
-		return nil, err
+	if c.pads, err = c.alloc(ctx, 4*kernels.PadWords, true); err != nil {
+		return nil, errors.Join(err, c.Close())
 	}
 	switch {
 	case o.DisableMulticast:
@@ -156,15 +193,13 @@ func New(ctx context.Context, b Backend, o Options) (*Comm, error) {
 	case o.Target.SM() < 90:
 		c.mcWhy = fmt.Errorf("target %s has no multimem instructions (sm_90 or later)", o.Target)
 	default:
-		if c.flags, err = c.alloc(4 * kernels.FlagWords); err != nil {
-			return nil, err
+		if c.flags, err = c.alloc(ctx, 4*kernels.FlagWords, false); err != nil {
+			return nil, errors.Join(err, c.Close())
 		}
-		c.mc = true
-		for _, gpu := range c.local {
-			if _, err := b.Multicast(c.flags, gpu); err != nil {
-				c.mc, c.mcWhy = false, err
-				break
-			}
+		if c.flags.mc, err = r.NVSHMEM.MulticastPtr(c.flags.m); err != nil {
+			c.mcWhy = err
+		} else {
+			c.mc = true
 		}
 	}
 	if !c.mc {
@@ -184,70 +219,101 @@ func (c *Comm) LastAlgorithm() string { return c.last }
 // NumGPUs returns the group's size.
 func (c *Comm) NumGPUs() int { return c.g }
 
-// Close frees the Comm's memory (collective). Buffers allocated from it stay valid until
-// freed.
+// Rank returns this GPU's index in the group.
+func (c *Comm) Rank() int { return c.rank }
+
+// Close frees the Comm's memory and modules (collective). Buffers allocated from it stay
+// valid until freed.
 func (c *Comm) Close() error {
 	if c.closed {
 		return nil
 	}
 	c.closed = true
 	var errs []error
-	for _, m := range c.allocs {
-		errs = append(errs, c.b.Free(m))
+	for _, m := range c.mods {
+		errs = append(errs, m.Close())
 	}
-	c.allocs = nil
+	for _, m := range c.allocs {
+		errs = append(errs, m.Free())
+	}
+	c.mods, c.allocs, c.fns = nil, nil, nil
 	return errors.Join(errs...)
 }
 
-func (c *Comm) alloc(bytes int) (Mem, error) {
-	m, err := c.b.Alloc((max(bytes, 1) + 15) / 16 * 16)
+// alloc makes a zeroed symmetric allocation of at least bytes (whole 16-byte units) with its
+// multicast address when the Comm uses multicast, and its peer table when asked.
+func (c *Comm) alloc(ctx context.Context, bytes int, table bool) (*sym, error) {
+	m, err := c.r.NVSHMEM.MallocContext(ctx, int64((max(bytes, 1)+15)/16*16))
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %w", err)
 	}
 	c.allocs = append(c.allocs, m)
-	return m, nil
-}
-
-// table makes a symmetric table of CollMaxGPUs addresses: on GPU v, entry g is the address
-// through which v reaches GPU g's copy of m.
-func (c *Comm) table(m Mem) (Mem, error) {
-	t, err := c.alloc(8 * kernels.CollMaxGPUs)
-	if err != nil {
+	if err := c.r.Device.CopyHtoD(m.DevPtr(), make([]byte, m.Size())); err != nil {
 		return nil, err
 	}
-	for _, v := range c.local {
-		buf := make([]byte, 8*kernels.CollMaxGPUs)
-		for g := 0; g < c.g; g++ {
-			a, err := c.b.Addr(m, v, g)
-			if err != nil {
-				return nil, fmt.Errorf("collectives: peer address of GPU %d from GPU %d: %w", g, v, err)
-			}
-			binary.LittleEndian.PutUint64(buf[8*g:], a)
+	s := &sym{m: m, own: m.DevPtr()}
+	if c.mc {
+		if s.mc, err = c.r.NVSHMEM.MulticastPtr(m); err != nil {
+			return nil, fmt.Errorf("collectives: multicast address: %w", err)
 		}
-		if err := c.b.Write(t, v, 0, buf); err != nil {
+	}
+	if table {
+		if err := c.makeTable(ctx, s); err != nil {
 			return nil, err
 		}
 	}
-	return t, nil
+	return s, nil
 }
 
-// module builds (once) the kernel name for dt.
-func (c *Comm) module(name string, dt dsl.Type) (*ptx.Module, string, error) {
-	spec, err := kernels.Lookup(name)
+// makeTable makes s's table: a symmetric allocation of CollMaxGPUs addresses, entry g the
+// address through which this GPU reaches GPU g's copy of s.
+func (c *Comm) makeTable(ctx context.Context, s *sym) error {
+	t, err := c.alloc(ctx, 8*kernels.CollMaxGPUs, false)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	entry := spec.VariantName(dt)
-	key := entry + "@" + string(c.o.Target)
-	if m, ok := c.mods[key]; ok {
-		return m, entry, nil
+	buf := make([]byte, 8*kernels.CollMaxGPUs)
+	for g := 0; g < c.g; g++ {
+		a := s.own
+		if g != c.rank {
+			if a, err = c.r.NVSHMEM.PeerPtr(s.m, g); err != nil {
+				return fmt.Errorf("collectives: peer address of GPU %d from GPU %d: %w", g, c.rank, err)
+			}
+		}
+		binary.LittleEndian.PutUint64(buf[8*g:], uint64(a))
 	}
-	m, err := spec.Build(kernels.Config{Target: c.o.Target, DType: dt})
+	if err := c.r.Device.CopyHtoD(t.own, buf); err != nil {
+		return err
+	}
+	s.tab = t.own
+	return nil
+}
+
+// function loads (once) the kernel id for the Comm's target.
+func (c *Comm) function(id kernels.ID) (*jit.Function, error) {
+	if f, ok := c.fns[id]; ok {
+		return f, nil
+	}
+	spec, err := kernels.Find(id)
 	if err != nil {
-		return nil, "", fmt.Errorf("collectives: building %s: %w", entry, err)
+		return nil, fmt.Errorf("collectives: %w", err)
 	}
-	c.mods[key] = m
-	return m, entry, nil
+	b, err := spec.BuildVariant(kernels.Config{Target: c.o.Target, DType: id.DType})
+	if err != nil {
+		return nil, fmt.Errorf("collectives: building %s: %w", spec.VariantName(id.DType), err)
+	}
+	m, err := c.r.Device.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
+	if err != nil {
+		return nil, fmt.Errorf("collectives: loading %s: %w", b.Entry, err)
+	}
+	c.mods = append(c.mods, m)
+	f, err := m.Function(b.Entry)
+	if err != nil {
+		return nil, err
+	}
+	c.fns[id] = f
+	c.names[id] = spec.Name
+	return f, nil
 }
 
 // blocks sizes a grid for work 16-byte vectors per GPU.
@@ -255,36 +321,38 @@ func (c *Comm) blocks(vectors int) int {
 	return min(max((vectors+kernels.CollThreads-1)/kernels.CollThreads, 1), c.o.MaxBlocks)
 }
 
-// launch runs kernel name for dt and advances the epoch of the synchronization state it used.
-func (c *Comm) launch(ctx context.Context, what, name string, dt dsl.Type, blocks int, args func(gpu int) []any, attrs ...any) error {
-	if c.closed {
-		return errors.New("collectives: the Comm is closed")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m, entry, err := c.module(name, dt)
+// launch runs kernel k with args, as part of call, and advances the epoch of the
+// synchronization state it used.
+func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int, args any) error {
+	f, err := c.function(k)
 	if err != nil {
 		return err
 	}
-	mm := name[:3] == "mm_"
-	if mm {
+	barriers, multimem, ok := kernels.CollBarriers(k.Family)
+	if !ok {
+		return fmt.Errorf("collectives: %s is not a collective kernel family", k.Family)
+	}
+	if multimem {
 		// Every launch over the multimem flags uses the same grid: a block's flag counts
 		// the barriers its block index took part in, which must be all of them.
 		blocks = c.o.MaxBlocks
 	}
-	c.last = name
+	c.last = c.names[k]
 	if c.debug(ctx) {
-		c.log.DebugContext(ctx, "collectives: "+what, append([]any{"algorithm", name, "dtype", dt.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, attrs...)...)
+		c.log.DebugContext(ctx, "collectives: "+call.what, append([]any{"algorithm", c.last, "dtype", k.DType.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, call.attrs()...)...)
 	}
-	if err := c.b.Launch(Launch{Module: m, Entry: entry, Grid: blocks, Block: kernels.CollThreads, Args: args}); err != nil {
-		return fmt.Errorf("collectives: %s (%s): %w", what, entry, err)
+	cfg := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(kernels.CollThreads), Stream: c.o.Stream,
+		Collective: jit.CollectiveOn, Context: ctx, CoResident: true}
+	if c.emu {
+		cfg.Call = call.String()
 	}
-	nb := uint32(kernels.CollBarriers(name))
-	if mm {
-		c.flagEpoch += nb
+	if err := c.launchFn(f, cfg, args); err != nil {
+		return fmt.Errorf("collectives: %s (%s): %w", call.what, f.Name(), err)
+	}
+	if multimem {
+		c.flagEpoch += uint32(barriers)
 	} else {
-		c.padEpoch += nb
+		c.padEpoch += uint32(barriers)
 	}
 	return nil
 }
@@ -293,47 +361,27 @@ func (c *Comm) launch(ctx context.Context, what, name string, dt dsl.Type, block
 // (they cost allocations on every call otherwise).
 func (c *Comm) debug(ctx context.Context) bool { return c.log.Enabled(ctx, slog.LevelDebug) }
 
-// addr returns GPU gpu's own copy of m; mcast its multicast address.
-func (c *Comm) addr(m Mem, gpu int) uint64 {
-	a, _ := c.b.Addr(m, gpu, gpu) // checked when the buffer's table was made
-	return a
-}
-
-func (c *Comm) mcast(m Mem, gpu int) (uint64, error) {
-	a, err := c.b.Multicast(m, gpu)
-	if err != nil {
-		return 0, fmt.Errorf("collectives: multicast address: %w", err)
-	}
-	return a, nil
-}
-
 // ensureScratch makes the scratch buffer at least bytes long.
-func (c *Comm) ensureScratch(bytes int) error {
-	if c.scratch != nil && c.scratch.Bytes() >= bytes {
+func (c *Comm) ensureScratch(ctx context.Context, cl *call, bytes int) error {
+	if c.scratch != nil && c.scratch.bytes() >= bytes {
 		return nil
 	}
-	m, err := c.alloc(max(bytes, 64<<10))
+	s, err := c.alloc(ctx, max(bytes, 64<<10), true)
 	if err != nil {
-		return err
+		return cl.wrap(err)
 	}
-	t, err := c.table(m)
-	if err != nil {
-		return err
-	}
-	c.scratch, c.scratchTab = m, t
+	c.scratch = s
 	return nil
 }
 
-// stage copies src into the scratch buffer on every local GPU (for the one-shot kernels,
-// whose output must not alias the input the peers read).
-func (c *Comm) stage(src *Buffer) error {
-	if err := c.ensureScratch(src.Bytes()); err != nil {
+// stage copies src into the scratch buffer (for the one-shot kernels, whose output must not
+// alias the input the peers read).
+func (c *Comm) stage(ctx context.Context, cl *call, src *Buffer) error {
+	if err := c.ensureScratch(ctx, cl, src.Bytes()); err != nil {
 		return err
 	}
-	for _, g := range c.local {
-		if err := c.b.Copy(g, c.scratch, 0, src.m, 0, src.n*src.dt.Bytes()); err != nil {
-			return err
-		}
+	if c.o.Stream != nil {
+		return c.o.Stream.CopyDtoD(c.scratch.own, src.s.own, int64(src.Bytes()))
 	}
-	return nil
+	return c.r.Device.CopyDtoD(c.scratch.own, src.s.own, int64(src.Bytes()))
 }

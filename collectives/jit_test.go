@@ -12,27 +12,25 @@ import (
 )
 
 // TestJITRanks runs the collectives the way a multi-GPU program does: one rank per GPU,
-// each with its own Comm over the jit backend (here the emulator's goroutine ranks), the
-// same calls on every rank. With NVSHMEM_DISABLE_NVLS=1 the Comm falls back to peer-to-peer.
+// each with its own Comm (here the emulator's goroutine ranks), the same calls on every
+// rank. With NVSHMEM_DISABLE_NVLS=1 the Comm falls back to peer-to-peer.
 func TestJITRanks(t *testing.T) {
 	for _, nvls := range []string{"0", "1"} {
 		t.Run("NVSHMEM_DISABLE_NVLS="+nvls, func(t *testing.T) {
 			t.Setenv("NVSHMEM_DISABLE_NVLS", nvls)
 			const world, n = 3, 301
 			err := jit.RunRanks(jit.RanksOptions{Backend: jit.Emulator, World: world, NVSHMEM: true}, func(r *jit.Rank) error {
-				b, err := NewJIT(r)
-				if err != nil {
-					return err
-				}
+				o := Options{MaxBlocks: 2, OneShotMaxBytes: 512, LamportMaxBytes: 128, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 				if nvls == "1" {
 					// Kernels and staging copies on a stream of their own.
-					if b.Stream, err = r.Device.NewStream(); err != nil {
+					var err error
+					if o.Stream, err = r.Device.NewStream(); err != nil {
 						return err
 					}
-					defer b.Stream.Close()
+					defer o.Stream.Close()
 				}
 				ctx := context.Background()
-				c, err := New(ctx, b, Options{MaxBlocks: 2, OneShotMaxBytes: 512, LamportMaxBytes: 128, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				c, err := New(ctx, r, o)
 				if err != nil {
 					return err
 				}
@@ -50,13 +48,13 @@ func TestJITRanks(t *testing.T) {
 						for i := range in {
 							in[i] = float32((r.Rank+1)*(i%17) + call)
 						}
-						if err := buf.WriteF32(r.Rank, in); err != nil {
+						if err := buf.WriteF32(in); err != nil {
 							return err
 						}
 						if err := c.AllReduce(ctx, buf, Sum); err != nil {
 							return err
 						}
-						got, err := buf.ReadF32(r.Rank)
+						got, err := buf.ReadF32()
 						if err != nil {
 							return err
 						}

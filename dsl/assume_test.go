@@ -22,7 +22,7 @@ func TestAssumeOnU32Stride(t *testing.T) {
 			}
 			tid := k.ThreadIdx(dsl.X)
 			g := k.MakeTensorDyn(p, []any{m, ld}, []any{ld, 1}).LocalTile([]int{8, 32}, k.BlockIdx(dsl.Y), k.BlockIdx(dsl.X))
-			part := g.PartitionTV(layout.Must(layout.Parse("(8,8):(8,1)")), []int{1, 4}, tid)
+			part := g.LocalPartition(layout.MustParse("(8,8):(8,1)"), tid, 1, 4)
 			frag := k.Fragment(dsl.F32, part)
 			k.Copy(part, frag)
 			for i := 0; i < frag.Size(); i++ {

@@ -21,7 +21,7 @@ const (
 )
 
 // AcqRel makes an atomic .acq_rel at scope s.
-func AcqRel(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "acq_rel", string(s) } }
+func AcqRel(s Scope) Order { return Order{"acq_rel", s} }
 
 // atomType returns the type suffix of an atomic on t, or "" with the reason.
 func atomType(op AtomOp, t Type) (Type, string) {
@@ -78,7 +78,7 @@ func (k *Kernel) atomic(what string, op AtomOp, p Ptr, vals []any, fetch bool, o
 	var o memOpts
 	for _, f := range opts {
 		if f != nil {
-			f(&o)
+			f.mem(&o)
 		}
 	}
 	if !fetch && op == AtomExch {

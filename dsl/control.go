@@ -4,10 +4,11 @@ import "github.com/kgen-dev/kgen/ptx"
 
 // IfStmt is a runtime if; Else adds the other branch.
 type IfStmt struct {
-	k     *Kernel
-	end   string // the label closing the then-branch
-	index int    // the position of that label in the body
-	done  bool
+	k      *Kernel
+	end    string // the label closing the then-branch
+	index  int    // the position of that label in the body
+	done   bool   // no Else may be added (the If failed, or Else was called)
+	failed bool   // the If itself was an error (already recorded)
 }
 
 func (k *Kernel) branchUnless(cond Value, target string) bool {
@@ -30,14 +31,21 @@ func (k *Kernel) branchUnless(cond Value, target string) bool {
 }
 
 func (k *Kernel) place(label string) {
+	if k.afterBuild("label placed") {
+		return
+	}
 	k.fn.Body = append(k.fn.Body, &ptx.Instr{Label: label})
 }
 
 // If runs then at run time when cond (a Bool) is true.
 func (k *Kernel) If(cond Value, then func()) *IfStmt {
+	if then == nil {
+		k.errorf("If: the then function is nil")
+		return &IfStmt{k: k, done: true, failed: true}
+	}
 	end := k.label()
 	if !k.branchUnless(cond, end) {
-		return &IfStmt{k: k, done: true}
+		return &IfStmt{k: k, done: true, failed: true}
 	}
 	k.scoped(then)
 	k.place(end)
@@ -46,8 +54,20 @@ func (k *Kernel) If(cond Value, then func()) *IfStmt {
 
 // Else runs els when the If's condition was false. Call it directly on If's result.
 func (s *IfStmt) Else(els func()) {
+	if s == nil || s.k == nil {
+		return // not made by If: there is no kernel to record the misuse in
+	}
 	k := s.k
-	if s.done {
+	switch {
+	case s.failed:
+		return
+	case s.done:
+		k.errorf("Else called twice on one If")
+		return
+	case els == nil:
+		k.errorf("Else: the function is nil")
+		return
+	case k.afterBuild("Else"):
 		return
 	}
 	s.done = true
@@ -110,6 +130,10 @@ func (k *Kernel) mov(d ptx.Reg, v Value) {
 // For runs body(i) for i = from; i < to; i += step at run time. from, to and step are
 // integer Values or Go integers of one type (the first Value's); step must be positive.
 func (k *Kernel) For(from, to, step any, body func(i Value)) {
+	if body == nil {
+		k.errorf("For: the body function is nil")
+		return
+	}
 	t := ptx.NoType
 	for _, x := range []any{from, to, step} {
 		if v, ok := x.(Value); ok {
@@ -167,6 +191,10 @@ func isNonPositive(x any) bool {
 
 // While runs body while cond() is true; cond is evaluated at run time before each iteration.
 func (k *Kernel) While(cond func() Value, body func()) {
+	if cond == nil || body == nil {
+		k.errorf("While: the condition or body function is nil")
+		return
+	}
 	head, end := k.label(), k.label()
 	k.place(head)
 	k.scoped(func() {

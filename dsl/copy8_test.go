@@ -21,11 +21,11 @@ func copy8(k *dsl.Kernel, dt dsl.Type) {
 	}
 	n := k.Param("n", dsl.U32)
 	bid, tid := k.BlockIdx(dsl.X), k.ThreadIdx(dsl.X)
-	thr := layout.Must(layout.Parse("32:1"))
-	part := func(t dsl.Tensor) dsl.Tensor { return t.PartitionTV(thr, []int{16}, tid) }
+	thr := layout.MustParse("32:1")
+	part := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(thr, tid, 16) }
 	tS := part(k.MakeTensorDyn(src, []any{n}, []any{1}).LocalTile([]int{512}, bid))
 	tD := part(k.MakeTensorDyn(dst, []any{n}, []any{1}).LocalTile([]int{512}, bid))
-	sm := part(k.MakeTensor(k.SharedArray(dt, 512), layout.Must(layout.Parse("512:1"))))
+	sm := part(k.MakeTensor(k.SharedArray(dt, 512), layout.MustParse("512:1")))
 	k.Copy(tS, sm)
 	k.SyncThreads()
 	frag := k.Fragment(dt, sm)
@@ -122,7 +122,7 @@ func TestFP8Fragment(t *testing.T) {
 		tid := k.ThreadIdx(dsl.X)
 		part := func(p dsl.Ptr) dsl.Tensor {
 			return k.MakeTensorDyn(p, []any{n}, []any{1}).LocalTile([]int{256}, k.BlockIdx(dsl.X)).
-				PartitionTV(layout.Must(layout.Parse("16:1")), []int{16}, tid)
+				LocalPartition(layout.MustParse("16:1"), tid, 16)
 		}
 		tS, tD := part(src), part(dst)
 		frag := k.Fragment(dsl.E4M3, tS)

@@ -18,11 +18,11 @@ func TestDynamicSharedAssembles(t *testing.T) {
 			s := build(t, target, func(k *dsl.Kernel) {
 				in := k.PtrParam("in", dsl.F32)
 				tid := k.ThreadIdx(dsl.X)
-				thr := layout.Must(layout.Parse("(8,32):(32,1)"))
-				g := k.MakeTensor(in, layout.Must(layout.Parse("(8,128):(128,1)")))
+				thr := layout.MustParse("(8,32):(32,1)")
+				g := k.MakeTensor(in, layout.MustParse("(8,128):(128,1)"))
 				sm := k.MakeSwizzledTensor(k.DynamicShared(dsl.F32, 128), layout.Swizzle{B: 3, M: 2, S: 3},
-					layout.Must(layout.Parse("(8,128):(128,1)")))
-				k.Copy(g.PartitionTV(thr, []int{1, 4}, tid), sm.PartitionTV(thr, []int{1, 4}, tid))
+					layout.MustParse("(8,128):(128,1)"))
+				k.Copy(g.LocalPartition(thr, tid, 1, 4), sm.LocalPartition(thr, tid, 1, 4))
 				k.SyncThreads()
 				flags := k.DynamicShared(dsl.U32, 128).At(8 * 128) // a second region after the tile
 				k.Store(flags.At(tid), k.DynamicSharedSize())

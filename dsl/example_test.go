@@ -63,17 +63,17 @@ func ExampleKernel_Build() {
 	// Output: true true
 }
 
-// A thread-value partition of a tile gives each thread 4 consecutive floats, which Copy
-// moves with one 128-bit access.
-func ExampleTensor_PartitionTV() {
+// A partition of a tile over 128 threads with 4 values per thread gives each thread 4
+// consecutive floats, which Copy moves with one 128-bit access.
+func ExampleTensor_LocalPartition() {
 	k := dsl.New("copy4", dsl.WithoutLoc())
-	src := k.MakeTensor(k.PtrParam("src", dsl.F32), layout.Must(layout.Parse("512:1")))
-	dst := k.MakeTensor(k.PtrParam("dst", dsl.F32), layout.Must(layout.Parse("512:1")))
-	thr := layout.Must(layout.Parse("128:1")) // 128 threads
+	src := k.MakeTensor(k.PtrParam("src", dsl.F32), layout.MustParse("512:1"))
+	dst := k.MakeTensor(k.PtrParam("dst", dsl.F32), layout.MustParse("512:1"))
+	thr := layout.MustParse("128:1") // 128 threads
 	tid := k.ThreadIdx(dsl.X)
-	frag := k.Fragment(dsl.F32, src.PartitionTV(thr, []int{4}, tid))
-	k.Copy(src.PartitionTV(thr, []int{4}, tid), frag)
-	k.Copy(frag, dst.PartitionTV(thr, []int{4}, tid))
+	frag := k.Fragment(dsl.F32, src.LocalPartition(thr, tid, 4))
+	k.Copy(src.LocalPartition(thr, tid, 4), frag)
+	k.Copy(frag, dst.LocalPartition(thr, tid, 4))
 	m, err := k.Build()
 	if err != nil {
 		fmt.Println(err)

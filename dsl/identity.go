@@ -6,7 +6,7 @@ import "github.com/kgen-dev/kgen/ptx"
 // one extent per mode, each a Go int or an integer Value (a runtime extent, which must be
 // tiled before use, as with MakeTensorDyn). It has no memory: the element at coordinate c is
 // c itself. Tile and partition it exactly as the data tensor of the same shape (LocalTile,
-// ZippedDivide/Tile, PartitionTV, LocalPartition, Slice) and element i of the result holds
+// ZippedDivide/Tile, LocalPartition, PartitionByTV, Slice) and element i of the result holds
 // the coordinate, in the whole tensor, of element i of the data tensor's result: read it
 // with Coord, or compare it with the extents with ElemLess to predicate a partial tile.
 //

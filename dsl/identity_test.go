@@ -16,7 +16,7 @@ func coordKernel(k *dsl.Kernel) {
 	out, out2 := k.PtrParam("out", dsl.I32), k.PtrParam("out2", dsl.I32)
 	m, n := k.Param("m", dsl.U32), k.Param("n", dsl.U32)
 	bx, by, tid := k.BlockIdx(dsl.X), k.BlockIdx(dsl.Y), k.ThreadIdx(dsl.X)
-	thr := layout.Must(layout.Parse("(4,16):(16,1)"))
+	thr := layout.MustParse("(4,16):(16,1)")
 	tile := []int{16, 16}
 	gO := k.MakeTensorDyn(out, []any{m, n}, []any{n, 1}).LocalTile(tile, by, bx).LocalPartition(thr, tid)
 	gO2 := k.MakeTensorDyn(out2, []any{m, n}, []any{n, 1}).LocalTile(tile, by, bx).LocalPartition(thr, tid)

@@ -85,13 +85,29 @@ type Kernel struct {
 	held      int // nesting depth of hold
 	paramInfo []ParamInfo
 	heldPos   ptx.Pos // the position instructions carry while held
+	// Runtime scopes (If, Else, For, While bodies): scopeIDs is the stack of open ones (0: the
+	// kernel's top level), scopePos where each was opened, ended which have closed; regScope
+	// holds, per register type, the scope each register was made in. A register made in a
+	// scope that has ended is not set on every path after it (see checkScope).
+	scopeIDs []int32
+	scopePos []ptx.Pos
+	ended    []bool
+	regScope map[ptx.Type][]int32
+	stale    map[uint64]bool // registers already reported by checkScope
+	smem     int64           // bytes of static shared memory (SharedArray) so far
 }
 
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: map[memoKey]Value{}, scopes: [][]memoKey{nil}, mutable: map[uint64]bool{}, externs: map[string]*Func{}}
-	for _, o := range opts {
+		memos: map[memoKey]Value{}, scopes: [][]memoKey{nil}, mutable: map[uint64]bool{}, externs: map[string]*Func{},
+		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}, regScope: map[ptx.Type][]int32{}}
+	var nilOpts []int
+	for i, o := range opts {
+		if o == nil {
+			nilOpts = append(nilOpts, i)
+			continue
+		}
 		o(k)
 	}
 	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true}
@@ -103,6 +119,9 @@ func New(name string, opts ...Option) *Kernel {
 		_, err := ptx.ParseTarget(string(k.target))
 		k.errorf("%v", err)
 	}
+	for _, i := range nilOpts {
+		k.errorf("New(%q): option %d is nil", name, i+1)
+	}
 	return k
 }
 
@@ -113,21 +132,36 @@ func (k *Kernel) Name() string { return k.name }
 func (k *Kernel) Target() ptx.Target { return k.target }
 
 // Build finishes the kernel and returns its verified module, or every recorded error.
+// The module is the caller's: builder calls after Build are errors (Err, or a second Build,
+// returns them) and change nothing in it.
 func (k *Kernel) Build() (*ptx.Module, error) {
 	if k.built {
-		return nil, &Error{Pos: callerPos(), Msg: "Build called twice on kernel " + k.name}
+		return nil, errors.Join(append([]error{&Error{Pos: callerPos(), Msg: "Build called twice on kernel " + k.name}}, k.errs...)...)
 	}
 	k.built = true
 	if n := len(k.fn.Body); n == 0 || k.fn.Body[n-1].Op != "ret" {
 		k.fn.Body = append(k.fn.Body, &ptx.Instr{Op: "ret"})
 	}
+	mod := k.mod
+	// Later (wrong) builder calls go to a scratch module, never into the one returned.
+	k.fn = &ptx.Func{Name: k.name, Entry: true, Visible: true}
+	k.mod = &ptx.Module{Target: k.target, Funcs: []*ptx.Func{k.fn}}
 	if len(k.errs) > 0 {
 		return nil, errors.Join(k.errs...)
 	}
-	if err := ptx.Verify(k.mod); err != nil {
+	if err := ptx.Verify(mod); err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", k.name, err)
 	}
-	return k.mod, nil
+	return mod, nil
+}
+
+// afterBuild records an error and reports true when the kernel was already built: what
+// calls it would change a module the caller already has.
+func (k *Kernel) afterBuild(what string) bool {
+	if k.built {
+		k.errorf("kernel %s: %s after Build", k.name, what)
+	}
+	return k.built
 }
 
 // errorf records a misuse at the first caller outside this package.
@@ -191,8 +225,7 @@ func (k *Kernel) hold() func() {
 
 // emit appends an instruction built at the caller's source position.
 func (k *Kernel) emit(in *ptx.Instr) {
-	if k.built {
-		k.errorf("kernel %s: instruction %s emitted after Build", k.name, in.Op)
+	if k.afterBuild("instruction " + in.Op + " emitted") {
 		return
 	}
 	in.Pos = k.pos()
@@ -203,6 +236,7 @@ func (k *Kernel) reg(t ptx.Type) ptx.Reg {
 	rt := t.RegType()
 	n := k.nreg[rt]
 	k.nreg[rt] = n + 1
+	k.regScope[rt] = append(k.regScope[rt], k.scopeIDs[len(k.scopeIDs)-1])
 	return ptx.Reg{Type: rt, N: n}
 }
 
@@ -258,12 +292,50 @@ func moduleOf(dir string) string {
 // reused after it.
 func (k *Kernel) scoped(f func()) {
 	k.scopes = append(k.scopes, nil)
+	id := int32(len(k.ended))
+	k.ended = append(k.ended, false)
+	pos := ptx.Pos{}
+	if !k.noLoc {
+		pos = callerPos()
+	}
+	k.scopePos = append(k.scopePos, pos)
+	k.scopeIDs = append(k.scopeIDs, id)
 	defer func() {
 		last := len(k.scopes) - 1
 		for _, key := range k.scopes[last] {
 			delete(k.memos, key)
 		}
 		k.scopes = k.scopes[:last]
+		k.scopeIDs = k.scopeIDs[:len(k.scopeIDs)-1]
+		k.ended[id] = true
 	}()
 	f()
+}
+
+// checkScope reports (once per register) a value made inside runtime control flow that has
+// ended: after the If, For or While its register is not set on every path (on a GPU, an
+// uninitialised register).
+func (k *Kernel) checkScope(v Value) bool {
+	r, ok := v.op.(ptx.Reg)
+	if !ok {
+		return true
+	}
+	ids := k.regScope[r.Type]
+	if r.N < 0 || r.N >= len(ids) || !k.ended[ids[r.N]] {
+		return true
+	}
+	key := regKey(r)
+	if k.stale[key] {
+		return false
+	}
+	if k.stale == nil {
+		k.stale = map[uint64]bool{}
+	}
+	k.stale[key] = true
+	where := ""
+	if p := k.scopePos[ids[r.N]]; p.File != "" {
+		where = fmt.Sprintf(" at %s:%d", p.File, p.Line)
+	}
+	k.errorf("%s was computed inside the runtime If/Else/For/While%s and used after it ended, where it is not set on every path; compute it before, or carry it out in a Var", v, where)
+	return false
 }

@@ -45,6 +45,9 @@ type ParamInfo struct {
 func (k *Kernel) Params() []ParamInfo { return append([]ParamInfo(nil), k.paramInfo...) }
 
 func (k *Kernel) addParam(name string, t Type) bool {
+	if k.afterBuild("parameter " + name + " declared") {
+		return false
+	}
 	if !ptx.ValidIdent(name) {
 		k.errorf("parameter name %q is not a valid PTX identifier", name)
 		return false
@@ -145,8 +148,7 @@ func (p Ptr) At(i any) Ptr {
 			return p
 		}
 		if x.IsConst() {
-			p.off += constInt(x) * size
-			return p
+			return p.addOff(constInt(x), size)
 		}
 		var bytes Value
 		sz := Value{k: k, t: I64, op: ptx.IntImm(ptx.S64, size)}
@@ -178,10 +180,24 @@ func (p Ptr) At(i any) Ptr {
 			k.errorf("Ptr.At: %v", err)
 			return p
 		}
-		p.off += constInt(n) * size
-		return p
+		return p.addOff(constInt(n), size)
 	}
 	k.errorf("Ptr.At: index must be an integer Value or Go integer, got %T", i)
+	return p
+}
+
+// MaxOffset bounds a pointer's constant byte offset (2^48, the GPU's virtual address
+// space): a larger one is a mistake, and offsets near 2^63 would wrap.
+const MaxOffset = 1 << 48
+
+// addOff returns p advanced by n elements of size bytes, or records an error when the
+// constant offset leaves ±MaxOffset.
+func (p Ptr) addOff(n, size int64) Ptr {
+	if n > MaxOffset || n < -MaxOffset || p.off+n*size > MaxOffset || p.off+n*size < -MaxOffset {
+		p.k.errorf("Ptr.At: constant index %d (%d-byte elements) moves the pointer beyond %d bytes (MaxOffset)", n, size, int64(MaxOffset))
+		return p
+	}
+	p.off += n * size
 	return p
 }
 
@@ -198,7 +214,7 @@ func (k *Kernel) checkPtr(p Ptr, what string) bool {
 		k.errorf("%s: pointer belongs to kernel %s, not %s", what, p.k.name, k.name)
 		return false
 	}
-	return true
+	return p.addr.k == nil || k.checkScope(p.addr)
 }
 
 // Load reads the value p points to.
@@ -307,8 +323,8 @@ func (k *Kernel) checkVec(what string, p Ptr, n int) bool {
 	return true
 }
 
-// MemOption sets the memory semantics of a load or store.
-type MemOption func(*memOpts)
+// MemOption qualifies a load, store, copy or atomic: a memory ordering (Order).
+type MemOption interface{ mem(*memOpts) }
 
 type memOpts struct {
 	sem   string
@@ -326,23 +342,44 @@ const (
 	System  Scope = "sys"
 )
 
+// Order is a memory ordering and its scope. The same orders qualify loads, stores, copies and
+// atomics (a MemOption) and multimem operations (a MultimemOption).
+type Order struct {
+	sem   string
+	scope Scope
+}
+
+func (o Order) mem(m *memOpts) {
+	if o.sem == "weak" { // a plain access is weak
+		m.sem, m.scope = "", ""
+		return
+	}
+	m.sem, m.scope = o.sem, string(o.scope)
+}
+
+func (o Order) multimem(m *mmOpts) { m.sem, m.scope = o.sem, string(o.scope) }
+
 // Relaxed makes the access .relaxed at scope s.
-func Relaxed(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "relaxed", string(s) } }
+func Relaxed(s Scope) Order { return Order{"relaxed", s} }
 
-// Acquire makes a load .acquire at scope s.
-func Acquire(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "acquire", string(s) } }
+// Acquire makes a load (or multimem.ld_reduce, or a fetching atomic) .acquire at scope s.
+func Acquire(s Scope) Order { return Order{"acquire", s} }
 
-// Release makes a store .release at scope s.
-func Release(s Scope) MemOption { return func(o *memOpts) { o.sem, o.scope = "release", string(s) } }
+// Release makes a store (or multimem.st and multimem.red, or an atomic) .release at scope s.
+func Release(s Scope) Order { return Order{"release", s} }
 
-// Volatile makes the access .volatile.
-func Volatile() MemOption { return func(o *memOpts) { o.sem, o.scope = "volatile", "" } }
+// Weak makes the access .weak: what loads and stores are without an order; multimem
+// operations are relaxed.sys unless given Weak or another order.
+func Weak() Order { return Order{"weak", ""} }
+
+// Volatile makes a load or store .volatile (not multimem).
+func Volatile() Order { return Order{"volatile", ""} }
 
 func (k *Kernel) memOptions(what string, p Ptr, opts []MemOption, store bool) (memOpts, bool) {
 	var o memOpts
 	for _, f := range opts {
 		if f != nil {
-			f(&o)
+			f.mem(&o)
 		}
 	}
 	switch {
@@ -379,6 +416,15 @@ func (o memOpts) quals(space ptx.Space, vec int) []string {
 	return q
 }
 
+// The memory limits arrays are checked against.
+const (
+	// MaxStaticSharedBytes is the static shared memory of a block on every target (48 KiB;
+	// ptxas refuses more; dynamic shared memory can be larger).
+	MaxStaticSharedBytes = 48 << 10
+	// MaxLocalBytes is the local memory of a thread (512 KiB, CUDA's limit).
+	MaxLocalBytes = 512 << 10
+)
+
 // SharedArray allocates n elements of static shared memory for the block (aligned to 16
 // bytes) and returns a pointer to the first.
 func (k *Kernel) SharedArray(elem Type, n int) Ptr {
@@ -391,13 +437,25 @@ func (k *Kernel) LocalArray(elem Type, n int) Ptr {
 }
 
 func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n int) Ptr {
-	if n <= 0 {
-		k.errorf("%s: size %d must be positive", what, n)
-		n = 1
-	}
 	if elem == Bool || elem == ptx.NoType {
 		k.errorf("%s: no memory type %s", what, elem)
 		elem = U8
+	}
+	limit, per := int64(MaxLocalBytes), "per thread"
+	if space == ptx.SpaceShared {
+		limit, per = MaxStaticSharedBytes-k.smem, "of static shared memory per block (use DynamicShared for more)"
+	}
+	size := int64(memType(elem).Bytes())
+	switch {
+	case n <= 0:
+		k.errorf("%s: size %d must be positive", what, n)
+		n = 1
+	case int64(n) > limit/size:
+		k.errorf("%s: %d x %s is more than the %d bytes left %s", what, n, elem, limit, per)
+		n = 1
+	}
+	if space == ptx.SpaceShared {
+		k.smem += (int64(n)*size + 15) / 16 * 16
 	}
 	name := fmt.Sprintf("%s_%d", prefix, len(k.fn.Vars))
 	k.fn.Vars = append(k.fn.Vars, &ptx.Var{Space: space, Name: name, Type: memType(elem), Array: n, Align: 16})

@@ -213,6 +213,18 @@ func TestMisuse(t *testing.T) {
 			p := k.PtrParam("p", dsl.U8)
 			return at(func() { p.At(2).As(dsl.U32) })
 		}},
+		{"multimem store with Acquire", "cannot be Acquire (use Release)", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.MultimemStore(p, []dsl.Value{k.Const(dsl.F32, 1)}, dsl.Acquire(dsl.System)) })
+		}},
+		{"multimem.ld_reduce with Release", "cannot be Release (use Acquire)", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 1, dsl.Release(dsl.GPU)) })
+		}},
+		{"volatile multimem", "no volatile form", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.U32)
+			return at(func() { k.MultimemReduce(p, dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.Volatile()) })
+		}},
 		{"multimem integer vector", "no vectors", func(k *dsl.Kernel) int {
 			p := k.PtrParam("p", dsl.U32)
 			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 4) })
@@ -238,21 +250,21 @@ func TestMisuse(t *testing.T) {
 			return at(func() { k.Call(f, uint64(1)) })
 		}},
 		{"copy between different element types", "element types differ", func(k *dsl.Kernel) int {
-			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("8:1")))
-			b := k.MakeTensor(k.PtrParam("b", dsl.F16), layout.Must(layout.Parse("8:1")))
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.MustParse("8:1"))
+			b := k.MakeTensor(k.PtrParam("b", dsl.F16), layout.MustParse("8:1"))
 			return at(func() { k.Copy(a, b) })
 		}},
 		{"copy between different sizes", "sizes differ", func(k *dsl.Kernel) int {
-			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("8:1")))
-			b := k.MakeTensor(k.PtrParam("b", dsl.F32), layout.Must(layout.Parse("4:1")))
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.MustParse("8:1"))
+			b := k.MakeTensor(k.PtrParam("b", dsl.F32), layout.MustParse("4:1"))
 			return at(func() { k.Copy(a, b) })
 		}},
 		{"partition not divisible", "not divisible by 3 threads", func(k *dsl.Kernel) int {
-			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("8:1")))
-			return at(func() { a.PartitionTV(layout.Must(layout.Parse("3:1")), []int{1}, k.ThreadIdx(dsl.X)) })
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.MustParse("8:1"))
+			return at(func() { a.LocalPartition(layout.MustParse("3:1"), k.ThreadIdx(dsl.X), 1) })
 		}},
 		{"tile rank mismatch", "tensor has rank 2", func(k *dsl.Kernel) int {
-			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("(8,8):(8,1)")))
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.MustParse("(8,8):(8,1)"))
 			return at(func() { a.LocalTile([]int{4}, 0) })
 		}},
 		{"bitwise reduction of floats", "BitAnd is not defined for f32", func(k *dsl.Kernel) int {
@@ -260,13 +272,13 @@ func TestMisuse(t *testing.T) {
 			return at(func() { k.WarpReduce(v, dsl.BitAnd) })
 		}},
 		{"address of a fragment", "has no address", func(k *dsl.Kernel) int {
-			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.Must(layout.Parse("4:1")))
+			a := k.MakeTensor(k.PtrParam("a", dsl.F32), layout.MustParse("4:1"))
 			f := k.Fragment(dsl.F32, a)
 			return at(func() { f.At(0) })
 		}},
 		{"swizzle on global memory", "apply to shared memory", func(k *dsl.Kernel) int {
 			p := k.PtrParam("a", dsl.F32)
-			return at(func() { k.MakeSwizzledTensor(p, layout.Swizzle{B: 3, M: 0, S: 3}, layout.Must(layout.Parse("64:1"))) })
+			return at(func() { k.MakeSwizzledTensor(p, layout.Swizzle{B: 3, M: 0, S: 3}, layout.MustParse("64:1")) })
 		}},
 		{"shuffle of a Bool", "cannot shuffle a pred", func(k *dsl.Kernel) int {
 			c := k.Param("a", dsl.U32).Lt(3)

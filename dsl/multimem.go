@@ -7,39 +7,28 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// MultimemOption qualifies a multimem operation.
-type MultimemOption func(*mmOpts)
+// MultimemOption qualifies a multimem operation: a memory ordering (Relaxed, Acquire for
+// ld_reduce, Release for st and red, Weak; the default is Relaxed(System)) or an accumulator
+// precision (AccF32, AccF16).
+type MultimemOption interface{ multimem(*mmOpts) }
 
 type mmOpts struct {
 	sem, scope string
 	acc        string
 }
 
-// MMRelaxed makes the multimem operation .relaxed at scope s (the default is relaxed.sys).
-func MMRelaxed(s Scope) MultimemOption {
-	return func(o *mmOpts) { o.sem, o.scope = "relaxed", string(s) }
-}
+// Acc is an accumulator precision of multimem.ld_reduce.
+type Acc string
 
-// MMAcquire makes multimem.ld_reduce .acquire at scope s.
-func MMAcquire(s Scope) MultimemOption {
-	return func(o *mmOpts) { o.sem, o.scope = "acquire", string(s) }
-}
-
-// MMRelease makes multimem.st or multimem.red .release at scope s.
-func MMRelease(s Scope) MultimemOption {
-	return func(o *mmOpts) { o.sem, o.scope = "release", string(s) }
-}
-
-// MMWeak makes the operation .weak (no scope).
-func MMWeak() MultimemOption { return func(o *mmOpts) { o.sem, o.scope = "weak", "" } }
+func (a Acc) multimem(o *mmOpts) { o.acc = string(a) }
 
 // AccF32 accumulates a multimem.ld_reduce of f16/bf16 in f32 (.acc::f32).
-func AccF32() MultimemOption { return func(o *mmOpts) { o.acc = "acc::f32" } }
+func AccF32() Acc { return "acc::f32" }
 
 // AccF16 accumulates an fp8 multimem.ld_reduce in f16 (.acc::f16, sm_100a-class targets):
 // each GPU's fp8 values are widened to f16 and summed in f16, and the sum is rounded back to
 // the fp8 type. Without it an fp8 sum accumulates in the fp8 type itself (PTX allows both).
-func AccF16() MultimemOption { return func(o *mmOpts) { o.acc = "acc::f16" } }
+func AccF16() Acc { return "acc::f16" }
 
 var mmOps = map[ReduceOp]string{Sum: "add", Min: "min", Max: "max", BitAnd: "and", BitOr: "or", BitXor: "xor"}
 
@@ -111,8 +100,19 @@ func (k *Kernel) multimem(what string, p Ptr, n int, opts []MultimemOption, stor
 	o := mmOpts{sem: "relaxed", scope: "sys"}
 	for _, f := range opts {
 		if f != nil {
-			f(&o)
+			f.multimem(&o)
 		}
+	}
+	switch {
+	case o.sem == "volatile" || o.sem == "acq_rel":
+		k.errorf("%s: multimem operations have no %s form (use Relaxed, Acquire, Release or Weak)", what, o.sem)
+		return nil, 0, 0, false
+	case store && o.sem == "acquire":
+		k.errorf("%s: a multimem store or reduction cannot be Acquire (use Release)", what)
+		return nil, 0, 0, false
+	case !store && o.sem == "release":
+		k.errorf("%s: multimem.ld_reduce cannot be Release (use Acquire)", what)
+		return nil, 0, 0, false
 	}
 	if o.sem != "" {
 		q = append(q, o.sem)
@@ -151,7 +151,7 @@ func (k *Kernel) MultimemLoadReduce(p Ptr, op ReduceOp, n int, opts ...MultimemO
 	var o mmOpts
 	for _, f := range opts {
 		if f != nil {
-			f(&o)
+			f.multimem(&o)
 		}
 	}
 	if o.acc != "" && op != Sum {

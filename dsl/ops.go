@@ -9,9 +9,6 @@ import (
 func isInt(t Type) bool   { return t.IsInt() }
 func isFloat(t Type) bool { return t == F16 || t == BF16 || t == F32 || t == F64 }
 func isNum(t Type) bool   { return isInt(t) || isFloat(t) }
-func isSigned(t Type) bool {
-	return t.Kind() == ptx.KindSigned || isFloat(t)
-}
 func isLogic(t Type) bool { return isInt(t) || t == Bool }
 
 // binary emits d = v op w, or folds it when both are constants.
@@ -26,6 +23,10 @@ func (v Value) binary(name string, x any, allowed func(Type) bool, emit func(k *
 	}
 	if !allowed(v.t) {
 		k.errorf("%s is not defined for %s", name, v.t)
+		return k.poison(v.t)
+	}
+	if (name == "Div" || name == "Rem") && isInt(v.t) && w.IsConst() && constInt(w) == 0 {
+		k.errorf("%s: integer division by the constant 0", name)
 		return k.poison(v.t)
 	}
 	if v.IsConst() && w.IsConst() && fold != nil {
@@ -273,8 +274,10 @@ func (v Value) Mul(x any) Value {
 		case isInt(t):
 			k.op("mul", []string{"lo"}, t, d, a, b)
 		case t == BF16 && k.target.SM() < 90:
-			zero := k.operand(k.Const(BF16, -0.0))
-			k.op("fma", []string{"rn"}, BF16, d, a, b, zero)
+			// a*b + -0 keeps the sign of a zero product (a +0 addend would turn -0 into +0).
+			// Go's -0.0 literal is +0, hence Copysign.
+			negZero := k.operand(k.Const(BF16, math.Copysign(0, -1)))
+			k.op("fma", []string{"rn"}, BF16, d, a, b, negZero)
 		default:
 			k.op("mul", nil, t, d, a, b)
 		}

@@ -16,12 +16,12 @@ import (
 // maps (thread, value) to the colexicographic index of an element in that tile. The tensor
 // is divided into tiles (ZippedDivide), and thread tid keeps, in every tile, the values
 // tv(tid, v). The result has modes (V, rest_0, ..., rest_r-1): CuTe's (CPY, CPY_M, CPY_N),
-// the values of one tile, then the tiles along each mode. Like PartitionTV, the result keeps
+// the values of one tile, then the tiles along each mode. Like LocalPartition, the result keeps
 // its elements' coordinates, so Copy predicates partial tiles and Coord reports them.
 //
-// For a thread layout thr and a compact value layout of extents val, PartitionTV(thr, val,
-// tid) gives each thread the same elements; within one tile in the same order (over several
-// tiles PartitionTV interleaves the tile modes with the value modes, mode by mode).
+// For a thread layout thr and a compact value layout of extents val, LocalPartition(thr, tid,
+// val...) gives each thread the same elements; within one tile in the same order (over
+// several tiles LocalPartition interleaves the tile modes with the value modes, mode by mode).
 func (t Tensor) PartitionByTV(tiler layout.IntTuple, tv layout.Layout, tid Value) Tensor {
 	if t.k != nil {
 		defer t.k.hold()()

@@ -11,8 +11,8 @@ import (
 // A tiled copy from a thread-value layout, as CuTe DSL builds one with make_layout_tv: 8 rows
 // of 32 threads, each moving 4 consecutive floats of its row (one 128-bit access).
 func ExampleTensor_PartitionByTV() {
-	thr := layout.Must(layout.Parse("(8,32):(32,1)")) // thread t at row t/32, column t%32
-	val := layout.Must(layout.Parse("(1,4):(1,1)"))   // 1 row x 4 columns of values
+	thr := layout.MustParse("(8,32):(32,1)") // thread t at row t/32, column t%32
+	val := layout.MustParse("(1,4):(1,1)")   // 1 row x 4 columns of values
 	tiler, tv, err := layout.MakeLayoutTV(thr, val)
 	if err != nil {
 		fmt.Println(err)
@@ -22,7 +22,7 @@ func ExampleTensor_PartitionByTV() {
 
 	k := dsl.New("copy_tv", dsl.WithoutLoc())
 	src, dst := k.PtrParam("src", dsl.F32), k.PtrParam("dst", dsl.F32)
-	tile := layout.Must(layout.Parse("(8,128):(128,1)"))
+	tile := layout.MustParse("(8,128):(128,1)")
 	tid := k.ThreadIdx(dsl.X)
 	tS := k.MakeTensor(src, tile).PartitionByTV(tiler, tv, tid)
 	tD := k.MakeTensor(dst, tile).PartitionByTV(tiler, tv, tid)

@@ -24,10 +24,10 @@ func coords(t dsl.Tensor) []string {
 	return out
 }
 
-// TestPartitionByTVMatchesPartitionTV: for each thread, partitioning by the layout
-// MakeLayoutTV(thr, val) gives the elements PartitionTV(thr, val extents) gives, in the same
-// order within one tile.
-func TestPartitionByTVMatchesPartitionTV(t *testing.T) {
+// TestPartitionByTVMatchesLocalPartition: for each thread, partitioning by the layout
+// MakeLayoutTV(thr, val) gives the elements LocalPartition(thr, tid, val extents...) gives,
+// in the same order within one tile.
+func TestPartitionByTVMatchesLocalPartition(t *testing.T) {
 	cases := []struct {
 		thr, val, tensor string
 		vals             []int
@@ -43,22 +43,22 @@ func TestPartitionByTVMatchesPartitionTV(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.thr+"/"+c.val+"/"+c.tensor, func(t *testing.T) {
-			thr, val := layout.Must(layout.Parse(c.thr)), layout.Must(layout.Parse(c.val))
+			thr, val := layout.MustParse(c.thr), layout.MustParse(c.val)
 			tiler, tv, err := layout.MakeLayoutTV(thr, val)
 			if err != nil {
 				t.Fatal(err)
 			}
 			k := dsl.New("k")
-			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse(c.tensor)))
+			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.MustParse(c.tensor))
 			for tid := 0; tid < thr.Size(); tid++ {
 				id := k.Const(dsl.U32, tid)
-				a, b := coords(g.PartitionTV(thr, c.vals, id)), coords(g.PartitionByTV(tiler, tv, id))
+				a, b := coords(g.LocalPartition(thr, id, c.vals...)), coords(g.PartitionByTV(tiler, tv, id))
 				if !c.oneTile {
 					slices.Sort(a)
 					slices.Sort(b)
 				}
 				if !slices.Equal(a, b) {
-					t.Fatalf("thread %d: PartitionTV %v\nPartitionByTV %v", tid, a, b)
+					t.Fatalf("thread %d: LocalPartition %v\nPartitionByTV %v", tid, a, b)
 				}
 			}
 			if err := k.Err(); err != nil {
@@ -73,7 +73,7 @@ func TestPartitionByTVMatchesPartitionTV(t *testing.T) {
 func tvCopy(k *dsl.Kernel) {
 	src, dst := k.PtrParam("src", dsl.F32), k.PtrParam("dst", dsl.F32)
 	n := k.Param("n", dsl.U32)
-	tiler, tv, _ := layout.MakeLayoutTV(layout.Must(layout.Parse("256:1")), layout.Must(layout.Parse("4:1")))
+	tiler, tv, _ := layout.MakeLayoutTV(layout.MustParse("256:1"), layout.MustParse("4:1"))
 	bid, tid := k.BlockIdx(dsl.X), k.ThreadIdx(dsl.X)
 	tS := k.MakeTensorDyn(src, []any{n}, []any{1}).LocalTile([]int{2048}, bid).PartitionByTV(tiler, tv, tid)
 	tD := k.MakeTensorDyn(dst, []any{n}, []any{1}).LocalTile([]int{2048}, bid).PartitionByTV(tiler, tv, tid)
@@ -120,26 +120,26 @@ func TestPartitionByTVCopy(t *testing.T) {
 }
 
 func TestPartitionByTVMisuse(t *testing.T) {
-	tiler, tv, _ := layout.MakeLayoutTV(layout.Must(layout.Parse("(8,32):(32,1)")), layout.Must(layout.Parse("(1,4):(1,1)")))
+	tiler, tv, _ := layout.MakeLayoutTV(layout.MustParse("(8,32):(32,1)"), layout.MustParse("(1,4):(1,1)"))
 	cases := []misuse{
 		{"tiler of another rank", "tensor has rank 1; tiler (8,128) must give one extent per mode", func(k *dsl.Kernel) int {
-			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse("1024:1")))
+			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.MustParse("1024:1"))
 			return at(func() { g.PartitionByTV(tiler, tv, k.ThreadIdx(dsl.X)) })
 		}},
 		{"tv of rank 1", "must have two modes, (thread, value)", func(k *dsl.Kernel) int {
-			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse("(8,128):(128,1)")))
-			return at(func() { g.PartitionByTV(tiler, layout.Must(layout.Parse("256:4")), k.ThreadIdx(dsl.X)) })
+			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.MustParse("(8,128):(128,1)"))
+			return at(func() { g.PartitionByTV(tiler, layout.MustParse("256:4"), k.ThreadIdx(dsl.X)) })
 		}},
 		{"mode not a multiple of the tiler", "mode 1 of extent 100 is not a multiple of the tiler's 128", func(k *dsl.Kernel) int {
-			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse("(8,100):(100,1)")))
+			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.MustParse("(8,100):(100,1)"))
 			return at(func() { g.PartitionByTV(tiler, tv, k.ThreadIdx(dsl.X)) })
 		}},
 		{"tv past the tile", "reaches index 1023; the tile (8,64) has 512 elements", func(k *dsl.Kernel) int {
-			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse("(8,128):(128,1)")))
+			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.MustParse("(8,128):(128,1)"))
 			return at(func() { g.PartitionByTV(layout.Ints(8, 64), tv, k.ThreadIdx(dsl.X)) })
 		}},
 		{"float thread index", "thread index is f32", func(k *dsl.Kernel) int {
-			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.Must(layout.Parse("(8,128):(128,1)")))
+			g := k.MakeTensor(k.PtrParam("p", dsl.F32), layout.MustParse("(8,128):(128,1)"))
 			x := k.Param("x", dsl.F32)
 			return at(func() { g.PartitionByTV(tiler, tv, x) })
 		}},

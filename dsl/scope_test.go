@@ -93,15 +93,17 @@ func TestMultimem(t *testing.T) {
 				i := k.PtrParam("i", dsl.I32)
 				v := k.MultimemLoadReduce(f, dsl.Sum, 4)
 				k.MultimemStore(f.At(4), v)
-				k.MultimemReduce(f.At(8), dsl.Sum, v[:2], dsl.MMRelease(dsl.System))
+				k.MultimemReduce(f.At(8), dsl.Sum, v[:2], dsl.Release(dsl.System))
 				hv := k.MultimemLoadReduce(h, dsl.Sum, 8, dsl.AccF32())
-				k.MultimemStore(h.At(8), hv)
-				iv := k.MultimemLoadReduce(i, dsl.Min, 1, dsl.MMAcquire(dsl.System))
-				k.MultimemReduce(i.At(1), dsl.Sum, iv, dsl.MMRelaxed(dsl.GPU))
+				k.MultimemStore(h.At(8), hv, dsl.Weak())
+				k.Store(f.At(12), v[0], dsl.Weak()) // a plain st: weak is what a store is without an order
+				iv := k.MultimemLoadReduce(i, dsl.Min, 1, dsl.Acquire(dsl.System))
+				k.MultimemReduce(i.At(1), dsl.Sum, iv, dsl.Relaxed(dsl.GPU))
 			})
 			for _, want := range []string{"multimem.ld_reduce.relaxed.sys.global.add.v4.f32", "multimem.st.relaxed.sys.global.v4.f32",
 				"multimem.red.release.sys.global.add.v2.f32", "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.bf16x2",
-				"multimem.ld_reduce.acquire.sys.global.min.s32"} {
+				"multimem.ld_reduce.acquire.sys.global.min.s32", "multimem.st.weak.global.v4.bf16x2", "multimem.red.relaxed.gpu.global.add.s32",
+				"st.global.f32 [%ud"} {
 				if !strings.Contains(s, want) {
 					t.Errorf("missing %s", want)
 				}

@@ -198,6 +198,7 @@ func constInt(v Value) int64 {
 func (k *Kernel) operand(v Value) ptx.Operand {
 	im, ok := v.op.(ptx.Imm)
 	if !ok {
+		k.checkScope(v)
 		return v.op
 	}
 	switch v.t {
@@ -251,5 +252,5 @@ func (k *Kernel) own(v Value, what string) bool {
 		k.errorf("%s: value %s belongs to kernel %s, not %s", what, v, v.k.name, k.name)
 		return false
 	}
-	return true
+	return k.checkScope(v)
 }

@@ -233,10 +233,11 @@ func (v Value) Neg2() Value {
 	return v.k.Const(v.t, 0).Sub(v)
 }
 
-// NamedBarrier waits at barrier id (0..15) until threads threads (a multiple of 32) arrive.
+// NamedBarrier waits at barrier id (0..15) until threads threads (a multiple of 32, at most
+// 1024) arrive.
 func (k *Kernel) NamedBarrier(id, threads int) {
-	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 {
-		k.errorf("NamedBarrier: id %d must be 0..15 and threads %d a positive multiple of 32", id, threads)
+	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 || threads > 1024 {
+		k.errorf("NamedBarrier: id %d must be 0..15 and threads %d a multiple of 32 in 32..1024 (a block has at most 1024 threads)", id, threads)
 		return
 	}
 	k.emit(&ptx.Instr{Op: "barrier.sync", Args: []ptx.Operand{ptx.IntImm(ptx.U32, int64(id)), ptx.IntImm(ptx.U32, int64(threads))}})
@@ -244,8 +245,8 @@ func (k *Kernel) NamedBarrier(id, threads int) {
 
 // NamedBarrierArrive signals barrier id without waiting (producer side).
 func (k *Kernel) NamedBarrierArrive(id, threads int) {
-	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 {
-		k.errorf("NamedBarrierArrive: id %d must be 0..15 and threads %d a positive multiple of 32", id, threads)
+	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 || threads > 1024 {
+		k.errorf("NamedBarrierArrive: id %d must be 0..15 and threads %d a multiple of 32 in 32..1024 (a block has at most 1024 threads)", id, threads)
 		return
 	}
 	k.emit(&ptx.Instr{Op: "barrier.arrive", Args: []ptx.Operand{ptx.IntImm(ptx.U32, int64(id)), ptx.IntImm(ptx.U32, int64(threads))}})

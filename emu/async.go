@@ -79,6 +79,9 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 		case mbInval:
 			mb = mbar{}
 		case mbArrive, mbArriveDrop, mbCpAsyncArrive:
+			if l.gRace { // an arrive releases (at block scope)
+				l.raceRelease(w, ln, scCTA)
+			}
 			if in.flags&1 != 0 { // .expect_tx: the operand is the transaction count
 				mb.tx += int64(arg)
 				arg = 1
@@ -110,6 +113,9 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 			v := uint64(0)
 			if done {
 				v = 1
+				if l.gRace { // a completed wait acquires (at block scope)
+					l.raceAcquire(w, ln, scCTA)
+				}
 			} else {
 				w.spin = true
 			}

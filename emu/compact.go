@@ -61,7 +61,6 @@ type bitset []uint64
 func newBits(n int) bitset         { return make(bitset, (n+63)/64) }
 func (b bitset) set(i int)         { b[i/64] |= 1 << (i % 64) }
 func (b bitset) clr(i int)         { b[i/64] &^= 1 << (i % 64) }
-func (b bitset) has(i int) bool    { return b[i/64]>>(i%64)&1 != 0 }
 func (b bitset) copyFrom(o bitset) { copy(b, o) }
 func (b bitset) or(o bitset) (c bool) {
 	for i := range b {

@@ -58,7 +58,8 @@ const cpKernels = `.shared .align 16 .b8 sm[64];
 	cp.async.wait_all;
 	bar.sync 0;
 	ld.shared.u32 %u0, [%rd2+4];
-	@!%p0 st.global.u32 [%rd1], %u0;
+	setp.eq.u32 %p1, %u2, 33;
+	@%p1 st.global.u32 [%rd1], %u0;
 	ret;
 }
 .visible .entry waitafterbar(.param .u64 src, .param .u64 out)
@@ -202,7 +203,7 @@ func TestCpAsyncOtherThreads(t *testing.T) {
 	s, src, out := cpSetup(t)
 	must(t, launch1(s, m, "sync", 1, 64, src, out))
 	if got := readU32(t, s, out, 1); got[0] != 0x08070605 {
-		t.Fatalf("thread 1.. read %#x, want 0x08070605", got[0])
+		t.Fatalf("thread 33 read %#x, want 0x08070605", got[0])
 	}
 	wantErr(t, launch1(s, m, "nobar", 1, 64, src, out), KindRace, "cp.async.ca.shared.global", "no barrier")
 	wantErr(t, launch1(s, m, "waitafterbar", 1, 64, src, out), KindCpAsync, "thread (32,0,0)", "that thread (0,0,0) issued", "not even committed")

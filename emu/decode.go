@@ -287,11 +287,7 @@ func decode(m *ptx.Module) *program {
 }
 
 func varSize(v *ptx.Var) int {
-	n := v.Array
-	if n <= 0 {
-		n = 1
-	}
-	return n * max(v.Type.Bytes(), 1)
+	return satSize(v.Array, v.Type.Bytes())
 }
 
 func varAlign(v *ptx.Var) int {
@@ -309,16 +305,12 @@ func paramAlign(q ptx.Param) int {
 }
 
 func paramSize(q ptx.Param) int {
-	n := q.Array
-	if n <= 0 {
-		n = 1
-	}
-	return n * max(q.Type.Bytes(), 1)
+	return satSize(q.Array, q.Type.Bytes())
 }
 
 func (d *decoder) allocLocal(size, align int) int64 {
 	off := int64(roundUp(uint64(d.p.localSize), uint64(max(align, 1))))
-	d.p.localSize = int(off) + size
+	d.p.localSize = min(int(off)+size, sizeCap) // launches refuse sizes near the cap
 	return off
 }
 
@@ -335,7 +327,7 @@ func (d *decoder) run() error {
 		}
 		off := roundUp(uint64(p.sharedSize), uint64(varAlign(v)))
 		d.shared[key] = int64(off)
-		p.sharedSize = int(off) + varSize(v)
+		p.sharedSize = min(int(off)+varSize(v), sizeCap)
 		p.sharedVars = append(p.sharedVars, sharedVar{name: v.Name, off: int64(off), size: int64(varSize(v))})
 	}
 	for _, v := range m.Vars {

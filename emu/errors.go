@@ -17,6 +17,9 @@ const (
 	KindBadAddress  Kind = "invalid address"
 	KindMulticast   Kind = "multicast misuse"
 	KindRace        Kind = "shared-memory race"
+	// KindDataRace: two threads' plain accesses to the same bytes of global memory, at
+	// least one a write, with no ordering between them (see docs/emu.md).
+	KindDataRace Kind = "data race"
 	// KindMissingFence (weak mode): a thread reads a location before a buffered store of
 	// another thread reaches it, after seeing a later store of that thread (or of its block,
 	// after a barrier): the writer published without a fence or release.

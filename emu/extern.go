@@ -176,6 +176,9 @@ func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 			}
 			c.Rets = make([]uint64, len(in.retOps))
 			w.ext[ln] = c
+			if l.gRace {
+				l.raceRelease(w, ln, scSys)
+			}
 			l.progressed() // a new call is progress even if it waits (it may let others finish)
 		}
 		c.reason = ""
@@ -189,6 +192,9 @@ func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 		if err != nil {
 			w.fault(in, ln, KindExtern, fmt.Sprintf("%s: %v", in.extern, err))
 			return true
+		}
+		if l.gRace {
+			l.raceAcquire(w, ln, scSys)
 		}
 		for i, r := range in.retOps {
 			v := uint64(0)

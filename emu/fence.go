@@ -54,11 +54,13 @@ type recPage [4096 / granule]int32
 
 // obsKey names what a block's threads have seen: stores of thread tid (-1: of any thread)
 // of block blk, seen by thread reader of the block (-1: by a thread before a full barrier
-// of the block, so by all of them).
+// of the block, so by all of them); acq: seen by an acquire load or atomic (those count for
+// .relaxed and .volatile readers too).
 type obsKey struct {
 	reader int32
 	blk    *block
 	tid    int32
+	acq    bool
 }
 
 // obsVal is the latest such store seen: its counter and instruction, who read it and where.
@@ -214,8 +216,12 @@ func (l *launch) observe(w *warp, in *dinst, ln int, addr uint64, n int) {
 			}
 			b.obsGen = l.gen
 			v := obsVal{seq: r.seq, tid: r.tid, pc: r.pc, reader: me, rpc: in.pc}
-			b.see(obsKey{me, r.blk, r.tid}, v)
-			b.see(obsKey{me, r.blk, -1}, v)
+			b.see(obsKey{me, r.blk, r.tid, false}, v)
+			b.see(obsKey{me, r.blk, -1, false}, v)
+			if in.sem == semAcquire || in.sem == semAcqRel {
+				b.see(obsKey{me, r.blk, r.tid, true}, v)
+				b.see(obsKey{me, r.blk, -1, true}, v)
+			}
 		}
 	}
 }
@@ -243,19 +249,21 @@ func (b *block) mergeObs(l *launch) {
 }
 
 // seen returns the latest store of thread tid (-1: any thread) of block blk that thread me
-// of b has seen.
-func (b *block) seen(me int32, blk *block, tid int32) (obsVal, bool) {
-	o, ok := b.obs[obsKey{me, blk, tid}]
-	if p, ok2 := b.obs[obsKey{-1, blk, tid}]; ok2 && (!ok || p.seq > o.seq) {
+// of b has seen (acq: with an acquire).
+func (b *block) seen(me int32, blk *block, tid int32, acq bool) (obsVal, bool) {
+	o, ok := b.obs[obsKey{me, blk, tid, acq}]
+	if p, ok2 := b.obs[obsKey{-1, blk, tid, acq}]; ok2 && (!ok || p.seq > o.seq) {
 		o, ok = p, true
 	}
 	return o, ok
 }
 
-// staleRead checks lane ln's weak load of n bytes at addr, which has buffered stores in its
+// staleRead checks lane ln's load of n bytes at addr, which has buffered stores in its
 // bytes: it faults and returns true when one of them is older than a store of the same
-// writer (or, through a barrier, of its block) that the reading thread has already seen.
-func (l *launch) staleRead(w *warp, in *dinst, ln int, addr uint64, n int) bool {
+// writer (or, through a barrier, of its block) that the reading thread has already seen
+// (acq, for a .relaxed or .volatile load: seen with an acquire; such a load may be polling
+// for the value otherwise).
+func (l *launch) staleRead(w *warp, in *dinst, ln int, addr uint64, n int, acq bool) bool {
 	b := w.b
 	if b.obsGen != l.gen {
 		clear(b.obs)
@@ -269,12 +277,12 @@ func (l *launch) staleRead(w *warp, in *dinst, ln int, addr uint64, n int) bool 
 				continue
 			}
 			et := int32(e.w.idx*32 + e.lane)
-			if o, ok := b.seen(me, e.blk, et); ok && o.seq > e.seq {
+			if o, ok := b.seen(me, e.blk, et, acq); ok && o.seq > e.seq {
 				l.missingFence(w, in, ln, addr, n, e, o, false)
 				return true
 			}
 			if e.blockWide && e.pub != noPub {
-				if o, ok := b.seen(me, e.blk, -1); ok && o.seq > e.pub {
+				if o, ok := b.seen(me, e.blk, -1, acq); ok && o.seq > e.pub {
 					l.missingFence(w, in, ln, addr, n, e, o, true)
 					return true
 				}

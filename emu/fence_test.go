@@ -87,7 +87,7 @@ func posStr(p ptx.Pos) string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
 // them all). fixed: a fence before the flag (byBlock: the flag is a release store).
 type publishLines struct{ store, flag, wait, read ptx.Pos }
 
-func publishKernel(t *testing.T, byBlock, fixed bool) (*ptx.Module, publishLines) {
+func publishKernel(t *testing.T, byBlock, fixed bool, readOpts ...dsl.MemOption) (*ptx.Module, publishLines) {
 	var ln publishLines
 	k := dsl.New("publish")
 	data := k.PtrParam("data", dsl.U32)
@@ -127,7 +127,7 @@ func publishKernel(t *testing.T, byBlock, fixed bool) (*ptx.Module, publishLines
 		k.SyncThreads()
 		k.If(tid.Eq(5), func() {
 			k.For(0, n, 1, func(i dsl.Value) {
-				ln.read = at(func() { k.Store(out.At(i), k.Load(data.At(i))) })
+				ln.read = at(func() { k.Store(out.At(i), k.Load(data.At(i), readOpts...)) })
 			})
 		})
 	})
@@ -204,6 +204,35 @@ func TestBrokenMissingFence(t *testing.T) {
 		}
 		// With the fence (or the release), the same runs pass and copy the right values.
 		good, _ := publishKernel(t, byBlock, true)
+		for _, seed := range []int64{1, 2, 3} {
+			got, err := runPublish(t, good, n, seed)
+			if err != nil {
+				t.Fatalf("byBlock %v, fixed, seed %d: %v", byBlock, seed, err)
+			}
+			for i, v := range got {
+				if v != uint32(1000+i) {
+					t.Fatalf("byBlock %v, fixed, seed %d: out[%d] = %d", byBlock, seed, i, v)
+				}
+			}
+		}
+	}
+}
+
+// TestBrokenMissingFenceRelaxedRead: the same broken publication read with .relaxed loads
+// after the acquire of the flag (the consumer does not poll the data: it acquired a flag
+// stored after it) is reported as well; the fixed producer passes.
+func TestBrokenMissingFenceRelaxedRead(t *testing.T) {
+	const n = 64
+	for _, byBlock := range []bool{false, true} {
+		m, ln := publishKernel(t, byBlock, false, dsl.Relaxed(dsl.System))
+		for _, seed := range []int64{1, 2, 3} {
+			_, err := runPublish(t, m, n, seed)
+			e := report(t, err, emu.KindMissingFence, "publish", 1, [3]int{}, [3]int{5, 0, 0}, "ld.relaxed.sys.global.u32", ln.read)
+			if len(e.Related) != 3 || e.Related[1].Pos != ln.flag || e.Related[2].Pos != ln.wait {
+				t.Fatalf("related accesses %+v, want the flag at %v and the wait at %v", e.Related, ln.flag, ln.wait)
+			}
+		}
+		good, _ := publishKernel(t, byBlock, true, dsl.Relaxed(dsl.System))
 		for _, seed := range []int64{1, 2, 3} {
 			got, err := runPublish(t, good, n, seed)
 			if err != nil {

@@ -135,14 +135,16 @@ func (f *fmtInfo) decode(b uint64) float64 {
 	return v
 }
 
-func f32(x uint64) float32   { return math.Float32frombits(uint32(x)) }
-func bf32(f float32) uint64  { return uint64(math.Float32bits(f)) }
-func f64(x uint64) float64   { return math.Float64frombits(x) }
-func bf64(f float64) uint64  { return math.Float64bits(f) }
-func h2f(x uint64) float64   { return float64(fp.F16ToF32(uint16(x))) }
-func bh2f(x uint64) float64  { return float64(fp.BF16ToF32(uint16(x))) }
-func f2h(v float64) uint64   { return fmtF16.encode(fmtF16.round(v, rndNear), false) }
-func f2bh(v float64) uint64  { return fmtBF16.encode(fmtBF16.round(v, rndNear), false) }
+func f32(x uint64) float32  { return math.Float32frombits(uint32(x)) }
+func bf32(f float32) uint64 { return uint64(math.Float32bits(f)) }
+func f64(x uint64) float64  { return math.Float64frombits(x) }
+func bf64(f float64) uint64 { return math.Float64bits(f) }
+func h2f(x uint64) float64  { return float64(fp.F16ToF32(uint16(x))) }
+func bh2f(x uint64) float64 { return float64(fp.BF16ToF32(uint16(x))) }
+func f2h(v float64) uint64  { return fmtF16.encode(fmtF16.round(v, rndNear), false) }
+func f2bh(v float64) uint64 { return fmtBF16.encode(fmtBF16.round(v, rndNear), false) }
+
+// f2f32 rounds v to f32 and returns its bits.
 func f2f32(v float64) uint64 { return bf32(float32(v)) }
 
 // roundOdd returns x+y rounded to odd: correct for a later rounding to any format with at

@@ -42,8 +42,9 @@ type Options struct {
 	// a completed barrier, an exit, a completed extern call) before the launch fails with a
 	// no-progress error naming where the warps spin. 0 means 1<<26.
 	StepBudget int64
-	// NoSanitizer turns off the race, alignment and barrier-divergence checks (bounds are
-	// always checked: there is no memory outside allocations to touch).
+	// NoSanitizer turns off the race (shared and global memory), alignment, warp-sync,
+	// barrier-divergence and missing-fence checks (bounds are always checked: there is no
+	// memory outside allocations to touch).
 	NoSanitizer bool
 	// MaxDelay is, in weak mode, the most warp-instructions a buffered store may stay
 	// invisible without a fence (0: 20000).
@@ -126,11 +127,8 @@ func (s *System) Launch(k Launch) (err error) {
 		return launchErr(k.Entry, "module has no kernel %q (kernels: %v)", k.Entry, names)
 	}
 	grid, blk := k.Grid.norm(), k.Block.norm()
-	if grid.X < 1 || grid.Y < 1 || grid.Z < 1 || blk.X < 1 || blk.Y < 1 || blk.Z < 1 {
-		return launchErr(k.Entry, "grid %v and block %v must be positive", k.Grid, k.Block)
-	}
-	if blk.size() > 1024 {
-		return launchErr(k.Entry, "block of %d threads: at most 1024", blk.size())
+	if err := s.checkShape(grid, blk, max(len(k.GPUs), 1)); err != nil {
+		return launchErr(k.Entry, "%v", err)
 	}
 	if r := fn.f.ReqNTID; r[0] > 0 && (blk.X != r[0] || blk.Y != max(r[1], 1) || blk.Z != max(r[2], 1)) {
 		return launchErr(k.Entry, "block %v does not match the kernel's .reqntid %v", blk, r)
@@ -141,8 +139,14 @@ func (s *System) Launch(k Launch) (err error) {
 	if k.SharedBytes < 0 {
 		return launchErr(k.Entry, "negative dynamic shared size")
 	}
-	if total := p.sharedSize + k.SharedBytes; total > 228*1024 {
-		return launchErr(k.Entry, "%d bytes of shared memory per block (static %d + dynamic %d): at most 232448", total, p.sharedSize, k.SharedBytes)
+	if total := p.sharedSize + k.SharedBytes; k.SharedBytes > MaxSharedBytes || total > MaxSharedBytes {
+		return launchErr(k.Entry, "%d bytes of shared memory per block (static %d + dynamic %d): at most %d", total, p.sharedSize, k.SharedBytes, MaxSharedBytes)
+	}
+	if p.localSize > MaxLocalBytes {
+		return launchErr(k.Entry, "the module's .local arrays and call frames take %d bytes of local memory per thread: a GPU allows at most %d", p.localSize, MaxLocalBytes)
+	}
+	if fn.psize > MaxParamBytes {
+		return launchErr(k.Entry, "%d bytes of kernel parameters: a GPU allows at most %d", fn.psize, MaxParamBytes)
 	}
 	gpus := k.GPUs
 	if len(gpus) == 0 {
@@ -183,6 +187,7 @@ func (s *System) Launch(k Launch) (err error) {
 	}
 	l.gvars = s.modVars[p.mod]
 	err = l.run()
+	l.endRace(err)
 	s.stats = Stats{WarpInstructions: l.steps, ThreadInstructions: l.threadInstr, Blocks: l.nblocks}
 	return err
 }
@@ -195,14 +200,13 @@ func (s *System) moduleVars(p *program) error {
 	}
 	vars := map[string]uint64{}
 	for _, v := range p.gvars {
-		n := v.Array
-		if n <= 0 {
-			n = 1
-		}
-		size := n * max(v.Type.Bytes(), 1)
+		size := varSize(v)
 		m, err := s.MallocSymmetric(size)
 		if err != nil {
-			return err
+			for _, off := range vars {
+				_ = s.Free(globalAddr(0, off))
+			}
+			return fmt.Errorf("module variable %s: %w", v.Name, err)
 		}
 		for g, gm := range s.gpus {
 			if a := gm.find(m.On(g)); a != nil {
@@ -357,6 +361,8 @@ func (l *launch) run() error {
 		seed = 1
 	}
 	l.rng = rand.New(rand.NewSource(seed))
+	l.gRace = l.sanitize
+	l.startRace()
 	l.nthreads = l.blk.size()
 	l.nwarps = (l.nthreads + 31) / 32
 	l.lsize = l.prog.localSize
@@ -381,13 +387,13 @@ func (l *launch) run() error {
 				c = order[c]
 			}
 			id, rank := l.clusterOf((c/ng)*cs + r)
-			return &block{l: l, gpu: l.gpus[c%ng], id: id, rank: rank}
+			return &block{l: l, gpu: l.gpus[c%ng], id: id, rank: rank, gnum: uint32(c*cs + r)}
 		}
 		if order != nil {
 			i = order[i]
 		}
 		j := i / ng
-		return &block{l: l, gpu: l.gpus[i%ng], id: [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}}
+		return &block{l: l, gpu: l.gpus[i%ng], id: [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}, gnum: uint32(i)}
 	}
 	visit := func(b *block) error {
 		q := quantum
@@ -426,7 +432,9 @@ func (l *launch) run() error {
 					next++
 					b.cl = c
 					c.blocks = append(c.blocks, b)
-					l.startBlock(b)
+					if err := l.startBlock(b); err != nil {
+						return err
+					}
 					l.blocks = append(l.blocks, b)
 				}
 				for _, b := range c.blocks {
@@ -438,7 +446,9 @@ func (l *launch) run() error {
 			}
 			b := newBlock(next)
 			next++
-			l.startBlock(b)
+			if err := l.startBlock(b); err != nil {
+				return err
+			}
 			l.blocks = append(l.blocks, b)
 			if err := visit(b); err != nil {
 				return err
@@ -527,6 +537,11 @@ func (l *launch) stuck(k Kind, msg string) error {
 		}
 		e.Msg += " at " + fmt.Sprint(sites)
 	}
+	if k == KindNoProgress && !mbDead {
+		if hint := l.alonePolling(); hint != "" {
+			e.Msg = hint + " (" + e.Msg + ")"
+		}
+	}
 	if k == KindDeadlock && !mbDead {
 		l.firstLive(e)
 	}
@@ -535,6 +550,29 @@ func (l *launch) stuck(k Kind, msg string) error {
 	}
 	l.err = e
 	return e
+}
+
+// alonePolling explains a spin on symmetric memory by a launch that runs on some of the
+// System's GPUs only: what the kernel waits for would come from the others ("" otherwise).
+func (l *launch) alonePolling() string {
+	if len(l.gpus) == len(l.sys.gpus) {
+		return ""
+	}
+	for _, b := range l.blocks {
+		if b.done || !b.started {
+			continue
+		}
+		for _, w := range b.warps {
+			if w == nil || w.live == 0 || w.poll == 0 || w.poll&offMask < symBase {
+				continue
+			}
+			return fmt.Sprintf("the launch runs on GPU(s) %v of the System's %d, but its warps spin on symmetric memory (%#x, GPU %d's copy) that only a kernel on another GPU would write: "+
+				"a kernel that waits for other GPUs must run on all of them in one launch (Launch.GPUs: System.All()); through jit, ranks' launches are gathered into one only when "+
+				"CollectiveAuto sees an argument pointing into symmetric memory, and it cannot see pointers inside a device array: launch with LaunchConfig{Collective: jit.CollectiveOn}",
+				l.gpus, len(l.sys.gpus), w.poll, int(region(w.poll)-regionGlobal0))
+		}
+	}
+	return ""
 }
 
 // firstLive names the first live thread's position in a deadlock error's summary line.
@@ -569,8 +607,17 @@ func (l *launch) liveWarps() int {
 	return n
 }
 
-func (l *launch) startBlock(b *block) {
+func (l *launch) startBlock(b *block) error {
 	p := l.prog
+	if l.blockBytes == 0 {
+		l.blockBytes = int64(l.lsize)*32*int64(l.nwarps) + int64(p.sharedSize+l.dynShared)
+	}
+	if lim := l.sys.limits.MaxMemory - l.sys.used; l.blockBytes > lim-l.liveBytes {
+		return &Error{Kind: KindLaunch, Kernel: l.fn.f.Name, GPU: b.gpu, Block: b.id, Msg: fmt.Sprintf(
+			"starting this block would hold %d bytes of local and shared memory in %d live blocks (%d bytes each) besides %d bytes of global memory: more than the System's limit of %d bytes (Limits.MaxMemory)",
+			l.liveBytes+l.blockBytes, len(l.blocks)+1, l.blockBytes, l.sys.used, l.sys.limits.MaxMemory)}
+	}
+	l.liveBytes += l.blockBytes
 	b.started = true
 	b.nthreads = l.nthreads
 	b.params = l.params[b.gpu]
@@ -626,6 +673,7 @@ func (l *launch) startBlock(b *block) {
 		b.warps[i] = w
 	}
 	b.liveWarps = l.nwarps
+	return nil
 }
 
 // maxPoolBytes bounds the memory of the warps a System keeps for reuse.
@@ -636,6 +684,7 @@ func warpBytes(w *warp) int { return 8*len(w.r) + len(w.local) }
 // finishBlock returns a finished block's memory to the pools.
 func (l *launch) finishBlock(b *block) {
 	b.done = true
+	l.liveBytes -= l.blockBytes
 	for _, w := range b.warps {
 		w.b, w.l = nil, nil
 		for ln := range w.ext {

@@ -46,6 +46,10 @@ type alloc struct {
 	sym   bool
 	freed bool
 	what  string // "malloc", "symmetric", "module variable name"
+	// shadow is the race detector's record of the allocation (race.go), made on first use;
+	// noShadow: it would have exceeded the memory limit.
+	shadow   []gshadow
+	noShadow bool
 }
 
 type gpuMem struct {

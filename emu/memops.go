@@ -199,8 +199,6 @@ func (l *launch) release(w *warp, lane int, in *dinst) {
 	l.flushThread(w, lane)
 }
 
-func strong(in *dinst) bool { return in.sem != semWeak }
-
 func execLd(w *warp, in *dinst, m uint32) {
 	l := w.l
 	es, nv := int(in.size), int(in.vec)
@@ -213,6 +211,9 @@ func execLd(w *warp, in *dinst, m uint32) {
 			w.memFault(in, ln, f)
 			return
 		}
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		switch wh {
 		case whShared:
 			if l.sanitize && in.sem == semWeak && !w.race(in, ln, off, tot, false) {
@@ -221,7 +222,7 @@ func execLd(w *warp, in *dinst, m uint32) {
 		case whGlobal:
 			if l.weak {
 				if l.npend > 0 {
-					if in.sem == semWeak && len(w.b.obs) > 0 && l.staleRead(w, in, ln, off, tot) {
+					if in.sem <= semRelaxed && len(w.b.obs) > 0 && l.staleRead(w, in, ln, off, tot, in.sem != semWeak) {
 						return
 					}
 					s := w.scratch[:tot]
@@ -233,8 +234,13 @@ func execLd(w *warp, in *dinst, m uint32) {
 					l.observe(w, in, ln, off, tot)
 				}
 			}
+			// After the missing-fence check: its report says more.
+			if l.gRace && in.sem == semWeak && !w.gRaceCheck(in, ln, off, tot, false) {
+				return
+			}
 			if in.sem != semWeak {
 				w.spin = true
+				w.poll = off
 			}
 		}
 		for i := 0; i < nv; i++ {
@@ -278,12 +284,18 @@ func execSt(w *warp, in *dinst, m uint32) {
 			w.memFault(in, ln, f)
 			return
 		}
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		switch wh {
 		case whShared:
 			if l.sanitize && in.sem == semWeak && !w.race(in, ln, off, tot, true) {
 				return
 			}
 		case whGlobal:
+			if l.gRace && in.sem == semWeak && !w.gRaceCheck(in, ln, off, tot, true) {
+				return
+			}
 			if l.weak {
 				if w.peerVisible(off) && (in.sem == semWeak || in.sem == semRelaxed || in.sem == semVolatile) {
 					buf := w.scratch[:tot]
@@ -444,7 +456,13 @@ func execAtom(w *warp, in *dinst, m uint32) {
 			w.fault(in, ln, KindBadAddress, "atomic on the kernel's parameters")
 			return
 		}
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		w.spin = true
+		if wh == whGlobal {
+			w.poll = off
+		}
 		weakGlobal := l.fences && wh == whGlobal
 		if weakGlobal && !isRed && l.recorded(off) {
 			l.observe(w, in, ln, off, tot)
@@ -534,6 +552,9 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 			return
 		}
 		off := addr & offMask
+		if l.gRace && in.sem >= semAcquire {
+			w.raceSync(in, ln)
+		}
 		switch uint8(in.flags >> 8) {
 		case mmLdReduce:
 			if in.sem != semWeak {
@@ -665,6 +686,13 @@ func reduceFP8(sp [][]byte, o int, op uint8, f *fmtInfo, accF16 bool) uint64 {
 
 func execFence(w *warp, in *dinst, m uint32) {
 	l := w.l
+	if l.gRace {
+		for x := m; x != 0; x &= x - 1 {
+			ln := bits.TrailingZeros32(x)
+			l.raceRelease(w, ln, in.scope)
+			l.raceAcquire(w, ln, in.scope)
+		}
+	}
 	if !l.weak {
 		return
 	}

@@ -143,12 +143,22 @@ func TestPeerStoresAndFlags(t *testing.T) {
 func TestWeakMissingFence(t *testing.T) {
 	for _, v := range []ringVariant{ringNoFence, ringWeakNoFen} {
 		bad, err := runRing(t, 2, 256, v, Options{})
+		if v == ringWeakNoFen {
+			// Plain data stores and a volatile flag: a data race, which the strong mode's
+			// race detector reports (the load of the data does not follow a release).
+			wantErr(t, err, KindDataRace, "kernel ring", "ld.global.u32", "multigpu_test.go:58",
+				"that GPU 0 block (0,0,0) thread", "wrote with \"st.global.u32", "multigpu_test.go:35", "no release at .sys scope")
+			err, bad = nil, 0
+		}
 		must(t, err)
 		if bad != 0 {
 			t.Fatalf("strong mode: %d wrong values", bad)
 		}
 		for _, seed := range []int64{1, 2, 3} {
 			_, err := runRing(t, 2, 256, v, Options{Weak: true, Seed: seed})
+			if e, ok := err.(*Error); ok && v == ringWeakNoFen && e.Kind == KindDataRace {
+				continue // when the data's store was visible before the read (checked above)
+			}
 			wantErr(t, err, KindMissingFence, "kernel ring", "ld.global.u32", "multigpu_test.go:",
 				"before they hold the store", "later store", "with \"ld.acquire.sys.global.u32")
 		}

@@ -82,7 +82,7 @@ type dinst struct {
 	av    []int32
 	sub   []*dinst // extra memory operands (their base register in a)
 
-	t, t2  ptx.Type
+	t      ptx.Type
 	op     uint8 // sub-operation
 	flags  uint16
 	space  uint8
@@ -195,7 +195,6 @@ type program struct {
 	localSize  int         // per thread
 	sharedSize int         // static shared bytes
 	sharedVars []sharedVar // static shared variables, for reports
-	dynAlign   int
-	gvars      []*ptx.Var // module-scope .global/.const variables
+	gvars      []*ptx.Var  // module-scope .global/.const variables
 	decodeErr  error
 }

@@ -161,6 +161,27 @@ func TestNoProgressSpin(t *testing.T) {
 	t.Log(err)
 }
 
+// TestNoProgressLaunchedAlone: the same spin on a symmetric flag launched on GPU 0 alone of
+// two (what jit does with a rank's launch it did not gather) says that the kernel waits for
+// other GPUs and how to launch it; a spin on private memory does not.
+func TestNoProgressLaunchedAlone(t *testing.T) {
+	m := asm(t, spinSrc)
+	s := newSys(t, 2)
+	flag, _ := s.MallocSymmetric(4)
+	err := s.Launch(Launch{Module: m, Entry: "spin", GPUs: []int{0}, Grid: D1(1), Block: D1(32),
+		Args: []any{flag.On(1)}, Options: Options{StepBudget: 200000}})
+	wantErr(t, err, KindNoProgress, "the launch runs on GPU(s) [0] of the System's 2", "spin on symmetric memory", "GPU 1's copy",
+		"Collective: jit.CollectiveOn", "cannot see pointers inside a device array", "no progress after 200000 steps")
+	t.Log(err)
+	priv := mustMalloc(t, s, 0, 4)
+	err = s.Launch(Launch{Module: m, Entry: "spin", GPUs: []int{0}, Grid: D1(1), Block: D1(32),
+		Args: []any{priv}, Options: Options{StepBudget: 200000}})
+	e := wantErr(t, err, KindNoProgress, "no progress after 200000 steps")
+	if strings.Contains(e.Msg, "CollectiveOn") {
+		t.Fatalf("a spin on private memory: %v", err)
+	}
+}
+
 // A multi-GPU deadlock through flags is a spin too: every GPU waits for the other's flag
 // before setting its own.
 func TestMultiGPUFlagCycle(t *testing.T) {

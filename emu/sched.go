@@ -51,6 +51,9 @@ type block struct {
 	obs       map[obsKey]obsVal // weak mode: out-of-order stores its threads have seen
 	obsGen    uint32
 	cp        *cpState // cp.async copies in flight (cpasync.go)
+	gnum      uint32   // the block's number in its launch (race detector)
+	gs        *gsync   // race detector: its releases and acquires (nil: none yet)
+	lastBar   uint32   // race detector: the stamp of its last completed barrier
 	cl        *cluster // its cluster (nil: a cluster of one; cluster.go)
 	rank      int      // its rank in the cluster
 }
@@ -72,6 +75,7 @@ type warp struct {
 	stack   [32][]int32
 	local   []byte
 	spin    bool
+	poll    uint64 // the global address of the warp's last strong load or atomic
 	yielded bool
 	back    int
 	high    bool
@@ -128,6 +132,15 @@ type launch struct {
 	cdim        Dim3 // the cluster shape (1,1,1 without Launch.Cluster)
 	explicitCl  bool // Launch.Cluster was given
 	sharedPool  [][]byte
+	blockBytes  int64             // local and shared memory of one block
+	liveBytes   int64             // ... of the live blocks
+	gRace       bool              // the global-memory race detector is on
+	clk0        uint32            // the race detector's stamp at the start of the launch
+	lo          uint32            // ... records from lo on are checked (the previous launch's when they overlap)
+	prev        *raceTrace        // the overlapping previous launch
+	gpuAcqS     []uint32          // per GPU: the latest .sys acquire of any of its blocks
+	gpuRelS     []uint32          // per GPU: the latest .sys release of any of its blocks
+	gblocks     map[uint32]*gsync // the blocks that released or acquired, by number
 	shadowPool  [][]shadowByte
 }
 
@@ -545,6 +558,9 @@ func (w *warp) releaseBarrier(id int) {
 	}
 	bar.arrived = 0
 	b.epoch++
+	if l.gRace {
+		l.raceBarrier(b)
+	}
 	l.progressed()
 	if l.weak {
 		l.publishBlock(b, bar.full)

@@ -25,6 +25,12 @@ type System struct {
 	// recPool keeps the missing-fence detector's record arena (emptied) for the next
 	// weak-mode launch.
 	recPool []wrec
+	limits  Limits
+	used    int64 // bytes of global memory allocated, over every GPU
+	// the race detector (race.go): its stamp and the bytes of its shadow records
+	clk         uint32
+	shadowBytes int64
+	trace       *raceTrace // the last launch, when the next may overlap it
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
@@ -39,6 +45,7 @@ func New(n int) (*System, error) {
 		progs:    map[*ptx.Module]*program{},
 		modVars:  map[*ptx.Module]map[string]uint64{},
 		warpPool: map[*program][]*warp{},
+		limits:   DefaultLimits,
 	}
 	for i := 0; i < n; i++ {
 		s.gpus = append(s.gpus, &gpuMem{idx: i, next: privateBase})
@@ -54,6 +61,7 @@ func roundUp(x, a uint64) uint64 { return (x + a - 1) / a * a }
 // Malloc allocates size bytes of zeroed global memory on one GPU and returns its address
 // (256-byte aligned). Every GPU can reach it (peer access is always on).
 func (s *System) Malloc(gpu int, size int) (uint64, error) {
+	s.hostSync()
 	if gpu < 0 || gpu >= len(s.gpus) {
 		return 0, fmt.Errorf("emu: Malloc on GPU %d: the system has %d GPUs", gpu, len(s.gpus))
 	}
@@ -61,8 +69,11 @@ func (s *System) Malloc(gpu int, size int) (uint64, error) {
 		return 0, fmt.Errorf("emu: Malloc of %d bytes: size must be positive", size)
 	}
 	g := s.gpus[gpu]
-	if g.next+uint64(size) >= symBase {
-		return 0, fmt.Errorf("emu: Malloc of %d bytes on GPU %d: out of memory", size, gpu)
+	if uint64(size) >= symBase-privateBase || g.next+uint64(size) >= symBase {
+		return 0, fmt.Errorf("emu: Malloc of %d bytes on GPU %d: out of memory (GPU %d's private address space is full)", size, gpu, gpu)
+	}
+	if err := s.reserve(fmt.Sprintf("Malloc of %d bytes on GPU %d", size, gpu), int64(size)); err != nil {
+		return 0, err
 	}
 	a := &alloc{gpu: gpu, base: globalAddr(gpu, g.next), size: uint64(size), data: make([]byte, size), what: "Malloc"}
 	g.next = roundUp(g.next+uint64(size)+redZone, allocAlign)
@@ -86,14 +97,18 @@ func (m *Symmetric) Multicast() uint64 { return uint64(regionMulticast)<<regionS
 // MallocSymmetric allocates size zeroed bytes at the same offset on every GPU (NVSHMEM's
 // symmetric heap).
 func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
+	s.hostSync()
 	if size <= 0 {
 		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: size must be positive", size)
 	}
 	off := s.symNext
-	s.symNext = roundUp(off+uint64(size)+redZone, allocAlign)
-	if s.symNext >= offMask {
-		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: out of memory", size)
+	if uint64(size) >= offMask-off-2*allocAlign {
+		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: out of memory (the symmetric heap's address space is full)", size)
 	}
+	if err := s.reserve(fmt.Sprintf("MallocSymmetric of %d bytes on each of %d GPUs", size, len(s.gpus)), satMul(int64(size), int64(len(s.gpus)))); err != nil {
+		return nil, err
+	}
+	s.symNext = roundUp(off+uint64(size)+redZone, allocAlign)
 	for g, gm := range s.gpus {
 		gm.insert(&alloc{gpu: g, base: globalAddr(g, off), size: uint64(size), data: make([]byte, size), sym: true, what: "symmetric"})
 	}
@@ -105,6 +120,7 @@ func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
 // Free releases an allocation made by Malloc, or (given any GPU's address of it) a symmetric
 // allocation on every GPU.
 func (s *System) Free(addr uint64) error {
+	s.hostSync()
 	r := region(addr)
 	if r < regionGlobal0 || r >= regionGlobal0+uint64(len(s.gpus)) {
 		return fmt.Errorf("emu: Free(%#x): not a global address", addr)
@@ -116,20 +132,36 @@ func (s *System) Free(addr uint64) error {
 	}
 	if !a.sym {
 		g.remove(a)
+		s.freed(a)
 		return nil
 	}
 	off := addr & offMask
 	for gi, gm := range s.gpus {
 		if b := gm.find(globalAddr(gi, off)); b != nil {
 			gm.remove(b)
+			s.freed(b)
 		}
 	}
 	delete(s.syms, off)
 	return nil
 }
 
+// freed returns a freed allocation's bytes (and its race shadow's) to the limit.
+func (s *System) freed(a *alloc) {
+	s.used -= int64(a.size)
+	if a.shadow != nil {
+		s.shadowBytes -= int64(len(a.shadow)) * gshadowBytes
+		a.shadow = nil
+	}
+}
+
 // FreeSymmetric releases a symmetric allocation on every GPU.
-func (s *System) FreeSymmetric(m *Symmetric) error { return s.Free(m.On(0)) }
+func (s *System) FreeSymmetric(m *Symmetric) error {
+	if m == nil {
+		return fmt.Errorf("emu: FreeSymmetric(nil)")
+	}
+	return s.Free(m.On(0))
+}
 
 // Peer returns the address through which any GPU reaches GPU gpu's copy of the symmetric
 // allocation that addr points into (what nvshmem_ptr returns). A private address is returned
@@ -162,6 +194,7 @@ func (s *System) MulticastOf(addr uint64) (uint64, error) {
 // Write copies p to device memory at addr (any GPU's global address, or a multicast address,
 // which writes every GPU's copy).
 func (s *System) Write(addr uint64, p []byte) error {
+	s.hostSync()
 	if len(p) == 0 {
 		return nil
 	}
@@ -185,6 +218,7 @@ func (s *System) Write(addr uint64, p []byte) error {
 
 // Read copies len(p) bytes of device memory at addr into p.
 func (s *System) Read(addr uint64, p []byte) error {
+	s.hostSync()
 	if len(p) == 0 {
 		return nil
 	}
@@ -196,8 +230,11 @@ func (s *System) Read(addr uint64, p []byte) error {
 	return nil
 }
 
-// Memset sets n bytes at addr to v.
+// Memset sets n bytes at addr to v (any GPU's global address, or a multicast address).
 func (s *System) Memset(addr uint64, v byte, n int) error {
+	if err := s.checkSpan("Memset", addr, n, true); err != nil || n == 0 {
+		return err
+	}
 	p := make([]byte, n)
 	for i := range p {
 		p[i] = v
@@ -205,13 +242,41 @@ func (s *System) Memset(addr uint64, v byte, n int) error {
 	return s.Write(addr, p)
 }
 
-// Copy copies n bytes from device address src to device address dst (any GPUs).
+// Copy copies n bytes from device address src to device address dst (any GPUs; dst may be
+// a multicast address).
 func (s *System) Copy(dst, src uint64, n int) error {
+	if err := s.checkSpan("Copy source", src, n, false); err != nil || n == 0 {
+		return err
+	}
+	if err := s.checkSpan("Copy destination", dst, n, true); err != nil {
+		return err
+	}
 	p := make([]byte, n)
 	if err := s.Read(src, p); err != nil {
 		return err
 	}
 	return s.Write(dst, p)
+}
+
+// checkSpan checks, before anything is allocated for it, that a host operation's n bytes at
+// addr lie in live allocations (of every GPU for a multicast address, when mc allows one).
+func (s *System) checkSpan(op string, addr uint64, n int, mc bool) error {
+	if n < 0 {
+		return fmt.Errorf("emu: %s of %d bytes: the length is negative", op, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	if mc && region(addr) == regionMulticast {
+		if _, f := s.multicastSpans(addr, n, nil); f != nil {
+			return fmt.Errorf("emu: %s: %s", op, f.msg)
+		}
+		return nil
+	}
+	if _, f := s.globalSpan(addr, n); f != nil {
+		return fmt.Errorf("emu: %s: %s", op, f.msg)
+	}
+	return nil
 }
 
 // Elem is a fixed-size element type the typed copy helpers accept.
@@ -228,10 +293,22 @@ func WriteSlice[T Elem](s *System, addr uint64, v []T) error {
 	return s.Write(addr, p)
 }
 
-// ReadSlice reads n elements of type T from device memory.
+// ReadSlice reads n elements of type T from device memory; they must lie in one live
+// allocation (checked before anything is allocated).
 func ReadSlice[T Elem](s *System, addr uint64, n int) ([]T, error) {
+	var z T
+	es := binary.Size(z)
+	if n < 0 {
+		return nil, fmt.Errorf("emu: ReadSlice of %d elements: the count is negative", n)
+	}
+	if n > int(offMask)/es {
+		return nil, fmt.Errorf("emu: ReadSlice of %d %d-byte elements at %#x: larger than any allocation", n, es, addr)
+	}
+	if err := s.checkSpan("ReadSlice", addr, n*es, false); err != nil {
+		return nil, err
+	}
 	v := make([]T, n)
-	p := make([]byte, binary.Size(v))
+	p := make([]byte, n*es)
 	if err := s.Read(addr, p); err != nil {
 		return nil, err
 	}

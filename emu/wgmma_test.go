@@ -458,16 +458,19 @@ const wgInFlightSrc = `
 	.reg .f32 %e<4>;
 	.reg .u64 %rd<4>;
 	.reg .pred %p<1>;
+	.reg .u32 %r<1>;
 	ld.param.u64 %rd0, [pd];
 	mov.u64 %rd1, 0;
+	mov.u32 %r0, %tid.x;
+	setp.eq.u32 %p0, %r0, 0;
 	wgmma.fence.sync.aligned;
 	wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%d0, %d1, %d2, %d3}, %rd1, %rd1, 0, 1, 1, 0, 0;
 	wgmma.commit_group.sync.aligned;
 	wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%e0, %e1, %e2, %e3}, %rd1, %rd1, 0, 1, 1, 0, 0;
 	wgmma.commit_group.sync.aligned;
 	wgmma.wait_group.sync.aligned 1;
-	st.global.f32 [%rd0], %d0;
-	st.global.f32 [%rd0+4], %e1;
+	@%p0 st.global.f32 [%rd0], %d0;
+	@%p0 st.global.f32 [%rd0+4], %e1;
 	ret;
 }
 `

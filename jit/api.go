@@ -1,11 +1,14 @@
 package jit
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -109,6 +112,7 @@ type Device struct {
 	shmem   *NVSHMEM
 	closed  bool
 	modules map[*Module]struct{}
+	st      startup // time to the first launch (Startup)
 }
 
 var (
@@ -147,11 +151,14 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	if open == nil {
 		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
 	}
+	start := time.Now()
 	impl, err := open(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	return newDevice(impl, opts), nil
+	d := newDevice(impl, opts)
+	d.noteOpen(start)
+	return d, nil
 }
 
 func newDevice(impl device, opts []Option) *Device {
@@ -171,12 +178,32 @@ func newDevice(impl device, opts []Option) *Device {
 // Info describes the device.
 func (d *Device) Info() Info { return d.info }
 
+// ErrClosed is what a closed Device's methods report (wrapped with what was called).
+var ErrClosed = errors.New("closed")
+
+// usable returns an error naming op when d is nil or closed.
+func (d *Device) usable(op string) error {
+	if d == nil {
+		return fmt.Errorf("jit: %s on a nil *Device", op)
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return fmt.Errorf("jit: %s: %s is %w", op, d.describe(), ErrClosed)
+	}
+	return nil
+}
+
 // Cache returns the cubin cache the device uses.
 func (d *Device) Cache() *Cache { return d.cache }
 
 // Close unloads the device's modules and releases it. Memory still allocated is freed with
 // the device's context; NVSHMEM must be finalized first.
 func (d *Device) Close() error {
+	if d == nil {
+		return errors.New("jit: Close of a nil *Device")
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -203,7 +230,12 @@ func (d *Device) Close() error {
 }
 
 // Synchronize waits for all work on the device.
-func (d *Device) Synchronize() error { return d.impl.synchronize() }
+func (d *Device) Synchronize() error {
+	if err := d.usable("Synchronize"); err != nil {
+		return err
+	}
+	return d.impl.synchronize()
+}
 
 // Source is what Load links and loads.
 type Source struct {
@@ -227,6 +259,10 @@ type DevLib struct {
 	PTX     []byte // the device-library PTX (llc output of libnvshmem_device.bc's functions)
 	Archive string // the path of libnvshmem_device.a (linked as CU_JIT_INPUT_LIBRARY)
 	Version string // the NVSHMEM version both came from, "3.4.5"; checked against the host library
+	// Objects are relocatable cubins of the device functions (devlib.Set.ObjectList: one per
+	// function, compiled once and cached by nvshmem/devlib), linked as CU_JIT_INPUT_CUBIN
+	// beside or instead of PTX, so the link compiles nothing of NVSHMEM.
+	Objects [][]byte
 }
 
 // LoadStats says how a module was produced.
@@ -269,6 +305,9 @@ func NVSHMEMCalls(m *ptx.Module) []string {
 // that calls NVSHMEM needs InitNVSHMEM on this device first (its module gets
 // nvshmemx_cumodule_init).
 func (d *Device) Load(src Source) (*Module, error) {
+	if err := d.usable("Load"); err != nil {
+		return nil, err
+	}
 	if src.Module == nil {
 		return nil, errors.New("jit: Load: Source.Module is nil; pass the *ptx.Module the PTX came from (launch arguments are checked against it)")
 	}
@@ -337,6 +376,7 @@ func (d *Device) Load(src Source) (*Module, error) {
 		}
 		stats.Load += time.Since(t0)
 	}
+	d.noteLoad(stats)
 	m := &Module{d: d, src: src.Module, name: name, impl: impl, stats: stats, shmem: len(calls) > 0, entries: entries, params: src.Params}
 	d.mu.Lock()
 	d.modules[m] = struct{}{}
@@ -441,6 +481,22 @@ type LaunchConfig struct {
 	// grid resident at once, so they may wait on each other). The GPU backend ignores it:
 	// there every rank's GPU runs its own grid. See CollectiveMode.
 	Collective CollectiveMode
+	// Context bounds the wait of a gathered launch for the other ranks (nil: no bound but
+	// RanksOptions.Context); when it ends first, every rank's launch fails naming the ranks
+	// that never launched.
+	Context context.Context
+	// Call describes the collective operation this launch is part of (for example
+	// "AllReduce of 302 f32 by sum"), which every rank must make alike: on the emulator the
+	// ranks' gathered launches compare it, and when they differ every rank fails naming the
+	// ranks that differ. The GPU backend does not compare it (that would cost an exchange
+	// between the GPUs on every launch).
+	Call string
+	// CoResident says the grid's blocks wait on each other (a grid barrier, every
+	// collective): all of them must be resident at once, or the grid deadlocks. Launch then
+	// refuses a grid larger than the device holds at once, naming the limit; the GPU backend
+	// launches it cooperatively (cuLaunchCooperativeKernel), the emulator checks the same
+	// limit from its per-SM model (EmuSMThreads, EmuSMBlocks, EmuSMShared).
+	CoResident bool
 }
 
 // CollectiveMode says how the emulator schedules a launch when several ranks share it.
@@ -461,7 +517,7 @@ const (
 
 // modalLauncher is a function that takes the LaunchConfig's Collective mode (the emulator).
 type modalLauncher interface {
-	launchMode(grid, block Dim3, shared int, s stream, args []uint64, mode CollectiveMode) error
+	launchMode(grid, block Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error
 }
 
 // Launch runs the kernel. The arguments are checked against the kernel's parameters: their
@@ -469,6 +525,9 @@ type modalLauncher interface {
 // width: float32 for .f32, uint16 bits for .f16/.bf16, int32/uint32 for 32-bit integers...).
 // Parameters wider than 8 bytes are refused (see docs/jit.md). Launch does not wait.
 func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
+	if f == nil || f.m == nil || f.sig == nil {
+		return errors.New("jit: Launch of a nil *Function (look kernels up with Module.Function)")
+	}
 	slots, err := EncodeArgs(f.sig, args)
 	if err != nil {
 		return err
@@ -502,15 +561,45 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if cfg.Collective < CollectiveAuto || cfg.Collective > CollectiveOff {
 		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
 	}
-	if ml, ok := f.impl.(modalLauncher); ok {
-		err = ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg.Collective)
+	if cfg.CoResident {
+		cl, ok := f.impl.(coLauncher)
+		if !ok {
+			return fmt.Errorf("jit: launch of %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
+		}
+		n, limit, rerr := cl.residentBlocks(b, cfg.SharedMem)
+		if rerr != nil {
+			return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, rerr)
+		}
+		if blocks := int64(g.X) * int64(g.Y) * int64(g.Z); blocks > int64(n) {
+			return fmt.Errorf("jit: launch of %s: grid %dx%dx%d has %d blocks of %dx%dx%d threads, but at most %d can be resident at once on %s (%s); its blocks wait on each other (CoResident), so use a grid of at most %d blocks",
+				f.sig.Name, g.X, g.Y, g.Z, blocks, b.X, b.Y, b.Z, n, f.m.d.describe(), limit, n)
+		}
+	}
+	run := func() error { return f.dispatch(g, b, s, slots, &cfg) }
+	if c := cfg.Stream.capturing(); c != nil {
+		err = c.record(f, cfg, g, b, slots, run)
 	} else {
-		err = f.impl.launch(g, b, cfg.SharedMem, s, slots)
+		err = run()
 	}
 	if err != nil {
 		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
 	}
+	f.m.d.noteLaunch()
 	return nil
+}
+
+// dispatch hands an encoded launch to the backend: co-resident, with the launch's
+// configuration (the emulator), or plain.
+func (f *Function) dispatch(g, b Dim3, s stream, slots []uint64, cfg *LaunchConfig) error {
+	if cfg.CoResident {
+		if cl, ok := f.impl.(coLauncher); ok {
+			return cl.launchCoResident(g, b, cfg.SharedMem, s, slots, cfg)
+		}
+	}
+	if ml, ok := f.impl.(modalLauncher); ok {
+		return ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg)
+	}
+	return f.impl.launch(g, b, cfg.SharedMem, s, slots)
 }
 
 // Memory is a device allocation.
@@ -540,6 +629,9 @@ func (m *Memory) isFreed() bool {
 
 // Free releases the memory (a second Free does nothing).
 func (m *Memory) Free() error {
+	if m == nil || m.free == nil {
+		return errors.New("jit: Free of a nil *Memory")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.freed {
@@ -551,8 +643,14 @@ func (m *Memory) Free() error {
 
 // Alloc allocates n bytes of device memory.
 func (d *Device) Alloc(n int64) (*Memory, error) {
+	if err := d.usable("Alloc"); err != nil {
+		return nil, err
+	}
 	if n <= 0 {
 		return nil, fmt.Errorf("jit: Alloc(%d): size must be positive", n)
+	}
+	if err := d.fits("Alloc", n); err != nil {
+		return nil, err
 	}
 	p, err := d.impl.alloc(n)
 	if err != nil {
@@ -561,18 +659,52 @@ func (d *Device) Alloc(n int64) (*Memory, error) {
 	return &Memory{d: d, ptr: p, size: n, free: d.impl.free}, nil
 }
 
+// fits refuses n bytes more than the device's memory, before asking the backend (the
+// emulator's memory is host memory; a huge request would end the process).
+func (d *Device) fits(op string, n int64) error {
+	if d.info.TotalMem > 0 && n > d.info.TotalMem {
+		return fmt.Errorf("jit: %s of %d bytes: more than the %d bytes of memory of %s", op, n, d.info.TotalMem, d.describe())
+	}
+	return nil
+}
+
+// bytesFor returns n values of elemSize bytes in bytes, or an error naming op when n is not
+// positive or the product overflows.
+func bytesFor(op string, n int, elemSize uintptr) (int64, error) {
+	if n <= 0 {
+		return 0, fmt.Errorf("jit: %s(%d): the length must be positive", op, n)
+	}
+	if int64(n) > math.MaxInt64/int64(elemSize) {
+		return 0, fmt.Errorf("jit: %s(%d): %d values of %d bytes overflow a 64-bit size", op, n, n, elemSize)
+	}
+	return int64(n) * int64(elemSize), nil
+}
+
 func (d *Device) describe() string {
 	return fmt.Sprintf("%s device %d (%s)", d.info.Backend, d.info.Ordinal, d.info.Name)
 }
 
 // CopyHtoD copies src to device address dst and waits.
-func (d *Device) CopyHtoD(dst DevicePtr, src []byte) error { return d.impl.copyHtoD(dst, src, nil) }
+func (d *Device) CopyHtoD(dst DevicePtr, src []byte) error {
+	if err := d.usable("CopyHtoD"); err != nil {
+		return err
+	}
+	return d.impl.copyHtoD(dst, src, nil)
+}
 
 // CopyDtoH copies len(dst) bytes from device address src and waits.
-func (d *Device) CopyDtoH(dst []byte, src DevicePtr) error { return d.impl.copyDtoH(dst, src, nil) }
+func (d *Device) CopyDtoH(dst []byte, src DevicePtr) error {
+	if err := d.usable("CopyDtoH"); err != nil {
+		return err
+	}
+	return d.impl.copyDtoH(dst, src, nil)
+}
 
 // CopyDtoD copies n bytes between device addresses and waits.
 func (d *Device) CopyDtoD(dst, src DevicePtr, n int64) error {
+	if err := d.usable("CopyDtoD"); err != nil {
+		return err
+	}
 	return d.impl.copyDtoD(dst, src, n, nil)
 }
 
@@ -590,7 +722,11 @@ type Buffer[T Elem] struct {
 // Alloc allocates a buffer of n values of T on d.
 func Alloc[T Elem](d *Device, n int) (*Buffer[T], error) {
 	var z T
-	m, err := d.Alloc(int64(n) * int64(unsafe.Sizeof(z)))
+	bytes, err := bytesFor("Alloc", n, unsafe.Sizeof(z))
+	if err != nil {
+		return nil, err
+	}
+	m, err := d.Alloc(bytes)
 	if err != nil {
 		return nil, err
 	}
@@ -600,7 +736,10 @@ func Alloc[T Elem](d *Device, n int) (*Buffer[T], error) {
 // BufferOf views memory as n values of T (n*sizeof(T) must fit).
 func BufferOf[T Elem](m *Memory, n int) (*Buffer[T], error) {
 	var z T
-	if int64(n)*int64(unsafe.Sizeof(z)) > m.size {
+	if m == nil {
+		return nil, errors.New("jit: BufferOf a nil *Memory")
+	}
+	if n < 0 || int64(n) > m.size/int64(unsafe.Sizeof(z)) {
 		return nil, fmt.Errorf("jit: BufferOf: %d values of %d bytes do not fit in %d bytes", n, unsafe.Sizeof(z), m.size)
 	}
 	return &Buffer[T]{mem: m, n: n}, nil
@@ -616,7 +755,12 @@ func (b *Buffer[T]) Memory() *Memory { return b.mem }
 func (b *Buffer[T]) DevPtr() DevicePtr { return b.mem.ptr }
 
 // Free releases the buffer's memory.
-func (b *Buffer[T]) Free() error { return b.mem.Free() }
+func (b *Buffer[T]) Free() error {
+	if b == nil || b.mem == nil {
+		return errors.New("jit: Free of a nil *Buffer")
+	}
+	return b.mem.Free()
+}
 
 func (b *Buffer[T]) isFreed() bool { return b.mem == nil || b.mem.isFreed() }
 
@@ -676,6 +820,7 @@ func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
 type Stream struct {
 	d    *Device
 	impl stream
+	capt atomic.Pointer[capture] // the capture in progress (BeginCapture), or nil
 }
 
 func (s *Stream) get() stream {
@@ -687,6 +832,9 @@ func (s *Stream) get() stream {
 
 // NewStream creates a stream.
 func (d *Device) NewStream() (*Stream, error) {
+	if err := d.usable("NewStream"); err != nil {
+		return nil, err
+	}
 	s, err := d.impl.newStream()
 	if err != nil {
 		return nil, err
@@ -695,10 +843,20 @@ func (d *Device) NewStream() (*Stream, error) {
 }
 
 // Synchronize waits for the stream's work.
-func (s *Stream) Synchronize() error { return s.impl.synchronize() }
+func (s *Stream) Synchronize() error {
+	if s == nil {
+		return errors.New("jit: Synchronize of a nil *Stream")
+	}
+	return s.impl.synchronize()
+}
 
 // Close destroys the stream.
-func (s *Stream) Close() error { return s.impl.destroy() }
+func (s *Stream) Close() error {
+	if s == nil {
+		return errors.New("jit: Close of a nil *Stream")
+	}
+	return s.impl.destroy()
+}
 
 // CopyHtoD enqueues a host-to-device copy; src must stay alive until it runs.
 func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
@@ -720,6 +878,9 @@ type Event struct{ impl event }
 
 // NewEvent creates an event (with timing).
 func (d *Device) NewEvent() (*Event, error) {
+	if err := d.usable("NewEvent"); err != nil {
+		return nil, err
+	}
 	e, err := d.impl.newEvent()
 	if err != nil {
 		return nil, err
@@ -728,16 +889,36 @@ func (d *Device) NewEvent() (*Event, error) {
 }
 
 // Record records the event in s (nil: the default stream).
-func (e *Event) Record(s *Stream) error { return e.impl.record(s.get()) }
+func (e *Event) Record(s *Stream) error {
+	if e == nil {
+		return errors.New("jit: Record of a nil *Event")
+	}
+	return e.impl.record(s.get())
+}
 
 // Synchronize waits until the event has happened.
-func (e *Event) Synchronize() error { return e.impl.synchronize() }
+func (e *Event) Synchronize() error {
+	if e == nil {
+		return errors.New("jit: Synchronize of a nil *Event")
+	}
+	return e.impl.synchronize()
+}
 
 // Elapsed returns the time between e and a later event end (both recorded and reached).
-func (e *Event) Elapsed(end *Event) (time.Duration, error) { return e.impl.elapsed(end.impl) }
+func (e *Event) Elapsed(end *Event) (time.Duration, error) {
+	if e == nil || end == nil {
+		return 0, errors.New("jit: Elapsed: both events must be non-nil (made by Device.NewEvent)")
+	}
+	return e.impl.elapsed(end.impl)
+}
 
 // Close destroys the event.
-func (e *Event) Close() error { return e.impl.destroy() }
+func (e *Event) Close() error {
+	if e == nil {
+		return errors.New("jit: Close of a nil *Event")
+	}
+	return e.impl.destroy()
+}
 
 // The backend interfaces. A backend implements device; the front end above does the checking.
 

@@ -41,6 +41,9 @@ func Signature(f *ptx.Func) string {
 // parameter, the value in its low bytes (little-endian). The errors name the kernel, the
 // parameter, what it wants and what was given.
 func EncodeArgs(f *ptx.Func, args []any) ([]uint64, error) {
+	if f == nil {
+		return nil, fmt.Errorf("jit: EncodeArgs: the kernel (*ptx.Func) is nil")
+	}
 	if len(args) != len(f.Params) {
 		return nil, fmt.Errorf("jit: kernel %s takes %d arguments, got %d: %s", f.Name, len(f.Params), len(args), Signature(f))
 	}

@@ -221,6 +221,9 @@ func devLibHash(dl *DevLib) ([32]byte, error) {
 	h := sha256.New()
 	ps := sha256.Sum256(dl.PTX)
 	fmt.Fprintf(h, "devlib v1\nptx %x\nversion %s\n", ps, dl.Version)
+	for _, o := range dl.Objects {
+		fmt.Fprintf(h, "object %x\n", sha256.Sum256(o))
+	}
 	if dl.Archive != "" {
 		fi, err := os.Stat(dl.Archive)
 		if err != nil {

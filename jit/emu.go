@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kgen-dev/kgen/emu"
@@ -174,7 +175,7 @@ func (d *emuDevice) load(req *loadRequest, _ *Cache) (module, LoadStats, error) 
 		mod = pm
 	}
 	if req.shmem && emulateNVSHMEM == nil {
-		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem's Emulate)", req.name, strings.Join(NVSHMEMCalls(req.mod), ", "))
+		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem/shmemu)", req.name, strings.Join(NVSHMEMCalls(req.mod), ", "))
 	}
 	key := sha256.Sum256(req.ptx)
 	defer d.lock()()
@@ -236,17 +237,26 @@ func (d *emuDevice) free(p DevicePtr) error {
 	return d.m.sys.Free(uint64(p))
 }
 
-func (d *emuDevice) copyHtoD(dst DevicePtr, src []byte, _ stream) error {
+func (d *emuDevice) copyHtoD(dst DevicePtr, src []byte, s stream) error {
+	if err := emuRefuseCaptured(s, "host-to-device copy"); err != nil {
+		return err
+	}
 	defer d.lock()()
 	return d.m.sys.Write(uint64(dst), src)
 }
 
-func (d *emuDevice) copyDtoH(dst []byte, src DevicePtr, _ stream) error {
+func (d *emuDevice) copyDtoH(dst []byte, src DevicePtr, s stream) error {
+	if err := emuRefuseCaptured(s, "device-to-host copy"); err != nil {
+		return err
+	}
 	defer d.lock()()
 	return d.m.sys.Read(uint64(src), dst)
 }
 
-func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, _ stream) error {
+func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, s stream) error {
+	if err := emuRefuseCaptured(s, "device-to-device copy"); err != nil {
+		return err
+	}
 	if n == 0 {
 		return nil
 	}
@@ -257,7 +267,7 @@ func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, _ stream) error {
 	return d.m.sys.Copy(uint64(dst), uint64(src), int(n))
 }
 
-func (d *emuDevice) newStream() (stream, error) { return emuStream{}, nil }
+func (d *emuDevice) newStream() (stream, error) { return &emuStream{}, nil }
 func (d *emuDevice) newEvent() (event, error)   { return &emuEvent{}, nil }
 func (d *emuDevice) synchronize() error         { return nil }
 
@@ -302,7 +312,7 @@ type emuFunc struct {
 }
 
 func (f *emuFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
-	return f.launchMode(g, b, shared, s, args, CollectiveAuto)
+	return f.launchMode(g, b, shared, s, args, &LaunchConfig{})
 }
 
 // emuLaunch is one rank's part of a launch.
@@ -311,9 +321,14 @@ type emuLaunch struct {
 	g, b   Dim3
 	shared int
 	args   []any
+	call   string // LaunchConfig.Call
 }
 
-func (f *emuFunc) launchMode(g, b Dim3, shared int, _ stream, slots []uint64, mode CollectiveMode) error {
+func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cfg *LaunchConfig) error {
+	if es, ok := s.(*emuStream); ok && es.capturing.Load() {
+		return nil // recorded by the capture; it runs when the graph is replayed
+	}
+	mode := cfg.Collective
 	args := make([]any, len(slots))
 	for i, p := range f.sig.Params {
 		n := paramBytes(p)
@@ -324,7 +339,7 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, _ stream, slots []uint64, mo
 		args[i] = buf
 	}
 	d := f.m.d
-	l := &emuLaunch{f: f, g: g, b: b, shared: shared, args: args}
+	l := &emuLaunch{f: f, g: g, b: b, shared: shared, args: args, call: cfg.Call}
 	w := d.m.w
 	if w == nil || w.n == 1 || mode == CollectiveOff || mode == CollectiveAuto && !f.touchesSymmetric(slots) {
 		defer d.lock()()
@@ -332,7 +347,10 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, _ stream, slots []uint64, mo
 			SharedBytes: shared, Args: args, Options: d.opts})
 	}
 	desc := fmt.Sprintf("launch of %s (grid %v, block %v)", f.sig.Name, dimString(g), dimString(b))
-	_, err := w.join(d.gpu, "launch", desc, l, func(parts []any) (any, error) {
+	if cfg.Call != "" {
+		desc = fmt.Sprintf("%s: %s", cfg.Call, desc)
+	}
+	_, err := w.join(cfg.Context, d.gpu, "launch", desc, l, func(parts []any) (any, error) {
 		return nil, d.m.collective(parts)
 	})
 	return err
@@ -360,6 +378,13 @@ func (f *emuFunc) touchesSymmetric(slots []uint64) bool {
 // collective runs the ranks' parts of one gathered launch as one emu launch on every GPU.
 func (m *emuMachine) collective(parts []any) error {
 	l0 := parts[0].(*emuLaunch)
+	calls := make([]string, len(parts))
+	for r, p := range parts {
+		calls[r] = p.(*emuLaunch).call
+	}
+	if d := disagreement("rank", calls); d != "" {
+		return fmt.Errorf("collective launch of %s: the ranks' calls differ: %s; every rank must make the same collective call", l0.f.sig.Name, d)
+	}
 	for r, p := range parts {
 		l := p.(*emuLaunch)
 		switch {
@@ -397,10 +422,11 @@ func dimString(d Dim3) string {
 
 // emuStream: the emulator runs every operation to completion when it is enqueued, so a
 // stream is already synchronised.
-type emuStream struct{}
+// A capturing stream (BeginCapture) records launches instead of running them.
+type emuStream struct{ capturing atomic.Bool }
 
-func (emuStream) synchronize() error { return nil }
-func (emuStream) destroy() error     { return nil }
+func (s *emuStream) synchronize() error { return emuRefuseCaptured(s, "synchronize") }
+func (*emuStream) destroy() error       { return nil }
 
 // emuEvent records the wall-clock time at Record. Because the emulator finishes each
 // operation before the call that enqueues it returns, the time between two events is the
@@ -410,7 +436,10 @@ type emuEvent struct {
 	t  time.Time
 }
 
-func (e *emuEvent) record(stream) error {
+func (e *emuEvent) record(s stream) error {
+	if err := emuRefuseCaptured(s, "event record"); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	e.t = time.Now()
 	e.mu.Unlock()

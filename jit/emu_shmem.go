@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -52,7 +53,7 @@ func (h *emuShmemHost) path() string              { return "" }
 
 func (h *emuShmemHost) init(rank, n int, _ []byte) (shmemImpl, error) {
 	m := h.d.m
-	_, err := m.w.join(rank, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
+	_, err := m.w.join(context.Background(), rank, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.shm != nil {
@@ -83,13 +84,15 @@ type emuShmemImpl struct {
 func (s *emuShmemImpl) myPE() int { return s.rank }
 func (s *emuShmemImpl) nPEs() int { return s.n }
 
-func (s *emuShmemImpl) malloc(n int64) (DevicePtr, error) {
+func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 	m := s.d.m
-	res, err := m.w.join(s.rank, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
+	res, err := m.w.join(ctx, s.rank, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
+		sizes := make([]string, len(parts))
 		for r, p := range parts {
-			if p.(int64) != n {
-				return nil, fmt.Errorf("jit: NVSHMEM.Malloc is collective with the same size on every PE: PE 0 asks for %d bytes, PE %d for %d", parts[0].(int64), r, p.(int64))
-			}
+			sizes[r] = fmt.Sprintf("%d bytes", p.(int64))
+		}
+		if d := disagreement("PE", sizes); d != "" {
+			return nil, fmt.Errorf("jit: NVSHMEM.Malloc is collective with the same size on every PE: %s", d)
 		}
 		if n > 1<<40 {
 			return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): too large for the emulator", n)
@@ -106,7 +109,7 @@ func (s *emuShmemImpl) malloc(n int64) (DevicePtr, error) {
 
 func (s *emuShmemImpl) free(p DevicePtr) error {
 	m := s.d.m
-	_, err := m.w.join(s.rank, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
+	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		base, err := m.sys.Peer(uint64(parts[0].(DevicePtr)), 0)
@@ -149,7 +152,7 @@ func (s *emuShmemImpl) mcPtr(p DevicePtr) DevicePtr {
 
 func (s *emuShmemImpl) barrierAll() error {
 	m := s.d.m
-	_, err := m.w.join(s.rank, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
+	_, err := m.w.join(context.Background(), s.rank, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.shm != nil && m.shm.dev != nil {
@@ -168,7 +171,7 @@ func (s *emuShmemImpl) moduleFinalize(module) error { return nil }
 
 func (s *emuShmemImpl) finalize() error {
 	m := s.d.m
-	_, err := m.w.join(s.rank, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
+	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		var err error

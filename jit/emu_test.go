@@ -13,16 +13,6 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// putModule is the signature of testdata/put_block.ptx (the PTX text itself is loaded).
-func putModule() *ptx.Module {
-	return &ptx.Module{Target: ptx.SM90, Funcs: []*ptx.Func{
-		{Name: "nvshmemx_putmem_block", Extern: true, Params: []ptx.Param{
-			{Name: "dest", Type: ptx.B64}, {Name: "source", Type: ptx.B64}, {Name: "nelems", Type: ptx.B64}, {Name: "pe", Type: ptx.B32}}},
-		{Name: "put_block", Entry: true, Visible: true, Params: []ptx.Param{
-			{Name: "dst", Type: ptx.U64}, {Name: "src", Type: ptx.U64}, {Name: "nbytes", Type: ptx.U64}, {Name: "pe", Type: ptx.U32}}},
-	}}
-}
-
 // vectorAddProgram is the single-rank test program: it runs on any backend.
 func vectorAddProgram(t *testing.T, d *Device) error {
 	m, err := d.Load(Source{Module: vectorAdd(t)})
@@ -518,7 +508,7 @@ func TestEmuMulticast(t *testing.T) {
 	n := k.Param("n", dsl.U32)
 	i := k.GlobalThreadIdx(dsl.X)
 	k.If(i.Lt(n), func() {
-		k.MultimemReduce(mc.At(i), dsl.Sum, []dsl.Value{rank.Add(uint32(1))}, dsl.MMRelaxed(dsl.System))
+		k.MultimemReduce(mc.At(i), dsl.Sum, []dsl.Value{rank.Add(uint32(1))}, dsl.Relaxed(dsl.System))
 	})
 	mod, err := k.Build()
 	if err != nil {

@@ -25,6 +25,24 @@ package jit
 //   if (params != small) free(params);
 //   return r;
 // }
+// // kgen_launch_coop is kgen_launch through cuLaunchCooperativeKernel: every block of the
+// // grid is resident at once (the driver refuses a grid that does not fit).
+// static CUresult kgen_launch_coop(void *ctx, void *fn, unsigned gx, unsigned gy, unsigned gz,
+//     unsigned bx, unsigned by, unsigned bz, unsigned shared, void *stream,
+//     unsigned long long *args, int n) {
+//   void *small[64], **params = small;
+//   if (n > 64 && !(params = malloc(n * sizeof(void *)))) return CUDA_ERROR_OUT_OF_MEMORY;
+//   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
+//   if (r == CUDA_SUCCESS) {
+//     for (int i = 0; i < n; i++) params[i] = &args[i];
+//     r = cuLaunchCooperativeKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, params);
+//   }
+//   if (params != small) free(params);
+//   return r;
+// }
+// static CUresult kgen_occupancy(void *fn, int block, size_t shared, int *n) {
+//   return cuOccupancyMaxActiveBlocksPerMultiprocessor(n, (CUfunction)fn, block, shared);
+// }
 // static const char *kgen_error_name(CUresult r) {
 //   const char *s = 0;
 //   if (cuGetErrorName(r, &s) != CUDA_SUCCESS || s == 0) return "unknown CUresult";
@@ -157,6 +175,16 @@ func (d *cudaDevice) link(req *loadRequest) ([]byte, error) {
 			if len(req.devlib.PTX) > 0 {
 				if err := lk.AddData(cu.JITInputPTX, string(req.devlib.PTX)+"\x00", "nvshmem_devlib.ptx"); err != nil {
 					return fmt.Errorf("cuLinkAddData(NVSHMEM device-library PTX): %v", err)
+				}
+			}
+			for i, obj := range req.devlib.Objects {
+				if len(obj) == 0 {
+					return fmt.Errorf("NVSHMEM device object %d is empty", i)
+				}
+				// A relocatable cubin (ptxas -c) is CU_JIT_INPUT_CUBIN; CU_JIT_INPUT_OBJECT means a
+				// host object with embedded device code (the driver answers InvalidImage).
+				if err := lk.AddData(cu.JITInputCUBIN, string(obj), fmt.Sprintf("nvshmem_devlib_%d.cubin", i)); err != nil {
+					return fmt.Errorf("cuLinkAddData(NVSHMEM device object %d, CU_JIT_INPUT_CUBIN): %v", i, err)
 				}
 			}
 			if req.devlib.Archive != "" {
@@ -370,23 +398,28 @@ type cudaFunc struct {
 	maxSmem int
 }
 
-func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
-	if shared > 48<<10 {
-		err := f.d.do(func() error {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			if shared > f.maxSmem {
-				raw := *(*unsafe.Pointer)(unsafe.Pointer(&f.fn))
-				if r := C.kgen_set_max_dyn_smem(raw, C.int(shared)); r != 0 {
-					return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", shared, int(r))
-				}
-				f.maxSmem = shared
+// prepareSmem raises the function's dynamic shared memory limit for launches beyond 48 KiB.
+func (f *cudaFunc) prepareSmem(shared int) error {
+	if shared <= 48<<10 {
+		return nil
+	}
+	return f.d.do(func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if shared > f.maxSmem {
+			raw := *(*unsafe.Pointer)(unsafe.Pointer(&f.fn))
+			if r := C.kgen_set_max_dyn_smem(raw, C.int(shared)); r != 0 {
+				return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", shared, int(r))
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			f.maxSmem = shared
 		}
+		return nil
+	})
+}
+
+func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
+	if err := f.prepareSmem(shared); err != nil {
+		return err
 	}
 	// The hot path: one cgo call (context, parameter pointers and launch in C); the argument
 	// words hold no Go pointers, so C may read them for the call's duration.
@@ -403,6 +436,46 @@ func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error 
 	runtime.KeepAlive(args)
 	if r != 0 {
 		return fmt.Errorf("cuLaunchKernel: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))
+	}
+	return nil
+}
+
+// residentBlocks is the occupancy calculator's blocks per SM times the SM count.
+func (f *cudaFunc) residentBlocks(b Dim3, shared int) (int, string, error) {
+	var perSM C.int
+	err := f.d.do(func() error {
+		raw := *(*unsafe.Pointer)(unsafe.Pointer(&f.fn))
+		if r := C.kgen_occupancy(raw, C.int(b.X*b.Y*b.Z), C.size_t(shared), &perSM); r != 0 {
+			return fmt.Errorf("cuOccupancyMaxActiveBlocksPerMultiprocessor: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	sms := f.d.inf.Multiproc
+	return int(perSM) * sms, fmt.Sprintf("%d SMs x %d blocks per SM by cuOccupancyMaxActiveBlocksPerMultiprocessor", sms, int(perSM)), nil
+}
+
+// launchCoResident launches with cuLaunchCooperativeKernel (the GPU runs each rank's grid
+// alone: the mode is the emulator's).
+func (f *cudaFunc) launchCoResident(g, b Dim3, shared int, s stream, args []uint64, _ *LaunchConfig) error {
+	if err := f.prepareSmem(shared); err != nil {
+		return err
+	}
+	var argp *C.ulonglong
+	if len(args) > 0 {
+		argp = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	}
+	var sp unsafe.Pointer
+	if s != nil {
+		sp = s.(*cudaStream).raw()
+	}
+	r := C.kgen_launch_coop(f.d.rawCtx(), *(*unsafe.Pointer)(unsafe.Pointer(&f.fn)), C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
+		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(shared), sp, argp, C.int(len(args)))
+	runtime.KeepAlive(args)
+	if r != 0 {
+		return fmt.Errorf("cuLaunchCooperativeKernel: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))
 	}
 	return nil
 }

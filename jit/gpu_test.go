@@ -21,6 +21,16 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+// putModule is the signature of testdata/put_block.ptx (the PTX text itself is loaded).
+func putModule() *ptx.Module {
+	return &ptx.Module{Target: ptx.SM90, Funcs: []*ptx.Func{
+		{Name: "nvshmemx_putmem_block", Extern: true, Params: []ptx.Param{
+			{Name: "dest", Type: ptx.B64}, {Name: "source", Type: ptx.B64}, {Name: "nelems", Type: ptx.B64}, {Name: "pe", Type: ptx.B32}}},
+		{Name: "put_block", Entry: true, Visible: true, Params: []ptx.Param{
+			{Name: "dst", Type: ptx.U64}, {Name: "src", Type: ptx.U64}, {Name: "nbytes", Type: ptx.U64}, {Name: "pe", Type: ptx.U32}}},
+	}}
+}
+
 func openGPUOrSkip(t *testing.T, ordinal int, opts ...Option) *Device {
 	t.Helper()
 	d, err := OpenBackend(GPU, ordinal, opts...)

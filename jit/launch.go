@@ -33,6 +33,38 @@ type LaunchOptions struct {
 	// Grace is how long the other ranks get between SIGTERM and SIGKILL once one rank has
 	// failed (default 5s).
 	Grace time.Duration
+	// Timeout stops the ranks (as a failure does) when they have not all exited after it;
+	// 0 means no limit. The error names the ranks still running; the exit code is 124.
+	Timeout time.Duration
+}
+
+// MaxLaunchRanks is the most processes LaunchRanks starts: it runs one node's ranks
+// (LOCAL_RANK = RANK), one per GPU.
+const MaxLaunchRanks = 1024
+
+// SignalError is a cancellation cause saying a signal stopped the launch: LaunchRanks then
+// exits 128+signal (143 for SIGTERM), as a shell reports it.
+type SignalError struct{ Signal syscall.Signal }
+
+func (e *SignalError) Error() string { return "stopped by " + e.Signal.String() }
+
+// timeoutError is the cause of a launch stopped by LaunchOptions.Timeout.
+type timeoutError struct{ d time.Duration }
+
+func (e *timeoutError) Error() string { return fmt.Sprintf("timed out after %v", e.d) }
+
+// stopCode is the exit code of a launch that ctx stopped: 124 at LaunchOptions.Timeout
+// (timeout(1)'s), 128+signal for a SignalError cause, else 130 (an interrupt).
+func stopCode(ctx context.Context) int {
+	var se *SignalError
+	var te *timeoutError
+	switch cause := context.Cause(ctx); {
+	case errors.As(cause, &se):
+		return 128 + int(se.Signal)
+	case errors.As(cause, &te):
+		return 124
+	}
+	return 130
 }
 
 // LaunchRanks starts N processes of Prog with RANK, WORLD_SIZE, LOCAL_RANK (= RANK, one
@@ -42,8 +74,19 @@ type LaunchOptions struct {
 // failure's exit code (128+signal for a signal) and a *RankError. Cancelling ctx stops all
 // ranks the same way.
 func LaunchRanks(ctx context.Context, o LaunchOptions) (int, error) {
-	if o.N < 1 {
-		return 2, fmt.Errorf("launch: need at least 1 rank, got %d", o.N)
+	if o.N < 1 || o.N > MaxLaunchRanks {
+		return 2, fmt.Errorf("launch: %d ranks: want 1 to %d (one node's ranks)", o.N, MaxLaunchRanks)
+	}
+	if ctx == nil {
+		return 2, errors.New("launch: the context is nil")
+	}
+	if o.Timeout < 0 {
+		return 2, fmt.Errorf("launch: negative timeout %v", o.Timeout)
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.Timeout, &timeoutError{o.Timeout})
+		defer cancel()
 	}
 	if o.Prog == "" {
 		return 2, errors.New("launch: no program given")
@@ -138,7 +181,18 @@ func LaunchRanks(ctx context.Context, o LaunchOptions) (int, error) {
 		case <-ctxDone:
 			ctxDone = nil
 			if first == nil {
-				first = &RankError{Rank: -1, ExitCode: 130, Err: ctx.Err()}
+				var running []int
+				for r := 0; r < started; r++ {
+					if !exited[r].Load() {
+						running = append(running, r)
+					}
+				}
+				why := context.Cause(ctx)
+				still := joinInts(running)
+				if still == "" {
+					still = "none"
+				}
+				first = &RankError{Rank: -1, ExitCode: stopCode(ctx), Err: fmt.Errorf("%w; ranks still running: %s", why, still)}
 			}
 			stop()
 		}

@@ -56,6 +56,7 @@ func (e *VersionError) Error() string {
 // machine): the rank and world come from d, there is no bootstrap, and the call is collective
 // across the ranks. A device opened outside RunRanks is PE 0 of 1.
 func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
+	start := time.Now()
 	var rv Rendezvous
 	ip, inProc := d.impl.(inProcessRanks)
 	if inProc {
@@ -109,7 +110,7 @@ func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &NVSHMEM{d: d, impl: impl, rv: rv, host: host.version(), libPath: host.path()}
+	s := &NVSHMEM{d: d, impl: impl, rv: rv, host: emulatedVersion(d, host.version()), libPath: host.path()}
 	if pe, n := impl.myPE(), impl.nPEs(); pe != rv.Rank || n != rv.WorldSize {
 		s.impl.finalize()
 		return nil, fmt.Errorf("jit: NVSHMEM started as PE %d of %d, expected rank %d of %d", pe, n, rv.Rank, rv.WorldSize)
@@ -117,6 +118,7 @@ func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 	d.mu.Lock()
 	d.shmem = s
 	d.mu.Unlock()
+	d.noteInit(time.Since(start))
 	return s, nil
 }
 
@@ -168,14 +170,25 @@ func (s *NVSHMEM) checkDevLib(dl *DevLib) error {
 }
 
 // Malloc allocates n bytes of symmetric memory (collective: nvshmem_malloc).
-func (s *NVSHMEM) Malloc(n int64) (*Memory, error) {
+func (s *NVSHMEM) Malloc(n int64) (*Memory, error) { return s.MallocContext(context.Background(), n) }
+
+// MallocContext is Malloc whose wait for the other ranks ends with ctx (Background: no bound but
+// RanksOptions.Context) on the emulator, failing every rank and naming those that never
+// called it. On GPUs nvshmem_malloc's own wait cannot be interrupted.
+func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): size must be positive", n)
 	}
-	p, err := s.impl.malloc(n)
+	if err := s.d.fits("NVSHMEM.Malloc", n); err != nil {
+		return nil, err
+	}
+	if npe := int64(max(s.NPEs(), 1)); s.d.info.Backend == Emulator && s.d.info.TotalMem > 0 && n > s.d.info.TotalMem/npe {
+		return nil, fmt.Errorf("jit: NVSHMEM.Malloc of %d bytes: the emulator holds all %d PEs' copies in the host's %d bytes of memory", n, npe, s.d.info.TotalMem)
+	}
+	p, err := s.impl.malloc(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +217,11 @@ func (s *NVSHMEM) Malloc(n int64) (*Memory, error) {
 // SymAlloc allocates a symmetric buffer of n values of T (collective).
 func SymAlloc[T Elem](s *NVSHMEM, n int) (*Buffer[T], error) {
 	var z T
-	m, err := s.Malloc(int64(n) * int64(sizeOf(z)))
+	bytes, err := bytesFor("SymAlloc", n, sizeOf(z))
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.Malloc(bytes)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +342,7 @@ type shmemHost interface {
 type shmemImpl interface {
 	myPE() int
 	nPEs() int
-	malloc(n int64) (DevicePtr, error)
+	malloc(ctx context.Context, n int64) (DevicePtr, error)
 	free(p DevicePtr) error
 	ptr(p DevicePtr, pe int) DevicePtr
 	mcPtr(p DevicePtr) DevicePtr

@@ -103,6 +103,7 @@ package jit
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -220,7 +221,7 @@ func (s *cudaShmem) call(f func()) {
 func (s *cudaShmem) myPE() int { return int(C.kg_my_pe()) }
 func (s *cudaShmem) nPEs() int { return int(C.kg_n_pes()) }
 
-func (s *cudaShmem) malloc(n int64) (DevicePtr, error) {
+func (s *cudaShmem) malloc(_ context.Context, n int64) (DevicePtr, error) {
 	var p C.uintptr_t
 	s.call(func() { p = C.kg_malloc(C.size_t(n)) })
 	if p == 0 {

@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kgen-dev/kgen/emu"
 )
@@ -45,6 +47,11 @@ type RanksOptions struct {
 	Init InitOptions
 	// Open are the options each rank's device is opened with (WithCache, WithEmuOptions).
 	Open []Option
+	// Context bounds, on the emulator, every wait of a rank for the others in a collective
+	// call (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize, gathered launches; a
+	// launch's LaunchConfig.Context bounds it too): when it ends, the waiting ranks fail
+	// naming the ranks that never arrived. nil: no bound.
+	Context context.Context
 }
 
 // RunRanks runs f once per rank of a multi-GPU program, so that the same program runs on N
@@ -206,12 +213,15 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 		return err
 	}
 	w := m.w
+	w.ctx = o.Context
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
+			start := time.Now()
 			d := newDevice(newEmuDevice(m, rank), o.Open)
+			d.noteOpen(start)
 			rk := &Rank{Rank: rank, World: n, LocalRank: rank, Backend: Emulator, Device: d}
 			err := runRank(rk, o, f, Rendezvous{Rank: rank, WorldSize: n, LocalRank: rank}, func(err error) { w.failRank(rank, err) })
 			if cerr := d.Close(); err == nil && cerr != nil {
@@ -256,6 +266,7 @@ type world struct {
 	gone  []bool          // ranks whose function has returned
 	fail  error           // the first failure; set once, stops everyone
 	stop  chan struct{}   // closed when fail is set
+	ctx   context.Context // RanksOptions.Context: bounds every wait (nil: none)
 }
 
 type collOp struct {
@@ -300,8 +311,9 @@ func (w *world) failLocked(err error) {
 // join enters rank's next collective call: kind must match the other ranks' call of the same
 // number, part is this rank's contribution, desc describes the call in errors. The last rank
 // to arrive runs run with every rank's part (indexed by rank) and all of them return its
-// result.
-func (w *world) join(rank int, kind, desc string, part any, run func(parts []any) (any, error)) (any, error) {
+// result. The wait ends when ctx (nil: none) or the world's context ends: the call then fails
+// on every rank, naming the ranks that never arrived.
+func (w *world) join(ctx context.Context, rank int, kind, desc string, part any, run func(parts []any) (any, error)) (any, error) {
 	w.mu.Lock()
 	if w.fail != nil {
 		err := w.fail
@@ -347,9 +359,20 @@ func (w *world) join(rank int, kind, desc string, part any, run func(parts []any
 		return op.res, op.err
 	}
 	w.mu.Unlock()
+	var ctxDone, worldDone <-chan struct{}
+	if ctx != nil {
+		ctxDone = ctx.Done()
+	}
+	if w.ctx != nil {
+		worldDone = w.ctx.Done()
+	}
 	select {
 	case <-op.done:
 		return op.res, op.err
+	case <-ctxDone:
+		return w.giveUp(op, rank, desc, ctx.Err())
+	case <-worldDone:
+		return w.giveUp(op, rank, desc, w.ctx.Err())
 	case <-w.stop:
 		select {
 		case <-op.done: // it completed after all
@@ -361,6 +384,69 @@ func (w *world) join(rank int, kind, desc string, part any, run func(parts []any
 		w.mu.Unlock()
 		return nil, &stoppedError{rank, desc, err}
 	}
+}
+
+// giveUp ends rank's wait in op because its context ended (cause): unless op completed
+// meanwhile, the world fails with an error naming the ranks that never arrived, so that
+// every waiting rank stops.
+func (w *world) giveUp(op *collOp, rank int, desc string, cause error) (any, error) {
+	select {
+	case <-op.done:
+		return op.res, op.err
+	default:
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fail != nil {
+		return nil, &stoppedError{rank, desc, w.fail}
+	}
+	var missing, in []int
+	for r, ok := range op.in {
+		if ok {
+			in = append(in, r)
+		} else {
+			missing = append(missing, r)
+		}
+	}
+	err := fmt.Errorf("jit: rank %d gave up waiting in collective call #%d (%s): %w; %s never made it (%s arrived)",
+		rank, op.seq+1, desc, cause, plural("rank", missing), joinInts(in))
+	w.failLocked(err)
+	return nil, err
+}
+
+// plural names a list of ranks: "rank 2", "ranks 1, 3".
+func plural(what string, xs []int) string {
+	if len(xs) == 1 {
+		return what + " " + joinInts(xs)
+	}
+	return what + "s " + joinInts(xs)
+}
+
+// disagreement describes how the values of the ranks (indexed by rank) differ, naming the
+// odd ones out: "rank 0 has A where ranks 1, 2 have B". It returns "" when all are equal.
+func disagreement(what string, vals []string) string {
+	groups := map[string][]int{}
+	var order []string
+	for r, v := range vals {
+		if _, ok := groups[v]; !ok {
+			order = append(order, v)
+		}
+		groups[v] = append(groups[v], r)
+	}
+	if len(order) < 2 {
+		return ""
+	}
+	// the largest group first (ties: the one of the lowest rank): the others are odd
+	sort.SliceStable(order, func(i, j int) bool { return len(groups[order[i]]) > len(groups[order[j]]) })
+	parts := make([]string, len(order))
+	for i, v := range order {
+		verb := "has"
+		if len(groups[v]) > 1 {
+			verb = "have"
+		}
+		parts[i] = fmt.Sprintf("%s %s %s", plural(what, groups[v]), verb, v)
+	}
+	return strings.Join(parts[1:], ", ") + " where " + parts[0]
 }
 
 // checkGoneLocked fails op when a rank that has not joined it has returned.

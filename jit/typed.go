@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -297,6 +298,9 @@ func (af *argField) check(ft reflect.Type) error {
 // kernel declared when the module was loaded with Source.Params; errors name the field.
 // LaunchArgs does not wait.
 func (f *Function) LaunchArgs(cfg LaunchConfig, args any) error {
+	if f == nil || f.m == nil || f.sig == nil {
+		return errors.New("jit: LaunchArgs of a nil *Function (look kernels up with Module.Function)")
+	}
 	v := reflect.ValueOf(args)
 	if v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem()
@@ -304,20 +308,29 @@ func (f *Function) LaunchArgs(cfg LaunchConfig, args any) error {
 	if !v.IsValid() {
 		return fmt.Errorf("jit: launch of %s: no arguments (nil)", f.sig.Name)
 	}
+	slots, err := f.encodeStruct(v)
+	if err != nil {
+		return err
+	}
+	return f.launch(cfg, slots)
+}
+
+// encodeStruct encodes a struct of the kernel's parameters into parameter words.
+func (f *Function) encodeStruct(v reflect.Value) ([]uint64, error) {
 	plan := f.planFor(v.Type())
 	if plan.err != nil {
-		return plan.err
+		return nil, plan.err
 	}
 	slots := make([]uint64, len(plan.fields))
 	for i := range plan.fields {
 		af := &plan.fields[i]
 		w, err := af.word(v.Field(af.index))
 		if err != nil {
-			return fmt.Errorf("jit: kernel %s, field %s (parameter %s): %w", f.sig.Name, af.field, af.param.Name, err)
+			return nil, fmt.Errorf("jit: kernel %s, field %s (parameter %s): %w", f.sig.Name, af.field, af.param.Name, err)
 		}
 		slots[i] = w
 	}
-	return f.launch(cfg, slots)
+	return slots, nil
 }
 
 // word encodes one field's value.

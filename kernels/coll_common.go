@@ -29,6 +29,52 @@ const (
 	LamportSlots = 3
 )
 
+// The collective families (coll_p2p.go, coll_mm.go): the reducing ones have a kernel per
+// reduction op (ID.Op); the fp8 multimem reductions are families of their own (their targets
+// differ).
+const (
+	FamilyP2PAllReduce1Shot   Family = "p2p_allreduce_1shot"
+	FamilyP2PAllReduce2Shot   Family = "p2p_allreduce_2shot"
+	FamilyP2PAllReduceLamport Family = "p2p_allreduce_lamport"
+	FamilyP2PReduceScatter    Family = "p2p_reducescatter"
+	FamilyP2PAllGather        Family = "p2p_allgather"
+	FamilyP2PBroadcast        Family = "p2p_broadcast"
+	FamilyP2PBarrier          Family = "p2p_barrier"
+	FamilyMMAllReduce1Shot    Family = "mm_allreduce_1shot"
+	FamilyMMAllReduce2Shot    Family = "mm_allreduce_2shot"
+	FamilyMMAllReducePush     Family = "mm_allreduce_push"
+	FamilyMMReduceScatter     Family = "mm_reducescatter"
+	FamilyMMAllReduce1ShotFP8 Family = "mm_allreduce_1shot_fp8"
+	FamilyMMAllReduce2ShotFP8 Family = "mm_allreduce_2shot_fp8"
+	FamilyMMReduceScatterFP8  Family = "mm_reducescatter_fp8"
+	FamilyMMAllGather         Family = "mm_allgather"
+	FamilyMMBroadcast         Family = "mm_broadcast"
+	FamilyMMBarrier           Family = "mm_barrier"
+)
+
+// collFamilies says, per collective family, whether it synchronises through the multimem
+// flags (else through the peer-to-peer signal pads) and how many cross-GPU barriers a launch
+// completes on them.
+var collFamilies = map[Family]struct {
+	multimem bool
+	barriers int
+}{
+	FamilyP2PAllReduce1Shot: {false, 2}, FamilyP2PAllReduce2Shot: {false, 2}, FamilyP2PAllReduceLamport: {false, 0},
+	FamilyP2PReduceScatter: {false, 2}, FamilyP2PAllGather: {false, 2}, FamilyP2PBroadcast: {false, 2}, FamilyP2PBarrier: {false, 1},
+	FamilyMMAllReduce1Shot: {true, 2}, FamilyMMAllReduce2Shot: {true, 2}, FamilyMMAllReducePush: {true, 2}, FamilyMMReduceScatter: {true, 2},
+	FamilyMMAllReduce1ShotFP8: {true, 2}, FamilyMMAllReduce2ShotFP8: {true, 2}, FamilyMMReduceScatterFP8: {true, 2},
+	FamilyMMAllGather: {true, 2}, FamilyMMBroadcast: {true, 2}, FamilyMMBarrier: {true, 1},
+}
+
+// CollBarriers returns how many barriers a launch of a kernel of collective family f
+// completes on its pad or flag set (the host adds it to the set's epoch after the launch),
+// and whether the set is the multimem flags (else the p2p signal pads). ok is false for a
+// family that is not a collective of coll_p2p.go or coll_mm.go.
+func CollBarriers(f Family) (barriers int, multimem, ok bool) {
+	c, ok := collFamilies[f]
+	return c.barriers, c.multimem, ok
+}
+
 // CollOp is the reduction of a collective: Sum, Min or Max.
 type CollOp = dsl.ReduceOp
 
@@ -111,34 +157,44 @@ func vecTile(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int) dsl.Tensor {
 	return k.MakeTensor(p.At(k.Assume(i, w)), layout.Must(layout.MakeLayout(layout.Int(w))))
 }
 
-// loadN loads w consecutive elements at p[i]: one 128-bit access when w fills 16 bytes.
-func loadN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int, opts ...dsl.MemOption) []dsl.Value {
+// loadN loads w consecutive elements at p[i] into a register fragment: one 128-bit access
+// when w fills 16 bytes.
+func loadN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, w int, opts ...dsl.MemOption) dsl.Tensor {
 	if w == 1 {
-		return []dsl.Value{k.Load(p.At(i), opts...)}
+		return k.FragmentOf(k.Load(p.At(i), opts...))
 	}
 	t := vecTile(k, p, i, w)
 	f := k.Fragment(p.Elem(), t)
 	k.Copy(t, f, opts...)
-	out := make([]dsl.Value, w)
-	for j := range out {
-		out[j] = f.Get(j)
-	}
-	return out
+	return f
 }
 
-// storeN stores vals to consecutive elements at p[i] (one vector access when they fill 16
-// bytes).
-func storeN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, vals []dsl.Value, opts ...dsl.MemOption) {
-	if len(vals) == 1 {
-		k.Store(p.At(i), vals[0], opts...)
+// loadTo loads consecutive elements at p[i] into dst, a fragment of variables (regs).
+func loadTo(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, dst dsl.Tensor, opts ...dsl.MemOption) {
+	if dst.Size() == 1 {
+		dst.Set(0, k.Load(p.At(i), opts...))
 		return
 	}
-	t := vecTile(k, p, i, len(vals))
-	f := k.Fragment(p.Elem(), t)
-	for j, v := range vals {
-		f.Set(j, v)
+	k.Copy(vecTile(k, p, i, dst.Size()), dst, opts...)
+}
+
+// storeN stores the fragment f to consecutive elements at p[i] (one vector access when it
+// fills 16 bytes).
+func storeN(k *dsl.Kernel, p dsl.Ptr, i dsl.Value, f dsl.Tensor, opts ...dsl.MemOption) {
+	if f.Size() == 1 {
+		k.Store(p.At(i), f.Get(0), opts...)
+		return
 	}
-	k.Copy(f, t, opts...)
+	k.Copy(f, vecTile(k, p, i, f.Size()), opts...)
+}
+
+// regs returns a fragment of w variables of dt, zero.
+func regs(k *dsl.Kernel, dt dsl.Type, w int) dsl.Tensor {
+	vs := make([]dsl.Value, w)
+	for j := range vs {
+		vs[j] = k.Var(dt, 0)
+	}
+	return k.FragmentOf(vs...)
 }
 
 // peerTable loads the first ngpus entries of a table of CollMaxGPUs device addresses (one
@@ -174,18 +230,18 @@ const (
 // [b][t] until it reaches target; a final bar.sync passes the acquired view to the whole
 // block. target grows by one per barrier (the host keeps the epoch), so the pads never need
 // resetting.
-func p2pBarrier(k *dsl.Kernel, padTbl dsl.Ptr, rank, ngpus, target dsl.Value, ord barrierOrder) {
+func p2pBarrier(k *dsl.Kernel, pads dsl.PeerTable, rank, ngpus, target dsl.Value, ord barrierOrder) {
 	tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
 	k.SyncThreads()
 	k.If(tid.Lt(ngpus), func() {
 		slot := b.Mul(uint32(CollMaxGPUs))
-		remote := ptrAt(k, k.Load(padTbl.At(tid)), dsl.U32).At(slot.Add(rank))
+		remote := pads.Peer(tid).At(slot.Add(rank))
 		if ord == ordered {
 			k.Store(remote, target, dsl.Release(dsl.System))
 		} else {
 			k.Store(remote, target, dsl.Relaxed(dsl.System))
 		}
-		mine := ptrAt(k, k.Load(padTbl.At(rank)), dsl.U32)
+		mine := pads.Peer(rank)
 		k.WaitUntil(mine.At(slot.Add(tid)), dsl.Ge, target, dsl.Acquire(dsl.System))
 	})
 	k.SyncThreads()
@@ -202,7 +258,7 @@ func mmBarrier(k *dsl.Kernel, flagsMC, flagsUC dsl.Ptr, ngpus, target dsl.Value)
 	tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
 	k.SyncThreads()
 	k.If(tid.Eq(0), func() {
-		k.MultimemReduce(flagsMC.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.MMRelease(dsl.System))
+		k.MultimemReduce(flagsMC.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.Release(dsl.System))
 		k.FenceProxyAlias()
 		k.WaitUntil(flagsUC.At(b), dsl.Ge, target.Mul(ngpus), dsl.Acquire(dsl.System))
 	})

@@ -14,7 +14,7 @@ import (
 // flags_mc and flags_uc the multicast and local (unicast) addresses of the barrier flags
 // (FlagWords u32 per GPU, zero once at allocation), rank this GPU's index, ngpus the number
 // of GPUs, n the element count, epoch the number of barriers the flag set has completed
-// before the launch (the host adds CollBarriers(name) after each launch). Symmetric buffers
+// before the launch (the host adds CollBarriers(family) after each launch). Symmetric buffers
 // read through a multicast address must be allocated in whole 16-byte units: the last
 // vector is read whole, and the 16-bit kernels may write the padding element after an odd n.
 // Launch the same grid (at most CollMaxBlocks blocks of CollThreads threads) on every GPU,
@@ -47,7 +47,8 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:    "mm_allreduce_1shot_" + o.name,
+			Name:   string(FamilyMMAllReduce1Shot) + "_" + o.name,
+			Family: FamilyMMAllReduce1Shot, Reduces: true, Op: op,
 			Doc:     "one-shot multimem all-reduce (" + o.name + "): every GPU ld_reduces the whole buffer through the multicast address and stores its own output; 2 barriers",
 			DTypes:  mmDTypes(op),
 			Targets: mmTargets,
@@ -55,7 +56,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceOneShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_allreduce_2shot_" + o.name,
+			Name:   string(FamilyMMAllReduce2Shot) + "_" + o.name,
+			Family: FamilyMMAllReduce2Shot, Reduces: true, Op: op,
 			Doc:     "two-shot multimem all-reduce (" + o.name + "): ld_reduce of a 1/N slice (reduce-scatter), multimem.st of the result (all-gather); in place or not; 2 barriers",
 			DTypes:  mmDTypes(op),
 			Targets: mmTargets,
@@ -63,7 +65,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceTwoShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_reducescatter_" + o.name,
+			Name:   string(FamilyMMReduceScatter) + "_" + o.name,
+			Family: FamilyMMReduceScatter, Reduces: true, Op: op,
 			Doc:     "multimem reduce-scatter (" + o.name + "): GPU r ld_reduces part r of the input through the multicast address into its output; 2 barriers",
 			DTypes:  mmDTypes(op),
 			Targets: mmTargets,
@@ -71,7 +74,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMReduceScatter(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_allreduce_push_" + o.name,
+			Name:   string(FamilyMMAllReducePush) + "_" + o.name,
+			Family: FamilyMMAllReducePush, Reduces: true, Op: op,
 			Doc:     "push all-reduce (" + o.name + "): every GPU multimem.st's its input into its slot of every GPU's scratch, then reduces the slots locally; any dtype and op (f32 min/max too); 2 barriers",
 			DTypes:  collDTypes,
 			Targets: mmTargets,
@@ -84,7 +88,8 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:    "mm_allreduce_1shot_fp8_" + o.name,
+			Name:   string(FamilyMMAllReduce1ShotFP8) + "_" + o.name,
+			Family: FamilyMMAllReduce1ShotFP8, Reduces: true, Op: op,
 			Doc:     "one-shot multimem all-reduce (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): ld_reduce of packed e4m3x4/e5m2x4 words" + fp8AccDoc(op) + ", stored to this GPU's output; 2 barriers",
 			DTypes:  mmFP8DTypes,
 			Targets: mmFP8Targets,
@@ -92,7 +97,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceOneShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_allreduce_2shot_fp8_" + o.name,
+			Name:   string(FamilyMMAllReduce2ShotFP8) + "_" + o.name,
+			Family: FamilyMMAllReduce2ShotFP8, Reduces: true, Op: op,
 			Doc:     "two-shot multimem all-reduce (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): ld_reduce of a 1/N slice in packed words" + fp8AccDoc(op) + ", multimem.st of the result; 2 barriers",
 			DTypes:  mmFP8DTypes,
 			Targets: mmFP8Targets,
@@ -100,7 +106,8 @@ func init() {
 			New:     func(k *dsl.Kernel, dt dsl.Type) { MMAllReduceTwoShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:    "mm_reducescatter_fp8_" + o.name,
+			Name:   string(FamilyMMReduceScatterFP8) + "_" + o.name,
+			Family: FamilyMMReduceScatterFP8, Reduces: true, Op: op,
 			Doc:     "multimem reduce-scatter (" + o.name + ") of fp8 (e4m3, e5m2; sm_100a): GPU r ld_reduces part r in packed words" + fp8AccDoc(op) + " into its output; 2 barriers",
 			DTypes:  mmFP8DTypes,
 			Targets: mmFP8Targets,
@@ -109,7 +116,8 @@ func init() {
 		})
 	}
 	register(&Spec{
-		Name:    "mm_allgather",
+		Name:    string(FamilyMMAllGather),
+		Family:  FamilyMMAllGather,
 		Doc:     "multimem all-gather of 32-bit words: GPU r multimem.st's its m words to [r*m, r*m+m) of every GPU's output; 2 barriers",
 		DTypes:  []dsl.Type{dsl.F32},
 		Targets: mmTargets,
@@ -117,7 +125,8 @@ func init() {
 		New:     MMAllGather,
 	})
 	register(&Spec{
-		Name:    "mm_broadcast",
+		Name:    string(FamilyMMBroadcast),
+		Family:  FamilyMMBroadcast,
 		Doc:     "multimem broadcast of 32-bit words: the root multimem.st's its n words into every GPU's output; 2 barriers",
 		DTypes:  []dsl.Type{dsl.F32},
 		Targets: mmTargets,
@@ -125,7 +134,8 @@ func init() {
 		New:     MMBroadcast,
 	})
 	register(&Spec{
-		Name:    "mm_barrier",
+		Name:    string(FamilyMMBarrier),
+		Family:  FamilyMMBarrier,
 		Doc:     "cross-GPU barrier: multimem.red.release.sys add on a per-block flag, fence.proxy.alias, ld.acquire.sys spin on the local flag; epoch-based, no reset",
 		DTypes:  []dsl.Type{dsl.U32},
 		Targets: mmTargets,
@@ -168,7 +178,7 @@ func mmUnit(dt dsl.Type) int {
 // one multimem.ld_reduce of up to 128 bits for floats (f16 and bf16 sums accumulate in f32,
 // .acc::f32), one per element for integers (integer forms take no vectors). fp8 comes back
 // as w/4 packed words (i a multiple of 4; sums accumulate in f16, .acc::f16).
-func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.Value, w int) []dsl.Value {
+func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.Value, w int) dsl.Tensor {
 	var opts []dsl.MultimemOption
 	if op == dsl.Sum && dt.Bytes() == 2 {
 		opts = append(opts, dsl.AccF32())
@@ -177,21 +187,22 @@ func mmLoadReduce(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, op dsl.ReduceOp, i dsl.
 		if op == dsl.Sum {
 			opts = append(opts, dsl.AccF16())
 		}
-		return k.MultimemLoadReduce(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), w/4)), op, w/4, opts...)
+		return k.FragmentOf(k.MultimemLoadReduce(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), w/4)), op, w/4, opts...)...)
 	}
 	if dt.IsInt() {
 		out := make([]dsl.Value, w)
 		for j := range out {
 			out[j] = k.MultimemLoadReduce(p.At(i.Add(uint32(j))), op, 1)[0]
 		}
-		return out
+		return k.FragmentOf(out...)
 	}
-	return k.MultimemLoadReduce(p.At(k.Assume(i, w)), op, w, opts...)
+	return k.FragmentOf(k.MultimemLoadReduce(p.At(k.Assume(i, w)), op, w, opts...)...)
 }
 
-// mmStore writes vals to the multicast address p[i] on every GPU (multimem.st). fp8 vals
-// are packed words (mmLoadReduce's), i a multiple of 4.
-func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, vals []dsl.Value) {
+// mmStore writes the fragment f to the multicast address p[i] on every GPU (multimem.st).
+// fp8 fragments hold packed words (mmLoadReduce's), i a multiple of 4.
+func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, f dsl.Tensor) {
+	vals := f.Values()
 	if isFP8(dt) {
 		k.MultimemStore(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), len(vals))), vals)
 		return
@@ -208,11 +219,12 @@ func mmStore(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i dsl.Value, vals []dsl.Valu
 // mmStoreOut stores mmLoadReduce's result for the elements [i, i+w) to this GPU's p, only
 // those below hi (storeGuarded). fp8 words go whole when they fill the vector of vec
 // elements, byte by byte otherwise (a word that reaches past hi).
-func mmStoreOut(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i, hi dsl.Value, vals []dsl.Value, vec int) {
+func mmStoreOut(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i, hi dsl.Value, f dsl.Tensor, vec int) {
 	if !isFP8(dt) {
-		storeGuarded(k, p, i, hi, vals, vec)
+		storeGuarded(k, p, i, hi, f, vec)
 		return
 	}
+	vals := f.Values()
 	if len(vals)*4 == vec {
 		k.StoreVec(p.As(fp8Word(dt)).At(k.Assume(i.Div(4), len(vals))), vals)
 		return
@@ -231,21 +243,22 @@ func mmStoreOut(k *dsl.Kernel, p dsl.Ptr, dt dsl.Type, i, hi dsl.Value, vals []d
 	}
 }
 
-// mmFlags declares the barrier flag parameters.
-func mmFlags(k *dsl.Kernel) (mc, uc dsl.Ptr) {
-	return k.PtrParam("flags_mc", dsl.U32), k.PtrParam("flags_uc", dsl.U32)
+// MMOneShotArgs are mm_allreduce_1shot's parameters: in_mc is the input's multicast
+// address, flags_mc and flags_uc the barrier flags' multicast and local addresses.
+type MMOneShotArgs struct {
+	InMC, Out             dsl.Ptr   // of dt
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
 }
 
 // MMAllReduceOneShot writes out[0:n] = op over GPUs of in[0:n], reading the whole input
 // through its multicast address: a barrier (every GPU's input is ready), each thread
 // ld_reduces its 128-bit vectors and stores them to this GPU's out, a barrier (no GPU
 // changes its input while another still reads it). out must not alias in: the host API
-// stages in-place calls. Params: in_mc, out, flags_mc, flags_uc, rank, ngpus, n, epoch.
+// stages in-place calls.
 func MMAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	in := k.PtrParam("in_mc", dt)
-	out := k.PtrParam("out", dt)
-	fmc, fuc := mmFlags(k)
-	_, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMOneShotArgs](k, dt)
+	in, out, fmc, fuc, ngpus, n, epoch := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.NGPUs, a.N, a.Epoch
 	vec := vecOf(dt)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	eachVec(k, k.Const(dsl.U32, 0), n, vec, mmUnit(dt), func(i dsl.Value, w int) {
@@ -254,18 +267,22 @@ func MMAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMTwoShotArgs are mm_allreduce_2shot's parameters.
+type MMTwoShotArgs struct {
+	InMC, OutMC           dsl.Ptr   // of dt
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
+}
+
 // MMAllReduceTwoShot writes out[0:n] = op over GPUs of in[0:n] on every GPU: GPU r
 // ld_reduces its slice (1/ngpus of the vectors) through in's multicast address and
 // multimem.st's the result through out's, so each element crosses NVLink once each way. A
 // barrier first (inputs ready, outputs free) and one last (its release orders this GPU's
 // multimem stores before the signal; once every GPU has signalled, every slice has landed
-// everywhere). out may equal in (in place). Params: in_mc, out_mc, flags_mc, flags_uc, rank,
-// ngpus, n, epoch.
+// everywhere). out may equal in (in place).
 func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	in := k.PtrParam("in_mc", dt)
-	out := k.PtrParam("out_mc", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMTwoShotArgs](k, dt)
+	in, out, fmc, fuc, rank, ngpus, n, epoch := a.InMC, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
 	vec := vecOf(dt)
 	lo, hi := twoShotSlice(k, rank, ngpus, n, vec)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
@@ -273,6 +290,14 @@ func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 		mmStore(k, out, dt, i, mmLoadReduce(k, in, dt, op, i, w))
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+}
+
+// MMPushArgs are mm_allreduce_push's parameters: scratch_mc and scratch_uc are the scratch
+// buffer's multicast and local addresses.
+type MMPushArgs struct {
+	In, Out, ScratchMC, ScratchUC dsl.Ptr   // of dt
+	FlagsMC, FlagsUC              dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch         dsl.Value `kgen:"u32"`
 }
 
 // MMAllReducePush writes out[0:n] = op over GPUs of in[0:n] on every GPU without a switch
@@ -283,8 +308,7 @@ func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 // fence.proxy.alias and the acquire order the unicast reads of scratch after it), then each
 // GPU reduces its ngpus slots locally in f32 (s32) and writes out. The switch fans every
 // input out once; each GPU receives ngpus inputs. out may equal in. scratch holds
-// CollMaxGPUs slots of ld elements. Params: in, out, scratch_mc, scratch_uc, flags_mc,
-// flags_uc, rank, ngpus, n, epoch.
+// CollMaxGPUs slots of ld elements.
 func MMAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	mmAllReducePush(k, dt, op, true)
 }
@@ -298,12 +322,9 @@ func MMAllReducePushUnordered(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 }
 
 func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	smc := k.PtrParam("scratch_mc", dt)
-	suc := k.PtrParam("scratch_uc", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMPushArgs](k, dt)
+	in, out, smc, suc, fmc, fuc := a.In, a.Out, a.ScratchMC, a.ScratchUC, a.FlagsMC, a.FlagsUC
+	rank, ngpus, n, epoch := a.Rank, a.NGPUs, a.N, a.Epoch
 	vec, unit := vecOf(dt), mmUnit(dt)
 	zero := k.Const(dsl.U32, 0)
 	ld := k.Assume(n.Add(uint32(vec-1)).Div(uint32(vec)).Mul(uint32(vec)), vec)
@@ -315,7 +336,7 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 		tid, b := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X)
 		k.SyncThreads()
 		k.If(tid.Eq(0), func() {
-			k.MultimemReduce(fmc.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.MMRelaxed(dsl.System))
+			k.MultimemReduce(fmc.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.Relaxed(dsl.System))
 			k.WaitUntil(fuc.At(b), dsl.Ge, target.Mul(ngpus), dsl.Relaxed(dsl.System))
 		})
 		k.SyncThreads()
@@ -326,35 +347,25 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 		mmStore(k, smc, dt, mine.Add(i), loadN(k, in, i, w))
 	})
 	barrier(epoch.Add(2))
-	at := accType(dt)
-	eachVec(k, zero, n, vec, 1, func(i dsl.Value, w int) {
-		acc := make([]dsl.Value, w)
-		for p := 0; p < CollMaxGPUs; p++ {
-			var v []dsl.Value
+	slot := func(i dsl.Value) func(p int) dsl.Value {
+		return func(p int) dsl.Value {
 			if p == 0 {
-				v = loadN(k, suc, i, w)
-			} else {
-				v = make([]dsl.Value, w)
-				for j := range v {
-					v[j] = k.Var(dt, 0)
-				}
-				k.If(ngpus.Gt(uint32(p)), func() {
-					got := loadN(k, suc, k.Assume(ld.Mul(uint32(p)), vec).Add(i), w)
-					for j := range got {
-						k.Set(v[j], got[j])
-					}
-				})
+				return i
 			}
-			for j := range acc {
-				if p == 0 {
-					acc[j] = v[j].To(at)
-					continue
-				}
-				acc[j] = k.Select(ngpus.Gt(uint32(p)), combine(op, acc[j], v[j].To(at)), acc[j])
-			}
+			return k.Assume(ld.Mul(uint32(p)), vec).Add(i)
 		}
-		storeN(k, out, i, toType(acc, dt))
+	}
+	eachVec(k, zero, n, vec, 1, func(i dsl.Value, w int) {
+		sum := reducePeers(k, dt, op, ngpus, w, loadFrom(k, func(int) dsl.Ptr { return suc }, slot(i)))
+		storeN(k, out, i, sum.To(dt))
 	})
+}
+
+// MMReduceScatterArgs are mm_reducescatter's parameters: n is the part size m.
+type MMReduceScatterArgs struct {
+	InMC, Out             dsl.Ptr   // of dt
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
 }
 
 // MMReduceScatter writes out[0:m] = op over GPUs of in[rank*m : rank*m+m] (in holds ngpus
@@ -362,13 +373,10 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 // is a multiple of the vector width, element by element otherwise (16-bit elements through
 // the aligned pair that holds them; fp8 through whole words when m is a multiple of 4, else
 // through the aligned word that holds the element). A barrier first (inputs ready) and one last (inputs in
-// use until every GPU has read its part). Params: in_mc, out, flags_mc, flags_uc, rank,
-// ngpus, m, epoch.
+// use until every GPU has read its part).
 func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	in := k.PtrParam("in_mc", dt)
-	out := k.PtrParam("out", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, m, epoch := collScalars(k)
+	a := dsl.Params[MMReduceScatterArgs](k, dt)
+	in, out, fmc, fuc, rank, ngpus, m, epoch := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
 	vec := vecOf(dt)
 	zero := k.Const(dsl.U32, 0)
 	base := rank.Mul(m)
@@ -378,15 +386,15 @@ func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 			e := base.Add(i)
 			switch unit := mmUnit(dt); {
 			case unit == 1:
-				k.Store(out.At(i), mmLoadReduce(k, in, dt, op, e, 1)[0])
+				k.Store(out.At(i), mmLoadReduce(k, in, dt, op, e, 1).Get(0))
 			case isFP8(dt):
 				// The aligned word that holds element e; its byte e mod 4.
-				word := mmLoadReduce(k, in, dt, op, k.Assume(e.And(^uint32(3)), 4), 4)[0]
+				word := mmLoadReduce(k, in, dt, op, k.Assume(e.And(^uint32(3)), 4), 4).Get(0)
 				b := word.Bitcast(dsl.U32).Shr(e.And(3).Mul(8)).To(dsl.U8)
 				k.Store(out.As(dsl.U8).At(i), b)
 			default:
 				pair := mmLoadReduce(k, in, dt, op, e.And(^uint32(1)), 2)
-				k.Store(out.At(i), k.Select(e.And(1).Eq(0), pair[0], pair[1]))
+				k.Store(out.At(i), k.Select(e.And(1).Eq(0), pair.Get(0), pair.Get(1)))
 			}
 		})
 	}
@@ -407,56 +415,68 @@ func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 		k.If(m.Rem(4).Eq(0), func() {
 			eachVec(k, zero, m, 4, 4, func(i dsl.Value, w int) {
 				words := mmLoadReduce(k, in, dt, op, k.Assume(base.Add(i), 4), w)
-				k.Store(out.As(fp8Word(dt)).At(i.Div(4)), words[0])
+				k.Store(out.As(fp8Word(dt)).At(i.Div(4)), words.Get(0))
 			})
 		}).Else(byElement)
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMAllGatherArgs are mm_allgather's parameters: n is the part size m in words.
+type MMAllGatherArgs struct {
+	In, OutMC             dsl.Ptr   // of 32-bit words
+	FlagsMC, FlagsUC      dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
+}
+
 // MMAllGather writes the m 32-bit words of in on GPU r to out[r*m : r*m+m] of every GPU with
 // multimem.st through out's multicast address: 128-bit vectors when m is a multiple of 4,
 // single words otherwise (any data whose size is a multiple of 4 bytes; the host API sends
 // other sizes to p2p_allgather). Barriers first (outputs free) and last (every GPU's stores
-// have landed). Params: in, out_mc, flags_mc, flags_uc, rank, ngpus, m, epoch.
+// have landed).
 func MMAllGather(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out_mc", dt)
-	fmc, fuc := mmFlags(k)
-	rank, ngpus, m, epoch := collScalars(k)
+	a := dsl.Params[MMAllGatherArgs](k, dt)
+	in, out, fmc, fuc, rank, ngpus, m, epoch := a.In, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
 	zero := k.Const(dsl.U32, 0)
 	base := rank.Mul(m)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	body := func(i dsl.Value, w int) {
-		k.MultimemStore(out.At(k.Assume(base.Add(i), w)), loadN(k, in, i, w))
+		k.MultimemStore(out.At(k.Assume(base.Add(i), w)), loadN(k, in, i, w).Values())
 	}
 	k.If(m.Rem(4).Eq(0), func() { eachVec(k, zero, m, 4, 1, body) }).Else(func() { eachVec(k, zero, m, 1, 1, body) })
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMBroadcastArgs are mm_broadcast's parameters.
+type MMBroadcastArgs struct {
+	In, OutMC                   dsl.Ptr   // of 32-bit words
+	FlagsMC, FlagsUC            dsl.Ptr   `kgen:"u32"`
+	Root, Rank, NGPUs, N, Epoch dsl.Value `kgen:"u32"`
+}
+
 // MMBroadcast writes the n 32-bit words of in on GPU root to out[0:n] of every GPU with
 // multimem.st (128-bit vectors, single words for the tail); the other GPUs only take part in
 // the barriers (first: outputs free; last: the root's stores have landed).
-// Params: in, out_mc, flags_mc, flags_uc, root, rank, ngpus, n, epoch.
 func MMBroadcast(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out_mc", dt)
-	fmc, fuc := mmFlags(k)
-	root := k.Param("root", dsl.U32)
-	rank, ngpus, n, epoch := collScalars(k)
+	a := dsl.Params[MMBroadcastArgs](k, dt)
+	in, out, fmc, fuc, root, rank, ngpus, n, epoch := a.In, a.OutMC, a.FlagsMC, a.FlagsUC, a.Root, a.Rank, a.NGPUs, a.N, a.Epoch
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	k.If(rank.Eq(root), func() {
 		eachVec(k, k.Const(dsl.U32, 0), n, 4, 1, func(i dsl.Value, w int) {
-			k.MultimemStore(out.At(k.Assume(i, w)), loadN(k, in, i, w))
+			k.MultimemStore(out.At(k.Assume(i, w)), loadN(k, in, i, w).Values())
 		})
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
 }
 
+// MMBarrierArgs are mm_barrier's parameters.
+type MMBarrierArgs struct {
+	FlagsMC, FlagsUC dsl.Ptr   `kgen:"u32"`
+	NGPUs, Epoch     dsl.Value `kgen:"u32"`
+}
+
 // MMBarrier is a standalone cross-GPU barrier over the flag set (see mmBarrier).
-// Params: flags_mc, flags_uc, ngpus, epoch.
 func MMBarrier(k *dsl.Kernel) {
-	fmc, fuc := mmFlags(k)
-	ngpus, epoch := k.Param("ngpus", dsl.U32), k.Param("epoch", dsl.U32)
-	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
+	a := dsl.Params[MMBarrierArgs](k, dsl.U32)
+	mmBarrier(k, a.FlagsMC, a.FlagsUC, a.NGPUs, a.Epoch.Add(1))
 }

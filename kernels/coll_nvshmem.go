@@ -15,9 +15,15 @@ import (
 // complete). The signal word counts up forever: a launch adds ngpus-1 to every PE's word, and
 // launch number epoch (0, 1, ...) waits for epoch*(ngpus-1) + step, so it never needs a reset.
 
+// The NVSHMEM ring families.
+const (
+	FamilyNVSHMEMAllGatherRing     Family = "nvshmem_allgather_ring"
+	FamilyNVSHMEMReduceScatterRing Family = "nvshmem_reducescatter_ring"
+)
+
 func init() {
 	register(&Spec{
-		Name:    "nvshmem_allgather_ring",
+		Name:    string(FamilyNVSHMEMAllGatherRing),
 		Doc:     "ring all-gather by put_signal_nbi (block) to the next PE and signal_wait_until: ngpus-1 hops, each forwarding the part that just arrived",
 		DTypes:  nvshmemDTypes,
 		Targets: nvshmemTargets,
@@ -26,7 +32,8 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:    "nvshmem_reducescatter_ring_" + o.name,
+			Name:   string(FamilyNVSHMEMReduceScatterRing) + "_" + o.name,
+			Family: FamilyNVSHMEMReduceScatterRing, Reduces: true, Op: op,
 			Doc:     "ring reduce-scatter (" + o.name + ") by put_signal_nbi (block) of f32/s32 partial results to the next PE: ngpus-1 hops, each adding the local part",
 			DTypes:  nvshmemDTypes,
 			Targets: nvshmemTargets,
@@ -49,18 +56,23 @@ func ringEnd(k *dsl.Kernel) {
 	k.SyncThreads()
 }
 
+// NVSHMEMAllGatherRingArgs are nvshmem_allgather_ring's parameters: symmetric buffers, the
+// signal word, the part size n and the launch's number epoch.
+type NVSHMEMAllGatherRingArgs struct {
+	Dst, Src dsl.Ptr   // ngpus*n and n elements of dt
+	Sig      dsl.Ptr   `kgen:"u64"`
+	N        dsl.Value `kgen:"u32"`
+	Epoch    dsl.Value `kgen:"u64"`
+}
+
 // NVSHMEMAllGatherRing writes the n elements of src on every PE p to dst[p*n : p*n+n] on
 // every PE: after a barrier_all, PE me copies its part into its own dst and puts it to the
 // next PE; at hop s (1..ngpus-2) it waits for the part (me-s) mod ngpus to arrive from the
 // previous PE and forwards it; finally it waits for the last part. put_signal orders each
 // part's data before its signal, so the wait makes the part readable.
-// Params: dst (ngpus*n), src (n) (dt, symmetric), sig (u64, symmetric), n (u32), epoch (u64).
 func NVSHMEMAllGatherRing(k *dsl.Kernel, dt dsl.Type) {
-	dst := k.PtrParam("dst", dt)
-	src := k.PtrParam("src", dt)
-	sig := k.PtrParam("sig", dsl.U64)
-	n := k.Param("n", dsl.U32)
-	epoch := k.Param("epoch", dsl.U64)
+	a := dsl.Params[NVSHMEMAllGatherRingArgs](k, dt)
+	dst, src, sig, n, epoch := a.Dst, a.Src, a.Sig, a.N, a.Epoch
 	me, np := nvshmem.MyPE(k), nvshmem.NPEs(k)
 	next := me.Add(1).Rem(np)
 	hops := np.Sub(1).To(dsl.U64)
@@ -81,6 +93,16 @@ func NVSHMEMAllGatherRing(k *dsl.Kernel, dt dsl.Type) {
 	ringEnd(k)
 }
 
+// NVSHMEMReduceScatterRingArgs are nvshmem_reducescatter_ring's parameters: scratch holds
+// 32-bit accumulators (f32 for floats, s32 for integers).
+type NVSHMEMReduceScatterRingArgs struct {
+	Out, In dsl.Ptr   // m and ngpus*m elements of dt
+	Scratch dsl.Ptr   `kgen:"b32"`
+	Sig     dsl.Ptr   `kgen:"u64"`
+	M       dsl.Value `kgen:"u32"`
+	Epoch   dsl.Value `kgen:"u64"`
+}
+
 // NVSHMEMReduceScatterRing writes op over PEs of in[me*m : me*m+m] to out on every PE me (in
 // holds ngpus parts of m elements). After a barrier_all, hop 0 sends part (me-1) mod ngpus,
 // widened to f32 (s32 for integers), into slot 0 of the next PE's receive area; at hop s
@@ -89,16 +111,11 @@ func NVSHMEMAllGatherRing(k *dsl.Kernel, dt dsl.Type) {
 // its own part me and writes out, rounded once to dt. Every slot is used once per launch, so
 // no put overwrites data still being read.
 // scratch holds 2*(CollMaxGPUs-1) slots of m accumulator values (receive, then send).
-// Params: out (m), in (ngpus*m) (dt), scratch (f32 or s32, symmetric), sig (u64,
-// symmetric), m (u32), epoch (u64).
 func NVSHMEMReduceScatterRing(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	at := accType(dt)
-	out := k.PtrParam("out", dt)
-	in := k.PtrParam("in", dt)
-	scratch := k.PtrParam("scratch", at)
-	sig := k.PtrParam("sig", dsl.U64)
-	m := k.Param("m", dsl.U32)
-	epoch := k.Param("epoch", dsl.U64)
+	a := dsl.Params[NVSHMEMReduceScatterRingArgs](k, dt)
+	out, in, sig, m, epoch := a.Out, a.In, a.Sig, a.M, a.Epoch
+	scratch := a.Scratch.As(at)
 	me, np := nvshmem.MyPE(k), nvshmem.NPEs(k)
 	next := me.Add(1).Rem(np)
 	hops := np.Sub(1).To(dsl.U64)

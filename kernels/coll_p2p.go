@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"strings"
-
 	"github.com/kgen-dev/kgen/dsl"
 )
 
@@ -14,7 +12,7 @@ import (
 // Common parameters: tables (ins, outs, pads, lbufs) are device arrays of CollMaxGPUs u64
 // addresses, entry g being GPU g's buffer as this GPU reaches it; rank is this GPU's index,
 // ngpus the number of GPUs (1..CollMaxGPUs), n the element count, epoch the number of
-// barriers this pad set has completed before the launch (the host adds CollBarriers(name)
+// barriers this pad set has completed before the launch (the host adds CollBarriers(family)
 // after each launch). Launch the same grid (at most CollMaxBlocks blocks of CollThreads
 // threads) on every GPU at once.
 
@@ -22,19 +20,22 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:   "p2p_allreduce_1shot_" + o.name,
+			Name:   string(FamilyP2PAllReduce1Shot) + "_" + o.name,
+			Family: FamilyP2PAllReduce1Shot, Reduces: true, Op: op,
 			Doc:    "one-shot pull all-reduce (" + o.name + "): every GPU reads every peer's input through peer pointers, reduces in f32/i32, writes its own output; 2 barriers",
 			DTypes: collDTypes,
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReduceOneShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:   "p2p_allreduce_2shot_" + o.name,
+			Name:   string(FamilyP2PAllReduce2Shot) + "_" + o.name,
+			Family: FamilyP2PAllReduce2Shot, Reduces: true, Op: op,
 			Doc:    "two-shot all-reduce (" + o.name + "): reduce-scatter by peer loads of a 1/N slice, all-gather by peer stores; in place or not; 2 barriers",
 			DTypes: collDTypes,
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReduceTwoShot(k, dt, op) },
 		})
 		register(&Spec{
-			Name:   "p2p_allreduce_lamport_" + o.name,
+			Name:   string(FamilyP2PAllReduceLamport) + "_" + o.name,
+			Family: FamilyP2PAllReduceLamport, Reduces: true, Op: op,
 			Doc:    "one-shot Lamport all-reduce (" + o.name + "): push to every peer's slot, poll own slots until no -0.0 sentinel is left; 3 rotating slots, no barrier",
 			DTypes: []dsl.Type{dsl.F32, dsl.F16, dsl.BF16},
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReduceLamport(k, dt, op) },
@@ -43,102 +44,83 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
-			Name:   "p2p_reducescatter_" + o.name,
+			Name:   string(FamilyP2PReduceScatter) + "_" + o.name,
+			Family: FamilyP2PReduceScatter, Reduces: true, Op: op,
 			Doc:    "reduce-scatter (" + o.name + ") by peer stores: GPU r pushes part g of its input into GPU g's scratch, then each GPU reduces its scratch locally; 2 barriers",
 			DTypes: collDTypes,
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PReduceScatter(k, dt, op) },
 		})
 	}
 	register(&Spec{
-		Name:   "p2p_allgather",
+		Name:   string(FamilyP2PAllGather),
+		Family: FamilyP2PAllGather,
 		Doc:    "all-gather by peer stores: GPU r writes its n elements to [r*n, r*n+n) of every GPU's output; 128-bit when n allows; 2 barriers",
 		DTypes: collDTypes,
 		New:    P2PAllGather,
 	})
 	register(&Spec{
-		Name:   "p2p_broadcast",
+		Name:   string(FamilyP2PBroadcast),
+		Family: FamilyP2PBroadcast,
 		Doc:    "broadcast by peer stores: the root writes its n elements into every GPU's output; 128-bit vectors; 2 barriers",
 		DTypes: collDTypes,
 		New:    P2PBroadcast,
 	})
 	register(&Spec{
-		Name:   "p2p_barrier",
+		Name:   string(FamilyP2PBarrier),
+		Family: FamilyP2PBarrier,
 		Doc:    "cross-GPU barrier through per-block signal pads (st.release.sys to each peer, ld.acquire.sys spin on own pad); epoch-based, no reset",
 		DTypes: []dsl.Type{dsl.U32},
 		New:    func(k *dsl.Kernel, _ dsl.Type) { P2PBarrier(k) },
 	})
 }
 
-// CollBarriers returns how many barriers a launch of the named p2p or multimem kernel
-// completes on its pad or flag set (the host adds it to the set's epoch after the launch),
-// 0 for kernels without barriers.
-func CollBarriers(name string) int {
-	switch {
-	case name == "p2p_barrier" || name == "mm_barrier":
-		return 1
-	case strings.HasPrefix(name, "p2p_allreduce_lamport_"):
-		return 0
-	}
-	return 2
-}
-
-// collScalars declares the scalar parameters rank, ngpus, n and epoch.
-func collScalars(k *dsl.Kernel) (rank, ngpus, n, epoch dsl.Value) {
-	return k.Param("rank", dsl.U32), k.Param("ngpus", dsl.U32), k.Param("n", dsl.U32), k.Param("epoch", dsl.U32)
-}
-
-// peerReduce loads w elements at index i from every GPU's buffer (addrs, the first ngpus
-// used) and returns their reduction by op in the accumulator type. All loads are issued
-// before the first combine, so the peers' latencies overlap.
-func peerReduce(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, addrs []dsl.Value, ngpus, i dsl.Value, w int) []dsl.Value {
-	vals := make([][]dsl.Value, len(addrs))
-	for p := range addrs {
-		vals[p] = make([]dsl.Value, w)
-		for j := range vals[p] {
-			vals[p][j] = k.Var(dt, 0)
-		}
-		load := func() {
-			got := loadN(k, ptrAt(k, addrs[p], dt), i, w)
-			for j := range got {
-				k.Set(vals[p][j], got[j])
-			}
-		}
+// reducePeers returns, as a fragment of the accumulator type, the reduction by op of w
+// elements from each of the first ngpus of CollMaxGPUs sources. load(p, dst) loads source
+// p's w elements into the fragment of variables dst; it runs for p = 0, and under ngpus > p
+// for the others. Every source is loaded before the first combine, so the loads' latencies
+// overlap.
+func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) dsl.Tensor {
+	vals := make([]dsl.Tensor, CollMaxGPUs)
+	for p := range vals {
+		vals[p] = regs(k, dt, w)
 		if p == 0 {
-			load()
+			load(p, vals[p])
 		} else {
-			k.If(ngpus.Gt(uint32(p)), load)
+			k.If(ngpus.Gt(uint32(p)), func() { load(p, vals[p]) })
 		}
 	}
 	at := accType(dt)
-	acc := make([]dsl.Value, w)
-	for j := range acc {
-		acc[j] = vals[0][j].To(at)
-		for p := 1; p < len(addrs); p++ {
-			acc[j] = k.Select(ngpus.Gt(uint32(p)), combine(op, acc[j], vals[p][j].To(at)), acc[j])
-		}
+	acc := vals[0].To(at)
+	for p := 1; p < CollMaxGPUs; p++ {
+		in := ngpus.Gt(uint32(p))
+		acc = acc.Zip(vals[p].To(at), func(a, b dsl.Value) dsl.Value { return k.Select(in, combine(op, a, b), a) })
 	}
 	return acc
 }
 
-// toType converts accumulators back to dt.
-func toType(vals []dsl.Value, dt dsl.Type) []dsl.Value {
-	out := make([]dsl.Value, len(vals))
-	for j, v := range vals {
-		out[j] = v.To(dt)
-	}
-	return out
+// loadFrom returns a load for reducePeers: source p's elements at index i(p) of ptr(p).
+func loadFrom(k *dsl.Kernel, ptr func(p int) dsl.Ptr, i func(p int) dsl.Value) func(p int, dst dsl.Tensor) {
+	return func(p int, dst dsl.Tensor) { loadTo(k, ptr(p), i(p), dst) }
 }
 
-// storeGuarded stores vals to p[i..i+len) where the index is below hi, one by one unless
-// the group is a whole vector (w == vec).
-func storeGuarded(k *dsl.Kernel, p dsl.Ptr, i, hi dsl.Value, vals []dsl.Value, vec int) {
-	if len(vals) == vec {
-		storeN(k, p, i, vals)
+// storeGuarded stores the fragment f to p[i..i+size) where the index is below hi, one by one
+// unless the fragment is a whole vector (vec elements).
+func storeGuarded(k *dsl.Kernel, p dsl.Ptr, i, hi dsl.Value, f dsl.Tensor, vec int) {
+	if f.Size() == vec {
+		storeN(k, p, i, f)
 		return
 	}
-	for j, v := range vals {
+	for j, v := range f.Values() {
 		k.If(i.Add(uint32(j)).Lt(hi), func() { k.Store(p.At(i.Add(uint32(j))), v) })
 	}
+}
+
+// P2POneShotArgs are p2p_allreduce_1shot's parameters.
+type P2POneShotArgs struct {
+	Ins                   dsl.PeerTable // every GPU's input, of dt
+	Out                   dsl.Ptr       // this GPU's output, of dt
+	Pads                  dsl.PeerTable `kgen:"u32"` // every GPU's signal pads
+	Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // P2PAllReduceOneShot writes out = op over GPUs g of ins[g][0:n] on every GPU: a barrier
@@ -147,19 +129,15 @@ func storeGuarded(k *dsl.Kernel, p dsl.Ptr, i, hi dsl.Value, vals []dsl.Value, v
 // output; a second barrier keeps the inputs alive until every GPU has read them. out must
 // not alias this GPU's input (peers are still reading it): the host API stages in-place
 // calls through a scratch buffer.
-// Params: ins (table), out, pads (table), rank, ngpus, n, epoch.
 func P2PAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	ins := k.PtrParam("ins", dsl.U64)
-	out := k.PtrParam("out", dt)
-	pads := k.PtrParam("pads", dsl.U64)
-	rank, ngpus, n, epoch := collScalars(k)
-	addrs := peerTable(k, ins, ngpus)
-	vec := vecOf(dt)
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(1), ordered)
-	eachVec(k, k.Const(dsl.U32, 0), n, vec, 1, func(i dsl.Value, w int) {
-		storeN(k, out, i, toType(peerReduce(k, dt, op, addrs, ngpus, i, w), dt))
+	a := dsl.Params[P2POneShotArgs](k, dt)
+	ins := peerTable(k, a.Ins.Table(), a.NGPUs)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
+	eachVec(k, k.Const(dsl.U32, 0), a.N, vecOf(dt), 1, func(i dsl.Value, w int) {
+		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }))
+		storeN(k, a.Out, i, sum.To(dt))
 	})
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(2), ordered)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
 }
 
 // twoShotSlice returns GPU rank's slice [lo, hi) of n elements split into ngpus slices of
@@ -172,29 +150,39 @@ func twoShotSlice(k *dsl.Kernel, rank, ngpus, n dsl.Value, vec int) (lo, hi dsl.
 	return lo, hi
 }
 
+// P2PTwoShotArgs are p2p_allreduce_2shot's parameters.
+type P2PTwoShotArgs struct {
+	Ins, Outs             dsl.PeerTable // every GPU's input and output, of dt
+	Pads                  dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
+}
+
 // P2PAllReduceTwoShot writes outs[g][0:n] = op over GPUs of ins[.][0:n] on every GPU g, in
 // two phases per element and no barrier between them: GPU r reduces its slice (1/ngpus of
 // the vectors) by loading it from every peer's input (reduce-scatter), then stores the
 // result into every peer's output (all-gather). A barrier first (inputs ready, outputs free)
 // and one last (every peer's stores have landed). outs may equal ins (in place): GPU r only
-// reads and writes slice r. Params: ins, outs (tables), pads (table), rank, ngpus, n, epoch.
+// reads and writes slice r.
 func P2PAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	ins := k.PtrParam("ins", dsl.U64)
-	outs := k.PtrParam("outs", dsl.U64)
-	pads := k.PtrParam("pads", dsl.U64)
-	rank, ngpus, n, epoch := collScalars(k)
-	inAddrs := peerTable(k, ins, ngpus)
-	outAddrs := peerTable(k, outs, ngpus)
+	a := dsl.Params[P2PTwoShotArgs](k, dt)
+	ins := peerTable(k, a.Ins.Table(), a.NGPUs)
+	outs := peerTable(k, a.Outs.Table(), a.NGPUs)
 	vec := vecOf(dt)
-	lo, hi := twoShotSlice(k, rank, ngpus, n, vec)
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(1), ordered)
+	lo, hi := twoShotSlice(k, a.Rank, a.NGPUs, a.N, vec)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 	eachVec(k, lo, hi, vec, 1, func(i dsl.Value, w int) {
-		res := toType(peerReduce(k, dt, op, inAddrs, ngpus, i, w), dt)
-		for p := range outAddrs {
-			k.If(ngpus.Gt(uint32(p)), func() { storeN(k, ptrAt(k, outAddrs[p], dt), i, res) })
-		}
+		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }))
+		res := sum.To(dt)
+		forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), i, res) })
 	})
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(2), ordered)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+}
+
+// forPeers runs body(p) for every GPU p < ngpus (of CollMaxGPUs, each under ngpus > p).
+func forPeers(k *dsl.Kernel, ngpus dsl.Value, body func(p int)) {
+	for p := 0; p < CollMaxGPUs; p++ {
+		k.If(ngpus.Gt(uint32(p)), func() { body(p) })
+	}
 }
 
 // isSentinel reports whether x is -0.0, the Lamport "not written yet" marker: zero, and 1/x
@@ -202,6 +190,13 @@ func P2PAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 func isSentinel(x dsl.Value) dsl.Value {
 	f := x.To(dsl.F32)
 	return f.Eq(float32(0)).And(f.Rcp().Lt(float32(0)))
+}
+
+// P2PLamportArgs are p2p_allreduce_lamport's parameters.
+type P2PLamportArgs struct {
+	In, Out                            dsl.Ptr       // this GPU's input and output, of dt
+	Lbufs                              dsl.PeerTable // every GPU's Lamport buffer, of dt
+	Cap, Nclear, Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // P2PAllReduceLamport writes out = op over GPUs of in[0:n] with no barrier, Lamport style:
@@ -213,84 +208,66 @@ func isSentinel(x dsl.Value) dsl.Value {
 // of every region of slot (epoch+2)%3, the slot of the previous launch, which no peer writes
 // again before launch epoch+2, i.e. after this kernel has ended. Data is its own flag, so
 // each value is ordered by itself; the stores need no release and the loads no acquire.
-// Needs n <= cap. Params: in, out, lbufs (table), cap, nclear, rank, ngpus, n, epoch.
+// Needs n <= cap.
 func P2PAllReduceLamport(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	lbufs := k.PtrParam("lbufs", dsl.U64)
-	capacity := k.Param("cap", dsl.U32)
-	nclear := k.Param("nclear", dsl.U32)
-	rank, ngpus, n, epoch := collScalars(k)
-	addrs := peerTable(k, lbufs, ngpus)
-	own := ptrAt(k, k.Load(lbufs.At(rank)), dt)
+	a := dsl.Params[P2PLamportArgs](k, dt)
+	lbufs := peerTable(k, a.Lbufs.Table(), a.NGPUs)
+	own := a.Lbufs.Peer(a.Rank)
 	vec := vecOf(dt)
-	slot := epoch.Rem(uint32(LamportSlots))
-	prev := epoch.Add(uint32(LamportSlots - 1)).Rem(uint32(LamportSlots))
+	slot := a.Epoch.Rem(uint32(LamportSlots))
+	prev := a.Epoch.Add(uint32(LamportSlots - 1)).Rem(uint32(LamportSlots))
 	region := func(s, src dsl.Value) dsl.Value {
-		return k.Assume(s.Mul(uint32(CollMaxGPUs)).Add(src).Mul(k.Assume(capacity, vec)), vec)
+		return k.Assume(s.Mul(uint32(CollMaxGPUs)).Add(src).Mul(k.Assume(a.Cap, vec)), vec)
 	}
 	zero := k.Const(dt, 0.0)
 	// Push: every GPU's region [slot][rank].
-	mine := region(slot, rank)
-	eachVec(k, k.Const(dsl.U32, 0), n, vec, 1, func(i dsl.Value, w int) {
-		v := loadN(k, in, i, w)
-		for j := range v {
-			v[j] = v[j].Add(zero)
-		}
-		for p := range addrs {
-			k.If(ngpus.Gt(uint32(p)), func() { storeN(k, ptrAt(k, addrs[p], dt), mine.Add(i), v, dsl.Relaxed(dsl.System)) })
-		}
+	mine := region(slot, a.Rank)
+	eachVec(k, k.Const(dsl.U32, 0), a.N, vec, 1, func(i dsl.Value, w int) {
+		v := loadN(k, a.In, i, w).Map(func(x dsl.Value) dsl.Value { return x.Add(zero) })
+		forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, lbufs[p], dt), mine.Add(i), v, dsl.Relaxed(dsl.System)) })
 	})
-	// Poll and reduce.
-	at := accType(dt)
-	eachVec(k, k.Const(dsl.U32, 0), n, vec, 1, func(i dsl.Value, w int) {
-		vals := make([][]dsl.Value, CollMaxGPUs)
-		for p := range vals {
-			vals[p] = make([]dsl.Value, w)
-			for j := range vals[p] {
-				vals[p][j] = k.Var(dt, 0)
-			}
-			k.If(ngpus.Gt(uint32(p)), func() {
-				idx := region(slot, k.Const(dsl.U32, uint32(p))).Add(i)
-				k.While(func() dsl.Value {
-					got := loadN(k, own, idx, w, dsl.Relaxed(dsl.System))
-					pending := k.Const(dsl.Bool, false)
-					for j := range got {
-						k.Set(vals[p][j], got[j])
-						pending = pending.Or(isSentinel(got[j]))
-					}
-					return pending
-				}, func() {})
-			})
-		}
-		acc := make([]dsl.Value, w)
-		for j := range acc {
-			acc[j] = vals[0][j].To(at)
-			for p := 1; p < CollMaxGPUs; p++ {
-				acc[j] = k.Select(ngpus.Gt(uint32(p)), combine(op, acc[j], vals[p][j].To(at)), acc[j])
-			}
-		}
-		storeN(k, out, i, toType(acc, dt))
+	// Poll and reduce: region p of this GPU's slot is GPU p's input once no element is -0.0.
+	eachVec(k, k.Const(dsl.U32, 0), a.N, vec, 1, func(i dsl.Value, w int) {
+		sum := reducePeers(k, dt, op, a.NGPUs, w, func(p int, dst dsl.Tensor) {
+			idx := region(slot, k.Const(dsl.U32, uint32(p))).Add(i)
+			k.While(func() dsl.Value {
+				loadTo(k, own, idx, dst, dsl.Relaxed(dsl.System))
+				pending := k.Const(dsl.Bool, false)
+				for _, x := range dst.Values() {
+					pending = pending.Or(isSentinel(x))
+				}
+				return pending
+			}, func() {})
+		})
+		storeN(k, a.Out, i, sum.To(dt))
 	})
 	// Reset the previous launch's slot.
-	sentinel := make([]dsl.Value, vec)
-	for j := range sentinel {
-		sentinel[j] = negZero(k, dt)
-	}
-	eachVec(k, k.Const(dsl.U32, 0), nclear, vec, 1, func(i dsl.Value, w int) {
-		for p := 0; p < CollMaxGPUs; p++ {
-			k.If(ngpus.Gt(uint32(p)), func() {
-				storeN(k, own, region(prev, k.Const(dsl.U32, uint32(p))).Add(i), sentinel[:w])
-			})
+	sentinel := func(w int) dsl.Tensor {
+		vs := make([]dsl.Value, w)
+		for j := range vs {
+			vs[j] = negZero(k, dt)
 		}
+		return k.FragmentOf(vs...)
+	}
+	eachVec(k, k.Const(dsl.U32, 0), a.Nclear, vec, 1, func(i dsl.Value, w int) {
+		forPeers(k, a.NGPUs, func(p int) {
+			storeN(k, own, region(prev, k.Const(dsl.U32, uint32(p))).Add(i), sentinel(w))
+		})
 	})
+}
+
+// P2PAllGatherArgs are p2p_allgather's parameters.
+type P2PAllGatherArgs struct {
+	In                    dsl.Ptr       // this GPU's part, of dt
+	Outs                  dsl.PeerTable // every GPU's output, of dt
+	Pads                  dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // P2PAllGather writes in[0:n] of GPU r to outs[g][r*n : r*n+n] on every GPU g with peer
 // stores: 128-bit vectors when n is a multiple of the vector width (so every GPU's part is
 // aligned), element by element otherwise. A barrier first (every output free) and one last
-// (every peer's stores have landed). Params: in, outs (table), pads (table), rank, ngpus, n,
-// epoch.
+// (every peer's stores have landed).
 func P2PAllGather(k *dsl.Kernel, dt dsl.Type) {
 	p2pAllGather(k, dt, ordered)
 }
@@ -303,38 +280,41 @@ func P2PAllGatherUnordered(k *dsl.Kernel, dt dsl.Type) {
 }
 
 func p2pAllGather(k *dsl.Kernel, dt dsl.Type, ord barrierOrder) {
-	in := k.PtrParam("in", dt)
-	outs := k.PtrParam("outs", dsl.U64)
-	pads := k.PtrParam("pads", dsl.U64)
-	rank, ngpus, n, epoch := collScalars(k)
-	addrs := peerTable(k, outs, ngpus)
+	a := dsl.Params[P2PAllGatherArgs](k, dt)
+	outs := peerTable(k, a.Outs.Table(), a.NGPUs)
 	vec := vecOf(dt)
-	base := rank.Mul(n)
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(1), ord)
+	base := a.Rank.Mul(a.N)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ord)
 	copyTo := func(i dsl.Value, w int) {
-		v := loadN(k, in, i, w)
+		v := loadN(k, a.In, i, w)
 		dst := base.Add(i)
-		for p := range addrs {
-			k.If(ngpus.Gt(uint32(p)), func() { storeN(k, ptrAt(k, addrs[p], dt), dst, v) })
-		}
+		forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), dst, v) })
 	}
 	zero := k.Const(dsl.U32, 0)
-	k.If(n.Rem(uint32(vec)).Eq(0), func() {
-		eachVec(k, zero, n, vec, 1, copyTo) // r*n and i are multiples of vec: aligned
+	k.If(a.N.Rem(uint32(vec)).Eq(0), func() {
+		eachVec(k, zero, a.N, vec, 1, copyTo) // r*n and i are multiples of vec: aligned
 	}).Else(func() {
-		eachVec(k, zero, n, 1, 1, copyTo)
+		eachVec(k, zero, a.N, 1, 1, copyTo)
 	})
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(2), ord)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ord)
+}
+
+// P2PReduceScatterArgs are p2p_reducescatter's parameters: n is the part size (in holds
+// ngpus parts of n elements, out one).
+type P2PReduceScatterArgs struct {
+	In, Out               dsl.Ptr       // of dt
+	Scratch               dsl.PeerTable // every GPU's scratch, of dt
+	Pads                  dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // P2PReduceScatter writes out[0:m] = op over GPUs of in[rank*m : rank*m+m] on every GPU
-// (in holds ngpus parts of m elements). A barrier (every GPU's scratch is free: its last
+// (in holds ngpus parts of m = n elements). A barrier (every GPU's scratch is free: its last
 // reader, the previous launch, is done), then GPU r stores part g of its input into region r
 // of GPU g's scratch (peer stores, 128-bit when m allows), a second barrier (every push has
 // landed: the release of each signal orders the pushes before it, the acquire spin orders
 // the local reads after it), then each GPU reduces its ngpus regions locally into out.
 // scratch holds CollMaxGPUs regions of m elements on every GPU.
-// Params: in, out, scratch (table), pads (table), rank, ngpus, m, epoch.
 func P2PReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	p2pReduceScatter(k, dt, op, ordered)
 }
@@ -348,87 +328,68 @@ func P2PReduceScatterUnordered(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 }
 
 func p2pReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ord barrierOrder) {
-	in := k.PtrParam("in", dt)
-	out := k.PtrParam("out", dt)
-	scratch := k.PtrParam("scratch", dsl.U64)
-	pads := k.PtrParam("pads", dsl.U64)
-	rank, ngpus, m, epoch := collScalars(k)
-	addrs := peerTable(k, scratch, ngpus)
-	own := ptrAt(k, k.Load(scratch.At(rank)), dt)
+	a := dsl.Params[P2PReduceScatterArgs](k, dt)
+	m := a.N
+	scratch := peerTable(k, a.Scratch.Table(), a.NGPUs)
+	own := a.Scratch.Peer(a.Rank)
 	vec := vecOf(dt)
 	zero := k.Const(dsl.U32, 0)
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(1), ord)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ord)
 	push := func(i dsl.Value, w int) {
-		for p := range addrs {
-			k.If(ngpus.Gt(uint32(p)), func() {
-				v := loadN(k, in, m.Mul(uint32(p)).Add(i), w)
-				storeN(k, ptrAt(k, addrs[p], dt), rank.Mul(m).Add(i), v)
-			})
-		}
+		forPeers(k, a.NGPUs, func(p int) {
+			v := loadN(k, a.In, m.Mul(uint32(p)).Add(i), w)
+			storeN(k, ptrAt(k, scratch[p], dt), a.Rank.Mul(m).Add(i), v)
+		})
 	}
 	aligned := m.Rem(uint32(vec)).Eq(0)
 	k.If(aligned, func() { eachVec(k, zero, m, vec, 1, push) }).Else(func() { eachVec(k, zero, m, 1, 1, push) })
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(2), ord)
-	at := accType(dt)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ord)
 	reduce := func(i dsl.Value, w int) {
-		acc := make([]dsl.Value, w)
-		for p := 0; p < CollMaxGPUs; p++ {
-			var v []dsl.Value
+		region := func(p int) dsl.Value {
 			if p == 0 {
-				v = loadN(k, own, i, w)
-			} else {
-				v = make([]dsl.Value, w)
-				for j := range v {
-					v[j] = k.Var(dt, 0)
-				}
-				k.If(ngpus.Gt(uint32(p)), func() {
-					got := loadN(k, own, m.Mul(uint32(p)).Add(i), w)
-					for j := range got {
-						k.Set(v[j], got[j])
-					}
-				})
+				return i
 			}
-			for j := range acc {
-				if p == 0 {
-					acc[j] = v[j].To(at)
-					continue
-				}
-				acc[j] = k.Select(ngpus.Gt(uint32(p)), combine(op, acc[j], v[j].To(at)), acc[j])
-			}
+			return m.Mul(uint32(p)).Add(i)
 		}
-		storeN(k, out, i, toType(acc, dt))
+		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(int) dsl.Ptr { return own }, region))
+		storeN(k, a.Out, i, sum.To(dt))
 	}
 	k.If(aligned, func() { eachVec(k, zero, m, vec, 1, reduce) }).Else(func() { eachVec(k, zero, m, 1, 1, reduce) })
+}
+
+// P2PBroadcastArgs are p2p_broadcast's parameters.
+type P2PBroadcastArgs struct {
+	In                          dsl.Ptr       // the root's input, of dt
+	Outs                        dsl.PeerTable // every GPU's output, of dt
+	Pads                        dsl.PeerTable `kgen:"u32"`
+	Root, Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // P2PBroadcast writes in[0:n] of GPU root into outs[g][0:n] of every GPU g with peer stores
 // (128-bit vectors, single elements for the tail); the other GPUs only take part in the
 // barriers (first: outputs free; last: the root's stores have landed). out may equal in.
-// Params: in, outs (table), pads (table), root, rank, ngpus, n, epoch.
 func P2PBroadcast(k *dsl.Kernel, dt dsl.Type) {
-	in := k.PtrParam("in", dt)
-	outs := k.PtrParam("outs", dsl.U64)
-	pads := k.PtrParam("pads", dsl.U64)
-	root := k.Param("root", dsl.U32)
-	rank, ngpus, n, epoch := collScalars(k)
-	addrs := peerTable(k, outs, ngpus)
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(1), ordered)
-	k.If(rank.Eq(root), func() {
-		eachVec(k, k.Const(dsl.U32, 0), n, vecOf(dt), 1, func(i dsl.Value, w int) {
-			v := loadN(k, in, i, w)
-			for p := range addrs {
-				k.If(ngpus.Gt(uint32(p)), func() { storeN(k, ptrAt(k, addrs[p], dt), i, v) })
-			}
+	a := dsl.Params[P2PBroadcastArgs](k, dt)
+	outs := peerTable(k, a.Outs.Table(), a.NGPUs)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
+	k.If(a.Rank.Eq(a.Root), func() {
+		eachVec(k, k.Const(dsl.U32, 0), a.N, vecOf(dt), 1, func(i dsl.Value, w int) {
+			v := loadN(k, a.In, i, w)
+			forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), i, v) })
 		})
 	})
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(2), ordered)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+}
+
+// P2PBarrierArgs are p2p_barrier's parameters.
+type P2PBarrierArgs struct {
+	Pads               dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // P2PBarrier is a standalone cross-GPU barrier over the pad set (see p2pBarrier): it returns
-// on every GPU once every GPU's block of the same index has arrived. Params: pads (table),
-// rank, ngpus, epoch.
+// on every GPU once every GPU's block of the same index has arrived.
 func P2PBarrier(k *dsl.Kernel) {
-	pads := k.PtrParam("pads", dsl.U64)
-	rank, ngpus, epoch := k.Param("rank", dsl.U32), k.Param("ngpus", dsl.U32), k.Param("epoch", dsl.U32)
-	p2pBarrier(k, pads, rank, ngpus, epoch.Add(1), ordered)
+	a := dsl.Params[P2PBarrierArgs](k, dsl.U32)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 }

@@ -57,8 +57,8 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 
 	gS := k.MakeTensorDyn(src, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
 	gD := k.MakeTensorDyn(dst, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
-	tS := gS.PartitionTV(thr, []int{vals}, tid)
-	tD := gD.PartitionTV(thr, []int{vals}, tid)
+	tS := gS.LocalPartition(thr, tid, vals)
+	tD := gD.LocalPartition(thr, tid, vals)
 	frag := k.Fragment(dt, tS)
 	k.Copy(tS, frag)
 	k.Copy(frag, tD)
@@ -83,8 +83,8 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 
 	smem := k.SharedArray(dt, transTile*transTile)
 	sw := layout.Swizzle{B: 5, M: 0, S: 5}
-	rowMajor := layout.Must(layout.Parse("(32,32):(32,1)"))
-	colMajor := layout.Must(layout.Parse("(32,32):(1,32)"))
+	rowMajor := layout.MustParse("(32,32):(32,1)")
+	colMajor := layout.MustParse("(32,32):(1,32)")
 	sTile := k.MakeSwizzledTensor(smem, sw, rowMajor)  // s(i, j) = in(i, j)
 	sTrans := k.MakeSwizzledTensor(smem, sw, colMajor) // sT(j, i) = s(i, j)
 
@@ -98,10 +98,10 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 
 	// The vector path's partition: 32 rows of 8 threads, 4 consecutive elements each.
 	const vals = transTile * transTile / (transRows * transTile)
-	vThr := layout.Must(layout.Parse("(32,8):(8,1)"))
-	vPart := func(t dsl.Tensor) dsl.Tensor { return t.PartitionTV(vThr, []int{1, vals}, tid) }
+	vThr := layout.MustParse("(32,8):(8,1)")
+	vPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(vThr, tid, 1, vals) }
 	// The scalar path's: 8 rows of 32 threads, a warp per row.
-	sThr := layout.Must(layout.Parse("(8,32):(32,1)"))
+	sThr := layout.MustParse("(8,32):(32,1)")
 	sPart := func(t dsl.Tensor) dsl.Tensor { return t.LocalPartition(sThr, tid) }
 
 	// Rows start on a vector boundary when m and n are multiples of vals: uniform over the

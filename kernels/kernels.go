@@ -64,6 +64,9 @@ type Spec struct {
 	Targets []ptx.Target // the targets it supports
 	// Golden lists the targets whose PTX is pinned in golden/ (a subset of Targets).
 	Golden []ptx.Target
+	// MaxThreads, when set, is the largest block the kernel is launched with (.maxntid): ptxas
+	// then keeps its registers within what that many threads per block allow.
+	MaxThreads int
 	// New writes the kernel into k for the element type dt.
 	New func(k *dsl.Kernel, dt dsl.Type)
 }
@@ -190,7 +193,7 @@ func (s *Spec) BuildVariant(c Config) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := k.Build()
+	m, err := s.build(k)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +206,21 @@ func (s *Spec) Build(c Config) (*ptx.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return k.Build()
+	return s.build(k)
+}
+
+// build builds k, declaring .maxntid MaxThreads on its entry when set.
+func (s *Spec) build(k *dsl.Kernel) (*ptx.Module, error) {
+	m, err := k.Build()
+	if err != nil || s.MaxThreads == 0 {
+		return m, err
+	}
+	for _, f := range m.Funcs {
+		if f.Name == k.Name() {
+			f.MaxNTID = [3]int{s.MaxThreads, 1, 1}
+		}
+	}
+	return m, nil
 }
 
 // kernel writes one variant into a new kernel.

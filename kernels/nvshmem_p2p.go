@@ -44,17 +44,21 @@ func init() {
 	})
 }
 
+// NVSHMEMRingSignalArgs are nvshmem_ring_signal's parameters (symmetric buffers and signal).
+type NVSHMEMRingSignalArgs struct {
+	Dst, Src dsl.Ptr   // of dt
+	Sig      dsl.Ptr   `kgen:"u64"`
+	N        dsl.Value `kgen:"u32"`
+	Epoch    dsl.Value `kgen:"u64"`
+}
+
 // NVSHMEMRingSignal sends n elements of src to dst on the next PE of the ring (me+1 mod
 // n_pes) with one block-scope put_signal_nbi that adds 1 to the signal word sig there, then
 // waits until its own sig reaches epoch (the number of exchanges so far, counting this one:
 // launch it with epoch 1, 2, ... without resetting sig) and completes its send with quiet.
-// Params: dst, src (dt, symmetric), sig (u64, symmetric), n (u32), epoch (u64).
 func NVSHMEMRingSignal(k *dsl.Kernel, dt dsl.Type) {
-	dst := k.PtrParam("dst", dt)
-	src := k.PtrParam("src", dt)
-	sig := k.PtrParam("sig", dsl.U64)
-	n := k.Param("n", dsl.U32)
-	epoch := k.Param("epoch", dsl.U64)
+	a := dsl.Params[NVSHMEMRingSignalArgs](k, dt)
+	dst, src, sig, n, epoch := a.Dst, a.Src, a.Sig, a.N, a.Epoch
 	me, np := nvshmem.MyPE(k), nvshmem.NPEs(k)
 	next := me.Add(1).Rem(np)
 	nvshmem.PutSignalNBI(k, nvshmem.Block, nvshmem.SpanOf(dst, n), nvshmem.SpanOf(src, n), sig, 1, nvshmem.SignalAdd, next)
@@ -65,13 +69,19 @@ func NVSHMEMRingSignal(k *dsl.Kernel, dt dsl.Type) {
 	k.SyncThreads()
 }
 
+// NVSHMEMCopyArgs are the parameters of nvshmem_alltoall_put (symmetric buffers of n_pes*n
+// elements) and nvshmem_ring_get (n elements, src symmetric).
+type NVSHMEMCopyArgs struct {
+	Dst, Src dsl.Ptr   // of dt
+	N        dsl.Value `kgen:"u32"`
+}
+
 // NVSHMEMAlltoallPut sends block j (n elements) of src to block me of dst on PE j, for
 // every PE j (itself included), with block-scope put_nbi, then completes and synchronises
-// with a block-scope barrier_all. Params: dst, src (dt, symmetric, n_pes*n elements), n (u32).
+// with a block-scope barrier_all.
 func NVSHMEMAlltoallPut(k *dsl.Kernel, dt dsl.Type) {
-	dst := k.PtrParam("dst", dt)
-	src := k.PtrParam("src", dt)
-	n := k.Param("n", dsl.U32)
+	a := dsl.Params[NVSHMEMCopyArgs](k, dt)
+	dst, src, n := a.Dst, a.Src, a.N
 	me, np := nvshmem.MyPE(k), nvshmem.NPEs(k)
 	mine := dst.At(me.To(dsl.U32).Mul(n))
 	k.For(0, np, 1, func(i dsl.Value) {
@@ -82,11 +92,10 @@ func NVSHMEMAlltoallPut(k *dsl.Kernel, dt dsl.Type) {
 }
 
 // NVSHMEMRingGet reads n elements of src on the previous PE of the ring (me-1 mod n_pes)
-// into the local dst with one block-scope get. Params: dst (dt), src (dt, symmetric), n (u32).
+// into the local dst with one block-scope get.
 func NVSHMEMRingGet(k *dsl.Kernel, dt dsl.Type) {
-	dst := k.PtrParam("dst", dt)
-	src := k.PtrParam("src", dt)
-	n := k.Param("n", dsl.U32)
+	a := dsl.Params[NVSHMEMCopyArgs](k, dt)
+	dst, src, n := a.Dst, a.Src, a.N
 	me, np := nvshmem.MyPE(k), nvshmem.NPEs(k)
 	prev := me.Add(np).Sub(1).Rem(np)
 	nvshmem.Get(k, nvshmem.Block, nvshmem.SpanOf(dst, n), nvshmem.SpanOf(src, n), prev)

@@ -22,8 +22,8 @@
 // ErrRank, ErrDivisibility, ErrNotInjective or ErrOverflow) where C++ CuTe
 // would refuse to compile: incongruent shapes, tilers that break CuTe's
 // divisibility conditions, complements of non-injective layouts, integer
-// overflow. No function panics on bad input (Must is the one exception,
-// for tests and constants).
+// overflow. No function panics on bad input (Must and MustParse are the
+// exceptions, for tests and constants).
 //
 // For code generation with dynamic coordinates, the structure is public:
 // IntTuple.IsInt/Int/Len/At, Layout.FlatShape/FlatStride, Crd2Idx,
@@ -32,8 +32,9 @@
 // offset.
 //
 // Swizzle and ComposedLayout (Outer(Offset + Inner(c))) model swizzled
-// shared-memory layouts. PrintLayout, WriteSVG, WriteTVSVG and PrintTV
-// render layouts for the kgen CLI.
+// shared-memory layouts; ParseSwizzle and ParseComposed read what their
+// String methods print ("Sw<3,0,3> o 0 o (8,8):(8,1)"). PrintLayout,
+// WriteSVG, WriteTVSVG and PrintTV render layouts for the kgen CLI.
 //
 // See docs/layout.md for a guide and the recorded differences between
 // pycute and C++ CuTe (this package follows C++).

@@ -26,12 +26,12 @@ func ExampleParse() {
 }
 
 func ExampleComposition() {
-	a := layout.Must(layout.Parse("(6,2):(8,2)"))
-	b := layout.Must(layout.Parse("(4,3):(3,1)"))
+	a := layout.MustParse("(6,2):(8,2)")
+	b := layout.MustParse("(4,3):(3,1)")
 	c, err := layout.Composition(a, b)
 	fmt.Println(c, err)
 	// By mode: 3:1 on mode 0, leave mode 1 alone.
-	d, _ := layout.Composition(layout.Must(layout.Parse("(12,(4,8)):(59,(13,1))")), layout.Modes{layout.Tile(3), nil})
+	d, _ := layout.Composition(layout.MustParse("(12,(4,8)):(59,(13,1))"), layout.Modes{layout.Tile(3), nil})
 	fmt.Println(d)
 	// Output:
 	// ((2,2),3):((24,2),8) <nil>
@@ -39,7 +39,7 @@ func ExampleComposition() {
 }
 
 func ExampleComplement() {
-	a := layout.Must(layout.Parse("(2,2):(1,6)"))
+	a := layout.MustParse("(2,2):(1,6)")
 	c, _ := layout.ComplementTo(a, layout.Int(24))
 	fmt.Println(c)
 	// Output:
@@ -47,8 +47,8 @@ func ExampleComplement() {
 }
 
 func ExampleLogicalDivide() {
-	a := layout.Must(layout.Parse("(4,2,3):(2,1,8)"))
-	d, _ := layout.LogicalDivide(a, layout.Must(layout.Parse("4:2")))
+	a := layout.MustParse("(4,2,3):(2,1,8)")
+	d, _ := layout.LogicalDivide(a, layout.MustParse("4:2"))
 	fmt.Println(d)
 	// Output:
 	// ((2,2),(2,3)):((4,1),(2,8))
@@ -56,7 +56,7 @@ func ExampleLogicalDivide() {
 
 func ExampleZippedDivide() {
 	// A 128x64 row-major tensor cut into 32x8 tiles: ((tile),(tiles)).
-	a := layout.Must(layout.Parse("(128,64):(64,1)"))
+	a := layout.MustParse("(128,64):(64,1)")
 	z, _ := layout.ZippedDivide(a, layout.Modes{layout.Tile(32), layout.Tile(8)})
 	fmt.Println(z)
 	t, off, _ := layout.LocalTile(a, layout.Modes{layout.Tile(32), layout.Tile(8)}, layout.Ints(1, 2))
@@ -68,8 +68,8 @@ func ExampleZippedDivide() {
 
 func ExampleLocalPartition() {
 	// 8x8 tile, 4x2 threads (row-major thread ids): each thread gets 2x4.
-	a := layout.Must(layout.Parse("(8,8):(1,8)"))
-	thr := layout.Must(layout.Parse("(4,2):(2,1)"))
+	a := layout.MustParse("(8,8):(1,8)")
+	thr := layout.MustParse("(4,2):(2,1)")
 	p, off, _ := layout.LocalPartition(a, thr, 3)
 	fmt.Println(p, off)
 	parts, _ := layout.PartitionParts(a, thr)
@@ -82,8 +82,8 @@ func ExampleLocalPartition() {
 }
 
 func ExampleMakeLayoutTV() {
-	thr := layout.Must(layout.Parse("(4,2):(2,1)")) // 8 threads, row-major
-	val := layout.Must(layout.Parse("(2,2):(1,2)")) // 2x2 values each
+	thr := layout.MustParse("(4,2):(2,1)") // 8 threads, row-major
+	val := layout.MustParse("(2,2):(1,2)") // 2x2 values each
 	tiler, tv, _ := layout.MakeLayoutTV(thr, val)
 	fmt.Println(tiler, tv)
 	layout.PrintTV(os.Stdout, tv, tiler)
@@ -111,7 +111,7 @@ func ExampleMakeLayoutTV() {
 
 func ExampleSwizzle() {
 	sw, _ := layout.NewSwizzle(3, 3, 3)
-	sl := layout.ComposedLayout{Outer: sw, Offset: 0, Inner: layout.Must(layout.Parse("(8,64):(64,1)"))}
+	sl := layout.ComposedLayout{Outer: sw, Offset: 0, Inner: layout.MustParse("(8,64):(64,1)")}
 	v, _ := sl.Eval(layout.Ints(1, 8))
 	fmt.Println(sl, sw.Apply(72), v)
 	// Output:
@@ -119,7 +119,7 @@ func ExampleSwizzle() {
 }
 
 func ExamplePrintLayout() {
-	layout.PrintLayout(os.Stdout, layout.Must(layout.Parse("(2,4):(4,1)")))
+	layout.PrintLayout(os.Stdout, layout.MustParse("(2,4):(4,1)"))
 	// Output:
 	// (2,4):(4,1)
 	//       0   1   2   3

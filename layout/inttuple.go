@@ -195,18 +195,6 @@ func (t IntTuple) Depth() int {
 	return d + 1
 }
 
-// numLeaves counts the leaves.
-func (t IntTuple) numLeaves() int {
-	if t.kind != kindTuple {
-		return 1
-	}
-	n := 0
-	for _, e := range t.elems {
-		n += e.numLeaves()
-	}
-	return n
-}
-
 // hasHole reports whether any leaf is a hole.
 func (t IntTuple) hasHole() bool {
 	switch t.kind {

@@ -83,6 +83,10 @@ func Must(l Layout, err error) Layout {
 	return l
 }
 
+// MustParse parses a constant layout (see Parse) and panics if it is
+// malformed: for literal layouts in kernels, layout.MustParse("(32,8):(8,1)").
+func MustParse(s string) Layout { return Must(Parse(s)) }
+
 // Shape returns the shape.
 func (l Layout) Shape() IntTuple { return l.shape }
 

@@ -26,16 +26,65 @@ func at2(l Layout, m, n int) int {
 	return valueInt(m, l.shape.elems[0], l.stride.elems[0]) + valueInt(n, l.shape.elems[1], l.stride.elems[1])
 }
 
+// Drawable is what PrintLayout and WriteSVG draw: a Layout or a
+// ComposedLayout (a swizzled layout).
+type Drawable interface {
+	String() string
+	// grid returns the extents of the rank-2 grid, its value at (m,n) and
+	// the size that sets the text width.
+	grid() (M, N int, at func(m, n int) int, cosize int, err error)
+}
+
+func (l Layout) grid() (int, int, func(m, n int) int, int, error) {
+	l2, M, N, err := rank2(l)
+	if err != nil {
+		return 0, 0, nil, 0, err
+	}
+	return M, N, func(m, n int) int { return at2(l2, m, n) }, l.Cosize(), nil
+}
+
+func (c ComposedLayout) grid() (int, int, func(m, n int) int, int, error) {
+	l2, M, N, err := rank2(c.Inner)
+	if err != nil {
+		return 0, 0, nil, 0, err
+	}
+	if sw, ok := c.Outer.(Swizzle); ok {
+		if err := sw.check(); err != nil {
+			return 0, 0, nil, 0, err
+		}
+	}
+	if mul(M, N) > 1<<20 {
+		return 0, 0, nil, 0, &Error{ErrInvalid, fmt.Sprintf("layout %v too large to draw", c)}
+	}
+	at := func(m, n int) int {
+		v := c.Offset + at2(l2, m, n)
+		if c.Outer != nil {
+			v = c.Outer.Apply(v)
+		}
+		return v
+	}
+	size := 0
+	err = catch(func() {
+		for m := 0; m < M; m++ {
+			for n := 0; n < N; n++ {
+				size = max(size, at(m, n)+1)
+			}
+		}
+	})
+	return M, N, at, size, err
+}
+
 // PrintLayout writes a rank-2 layout as a grid of its indices, row m and
 // column n holding L(m,n), in the format of cute::print_layout. A rank-1
-// layout prints as one column.
-func PrintLayout(w io.Writer, l Layout) error {
-	l2, M, N, err := rank2(l)
+// layout prints as one column; a composed layout prints its values
+// Outer(Offset + Inner(m,n)) over the inner layout's grid.
+func PrintLayout(w io.Writer, l Drawable) error {
+	M, N, at, cosize, err := l.grid()
 	if err != nil {
 		return err
 	}
 	b := bufio.NewWriter(w)
-	width := len(strconv.Itoa(l.Cosize())) + 2
+	width := len(strconv.Itoa(cosize)) + 2
 	const delim = "+-----------------------"
 	rule := func() {
 		b.WriteString("    ")
@@ -59,7 +108,7 @@ func PrintLayout(w io.Writer, l Layout) error {
 		rule()
 		fmt.Fprintf(b, "%2d  ", m)
 		for n := 0; n < N; n++ {
-			fmt.Fprintf(b, "| %*d ", width-2, at2(l2, m, n))
+			fmt.Fprintf(b, "| %*d ", width-2, at(m, n))
 		}
 		b.WriteString("|\n")
 	}
@@ -106,11 +155,11 @@ func svgCell(b *bufio.Writer, m, n int, fill, text string, dark bool) {
 	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle" fill="%s">%s</text>`+"\n", x+cell/2, y+cell/2+4, color, text)
 }
 
-// WriteSVG draws a rank-2 layout (rank 1 draws one column) as an SVG grid:
-// cell (m,n) holds L(m,n) and is shaded by L(m,n) modulo 8, like
-// cute::print_latex.
-func WriteSVG(w io.Writer, l Layout) error {
-	l2, M, N, err := rank2(l)
+// WriteSVG draws a rank-2 layout (rank 1 draws one column) or a composed
+// layout as an SVG grid: cell (m,n) holds L(m,n) and is shaded by L(m,n)
+// modulo 8, like cute::print_latex.
+func WriteSVG(w io.Writer, l Drawable) error {
+	M, N, at, _, err := l.grid()
 	if err != nil {
 		return err
 	}
@@ -118,7 +167,7 @@ func WriteSVG(w io.Writer, l Layout) error {
 	svgHeader(b, M, N, l.String())
 	for m := 0; m < M; m++ {
 		for n := 0; n < N; n++ {
-			v := at2(l2, m, n)
+			v := at(m, n)
 			k := ((v % 8) + 8) % 8
 			svgCell(b, m, n, grays[k], strconv.Itoa(v), k == 3 || k == 5 || k == 7)
 		}

@@ -1,6 +1,11 @@
 package layout
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
 
 // Swizzle is CuTe's Swizzle<B,M,S>: it XORs the B bits at position M+max(0,S)
 // of an offset into the B bits at position M-min(0,S):
@@ -98,4 +103,71 @@ func (c ComposedLayout) Size() int { return c.Inner.Size() }
 // String formats the composed layout as CuTe does: "Sw<3,4,3> o 0 o (8,8):(8,1)".
 func (c ComposedLayout) String() string {
 	return fmt.Sprintf("%v o %d o %v", c.Outer, c.Offset, c.Inner)
+}
+
+// ParseSwizzle parses CuTe's notation of a swizzle, "Sw<3,4,3>" (what
+// Swizzle.String prints).
+func ParseSwizzle(s string) (Swizzle, error) {
+	t := strings.TrimSpace(s)
+	bad := func(why string) (Swizzle, error) {
+		return Swizzle{}, &Error{ErrInvalid, fmt.Sprintf("parse %q: %s", s, why)}
+	}
+	if !strings.HasPrefix(t, "Sw<") || !strings.HasSuffix(t, ">") {
+		return bad("a swizzle is written Sw<B,M,S>")
+	}
+	parts := strings.Split(t[len("Sw<"):len(t)-1], ",")
+	if len(parts) != 3 {
+		return bad("a swizzle has three parameters, Sw<B,M,S>")
+	}
+	var v [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return bad(fmt.Sprintf("parameter %d (%q) is not an integer", i+1, strings.TrimSpace(p)))
+		}
+		v[i] = n
+	}
+	return NewSwizzle(v[0], v[1], v[2])
+}
+
+var composedSep = regexp.MustCompile(`\s+o\s+`)
+
+// ParseComposed parses what ComposedLayout.String prints: "OUTER o OFFSET o
+// INNER", OUTER a swizzle (Sw<3,0,3>) or a layout, OFFSET an integer (CuTe
+// prints a static one as _0) and INNER a layout, as in
+// "Sw<3,0,3> o 0 o (8,8):(8,1)". "OUTER o INNER" has offset 0.
+func ParseComposed(s string) (ComposedLayout, error) {
+	parts := composedSep.Split(strings.TrimSpace(s), -1)
+	var c ComposedLayout
+	switch len(parts) {
+	case 2:
+	case 3:
+		off := strings.TrimPrefix(parts[1], "_")
+		n, err := strconv.Atoi(off)
+		if err != nil {
+			return c, &Error{ErrInvalid, fmt.Sprintf("parse %q: the offset %q is not an integer", s, parts[1])}
+		}
+		c.Offset = n
+	default:
+		return c, &Error{ErrInvalid, fmt.Sprintf("parse %q: a composed layout is written OUTER o OFFSET o INNER, e.g. Sw<3,0,3> o 0 o (8,8):(8,1)", s)}
+	}
+	if strings.HasPrefix(parts[0], "Sw<") {
+		sw, err := ParseSwizzle(parts[0])
+		if err != nil {
+			return c, err
+		}
+		c.Outer = sw
+	} else {
+		l, err := Parse(parts[0])
+		if err != nil {
+			return c, err
+		}
+		c.Outer = l
+	}
+	inner, err := Parse(parts[len(parts)-1])
+	if err != nil {
+		return c, err
+	}
+	c.Inner = inner
+	return c, nil
 }

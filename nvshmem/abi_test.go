@@ -17,6 +17,7 @@ import (
 	"github.com/kgen-dev/kgen/internal/toolchain"
 	"github.com/kgen-dev/kgen/internal/tooltest"
 	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/nvshmem/abi"
 	"github.com/kgen-dev/kgen/nvshmem/devlib"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -64,7 +65,7 @@ func everyOp(k *dsl.Kernel, types []dsl.Type) {
 			PutSignal(k, s, dt, st, sig, 1, SignalSet, pe)
 			PutSignalNBI(k, s, dt, st, sig, n, SignalAdd, pe)
 			for _, op := range ReduceOps() {
-				if reduceDefined(op, t) {
+				if abi.ReduceDefined(op, t) {
 					Reduce(k, s, TeamWorld, op, dt, st)
 					ReduceScatter(k, s, TeamWorld, op, dt, st)
 				}
@@ -77,12 +78,12 @@ func everyOp(k *dsl.Kernel, types []dsl.Type) {
 			if _, ok := AMOName(op, t); !ok {
 				continue
 			}
-			info := amos[op]
+			info, _ := abi.AMOSpec(op)
 			var cond, v any
-			if info.flags&amoTakesCond != 0 {
+			if info.TakesCond {
 				cond = 0
 			}
-			if info.flags&amoTakesValue != 0 {
+			if info.TakesValue {
 				v = 3
 			}
 			Atomic(k, op, dst, cond, v, pe)
@@ -237,11 +238,11 @@ func TestLinkOffline(t *testing.T) {
 			funcs = append(funcs, d.Name)
 		}
 	}
-	res, err := l.Build(t.Context(), "sm_90", funcs)
+	res, err := l.Build(t.Context(), ptx.SM90, funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cubin, err := devlib.LinkOffline(t.Context(), "sm_90", src, res)
+	cubin, err := devlib.LinkOffline(t.Context(), ptx.SM90, src, res)
 	if err != nil {
 		t.Fatal(err)
 	}

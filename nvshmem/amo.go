@@ -1,106 +1,41 @@
 package nvshmem
 
 import (
-	"sort"
-
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/nvshmem/abi"
 )
 
 // Atomic memory operations on a symmetric object of another PE (nvshmem_<type>_atomic_<op>).
 
 // AMO is an atomic memory operation.
-type AMO string
+type AMO = abi.AMO
 
 // The atomic memory operations, named as in NVSHMEM.
 const (
-	AtomicFetchOp       AMO = "fetch"
-	AtomicSetOp         AMO = "set"
-	AtomicSwapOp        AMO = "swap"
-	AtomicCompareSwapOp AMO = "compare_swap"
-	AtomicIncOp         AMO = "inc"
-	AtomicFetchIncOp    AMO = "fetch_inc"
-	AtomicAddOp         AMO = "add"
-	AtomicFetchAddOp    AMO = "fetch_add"
-	AtomicAndOp         AMO = "and"
-	AtomicFetchAndOp    AMO = "fetch_and"
-	AtomicOrOp          AMO = "or"
-	AtomicFetchOrOp     AMO = "fetch_or"
-	AtomicXorOp         AMO = "xor"
-	AtomicFetchXorOp    AMO = "fetch_xor"
+	AtomicFetchOp       = abi.AtomicFetchOp
+	AtomicSetOp         = abi.AtomicSetOp
+	AtomicSwapOp        = abi.AtomicSwapOp
+	AtomicCompareSwapOp = abi.AtomicCompareSwapOp
+	AtomicIncOp         = abi.AtomicIncOp
+	AtomicFetchIncOp    = abi.AtomicFetchIncOp
+	AtomicAddOp         = abi.AtomicAddOp
+	AtomicFetchAddOp    = abi.AtomicFetchAddOp
+	AtomicAndOp         = abi.AtomicAndOp
+	AtomicFetchAndOp    = abi.AtomicFetchAndOp
+	AtomicOrOp          = abi.AtomicOrOp
+	AtomicFetchOrOp     = abi.AtomicFetchOrOp
+	AtomicXorOp         = abi.AtomicXorOp
+	AtomicFetchXorOp    = abi.AtomicFetchXorOp
 )
-
-const (
-	amoTakesValue = 1 << iota
-	amoFetches
-	amoTakesCond
-)
-
-const (
-	amoExtendedNote = "float, double, int32, int64, uint32, uint64"
-	amoBitwiseNote  = "int32, int64, uint32, uint64"
-	amoArithNote    = "int32, int64 (NVSHMEM's long), uint32, uint64"
-)
-
-// amoInfo is what an AMO takes and returns, and the NVSHMEM type name of each element type
-// it has (from the 3.4.5 bitcode: the arithmetic AMOs have no int64 form, only long).
-type amoInfo struct {
-	flags int
-	types map[dsl.Type]string
-	note  string
-}
-
-var (
-	amoExtended = map[dsl.Type]string{dsl.F32: "float", dsl.F64: "double", dsl.I32: "int32", dsl.I64: "int64", dsl.U32: "uint32", dsl.U64: "uint64"}
-	amoBitwise  = map[dsl.Type]string{dsl.I32: "int32", dsl.I64: "int64", dsl.U32: "uint32", dsl.U64: "uint64"}
-	amoArith    = map[dsl.Type]string{dsl.I32: "int32", dsl.I64: "long", dsl.U32: "uint32", dsl.U64: "uint64"}
-)
-
-var amos = map[AMO]amoInfo{
-	AtomicFetchOp:       {amoFetches, amoExtended, amoExtendedNote},
-	AtomicSetOp:         {amoTakesValue, amoExtended, amoExtendedNote},
-	AtomicSwapOp:        {amoTakesValue | amoFetches, amoExtended, amoExtendedNote},
-	AtomicCompareSwapOp: {amoTakesCond | amoTakesValue | amoFetches, amoBitwise, amoBitwiseNote},
-	AtomicIncOp:         {0, amoArith, amoArithNote},
-	AtomicFetchIncOp:    {amoFetches, amoArith, amoArithNote},
-	AtomicAddOp:         {amoTakesValue, amoArith, amoArithNote},
-	AtomicFetchAddOp:    {amoTakesValue | amoFetches, amoArith, amoArithNote},
-	AtomicAndOp:         {amoTakesValue, amoBitwise, amoBitwiseNote},
-	AtomicFetchAndOp:    {amoTakesValue | amoFetches, amoBitwise, amoBitwiseNote},
-	AtomicOrOp:          {amoTakesValue, amoBitwise, amoBitwiseNote},
-	AtomicFetchOrOp:     {amoTakesValue | amoFetches, amoBitwise, amoBitwiseNote},
-	AtomicXorOp:         {amoTakesValue, amoBitwise, amoBitwiseNote},
-	AtomicFetchXorOp:    {amoTakesValue | amoFetches, amoBitwise, amoBitwiseNote},
-}
 
 // AMOs returns every atomic memory operation, sorted.
-func AMOs() []AMO {
-	out := make([]AMO, 0, len(amos))
-	for op := range amos {
-		out = append(out, op)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
+func AMOs() []AMO { return abi.AMOs() }
 
 // AMOTypes returns the element types NVSHMEM defines op for.
-func AMOTypes(op AMO) []dsl.Type {
-	var out []dsl.Type
-	for _, t := range Types() {
-		if _, ok := amos[op].types[t]; ok {
-			out = append(out, t)
-		}
-	}
-	return out
-}
+func AMOTypes(op AMO) []dsl.Type { return abi.AMOTypes(op) }
 
 // AMOName returns the device function of op on element type t ("nvshmem_long_atomic_fetch_add").
-func AMOName(op AMO, t dsl.Type) (string, bool) {
-	n, ok := amos[op].types[t]
-	if !ok {
-		return "", false
-	}
-	return "nvshmem_" + n + "_atomic_" + string(op), true
-}
+func AMOName(op AMO, t dsl.Type) (string, bool) { return abi.AMOName(op, t) }
 
 // Atomic applies op to the element dest (a dsl.Ptr or a one-element Tensor) on PE pe and
 // returns the old value for the fetching operations (a zero Value otherwise). cond is
@@ -108,7 +43,7 @@ func AMOName(op AMO, t dsl.Type) (string, bool) {
 // The named functions below (AtomicFetchAdd, ...) are shorthands.
 func Atomic(k *dsl.Kernel, op AMO, dest any, cond, v any, pe any) dsl.Value {
 	what := "Atomic " + string(op)
-	info, known := amos[op]
+	info, known := abi.AMOSpec(op)
 	if !known {
 		k.Errorf("%s: unknown atomic memory operation %q", what, op)
 		return dsl.Value{}
@@ -124,17 +59,17 @@ func Atomic(k *dsl.Kernel, op AMO, dest any, cond, v any, pe any) dsl.Value {
 	}
 	name, ok := AMOName(op, d.elem)
 	if !ok {
-		k.Errorf("%s: NVSHMEM defines it for %s, not %s", what, info.note, d.elem)
+		k.Errorf("%s: NVSHMEM defines it for %s, not %s", what, info.Note, d.elem)
 		return dsl.Value{}
 	}
 	args := []dsl.Type{ptrT}
 	vals := []any{d.p}
 	for _, x := range []struct {
-		flag int
-		arg  string
-		val  any
-	}{{amoTakesCond, "cond", cond}, {amoTakesValue, "value", v}} {
-		if info.flags&x.flag == 0 {
+		takes bool
+		arg   string
+		val   any
+	}{{info.TakesCond, "cond", cond}, {info.TakesValue, "value", v}} {
+		if !x.takes {
 			if x.val != nil {
 				k.Errorf("%s takes no %s", what, x.arg)
 				return dsl.Value{}
@@ -156,7 +91,7 @@ func Atomic(k *dsl.Kernel, op AMO, dest any, cond, v any, pe any) dsl.Value {
 	args = append(args, intT)
 	vals = append(vals, p)
 	var rets []dsl.Type
-	if info.flags&amoFetches != 0 {
+	if info.Fetches {
 		rets = []dsl.Type{retType(d.elem)}
 		return fromRet(call(k, name, rets, args, vals...), d.elem)
 	}

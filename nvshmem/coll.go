@@ -2,6 +2,7 @@ package nvshmem
 
 import (
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/nvshmem/abi"
 )
 
 // Synchronization and collectives over teams, at thread, warp and block scope. A collective
@@ -12,7 +13,7 @@ import (
 // every PE has arrived (nvshmem_barrier_all, nvshmemx_barrier_all_warp, _block).
 func BarrierAll(k *dsl.Kernel, s Scope) {
 	if checkScope(k, "BarrierAll", s) {
-		call(k, s.name("barrier_all"), nil, nil)
+		call(k, s.Func("barrier_all"), nil, nil)
 	}
 }
 
@@ -20,7 +21,7 @@ func BarrierAll(k *dsl.Kernel, s Scope) {
 // (nvshmem_sync_all, nvshmemx_sync_all_warp, _block).
 func SyncAll(k *dsl.Kernel, s Scope) {
 	if checkScope(k, "SyncAll", s) {
-		call(k, s.name("sync_all"), nil, nil)
+		call(k, s.Func("sync_all"), nil, nil)
 	}
 }
 
@@ -29,7 +30,7 @@ func teamCall(k *dsl.Kernel, what, base string, s Scope, team any) dsl.Value {
 	if !ok || !checkScope(k, what, s) {
 		return k.Const(dsl.I32, 0)
 	}
-	return call(k, s.name(base), []dsl.Type{intT}, []dsl.Type{intT}, t)
+	return call(k, s.Func(base), []dsl.Type{intT}, []dsl.Type{intT}, t)
 }
 
 // Barrier is BarrierAll over the PEs of team; it returns NVSHMEM's status, 0 on success
@@ -45,42 +46,31 @@ func TeamSync(k *dsl.Kernel, s Scope, team any) dsl.Value {
 }
 
 // ReduceOp is the operation of a reduction.
-type ReduceOp string
+type ReduceOp = abi.ReduceOp
 
 // The reductions. And, Or and Xor are for integers.
 const (
-	Sum  ReduceOp = "sum"
-	Prod ReduceOp = "prod"
-	Min  ReduceOp = "min"
-	Max  ReduceOp = "max"
-	And  ReduceOp = "and"
-	Or   ReduceOp = "or"
-	Xor  ReduceOp = "xor"
+	Sum  = abi.Sum
+	Prod = abi.Prod
+	Min  = abi.Min
+	Max  = abi.Max
+	And  = abi.And
+	Or   = abi.Or
+	Xor  = abi.Xor
 )
 
 // ReduceOps returns every reduction.
-func ReduceOps() []ReduceOp { return []ReduceOp{Sum, Prod, Min, Max, And, Or, Xor} }
+func ReduceOps() []ReduceOp { return abi.ReduceOps() }
 
 // ReduceTypes returns the element types NVSHMEM defines op's reduction for.
 func ReduceTypes(op ReduceOp) []dsl.Type {
 	var out []dsl.Type
 	for _, t := range Types() {
-		if reduceDefined(op, t) {
+		if abi.ReduceDefined(op, t) {
 			out = append(out, t)
 		}
 	}
 	return out
-}
-
-func reduceDefined(op ReduceOp, t dsl.Type) bool {
-	switch op {
-	case Sum, Prod, Min, Max:
-		_, ok := typeNames[t]
-		return ok
-	case And, Or, Xor:
-		return t.IsInt()
-	}
-	return false
 }
 
 func collArgs(k *dsl.Kernel, what string, s Scope, team, dst, src any) (t any, d, sr buf, n any, ok bool) {
@@ -101,7 +91,7 @@ func Reduce(k *dsl.Kernel, s Scope, team any, op ReduceOp, dst, src any) dsl.Val
 	if !ok {
 		return k.Const(dsl.I32, 0)
 	}
-	if !reduceDefined(op, d.elem) {
+	if !abi.ReduceDefined(op, d.elem) {
 		if op == And || op == Or || op == Xor || op == Sum || op == Prod || op == Min || op == Max {
 			k.Errorf("%s: NVSHMEM has no %s reduction of %s", what, op, d.elem)
 		} else {
@@ -109,7 +99,7 @@ func Reduce(k *dsl.Kernel, s Scope, team any, op ReduceOp, dst, src any) dsl.Val
 		}
 		return k.Const(dsl.I32, 0)
 	}
-	return call(k, s.name(typeNames[d.elem]+"_"+string(op)+"_reduce"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(n))
+	return call(k, s.Func(typeName(d.elem)+"_"+string(op)+"_reduce"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(n))
 }
 
 // ReduceScatter combines src by op over the PEs of team and leaves block i of the result on
@@ -121,11 +111,11 @@ func ReduceScatter(k *dsl.Kernel, s Scope, team any, op ReduceOp, dst, src any) 
 	if !ok {
 		return k.Const(dsl.I32, 0)
 	}
-	if !reduceDefined(op, d.elem) {
+	if !abi.ReduceDefined(op, d.elem) {
 		k.Errorf("%s: NVSHMEM has no %s reduction of %s", what, op, d.elem)
 		return k.Const(dsl.I32, 0)
 	}
-	return call(k, s.name(typeNames[d.elem]+"_"+string(op)+"_reducescatter"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(d.n))
+	return call(k, s.Func(typeName(d.elem)+"_"+string(op)+"_reducescatter"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(d.n))
 }
 
 // Fcollect concatenates src of every PE of team, in PE order, into dst on every PE: dst holds
@@ -137,7 +127,7 @@ func Fcollect(k *dsl.Kernel, s Scope, team any, dst, src any) dsl.Value {
 	if !ok {
 		return k.Const(dsl.I32, 0)
 	}
-	return call(k, s.name(typeNames[d.elem]+"_fcollect"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(sr.n))
+	return call(k, s.Func(typeName(d.elem)+"_fcollect"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(sr.n))
 }
 
 // Broadcast copies min(size(dst), size(src)) elements of src on PE root of team into dst on
@@ -149,7 +139,7 @@ func Broadcast(k *dsl.Kernel, s Scope, team any, dst, src any, root any) dsl.Val
 	if !ok || !okR {
 		return k.Const(dsl.I32, 0)
 	}
-	return call(k, s.name(typeNames[d.elem]+"_broadcast"), []dsl.Type{intT}, append(collSig, intT), t, d.p, sr.p, sizeArg(n), r)
+	return call(k, s.Func(typeName(d.elem)+"_broadcast"), []dsl.Type{intT}, append(collSig, intT), t, d.p, sr.p, sizeArg(n), r)
 }
 
 // Alltoall exchanges blocks between the PEs of team: block j of src on PE i lands in block i
@@ -169,5 +159,5 @@ func Alltoall(k *dsl.Kernel, s Scope, team any, dst, src any) dsl.Value {
 	} else {
 		total = n.(dsl.Value)
 	}
-	return call(k, s.name(typeNames[d.elem]+"_alltoall"), []dsl.Type{intT}, collSig, t, d.p, sr.p, total.Div(npes))
+	return call(k, s.Func(typeName(d.elem)+"_alltoall"), []dsl.Type{intT}, collSig, t, d.p, sr.p, total.Div(npes))
 }

@@ -1,9 +1,8 @@
 package nvshmem
 
 import (
-	"fmt"
-
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/nvshmem/abi"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -19,87 +18,60 @@ func init() { dsl.MarkLibrary() }
 // Scope is the group of threads that calls an operation together: one thread, a whole warp
 // (nvshmemx_*_warp) or a whole block (nvshmemx_*_block). Warp and block operations must be
 // called by every thread of the warp or block with the same arguments.
-type Scope int
+type Scope = abi.Scope
 
 // The scopes.
 const (
-	Thread Scope = iota
-	Warp
-	Block
+	Thread = abi.Thread
+	Warp   = abi.Warp
+	Block  = abi.Block
 )
 
-func (s Scope) String() string {
-	switch s {
-	case Thread:
-		return "thread"
-	case Warp:
-		return "warp"
-	case Block:
-		return "block"
-	}
-	return fmt.Sprintf("Scope(%d)", int(s))
-}
-
-// name returns the function name at scope s: base (the thread form, "nvshmem_float_put") or
-// "nvshmemx_float_put_block".
-func (s Scope) name(base string) string {
-	if s == Thread {
-		return "nvshmem_" + base
-	}
-	return "nvshmemx_" + base + "_" + s.String()
-}
-
 // Team is an NVSHMEM team handle (nvshmem_team_t, an int).
-type Team int32
+type Team = abi.Team
 
 // The predefined teams (NVSHMEM_TEAM_WORLD, NVSHMEM_TEAM_SHARED, NVSHMEMX_TEAM_NODE).
 const (
-	TeamWorld  Team = 0
-	TeamShared Team = 1
-	TeamNode   Team = 2
+	TeamWorld  = abi.TeamWorld
+	TeamShared = abi.TeamShared
+	TeamNode   = abi.TeamNode
 )
 
 // SignalOp is how a signal operation updates the signal word (NVSHMEM_SIGNAL_SET, _ADD).
-type SignalOp int32
+type SignalOp = abi.SignalOp
 
 // The signal operations.
 const (
-	SignalSet SignalOp = 9
-	SignalAdd SignalOp = 10
+	SignalSet = abi.SignalSet
+	SignalAdd = abi.SignalAdd
 )
 
 // Cmp is the comparison of a wait (NVSHMEM_CMP_*).
-type Cmp int32
+type Cmp = abi.Cmp
 
 // The comparisons (NVSHMEM's numbering: LE comes before LT).
 const (
-	CmpEQ Cmp = 0
-	CmpNE Cmp = 1
-	CmpGT Cmp = 2
-	CmpLE Cmp = 3
-	CmpLT Cmp = 4
-	CmpGE Cmp = 5
+	CmpEQ = abi.CmpEQ
+	CmpNE = abi.CmpNE
+	CmpGT = abi.CmpGT
+	CmpLE = abi.CmpLE
+	CmpLT = abi.CmpLT
+	CmpGE = abi.CmpGE
 )
 
-// typeNames are NVSHMEM's names of the element types of typed RMA and collectives.
-var typeNames = map[dsl.Type]string{
-	dsl.F16: "half", dsl.BF16: "bfloat16", dsl.F32: "float", dsl.F64: "double",
-	dsl.I8: "int8", dsl.I16: "int16", dsl.I32: "int32", dsl.I64: "int64",
-	dsl.U8: "uint8", dsl.U16: "uint16", dsl.U32: "uint32", dsl.U64: "uint64",
+// typeName returns NVSHMEM's name of element type t ("" when it has none).
+func typeName(t dsl.Type) string {
+	n, _ := abi.TypeName(t)
+	return n
 }
 
 // TypeName returns NVSHMEM's name of element type t ("float", "int32", ...) and whether
 // NVSHMEM has typed operations for it.
-func TypeName(t dsl.Type) (string, bool) {
-	n, ok := typeNames[t]
-	return n, ok
-}
+func TypeName(t dsl.Type) (string, bool) { return abi.TypeName(t) }
 
 // Types returns the element types of typed put/get, reductions, fcollect, broadcast and
 // alltoall, in a fixed order.
-func Types() []dsl.Type {
-	return []dsl.Type{dsl.F16, dsl.BF16, dsl.F32, dsl.F64, dsl.I8, dsl.I16, dsl.I32, dsl.I64, dsl.U8, dsl.U16, dsl.U32, dsl.U64}
-}
+func Types() []dsl.Type { return abi.Types() }
 
 // Span is n elements at p: a buffer argument when the count is a runtime value or the memory
 // has no tensor. n is a Go int or an integer dsl.Value.
@@ -131,6 +103,10 @@ func bufOf(k *dsl.Kernel, what, arg string, x any) buf {
 		}
 		if b.Size() == 0 {
 			k.Errorf("%s: %s has a runtime extent; give the count with nvshmem.SpanOf", what, arg)
+			return buf{}
+		}
+		if b.Size() > 1 && !b.Contiguous() {
+			k.Errorf("%s: %s (shape %v) is not contiguous in memory; NVSHMEM copies Size() consecutive elements: pass a contiguous tensor (one call per contiguous run), or copy it to a contiguous buffer first", what, arg, b.Shape())
 			return buf{}
 		}
 		p := b.At(0)

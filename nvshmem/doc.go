@@ -9,8 +9,10 @@
 // Spans; misuse is a build error at the caller's line. docs/nvshmem.md has the table beside
 // nvshmem4py.
 //
-// Emulate implements every one of those functions on the emulator (package emu), so kernels
-// that call NVSHMEM run and are checked without GPUs.
+// Package nvshmem/abi holds the ABI as data (function names, constants, types); package
+// nvshmem/shmemu implements every one of those functions on the emulator (package emu), so
+// kernels that call NVSHMEM run and are checked without GPUs. Neither imports the builder,
+// and this package does not import the emulator.
 //
 // Package nvshmem/devlib builds the device library (bitcode to linkable PTX) and checks
 // declarations against it; the host side (init, symmetric memory, module init) is package

@@ -81,10 +81,3 @@ func TestMisuse(t *testing.T) {
 		})
 	}
 }
-
-// TestEmulateNil checks the emulator's argument check.
-func TestEmulateNil(t *testing.T) {
-	if _, err := Emulate(nil); err == nil {
-		t.Error("Emulate(nil) succeeded")
-	}
-}

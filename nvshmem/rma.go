@@ -2,19 +2,19 @@ package nvshmem
 
 import (
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/nvshmem/abi"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
 // Remote memory access: p, g, put, get (blocking and _nbi) and put-with-signal at thread,
 // warp and block scope, and the signal operations.
 
-// scalarTypes are the element types of P and G. half and bfloat16 are missing: NVSHMEM passes
-// them by value as 2-byte aggregates (.param .align 2 .b8 x[2]), which dsl.Extern cannot
-// declare; move them with Put/Get of one element.
-var scalarTypes = []dsl.Type{dsl.F32, dsl.F64, dsl.I8, dsl.I16, dsl.I32, dsl.I64, dsl.U8, dsl.U16, dsl.U32, dsl.U64}
+// The element types of P and G are abi.ScalarTypes. half and bfloat16 are missing: NVSHMEM
+// passes them by value as 2-byte aggregates (.param .align 2 .b8 x[2]), which dsl.Extern
+// cannot declare; move them with Put/Get of one element.
 
 func isScalarType(t dsl.Type) bool {
-	for _, s := range scalarTypes {
+	for _, s := range abi.ScalarTypes() {
 		if s == t {
 			return true
 		}
@@ -77,7 +77,7 @@ func P(k *dsl.Kernel, dst any, v any, pe any) {
 		return
 	}
 	vt, xv := abiVal(d.elem, x)
-	call(k, "nvshmem_"+typeNames[d.elem]+"_p", nil, []dsl.Type{ptrT, vt, intT}, d.p, xv, p)
+	call(k, "nvshmem_"+typeName(d.elem)+"_p", nil, []dsl.Type{ptrT, vt, intT}, d.p, xv, p)
 }
 
 // G loads element src (a dsl.Ptr, or a one-element Tensor) of PE pe (nvshmem_<type>_g).
@@ -92,7 +92,7 @@ func G(k *dsl.Kernel, src any, pe any) dsl.Value {
 		}
 		return k.Const(dsl.U32, 0).To(t)
 	}
-	r := call(k, "nvshmem_"+typeNames[s.elem]+"_g", []dsl.Type{retType(s.elem)}, []dsl.Type{ptrT, intT}, s.p, p)
+	r := call(k, "nvshmem_"+typeName(s.elem)+"_g", []dsl.Type{retType(s.elem)}, []dsl.Type{ptrT, intT}, s.p, p)
 	return fromRet(r, s.elem)
 }
 
@@ -123,7 +123,7 @@ func transfer(k *dsl.Kernel, what string, s Scope, dst, src any) (d, sr buf, n a
 		k.Errorf("%s: dst holds %s, src holds %s; the dtypes must match", what, d.elem, sr.elem)
 		return
 	}
-	if _, named := typeNames[d.elem]; !named {
+	if _, named := TypeName(d.elem); !named {
 		k.Errorf("%s: NVSHMEM has no %s operations", what, d.elem)
 		return
 	}
@@ -138,7 +138,7 @@ func rma(k *dsl.Kernel, what, op string, s Scope, dst, src, pe any) {
 	if !ok || !okPE {
 		return
 	}
-	call(k, s.name(typeNames[d.elem]+"_"+op), nil, rmaArgs, d.p, sr.p, sizeArg(n), p)
+	call(k, s.Func(typeName(d.elem)+"_"+op), nil, rmaArgs, d.p, sr.p, sizeArg(n), p)
 }
 
 // Put copies min(size(dst), size(src)) elements from the local src to dst on PE pe and returns
@@ -212,7 +212,7 @@ func putSignal(k *dsl.Kernel, what, op string, s Scope, dst, src, sig, val any, 
 	if !ok || !okSig || !okV || !okPE || !checkSigOp(k, what, sop) {
 		return
 	}
-	call(k, s.name(typeNames[d.elem]+"_"+op), nil, putSignalArgs, d.p, sr.p, sizeArg(n), sp, v, int32(sop), p)
+	call(k, s.Func(typeName(d.elem)+"_"+op), nil, putSignalArgs, d.p, sr.p, sizeArg(n), sp, v, int32(sop), p)
 }
 
 // PutSignal is Put followed by an update of the signal word sig on PE pe with val by sop,

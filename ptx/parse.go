@@ -3,6 +3,7 @@ package ptx
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -237,17 +238,30 @@ func (p *parser) function(head string) error {
 		return p.errorf("no parameter list in %q", head)
 	}
 	f.Name = strings.TrimSpace(head[:open])
-	params, err := parseParams(head[open+1 : strings.LastIndexByte(head, ')')])
+	closeAt := strings.LastIndexByte(head, ')')
+	params, err := parseParams(head[open+1 : closeAt])
 	if err != nil {
 		return p.errorf("%v", err)
 	}
 	f.Params = params
 	p.m.Funcs = append(p.m.Funcs, f)
+	// What follows the parameter list on the header's lines: directives, and perhaps the "{".
+	tail := strings.TrimSpace(head[closeAt+1:])
+	brace := false
+	if i := strings.IndexByte(tail, '{'); i >= 0 {
+		if decl || strings.TrimSpace(tail[i+1:]) != "" {
+			return p.errorf("function %s: unexpected %q after the body's {", f.Name, tail[i+1:])
+		}
+		brace, tail = true, strings.TrimSpace(tail[:i])
+	}
+	if err := p.directives(f, tail); err != nil {
+		return err
+	}
 	if decl {
 		return nil
 	}
 	// Directives, then the body.
-	for {
+	for !brace {
 		s, ok := p.next()
 		if !ok {
 			return p.errorf("function %s has no body", f.Name)
@@ -255,44 +269,67 @@ func (p *parser) function(head string) error {
 		if s == "{" {
 			break
 		}
-		fs := strings.Fields(strings.ReplaceAll(s, ",", " "))
-		if len(fs) == 0 {
+		if s == "" || s[0] != '.' {
 			return p.errorf("unexpected %q before the body of %s", s, f.Name)
 		}
-		dims := func() ([3]int, error) {
-			var d [3]int
-			for j := 1; j < len(fs) && j <= 3; j++ {
-				n, err := strconv.Atoi(fs[j])
-				if err != nil {
-					return d, p.errorf("bad directive %q", s)
-				}
-				d[j-1] = n
-			}
-			return d, nil
-		}
-		switch fs[0] {
-		case ".maxntid":
-			if f.MaxNTID, err = dims(); err != nil {
-				return err
-			}
-		case ".reqntid":
-			if f.ReqNTID, err = dims(); err != nil {
-				return err
-			}
-		case ".minnctapersm":
-			if len(fs) != 2 {
-				return p.errorf("bad directive %q", s)
-			}
-			if f.MinNCTA, err = strconv.Atoi(fs[1]); err != nil {
-				return p.errorf("bad directive %q", s)
-			}
-		case ".noreturn":
-			f.NoReturn = true
-		default:
-			return p.errorf("unknown directive %q", s)
+		if err := p.directives(f, s); err != nil {
+			return err
 		}
 	}
 	return p.body(f)
+}
+
+// directives reads performance directives (".reqntid 16, 1 .minnctapersm 2") into f; every
+// word must belong to one.
+func (p *parser) directives(f *Func, s string) error {
+	fs := strings.Fields(strings.ReplaceAll(s, ",", " "))
+	for i := 0; i < len(fs); {
+		name, j := fs[i], i+1
+		for j < len(fs) && !strings.HasPrefix(fs[j], ".") {
+			j++
+		}
+		vals := fs[i+1 : j]
+		nums := make([]int, len(vals))
+		for k, v := range vals {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return p.errorf("function %s: bad directive %s: %q is not a positive integer", f.Name, name, v)
+			}
+			nums[k] = n
+		}
+		dims := func(d *[3]int) error {
+			if len(nums) < 1 || len(nums) > 3 {
+				return p.errorf("function %s: %s takes 1 to 3 extents, got %d", f.Name, name, len(nums))
+			}
+			*d = [3]int{}
+			copy(d[:], nums)
+			return nil
+		}
+		switch name {
+		case ".maxntid":
+			if err := dims(&f.MaxNTID); err != nil {
+				return err
+			}
+		case ".reqntid":
+			if err := dims(&f.ReqNTID); err != nil {
+				return err
+			}
+		case ".minnctapersm":
+			if len(nums) != 1 {
+				return p.errorf("function %s: .minnctapersm takes one number, got %d", f.Name, len(nums))
+			}
+			f.MinNCTA = nums[0]
+		case ".noreturn":
+			if len(nums) != 0 {
+				return p.errorf("function %s: .noreturn takes no value", f.Name)
+			}
+			f.NoReturn = true
+		default:
+			return p.errorf("function %s: unknown directive %q (known: .maxntid, .reqntid, .minnctapersm, .noreturn)", f.Name, name)
+		}
+		i = j
+	}
+	return nil
 }
 
 // headIncomplete reports whether a function header still lacks the end of its parameter list
@@ -455,7 +492,7 @@ func (p *parser) instr(s string) (*Instr, error) {
 		}
 		n--
 	}
-	in.Q = append([]string(nil), parts[:n]...)
+	in.Q = slotOrder(rules[in.Op], append([]string(nil), parts[:n]...))
 	for _, t := range parts[n:] {
 		tt, _ := ParseType(t)
 		in.Types = append(in.Types, tt)
@@ -476,6 +513,56 @@ func (p *parser) instr(s string) (*Instr, error) {
 		in.Args = append(in.Args, o)
 	}
 	return in, nil
+}
+
+// slotOrder returns q in the order of r's slots. ptxas takes an instruction's qualifiers in
+// any order (multimem.ld_reduce.sys.relaxed, ld.global.relaxed.gpu: measured with ptxas
+// 13.0); the IR keeps them in slot order, as the printer writes them. Qualifiers already in
+// order stay as written (slots sharing values, a copy's destination and source spaces, keep
+// the written order); q is returned unchanged when a qualifier has no slot or one too many,
+// for Verify to report.
+func slotOrder(r *rule, q []string) []string {
+	if r == nil || len(q) < 2 {
+		return q
+	}
+	si, inOrder := 0, true
+	for _, x := range q {
+		for si < len(r.slots) && !slices.Contains(r.slots[si].values, x) {
+			si++
+		}
+		if si == len(r.slots) {
+			inOrder = false
+			break
+		}
+		si++
+	}
+	if inOrder {
+		return q
+	}
+	at := make([]int, len(q)) // the slot each qualifier takes: the first free one holding it
+	used := make([]bool, len(r.slots))
+	for i, x := range q {
+		at[i] = -1
+		for j, s := range r.slots {
+			if !used[j] && slices.Contains(s.values, x) {
+				at[i], used[j] = j, true
+				break
+			}
+		}
+		if at[i] < 0 {
+			return q
+		}
+	}
+	idx := make([]int, len(q))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return at[idx[a]] < at[idx[b]] })
+	out := make([]string, len(q))
+	for i, j := range idx {
+		out[i] = q[j]
+	}
+	return out
 }
 
 // splitArgs splits an operand list at top-level commas ({...}, [...], (...) stay whole).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // slot is one position in an opcode's qualifier sequence. Qualifiers must appear in slot
@@ -75,7 +76,8 @@ type rule struct {
 	// packed formats with qualifiers instead); check decides which forms need one.
 	typesOptional bool
 
-	cexcl []compiledExcl
+	cexclOnce sync.Once // kernels are built from several goroutines at once
+	cexcl     []compiledExcl
 }
 
 // excl forbids the combination of two slot conditions. A condition is "slot" (the slot has a
@@ -145,12 +147,13 @@ type compiledExcl struct {
 	why  string
 }
 
+// compiled returns r's excls parsed (once: safe for concurrent use).
 func (r *rule) compiled() []compiledExcl {
-	if r.cexcl == nil && len(r.excl) > 0 {
+	r.cexclOnce.Do(func() {
 		for _, e := range r.excl {
 			r.cexcl = append(r.cexcl, compiledExcl{r.parseCond(e.a), r.parseCond(e.b), e.why})
 		}
-	}
+	})
 	return r.cexcl
 }
 

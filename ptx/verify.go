@@ -67,10 +67,12 @@ func (n need) ok(t Target) bool {
 	return true
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_$%][A-Za-z0-9_$]*$`)
+// identRE is the PTX ISA's identifier grammar (section 4.4): a letter then followsyms, or
+// _ or $ then at least one followsym (a lone _ or $ is not an identifier; % is for registers).
+var identRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_$]*|[_$][A-Za-z0-9_$]+)$`)
 
 // ValidIdent reports whether s is a legal PTX identifier for functions, params and variables.
-func ValidIdent(s string) bool { return identRE.MatchString(s) && !strings.HasPrefix(s, "%") }
+func ValidIdent(s string) bool { return identRE.MatchString(s) }
 
 // Verify checks the module against the instruction tables and the target; it returns every
 // problem found, joined. A nil error means ptxas is expected to accept the module.

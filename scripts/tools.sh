@@ -4,7 +4,9 @@
 #   ptxas, nvlink   from the PyPI wheel nvidia-cuda-nvcc   ($NVCC_VERSION)
 #   NVSHMEM         from the PyPI wheel nvidia-nvshmem-cu13 ($NVSHMEM_VERSION)
 #   llc, llvm-*     from Debian's llvm-19 (apt, when root and missing)
+#   staticcheck     from the Go module proxy ($STATICCHECK_VERSION), into $dir/bin (make lint)
 # Users with a system CUDA toolkit and NVSHMEM set CUDA_HOME / NVSHMEM_HOME and need none of this.
+# `tools.sh staticcheck` installs only staticcheck (what `make lint` needs).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,8 +14,18 @@ dir="${KGEN_TOOLS:-$root/.tools}"
 NVCC_VERSION="${NVCC_VERSION:-13.0.88}"
 NVSHMEM_VERSION="${NVSHMEM_VERSION:-3.4.5}"
 LLVM_VERSION=19
+STATICCHECK_VERSION="${STATICCHECK_VERSION:-v0.8.2}"
 
 mkdir -p "$dir"
+
+# staticcheck: installed when missing or of another version (`staticcheck -version` prints it).
+sc="$dir/bin/staticcheck"
+if [ ! -x "$sc" ] || ! "$sc" -version 2>/dev/null | grep -qF "(${STATICCHECK_VERSION#v})"; then
+  echo "tools: installing staticcheck $STATICCHECK_VERSION into $dir/bin" >&2
+  GOBIN="$dir/bin" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
+[ "${1:-}" = staticcheck ] && exit 0
+
 stamp="$dir/py/.kgen-stamp"
 want="nvidia-cuda-nvcc==$NVCC_VERSION nvidia-nvshmem-cu13==$NVSHMEM_VERSION"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

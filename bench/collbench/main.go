@@ -108,17 +108,13 @@ func run(r *jit.Rank, minBytes, maxBytes, iters, warmup, blocks int) error {
 }
 
 func runAlgorithm(ctx context.Context, r *jit.Rank, a algorithm, minBytes, maxBytes, iters, warmup int) error {
-	b, err := collectives.NewJIT(r)
-	if err != nil {
-		return err
-	}
 	s, err := r.Device.NewStream()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	b.Stream = s
-	c, err := collectives.New(ctx, b, a.opts)
+	a.opts.Stream = s
+	c, err := collectives.New(ctx, r, a.opts)
 	if err != nil {
 		return err
 	}
@@ -144,7 +140,7 @@ func runAlgorithm(ctx context.Context, r *jit.Rank, a algorithm, minBytes, maxBy
 		for i := range in {
 			in[i] = float32(r.Rank + 1)
 		}
-		if err := buf.WriteF32(r.Rank, in); err != nil {
+		if err := buf.WriteF32(in); err != nil {
 			return err
 		}
 		if err := c.AllReduce(ctx, buf, collectives.Sum); err != nil {
@@ -153,7 +149,7 @@ func runAlgorithm(ctx context.Context, r *jit.Rank, a algorithm, minBytes, maxBy
 		if err := s.Synchronize(); err != nil {
 			return err
 		}
-		got, err := buf.ReadF32(r.Rank)
+		got, err := buf.ReadF32()
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,8 @@
 // with CUDA events, warm-up runs and the median of repeated runs:
 //
 //	gpubench copy [-bytes 1073741824] [-reps 20]   tiled_copy vs a device-to-device cuMemcpy
+//	gpubench lib [-reps 30] [-sweep] [-only k,..]  every single-GPU library kernel at the
+//	                                               shapes of docs/bench.md (TSV; see lib.go)
 //
 // Build it with the cuda tag (see docs/jit.md) and run it on a GPU machine; built without the
 // tag it runs on the emulator, which is only useful to check that it works.
@@ -23,18 +25,34 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+// commands are gpubench's subcommands: each parses its own flags.
+var commands = map[string]func(args []string) error{
+	"copy": runCopy,
+	"lib":  runLib,
+	"gemm": runGemm,
+}
+
 func main() {
 	log.SetFlags(0)
-	if len(os.Args) < 2 || os.Args[1] != "copy" {
-		log.Fatal("usage: gpubench copy [-bytes N] [-reps N]")
+	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
+		var names []string
+		for n := range commands {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		log.Fatalf("usage: gpubench COMMAND [flags] (commands: %v)", names)
 	}
+	if err := commands[os.Args[1]](os.Args[2:]); err != nil {
+		log.Fatalf("gpubench %s: %v", os.Args[1], err)
+	}
+}
+
+func runCopy(args []string) error {
 	fs := flag.NewFlagSet("copy", flag.ExitOnError)
 	bytes := fs.Int64("bytes", 1<<30, "bytes to copy")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
-	fs.Parse(os.Args[2:])
-	if err := benchCopy(*bytes, *reps); err != nil {
-		log.Fatalf("gpubench: %v", err)
-	}
+	fs.Parse(args)
+	return benchCopy(*bytes, *reps)
 }
 
 // timeIt runs f reps times between events on s and returns the median duration.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,15 @@ func runCheck(e *env, args []string) error {
 	if *target != "" {
 		if only, err = ptx.ParseTarget(*target); err != nil {
 			return &usageError{"--target: " + err.Error()}
+		}
+	}
+	if *dtype != "" {
+		var names []string
+		for _, s := range specs {
+			names = append(names, s.Name)
+		}
+		if valid := dtypeNames(names); !slices.Contains(strings.Split(valid, ", "), *dtype) {
+			return usagef("--dtype %q: no kernel checked has it (valid: %s)", *dtype, valid)
 		}
 	}
 	ptxas, err := toolchain.CUDATool("ptxas")

@@ -6,13 +6,14 @@ import (
 	"os/signal"
 
 	"github.com/kgen-dev/kgen/nvshmem/devlib"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 func init() {
 	register(&command{
 		name:    "devlib",
 		summary: "build NVSHMEM's device library (bitcode) into PTX to link with kernels",
-		usage:   "--target sm_90 [--funcs f1,f2,...] [-o FILE] [--list | --signatures] [--no-cache] [--nvshmem-home DIR]",
+		usage:   "--target sm_90 [--funcs f1,f2,...] [-o FILE | --each DIR [--objects] [-j N]] [--list | --signatures] [--no-cache] [--nvshmem-home DIR]",
 		run:     runDevlib,
 	})
 }
@@ -21,9 +22,12 @@ func runDevlib(e *env, args []string) error {
 	c := commands["devlib"]
 	fs := flags(e, c)
 	var o devlib.Options
-	fs.StringVar(&o.Target, "target", "", "GPU target, e.g. sm_90 (required unless --list or --signatures)")
+	target := fs.String("target", "", "GPU target ("+targetNames()+"; required unless --list or --signatures)")
 	funcs := fs.String("funcs", "", "comma-separated NVSHMEM functions to build (default: every public function; takes minutes)")
 	fs.StringVar(&o.Output, "o", "", "write the PTX to FILE instead of standard output")
+	fs.StringVar(&o.EachDir, "each", "", "build one unit per function (cached per function, every core, progress) into DIR as FUNC.ptx")
+	fs.BoolVar(&o.Objects, "objects", false, "with --each: also write FUNC.o, the relocatable cubin (ptxas -c) the JIT links without compiling")
+	fs.IntVar(&o.Jobs, "j", 0, "with --each: functions built at once (default: every core)")
 	fs.BoolVar(&o.List, "list", false, "list the public device functions instead of building")
 	fs.BoolVar(&o.Signatures, "signatures", false, "print each function's PTX declaration instead of building")
 	fs.BoolVar(&o.NoCache, "no-cache", false, "do not read or write the build cache")
@@ -35,13 +39,24 @@ func runDevlib(e *env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("devlib takes no positional arguments, got %q", pos[0])
 	}
-	if o.Target == "" && !o.List && !o.Signatures {
+	if *target == "" && !o.List && !o.Signatures {
 		return usagef("--target is required (e.g. --target sm_90)")
 	}
-	if o.Target != "" {
-		if _, _, err := devlib.ParseTarget(o.Target); err != nil {
+	if *target != "" {
+		t, err := ptx.ParseTarget(*target)
+		if err != nil {
 			return usagef("--target: %v", err)
 		}
+		if _, _, err := devlib.ParseTarget(t); err != nil {
+			return usagef("--target: %v", err)
+		}
+		o.Target = t
+	}
+	if o.EachDir != "" && o.Output != "" {
+		return usagef("give either -o FILE or --each DIR, not both")
+	}
+	if (o.Objects || o.Jobs != 0) && o.EachDir == "" {
+		return usagef("--objects and -j go with --each DIR")
 	}
 	if *funcs != "" {
 		o.Funcs = []string{*funcs}

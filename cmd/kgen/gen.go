@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"go/token"
+	"slices"
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -33,6 +35,9 @@ func runGen(e *env, args []string) error {
 	if *pkg == "" {
 		return usagef("--pkg is required")
 	}
+	if !token.IsIdentifier(*pkg) || *pkg == "_" {
+		return usagef("--pkg %q is not a Go package name (a letter or _ then letters, digits, _; not a keyword)", *pkg)
+	}
 	if len(pos) == 0 {
 		return usagef("name at least one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
 	}
@@ -42,12 +47,20 @@ func runGen(e *env, args []string) error {
 		if err != nil {
 			return &usageError{"--targets: " + err.Error()}
 		}
+		if slices.Contains(p.Targets, tt) {
+			return usagef("--targets: %s listed twice", tt)
+		}
 		p.Targets = append(p.Targets, tt)
 	}
 	for _, name := range pos {
 		s, err := kernels.Lookup(name)
 		if err != nil {
 			return &usageError{err.Error()}
+		}
+		for _, t := range p.Targets {
+			if !slices.Contains(s.Targets, t) {
+				return usagef("--targets: kernel %s does not support %s (its targets: %s)", s.Name, t, joinTargets(s.Targets))
+			}
 		}
 		for _, dt := range s.DTypes {
 			if *dtype != "" && dt.String() != *dtype {
@@ -59,7 +72,7 @@ func runGen(e *env, args []string) error {
 		}
 	}
 	if len(p.Kernels) == 0 {
-		return usagef("no kernel has dtype %q", *dtype)
+		return usagef("--dtype %q: no kernel named has it (their dtypes: %s)", *dtype, dtypeNames(pos))
 	}
 	if err := gen.Generate(p); err != nil {
 		return err

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +20,7 @@ func init() {
 	register(&command{
 		name:    "launch",
 		summary: "run a multi-rank program on N GPUs (N processes) or N simulated GPUs (one process)",
-		usage: `-n N [--backend cuda|emu] [--master-addr A] [--master-port P] [--grace D] [--] PROG [ARGS...]
+		usage: `-n N [--backend cuda|emu] [--timeout D] [--master-addr A] [--master-port P] [--grace D] [--] PROG [ARGS...]
 
 With --backend cuda, starts N processes of PROG with torchrun's environment (RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and KGEN_BACKEND=cuda),
@@ -31,7 +30,8 @@ With --backend emu, runs PROG once with WORLD_SIZE=N and KGEN_BACKEND=emu: its j
 simulates the N ranks as goroutines sharing one emulated machine.
 The default backend is $KGEN_BACKEND, else cuda when this machine has an NVIDIA GPU
 (/proc/driver/nvidia/gpus), else emu. The exit status is the first failure's (128+signal
-for a signal); 2 for usage errors.`,
+for a signal, 143 when kgen launch itself gets SIGTERM); 124 when --timeout stops the
+ranks (the error names those still running); 2 for usage errors.`,
 		run: runLaunch,
 	})
 }
@@ -53,19 +53,21 @@ func runLaunch(e *env, args []string) error {
 	backend := fs.String("backend", "", "cuda (N processes) or emu (one process simulating N ranks); default: $KGEN_BACKEND, else cuda when a GPU is present, else emu")
 	addr := fs.String("master-addr", "127.0.0.1", "cuda: where rank 0 serves the bootstrap (MASTER_ADDR)")
 	port := fs.Int("master-port", 0, "cuda: MASTER_PORT (default: a free port)")
+	startup := fs.Bool("startup", false, "every rank prints, at its first kernel launch, where the time to it went (open, NVSHMEM init, link, load); sets "+jit.StartupEnv+"=1")
 	grace := fs.Duration("grace", 5*time.Second, "cuda: time between SIGTERM and SIGKILL for the other ranks once one fails")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{err.Error()}
+	timeout := fs.Duration("timeout", 0, "stop the ranks if they have not all exited after this long (0: no limit)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	pos := fs.Args()
 	if len(pos) == 0 {
 		return usagef("no program given: kgen launch -n N [--backend cuda|emu] -- PROG [ARGS...]")
 	}
-	if *n < 1 {
-		return usagef("-n %d: want at least 1 rank", *n)
+	if *n < 1 || *n > jit.MaxLaunchRanks {
+		return usagef("-n %d: want at least 1 rank and at most %d", *n, jit.MaxLaunchRanks)
+	}
+	if *timeout < 0 {
+		return usagef("--timeout %v: want a positive duration (or 0: no limit)", *timeout)
 	}
 	if *port < 0 || *port > 65535 {
 		return usagef("--master-port %d: want 0 to 65535", *port)
@@ -84,14 +86,19 @@ func runLaunch(e *env, args []string) error {
 	if _, err := exec.LookPath(prog); err != nil {
 		return fmt.Errorf("program %s: %w", prog, err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
+	var extra []string
+	if *startup {
+		extra = append(extra, jit.StartupEnv+"=1")
+	}
 	if b == jit.Emulator {
-		return launchEmu(ctx, e, *n, prog, pos[1:], *grace)
+		return launchEmu(ctx, e, *n, prog, pos[1:], *grace, *timeout, extra)
 	}
 	code, err := jit.LaunchRanks(ctx, jit.LaunchOptions{
-		N: *n, Prog: prog, Args: pos[1:], Env: []string{"KGEN_BACKEND=cuda"},
+		N: *n, Prog: prog, Args: pos[1:], Env: append([]string{"KGEN_BACKEND=cuda"}, extra...),
 		Stdout: e.stdout, Stderr: e.stderr, MasterAddr: *addr, MasterPort: *port, Grace: *grace,
+		Timeout: *timeout,
 	})
 	if err != nil {
 		if code == 0 {
@@ -100,6 +107,27 @@ func runLaunch(e *env, args []string) error {
 		return &launchExit{code: code, err: err}
 	}
 	return nil
+}
+
+// signalContext returns a context cancelled by SIGINT or SIGTERM, its cause a
+// *jit.SignalError naming the signal (so the exit status is 130 or 143).
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(&jit.SignalError{Signal: s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
 }
 
 // launchBackend picks the backend: the flag, else $KGEN_BACKEND, else cuda when the machine
@@ -140,9 +168,14 @@ func launchEnv(n int) []string {
 	return append(out, "WORLD_SIZE="+strconv.Itoa(n), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "KGEN_BACKEND=emu")
 }
 
-func launchEmu(ctx context.Context, e *env, n int, prog string, args []string, grace time.Duration) error {
+func launchEmu(ctx context.Context, e *env, n int, prog string, args []string, grace, timeout time.Duration, extra []string) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Env = launchEnv(n)
+	cmd.Env = append(launchEnv(n), extra...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -150,6 +183,19 @@ func launchEmu(ctx context.Context, e *env, n int, prog string, args []string, g
 	err := cmd.Run()
 	if err == nil {
 		return nil
+	}
+	if ctx.Err() != nil {
+		// Stopped from here: the status says why (timeout or signal), not how PROG died.
+		why := context.Cause(ctx)
+		code := 130
+		var se *jit.SignalError
+		switch {
+		case errors.As(why, &se):
+			code = 128 + int(se.Signal)
+		case errors.Is(why, context.DeadlineExceeded):
+			code, why = 124, fmt.Errorf("timed out after %v", timeout)
+		}
+		return &launchExit{code: code, err: fmt.Errorf("%s (%d emulated ranks in one process) stopped: %v; the process (its ranks are goroutines) was still running", prog, n, why)}
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

@@ -4,9 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/kgen-dev/kgen/internal/tooltest"
 )
 
 func TestLaunchUsage(t *testing.T) {
@@ -37,12 +38,7 @@ func TestLaunchUsage(t *testing.T) {
 // rankProg builds jit/testdata/rankprog, the multi-rank test program.
 func rankProg(t *testing.T) string {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go tool to build the test program")
-		}
-	}
+	goTool := tooltest.Go(t)
 	bin := filepath.Join(t.TempDir(), "rankprog")
 	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/kgen-dev/kgen/jit/testdata/rankprog")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -64,6 +60,15 @@ func TestLaunchEmu(t *testing.T) {
 		if !strings.Contains(out, r) {
 			t.Errorf("output lacks %q:\n%s", r, out)
 		}
+	}
+	// --startup: every rank reports its time to the first launch.
+	code, _, errs = kgen("launch", "-n", "2", "--backend", "emu", "--startup", "--", bin)
+	if code != 0 || !strings.Contains(errs, "kgen: rank 0: first launch ") || !strings.Contains(errs, "kgen: rank 1: first launch ") || !strings.Contains(errs, "NVSHMEM init") {
+		t.Fatalf("--startup: exit %d\n%s", code, errs)
+	}
+	code, _, errs = kgen("launch", "-n", "2", "--backend", "cuda", "--startup", "--", "sh", "-c", `test "$KGEN_STARTUP" = 1`)
+	if code != 0 {
+		t.Fatalf("--startup does not reach the cuda ranks: exit %d\n%s", code, errs)
 	}
 	t.Setenv("RANKPROG_FAIL", "2")
 	code, _, errs = kgen("launch", "-n", "4", "--backend", "emu", bin)

@@ -1,10 +1,18 @@
-// Command kgen generates PTX from kgen's kernel library and (in later commands) typed Go
-// launchers, runs kernels on the emulator and prints layouts.
+// Command kgen generates PTX and typed Go launchers from kgen's kernel library, checks and
+// runs kernels, draws layouts, builds NVSHMEM's device library and launches multi-rank
+// programs.
 //
-//	kgen list                                    the library's kernels
-//	kgen ptx KERNEL [--target sm_90] [--dtype f32] [-o FILE]
+//	kgen list                          the library's kernels, their element types and what they do
+//	kgen ptx KERNEL                    one kernel's PTX for a target and element type
+//	kgen check [KERNEL...]             ptxas over kernels x targets: registers, shared memory, spills
+//	kgen run KERNEL                    run a kernel on the emulator, checked against a Go reference
+//	kgen gen KERNEL... --pkg NAME      a Go package embedding the PTX, with typed launchers
+//	kgen layout LAYOUT                 a layout (plain, swizzled, thread-value) as a grid or SVG
+//	kgen devlib --target sm_90         NVSHMEM's device library (bitcode) as PTX
+//	kgen launch -n N -- PROG           N ranks of a program, with torchrun's environment
 //
-// Usage errors exit with status 2, other failures with status 1.
+// `kgen COMMAND --help` gives a command's flags. Usage errors exit with status 2, other
+// failures with status 1.
 package main
 
 import (
@@ -15,6 +23,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // command is one subcommand.
@@ -50,11 +59,18 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "kgen help: want at most one COMMAND, got %q\n", strings.Join(args[1:], " "))
+			return 2
+		}
 		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				fmt.Fprintf(stdout, "usage: kgen %s %s\n", c.name, c.usage)
-				return 0
+			c, ok := commands[args[1]]
+			if !ok {
+				fmt.Fprintf(stderr, "kgen help: unknown command %q (valid: %s)\n", args[1], strings.Join(commandNames(), ", "))
+				return 2
 			}
+			fmt.Fprintf(stdout, "usage: kgen %s %s\n", c.name, c.usage)
+			return 0
 		}
 		printUsage(stdout)
 		if len(args) == 0 {
@@ -74,11 +90,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	}
-	fmt.Fprintf(stderr, "kgen %s: %v\n", c.name, err)
 	var u *usageError
 	if errors.As(err, &u) {
+		// One line: the value that was wrong and the valid ones; the usage is --help's.
+		fmt.Fprintf(stderr, "kgen %s: %s (see kgen help %s)\n", c.name, strings.ReplaceAll(u.msg, "\n", "; "), c.name)
 		return 2
 	}
+	fmt.Fprintf(stderr, "kgen %s: %v\n", c.name, err)
 	var x interface{ kgenExitCode() int } // a command passing on a program's exit status (launch)
 	if errors.As(err, &x) {
 		return x.kgenExitCode()
@@ -103,15 +121,39 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun `kgen COMMAND --help` for a command's flags.")
 }
 
-// flags returns a FlagSet for a command that reports errors as usage errors, not exits.
+// flags returns a FlagSet for a command that reports errors as usage errors, not exits. The
+// flag package's own messages are discarded (the error comes back as one line); --help
+// prints the usage and the flags to stderr.
 func flags(e *env, c *command) *flag.FlagSet {
 	fs := flag.NewFlagSet("kgen "+c.name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	helps.Store(fs, func() {
 		fmt.Fprintf(e.stderr, "usage: kgen %s %s\n", c.name, c.usage)
+		fs.SetOutput(e.stderr)
 		fs.PrintDefaults()
-	}
+		fs.SetOutput(io.Discard)
+	})
 	return fs
+}
+
+// helps maps a command's FlagSet to its --help printer.
+var helps sync.Map
+
+// parseFlags parses args with fs, turning errors into usage errors and printing the
+// command's help for -h and --help.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		if h, ok := helps.Load(fs); ok {
+			h.(func())()
+		}
+		return err
+	}
+	return &usageError{err.Error()}
 }
 
 // parse parses flags anywhere among the arguments (flags may follow positional ones) and
@@ -119,11 +161,8 @@ func flags(e *env, c *command) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &usageError{err.Error()}
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {

@@ -105,11 +105,18 @@ func TestCheck(t *testing.T) {
 }
 
 func TestDevlibUsage(t *testing.T) {
-	if code, _, errs := kgen("devlib", "--target", "sm_1"); code != 2 || !strings.Contains(errs, `unsupported target "sm_1"`) {
-		t.Errorf("devlib --target sm_1: exit %d, stderr %q; want 2 and the bad target named", code, errs)
+	// --target is read as everywhere else (kgen ptx, check, gen): a ptx.Target.
+	if code, _, errs := kgen("devlib", "--target", "sm_1"); code != 2 || !strings.Contains(errs, `unknown target "sm_1" (valid: sm_80,`) {
+		t.Errorf("devlib --target sm_1: exit %d, stderr %q; want 2, the bad target named and the valid ones", code, errs)
 	}
 	if code, _, errs := kgen("devlib"); code != 2 || !strings.Contains(errs, "--target is required") {
 		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if code, _, errs := kgen("devlib", "--target", "sm_90", "-o", "x.ptx", "--each", "d"); code != 2 || !strings.Contains(errs, "not both") {
+		t.Errorf("-o with --each: exit %d: %s", code, errs)
+	}
+	if code, _, errs := kgen("devlib", "--target", "sm_90", "--objects"); code != 2 || !strings.Contains(errs, "go with --each") {
+		t.Errorf("--objects without --each: exit %d: %s", code, errs)
 	}
 }
 
@@ -128,6 +135,35 @@ func TestLayout(t *testing.T) {
 	}
 	if code, _, errs := kgen("layout", "(2,3):(1)"); code != 2 || !strings.Contains(errs, "bad layout") {
 		t.Fatalf("bad layout: exit %d: %s", code, errs)
+	}
+	// A swizzled layout, as ComposedLayout.String prints it: row 1 is 8 + (n xor 1).
+	sw := "Sw<3,0,3> o 0 o (8,8):(8,1)"
+	code, out, errs = kgen("layout", sw, "--svg", f)
+	if code != 0 || !strings.HasPrefix(out, sw+"\n") || !strings.Contains(out, " 1  |  9 |  8 | 11 | 10 |") {
+		t.Fatalf("%s: exit %d: %s %s", sw, code, out, errs)
+	}
+	if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), ">63<") {
+		t.Fatalf("no svg of the swizzled layout: %v", err)
+	}
+	if code, _, errs := kgen("layout", "Sw<3,0,1> o 0 o (8,8):(8,1)"); code != 2 || !strings.Contains(errs, "invalid swizzle") {
+		t.Fatalf("bad swizzle: exit %d: %s", code, errs)
+	}
+}
+
+func TestLayoutMMA(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "mma.svg")
+	code, out, errs := kgen("layout", "--mma", "MMA_16x8x16_F32BF16BF16F32", "--svg", f)
+	// The PTX ISA's m16n8k16 A fragment: lane 5 (g=1, t=1) holds a0,a1 at row 1, columns 2-3.
+	if code != 0 || !strings.Contains(out, "|T00V0|T00V1|T01V0|T01V1|") || !strings.Contains(out, "|T04V0|T04V1|T05V0|T05V1|") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	for _, p := range []string{"A", "B", "C"} {
+		if b, err := os.ReadFile(strings.TrimSuffix(f, ".svg") + "_" + p + ".svg"); err != nil || !strings.Contains(string(b), "<svg") {
+			t.Fatalf("no svg of %s: %v", p, err)
+		}
+	}
+	if code, _, errs := kgen("layout", "--mma", "MMA_1x1x1"); code != 2 || !strings.Contains(errs, "MMA_16x8x16_F32F16F16F32") {
+		t.Fatalf("unknown atom: exit %d: %s", code, errs)
 	}
 }
 
@@ -168,5 +204,23 @@ ptxas info    : Function properties for f
 	}
 	if err := j.parseInfo("ptxas info    : Compiling entry function 'k' for 'sm_90'\n", "k"); err == nil {
 		t.Error("a report without counts parsed")
+	}
+}
+
+// TestDocListsEveryCommand keeps the package comment's command list in step with the
+// registered commands.
+func TestDocListsEveryCommand(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src[:strings.Index(string(src), "\npackage main")])
+	if len(commands) == 0 {
+		t.Fatal("no commands registered")
+	}
+	for name := range commands {
+		if !strings.Contains(doc, "//\tkgen "+name+" ") {
+			t.Errorf("the package comment of cmd/kgen does not list `kgen %s`", name)
+		}
 	}
 }

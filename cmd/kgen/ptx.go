@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -78,6 +79,30 @@ func runPTX(e *env, args []string) error {
 	return os.WriteFile(*out, []byte(b.String()), 0o644)
 }
 
+func joinTargets(ts []ptx.Target) string {
+	n := make([]string, len(ts))
+	for i, t := range ts {
+		n[i] = string(t)
+	}
+	return strings.Join(n, ", ")
+}
+
+// dtypeNames lists the element types of the named kernels (unknown names skipped), sorted.
+func dtypeNames(names []string) string {
+	var out []string
+	for _, name := range names {
+		if s, err := kernels.Lookup(name); err == nil {
+			for _, t := range s.DTypes {
+				if !slices.Contains(out, t.String()) {
+					out = append(out, t.String())
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
 func targetNames() string {
 	var n []string
 	for _, t := range ptx.Targets() {
@@ -99,6 +124,9 @@ func variant(pos []string, target, dtype string) (*kernels.Spec, ptx.Target, dsl
 	t, err := ptx.ParseTarget(target)
 	if err != nil {
 		return nil, "", 0, &usageError{"--target: " + err.Error()}
+	}
+	if !slices.Contains(spec.Targets, t) {
+		return nil, "", 0, usagef("--target %s: kernel %s does not support it (its targets: %s)", t, spec.Name, joinTargets(spec.Targets))
 	}
 	dt := spec.DTypes[0]
 	if dtype != "" {

@@ -11,10 +11,14 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run a library kernel on the emulator and check it against a Go reference",
-		usage:   "KERNEL [--ranks N] [--size BYTES] [--dtype T] [--target sm_90] [--seed S] [--weak]",
+		usage:   "KERNEL [--ranks N] [--size BYTES] [--dtype T] [--target sm_90] [--seed S] [--weak]   (--size at most 256 MiB: the emulator runs on the CPU)",
 		run:     runRun,
 	})
 }
+
+// maxRunSize is the largest --size kgen run takes: emulating a kernel over 256 MiB takes
+// minutes and several times that much host memory.
+const maxRunSize = 256 << 20
 
 func runRun(e *env, args []string) error {
 	c := commands["run"]
@@ -43,8 +47,8 @@ func runRun(e *env, args []string) error {
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)
 	}
-	if *size < 0 {
-		return usagef("--size %d: want a positive number of bytes", *size)
+	if *size < 0 || *size > maxRunSize {
+		return usagef("--size %d: want 0 (the kernel's own size) to %d bytes (256 MiB: the emulator runs every thread on the CPU)", *size, maxRunSize)
 	}
 	if *size%dt.Bytes() != 0 {
 		return usagef("--size %d is not a multiple of the %d-byte %s element", *size, dt.Bytes(), dt)

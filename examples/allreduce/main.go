@@ -47,11 +47,7 @@ func train(r *jit.Rank, n, steps int) error {
 		return err
 	}
 	defer k.Close()
-	b, err := collectives.NewJIT(r)
-	if err != nil {
-		return err
-	}
-	comm, err := collectives.New(ctx, b, collectives.Options{})
+	comm, err := collectives.New(ctx, r, collectives.Options{})
 	if err != nil {
 		return err
 	}
@@ -59,10 +55,6 @@ func train(r *jit.Rank, n, steps int) error {
 
 	// The gradient lives in symmetric memory so that the all-reduce kernels reach every copy.
 	g, err := comm.Alloc(dsl.F32, n)
-	if err != nil {
-		return err
-	}
-	gaddr, err := g.Addr(r.Rank)
 	if err != nil {
 		return err
 	}
@@ -88,7 +80,7 @@ func train(r *jit.Rank, n, steps int) error {
 	}
 
 	const lr = 0.5
-	gp := jit.TypedPtr[float32](gaddr)
+	gp := jit.TypedPtr[float32](g.DevPtr())
 	cfg := jit.LaunchConfig{Grid: jit.D1(min((n+255)/256, 256)), Block: jit.D1(256)}
 	for s := 0; s < steps; s++ {
 		if err := k.Grad.Launch(cfg, GradArgs{W: w, T: t, G: gp, N: uint32(n)}); err != nil {

@@ -1,5 +1,8 @@
-//go:build ignore
+//go:build generate
 
+// The tag keeps this program out of the package's build; unlike "ignore", it lets go mod tidy
+// see its imports (kgen/gen and what gen needs).
+//
 // The generator of this example's kernels: `go generate` runs it and writes the PTX files and
 // vadd_kgen.go beside it.
 package main

@@ -60,20 +60,33 @@ func smOf(arch string) int {
 // Load loads the PTX of kernel entry built for the best target of d, with the parameters its
 // builder declared (checked by launches), and returns the module and the kernel's function.
 func Load(d *jit.Device, entry string, texts map[ptx.Target]string, params []jit.ParamInfo) (*jit.Module, *jit.Function, error) {
+	t, err := pick(d, entry, texts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return load(d, entry, t, texts[t], params, nil)
+}
+
+// pick chooses the target of texts that d runs best.
+func pick(d *jit.Device, entry string, texts map[ptx.Target]string) (ptx.Target, error) {
 	have := make([]ptx.Target, 0, len(texts))
 	for t := range texts {
 		have = append(have, t)
 	}
 	t, err := PickTarget(d.Info().Arch, have)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", entry, err)
+		return "", fmt.Errorf("%s: %w", entry, err)
 	}
-	text := texts[t]
+	return t, nil
+}
+
+// load parses text (entry's PTX for target t) and loads it with dl (nil: none).
+func load(d *jit.Device, entry string, t ptx.Target, text string, params []jit.ParamInfo, dl *jit.DevLib) (*jit.Module, *jit.Function, error) {
 	m, err := ptx.Parse(text)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s (%s): the embedded PTX does not parse: %w", entry, t, err)
 	}
-	mod, err := d.Load(jit.Source{Module: m, PTX: []byte(text), Name: entry, Params: map[string][]jit.ParamInfo{entry: params}})
+	mod, err := d.Load(jit.Source{Module: m, PTX: []byte(text), Name: entry, Params: map[string][]jit.ParamInfo{entry: params}, DevLib: dl})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -105,3 +105,23 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		t.Fatal("a rule for a package not in the graph was accepted")
 	}
 }
+
+// A Direct rule sees only the package's own imports.
+func TestCheckDirect(t *testing.T) {
+	m := func(p string) string { return Module + "/" + p }
+	g := Graph{
+		m("collectives"): {m("jit")},
+		m("jit"):         {m("emu")},
+		m("emu"):         nil,
+	}
+	rules := []Rule{{Pkg: "collectives", Not: []string{"emu"}, Why: "on jit alone", Direct: true}}
+	vs, err := Check(g, rules)
+	if err != nil || vs[0] != nil {
+		t.Fatalf("through jit: %v %v", vs[0], err)
+	}
+	g[m("collectives")] = append(g[m("collectives")], m("emu"))
+	vs, err = Check(g, rules)
+	if err != nil || vs[0] == nil || vs[0].String() != "collectives must not import emu (on jit alone): collectives -> emu" {
+		t.Fatalf("direct import: %v %v", vs[0], err)
+	}
+}

@@ -4,7 +4,9 @@
 // Search order for CUDA tools: $CUDA_HOME/bin, the project's tool folder, PATH.
 // For LLVM tools: $KGEN_LLVM/bin, NAME-19 on PATH, /usr/lib/llvm-19/bin, the tool folder.
 // For NVSHMEM: $NVSHMEM_HOME, the tool folder's wheel. The tool folder is $KGEN_TOOLS, or
-// the .tools folder of the nearest enclosing checkout (scripts/tools.sh fills it).
+// the .tools folder of the nearest enclosing module (scripts/tools.sh fills it). A module
+// other than kgen's sets KGEN_TOOLS (or CUDA_HOME, NVSHMEM_HOME, KGEN_LLVM); the errors
+// name the variables.
 package toolchain
 
 import (
@@ -29,6 +31,12 @@ func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("toolchain: %s not found (searched %s); %s",
 		e.Tool, strings.Join(e.Searched, ", "), e.Hint)
 }
+
+// noToolsDir stands in the searched list for a tool folder that is not there.
+const noToolsDir = "the tool folder ($KGEN_TOOLS unset, no .tools beside an enclosing go.mod)"
+
+// toolsHint says how to get a tool folder.
+const toolsHint = "set KGEN_TOOLS to a tool folder filled by kgen's scripts/tools.sh (`make tools` in a kgen checkout fills its .tools)"
 
 // ToolsDir returns the project's tool folder, or "" when there is none.
 func ToolsDir() string {
@@ -88,16 +96,22 @@ func CUDATool(name string) (string, error) {
 		if p := try(filepath.Join(h, "bin")); p != "" {
 			return p, nil
 		}
+	} else {
+		searched = append(searched, "$CUDA_HOME (unset)")
 	}
-	if p := try(wheelDir("cu13", "bin")); p != "" {
-		return p, nil
+	if d := wheelDir("cu13", "bin"); d != "" {
+		if p := try(d); p != "" {
+			return p, nil
+		}
+	} else {
+		searched = append(searched, noToolsDir)
 	}
 	searched = append(searched, "PATH")
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	return "", &NotFoundError{Tool: name, Searched: searched,
-		Hint: "run `make tools`, or set CUDA_HOME to a CUDA toolkit"}
+		Hint: "set CUDA_HOME to a CUDA toolkit (" + name + " in $CUDA_HOME/bin), or " + toolsHint}
 }
 
 // LLVMTool finds an LLVM 19 binary such as "llc", "llvm-extract" or "llvm-dis".
@@ -115,17 +129,19 @@ func LLVMTool(name string) (string, error) {
 	if p, err := exec.LookPath(versioned); err == nil {
 		return p, nil
 	}
-	for _, p := range []string{
-		filepath.Join("/usr/lib/llvm-"+LLVMVersion, "bin", name),
-		filepath.Join(ToolsDir(), "llvm", "bin", name),
-	} {
+	dirs := []string{filepath.Join("/usr/lib/llvm-"+LLVMVersion, "bin")}
+	if d := ToolsDir(); d != "" {
+		dirs = append(dirs, filepath.Join(d, "llvm", "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
 		searched = append(searched, p)
 		if isExec(p) {
 			return p, nil
 		}
 	}
 	return "", &NotFoundError{Tool: name, Searched: searched,
-		Hint: "run `make tools` or `apt-get install llvm-" + LLVMVersion + "`, or set KGEN_LLVM"}
+		Hint: "install LLVM " + LLVMVersion + " (apt-get install llvm-" + LLVMVersion + "), or set KGEN_LLVM to an LLVM " + LLVMVersion + " installation (" + name + " in $KGEN_LLVM/bin)"}
 }
 
 // NVSHMEMHome returns the folder holding NVSHMEM's lib/ and include/.
@@ -140,9 +156,12 @@ func NVSHMEMHome() (string, error) {
 			return d, nil
 		}
 	}
-	if len(searched) == 0 {
-		searched = append(searched, "$NVSHMEM_HOME (unset)", "the project's tool folder (none)")
+	if os.Getenv("NVSHMEM_HOME") == "" {
+		searched = append(searched, "$NVSHMEM_HOME (unset)")
+	}
+	if ToolsDir() == "" {
+		searched = append(searched, noToolsDir)
 	}
 	return "", &NotFoundError{Tool: "NVSHMEM (lib/libnvshmem_device.bc)", Searched: searched,
-		Hint: "run `make tools`, or set NVSHMEM_HOME to an NVSHMEM 3.x install"}
+		Hint: "set NVSHMEM_HOME to an NVSHMEM 3.x installation (the folder holding lib/libnvshmem_device.bc), or " + toolsHint}
 }

@@ -5,6 +5,7 @@ package tooltest
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/kgen-dev/kgen/internal/toolchain"
@@ -28,4 +29,16 @@ func Require(t testing.TB, find func() (string, error)) string {
 func Ptxas(t testing.TB) string {
 	t.Helper()
 	return Require(t, func() (string, error) { return toolchain.CUDATool("ptxas") })
+}
+
+// Go returns the path of the go command (`go test` puts its own first on PATH; see Require).
+func Go(t testing.TB) string {
+	t.Helper()
+	return Require(t, func() (string, error) {
+		p, err := exec.LookPath("go")
+		if err != nil {
+			return "", &toolchain.NotFoundError{Tool: "go", Searched: []string{"PATH"}, Hint: "install Go or put it on PATH"}
+		}
+		return p, nil
+	})
 }

@@ -33,15 +33,17 @@ type Transpose[T jit.Elem] struct {
 	M, N    uint32
 }
 
-// RowSum launches row_sum: Out[r] = the f32 sum of row r of In (Cols columns).
+// RowSum launches row_sum: Out[r] = the f32 sum of row r of In (Rows rows of Cols columns).
 type RowSum[T jit.Elem] struct {
 	In   jit.Ptr[T]
 	Out  jit.Ptr[float32]
+	Rows uint32
 	Cols uint32
 }
 
-// Softmax launches softmax: row r of Out = softmax of row r of In (Cols columns).
+// Softmax launches softmax: row r of Out = softmax of row r of In (Rows rows of Cols
+// columns).
 type Softmax[T jit.Elem] struct {
-	In, Out jit.Ptr[T]
-	Cols    uint32
+	In, Out    jit.Ptr[T]
+	Rows, Cols uint32
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -17,9 +18,9 @@ import (
 func TestAllReduce2Shot4GPU1MiB(t *testing.T) {
 	const gpus, n, blocks = 4, 1 << 18, 64
 	for _, name := range []string{"p2p_allreduce_2shot_sum", "mm_allreduce_2shot_sum"} {
-		c, launch, out, want := twoShotSetup(t, name, gpus, n, blocks, false)
+		c, once, out, want := twoShotSetup(t, name, gpus, n, blocks, false)
 		start := time.Now()
-		if err := launch(); err != nil {
+		if err := once(); err != nil {
 			t.Fatal(err)
 		}
 		el := time.Since(start)
@@ -49,8 +50,8 @@ func BenchmarkAllReduce2Shot4GPU1MiB(b *testing.B) {
 				mode = "weak"
 			}
 			b.Run(fmt.Sprintf("%s/%s", name, mode), func(b *testing.B) {
-				c, launch, out, want := twoShotSetup(b, name, gpus, n, blocks, weak)
-				if err := launch(); err != nil {
+				c, once, out, want := twoShotSetup(b, name, gpus, n, blocks, weak)
+				if err := once(); err != nil {
 					b.Fatal(err)
 				}
 				for g := 0; g < gpus; g++ {
@@ -62,7 +63,7 @@ func BenchmarkAllReduce2Shot4GPU1MiB(b *testing.B) {
 				b.ResetTimer()
 				var ti int64
 				for i := 0; i < b.N; i++ {
-					if err := launch(); err != nil {
+					if err := once(); err != nil {
 						b.Fatal(err)
 					}
 					ti += sys.LastStats().ThreadInstructions
@@ -98,16 +99,16 @@ func twoShotSetup(tb testing.TB, name string, gpus, n, blocks int, weak bool) (*
 	}
 	r := &run{p: Problem{Kernel: name, DType: dsl.F32, Ranks: gpus, Seed: seed, Weak: weak}, spec: spec, mod: m, sys: sys, rng: newRng(1)}
 	c := newColl(r)
-	launch, out, want, err := c.twoShotBench(name, n, blocks)
+	once, out, want, err := c.twoShotBench(name, n, blocks)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return c, launch, out, want
+	return c, once, out, want
 }
 
 // twoShotBench sets up an out-of-place two-shot all-reduce (p2p or multimem) of n elements
 // with random inputs and returns a function launching it once, the output and the reference.
-func (c *coll) twoShotBench(name string, n, blocks int) (launch func() error, out *emu.Symmetric, want []float64, err error) {
+func (c *coll) twoShotBench(name string, n, blocks int) (once func() error, out *emu.Symmetric, want []float64, err error) {
 	in, err := c.sym(c.dt, n)
 	if err != nil {
 		return nil, nil, nil, err
@@ -121,8 +122,8 @@ func (c *coll) twoShotBench(name string, n, blocks int) (launch func() error, ou
 	}
 	want = c.allReduceWant(dsl.Sum, vals, n)
 	entry := c.r.spec.VariantName(c.dt)
-	var args func(g int) []any
-	if name[:4] == "p2p_" {
+	var args func(g int) any
+	if _, multimem, _ := kernels.CollBarriers(c.r.spec.Family); !multimem {
 		inTab, err := c.table(in)
 		if err != nil {
 			return nil, nil, nil, err
@@ -139,22 +140,23 @@ func (c *coll) twoShotBench(name string, n, blocks int) (launch func() error, ou
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		args = func(g int) []any {
-			return []any{inTab.On(g), outTab.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		args = func(g int) any {
+			return launch.P2PTwoShot{Ins: table(inTab, g), Outs: table(outTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		}
 	} else {
 		flags, err := c.flagSet()
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		args = func(g int) []any {
-			return []any{in.Multicast(), out.Multicast(), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		args = func(g int) any {
+			return launch.MMTwoShot{InMC: mc(in, c.dt), OutMC: mc(out, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		}
 	}
-	launch = func() error {
+	once = func() error {
 		err := c.launchMod(c.r.mod, entry, blocks, args)
-		c.epoch += uint32(kernels.CollBarriers(name))
+		c.advance()
 		return err
 	}
-	return launch, out, want, nil
+	return once, out, want, nil
 }

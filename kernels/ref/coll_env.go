@@ -60,15 +60,32 @@ func (c *coll) blocks(n int) int {
 	return min(max((n+kernels.CollThreads*4-1)/(kernels.CollThreads*4), 1), 3)
 }
 
-// launch runs the kernel on every GPU with per-GPU arguments.
-func (c *coll) launch(blocks int, args func(g int) []any) error {
+// launch runs the run's kernel on every GPU, GPU g with the host twin args(g).
+func (c *coll) launch(blocks int, args func(g int) any) error {
 	return c.launchMod(c.r.mod, c.r.spec.VariantName(c.dt), blocks, args)
 }
 
-func (c *coll) launchMod(m *ptx.Module, entry string, blocks int, args func(g int) []any) error {
+// launchMod runs entry of m (the run's kernel, or a variant of it built by a test) on every
+// GPU with the host twins args(g), checked against the parameters (and, for the run's own
+// kernel, the element types its builder declared).
+func (c *coll) launchMod(m *ptx.Module, name string, blocks int, args func(g int) any) error {
+	fn, err := entry(m, name)
+	if err != nil {
+		return err
+	}
+	var info []dsl.ParamInfo
+	if m == c.r.mod && c.r.built != nil {
+		info = c.r.built.Params
+	}
+	all := make([][]any, c.g)
+	for g := range all {
+		if all[g], err = emuArgs(fn, info, args(g)); err != nil {
+			return err
+		}
+	}
 	return c.r.sys.Launch(emu.Launch{
-		Module: m, Entry: entry, GPUs: c.r.sys.All(), Grid: emu.D1(blocks), Block: emu.D1(kernels.CollThreads),
-		ArgsFor: args, Options: emu.Options{Seed: c.r.p.Seed, Weak: c.r.p.Weak},
+		Module: m, Entry: name, GPUs: c.r.sys.All(), Grid: emu.D1(blocks), Block: emu.D1(kernels.CollThreads),
+		ArgsFor: func(g int) []any { return all[g] }, Options: emu.Options{Seed: c.r.p.Seed, Weak: c.r.p.Weak},
 	})
 }
 
@@ -197,14 +214,12 @@ func (c *coll) expect(what string, g int, addr uint64, want []float64) error {
 	return c.r.check(fmt.Sprintf("epoch %d: GPU %d %s", c.epoch, g, what), got, want, 0, 0)
 }
 
-// opOf returns the reduction named by the kernel's suffix.
-func opOf(name string) dsl.ReduceOp {
-	for _, op := range []dsl.ReduceOp{dsl.Min, dsl.Max} {
-		if s := kernels.OpName(op); len(name) > len(s) && name[len(name)-len(s):] == s {
-			return op
-		}
+// advance adds to the epoch the barriers a launch of the run's kernel completes (none for
+// kernels that are not p2p or multimem collectives).
+func (c *coll) advance() {
+	if n, _, ok := kernels.CollBarriers(c.r.spec.Family); ok {
+		c.epoch += uint32(n)
 	}
-	return dsl.Sum
 }
 
 func newRng(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed + 1)) }

@@ -6,6 +6,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -25,7 +26,7 @@ func init() {
 			c := newColl(r)
 			n := r.size(1000)
 			r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
-			return c.mmPush(n, opOf(r.p.Kernel), r.mod, r.spec.VariantName(c.dt))
+			return c.mmPush(n, r.spec.Op, r.mod, r.spec.VariantName(c.dt))
 		})
 	}
 	register("mm_allgather", mmAllGather)
@@ -48,7 +49,7 @@ func (c *coll) allReduceWant(op dsl.ReduceOp, vals [][]float64, n int) []float64
 // mmAllReduce runs a one-shot (inPlaceOK false) or two-shot all-reduce; the two-shot kernel
 // alternates out-of-place and in-place launches.
 func (c *coll) mmAllReduce(n int, twoShot bool) error {
-	op := opOf(c.r.p.Kernel)
+	op := c.r.spec.Op
 	c.r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 	in, err := c.sym(c.dt, n)
 	if err != nil {
@@ -71,12 +72,13 @@ func (c *coll) mmAllReduce(n int, twoShot bool) error {
 		if twoShot && l%2 == 1 {
 			dst = in
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			o := dst.On(g)
+		err := c.launch(c.blocks(n), func(g int) any {
 			if twoShot {
-				o = dst.Multicast()
+				return launch.MMTwoShot{InMC: mc(in, c.dt), OutMC: mc(dst, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+					Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 			}
-			return []any{in.Multicast(), o, flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+			return launch.MMOneShot{InMC: mc(in, c.dt), Out: on(dst, g, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -125,8 +127,9 @@ func (c *coll) mmPush(n int, op dsl.ReduceOp, mod *ptx.Module, entry string) err
 		if l%2 == 1 {
 			dst = in
 		}
-		err := c.launchMod(mod, entry, c.blocks(n), func(g int) []any {
-			return []any{in.On(g), dst.On(g), scratch.Multicast(), scratch.On(g), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launchMod(mod, entry, c.blocks(n), func(g int) any {
+			return launch.MMPush{In: on(in, g, c.dt), Out: on(dst, g, c.dt), ScratchMC: mc(scratch, c.dt), ScratchUC: on(scratch, g, c.dt),
+				FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -145,7 +148,7 @@ func (c *coll) mmPush(n int, op dsl.ReduceOp, mod *ptx.Module, entry string) err
 func mmReduceScatter(r *run) error {
 	c := newColl(r)
 	m := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
 	in, err := c.sym(c.dt, m*c.g)
 	if err != nil {
@@ -164,8 +167,9 @@ func mmReduceScatter(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(m), func(g int) []any {
-			return []any{in.Multicast(), out.On(g), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launch(c.blocks(m), func(g int) any {
+			return launch.MMReduceScatter{InMC: mc(in, c.dt), Out: on(out, g, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -205,8 +209,9 @@ func mmAllGather(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(m), func(g int) []any {
-			return []any{in.On(g), out.Multicast(), flags.Multicast(), flags.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launch(c.blocks(m), func(g int) any {
+			return launch.MMAllGather{In: on(in, g, c.dt), OutMC: mc(out, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -248,8 +253,9 @@ func mmBroadcast(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{in.On(g), out.Multicast(), flags.Multicast(), flags.On(g), uint32(root), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.MMBroadcast{In: on(in, g, c.dt), OutMC: mc(out, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
+				Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -273,7 +279,9 @@ func mmBarrier(r *run) error {
 		return err
 	}
 	for l := 0; l < collLaunches; l++ {
-		err := c.launch(blocks, func(g int) []any { return []any{flags.Multicast(), flags.On(g), uint32(c.g), c.epoch} })
+		err := c.launch(blocks, func(g int) any {
+			return launch.MMBarrier{FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), NGPUs: uint32(c.g), Epoch: c.epoch}
+		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // Harnesses of the NVSHMEM ring collectives (kernels/coll_nvshmem.go): three launches in a
@@ -19,7 +21,7 @@ func init() {
 
 // nvshmemColl launches an NVSHMEM kernel (one block per GPU) and checks that every
 // non-blocking put completed.
-func (c *coll) nvshmemLaunch(e *nvshmemEnv, args func(g int) []any) error {
+func (c *coll) nvshmemLaunch(e *nvshmemEnv, args func(g int) any) error {
 	if err := e.launch(args); err != nil {
 		return fmt.Errorf("launch %d: %w", c.epoch, err)
 	}
@@ -53,8 +55,8 @@ func nvshmemAllGatherRing(r *run) error {
 			return err
 		}
 		epoch := uint64(c.epoch)
-		if err := c.nvshmemLaunch(e, func(g int) []any {
-			return []any{dst.On(g), src.On(g), sig.On(g), uint32(n), epoch}
+		if err := c.nvshmemLaunch(e, func(g int) any {
+			return launch.NVSHMEMAllGatherRing{Dst: on(dst, g, c.dt), Src: on(src, g, c.dt), Sig: on(sig, g, dsl.U64), N: uint32(n), Epoch: epoch}
 		}); err != nil {
 			return err
 		}
@@ -78,7 +80,7 @@ func nvshmemReduceScatterRing(r *run) error {
 	}
 	c := newColl(r)
 	m := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
 	in, err := c.sym(c.dt, m*c.g)
 	if err != nil {
@@ -102,8 +104,8 @@ func nvshmemReduceScatterRing(r *run) error {
 			return err
 		}
 		epoch := uint64(c.epoch)
-		if err := c.nvshmemLaunch(e, func(g int) []any {
-			return []any{out.On(g), in.On(g), scratch.On(g), sig.On(g), uint32(m), epoch}
+		if err := c.nvshmemLaunch(e, func(g int) any {
+			return launch.NVSHMEMReduceScatterRing{Out: on(out, g, c.dt), In: on(in, g, c.dt), Scratch: on(scratch, g, ptx.B32), Sig: on(sig, g, dsl.U64), M: uint32(m), Epoch: epoch}
 		}); err != nil {
 			return err
 		}

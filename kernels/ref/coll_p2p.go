@@ -7,6 +7,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -25,7 +26,7 @@ func init() {
 			c := newColl(r)
 			m := r.size(1000)
 			r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
-			return c.reduceScatter(m, opOf(r.p.Kernel), r.mod, r.spec.VariantName(c.dt))
+			return c.reduceScatter(m, r.spec.Op, r.mod, r.spec.VariantName(c.dt))
 		})
 	}
 	register("p2p_allgather", p2pAllGather)
@@ -60,7 +61,7 @@ func (c *coll) writeInputs(in *emu.Symmetric, vals [][]float64) error {
 func p2pOneShot(r *run) error {
 	c := newColl(r)
 	n := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 	in, inTab, _, padTab, err := c.p2pSetup(n)
 	if err != nil {
@@ -75,13 +76,13 @@ func p2pOneShot(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{inTab.On(g), out.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.P2POneShot{Ins: table(inTab, g), Out: on(out, g, c.dt), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
-		c.epoch += uint32(kernels.CollBarriers(r.p.Kernel))
+		c.advance()
 		want := make([]float64, n)
 		for i := range want {
 			want[i] = c.reduce(op, vals, i)
@@ -99,7 +100,7 @@ func p2pOneShot(r *run) error {
 func p2pTwoShot(r *run) error {
 	c := newColl(r)
 	n := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 	in, inTab, _, padTab, err := c.p2pSetup(n)
 	if err != nil {
@@ -122,13 +123,13 @@ func p2pTwoShot(r *run) error {
 		if l%2 == 1 {
 			dst, dstTab = in, inTab
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{inTab.On(g), dstTab.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.P2PTwoShot{Ins: table(inTab, g), Outs: table(dstTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
-		c.epoch += uint32(kernels.CollBarriers(r.p.Kernel))
+		c.advance()
 		want := make([]float64, n)
 		for i := range want {
 			want[i] = c.reduce(op, vals, i)
@@ -156,7 +157,7 @@ func lamportFill(s *emu.System, addr uint64, dt dsl.Type, n int) error {
 func p2pLamport(r *run) error {
 	c := newColl(r)
 	n := r.size(1000)
-	op := opOf(r.p.Kernel)
+	op := r.spec.Op
 	vec := 16 / c.dt.Bytes()
 	capacity := (n + vec - 1) / vec * vec
 	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
@@ -192,8 +193,8 @@ func p2pLamport(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(m), func(g int) []any {
-			return []any{in.On(g), out.On(g), lTab.On(g), uint32(capacity), uint32(prev), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launch(c.blocks(m), func(g int) any {
+			return launch.P2PLamport{In: on(in, g, c.dt), Out: on(out, g, c.dt), Lbufs: table(lTab, g), Cap: uint32(capacity), Nclear: uint32(prev), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -239,8 +240,8 @@ func (c *coll) allGather(n int, mod *ptx.Module, entry string) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launchMod(mod, entry, c.blocks(n), func(g int) []any {
-			return []any{in.On(g), outTab.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launchMod(mod, entry, c.blocks(n), func(g int) any {
+			return launch.P2PAllGather{In: on(in, g, c.dt), Outs: table(outTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -283,8 +284,8 @@ func (c *coll) reduceScatter(m int, op dsl.ReduceOp, mod *ptx.Module, entry stri
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launchMod(mod, entry, c.blocks(m), func(g int) []any {
-			return []any{in.On(g), out.On(g), scrTab.On(g), padTab.On(g), uint32(g), uint32(c.g), uint32(m), c.epoch}
+		err := c.launchMod(mod, entry, c.blocks(m), func(g int) any {
+			return launch.P2PReduceScatter{In: on(in, g, c.dt), Out: on(out, g, c.dt), Scratch: table(scrTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -330,8 +331,8 @@ func p2pBroadcast(r *run) error {
 		if l%2 == 1 {
 			dst, dstTab = in, inTab
 		}
-		err := c.launch(c.blocks(n), func(g int) []any {
-			return []any{in.On(g), dstTab.On(g), padTab.On(g), uint32(root), uint32(g), uint32(c.g), uint32(n), c.epoch}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.P2PBroadcast{In: on(in, g, c.dt), Outs: table(dstTab, g), Pads: table(padTab, g), Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -359,7 +360,9 @@ func p2pBarrier(r *run) error {
 		return err
 	}
 	for l := 0; l < collLaunches; l++ {
-		err := c.launch(blocks, func(g int) []any { return []any{padTab.On(g), uint32(g), uint32(c.g), c.epoch} })
+		err := c.launch(blocks, func(g int) any {
+			return launch.P2PBarrier{Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Epoch: c.epoch}
+		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}

@@ -6,7 +6,8 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
-	"github.com/kgen-dev/kgen/nvshmem"
+	"github.com/kgen-dev/kgen/kernels/launch"
+	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 )
 
 // Harnesses of the NVSHMEM kernels (kernels/nvshmem_p2p.go): one collective launch over every
@@ -23,11 +24,11 @@ type nvshmemEnv struct {
 	r   *run
 	dt  dsl.Type
 	g   int
-	emu *nvshmem.Emulator
+	emu *shmemu.Emulator
 }
 
 func newNVSHMEM(r *run) (*nvshmemEnv, error) {
-	e, err := nvshmem.Emulate(r.sys)
+	e, err := shmemu.Emulate(r.sys)
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +78,23 @@ func (e *nvshmemEnv) read(m *emu.Symmetric, g, n int) ([]float64, error) {
 	return read(e.r.sys, m.On(g), e.dt, n)
 }
 
-func (e *nvshmemEnv) launch(args func(g int) []any) error {
-	err := e.r.sys.Launch(emu.Launch{
-		Module: e.r.mod, Entry: e.r.spec.VariantName(e.dt), GPUs: e.r.sys.All(), Grid: emu.D1(1),
-		Block: emu.D1(kernels.NVSHMEMThreads), ArgsFor: args, Options: emu.Options{Seed: e.r.p.Seed, Weak: e.r.p.Weak},
+// launch runs the kernel on every GPU, GPU g with the host twin args(g) (checked against the
+// parameters its builder declared).
+func (e *nvshmemEnv) launch(args func(g int) any) error {
+	name := e.r.spec.VariantName(e.dt)
+	fn, err := entry(e.r.mod, name)
+	if err != nil {
+		return err
+	}
+	all := make([][]any, e.g)
+	for g := range all {
+		if all[g], err = emuArgs(fn, e.r.built.Params, args(g)); err != nil {
+			return err
+		}
+	}
+	err = e.r.sys.Launch(emu.Launch{
+		Module: e.r.mod, Entry: name, GPUs: e.r.sys.All(), Grid: emu.D1(1),
+		Block: emu.D1(kernels.NVSHMEMThreads), ArgsFor: func(g int) []any { return all[g] }, Options: emu.Options{Seed: e.r.p.Seed, Weak: e.r.p.Weak},
 	})
 	if err != nil {
 		return err
@@ -104,7 +118,10 @@ func nvshmemRingSignal(r *run) error {
 	if err != nil {
 		return err
 	}
-	dst, _ := e.sym(n)
+	dst, err := e.sym(n)
+	if err != nil {
+		return err
+	}
 	sig, err := r.sys.MallocSymmetric(8)
 	if err != nil {
 		return err
@@ -117,8 +134,8 @@ func nvshmemRingSignal(r *run) error {
 				return err
 			}
 		}
-		err := e.launch(func(g int) []any {
-			return []any{dst.On(g), src.On(g), sig.On(g), uint32(n), uint64(epoch)}
+		err := e.launch(func(g int) any {
+			return launch.NVSHMEMRingSignal{Dst: on(dst, g, e.dt), Src: on(src, g, e.dt), Sig: on(sig, g, dsl.U64), N: uint32(n), Epoch: uint64(epoch)}
 		})
 		if err != nil {
 			return fmt.Errorf("epoch %d: %w", epoch, err)
@@ -131,7 +148,10 @@ func nvshmemRingSignal(r *run) error {
 			if err := r.check(fmt.Sprintf("epoch %d GPU %d dst", epoch, g), got, in[(g+e.g-1)%e.g], 0, 0); err != nil {
 				return err
 			}
-			s, _ := emu.ReadSlice[uint64](r.sys, sig.On(g), 1)
+			s, err := emu.ReadSlice[uint64](r.sys, sig.On(g), 1)
+			if err != nil {
+				return err
+			}
 			if s[0] != uint64(epoch) {
 				return fmt.Errorf("epoch %d: GPU %d's signal is %d", epoch, g, s[0])
 			}
@@ -151,7 +171,10 @@ func nvshmemAlltoallPut(r *run) error {
 	if err != nil {
 		return err
 	}
-	dst, _ := e.sym(n * e.g)
+	dst, err := e.sym(n * e.g)
+	if err != nil {
+		return err
+	}
 	in := make([][]float64, e.g)
 	for g := range in {
 		in[g] = e.values(g, n*e.g)
@@ -159,7 +182,7 @@ func nvshmemAlltoallPut(r *run) error {
 			return err
 		}
 	}
-	if err := e.launch(func(g int) []any { return []any{dst.On(g), src.On(g), uint32(n)} }); err != nil {
+	if err := e.launch(func(g int) any { return launch.NVSHMEMCopy{Dst: on(dst, g, e.dt), Src: on(src, g, e.dt), N: uint32(n)} }); err != nil {
 		return err
 	}
 	for j := 0; j < e.g; j++ {
@@ -189,7 +212,10 @@ func nvshmemRingGet(r *run) error {
 	if err != nil {
 		return err
 	}
-	dst, _ := e.sym(n)
+	dst, err := e.sym(n)
+	if err != nil {
+		return err
+	}
 	in := make([][]float64, e.g)
 	for g := range in {
 		in[g] = e.values(g, n)
@@ -197,7 +223,7 @@ func nvshmemRingGet(r *run) error {
 			return err
 		}
 	}
-	if err := e.launch(func(g int) []any { return []any{dst.On(g), src.On(g), uint32(n)} }); err != nil {
+	if err := e.launch(func(g int) any { return launch.NVSHMEMCopy{Dst: on(dst, g, e.dt), Src: on(src, g, e.dt), N: uint32(n)} }); err != nil {
 		return err
 	}
 	for g := 0; g < e.g; g++ {

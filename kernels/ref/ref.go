@@ -23,6 +23,8 @@ type Problem struct {
 	DType  dsl.Type   // zero: the kernel's first dtype
 	Target ptx.Target // zero: sm_90, or the kernel's first target when it has no sm_90 (fp8 multimem)
 	Size   int        // elements (for matrices: rows*cols, made roughly square), 0: a default
+	Cols   int        // row kernels (softmax, row_sum): the row length, rows = max(1, Size/Cols); 0: square-ish
+	Grid   int        // streaming and row kernels: launch this many blocks (0: the host's launch shape)
 	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
 	Seed   int64      // input data and, when non-zero, the emulator's schedule
 	Weak   bool       // the emulator's weak-memory mode
@@ -97,6 +99,9 @@ func Run(p Problem) (Result, error) {
 	}
 	if p.Size < 0 {
 		return Result{}, fmt.Errorf("size %d is negative", p.Size)
+	}
+	if p.Cols < 0 {
+		return Result{}, fmt.Errorf("cols %d is negative", p.Cols)
 	}
 	b, err := spec.BuildVariant(kernels.Config{Target: p.Target, DType: p.DType})
 	if err != nil {

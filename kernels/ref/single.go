@@ -107,6 +107,24 @@ func (s *single) launch(grid, block jit.Dim3, args any) error {
 	return s.d.Synchronize()
 }
 
+// launch1 runs the variant with a one-dimensional launch shape from package kernels, or with
+// the problem's grid when it names one.
+func (s *single) launch1(sh kernels.Shape, args any) error {
+	if s.r.p.Grid > 0 {
+		sh.Grid = s.r.p.Grid
+	}
+	return s.launch(jit.D1(sh.Grid), jit.D1(sh.Block), args)
+}
+
+// rowsCols is the matrix of a row kernel: Cols columns and max(1, Size/Cols) rows when the
+// problem names the row length, else a roughly square one of Size (default def) elements.
+func (r *run) rowsCols(def int) (rows, cols int) {
+	if r.p.Cols > 0 {
+		return max(1, r.size(def)/r.p.Cols), r.p.Cols
+	}
+	return matrix(r.size(def))
+}
+
 // toHost converts values (exactly representable in E, see run.random) to E.
 func toHost[E jit.Elem](v []float64) ([]E, error) {
 	out := make([]E, len(v))
@@ -169,7 +187,7 @@ func vectorAdd[T jit.Elem](r *run) (err error) {
 	a, b := r.random(dt, n, -4, 4), r.random(dt, n, -4, 4)
 	pa, pb, pc := alloc[T](s, n, a), alloc[T](s, n, b), alloc[T](s, n, nil)
 	r.res.Shape = fmt.Sprintf("n=%d", n)
-	if err := s.launch(jit.D1(ceil(n, 128)), jit.D1(128), launch.VectorAdd[T]{A: pa, B: pb, C: pc, N: uint32(n)}); err != nil {
+	if err := s.launch1(kernels.StreamShape(n, dt), launch.VectorAdd[T]{A: pa, B: pb, C: pc, N: uint32(n)}); err != nil {
 		return err
 	}
 	got, err := readBack(s, pc, n)
@@ -198,8 +216,7 @@ func axpy[T jit.Elem](r *run) (err error) {
 	}
 	px, py := alloc[T](s, n, x), alloc[T](s, n, y)
 	r.res.Shape = fmt.Sprintf("n=%d", n)
-	// Few blocks, so the grid-stride loop runs several times.
-	if err := s.launch(jit.D1(min(ceil(n, 128), 3)), jit.D1(128), launch.Axpy[T]{Alpha: a[0], X: px, Y: py, N: uint32(n)}); err != nil {
+	if err := s.launch1(kernels.StreamShape(n, dt), launch.Axpy[T]{Alpha: a[0], X: px, Y: py, N: uint32(n)}); err != nil {
 		return err
 	}
 	got, err := readBack(s, py, n)
@@ -270,11 +287,11 @@ func rowSum[T jit.Elem](r *run) (err error) {
 	}
 	defer func() { err = errors.Join(err, s.close()) }()
 	dt := r.p.DType
-	rows, cols := matrix(r.size(5 * 777))
+	rows, cols := r.rowsCols(5 * 777)
 	in := r.random(dt, rows*cols, -1, 1)
 	pi, po := alloc[T](s, rows*cols, in), alloc[float32](s, rows, nil)
 	r.res.Shape = fmt.Sprintf("%dx%d", rows, cols)
-	if err := s.launch(jit.D1(rows), jit.D1(256), launch.RowSum[T]{In: pi, Out: po, Cols: uint32(cols)}); err != nil {
+	if err := s.launch1(kernels.RowSumShape(rows, cols), launch.RowSum[T]{In: pi, Out: po, Rows: uint32(rows), Cols: uint32(cols)}); err != nil {
 		return err
 	}
 	got, err := readBack(s, po, rows)
@@ -298,11 +315,11 @@ func softmax[T jit.Elem](r *run) (err error) {
 	}
 	defer func() { err = errors.Join(err, s.close()) }()
 	dt := r.p.DType
-	rows, cols := matrix(r.size(3 * 500))
+	rows, cols := r.rowsCols(3 * 500)
 	in := r.random(dt, rows*cols, -6, 6)
 	pi, po := alloc[T](s, rows*cols, in), alloc[T](s, rows*cols, nil)
 	r.res.Shape = fmt.Sprintf("%dx%d", rows, cols)
-	if err := s.launch(jit.D1(rows), jit.D1(256), launch.Softmax[T]{In: pi, Out: po, Cols: uint32(cols)}); err != nil {
+	if err := s.launch1(kernels.SoftmaxShape(rows, cols), launch.Softmax[T]{In: pi, Out: po, Rows: uint32(rows), Cols: uint32(cols)}); err != nil {
 		return err
 	}
 	got, err := readBack(s, po, rows*cols)

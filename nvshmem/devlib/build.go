@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/internal/toolchain"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // cacheFormat versions the cache entries and the PTX header.
@@ -30,8 +31,8 @@ type Result struct {
 	PTX []byte
 	// Version is the NVSHMEM version it was built from, "3.4.5".
 	Version string
-	// Target is the requested target, "sm_90".
-	Target string
+	// Target is the requested target, ptx.SM90.
+	Target ptx.Target
 	// PTXTarget and PTXVersion are the PTX's .target and .version (see Plan).
 	PTXTarget, PTXVersion string
 	// Funcs are the requested functions, sorted, without duplicates. The PTX also defines
@@ -190,7 +191,7 @@ func (l *Library) ticker(what string, period time.Duration) (stop func()) {
 // prepends the header and stores the entry atomically (temporary file and rename), so
 // concurrent builds, in goroutines or processes, are safe. A few functions take well under a
 // second; the whole API takes minutes.
-func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Result, error) {
+func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) (*Result, error) {
 	start := time.Now()
 	plan, err := PlanTarget(target)
 	if err != nil {
@@ -209,7 +210,7 @@ func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Re
 		return nil, err
 	}
 	h := Header{
-		Format: cacheFormat, NVSHMEM: l.Version, Target: plan.Target, PTXTarget: plan.PTXTarget,
+		Format: cacheFormat, NVSHMEM: l.Version, Target: string(plan.Target), PTXTarget: plan.PTXTarget,
 		PTXVersion: plan.PTXVersion, Bitcode: "sha256:" + l.Hash, LLC: llcv, Funcs: names,
 	}
 	res := &Result{
@@ -233,6 +234,33 @@ func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Re
 	if err := l.checkBitcodeVersion(ctx); err != nil {
 		return nil, err
 	}
+	l.logf("NVSHMEM %s, %s: extracting %d function(s) and their callees from %s", l.Version, plan.Target, len(names), l.Path)
+	out, err := l.compile(ctx, plan, names)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	h.write(&buf)
+	buf.Write(out)
+	res.PTX = buf.Bytes()
+	if res.CachePath != "" {
+		if err := writeAtomic(res.CachePath, res.PTX); err != nil {
+			// The build is good; only the cache is unusable (a read-only folder, a full disk).
+			l.logf("warning: not cached: %v (set KGEN_DEVLIB_CACHE to a writable folder, or KGEN_CACHE=off)", err)
+			res.CachePath = ""
+		}
+	}
+	res.Elapsed = time.Since(start)
+	l.logf("built %d function(s) for %s in %s (%d bytes of PTX)", len(names), target, res.Elapsed.Round(time.Millisecond), len(res.PTX))
+	return res, nil
+}
+
+// compile runs llvm-extract, opt and llc over names (checked already) and returns llc's PTX.
+func (l *Library) compile(ctx context.Context, plan Plan, names []string) ([]byte, error) {
+	llc, err := toolchain.LLVMTool("llc")
+	if err != nil {
+		return nil, err
+	}
 	ex, err := toolchain.LLVMTool("llvm-extract")
 	if err != nil {
 		return nil, err
@@ -244,7 +272,6 @@ func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Re
 		args = append(args, "--func="+n)
 	}
 	args = append(args, l.Path, "-o", "-")
-	l.logf("NVSHMEM %s, %s: extracting %d function(s) and their callees from %s", l.Version, target, len(names), l.Path)
 	bc, err := runTool(ctx, nil, ex, args...)
 	if err != nil {
 		return nil, err
@@ -274,22 +301,9 @@ func (l *Library) Build(ctx context.Context, target string, funcs []string) (*Re
 		return nil, err
 	}
 	if !bytes.Contains(out, []byte(".target "+plan.PTXTarget)) {
-		return nil, fmt.Errorf("devlib: llc's output for %s has no .target %s", target, plan.PTXTarget)
+		return nil, fmt.Errorf("devlib: llc's output for %s has no .target %s", plan.Target, plan.PTXTarget)
 	}
-	var buf bytes.Buffer
-	h.write(&buf)
-	buf.Write(out)
-	res.PTX = buf.Bytes()
-	if res.CachePath != "" {
-		if err := writeAtomic(res.CachePath, res.PTX); err != nil {
-			// The build is good; only the cache is unusable (a read-only folder, a full disk).
-			l.logf("warning: not cached: %v (set KGEN_DEVLIB_CACHE to a writable folder, or KGEN_CACHE=off)", err)
-			res.CachePath = ""
-		}
-	}
-	res.Elapsed = time.Since(start)
-	l.logf("built %d function(s) for %s in %s (%d bytes of PTX)", len(names), target, res.Elapsed.Round(time.Millisecond), len(res.PTX))
-	return res, nil
+	return out, nil
 }
 
 // writeAtomic writes data to path through a temporary file in the same folder and a rename,

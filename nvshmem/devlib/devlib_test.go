@@ -17,6 +17,7 @@ import (
 
 	"github.com/kgen-dev/kgen/internal/toolchain"
 	"github.com/kgen-dev/kgen/internal/tooltest"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // Tests in this file need LLVM 19 and NVSHMEM (and ptxas/nvlink for the link test); they skip
@@ -315,7 +316,10 @@ func TestBuildConstants(t *testing.T) {
 
 func TestBuildTargets(t *testing.T) {
 	l := testLib(t)
-	for _, c := range []struct{ target, ptxTarget string }{{"sm_80", "sm_80"}, {"sm_90a", "sm_90"}, {"sm_100a", "sm_90"}} {
+	for _, c := range []struct {
+		target    ptx.Target
+		ptxTarget string
+	}{{ptx.SM80, "sm_80"}, {ptx.SM90a, "sm_90"}, {ptx.SM100a, "sm_90"}} {
 		res, err := l.Build(t.Context(), c.target, []string{"nvshmem_quiet", "nvshmem_my_pe"})
 		if err != nil {
 			t.Errorf("%s: %v", c.target, err)

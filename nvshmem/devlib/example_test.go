@@ -8,10 +8,11 @@ import (
 	"strings"
 
 	"github.com/kgen-dev/kgen/nvshmem/devlib"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 func ExamplePlanTarget() {
-	for _, target := range []string{"sm_80", "sm_90", "sm_90a", "sm_100a", "sm_60"} {
+	for _, target := range []ptx.Target{ptx.SM80, ptx.SM90, ptx.SM90a, ptx.SM100a, "sm_60"} {
 		p, err := devlib.PlanTarget(target)
 		if err != nil {
 			fmt.Println(err)
@@ -70,7 +71,7 @@ func ExampleLibrary_Build() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := lib.Build(context.Background(), "sm_90", []string{"nvshmemx_putmem_block", "nvshmem_quiet"})
+	res, err := lib.Build(context.Background(), ptx.SM90, []string{"nvshmemx_putmem_block", "nvshmem_quiet"})
 	if err != nil {
 		log.Fatal(err)
 	}

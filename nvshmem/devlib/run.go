@@ -5,7 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"time"
+
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // Options are the inputs of `kgen devlib`.
@@ -13,8 +18,8 @@ type Options struct {
 	// Home is the NVSHMEM installation; "" finds it (toolchain.NVSHMEMHome: $NVSHMEM_HOME,
 	// then the project's tool folder).
 	Home string
-	// Target is the GPU target, "sm_90" (required unless List or Signatures is set).
-	Target string
+	// Target is the GPU target, ptx.SM90 (required unless List or Signatures is set).
+	Target ptx.Target
 	// Funcs are the functions to build (entries may be comma-separated lists). Empty means
 	// every public function, which takes minutes and makes about 230 MB of PTX.
 	Funcs []string
@@ -23,6 +28,14 @@ type Options struct {
 	// CacheDir overrides the cache folder (see DefaultCacheDir); NoCache turns it off.
 	CacheDir string
 	NoCache  bool
+	// EachDir, when set, builds one unit per function (BuildEach: cached per function, all
+	// cores, a progress line per function) and writes FUNC.ptx, and FUNC.o when Objects,
+	// into this folder instead of one PTX to Output.
+	EachDir string
+	// Objects also writes each unit's relocatable cubin (ptxas -c); with EachDir only.
+	Objects bool
+	// Jobs bounds the parallel builds of EachDir (0: every core).
+	Jobs int
 	// List prints the names of the public device functions instead of building.
 	List bool
 	// Signatures prints the PTX declaration of every public device function (or of Funcs)
@@ -93,7 +106,15 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		if funcs, err = l.Functions(ctx); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "devlib: no functions named: building all %d public functions\n", len(funcs))
+		if opts.EachDir == "" {
+			fmt.Fprintf(stderr, "devlib: no functions named: building all %d public functions in one llc run (--each DIR builds them one unit per function, on every core, with progress, cached per function)\n", len(funcs))
+		}
+	}
+	if opts.EachDir != "" {
+		return runEach(ctx, l, opts, funcs, stderr)
+	}
+	if opts.Objects {
+		return errors.New("devlib: objects (--objects) are written per function: give a folder with --each")
 	}
 	res, err := l.Build(ctx, opts.Target, funcs)
 	if err != nil {
@@ -123,5 +144,39 @@ func writeOut(path string, stdout io.Writer, data []byte) error {
 	if err := writeAtomic(path, data); err != nil {
 		return fmt.Errorf("devlib: writing %s: %w", path, err)
 	}
+	return nil
+}
+
+// runEach builds funcs one unit per function into opts.EachDir, printing progress.
+func runEach(ctx context.Context, l *Library, opts Options, funcs []string, stderr io.Writer) error {
+	start := time.Now()
+	jobs := opts.Jobs
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	fmt.Fprintf(stderr, "devlib: NVSHMEM %s, %s: %d function(s), one unit each, %d at a time\n", l.Version, opts.Target, len(funcs), jobs)
+	set, err := l.BuildEach(ctx, opts.Target, funcs, EachOptions{Jobs: jobs, Objects: opts.Objects,
+		Progress: func(done, total int, u *Unit) {
+			how := "built"
+			if u.Cached {
+				how = "cached"
+			}
+			fmt.Fprintf(stderr, "devlib: [%d/%d] %s (%s, %s)\n", done, total, u.Func, how, time.Since(start).Round(time.Millisecond))
+		}})
+	if err != nil {
+		return err
+	}
+	for _, u := range set.Units {
+		if err := writeOut(filepath.Join(opts.EachDir, u.Func+".ptx"), nil, u.PTX); err != nil {
+			return err
+		}
+		if u.Object != nil {
+			if err := writeOut(filepath.Join(opts.EachDir, u.Func+".o"), nil, u.Object); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "devlib: %d unit(s) (%d from the cache, %d built) in %s; wrote %s; link them with %s\n",
+		len(set.Units), set.Hits, set.Misses, set.Elapsed.Round(time.Millisecond), opts.EachDir, set.Archive)
 	return nil
 }

@@ -2,8 +2,11 @@ package devlib
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // PTXVersion is the PTX ISA version of every devlib PTX: llc is run with -mattr=+ptx80.
@@ -19,10 +22,22 @@ const PTXVersion = "8.0"
 // newest first.
 var llcTargets = []int{90, 89, 87, 86, 80, 75, 72, 70}
 
+// knownSMs are the GPU architectures from sm_70 on that CUDA 12 and 13 name (ptxas 13.0
+// --help lists 75 to 121; CUDA 12 also has 70, 72 and 101, which CUDA 13 renamed 110).
+var knownSMs = []int{70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121}
+
+func knownSMNames() string {
+	n := make([]string, len(knownSMs))
+	for i, sm := range knownSMs {
+		n[i] = "sm_" + strconv.Itoa(sm)
+	}
+	return strings.Join(n, ", ")
+}
+
 // Plan says how the devlib PTX for a target is produced.
 type Plan struct {
-	// Target is the requested target, for example "sm_90", "sm_90a" or "sm_100a".
-	Target string
+	// Target is the requested target, for example ptx.SM90, ptx.SM90a or ptx.SM100a.
+	Target ptx.Target
 	// PTXTarget is the processor given to llc (-mcpu) and so the PTX's .target: the newest
 	// processor llc 19 knows that is not newer than Target, without an "a"/"f" suffix. PTX for
 	// .target sm_XY is compiled by ptxas and the CUDA JIT for any sm_MN, sm_MNa, sm_MNf with
@@ -47,8 +62,10 @@ func (e *TargetError) Error() string {
 }
 
 // ParseTarget splits "sm_90a" into 90 and "a". It accepts sm_NN and sm_NNN with NN >= 70,
-// the suffix "a" from sm_90 on and "f" from sm_100 on.
-func ParseTarget(target string) (sm int, suffix string, err error) {
+// the suffix "a" from sm_90 on and "f" from sm_100 on: every ptx.Targets() target, and the
+// older and family targets NVSHMEM supports (ptx.Target("sm_75"), ptx.Target("sm_100f")).
+func ParseTarget(t ptx.Target) (sm int, suffix string, err error) {
+	target := string(t)
 	rest, ok := strings.CutPrefix(target, "sm_")
 	if !ok {
 		if strings.HasPrefix(target, "compute_") {
@@ -68,6 +85,8 @@ func ParseTarget(target string) (sm int, suffix string, err error) {
 	switch {
 	case sm < 70:
 		return 0, "", &TargetError{target, "NVSHMEM needs sm_70 or newer"}
+	case !slices.Contains(knownSMs, sm):
+		return 0, "", &TargetError{target, fmt.Sprintf("sm_%d is not a GPU architecture (known from 70 on: %s)", sm, knownSMNames())}
 	case suffix == "a" && sm < 90:
 		return 0, "", &TargetError{target, "arch-specific (a) targets start at sm_90a"}
 	case suffix == "f" && sm < 100:
@@ -77,7 +96,7 @@ func ParseTarget(target string) (sm int, suffix string, err error) {
 }
 
 // PlanTarget returns how the devlib PTX for target is built, or a *TargetError.
-func PlanTarget(target string) (Plan, error) {
+func PlanTarget(target ptx.Target) (Plan, error) {
 	sm, _, err := ParseTarget(target)
 	if err != nil {
 		return Plan{}, err

@@ -7,12 +7,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // Tests in this file need no external tools.
 
 func TestPlanTarget(t *testing.T) {
-	for _, c := range []struct{ target, cpu string }{
+	for _, c := range []struct {
+		target ptx.Target
+		cpu    string
+	}{
 		{"sm_70", "sm_70"}, {"sm_72", "sm_72"}, {"sm_75", "sm_75"}, {"sm_80", "sm_80"},
 		{"sm_86", "sm_86"}, {"sm_87", "sm_87"}, {"sm_88", "sm_87"}, {"sm_89", "sm_89"},
 		{"sm_90", "sm_90"}, {"sm_90a", "sm_90"}, {"sm_100", "sm_90"}, {"sm_100a", "sm_90"},
@@ -31,7 +36,10 @@ func TestPlanTarget(t *testing.T) {
 			t.Errorf("LLCArgs(%s) = %q, want %q", c.target, got, want)
 		}
 	}
-	for _, c := range []struct{ target, why string }{
+	for _, c := range []struct {
+		target ptx.Target
+		why    string
+	}{
 		{"", "does not start with sm_"},
 		{"sm_60", "sm_70 or newer"},
 		{"sm_61", "sm_70 or newer"},
@@ -54,7 +62,7 @@ func TestPlanTarget(t *testing.T) {
 			t.Errorf("PlanTarget(%q) = %v, want a *TargetError", c.target, err)
 			continue
 		}
-		if msg := err.Error(); !strings.Contains(msg, c.why) || !strings.Contains(msg, `"`+c.target+`"`) {
+		if msg := err.Error(); !strings.Contains(msg, c.why) || !strings.Contains(msg, `"`+string(c.target)+`"`) {
 			t.Errorf("PlanTarget(%q) error %q does not name the target and say %q", c.target, msg, c.why)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/emu"
-	"github.com/kgen-dev/kgen/nvshmem"
+	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -43,7 +43,7 @@ type Sym interface {
 // EmuMachine runs the cases on the emulator.
 type EmuMachine struct {
 	Sys *emu.System
-	Emu *nvshmem.Emulator
+	Emu *shmemu.Emulator
 	// Options are passed to every launch (a seed, the weak-memory mode).
 	Options emu.Options
 }
@@ -54,7 +54,7 @@ func NewEmuMachine(npes int) (*EmuMachine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := nvshmem.Emulate(s)
+	e, err := shmemu.Emulate(s)
 	if err != nil {
 		return nil, err
 	}

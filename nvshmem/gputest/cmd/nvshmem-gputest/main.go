@@ -94,7 +94,7 @@ func buildDevLib(dir string) error {
 		return err
 	}
 	logf("building the NVSHMEM %s device library for %d functions (sm_90)", l.Version, len(funcs))
-	r, err := l.Build(context.Background(), "sm_90", funcs)
+	r, err := l.Build(context.Background(), ptx.SM90, funcs)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func linkOffline(dir string) error {
 		return err
 	}
 	t0 := time.Now()
-	cubin, err := devlib.LinkOffline(context.Background(), "sm_90", []byte(m.String()), &devlib.Result{PTX: dl.PTX, Archive: dl.Archive, Version: dl.Version})
+	cubin, err := devlib.LinkOffline(context.Background(), ptx.SM90, []byte(m.String()), &devlib.Result{PTX: dl.PTX, Archive: dl.Archive, Version: dl.Version})
 	if err != nil {
 		return err
 	}

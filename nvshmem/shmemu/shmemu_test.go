@@ -1,4 +1,4 @@
-package nvshmem
+package shmemu_test
 
 import (
 	"strings"
@@ -6,9 +6,11 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/nvshmem"
+	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 )
 
-func emuKernel(t *testing.T, f func(k *dsl.Kernel)) (*emu.System, *Emulator, func(args func(g int) []any) error) {
+func emuKernel(t *testing.T, f func(k *dsl.Kernel)) (*emu.System, *shmemu.Emulator, func(args func(g int) []any) error) {
 	t.Helper()
 	k := dsl.New("k")
 	f(k)
@@ -20,7 +22,7 @@ func emuKernel(t *testing.T, f func(k *dsl.Kernel)) (*emu.System, *Emulator, fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := Emulate(s)
+	e, err := shmemu.Emulate(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func emuKernel(t *testing.T, f func(k *dsl.Kernel)) (*emu.System, *Emulator, fun
 // TestEmulatorDeadlock: a barrier only one PE calls is reported as a deadlock that names it.
 func TestEmulatorDeadlock(t *testing.T) {
 	_, e, launch := emuKernel(t, func(k *dsl.Kernel) {
-		k.If(MyPE(k).Eq(0), func() { BarrierAll(k, Block) })
+		k.If(nvshmem.MyPE(k).Eq(0), func() { nvshmem.BarrierAll(k, nvshmem.Block) })
 	})
 	err := launch(func(int) []any { return nil })
 	if err == nil || !strings.Contains(err.Error(), "blocked") && !strings.Contains(err.Error(), "deadlock") {
@@ -48,8 +50,8 @@ func TestEmulatorNBIPending(t *testing.T) {
 	s, e, launch := emuKernel(t, func(k *dsl.Kernel) {
 		p := k.PtrParam("p", dsl.F32)
 		k.If(k.ThreadIdx(dsl.X).Eq(0), func() {
-			PutNBI(k, Thread, SpanOf(p.At(4), 4), SpanOf(p, 4), MyPE(k).Add(1).Rem(NPEs(k)))
-			Put(k, Thread, SpanOf(p.At(8), 4), SpanOf(p, 4), MyPE(k).Add(1).Rem(NPEs(k)))
+			nvshmem.PutNBI(k, nvshmem.Thread, nvshmem.SpanOf(p.At(4), 4), nvshmem.SpanOf(p, 4), nvshmem.MyPE(k).Add(1).Rem(nvshmem.NPEs(k)))
+			nvshmem.Put(k, nvshmem.Thread, nvshmem.SpanOf(p.At(8), 4), nvshmem.SpanOf(p, 4), nvshmem.MyPE(k).Add(1).Rem(nvshmem.NPEs(k)))
 		})
 	})
 	sym, _ = s.MallocSymmetric(64)
@@ -73,7 +75,7 @@ func TestEmulatorNBIPending(t *testing.T) {
 func TestEmulatorMulticast(t *testing.T) {
 	s, e, launch := emuKernel(t, func(k *dsl.Kernel) {
 		p := k.PtrParam("p", dsl.U64)
-		k.If(k.ThreadIdx(dsl.X).Eq(0), func() { k.Store(p, k.PtrValue(MulticastPtr(k, TeamWorld, p))) })
+		k.If(k.ThreadIdx(dsl.X).Eq(0), func() { k.Store(p, k.PtrValue(nvshmem.MulticastPtr(k, nvshmem.TeamWorld, p))) })
 	})
 	sym, _ := s.MallocSymmetric(8)
 	if err := launch(func(g int) []any { return []any{sym.On(g)} }); err != nil {
@@ -96,29 +98,29 @@ func TestEmulatorMulticast(t *testing.T) {
 // TestEmulatorReduceScatter: block i of the reduction lands on PE i, at every scope.
 func TestEmulatorReduceScatter(t *testing.T) {
 	const n, pes = 5, 3
-	for _, s := range []Scope{Thread, Warp, Block} {
+	for _, s := range []nvshmem.Scope{nvshmem.Thread, nvshmem.Warp, nvshmem.Block} {
 		k := dsl.New("k")
 		src, dst := k.PtrParam("src", dsl.I32), k.PtrParam("dst", dsl.I32)
 		gate := func(f func()) {
 			switch s {
-			case Thread:
+			case nvshmem.Thread:
 				k.If(k.ThreadIdx(dsl.X).Eq(0), f)
-			case Warp:
+			case nvshmem.Warp:
 				k.If(k.ThreadIdx(dsl.X).Lt(32), f)
 			default:
 				f()
 			}
 		}
 		gate(func() {
-			ReduceScatter(k, s, TeamWorld, Sum, SpanOf(dst, n), SpanOf(src, n*pes))
-			ReduceScatter(k, s, TeamWorld, Xor, SpanOf(dst.At(n), n), SpanOf(src, n*pes))
+			nvshmem.ReduceScatter(k, s, nvshmem.TeamWorld, nvshmem.Sum, nvshmem.SpanOf(dst, n), nvshmem.SpanOf(src, n*pes))
+			nvshmem.ReduceScatter(k, s, nvshmem.TeamWorld, nvshmem.Xor, nvshmem.SpanOf(dst.At(n), n), nvshmem.SpanOf(src, n*pes))
 		})
 		m, err := k.Build()
 		if err != nil {
 			t.Fatal(err)
 		}
 		sys, _ := emu.New(pes)
-		if _, err := Emulate(sys); err != nil {
+		if _, err := shmemu.Emulate(sys); err != nil {
 			t.Fatal(err)
 		}
 		in, _ := sys.MallocSymmetric(4 * n * pes)
@@ -148,6 +150,29 @@ func TestEmulatorReduceScatter(t *testing.T) {
 					t.Fatalf("%v: PE %d element %d: %d, %d; want %d, %d", s, pe, i, got[i], got[n+i], sum, x)
 				}
 			}
+		}
+	}
+}
+
+// TestEmulateNil checks the emulator's argument check.
+func TestEmulateNil(t *testing.T) {
+	if _, err := shmemu.Emulate(nil); err == nil {
+		t.Error("Emulate(nil) succeeded")
+	}
+}
+
+// TestOddOnes: a size mismatch names the PE that differs from the others.
+func TestOddOnes(t *testing.T) {
+	for _, c := range []struct {
+		n    []int
+		want string
+	}{
+		{[]int{4, 4, 4}, ""},
+		{[]int{8, 4, 4}, "PE 0 reduces 8 bytes where PEs 1, 2 reduce 4"},
+		{[]int{4, 4, 12}, "PE 2 reduces 12 bytes where PEs 0, 1 reduce 4"},
+	} {
+		if got := shmemu.OddOnes(c.n); got != c.want {
+			t.Errorf("OddOnes(%v) = %q, want %q", c.n, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,8 @@
-package nvshmem
+// Package shmemu emulates NVSHMEM 3.x's device library on the emulator (package emu): every
+// device function package nvshmem's operations call (abi.Functions) is an extern of the
+// emulated machine, so kernels that call NVSHMEM run and are checked without GPUs. It imports
+// no builder: package jit's emulator backend and the tests use it.
+package shmemu
 
 import (
 	"encoding/binary"
@@ -6,9 +10,9 @@ import (
 	"math"
 	"strings"
 
-	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/nvshmem/abi"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -16,14 +20,14 @@ import (
 // hook: the PEs are the simulated GPUs, the symmetric heap is emu's symmetric allocations.
 //
 // Semantics:
-//   - Blocking puts, gets, p, g, AMOs and signal operations take effect when called; put
+//   - Blocking puts, gets, p, g, abi.AMOs and signal operations take effect when called; put
 //     with signal writes the data, then updates the signal.
 //   - Non-blocking puts (put_nbi, put_signal_nbi) copy their source when issued and are
 //     delivered later, in issue order per PE, with the signal after its data: at the
 //     issuing PE's quiet, fence, barrier or barrier_all, or whenever some NVSHMEM call of
 //     any PE has to wait (the progress NVSHMEM guarantees); Quiet on the host delivers what
 //     a kernel left. get_nbi completes when called.
-//   - Warp and block operations wait until every thread of the warp or block has called them
+//   - abi.Warp and block operations wait until every thread of the warp or block has called them
 //     (as their NVSHMEM forms synchronise the group), run once, and release the group.
 //   - barrier_all, sync_all, barrier, team_sync and the collectives (reduce, reducescatter, fcollect,
 //     broadcast, alltoall) are matched in call order per team: the k-th collective call of
@@ -47,7 +51,7 @@ type Emulator struct {
 	colls   map[collKey]*coll
 }
 
-// Emulate registers every function of Functions() on sys and returns the emulator that
+// Emulate registers every function of abi.Functions() on sys and returns the emulator that
 // implements them.
 func Emulate(sys *emu.System) (*Emulator, error) {
 	if sys == nil {
@@ -56,7 +60,7 @@ func Emulate(sys *emu.System) (*Emulator, error) {
 	e := &Emulator{sys: sys, npes: sys.NumGPUs()}
 	e.Reset()
 	hs := e.handlers()
-	for _, name := range Functions() {
+	for _, name := range abi.Functions() {
 		h, ok := hs[name]
 		if !ok {
 			return nil, fmt.Errorf("nvshmem: Emulate: no emulation of %s", name)
@@ -112,7 +116,7 @@ type pendingPut struct {
 }
 
 func sigApply(old, v uint64, op int32) uint64 {
-	if op == int32(SignalAdd) {
+	if op == int32(abi.SignalAdd) {
 		return old + v
 	}
 	return v
@@ -180,12 +184,12 @@ func threadIndex(c *emu.ExternCall) int {
 	return c.Thread[0] + max(bd.X, 1)*(c.Thread[1]+max(bd.Y, 1)*c.Thread[2])
 }
 
-func (e *Emulator) run(c *emu.ExternCall, s Scope, act action) error {
+func (e *Emulator) run(c *emu.ExternCall, s abi.Scope, act action) error {
 	g, _ := c.State.(*group)
 	if g == nil {
 		c.Fence()
 		switch s {
-		case Thread:
+		case abi.Thread:
 			g = &group{size: 1}
 		default:
 			bl := c.BlockLocal()
@@ -198,7 +202,7 @@ func (e *Emulator) run(c *emu.ExternCall, s Scope, act action) error {
 			nthreads := max(bd.X, 1) * max(bd.Y, 1) * max(bd.Z, 1)
 			tid := threadIndex(c)
 			size, grp := nthreads, 0
-			if s == Warp {
+			if s == abi.Warp {
 				size, grp = min(32, nthreads-c.Warp*32), c.Warp
 			}
 			sk := tid*4 + int(s)
@@ -266,7 +270,7 @@ func (e *Emulator) remote(addr uint64, pe int32, arg string) (uint64, error) {
 }
 
 func (e *Emulator) checkTeam(t int32) error {
-	if t < 0 || t > int32(TeamNode) {
+	if t < 0 || t > int32(abi.TeamNode) {
 		return fmt.Errorf("team %d is not a team the emulator knows (world 0, shared 1, node 2)", t)
 	}
 	return nil
@@ -274,7 +278,7 @@ func (e *Emulator) checkTeam(t int32) error {
 
 // elemInfo is an element type as the emulator computes with it.
 type elemInfo struct {
-	t    dsl.Type
+	t    ptx.Type
 	size int
 }
 
@@ -284,7 +288,7 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 	hs := map[string]emu.ExternFunc{}
 	thread := func(f func(c *emu.ExternCall) error) emu.ExternFunc {
 		return func(c *emu.ExternCall) error {
-			return e.run(c, Thread, now(func(c *emu.ExternCall, g *group) error {
+			return e.run(c, abi.Thread, now(func(c *emu.ExternCall, g *group) error {
 				err := f(c)
 				if len(c.Rets) > 0 {
 					g.ret = c.Rets[0]
@@ -358,7 +362,7 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 			return err
 		}
 		v, op := c.Args[1], argInt(c, 2)
-		if op != int32(SignalSet) && op != int32(SignalAdd) {
+		if op != int32(abi.SignalSet) && op != int32(abi.SignalAdd) {
 			return fmt.Errorf("unknown signal operation %d", op)
 		}
 		_, err = c.Atomic(a, 8, func(old uint64) uint64 { return sigApply(old, v, op) })
@@ -371,28 +375,28 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 	})
 	hs["nvshmem_signal_wait_until"] = func(c *emu.ExternCall) error {
 		cmp, want := argInt(c, 1), c.Args[2]
-		if cmp < int32(CmpEQ) || cmp > int32(CmpGE) {
+		if cmp < int32(abi.CmpEQ) || cmp > int32(abi.CmpGE) {
 			return fmt.Errorf("unknown comparison %d", cmp)
 		}
-		return e.run(c, Thread, func(c *emu.ExternCall, g *group) (bool, string, error) {
+		return e.run(c, abi.Thread, func(c *emu.ExternCall, g *group) (bool, string, error) {
 			v, err := c.Load64(c.Args[0])
 			if err != nil {
 				return false, "", err
 			}
-			if compare(v, Cmp(cmp), want) {
+			if compare(v, abi.Cmp(cmp), want) {
 				g.ret = v
 				return true, "", nil
 			}
-			return false, fmt.Sprintf("nvshmem_signal_wait_until: signal at %#x is %d, waiting for %s %d", c.Args[0], v, cmpName(Cmp(cmp)), want), nil
+			return false, fmt.Sprintf("nvshmem_signal_wait_until: signal at %#x is %d, waiting for %s %d", c.Args[0], v, cmpName(abi.Cmp(cmp)), want), nil
 		})
 	}
-	for _, s := range []Scope{Thread, Warp, Block} {
+	for _, s := range []abi.Scope{abi.Thread, abi.Warp, abi.Block} {
 		s := s
 		for _, base := range []string{"barrier_all", "sync_all", "barrier", "team_sync"} {
 			quiet := strings.HasPrefix(base, "barrier")
 			takesTeam := base == "barrier" || base == "team_sync"
-			hs[s.name(base)] = func(c *emu.ExternCall) error {
-				team := int32(TeamWorld)
+			hs[s.Func(base)] = func(c *emu.ExternCall) error {
+				team := int32(abi.TeamWorld)
 				if takesTeam {
 					team = argInt(c, 0)
 				}
@@ -400,10 +404,10 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 			}
 		}
 	}
-	for _, t := range scalarTypes {
+	for _, t := range abi.ScalarTypes() {
 		t := t
 		size := t.Bytes()
-		hs["nvshmem_"+typeNames[t]+"_p"] = thread(func(c *emu.ExternCall) error {
+		hs["nvshmem_"+typeName(t)+"_p"] = thread(func(c *emu.ExternCall) error {
 			a, err := e.remote(c.Args[0], argInt(c, 2), "dest")
 			if err != nil {
 				return err
@@ -412,7 +416,7 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 			binary.LittleEndian.PutUint64(b, c.Args[1])
 			return c.Store(a, b[:size])
 		})
-		hs["nvshmem_"+typeNames[t]+"_g"] = thread(func(c *emu.ExternCall) error {
+		hs["nvshmem_"+typeName(t)+"_g"] = thread(func(c *emu.ExternCall) error {
 			a, err := e.remote(c.Args[0], argInt(c, 1), "source")
 			if err != nil {
 				return err
@@ -429,28 +433,28 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 			return nil
 		})
 	}
-	for _, t := range Types() {
-		tn, el := typeNames[t], elemInfo{t: t, size: t.Bytes()}
-		for _, s := range []Scope{Thread, Warp, Block} {
+	for _, t := range abi.Types() {
+		tn, el := typeName(t), elemInfo{t: t, size: t.Bytes()}
+		for _, s := range []abi.Scope{abi.Thread, abi.Warp, abi.Block} {
 			s := s
-			hs[s.name(tn+"_put")] = e.rmaHandler(s, el, "put")
-			hs[s.name(tn+"_put_nbi")] = e.rmaHandler(s, el, "put_nbi")
-			hs[s.name(tn+"_get")] = e.rmaHandler(s, el, "get")
-			hs[s.name(tn+"_get_nbi")] = e.rmaHandler(s, el, "get")
-			hs[s.name(tn+"_put_signal")] = e.rmaHandler(s, el, "put_signal")
-			hs[s.name(tn+"_put_signal_nbi")] = e.rmaHandler(s, el, "put_signal_nbi")
-			for _, op := range ReduceOps() {
-				if reduceDefined(op, t) {
-					hs[s.name(tn+"_"+string(op)+"_reduce")] = e.collHandler(s, el, string(op))
-					hs[s.name(tn+"_"+string(op)+"_reducescatter")] = e.collHandler(s, el, "reducescatter:"+string(op))
+			hs[s.Func(tn+"_put")] = e.rmaHandler(s, el, "put")
+			hs[s.Func(tn+"_put_nbi")] = e.rmaHandler(s, el, "put_nbi")
+			hs[s.Func(tn+"_get")] = e.rmaHandler(s, el, "get")
+			hs[s.Func(tn+"_get_nbi")] = e.rmaHandler(s, el, "get")
+			hs[s.Func(tn+"_put_signal")] = e.rmaHandler(s, el, "put_signal")
+			hs[s.Func(tn+"_put_signal_nbi")] = e.rmaHandler(s, el, "put_signal_nbi")
+			for _, op := range abi.ReduceOps() {
+				if abi.ReduceDefined(op, t) {
+					hs[s.Func(tn+"_"+string(op)+"_reduce")] = e.collHandler(s, el, string(op))
+					hs[s.Func(tn+"_"+string(op)+"_reducescatter")] = e.collHandler(s, el, "reducescatter:"+string(op))
 				}
 			}
 			for _, op := range []string{"fcollect", "broadcast", "alltoall"} {
-				hs[s.name(tn+"_"+op)] = e.collHandler(s, el, op)
+				hs[s.Func(tn+"_"+op)] = e.collHandler(s, el, op)
 			}
 		}
-		for _, op := range AMOs() {
-			if name, ok := AMOName(op, t); ok {
+		for _, op := range abi.AMOs() {
+			if name, ok := abi.AMOName(op, t); ok {
 				hs[name] = thread(e.amo(op, el))
 			}
 		}
@@ -458,28 +462,28 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 	return hs
 }
 
-func compare(v uint64, cmp Cmp, w uint64) bool {
+func compare(v uint64, cmp abi.Cmp, w uint64) bool {
 	switch cmp {
-	case CmpEQ:
+	case abi.CmpEQ:
 		return v == w
-	case CmpNE:
+	case abi.CmpNE:
 		return v != w
-	case CmpGT:
+	case abi.CmpGT:
 		return v > w
-	case CmpLE:
+	case abi.CmpLE:
 		return v <= w
-	case CmpLT:
+	case abi.CmpLT:
 		return v < w
 	}
 	return v >= w
 }
 
-func cmpName(c Cmp) string {
+func cmpName(c abi.Cmp) string {
 	return [...]string{"==", "!=", ">", "<=", "<", ">="}[c]
 }
 
 // rmaHandler implements put, put_nbi, get (and get_nbi), put_signal and put_signal_nbi.
-func (e *Emulator) rmaHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
+func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFunc {
 	return func(c *emu.ExternCall) error {
 		return e.run(c, s, now(func(c *emu.ExternCall, g *group) error {
 			dst, src, n := c.Args[0], c.Args[1], c.Args[2]
@@ -524,7 +528,7 @@ func (e *Emulator) rmaHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
 					return err
 				}
 				sop := argInt(c, 5)
-				if sop != int32(SignalSet) && sop != int32(SignalAdd) {
+				if sop != int32(abi.SignalSet) && sop != int32(abi.SignalAdd) {
 					return fmt.Errorf("unknown signal operation %d", sop)
 				}
 				p.hasSig, p.sig, p.sigVal, p.sigOp = true, sa, c.Args[4], sop
@@ -568,16 +572,16 @@ func (e *Emulator) deliverThrough(c *emu.ExternCall, last *pendingPut) error {
 }
 
 // amo implements one atomic memory operation on one type.
-func (e *Emulator) amo(op AMO, el elemInfo) func(c *emu.ExternCall) error {
-	info := amos[op]
+func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
+	info, _ := abi.AMOSpec(op)
 	return func(c *emu.ExternCall) error {
 		i := 1
 		var cond, val uint64
-		if info.flags&amoTakesCond != 0 {
+		if info.TakesCond {
 			cond = c.Args[i]
 			i++
 		}
-		if info.flags&amoTakesValue != 0 {
+		if info.TakesValue {
 			val = c.Args[i]
 			i++
 		}
@@ -593,22 +597,22 @@ func (e *Emulator) amo(op AMO, el elemInfo) func(c *emu.ExternCall) error {
 		val &= mask
 		old, err := c.Atomic(a, el.size, func(old uint64) uint64 {
 			switch op {
-			case AtomicFetchOp:
+			case abi.AtomicFetchOp:
 				return old
-			case AtomicSetOp, AtomicSwapOp:
+			case abi.AtomicSetOp, abi.AtomicSwapOp:
 				return val
-			case AtomicCompareSwapOp:
+			case abi.AtomicCompareSwapOp:
 				if old == cond {
 					return val
 				}
 				return old
-			case AtomicIncOp, AtomicFetchIncOp:
+			case abi.AtomicIncOp, abi.AtomicFetchIncOp:
 				return (old + 1) & mask
-			case AtomicAddOp, AtomicFetchAddOp:
+			case abi.AtomicAddOp, abi.AtomicFetchAddOp:
 				return (old + val) & mask
-			case AtomicAndOp, AtomicFetchAndOp:
+			case abi.AtomicAndOp, abi.AtomicFetchAndOp:
 				return old & val
-			case AtomicOrOp, AtomicFetchOrOp:
+			case abi.AtomicOrOp, abi.AtomicFetchOrOp:
 				return old | val
 			}
 			return old ^ val // xor
@@ -636,8 +640,6 @@ type coll struct {
 	arrived int
 	taken   int
 	contrib map[int][]byte
-	root    int
-	n       int // elements
 }
 
 // collState is a PE's part in a collective across its tries.
@@ -720,7 +722,7 @@ func base(name string) string {
 }
 
 // collHandler implements reduce (op is the reduction), fcollect, broadcast and alltoall.
-func (e *Emulator) collHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
+func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFunc {
 	return func(c *emu.ExternCall) error {
 		team, dst, src, n := argInt(c, 0), c.Args[1], c.Args[2], int(c.Args[3])
 		if c.Args[3] > 1<<32 {
@@ -781,16 +783,20 @@ func (e *Emulator) collHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
 			}
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, total*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
+				lens := make([]int, e.npes)
+				for pe := range lens {
+					lens[pe] = len(cl.contrib[pe])
+				}
+				if d := oddOnes(lens); d != "" {
+					return fmt.Errorf("the PEs reduce different sizes: %s", d)
+				}
 				out := make([]byte, total*size)
 				copy(out, cl.contrib[0])
 				for pe := 1; pe < e.npes; pe++ {
 					b := cl.contrib[pe]
-					if len(b) != len(out) {
-						return fmt.Errorf("PE %d reduces %d bytes, PE 0 %d", pe, len(b), len(out))
-					}
 					for i := 0; i < total; i++ {
 						o := out[i*size : (i+1)*size]
-						combine(ReduceOp(rop), el.t, o, b[i*size:(i+1)*size])
+						combine(abi.ReduceOp(rop), el.t, o, b[i*size:(i+1)*size])
 					}
 				}
 				if scatter {
@@ -807,7 +813,7 @@ func (e *Emulator) collHandler(s Scope, el elemInfo, op string) emu.ExternFunc {
 }
 
 // combine sets acc = acc op x for one element of type t (little-endian bytes).
-func combine(op ReduceOp, t dsl.Type, acc, x []byte) {
+func combine(op abi.ReduceOp, t ptx.Type, acc, x []byte) {
 	size := len(acc)
 	get := func(b []byte) uint64 {
 		var v uint64
@@ -825,22 +831,22 @@ func combine(op ReduceOp, t dsl.Type, acc, x []byte) {
 	if t.IsFloat() {
 		toF := func(v uint64) float64 {
 			switch t {
-			case dsl.F16:
+			case ptx.F16:
 				return float64(fp.F16ToF32(uint16(v)))
-			case dsl.BF16:
+			case ptx.BF16:
 				return float64(fp.BF16ToF32(uint16(v)))
-			case dsl.F32:
+			case ptx.F32:
 				return float64(math.Float32frombits(uint32(v)))
 			}
 			return math.Float64frombits(v)
 		}
 		fromF := func(f float64) uint64 {
 			switch t {
-			case dsl.F16:
+			case ptx.F16:
 				return uint64(fp.F32ToF16(float32(f)))
-			case dsl.BF16:
+			case ptx.BF16:
 				return uint64(fp.F32ToBF16(float32(f)))
-			case dsl.F32:
+			case ptx.F32:
 				return uint64(math.Float32bits(float32(f)))
 			}
 			return math.Float64bits(f)
@@ -848,13 +854,13 @@ func combine(op ReduceOp, t dsl.Type, acc, x []byte) {
 		fa, fb := toF(a), toF(b)
 		var r float64
 		switch op {
-		case Sum:
+		case abi.Sum:
 			r = fa + fb
-		case Prod:
+		case abi.Prod:
 			r = fa * fb
-		case Min:
+		case abi.Min:
 			r = math.Min(fa, fb)
-		case Max:
+		case abi.Max:
 			r = math.Max(fa, fb)
 		}
 		put(fromF(r))
@@ -865,28 +871,64 @@ func combine(op ReduceOp, t dsl.Type, acc, x []byte) {
 	sa, sb := int64(a<<shift)>>shift, int64(b<<shift)>>shift
 	var r uint64
 	switch op {
-	case Sum:
+	case abi.Sum:
 		r = a + b
-	case Prod:
+	case abi.Prod:
 		r = a * b
-	case Min:
+	case abi.Min:
 		if signed && sa <= sb || !signed && a <= b {
 			r = a
 		} else {
 			r = b
 		}
-	case Max:
+	case abi.Max:
 		if signed && sa >= sb || !signed && a >= b {
 			r = a
 		} else {
 			r = b
 		}
-	case And:
+	case abi.And:
 		r = a & b
-	case Or:
+	case abi.Or:
 		r = a | b
-	case Xor:
+	case abi.Xor:
 		r = a ^ b
 	}
 	put(r)
+}
+
+func typeName(t ptx.Type) string {
+	n, _ := abi.TypeName(t)
+	return n
+}
+
+// oddOnes describes how the byte counts of the PEs (indexed by PE) differ, naming the PEs
+// that differ from the most common count first: "PE 0 reduces 8 bytes where PEs 1, 2
+// reduce 4". It returns "" when all are equal.
+func oddOnes(n []int) string {
+	count := map[int]int{}
+	for _, x := range n {
+		count[x]++
+	}
+	if len(count) < 2 {
+		return ""
+	}
+	common := n[0]
+	for _, x := range n { // the most common count; ties go to the lowest PE's
+		if count[x] > count[common] {
+			common = x
+		}
+	}
+	var odd, same []string
+	for pe, x := range n {
+		if x == common {
+			same = append(same, fmt.Sprint(pe))
+		} else {
+			odd = append(odd, fmt.Sprintf("PE %d reduces %d bytes", pe, x))
+		}
+	}
+	if len(same) == 1 {
+		return fmt.Sprintf("%s where PE %s reduces %d", strings.Join(odd, ", "), same[0], common)
+	}
+	return fmt.Sprintf("%s where PEs %s reduce %d", strings.Join(odd, ", "), strings.Join(same, ", "), common)
 }

@@ -1,0 +1,146 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kgen-dev/kgen/dsl"
+)
+
+// TestRanksDisagree: a collective call whose ranks disagree (element count, dtype, op,
+// root) fails on every rank, naming the rank that differs, instead of returning nil with a
+// wrong element.
+func TestRanksDisagree(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		mc   bool
+		call func(e *rankEnv, odd bool) error
+		want string
+	}{
+		{"count", false, func(e *rankEnv, odd bool) error {
+			n := 301
+			if odd {
+				n = 302 // pads to the same bytes as 301
+			}
+			b, err := e.c.Alloc(dsl.F32, n)
+			if err != nil {
+				return err
+			}
+			return e.c.AllReduce(ctx, b, Sum)
+		}, "rank 0 has AllReduce of 302 f32 by sum in place where ranks 1, 2 have AllReduce of 301 f32 by sum in place"},
+		{"count multicast", true, func(e *rankEnv, odd bool) error {
+			n := 301
+			if odd {
+				n = 302
+			}
+			b, err := e.c.Alloc(dsl.F32, n)
+			if err != nil {
+				return err
+			}
+			return e.c.AllReduce(ctx, b, Sum)
+		}, "rank 0 has AllReduce of 302 f32"},
+		{"dtype", false, func(e *rankEnv, odd bool) error {
+			dt := dsl.F32
+			if odd {
+				dt = dsl.I32
+			}
+			b, err := e.c.Alloc(dt, 64)
+			if err != nil {
+				return err
+			}
+			return e.c.AllReduce(ctx, b, Sum)
+		}, "PE 0 has 65536 bytes where PEs 1, 2 have 6144 bytes"}, // the one-shot's staging buffer against Lamport's slots
+		{"op", true, func(e *rankEnv, odd bool) error {
+			op := Sum
+			if odd {
+				op = Max
+			}
+			b, err := e.c.Alloc(dsl.F16, 64)
+			if err != nil {
+				return err
+			}
+			return e.c.AllReduce(ctx, b, op)
+		}, "rank 0 has AllReduce of 64 f16 by max in place where ranks 1, 2 have AllReduce of 64 f16 by sum"},
+		{"root", false, func(e *rankEnv, odd bool) error {
+			root := 1
+			if odd {
+				root = 2
+			}
+			b, err := e.c.Alloc(dsl.F32, 64)
+			if err != nil {
+				return err
+			}
+			return e.c.Broadcast(ctx, b, b, root)
+		}, "rank 0 has Broadcast of 64 f32 from root 2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			errs := make([]error, 3)
+			err := runRanksErr(3, c.mc, false, 0, testOpts, func(e *rankEnv) error {
+				errs[e.c.Rank()] = c.call(e, e.c.Rank() == 0)
+				return errs[e.c.Rank()]
+			})
+			if err == nil {
+				t.Fatal("every rank succeeded")
+			}
+			for r, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// TestMissingRankDeadline: rank 2 never calls AllReduce; the others' calls end at their
+// context's deadline, naming rank 2, instead of hanging.
+func TestMissingRankDeadline(t *testing.T) {
+	for _, mc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mc=%v", mc), func(t *testing.T) {
+			var mu sync.Mutex
+			errs := map[int]error{}
+			release := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- runRanksErr(3, mc, false, 0, testOpts, func(e *rankEnv) error {
+					b, err := e.c.Alloc(dsl.F32, 1000)
+					if err != nil {
+						return err
+					}
+					if e.c.Rank() == 2 {
+						<-release
+						return nil
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+					defer cancel()
+					err = e.c.AllReduce(ctx, b, Sum)
+					mu.Lock()
+					errs[e.c.Rank()] = err
+					if len(errs) == 2 {
+						close(release)
+					}
+					mu.Unlock()
+					return err
+				})
+			}()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("every rank succeeded")
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("AllReduce did not honour its context's deadline")
+			}
+			for r := 0; r < 2; r++ {
+				if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 2 never made it") {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}

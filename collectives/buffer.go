@@ -1,0 +1,154 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/jit"
+)
+
+// Buffer is a symmetric buffer of n elements of one type on every GPU of a Comm (allocated
+// in whole 16-byte units: the kernels move 128-bit vectors). A rank reads and writes its own
+// GPU's copy.
+type Buffer struct {
+	c  *Comm
+	s  *sym
+	dt dsl.Type
+	n  int
+}
+
+// DTypes lists the element types every collective takes. fp8 (FP8DTypes) is narrower.
+func DTypes() []dsl.Type { return []dsl.Type{dsl.F32, dsl.F16, dsl.BF16, dsl.I32} }
+
+// FP8DTypes lists the fp8 element types: AllReduce and ReduceScatter of them need multicast
+// on an sm_100a-class target (Options.Target sm_100a; the mm_*_fp8_* kernels, sums
+// accumulating in f16), AllGather and Broadcast need multicast and whole 4-byte parts.
+func FP8DTypes() []dsl.Type { return []dsl.Type{dsl.E4M3, dsl.E5M2} }
+
+func supported(dt dsl.Type) bool {
+	return slices.Contains(DTypes(), dt) || isFP8(dt)
+}
+
+func isFP8(dt dsl.Type) bool { return slices.Contains(FP8DTypes(), dt) }
+
+// Alloc allocates a symmetric buffer of n elements of dt on every GPU (collective).
+func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
+	if c.closed {
+		return nil, errClosed
+	}
+	if !supported(dt) {
+		return nil, fmt.Errorf("collectives: element type %s is not supported (f32, f16, bf16, s32; e4m3 and e5m2 with multicast on sm_100a)", dt)
+	}
+	if n < 1 || n > math.MaxInt32/16 {
+		return nil, fmt.Errorf("collectives: %d elements: want 1 to %d", n, math.MaxInt32/16)
+	}
+	s, err := c.alloc(context.Background(), n*dt.Bytes(), true)
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer{c: c, s: s, dt: dt, n: n}, nil
+}
+
+// Len returns the number of elements.
+func (b *Buffer) Len() int { return b.n }
+
+// DType returns the element type.
+func (b *Buffer) DType() dsl.Type { return b.dt }
+
+// Bytes returns the size of the elements in bytes (without the 16-byte padding).
+func (b *Buffer) Bytes() int { return b.n * b.dt.Bytes() }
+
+// DevPtr returns the address of this GPU's copy, for passing b to other kernels (a generated
+// launcher takes jit.TypedPtr[float32](b.DevPtr()), or jit.AnyPtr).
+func (b *Buffer) DevPtr() jit.DevicePtr { return b.s.own }
+
+// Write copies p (little-endian elements, at most Bytes()) to this GPU's copy.
+func (b *Buffer) Write(p []byte) error {
+	if len(p) > b.Bytes() {
+		return fmt.Errorf("collectives: %d bytes into a buffer of %d", len(p), b.Bytes())
+	}
+	return b.c.r.Device.CopyHtoD(b.s.own, p)
+}
+
+// Read copies this GPU's copy into p (at most Bytes()), after the device (and
+// Options.Stream) has finished its work.
+func (b *Buffer) Read(p []byte) error {
+	if len(p) > b.Bytes() {
+		return fmt.Errorf("collectives: %d bytes from a buffer of %d", len(p), b.Bytes())
+	}
+	if st := b.c.o.Stream; st != nil {
+		if err := st.Synchronize(); err != nil {
+			return err
+		}
+	}
+	if err := b.c.r.Device.Synchronize(); err != nil {
+		return err
+	}
+	return b.c.r.Device.CopyDtoH(p, b.s.own)
+}
+
+// WriteF32 writes float32 values (converted to the buffer's type, rounding to nearest even;
+// fp8 values out of range become NaN or Inf as cvt without .satfinite) to this GPU's copy.
+func (b *Buffer) WriteF32(v []float32) error {
+	p := make([]byte, 0, len(v)*b.dt.Bytes())
+	for _, x := range v {
+		switch b.dt {
+		case dsl.E4M3:
+			e, _ := fp.F64ToE4M3(float64(x)) // out of range: the NaN bits, as documented
+			p = append(p, e)
+		case dsl.E5M2:
+			e, _ := fp.F64ToE5M2(float64(x))
+			p = append(p, e)
+		case dsl.F32:
+			p = binary.LittleEndian.AppendUint32(p, math.Float32bits(x))
+		case dsl.I32:
+			p = binary.LittleEndian.AppendUint32(p, uint32(int32(x)))
+		case dsl.F16:
+			p = binary.LittleEndian.AppendUint16(p, fp.F32ToF16(x))
+		case dsl.BF16:
+			p = binary.LittleEndian.AppendUint16(p, fp.F32ToBF16(x))
+		}
+	}
+	return b.Write(p)
+}
+
+// ReadF32 reads this GPU's copy, converted to float32.
+func (b *Buffer) ReadF32() ([]float32, error) {
+	p := make([]byte, b.Bytes())
+	if err := b.Read(p); err != nil {
+		return nil, err
+	}
+	out := make([]float32, b.n)
+	for i := range out {
+		switch b.dt {
+		case dsl.E4M3:
+			out[i] = float32(fp.E4M3ToF64(p[i]))
+		case dsl.E5M2:
+			out[i] = float32(fp.E5M2ToF64(p[i]))
+		case dsl.F32:
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+		case dsl.I32:
+			out[i] = float32(int32(binary.LittleEndian.Uint32(p[4*i:])))
+		case dsl.F16:
+			out[i] = fp.F16ToF32(binary.LittleEndian.Uint16(p[2*i:]))
+		case dsl.BF16:
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(p[2*i:])) << 16)
+		}
+	}
+	return out, nil
+}
+
+func (c *Comm) own(b *Buffer, what string) error {
+	if b == nil {
+		return fmt.Errorf("collectives: %s: nil buffer", what)
+	}
+	if b.c != c {
+		return fmt.Errorf("collectives: %s: the buffer belongs to another Comm", what)
+	}
+	return nil
+}

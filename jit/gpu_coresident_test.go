@@ -1,0 +1,89 @@
+//go:build cuda && cgo
+
+package jit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// gridBarrier: every block's thread 0 counts itself in, spins until every block of the grid
+// has, then marks its block done; it finishes only when the whole grid is resident at once.
+func gridBarrier(t *testing.T) *ptx.Module {
+	k := dsl.New("grid_barrier", dsl.WithTarget(ptx.SM90))
+	cnt, out := k.PtrParam("cnt", dsl.U32), k.PtrParam("out", dsl.U32)
+	k.If(k.ThreadIdx(dsl.X).Eq(0), func() {
+		k.Reduce(dsl.AtomAdd, cnt, uint32(1), dsl.Release(dsl.GPU))
+		n := k.GridDim(dsl.X)
+		k.While(func() dsl.Value { return k.Load(cnt, dsl.Acquire(dsl.GPU)).Lt(n) }, func() {})
+		k.Store(out.At(k.BlockIdx(dsl.X)), uint32(1))
+	})
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestGPUCoResident launches a grid barrier over the most blocks the GPU holds at once
+// (cooperatively; it completes) and checks a grid one block larger is refused before launch.
+func TestGPUCoResident(t *testing.T) {
+	d := openGPUOrSkip(t, 0)
+	defer d.Close()
+	m, err := d.Load(Source{Module: gridBarrier(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Function("grid_barrier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := D1(1024)
+	n, why, err := f.impl.(coLauncher).residentBlocks(block, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d blocks of 1024 threads resident at once (%s)", d.Info().Name, n, why)
+	if n < d.Info().Multiproc {
+		t.Fatalf("%d resident blocks on %d SMs", n, d.Info().Multiproc)
+	}
+	cnt, err := Alloc[uint32](d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Alloc[uint32](d, n+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cnt.CopyFromHost([]uint32{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.CopyFromHost(make([]uint32, n+1)); err != nil {
+		t.Fatal(err)
+	}
+	err = f.Launch(LaunchConfig{Grid: D1(n + 1), Block: block, CoResident: true}, cnt, out)
+	if err == nil || !strings.Contains(err.Error(), "resident at once") {
+		t.Fatalf("a grid of %d blocks: %v; want it refused", n+1, err)
+	}
+	if err := f.Launch(LaunchConfig{Grid: D1(n), Block: block, CoResident: true}, cnt, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]uint32, n+1)
+	if err := out.CopyToHost(got); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if got[i] != 1 {
+			t.Fatalf("block %d did not pass the grid barrier", i)
+		}
+	}
+	if got[n] != 0 {
+		t.Fatal("a block beyond the grid ran")
+	}
+}

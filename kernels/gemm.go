@@ -1,0 +1,315 @@
+package kernels
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// MatrixLayout says how a matrix is stored: RowMajor (each row contiguous, leading dimension
+// the column count) or ColMajor.
+type MatrixLayout int
+
+// The matrix layouts.
+const (
+	RowMajor MatrixLayout = iota
+	ColMajor
+)
+
+func (l MatrixLayout) String() string { return [...]string{"row", "col"}[l] }
+
+// GemmConfig selects one gemm kernel: D = alpha*A*B + beta*C with A (M x K) and B (K x N) of
+// In elements in the given layouts, f32 accumulation, C and D (M x N, row-major) of Out
+// elements. The block computes a BM x BN tile of D with WarpsM x WarpsN warps (each warp a
+// BM/WarpsM x BN/WarpsN part, atoms interleaved), BK columns of K per main-loop step, Stages
+// shared-memory stages of cp.async loads in flight. Aligned kernels require M, N and K to be
+// multiples of 8 (every 8-element run of A and B starts on 16 bytes) and copy with 16-byte
+// cp.async; the others take any shape and load through registers.
+type GemmConfig struct {
+	In, Out        dsl.Type
+	A, B           MatrixLayout
+	BM, BN, BK     int
+	WarpsM, WarpsN int
+	Stages         int
+	Aligned        bool
+	// IssueAfter is the K block (of 16) of a main-loop step before which the step issues the
+	// next tile's loads: 0 right after the barrier, BK/16 (or more) after the last block's
+	// MMAs (double-buffered: before the last block's, after the next tile's barrier).
+	IssueAfter int
+	// DoubleBuffer loads each K block's fragments one block ahead, the next tile's first
+	// block before this tile's last MMAs (CUTLASS's register pipelining).
+	DoubleBuffer bool
+	// Atom overrides the MMA (nil: m16n8k16 with f32 accumulators of In); tests use it to
+	// prove that a wrong fragment layout is caught.
+	Atom *dsl.MMAAtom
+}
+
+// DefaultGemmConfig is the registry's gemm: row-major A and B (torch.matmul's), out = in,
+// 128x128x64 tiles on 4 warps (2x2, 64x64 each), 3 stages (96 KiB of shared memory: two
+// blocks per SM), aligned: the fastest of the tile sweep in docs/bench.md on an H100.
+func DefaultGemmConfig(dt dsl.Type) GemmConfig {
+	return GemmConfig{In: dt, Out: dt, A: RowMajor, B: RowMajor, BM: 128, BN: 128, BK: 64, WarpsM: 2, WarpsN: 2, Stages: 3, Aligned: true}
+}
+
+// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}{_db}.
+func (c GemmConfig) Name() string {
+	al := ""
+	if c.Aligned {
+		al = "_a"
+	}
+	if c.IssueAfter > 0 {
+		al += fmt.Sprintf("_i%d", c.IssueAfter)
+	}
+	if c.DoubleBuffer {
+		al += "_db"
+	}
+	return fmt.Sprintf("gemm_%s_%s_%s%s_%dx%dx%d_%dx%dw%ds%s", c.In, c.Out, c.A.String()[:1], c.B.String()[:1],
+		c.BM, c.BN, c.BK, c.WarpsM, c.WarpsN, c.Stages, al)
+}
+
+// Threads returns the block size.
+func (c GemmConfig) Threads() int { return 32 * c.WarpsM * c.WarpsN }
+
+// SharedBytes returns the dynamic shared memory a block needs: the pipeline's stages, or
+// the epilogue's f32 tile (rows padded by 8), whichever is larger.
+func (c GemmConfig) SharedBytes() int {
+	return max(c.Stages*(c.BM+c.BN)*c.BK*c.In.Bytes(), c.BM*(c.BN+8)*4)
+}
+
+// Grid returns the number of blocks for an M x N output (a 1-D grid; see gemmBlock).
+func (c GemmConfig) Grid(m, n int) int { return ceilDiv(m, c.BM) * ceilDiv(n, c.BN) }
+
+// Check reports a configuration the kernel cannot build.
+func (c GemmConfig) Check() error {
+	pow2 := func(x int) bool { return x > 0 && x&(x-1) == 0 }
+	switch {
+	case c.In != dsl.F16 && c.In != dsl.BF16:
+		return fmt.Errorf("gemm: input type %s (want f16 or bf16)", c.In)
+	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
+		return fmt.Errorf("gemm: output type %s (want f16, bf16 or f32)", c.Out)
+	case !pow2(c.BM) || !pow2(c.BN) || !pow2(c.BK) || c.BK < 16 || c.BK > 64 || c.DoubleBuffer && c.BK < 32:
+		return fmt.Errorf("gemm: tile %dx%dx%d: want powers of two, BK in 16..64 (32..64 double-buffered)", c.BM, c.BN, c.BK)
+	case c.WarpsM <= 0 || c.WarpsN <= 0 || c.BM%(16*c.WarpsM) != 0 || c.BN%(16*c.WarpsN) != 0:
+		return fmt.Errorf("gemm: %dx%d warps do not tile %dx%d in 16x16 steps", c.WarpsM, c.WarpsN, c.BM, c.BN)
+	case c.Stages < 2:
+		return fmt.Errorf("gemm: %d stages (want at least 2)", c.Stages)
+	}
+	// The epilogue: threads cover whole rows of the tile in 16-byte runs.
+	if cols := c.BN / (16 / c.Out.Bytes()); cols > c.Threads() || c.BM%(c.Threads()/cols) != 0 {
+		return fmt.Errorf("gemm: %d threads cannot cover %d-column rows of %s in 16-byte runs, a whole number of rows at a time", c.Threads(), c.BN, c.Out)
+	}
+	return nil
+}
+
+// GemmArgs are the gemm kernel's parameters: a, b (in type), m, n, k, alpha, beta, c, d (out
+// type). C may be null when beta is 0.
+type GemmArgs struct {
+	A, B        dsl.Ptr
+	M, N, K     dsl.Value `kgen:"u32"`
+	Alpha, Beta dsl.Value `kgen:"f32"`
+}
+
+// GemmOut are the output parameters (Out elements), after GemmArgs.
+type GemmOut struct {
+	C, D dsl.Ptr
+}
+
+func init() {
+	register(&Spec{
+		Name:    "gemm",
+		Doc:     "D = alpha*A*B + beta*C, row-major A (MxK), B (KxN), C, D; f32 accumulation on mma.sync; 128x128x64 tiles, 4 warps, 3 cp.async stages; M, N, K multiples of 8",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: []ptx.Target{ptx.SM80, ptx.SM86, ptx.SM89, ptx.SM90, ptx.SM90a, ptx.SM100a, ptx.SM120a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { Gemm(k, DefaultGemmConfig(dt)) },
+	})
+}
+
+// gemmAtom is the MMA for f32 accumulation of the input type.
+func gemmAtom(in dsl.Type) dsl.MMAAtom {
+	if in == dsl.BF16 {
+		return dsl.MMA_16x8x16_F32BF16BF16F32
+	}
+	return dsl.MMA_16x8x16_F32F16F16F32
+}
+
+// smemSwizzle returns the swizzle that keeps ldmatrix and the 16-byte cp.async stores free
+// of bank conflicts on a tile whose contiguous mode has e 16-bit elements: the 16-byte
+// chunk index (bits 3..) xor the row bits above a 128-byte line.
+func smemSwizzle(e int) layout.Swizzle {
+	lg := bits.TrailingZeros(uint(e))
+	b := min(3, lg-3)
+	s := max(3, lg-3)
+	return layout.Swizzle{B: b, M: 3, S: s}
+}
+
+// Gemm writes the kernel for cfg into k. Launch cfg.Grid(M, N) blocks of cfg.Threads()
+// threads with cfg.SharedBytes() bytes of dynamic shared memory.
+func Gemm(k *dsl.Kernel, cfg GemmConfig) {
+	if err := cfg.Check(); err != nil {
+		k.Errorf("%v", err)
+		return
+	}
+	a := dsl.Params[GemmArgs](k, cfg.In)
+	o := dsl.Params[GemmOut](k, cfg.Out)
+	if cfg.Aligned {
+		for _, v := range []dsl.Value{a.M, a.N, a.K} {
+			k.Assume(v, 8)
+		}
+	}
+	BM, BN, BK := cfg.BM, cfg.BN, cfg.BK
+	tid := k.ThreadIdx(dsl.X)
+	bm, bn := gemmBlock(k, a.M, a.N, BM, BN)
+
+	// Global views: A as M x K, B as N x K (CuTe's convention), C and D as M x N.
+	gA := k.MakeTensorDyn(a.A, []any{a.M, a.K}, map[MatrixLayout][]any{RowMajor: {a.K, 1}, ColMajor: {1, a.M}}[cfg.A])
+	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, map[MatrixLayout][]any{RowMajor: {1, a.N}, ColMajor: {a.K, 1}}[cfg.B])
+	gD := k.MakeTensorDyn(o.D, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	nt := cfg.Threads()
+
+	// Shared memory: Stages tiles of A then Stages tiles of B, each swizzled along its
+	// contiguous mode.
+	smem := k.DynamicShared(cfg.In, 128)
+	aKContig, bKContig := cfg.A == RowMajor, cfg.B == ColMajor
+	mk := func(p dsl.Ptr, rows int, kc bool) dsl.Tensor {
+		if kc {
+			return k.MakeSwizzledTensor(p, smemSwizzle(BK), layout.Must(layout.New(layout.Ints(rows, BK), layout.Ints(BK, 1))))
+		}
+		return k.MakeSwizzledTensor(p, smemSwizzle(rows), layout.Must(layout.New(layout.Ints(rows, BK), layout.Ints(1, rows))))
+	}
+	sA := mk(smem, BM, aKContig)
+	sB := mk(smem.At(cfg.Stages*BM*BK), BN, bKContig)
+	stageOf := func(t dsl.Tensor, elems int, st dsl.Value) dsl.Tensor {
+		return t.ShiftBase(k.Assume(st.Mul(int32(elems)), elems))
+	}
+
+	// Global -> shared copies: 16-byte cp.async (aligned) or element loads, threads laid
+	// along the contiguous mode.
+	gcopy := func(rows int, kc bool) dsl.ThrCopy {
+		atom, vec := dsl.CpAsync16, 8
+		if !cfg.Aligned {
+			atom, vec = dsl.UniversalCopy, 1
+		}
+		if kc {
+			c := BK / vec
+			if c > nt {
+				c = nt
+			}
+			thr := layout.Must(layout.New(layout.Ints(nt/c, c), layout.Ints(c, 1)))
+			return dsl.MakeTiledCopy(atom, thr, []int{1, vec}).Slice(tid)
+		}
+		c := rows / vec
+		if c > nt {
+			c = nt
+		}
+		thr := layout.Must(layout.New(layout.Ints(c, nt/c), layout.Ints(1, c)))
+		return dsl.MakeTiledCopy(atom, thr, []int{vec, 1}).Slice(tid)
+	}
+	cpA, cpB := gcopy(BM, aKContig), gcopy(BN, bKContig)
+	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK)).To(dsl.I32)
+	pipe := k.CpAsyncPipeline(cfg.Stages, kTiles, func(st, t dsl.Value) {
+		cpA.Copy(cpA.PartitionS(gA.LocalTile([]int{BM, BK}, bm, t)), cpA.PartitionD(stageOf(sA, BM*BK, st)))
+		cpB.Copy(cpB.PartitionS(gB.LocalTile([]int{BN, BK}, bn, t)), cpB.PartitionD(stageOf(sB, BN*BK, st)))
+	})
+
+	// The MMA, its fragments and the ldmatrix copies retiled to them.
+	atom := gemmAtom(cfg.In)
+	if cfg.Atom != nil {
+		atom = *cfg.Atom
+	}
+	mma := dsl.MakeTiledMMA(atom, layout.Must(layout.New(layout.Ints(cfg.WarpsM, cfg.WarpsN, 1), layout.Ints(1, cfg.WarpsM, 0))), nil)
+	thr := mma.Slice(tid)
+	tCrA, tCrB := thr.PartitionFragmentA(sA), thr.PartitionFragmentB(sB)
+	tCrC := thr.PartitionFragmentC(gD) // f32 accumulators, zeroed
+	ldA := dsl.MakeTiledCopyA(dsl.LdMatrixX4, mma).Slice(tid)
+	ldB := dsl.MakeTiledCopyB(dsl.LdMatrixX4, mma).Slice(tid)
+	tCsA, tCsB := ldA.PartitionS(sA), ldB.PartitionS(sB)
+
+	KB := BK / 16
+	frags := func(st dsl.Value, kb int) { // one K block of the stage into the fragments
+		ldA.Copy(stageOf(tCsA, BM*BK, st).Slice(2, kb), tCrA.Slice(2, kb))
+		ldB.Copy(stageOf(tCsB, BN*BK, st).Slice(2, kb), tCrB.Slice(2, kb))
+	}
+	issue := func(t dsl.Value, kb, last int) { // kb == KB: after the step's last MMAs
+		if kb == min(cfg.IssueAfter, last) {
+			pipe.Issue(t.Add(int32(cfg.Stages - 1))) // into the stage of tile t-1, free since the last barrier
+		}
+	}
+	pipe.Start()
+	if !cfg.DoubleBuffer {
+		k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
+			pipe.Wait(t) // tile t landed; every thread is done with tile t-1's stage
+			st := pipe.Stage(t)
+			for kb := 0; kb < KB; kb++ { // a Go loop: unrolled
+				issue(t, kb, KB)
+				frags(st, kb)
+				k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
+			}
+			issue(t, KB, KB)
+		})
+	} else {
+		// Registers double-buffered: K block kb+1 is loaded before block kb's MMAs, and the
+		// next tile's first block before this tile's last MMAs (after the barrier that says
+		// it landed), so ldmatrix latency hides behind tensor-core work.
+		pipe.Wait(k.Const(dsl.I32, 0))
+		frags(k.Const(dsl.I32, 0), 0)
+		k.For(int32(0), kTiles, int32(1), func(t dsl.Value) {
+			st := pipe.Stage(t)
+			for kb := 0; kb < KB; kb++ {
+				issue(t, kb, KB-1) // before the wait below, which counts it
+				if kb < KB-1 {
+					frags(st, kb+1)
+				} else {
+					next := t.Add(int32(1))
+					pipe.Wait(next) // tile t+1 landed; every thread has loaded its last block of tile t
+					k.If(next.Lt(kTiles), func() { frags(pipe.Stage(next), 0) })
+				}
+				k.Gemm(mma, tCrA.Slice(2, kb), tCrB.Slice(2, kb), tCrC)
+			}
+		})
+	}
+	pipe.Drain()
+
+	// Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
+	// that the fragments' paired stores spread over the banks), then every thread blends
+	// 16-byte runs of rows with C (beta*C; with beta = 0 C is not read: D's memory stands
+	// in for it and its values are selected away) and stores them to D, converted to Out,
+	// coalesced and predicated at the matrix edges, one row block per iteration of a
+	// runtime loop.
+	pipe.Drain() // every stage is free
+	sD := k.MakeTensor(smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
+	k.Copy(tCrC.Scale(a.Alpha), thr.PartitionC(sD))
+	k.SyncThreads()
+	betaZero := a.Beta.Eq(float32(0))
+	gC := k.MakeTensorDyn(k.SelectPtr(betaZero, o.D, o.C), []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	vec := 16 / cfg.Out.Bytes()
+	cols := BN / vec // threads along a row
+	rows := nt / cols
+	eThr := layout.Must(layout.New(layout.Ints(rows, cols), layout.Ints(cols, 1)))
+	k.For(int32(0), int32(BM/rows), int32(1), func(r dsl.Value) {
+		part := func(t dsl.Tensor) dsl.Tensor {
+			return t.LocalTile([]int{rows, BN}, r, 0).LocalPartition(eThr, tid, 1, vec)
+		}
+		acc := k.LoadFragment(part(sD))
+		c := k.LoadFragment(part(gC)).To(dsl.F32).Map(func(v dsl.Value) dsl.Value { return k.Select(betaZero, float32(0), v) })
+		k.Copy(c.FMA(a.Beta, acc).To(cfg.Out), part(gD))
+	})
+}
+
+// gemmBlock maps the 1-D block index to the output tile (bm, bn) in groups of 8 tile rows
+// (the L2-friendly order of Triton's grouped GEMM): consecutive blocks sweep 8 tile rows
+// of one tile column, then the next column, so that they share A's rows and B's columns.
+func gemmBlock(k *dsl.Kernel, m, n dsl.Value, bmSize, bnSize int) (bm, bn dsl.Value) {
+	const group = 8
+	b := k.BlockIdx(dsl.X)
+	tilesM := m.Add(uint32(bmSize - 1)).Div(uint32(bmSize))
+	tilesN := n.Add(uint32(bnSize - 1)).Div(uint32(bnSize))
+	perGroup := tilesN.Mul(uint32(group))
+	g := b.Div(perGroup)
+	first := g.Mul(uint32(group))
+	size := tilesM.Sub(first).Min(uint32(group))
+	r := b.Rem(perGroup)
+	return first.Add(r.Rem(size)).To(dsl.I32), r.Div(size).To(dsl.I32)
+}

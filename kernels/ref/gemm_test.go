@@ -1,0 +1,125 @@
+package ref
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/layout"
+)
+
+// smallGemm is a small tile configuration (4 warps, 64x32x32, 3 stages), so that the test
+// shapes span several blocks and K tiles.
+func smallGemm(in, out dsl.Type, a, b kernels.MatrixLayout, aligned bool) kernels.GemmConfig {
+	return kernels.GemmConfig{In: in, Out: out, A: a, B: b, BM: 64, BN: 32, BK: 32, WarpsM: 2, WarpsN: 2, Stages: 3, Aligned: aligned}
+}
+
+var layouts = []kernels.MatrixLayout{kernels.RowMajor, kernels.ColMajor}
+
+// TestGemmAllCombos runs every input type, output type and layout of A and B at shapes
+// with edges and K tails everywhere (the general kernel), and at a multiple of 8 (the
+// aligned, cp.async kernel).
+func TestGemmAllCombos(t *testing.T) {
+	for _, in := range []dsl.Type{dsl.F16, dsl.BF16} {
+		for _, out := range []dsl.Type{dsl.F16, dsl.BF16, dsl.F32} {
+			for _, a := range layouts {
+				for _, b := range layouts {
+					for _, s := range []struct {
+						m, n, k int
+						aligned bool
+					}{{1, 1, 1, false}, {17, 33, 65, false}, {72, 40, 48, true}} {
+						cfg := smallGemm(in, out, a, b, s.aligned)
+						name := fmt.Sprintf("%s/%dx%dx%d", cfg.Name(), s.m, s.n, s.k)
+						res, err := RunGemm(GemmProblem{Config: cfg, M: s.m, N: s.n, K: s.k, Alpha: 1.25, Beta: -0.75, Seed: int64(s.m)})
+						if err != nil {
+							t.Errorf("%s: %v", name, err)
+							continue
+						}
+						if res.Checked != s.m*s.n {
+							t.Errorf("%s: checked %d values, want %d", name, res.Checked, s.m*s.n)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemmShapes runs the issue's shapes with the library's tile configuration (128x128x64,
+// 4 warps, 3 stages), a 128x256x32 one on 8 warps, and the small one, over a few type and
+// layout combinations.
+func TestGemmShapes(t *testing.T) {
+	def := kernels.DefaultGemmConfig(dsl.BF16)
+	unaligned := def
+	unaligned.Aligned = false
+	colA := smallGemm(dsl.F16, dsl.F32, kernels.ColMajor, kernels.ColMajor, false)
+	wide := kernels.GemmConfig{In: dsl.F16, Out: dsl.BF16, A: kernels.ColMajor, B: kernels.RowMajor, BM: 128, BN: 256, BK: 32, WarpsM: 2, WarpsN: 4, Stages: 4}
+	wideAligned := wide
+	wideAligned.Aligned = true
+	doubleBuffered := smallGemm(dsl.BF16, dsl.F32, kernels.ColMajor, kernels.RowMajor, false)
+	doubleBuffered.DoubleBuffer, doubleBuffered.IssueAfter, doubleBuffered.BK = true, 1, 64
+	doubleBufferedAligned := kernels.DefaultGemmConfig(dsl.F16)
+	doubleBufferedAligned.DoubleBuffer = true
+	issueLate := kernels.DefaultGemmConfig(dsl.BF16)
+	issueLate.IssueAfter = 4
+	for _, c := range []struct {
+		cfg     kernels.GemmConfig
+		m, n, k int
+	}{
+		{unaligned, 1, 1, 1},
+		{unaligned, 17, 33, 65},
+		{def, 128, 136, 72},
+		{unaligned, 257, 129, 300},
+		{colA, 128, 136, 72},
+		{colA, 257, 129, 300},
+		{smallGemm(dsl.BF16, dsl.BF16, kernels.RowMajor, kernels.ColMajor, true), 256, 136, 296},
+		{wide, 257, 129, 300},
+		{wideAligned, 256, 136, 296},
+		{doubleBuffered, 257, 129, 300},
+		{doubleBufferedAligned, 128, 136, 72},
+		{issueLate, 256, 136, 296},
+	} {
+		res, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 1.5, Beta: 0.5, Seed: 3})
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		t.Log(res)
+	}
+}
+
+// TestGemmBetaZero runs the beta = 0 path (C is not read).
+func TestGemmBetaZero(t *testing.T) {
+	cfg := smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, false)
+	if _, err := RunGemm(GemmProblem{Config: cfg, M: 33, N: 17, K: 40, Alpha: 2, Beta: 0}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGemmWrongCLayout swaps two values of the accumulator fragment's layout: the kernel
+// still builds (nothing checks C against the instruction) and must fail the reference.
+func TestGemmWrongCLayout(t *testing.T) {
+	atom := dsl.MMA_16x8x16_F32BF16BF16F32
+	atom.CLayout = layout.MustParse("((4,8),(2,2)):((32,1),(8,16))") // c1 and c2 swapped
+	cfg := smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, true)
+	cfg.Atom = &atom
+	_, err := RunGemm(GemmProblem{Config: cfg, M: 64, N: 32, K: 32, Alpha: 1, Beta: 0})
+	if err == nil || !strings.Contains(err.Error(), "values differ") {
+		t.Fatalf("a gemm with a wrong C fragment layout matched the reference (err %v)", err)
+	}
+	t.Log(err)
+}
+
+func TestGemmRegistryRun(t *testing.T) {
+	for _, dt := range []dsl.Type{dsl.F16, dsl.BF16} {
+		res, err := Run(Problem{Kernel: "gemm", DType: dt, Size: 24 * 24 * 24})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Checked == 0 {
+			t.Fatalf("%v: nothing checked", res)
+		}
+	}
+}

@@ -1,0 +1,4 @@
+package shmemu
+
+// OddOnes is oddOnes, for the external tests.
+var OddOnes = oddOnes
