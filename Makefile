@@ -56,11 +56,11 @@ cuda-build:
 gpu-test: tools
 	bash scripts/gpu-test.sh
 
-## gen-check: regenerate every committed generated file (go generate) and fail on any difference
+## gen-check: regenerate every committed generated file (go generate: the examples, kernels/launch's host twins) and fail on any difference
 gen-check:
-	$(GO) generate ./examples/...
-	@if [ -n "$$(git status --porcelain -- examples)" ]; then \
-	  echo "generated files are stale; run go generate ./examples/... and commit:"; git status --short -- examples; git diff --stat -- examples; exit 1; fi
+	$(GO) generate ./examples/... ./kernels/launch
+	@if [ -n "$$(git status --porcelain -- examples kernels/launch)" ]; then \
+	  echo "generated files are stale; run go generate ./examples/... ./kernels/launch and commit:"; git status --short -- examples kernels/launch; git diff --stat -- examples kernels/launch; exit 1; fi
 
 ## golden: regenerate the golden PTX files from the current code
 golden: tools

@@ -258,7 +258,7 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 	if err != nil {
 		return err
 	}
-	l.epoch++
+	l.epoch = kernels.NextLamportEpoch(l.epoch)
 	l.nprev = src.n
 	return nil
 }

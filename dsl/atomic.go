@@ -174,6 +174,12 @@ const (
 	Le Cmp = "le"
 	Gt Cmp = "gt"
 	Ge Cmp = "ge"
+	// GeWrap is Ge for counters that wrap (epochs, sequence numbers): x' >= x as serial
+	// numbers, i.e. the difference v-x read as a signed integer of v's width is >= 0
+	// (RFC 1982). It stays right across the wrap (target 0 after 0xffffffff) while the two
+	// are less than 2^(bits-1) apart; unsigned Ge passes at once when the target wraps to 0.
+	// For unsigned integer types only.
+	GeWrap Cmp = "ge.wrap"
 )
 
 func (v Value) cmp(c Cmp, x any) Value {
@@ -190,6 +196,9 @@ func (v Value) cmp(c Cmp, x any) Value {
 		return v.Gt(x)
 	case Ge:
 		return v.Ge(x)
+	case GeWrap:
+		signed := map[Type]Type{U32: I32, U64: I64}[v.t]
+		return v.Sub(x).Bitcast(signed).Ge(v.k.Const(signed, 0))
 	}
 	if v.k != nil {
 		v.k.errorf("unknown comparison %q", c)
@@ -198,14 +207,19 @@ func (v Value) cmp(c Cmp, x any) Value {
 }
 
 // WaitUntil spins until (*p c x) holds, reading *p with the load options (typically
-// Acquire(System) or Acquire(GPU)); it returns the value that satisfied the test.
+// Acquire(System) or Acquire(GPU)); it returns the value that satisfied the test. Waits on
+// a counter that may wrap (an epoch) compare with GeWrap, not Ge.
 func (k *Kernel) WaitUntil(p Ptr, c Cmp, x any, opts ...MemOption) Value {
 	defer k.hold()()
 	if !k.checkPtr(p, "WaitUntil") {
 		return k.poison(p.elem)
 	}
-	if c != Eq && c != Ne && c != Lt && c != Le && c != Gt && c != Ge {
+	if c != Eq && c != Ne && c != Lt && c != Le && c != Gt && c != Ge && c != GeWrap {
 		k.errorf("WaitUntil: unknown comparison %q", c)
+		return k.poison(p.elem)
+	}
+	if c == GeWrap && p.elem != U32 && p.elem != U64 {
+		k.errorf("WaitUntil: GeWrap compares u32 or u64 counters, not %s", p.elem)
 		return k.poison(p.elem)
 	}
 	got := k.Var(p.elem, 0)

@@ -205,6 +205,10 @@ func TestMisuse(t *testing.T) {
 			p := k.PtrParam("p", dsl.F16)
 			return at(func() { k.MultimemLoadReduce(p, dsl.Sum, 2, dsl.AccF16()) })
 		}},
+		{"wrap-safe wait on a float", "GeWrap compares u32 or u64 counters, not f32", func(k *dsl.Kernel) int {
+			p := k.PtrParam("p", dsl.F32)
+			return at(func() { k.WaitUntil(p, dsl.GeWrap, float32(1)) })
+		}},
 		{"bitcast across widths", "needs two 16-, 32- or 64-bit types of the same width", func(k *dsl.Kernel) int {
 			a := k.Param("a", dsl.F32)
 			return at(func() { a.Bitcast(dsl.U64) })

@@ -38,11 +38,7 @@ func epochKernel(t *testing.T, wrapSafe bool) (*ptx.Module, ptx.Pos) {
 	k.If(tid.Eq(0), func() {
 		k.Store(peerPad, target, dsl.Release(dsl.System))
 		if wrapSafe {
-			got := k.Var(dsl.U32, 0)
-			k.While(func() dsl.Value {
-				k.Set(got, k.Load(myPad, dsl.Acquire(dsl.System)))
-				return got.Sub(target).Bitcast(dsl.I32).Lt(k.Const(dsl.I32, 0))
-			}, func() {})
+			k.WaitUntil(myPad, dsl.GeWrap, target, dsl.Acquire(dsl.System)) // int32(pad - target) >= 0
 		} else {
 			k.WaitUntil(myPad, dsl.Ge, target, dsl.Acquire(dsl.System)) // as kernels/coll_common.go
 		}

@@ -268,7 +268,7 @@ func launcher(f *jen.File, k built) error {
 	for _, p := range k.params {
 		name := fieldName(p.Name, used)
 		used[name] = true
-		gt, err := goType(p.Type)
+		gt, err := GoType(p.Type)
 		if err != nil {
 			return fmt.Errorf("gen: kernel %s parameter %s: %w", k.Name, p.Name, err)
 		}
@@ -323,8 +323,9 @@ func typeConst(t dsl.Type) string {
 	return strings.ToUpper(s)
 }
 
-// goType is the Go type of a parameter's values (an element type for pointers).
-func goType(t dsl.Type) (jen.Code, error) {
+// GoType is the Go type (as jennifer code) of a parameter's values of DSL type t, the element
+// type for pointers: float32, fp.F16, uint32... Generators of host code share it.
+func GoType(t dsl.Type) (jen.Code, error) {
 	switch t {
 	case dsl.I8:
 		return jen.Int8(), nil

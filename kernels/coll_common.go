@@ -27,6 +27,11 @@ const (
 	FlagWords = CollMaxBlocks
 	// LamportSlots is the number of rotating slots of the Lamport all-reduce buffer.
 	LamportSlots = 3
+	// LamportEpochWrap is where the Lamport all-reduce's epoch wraps to 0: 2^32-1, the
+	// largest multiple of LamportSlots below 2^32, so epoch%3 rotates through 0,1,2 across
+	// the wrap (a u32 wrapping at 2^32 would not: 2^32 mod 3 = 1 puts two launches in a row
+	// on slot 0).
+	LamportEpochWrap = 1<<32 - 1
 )
 
 // The collective families (coll_p2p.go, coll_mm.go): the reducing ones have a kernel per
@@ -242,7 +247,7 @@ func p2pBarrier(k *dsl.Kernel, pads dsl.PeerTable, rank, ngpus, target dsl.Value
 			k.Store(remote, target, dsl.Relaxed(dsl.System))
 		}
 		mine := pads.Peer(rank)
-		k.WaitUntil(mine.At(slot.Add(tid)), dsl.Ge, target, dsl.Acquire(dsl.System))
+		k.WaitUntil(mine.At(slot.Add(tid)), dsl.GeWrap, target, dsl.Acquire(dsl.System))
 	})
 	k.SyncThreads()
 }
@@ -260,7 +265,16 @@ func mmBarrier(k *dsl.Kernel, flagsMC, flagsUC dsl.Ptr, ngpus, target dsl.Value)
 	k.If(tid.Eq(0), func() {
 		k.MultimemReduce(flagsMC.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.Release(dsl.System))
 		k.FenceProxyAlias()
-		k.WaitUntil(flagsUC.At(b), dsl.Ge, target.Mul(ngpus), dsl.Acquire(dsl.System))
+		k.WaitUntil(flagsUC.At(b), dsl.GeWrap, target.Mul(ngpus), dsl.Acquire(dsl.System))
 	})
 	k.SyncThreads()
+}
+
+// NextLamportEpoch returns the Lamport all-reduce epoch after e: e+1, or 0 after
+// LamportEpochWrap-1 (and for e >= LamportEpochWrap, which it never returns).
+func NextLamportEpoch(e uint32) uint32 {
+	if uint64(e)+1 >= LamportEpochWrap {
+		return 0
+	}
+	return e + 1
 }

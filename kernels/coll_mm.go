@@ -337,7 +337,7 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 		k.SyncThreads()
 		k.If(tid.Eq(0), func() {
 			k.MultimemReduce(fmc.At(b), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, dsl.Relaxed(dsl.System))
-			k.WaitUntil(fuc.At(b), dsl.Ge, target.Mul(ngpus), dsl.Relaxed(dsl.System))
+			k.WaitUntil(fuc.At(b), dsl.GeWrap, target.Mul(ngpus), dsl.Relaxed(dsl.System))
 		})
 		k.SyncThreads()
 	}

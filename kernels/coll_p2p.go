@@ -208,14 +208,15 @@ type P2PLamportArgs struct {
 // of every region of slot (epoch+2)%3, the slot of the previous launch, which no peer writes
 // again before launch epoch+2, i.e. after this kernel has ended. Data is its own flag, so
 // each value is ordered by itself; the stores need no release and the loads no acquire.
-// Needs n <= cap.
+// Needs n <= cap. The host advances epoch with NextLamportEpoch, which wraps it at
+// LamportEpochWrap (a multiple of 3), so the slots rotate across the wrap.
 func P2PAllReduceLamport(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 	a := dsl.Params[P2PLamportArgs](k, dt)
 	lbufs := peerTable(k, a.Lbufs.Table(), a.NGPUs)
 	own := a.Lbufs.Peer(a.Rank)
 	vec := vecOf(dt)
 	slot := a.Epoch.Rem(uint32(LamportSlots))
-	prev := a.Epoch.Add(uint32(LamportSlots - 1)).Rem(uint32(LamportSlots))
+	prev := slot.Add(uint32(LamportSlots - 1)).Rem(uint32(LamportSlots)) // from slot: epoch+2 may wrap
 	region := func(s, src dsl.Value) dsl.Value {
 		return k.Assume(s.Mul(uint32(CollMaxGPUs)).Add(src).Mul(k.Assume(a.Cap, vec)), vec)
 	}

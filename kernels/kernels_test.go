@@ -124,3 +124,23 @@ func ExampleLookup() {
 	fmt.Println(s.Name, m.Funcs[len(m.Funcs)-1].Name, ptx.RequiredVersion(m))
 	// Output: vector_add vector_add_f32 7.8
 }
+
+// TestNextLamportEpoch: the Lamport slot (epoch % LamportSlots) advances by one at every
+// launch, across the wrap at LamportEpochWrap too.
+func TestNextLamportEpoch(t *testing.T) {
+	for _, e := range []uint32{0, 1, 2, 3, 1 << 31, LamportEpochWrap - 4, LamportEpochWrap - 3, LamportEpochWrap - 2} {
+		for i := 0; i < 6; i++ {
+			next := NextLamportEpoch(e)
+			if next%LamportSlots != (e%LamportSlots+1)%LamportSlots {
+				t.Fatalf("NextLamportEpoch(%#x) = %#x: slot %d after slot %d", e, next, next%LamportSlots, e%LamportSlots)
+			}
+			if next >= LamportEpochWrap {
+				t.Fatalf("NextLamportEpoch(%#x) = %#x, past the wrap", e, next)
+			}
+			e = next
+		}
+	}
+	if NextLamportEpoch(LamportEpochWrap-1) != 0 {
+		t.Fatalf("NextLamportEpoch(%#x) = %#x, want 0", uint32(LamportEpochWrap-1), NextLamportEpoch(LamportEpochWrap-1))
+	}
+}

@@ -4,6 +4,9 @@
 //	gpubench copy [-bytes 1073741824] [-reps 20]   tiled_copy vs a device-to-device cuMemcpy
 //	gpubench lib [-reps 30] [-sweep] [-only k,..]  every single-GPU library kernel at the
 //	                                               shapes of docs/bench.md (TSV; see lib.go)
+//	gpubench collsim [-ranks 2,4] [-bytes ...] [-old DIR]  the p2p collectives with N ranks
+//	                                               simulated on one GPU, current vs old PTX
+//	                                               (see collsim.go)
 //
 // Build it with the cuda tag (see docs/jit.md) and run it on a GPU machine; built without the
 // tag it runs on the emulator, which is only useful to check that it works.
@@ -27,9 +30,10 @@ import (
 
 // commands are gpubench's subcommands: each parses its own flags.
 var commands = map[string]func(args []string) error{
-	"copy": runCopy,
-	"lib":  runLib,
-	"gemm": runGemm,
+	"copy":    runCopy,
+	"lib":     runLib,
+	"gemm":    runGemm,
+	"collsim": runCollsim,
 }
 
 func main() {

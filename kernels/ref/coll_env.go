@@ -27,7 +27,24 @@ type coll struct {
 	epoch uint32
 }
 
-func newColl(r *run) *coll { return &coll{r: r, dt: r.p.DType, g: r.sys.NumGPUs()} }
+func newColl(r *run) *coll { return &coll{r: r, dt: r.p.DType, g: r.sys.NumGPUs(), epoch: r.p.Epoch} }
+
+// fill writes v into every word of every GPU's copy of the u32 buffer m of n words.
+func (c *coll) fill(m *emu.Symmetric, n int, v uint32) error {
+	if v == 0 {
+		return nil // fresh symmetric memory is zero
+	}
+	words := make([]uint32, n)
+	for i := range words {
+		words[i] = v
+	}
+	for g := 0; g < c.g; g++ {
+		if err := emu.WriteSlice(c.r.sys, m.On(g), words); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // sym allocates a symmetric buffer of n elements of dt, rounded up to 16 bytes (the
 // collectives read whole 128-bit vectors).

@@ -35,7 +35,14 @@ func init() {
 }
 
 // flagSet allocates a zeroed set of barrier flags.
-func (c *coll) flagSet() (*emu.Symmetric, error) { return c.sym(dsl.U32, kernels.FlagWords) }
+func (c *coll) flagSet() (*emu.Symmetric, error) {
+	f, err := c.sym(dsl.U32, kernels.FlagWords)
+	if err != nil {
+		return nil, err
+	}
+	// Every flag counts ngpus per barrier: after the barrier of the epoch, epoch*ngpus (mod 2^32).
+	return f, c.fill(f, kernels.FlagWords, c.epoch*uint32(c.g))
+}
 
 // allReduceWant returns the reference of one all-reduce.
 func (c *coll) allReduceWant(op dsl.ReduceOp, vals [][]float64, n int) []float64 {
@@ -296,7 +303,7 @@ func mmBarrier(r *run) error {
 		var gotF, want []float64
 		for _, x := range got {
 			gotF = append(gotF, float64(x))
-			want = append(want, float64(c.epoch)*float64(c.g))
+			want = append(want, float64(c.epoch*uint32(c.g))) // mod 2^32, as the flag
 		}
 		if err := r.check(fmt.Sprintf("GPU %d flags", g), gotF, want, 0, 0); err != nil {
 			return err

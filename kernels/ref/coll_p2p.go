@@ -45,6 +45,10 @@ func (c *coll) p2pSetup(n int) (in, inTab, pads, padTab *emu.Symmetric, err erro
 	if pads, err = c.sym(dsl.U32, kernels.PadWords); err != nil {
 		return
 	}
+	// Every slot holds the target of the barrier before the first launch: the epoch.
+	if err = c.fill(pads, kernels.PadWords, c.epoch); err != nil {
+		return
+	}
 	padTab, err = c.table(pads)
 	return
 }
@@ -199,7 +203,7 @@ func p2pLamport(r *run) error {
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
-		c.epoch++
+		c.epoch = kernels.NextLamportEpoch(c.epoch)
 		prev = m
 		want := make([]float64, m)
 		for i := range want {
@@ -353,6 +357,9 @@ func p2pBarrier(r *run) error {
 	r.res.Shape = fmt.Sprintf("blocks=%d gpus=%d", blocks, c.g)
 	pads, err := c.sym(dsl.U32, kernels.PadWords)
 	if err != nil {
+		return err
+	}
+	if err := c.fill(pads, kernels.PadWords, c.epoch); err != nil {
 		return err
 	}
 	padTab, err := c.table(pads)

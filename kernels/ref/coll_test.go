@@ -252,3 +252,41 @@ func wantMissingFence(t *testing.T, err error, entry string, gpus, blocks int, s
 		t.Fatalf("the accesses are in the wrong places: %+v: %v", e.Related, err)
 	}
 }
+
+// TestCollectivesAcrossEpochWrap runs every p2p and multimem collective (its first dtype) with
+// epochs that cross the u32 wrap: the barriers' targets go 0xffffffff, 0, 1 (their waits
+// compare serial numbers, dsl.GeWrap; an unsigned >= passes at once when the target wraps to
+// 0 and the race detector or the results catch it), and the Lamport all-reduce's epochs cross
+// kernels.LamportEpochWrap from each of the three slots (the host's NextLamportEpoch and the
+// kernel's previous slot taken from the slot, not from epoch+2, which wraps), strict and weak.
+func TestCollectivesAcrossEpochWrap(t *testing.T) {
+	for _, s := range kernels.All() {
+		if !strings.HasPrefix(s.Name, "p2p_") && !strings.HasPrefix(s.Name, "mm_") {
+			continue
+		}
+		firsts := []uint32{0xfffffffd, 0xfffffffe, 0xffffffff}
+		if s.Family == kernels.FamilyP2PAllReduceLamport {
+			const w = kernels.LamportEpochWrap
+			firsts = []uint32{w - 3, w - 2, w - 1}
+		}
+		dt := s.DTypes[0]
+		for _, first := range firsts {
+			for _, c := range []struct {
+				gpus, n int
+				seed    int64
+				weak    bool
+			}{{2, 1001, 0, false}, {3, 37, 4, true}} {
+				t.Run(fmt.Sprintf("%s/%s/g%d/epoch%#x/weak=%v", s.Name, dt, c.gpus, first, c.weak), func(t *testing.T) {
+					t.Parallel()
+					res, err := Run(Problem{Kernel: s.Name, DType: dt, Target: DefaultTarget(s), Size: c.n, Ranks: c.gpus, Seed: c.seed, Weak: c.weak, Epoch: first})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Checked == 0 {
+						t.Fatal("nothing was checked")
+					}
+				})
+			}
+		}
+	}
+}

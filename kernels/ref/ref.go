@@ -28,6 +28,10 @@ type Problem struct {
 	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
 	Seed   int64      // input data and, when non-zero, the emulator's schedule
 	Weak   bool       // the emulator's weak-memory mode
+	// Epoch is the first epoch of a collective's launches (0: 0); the signal pads and flags
+	// start as the barriers before it left them, so a run from just below 2^32 (or from
+	// just below kernels.LamportEpochWrap) checks the collectives across the epoch wrap.
+	Epoch uint32
 }
 
 // Result says what ran and how far the output was from the reference.
