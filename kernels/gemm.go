@@ -273,17 +273,16 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	pipe.Drain()
 
 	// Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
-	// that the fragments' paired stores spread over the banks), then every thread blends
-	// 16-byte runs of rows with C (beta*C; with beta = 0 C is not read: D's memory stands
-	// in for it and its values are selected away) and stores them to D, converted to Out,
-	// coalesced and predicated at the matrix edges, one row block per iteration of a
+	// that the fragments' paired stores spread over the banks), then every thread takes
+	// 16-byte runs of rows, blends them with beta*C (only when beta != 0: a branch at run
+	// time, so beta = 0 reads no C and C may be null) and stores them to D, converted to
+	// Out, coalesced and predicated at the matrix edges, one row block per iteration of a
 	// runtime loop.
 	pipe.Drain() // every stage is free
 	sD := k.MakeTensor(smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
 	k.Copy(tCrC.Scale(a.Alpha), thr.PartitionC(sD))
 	k.SyncThreads()
-	betaZero := a.Beta.Eq(float32(0))
-	gC := k.MakeTensorDyn(k.SelectPtr(betaZero, o.D, o.C), []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	gC := k.MakeTensorDyn(o.C, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
 	vec := 16 / cfg.Out.Bytes()
 	cols := BN / vec // threads along a row
 	rows := nt / cols
@@ -293,8 +292,12 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 			return t.LocalTile([]int{rows, BN}, r, 0).LocalPartition(eThr, tid, 1, vec)
 		}
 		acc := k.LoadFragment(part(sD))
-		c := k.LoadFragment(part(gC)).To(dsl.F32).Map(func(v dsl.Value) dsl.Value { return k.Select(betaZero, float32(0), v) })
-		k.Copy(c.FMA(a.Beta, acc).To(cfg.Out), part(gD))
+		k.If(a.Beta.Eq(float32(0)), func() {
+			k.Copy(acc.To(cfg.Out), part(gD))
+		}).Else(func() {
+			c := k.LoadFragment(part(gC)).To(dsl.F32)
+			k.Copy(c.FMA(a.Beta, acc).To(cfg.Out), part(gD))
+		})
 	})
 }
 

@@ -21,6 +21,8 @@ type GemmProblem struct {
 	M, N, K     int
 	Alpha, Beta float64
 	Seed        int64
+	// NullC passes C as a null pointer (with Beta 0: the kernel must read no C).
+	NullC bool
 }
 
 // gemmHarness runs `kgen run gemm`: a cube of about size elements per matrix, the
@@ -88,6 +90,9 @@ func RunGemm(p GemmProblem) (Result, error) {
 	pc, err := alloc(cfg.Out, c)
 	if err != nil {
 		return res, err
+	}
+	if p.NullC {
+		pc = 0
 	}
 	pd, err := alloc(cfg.Out, make([]float64, M*N))
 	if err != nil {

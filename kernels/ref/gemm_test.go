@@ -90,12 +90,28 @@ func TestGemmShapes(t *testing.T) {
 	}
 }
 
-// TestGemmBetaZero runs the beta = 0 path (C is not read).
+// TestGemmBetaZero runs the beta = 0 path with C a null pointer: the epilogue branches
+// around C's load at run time, so any read of C would fault. Edges in M and N (and a K
+// tail) on the general kernel, a partial tile on the aligned one, and the registry's tiles.
 func TestGemmBetaZero(t *testing.T) {
-	cfg := smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, false)
-	if _, err := RunGemm(GemmProblem{Config: cfg, M: 33, N: 17, K: 40, Alpha: 2, Beta: 0}); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		cfg     kernels.GemmConfig
+		m, n, k int
+	}{
+		{smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, false), 33, 17, 40},
+		{smallGemm(dsl.F16, dsl.F16, kernels.ColMajor, kernels.RowMajor, true), 72, 40, 48},
+		{kernels.DefaultGemmConfig(dsl.BF16), 136, 24, 72},
+	} {
+		if _, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 2, Beta: 0, NullC: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// The same with beta != 0 reads C: the null pointer faults, so the test above can fail.
+	_, err := RunGemm(GemmProblem{Config: smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, false), M: 33, N: 17, K: 40, Alpha: 2, Beta: 1, NullC: true})
+	if err == nil {
+		t.Fatal("beta = 1 with a null C ran without a fault")
+	}
+	t.Log(err)
 }
 
 // TestGemmWrongCLayout swaps two values of the accumulator fragment's layout: the kernel
