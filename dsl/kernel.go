@@ -76,10 +76,12 @@ type Kernel struct {
 	params map[string]bool
 	divs   map[ptx.Reg]int64 // known divisors of runtime values (Assume)
 	// memos holds the pure computations done so far (common subexpressions), visible in the
-	// scope of runtime control flow that made them and the scopes nested in it; scopes lists,
-	// per nesting level, the keys made there, which leave memos when the level ends.
+	// scope of runtime control flow that made them and the scopes nested in it; nested lists
+	// the keys made inside runtime control flow, innermost scope last, and scopes where each
+	// open nesting level's keys start in it: they leave memos when their level ends.
 	memos     map[memoKey]Value
-	scopes    [][]memoKey
+	nested    []memoKey
+	scopes    []int
 	mutable   map[uint64]bool // the registers of variables (Var), by regKey
 	externs   map[string]*Func
 	held      int // nesting depth of hold
@@ -90,7 +92,7 @@ type Kernel struct {
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: map[memoKey]Value{}, scopes: [][]memoKey{nil}, mutable: map[uint64]bool{}, externs: map[string]*Func{}}
+		memos: make(map[memoKey]Value, 256), mutable: map[uint64]bool{}, externs: map[string]*Func{}}
 	for _, o := range opts {
 		o(k)
 	}
@@ -257,12 +259,14 @@ func moduleOf(dir string) string {
 // scoped runs f in a nested scope of runtime control flow: values computed inside are not
 // reused after it.
 func (k *Kernel) scoped(f func()) {
-	k.scopes = append(k.scopes, nil)
+	k.scopes = append(k.scopes, len(k.nested))
 	defer func() {
 		last := len(k.scopes) - 1
-		for _, key := range k.scopes[last] {
+		start := k.scopes[last]
+		for _, key := range k.nested[start:] {
 			delete(k.memos, key)
 		}
+		k.nested = k.nested[:start]
 		k.scopes = k.scopes[:last]
 	}()
 	f()

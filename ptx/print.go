@@ -22,6 +22,11 @@ func Print(w io.Writer, m *Module) error { return PrintWith(w, m, PrintOptions{}
 func PrintWith(w io.Writer, m *Module, o PrintOptions) error {
 	var p printer
 	p.opt = o
+	n := 0
+	for _, f := range m.Funcs {
+		n += len(f.Body)
+	}
+	p.buf.Grow(4096 + 64*n) // about a line per instruction: no regrowth on the way
 	p.module(m)
 	_, err := w.Write(p.buf.Bytes())
 	return err
