@@ -124,3 +124,22 @@ func ExampleLookup() {
 	fmt.Println(s.Name, m.Funcs[len(m.Funcs)-1].Name, ptx.RequiredVersion(m))
 	// Output: vector_add vector_add_f32 7.8
 }
+
+// GemmConfig.MinBlocks declares the launch bounds; out-of-range values are refused.
+func TestGemmMinBlocks(t *testing.T) {
+	c := DefaultGemmConfig(dsl.BF16)
+	c.MinBlocks = 3
+	k := dsl.New(c.Name(), dsl.WithTarget(ptx.SM90))
+	Gemm(k, c)
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.String(); !strings.Contains(s, ".maxntid 128, 1, 1") || !strings.Contains(s, ".minnctapersm 3") || !strings.HasSuffix(c.Name(), "_b3") {
+		t.Fatalf("%s: no launch bounds in the PTX", c.Name())
+	}
+	c.MinBlocks = 9
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "9 blocks per SM") {
+		t.Fatalf("MinBlocks 9: %v", err)
+	}
+}

@@ -64,6 +64,8 @@ func TestGemmShapes(t *testing.T) {
 	doubleBufferedAligned.DoubleBuffer = true
 	issueLate := kernels.DefaultGemmConfig(dsl.BF16)
 	issueLate.IssueAfter = 4
+	threeBlocks := kernels.DefaultGemmConfig(dsl.BF16)
+	threeBlocks.BK, threeBlocks.Stages, threeBlocks.MinBlocks = 32, 4, 3
 	for _, c := range []struct {
 		cfg     kernels.GemmConfig
 		m, n, k int
@@ -80,6 +82,7 @@ func TestGemmShapes(t *testing.T) {
 		{doubleBuffered, 257, 129, 300},
 		{doubleBufferedAligned, 128, 136, 72},
 		{issueLate, 256, 136, 296},
+		{threeBlocks, 256, 136, 296},
 	} {
 		res, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 1.5, Beta: 0.5, Seed: 3})
 		if err != nil {
