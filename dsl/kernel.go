@@ -92,7 +92,7 @@ type Kernel struct {
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: make(map[memoKey]Value, 256), mutable: map[uint64]bool{}, externs: map[string]*Func{}}
+		memos: map[memoKey]Value{}, mutable: map[uint64]bool{}, externs: map[string]*Func{}}
 	for _, o := range opts {
 		o(k)
 	}

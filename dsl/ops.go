@@ -206,11 +206,12 @@ type memoKey struct {
 func regKey(r ptx.Reg) uint64 { return uint64(r.Type)<<56 | uint64(uint32(r.N)) }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
-	x := &struct { // one allocation for the instruction and its type list
-		in ptx.Instr
-		ty [1]ptx.Type
+	x := &struct { // one allocation for the instruction, its type and (most) operand lists
+		in   ptx.Instr
+		ty   [1]ptx.Type
+		args [4]ptx.Operand
 	}{ty: [1]ptx.Type{t}}
-	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:], Args: args}
+	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:], Args: append(x.args[:0:len(x.args)], args...)}
 	k.emit(&x.in)
 }
 

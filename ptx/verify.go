@@ -179,6 +179,9 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		return nil
 	}
 	passed := map[uint64][]*Instr{} // by shapeHash: instructions that passed the rules
+	failAt := func(in *Instr, format string, a ...any) {
+		add(&Error{Func: f.Name, Instr: FormatInstr(in), Pos: in.Pos, Msg: fmt.Sprintf(format, a...)})
+	}
 	for _, in := range f.Body {
 		switch {
 		case in.Op == "" && in.Decl != nil:
@@ -210,9 +213,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			}
 			continue
 		}
-		fail := func(format string, a ...any) {
-			add(&Error{Func: f.Name, Instr: FormatInstr(in), Pos: in.Pos, Msg: fmt.Sprintf(format, a...)})
-		}
+		fail := func(format string, a ...any) { failAt(in, format, a...) }
 		if in.Guard != nil && in.Guard.Type != Pred {
 			fail("guard %s is not a predicate", RegName(*in.Guard))
 		}
@@ -265,7 +266,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			}
 		}
 		if in.Op == "call" {
-			verifyCall(in, funcs, lookup, fail)
+			verifyCall(in, funcs, lookup, func(format string, a ...any) { failAt(in, format, a...) })
 		}
 	}
 	if len(scopes) > 1 {
