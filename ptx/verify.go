@@ -178,7 +178,8 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		}
 		return nil
 	}
-	passed := map[uint64][]*Instr{} // by shapeHash: instructions that passed the rules
+	passed := map[uint64][]*Instr{}   // by shapeHash: instructions that passed the rules
+	needsMet := map[uint64][]*Instr{} // by formHash: instructions whose needs the target meets
 	failAt := func(in *Instr, format string, a ...any) {
 		add(&Error{Func: f.Name, Instr: FormatInstr(in), Pos: in.Pos, Msg: fmt.Sprintf(format, a...)})
 	}
@@ -234,13 +235,19 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 				continue
 			}
 			ok := true
-			for _, n := range r.needs(in) {
-				if !n.ok(m.Target) {
-					fail("%s (target is %s)", n.why, m.Target)
-					ok = false
-				} else if m.Version != 0 && n.version(m.Target) > m.Version {
-					fail("%s (module declares PTX %v)", n.why, m.Version)
-					ok = false
+			fh := formHash(in) // the needs depend on the form only
+			if !slices.ContainsFunc(needsMet[fh], func(p *Instr) bool { return sameForm(p, in) }) {
+				for _, n := range r.needs(in) {
+					if !n.ok(m.Target) {
+						fail("%s (target is %s)", n.why, m.Target)
+						ok = false
+					} else if m.Version != 0 && n.version(m.Target) > m.Version {
+						fail("%s (module declares PTX %v)", n.why, m.Version)
+						ok = false
+					}
+				}
+				if ok {
+					needsMet[fh] = append(needsMet[fh], in)
 				}
 			}
 			if ok {
