@@ -68,11 +68,6 @@ func runGemm(args []string) error {
 	return nil
 }
 
-func fatalf(f string, a ...any) {
-	fmt.Fprintf(os.Stderr, "gpubench: "+f+"\n", a...)
-	os.Exit(1)
-}
-
 func parseSize(s string) (m, n, k int, err error) {
 	parts := strings.Split(strings.TrimSpace(s), "x")
 	var v []int
