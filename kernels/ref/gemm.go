@@ -23,6 +23,8 @@ type GemmProblem struct {
 	Seed        int64
 	// NullC passes C as a null pointer (with Beta 0: the kernel must read no C).
 	NullC bool
+	// Stats, when set, receives the emulator's statistics of the launch.
+	Stats *emu.Stats
 }
 
 // gemmHarness runs `kgen run gemm`: a cube of about size elements per matrix, the
@@ -104,6 +106,9 @@ func RunGemm(p GemmProblem) (Result, error) {
 		Options:     emu.Options{Seed: p.Seed}})
 	if err != nil {
 		return res, err
+	}
+	if p.Stats != nil {
+		*p.Stats = sys.LastStats()
 	}
 	got, err := read(sys, pd, cfg.Out, M*N)
 	if err != nil {

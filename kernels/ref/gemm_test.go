@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/layout"
 )
@@ -115,6 +116,23 @@ func TestGemmBetaZero(t *testing.T) {
 		t.Fatal("beta = 1 with a null C ran without a fault")
 	}
 	t.Log(err)
+	// Nor does beta = 0 read anything in C's place (D, as an epilogue that selected beta*C
+	// away did): the blend's loads, conversions and FMAs are skipped, so fewer instructions
+	// run than with beta != 0 on the same problem (a select would run as many).
+	var zero, nonzero emu.Stats
+	cfg := kernels.DefaultGemmConfig(dsl.BF16)
+	for _, r := range []struct {
+		beta float64
+		s    *emu.Stats
+	}{{0, &zero}, {0.5, &nonzero}} {
+		if _, err := RunGemm(GemmProblem{Config: cfg, M: 128, N: 128, K: 64, Alpha: 1, Beta: r.beta, Stats: r.s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each thread blends 16 runs of 8 elements: a load, 8 conversions and 8 FMAs at least.
+	if min := nonzero.ThreadInstructions - 128*16*17; zero.ThreadInstructions > min {
+		t.Fatalf("beta = 0 ran %d thread instructions, beta = 0.5 %d: want at most %d", zero.ThreadInstructions, nonzero.ThreadInstructions, min)
+	}
 }
 
 // TestGemmWrongCLayout swaps two values of the accumulator fragment's layout: the kernel
