@@ -19,9 +19,9 @@ func smallGemm(in, out dsl.Type, a, b kernels.MatrixLayout, aligned bool) kernel
 
 var layouts = []kernels.MatrixLayout{kernels.RowMajor, kernels.ColMajor}
 
-// TestGemmAllCombos runs every input type, output type and layout of A and B at shapes
-// with edges and K tails everywhere (the general kernel), and at a multiple of 8 (the
-// aligned, cp.async kernel).
+// TestGemmAllCombos runs every input type, output type and layout of A and B at the issue's
+// shapes with edges and K tails everywhere (the general kernel: 1x1x1, 17x33x65,
+// 257x129x300), and at multiples of 8 (the aligned, cp.async kernel: 72x40x48, 128x136x72).
 func TestGemmAllCombos(t *testing.T) {
 	for _, in := range []dsl.Type{dsl.F16, dsl.BF16} {
 		for _, out := range []dsl.Type{dsl.F16, dsl.BF16, dsl.F32} {
@@ -30,7 +30,7 @@ func TestGemmAllCombos(t *testing.T) {
 					for _, s := range []struct {
 						m, n, k int
 						aligned bool
-					}{{1, 1, 1, false}, {17, 33, 65, false}, {72, 40, 48, true}} {
+					}{{1, 1, 1, false}, {17, 33, 65, false}, {72, 40, 48, true}, {128, 136, 72, true}, {257, 129, 300, false}} {
 						cfg := smallGemm(in, out, a, b, s.aligned)
 						name := fmt.Sprintf("%s/%dx%dx%d", cfg.Name(), s.m, s.n, s.k)
 						res, err := RunGemm(GemmProblem{Config: cfg, M: s.m, N: s.n, K: s.k, Alpha: 1.25, Beta: -0.75, Seed: int64(s.m)})
