@@ -76,10 +76,12 @@ type Kernel struct {
 	params map[string]bool
 	divs   map[ptx.Reg]int64 // known divisors of runtime values (Assume)
 	// memos holds the pure computations done so far (common subexpressions), visible in the
-	// scope of runtime control flow that made them and the scopes nested in it; scopes lists,
-	// per nesting level, the keys made there, which leave memos when the level ends.
+	// scope of runtime control flow that made them and the scopes nested in it; nested lists
+	// the keys made inside runtime control flow, innermost scope last, and scopes where each
+	// open nesting level's keys start in it: they leave memos when their level ends.
 	memos     map[memoKey]Value
-	scopes    [][]memoKey
+	nested    []memoKey
+	scopes    []int
 	mutable   map[uint64]bool // the registers of variables (Var), by regKey
 	externs   map[string]*Func
 	held      int // nesting depth of hold
@@ -100,7 +102,7 @@ type Kernel struct {
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: map[memoKey]Value{}, scopes: [][]memoKey{nil}, mutable: map[uint64]bool{}, externs: map[string]*Func{},
+		memos: map[memoKey]Value{}, mutable: map[uint64]bool{}, externs: map[string]*Func{},
 		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}, regScope: map[ptx.Type][]int32{}}
 	var nilOpts []int
 	for i, o := range opts {
@@ -291,7 +293,7 @@ func moduleOf(dir string) string {
 // scoped runs f in a nested scope of runtime control flow: values computed inside are not
 // reused after it.
 func (k *Kernel) scoped(f func()) {
-	k.scopes = append(k.scopes, nil)
+	k.scopes = append(k.scopes, len(k.nested))
 	id := int32(len(k.ended))
 	k.ended = append(k.ended, false)
 	pos := ptx.Pos{}
@@ -302,9 +304,11 @@ func (k *Kernel) scoped(f func()) {
 	k.scopeIDs = append(k.scopeIDs, id)
 	defer func() {
 		last := len(k.scopes) - 1
-		for _, key := range k.scopes[last] {
+		start := k.scopes[last]
+		for _, key := range k.nested[start:] {
 			delete(k.memos, key)
 		}
+		k.nested = k.nested[:start]
 		k.scopes = k.scopes[:last]
 		k.scopeIDs = k.scopeIDs[:len(k.scopeIDs)-1]
 		k.ended[id] = true

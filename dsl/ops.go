@@ -190,8 +190,9 @@ func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) V
 	v := Value{k: k, t: t, op: d}
 	if pure {
 		k.memos[key] = v
-		last := len(k.scopes) - 1
-		k.scopes[last] = append(k.scopes[last], key)
+		if len(k.scopes) > 0 { // inside runtime control flow: forgotten when it ends
+			k.nested = append(k.nested, key)
+		}
 	}
 	return v
 }
@@ -209,7 +210,13 @@ type memoKey struct {
 func regKey(r ptx.Reg) uint64 { return uint64(r.Type)<<56 | uint64(uint32(r.N)) }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
-	k.emit(&ptx.Instr{Op: op, Q: q, Types: []ptx.Type{t}, Args: args})
+	x := &struct { // one allocation for the instruction, its type and (most) operand lists
+		in   ptx.Instr
+		ty   [1]ptx.Type
+		args [4]ptx.Operand
+	}{ty: [1]ptx.Type{t}}
+	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:], Args: append(x.args[:0:len(x.args)], args...)}
+	k.emit(&x.in)
 }
 
 // simple returns an emitter for "op{.q}.T d, a, b".

@@ -16,7 +16,9 @@ import (
 // when the issuing thread's wait completes it: the latest moment the PTX ISA allows, so a
 // kernel that reads the destination early sees the old bytes. With the sanitizer on, any
 // access to bytes a copy in flight will write (by any thread, the issuing one included) is
-// reported. Copies that a thread never waits for never land.
+// reported. Copies that a thread never waits for never land. A commit_group with no copy since
+// the last makes an empty group, which counts for wait_group N like any other (the PTX ISA's
+// "empty cp.async-group"; CUTLASS's mainloop commits them past the last tile).
 
 // KindCpAsync: an access to shared memory that a cp.async still in flight will write (its
 // issuing thread has not waited for it with cp.async.wait_group/wait_all).
@@ -206,13 +208,15 @@ func execCpAsync(w *warp, in *dinst, m uint32) {
 
 func execCpGroup(w *warp, in *dinst, m uint32) {
 	if w.b.cp == nil {
-		return // no copy was issued in this block
+		// No copy was issued in this block: the groups committed so far are empty and the
+		// oldest, so no later wait_group N completes anything different without them.
+		return
 	}
 	c := w.b.cp
 	for x := m; x != 0; x &= x - 1 {
 		ln := trailing(x)
 		t := &c.threads[w.idx*32+ln]
-		if in.op != cpWaitGroup && len(t.open) > 0 { // commit_group, wait_all
+		if in.op != cpWaitGroup { // commit_group, wait_all: a group even with no copy in it
 			t.groups = append(t.groups, t.open)
 			t.open = nil
 		}

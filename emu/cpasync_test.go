@@ -44,6 +44,35 @@ const cpKernels = `.shared .align 16 .b8 sm[64];
 	st.global.u32 [%rd1+4], %u1;
 	ret;
 }
+.visible .entry emptygroup(.param .u64 src, .param .u64 out)
+{
+	.reg .u64 %rd<8>;
+	.reg .u32 %u<4>;
+	ld.param.u64 %rd0, [src];
+	ld.param.u64 %rd1, [out];
+	mov.u64 %rd2, sm;
+	cp.async.ca.shared.global [%rd2], [%rd0], 16;
+	cp.async.commit_group;
+	cp.async.commit_group;
+	cp.async.wait_group 1;
+	ld.shared.u32 %u0, [%rd2];
+	st.global.u32 [%rd1], %u0;
+	ret;
+}
+.visible .entry noemptygroup(.param .u64 src, .param .u64 out)
+{
+	.reg .u64 %rd<8>;
+	.reg .u32 %u<4>;
+	ld.param.u64 %rd0, [src];
+	ld.param.u64 %rd1, [out];
+	mov.u64 %rd2, sm;
+	cp.async.ca.shared.global [%rd2], [%rd0], 16;
+	cp.async.commit_group;
+	cp.async.wait_group 1;
+	ld.shared.u32 %u0, [%rd2];
+	st.global.u32 [%rd1], %u0;
+	ret;
+}
 .visible .entry sync(.param .u64 src, .param .u64 out)
 {
 	.reg .u64 %rd<8>;
@@ -194,6 +223,20 @@ func TestCpAsyncWaitGroup(t *testing.T) {
 		t.Fatalf("group 1 %#x (want 0x14131211, landed), group 2 %#x (want 0, in flight)", got[0], got[1])
 	}
 	wantErr(t, launch1(s, m, "groups", 1, 1, src, out), KindCpAsync, "[%ud2+32]", "committed but not waited for")
+}
+
+// TestCpAsyncEmptyGroup: a commit_group with no copy since the last makes an empty group that
+// counts for wait_group, so with groups G1 (a copy) and G2 (empty), wait_group 1 completes G1
+// and the read after it is clean. Without the empty commit the same read is before G1's wait,
+// which is what the emulator reported when it did not count empty groups.
+func TestCpAsyncEmptyGroup(t *testing.T) {
+	m := asm(t, cpKernels)
+	s, src, out := cpSetup(t)
+	must(t, launch1(s, m, "emptygroup", 1, 1, src, out))
+	if got := readU32(t, s, out, 1); got[0] != 0x04030201 {
+		t.Fatalf("after wait_group 1 behind an empty group: %#x, want 0x04030201 (G1 landed)", got[0])
+	}
+	wantErr(t, launch1(s, m, "noemptygroup", 1, 1, src, out), KindCpAsync, "ld.shared.u32", "committed but not waited for")
 }
 
 // TestCpAsyncOtherThreads: another thread reads the data after the issuing thread's wait

@@ -42,6 +42,9 @@ type GemmConfig struct {
 	// DoubleBuffer loads each K block's fragments one block ahead, the next tile's first
 	// block before this tile's last MMAs (CUTLASS's register pipelining).
 	DoubleBuffer bool
+	// MinBlocks, when positive, asks ptxas to fit that many blocks per SM (.minnctapersm,
+	// with .maxntid the block size): it caps the registers per thread accordingly.
+	MinBlocks int
 	// Atom overrides the MMA (nil: m16n8k16 with f32 accumulators of In); tests use it to
 	// prove that a wrong fragment layout is caught.
 	Atom *dsl.MMAAtom
@@ -54,7 +57,7 @@ func DefaultGemmConfig(dt dsl.Type) GemmConfig {
 	return GemmConfig{In: dt, Out: dt, A: RowMajor, B: RowMajor, BM: 128, BN: 128, BK: 64, WarpsM: 2, WarpsN: 2, Stages: 3, Aligned: true}
 }
 
-// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}{_db}.
+// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}{_db}{_b<MinBlocks>}.
 func (c GemmConfig) Name() string {
 	al := ""
 	if c.Aligned {
@@ -65,6 +68,9 @@ func (c GemmConfig) Name() string {
 	}
 	if c.DoubleBuffer {
 		al += "_db"
+	}
+	if c.MinBlocks > 0 {
+		al += fmt.Sprintf("_b%d", c.MinBlocks)
 	}
 	return fmt.Sprintf("gemm_%s_%s_%s%s_%dx%dx%d_%dx%dw%ds%s", c.In, c.Out, c.A.String()[:1], c.B.String()[:1],
 		c.BM, c.BN, c.BK, c.WarpsM, c.WarpsN, c.Stages, al)
@@ -96,6 +102,8 @@ func (c GemmConfig) Check() error {
 		return fmt.Errorf("gemm: %dx%d warps do not tile %dx%d in 16x16 steps", c.WarpsM, c.WarpsN, c.BM, c.BN)
 	case c.Stages < 2:
 		return fmt.Errorf("gemm: %d stages (want at least 2)", c.Stages)
+	case c.MinBlocks < 0 || c.MinBlocks > 8:
+		return fmt.Errorf("gemm: %d blocks per SM (want 0..8)", c.MinBlocks)
 	}
 	// The epilogue: threads cover whole rows of the tile in 16-byte runs.
 	if cols := c.BN / (16 / c.Out.Bytes()); cols > c.Threads() || c.BM%(c.Threads()/cols) != 0 {
@@ -151,6 +159,9 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
 		return
+	}
+	if cfg.MinBlocks > 0 {
+		k.LaunchBounds(cfg.Threads(), cfg.MinBlocks)
 	}
 	a := dsl.Params[GemmArgs](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)
@@ -273,17 +284,16 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	pipe.Drain()
 
 	// Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
-	// that the fragments' paired stores spread over the banks), then every thread blends
-	// 16-byte runs of rows with C (beta*C; with beta = 0 C is not read: D's memory stands
-	// in for it and its values are selected away) and stores them to D, converted to Out,
-	// coalesced and predicated at the matrix edges, one row block per iteration of a
+	// that the fragments' paired stores spread over the banks), then every thread takes
+	// 16-byte runs of rows, blends them with beta*C (only when beta != 0: a branch at run
+	// time, so beta = 0 reads no C and C may be null) and stores them to D, converted to
+	// Out, coalesced and predicated at the matrix edges, one row block per iteration of a
 	// runtime loop.
 	pipe.Drain() // every stage is free
 	sD := k.MakeTensor(smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
 	k.Copy(tCrC.Scale(a.Alpha), thr.PartitionC(sD))
 	k.SyncThreads()
-	betaZero := a.Beta.Eq(float32(0))
-	gC := k.MakeTensorDyn(k.SelectPtr(betaZero, o.D, o.C), []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	gC := k.MakeTensorDyn(o.C, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
 	vec := 16 / cfg.Out.Bytes()
 	cols := BN / vec // threads along a row
 	rows := nt / cols
@@ -293,8 +303,12 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 			return t.LocalTile([]int{rows, BN}, r, 0).LocalPartition(eThr, tid, 1, vec)
 		}
 		acc := k.LoadFragment(part(sD))
-		c := k.LoadFragment(part(gC)).To(dsl.F32).Map(func(v dsl.Value) dsl.Value { return k.Select(betaZero, float32(0), v) })
-		k.Copy(c.FMA(a.Beta, acc).To(cfg.Out), part(gD))
+		k.If(a.Beta.Eq(float32(0)), func() {
+			k.Copy(acc.To(cfg.Out), part(gD))
+		}).Else(func() {
+			c := k.LoadFragment(part(gC)).To(dsl.F32)
+			k.Copy(c.FMA(a.Beta, acc).To(cfg.Out), part(gD))
+		})
 	})
 }
 

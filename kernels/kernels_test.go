@@ -144,3 +144,22 @@ func TestNextLamportEpoch(t *testing.T) {
 		t.Fatalf("NextLamportEpoch(%#x) = %#x, want 0", uint32(LamportEpochWrap-1), NextLamportEpoch(LamportEpochWrap-1))
 	}
 }
+
+// GemmConfig.MinBlocks declares the launch bounds; out-of-range values are refused.
+func TestGemmMinBlocks(t *testing.T) {
+	c := DefaultGemmConfig(dsl.BF16)
+	c.MinBlocks = 3
+	k := dsl.New(c.Name(), dsl.WithTarget(ptx.SM90))
+	Gemm(k, c)
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.String(); !strings.Contains(s, ".maxntid 128, 1, 1") || !strings.Contains(s, ".minnctapersm 3") || !strings.HasSuffix(c.Name(), "_b3") {
+		t.Fatalf("%s: no launch bounds in the PTX", c.Name())
+	}
+	c.MinBlocks = 9
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "9 blocks per SM") {
+		t.Fatalf("MinBlocks 9: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // PrintOptions control Print.
@@ -20,12 +21,24 @@ func Print(w io.Writer, m *Module) error { return PrintWith(w, m, PrintOptions{}
 
 // PrintWith is Print with options.
 func PrintWith(w io.Writer, m *Module, o PrintOptions) error {
-	var p printer
-	p.opt = o
+	p := printers.Get().(*printer)
+	*p = printer{buf: p.buf, opt: o}
+	p.buf.Reset()
+	n := 0
+	for _, f := range m.Funcs {
+		n += len(f.Body)
+	}
+	p.buf.Grow(4096 + 64*n) // about a line per instruction: no regrowth on the way
 	p.module(m)
 	_, err := w.Write(p.buf.Bytes())
+	if p.buf.Cap() <= 4<<20 {
+		printers.Put(p)
+	}
 	return err
 }
+
+// printers keeps printers (their buffers) between calls.
+var printers = sync.Pool{New: func() any { return new(printer) }}
 
 // String returns the module as PTX text.
 func (m *Module) String() string {

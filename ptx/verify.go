@@ -180,6 +180,11 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		}
 		return nil
 	}
+	passed := map[uint64][]*Instr{}   // by shapeHash: instructions that passed the rules
+	needsMet := map[uint64][]*Instr{} // by formHash: instructions whose needs the target meets
+	failAt := func(in *Instr, format string, a ...any) {
+		add(&Error{Func: f.Name, Instr: FormatInstr(in), Pos: in.Pos, Msg: fmt.Sprintf(format, a...)})
+	}
 	for _, in := range f.Body {
 		switch {
 		case in.Op == "" && in.Decl != nil:
@@ -211,9 +216,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			}
 			continue
 		}
-		fail := func(format string, a ...any) {
-			add(&Error{Func: f.Name, Instr: FormatInstr(in), Pos: in.Pos, Msg: fmt.Sprintf(format, a...)})
-		}
+		fail := func(format string, a ...any) { failAt(in, format, a...) }
 		if in.Guard != nil && in.Guard.Type != Pred {
 			fail("guard %s is not a predicate", RegName(*in.Guard))
 		}
@@ -225,15 +228,32 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			fail("unknown instruction %q", in.Op)
 			continue
 		}
-		if msg := r.verify(in); msg != "" {
-			fail("%s", msg)
-			continue
-		}
-		for _, n := range r.needs(in) {
-			if !n.ok(m.Target) {
-				fail("%s (target is %s)", n.why, m.Target)
-			} else if m.Version != 0 && n.version(m.Target) > m.Version {
-				fail("%s (module declares PTX %v)", n.why, m.Version)
+		// An instruction of the shape of one that passed (the same but for register numbers)
+		// passes too: the rules look at no register number.
+		h := shapeHash(in)
+		if !slices.ContainsFunc(passed[h], func(p *Instr) bool { return sameShape(p, in) }) {
+			if msg := r.verify(in); msg != "" {
+				fail("%s", msg)
+				continue
+			}
+			ok := true
+			fh := formHash(in) // the needs depend on the form only
+			if !slices.ContainsFunc(needsMet[fh], func(p *Instr) bool { return sameForm(p, in) }) {
+				for _, n := range r.needs(in) {
+					if !n.ok(m.Target) {
+						fail("%s (target is %s)", n.why, m.Target)
+						ok = false
+					} else if m.Version != 0 && n.version(m.Target) > m.Version {
+						fail("%s (module declares PTX %v)", n.why, m.Version)
+						ok = false
+					}
+				}
+				if ok {
+					needsMet[fh] = append(needsMet[fh], in)
+				}
+			}
+			if ok {
+				passed[h] = append(passed[h], in)
 			}
 		}
 		for _, a := range in.Args {
@@ -257,7 +277,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			}
 		}
 		if in.Op == "call" {
-			verifyCall(in, funcs, lookup, fail)
+			verifyCall(in, funcs, lookup, func(format string, a ...any) { failAt(in, format, a...) })
 		}
 	}
 	if len(scopes) > 1 {
@@ -401,6 +421,106 @@ func formHash(in *Instr) uint64 {
 		}
 	}
 	return h
+}
+
+// shapeHash hashes (FNV-1a) what the rules of an instruction look at: its form (formHash)
+// and its operands but for register numbers.
+func shapeHash(in *Instr) uint64 {
+	h := formHash(in)
+	for _, a := range in.Args {
+		h = operandHash(h, a)
+	}
+	return h
+}
+
+func operandHash(h uint64, o Operand) uint64 {
+	mix := func(x uint64) {
+		h ^= x
+		h *= 1099511628211
+	}
+	str := func(s string) {
+		for i := 0; i < len(s); i++ {
+			mix(uint64(s[i]))
+		}
+	}
+	switch o := o.(type) {
+	case Reg:
+		mix(1<<8 | uint64(o.Type))
+	case Imm:
+		mix(2<<8 | uint64(o.Type))
+		mix(o.Bits)
+	case Special:
+		mix(3 << 8)
+		str(string(o))
+	case Sym:
+		mix(4 << 8)
+		str(string(o))
+	case Addr:
+		mix(5 << 8)
+		mix(uint64(o.Off))
+		if o.Base != nil {
+			h = operandHash(h, o.Base)
+		}
+	case Vec:
+		mix(6<<8 | uint64(len(o)))
+		for _, x := range o {
+			h = operandHash(h, x)
+		}
+	case Sink:
+		mix(7 << 8)
+	case Pair:
+		mix(8 << 8)
+		h = operandHash(operandHash(h, o.A), o.B)
+	case Not:
+		mix(9<<8 | uint64(o.P.Type))
+	default:
+		mix(10 << 8)
+	}
+	return h
+}
+
+// sameShape reports whether a and b are the same instruction but for register numbers.
+func sameShape(a, b *Instr) bool {
+	if !sameForm(a, b) {
+		return false
+	}
+	for i := range a.Args {
+		if !sameOperandShape(a.Args[i], b.Args[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameOperandShape(a, b Operand) bool {
+	switch a := a.(type) {
+	case Reg:
+		r, ok := b.(Reg)
+		return ok && r.Type == a.Type
+	case Not:
+		n, ok := b.(Not)
+		return ok && n.P.Type == a.P.Type
+	case Addr:
+		d, ok := b.(Addr)
+		return ok && d.Off == a.Off && (a.Base == nil) == (d.Base == nil) && (a.Base == nil || sameOperandShape(a.Base, d.Base))
+	case Vec:
+		v, ok := b.(Vec)
+		if !ok || len(v) != len(a) {
+			return false
+		}
+		for i := range a {
+			if !sameOperandShape(a[i], v[i]) {
+				return false
+			}
+		}
+		return true
+	case Pair:
+		p, ok := b.(Pair)
+		return ok && sameOperandShape(a.A, p.A) && sameOperandShape(a.B, p.B)
+	case Imm, Special, Sym, Sink:
+		return a == b
+	}
+	return false
 }
 
 func sameForm(a, b *Instr) bool {

@@ -39,6 +39,7 @@ func runGemm(args []string) error {
 	fs.IntVar(&cfg.Stages, "stages", cfg.Stages, "cp.async stages")
 	fs.IntVar(&cfg.IssueAfter, "issue", cfg.IssueAfter, "the K block before which a step issues the next tile's loads")
 	fs.BoolVar(&cfg.DoubleBuffer, "db", cfg.DoubleBuffer, "double-buffer the fragments (load one K block ahead)")
+	fs.IntVar(&cfg.MinBlocks, "minblocks", cfg.MinBlocks, "blocks per SM that ptxas must fit (.minnctapersm; 0: its choice)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -21,6 +21,10 @@ type GemmProblem struct {
 	M, N, K     int
 	Alpha, Beta float64
 	Seed        int64
+	// NullC passes C as a null pointer (with Beta 0: the kernel must read no C).
+	NullC bool
+	// Stats, when set, receives the emulator's statistics of the launch.
+	Stats *emu.Stats
 }
 
 // gemmHarness runs `kgen run gemm`: a cube of about size elements per matrix, the
@@ -89,6 +93,9 @@ func RunGemm(p GemmProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if p.NullC {
+		pc = 0
+	}
 	pd, err := alloc(cfg.Out, make([]float64, M*N))
 	if err != nil {
 		return res, err
@@ -99,6 +106,9 @@ func RunGemm(p GemmProblem) (Result, error) {
 		Options:     emu.Options{Seed: p.Seed}})
 	if err != nil {
 		return res, err
+	}
+	if p.Stats != nil {
+		*p.Stats = sys.LastStats()
 	}
 	got, err := read(sys, pd, cfg.Out, M*N)
 	if err != nil {

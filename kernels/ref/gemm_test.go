@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/layout"
 )
@@ -18,9 +19,9 @@ func smallGemm(in, out dsl.Type, a, b kernels.MatrixLayout, aligned bool) kernel
 
 var layouts = []kernels.MatrixLayout{kernels.RowMajor, kernels.ColMajor}
 
-// TestGemmAllCombos runs every input type, output type and layout of A and B at shapes
-// with edges and K tails everywhere (the general kernel), and at a multiple of 8 (the
-// aligned, cp.async kernel).
+// TestGemmAllCombos runs every input type, output type and layout of A and B at the issue's
+// shapes with edges and K tails everywhere (the general kernel: 1x1x1, 17x33x65,
+// 257x129x300), and at multiples of 8 (the aligned, cp.async kernel: 72x40x48, 128x136x72).
 func TestGemmAllCombos(t *testing.T) {
 	for _, in := range []dsl.Type{dsl.F16, dsl.BF16} {
 		for _, out := range []dsl.Type{dsl.F16, dsl.BF16, dsl.F32} {
@@ -29,7 +30,7 @@ func TestGemmAllCombos(t *testing.T) {
 					for _, s := range []struct {
 						m, n, k int
 						aligned bool
-					}{{1, 1, 1, false}, {17, 33, 65, false}, {72, 40, 48, true}} {
+					}{{1, 1, 1, false}, {17, 33, 65, false}, {72, 40, 48, true}, {128, 136, 72, true}, {257, 129, 300, false}} {
 						cfg := smallGemm(in, out, a, b, s.aligned)
 						name := fmt.Sprintf("%s/%dx%dx%d", cfg.Name(), s.m, s.n, s.k)
 						res, err := RunGemm(GemmProblem{Config: cfg, M: s.m, N: s.n, K: s.k, Alpha: 1.25, Beta: -0.75, Seed: int64(s.m)})
@@ -64,6 +65,8 @@ func TestGemmShapes(t *testing.T) {
 	doubleBufferedAligned.DoubleBuffer = true
 	issueLate := kernels.DefaultGemmConfig(dsl.BF16)
 	issueLate.IssueAfter = 4
+	threeBlocks := kernels.DefaultGemmConfig(dsl.BF16)
+	threeBlocks.BK, threeBlocks.Stages, threeBlocks.MinBlocks = 32, 4, 3
 	for _, c := range []struct {
 		cfg     kernels.GemmConfig
 		m, n, k int
@@ -80,6 +83,7 @@ func TestGemmShapes(t *testing.T) {
 		{doubleBuffered, 257, 129, 300},
 		{doubleBufferedAligned, 128, 136, 72},
 		{issueLate, 256, 136, 296},
+		{threeBlocks, 256, 136, 296},
 	} {
 		res, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 1.5, Beta: 0.5, Seed: 3})
 		if err != nil {
@@ -90,11 +94,44 @@ func TestGemmShapes(t *testing.T) {
 	}
 }
 
-// TestGemmBetaZero runs the beta = 0 path (C is not read).
+// TestGemmBetaZero runs the beta = 0 path with C a null pointer: the epilogue branches
+// around C's load at run time, so any read of C would fault. Edges in M and N (and a K
+// tail) on the general kernel, a partial tile on the aligned one, and the registry's tiles.
 func TestGemmBetaZero(t *testing.T) {
-	cfg := smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, false)
-	if _, err := RunGemm(GemmProblem{Config: cfg, M: 33, N: 17, K: 40, Alpha: 2, Beta: 0}); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		cfg     kernels.GemmConfig
+		m, n, k int
+	}{
+		{smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, false), 33, 17, 40},
+		{smallGemm(dsl.F16, dsl.F16, kernels.ColMajor, kernels.RowMajor, true), 72, 40, 48},
+		{kernels.DefaultGemmConfig(dsl.BF16), 136, 24, 72},
+	} {
+		if _, err := RunGemm(GemmProblem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: 2, Beta: 0, NullC: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same with beta != 0 reads C: the null pointer faults, so the test above can fail.
+	_, err := RunGemm(GemmProblem{Config: smallGemm(dsl.BF16, dsl.F32, kernels.RowMajor, kernels.RowMajor, false), M: 33, N: 17, K: 40, Alpha: 2, Beta: 1, NullC: true})
+	if err == nil {
+		t.Fatal("beta = 1 with a null C ran without a fault")
+	}
+	t.Log(err)
+	// Nor does beta = 0 read anything in C's place (D, as an epilogue that selected beta*C
+	// away did): the blend's loads, conversions and FMAs are skipped, so fewer instructions
+	// run than with beta != 0 on the same problem (a select would run as many).
+	var zero, nonzero emu.Stats
+	cfg := kernels.DefaultGemmConfig(dsl.BF16)
+	for _, r := range []struct {
+		beta float64
+		s    *emu.Stats
+	}{{0, &zero}, {0.5, &nonzero}} {
+		if _, err := RunGemm(GemmProblem{Config: cfg, M: 128, N: 128, K: 64, Alpha: 1, Beta: r.beta, Stats: r.s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each thread blends 16 runs of 8 elements: a load, 8 conversions and 8 FMAs at least.
+	if min := nonzero.ThreadInstructions - 128*16*17; zero.ThreadInstructions > min {
+		t.Fatalf("beta = 0 ran %d thread instructions, beta = 0.5 %d: want at most %d", zero.ThreadInstructions, nonzero.ThreadInstructions, min)
 	}
 }
 
