@@ -47,6 +47,8 @@ var twins = []twin{
 	of[kernels.TransposeArgs]("Transpose", true, "Transpose launches transpose: Out (N x M) = In (M x N) transposed, row-major."),
 	of[kernels.RowSumArgs]("RowSum", true, "RowSum launches row_sum: Out[r] = the f32 sum of row r of In (Rows rows of Cols columns)."),
 	of[kernels.SoftmaxArgs]("Softmax", true, "Softmax launches softmax: row r of Out = softmax of row r of In (Rows rows of Cols\ncolumns)."),
+	of[kernels.RowSumSplitArgs]("RowSumSplit", true, "RowSumSplit launches row_sum_split (long rows, Parts blocks a row, co-resident):\nOut[r] = the f32 sum of row r of In."),
+	of[kernels.SoftmaxSplitArgs]("SoftmaxSplit", true, "SoftmaxSplit launches softmax_split (long rows, Parts blocks a row, co-resident): row r\nof Out = softmax of row r of In."),
 	of[kernels.P2POneShotArgs]("P2POneShot", false, "P2POneShot launches p2p_allreduce_1shot."),
 	of[kernels.P2PTwoShotArgs]("P2PTwoShot", false, "P2PTwoShot launches p2p_allreduce_2shot."),
 	of[kernels.P2PLamportArgs]("P2PLamport", false, "P2PLamport launches p2p_allreduce_lamport."),

@@ -52,6 +52,28 @@ type Softmax[T jit.Elem] struct {
 	Cols uint32
 }
 
+// RowSumSplit launches row_sum_split (long rows, Parts blocks a row, co-resident):
+// Out[r] = the f32 sum of row r of In.
+type RowSumSplit[T jit.Elem] struct {
+	In      jit.Ptr[T]
+	Out     jit.Ptr[float32]
+	Scratch jit.Ptr[uint32]
+	Rows    uint32
+	Cols    uint32
+	Parts   uint32
+}
+
+// SoftmaxSplit launches softmax_split (long rows, Parts blocks a row, co-resident): row r
+// of Out = softmax of row r of In.
+type SoftmaxSplit[T jit.Elem] struct {
+	In      jit.Ptr[T]
+	Out     jit.Ptr[T]
+	Scratch jit.Ptr[uint32]
+	Rows    uint32
+	Cols    uint32
+	Parts   uint32
+}
+
 // P2POneShot launches p2p_allreduce_1shot.
 type P2POneShot struct {
 	Ins   jit.AnyPtr

@@ -298,14 +298,19 @@ func rowSum[T jit.Elem](r *run) (err error) {
 	if err != nil {
 		return err
 	}
+	// f32 sums in another order: the error grows with the number of terms.
+	return r.check("out", got, rowSumRef(in, rows, cols), 1e-6*float64(cols), 1e-6)
+}
+
+// rowSumRef is row_sum's reference: the sum of each row of the rows x cols matrix in.
+func rowSumRef(in []float64, rows, cols int) []float64 {
 	want := make([]float64, rows)
 	for i := range want {
 		for j := 0; j < cols; j++ {
 			want[i] += in[i*cols+j]
 		}
 	}
-	// f32 sums in another order: the error grows with the number of terms.
-	return r.check("out", got, want, 1e-6*float64(cols), 1e-6)
+	return want
 }
 
 func softmax[T jit.Elem](r *run) (err error) {
@@ -326,6 +331,12 @@ func softmax[T jit.Elem](r *run) (err error) {
 	if err != nil {
 		return err
 	}
+	// ex2.approx is good to about 2 ulp of f32; then the output rounds to dt.
+	return r.check("out", got, softmaxRef(in, rows, cols), 1e-7, math.Max(2e-6, ulpTol(dt, 1)))
+}
+
+// softmaxRef is softmax's reference: the softmax of each row of the rows x cols matrix in.
+func softmaxRef(in []float64, rows, cols int) []float64 {
 	want := make([]float64, rows*cols)
 	for i := 0; i < rows; i++ {
 		row := in[i*cols : (i+1)*cols]
@@ -341,6 +352,5 @@ func softmax[T jit.Elem](r *run) (err error) {
 			want[i*cols+j] = math.Exp(x-m) / s
 		}
 	}
-	// ex2.approx is good to about 2 ulp of f32; then the output rounds to dt.
-	return r.check("out", got, want, 1e-7, math.Max(2e-6, ulpTol(dt, 1)))
+	return want
 }
