@@ -103,9 +103,10 @@ func hostType(t reflect.Type) (ptx.Type, bool) {
 // ParamInfo is what a kernel's builder knows of a parameter beyond its PTX type (the fields
 // of dsl.ParamInfo): launches check pointers' element types and scalars' types against it.
 type ParamInfo struct {
-	Name    string
-	Type    ptx.Type // the scalar's type, or the pointee type of a pointer
-	Pointer bool
+	Name      string
+	Type      ptx.Type // the scalar's type, the pointee type of a pointer, a tensor map's element type
+	Pointer   bool
+	TensorMap bool // a 128-byte tensor map passed by value (a TensorMap argument)
 }
 
 // typedPointer is implemented by *Buffer[T] and TypedPtr[T].
@@ -400,9 +401,10 @@ func checkParamInfo(f *ptx.Func, entry string, info []ParamInfo) error {
 // ParamInfos converts a builder's parameter list (dsl.Kernel.Params, kernels.Built.Params:
 // structs of the same fields) to what Source.Params takes.
 func ParamInfos[P ~struct {
-	Name    string
-	Type    ptx.Type
-	Pointer bool
+	Name      string
+	Type      ptx.Type
+	Pointer   bool
+	TensorMap bool
 }](ps []P) []ParamInfo {
 	out := make([]ParamInfo, len(ps))
 	for i, p := range ps {
