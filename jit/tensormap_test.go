@@ -352,5 +352,3 @@ func TestEmuTensorMapInterleave(t *testing.T) {
 		t.Fatalf("a freed buffer: %v", err)
 	}
 }
-
-
