@@ -306,7 +306,8 @@ func (af *argField) check(ft reflect.Type) error {
 // LaunchArgs runs the kernel with the parameters in args, a struct with one field per
 // parameter in the kernel's order: field InMC fills parameter in_mc (the field's name in
 // snake_case, or its `kgen:"name=..."` tag). Pointer fields are Ptr[T] (a *Buffer[T] or a
-// TypedPtr[T]) or AnyPtr, scalars are sized Go numbers or fp types. A field's type is checked
+// TypedPtr[T]) or AnyPtr, scalars are sized Go numbers or fp types, a 128-byte tensor-map
+// parameter takes a TensorMap (NewTensorMap) made on the launching device. A field's type is checked
 // against the parameter once per struct type and kernel, and against the element types the
 // kernel declared when the module was loaded with Source.Params; errors name the field.
 // LaunchArgs does not wait.
