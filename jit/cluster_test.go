@@ -204,3 +204,48 @@ func TestEmuCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEmuClusterCollective: a gathered launch on 2 emulated ranks keeps its cluster shape on
+// every GPU, and ranks that ask for different clusters are refused, naming both.
+func TestEmuClusterCollective(t *testing.T) {
+	mod, err := ptx.Parse(clusterSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(cluster func(rank int) Dim3) error {
+		return RunRanks(RanksOptions{Backend: Emulator, World: 2}, func(r *Rank) error {
+			m, err := r.Device.Load(Source{Module: mod})
+			if err != nil {
+				return err
+			}
+			ids, err := m.Function("cluster_ids")
+			if err != nil {
+				return err
+			}
+			out, err := Alloc[uint32](r.Device, 4*4)
+			if err != nil {
+				return err
+			}
+			if err := ids.Launch(LaunchConfig{Grid: D1(4), Block: D1(32), Cluster: cluster(r.Rank), Collective: CollectiveOn}, out); err != nil {
+				return err
+			}
+			got := make([]uint32, 16)
+			if err := out.CopyToHost(got); err != nil {
+				return err
+			}
+			for b := 0; b < 4; b++ {
+				if want := []uint32{uint32(b % 2), 2, uint32(b / 2), 1}; fmt.Sprint(got[4*b:4*b+4]) != fmt.Sprint(want) {
+					return fmt.Errorf("rank %d block %d: %v, want %v", r.Rank, b, got[4*b:4*b+4], want)
+				}
+			}
+			return nil
+		})
+	}
+	if err := run(func(int) Dim3 { return D1(2) }); err != nil {
+		t.Fatal(err)
+	}
+	err = run(func(r int) Dim3 { return D1(2 * (r + 1)) })
+	if err == nil || !strings.Contains(err.Error(), "cluster 2x1x1, rank 1 grid 4x1x1, block 32x1x1, 0 bytes, cluster 4x1x1") {
+		t.Fatalf("different clusters: %v", err)
+	}
+}

@@ -397,8 +397,8 @@ func (m *emuMachine) collective(parts []any) error {
 		case l.f.m.key != l0.f.m.key || l.f.sig.Name != l0.f.sig.Name:
 			return fmt.Errorf("collective launch: rank 0 launches %s but rank %d launches %s (of another module or another kernel); on the emulator the ranks' k-th gathered launches run as one, so they must be the same kernel (use LaunchConfig.Collective = jit.CollectiveOff for a launch one rank makes alone)", l0.f.sig.Name, r, l.f.sig.Name)
 		case l.g != l0.g || l.b != l0.b || l.shared != l0.shared || l.cluster != l0.cluster:
-			return fmt.Errorf("collective launch of %s: rank 0 uses grid %s, block %s, %d bytes of shared memory, rank %d grid %s, block %s, %d bytes; the emulator runs one grid shape on every GPU", l0.f.sig.Name,
-				dimString(l0.g), dimString(l0.b), l0.shared, r, dimString(l.g), dimString(l.b), l.shared)
+			return fmt.Errorf("collective launch of %s: rank 0 uses grid %s, block %s, %d bytes of shared memory, cluster %s, rank %d grid %s, block %s, %d bytes, cluster %s; the emulator runs one grid shape on every GPU", l0.f.sig.Name,
+				dimString(l0.g), dimString(l0.b), l0.shared, clusterString(l0.cluster), r, dimString(l.g), dimString(l.b), l.shared, clusterString(l.cluster))
 		}
 	}
 	m.mu.Lock()
@@ -417,6 +417,14 @@ func (m *emuMachine) run(l emu.Launch) error {
 		return fmt.Errorf("collective launch on %d emulated GPUs: %w", len(l.GPUs), err)
 	}
 	return err
+}
+
+// clusterString shows a launch's cluster shape ("none" for none).
+func clusterString(c emu.Dim3) string {
+	if c == (emu.Dim3{}) {
+		return "none"
+	}
+	return fmt.Sprintf("%dx%dx%d", c.X, c.Y, c.Z)
 }
 
 func emuDim(d Dim3) emu.Dim3 { return emu.Dim3{X: d.X, Y: d.Y, Z: d.Z} }
