@@ -2,9 +2,13 @@ package jit
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kgen-dev/kgen/internal/tooltest"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -247,5 +251,21 @@ func TestEmuClusterCollective(t *testing.T) {
 	err = run(func(r int) Dim3 { return D1(2 * (r + 1)) })
 	if err == nil || !strings.Contains(err.Error(), "cluster 2x1x1, rank 1 grid 4x1x1, block 32x1x1, 0 bytes, cluster 4x1x1") {
 		t.Fatalf("different clusters: %v", err)
+	}
+}
+
+// TestHopperTestKernelsAssemble: ptxas accepts the TMA and cluster test kernels for sm_90a,
+// so the GPU tests run what the emulator tests ran.
+func TestHopperTestKernelsAssemble(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	for name, src := range map[string]string{"tma": tmaSrc, "cluster": clusterSrc} {
+		dir := t.TempDir()
+		f := filepath.Join(dir, name+".ptx")
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(ptxas, "-arch=sm_90a", f, "-o", filepath.Join(dir, name+".cubin")).CombinedOutput(); err != nil {
+			t.Fatalf("ptxas %s: %v\n%s", name, err, out)
+		}
 	}
 }
