@@ -2,6 +2,7 @@ package jit
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -178,6 +179,52 @@ func tmaProgram(d *Device) error {
 						return fmt.Errorf("swizzle %d, box at (%d, %d): element (%d, %d) at shared byte %d is %d, want %d", swz, c[0], c[1], i, j, o, g, want)
 					}
 				}
+			}
+		}
+	}
+
+	// NaN fill: an f32 map loaded through a module loaded without Source.Params (so the
+	// u16-declared kernel takes it).
+	m2, err := d.Load(Source{Module: mod})
+	if err != nil {
+		return err
+	}
+	defer m2.Close()
+	box2, err := m2.Function("tma_box")
+	if err != nil {
+		return err
+	}
+	fhost := make([]float32, 32*32)
+	for i := range fhost {
+		fhost[i] = float32(i) + 0.5
+	}
+	fsrc, err := Alloc[float32](d, len(fhost))
+	if err != nil {
+		return err
+	}
+	defer fsrc.Free()
+	if err := fsrc.CopyFromHost(fhost); err != nil {
+		return err
+	}
+	nanMap, err := NewTensorMap(fsrc, []uint64{32, 32}, []uint64{128}, []uint32{32, 4}, SwizzleNone, WithOOBNaN())
+	if err != nil {
+		return err
+	}
+	if err := box2.Launch(LaunchConfig{Grid: D1(1), Block: D1(32)}, nanMap, out, int32(-8), int32(30), uint32(512), uint32(128)); err != nil {
+		return err
+	}
+	if err := out.CopyToHost(got); err != nil {
+		return err
+	}
+	for j := 0; j < 4; j++ {
+		for i := 0; i < 32; i++ {
+			x, y := i-8, 30+j
+			g, want := math.Float32frombits(got[j*32+i]), float32(math.NaN())
+			if x >= 0 && y < 32 {
+				want = fhost[y*32+x]
+			}
+			if g != want && !(math.IsNaN(float64(g)) && math.IsNaN(float64(want))) {
+				return fmt.Errorf("NaN fill, box at (-8, 30): element (%d, %d) is %v (bits %#x), want %v", i, j, g, got[j*32+i], want)
 			}
 		}
 	}
