@@ -111,7 +111,7 @@ func clusterProgram(d *Device) error {
 		}
 		return bump.Launch(LaunchConfig{Grid: D1(1), Block: D1(64), Stream: s, PDL: true}, out, uint32(gx*gy*4))
 	}
-	check := func(how string) error {
+	check := func(how string, out *Buffer[uint32]) error {
 		got := make([]uint32, gx*gy*4)
 		if err := out.CopyToHost(got); err != nil {
 			return err
@@ -135,7 +135,7 @@ func clusterProgram(d *Device) error {
 	if err := s.Synchronize(); err != nil {
 		return err
 	}
-	if err := check("launch"); err != nil {
+	if err := check("launch", out); err != nil {
 		return err
 	}
 	if err := out.CopyFromHost(make([]uint32, gx*gy*4)); err != nil {
@@ -163,7 +163,28 @@ func clusterProgram(d *Device) error {
 	if err := s.Synchronize(); err != nil {
 		return err
 	}
-	if err := check("graph replay"); err != nil {
+	if err := check("graph replay", out); err != nil {
+		return err
+	}
+	// New arguments for both nodes keep the cluster launch's shape.
+	out2, err := Alloc[uint32](d, gx*gy*4)
+	if err != nil {
+		return err
+	}
+	defer out2.Free()
+	if err := x.SetArgs(0, out2); err != nil {
+		return err
+	}
+	if err := x.SetArgs(1, out2, uint32(gx*gy*4)); err != nil {
+		return err
+	}
+	if err := x.Launch(s); err != nil {
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	if err := check("graph replay after SetArgs", out2); err != nil {
 		return err
 	}
 
