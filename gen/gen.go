@@ -274,10 +274,14 @@ func launcher(f *jen.File, k built) error {
 		}
 		field := jen.Id(name)
 		what := p.Type.String()
-		if p.Pointer {
+		switch {
+		case p.TensorMap:
+			field.Qual(jitPkg, "TensorMap")
+			what = "tensor map over " + what
+		case p.Pointer:
 			field.Qual(jitPkg, "Ptr").Types(gt)
 			what = "pointer to " + what
-		} else {
+		default:
 			field.Add(gt)
 		}
 		if naming.Snake(name) != p.Name {
@@ -308,6 +312,9 @@ func paramInfo(params []dsl.ParamInfo) jen.Code {
 		fields := []jen.Code{jen.Id("Name").Op(":").Lit(p.Name), jen.Id("Type").Op(":").Qual(ptxPkg, typeConst(p.Type))}
 		if p.Pointer {
 			fields = append(fields, jen.Id("Pointer").Op(":").True())
+		}
+		if p.TensorMap {
+			fields = append(fields, jen.Id("TensorMap").Op(":").True())
 		}
 		items = append(items, jen.Line().Values(fields...))
 	}

@@ -237,11 +237,27 @@ func TestFrontEndVectorAdd(t *testing.T) {
 	}
 }
 
-func TestWideParameterRefused(t *testing.T) {
-	f := &ptx.Func{Name: "k", Entry: true, Params: []ptx.Param{{Name: "s", Type: ptx.B8, Array: 16, Align: 8}}}
-	_, err := EncodeArgs(f, []any{uint64(1)})
-	if err == nil || !strings.Contains(err.Error(), "copies exactly 8 bytes per argument") {
+// TestWideParameters: a byte array wider than 8 bytes takes a []byte of its size in
+// consecutive words, a number is refused, and so is a wide parameter that is not bytes or a
+// kernel of more than MaxParamBytes.
+func TestWideParameters(t *testing.T) {
+	f := &ptx.Func{Name: "k", Entry: true, Params: []ptx.Param{{Name: "a", Type: ptx.U32}, {Name: "s", Type: ptx.B8, Array: 12, Align: 8}, {Name: "b", Type: ptx.U16}}}
+	_, err := EncodeArgs(f, []any{uint32(0), uint64(1), uint16(0)})
+	if err == nil || !strings.Contains(err.Error(), "argument 1 (.b8 s[12]): got uint64 for a 12-byte array parameter") {
 		t.Fatalf("got %v", err)
+	}
+	words, err := EncodeArgs(f, []any{uint32(7), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, uint16(9)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{7, 0x0807060504030201, 0x0c0b0a09, 9}; fmt.Sprint(words) != fmt.Sprint(want) {
+		t.Fatalf("words %x, want %x", words, want)
+	}
+	if _, err := EncodeArgs(&ptx.Func{Name: "k", Params: []ptx.Param{{Name: "v", Type: ptx.U32, Array: 4}}}, []any{make([]byte, 16)}); err == nil || !strings.Contains(err.Error(), "not a byte array") {
+		t.Fatalf("a u32 array: %v", err)
+	}
+	if _, err := EncodeArgs(&ptx.Func{Name: "k", Params: []ptx.Param{{Name: "v", Type: ptx.B8, Array: 5000}}}, []any{make([]byte, 5000)}); err == nil || !strings.Contains(err.Error(), "takes 5000 bytes of parameters, more than the 4096") {
+		t.Fatalf("5000 bytes of parameters: %v", err)
 	}
 	f = &ptx.Func{Name: "k", Entry: true, Params: []ptx.Param{{Name: "h", Type: ptx.F16}, {Name: "x", Type: ptx.F64}, {Name: "p", Type: ptx.B64}}}
 	slots, err := EncodeArgs(f, []any{uint16(0x3c00), 1.5, DevicePtr(0x1000)})

@@ -99,6 +99,8 @@ func fields(t twin) ([]jen.Code, error) {
 		dtTyped := p.Type != b[i].Type
 		var typ jen.Code
 		switch {
+		case p.TensorMap:
+			typ = jen.Qual(jitPkg, "TensorMap")
 		case sf.Type == reflect.TypeFor[dsl.PeerTable]() && !t.generic, p.Pointer && !t.generic:
 			typ = jen.Qual(jitPkg, "AnyPtr")
 		case sf.Type == reflect.TypeFor[dsl.PeerTable]():
