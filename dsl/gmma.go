@@ -306,3 +306,15 @@ func (d GMMADesc) addr(start, mn, k, es int) int {
 	}
 	return a
 }
+
+// swizzleOf returns l's swizzle (Sw<0,..> when it has none); ok is false for another outer
+// function.
+func swizzleOf(l layout.ComposedLayout) (layout.Swizzle, bool) {
+	if l.Outer == nil {
+		return layout.Swizzle{}, true
+	}
+	sw, ok := l.Outer.(layout.Swizzle)
+	return sw, ok
+}
+
+func log2i(n int) int { return bits.TrailingZeros(uint(n)) }

@@ -1,0 +1,180 @@
+package dsl_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// hopperTile is a one-warpgroup GEMM tile D (64 x n) = A (64 x kTotal) * B^T (n x kTotal):
+// warpgroup 0 is the producer (one elected thread issues the TMA loads of A and B, bk
+// columns a stage, through a TMA pipeline of the given stages), warpgroup 1 the consumer
+// (wgmma over the stage's K blocks, then releases it). Both operands are K-major with the
+// 128-byte swizzle. Thread t of the consumer stores accumulator i at d[128*i + t].
+type hopperTile struct {
+	ab                  dsl.Type
+	n, bk, kTotal, stgs int
+}
+
+func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy, *dsl.TMACopy) {
+	t.Helper()
+	k := dsl.New("wsgemm", dsl.WithTarget(ptx.SM90a))
+	tmA, tmB := k.TensorMapPtrParam("tma"), k.TensorMapPtrParam("tmb")
+	out := k.PtrParam("d", dsl.F32)
+	atom, err := dsl.MakeGMMAAtom(c.ab, c.n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := dsl.GMMALayoutAtom(c.ab, dsl.KMajor, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lA, err := dsl.TileToShape(la, 64, c.bk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lB, err := dsl.TileToShape(la, c.n, c.bk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sA, sB := k.SharedTile(c.ab, lA, c.stgs), k.SharedTile(c.ab, lB, c.stgs)
+	cA, cB := k.MakeTMACopy(tmA, sA), k.MakeTMACopy(tmB, sB)
+	pipe := k.MakeTMAPipeline(c.stgs, 128, cA, cB)
+	mma := dsl.MakeTiledGMMA(atom, 1)
+	tid := k.ThreadIdx(dsl.X)
+	kTiles := c.kTotal / c.bk
+	k.If(tid.Lt(uint32(128)), func() {
+		k.WarpgroupRegDealloc(40)
+		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
+			st := pipe.ProducerState()
+			k.For(0, kTiles, 1, func(kt dsl.Value) {
+				pipe.ProducerAcquire(st)
+				pipe.Load(st, cA, 0, kt.Mul(int32(c.bk)))
+				pipe.Load(st, cB, 0, kt.Mul(int32(c.bk)))
+				pipe.ProducerCommit(st)
+				st.Advance()
+			})
+		})
+	}).Else(func() {
+		k.WarpgroupRegAlloc(232)
+		acc := mma.Accumulators(k)
+		st := pipe.ConsumerState()
+		k.For(0, kTiles, 1, func(kt dsl.Value) {
+			pipe.ConsumerWait(st)
+			mma.Gemm(k, 0, sA, sB, st.Index, acc)
+			k.WaitGroup(0)
+			pipe.ConsumerRelease(st)
+			st.Advance()
+		})
+		me := tid.Sub(uint32(128))
+		for i, v := range acc.Values() {
+			k.Store(out.At(me.Add(uint32(128*i))), v)
+		}
+	})
+	return k, atom, cA, cB
+}
+
+// elems returns n values of ab (small multiples of 1/2, exact in every input type) as
+// floats and as the bytes of their encoding.
+func elems(ab dsl.Type, n, seed int) ([]float64, []byte) {
+	f := make([]float64, n)
+	var b []byte
+	for i := range f {
+		f[i] = float64((i*7+seed*13)%9-4) * 0.5
+		switch ab {
+		case dsl.BF16:
+			h := fp.F32ToBF16(float32(f[i]))
+			b = append(b, byte(h), byte(h>>8))
+		case dsl.F16:
+			h := fp.F32ToF16(float32(f[i]))
+			b = append(b, byte(h), byte(h>>8))
+		case dsl.E4M3:
+			e, _ := fp.F64ToE4M3(f[i])
+			b = append(b, e)
+		}
+	}
+	return f, b
+}
+
+func (c hopperTile) run(t *testing.T) {
+	k, atom, cA, cB := c.build(t)
+	m, sys := onOneGPU(t, k)
+	assemble(t, m)
+	es := 2
+	if c.ab == dsl.E4M3 {
+		es = 1
+	}
+	a, ab := elems(c.ab, 64*c.kTotal, 1)
+	b, bb := elems(c.ab, c.n*c.kTotal, 2)
+	alloc := func(n int) uint64 {
+		p, err := sys.Malloc(0, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ga, gb, gd := alloc(len(ab)), alloc(len(bb)), alloc(4*64*c.n)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(emu.WriteSlice(sys, ga, ab))
+	must(emu.WriteSlice(sys, gb, bb))
+	tmap := func(g uint64, rows int, cp *dsl.TMACopy) uint64 {
+		if cp.Major() != dsl.KMajor || cp.Box[1] != rows {
+			t.Fatalf("copy: %v-major box %v, want K-major with %d rows", cp.Major(), cp.Box, rows)
+		}
+		pt := ptx.Type(c.ab)
+		tm := emu.TensorMap{Elem: pt, Rank: 2, Global: g, Dims: [5]uint64{uint64(c.kTotal), uint64(rows)},
+			Strides: [5]uint64{0, uint64(c.kTotal * es)}, Box: [5]uint32{uint32(cp.Box[0]), uint32(cp.Box[1])}, Swizzle: cp.SwizzleBytes}
+		enc := tm.Encode()
+		p := alloc(len(enc))
+		must(emu.WriteSlice(sys, p, enc[:]))
+		return p
+	}
+	if want := (64 + c.n) * c.bk * es; cA.Bytes+cB.Bytes != want {
+		t.Fatalf("expect_tx %d bytes, want %d", cA.Bytes+cB.Bytes, want)
+	}
+	must(sys.Launch(emu.Launch{Module: m, Entry: "wsgemm", Grid: emu.D1(1), Block: emu.D1(256),
+		Args: []any{tmap(ga, 64, cA), tmap(gb, c.n, cB), gd}}))
+	got, err := emu.ReadSlice[float32](sys, gd, 64*c.n)
+	must(err)
+	bad := 0
+	for tid := 0; tid < 128; tid++ {
+		for i := 0; i < atom.AccRegs(); i++ {
+			row, col := atom.Coord(tid, i)
+			want := 0.0
+			for kk := 0; kk < c.kTotal; kk++ {
+				want += a[row*c.kTotal+kk] * b[col*c.kTotal+kk]
+			}
+			if g := got[128*i+tid]; float64(g) != want {
+				if bad < 5 {
+					t.Errorf("D[%d][%d] (thread %d value %d) = %g, want %g", row, col, tid, i, g, want)
+				}
+				bad++
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d elements differ", bad, 64*c.n)
+	}
+}
+
+// TestHopperGemmTile runs the warp-specialized tile on the emulator for bf16 and e4m3 with 2
+// and 3 stages (more K tiles than stages, so the ring wraps and the phases flip).
+func TestHopperGemmTile(t *testing.T) {
+	for _, c := range []hopperTile{
+		{dsl.BF16, 32, 64, 256, 3},
+		{dsl.BF16, 64, 64, 192, 2},
+		{dsl.E4M3, 32, 128, 512, 3},
+		{dsl.F16, 16, 64, 128, 2},
+	} {
+		t.Run(fmt.Sprintf("%s_n%d_k%d_stages%d", c.ab, c.n, c.kTotal, c.stgs), c.run)
+	}
+}

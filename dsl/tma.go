@@ -1,0 +1,217 @@
+package dsl
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TensorMapRef is the generic address of a TMA tensor map (the 128-byte, 64-byte aligned
+// descriptor the host encodes: cuTensorMapEncodeTiled, or emu.TensorMap.Encode): the
+// tensor-map operand of cp.async.bulk.tensor.
+type TensorMapRef struct {
+	addr Value // U64
+}
+
+// TensorMapAt takes a tensor map's generic address (a U64 Value: a map in global memory,
+// or a grid-constant parameter's address).
+func (k *Kernel) TensorMapAt(addr Value) TensorMapRef {
+	if !k.own(addr, "TensorMapAt") {
+		return TensorMapRef{}
+	}
+	if addr.t != U64 {
+		k.errorf("TensorMapAt: the address is %s, not U64", addr.t)
+		return TensorMapRef{}
+	}
+	return TensorMapRef{addr: addr}
+}
+
+// TensorMapPtrParam declares a U64 parameter holding the global address of a tensor map
+// (64-byte aligned, written before the launch).
+func (k *Kernel) TensorMapPtrParam(name string) TensorMapRef {
+	return k.TensorMapAt(k.Param(name, U64))
+}
+
+// TMACopy is a TMA load of one stage of a SharedTile (CuTe's make_tma_copy for a 2-D global
+// tensor and a shared layout): boxes of the layout atom's row width along the contiguous
+// dimension, as many as the tile needs, each landing where the shared layout (with its
+// swizzle, which the tensor map's swizzle reproduces) places it.
+type TMACopy struct {
+	k     *Kernel
+	m     TensorMapRef
+	tile  SharedTile
+	major GMMAMajor
+	boxes []tmaBox
+	// Box is the tensor map's box, innermost (contiguous) dimension first: build the map
+	// with it and SwizzleBytes.
+	Box          [2]int
+	SwizzleBytes int
+	Bytes        int // bytes one stage's load brings (the expect_tx of its barrier)
+}
+
+type tmaBox struct {
+	smem   int // byte offset in the stage
+	c0, c1 int // the box's coordinates relative to the tile's (inner, outer)
+}
+
+// MakeTMACopy makes the TMA load of tile's stages from the global tensor whose map is m: a
+// K-major tile reads a K-contiguous tensor ((K, MN) in the map, innermost first), an
+// MN-major tile an MN-contiguous one. A layout that no box sequence writes is an error.
+func (k *Kernel) MakeTMACopy(m TensorMapRef, tile SharedTile) *TMACopy {
+	defer k.hold()()
+	c := &TMACopy{k: k, m: m, tile: tile}
+	if tile.k != k || m.addr.k != k {
+		k.errorf("MakeTMACopy: the tile or the tensor map is not of this kernel")
+		return c
+	}
+	if k.target.SM() < 90 {
+		k.errorf("MakeTMACopy: TMA needs sm_90; the kernel targets %s", k.target)
+		return c
+	}
+	l := tile.Layout
+	es := memType(tile.Elem).Bytes()
+	if l.Inner.Rank() != 2 {
+		k.errorf("MakeTMACopy: layout %v is not (MN, K)", l)
+		return c
+	}
+	sh := l.Inner.Shape()
+	mnExt, kExt := size(sh.At(0)), size(sh.At(1))
+	off := func(mn, kk int) int { return l.Inner.Value(mn + mnExt*kk) }
+	swz := 0
+	if sw, ok := swizzleOf(l); ok && sw.B > 0 {
+		if sw.M != 4-log2i(es) || sw.S != 3 || sw.B > 3 {
+			k.errorf("MakeTMACopy: swizzle %v is no TMA swizzle for %d-byte elements", sw, es)
+			return c
+		}
+		swz = 16 << sw.B
+	} else if !ok {
+		k.errorf("MakeTMACopy: layout %v: the outer function is not a swizzle", l)
+		return c
+	}
+	c.SwizzleBytes = swz
+	w := max(swz, 16) / es // elements of one box row
+	try := func(major GMMAMajor) error {
+		c.boxes = nil
+		inner, outer := kExt, mnExt
+		at := func(i, o int) int { return off(o, i) }
+		if major == MNMajor {
+			inner, outer = mnExt, kExt
+			at = off
+		}
+		if inner%w != 0 {
+			return fmt.Errorf("%s-major: the contiguous extent %d is not a multiple of the %d-element box row", major, inner, w)
+		}
+		if outer > 256 {
+			return fmt.Errorf("%s-major: %d rows; a TMA box has at most 256", major, outer)
+		}
+		for j := 0; j < inner/w; j++ {
+			base := at(j*w, 0)
+			for o := 0; o < outer; o++ {
+				for i := 0; i < w; i++ {
+					if got := at(j*w+i, o); got != base+o*w+i {
+						return fmt.Errorf("%s-major: element %d of row %d of box %d is at %d, a box writes %d", major, i, o, j, got, base+o*w+i)
+					}
+				}
+			}
+			c.boxes = append(c.boxes, tmaBox{smem: es * base, c0: j * w})
+		}
+		c.major, c.Box = major, [2]int{w, outer}
+		return nil
+	}
+	errK := try(KMajor)
+	if errK != nil {
+		if errMN := try(MNMajor); errMN != nil {
+			k.errorf("MakeTMACopy: no TMA boxes write layout %v: %v; %v", l, errK, errMN)
+			return c
+		}
+	}
+	c.Bytes = es * w * c.Box[1] * len(c.boxes)
+	return c
+}
+
+// Major says which tensor dimension is contiguous: KMajor maps are (K, MN), MNMajor (MN, K).
+func (c *TMACopy) Major() GMMAMajor { return c.major }
+
+// Load issues the loads of the tile at (mn, kk) (element coordinates, U32 or I32 Values or
+// Go ints) into stage of the tile, completing bar's transaction bytes (c.Bytes). Call it
+// from one thread, after bar's ArriveExpectTx.
+func (c *TMACopy) Load(bar Mbarrier, stage any, mn, kk any) { c.load("TMACopy.Load", bar, stage, mn, kk, nil) }
+
+// LoadMulticast is Load into the same shared offsets of every block of the cluster in mask
+// (a U16 Value; bit i is the block of rank i), completing each block's barrier at the same
+// offset (.multicast::cluster, sm_90a).
+func (c *TMACopy) LoadMulticast(bar Mbarrier, stage any, mn, kk any, mask Value) {
+	c.load("TMACopy.LoadMulticast", bar, stage, mn, kk, &mask)
+}
+
+func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *Value) {
+	k := c.k
+	if k == nil || c.boxes == nil {
+		if k != nil {
+			k.errorf("%s: the copy failed to build (see MakeTMACopy's error)", what)
+		}
+		return
+	}
+	defer k.hold()()
+	if bar.k != k {
+		k.errorf("%s: the barrier is not of this kernel", what)
+		return
+	}
+	if mask != nil {
+		if k.target != ptx.SM90a && k.target != ptx.SM100a {
+			k.errorf("%s: .multicast::cluster needs sm_90a or sm_100a; the kernel targets %s", what, k.target)
+			return
+		}
+		if !k.own(*mask, what) {
+			return
+		}
+		if mask.t != U16 {
+			k.errorf("%s: the cluster mask is %s, not U16", what, mask.t)
+			return
+		}
+	}
+	coord := func(x any) (Value, bool) {
+		if v, ok := x.(Value); ok {
+			if !k.own(v, what) {
+				return Value{}, false
+			}
+			if v.t != U32 && v.t != I32 {
+				k.errorf("%s: coordinate %s is %s, not U32 or I32", what, v, v.t)
+				return Value{}, false
+			}
+			return v.To(I32), true
+		}
+		return k.val(x, I32, what)
+	}
+	vmn, ok1 := coord(mn)
+	vk, ok2 := coord(kk)
+	if !ok1 || !ok2 {
+		return
+	}
+	in, out := vk, vmn
+	if c.major == MNMajor {
+		in, out = vmn, vk
+	}
+	dst := c.tile.Stage(stage)
+	reg := func(v Value) ptx.Operand {
+		if v.IsConst() {
+			r := k.reg(I32)
+			k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.S32}, Args: []ptx.Operand{r, k.operand(v)}})
+			return r
+		}
+		return k.operand(v)
+	}
+	q := []string{"2d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"}
+	if mask != nil {
+		q = append(q, "multicast::cluster")
+	}
+	for _, b := range c.boxes {
+		args := []ptx.Operand{ptx.Addr{Base: k.operand(dst.addr), Off: dst.off + int64(b.smem)},
+			ptx.TensorAddr{Map: k.operand(c.m.addr), Coords: ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}},
+			bar.mem()}
+		if mask != nil {
+			args = append(args, k.operand(*mask))
+		}
+		k.emit(&ptx.Instr{Op: "cp.async.bulk.tensor", Q: append([]string(nil), q...), Args: args})
+	}
+}
