@@ -135,7 +135,9 @@ func (c *TMACopy) Major() GMMAMajor { return c.major }
 // Load issues the loads of the tile at (mn, kk) (element coordinates, U32 or I32 Values or
 // Go ints) into stage of the tile, completing bar's transaction bytes (c.Bytes). Call it
 // from one thread, after bar's ArriveExpectTx.
-func (c *TMACopy) Load(bar Mbarrier, stage any, mn, kk any) { c.load("TMACopy.Load", bar, stage, mn, kk, nil) }
+func (c *TMACopy) Load(bar Mbarrier, stage any, mn, kk any) {
+	c.load("TMACopy.Load", bar, stage, mn, kk, nil)
+}
 
 // LoadMulticast is Load into the same shared offsets of every block of the cluster in mask
 // (a U16 Value; bit i is the block of rank i), completing each block's barrier at the same
