@@ -178,3 +178,66 @@ func TestHopperGemmTile(t *testing.T) {
 		t.Run(fmt.Sprintf("%s_n%d_k%d_stages%d", c.ab, c.n, c.kTotal, c.stgs), c.run)
 	}
 }
+
+// TestHopperTMAMulticast: in clusters of 2 blocks, block 0 loads a 64x64 bf16 tile once with
+// .multicast::cluster into both blocks' shared memory, completing each block's own barrier
+// (armed by its own thread 0 with the copy's bytes); each block then reads its tile through
+// the swizzled view and writes it out: both equal the global tile.
+func TestHopperTMAMulticast(t *testing.T) {
+	k := dsl.New("mcast", dsl.WithTarget(ptx.SM90a))
+	tm := k.TensorMapPtrParam("tma")
+	out := k.PtrParam("out", dsl.BF16)
+	la, _ := dsl.GMMALayoutAtom(dsl.BF16, dsl.KMajor, 64)
+	l, _ := dsl.TileToShape(la, 64, 64)
+	s := k.SharedTile(dsl.BF16, l, 1)
+	c := k.MakeTMACopy(tm, s)
+	bar := k.Mbarriers(1).At(0)
+	tid := k.ThreadIdx(dsl.X)
+	rank := k.BlockRankInCluster()
+	k.If(tid.Eq(uint32(0)), func() {
+		bar.Init(1)
+		k.FenceMbarrierInit()
+		bar.ArriveExpectTx(c.Bytes)
+	})
+	k.ClusterSync()
+	k.If(tid.Eq(uint32(0)).And(rank.Eq(uint32(0))), func() {
+		c.LoadMulticast(bar, 0, 0, 0, k.Const(dsl.U16, 3))
+	})
+	bar.Wait(0)
+	view := s.Tensor(0)
+	k.For(0, 64*64/128, 1, func(j dsl.Value) {
+		i := j.Mul(uint32(128)).Add(tid)
+		mn, kk := i.Shr(uint32(6)), i.And(uint32(63))
+		k.Store(out.At(rank.Mul(uint32(4096)).Add(i)), view.Load(mn, kk))
+	})
+	k.ClusterSync() // block 1's shared memory stays until block 0's copy into it is done
+	m, sys := onOneGPU(t, k)
+	assemble(t, m)
+	vals, raw := elems(dsl.BF16, 64*64, 3)
+	g, _ := sys.Malloc(0, len(raw))
+	po, _ := sys.Malloc(0, 2*len(raw))
+	pm, _ := sys.Malloc(0, 128)
+	tmap := emu.TensorMap{Elem: ptx.BF16, Rank: 2, Global: g, Dims: [5]uint64{64, 64}, Strides: [5]uint64{0, 128},
+		Box: [5]uint32{uint32(c.Box[0]), uint32(c.Box[1])}, Swizzle: c.SwizzleBytes}
+	enc := tmap.Encode()
+	for _, err := range []error{emu.WriteSlice(sys, g, raw), emu.WriteSlice(sys, pm, enc[:]),
+		sys.Launch(emu.Launch{Module: m, Entry: "mcast", Grid: emu.D1(2), Block: emu.D1(128), Cluster: emu.D1(2), Args: []any{pm, po}})} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.Box) != 2 || c.Box[0] != 32 || c.SwizzleBytes != 64 {
+		t.Fatalf("box %v swizzle %d; want (32, 64) boxes with the 64-byte swizzle", c.Box, c.SwizzleBytes)
+	}
+	got, err := emu.ReadSlice[uint16](sys, po, 2*64*64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := 0; b < 2; b++ {
+		for i := 0; i < 64*64; i++ {
+			if f := float64(fp.BF16ToF32(got[b*4096+i])); f != vals[i] {
+				t.Fatalf("block %d element (%d, %d) = %g, want %g", b, i/64, i%64, f, vals[i])
+			}
+		}
+	}
+}

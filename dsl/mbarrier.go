@@ -172,3 +172,17 @@ func (k *Kernel) pipelineState(stages, phase int) PipelineState {
 }
 
 func (s PipelineState) String() string { return fmt.Sprintf("stage %v phase %v", s.Index, s.Phase) }
+
+// ClusterSync is a barrier over every thread of the cluster (barrier.cluster.arrive.release
+// then barrier.cluster.wait.acquire, both .aligned: every thread of each warp executes it):
+// after it, mbarrier inits (with FenceMbarrierInit) and shared-memory writes of the
+// cluster's blocks are visible.
+func (k *Kernel) ClusterSync() {
+	if k.target.SM() < 90 {
+		k.errorf("ClusterSync: clusters need sm_90; the kernel targets %s", k.target)
+		return
+	}
+	defer k.hold()()
+	k.emit(&ptx.Instr{Op: "barrier.cluster.arrive", Q: []string{"release", "aligned"}})
+	k.emit(&ptx.Instr{Op: "barrier.cluster.wait", Q: []string{"acquire", "aligned"}})
+}
