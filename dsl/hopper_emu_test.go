@@ -10,15 +10,19 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// hopperTile is a one-warpgroup GEMM tile D (64 x n) = A (64 x kTotal) * B^T (n x kTotal):
+// hopperTile is a GEMM tile D (64*wgs x n) = A (64*wgs x kTotal) * B^T (n x kTotal):
 // warpgroup 0 is the producer (one elected thread issues the TMA loads of A and B, bk
-// columns a stage, through a TMA pipeline of the given stages), warpgroup 1 the consumer
-// (wgmma over the stage's K blocks, then releases it). Both operands are K-major with the
-// 128-byte swizzle. Thread t of the consumer stores accumulator i at d[128*i + t].
+// columns a stage, through a TMA pipeline of the given stages), warpgroups 1..wgs the
+// consumers (wgmma over the stage's K blocks for their 64 rows, then release it). Both
+// operands are K-major with the 128-byte swizzle. Thread t of consumer warpgroup w stores
+// accumulator i at d[128*(w*n/2 + i) + t].
 type hopperTile struct {
 	ab                  dsl.Type
 	n, bk, kTotal, stgs int
+	wgs                 int // consumer warpgroups along M (0: 1)
 }
+
+func (c hopperTile) m() int { return 64 * max(c.wgs, 1) }
 
 func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy, *dsl.TMACopy) {
 	t.Helper()
@@ -33,7 +37,7 @@ func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy
 	if err != nil {
 		t.Fatal(err)
 	}
-	lA, err := dsl.TileToShape(la, 64, c.bk)
+	lA, err := dsl.TileToShape(la, c.m(), c.bk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +47,8 @@ func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy
 	}
 	sA, sB := k.SharedTile(c.ab, lA, c.stgs), k.SharedTile(c.ab, lB, c.stgs)
 	cA, cB := k.MakeTMACopy(tmA, sA), k.MakeTMACopy(tmB, sB)
-	pipe := k.MakeTMAPipeline(c.stgs, 128, cA, cB)
-	mma := dsl.MakeTiledGMMA(atom, 1)
+	pipe := k.MakeTMAPipeline(c.stgs, c.m()*2, cA, cB)
+	mma := dsl.MakeTiledGMMA(atom, max(c.wgs, 1))
 	tid := k.ThreadIdx(dsl.X)
 	kTiles := c.kTotal / c.bk
 	k.If(tid.Lt(uint32(128)), func() {
@@ -62,15 +66,16 @@ func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy
 	}).Else(func() {
 		k.WarpgroupRegAlloc(232)
 		acc := mma.Accumulators(k)
+		wg := tid.Shr(uint32(7)).Sub(uint32(1))
 		st := pipe.ConsumerState()
 		k.For(0, kTiles, 1, func(kt dsl.Value) {
 			pipe.ConsumerWait(st)
-			mma.Gemm(k, 0, sA, sB, st.Index, acc)
+			mma.Gemm(k, wg, sA, sB, st.Index, acc)
 			k.WaitGroup(0)
 			pipe.ConsumerRelease(st)
 			st.Advance()
 		})
-		me := tid.Sub(uint32(128))
+		me := tid.Sub(uint32(128)).And(uint32(127)).Add(wg.Mul(uint32(128 * atom.AccRegs())))
 		for i, v := range acc.Values() {
 			k.Store(out.At(me.Add(uint32(128*i))), v)
 		}
@@ -108,7 +113,8 @@ func (c hopperTile) run(t *testing.T) {
 	if c.ab == dsl.E4M3 {
 		es = 1
 	}
-	a, ab := elems(c.ab, 64*c.kTotal, 1)
+	rows := c.m()
+	a, ab := elems(c.ab, rows*c.kTotal, 1)
 	b, bb := elems(c.ab, c.n*c.kTotal, 2)
 	alloc := func(n int) uint64 {
 		p, err := sys.Malloc(0, n)
@@ -117,7 +123,7 @@ func (c hopperTile) run(t *testing.T) {
 		}
 		return p
 	}
-	ga, gb, gd := alloc(len(ab)), alloc(len(bb)), alloc(4*64*c.n)
+	ga, gb, gd := alloc(len(ab)), alloc(len(bb)), alloc(4*rows*c.n)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -138,22 +144,24 @@ func (c hopperTile) run(t *testing.T) {
 		must(emu.WriteSlice(sys, p, enc[:]))
 		return p
 	}
-	if want := (64 + c.n) * c.bk * es; cA.Bytes+cB.Bytes != want {
+	if want := (rows + c.n) * c.bk * es; cA.Bytes+cB.Bytes != want {
 		t.Fatalf("expect_tx %d bytes, want %d", cA.Bytes+cB.Bytes, want)
 	}
-	must(sys.Launch(emu.Launch{Module: m, Entry: "wsgemm", Grid: emu.D1(1), Block: emu.D1(256),
-		Args: []any{tmap(ga, 64, cA), tmap(gb, c.n, cB), gd}}))
-	got, err := emu.ReadSlice[float32](sys, gd, 64*c.n)
+	must(sys.Launch(emu.Launch{Module: m, Entry: "wsgemm", Grid: emu.D1(1), Block: emu.D1(128 + 2*rows),
+		Args: []any{tmap(ga, rows, cA), tmap(gb, c.n, cB), gd}}))
+	got, err := emu.ReadSlice[float32](sys, gd, rows*c.n)
 	must(err)
 	bad := 0
-	for tid := 0; tid < 128; tid++ {
+	for tid := 0; tid < 2*rows; tid++ {
+		w := tid / 128
 		for i := 0; i < atom.AccRegs(); i++ {
-			row, col := atom.Coord(tid, i)
+			row, col := atom.Coord(tid%128, i)
+			row += 64 * w
 			want := 0.0
 			for kk := 0; kk < c.kTotal; kk++ {
 				want += a[row*c.kTotal+kk] * b[col*c.kTotal+kk]
 			}
-			if g := got[128*i+tid]; float64(g) != want {
+			if g := got[128*(w*atom.AccRegs()+i)+tid%128]; float64(g) != want {
 				if bad < 5 {
 					t.Errorf("D[%d][%d] (thread %d value %d) = %g, want %g", row, col, tid, i, g, want)
 				}
@@ -162,7 +170,7 @@ func (c hopperTile) run(t *testing.T) {
 		}
 	}
 	if bad > 0 {
-		t.Errorf("%d of %d elements differ", bad, 64*c.n)
+		t.Errorf("%d of %d elements differ", bad, rows*c.n)
 	}
 }
 
@@ -170,12 +178,13 @@ func (c hopperTile) run(t *testing.T) {
 // and 3 stages (more K tiles than stages, so the ring wraps and the phases flip).
 func TestHopperGemmTile(t *testing.T) {
 	for _, c := range []hopperTile{
-		{dsl.BF16, 32, 64, 256, 3},
-		{dsl.BF16, 64, 64, 192, 2},
-		{dsl.E4M3, 32, 128, 512, 3},
-		{dsl.F16, 16, 64, 128, 2},
+		{dsl.BF16, 32, 64, 256, 3, 0},
+		{dsl.BF16, 64, 64, 192, 2, 0},
+		{dsl.E4M3, 32, 128, 512, 3, 0},
+		{dsl.F16, 16, 64, 128, 2, 0},
+		{dsl.BF16, 32, 64, 192, 2, 2},
 	} {
-		t.Run(fmt.Sprintf("%s_n%d_k%d_stages%d", c.ab, c.n, c.kTotal, c.stgs), c.run)
+		t.Run(fmt.Sprintf("%s_%dx%dx%d_stages%d", c.ab, c.m(), c.n, c.kTotal, c.stgs), c.run)
 	}
 }
 
