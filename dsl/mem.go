@@ -36,15 +36,22 @@ func paramType(t Type) Type {
 // ParamInfo describes a kernel parameter as the DSL declared it: generators of typed
 // launchers use it (the PTX parameter alone says .u64 for every pointer).
 type ParamInfo struct {
-	Name    string
-	Type    Type // the value's type, or the pointee type for pointers
-	Pointer bool // a pointer to global memory holding Type values
+	Name      string
+	Type      Type // the value's type, the pointee type for pointers, the tensor's for tensor maps
+	Pointer   bool // a pointer to global memory holding Type values
+	TensorMap bool // a 128-byte tensor map by value over a tensor of Type values
 }
 
 // Params returns the kernel's parameters in order.
 func (k *Kernel) Params() []ParamInfo { return append([]ParamInfo(nil), k.paramInfo...) }
 
 func (k *Kernel) addParam(name string, t Type) bool {
+	return k.addParamDecl(ptx.Param{Name: name, Type: paramType(t)})
+}
+
+// addParamDecl appends the parameter p after checking its name; false if it was refused.
+func (k *Kernel) addParamDecl(p ptx.Param) bool {
+	name := p.Name
 	if k.afterBuild("parameter " + name + " declared") {
 		return false
 	}
@@ -57,7 +64,7 @@ func (k *Kernel) addParam(name string, t Type) bool {
 		return false
 	}
 	k.params[name] = true
-	k.fn.Params = append(k.fn.Params, ptx.Param{Name: name, Type: paramType(t)})
+	k.fn.Params = append(k.fn.Params, p)
 	return true
 }
 

@@ -36,7 +36,8 @@ func (t PeerTable) Peer(g any) Ptr {
 //
 //   - Ptr: a pointer to global memory holding dt values (as PtrParam);
 //   - Value: a scalar of type dt (as Param);
-//   - PeerTable: a u64 array of one address per GPU, each pointing to dt values.
+//   - PeerTable: a u64 array of one address per GPU, each pointing to dt values;
+//   - TensorMap: a TMA tensor map by value over a tensor of dt values (as TensorMapParam).
 //
 // The PTX parameter of field InMC is named in_mc (the field name in snake_case, an acronym
 // followed by "s" kept whole: NGPUs gives ngpus). The field's `kgen` tag, comma-separated,
@@ -72,6 +73,8 @@ func Params[A any](k *Kernel, dt Type) A {
 			v.Field(f.index).Set(reflect.ValueOf(k.Param(f.name, t)))
 		case fieldPeers:
 			v.Field(f.index).Set(reflect.ValueOf(PeerTable{tbl: k.PtrParam(f.name, U64), elem: t}))
+		case fieldTensorMap:
+			v.Field(f.index).Set(reflect.ValueOf(k.TensorMapParam(f.name, t)))
 		}
 	}
 	return a
@@ -83,6 +86,7 @@ const (
 	fieldPtr fieldKind = iota
 	fieldValue
 	fieldPeers
+	fieldTensorMap
 )
 
 // paramField is what Params does with one field of A.
@@ -100,13 +104,14 @@ var (
 	ptrType   = reflect.TypeFor[Ptr]()
 	valueType = reflect.TypeFor[Value]()
 	peersType = reflect.TypeFor[PeerTable]()
+	tmapType  = reflect.TypeFor[TensorMap]()
 	planCache sync.Map // reflect.Type -> []paramField
 )
 
 // paramPlanOf reads the struct type t once; err says why t cannot be a parameter struct.
 func paramPlanOf(t reflect.Type) ([]paramField, string) {
 	if t.Kind() != reflect.Struct {
-		return nil, "not a struct (want a struct of dsl.Ptr, dsl.Value and dsl.PeerTable fields)"
+		return nil, "not a struct (want a struct of dsl.Ptr, dsl.Value, dsl.PeerTable and dsl.TensorMap fields)"
 	}
 	if p, ok := planCache.Load(t); ok {
 		return p.([]paramField), ""
@@ -127,8 +132,10 @@ func paramPlanOf(t reflect.Type) ([]paramField, string) {
 			f.kind = fieldValue
 		case sf.Type == peersType:
 			f.kind = fieldPeers
+		case sf.Type == tmapType:
+			f.kind = fieldTensorMap
 		default:
-			f.err = "type " + sf.Type.String() + " is not a parameter type (dsl.Ptr, dsl.Value or dsl.PeerTable)"
+			f.err = "type " + sf.Type.String() + " is not a parameter type (dsl.Ptr, dsl.Value, dsl.PeerTable or dsl.TensorMap)"
 		}
 		f.handle = f.err == ""
 		if f.err == "" {
@@ -180,6 +187,8 @@ func (k *Kernel) placeholder(kind fieldKind, t Type) any {
 	case fieldPeers:
 		p.elem = U64
 		return PeerTable{tbl: p, elem: t}
+	case fieldTensorMap:
+		return k.tensorMapPlaceholder(t)
 	}
 	return p
 }

@@ -44,8 +44,9 @@ func TestParamsDeclaresInFieldOrder(t *testing.T) {
 	if got.String() != want.String() {
 		t.Fatalf("Params built\n%s\nby hand\n%s", got, want)
 	}
-	wantInfo := []dsl.ParamInfo{{"alpha", dsl.F16, false}, {"x", dsl.F16, true}, {"y", dsl.F16, true},
-		{"y_out", dsl.F32, true}, {"bufs", dsl.U64, true}, {"ngpus", dsl.U32, false}}
+	wantInfo := []dsl.ParamInfo{{Name: "alpha", Type: dsl.F16}, {Name: "x", Type: dsl.F16, Pointer: true},
+		{Name: "y", Type: dsl.F16, Pointer: true}, {Name: "y_out", Type: dsl.F32, Pointer: true},
+		{Name: "bufs", Type: dsl.U64, Pointer: true}, {Name: "ngpus", Type: dsl.U32}}
 	if fmt.Sprint(k.Params()) != fmt.Sprint(wantInfo) {
 		t.Fatalf("Params() = %v, want %v", k.Params(), wantInfo)
 	}

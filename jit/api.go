@@ -453,7 +453,7 @@ func (m *Module) lookup(name string) (*Function, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Function{m: m, sig: sig, impl: f, info: m.params[name]}, nil
+	return &Function{m: m, sig: sig, impl: f, info: m.params[name], offs: wordOffsets(sig)}, nil
 }
 
 // Function is a kernel of a loaded module.
@@ -463,6 +463,7 @@ type Function struct {
 	impl  function
 	info  []ParamInfo // nil when the loader was not told
 	plans plans       // struct launches' encodings, by struct type
+	offs  []int       // each parameter's first word in an encoded launch (nil: word i)
 }
 
 // Name returns the kernel's name.
@@ -497,6 +498,68 @@ type LaunchConfig struct {
 	// launches it cooperatively (cuLaunchCooperativeKernel), the emulator checks the same
 	// limit from its per-SM model (EmuSMThreads, EmuSMBlocks, EmuSMShared).
 	CoResident bool
+	// Cluster, when set, groups the grid's blocks into thread-block clusters of this shape
+	// (sm_90+): each dimension divides the grid's, and a cluster holds at most
+	// MaxClusterBlocks blocks (MaxNonPortableClusterBlocks with NonPortableCluster). The
+	// blocks of a cluster run at once and share their shared memory (shared::cluster,
+	// barrier.cluster, TMA multicast). The GPU launches through cuLaunchKernelEx with
+	// CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; the emulator through emu.Launch.Cluster.
+	Cluster Dim3
+	// NonPortableCluster allows clusters of up to 16 blocks (the GPU sets the kernel's
+	// CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED; H100 runs them).
+	NonPortableCluster bool
+	// PDL (programmatic dependent launch, sm_90+) lets the GPU start this kernel before the
+	// previous kernel in its stream has finished, once every block of that one has executed
+	// griddepcontrol.launch_dependents or exited; the kernel must execute
+	// griddepcontrol.wait before it reads what the previous one wrote (it waits for that
+	// grid's completion and memory flush). The GPU launches through cuLaunchKernelEx with
+	// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; the emulator runs a stream's
+	// launches one after the other, which PDL allows.
+	PDL bool
+}
+
+// MaxClusterBlocks is the largest portable cluster; MaxNonPortableClusterBlocks the largest
+// with LaunchConfig.NonPortableCluster (sm_90).
+const (
+	MaxClusterBlocks            = 8
+	MaxNonPortableClusterBlocks = 16
+)
+
+// checkCluster checks the launch's cluster and PDL settings against grid g on a device of
+// compute capability sm.
+func (cfg *LaunchConfig) checkCluster(g Dim3, sm int) error {
+	if cfg.Cluster == (Dim3{}) {
+		if cfg.NonPortableCluster {
+			return fmt.Errorf("NonPortableCluster without a Cluster shape")
+		}
+	} else {
+		c := cfg.Cluster.norm()
+		limit, what := MaxClusterBlocks, "the portable limit; set NonPortableCluster for up to 16"
+		if cfg.NonPortableCluster {
+			limit, what = MaxNonPortableClusterBlocks, "the non-portable limit"
+		}
+		switch n := c.X * c.Y * c.Z; {
+		case c.X < 1 || c.Y < 1 || c.Z < 1:
+			return fmt.Errorf("cluster %s must be positive", dimString(cfg.Cluster))
+		case sm < 90:
+			return fmt.Errorf("cluster %s: thread-block clusters need sm_90 or newer, the device is sm_%d", dimString(c), sm)
+		case g.X%c.X != 0 || g.Y%c.Y != 0 || g.Z%c.Z != 0:
+			return fmt.Errorf("grid %s is not a whole number of clusters %s (each cluster dimension must divide the grid's)", dimString(g), dimString(c))
+		case n > limit:
+			return fmt.Errorf("cluster %s has %d blocks, more than %d (%s)", dimString(c), n, limit, what)
+		case cfg.CoResident:
+			return fmt.Errorf("cluster %s with CoResident: a cooperative launch takes no clusters here", dimString(c))
+		}
+	}
+	if cfg.PDL {
+		switch {
+		case sm < 90:
+			return fmt.Errorf("PDL (programmatic dependent launch) needs sm_90 or newer, the device is sm_%d", sm)
+		case cfg.CoResident:
+			return fmt.Errorf("PDL with CoResident: a cooperative launch takes no programmatic dependency here")
+		}
+	}
+	return nil
 }
 
 // CollectiveMode says how the emulator schedules a launch when several ranks share it.
@@ -515,6 +578,11 @@ const (
 	CollectiveOff
 )
 
+// exLauncher is a function that launches with clusters and PDL (the GPU: cuLaunchKernelEx).
+type exLauncher interface {
+	launchEx(grid, block Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error
+}
+
 // modalLauncher is a function that takes the LaunchConfig's Collective mode (the emulator).
 type modalLauncher interface {
 	launchMode(grid, block Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error
@@ -523,12 +591,14 @@ type modalLauncher interface {
 // Launch runs the kernel. The arguments are checked against the kernel's parameters: their
 // count, and each one's size and kind (pointers for .u64/.b64, Go scalars of the parameter's
 // width: float32 for .f32, uint16 bits for .f16/.bf16, int32/uint32 for 32-bit integers...).
-// Parameters wider than 8 bytes are refused (see docs/jit.md). Launch does not wait.
+// A byte-array parameter wider than 8 bytes takes a TensorMap (a 64-byte-aligned 128-byte
+// tensor-map parameter of a map made on this device) or a []byte of its size. Launch does
+// not wait.
 func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	if f == nil || f.m == nil || f.sig == nil {
 		return errors.New("jit: Launch of a nil *Function (look kernels up with Module.Function)")
 	}
-	slots, err := EncodeArgs(f.sig, args)
+	slots, err := encodeArgs(f.sig, args, f.m.d, f.info)
 	if err != nil {
 		return err
 	}
@@ -547,6 +617,9 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	}
 	if cfg.SharedMem < 0 {
 		return fmt.Errorf("jit: launch of %s: negative dynamic shared memory %d", f.sig.Name, cfg.SharedMem)
+	}
+	if err := cfg.checkCluster(g, f.m.d.info.SM); err != nil {
+		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
 	}
 	f.m.mu.Lock()
 	closed := f.m.closed
@@ -598,6 +671,13 @@ func (f *Function) dispatch(g, b Dim3, s stream, slots []uint64, cfg *LaunchConf
 	}
 	if ml, ok := f.impl.(modalLauncher); ok {
 		return ml.launchMode(g, b, cfg.SharedMem, s, slots, cfg)
+	}
+	if cfg.Cluster != (Dim3{}) || cfg.PDL {
+		xl, ok := f.impl.(exLauncher)
+		if !ok {
+			return fmt.Errorf("the %s backend cannot launch with clusters or PDL", f.m.d.info.Backend)
+		}
+		return xl.launchEx(g, b, cfg.SharedMem, s, slots, cfg)
 	}
 	return f.impl.launch(g, b, cfg.SharedMem, s, slots)
 }
@@ -954,7 +1034,8 @@ type module interface {
 }
 
 type function interface {
-	// launch runs with one 8-byte slot per parameter (values in the low bytes, little-endian).
+	// launch runs with the encoded parameter words (EncodeArgs: one 8-byte word per parameter,
+	// values in the low bytes, little-endian; a wider byte array in consecutive words).
 	launch(grid, block Dim3, shared int, s stream, args []uint64) error
 }
 

@@ -9,9 +9,50 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// MaxArgBytes is the widest kernel parameter a launch accepts: gorgonia.org/cu's
-// Function.Launch copies exactly 8 bytes per argument.
+// MaxArgBytes is the widest scalar kernel parameter: numbers and pointers take one 8-byte
+// word. Wider parameters are byte arrays (.param .b8 name[N]) filled by a TensorMap or a
+// []byte of their size.
 const MaxArgBytes = 8
+
+// MaxParamBytes is the most parameter bytes a kernel takes in all (the PTX ISA's limit for
+// sm_70 and newer with CUDA 12.1+ is 32764; the launch path keeps to the classic 4 KiB).
+const MaxParamBytes = 4096
+
+// paramWords is how many 8-byte words parameter p takes in an encoded launch.
+func paramWords(p ptx.Param) int { return max((paramBytes(p)+7)/8, 1) }
+
+// wordOffsets returns the first word of each parameter in an encoded launch, or nil when
+// every parameter takes one word (parameter i is word i).
+func wordOffsets(f *ptx.Func) []int {
+	wide := false
+	for _, p := range f.Params {
+		wide = wide || paramWords(p) > 1
+	}
+	if !wide {
+		return nil
+	}
+	offs := make([]int, len(f.Params))
+	n := 0
+	for i, p := range f.Params {
+		offs[i] = n
+		n += paramWords(p)
+	}
+	return offs
+}
+
+// paramBytesOf returns parameter i's bytes from an encoded launch.
+func paramBytesOf(f *ptx.Func, offs []int, words []uint64, i int) []byte {
+	p := f.Params[i]
+	w := i
+	if offs != nil {
+		w = offs[i]
+	}
+	out := make([]byte, paramBytes(p))
+	for j := range out {
+		out[j] = byte(words[w+j/8] >> (8 * (j % 8)))
+	}
+	return out
+}
 
 // paramBytes is the size of a kernel parameter in bytes.
 func paramBytes(p ptx.Param) int {
@@ -37,31 +78,115 @@ func Signature(f *ptx.Func) string {
 	return f.Name + "(" + strings.Join(ps, ", ") + ")"
 }
 
-// EncodeArgs checks args against kernel f's parameters and returns one 8-byte slot per
-// parameter, the value in its low bytes (little-endian). The errors name the kernel, the
-// parameter, what it wants and what was given.
-func EncodeArgs(f *ptx.Func, args []any) ([]uint64, error) {
+// EncodeArgs checks args against kernel f's parameters and returns one 8-byte word per
+// parameter, the value in its low bytes (little-endian); a byte-array parameter wider than 8
+// bytes (a tensor map) takes ceil(size/8) consecutive words holding its bytes. The errors
+// name the kernel, the parameter, what it wants and what was given.
+func EncodeArgs(f *ptx.Func, args []any) ([]uint64, error) { return encodeArgs(f, args, nil, nil) }
+
+// encodeArgs is EncodeArgs for a launch on dev (nil: any device), which tensor maps must
+// have been made on, of a kernel that declared info (nil: unknown).
+func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint64, error) {
 	if f == nil {
 		return nil, fmt.Errorf("jit: EncodeArgs: the kernel (*ptx.Func) is nil")
 	}
 	if len(args) != len(f.Params) {
 		return nil, fmt.Errorf("jit: kernel %s takes %d arguments, got %d: %s", f.Name, len(f.Params), len(args), Signature(f))
 	}
-	slots := make([]uint64, len(args))
+	if err := checkParamSpace(f); err != nil {
+		return nil, err
+	}
+	offs := wordOffsets(f)
+	if offs == nil {
+		slots := make([]uint64, len(args))
+		for i, p := range f.Params {
+			v, err := encodeArg(p, args[i])
+			if err != nil {
+				return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
+			}
+			slots[i] = v
+		}
+		return slots, nil
+	}
+	last := len(f.Params) - 1
+	words := make([]uint64, offs[last]+paramWords(f.Params[last]))
 	for i, p := range f.Params {
-		v, err := encodeArg(p, args[i])
+		var err error
+		if paramBytes(p) > MaxArgBytes {
+			var b []byte
+			var pi *ParamInfo
+			if info != nil {
+				pi = &info[i]
+			}
+			if b, err = encodeWide(p, args[i], dev, pi); err == nil {
+				putBytes(words[offs[i]:], b)
+			}
+		} else {
+			words[offs[i]], err = encodeArg(p, args[i])
+		}
 		if err != nil {
 			return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
 		}
-		slots[i] = v
 	}
-	return slots, nil
+	return words, nil
+}
+
+// checkParamSpace refuses a kernel whose parameters exceed MaxParamBytes.
+func checkParamSpace(f *ptx.Func) error {
+	n := 0
+	for _, p := range f.Params {
+		n += paramBytes(p)
+	}
+	if n > MaxParamBytes {
+		return fmt.Errorf("jit: kernel %s takes %d bytes of parameters, more than the %d a launch passes; signature %s", f.Name, n, MaxParamBytes, Signature(f))
+	}
+	return nil
+}
+
+// putBytes stores b little-endian into consecutive words.
+func putBytes(words []uint64, b []byte) {
+	for j, c := range b {
+		words[j/8] |= uint64(c) << (8 * (j % 8))
+	}
+}
+
+// encodeWide encodes an argument for a parameter wider than 8 bytes: a byte array filled by
+// a TensorMap (a 128-byte parameter aligned to 64) or a []byte of its size. info, when
+// known, is what the kernel declared.
+func encodeWide(p ptx.Param, a any, dev *Device, info *ParamInfo) ([]byte, error) {
+	size := paramBytes(p)
+	if p.Array == 0 || p.Type.Bytes() != 1 {
+		return nil, fmt.Errorf("the parameter is %d bytes and not a byte array (.b8 name[N]); wide parameters are byte arrays", size)
+	}
+	switch v := a.(type) {
+	case TensorMap:
+		if err := v.fits(p, dev, info); err != nil {
+			return nil, err
+		}
+		return v.b[:], nil
+	case *TensorMap:
+		if v == nil {
+			return nil, fmt.Errorf("got a nil *TensorMap")
+		}
+		return encodeWide(p, *v, dev, info)
+	case []byte:
+		if info != nil && info.TensorMap {
+			return nil, fmt.Errorf("got []byte, but the kernel declares a tensor map over %s (pass a jit.TensorMap)", info.Type)
+		}
+		if len(v) != size {
+			return nil, fmt.Errorf("got %d bytes for a %d-byte array", len(v), size)
+		}
+		return v, nil
+	case nil:
+		return nil, fmt.Errorf("got nil")
+	}
+	return nil, fmt.Errorf("got %T for a %d-byte array parameter (pass a jit.TensorMap for a 128-byte tensor map, or a []byte of %d)", a, size, size)
 }
 
 func encodeArg(p ptx.Param, a any) (uint64, error) {
 	size := paramBytes(p)
 	if size > MaxArgBytes {
-		return 0, fmt.Errorf("the parameter is %d bytes, but gorgonia.org/cu's Launch copies exactly %d bytes per argument, so parameters must be pointers or scalars of at most %d bytes (pass a pointer to device memory instead)", size, MaxArgBytes, MaxArgBytes)
+		return 0, fmt.Errorf("the parameter is %d bytes: only byte arrays (.b8 name[N]) are wider than %d", size, MaxArgBytes)
 	}
 	if size == 0 {
 		return 0, fmt.Errorf("parameter of type %s has no size", p.Type)

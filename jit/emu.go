@@ -317,11 +317,12 @@ func (f *emuFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
 
 // emuLaunch is one rank's part of a launch.
 type emuLaunch struct {
-	f      *emuFunc
-	g, b   Dim3
-	shared int
-	args   []any
-	call   string // LaunchConfig.Call
+	f       *emuFunc
+	g, b    Dim3
+	shared  int
+	args    []any
+	call    string   // LaunchConfig.Call
+	cluster emu.Dim3 // LaunchConfig.Cluster, zero for none
 }
 
 func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cfg *LaunchConfig) error {
@@ -329,22 +330,22 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cf
 		return nil // recorded by the capture; it runs when the graph is replayed
 	}
 	mode := cfg.Collective
-	args := make([]any, len(slots))
-	for i, p := range f.sig.Params {
-		n := paramBytes(p)
-		buf := make([]byte, n)
-		for j := 0; j < n && j < 8; j++ {
-			buf[j] = byte(slots[i] >> (8 * j))
-		}
-		args[i] = buf
+	args := make([]any, len(f.sig.Params))
+	offs := wordOffsets(f.sig)
+	for i := range f.sig.Params {
+		args[i] = paramBytesOf(f.sig, offs, slots, i)
 	}
 	d := f.m.d
-	l := &emuLaunch{f: f, g: g, b: b, shared: shared, args: args, call: cfg.Call}
+	var cluster emu.Dim3
+	if cfg.Cluster != (Dim3{}) {
+		cluster = emuDim(cfg.Cluster.norm())
+	}
+	l := &emuLaunch{f: f, g: g, b: b, shared: shared, args: args, call: cfg.Call, cluster: cluster}
 	w := d.m.w
 	if w == nil || w.n == 1 || mode == CollectiveOff || mode == CollectiveAuto && !f.touchesSymmetric(slots) {
 		defer d.lock()()
 		return d.m.run(emu.Launch{Module: f.m.mod, Entry: f.sig.Name, GPUs: []int{d.gpu}, Grid: emuDim(g), Block: emuDim(b),
-			SharedBytes: shared, Args: args, Options: d.opts})
+			SharedBytes: shared, Args: args, Cluster: cluster, Options: d.opts})
 	}
 	desc := fmt.Sprintf("launch of %s (grid %v, block %v)", f.sig.Name, dimString(g), dimString(b))
 	if cfg.Call != "" {
@@ -365,9 +366,14 @@ func (f *emuFunc) touchesSymmetric(slots []uint64) bool {
 	}
 	d := f.m.d
 	defer d.lock()()
+	offs := wordOffsets(f.sig)
 	for i, p := range f.sig.Params {
-		if p.Array == 0 && p.Type.Bytes() == 8 && p.Type.Kind() != ptx.KindFloat && slots[i] != 0 {
-			if _, err := d.m.sys.MulticastOf(slots[i]); err == nil {
+		w := i
+		if offs != nil {
+			w = offs[i]
+		}
+		if p.Array == 0 && p.Type.Bytes() == 8 && p.Type.Kind() != ptx.KindFloat && slots[w] != 0 {
+			if _, err := d.m.sys.MulticastOf(slots[w]); err == nil {
 				return true
 			}
 		}
@@ -390,7 +396,7 @@ func (m *emuMachine) collective(parts []any) error {
 		switch {
 		case l.f.m.key != l0.f.m.key || l.f.sig.Name != l0.f.sig.Name:
 			return fmt.Errorf("collective launch: rank 0 launches %s but rank %d launches %s (of another module or another kernel); on the emulator the ranks' k-th gathered launches run as one, so they must be the same kernel (use LaunchConfig.Collective = jit.CollectiveOff for a launch one rank makes alone)", l0.f.sig.Name, r, l.f.sig.Name)
-		case l.g != l0.g || l.b != l0.b || l.shared != l0.shared:
+		case l.g != l0.g || l.b != l0.b || l.shared != l0.shared || l.cluster != l0.cluster:
 			return fmt.Errorf("collective launch of %s: rank 0 uses grid %s, block %s, %d bytes of shared memory, rank %d grid %s, block %s, %d bytes; the emulator runs one grid shape on every GPU", l0.f.sig.Name,
 				dimString(l0.g), dimString(l0.b), l0.shared, r, dimString(l.g), dimString(l.b), l.shared)
 		}
@@ -398,7 +404,7 @@ func (m *emuMachine) collective(parts []any) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.run(emu.Launch{Module: l0.f.m.mod, Entry: l0.f.sig.Name, GPUs: m.sys.All(), Grid: emuDim(l0.g), Block: emuDim(l0.b),
-		SharedBytes: l0.shared, ArgsFor: func(g int) []any { return parts[g].(*emuLaunch).args }, Options: l0.f.m.d.opts})
+		SharedBytes: l0.shared, Cluster: l0.cluster, ArgsFor: func(g int) []any { return parts[g].(*emuLaunch).args }, Options: l0.f.m.d.opts})
 }
 
 // run launches with m.mu held; a failed launch resets NVSHMEM's half-done operations.

@@ -3,23 +3,26 @@
 package jit
 
 // #include <cuda.h>
+// #include <stdint.h>
 // #include <stdlib.h>
+// #include <string.h>
 // static CUresult kgen_set_max_dyn_smem(void *fn, int n) {
 //   return cuFuncSetAttribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n);
 // }
 // static CUresult kgen_param_info(void *fn, size_t i, size_t *off, size_t *size) {
 //   return cuFuncGetParamInfo((CUfunction)fn, i, off, size);
 // }
-// // kgen_launch makes ctx current on this thread and launches fn with the n argument words
-// // at args (each parameter at most 8 bytes): one cgo call per launch.
+// // kgen_launch makes ctx current on this thread and launches fn with its n parameters in
+// // the argument words at args (parameter i at word offs[i], or word i when offs is NULL; a
+// // byte array wider than 8 bytes fills consecutive words): one cgo call per launch.
 // static CUresult kgen_launch(void *ctx, void *fn, unsigned gx, unsigned gy, unsigned gz,
 //     unsigned bx, unsigned by, unsigned bz, unsigned shared, void *stream,
-//     unsigned long long *args, int n) {
+//     unsigned long long *args, const int *offs, int n) {
 //   void *small[64], **params = small;
 //   if (n > 64 && !(params = malloc(n * sizeof(void *)))) return CUDA_ERROR_OUT_OF_MEMORY;
 //   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
 //   if (r == CUDA_SUCCESS) {
-//     for (int i = 0; i < n; i++) params[i] = &args[i];
+//     for (int i = 0; i < n; i++) params[i] = &args[offs ? offs[i] : i];
 //     r = cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, params, 0);
 //   }
 //   if (params != small) free(params);
@@ -29,15 +32,71 @@ package jit
 // // grid is resident at once (the driver refuses a grid that does not fit).
 // static CUresult kgen_launch_coop(void *ctx, void *fn, unsigned gx, unsigned gy, unsigned gz,
 //     unsigned bx, unsigned by, unsigned bz, unsigned shared, void *stream,
-//     unsigned long long *args, int n) {
+//     unsigned long long *args, const int *offs, int n) {
 //   void *small[64], **params = small;
 //   if (n > 64 && !(params = malloc(n * sizeof(void *)))) return CUDA_ERROR_OUT_OF_MEMORY;
 //   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
 //   if (r == CUDA_SUCCESS) {
-//     for (int i = 0; i < n; i++) params[i] = &args[i];
+//     for (int i = 0; i < n; i++) params[i] = &args[offs ? offs[i] : i];
 //     r = cuLaunchCooperativeKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, params);
 //   }
 //   if (params != small) free(params);
+//   return r;
+// }
+// // kgen_launch_ex is kgen_launch through cuLaunchKernelEx with a cluster shape (cx > 0) and
+// // programmatic stream serialization (pdl != 0); nonportable allows clusters beyond 8.
+// static CUresult kgen_launch_ex(void *ctx, void *fn, unsigned gx, unsigned gy, unsigned gz,
+//     unsigned bx, unsigned by, unsigned bz, unsigned shared, void *stream,
+//     unsigned long long *args, const int *offs, int n,
+//     unsigned cx, unsigned cy, unsigned cz, int nonportable, int pdl) {
+//   void *small[64], **params = small;
+//   if (n > 64 && !(params = malloc(n * sizeof(void *)))) return CUDA_ERROR_OUT_OF_MEMORY;
+//   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
+//   if (r == CUDA_SUCCESS && nonportable)
+//     r = cuFuncSetAttribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+//   if (r == CUDA_SUCCESS) {
+//     for (int i = 0; i < n; i++) params[i] = &args[offs ? offs[i] : i];
+//     CUlaunchAttribute attrs[2];
+//     memset(attrs, 0, sizeof attrs);
+//     unsigned na = 0;
+//     if (cx > 0) {
+//       attrs[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+//       attrs[na].value.clusterDim.x = cx;
+//       attrs[na].value.clusterDim.y = cy;
+//       attrs[na].value.clusterDim.z = cz;
+//       na++;
+//     }
+//     if (pdl) {
+//       attrs[na].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+//       attrs[na].value.programmaticStreamSerializationAllowed = 1;
+//       na++;
+//     }
+//     CUlaunchConfig cfg;
+//     memset(&cfg, 0, sizeof cfg);
+//     cfg.gridDimX = gx; cfg.gridDimY = gy; cfg.gridDimZ = gz;
+//     cfg.blockDimX = bx; cfg.blockDimY = by; cfg.blockDimZ = bz;
+//     cfg.sharedMemBytes = shared;
+//     cfg.hStream = (CUstream)stream;
+//     cfg.attrs = attrs;
+//     cfg.numAttrs = na;
+//     r = cuLaunchKernelEx(&cfg, (CUfunction)fn, params, 0);
+//   }
+//   if (params != small) free(params);
+//   return r;
+// }
+// // kgen_tmap_encode calls cuTensorMapEncodeTiled into a 64-byte-aligned CUtensorMap and
+// // copies its 128 bytes to out.
+// static CUresult kgen_tmap_encode(void *ctx, unsigned char *out, int dtype, unsigned rank,
+//     unsigned long long addr, const unsigned long long *dims, const unsigned long long *strides,
+//     const unsigned *box, const unsigned *estrides, int interleave, int swizzle, int l2, int oob) {
+//   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
+//   if (r != CUDA_SUCCESS) return r;
+//   CUtensorMap m;
+//   r = cuTensorMapEncodeTiled(&m, (CUtensorMapDataType)dtype, rank, (void *)(uintptr_t)addr,
+//       (const cuuint64_t *)dims, (const cuuint64_t *)strides, (const cuuint32_t *)box,
+//       (const cuuint32_t *)estrides, (CUtensorMapInterleave)interleave, (CUtensorMapSwizzle)swizzle,
+//       (CUtensorMapL2promotion)l2, (CUtensorMapFloatOOBfill)oob);
+//   if (r == CUDA_SUCCESS) memcpy(out, &m, sizeof m);
 //   return r;
 // }
 // static CUresult kgen_occupancy(void *fn, int block, size_t shared, int *n) {
@@ -339,7 +398,13 @@ func (m *cudaModule) function(name string) (function, error) {
 	if err := m.checkParams(name, fn); err != nil {
 		return nil, err
 	}
-	return &cudaFunc{d: m.d, fn: fn}, nil
+	var sig *ptx.Func
+	for _, f := range m.src.Funcs {
+		if f.Entry && f.Name == name {
+			sig = f
+		}
+	}
+	return newCudaFunc(m.d, fn, sig), nil
 }
 
 // checkParams compares the loaded kernel's parameters (cuFuncGetParamInfo, driver 12.4+)
@@ -394,8 +459,35 @@ func (m *cudaModule) unload() error {
 type cudaFunc struct {
 	d       *cudaDevice
 	fn      cu.Function
+	offs    []C.int // each parameter's first argument word; nil when parameter i is word i
+	nparams int
 	mu      sync.Mutex
 	maxSmem int
+}
+
+// newCudaFunc records how sig's parameters lie in the argument words.
+func newCudaFunc(d *cudaDevice, fn cu.Function, sig *ptx.Func) *cudaFunc {
+	f := &cudaFunc{d: d, fn: fn}
+	if sig == nil {
+		return f
+	}
+	f.nparams = len(sig.Params)
+	if offs := wordOffsets(sig); offs != nil {
+		f.offs = make([]C.int, len(offs))
+		for i, o := range offs {
+			f.offs[i] = C.int(o)
+		}
+	}
+	return f
+}
+
+// params returns the word offsets for C (nil when parameter i is word i) and the
+// parameter count, for args encoded by EncodeArgs.
+func (f *cudaFunc) params(args []uint64) (*C.int, C.int) {
+	if f.offs == nil {
+		return nil, C.int(len(args))
+	}
+	return &f.offs[0], C.int(f.nparams)
 }
 
 // prepareSmem raises the function's dynamic shared memory limit for launches beyond 48 KiB.
@@ -431,13 +523,114 @@ func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error 
 	if s != nil {
 		sp = s.(*cudaStream).raw()
 	}
+	offs, n := f.params(args)
 	r := C.kgen_launch(f.d.rawCtx(), *(*unsafe.Pointer)(unsafe.Pointer(&f.fn)), C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
-		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(shared), sp, argp, C.int(len(args)))
+		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(shared), sp, argp, offs, n)
 	runtime.KeepAlive(args)
 	if r != 0 {
 		return fmt.Errorf("cuLaunchKernel: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))
 	}
 	return nil
+}
+
+// launchEx launches through cuLaunchKernelEx with the configuration's cluster shape and PDL.
+func (f *cudaFunc) launchEx(g, b Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error {
+	if err := f.prepareSmem(shared); err != nil {
+		return err
+	}
+	var argp *C.ulonglong
+	if len(args) > 0 {
+		argp = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	}
+	var sp unsafe.Pointer
+	if s != nil {
+		sp = s.(*cudaStream).raw()
+	}
+	var c Dim3
+	if cfg.Cluster != (Dim3{}) {
+		c = cfg.Cluster.norm()
+	}
+	pdl, nonportable := 0, 0
+	if cfg.PDL {
+		pdl = 1
+	}
+	if cfg.NonPortableCluster {
+		nonportable = 1
+	}
+	offs, n := f.params(args)
+	r := C.kgen_launch_ex(f.d.rawCtx(), *(*unsafe.Pointer)(unsafe.Pointer(&f.fn)), C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
+		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(shared), sp, argp, offs, n,
+		C.uint(c.X), C.uint(c.Y), C.uint(c.Z), C.int(nonportable), C.int(pdl))
+	runtime.KeepAlive(args)
+	runtime.KeepAlive(f)
+	if r != 0 {
+		return fmt.Errorf("cuLaunchKernelEx (cluster %s, PDL %v): %s (CUresult %d)", dimString(cfg.Cluster), cfg.PDL, C.GoString(C.kgen_error_name(r)), int(r))
+	}
+	return nil
+}
+
+// tmapDataType is cuTensorMapEncodeTiled's data type for element type t (fp8 and int8 copy
+// as UINT8, int16 as UINT16: TMA moves bytes).
+func tmapDataType(t ptx.Type) C.int {
+	switch t {
+	case ptx.U8, ptx.S8, ptx.E4M3, ptx.E5M2:
+		return C.CU_TENSOR_MAP_DATA_TYPE_UINT8
+	case ptx.U16, ptx.S16:
+		return C.CU_TENSOR_MAP_DATA_TYPE_UINT16
+	case ptx.U32:
+		return C.CU_TENSOR_MAP_DATA_TYPE_UINT32
+	case ptx.S32:
+		return C.CU_TENSOR_MAP_DATA_TYPE_INT32
+	case ptx.U64:
+		return C.CU_TENSOR_MAP_DATA_TYPE_UINT64
+	case ptx.S64:
+		return C.CU_TENSOR_MAP_DATA_TYPE_INT64
+	case ptx.F16:
+		return C.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+	case ptx.F32:
+		return C.CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+	case ptx.F64:
+		return C.CU_TENSOR_MAP_DATA_TYPE_FLOAT64
+	case ptx.BF16:
+		return C.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+	}
+	return -1
+}
+
+// encodeTensorMap calls cuTensorMapEncodeTiled (s is validated).
+func (d *cudaDevice) encodeTensorMap(s *tensorMapSpec) ([TensorMapBytes]byte, error) {
+	var out [TensorMapBytes]byte
+	dt := tmapDataType(s.elem)
+	if dt < 0 {
+		return out, fmt.Errorf("element type %s is not one a tensor map takes", s.elem)
+	}
+	rank := len(s.dims)
+	var dims, strides [5]C.ulonglong
+	var box, es [5]C.uint
+	for i := 0; i < rank; i++ {
+		dims[i], box[i], es[i] = C.ulonglong(s.dims[i]), C.uint(s.box[i]), C.uint(s.elemStrides[i])
+		if i > 0 {
+			strides[i-1] = C.ulonglong(s.strides[i-1])
+		}
+	}
+	interleave := map[int]C.int{0: C.CU_TENSOR_MAP_INTERLEAVE_NONE, 16: C.CU_TENSOR_MAP_INTERLEAVE_16B, 32: C.CU_TENSOR_MAP_INTERLEAVE_32B}[s.interleave]
+	swizzle := map[Swizzle]C.int{SwizzleNone: C.CU_TENSOR_MAP_SWIZZLE_NONE, Swizzle32B: C.CU_TENSOR_MAP_SWIZZLE_32B,
+		Swizzle64B: C.CU_TENSOR_MAP_SWIZZLE_64B, Swizzle128B: C.CU_TENSOR_MAP_SWIZZLE_128B}[s.swizzle]
+	l2 := map[int]C.int{0: C.CU_TENSOR_MAP_L2_PROMOTION_NONE, 64: C.CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+		128: C.CU_TENSOR_MAP_L2_PROMOTION_L2_128B, 256: C.CU_TENSOR_MAP_L2_PROMOTION_L2_256B}[s.l2]
+	oob := C.int(C.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+	if s.oobNaN {
+		oob = C.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+	}
+	err := d.do(func() error {
+		r := C.kgen_tmap_encode(d.rawCtx(), (*C.uchar)(unsafe.Pointer(&out[0])), dt, C.uint(rank), C.ulonglong(s.addr),
+			&dims[0], &strides[0], &box[0], &es[0], interleave, swizzle, l2, oob)
+		if r != 0 {
+			return fmt.Errorf("cuTensorMapEncodeTiled: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))
+		}
+		return nil
+	})
+	return out, err
 }
 
 // residentBlocks is the occupancy calculator's blocks per SM times the SM count.
@@ -471,8 +664,9 @@ func (f *cudaFunc) launchCoResident(g, b Dim3, shared int, s stream, args []uint
 	if s != nil {
 		sp = s.(*cudaStream).raw()
 	}
+	offs, n := f.params(args)
 	r := C.kgen_launch_coop(f.d.rawCtx(), *(*unsafe.Pointer)(unsafe.Pointer(&f.fn)), C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
-		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(shared), sp, argp, C.int(len(args)))
+		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(shared), sp, argp, offs, n)
 	runtime.KeepAlive(args)
 	if r != 0 {
 		return fmt.Errorf("cuLaunchCooperativeKernel: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))

@@ -225,7 +225,7 @@ func (x *GraphExec) SetArgs(i int, args ...any) error {
 	if err != nil {
 		return err
 	}
-	slots, err := EncodeArgs(f.sig, args)
+	slots, err := encodeArgs(f.sig, args, f.m.d, f.info)
 	if err != nil {
 		return fmt.Errorf("jit: SetArgs of launch %d: %w", i, err)
 	}

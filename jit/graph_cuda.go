@@ -43,10 +43,10 @@ package jit
 // }
 // static CUresult kgen_graph_set_args(void *ctx, void *exec, void *node, void *fn,
 //     unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-//     unsigned shared, unsigned long long *args, int n) {
+//     unsigned shared, unsigned long long *args, const int *offs, int n) {
 //   void *params[256];
 //   if (n > 256) return CUDA_ERROR_INVALID_VALUE;
-//   for (int i = 0; i < n; i++) params[i] = &args[i];
+//   for (int i = 0; i < n; i++) params[i] = &args[offs ? offs[i] : i];
 //   CUDA_KERNEL_NODE_PARAMS p = {0};
 //   p.func = (CUfunction)fn;
 //   p.gridDimX = gx; p.gridDimY = gy; p.gridDimZ = gz;
@@ -163,10 +163,16 @@ func (x *cudaGraphExec) setArgs(_ int, n *graphNode) error {
 	if len(n.args) > 0 {
 		argp = (*C.ulonglong)(unsafe.Pointer(&n.args[0]))
 	}
+	var offs *C.int
+	np := C.int(len(n.args))
+	if fn.offs != nil {
+		offs, np = (*C.int)(unsafe.Pointer(&fn.offs[0])), C.int(fn.nparams)
+	}
 	r := C.kgen_graph_set_args(x.d.rawCtx(), x.x, node, *(*unsafe.Pointer)(unsafe.Pointer(&fn.fn)),
 		C.uint(n.g.X), C.uint(n.g.Y), C.uint(n.g.Z), C.uint(n.b.X), C.uint(n.b.Y), C.uint(n.b.Z),
-		C.uint(n.cfg.SharedMem), argp, C.int(len(n.args)))
+		C.uint(n.cfg.SharedMem), argp, offs, np)
 	runtime.KeepAlive(n.args)
+	runtime.KeepAlive(fn)
 	return cuErr("cuGraphExecKernelNodeSetParams", r)
 }
 

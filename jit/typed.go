@@ -103,9 +103,10 @@ func hostType(t reflect.Type) (ptx.Type, bool) {
 // ParamInfo is what a kernel's builder knows of a parameter beyond its PTX type (the fields
 // of dsl.ParamInfo): launches check pointers' element types and scalars' types against it.
 type ParamInfo struct {
-	Name    string
-	Type    ptx.Type // the scalar's type, or the pointee type of a pointer
-	Pointer bool
+	Name      string
+	Type      ptx.Type // the scalar's type, the pointee type of a pointer, a tensor map's element type
+	Pointer   bool
+	TensorMap bool // a 128-byte tensor map passed by value (a TensorMap argument)
 }
 
 // typedPointer is implemented by *Buffer[T] and TypedPtr[T].
@@ -121,6 +122,7 @@ const (
 	argUint                 // unsigned integers (and the fp types' bits)
 	argF32
 	argF64
+	argTensorMap // a TensorMap for a 128-byte tensor-map parameter
 )
 
 // argField is how one struct field becomes one parameter word.
@@ -143,6 +145,7 @@ var (
 	pointerIface = reflect.TypeFor[Pointer]()
 	anyPtrType   = reflect.TypeFor[AnyPtr]()
 	typedIface   = reflect.TypeFor[typedPointer]()
+	tmapType     = reflect.TypeFor[TensorMap]()
 )
 
 // planFor reads struct type t against f's parameters.
@@ -208,8 +211,18 @@ func (f *Function) makePlan(t reflect.Type) ([]argField, error) {
 func (af *argField) check(ft reflect.Type) error {
 	p, info := af.param, af.info
 	size := paramBytes(p)
-	if size > MaxArgBytes {
-		return fmt.Errorf("the parameter is %d bytes, but gorgonia.org/cu's Launch copies exactly %d bytes per argument, so parameters must be pointers or scalars of at most %d bytes", size, MaxArgBytes, MaxArgBytes)
+	if ft == tmapType || size > MaxArgBytes {
+		if ft != tmapType {
+			return fmt.Errorf("type %s for a %d-byte parameter: the only wide parameters a struct fills are tensor maps (jit.TensorMap)", ft, size)
+		}
+		if size != TensorMapBytes || p.Array == 0 || p.Type.Bytes() != 1 || p.Align < 64 {
+			return fmt.Errorf("a TensorMap, but the parameter is not a 64-byte-aligned 128-byte array (.param .align 64 .b8 name[128])")
+		}
+		if info != nil && !info.TensorMap {
+			return fmt.Errorf("a TensorMap, but the kernel declares %s, not a tensor map", info.Type)
+		}
+		af.kind = argTensorMap
+		return nil
 	}
 	isPtr := true
 	switch {
@@ -321,14 +334,31 @@ func (f *Function) encodeStruct(v reflect.Value) ([]uint64, error) {
 	if plan.err != nil {
 		return nil, plan.err
 	}
-	slots := make([]uint64, len(plan.fields))
+	offs := f.offs
+	n := len(plan.fields)
+	if offs != nil {
+		n = offs[n-1] + paramWords(f.sig.Params[n-1])
+	}
+	slots := make([]uint64, n)
 	for i := range plan.fields {
 		af := &plan.fields[i]
-		w, err := af.word(v.Field(af.index))
+		fv := v.Field(af.index)
+		var err error
+		if af.kind == argTensorMap {
+			var b []byte
+			if b, err = encodeWide(af.param, fv.Interface(), f.m.d, af.info); err == nil {
+				putBytes(slots[offs[i]:], b)
+			}
+		} else {
+			w := i
+			if offs != nil {
+				w = offs[i]
+			}
+			slots[w], err = af.word(fv)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("jit: kernel %s, field %s (parameter %s): %w", f.sig.Name, af.field, af.param.Name, err)
 		}
-		slots[i] = w
 	}
 	return slots, nil
 }
@@ -400,9 +430,10 @@ func checkParamInfo(f *ptx.Func, entry string, info []ParamInfo) error {
 // ParamInfos converts a builder's parameter list (dsl.Kernel.Params, kernels.Built.Params:
 // structs of the same fields) to what Source.Params takes.
 func ParamInfos[P ~struct {
-	Name    string
-	Type    ptx.Type
-	Pointer bool
+	Name      string
+	Type      ptx.Type
+	Pointer   bool
+	TensorMap bool
 }](ps []P) []ParamInfo {
 	out := make([]ParamInfo, len(ps))
 	for i, p := range ps {
