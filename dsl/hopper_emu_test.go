@@ -27,7 +27,7 @@ func (c hopperTile) m() int { return 64 * max(c.wgs, 1) }
 func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy, *dsl.TMACopy) {
 	t.Helper()
 	k := dsl.New("wsgemm", dsl.WithTarget(ptx.SM90a))
-	tmA, tmB := k.TensorMapPtrParam("tma"), k.TensorMapPtrParam("tmb")
+	tmA, tmB := k.TensorMapParam("tma", c.ab), k.TensorMapParam("tmb", c.ab)
 	out := k.PtrParam("d", dsl.F32)
 	atom, err := dsl.MakeGMMAAtom(c.ab, c.n)
 	if err != nil {
@@ -132,17 +132,14 @@ func (c hopperTile) run(t *testing.T) {
 	}
 	must(emu.WriteSlice(sys, ga, ab))
 	must(emu.WriteSlice(sys, gb, bb))
-	tmap := func(g uint64, rows int, cp *dsl.TMACopy) uint64 {
+	tmap := func(g uint64, rows int, cp *dsl.TMACopy) emu.TensorMap {
 		if cp.Major() != dsl.KMajor || cp.Box[1] != rows {
 			t.Fatalf("copy: %v-major box %v, want K-major with %d rows", cp.Major(), cp.Box, rows)
 		}
 		pt := ptx.Type(c.ab)
 		tm := emu.TensorMap{Elem: pt, Rank: 2, Global: g, Dims: [5]uint64{uint64(c.kTotal), uint64(rows)},
 			Strides: [5]uint64{0, uint64(c.kTotal * es)}, Box: [5]uint32{uint32(cp.Box[0]), uint32(cp.Box[1])}, Swizzle: cp.SwizzleBytes}
-		enc := tm.Encode()
-		p := alloc(len(enc))
-		must(emu.WriteSlice(sys, p, enc[:]))
-		return p
+		return tm
 	}
 	if want := (rows + c.n) * c.bk * es; cA.Bytes+cB.Bytes != want {
 		t.Fatalf("expect_tx %d bytes, want %d", cA.Bytes+cB.Bytes, want)
@@ -174,7 +171,8 @@ func (c hopperTile) run(t *testing.T) {
 	}
 }
 
-// TestHopperGemmTile runs the warp-specialized tile on the emulator for bf16 and e4m3 with 2
+// TestHopperGemmTile runs the warp-specialized tile (tensor maps as grid-constant
+// parameters) on the emulator for bf16 and e4m3 with 2
 // and 3 stages (more K tiles than stages, so the ring wraps and the phases flip).
 func TestHopperGemmTile(t *testing.T) {
 	for _, c := range []hopperTile{

@@ -59,6 +59,13 @@ func TestHopperMisuse(t *testing.T) {
 			b := k.Mbarriers(1).At(0)
 			return at(func() { b.Init(0) })
 		}},
+		{"tensor map of another type", "the tensor map is over f16, the tile holds bf16", func(k *dsl.Kernel) int {
+			la, _ := dsl.GMMALayoutAtom(dsl.BF16, dsl.KMajor, 128)
+			l, _ := dsl.TileToShape(la, 64, 64)
+			s := k.SharedTile(dsl.BF16, l, 1)
+			tm := k.TensorMapParam("tm", dsl.F16)
+			return at(func() { k.MakeTMACopy(tm, s) })
+		}},
 		{"stage out of range", "is not a stage 0..1", func(k *dsl.Kernel) int {
 			_, sA, _, _, _, _ := hopperParts(k)
 			return at(func() { sA.Stage(2) })

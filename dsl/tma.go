@@ -6,12 +6,21 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+// TensorMapSource is where a TMA copy finds its tensor map: a TensorMap parameter
+// (TensorMapParam, the map by value) or a TensorMapRef (a map's address).
+type TensorMapSource interface {
+	Addr() Value // the map's generic address (U64)
+}
+
 // TensorMapRef is the generic address of a TMA tensor map (the 128-byte, 64-byte aligned
-// descriptor the host encodes: cuTensorMapEncodeTiled, or emu.TensorMap.Encode): the
-// tensor-map operand of cp.async.bulk.tensor.
+// descriptor the host encodes: cuTensorMapEncodeTiled, or emu.TensorMap.Encode) held
+// somewhere other than a parameter, e.g. in global memory.
 type TensorMapRef struct {
 	addr Value // U64
 }
+
+// Addr returns the map's generic address.
+func (r TensorMapRef) Addr() Value { return r.addr }
 
 // TensorMapAt takes a tensor map's generic address (a U64 Value: a map in global memory,
 // or a grid-constant parameter's address).
@@ -38,7 +47,7 @@ func (k *Kernel) TensorMapPtrParam(name string) TensorMapRef {
 // swizzle, which the tensor map's swizzle reproduces) places it.
 type TMACopy struct {
 	k     *Kernel
-	m     TensorMapRef
+	m     Value // the map's generic address
 	tile  SharedTile
 	major GMMAMajor
 	boxes []tmaBox
@@ -56,12 +65,18 @@ type tmaBox struct {
 
 // MakeTMACopy makes the TMA load of tile's stages from the global tensor whose map is m: a
 // K-major tile reads a K-contiguous tensor ((K, MN) in the map, innermost first), an
-// MN-major tile an MN-contiguous one. A layout that no box sequence writes is an error.
-func (k *Kernel) MakeTMACopy(m TensorMapRef, tile SharedTile) *TMACopy {
+// MN-major tile an MN-contiguous one. A layout that no box sequence writes is an error, and
+// so is a TensorMap parameter over another element type than the tile's.
+func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
 	defer k.hold()()
-	c := &TMACopy{k: k, m: m, tile: tile}
-	if tile.k != k || m.addr.k != k {
+	c := &TMACopy{k: k, tile: tile}
+	if m == nil || tile.k != k || m.Addr().k != k {
 		k.errorf("MakeTMACopy: the tile or the tensor map is not of this kernel")
+		return c
+	}
+	c.m = m.Addr()
+	if tm, ok := m.(TensorMap); ok && tm.Elem() != tile.Elem {
+		k.errorf("MakeTMACopy: the tensor map is over %s, the tile holds %s", tm.Elem(), tile.Elem)
 		return c
 	}
 	if k.target.SM() < 90 {
@@ -209,7 +224,7 @@ func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *V
 	}
 	for _, b := range c.boxes {
 		args := []ptx.Operand{ptx.Addr{Base: k.operand(dst.addr), Off: dst.off + int64(b.smem)},
-			ptx.TensorAddr{Map: k.operand(c.m.addr), Coords: ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}},
+			ptx.TensorAddr{Map: k.operand(c.m), Coords: ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}},
 			bar.mem()}
 		if mask != nil {
 			args = append(args, k.operand(*mask))
