@@ -19,7 +19,9 @@ import (
 type hopperTile struct {
 	ab                  dsl.Type
 	n, bk, kTotal, stgs int
-	wgs                 int // consumer warpgroups along M (0: 1)
+	wgs                 int  // consumer warpgroups along M (0: 1)
+	bMN                 bool // B is N-major (stored K x N, N contiguous)
+	lag                 bool // keep one wgmma group in flight, releasing the previous stage
 }
 
 func (c hopperTile) m() int { return 64 * max(c.wgs, 1) }
@@ -41,7 +43,14 @@ func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy
 	if err != nil {
 		t.Fatal(err)
 	}
-	lB, err := dsl.TileToShape(la, c.n, c.bk)
+	lbAtom := la
+	if c.bMN {
+		lbAtom, err = dsl.GMMALayoutAtom(c.ab, dsl.MNMajor, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	lB, err := dsl.TileToShape(lbAtom, c.n, c.bk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +77,30 @@ func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy
 		acc := mma.Accumulators(k)
 		wg := tid.Shr(uint32(7)).Sub(uint32(1))
 		st := pipe.ConsumerState()
-		k.For(0, kTiles, 1, func(kt dsl.Value) {
+		if !c.lag {
+			k.For(0, kTiles, 1, func(kt dsl.Value) {
+				pipe.ConsumerWait(st)
+				mma.Gemm(k, wg, sA, sB, st.Index, acc)
+				k.WaitGroup(0)
+				pipe.ConsumerRelease(st)
+				st.Advance()
+			})
+		} else { // CuTe's mainloop: one group in flight; release the stage before it
+			rel := pipe.ConsumerState()
 			pipe.ConsumerWait(st)
 			mma.Gemm(k, wg, sA, sB, st.Index, acc)
-			k.WaitGroup(0)
-			pipe.ConsumerRelease(st)
 			st.Advance()
-		})
+			k.For(1, kTiles, 1, func(kt dsl.Value) {
+				pipe.ConsumerWait(st)
+				mma.Gemm(k, wg, sA, sB, st.Index, acc)
+				k.WaitGroup(1)
+				pipe.ConsumerRelease(rel)
+				st.Advance()
+				rel.Advance()
+			})
+			k.WaitGroup(0)
+			pipe.ConsumerRelease(rel)
+		}
 		me := tid.Sub(uint32(128)).And(uint32(127)).Add(wg.Mul(uint32(128 * atom.AccRegs())))
 		for i, v := range acc.Values() {
 			k.Store(out.At(me.Add(uint32(128*i))), v)
@@ -90,19 +116,25 @@ func elems(ab dsl.Type, n, seed int) ([]float64, []byte) {
 	var b []byte
 	for i := range f {
 		f[i] = float64((i*7+seed*13)%9-4) * 0.5
-		switch ab {
-		case dsl.BF16:
-			h := fp.F32ToBF16(float32(f[i]))
-			b = append(b, byte(h), byte(h>>8))
-		case dsl.F16:
-			h := fp.F32ToF16(float32(f[i]))
-			b = append(b, byte(h), byte(h>>8))
-		case dsl.E4M3:
-			e, _ := fp.F64ToE4M3(f[i])
-			b = append(b, e)
-		}
+		b = append(b, encode(ab, f[i])...)
 	}
 	return f, b
+}
+
+// encode returns the bytes of f as an ab value.
+func encode(ab dsl.Type, f float64) []byte {
+	switch ab {
+	case dsl.BF16:
+		h := fp.F32ToBF16(float32(f))
+		return []byte{byte(h), byte(h >> 8)}
+	case dsl.F16:
+		h := fp.F32ToF16(float32(f))
+		return []byte{byte(h), byte(h >> 8)}
+	case dsl.E4M3:
+		e, _ := fp.F64ToE4M3(f)
+		return []byte{e}
+	}
+	panic("encode: " + ab.String())
 }
 
 func (c hopperTile) run(t *testing.T) {
@@ -115,7 +147,15 @@ func (c hopperTile) run(t *testing.T) {
 	}
 	rows := c.m()
 	a, ab := elems(c.ab, rows*c.kTotal, 1)
-	b, bb := elems(c.ab, c.n*c.kTotal, 2)
+	b, bb := elems(c.ab, c.n*c.kTotal, 2) // b[n*kTotal + k]
+	if c.bMN {                              // stored k-major: byte order (k, n)
+		bb = bb[:0:0]
+		for kk := 0; kk < c.kTotal; kk++ {
+			for n := 0; n < c.n; n++ {
+				bb = append(bb, encode(c.ab, b[n*c.kTotal+kk])...)
+			}
+		}
+	}
 	alloc := func(n int) uint64 {
 		p, err := sys.Malloc(0, n)
 		if err != nil {
@@ -133,12 +173,15 @@ func (c hopperTile) run(t *testing.T) {
 	must(emu.WriteSlice(sys, ga, ab))
 	must(emu.WriteSlice(sys, gb, bb))
 	tmap := func(g uint64, rows int, cp *dsl.TMACopy) emu.TensorMap {
-		if cp.Major() != dsl.KMajor || cp.Box[1] != rows {
-			t.Fatalf("copy: %v-major box %v, want K-major with %d rows", cp.Major(), cp.Box, rows)
+		dims := [5]uint64{uint64(c.kTotal), uint64(rows)}
+		if cp.Major() == dsl.MNMajor {
+			dims[0], dims[1] = dims[1], dims[0]
 		}
-		pt := ptx.Type(c.ab)
-		tm := emu.TensorMap{Elem: pt, Rank: 2, Global: g, Dims: [5]uint64{uint64(c.kTotal), uint64(rows)},
-			Strides: [5]uint64{0, uint64(c.kTotal * es)}, Box: [5]uint32{uint32(cp.Box[0]), uint32(cp.Box[1])}, Swizzle: cp.SwizzleBytes}
+		if want := dsl.KMajor; (cp == cB && c.bMN) != (cp.Major() == dsl.MNMajor) || (cp.Major() == want && cp.Box[1] != rows) {
+			t.Fatalf("copy: %v-major box %v (rows %d)", cp.Major(), cp.Box, rows)
+		}
+		tm := emu.TensorMap{Elem: ptx.Type(c.ab), Rank: 2, Global: g, Dims: dims,
+			Strides: [5]uint64{0, dims[0] * uint64(es)}, Box: [5]uint32{uint32(cp.Box[0]), uint32(cp.Box[1])}, Swizzle: cp.SwizzleBytes}
 		return tm
 	}
 	if want := (rows + c.n) * c.bk * es; cA.Bytes+cB.Bytes != want {
@@ -176,13 +219,24 @@ func (c hopperTile) run(t *testing.T) {
 // and 3 stages (more K tiles than stages, so the ring wraps and the phases flip).
 func TestHopperGemmTile(t *testing.T) {
 	for _, c := range []hopperTile{
-		{dsl.BF16, 32, 64, 256, 3, 0},
-		{dsl.BF16, 64, 64, 192, 2, 0},
-		{dsl.E4M3, 32, 128, 512, 3, 0},
-		{dsl.F16, 16, 64, 128, 2, 0},
-		{dsl.BF16, 32, 64, 192, 2, 2},
+		{dsl.BF16, 32, 64, 256, 3, 0, false, false},
+		{dsl.BF16, 64, 64, 192, 2, 0, false, false},
+		{dsl.E4M3, 32, 128, 512, 3, 0, false, false},
+		{dsl.F16, 16, 64, 128, 2, 0, false, false},
+		{dsl.BF16, 32, 64, 192, 2, 2, false, false},
+		{dsl.BF16, 64, 64, 256, 2, 0, true, false},
+		{dsl.F16, 64, 64, 192, 2, 0, true, false},
+		{dsl.BF16, 32, 64, 320, 3, 0, false, true},
+		{dsl.E4M3, 32, 128, 512, 2, 2, false, true},
 	} {
-		t.Run(fmt.Sprintf("%s_%dx%dx%d_stages%d", c.ab, c.m(), c.n, c.kTotal, c.stgs), c.run)
+		name := fmt.Sprintf("%s_%dx%dx%d_stages%d", c.ab, c.m(), c.n, c.kTotal, c.stgs)
+		if c.bMN {
+			name += "_BNmajor"
+		}
+		if c.lag {
+			name += "_inflight"
+		}
+		t.Run(name, c.run)
 	}
 }
 

@@ -35,11 +35,12 @@ func (k *Kernel) SharedTile(elem Type, l layout.ComposedLayout, stages int) Shar
 
 // alignedShared allocates n bytes of static shared memory aligned to align bytes.
 func (k *Kernel) alignedShared(what string, n, align int) Ptr {
-	if left := MaxStaticSharedBytes - k.smem; int64(n+align) > left {
-		k.errorf("%s: %d bytes (aligned to %d) is more than the %d bytes of static shared memory left", what, n, align, left)
+	start := (k.smem + int64(align) - 1) / int64(align) * int64(align) // ptxas places variables in order, aligned
+	if left := MaxStaticSharedBytes - start; int64(n) > left {
+		k.errorf("%s: %d bytes (aligned to %d) is more than the %d bytes of static shared memory left", what, n, align, max(left, 0))
 		n = 16
 	}
-	k.smem += int64(n + align - 16)
+	k.smem = start + (int64(n)+15)/16*16
 	name := fmt.Sprintf("smem_%d", len(k.fn.Vars))
 	k.fn.Vars = append(k.fn.Vars, &ptx.Var{Space: ptx.SpaceShared, Name: name, Type: ptx.B8, Array: n, Align: align})
 	d := k.reg(U64)
