@@ -148,7 +148,7 @@ func (c hopperTile) run(t *testing.T) {
 	rows := c.m()
 	a, ab := elems(c.ab, rows*c.kTotal, 1)
 	b, bb := elems(c.ab, c.n*c.kTotal, 2) // b[n*kTotal + k]
-	if c.bMN {                              // stored k-major: byte order (k, n)
+	if c.bMN {                            // stored k-major: byte order (k, n)
 		bb = bb[:0:0]
 		for kk := 0; kk < c.kTotal; kk++ {
 			for n := 0; n < c.n; n++ {
