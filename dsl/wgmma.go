@@ -156,7 +156,7 @@ func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, a
 	}
 	opA, err := MakeGMMAOperand(at, OperandA, tileA.Layout)
 	if err == nil && len(opA.MBlocks) != m.WarpGroupsM {
-		err = fmt.Errorf("A has %d blocks of 64 rows for %d warpgroups", len(opA.MBlocks), m.WarpGroupsM)
+		err = fmt.Errorf("operand A has %d blocks of 64 rows for %d warpgroups", len(opA.MBlocks), m.WarpGroupsM)
 	}
 	if err != nil {
 		k.errorf("Gemm: %v", err)
