@@ -86,13 +86,16 @@ func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy
 				st.Advance()
 			})
 		} else { // CuTe's mainloop: one group in flight; release the stage before it
+			for _, v := range acc.Values() { // garbage: the first K block overwrites it
+				k.Set(v, float32(1e30))
+			}
 			rel := pipe.ConsumerState()
 			pipe.ConsumerWait(st)
-			mma.Gemm(k, wg, sA, sB, st.Index, acc)
+			mma.Accumulating(k.Const(dsl.Bool, false)).Gemm(k, wg, sA, sB, st.Index, acc)
 			st.Advance()
 			k.For(1, kTiles, 1, func(kt dsl.Value) {
 				pipe.ConsumerWait(st)
-				mma.Gemm(k, wg, sA, sB, st.Index, acc)
+				mma.Accumulating(kt.Ne(int32(0))).Gemm(k, wg, sA, sB, st.Index, acc) // true: a runtime scale-d
 				k.WaitGroup(1)
 				pipe.ConsumerRelease(rel)
 				st.Advance()

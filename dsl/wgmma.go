@@ -73,6 +73,16 @@ func (s SharedTile) Tensor(i any) Tensor {
 type TiledGMMA struct {
 	Atom        GMMAAtom
 	WarpGroupsM int
+	accumulate  Value // scale-d of the first K block (a Bool); zero Value: accumulate
+}
+
+// Accumulating returns m whose next Gemm's first K block adds to the accumulators only where
+// acc (a Bool Value) is true, else overwrites them (wgmma's scale-d; CuTe's
+// tiled_mma.set(Field.ACCUMULATE, ...)): with false at the first K tile the accumulators need
+// no zeroing. Later K blocks always accumulate.
+func (m TiledGMMA) Accumulating(acc Value) TiledGMMA {
+	m.accumulate = acc
+	return m
 }
 
 // MakeTiledGMMA tiles atom over warpGroupsM warpgroups along M.
@@ -197,14 +207,33 @@ func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, a
 	}
 	dA := desc(aAddr, opA.Desc)
 	dB := desc(b.addr.Add(uint64(b.off)), opB.Desc)
+	scaleD := ptx.Operand(ptx.IntImm(ptx.S64, 1))
+	if m.accumulate.k != nil {
+		if !k.own(m.accumulate, "Gemm") {
+			return
+		}
+		if m.accumulate.t != Bool {
+			k.errorf("Gemm: Accumulating takes a Bool, not %s", m.accumulate.t)
+			return
+		}
+		if m.accumulate.IsConst() {
+			scaleD = ptx.IntImm(ptx.S64, int64(m.accumulate.op.(ptx.Imm).Bits&1))
+		} else {
+			scaleD = k.operand(m.accumulate)
+		}
+	}
 	accs := make(ptx.Vec, len(acc.regs))
 	for i, r := range acc.regs {
 		accs[i] = r.op
 	}
 	k.emit(&ptx.Instr{Op: "wgmma.fence", Q: []string{"sync", "aligned"}})
 	for j := range opA.KBlocks {
+		sd := scaleD
+		if j > 0 {
+			sd = ptx.IntImm(ptx.S64, 1)
+		}
 		args := ptx.Vec{accs, k.operand(dA.Add(uint64(opA.KBlocks[j] >> 4))), k.operand(dB.Add(uint64(opB.KBlocks[j] >> 4))),
-			ptx.IntImm(ptx.S64, 1), ptx.IntImm(ptx.S64, 1), ptx.IntImm(ptx.S64, 1)}
+			sd, ptx.IntImm(ptx.S64, 1), ptx.IntImm(ptx.S64, 1)}
 		if at.ptxA == ptx.F16 || at.ptxA == ptx.BF16 {
 			args = append(args, ptx.IntImm(ptx.S64, int64(opA.Desc.Major)), ptx.IntImm(ptx.S64, int64(opB.Desc.Major)))
 		}
