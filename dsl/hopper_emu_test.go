@@ -140,69 +140,60 @@ func encode(ab dsl.Type, f float64) []byte {
 	panic("encode: " + ab.String())
 }
 
-func (c hopperTile) run(t *testing.T) {
-	k, atom, cA, cB := c.build(t)
-	m, sys := onOneGPU(t, k)
-	assemble(t, m)
-	es := 2
+// tileData is a tile's inputs: a (rows x kTotal) and b (n x kTotal) as floats, their bytes as
+// the tensors store them (B transposed when c.bMN), and each map's dimensions (innermost
+// first) with its copy.
+type tileData struct {
+	a, b   []float64
+	ab, bb []byte
+	es     int
+}
+
+func (c hopperTile) data() tileData {
+	d := tileData{es: 2}
 	if c.ab == dsl.E4M3 {
-		es = 1
+		d.es = 1
 	}
-	rows := c.m()
-	a, ab := elems(c.ab, rows*c.kTotal, 1)
-	b, bb := elems(c.ab, c.n*c.kTotal, 2) // b[n*kTotal + k]
-	if c.bMN {                            // stored k-major: byte order (k, n)
-		bb = bb[:0:0]
+	d.a, d.ab = elems(c.ab, c.m()*c.kTotal, 1)
+	d.b, d.bb = elems(c.ab, c.n*c.kTotal, 2) // b[n*kTotal + k]
+	if c.bMN {                               // stored k-major: byte order (k, n)
+		d.bb = d.bb[:0:0]
 		for kk := 0; kk < c.kTotal; kk++ {
 			for n := 0; n < c.n; n++ {
-				bb = append(bb, encode(c.ab, b[n*c.kTotal+kk])...)
+				d.bb = append(d.bb, encode(c.ab, d.b[n*c.kTotal+kk])...)
 			}
 		}
 	}
-	alloc := func(n int) uint64 {
-		p, err := sys.Malloc(0, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+	return d
+}
+
+// mapDims returns the tensor-map dimensions (innermost first) of copy cp over a tensor of rows
+// x kTotal, checking the copy's major and box against what the tile asked for.
+func (c hopperTile) mapDims(t *testing.T, cp *dsl.TMACopy, rows int, isB bool) [2]uint64 {
+	t.Helper()
+	dims := [2]uint64{uint64(c.kTotal), uint64(rows)}
+	if cp.Major() == dsl.MNMajor {
+		dims[0], dims[1] = dims[1], dims[0]
 	}
-	ga, gb, gd := alloc(len(ab)), alloc(len(bb)), alloc(4*rows*c.n)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	if (isB && c.bMN) != (cp.Major() == dsl.MNMajor) || (cp.Major() == dsl.KMajor && cp.Box[1] != rows) {
+		t.Fatalf("copy: %v-major box %v (rows %d)", cp.Major(), cp.Box, rows)
 	}
-	must(emu.WriteSlice(sys, ga, ab))
-	must(emu.WriteSlice(sys, gb, bb))
-	tmap := func(g uint64, rows int, cp *dsl.TMACopy) emu.TensorMap {
-		dims := [5]uint64{uint64(c.kTotal), uint64(rows)}
-		if cp.Major() == dsl.MNMajor {
-			dims[0], dims[1] = dims[1], dims[0]
-		}
-		if want := dsl.KMajor; (cp == cB && c.bMN) != (cp.Major() == dsl.MNMajor) || (cp.Major() == want && cp.Box[1] != rows) {
-			t.Fatalf("copy: %v-major box %v (rows %d)", cp.Major(), cp.Box, rows)
-		}
-		tm := emu.TensorMap{Elem: ptx.Type(c.ab), Rank: 2, Global: g, Dims: dims,
-			Strides: [5]uint64{0, dims[0] * uint64(es)}, Box: [5]uint32{uint32(cp.Box[0]), uint32(cp.Box[1])}, Swizzle: cp.SwizzleBytes}
-		return tm
-	}
-	if want := (rows + c.n) * c.bk * es; cA.Bytes+cB.Bytes != want {
-		t.Fatalf("expect_tx %d bytes, want %d", cA.Bytes+cB.Bytes, want)
-	}
-	must(sys.Launch(emu.Launch{Module: m, Entry: "wsgemm", Grid: emu.D1(1), Block: emu.D1(128 + 2*rows),
-		Args: []any{tmap(ga, rows, cA), tmap(gb, c.n, cB), gd}}))
-	got, err := emu.ReadSlice[float32](sys, gd, rows*c.n)
-	must(err)
+	return dims
+}
+
+// check compares the consumer threads' accumulators (got[128*(w*n/2 + i) + t]) with the
+// float64 product (exact: the inputs are small multiples of 1/2).
+func (c hopperTile) check(t *testing.T, atom dsl.GMMAAtom, d tileData, got []float32) {
+	t.Helper()
 	bad := 0
-	for tid := 0; tid < 2*rows; tid++ {
+	for tid := 0; tid < 2*c.m(); tid++ {
 		w := tid / 128
 		for i := 0; i < atom.AccRegs(); i++ {
 			row, col := atom.Coord(tid%128, i)
 			row += 64 * w
 			want := 0.0
 			for kk := 0; kk < c.kTotal; kk++ {
-				want += a[row*c.kTotal+kk] * b[col*c.kTotal+kk]
+				want += d.a[row*c.kTotal+kk] * d.b[col*c.kTotal+kk]
 			}
 			if g := got[128*(w*atom.AccRegs()+i)+tid%128]; float64(g) != want {
 				if bad < 5 {
@@ -213,33 +204,77 @@ func (c hopperTile) run(t *testing.T) {
 		}
 	}
 	if bad > 0 {
-		t.Errorf("%d of %d elements differ", bad, rows*c.n)
+		t.Errorf("%d of %d elements differ", bad, c.m()*c.n)
 	}
+}
+
+func (c hopperTile) run(t *testing.T) {
+	k, atom, cA, cB := c.build(t)
+	m, sys := onOneGPU(t, k)
+	assemble(t, m)
+	d := c.data()
+	rows := c.m()
+	alloc := func(n int) uint64 {
+		p, err := sys.Malloc(0, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ga, gb, gd := alloc(len(d.ab)), alloc(len(d.bb)), alloc(4*rows*c.n)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(emu.WriteSlice(sys, ga, d.ab))
+	must(emu.WriteSlice(sys, gb, d.bb))
+	tmap := func(g uint64, rows int, cp *dsl.TMACopy) emu.TensorMap {
+		dims := c.mapDims(t, cp, rows, cp == cB)
+		return emu.TensorMap{Elem: ptx.Type(c.ab), Rank: 2, Global: g, Dims: [5]uint64{dims[0], dims[1]},
+			Strides: [5]uint64{0, dims[0] * uint64(d.es)}, Box: [5]uint32{uint32(cp.Box[0]), uint32(cp.Box[1])}, Swizzle: cp.SwizzleBytes}
+	}
+	if want := (rows + c.n) * c.bk * d.es; cA.Bytes+cB.Bytes != want {
+		t.Fatalf("expect_tx %d bytes, want %d", cA.Bytes+cB.Bytes, want)
+	}
+	must(sys.Launch(emu.Launch{Module: m, Entry: "wsgemm", Grid: emu.D1(1), Block: emu.D1(128 + 2*rows),
+		Args: []any{tmap(ga, rows, cA), tmap(gb, c.n, cB), gd}}))
+	got, err := emu.ReadSlice[float32](sys, gd, rows*c.n)
+	must(err)
+	c.check(t, atom, d, got)
+}
+
+// hopperTiles are the tiles TestHopperGemmTile (and the GPU test) run.
+var hopperTiles = []hopperTile{
+	{dsl.BF16, 32, 64, 256, 3, 0, false, false},
+	{dsl.BF16, 64, 64, 192, 2, 0, false, false},
+	{dsl.E4M3, 32, 128, 512, 3, 0, false, false},
+	{dsl.F16, 16, 64, 128, 2, 0, false, false},
+	{dsl.BF16, 32, 64, 192, 2, 2, false, false},
+	{dsl.BF16, 64, 64, 256, 2, 0, true, false},
+	{dsl.F16, 64, 64, 192, 2, 0, true, false},
+	{dsl.BF16, 32, 64, 320, 3, 0, false, true},
+	{dsl.E4M3, 32, 128, 512, 2, 2, false, true},
+}
+
+func (c hopperTile) String() string {
+	name := fmt.Sprintf("%s_%dx%dx%d_stages%d", c.ab, c.m(), c.n, c.kTotal, c.stgs)
+	if c.bMN {
+		name += "_BNmajor"
+	}
+	if c.lag {
+		name += "_inflight"
+	}
+	return name
 }
 
 // TestHopperGemmTile runs the warp-specialized tile (tensor maps as grid-constant
 // parameters) on the emulator for bf16 and e4m3 with 2
 // and 3 stages (more K tiles than stages, so the ring wraps and the phases flip).
 func TestHopperGemmTile(t *testing.T) {
-	for _, c := range []hopperTile{
-		{dsl.BF16, 32, 64, 256, 3, 0, false, false},
-		{dsl.BF16, 64, 64, 192, 2, 0, false, false},
-		{dsl.E4M3, 32, 128, 512, 3, 0, false, false},
-		{dsl.F16, 16, 64, 128, 2, 0, false, false},
-		{dsl.BF16, 32, 64, 192, 2, 2, false, false},
-		{dsl.BF16, 64, 64, 256, 2, 0, true, false},
-		{dsl.F16, 64, 64, 192, 2, 0, true, false},
-		{dsl.BF16, 32, 64, 320, 3, 0, false, true},
-		{dsl.E4M3, 32, 128, 512, 2, 2, false, true},
-	} {
-		name := fmt.Sprintf("%s_%dx%dx%d_stages%d", c.ab, c.m(), c.n, c.kTotal, c.stgs)
-		if c.bMN {
-			name += "_BNmajor"
-		}
-		if c.lag {
-			name += "_inflight"
-		}
-		t.Run(name, c.run)
+	for _, c := range hopperTiles {
+		t.Run(c.String(), c.run)
 	}
 }
 
