@@ -3,6 +3,8 @@ package dsl
 import (
 	"fmt"
 	"math/bits"
+	"slices"
+	"sync"
 
 	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
@@ -151,6 +153,31 @@ type GMMAOperand struct {
 // other than Sw<B, 4-log2(es), 3>, rows not 16-byte aligned, MN-major tf32/fp8, offsets too
 // large) is an error naming it.
 func MakeGMMAOperand(atom GMMAAtom, o Operand, l layout.ComposedLayout) (GMMAOperand, error) {
+	key := fmt.Sprintf("%v %v %v", atom, o, l)
+	if r, ok := gmmaOperands.Load(key); ok {
+		r := r.(gmmaOperandResult)
+		return r.op.clone(), r.err
+	}
+	op, err := makeGMMAOperand(atom, o, l)
+	gmmaOperands.Store(key, gmmaOperandResult{op.clone(), err})
+	return op, err
+}
+
+func (op GMMAOperand) clone() GMMAOperand {
+	op.KBlocks, op.MBlocks = slices.Clone(op.KBlocks), slices.Clone(op.MBlocks)
+	return op
+}
+
+// gmmaOperands caches MakeGMMAOperand (a pure function of the atom, the operand and the
+// layout; checking every element costs about 0.2 ms for a 256 x 64 tile).
+var gmmaOperands sync.Map
+
+type gmmaOperandResult struct {
+	op  GMMAOperand
+	err error
+}
+
+func makeGMMAOperand(atom GMMAAtom, o Operand, l layout.ComposedLayout) (GMMAOperand, error) {
 	var op GMMAOperand
 	elem := atom.A
 	if o == OperandB {
@@ -180,7 +207,7 @@ func MakeGMMAOperand(atom GMMAAtom, o Operand, l layout.ComposedLayout) (GMMAOpe
 			swz = 16 << sw.B
 		}
 	}
-	off := func(mn, k int) int { return l.Inner.Value(mn + mnExt*k) }
+	off := offsets(l.Inner, mnExt)
 	at := func(mn, k int) int { // a byte offset, 0 outside the tile
 		if mn >= mnExt || k >= kExt {
 			return 0
@@ -318,3 +345,27 @@ func swizzleOf(l layout.ComposedLayout) (layout.Swizzle, bool) {
 }
 
 func log2i(n int) int { return bits.TrailingZeros(uint(n)) }
+
+// offsets returns the (mn, k) -> offset function of a 2-mode layout whose first mode has
+// mnExt elements, with the offsets tabulated once (Layout.Value per element is too slow for
+// the tiles' tens of thousands of elements).
+func offsets(l layout.Layout, mnExt int) func(mn, k int) int {
+	sh, st := l.FlatShape(), l.FlatStride()
+	tab := make([]int32, l.Size())
+	// an odometer over the flat modes, colexicographic like Value
+	idx := make([]int, len(sh))
+	o := 0
+	for i := range tab {
+		tab[i] = int32(o)
+		for d := range sh {
+			idx[d]++
+			o += st[d]
+			if idx[d] < sh[d] {
+				break
+			}
+			o -= st[d] * sh[d]
+			idx[d] = 0
+		}
+	}
+	return func(mn, k int) int { return int(tab[mn+mnExt*k]) }
+}

@@ -26,7 +26,7 @@ type hopperTile struct {
 
 func (c hopperTile) m() int { return 64 * max(c.wgs, 1) }
 
-func (c hopperTile) build(t *testing.T) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy, *dsl.TMACopy) {
+func (c hopperTile) build(t testing.TB) (*dsl.Kernel, dsl.GMMAAtom, *dsl.TMACopy, *dsl.TMACopy) {
 	t.Helper()
 	k := dsl.New("wsgemm", dsl.WithTarget(ptx.SM90a))
 	tmA, tmB := k.TensorMapParam("tma", c.ab), k.TensorMapParam("tmb", c.ab)

@@ -91,7 +91,7 @@ func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
 	}
 	sh := l.Inner.Shape()
 	mnExt, kExt := size(sh.At(0)), size(sh.At(1))
-	off := func(mn, kk int) int { return l.Inner.Value(mn + mnExt*kk) }
+	off := offsets(l.Inner, mnExt)
 	swz := 0
 	if sw, ok := swizzleOf(l); ok && sw.B > 0 {
 		if sw.M != 4-log2i(es) || sw.S != 3 || sw.B > 3 {
