@@ -340,3 +340,73 @@ func TestHopperTMAMulticast(t *testing.T) {
 		}
 	}
 }
+
+// TestHopperTMAStore: a 64x64 bf16 tile at (64, 64) of a 128x128 tensor comes in by TMA
+// (K-major, 128-byte swizzle), the threads transpose and double it through the swizzled view,
+// and one thread stores it by TMA at the same place of another tensor: that tile is the
+// doubled transpose, the rest of the tensor untouched.
+func TestHopperTMAStore(t *testing.T) {
+	k := dsl.New("tmastore", dsl.WithTarget(ptx.SM90a))
+	src, dst := k.TensorMapParam("src", dsl.BF16), k.TensorMapParam("dst", dsl.BF16)
+	la, _ := dsl.GMMALayoutAtom(dsl.BF16, dsl.KMajor, 128)
+	l, _ := dsl.TileToShape(la, 64, 64)
+	s := k.SharedTile(dsl.BF16, l, 1)
+	in, out := k.MakeTMACopy(src, s), k.MakeTMACopy(dst, s)
+	bar := k.Mbarriers(1).At(0)
+	tid := k.ThreadIdx(dsl.X)
+	k.If(tid.Eq(uint32(0)), func() {
+		bar.Init(1)
+		bar.ArriveExpectTx(in.Bytes)
+	})
+	k.SyncThreads()
+	k.If(tid.Eq(uint32(0)), func() { in.Load(bar, 0, 64, 64) })
+	bar.Wait(0)
+	view := s.Tensor(0)
+	var mine []dsl.Value
+	for j := 0; j < 64*64/128; j++ {
+		i := tid.Add(uint32(128 * j))
+		mine = append(mine, view.Load(i.Shr(uint32(6)), i.And(uint32(63))))
+	}
+	k.SyncThreads()
+	for j, v := range mine { // transposed and doubled: placement matters
+		i := tid.Add(uint32(128 * j))
+		view.Store(v.Add(v), i.And(uint32(63)), i.Shr(uint32(6)))
+	}
+	k.FenceProxyAsync()
+	k.SyncThreads()
+	k.If(tid.Eq(uint32(0)), func() {
+		out.Store(0, 64, 64)
+		k.BulkCommit()
+		k.BulkWait(0, false)
+	})
+	m, sys := onOneGPU(t, k)
+	assemble(t, m)
+	vals, raw := elems(dsl.BF16, 128*128, 4)
+	gs, _ := sys.Malloc(0, len(raw))
+	gd, _ := sys.Malloc(0, len(raw))
+	tm := func(g uint64) emu.TensorMap {
+		return emu.TensorMap{Elem: ptx.BF16, Rank: 2, Global: g, Dims: [5]uint64{128, 128}, Strides: [5]uint64{0, 256},
+			Box: [5]uint32{uint32(in.Box[0]), uint32(in.Box[1])}, Swizzle: in.SwizzleBytes}
+	}
+	for _, err := range []error{emu.WriteSlice(sys, gs, raw),
+		sys.Launch(emu.Launch{Module: m, Entry: "tmastore", Grid: emu.D1(1), Block: emu.D1(128), Args: []any{tm(gs), tm(gd)}})} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := emu.ReadSlice[uint16](sys, gd, 128*128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < 128; r++ {
+		for c := 0; c < 128; c++ {
+			want := 0.0
+			if r >= 64 && c >= 64 {
+				want = 2 * vals[c*128+r] // the tile transposed
+			}
+			if f := float64(fp.BF16ToF32(got[r*128+c])); f != want {
+				t.Fatalf("dst[%d][%d] = %g, want %g", r, c, f, want)
+			}
+		}
+	}
+}

@@ -187,6 +187,29 @@ func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *V
 			return
 		}
 	}
+	in, out, ok := c.coords(what, mn, kk)
+	if !ok {
+		return
+	}
+	dst := c.tile.Stage(stage)
+	q := []string{"2d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"}
+	if mask != nil {
+		q = append(q, "multicast::cluster")
+	}
+	for _, b := range c.boxes {
+		args := []ptx.Operand{ptx.Addr{Base: k.operand(dst.addr), Off: dst.off + int64(b.smem)},
+			c.tensorAddr(in, out, b),
+			bar.mem()}
+		if mask != nil {
+			args = append(args, k.operand(*mask))
+		}
+		k.emit(&ptx.Instr{Op: "cp.async.bulk.tensor", Q: append([]string(nil), q...), Args: args})
+	}
+}
+
+// coords returns the tile's coordinates (mn, kk) as the map's (inner, outer) I32 values.
+func (c *TMACopy) coords(what string, mn, kk any) (in, out Value, ok bool) {
+	k := c.k
 	coord := func(x any) (Value, bool) {
 		if v, ok := x.(Value); ok {
 			if !k.own(v, what) {
@@ -203,13 +226,17 @@ func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *V
 	vmn, ok1 := coord(mn)
 	vk, ok2 := coord(kk)
 	if !ok1 || !ok2 {
-		return
+		return Value{}, Value{}, false
 	}
-	in, out := vk, vmn
 	if c.major == MNMajor {
-		in, out = vmn, vk
+		return vmn, vk, true
 	}
-	dst := c.tile.Stage(stage)
+	return vk, vmn, true
+}
+
+// tensorAddr is the [map, {c0, c1}] operand of box b at the tile coordinates (in, out).
+func (c *TMACopy) tensorAddr(in, out Value, b tmaBox) ptx.TensorAddr {
+	k := c.k
 	reg := func(v Value) ptx.Operand {
 		if v.IsConst() {
 			r := k.reg(I32)
@@ -218,17 +245,58 @@ func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *V
 		}
 		return k.operand(v)
 	}
-	q := []string{"2d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"}
-	if mask != nil {
-		q = append(q, "multicast::cluster")
-	}
-	for _, b := range c.boxes {
-		args := []ptx.Operand{ptx.Addr{Base: k.operand(dst.addr), Off: dst.off + int64(b.smem)},
-			ptx.TensorAddr{Map: k.operand(c.m), Coords: ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}},
-			bar.mem()}
-		if mask != nil {
-			args = append(args, k.operand(*mask))
+	return ptx.TensorAddr{Map: k.operand(c.m), Coords: ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}}
+}
+
+// Store writes stage of the tile to the global tensor at the tile coordinates (mn, kk) (TMA
+// store, cp.async.bulk.tensor ... .bulk_group; boxes outside the tensor are clipped). Call it
+// from one thread after the shared-memory writes it stores are visible to the async proxy
+// (each writing thread's FenceProxyAsync, then a barrier); BulkCommit and BulkWait complete it.
+func (c *TMACopy) Store(stage any, mn, kk any) {
+	k := c.k
+	if k == nil || c.boxes == nil {
+		if k != nil {
+			k.errorf("TMACopy.Store: the copy failed to build (see MakeTMACopy's error)")
 		}
-		k.emit(&ptx.Instr{Op: "cp.async.bulk.tensor", Q: append([]string(nil), q...), Args: args})
+		return
 	}
+	defer k.hold()()
+	in, out, ok := c.coords("TMACopy.Store", mn, kk)
+	if !ok {
+		return
+	}
+	src := c.tile.Stage(stage)
+	for _, b := range c.boxes {
+		k.emit(&ptx.Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "global", "shared::cta", "tile", "bulk_group"},
+			Args: []ptx.Operand{c.tensorAddr(in, out, b), ptx.Addr{Base: k.operand(src.addr), Off: src.off + int64(b.smem)}}})
+	}
+}
+
+// BulkCommit closes a group of the thread's bulk copies issued since the last one
+// (cp.async.bulk.commit_group).
+func (k *Kernel) BulkCommit() {
+	if k.target.SM() < 90 {
+		k.errorf("BulkCommit: bulk copies need sm_90; the kernel targets %s", k.target)
+		return
+	}
+	k.emit(&ptx.Instr{Op: "cp.async.bulk.commit_group"})
+}
+
+// BulkWait waits until at most n of the thread's committed bulk groups are pending; with read
+// set, only until their sources have been read (the shared memory may be reused), not until
+// the writes are done (cp.async.bulk.wait_group{.read} n).
+func (k *Kernel) BulkWait(n int, read bool) {
+	if k.target.SM() < 90 {
+		k.errorf("BulkWait: bulk copies need sm_90; the kernel targets %s", k.target)
+		return
+	}
+	if n < 0 || n > 63 {
+		k.errorf("BulkWait: %d groups; want 0 to 63", n)
+		return
+	}
+	var q []string
+	if read {
+		q = []string{"read"}
+	}
+	k.emit(&ptx.Instr{Op: "cp.async.bulk.wait_group", Q: q, Args: []ptx.Operand{ptx.IntImm(ptx.S64, int64(n))}})
 }
