@@ -1,7 +1,9 @@
 package dsl_test
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -136,6 +138,11 @@ func encode(ab dsl.Type, f float64) []byte {
 	case dsl.E4M3:
 		e, _ := fp.F64ToE4M3(f)
 		return []byte{e}
+	case dsl.E5M2:
+		e, _ := fp.F64ToE5M2(f)
+		return []byte{e}
+	case dsl.F32: // read as tf32: small multiples of 1/2 are exact
+		return binary.LittleEndian.AppendUint32(nil, math.Float32bits(float32(f)))
 	}
 	panic("encode: " + ab.String())
 }
@@ -150,10 +157,7 @@ type tileData struct {
 }
 
 func (c hopperTile) data() tileData {
-	d := tileData{es: 2}
-	if c.ab == dsl.E4M3 {
-		d.es = 1
-	}
+	d := tileData{es: c.ab.Bytes()}
 	d.a, d.ab = elems(c.ab, c.m()*c.kTotal, 1)
 	d.b, d.bb = elems(c.ab, c.n*c.kTotal, 2) // b[n*kTotal + k]
 	if c.bMN {                               // stored k-major: byte order (k, n)
@@ -256,6 +260,8 @@ var hopperTiles = []hopperTile{
 	{dsl.F16, 64, 64, 192, 2, 0, true, false},
 	{dsl.BF16, 32, 64, 320, 3, 0, false, true},
 	{dsl.E4M3, 32, 128, 512, 2, 2, false, true},
+	{dsl.E5M2, 64, 128, 256, 2, 0, false, false},
+	{dsl.F32, 32, 32, 128, 2, 0, false, true},
 }
 
 func (c hopperTile) String() string {

@@ -4,6 +4,7 @@ package dsl_test
 
 import (
 	"encoding/binary"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -54,6 +55,24 @@ func (c hopperTile) runGPU(t *testing.T, d *jit.Device) {
 		box := []uint32{uint32(cp.Box[0]), uint32(cp.Box[1])}
 		strides := []uint64{dims[0] * uint64(data.es)}
 		var tm jit.TensorMap
+		if data.es == 4 {
+			h := make([]float32, len(raw)/4)
+			for i := range h {
+				h[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+			buf, err := jit.Alloc[float32](d, len(h))
+			if err == nil {
+				err = buf.CopyFromHost(h)
+			}
+			if err == nil {
+				tm, err = jit.NewTensorMap(buf, dims[:], strides, box, jit.Swizzle(cp.SwizzleBytes))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { buf.Free() })
+			return tm
+		}
 		if data.es == 2 {
 			h := make([]uint16, len(raw)/2)
 			for i := range h {
