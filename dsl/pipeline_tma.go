@@ -1,0 +1,125 @@
+package dsl
+
+// TMAPipeline is a producer/consumer ring of stages fed by TMA (CuTe DSL's PipelineTmaAsync):
+// per stage a full barrier (one producer arrival plus the stage's transaction bytes) and an
+// empty barrier (one arrival per consumer). The producer acquires a stage (waits until it is
+// empty, arms the full barrier with the bytes its copies bring), loads it and commits; the
+// consumers wait until it is full, use it and release it. Stages is a Go int: the ring's
+// size and the phase arithmetic are fixed at build time.
+type TMAPipeline struct {
+	k           *Kernel
+	stages      int
+	full, empty Mbarriers
+	copies      []*TMACopy
+	tx          int
+	loaded      int // bytes loaded since the last ProducerAcquire (build time)
+	acquired    bool
+}
+
+// MakeTMAPipeline allocates and initialises (from thread 0, then SyncThreads: call it where
+// the whole block is) a pipeline of stages whose every stage is filled by one Load of each
+// of copies; consumers is the number of ConsumerRelease calls that free a stage (threads,
+// or warps when one lane of each releases).
+func (k *Kernel) MakeTMAPipeline(stages, consumers int, copies ...*TMACopy) *TMAPipeline {
+	defer k.hold()()
+	p := &TMAPipeline{k: k, stages: stages, copies: copies}
+	if stages < 1 || consumers < 1 || len(copies) == 0 {
+		k.errorf("MakeTMAPipeline: %d stages, %d consumers, %d copies; want at least one of each", stages, consumers, len(copies))
+		p.stages = 1
+		return p
+	}
+	for i, c := range copies {
+		if c == nil || c.k != k {
+			k.errorf("MakeTMAPipeline: copy %d is not a TMACopy of this kernel", i)
+			return p
+		}
+		if c.tile.Stages < stages {
+			k.errorf("MakeTMAPipeline: copy %d's tile has %d stages, fewer than the pipeline's %d", i, c.tile.Stages, stages)
+		}
+		p.tx += c.Bytes
+	}
+	p.full, p.empty = k.Mbarriers(stages), k.Mbarriers(stages)
+	k.If(k.ThreadIdx(X).Eq(uint32(0)), func() {
+		for s := 0; s < stages; s++ {
+			p.full.At(s).Init(1)
+			p.empty.At(s).Init(consumers)
+		}
+	})
+	k.SyncThreads()
+	return p
+}
+
+// Stages returns the number of stages.
+func (p *TMAPipeline) Stages() int { return p.stages }
+
+// TxBytes is what each stage's full barrier expects: the sum of the copies' Bytes.
+func (p *TMAPipeline) TxBytes() int { return p.tx }
+
+// ProducerState returns the producer's start: stage 0, waiting on the empty barriers' phase
+// parity 1, which a fresh barrier reports complete (every stage starts empty).
+func (p *TMAPipeline) ProducerState() PipelineState { return p.k.pipelineState(p.stages, 1) }
+
+// ConsumerState returns the consumers' start: stage 0, parity 0.
+func (p *TMAPipeline) ConsumerState() PipelineState { return p.k.pipelineState(p.stages, 0) }
+
+// ProducerAcquire waits until stage s is empty and arms its full barrier with TxBytes (one
+// producer thread calls it).
+func (p *TMAPipeline) ProducerAcquire(s PipelineState) {
+	defer p.k.hold()()
+	p.empty.At(s.Index).Wait(s.Phase)
+	p.full.At(s.Index).ArriveExpectTx(p.tx)
+	p.loaded, p.acquired = 0, true
+}
+
+// Load issues copy c of stage s at the tile coordinates (mn, kk) onto the stage's full
+// barrier.
+func (p *TMAPipeline) Load(s PipelineState, c *TMACopy, mn, kk any) {
+	defer p.k.hold()()
+	if !p.acquired {
+		p.k.errorf("TMAPipeline.Load: no ProducerAcquire before it")
+	}
+	p.loaded += c.Bytes
+	c.Load(p.full.At(s.Index), s.Index, mn, kk)
+}
+
+// LoadMulticast is Load multicast to the cluster's blocks in mask.
+func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mask Value) {
+	defer p.k.hold()()
+	if !p.acquired {
+		p.k.errorf("TMAPipeline.LoadMulticast: no ProducerAcquire before it")
+	}
+	p.loaded += c.Bytes
+	c.LoadMulticast(p.full.At(s.Index), s.Index, mn, kk, mask)
+}
+
+// ProducerCommit ends the stage's loads. The TMA copies complete the full barrier
+// themselves; the build checks that the loads issued since ProducerAcquire bring exactly
+// the bytes the barrier expects (a mismatch would hang the consumers).
+func (p *TMAPipeline) ProducerCommit(s PipelineState) {
+	if !p.acquired {
+		p.k.errorf("TMAPipeline.ProducerCommit: no ProducerAcquire before it")
+		return
+	}
+	if p.loaded != p.tx {
+		p.k.errorf("TMAPipeline.ProducerCommit: the stage's loads bring %d bytes; its full barrier expects %d (expect_tx): the consumers would wait forever", p.loaded, p.tx)
+	}
+	p.acquired = false
+}
+
+// ConsumerWait waits until stage s is full.
+func (p *TMAPipeline) ConsumerWait(s PipelineState) {
+	defer p.k.hold()()
+	p.full.At(s.Index).Wait(s.Phase)
+}
+
+// ConsumerRelease arrives on stage s's empty barrier (each of the consumers once).
+func (p *TMAPipeline) ConsumerRelease(s PipelineState) {
+	defer p.k.hold()()
+	p.empty.At(s.Index).Arrive()
+}
+
+// Full returns stage i's full barrier; Empty its empty barrier.
+func (p *TMAPipeline) Full(i any) Mbarrier { return p.full.At(i) }
+
+// Empty returns stage i's empty barrier.
+func (p *TMAPipeline) Empty(i any) Mbarrier { return p.empty.At(i) }

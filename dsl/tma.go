@@ -1,0 +1,302 @@
+package dsl
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TensorMapSource is where a TMA copy finds its tensor map: a TensorMap parameter
+// (TensorMapParam, the map by value) or a TensorMapRef (a map's address).
+type TensorMapSource interface {
+	Addr() Value // the map's generic address (U64)
+}
+
+// TensorMapRef is the generic address of a TMA tensor map (the 128-byte, 64-byte aligned
+// descriptor the host encodes: cuTensorMapEncodeTiled, or emu.TensorMap.Encode) held
+// somewhere other than a parameter, e.g. in global memory.
+type TensorMapRef struct {
+	addr Value // U64
+}
+
+// Addr returns the map's generic address.
+func (r TensorMapRef) Addr() Value { return r.addr }
+
+// TensorMapAt takes a tensor map's generic address (a U64 Value: a map in global memory,
+// or a grid-constant parameter's address).
+func (k *Kernel) TensorMapAt(addr Value) TensorMapRef {
+	if !k.own(addr, "TensorMapAt") {
+		return TensorMapRef{}
+	}
+	if addr.t != U64 {
+		k.errorf("TensorMapAt: the address is %s, not U64", addr.t)
+		return TensorMapRef{}
+	}
+	return TensorMapRef{addr: addr}
+}
+
+// TensorMapPtrParam declares a U64 parameter holding the global address of a tensor map
+// (64-byte aligned, written before the launch).
+func (k *Kernel) TensorMapPtrParam(name string) TensorMapRef {
+	return k.TensorMapAt(k.Param(name, U64))
+}
+
+// TMACopy is a TMA load of one stage of a SharedTile (CuTe's make_tma_copy for a 2-D global
+// tensor and a shared layout): boxes of the layout atom's row width along the contiguous
+// dimension, as many as the tile needs, each landing where the shared layout (with its
+// swizzle, which the tensor map's swizzle reproduces) places it.
+type TMACopy struct {
+	k     *Kernel
+	m     Value // the map's generic address
+	tile  SharedTile
+	major GMMAMajor
+	boxes []tmaBox
+	// Box is the tensor map's box, innermost (contiguous) dimension first: build the map
+	// with it and SwizzleBytes.
+	Box          [2]int
+	SwizzleBytes int
+	Bytes        int // bytes one stage's load brings (the expect_tx of its barrier)
+}
+
+type tmaBox struct {
+	smem   int // byte offset in the stage
+	c0, c1 int // the box's coordinates relative to the tile's (inner, outer)
+}
+
+// MakeTMACopy makes the TMA load of tile's stages from the global tensor whose map is m: a
+// K-major tile reads a K-contiguous tensor ((K, MN) in the map, innermost first), an
+// MN-major tile an MN-contiguous one. A layout that no box sequence writes is an error, and
+// so is a TensorMap parameter over another element type than the tile's.
+func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
+	defer k.hold()()
+	c := &TMACopy{k: k, tile: tile}
+	if m == nil || tile.k != k || m.Addr().k != k {
+		k.errorf("MakeTMACopy: the tile or the tensor map is not of this kernel")
+		return c
+	}
+	c.m = m.Addr()
+	if tm, ok := m.(TensorMap); ok && tm.Elem() != tile.Elem {
+		k.errorf("MakeTMACopy: the tensor map is over %s, the tile holds %s", tm.Elem(), tile.Elem)
+		return c
+	}
+	if k.target.SM() < 90 {
+		k.errorf("MakeTMACopy: TMA needs sm_90; the kernel targets %s", k.target)
+		return c
+	}
+	l := tile.Layout
+	es := memType(tile.Elem).Bytes()
+	if l.Inner.Rank() != 2 {
+		k.errorf("MakeTMACopy: layout %v is not (MN, K)", l)
+		return c
+	}
+	sh := l.Inner.Shape()
+	mnExt, kExt := size(sh.At(0)), size(sh.At(1))
+	off := offsets(l.Inner, mnExt)
+	swz := 0
+	if sw, ok := swizzleOf(l); ok && sw.B > 0 {
+		if sw.M != 4-log2i(es) || sw.S != 3 || sw.B > 3 {
+			k.errorf("MakeTMACopy: swizzle %v is no TMA swizzle for %d-byte elements", sw, es)
+			return c
+		}
+		swz = 16 << sw.B
+	} else if !ok {
+		k.errorf("MakeTMACopy: layout %v: the outer function is not a swizzle", l)
+		return c
+	}
+	c.SwizzleBytes = swz
+	w := max(swz, 16) / es // elements of one box row
+	try := func(major GMMAMajor) error {
+		c.boxes = nil
+		inner, outer := kExt, mnExt
+		at := func(i, o int) int { return off(o, i) }
+		if major == MNMajor {
+			inner, outer = mnExt, kExt
+			at = off
+		}
+		if inner%w != 0 {
+			return fmt.Errorf("%s-major: the contiguous extent %d is not a multiple of the %d-element box row", major, inner, w)
+		}
+		if outer > 256 {
+			return fmt.Errorf("%s-major: %d rows; a TMA box has at most 256", major, outer)
+		}
+		for j := 0; j < inner/w; j++ {
+			base := at(j*w, 0)
+			for o := 0; o < outer; o++ {
+				for i := 0; i < w; i++ {
+					if got := at(j*w+i, o); got != base+o*w+i {
+						return fmt.Errorf("%s-major: element %d of row %d of box %d is at %d, a box writes %d", major, i, o, j, got, base+o*w+i)
+					}
+				}
+			}
+			c.boxes = append(c.boxes, tmaBox{smem: es * base, c0: j * w})
+		}
+		c.major, c.Box = major, [2]int{w, outer}
+		return nil
+	}
+	errK := try(KMajor)
+	if errK != nil {
+		if errMN := try(MNMajor); errMN != nil {
+			k.errorf("MakeTMACopy: no TMA boxes write layout %v: %v; %v", l, errK, errMN)
+			return c
+		}
+	}
+	c.Bytes = es * w * c.Box[1] * len(c.boxes)
+	return c
+}
+
+// Major says which tensor dimension is contiguous: KMajor maps are (K, MN), MNMajor (MN, K).
+func (c *TMACopy) Major() GMMAMajor { return c.major }
+
+// Load issues the loads of the tile at (mn, kk) (element coordinates, U32 or I32 Values or
+// Go ints) into stage of the tile, completing bar's transaction bytes (c.Bytes). Call it
+// from one thread, after bar's ArriveExpectTx.
+func (c *TMACopy) Load(bar Mbarrier, stage any, mn, kk any) {
+	c.load("TMACopy.Load", bar, stage, mn, kk, nil)
+}
+
+// LoadMulticast is Load into the same shared offsets of every block of the cluster in mask
+// (a U16 Value; bit i is the block of rank i), completing each block's barrier at the same
+// offset (.multicast::cluster, sm_90a).
+func (c *TMACopy) LoadMulticast(bar Mbarrier, stage any, mn, kk any, mask Value) {
+	c.load("TMACopy.LoadMulticast", bar, stage, mn, kk, &mask)
+}
+
+func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *Value) {
+	k := c.k
+	if k == nil || c.boxes == nil {
+		if k != nil {
+			k.errorf("%s: the copy failed to build (see MakeTMACopy's error)", what)
+		}
+		return
+	}
+	defer k.hold()()
+	if bar.k != k {
+		k.errorf("%s: the barrier is not of this kernel", what)
+		return
+	}
+	if mask != nil {
+		if k.target != ptx.SM90a && k.target != ptx.SM100a {
+			k.errorf("%s: .multicast::cluster needs sm_90a or sm_100a; the kernel targets %s", what, k.target)
+			return
+		}
+		if !k.own(*mask, what) {
+			return
+		}
+		if mask.t != U16 {
+			k.errorf("%s: the cluster mask is %s, not U16", what, mask.t)
+			return
+		}
+	}
+	in, out, ok := c.coords(what, mn, kk)
+	if !ok {
+		return
+	}
+	dst := c.tile.Stage(stage)
+	q := []string{"2d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"}
+	if mask != nil {
+		q = append(q, "multicast::cluster")
+	}
+	for _, b := range c.boxes {
+		args := []ptx.Operand{ptx.Addr{Base: k.operand(dst.addr), Off: dst.off + int64(b.smem)},
+			c.tensorAddr(in, out, b),
+			bar.mem()}
+		if mask != nil {
+			args = append(args, k.operand(*mask))
+		}
+		k.emit(&ptx.Instr{Op: "cp.async.bulk.tensor", Q: append([]string(nil), q...), Args: args})
+	}
+}
+
+// coords returns the tile's coordinates (mn, kk) as the map's (inner, outer) I32 values.
+func (c *TMACopy) coords(what string, mn, kk any) (in, out Value, ok bool) {
+	k := c.k
+	coord := func(x any) (Value, bool) {
+		if v, ok := x.(Value); ok {
+			if !k.own(v, what) {
+				return Value{}, false
+			}
+			if v.t != U32 && v.t != I32 {
+				k.errorf("%s: coordinate %s is %s, not U32 or I32", what, v, v.t)
+				return Value{}, false
+			}
+			return v.To(I32), true
+		}
+		return k.val(x, I32, what)
+	}
+	vmn, ok1 := coord(mn)
+	vk, ok2 := coord(kk)
+	if !ok1 || !ok2 {
+		return Value{}, Value{}, false
+	}
+	if c.major == MNMajor {
+		return vmn, vk, true
+	}
+	return vk, vmn, true
+}
+
+// tensorAddr is the [map, {c0, c1}] operand of box b at the tile coordinates (in, out).
+func (c *TMACopy) tensorAddr(in, out Value, b tmaBox) ptx.TensorAddr {
+	k := c.k
+	reg := func(v Value) ptx.Operand {
+		if v.IsConst() {
+			r := k.reg(I32)
+			k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.S32}, Args: []ptx.Operand{r, k.operand(v)}})
+			return r
+		}
+		return k.operand(v)
+	}
+	return ptx.TensorAddr{Map: k.operand(c.m), Coords: ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}}
+}
+
+// Store writes stage of the tile to the global tensor at the tile coordinates (mn, kk) (TMA
+// store, cp.async.bulk.tensor ... .bulk_group; boxes outside the tensor are clipped). Call it
+// from one thread after the shared-memory writes it stores are visible to the async proxy
+// (each writing thread's FenceProxyAsync, then a barrier); BulkCommit and BulkWait complete it.
+func (c *TMACopy) Store(stage any, mn, kk any) {
+	k := c.k
+	if k == nil || c.boxes == nil {
+		if k != nil {
+			k.errorf("TMACopy.Store: the copy failed to build (see MakeTMACopy's error)")
+		}
+		return
+	}
+	defer k.hold()()
+	in, out, ok := c.coords("TMACopy.Store", mn, kk)
+	if !ok {
+		return
+	}
+	src := c.tile.Stage(stage)
+	for _, b := range c.boxes {
+		k.emit(&ptx.Instr{Op: "cp.async.bulk.tensor", Q: []string{"2d", "global", "shared::cta", "tile", "bulk_group"},
+			Args: []ptx.Operand{c.tensorAddr(in, out, b), ptx.Addr{Base: k.operand(src.addr), Off: src.off + int64(b.smem)}}})
+	}
+}
+
+// BulkCommit closes a group of the thread's bulk copies issued since the last one
+// (cp.async.bulk.commit_group).
+func (k *Kernel) BulkCommit() {
+	if k.target.SM() < 90 {
+		k.errorf("BulkCommit: bulk copies need sm_90; the kernel targets %s", k.target)
+		return
+	}
+	k.emit(&ptx.Instr{Op: "cp.async.bulk.commit_group"})
+}
+
+// BulkWait waits until at most n of the thread's committed bulk groups are pending; with read
+// set, only until their sources have been read (the shared memory may be reused), not until
+// the writes are done (cp.async.bulk.wait_group{.read} n).
+func (k *Kernel) BulkWait(n int, read bool) {
+	if k.target.SM() < 90 {
+		k.errorf("BulkWait: bulk copies need sm_90; the kernel targets %s", k.target)
+		return
+	}
+	if n < 0 || n > 63 {
+		k.errorf("BulkWait: %d groups; want 0 to 63", n)
+		return
+	}
+	var q []string
+	if read {
+		q = []string{"read"}
+	}
+	k.emit(&ptx.Instr{Op: "cp.async.bulk.wait_group", Q: q, Args: []ptx.Operand{ptx.IntImm(ptx.S64, int64(n))}})
+}

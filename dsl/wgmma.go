@@ -1,0 +1,263 @@
+package dsl
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// SharedTile is shared memory for stages of one wgmma or TMA operand: a buffer aligned to
+// 1024 bytes (the 128-byte swizzle's repeat, so that the descriptors' base offset is 0)
+// holding stages copies of an (MN, K) tile laid out by Layout.
+type SharedTile struct {
+	k          *Kernel
+	base       Ptr
+	Elem       Type
+	Layout     layout.ComposedLayout
+	Stages     int
+	StageBytes int
+}
+
+// SharedTile allocates stages tiles of elem laid out by l (a GMMA layout atom tiled with
+// TileToShape) in static shared memory aligned to 1024 bytes.
+func (k *Kernel) SharedTile(elem Type, l layout.ComposedLayout, stages int) SharedTile {
+	defer k.hold()()
+	es := memType(elem).Bytes()
+	bytes := (l.Inner.Cosize()*es + 1023) / 1024 * 1024
+	s := SharedTile{k: k, Elem: elem, Layout: l, Stages: max(stages, 1), StageBytes: bytes}
+	if stages <= 0 {
+		k.errorf("SharedTile: %d stages; want at least 1", stages)
+	}
+	s.base = k.alignedShared("SharedTile", s.Stages*bytes, 1024).As(elem)
+	return s
+}
+
+// alignedShared allocates n bytes of static shared memory aligned to align bytes.
+func (k *Kernel) alignedShared(what string, n, align int) Ptr {
+	start := (k.smem + int64(align) - 1) / int64(align) * int64(align) // ptxas places variables in order, aligned
+	if left := MaxStaticSharedBytes - start; int64(n) > left {
+		k.errorf("%s: %d bytes (aligned to %d) is more than the %d bytes of static shared memory left", what, n, align, max(left, 0))
+		n = 16
+	}
+	k.smem = start + (int64(n)+15)/16*16
+	name := fmt.Sprintf("smem_%d", len(k.fn.Vars))
+	k.fn.Vars = append(k.fn.Vars, &ptx.Var{Space: ptx.SpaceShared, Name: name, Type: ptx.B8, Array: n, Align: align})
+	d := k.reg(U64)
+	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, ptx.Sym(name)}})
+	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: U8, space: ptx.SpaceShared, align: align}
+}
+
+// Stage returns a pointer to stage i (a Go int or integer Value) of the tile.
+func (s SharedTile) Stage(i any) Ptr {
+	if v, ok := i.(Value); ok {
+		return s.base.At(v.To(I32).Mul(int32(s.StageBytes / memType(s.Elem).Bytes())))
+	}
+	n, ok := i.(int)
+	if !ok || n < 0 || n >= s.Stages {
+		s.k.errorf("SharedTile.Stage: %v is not a stage 0..%d", i, s.Stages-1)
+		n = 0
+	}
+	return s.base.At(n * s.StageBytes / memType(s.Elem).Bytes())
+}
+
+// Tensor views stage i as an (MN, K) tensor with the tile's swizzle, for ordinary loads and
+// stores (an epilogue, a check).
+func (s SharedTile) Tensor(i any) Tensor {
+	sw, _ := s.Layout.Outer.(layout.Swizzle)
+	return s.k.MakeSwizzledTensor(s.Stage(i), sw, s.Layout.Inner)
+}
+
+// TiledGMMA tiles a GMMA atom over warpgroups along M (CuTe's TiledMMA of a GMMA atom with
+// an atom layout (WarpGroupsM, 1)): warpgroup w computes rows 64w..64w+63 of the block tile.
+type TiledGMMA struct {
+	Atom        GMMAAtom
+	WarpGroupsM int
+	accumulate  Value // scale-d of the first K block (a Bool); zero Value: accumulate
+}
+
+// Accumulating returns m whose next Gemm's first K block adds to the accumulators only where
+// acc (a Bool Value) is true, else overwrites them (wgmma's scale-d; CuTe's
+// tiled_mma.set(Field.ACCUMULATE, ...)): with false at the first K tile the accumulators need
+// no zeroing. Later K blocks always accumulate.
+func (m TiledGMMA) Accumulating(acc Value) TiledGMMA {
+	m.accumulate = acc
+	return m
+}
+
+// MakeTiledGMMA tiles atom over warpGroupsM warpgroups along M.
+func MakeTiledGMMA(atom GMMAAtom, warpGroupsM int) TiledGMMA {
+	return TiledGMMA{Atom: atom, WarpGroupsM: warpGroupsM}
+}
+
+// Accumulators returns the calling thread's zeroed f32 accumulators of the atom (N/2 values
+// in CLayout's value order).
+func (m TiledGMMA) Accumulators(k *Kernel) Tensor {
+	defer k.hold()()
+	if m.Atom.N == 0 {
+		k.errorf("Accumulators: zero GMMA atom (use MakeGMMAAtom)")
+		return k.badTensor(F32)
+	}
+	return k.newFragment(F32, []int{m.Atom.AccRegs()}, true)
+}
+
+// checkWgmma reports a wgmma on a target without it (only sm_90a has wgmma).
+func (k *Kernel) checkWgmma(what string) bool {
+	if k.target != ptx.SM90a {
+		k.errorf("%s: wgmma needs sm_90a (the arch-specific target); the kernel targets %s", what, k.target)
+		return false
+	}
+	return true
+}
+
+// WgmmaFence orders register accesses before the wgmmas that follow (wgmma.fence).
+func (k *Kernel) WgmmaFence() {
+	if k.checkWgmma("WgmmaFence") {
+		k.emit(&ptx.Instr{Op: "wgmma.fence", Q: []string{"sync", "aligned"}})
+	}
+}
+
+// WgmmaCommit closes a group of the wgmmas issued since the last commit (wgmma.commit_group).
+func (k *Kernel) WgmmaCommit() {
+	if k.checkWgmma("WgmmaCommit") {
+		k.emit(&ptx.Instr{Op: "wgmma.commit_group", Q: []string{"sync", "aligned"}})
+	}
+}
+
+// WaitGroup waits until at most n committed wgmma groups are in flight (wgmma.wait_group n);
+// accumulators are read only after the group that writes them is retired.
+func (k *Kernel) WaitGroup(n int) {
+	if !k.checkWgmma("WaitGroup") {
+		return
+	}
+	if n < 0 || n > 7 {
+		k.errorf("WaitGroup: %d groups; wgmma.wait_group takes 0 to 7", n)
+		return
+	}
+	k.emit(&ptx.Instr{Op: "wgmma.wait_group", Q: []string{"sync", "aligned"}, Args: []ptx.Operand{ptx.IntImm(ptx.S64, int64(n))}})
+}
+
+// Gemm issues acc += A * B over the K blocks of stage (a Go int or Value) of the tiles a
+// (64*WarpGroupsM x K) and b (N x K) for the warpgroup wg (a Go int or a Value, 0..WarpGroupsM-1): wgmma.fence, one
+// wgmma.mma_async per K block, wgmma.commit_group. The descriptors come from the tiles'
+// layouts (MakeGMMAOperand); a layout no descriptor reads is an error at the caller's line.
+// Wait with WaitGroup before reading acc.
+func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, acc Tensor) {
+	defer k.hold()()
+	if !k.checkWgmma("Gemm") {
+		return
+	}
+	if tileA.k != k || tileB.k != k {
+		k.errorf("Gemm: the tiles are not SharedTiles of this kernel")
+		return
+	}
+	at := m.Atom
+	if at.N == 0 || m.WarpGroupsM <= 0 {
+		k.errorf("Gemm: invalid TiledGMMA (use MakeGMMAAtom and MakeTiledGMMA)")
+		return
+	}
+	if tileA.Elem != at.A || tileB.Elem != at.B {
+		k.errorf("Gemm: tiles of %s and %s; %s reads %s", tileA.Elem, tileB.Elem, at, at.A)
+		return
+	}
+	if !acc.IsFragment() || acc.Elem() != F32 || len(acc.regs) != at.AccRegs() {
+		k.errorf("Gemm: the accumulators must be the %d f32 registers of TiledGMMA.Accumulators", at.AccRegs())
+		return
+	}
+	opA, err := MakeGMMAOperand(at, OperandA, tileA.Layout)
+	if err == nil && len(opA.MBlocks) != m.WarpGroupsM {
+		err = fmt.Errorf("operand A has %d blocks of 64 rows for %d warpgroups", len(opA.MBlocks), m.WarpGroupsM)
+	}
+	if err != nil {
+		k.errorf("Gemm: %v", err)
+		return
+	}
+	opB, err := MakeGMMAOperand(at, OperandB, tileB.Layout)
+	if err != nil {
+		k.errorf("Gemm: %v", err)
+		return
+	}
+	if len(opA.KBlocks) != len(opB.KBlocks) {
+		k.errorf("Gemm: A has %d K blocks of %d, B %d", len(opA.KBlocks), at.K, len(opB.KBlocks))
+		return
+	}
+	a, b := tileA.Stage(stage), tileB.Stage(stage)
+	aAddr := a.addr.Add(uint64(a.off))
+	if m.WarpGroupsM > 1 {
+		step := opA.MBlocks[1] - opA.MBlocks[0]
+		for i := 2; i < len(opA.MBlocks); i++ {
+			if opA.MBlocks[i]-opA.MBlocks[i-1] != step {
+				k.errorf("Gemm: A's 64-row blocks are not evenly spaced (%v)", opA.MBlocks)
+				return
+			}
+		}
+		w, ok := wg.(Value)
+		if !ok {
+			n, isInt := wg.(int)
+			if !isInt || n < 0 || n >= m.WarpGroupsM {
+				k.errorf("Gemm: warpgroup %v is not 0..%d", wg, m.WarpGroupsM-1)
+				return
+			}
+			w = k.Const(U32, n)
+		}
+		aAddr = aAddr.Add(w.To(U64).Mul(uint64(step)))
+	}
+	desc := func(addr Value, d GMMADesc) Value {
+		return addr.Shr(uint32(4)).And(uint64(0x3fff)).Or(d.Bits(0))
+	}
+	dA := desc(aAddr, opA.Desc)
+	dB := desc(b.addr.Add(uint64(b.off)), opB.Desc)
+	scaleD := ptx.Operand(ptx.IntImm(ptx.S64, 1))
+	if m.accumulate.k != nil {
+		if !k.own(m.accumulate, "Gemm") {
+			return
+		}
+		if m.accumulate.t != Bool {
+			k.errorf("Gemm: Accumulating takes a Bool, not %s", m.accumulate.t)
+			return
+		}
+		if m.accumulate.IsConst() {
+			scaleD = ptx.IntImm(ptx.S64, int64(m.accumulate.op.(ptx.Imm).Bits&1))
+		} else {
+			scaleD = k.operand(m.accumulate)
+		}
+	}
+	accs := make(ptx.Vec, len(acc.regs))
+	for i, r := range acc.regs {
+		accs[i] = r.op
+	}
+	k.emit(&ptx.Instr{Op: "wgmma.fence", Q: []string{"sync", "aligned"}})
+	for j := range opA.KBlocks {
+		sd := scaleD
+		if j > 0 {
+			sd = ptx.IntImm(ptx.S64, 1)
+		}
+		args := ptx.Vec{accs, k.operand(dA.Add(uint64(opA.KBlocks[j] >> 4))), k.operand(dB.Add(uint64(opB.KBlocks[j] >> 4))),
+			sd, ptx.IntImm(ptx.S64, 1), ptx.IntImm(ptx.S64, 1)}
+		if at.ptxA == ptx.F16 || at.ptxA == ptx.BF16 {
+			args = append(args, ptx.IntImm(ptx.S64, int64(opA.Desc.Major)), ptx.IntImm(ptx.S64, int64(opB.Desc.Major)))
+		}
+		k.emit(&ptx.Instr{Op: "wgmma.mma_async", Q: []string{"sync", "aligned", fmt.Sprintf("m64n%dk%d", at.N, at.K)},
+			Types: []ptx.Type{ptx.F32, at.ptxA, at.ptxB}, Args: args})
+	}
+	k.emit(&ptx.Instr{Op: "wgmma.commit_group", Q: []string{"sync", "aligned"}})
+}
+
+// WarpgroupRegAlloc raises the calling warpgroup's register limit to n (setmaxnreg.inc,
+// CuTe DSL's warpgroup_reg_alloc); WarpgroupRegDealloc lowers it (setmaxnreg.dec). n is 24
+// to 256 in steps of 8; every warp of the warpgroup executes it.
+func (k *Kernel) WarpgroupRegAlloc(n int) { k.setmaxnreg("WarpgroupRegAlloc", "inc", n) }
+
+// WarpgroupRegDealloc lowers the calling warpgroup's register limit to n (setmaxnreg.dec).
+func (k *Kernel) WarpgroupRegDealloc(n int) { k.setmaxnreg("WarpgroupRegDealloc", "dec", n) }
+
+func (k *Kernel) setmaxnreg(what, dir string, n int) {
+	switch {
+	case k.target != ptx.SM90a && k.target != ptx.SM100a:
+		k.errorf("%s: setmaxnreg needs sm_90a or sm_100a; the kernel targets %s", what, k.target)
+	case n < 24 || n > 256 || n%8 != 0:
+		k.errorf("%s: %d registers; setmaxnreg takes 24 to 256 in steps of 8", what, n)
+	default:
+		k.emit(&ptx.Instr{Op: "setmaxnreg", Q: []string{dir, "sync", "aligned"}, Types: []ptx.Type{ptx.U32}, Args: []ptx.Operand{ptx.IntImm(ptx.U32, int64(n))}})
+	}
+}
