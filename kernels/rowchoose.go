@@ -32,8 +32,8 @@ type RowLaunch struct {
 //   - softmax with cols > 32768, when the split launch keeps every segment in registers:
 //     softmax then reads a row twice, softmax_split once.
 //
-// Otherwise the one-block (or one-warp) kernel: it reads each row once (softmax up to
-// 32768 elements) and its grid covers the SMs, without the split's per-row barrier.
+// Otherwise the block-per-row (or warp-per-row) kernel: its grid covers the SMs, without
+// the split's per-row barrier (docs/bench.md has the measurements that test the rule).
 func ChooseRowKernel(f Family, dt dsl.Type, rows, cols, sms int) (RowLaunch, error) {
 	split := map[Family]Family{FamilySoftmax: FamilySoftmaxSplit, FamilyRowSum: FamilyRowSumSplit}[f]
 	if split == "" {
