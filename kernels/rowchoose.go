@@ -16,7 +16,8 @@ const (
 // RowLaunch is how the host runs a row family on one matrix: the kernel (ID) and its
 // launch. For the split kernels (Split), launch Grid x Block co-resident
 // (jit.LaunchConfig.CoResident) with Parts and ScratchWords u32 words of scratch, zero
-// before the first launch (every launch leaves it zero); otherwise Grid x Block plainly.
+// before the first launch (every launch leaves it ready for the next); otherwise Grid x Block
+// plainly.
 type RowLaunch struct {
 	ID    ID
 	Split bool

@@ -475,7 +475,7 @@ func (b *libBench) run(c libCase) error {
 		bytes = int64(rows*cols)*int64(eb) + int64(outN)*int64(outDT.Bytes())
 		def = shapeLaunch(shape)
 		if split {
-			// Co-resident, on scratch zeroed once: every launch leaves it zero.
+			// Co-resident, on scratch zeroed once: every launch leaves it ready for the next.
 			sh := kernels.SplitRowShape(rows, cols, sms)
 			scratch, err := b.d.Alloc(int64(sh.ScratchWords) * 4)
 			if err != nil {
