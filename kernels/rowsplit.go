@@ -21,7 +21,8 @@ import (
 // overwrite a partial that a slower block of the row is still reading (it cannot run two
 // rows ahead: the next barrier waits for the slower block). A barrier's last arrival resets
 // the count to 0 and bumps the generation the others wait on: Scratch must be zero before
-// the first launch and every launch leaves it ready for the next.
+// the first launch and every launch leaves it ready for the next. ChooseRowKernel
+// (rowchoose.go) says when the host runs them in place of softmax and row_sum.
 
 const (
 	splitSegAlign = 8 // segment starts are multiples of 8 elements: 128-bit aligned for any dtype

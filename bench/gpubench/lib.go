@@ -1,17 +1,21 @@
 package main
 
 // gpubench lib: every single-GPU library kernel at the shapes of docs/bench.md, each launched
-// with the shape the host uses (kernels.StreamShape, SoftmaxShape, RowSumShape, the tiled
-// copy's and transpose's grids), its output checked against a host reference once, then
-// timed: CUDA events around each launch, the median of -reps launches after 3 warm-ups. It
-// prints tab-separated lines
+// with the shape the host uses (kernels.StreamShape, SoftmaxShape, RowSumShape,
+// SplitRowShape co-resident, the tiled copy's and transpose's grids), its output checked
+// against a host reference once, then timed: CUDA events around each launch, the median of
+// -reps launches after 3 warm-ups. At the long-row shapes both kernels of a row family run
+// (softmax and softmax_split, row_sum and row_sum_split). It prints tab-separated lines
 //
-//	kgen    KERNEL DTYPE SHAPE LAUNCH US BYTES   (a kernel at its default launch)
-//	sweep   KERNEL DTYPE SHAPE LAUNCH US BYTES   (-sweep: the same kernel at other launches)
-//	memcpy  copy   u8    BYTES -      US BYTES   (cuMemcpyDtoD of 64 MiB .. 1 GiB; 1 GiB gives the
-//	                                             copy bandwidth)
+//	kgen    KERNEL DTYPE SHAPE LAUNCH US BYTES CHOICE (a kernel at its default launch)
+//	sweep   KERNEL DTYPE SHAPE LAUNCH US BYTES        (-sweep: the same kernel at other launches)
+//	memcpy  copy   u8    BYTES -      US BYTES        (cuMemcpyDtoD of 64 MiB .. 1 GiB; 1 GiB gives
+//	                                                  the copy bandwidth)
 //
-// SHAPE is n or RxC, LAUNCH GRIDxBLOCK, BYTES what the kernel must read plus write.
+// SHAPE is n or RxC, LAUNCH GRIDxBLOCK (GRIDxBLOCK/PARTS for a split-row kernel: PARTS
+// blocks a row), BYTES what the kernel must read plus write, CHOICE for a row kernel
+// "chosen" when kernels.ChooseRowKernel picks it for this shape on this GPU, else "other"
+// ("-" for the other kernels).
 // bench/gpubench/torch_lib.py reads these lines, times PyTorch's equivalent of each kgen
 // line in the same process order on the same GPU, and prints the table of docs/bench.md.
 
@@ -21,6 +25,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,7 +71,27 @@ func libCases() []libCase {
 			}
 		}
 	}
+	// Long rows (2^24 elements each): both kernels of each family, whichever the host
+	// picks (the line's CHOICE field says which).
+	for _, k := range []string{"softmax", "row_sum"} {
+		for _, dt := range []dsl.Type{dsl.F32, dsl.F16, dsl.BF16} {
+			for _, rc := range [][]int{{256, 65536}, {64, 262144}, {16, 1 << 20}, {8, 1 << 21}} {
+				cs = append(cs, libCase{k, dt, rc}, libCase{k + "_split", dt, slices.Clone(rc)})
+			}
+		}
+	}
 	return cs
+}
+
+// scaled divides the case's elements by div (at least one left): n, or the rows and, once
+// one row is left, the columns.
+func (c libCase) scaled(div int) libCase {
+	d := slices.Clone(c.dims)
+	if len(d) == 2 && d[0] < div && c.kernel != "transpose" {
+		d[1] = max(1, d[1]/(div/max(d[0], 1)))
+	}
+	d[0] = max(1, d[0]/div)
+	return libCase{c.kernel, c.dt, d}
 }
 
 func runLib(args []string) error { return lib(os.Stdout, args) }
@@ -109,7 +134,7 @@ func lib(w io.Writer, args []string) error {
 		if *only != "" && !strings.Contains(","+*only+",", ","+c.kernel+",") {
 			continue
 		}
-		c.dims[0] = max(1, c.dims[0] / *div)
+		c = c.scaled(*div)
 		if err := b.run(c); err != nil {
 			return fmt.Errorf("%s %s %s: %w", c.kernel, c.dt, c.shape(), err)
 		}
@@ -127,15 +152,20 @@ type libBench struct {
 	target ptx.Target
 }
 
-// launchShape is a kernel launch: a one- or two-dimensional grid of one-dimensional blocks.
+// launchShape is a kernel launch: a one- or two-dimensional grid of one-dimensional blocks;
+// parts > 0: a split-row kernel's co-resident launch with parts blocks a row.
 type launchShape struct {
 	grid  jit.Dim3
 	block int
+	parts int
 }
 
 func (l launchShape) String() string {
-	if l.grid.Y > 1 {
+	switch {
+	case l.grid.Y > 1:
 		return fmt.Sprintf("%dx%dx%d", l.grid.X, l.grid.Y, l.block)
+	case l.parts > 0:
+		return fmt.Sprintf("%dx%d/%d", l.grid.X, l.block, l.parts)
 	}
 	return fmt.Sprintf("%dx%d", l.grid.X, l.block)
 }
@@ -325,6 +355,7 @@ func (b *libBench) run(c libCase) error {
 		alts   []launchShape
 		bytes  int64
 		verify func() error
+		choice = "-" // row kernels: "chosen" when kernels.ChooseRowKernel picks this one, else "other"
 	)
 	sms := b.d.Info().Multiproc
 	switch c.kernel {
@@ -341,7 +372,7 @@ func (b *libBench) run(c libCase) error {
 		switch c.kernel {
 		case "tiled_copy":
 			tile := kernels.TiledCopyElems(dt)
-			args, def, bytes = []any{x, y, uint32(n)}, launchShape{jit.D1((n + tile - 1) / tile), 256}, 2*int64(n)*int64(eb)
+			args, def, bytes = []any{x, y, uint32(n)}, launchShape{grid: jit.D1((n + tile - 1) / tile), block: 256}, 2*int64(n)*int64(eb)
 			verify = func() error {
 				got, err := download(dt, y.mem, n)
 				if err != nil {
@@ -383,10 +414,10 @@ func (b *libBench) run(c libCase) error {
 			def = shapeLaunch(kernels.StreamShape(n, dt))
 			// A resident grid looping over n (4 blocks per SM); 1 and 2 steps of 4 vectors per
 			// thread and operand per block.
-			alts = append(alts, launchShape{jit.D1(sms * 4), 256})
+			alts = append(alts, launchShape{grid: jit.D1(sms * 4), block: 256})
 			step := 256 * 4 * 16 / eb
 			for _, per := range []int{1, 2} {
-				alts = append(alts, launchShape{jit.D1((n + step*per - 1) / (step * per)), 256})
+				alts = append(alts, launchShape{grid: jit.D1((n + step*per - 1) / (step * per)), block: 256})
 			}
 		}
 	case "transpose":
@@ -400,7 +431,7 @@ func (b *libBench) run(c libCase) error {
 			return err
 		}
 		args, bytes = []any{in, out, uint32(rows), uint32(cols)}, 2*int64(rows*cols)*int64(eb)
-		def = launchShape{jit.Dim3{X: (cols + 31) / 32, Y: (rows + 31) / 32, Z: 1}, 256}
+		def = launchShape{grid: jit.Dim3{X: (cols + 31) / 32, Y: (rows + 31) / 32, Z: 1}, block: 256}
 		verify = func() error {
 			got, err := download(dt, out.mem, rows*cols)
 			if err != nil {
@@ -415,14 +446,24 @@ func (b *libBench) run(c libCase) error {
 				return float64(in.host[i*cols+j])
 			}, 0, 0)
 		}
-	case "softmax", "row_sum":
+	case "softmax", "row_sum", "softmax_split", "row_sum_split":
 		rows, cols := c.dims[0], c.dims[1]
+		fam := kernels.Family(strings.TrimSuffix(c.kernel, "_split"))
+		split := fam != kernels.Family(c.kernel)
+		chosen, err := kernels.ChooseRowKernel(fam, dt, rows, cols, sms)
+		if err != nil {
+			return err
+		}
+		choice = "other"
+		if chosen.ID.Family == spec.Family {
+			choice = "chosen"
+		}
 		in, err := alloc(rows*cols, pattern(dt, rows*cols, 4, -6, 6))
 		if err != nil {
 			return err
 		}
 		outN, outDT, shape := rows*cols, dt, kernels.SoftmaxShape(rows, cols)
-		if c.kernel == "row_sum" {
+		if fam == kernels.FamilyRowSum {
 			outN, outDT, shape = rows, dsl.F32, kernels.RowSumShape(rows, cols)
 		}
 		out, err := b.upload(outDT, outN, nil)
@@ -433,18 +474,34 @@ func (b *libBench) run(c libCase) error {
 		args = []any{in, out, uint32(rows), uint32(cols)}
 		bytes = int64(rows*cols)*int64(eb) + int64(outN)*int64(outDT.Bytes())
 		def = shapeLaunch(shape)
-		// Grids of one and two waves of resident blocks (1024 threads per SM) looping over rows.
-		for _, waves := range []int{1, 2} {
-			alts = append(alts, launchShape{jit.D1(sms * 1024 / def.block * waves), def.block})
-		}
-		if cols <= 1024 {
-			for _, rpb := range []int{4, 16, 32} {
-				alts = append(alts, launchShape{jit.D1((rows + rpb - 1) / rpb), 32 * rpb})
+		if split {
+			// Co-resident, on scratch zeroed once: every launch leaves it ready for the next.
+			sh := kernels.SplitRowShape(rows, cols, sms)
+			scratch, err := b.d.Alloc(int64(sh.ScratchWords) * 4)
+			if err != nil {
+				return err
 			}
+			bufs = append(bufs, devBuf{mem: scratch})
+			zero, _ := jit.BufferOf[uint32](scratch, sh.ScratchWords)
+			if err := zero.CopyFromHost(make([]uint32, sh.ScratchWords)); err != nil {
+				return err
+			}
+			args = []any{in, out, scratch, uint32(rows), uint32(cols), uint32(sh.Parts)}
+			def = launchShape{grid: jit.D1(sh.Grid), block: sh.Block, parts: sh.Parts}
 		} else {
-			for bl := 64; bl <= 1024; bl *= 2 {
-				if bl != def.block && (c.kernel == "row_sum" || bl*32 >= cols) {
-					alts = append(alts, launchShape{jit.D1(rows), bl})
+			// Grids of one and two waves of resident blocks (1024 threads per SM) looping over rows.
+			for _, waves := range []int{1, 2} {
+				alts = append(alts, launchShape{grid: jit.D1(sms * 1024 / def.block * waves), block: def.block})
+			}
+			if cols <= 1024 {
+				for _, rpb := range []int{4, 16, 32} {
+					alts = append(alts, launchShape{grid: jit.D1((rows + rpb - 1) / rpb), block: 32 * rpb})
+				}
+			} else {
+				for bl := 64; bl <= 1024; bl *= 2 {
+					if bl != def.block && (fam == kernels.FamilyRowSum || bl*32 >= cols) {
+						alts = append(alts, launchShape{grid: jit.D1(rows), block: bl})
+					}
 				}
 			}
 		}
@@ -455,7 +512,7 @@ func (b *libBench) run(c libCase) error {
 			}
 			for _, r := range sampleRows(rows) {
 				row := in.host[r*cols : (r+1)*cols]
-				if c.kernel == "row_sum" {
+				if fam == kernels.FamilyRowSum {
 					s := 0.0
 					for _, x := range row {
 						s += float64(x)
@@ -490,7 +547,7 @@ func (b *libBench) run(c libCase) error {
 	}
 	at := func(l launchShape) func() error {
 		return func() error {
-			return fn.Launch(jit.LaunchConfig{Grid: l.grid, Block: jit.D1(l.block), Stream: b.s}, args...)
+			return fn.Launch(jit.LaunchConfig{Grid: l.grid, Block: jit.D1(l.block), Stream: b.s, CoResident: l.parts > 0}, args...)
 		}
 	}
 	if err := at(def)(); err != nil {
@@ -506,7 +563,7 @@ func (b *libBench) run(c libCase) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b.w, "kgen\t%s\t%s\t%s\t%s\t%.1f\t%d\n", c.kernel, dt, c.shape(), def, us(t), bytes)
+	fmt.Fprintf(b.w, "kgen\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\n", c.kernel, dt, c.shape(), def, us(t), bytes, choice)
 	if !b.sweep {
 		return nil
 	}

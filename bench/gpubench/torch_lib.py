@@ -9,12 +9,14 @@ call, the median of --reps calls after 3 warm-ups (the upper median, as gpubench
 a Markdown table: both times, the speed ratio (PyTorch time / kgen time: above 1, kgen is
 faster), kgen's bandwidth (bytes the kernel must read plus write, per second) and its share
 of the device-to-device copy's bandwidth (the last `memcpy` line: the largest copy); then the
-`sweep` lines.
+`sweep` lines. At the long-row shapes both kernels of a row family have a line
+(softmax and softmax_split, row_sum and row_sum_split) against the same PyTorch time; the
+"host's choice" column marks the one kernels.ChooseRowKernel picks (gpubench's CHOICE field).
 
 Equivalents: tiled_copy dst.copy_(src); transpose out.copy_(x.t()); vector_add
-torch.add(a, b, out=c); axpy y.add_(x, alpha=1.5); softmax torch.softmax(x, -1) (f16/bf16
-computed in f32, as kgen); row_sum torch.sum(x, 1, dtype=float32, out=o); memcpy
-dst.copy_(src) of the same bytes.
+torch.add(a, b, out=c); axpy y.add_(x, alpha=1.5); softmax and softmax_split
+torch.softmax(x, -1) (f16/bf16 computed in f32, as kgen); row_sum and row_sum_split
+torch.sum(x, 1, dtype=float32, out=o); memcpy dst.copy_(src) of the same bytes.
 """
 import argparse
 import sys
@@ -22,6 +24,10 @@ import sys
 import torch
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "u8": torch.uint8}
+
+
+# The split-row kernels compute what their families do.
+EQUIV = {"softmax_split": "softmax", "row_sum_split": "row_sum"}
 
 
 def time_us(fn, reps):
@@ -49,6 +55,7 @@ def torch_case(kernel, dt, shape):
     """Returns a no-argument function running PyTorch's equivalent of one case."""
     t = DTYPES[dt]
     d = dims(shape)
+    kernel = EQUIV.get(kernel, kernel)
     dev = "cuda"
     if kernel in ("tiled_copy", "copy"):
         src = torch.empty(d[0], dtype=t, device=dev).random_(0, 100)
@@ -80,15 +87,16 @@ def main():
     ap.add_argument("kgen_tsv")
     ap.add_argument("--reps", type=int, default=30)
     a = ap.parse_args()
-    rows, sweeps, copy_gbs = [], [], None
+    rows, sweeps, copy_gbs, torch_times = [], [], None, {}
     for line in open(a.kgen_tsv):
         if line.startswith("#"):
             print(line.rstrip())
             continue
         f = line.rstrip("\n").split("\t")
-        if len(f) != 7:
+        if len(f) not in (7, 8):
             continue
-        kind, kernel, dt, shape, launch, us, nbytes = f
+        kind, kernel, dt, shape, launch, us, nbytes = f[:7]
+        choice = {"chosen": "yes", "other": "no"}.get(f[7], "-") if len(f) == 8 else "-"
         us, nbytes = float(us), int(nbytes)
         if kind == "memcpy":
             copy_gbs = nbytes / us / 1e3  # the last (largest) copy is the reference
@@ -96,22 +104,24 @@ def main():
             print(f"# cuMemcpyDtoD {shape} bytes: {us:.1f} us, {copy_gbs:.1f} GB/s; "
                   f"torch copy_: {torch_us:.1f} us, {nbytes / torch_us / 1e3:.1f} GB/s")
         elif kind == "kgen":
-            torch_us = time_us(torch_case(kernel, dt, shape), a.reps)
-            torch.cuda.empty_cache()
-            rows.append((kernel, dt, shape, launch, us, torch_us, nbytes))
+            key = (EQUIV.get(kernel, kernel), dt, shape)
+            if key not in torch_times:  # one PyTorch time for both kernels of a family
+                torch_times[key] = time_us(torch_case(kernel, dt, shape), a.reps)
+                torch.cuda.empty_cache()
+            rows.append((kernel, dt, shape, launch, us, torch_times[key], nbytes, choice))
         elif kind == "sweep":
             sweeps.append((kernel, dt, shape, launch, us))
     if copy_gbs is None:
         raise SystemExit("torch_lib.py: no memcpy line in " + a.kgen_tsv)
     print(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     print()
-    print("| kernel | dtype | shape | launch | kgen (us) | PyTorch (us) | speed vs PyTorch | kgen GB/s | % of copy |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| kernel | dtype | shape | launch | host's choice | kgen (us) | PyTorch (us) | speed vs PyTorch | kgen GB/s | % of copy |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     best = {}
-    for kernel, dt, shape, launch, us, torch_us, nbytes in rows:
+    for kernel, dt, shape, launch, us, torch_us, nbytes, choice in rows:
         gbs = nbytes / us / 1e3
         best[(kernel, dt, shape)] = us
-        print(f"| {kernel} | {dt} | {shape} | {launch} | {us:.1f} | {torch_us:.1f} | {torch_us / us:.2f} "
+        print(f"| {kernel} | {dt} | {shape} | {launch} | {choice} | {us:.1f} | {torch_us:.1f} | {torch_us / us:.2f} "
               f"| {gbs:.0f} | {100 * gbs / copy_gbs:.1f}% |")
     if sweeps:
         print()

@@ -93,6 +93,28 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunChoosesRowKernel: with --cols, softmax and row_sum run the kernel the host picks
+// for the emulated device (16 SMs): the split kernel for 15 rows of 16384 elements, the
+// one-block kernel for 16 rows, and the named kernel with --exact.
+func TestRunChoosesRowKernel(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"softmax", "--rows", "15", "--cols", "16384"}, "ok: softmax_split f32 15x16384"},
+		{[]string{"row_sum", "--size", "65536", "--cols", "16384", "--dtype", "bf16"}, "ok: row_sum_split bf16 2x16384"},
+		{[]string{"softmax", "--rows", "16", "--cols", "16384"}, "ok: softmax f32 16x16384"},
+		{[]string{"row_sum", "--rows", "15", "--cols", "16383"}, "ok: row_sum f32 15x16383"},
+		{[]string{"softmax", "--rows", "15", "--cols", "16384", "--exact"}, "ok: softmax f32 15x16384"},
+		{[]string{"softmax_split", "--rows", "16", "--cols", "16384"}, "ok: softmax_split f32 16x16384"},
+	} {
+		code, out, errs := kgen(append([]string{"run"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("kgen run %v: exit %d, want %q in: %s %s", c.args, code, c.want, out, errs)
+		}
+	}
+}
+
 func TestCheck(t *testing.T) {
 	tooltest.Ptxas(t)
 	code, out, errs := kgen("check", "vector_add", "--target", "sm_90")

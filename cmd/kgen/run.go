@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -11,7 +13,7 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run a library kernel on the emulator and check it against a Go reference",
-		usage:   "KERNEL [--ranks N] [--size BYTES] [--dtype T] [--target sm_90] [--seed S] [--weak]   (--size at most 256 MiB: the emulator runs on the CPU)",
+		usage:   "KERNEL [--ranks N] [--size BYTES | --rows R] [--cols C] [--exact] [--dtype T] [--target sm_90] [--seed S] [--weak]   (at most 256 MiB: the emulator runs on the CPU; softmax and row_sum with --cols run the kernel the host picks, the split one for long rows)",
 		run:     runRun,
 	})
 }
@@ -29,6 +31,9 @@ func runRun(e *env, args []string) error {
 	target := fs.String("target", "", "GPU target ("+targetNames()+"; default sm_90, or the kernel's first target without sm_90)")
 	seed := fs.Int64("seed", 0, "seed of the inputs and, when non-zero, of the emulator's schedule")
 	weak := fs.Bool("weak", false, "weak-memory mode: unfenced remote stores become visible late")
+	cols := fs.Int("cols", 0, "row kernels: the row length; the rows: --rows, or --size / the row's bytes, or one")
+	rows := fs.Int("rows", 0, "row kernels, with --cols: the number of rows (in place of --size)")
+	exact := fs.Bool("exact", false, "run KERNEL itself, not the row kernel the host would pick for the shape")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -53,11 +58,68 @@ func runRun(e *env, args []string) error {
 	if *size%dt.Bytes() != 0 {
 		return usagef("--size %d is not a multiple of the %d-byte %s element", *size, dt.Bytes(), dt)
 	}
-	res, err := ref.Run(ref.Problem{Kernel: spec.Name, DType: dt, Target: t, Size: *size / dt.Bytes(),
+	n := *size / dt.Bytes()
+	if *cols != 0 || *rows != 0 {
+		if !rowKernels[spec.Family] {
+			return usagef("--cols and --rows apply to the row kernels (softmax, row_sum, softmax_split, row_sum_split), not %s", spec.Name)
+		}
+		if *cols < 1 || *rows < 0 {
+			return usagef("--rows %d --cols %d: want --cols >= 1 and --rows >= 0", *rows, *cols)
+		}
+		if *rows > 0 && *size > 0 {
+			return usagef("--rows %d and --size %d: give one of them", *rows, *size)
+		}
+		if *rows > 0 {
+			if int64(*rows)*int64(*cols)*int64(dt.Bytes()) > maxRunSize {
+				return usagef("--rows %d --cols %d of %s is over %d bytes (256 MiB: the emulator runs every thread on the CPU)", *rows, *cols, dt, maxRunSize)
+			}
+			n = *rows * *cols
+		} else if n == 0 {
+			n = *cols // one row
+		} else if n%*cols != 0 {
+			return usagef("--size %d is not a whole number of rows of --cols %d %s elements (%d bytes each)", *size, *cols, dt, *cols*dt.Bytes())
+		}
+	}
+	name := spec.Name
+	if *cols > 0 && !*exact && (spec.Family == kernels.FamilySoftmax || spec.Family == kernels.FamilyRowSum) {
+		if name, err = chooseRow(e, spec.Family, dt, n / *cols, *cols); err != nil {
+			return err
+		}
+	}
+	res, err := ref.Run(ref.Problem{Kernel: name, DType: dt, Target: t, Size: n, Cols: *cols,
 		Ranks: *ranks, Seed: *seed, Weak: *weak})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s)\n", res, *ranks)
 	return nil
+}
+
+// rowKernels are the families --cols and --rows apply to.
+var rowKernels = map[kernels.Family]bool{
+	kernels.FamilySoftmax: true, kernels.FamilyRowSum: true,
+	kernels.FamilySoftmaxSplit: true, kernels.FamilyRowSumSplit: true,
+}
+
+// chooseRow returns the kernel the host runs for family f on a rows x cols matrix on the
+// emulated device (kernels.ChooseRowKernel with its multiprocessor count) and says which.
+func chooseRow(e *env, f kernels.Family, dt ptx.Type, rows, cols int) (string, error) {
+	d, err := jit.OpenBackend(jit.Emulator, 0)
+	if err != nil {
+		return "", err
+	}
+	sms := d.Info().Multiproc
+	if err := d.Close(); err != nil {
+		return "", err
+	}
+	l, err := kernels.ChooseRowKernel(f, dt, rows, cols, sms)
+	if err != nil {
+		return "", err
+	}
+	s, err := kernels.Find(l.ID)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(e.stdout, "%s %dx%d on %d SMs: %s (%s)\n", f, rows, cols, sms, s.Name, l.Why)
+	return s.Name, nil
 }

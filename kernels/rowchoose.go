@@ -1,0 +1,74 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/dsl"
+)
+
+// The split-row families (rowsplit.go).
+const (
+	FamilyRowSumSplit  Family = "row_sum_split"
+	FamilySoftmaxSplit Family = "softmax_split"
+)
+
+// RowLaunch is how the host runs a row family on one matrix: the kernel (ID) and its
+// launch. For the split kernels (Split), launch Grid x Block co-resident
+// (jit.LaunchConfig.CoResident) with Parts and ScratchWords u32 words of scratch, zero
+// before the first launch (every launch leaves it ready for the next); otherwise Grid x Block
+// plainly.
+type RowLaunch struct {
+	ID    ID
+	Split bool
+	SplitShape
+	Why string // the rule that decided, in words
+}
+
+// ChooseRowKernel picks the kernel of a row family (FamilySoftmax or FamilyRowSum) for a
+// rows x cols matrix of dt on a device of sms multiprocessors (jit.Info.Multiproc), and
+// its launch. The split kernel (several blocks per row) is taken when a row cuts into at
+// least two segments of splitMinSeg (8192) elements and either
+//   - rows < sms: the one-block-per-row kernel would leave SMs without a row, or
+//   - softmax with cols > 32768, when the split launch keeps every segment in registers:
+//     softmax then reads a row twice, softmax_split once.
+//
+// Otherwise the block-per-row (or warp-per-row) kernel: its grid covers the SMs, without
+// the split's per-row barrier (docs/bench.md has the measurements that test the rule).
+func ChooseRowKernel(f Family, dt dsl.Type, rows, cols, sms int) (RowLaunch, error) {
+	split := map[Family]Family{FamilySoftmax: FamilySoftmaxSplit, FamilyRowSum: FamilyRowSumSplit}[f]
+	if split == "" {
+		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: family %q is not a row family (want %s or %s)", f, FamilySoftmax, FamilyRowSum)
+	}
+	if _, err := Find(ID{Family: f, DType: dt}); err != nil {
+		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %w", err)
+	}
+	if rows < 1 || cols < 1 || int64(rows) > math.MaxUint32 || int64(cols) > math.MaxUint32 {
+		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %s of %d x %d: rows and cols must be in [1, 2^32-1] (the kernels take them as u32)", f, rows, cols)
+	}
+	if sms < 1 {
+		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %d multiprocessors: want at least 1", sms)
+	}
+	one := func(why string) (RowLaunch, error) {
+		sh := SoftmaxShape(rows, cols)
+		if f == FamilyRowSum {
+			sh = RowSumShape(rows, cols)
+		}
+		return RowLaunch{ID: ID{Family: f, DType: dt}, SplitShape: SplitShape{Grid: sh.Grid, Block: sh.Block}, Why: why}, nil
+	}
+	if cols < 2*splitMinSeg {
+		return one(fmt.Sprintf("rows of %d < %d elements: too short to split", cols, 2*splitMinSeg))
+	}
+	sh := SplitRowShape(rows, cols, sms)
+	oneRead := sh.Block*rowElems >= splitSeg(cols, sh.Parts)
+	var why string
+	switch {
+	case rows < sms:
+		why = fmt.Sprintf("%d rows < %d SMs: %d blocks a row fill the device", rows, sms, sh.Parts)
+	case f == FamilySoftmax && cols > rowMaxBlock*rowElems && oneRead:
+		why = fmt.Sprintf("rows of %d > %d elements: %d blocks a row read it once", cols, rowMaxBlock*rowElems, sh.Parts)
+	default:
+		return one(fmt.Sprintf("%d rows >= %d SMs: a block a row fills the device", rows, sms))
+	}
+	return RowLaunch{ID: ID{Family: split, DType: dt}, Split: true, SplitShape: sh, Why: why}, nil
+}
