@@ -74,7 +74,7 @@ func TestBuildVariant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "[{in f16 true} {out f32 true} {rows u32 false} {cols u32 false}]"
+	want := "[{in f16 true false} {out f32 true false} {rows u32 false false} {cols u32 false false}]"
 	if b.Entry != "row_sum_f16" || fmt.Sprint(b.Params) != want || b.Module.Target != ptx.SM80 {
 		t.Fatalf("got %s %v %s, want row_sum_f16 %s sm_80", b.Entry, b.Params, b.Module.Target, want)
 	}

@@ -28,13 +28,14 @@ type RowLaunch struct {
 // ChooseRowKernel picks the kernel of a row family (FamilySoftmax or FamilyRowSum) for a
 // rows x cols matrix of dt on a device of sms multiprocessors (jit.Info.Multiproc), and
 // its launch. The split kernel (several blocks per row) is taken when a row cuts into at
-// least two segments of splitMinSeg (8192) elements and either
-//   - rows < sms: the one-block-per-row kernel would leave SMs without a row, or
-//   - softmax with cols > 32768, when the split launch keeps every segment in registers:
-//     softmax then reads a row twice, softmax_split once.
-//
-// Otherwise the block-per-row (or warp-per-row) kernel: its grid covers the SMs, without
-// the split's per-row barrier (docs/bench.md has the measurements that test the rule).
+// least two segments of splitMinSeg (8192) elements and there are too few rows to fill the
+// device with a block a row: softmax when rows < sms, row_sum when 4*rows <= sms (row_sum's
+// block a row reads at full speed from fewer rows than softmax's, and the split's per-row
+// barrier costs more than it gains until then). Otherwise the block-per-row (or warp-per-row)
+// kernel. The thresholds come from an H100 (132 SMs, 2026-11-25, docs/bench.md): at 64 x
+// 262144 softmax_split took 79 us against softmax's 86, row_sum_split 44 against row_sum's 34;
+// at 16 x 1048576 row_sum_split 43 us against 84; at 256 x 65536 softmax 69 us against
+// softmax_split's 79.
 func ChooseRowKernel(f Family, dt dsl.Type, rows, cols, sms int) (RowLaunch, error) {
 	split := map[Family]Family{FamilySoftmax: FamilySoftmaxSplit, FamilyRowSum: FamilyRowSumSplit}[f]
 	if split == "" {
@@ -60,15 +61,13 @@ func ChooseRowKernel(f Family, dt dsl.Type, rows, cols, sms int) (RowLaunch, err
 		return one(fmt.Sprintf("rows of %d < %d elements: too short to split", cols, 2*splitMinSeg))
 	}
 	sh := SplitRowShape(rows, cols, sms)
-	oneRead := sh.Block*rowElems >= splitSeg(cols, sh.Parts)
-	var why string
-	switch {
-	case rows < sms:
-		why = fmt.Sprintf("%d rows < %d SMs: %d blocks a row fill the device", rows, sms, sh.Parts)
-	case f == FamilySoftmax && cols > rowMaxBlock*rowElems && oneRead:
-		why = fmt.Sprintf("rows of %d > %d elements: %d blocks a row read it once", cols, rowMaxBlock*rowElems, sh.Parts)
-	default:
-		return one(fmt.Sprintf("%d rows >= %d SMs: a block a row fills the device", rows, sms))
+	few := rows < sms
+	if f == FamilyRowSum {
+		few = 4*rows <= sms
 	}
+	if !few {
+		return one(fmt.Sprintf("%d rows on %d SMs: a block a row fills the device", rows, sms))
+	}
+	why := fmt.Sprintf("%d rows on %d SMs: %d blocks a row fill the device", rows, sms, sh.Parts)
 	return RowLaunch{ID: ID{Family: split, DType: dt}, Split: true, SplitShape: sh, Why: why}, nil
 }

@@ -21,12 +21,14 @@ func TestChooseRowKernel(t *testing.T) {
 		{FamilySoftmax, 1, 2*splitMinSeg - 1, 132, FamilySoftmax, 0, 0, 0}, // too short to split
 		{FamilyRowSum, 1, 2*splitMinSeg - 1, 132, FamilyRowSum, 0, 0, 0},
 		{FamilySoftmax, 131, 2 * splitMinSeg, 132, FamilySoftmaxSplit, 262, 256, 2},
-		{FamilyRowSum, 131, 2 * splitMinSeg, 132, FamilyRowSumSplit, 262, 256, 2},
+		{FamilyRowSum, 33, 2 * splitMinSeg, 132, FamilyRowSumSplit, 66, 256, 2}, // 4*rows <= SMs
+		{FamilyRowSum, 34, 2 * splitMinSeg, 132, FamilyRowSum, 0, 0, 0},
+		{FamilyRowSum, 131, 2 * splitMinSeg, 132, FamilyRowSum, 0, 0, 0},
 		{FamilySoftmax, 132, 2 * splitMinSeg, 132, FamilySoftmax, 0, 0, 0}, // rows fill the SMs
 		{FamilyRowSum, 132, 1 << 20, 132, FamilyRowSum, 0, 0, 0},
-		{FamilySoftmax, 132, 32768, 132, FamilySoftmax, 0, 0, 0},          // one read already
-		{FamilySoftmax, 132, 32769, 132, FamilySoftmaxSplit, 264, 512, 4}, // softmax would read twice
-		{FamilySoftmax, 4096, 65536, 132, FamilySoftmaxSplit, 132, 1024, 2},
+		{FamilySoftmax, 132, 32768, 132, FamilySoftmax, 0, 0, 0}, // one read already
+		{FamilySoftmax, 132, 32769, 132, FamilySoftmax, 0, 0, 0}, // reads twice, still faster (H100)
+		{FamilySoftmax, 4096, 65536, 132, FamilySoftmax, 0, 0, 0},
 		{FamilyRowSum, 4096, 65536, 132, FamilyRowSum, 0, 0, 0},
 		{FamilySoftmax, 132, 132*32768 + 8, 132, FamilySoftmax, 0, 0, 0}, // the split would read twice too
 		{FamilySoftmax, 131, 132*32768 + 8, 132, FamilySoftmaxSplit, 132, 1024, 132},
@@ -35,7 +37,9 @@ func TestChooseRowKernel(t *testing.T) {
 		{FamilyRowSum, 8, 1 << 21, 132, FamilyRowSumSplit, 132, 1024, 66},
 		{FamilySoftmax, 15, 16384, 16, FamilySoftmaxSplit, 30, 256, 2}, // the emulator's boundaries
 		{FamilySoftmax, 16, 16384, 16, FamilySoftmax, 0, 0, 0},
-		{FamilySoftmax, 16, 32769, 16, FamilySoftmaxSplit, 32, 512, 4},
+		{FamilySoftmax, 16, 32769, 16, FamilySoftmax, 0, 0, 0},
+		{FamilyRowSum, 4, 16384, 16, FamilyRowSumSplit, 8, 256, 2},
+		{FamilyRowSum, 5, 16384, 16, FamilyRowSum, 0, 0, 0},
 	} {
 		name := fmt.Sprintf("%s/%dx%d/%dSMs", c.f, c.rows, c.cols, c.sms)
 		got, err := ChooseRowKernel(c.f, dsl.F32, c.rows, c.cols, c.sms)

@@ -11,9 +11,9 @@ import (
 
 // TestChosenRowKernels runs the kernel kernels.ChooseRowKernel picks for the emulated
 // device on each side of its boundaries and checks it against the Go reference: rows of
-// 16383 (too short to split) and 16384 elements (two segments) with one row fewer than the
-// emulator's SMs and as many rows as SMs, and for softmax rows of 32768 (one read in
-// registers) and 32769 elements (softmax would read twice: split) with as many rows as SMs.
+// 16383 (too short to split) and 16384 elements (two segments) with the most rows that
+// still split (softmax: one fewer than the emulator's SMs; row_sum: a quarter of them) and
+// one row more, and rows of 32768 and 32769 elements with as many rows as SMs.
 func TestChosenRowKernels(t *testing.T) {
 	d, err := jit.OpenBackend(jit.Emulator, 0)
 	if err != nil {
@@ -28,8 +28,8 @@ func TestChosenRowKernels(t *testing.T) {
 		split      bool
 	}
 	cases := map[kernels.Family][]shape{
-		kernels.FamilySoftmax: {{sms - 1, 16383, false}, {sms - 1, 16384, true}, {sms, 16384, false}, {sms, 32768, false}, {sms, 32769, true}},
-		kernels.FamilyRowSum:  {{sms - 1, 16383, false}, {sms - 1, 16384, true}, {sms, 16384, false}, {sms, 32769, false}},
+		kernels.FamilySoftmax: {{sms - 1, 16383, false}, {sms - 1, 16384, true}, {sms, 16384, false}, {sms, 32768, false}, {sms, 32769, false}},
+		kernels.FamilyRowSum:  {{sms / 4, 16383, false}, {sms / 4, 16384, true}, {sms/4 + 1, 16384, false}, {sms, 32769, false}},
 	}
 	for f, shapes := range cases {
 		for _, dt := range []dsl.Type{dsl.F32, dsl.F16, dsl.BF16} {
