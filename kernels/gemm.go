@@ -307,8 +307,8 @@ func gemmMainloop(k *dsl.Kernel, cfg GemmConfig, gA, gB, gD dsl.Tensor, K, bm, b
 // ones (part maps a BM x BN tile to this thread's part of the row block).
 //
 // Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
-	// that the fragments' paired stores spread over the banks), then every thread blends
-	// 16-byte runs of rows with C (beta*C; with beta = 0 C is not read: D's memory stands
+// that the fragments' paired stores spread over the banks), then every thread blends
+// 16-byte runs of rows with C (beta*C; with beta = 0 C is not read: D's memory stands
 // in for it and its values are selected away) and stores them to D, converted to Out,
 // coalesced and predicated at the matrix edges, one row block per iteration of a runtime
 // loop.
