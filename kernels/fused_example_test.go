@@ -10,11 +10,11 @@ import (
 
 // RingArgs are the example kernel's parameters.
 type RingArgs struct {
-	Data    dsl.PeerTable `kgen:"f32"` // every GPU's inbox
-	Signals dsl.PeerTable `kgen:"u32"` // every GPU's signal slots
-	Pads    dsl.PeerTable `kgen:"u32"` // every GPU's barrier pads
-	Out     dsl.Ptr       `kgen:"f32"`
-	Rank, NGPUs, Epoch, PadEpoch dsl.Value `kgen:"u32"`
+	Data                         dsl.PeerTable `kgen:"f32"` // every GPU's inbox
+	Signals                      dsl.PeerTable `kgen:"u32"` // every GPU's signal slots
+	Pads                         dsl.PeerTable `kgen:"u32"` // every GPU's barrier pads
+	Out                          dsl.Ptr       `kgen:"f32"`
+	Rank, NGPUs, Epoch, PadEpoch dsl.Value     `kgen:"u32"`
 }
 
 // ringKernel: every GPU writes rank+1 into the next GPU's inbox, sets its signal slot 0 with
