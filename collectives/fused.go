@@ -84,9 +84,12 @@ func (c *Comm) fusedFunction(f kernels.Family, cfg kernels.GemmConfig) (*jit.Fun
 		return nil, "", fmt.Errorf("collectives: Options.Matmul: %w", err)
 	}
 	k := dsl.New(name, dsl.WithTarget(c.o.Target))
-	if f == kernels.FamilyAGGemm {
+	switch f {
+	case kernels.FamilyAGGemm:
 		kernels.AGGemm(k, cfg)
-	} else {
+	case kernels.FamilyGemmAR:
+		kernels.GemmAR(k, cfg)
+	default:
 		kernels.GemmRS(k, cfg)
 	}
 	m, err := k.Build()
@@ -138,11 +141,40 @@ type agGemmLaunch struct {
 	D                           jit.AnyPtr
 }
 
-// gemmRSLaunch is gemm_rs's arguments (kernels.GemmRSArgs, then kernels.FusedOut).
+// gemmRSLaunch is gemm_rs's arguments (kernels.GemmRSArgs, then kernels.FusedOut) and
+// gemm_ar's (kernels.FusedOutTable: D is then a peer table).
 type gemmRSLaunch struct {
 	A, B, Scratch, Signals      jit.AnyPtr
 	Rank, NGPUs, M, N, K, Epoch uint32
 	D                           jit.AnyPtr
+}
+
+// MatmulAllReduce computes the sum over GPUs g of A_g * B_g into every GPU's out (s.M x s.N),
+// A_g (s.M x s.K) and B_g (s.K x s.N) being GPU g's a and b (its K slice): gemm_rs whose
+// owners store each summed tile into every GPU's out (gemm_ar, peer stores; multimem is not
+// used yet). out must be a Buffer of this Comm (symmetric: the peers write into it). Types
+// and alignment as AllGatherMatmul. Every rank makes the same call.
+func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulShape) error {
+	const what = "MatmulAllReduce"
+	if err := c.begin(ctx, what, a, b, out); err != nil {
+		return err
+	}
+	if err := c.checkMatmul(what, a, b, out, s, s.M, s.M); err != nil {
+		return err
+	}
+	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	cfg := c.matmulConfig(a.dt, out.dt, s)
+	fn, name, err := c.fusedFunction(kernels.FamilyGemmAR, cfg)
+	if err != nil {
+		return err
+	}
+	st, err := c.fusedEnsure(ctx, cl, kernels.FamilyGemmAR, s.M*s.N*4, kernels.GemmARSignalWords(cfg, s.M, s.N, c.g))
+	if err != nil {
+		return err
+	}
+	args := gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
+		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.table()}
+	return c.fusedLaunch(ctx, cl, fn, name, cfg, kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 
 // AllGatherMatmul computes out = A * b on every GPU, A (s.M x s.K) being the row slices a of

@@ -34,7 +34,7 @@ func (e *rankEnv) matrices(b *Buffer, n int) ([][]float64, error) {
 	return out, b.WriteF32(mine)
 }
 
-// TestFusedMatmuls runs AllGatherMatmul and MatmulReduceScatter through Comm on 1, 2, 3 and
+// TestFusedMatmuls runs AllGatherMatmul, MatmulReduceScatter and MatmulAllReduce through Comm on 1, 2, 3 and
 // 4 emulated GPUs, strict and weak, three calls in a row (fresh inputs each), with row
 // slices not a multiple of the tile, N = 40 and K = 24 (odd multiples of 8) and an
 // unaligned shape, against exact references.
@@ -57,11 +57,18 @@ func TestFusedMatmuls(t *testing.T) {
 						if err != nil {
 							return err
 						}
+						ar, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M*shape.N, s.out)
+						if err != nil {
+							return err
+						}
 						for call := 0; call < 3; call++ {
 							if err := e.checkAG(ctx, ag, shape, s.out); err != nil {
 								return fmt.Errorf("call %d: %w", call, err)
 							}
-							if err := e.checkRS(ctx, rs, shape, s.out); err != nil {
+							if err := e.checkRS(ctx, rs, shape, s.out, false); err != nil {
+								return fmt.Errorf("call %d: %w", call, err)
+							}
+							if err := e.checkRS(ctx, ar, shape, s.out, true); err != nil {
 								return fmt.Errorf("call %d: %w", call, err)
 							}
 						}
@@ -111,7 +118,8 @@ func (e *rankEnv) checkAG(ctx context.Context, bufs [3]*Buffer, s MatmulShape, o
 	})
 }
 
-func (e *rankEnv) checkRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type) error {
+// checkRS runs MatmulReduceScatter, or MatmulAllReduce when all.
+func (e *rankEnv) checkRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type, all bool) error {
 	g, rows := e.c.NumGPUs(), s.M/e.c.NumGPUs()
 	as, err := e.matrices(bufs[0], s.M*s.K)
 	if err != nil {
@@ -121,11 +129,18 @@ func (e *rankEnv) checkRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, o
 	if err != nil {
 		return err
 	}
-	if err := e.c.MatmulReduceScatter(ctx, bufs[0], bufs[1], bufs[2], s); err != nil {
+	what, run := "MatmulReduceScatter", e.c.MatmulReduceScatter
+	if all {
+		what, run = "MatmulAllReduce", e.c.MatmulAllReduce
+	}
+	if err := run(ctx, bufs[0], bufs[1], bufs[2], s); err != nil {
 		return err
 	}
-	return e.expect("MatmulReduceScatter", bufs[2], func(r, i int) float64 {
+	return e.expect(what, bufs[2], func(r, i int) float64 {
 		row, col := r*rows+i/s.N, i%s.N
+		if all {
+			row = i / s.N
+		}
 		sum := 0.0
 		for src := 0; src < g; src++ {
 			for l := 0; l < s.K; l++ {
@@ -161,6 +176,7 @@ func TestFusedMatmulErrors(t *testing.T) {
 			{"input type", "inputs of s32", e.c.MatmulReduceScatter(ctx, i32, i32, o4, s)},
 			{"output size", "out holds 64 elements, want 4 x N", e.c.MatmulReduceScatter(ctx, a8, b, o8, s)},
 			{"empty shape", "must be positive", e.c.MatmulReduceScatter(ctx, a8, b, o4, MatmulShape{M: 8, N: 0, K: 8})},
+			{"all-reduce output", "out holds 32 elements, want 8 x N", e.c.MatmulAllReduce(ctx, a8, b, o4, s)},
 		} {
 			if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 				return fmt.Errorf("%s: got %v, want an error containing %q", c.name, c.err, c.want)

@@ -20,6 +20,7 @@ import (
 const (
 	FamilyAGGemm Family = "ag_gemm"
 	FamilyGemmRS Family = "gemm_rs"
+	FamilyGemmAR Family = "gemm_ar"
 )
 
 // AGGemmArgs are ag_gemm's parameters (A, B and Gathered of the input type).
@@ -38,6 +39,12 @@ type GemmRSArgs struct {
 	Scratch                     dsl.PeerTable `kgen:"f32"` // every GPU's NGPUs x M/NGPUs x N f32 partials
 	Signals                     dsl.PeerTable `kgen:"u32"` // every GPU's GemmRSSignalWords signal slots
 	Rank, NGPUs, M, N, K, Epoch dsl.Value     `kgen:"u32"`
+}
+
+// FusedOutTable is gemm_ar's output parameter (the output type), after GemmRSArgs: every
+// GPU's M x N D, each written by the owners of its row slices.
+type FusedOutTable struct {
+	D dsl.PeerTable
 }
 
 // FusedOut is the fused kernels' output parameter (the output type), after their arguments:
@@ -95,7 +102,21 @@ func GemmRSSignalWords(cfg GemmConfig, m, n, ngpus int) int {
 	return 2 * CollMaxGPUs * tm * tn
 }
 
+// GemmARSignalWords is the number of u32 signal slots gemm_ar needs on every GPU:
+// gemm_rs's, a done slot per (owner GPU, tile) and an arrived slot per GPU.
+func GemmARSignalWords(cfg GemmConfig, m, n, ngpus int) int {
+	tm, tn := fusedTiles(cfg, m/ngpus, n)
+	return 3*CollMaxGPUs*tm*tn + CollMaxGPUs
+}
+
 func init() {
+	register(&Spec{
+		Name:    string(FamilyGemmAR),
+		Doc:     "GEMM + all-reduce: gemm_rs whose owners store each summed tile into every GPU's D (peer stores, release done signals) and wait for every other owner's same tile; sm_80 mma.sync main loop",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: []ptx.Target{ptx.SM80, ptx.SM86, ptx.SM89, ptx.SM90, ptx.SM90a, ptx.SM100a, ptx.SM120a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmAR(k, DefaultFusedConfig(dt)) },
+	})
 	register(&Spec{
 		Name:    string(FamilyAGGemm),
 		Doc:     "all-gather + GEMM: each GPU pushes its M/N rows of A to every peer tile by tile (release signals) while computing its own tiles, then consumes each peer's row tile as its signal arrives; sm_80 mma.sync main loop",
@@ -214,19 +235,42 @@ func agGemm(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 // (release), which the next launch's sources wait for before storing. Blocks take the owners
 // in the order rank+1, rank+2, ..., so each GPU's own tiles come last. M must be a multiple
 // of NGPUs, N and K multiples of 8 when cfg.Aligned.
-func GemmRS(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, ordered) }
+func GemmRS(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, ordered, false) }
 
 // GemmRSUnordered is GemmRS with relaxed instead of release signals: a deliberately broken
 // variant for the weak-memory tests.
-func GemmRSUnordered(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, unordered) }
+func GemmRSUnordered(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, unordered, false) }
 
-func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
+// GemmAR writes gemm_ar for cfg into k: gemm_rs, then every GPU's D (M x N, a peer table)
+// receives the whole sum. Block 0 of each GPU first sets its arrived slot on every peer
+// (release): the GPU has started this launch, so what ran before it on that GPU is done
+// with its D. An owner's block, after summing its tile, waits for every GPU's arrived slot
+// (acquire), stores the tile into every GPU's D, sets its done slot on every peer (release)
+// and waits for the done slots of tile t of every other owner (acquire), so that when a GPU's
+// kernel ends its whole D has landed.
+func GemmAR(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, ordered, true) }
+
+// GemmARUnordered is GemmAR with relaxed instead of release signals: a deliberately broken
+// variant for the weak-memory tests.
+func GemmARUnordered(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, unordered, true) }
+
+func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder, allReduce bool) {
+	what := "gemm_rs"
+	if allReduce {
+		what = "gemm_ar"
+	}
 	if err := FusedCheck(cfg); err != nil {
-		k.Errorf("gemm_rs: %v", err)
+		k.Errorf("%s: %v", what, err)
 		return
 	}
 	a := dsl.Params[GemmRSArgs](k, cfg.In)
-	o := dsl.Params[FusedOut](k, cfg.Out)
+	var out FusedOut
+	var outs FusedOutTable
+	if allReduce {
+		outs = dsl.Params[FusedOutTable](k, cfg.Out)
+	} else {
+		out = dsl.Params[FusedOut](k, cfg.Out)
+	}
 	if cfg.Aligned {
 		k.Assume(a.N, 8)
 		k.Assume(a.K, 8)
@@ -243,6 +287,13 @@ func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 	ready := func(src dsl.Value) dsl.Value { return tile.Mul(uint32(CollMaxGPUs)).Add(src) }
 	free := tilesM.Mul(tilesN).Mul(uint32(CollMaxGPUs)).Add(owner.Mul(tilesM).Mul(tilesN)).Add(tile)
 	part := func(p, src dsl.Value) dsl.Ptr { return a.Scratch.Peer(p).At(rowOff(k, cfg, src.Mul(rows), a.N)) }
+	// gemm_ar's slots after gemm_rs's: done[o][t], then arrived[g].
+	slots := tilesM.Mul(tilesN).Mul(uint32(CollMaxGPUs))
+	done := func(o dsl.Value) dsl.Value { return slots.Mul(2).Add(o.Mul(tilesM).Mul(tilesN)).Add(tile) }
+	arrived := func(g dsl.Value) dsl.Value { return slots.Mul(3).Add(g) }
+	if allReduce {
+		k.If(k.BlockIdx(dsl.X).Eq(0), func() { sig.SetPeers(a.NGPUs, arrived(a.Rank), sig.Target()) })
+	}
 
 	gA := k.MakeTensorDyn(a.A.At(rowOff(k, cfg, owner.Mul(rows), a.K)), []any{rows, a.K}, []any{a.K, 1})
 	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, []any{1, a.N})
@@ -257,6 +308,9 @@ func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 
 	k.If(owner.Eq(a.Rank), func() {
 		sig.WaitPeers(a.NGPUs, ready, sig.Target())
+		if allReduce {
+			sig.WaitPeers(a.NGPUs, arrived, sig.Target())
+		}
 		vec := 1
 		if cfg.Aligned {
 			vec = 4
@@ -274,9 +328,24 @@ func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 				sum := reducePeers(k, dsl.F32, dsl.Sum, a.NGPUs, vec, func(p int, dst dsl.Tensor) {
 					loadTo(k, mine.At(rowOff(k, cfg, rows.Mul(uint32(p)), a.N)), at, dst)
 				})
-				storeN(k, o.D, at, sum.To(cfg.Out))
+				v := sum.To(cfg.Out)
+				if !allReduce {
+					storeN(k, out.D, at, v)
+					return
+				}
+				at = rowOff(k, cfg, owner.Mul(rows), a.N).Add(at)
+				if cfg.Aligned {
+					k.Assume(at, vec)
+				}
+				k.For(k.Const(dsl.U32, 0), a.NGPUs, k.Const(dsl.U32, 1), func(p dsl.Value) {
+					storeN(k, outs.D.Peer(p), at, v)
+				})
 			})
 		})
 		sig.SetPeers(a.NGPUs, free, sig.Target())
+		if allReduce {
+			sig.SetPeers(a.NGPUs, done(a.Rank), sig.Target())
+			sig.WaitPeers(a.NGPUs, done, sig.Target())
+		}
 	})
 }

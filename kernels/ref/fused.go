@@ -14,6 +14,7 @@ import (
 func init() {
 	register(string(kernels.FamilyAGGemm), func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemm) })
 	register(string(kernels.FamilyGemmRS), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmRS) })
+	register(string(kernels.FamilyGemmAR), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmAR) })
 }
 
 // FusedProblem is one fused GEMM run on the emulator over GPUs simulated GPUs, Launches
@@ -64,7 +65,7 @@ func RunFused(p FusedProblem) (Result, error) {
 	}
 	build := p.Build
 	if build == nil {
-		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS}[p.Family]
+		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS, kernels.FamilyGemmAR: kernels.GemmAR}[p.Family]
 	}
 	if build == nil {
 		return res, fmt.Errorf("RunFused: family %q is not a fused GEMM", p.Family)
@@ -83,7 +84,11 @@ func RunFused(p FusedProblem) (Result, error) {
 	ag := p.Family == kernels.FamilyAGGemm
 	// Per GPU: A_r (rows x K for ag_gemm, M x K for gemm_rs), B_r (K x N), D_r.
 	aLen, dLen, words := rows*K, M*N, kernels.AGGemmSignalWords(cfg, M, g)
-	if !ag {
+	ar := p.Family == kernels.FamilyGemmAR
+	switch {
+	case ar:
+		aLen, dLen, words = M*K, M*N, kernels.GemmARSignalWords(cfg, M, N, g)
+	case !ag:
 		aLen, dLen, words = M*K, rows*N, kernels.GemmRSSignalWords(cfg, M, N, g)
 	}
 	sym := func(bytes int) (*emu.Symmetric, *emu.Symmetric, error) { // a buffer and its peer table
@@ -114,7 +119,7 @@ func RunFused(p FusedProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	bufD, _, err := sym(dLen * cfg.Out.Bytes())
+	bufD, dTab, err := sym(dLen * cfg.Out.Bytes())
 	if err != nil {
 		return res, err
 	}
@@ -168,7 +173,11 @@ func RunFused(p FusedProblem) (Result, error) {
 			}
 		}
 		args := func(i int) []any {
-			return []any{bufA.On(i), bufB.On(i), xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, bufD.On(i)}
+			d := bufD.On(i)
+			if ar {
+				d = dTab.On(i)
+			}
+			return []any{bufA.On(i), bufB.On(i), xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, d}
 		}
 		err = sys.Launch(emu.Launch{Module: mod, Entry: name, GPUs: sys.All(), Grid: emu.D1(kernels.FusedGrid(cfg, M, N, g)), Block: emu.D1(cfg.Threads()),
 			SharedBytes: cfg.SharedBytes(), ArgsFor: args, Options: emu.Options{Seed: p.Seed + int64(l), Weak: p.Weak}})
@@ -182,7 +191,7 @@ func RunFused(p FusedProblem) (Result, error) {
 				return res, err
 			}
 			outRows := M
-			if !ag {
+			if !ag && !ar {
 				outRows = rows
 			}
 			bad, first := 0, ""
@@ -197,6 +206,9 @@ func RunFused(p FusedProblem) (Result, error) {
 						}
 					} else {
 						gr := i*rows + r
+						if ar {
+							gr = r
+						}
 						for src := 0; src < g; src++ {
 							for l := 0; l < K; l++ {
 								x := as[src][gr*K+l] * bs[src][l*N+c]

@@ -16,11 +16,11 @@ func smallFused(in, out dsl.Type) kernels.GemmConfig {
 	return kernels.GemmConfig{In: in, Out: out, A: kernels.RowMajor, B: kernels.RowMajor, BM: 32, BN: 32, BK: 32, WarpsM: 2, WarpsN: 2, Stages: 2, Aligned: true}
 }
 
-// TestFusedGemms runs ag_gemm and gemm_rs at 1, 2, 3, 4 and 8 GPUs, strict and weak, with
+// TestFusedGemms runs ag_gemm, gemm_rs and gemm_ar at 1, 2, 3, 4 and 8 GPUs, strict and weak, with
 // per-GPU rows not a multiple of the tile (36: a full and a partial row tile), N = 40 and
 // K = 24 (odd multiples of 8), two launches in a row each.
 func TestFusedGemms(t *testing.T) {
-	for _, f := range []kernels.Family{kernels.FamilyAGGemm, kernels.FamilyGemmRS} {
+	for _, f := range []kernels.Family{kernels.FamilyAGGemm, kernels.FamilyGemmRS, kernels.FamilyGemmAR} {
 		for _, g := range []int{1, 2, 3, 4, 8} {
 			for _, weak := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%dgpu/weak=%v", f, g, weak), func(t *testing.T) {
@@ -28,7 +28,7 @@ func TestFusedGemms(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if want := 2 * 36 * g * 40 * map[bool]int{true: g, false: 1}[f == kernels.FamilyAGGemm]; res.Checked != want {
+					if want := 2 * 36 * g * 40 * map[bool]int{true: g, false: 1}[f != kernels.FamilyGemmRS]; res.Checked != want {
 						t.Fatalf("checked %d values, want %d", res.Checked, want)
 					}
 				})
@@ -43,7 +43,7 @@ func TestFusedGemms(t *testing.T) {
 func TestFusedGemmsMore(t *testing.T) {
 	unaligned := smallFused(dsl.F16, dsl.BF16)
 	unaligned.Aligned = false
-	for _, f := range []kernels.Family{kernels.FamilyAGGemm, kernels.FamilyGemmRS} {
+	for _, f := range []kernels.Family{kernels.FamilyAGGemm, kernels.FamilyGemmRS, kernels.FamilyGemmAR} {
 		for _, c := range []struct {
 			name    string
 			cfg     kernels.GemmConfig
@@ -74,10 +74,10 @@ func TestFusedGemmsMore(t *testing.T) {
 	}
 }
 
-// TestFusedGemmsCatchMissingRelease is a test of the tests: gemm_rs and ag_gemm whose tile
-// signals are relaxed stores instead of releases must fail in the weak-memory mode (the
-// partials or pushed rows can land after the signal), while the correct kernels pass the
-// same runs.
+// TestFusedGemmsCatchMissingRelease is a test of the tests: gemm_rs, ag_gemm and gemm_ar
+// whose tile signals are relaxed stores instead of releases must fail in the weak-memory
+// mode (the partials or pushed rows can land after the signal), while the correct kernels
+// pass the same runs.
 func TestFusedGemmsCatchMissingRelease(t *testing.T) {
 	for _, c := range []struct {
 		f    kernels.Family
@@ -86,6 +86,7 @@ func TestFusedGemmsCatchMissingRelease(t *testing.T) {
 	}{
 		{kernels.FamilyGemmRS, kernels.GemmRS, kernels.GemmRSUnordered},
 		{kernels.FamilyAGGemm, kernels.AGGemm, kernels.AGGemmUnordered},
+		{kernels.FamilyGemmAR, kernels.GemmAR, kernels.GemmARUnordered},
 	} {
 		for seed := int64(1); seed <= 2; seed++ {
 			// Unaligned tiles load A and B with plain loads, which the detectors see (cp.async's
