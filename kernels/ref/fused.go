@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -15,6 +16,7 @@ func init() {
 	register(string(kernels.FamilyAGGemm), func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemm) })
 	register(string(kernels.FamilyGemmRS), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmRS) })
 	register(string(kernels.FamilyGemmAR), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmAR) })
+	register(string(kernels.FamilyAGGemmNVSHMEM), func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemmNVSHMEM) })
 }
 
 // FusedProblem is one fused GEMM run on the emulator over GPUs simulated GPUs, Launches
@@ -65,7 +67,7 @@ func RunFused(p FusedProblem) (Result, error) {
 	}
 	build := p.Build
 	if build == nil {
-		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS, kernels.FamilyGemmAR: kernels.GemmAR}[p.Family]
+		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS, kernels.FamilyGemmAR: kernels.GemmAR, kernels.FamilyAGGemmNVSHMEM: kernels.AGGemmNVSHMEM}[p.Family]
 	}
 	if build == nil {
 		return res, fmt.Errorf("RunFused: family %q is not a fused GEMM", p.Family)
@@ -81,7 +83,8 @@ func RunFused(p FusedProblem) (Result, error) {
 		return res, err
 	}
 	M, N, K, rows := p.M, p.N, p.K, p.M/g
-	ag := p.Family == kernels.FamilyAGGemm
+	shmem := p.Family == kernels.FamilyAGGemmNVSHMEM
+	ag := p.Family == kernels.FamilyAGGemm || shmem
 	// Per GPU: A_r (rows x K for ag_gemm, M x K for gemm_rs), B_r (K x N), D_r.
 	aLen, dLen, words := rows*K, M*N, kernels.AGGemmSignalWords(cfg, M, g)
 	ar := p.Family == kernels.FamilyGemmAR
@@ -123,16 +126,25 @@ func RunFused(p FusedProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	_, xferTab, err := sym(map[bool]int{true: M * K * cfg.In.Bytes(), false: g * rows * N * 4}[ag])
+	xfer, xferTab, err := sym(map[bool]int{true: M * K * cfg.In.Bytes(), false: g * rows * N * 4}[ag])
 	if err != nil {
 		return res, err
 	}
-	sigs, sigTab, err := sym(4 * words)
+	sigs, sigTab, err := sym(map[bool]int{true: 8, false: 4}[shmem] * words)
 	if err != nil {
 		return res, err
 	}
 	// Signals as if Epoch launches had run: ready/free slots hold Epoch, ag_gemm's consumed
 	// counters Epoch*tilesN.
+	if p.Epoch != 0 && shmem {
+		return res, fmt.Errorf("%s: the NVSHMEM kernel's signals are u64 and never wrap: no Epoch", name)
+	}
+	var shmemEmu *shmemu.Emulator
+	if shmem {
+		if shmemEmu, err = shmemu.Emulate(sys); err != nil {
+			return res, err
+		}
+	}
 	if p.Epoch != 0 {
 		tn := (N + cfg.BN - 1) / cfg.BN
 		w := make([]uint32, words)
@@ -177,12 +189,18 @@ func RunFused(p FusedProblem) (Result, error) {
 			if ar {
 				d = dTab.On(i)
 			}
+			if shmem {
+				return []any{bufA.On(i), bufB.On(i), xfer.On(i), sigs.On(i), uint32(M), uint32(N), uint32(K), uint64(epoch), d}
+			}
 			return []any{bufA.On(i), bufB.On(i), xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, d}
 		}
 		err = sys.Launch(emu.Launch{Module: mod, Entry: name, GPUs: sys.All(), Grid: emu.D1(kernels.FusedGrid(cfg, M, N, g)), Block: emu.D1(cfg.Threads()),
 			SharedBytes: cfg.SharedBytes(), ArgsFor: args, Options: emu.Options{Seed: p.Seed + int64(l), Weak: p.Weak}})
 		if err != nil {
 			return res, fmt.Errorf("%s %s launch %d: %w", name, res.Shape, l, err)
+		}
+		if shmem && shmemEmu.Pending() != 0 {
+			return res, fmt.Errorf("%s %s launch %d: %d non-blocking puts still pending at the kernel's end", name, res.Shape, l, shmemEmu.Pending())
 		}
 		epoch++
 		for i := 0; i < g && (l == launches-1 || !p.BackToBack); i++ {
