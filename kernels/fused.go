@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -299,15 +300,22 @@ func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder, allReduce bool) {
 	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, []any{1, a.N})
 	gP := k.MakeTensorDyn(part(owner, a.Rank), []any{rows, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm.To(dsl.I32), bn.To(dsl.I32))
 	main := gemmMainloop(k, cfg, gA, gB, gP, a.K, bm.To(dsl.I32), bn.To(dsl.I32), tid)
-	// The owner has summed the previous launch's partials out of this slot.
-	k.If(owner.Ne(a.Rank), func() { sig.Wait(free, a.Epoch) })
-	partial := cfg
-	partial.Out = dsl.F32
-	gemmEpilogue(k, partial, main, gP, func() dsl.Tensor { return main.acc }, nil)
-	k.If(owner.Ne(a.Rank), func() { sig.Set(owner, ready(a.Rank), sig.Target()) })
+	// A peer's tile: once the owner has summed the previous launch's partials out of this
+	// slot, store the partial there and signal.
+	k.If(owner.Ne(a.Rank), func() {
+		sig.Wait(free, a.Epoch)
+		partial := cfg
+		partial.Out = dsl.F32
+		gemmEpilogue(k, partial, main, gP, func() dsl.Tensor { return main.acc }, nil)
+		sig.Set(owner, ready(a.Rank), sig.Target())
+	})
 
+	// An own tile: the partial stays in shared memory (f32, rows padded by 8, as the
+	// epilogue stages it); the peers' come from the scratch.
+	sD := k.MakeTensor(main.smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
 	k.If(owner.Eq(a.Rank), func() {
-		sig.WaitPeers(a.NGPUs, ready, sig.Target())
+		k.Copy(main.acc, main.thr.PartitionC(sD))
+		sig.WaitPeers(a.NGPUs, ready, sig.Target()) // ends with the bar.sync the staging needs
 		if allReduce {
 			sig.WaitPeers(a.NGPUs, arrived, sig.Target())
 		}
@@ -318,15 +326,21 @@ func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder, allReduce bool) {
 		cols := uint32(BN / vec)
 		mine := a.Scratch.Peer(a.Rank)
 		k.For(tid, uint32(BM*BN/vec), uint32(cfg.Threads()), func(i dsl.Value) {
-			r := bm.Mul(uint32(BM)).Add(i.Div(cols))
-			c := bn.Mul(uint32(BN)).Add(i.Rem(cols).Mul(uint32(vec)))
+			lr, lc := i.Div(cols), i.Rem(cols).Mul(uint32(vec))
+			r, c := bm.Mul(uint32(BM)).Add(lr), bn.Mul(uint32(BN)).Add(lc)
 			k.If(r.Lt(rows).And(c.Lt(a.N)), func() {
 				at := rowOff(k, cfg, r, a.N).Add(c)
+				sat := lr.Mul(uint32(BN + 8)).Add(lc)
 				if cfg.Aligned {
 					k.Assume(at, vec)
+					k.Assume(sat, vec)
 				}
 				sum := reducePeers(k, dsl.F32, dsl.Sum, a.NGPUs, vec, func(p int, dst dsl.Tensor) {
-					loadTo(k, mine.At(rowOff(k, cfg, rows.Mul(uint32(p)), a.N)), at, dst)
+					k.If(a.Rank.Eq(uint32(p)), func() {
+						loadTo(k, main.smem.As(dsl.F32), sat, dst)
+					}).Else(func() {
+						loadTo(k, mine.At(rowOff(k, cfg, rows.Mul(uint32(p)), a.N)), at, dst)
+					})
 				})
 				v := sum.To(cfg.Out)
 				if !allReduce {
