@@ -231,9 +231,9 @@ func agGemm(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 // GemmRS writes gemm_rs for cfg into k: GPU r computes the partial A_r*B_r (its K slice) of
 // every output tile and stores it (f32) into slot r of the tile's owner's Scratch, the owner
 // of rows [o*M/NGPUs, (o+1)*M/NGPUs) being GPU o, then sets the owner's ready slot with a
-// release; the owner's block, after its own partial, waits for every GPU's slot (acquire),
-// sums the partials in rank order into D (its rows) and sets every source's free slot
-// (release), which the next launch's sources wait for before storing. Blocks take the owners
+// release; the owner's block stages its own partial in shared memory, waits for every
+// peer's slot (acquire), sums the partials in rank order into D (its rows) and sets every
+// source's free slot (release), which the next launch's sources wait for before storing. Blocks take the owners
 // in the order rank+1, rank+2, ..., so each GPU's own tiles come last. M must be a multiple
 // of NGPUs, N and K multiples of 8 when cfg.Aligned.
 func GemmRS(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, ordered, false) }
