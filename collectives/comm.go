@@ -61,6 +61,10 @@ type Options struct {
 	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
 	// DefaultMaxBlocks).
 	MaxBlocks int
+	// Matmul sets the tiles, warps and stages of the fused matmuls (AllGatherMatmul,
+	// MatmulReduceScatter); their types, layouts and alignment come from each call. Zero:
+	// kernels.DefaultFusedConfig.
+	Matmul kernels.GemmConfig
 	// Stream, when set, carries the kernels and the device-to-device copies (staging), so
 	// that events recorded on it time them; nil means the default stream.
 	Stream *jit.Stream
@@ -96,11 +100,15 @@ type Comm struct {
 	lamport map[int]*lamportState // by element size
 	parts   map[partKey]*Buffer   // reduce-scatter results of the push all-reduce
 	fns     map[kernels.ID]*jit.Function
-	names   map[kernels.ID]string // the kernels' registry names, for LastAlgorithm
-	mods    []*jit.Module
-	allocs  []*jit.Memory
-	last    string
-	closed  bool
+	// fused holds the fused matmul kernels loaded, fusedStates their buffers, signals and
+	// epochs (fused.go).
+	fused       map[fusedKey]*jit.Function
+	fusedStates map[kernels.Family]*fusedState
+	names       map[kernels.ID]string // the kernels' registry names, for LastAlgorithm
+	mods        []*jit.Module
+	allocs      []*jit.Memory
+	last        string
+	closed      bool
 
 	// launchFn launches; tests replace it to measure the host's cost alone.
 	launchFn func(f *jit.Function, cfg jit.LaunchConfig, args any) error
@@ -236,7 +244,7 @@ func (c *Comm) Close() error {
 	for _, m := range c.allocs {
 		errs = append(errs, m.Free())
 	}
-	c.mods, c.allocs, c.fns = nil, nil, nil
+	c.mods, c.allocs, c.fns, c.fused = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 

@@ -170,7 +170,7 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 			k.Assume(v, 8)
 		}
 	}
-	BM, BN, BK := cfg.BM, cfg.BN, cfg.BK
+	BM, BN := cfg.BM, cfg.BN
 	tid := k.ThreadIdx(dsl.X)
 	bm, bn := gemmBlock(k, a.M, a.N, BM, BN)
 
@@ -178,6 +178,35 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	gA := k.MakeTensorDyn(a.A, []any{a.M, a.K}, map[MatrixLayout][]any{RowMajor: {a.K, 1}, ColMajor: {1, a.M}}[cfg.A])
 	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, map[MatrixLayout][]any{RowMajor: {1, a.N}, ColMajor: {a.K, 1}}[cfg.B])
 	gD := k.MakeTensorDyn(o.D, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	main := gemmMainloop(k, cfg, gA, gB, gD, a.K, bm, bn, tid)
+	gemmEpilogue(k, cfg, main, gD, func() dsl.Tensor { return main.acc.Scale(a.Alpha) }, func() func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor) {
+		gC := k.MakeTensorDyn(o.C, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+		return func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor) {
+			k.If(a.Beta.Eq(float32(0)), func() {
+				k.Copy(v.To(cfg.Out), part(gD))
+			}).Else(func() {
+				c := k.LoadFragment(part(gC)).To(dsl.F32)
+				k.Copy(c.FMA(a.Beta, v).To(cfg.Out), part(gD))
+			})
+		}
+	})
+}
+
+// gemmMain is what the gemm's main loop leaves for an epilogue: the MMA's slice for this
+// thread, its f32 accumulators and the dynamic shared memory (free again).
+type gemmMain struct {
+	thr  dsl.ThrMMA
+	acc  dsl.Tensor
+	smem dsl.Ptr
+	tid  dsl.Value
+}
+
+// gemmMainloop accumulates the BM x BN tile (bm, bn) of gA (M x K) times gB (N x K, CuTe's
+// convention) into f32 fragments: the cp.async pipeline over K in BK steps, ldmatrix and
+// mma.sync; gD (the output tile) gives the accumulators' shape. It ends with every stage
+// drained, so the epilogue may reuse the shared memory.
+func gemmMainloop(k *dsl.Kernel, cfg GemmConfig, gA, gB, gD dsl.Tensor, K, bm, bn, tid dsl.Value) gemmMain {
+	BM, BN, BK := cfg.BM, cfg.BN, cfg.BK
 	nt := cfg.Threads()
 
 	// Shared memory: Stages tiles of A then Stages tiles of B, each swizzled along its
@@ -219,7 +248,7 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 		return dsl.MakeTiledCopy(atom, thr, []int{vec, 1}).Slice(tid)
 	}
 	cpA, cpB := gcopy(BM, aKContig), gcopy(BN, bKContig)
-	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK)).To(dsl.I32)
+	kTiles := K.Add(uint32(BK - 1)).Div(uint32(BK)).To(dsl.I32)
 	pipe := k.CpAsyncPipeline(cfg.Stages, kTiles, func(st, t dsl.Value) {
 		cpA.Copy(cpA.PartitionS(gA.LocalTile([]int{BM, BK}, bm, t)), cpA.PartitionD(stageOf(sA, BM*BK, st)))
 		cpB.Copy(cpB.PartitionS(gB.LocalTile([]int{BN, BK}, bn, t)), cpB.PartitionD(stageOf(sB, BN*BK, st)))
@@ -282,18 +311,31 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 		})
 	}
 	pipe.Drain()
-
-	// Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
-	// that the fragments' paired stores spread over the banks), then every thread takes
-	// 16-byte runs of rows, blends them with beta*C (only when beta != 0: a branch at run
-	// time, so beta = 0 reads no C and C may be null) and stores them to D, converted to
-	// Out, coalesced and predicated at the matrix edges, one row block per iteration of a
-	// runtime loop.
 	pipe.Drain() // every stage is free
-	sD := k.MakeTensor(smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
-	k.Copy(tCrC.Scale(a.Alpha), thr.PartitionC(sD))
+	return gemmMain{thr: thr, acc: tCrC, smem: smem, tid: tid}
+}
+
+// gemmEpilogue stores the accumulators to gD (converted to cfg.Out). acc returns the f32
+// fragment to store (the accumulators, scaled or not); setup, when not nil, runs once after
+// the staging barrier and returns the function that stores a row block's staged values v in
+// place of the plain store (part maps a BM x BN tile to this thread's part of the row block).
+//
+// Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
+// that the fragments' paired stores spread over the banks), then every thread takes
+// 16-byte runs of rows (Gemm's store blends them with beta*C, only when beta != 0: a branch
+// at run time, so beta = 0 reads no C and C may be null) and stores them to D, converted to
+// Out, coalesced and predicated at the matrix edges, one row block per iteration of a
+// runtime loop.
+func gemmEpilogue(k *dsl.Kernel, cfg GemmConfig, main gemmMain, gD dsl.Tensor, acc func() dsl.Tensor, setup func() func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor)) {
+	BM, BN := cfg.BM, cfg.BN
+	nt, tid := cfg.Threads(), main.tid
+	sD := k.MakeTensor(main.smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
+	k.Copy(acc(), main.thr.PartitionC(sD))
 	k.SyncThreads()
-	gC := k.MakeTensorDyn(o.C, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
+	var store func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor)
+	if setup != nil {
+		store = setup()
+	}
 	vec := 16 / cfg.Out.Bytes()
 	cols := BN / vec // threads along a row
 	rows := nt / cols
@@ -302,13 +344,12 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 		part := func(t dsl.Tensor) dsl.Tensor {
 			return t.LocalTile([]int{rows, BN}, r, 0).LocalPartition(eThr, tid, 1, vec)
 		}
-		acc := k.LoadFragment(part(sD))
-		k.If(a.Beta.Eq(float32(0)), func() {
-			k.Copy(acc.To(cfg.Out), part(gD))
-		}).Else(func() {
-			c := k.LoadFragment(part(gC)).To(dsl.F32)
-			k.Copy(c.FMA(a.Beta, acc).To(cfg.Out), part(gD))
-		})
+		v := k.LoadFragment(part(sD))
+		if store != nil {
+			store(part, v)
+			return
+		}
+		k.Copy(v.To(cfg.Out), part(gD))
 	})
 }
 

@@ -1,0 +1,187 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/kernels"
+)
+
+// fusedOpts runs the fused matmuls with 32x32x32 tiles (4 warps, 2 stages), small enough
+// for the emulator, on the sm_80 path.
+var fusedOpts = Options{Target: "sm_80", MaxBlocks: 2, Matmul: kernels.GemmConfig{BM: 32, BN: 32, BK: 32, WarpsM: 2, WarpsN: 2, Stages: 2}}
+
+// matrices returns every rank's n random values (multiples of 1/8 in [-1, 1]: exact in f16
+// and bf16, their products' sums exact in f32), the same on every rank (same seed), and
+// writes this rank's into b.
+func (e *rankEnv) matrices(b *Buffer, n int) ([][]float64, error) {
+	out := make([][]float64, e.c.NumGPUs())
+	var mine []float32
+	for g := range out {
+		v := make([]float32, n)
+		out[g] = make([]float64, n)
+		for i := range v {
+			x := float32(e.rng.Intn(17)-8) / 8
+			v[i], out[g][i] = x, float64(x)
+		}
+		if g == e.c.Rank() {
+			mine = v
+		}
+	}
+	return out, b.WriteF32(mine)
+}
+
+// TestFusedMatmuls runs AllGatherMatmul, MatmulReduceScatter and MatmulAllReduce through Comm on 1, 2, 3 and
+// 4 emulated GPUs, strict and weak, three calls in a row (fresh inputs each), with row
+// slices not a multiple of the tile, N = 40 and K = 24 (odd multiples of 8) and an
+// unaligned shape, against exact references.
+func TestFusedMatmuls(t *testing.T) {
+	ctx := context.Background()
+	for _, g := range []int{1, 2, 3, 4} {
+		for _, weak := range []bool{false, true} {
+			for _, s := range []struct {
+				rows, n, k int
+				out        dsl.Type
+			}{{36, 40, 24, dsl.F32}, {13, 37, 19, dsl.BF16}} {
+				t.Run(fmt.Sprintf("%dgpu/weak=%v/%dx%dx%d", g, weak, s.rows, s.n, s.k), func(t *testing.T) {
+					runRanks(t, g, false, weak, int64(g), fusedOpts, func(e *rankEnv) error {
+						shape := MatmulShape{M: g * s.rows, N: s.n, K: s.k}
+						ag, err := e.allocAll(dsl.BF16, shape.M/g*shape.K, shape.K*shape.N, shape.M*shape.N, s.out)
+						if err != nil {
+							return err
+						}
+						rs, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M/g*shape.N, s.out)
+						if err != nil {
+							return err
+						}
+						ar, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M*shape.N, s.out)
+						if err != nil {
+							return err
+						}
+						for call := 0; call < 3; call++ {
+							if err := e.checkAG(ctx, ag, shape, s.out); err != nil {
+								return fmt.Errorf("call %d: %w", call, err)
+							}
+							if err := e.checkRS(ctx, rs, shape, s.out, false); err != nil {
+								return fmt.Errorf("call %d: %w", call, err)
+							}
+							if err := e.checkRS(ctx, ar, shape, s.out, true); err != nil {
+								return fmt.Errorf("call %d: %w", call, err)
+							}
+						}
+						return nil
+					})
+				})
+			}
+		}
+	}
+}
+
+// allocAll allocates a, b (in) and out.
+func (e *rankEnv) allocAll(in dsl.Type, na, nb, nout int, out dsl.Type) ([3]*Buffer, error) {
+	var bs [3]*Buffer
+	var err error
+	for i, x := range []struct {
+		dt dsl.Type
+		n  int
+	}{{in, na}, {in, nb}, {out, nout}} {
+		if bs[i], err = e.c.Alloc(x.dt, x.n); err != nil {
+			return bs, err
+		}
+	}
+	return bs, nil
+}
+
+func (e *rankEnv) checkAG(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type) error {
+	rows := s.M / e.c.NumGPUs()
+	as, err := e.matrices(bufs[0], rows*s.K)
+	if err != nil {
+		return err
+	}
+	bs, err := e.matrices(bufs[1], s.K*s.N)
+	if err != nil {
+		return err
+	}
+	if err := e.c.AllGatherMatmul(ctx, bufs[0], bufs[1], bufs[2], s); err != nil {
+		return err
+	}
+	return e.expect("AllGatherMatmul", bufs[2], func(r, i int) float64 {
+		row, col := i/s.N, i%s.N
+		sum := 0.0
+		for l := 0; l < s.K; l++ {
+			sum += as[row/rows][(row%rows)*s.K+l] * bs[r][l*s.N+col]
+		}
+		return round(out, sum)
+	})
+}
+
+// checkRS runs MatmulReduceScatter, or MatmulAllReduce when all.
+func (e *rankEnv) checkRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type, all bool) error {
+	g, rows := e.c.NumGPUs(), s.M/e.c.NumGPUs()
+	as, err := e.matrices(bufs[0], s.M*s.K)
+	if err != nil {
+		return err
+	}
+	bs, err := e.matrices(bufs[1], s.K*s.N)
+	if err != nil {
+		return err
+	}
+	what, run := "MatmulReduceScatter", e.c.MatmulReduceScatter
+	if all {
+		what, run = "MatmulAllReduce", e.c.MatmulAllReduce
+	}
+	if err := run(ctx, bufs[0], bufs[1], bufs[2], s); err != nil {
+		return err
+	}
+	return e.expect(what, bufs[2], func(r, i int) float64 {
+		row, col := r*rows+i/s.N, i%s.N
+		if all {
+			row = i / s.N
+		}
+		sum := 0.0
+		for src := 0; src < g; src++ {
+			for l := 0; l < s.K; l++ {
+				sum += as[src][row*s.K+l] * bs[src][l*s.N+col]
+			}
+		}
+		return round(out, sum)
+	})
+}
+
+// TestFusedMatmulErrors checks that bad shapes and types are refused with errors naming the
+// mismatch.
+func TestFusedMatmulErrors(t *testing.T) {
+	ctx := context.Background()
+	runRanks(t, 2, false, false, 0, fusedOpts, func(e *rankEnv) error {
+		s := MatmulShape{M: 8, N: 8, K: 8}
+		a4, _ := e.c.Alloc(dsl.BF16, 4*8)
+		a8, _ := e.c.Alloc(dsl.BF16, 8*8)
+		b, _ := e.c.Alloc(dsl.BF16, 8*8)
+		bK, _ := e.c.Alloc(dsl.BF16, 16*8)
+		bF16, _ := e.c.Alloc(dsl.F16, 8*8)
+		o8, _ := e.c.Alloc(dsl.F32, 8*8)
+		o4, _ := e.c.Alloc(dsl.F32, 4*8)
+		i32, _ := e.c.Alloc(dsl.I32, 8*8)
+		for _, c := range []struct {
+			name, want string
+			err        error
+		}{
+			{"M not divisible", "M = 7 is not divisible by the 2 ranks", e.c.AllGatherMatmul(ctx, a4, b, o8, MatmulShape{M: 7, N: 8, K: 8})},
+			{"K mismatch", "b holds 128 elements, want K x N = 8 x 8", e.c.AllGatherMatmul(ctx, a4, bK, o8, s)},
+			{"a's K", "a holds 64 elements, want 4 x K", e.c.AllGatherMatmul(ctx, a8, b, o8, s)},
+			{"dtype mismatch", "a is bf16 but b is f16", e.c.MatmulReduceScatter(ctx, a8, bF16, o4, s)},
+			{"input type", "inputs of s32", e.c.MatmulReduceScatter(ctx, i32, i32, o4, s)},
+			{"output size", "out holds 64 elements, want 4 x N", e.c.MatmulReduceScatter(ctx, a8, b, o8, s)},
+			{"empty shape", "must be positive", e.c.MatmulReduceScatter(ctx, a8, b, o4, MatmulShape{M: 8, N: 0, K: 8})},
+			{"all-reduce output", "out holds 32 elements, want 8 x N", e.c.MatmulAllReduce(ctx, a8, b, o4, s)},
+		} {
+			if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+				return fmt.Errorf("%s: got %v, want an error containing %q", c.name, c.err, c.want)
+			}
+		}
+		return nil
+	})
+}
