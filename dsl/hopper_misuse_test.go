@@ -38,6 +38,12 @@ func TestHopperMisuse(t *testing.T) {
 			p.Load(st, cA, 0, 0) // B's load is missing
 			return at(func() { p.ProducerCommit(st) })
 		}},
+		{"TMA box at a misaligned inner coordinate", "the inner coordinate 4 is 8 bytes, not a multiple of 16", func(k *dsl.Kernel) int {
+			_, _, _, cA, _, p := hopperParts(k)
+			st := p.ProducerState()
+			p.ProducerAcquire(st)
+			return at(func() { p.Load(st, cA, 0, 4) }) // K-major: K is the inner coordinate
+		}},
 		{"wait_group out of range", "wgmma.wait_group takes 0 to 7", func(k *dsl.Kernel) int {
 			return at(func() { k.WaitGroup(8) })
 		}},

@@ -228,10 +228,20 @@ func (c *TMACopy) coords(what string, mn, kk any) (in, out Value, ok bool) {
 	if !ok1 || !ok2 {
 		return Value{}, Value{}, false
 	}
+	in, out = vk, vmn
 	if c.major == MNMajor {
-		return vmn, vk, true
+		in, out = vmn, vk
 	}
-	return vk, vmn, true
+	// The GPU raises an illegal instruction for a box whose inner coordinate is not a
+	// multiple of 16 bytes (docs/facts.md); a constant one is caught here.
+	if in.IsConst() {
+		x := int64(int32(uint32(in.op.(ptx.Imm).Bits)))
+		if b := x * int64(c.tile.Elem.Bytes()); b%16 != 0 {
+			k.errorf("%s: the inner coordinate %d is %d bytes, not a multiple of 16 (TMA boxes must start 16-byte aligned)", what, x, b)
+			return Value{}, Value{}, false
+		}
+	}
+	return in, out, true
 }
 
 // tensorAddr is the [map, {c0, c1}] operand of box b at the tile coordinates (in, out).

@@ -317,6 +317,12 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 		start[d] = int(int32(w.r[in.av[d]+int32(ln)]))
 		count[d] = tm.boxCount(d)
 	}
+	// The box's first byte along dimension 0 must be 16-byte aligned (relative to the
+	// tensor's start): an H100 raises IllegalInstruction otherwise (docs/facts.md).
+	if off := start[0] * es; off%16 != 0 {
+		w.fault(in, ln, KindMisaligned, fmt.Sprintf("the box's inner coordinate %d is %d bytes from the tensor's start, not a multiple of 16 (the GPU raises an illegal instruction)", start[0], off))
+		return false
+	}
 	var fill uint64
 	if tm.OOBNaN {
 		fill = fromFloat(tm.Elem, math.NaN(), rndNear)

@@ -147,11 +147,22 @@ func TestTMALoad(t *testing.T) {
 		{dims: [3]int{40, 20, 3}, box: [3]int{64, 8, 1}, at: [3]int32{-8, 16, 2}, swz: 128},
 		{dims: [3]int{100, 9, 2}, box: [3]int{32, 4, 2}, at: [3]int32{80, 7, 1}, swz: 64},
 		{dims: [3]int{16, 16, 4}, box: [3]int{16, 16, 1}, at: [3]int32{0, 0, 3}, swz: 32},
-		{dims: [3]int{24, 5, 5}, box: [3]int{8, 8, 8}, at: [3]int32{-4, -3, -2}},
+		{dims: [3]int{24, 5, 5}, box: [3]int{8, 8, 8}, at: [3]int32{-8, -3, -2}},
 		{dims: [3]int{64, 8, 1}, box: [3]int{64, 8, 1}, at: [3]int32{0, 0, 0}, swz: 128, pitch: 256},
 		{dims: [3]int{50, 12, 2}, box: [3]int{16, 6, 2}, es: [3]int{2, 3, 1}, at: [3]int32{40, 2, 0}},
 	} {
 		must(t, runTMALoad(t, c, 0))
+	}
+}
+
+// TestTMALoadMisaligned: a box whose inner coordinate is not a multiple of 16 bytes (here
+// -4 and 20 bf16 elements) is a misaligned-access fault naming the coordinate, as an H100
+// raises IllegalInstruction for it.
+func TestTMALoadMisaligned(t *testing.T) {
+	for _, x := range []int32{-4, 20} {
+		c := tmaCase{dims: [3]int{24, 5, 5}, box: [3]int{8, 8, 8}, at: [3]int32{x, 0, 0}}
+		wantErr(t, runTMALoad(t, c, 0), KindMisaligned, fmt.Sprintf("the box's inner coordinate %d is %d bytes from the tensor's start, not a multiple of 16", x, 2*x),
+			"cp.async.bulk.tensor.3d")
 	}
 }
 

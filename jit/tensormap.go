@@ -92,7 +92,9 @@ type tensorMapEncoder interface {
 // swizzle, at most the swizzle's span). The tensor starts at buf's first element and must fit
 // in buf. Both backends check the same rules (cuTensorMapEncodeTiled's) and name the field
 // that breaks one; the GPU then calls cuTensorMapEncodeTiled, the emulator encodes an
-// emu.TensorMap.
+// emu.TensorMap. A copy through the map must start its box at a dimension-0 coordinate
+// that is a multiple of 16 bytes: the GPU raises IllegalInstruction for any other (the
+// emulator reports a misaligned access).
 func NewTensorMap[T Elem](buf *Buffer[T], dims, strides []uint64, box []uint32, swizzle Swizzle, opts ...TensorMapOption) (TensorMap, error) {
 	if buf == nil || buf.mem == nil {
 		return TensorMap{}, fmt.Errorf("jit: NewTensorMap: the buffer is nil")

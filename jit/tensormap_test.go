@@ -149,7 +149,9 @@ func tmaProgram(d *Device) error {
 		if tm.Elem() != ptx.U16 {
 			return fmt.Errorf("Elem() = %s, want u16", tm.Elem())
 		}
-		for ci, c := range [][2]int{{8, 4}, {w - bx/2, 8}, {0, h - 3}, {-4, -2}, {w - 3, h - 5}} {
+		// The inner coordinate's byte offset is a multiple of 16 (8 u16 elements): the GPU
+		// faults (IllegalInstruction) on any other; the emulator reports it.
+		for ci, c := range [][2]int{{8, 4}, {(w - bx/2) &^ 7, 8}, {0, h - 3}, {-8, -2}, {(w - 3) &^ 7, h - 5}} {
 			bytes := bx * by * 2
 			a := tmaBoxArgs{Tmap: tm, Pout: out, Px: int32(c[0]), Py: int32(c[1]), Pexp: uint32(bytes), Pwords: uint32(bytes / 4)}
 			if ci%2 == 0 {
