@@ -1,0 +1,50 @@
+"""Joins `gpubench fused -json` (every rank's lines) and torch_fused.py's into one table.
+
+Per (op, gpus, M, N, K): the slowest rank's median of each implementation, in us, and the
+ratios fused/gemm (the fusion's cost with nothing to overlap, at 1 GPU), fused/unfused (kgen's
+own collective + gemm in sequence) and fused/torch (NCCL + cuBLAS in sequence); < 1 means
+the fused kernel is faster.
+
+    python3 fused_join.py KGEN.jsonl [TORCH.jsonl] [--markdown]
+"""
+import json
+import sys
+
+
+def load(path, into):
+    for line in open(path):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        key = (r["op"], r["gpus"], r["m"], r["n"], r["k"])
+        d = into.setdefault(key, {})
+        d[r["impl"]] = max(d.get(r["impl"], 0.0), r["time_us"])
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if not args:
+        sys.exit(__doc__)
+    rows = {}
+    for p in args:
+        load(p, rows)
+    cols = ["kgen/fused", "kgen/unfused", "kgen/gemm", "torch/nccl+cublas", "torch/cublas"]
+    head = ["op", "gpus", "MxNxK"] + [c + " (us)" for c in cols] + ["fused/gemm", "fused/unfused", "fused/torch"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    for key in sorted(rows):
+        d = rows[key]
+        op, g, m, n, k = key
+        f = d.get("kgen/fused")
+
+        def ratio(c):
+            return f"{f / d[c]:.3f}" if f and d.get(c) else "-"
+
+        cells = [op, str(g), f"{m}x{n}x{k}"] + [f"{d[c]:.1f}" if c in d else "-" for c in cols]
+        cells += [ratio("kgen/gemm"), ratio("kgen/unfused"), ratio("torch/nccl+cublas")]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
