@@ -146,15 +146,16 @@ func rowOff(k *dsl.Kernel, cfg GemmConfig, r, ld dsl.Value) dsl.Value {
 }
 
 // fusedTile maps the block index to (slice, bm, bn): blocks come in ngpus runs of tilesM x
-// tilesN tiles, run j covering the rows of slice (rank + first + j) mod ngpus, tile rows
-// fastest (consecutive blocks share B's columns).
+// tilesN tiles, run j covering the rows of slice (rank + first + j) mod ngpus, each run in
+// the plain gemm's grouped order (gemmBlock: 8 tile rows per column, for L2 reuse), the same
+// on every GPU.
 func fusedTile(k *dsl.Kernel, rank, ngpus, tilesM, tilesN, first dsl.Value) (slice, bm, bn dsl.Value) {
 	b := k.BlockIdx(dsl.X)
 	per := tilesM.Mul(tilesN)
 	j := b.Div(per)
-	local := b.Rem(per)
 	slice = rank.Add(first).Add(j).Rem(ngpus)
-	return slice, local.Rem(tilesM), local.Div(tilesM)
+	bm, bn = groupedTile(b.Rem(per), tilesM, tilesN, dsl.U32)
+	return slice, bm, bn
 }
 
 // AGGemm writes ag_gemm for cfg into k: D (M x N) = A (M x K, rows gathered from every GPU)
@@ -195,8 +196,9 @@ func agGemm(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 	local := slice.Eq(a.Rank)
 
 	// The pusher of row tile bm: wait until every peer consumed the previous launch's copy
-	// (each of its tilesN blocks on the tile added one), push, signal.
-	k.If(local.And(bn.Eq(0)), func() {
+	// (each of its tilesN blocks on the tile added one), push, signal. One GPU has no peers:
+	// no pusher (its bar.syncs would be the only cost over the plain gemm).
+	k.If(local.And(bn.Eq(0)).And(a.NGPUs.Gt(1)), func() {
 		sig.WaitPeers(a.NGPUs, consumed, a.Epoch.Mul(tilesN))
 		r0 := bm.Mul(uint32(BM))
 		n := rowOff(k, cfg, rows.Sub(r0).Min(uint32(BM)), a.K)
@@ -300,66 +302,78 @@ func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder, allReduce bool) {
 	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, []any{1, a.N})
 	gP := k.MakeTensorDyn(part(owner, a.Rank), []any{rows, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm.To(dsl.I32), bn.To(dsl.I32))
 	main := gemmMainloop(k, cfg, gA, gB, gP, a.K, bm.To(dsl.I32), bn.To(dsl.I32), tid)
-	// A peer's tile: once the owner has summed the previous launch's partials out of this
-	// slot, store the partial there and signal.
-	k.If(owner.Ne(a.Rank), func() {
-		sig.Wait(free, a.Epoch)
-		partial := cfg
-		partial.Out = dsl.F32
-		gemmEpilogue(k, partial, main, gP, func() dsl.Tensor { return main.acc }, nil)
-		sig.Set(owner, ready(a.Rank), sig.Target())
-	})
-
-	// An own tile: the partial stays in shared memory (f32, rows padded by 8, as the
-	// epilogue stages it); the peers' come from the scratch.
-	sD := k.MakeTensor(main.smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
-	k.If(owner.Eq(a.Rank), func() {
-		k.Copy(main.acc, main.thr.PartitionC(sD))
-		sig.WaitPeers(a.NGPUs, ready, sig.Target()) // ends with the bar.sync the staging needs
+	// One GPU: nothing to exchange or sum (every signal would be a no-op), so the tile goes
+	// to D through the plain gemm's epilogue (16-byte stores), not the f32 staging and peer
+	// sum below. A runtime branch: the same kernel serves every GPU count.
+	k.If(a.NGPUs.Eq(1), func() {
+		d := out.D
 		if allReduce {
-			sig.WaitPeers(a.NGPUs, arrived, sig.Target())
+			d = outs.D.Peer(a.Rank)
 		}
-		vec := 1
-		if cfg.Aligned {
-			vec = 4
-		}
-		cols := uint32(BN / vec)
-		mine := a.Scratch.Peer(a.Rank)
-		k.For(tid, uint32(BM*BN/vec), uint32(cfg.Threads()), func(i dsl.Value) {
-			lr, lc := i.Div(cols), i.Rem(cols).Mul(uint32(vec))
-			r, c := bm.Mul(uint32(BM)).Add(lr), bn.Mul(uint32(BN)).Add(lc)
-			k.If(r.Lt(rows).And(c.Lt(a.N)), func() {
-				at := rowOff(k, cfg, r, a.N).Add(c)
-				sat := lr.Mul(uint32(BN + 8)).Add(lc)
-				if cfg.Aligned {
-					k.Assume(at, vec)
-					k.Assume(sat, vec)
-				}
-				sum := reducePeers(k, dsl.F32, dsl.Sum, a.NGPUs, vec, func(p int, dst dsl.Tensor) {
-					k.If(a.Rank.Eq(uint32(p)), func() {
-						loadTo(k, main.smem.As(dsl.F32), sat, dst)
-					}).Else(func() {
-						loadTo(k, mine.At(rowOff(k, cfg, rows.Mul(uint32(p)), a.N)), at, dst)
+		gD := k.MakeTensorDyn(d, []any{rows, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm.To(dsl.I32), bn.To(dsl.I32))
+		gemmEpilogue(k, cfg, main, gD, func() dsl.Tensor { return main.acc }, nil)
+	}).Else(func() {
+		// A peer's tile: once the owner has summed the previous launch's partials out of this
+		// slot, store the partial there and signal.
+		k.If(owner.Ne(a.Rank), func() {
+			sig.Wait(free, a.Epoch)
+			partial := cfg
+			partial.Out = dsl.F32
+			gemmEpilogue(k, partial, main, gP, func() dsl.Tensor { return main.acc }, nil)
+			sig.Set(owner, ready(a.Rank), sig.Target())
+		})
+
+		// An own tile: the partial stays in shared memory (f32, rows padded by 8, as the
+		// epilogue stages it); the peers' come from the scratch.
+		sD := k.MakeTensor(main.smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
+		k.If(owner.Eq(a.Rank), func() {
+			k.Copy(main.acc, main.thr.PartitionC(sD))
+			sig.WaitPeers(a.NGPUs, ready, sig.Target()) // ends with the bar.sync the staging needs
+			if allReduce {
+				sig.WaitPeers(a.NGPUs, arrived, sig.Target())
+			}
+			vec := 1
+			if cfg.Aligned {
+				vec = 4
+			}
+			cols := uint32(BN / vec)
+			mine := a.Scratch.Peer(a.Rank)
+			k.For(tid, uint32(BM*BN/vec), uint32(cfg.Threads()), func(i dsl.Value) {
+				lr, lc := i.Div(cols), i.Rem(cols).Mul(uint32(vec))
+				r, c := bm.Mul(uint32(BM)).Add(lr), bn.Mul(uint32(BN)).Add(lc)
+				k.If(r.Lt(rows).And(c.Lt(a.N)), func() {
+					at := rowOff(k, cfg, r, a.N).Add(c)
+					sat := lr.Mul(uint32(BN + 8)).Add(lc)
+					if cfg.Aligned {
+						k.Assume(at, vec)
+						k.Assume(sat, vec)
+					}
+					sum := reducePeers(k, dsl.F32, dsl.Sum, a.NGPUs, vec, func(p int, dst dsl.Tensor) {
+						k.If(a.Rank.Eq(uint32(p)), func() {
+							loadTo(k, main.smem.As(dsl.F32), sat, dst)
+						}).Else(func() {
+							loadTo(k, mine.At(rowOff(k, cfg, rows.Mul(uint32(p)), a.N)), at, dst)
+						})
+					})
+					v := sum.To(cfg.Out)
+					if !allReduce {
+						storeN(k, out.D, at, v)
+						return
+					}
+					at = rowOff(k, cfg, owner.Mul(rows), a.N).Add(at)
+					if cfg.Aligned {
+						k.Assume(at, vec)
+					}
+					k.For(k.Const(dsl.U32, 0), a.NGPUs, k.Const(dsl.U32, 1), func(p dsl.Value) {
+						storeN(k, outs.D.Peer(p), at, v)
 					})
 				})
-				v := sum.To(cfg.Out)
-				if !allReduce {
-					storeN(k, out.D, at, v)
-					return
-				}
-				at = rowOff(k, cfg, owner.Mul(rows), a.N).Add(at)
-				if cfg.Aligned {
-					k.Assume(at, vec)
-				}
-				k.For(k.Const(dsl.U32, 0), a.NGPUs, k.Const(dsl.U32, 1), func(p dsl.Value) {
-					storeN(k, outs.D.Peer(p), at, v)
-				})
 			})
+			sig.SetPeers(a.NGPUs, free, sig.Target())
+			if allReduce {
+				sig.SetPeers(a.NGPUs, done(a.Rank), sig.Target())
+				sig.WaitPeers(a.NGPUs, done, sig.Target())
+			}
 		})
-		sig.SetPeers(a.NGPUs, free, sig.Target())
-		if allReduce {
-			sig.SetPeers(a.NGPUs, done(a.Rank), sig.Target())
-			sig.WaitPeers(a.NGPUs, done, sig.Target())
-		}
 	})
 }

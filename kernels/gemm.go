@@ -357,14 +357,20 @@ func gemmEpilogue(k *dsl.Kernel, cfg GemmConfig, main gemmMain, gD dsl.Tensor, a
 // (the L2-friendly order of Triton's grouped GEMM): consecutive blocks sweep 8 tile rows
 // of one tile column, then the next column, so that they share A's rows and B's columns.
 func gemmBlock(k *dsl.Kernel, m, n dsl.Value, bmSize, bnSize int) (bm, bn dsl.Value) {
-	const group = 8
 	b := k.BlockIdx(dsl.X)
 	tilesM := m.Add(uint32(bmSize - 1)).Div(uint32(bmSize))
 	tilesN := n.Add(uint32(bnSize - 1)).Div(uint32(bnSize))
+	return groupedTile(b, tilesM, tilesN, dsl.I32)
+}
+
+// groupedTile maps tile index b (u32) of a tilesM x tilesN grid to (bm, bn) of type t in
+// gemmBlock's grouped order.
+func groupedTile(b, tilesM, tilesN dsl.Value, t dsl.Type) (bm, bn dsl.Value) {
+	const group = 8
 	perGroup := tilesN.Mul(uint32(group))
 	g := b.Div(perGroup)
 	first := g.Mul(uint32(group))
 	size := tilesM.Sub(first).Min(uint32(group))
 	r := b.Rem(perGroup)
-	return first.Add(r.Rem(size)).To(dsl.I32), r.Div(size).To(dsl.I32)
+	return first.Add(r.Rem(size)).To(t), r.Div(size).To(t)
 }

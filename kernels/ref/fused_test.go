@@ -38,7 +38,7 @@ func TestFusedGemms(t *testing.T) {
 }
 
 // TestFusedGemmsMore runs other types, the unaligned kernels (any N and K), a single row
-// tile per GPU smaller than the tile, and epochs across the u32 wrap (the signals' waits
+// tile per GPU smaller than the tile, more row tiles than a group of the tile order, and epochs across the u32 wrap (the signals' waits
 // compare serial numbers: 0xffffffff, then 0), strict and weak.
 func TestFusedGemmsMore(t *testing.T) {
 	unaligned := smallFused(dsl.F16, dsl.BF16)
@@ -58,6 +58,10 @@ func TestFusedGemmsMore(t *testing.T) {
 			{"epoch-wrap", smallFused(dsl.BF16, dsl.F32), 2, 2 * 36, 40, 24, 0xffffffff, false},
 			{"back-to-back", smallFused(dsl.BF16, dsl.F32), 4, 4 * 36, 40, 24, 0, true},
 			{"back-to-back-unaligned", unaligned, 4, 4 * 36, 40, 24, 0, true},
+			// 10 row tiles per GPU (a full group of 8 in the grouped tile order, then a
+			// partial group of 2, the last tile partial) by 3 tile columns.
+			{"grouped", smallFused(dsl.BF16, dsl.F32), 3, 3 * 293, 96, 24, 0, true},
+			{"grouped-1gpu", smallFused(dsl.BF16, dsl.BF16), 1, 293, 96, 24, 0, false},
 		} {
 			for _, weak := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/weak=%v", f, c.name, weak), func(t *testing.T) {
