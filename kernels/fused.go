@@ -164,8 +164,9 @@ func fusedTile(k *dsl.Kernel, rank, ngpus, tilesM, tilesN, first dsl.Value) (sli
 // first pushes rows tile i to every peer's Gathered (after the peer's consumed counter says
 // it is done with the previous launch's copy) and sets the peers' ready slot with a
 // release; a block on another GPU's slice waits for that slot (acquire), runs the main loop
-// from Gathered and adds one to the source's consumed counter (release). M must be a
-// multiple of NGPUs, N and K multiples of 8 when cfg.Aligned.
+// from Gathered and adds one to the source's consumed counter (release). On one GPU there
+// is no pusher: the plain gemm's work. M must be a multiple of NGPUs, N and K multiples of 8
+// when cfg.Aligned.
 func AGGemm(k *dsl.Kernel, cfg GemmConfig) { agGemm(k, cfg, ordered) }
 
 // AGGemmUnordered is AGGemm with relaxed instead of release signals: a deliberately broken
@@ -176,6 +177,9 @@ func agGemm(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 	if err := FusedCheck(cfg); err != nil {
 		k.Errorf("ag_gemm: %v", err)
 		return
+	}
+	if cfg.MinBlocks > 0 {
+		k.LaunchBounds(cfg.Threads(), cfg.MinBlocks)
 	}
 	a := dsl.Params[AGGemmArgs](k, cfg.In)
 	o := dsl.Params[FusedOut](k, cfg.Out)
@@ -236,8 +240,9 @@ func agGemm(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder) {
 // release; the owner's block stages its own partial in shared memory, waits for every
 // peer's slot (acquire), sums the partials in rank order into D (its rows) and sets every
 // source's free slot (release), which the next launch's sources wait for before storing. Blocks take the owners
-// in the order rank+1, rank+2, ..., so each GPU's own tiles come last. M must be a multiple
-// of NGPUs, N and K multiples of 8 when cfg.Aligned.
+// in the order rank+1, rank+2, ..., so each GPU's own tiles come last. On one GPU (a runtime
+// branch; gemm_ar too) the tile goes to D through the plain gemm's epilogue, no signal or
+// scratch touched. M must be a multiple of NGPUs, N and K multiples of 8 when cfg.Aligned.
 func GemmRS(k *dsl.Kernel, cfg GemmConfig) { gemmRS(k, cfg, ordered, false) }
 
 // GemmRSUnordered is GemmRS with relaxed instead of release signals: a deliberately broken
@@ -265,6 +270,9 @@ func gemmRS(k *dsl.Kernel, cfg GemmConfig, ord barrierOrder, allReduce bool) {
 	if err := FusedCheck(cfg); err != nil {
 		k.Errorf("%s: %v", what, err)
 		return
+	}
+	if cfg.MinBlocks > 0 {
+		k.LaunchBounds(cfg.Threads(), cfg.MinBlocks)
 	}
 	a := dsl.Params[GemmRSArgs](k, cfg.In)
 	var out FusedOut

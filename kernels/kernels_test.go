@@ -163,3 +163,20 @@ func TestGemmMinBlocks(t *testing.T) {
 		t.Fatalf("MinBlocks 9: %v", err)
 	}
 }
+
+// The fused kernels honour GemmConfig.MinBlocks as the gemm does.
+func TestFusedMinBlocks(t *testing.T) {
+	c := DefaultFusedConfig(dsl.BF16)
+	c.MinBlocks = 2
+	for f, build := range map[Family]func(*dsl.Kernel, GemmConfig){FamilyAGGemm: AGGemm, FamilyGemmRS: GemmRS, FamilyGemmAR: GemmAR} {
+		k := dsl.New(FusedName(f, c), dsl.WithTarget(ptx.SM90))
+		build(k, c)
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := m.String(); !strings.Contains(s, ".maxntid 128, 1, 1") || !strings.Contains(s, ".minnctapersm 2") {
+			t.Fatalf("%s: no launch bounds in the PTX", FusedName(f, c))
+		}
+	}
+}
