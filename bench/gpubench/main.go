@@ -4,8 +4,8 @@
 //	gpubench copy [-bytes 1073741824] [-reps 20]   tiled_copy vs a device-to-device cuMemcpy
 //	gpubench lib [-reps 30] [-sweep] [-only k,..]  every single-GPU library kernel at the
 //	                                               shapes of docs/bench.md (TSV; see lib.go)
-//	gpubench fused [-sizes 4096,...] [-json]     ag_gemm, gemm_rs, gemm_ar vs the unfused kgen pair and
-//	                                               plain gemm, per rank (see fused.go)
+//	gpubench fused [-sizes ...] [-json]            ag_gemm, gemm_rs, gemm_ar vs kgen's unfused
+//	                                               pair and plain gemm, per rank (fused.go)
 //	gpubench collsim [-ranks 2,4] [-bytes ...] [-old DIR]  the p2p collectives with N ranks
 //	                                               simulated on one GPU, current vs old PTX
 //	                                               (see collsim.go)
