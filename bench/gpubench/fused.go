@@ -6,8 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -28,8 +31,24 @@ import (
 // problem, with CUDA events on one stream (3 warm-ups, median of -reps), after checking a
 // sample of each output against a float64 reference. bf16 in and out. Prints one line per
 // measurement, or with -json one object per line for scripts/bench/fused_join.py.
-func runFused(args []string) error {
-	fs := flag.NewFlagSet("fused", flag.ExitOnError)
+func runFused(args []string) error { return fused(os.Stdout, args) }
+
+// syncWriter serializes the ranks' lines (on the emulator the ranks are goroutines).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// fused is runFused writing its lines to w.
+func fused(w io.Writer, args []string) error {
+	sw := &syncWriter{w: w}
+	fs := flag.NewFlagSet("fused", flag.ContinueOnError)
 	sizes := fs.String("sizes", "4096,8192,8192x4096x14336", "problems: N (N^3) or MxNxK, comma-separated")
 	ops := fs.String("ops", "ag_gemm,gemm_rs,gemm_ar", "fused ops to time")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
@@ -55,11 +74,11 @@ func runFused(args []string) error {
 	}
 	return jit.RunRanks(jit.RanksOptions{NVSHMEM: true}, func(r *jit.Rank) error {
 		if r.Rank == 0 && !*asJSON {
-			fmt.Printf("device: %s (%s); %d rank(s); bf16, median of %d after 3 warm-ups\n", r.Device.Info().Name, r.Device.Info().Arch, r.World, *reps)
+			fmt.Fprintf(sw, "device: %s (%s); %d rank(s); bf16, median of %d after 3 warm-ups\n", r.Device.Info().Name, r.Device.Info().Arch, r.World, *reps)
 		}
 		for _, p := range probs {
 			// A communicator per problem: closing it frees the problem's buffers.
-			fb, err := newFusedBench(r, *reps, *asJSON)
+			fb, err := newFusedBench(r, sw, *reps, *asJSON)
 			if err != nil {
 				return err
 			}
@@ -106,9 +125,10 @@ type fusedBench struct {
 	mods   []*jit.Module
 	reps   int
 	asJSON bool
+	w      io.Writer
 }
 
-func newFusedBench(r *jit.Rank, reps int, asJSON bool) (*fusedBench, error) {
+func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON bool) (*fusedBench, error) {
 	s, err := r.Device.NewStream()
 	if err != nil {
 		return nil, err
@@ -121,7 +141,7 @@ func newFusedBench(r *jit.Rank, reps int, asJSON bool) (*fusedBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	fb := &fusedBench{r: r, c: c, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON}
+	fb := &fusedBench{r: r, c: c, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
 	return fb, nil
 }
 
@@ -357,7 +377,7 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 		res := fusedResult{Impl: impl, Op: op, GPUs: g, Rank: rank, M: m, N: n, K: k, TimeUS: float64(t.Nanoseconds()) / 1e3, Err: e, Kernel: kernel}
 		if fb.asJSON {
 			line, _ := json.Marshal(res)
-			fmt.Println(string(line))
+			fmt.Fprintln(fb.w, string(line))
 		}
 		return t, nil
 	}
@@ -382,7 +402,7 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 	if !fb.asJSON {
 		us := func(t time.Duration) float64 { return float64(t.Nanoseconds()) / 1e3 }
 		tflops := 2 * float64(m) * float64(n) * float64(k) / tf.Seconds() / 1e12
-		fmt.Printf("rank %d/%d %-7s %5dx%5dx%5d: fused %9.1f us (%5.1f TFLOP/s, %s) | unfused %9.1f us | gemm %9.1f us | fused/gemm %.3f | fused/unfused %.3f\n",
+		fmt.Fprintf(fb.w, "rank %d/%d %-7s %5dx%5dx%5d: fused %9.1f us (%5.1f TFLOP/s, %s) | unfused %9.1f us | gemm %9.1f us | fused/gemm %.3f | fused/unfused %.3f\n",
 			rank, g, op, m, n, k, us(tf), tflops, kernel, us(tu), us(tg), tf.Seconds()/tg.Seconds(), tf.Seconds()/tu.Seconds())
 	}
 	return nil
