@@ -217,7 +217,7 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 	ctx := context.Background()
 	g, rank := fb.r.World, fb.r.Rank
 	if m%g != 0 {
-		return fmt.Errorf("M = %d is not divisible by the %d ranks", m, g)
+		return fmt.Errorf("m = %d is not divisible by the %d ranks", m, g)
 	}
 	rows := m / g
 	aligned := n%8 == 0 && k%8 == 0
