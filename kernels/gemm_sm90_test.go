@@ -85,3 +85,16 @@ func TestGemmSM90Ptxas(t *testing.T) {
 		t.Logf("%s: %s", cfg.Name(), strings.TrimSpace(regexp.MustCompile(`Used \d+ registers[^\n]*`).FindString(string(out))))
 	}
 }
+
+// BenchmarkGemmSM90Build builds and prints the default sm_90a gemm (issue 15: under 5 ms).
+func BenchmarkGemmSM90Build(b *testing.B) {
+	for b.Loop() {
+		k := dsl.New("g", dsl.WithTarget(ptx.SM90a))
+		GemmSM90(k, DefaultGemmSM90Config(dsl.BF16))
+		m, err := k.Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.String()
+	}
+}

@@ -22,6 +22,7 @@ func TestGemmSM90Shapes(t *testing.T) {
 		{kernels.DefaultGemmSM90Config(dsl.BF16), 200, 136, 72, 2, 1.5, -0.5},
 		{kernels.GemmSM90Config{In: dsl.F16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 3}, 130, 200, 328, 3, 0.5, 2},
 		{kernels.DefaultGemmSM90Config(dsl.BF16), 257, 520, 304, 5, 1, 0.25},
+		{kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 3}, 136, 264, 200, 3, 1, 0},
 	} {
 		t.Run(fmt.Sprintf("%s_%dx%dx%d", c.cfg.Name(), c.m, c.n, c.k), func(t *testing.T) {
 			res, err := RunGemmSM90(GemmSM90Problem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: c.alpha, Beta: c.beta, Seed: 3, Blocks: c.grid})
