@@ -227,7 +227,8 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 // gemmSM90Epilogue stores the warpgroup's 64 x BN accumulators at rows row0.. and columns
 // col0.. of D. Thread t of the warpgroup holds, as value i (wgmma's D fragment), row
 // 16*(t/32) + (t%32)/4 + 8*((i/2)%2) and column 2*(t%4) + 8*(i/4) + i%2 (GemmSM90AccCoord);
-// a pair of values is two adjacent columns, both inside N or both outside (N is even).
+// a pair of values is two adjacent columns, both inside N or both outside (N is even), stored
+// (and C read) as one 2-element vector.
 func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value) {
 	r := row0.Add(t.Shr(uint32(5)).Mul(uint32(16))).Add(t.And(uint32(31)).Shr(uint32(2)))
 	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
@@ -236,19 +237,22 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 		for half := 0; half < 2; half++ {
 			row := r.Add(uint32(8 * half))
 			k.If(row.Lt(a.M), func() {
-				base := row.Mul(a.N)
+				at := row.Mul(a.N).Add(c)
+				d := o.D.At(at)
+				var cp dsl.Ptr
+				if withC {
+					cp = o.C.At(at)
+				}
 				for j := 0; j < cfg.BN/8; j++ {
-					col := c.Add(uint32(8 * j))
-					k.If(col.Lt(a.N), func() {
-						at := base.Add(col)
-						for e := 0; e < 2; e++ {
-							v := vals[4*j+2*half+e].Mul(a.Alpha)
-							idx := at.Add(uint32(e))
-							if withC {
-								v = k.FMA(k.Load(o.C.At(idx)).To(dsl.F32), a.Beta, v)
+					k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
+						v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+						if withC {
+							cv := k.LoadVec(cp.At(8*j), 2)
+							for e := range v {
+								v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
 							}
-							k.Store(o.D.At(idx), v.To(cfg.Out))
 						}
+						k.StoreVec(d.At(8*j), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
 					})
 				}
 			})
