@@ -136,6 +136,9 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 		k.Errorf("gemm_sm90: wgmma and setmaxnreg need sm_90a; the kernel targets %s", k.Target())
 		return
 	}
+	// .maxntid and .minnctapersm 1: ptxas then fixes the registers at entry (65536 over the
+	// block), without which it ignores setmaxnreg (C7508).
+	k.LaunchBounds(cfg.Threads(), 1)
 	BM, BN, BK := cfg.BM(), cfg.BN, gemmSM90BK
 	a := dsl.Params[GemmSM90Args](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)

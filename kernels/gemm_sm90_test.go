@@ -55,7 +55,8 @@ func TestGemmSM90Misuse(t *testing.T) {
 var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
 
 // TestGemmSM90Ptxas assembles the configurations gpubench runs (the default, 128x256 with 3
-// stages, 64x64 with one consumer) with ptxas -v: no spills.
+// stages, 64x64 with one consumer) with ptxas -v: no spills, and no performance warning
+// (setmaxnreg ignored, a warpgroup.wait injected before a wgmma result is read).
 func TestGemmSM90Ptxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
 	for _, cfg := range []GemmSM90Config{DefaultGemmSM90Config(dsl.BF16),
@@ -74,6 +75,12 @@ func TestGemmSM90Ptxas(t *testing.T) {
 		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", f, "-o", f+".cubin").CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: ptxas: %v: %s", cfg.Name(), err, out)
+		}
+		for _, w := range []string{"C7508", "C7517", "C7510", "Potential Performance Loss"} { // setmaxnreg ignored, waits injected, ...
+			if strings.Contains(string(out), w) {
+				t.Errorf("%s: ptxas warns: %s", cfg.Name(), out)
+				break
+			}
 		}
 		s := spillRE.FindStringSubmatch(string(out))
 		if s == nil {
