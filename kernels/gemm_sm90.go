@@ -175,8 +175,8 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 		k.Errorf("gemm_sm90: TMA copies A %v-major box %v, B %v-major box %v; the host builds the maps with %v and %v", cA.Major(), cA.Box, cB.Major(), cB.Box, cfg.TMABoxA(), cfg.TMABoxB())
 		return
 	}
-	consumers := 128 * cfg.Consumers
-	pipe := k.MakeTMAPipeline(cfg.Stages, consumers, cA, cB)
+	// One arrival per consumer warp frees a stage (lane 0, after the warp's wait_group).
+	pipe := k.MakeTMAPipeline(cfg.Stages, 4*cfg.Consumers, cA, cB)
 	mma := dsl.MakeTiledGMMA(atom, cfg.Consumers)
 
 	tid := k.ThreadIdx(dsl.X)
@@ -206,6 +206,8 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 		acc := mma.Accumulators(k)
 		wg := tid.Shr(uint32(7)).Sub(uint32(1))
 		st, rel := pipe.ConsumerState(), pipe.ConsumerState()
+		lane0 := tid.And(uint32(31)).Eq(uint32(0))
+		release := func() { k.If(lane0, func() { pipe.ConsumerRelease(rel) }) }
 		sched.ForEach(func(m, n dsl.Value) {
 			// The first K step overwrites the previous tile's accumulators (scale-d 0).
 			pipe.ConsumerWait(st)
@@ -215,12 +217,12 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 				pipe.ConsumerWait(st)
 				mma.Gemm(k, wg, sA, sB, st.Index, acc)
 				k.WaitGroup(1)
-				pipe.ConsumerRelease(rel)
+				release()
 				st.Advance()
 				rel.Advance()
 			})
 			k.WaitGroup(0)
-			pipe.ConsumerRelease(rel)
+			release()
 			rel.Advance()
 			gemmSM90Epilogue(k, cfg, a, o, acc, tid.And(uint32(127)), m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)))
 		})
