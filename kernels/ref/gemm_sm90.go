@@ -11,6 +11,23 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+func init() { register("gemm_sm90", gemmSM90Harness) }
+
+// gemmSM90Harness runs `kgen run gemm_sm90`: about size elements per matrix, M odd, N and K
+// rounded up to multiples of 8 (the kernel's rule), on two persistent blocks.
+func gemmSM90Harness(r *run) error {
+	side := max(int(math.Cbrt(float64(r.size(0)))), 1)
+	up8 := func(x int) int { return (x + 7) / 8 * 8 }
+	m, n, kk := side+1, up8(side+17), up8(side+33)
+	if r.p.Size == 0 {
+		m, n, kk = 257, 136, 304
+	}
+	res, err := RunGemmSM90(GemmSM90Problem{Config: kernels.DefaultGemmSM90Config(r.p.DType), M: m, N: n, K: kk,
+		Alpha: 1.5, Beta: -0.5, Seed: r.p.Seed, Blocks: 2})
+	r.res = res
+	return err
+}
+
 // GemmSM90Problem is one sm_90a gemm run on the emulator: D = Alpha*A*B + Beta*C for an
 // M x N x K problem (row-major A and B) on Blocks persistent blocks (0: one per tile).
 type GemmSM90Problem struct {
