@@ -31,6 +31,11 @@ func TestHopperMisuse(t *testing.T) {
 			acc := m.Accumulators(k)
 			return at(func() { m.Gemm(k, 0, rowMajor, sB, 0, acc) })
 		}},
+		{"dynamic shared tile off the swizzle's repeat", "offset 100 is not a non-negative multiple of 1024", func(k *dsl.Kernel) int {
+			la, _ := dsl.GMMALayoutAtom(dsl.BF16, dsl.KMajor, 128)
+			l, _ := dsl.TileToShape(la, 64, 64)
+			return at(func() { k.DynamicSharedTile(dsl.BF16, l, 2, 100) })
+		}},
 		{"wrong expect_tx", "the stage's loads bring 8192 bytes; its full barrier expects 16384", func(k *dsl.Kernel) int {
 			_, _, _, cA, _, p := hopperParts(k)
 			st := p.ProducerState()

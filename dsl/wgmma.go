@@ -33,6 +33,25 @@ func (k *Kernel) SharedTile(elem Type, l layout.ComposedLayout, stages int) Shar
 	return s
 }
 
+// DynamicSharedTile is SharedTile in dynamic shared memory (DynamicShared with 1024-byte
+// alignment), starting offset bytes in (a multiple of 1024): for pipelines larger than the
+// 48 KiB of static shared memory. The launch gives offset plus the tile's stages*StageBytes.
+func (k *Kernel) DynamicSharedTile(elem Type, l layout.ComposedLayout, stages, offset int) SharedTile {
+	defer k.hold()()
+	es := memType(elem).Bytes()
+	bytes := (l.Inner.Cosize()*es + 1023) / 1024 * 1024
+	s := SharedTile{k: k, Elem: elem, Layout: l, Stages: max(stages, 1), StageBytes: bytes}
+	if stages <= 0 {
+		k.errorf("DynamicSharedTile: %d stages; want at least 1", stages)
+	}
+	if offset < 0 || offset%1024 != 0 {
+		k.errorf("DynamicSharedTile: offset %d is not a non-negative multiple of 1024", offset)
+		offset = 0
+	}
+	s.base = k.DynamicShared(U8, 1024).At(offset).As(elem)
+	return s
+}
+
 // alignedShared allocates n bytes of static shared memory aligned to align bytes.
 func (k *Kernel) alignedShared(what string, n, align int) Ptr {
 	start := (k.smem + int64(align) - 1) / int64(align) * int64(align) // ptxas places variables in order, aligned

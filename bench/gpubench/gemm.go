@@ -40,6 +40,11 @@ func runGemm(args []string) error {
 	fs.IntVar(&cfg.IssueAfter, "issue", cfg.IssueAfter, "the K block before which a step issues the next tile's loads")
 	fs.BoolVar(&cfg.DoubleBuffer, "db", cfg.DoubleBuffer, "double-buffer the fragments (load one K block ahead)")
 	fs.IntVar(&cfg.MinBlocks, "minblocks", cfg.MinBlocks, "blocks per SM that ptxas must fit (.minnctapersm; 0: its choice)")
+	sm90 := fs.Bool("sm90", false, "run gemm_sm90 (TMA + wgmma, warp-specialized, persistent; sm_90a) instead of the mma.sync gemm")
+	h := kernels.DefaultGemmSM90Config(dsl.BF16)
+	fs.IntVar(&h.BN, "sm90-bn", h.BN, "gemm_sm90: block tile N (64, 128, 256)")
+	fs.IntVar(&h.Consumers, "sm90-consumers", h.Consumers, "gemm_sm90: consumer warpgroups (1, 2)")
+	fs.IntVar(&h.Stages, "sm90-stages", h.Stages, "gemm_sm90: TMA stages")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,6 +52,7 @@ func runGemm(args []string) error {
 	case "bf16":
 	case "f16":
 		cfg.In, cfg.Out = dsl.F16, dsl.F16
+		h.In, h.Out = dsl.F16, dsl.F16
 	default:
 		return fmt.Errorf("-dtype %q: want bf16 or f16", *dtype)
 	}
@@ -55,13 +61,19 @@ func runGemm(args []string) error {
 		return err
 	}
 	defer d.Close()
-	fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, cfg.Name(), cfg.Threads(), cfg.SharedBytes())
+	var hp *kernels.GemmSM90Config
+	if *sm90 {
+		hp = &h
+		fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared, persistent on %d SMs\n", d.Info().Name, d.Info().Arch, h.Name(), h.Threads(), h.SharedBytes(), d.Info().Multiproc)
+	} else {
+		fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, cfg.Name(), cfg.Threads(), cfg.SharedBytes())
+	}
 	for _, s := range strings.Split(*sizes, ",") {
 		m, n, k, err := parseSize(s)
 		if err != nil {
 			return err
 		}
-		if err := benchGemm(d, cfg, m, n, k, *reps, *dir); err != nil {
+		if err := benchGemm(d, cfg, hp, m, n, k, *reps, *dir); err != nil {
 			return fmt.Errorf("%dx%dx%d: %w", m, n, k, err)
 		}
 	}
@@ -96,7 +108,8 @@ type gemmRecord struct {
 	SampleErr float64 // the largest sampled |D - ref| / tolerance
 }
 
-func benchGemm(d *jit.Device, cfg kernels.GemmConfig, m, n, k, reps int, dir string) error {
+// benchGemm times one problem: the mma.sync gemm of cfg, or gemm_sm90 of hp when not nil.
+func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config, m, n, k, reps int, dir string) error {
 	if m%8 != 0 || n%8 != 0 || k%8 != 0 {
 		cfg.Aligned = false
 	}
@@ -104,18 +117,29 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, m, n, k, reps int, dir str
 	if !target.Valid() {
 		target = ptx.SM90
 	}
-	kb := dsl.New(cfg.Name(), dsl.WithTarget(target))
-	kernels.Gemm(kb, cfg)
+	name := cfg.Name()
+	if hp != nil {
+		if err := hp.CheckShape(m, n, k); err != nil {
+			return err
+		}
+		name, target = hp.Name(), ptx.SM90a
+	}
+	kb := dsl.New(name, dsl.WithTarget(target))
+	if hp != nil {
+		kernels.GemmSM90(kb, *hp)
+	} else {
+		kernels.Gemm(kb, cfg)
+	}
 	mod, err := kb.Build()
 	if err != nil {
 		return err
 	}
-	jm, err := d.Load(jit.Source{Module: mod})
+	jm, err := d.Load(jit.Source{Module: mod, Params: map[string][]jit.ParamInfo{name: jit.ParamInfos(kb.Params())}})
 	if err != nil {
 		return err
 	}
 	defer jm.Close()
-	fn, err := jm.Function(cfg.Name())
+	fn, err := jm.Function(name)
 	if err != nil {
 		return err
 	}
@@ -167,9 +191,28 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, m, n, k, reps int, dir str
 	}
 	defer s.Close()
 	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(m, n)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: s}
-	t, err := timeIt(d, s, reps, func() error {
+	launch := func() error {
 		return fn.Launch(lc, a, b, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out)
-	})
+	}
+	if hp != nil {
+		var tmA, tmB jit.TensorMap
+		var free func()
+		var err error
+		if hp.In == dsl.F16 {
+			tmA, tmB, free, err = sm90Maps[fp.F16](d, *hp, ha, hb, m, n, k)
+		} else {
+			tmA, tmB, free, err = sm90Maps[fp.BF16](d, *hp, ha, hb, m, n, k)
+		}
+		if err != nil {
+			return err
+		}
+		defer free()
+		lc = jit.LaunchConfig{Grid: jit.D1(hp.Grid(m, n, max(d.Info().Multiproc, 1))), Block: jit.D1(hp.Threads()), SharedMem: hp.SharedBytes(), Stream: s}
+		launch = func() error {
+			return fn.Launch(lc, tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out)
+		}
+	}
+	t, err := timeIt(d, s, reps, launch)
 	if err != nil {
 		return err
 	}
@@ -193,6 +236,7 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, m, n, k, reps int, dir str
 	tflops := 2 * float64(m) * float64(n) * float64(k) / t.Seconds() / 1e12
 	fmt.Printf("gemm %dx%dx%d %s: kgen %9.1f us %7.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
 		m, n, k, cfg.In, float64(t.Nanoseconds())/1e3, tflops, reps, worst)
+	fmt.Printf("  kernel %s\n", name)
 	if worst > 1 {
 		return fmt.Errorf("sampled D differs from the float64 reference (%.3g x tolerance)", worst)
 	}
@@ -208,7 +252,43 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, m, n, k, reps int, dir str
 			return err
 		}
 	}
-	rec, _ := json.Marshal(gemmRecord{M: m, N: n, K: k, DType: cfg.In.String(), Kernel: cfg.Name(),
+	rec, _ := json.Marshal(gemmRecord{M: m, N: n, K: k, DType: cfg.In.String(), Kernel: name,
 		KgenUS: float64(t.Nanoseconds()) / 1e3, SampleErr: worst})
 	return os.WriteFile(filepath.Join(sub, "kgen.json"), rec, 0o644)
+}
+
+// sm90Maps copies A (M x K) and B (K x N), row-major 16-bit values, into buffers of T (the
+// type the kernel's tensor maps are over) and makes gemm_sm90's tensor maps of them: A's
+// (K, M) and B's (N, K), innermost first, with hp's boxes and the 128-byte swizzle.
+func sm90Maps[T interface{ ~uint16 }](d *jit.Device, hp kernels.GemmSM90Config, ha, hb []uint16, m, n, k int) (tmA, tmB jit.TensorMap, free func(), err error) {
+	var bufs []*jit.Buffer[T]
+	free = func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}
+	load := func(h []uint16) (*jit.Buffer[T], error) {
+		b, err := jit.Alloc[T](d, len(h))
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, b)
+		return b, b.CopyFromHost(unsafe.Slice((*T)(unsafe.Pointer(&h[0])), len(h)))
+	}
+	box := func(b [2]int) []uint32 { return []uint32{uint32(b[0]), uint32(b[1])} }
+	a, err := load(ha)
+	if err == nil {
+		tmA, err = jit.NewTensorMap(a, []uint64{uint64(k), uint64(m)}, []uint64{2 * uint64(k)}, box(hp.TMABoxA()), jit.Swizzle128B)
+	}
+	var b *jit.Buffer[T]
+	if err == nil {
+		b, err = load(hb)
+	}
+	if err == nil {
+		tmB, err = jit.NewTensorMap(b, []uint64{uint64(n), uint64(k)}, []uint64{2 * uint64(n)}, box(hp.TMABoxB()), jit.Swizzle128B)
+	}
+	if err != nil {
+		free()
+	}
+	return tmA, tmB, free, err
 }

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGemmSM90OnEmulator runs `gpubench gemm -sm90` on the emulator at an odd shape: the
+// sampled check passes and the record for torch_gemm.py names gemm_sm90.
+func TestGemmSM90OnEmulator(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	dir := t.TempDir()
+	if err := runGemm([]string{"-sm90", "-sizes", "200x136x72", "-reps", "1", "-dir", dir}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "200x136x72", "kgen.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec gemmRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rec.Kernel, "gemm_sm90_bf16") || rec.M != 200 || rec.N != 136 || rec.K != 72 || rec.SampleErr > 1 {
+		t.Errorf("record %+v: want gemm_sm90_bf16 at 200x136x72 within tolerance", rec)
+	}
+	err = runGemm([]string{"-sm90", "-sizes", "64x12x16", "-reps", "1"})
+	if err == nil || !strings.Contains(err.Error(), "multiples of 8") {
+		t.Errorf("N=12: err %v, want the multiple-of-8 rule", err)
+	}
+}

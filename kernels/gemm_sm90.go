@@ -1,0 +1,273 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// GemmSM90Config selects one sm_90a gemm: D = alpha*A*B + beta*C with A (M x K, row-major)
+// and B (K x N, row-major, as Gemm takes it) of In elements read by TMA, f32 accumulation on
+// wgmma, C and D (M x N, row-major) of Out elements. A block is one producer warpgroup (one
+// thread issues the TMA loads) and Consumers warpgroups (64 rows of the BM = 64*Consumers
+// row tile each, wgmma m64nBNk16); Stages shared-memory stages of BK = 64 columns of K with
+// the 128-byte swizzle. Blocks are persistent: each takes output tiles from a TileScheduler.
+// TMA needs 16-byte-aligned global strides: K and N must be multiples of 8.
+type GemmSM90Config struct {
+	In, Out   dsl.Type
+	BN        int // 64, 128 or 256
+	Consumers int // consumer warpgroups: 1 or 2
+	Stages    int
+}
+
+// DefaultGemmSM90Config is the library's sm_90a gemm: 128x128x64 tiles (two consumer
+// warpgroups), 4 stages, out = in.
+func DefaultGemmSM90Config(dt dsl.Type) GemmSM90Config {
+	return GemmSM90Config{In: dt, Out: dt, BN: 128, Consumers: 2, Stages: 4}
+}
+
+// gemmSM90BK is the K step: one 128-byte swizzle row of 16-bit elements.
+const gemmSM90BK = 64
+
+// BM returns the block's row tile.
+func (c GemmSM90Config) BM() int { return 64 * c.Consumers }
+
+// Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x64_<stages>s.
+func (c GemmSM90Config) Name() string {
+	return fmt.Sprintf("gemm_sm90_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, gemmSM90BK, c.Stages)
+}
+
+// Threads returns the block size: the producer warpgroup and the consumers.
+func (c GemmSM90Config) Threads() int { return 128 * (1 + c.Consumers) }
+
+// SharedBytes returns the dynamic shared memory a block needs: the stages of A and B.
+func (c GemmSM90Config) SharedBytes() int {
+	return c.Stages * (c.BM() + c.BN) * gemmSM90BK * c.In.Bytes()
+}
+
+// Tiles returns the number of output tiles of an M x N problem.
+func (c GemmSM90Config) Tiles(m, n int) int { return ceilDiv(m, c.BM()) * ceilDiv(n, c.BN) }
+
+// Grid returns the number of persistent blocks for an M x N problem on a GPU of sms
+// multiprocessors: one block per SM, at most one per tile.
+func (c GemmSM90Config) Grid(m, n, sms int) int { return max(1, min(c.Tiles(m, n), sms)) }
+
+// TMABoxA and TMABoxB are the tensor maps' boxes (innermost dimension first) with
+// SwizzleBytes: A's map is (K, M) of a row-major A, B's (N, K) of a row-major B.
+func (c GemmSM90Config) TMABoxA() [2]int { return [2]int{gemmSM90BK, c.BM()} }
+
+// TMABoxB is B's box (see TMABoxA).
+func (c GemmSM90Config) TMABoxB() [2]int { return [2]int{64, gemmSM90BK} }
+
+// SwizzleBytes is the tensor maps' swizzle.
+func (c GemmSM90Config) SwizzleBytes() int { return 128 }
+
+// Check reports a configuration the kernel cannot build.
+func (c GemmSM90Config) Check() error {
+	switch {
+	case c.In != dsl.F16 && c.In != dsl.BF16:
+		return fmt.Errorf("gemm_sm90: input type %s (want f16 or bf16)", c.In)
+	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
+		return fmt.Errorf("gemm_sm90: output type %s (want f16, bf16 or f32)", c.Out)
+	case c.BN != 64 && c.BN != 128 && c.BN != 256:
+		return fmt.Errorf("gemm_sm90: BN %d (want 64, 128 or 256)", c.BN)
+	case c.Consumers != 1 && c.Consumers != 2:
+		return fmt.Errorf("gemm_sm90: %d consumer warpgroups (want 1 or 2)", c.Consumers)
+	case c.Stages < 2 || c.Stages > 8:
+		return fmt.Errorf("gemm_sm90: %d stages (want 2..8)", c.Stages)
+	case c.SharedBytes() > 227<<10:
+		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles need %d bytes of shared memory; an sm_90 block has at most %d",
+			c.Stages, c.BM(), gemmSM90BK, c.BN, gemmSM90BK, c.SharedBytes(), 227<<10)
+	}
+	return nil
+}
+
+// CheckShape reports a problem the kernel cannot run: TMA's global strides must be
+// multiples of 16 bytes, so K (A's row length) and N (B's) must be multiples of 8.
+func (c GemmSM90Config) CheckShape(m, n, k int) error {
+	switch {
+	case m <= 0 || n <= 0 || k <= 0:
+		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: every extent must be positive", m, n, k)
+	case k%8 != 0 || n%8 != 0:
+		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: K and N must be multiples of 8 (TMA needs 16-byte-aligned row strides of A and B)", m, n, k)
+	}
+	return nil
+}
+
+// GemmSM90Args are the sm_90a gemm's parameters: the tensor maps of A and B (by value), m,
+// n, k, alpha, beta; then GemmOut's c and d (Out elements; C may be null when beta is 0).
+type GemmSM90Args struct {
+	TmA, TmB    dsl.TensorMap
+	M, N, K     dsl.Value `kgen:"u32"`
+	Alpha, Beta dsl.Value `kgen:"f32"`
+}
+
+func init() {
+	register(&Spec{
+		Name:    "gemm_sm90",
+		Doc:     "D = alpha*A*B + beta*C on sm_90a: TMA (tensor-map parameters) and wgmma, warp-specialized and persistent; 128x128x64 tiles, 4 stages; K, N multiples of 8",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: []ptx.Target{ptx.SM90a},
+		Golden:  []ptx.Target{ptx.SM90a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmSM90(k, DefaultGemmSM90Config(dt)) },
+	})
+}
+
+// GemmSM90 writes the sm_90a gemm for cfg into k (target sm_90a). Launch cfg.Grid(M, N, SMs)
+// blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic shared memory; the
+// tensor maps are A's (K, M) and B's (N, K), innermost first, with the boxes TMABoxA,
+// TMABoxB and the 128-byte swizzle.
+//
+// The producer warpgroup gives up registers (setmaxnreg.dec 40) and one elected thread
+// loads each tile's K steps into the stage ring (TMAPipeline: the full barrier counts the
+// bytes, out-of-bounds rows and columns are zero-filled). The consumer warpgroups take more
+// registers (setmaxnreg.inc 232) and run CuTe's mainloop: one wgmma group in flight, each
+// stage released once the group after it is issued. The epilogue stores alpha*acc (+
+// beta*C when beta != 0, a run-time branch) from the registers, predicated at the edges,
+// while the producer already loads the next tile.
+func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
+	if err := cfg.Check(); err != nil {
+		k.Errorf("%v", err)
+		return
+	}
+	if k.Target() != ptx.SM90a {
+		k.Errorf("gemm_sm90: wgmma and setmaxnreg need sm_90a; the kernel targets %s", k.Target())
+		return
+	}
+	// .maxntid and .minnctapersm 1: ptxas then fixes the registers at entry (65536 over the
+	// block), without which it ignores setmaxnreg (C7508).
+	k.LaunchBounds(cfg.Threads(), 1)
+	BM, BN, BK := cfg.BM(), cfg.BN, gemmSM90BK
+	a := dsl.Params[GemmSM90Args](k, cfg.In)
+	o := dsl.Params[GemmOut](k, cfg.Out)
+	k.Assume(a.N, 8)
+	k.Assume(a.K, 8)
+
+	atom, err := dsl.MakeGMMAAtom(cfg.In, BN)
+	if err != nil {
+		k.Errorf("gemm_sm90: %v", err)
+		return
+	}
+	laK, err := dsl.GMMALayoutAtom(cfg.In, dsl.KMajor, 128)
+	if err != nil {
+		k.Errorf("gemm_sm90: %v", err)
+		return
+	}
+	laMN, err := dsl.GMMALayoutAtom(cfg.In, dsl.MNMajor, 128)
+	if err != nil {
+		k.Errorf("gemm_sm90: %v", err)
+		return
+	}
+	lA, errA := dsl.TileToShape(laK, BM, BK)
+	// B's 64-column blocks each hold the stage's whole K (K first, then MN: one TMA box
+	// each), not TileToShape's MN-first order.
+	lB, errB := layout.Parse(fmt.Sprintf("((64,%d),(8,%d)):((1,%d),(64,512))", BN/64, BK/8, 64*BK))
+	if errA != nil || errB != nil {
+		k.Errorf("gemm_sm90: shared layouts: %v %v", errA, errB)
+		return
+	}
+	sA := k.DynamicSharedTile(cfg.In, lA, cfg.Stages, 0)
+	sB := k.DynamicSharedTile(cfg.In, layout.ComposedLayout{Outer: laMN.Outer, Offset: laMN.Offset, Inner: lB}, cfg.Stages, cfg.Stages*sA.StageBytes)
+	cA, cB := k.MakeTMACopy(a.TmA, sA), k.MakeTMACopy(a.TmB, sB)
+	if cA.Box != cfg.TMABoxA() || cB.Box != cfg.TMABoxB() || cA.SwizzleBytes != 128 || cB.SwizzleBytes != 128 || cB.Major() != dsl.MNMajor {
+		k.Errorf("gemm_sm90: TMA copies A %v-major box %v, B %v-major box %v; the host builds the maps with %v and %v", cA.Major(), cA.Box, cB.Major(), cB.Box, cfg.TMABoxA(), cfg.TMABoxB())
+		return
+	}
+	// One arrival per consumer warp frees a stage (lane 0, after the warp's wait_group).
+	pipe := k.MakeTMAPipeline(cfg.Stages, 4*cfg.Consumers, cA, cB)
+	mma := dsl.MakeTiledGMMA(atom, cfg.Consumers)
+
+	tid := k.ThreadIdx(dsl.X)
+	tilesM := a.M.Add(uint32(BM - 1)).Div(uint32(BM))
+	tilesN := a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
+	sched := k.MakeTileScheduler(tilesM, tilesN, 8)
+
+	k.If(tid.Lt(uint32(128)), func() {
+		k.WarpgroupRegDealloc(40)
+		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
+			st := pipe.ProducerState()
+			sched.ForEach(func(m, n dsl.Value) {
+				m0, n0 := m.Mul(uint32(BM)), n.Mul(uint32(BN))
+				k.For(uint32(0), kTiles, uint32(1), func(kt dsl.Value) {
+					pipe.ProducerAcquire(st)
+					k0 := kt.Mul(uint32(BK))
+					pipe.Load(st, cA, m0, k0)
+					pipe.Load(st, cB, n0, k0)
+					pipe.ProducerCommit(st)
+					st.Advance()
+				})
+			})
+		})
+	}).Else(func() {
+		k.WarpgroupRegAlloc(232)
+		acc := mma.Accumulators(k)
+		wg := tid.Shr(uint32(7)).Sub(uint32(1))
+		st, rel := pipe.ConsumerState(), pipe.ConsumerState()
+		lane0 := tid.And(uint32(31)).Eq(uint32(0))
+		release := func() { k.If(lane0, func() { pipe.ConsumerRelease(rel) }) }
+		sched.ForEach(func(m, n dsl.Value) {
+			// The first K step overwrites the previous tile's accumulators (scale-d 0).
+			pipe.ConsumerWait(st)
+			mma.Accumulating(k.Const(dsl.Bool, false)).Gemm(k, wg, sA, sB, st.Index, acc)
+			st.Advance()
+			k.For(uint32(1), kTiles, uint32(1), func(kt dsl.Value) {
+				pipe.ConsumerWait(st)
+				mma.Gemm(k, wg, sA, sB, st.Index, acc)
+				k.WaitGroup(1)
+				release()
+				st.Advance()
+				rel.Advance()
+			})
+			k.WaitGroup(0)
+			release()
+			rel.Advance()
+			gemmSM90Epilogue(k, cfg, a, o, acc, tid.And(uint32(127)), m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)))
+		})
+	})
+}
+
+// gemmSM90Epilogue stores the warpgroup's 64 x BN accumulators at rows row0.. and columns
+// col0.. of D. Thread t of the warpgroup holds, as value i (wgmma's D fragment), row
+// 16*(t/32) + (t%32)/4 + 8*((i/2)%2) and column 2*(t%4) + 8*(i/4) + i%2 (GemmSM90AccCoord);
+// a pair of values is two adjacent columns, both inside N or both outside (N is even), stored
+// (and C read) as one 2-element vector.
+func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value) {
+	r := row0.Add(t.Shr(uint32(5)).Mul(uint32(16))).Add(t.And(uint32(31)).Shr(uint32(2)))
+	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
+	vals := acc.Values()
+	store := func(withC bool) {
+		for half := 0; half < 2; half++ {
+			row := r.Add(uint32(8 * half))
+			k.If(row.Lt(a.M), func() {
+				at := row.Mul(a.N).Add(c)
+				d := o.D.At(at)
+				var cp dsl.Ptr
+				if withC {
+					cp = o.C.At(at)
+				}
+				for j := 0; j < cfg.BN/8; j++ {
+					k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
+						v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+						if withC {
+							cv := k.LoadVec(cp.At(8*j), 2)
+							for e := range v {
+								v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+							}
+						}
+						k.StoreVec(d.At(8*j), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+					})
+				}
+			})
+		}
+	}
+	k.If(a.Beta.Eq(float32(0)), func() { store(false) }).Else(func() { store(true) })
+}
+
+// GemmSM90AccCoord returns the (row, column) in the warpgroup's 64 x N tile of accumulator
+// value i of thread t (0..127): the layout gemmSM90Epilogue stores.
+func GemmSM90AccCoord(t, i int) (int, int) {
+	return 16*(t/32) + (t%32)/4 + 8*((i/2)%2), 2*(t%4) + 8*(i/4) + i%2
+}

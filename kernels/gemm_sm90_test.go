@@ -1,0 +1,107 @@
+package kernels
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/tooltest"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestGemmSM90AccCoord: the epilogue's fragment formula is the GMMA atom's D layout for
+// every thread and value.
+func TestGemmSM90AccCoord(t *testing.T) {
+	for _, n := range []int{64, 128, 256} {
+		atom, err := dsl.MakeGMMAAtom(dsl.BF16, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for th := 0; th < 128; th++ {
+			for i := 0; i < atom.AccRegs(); i++ {
+				r, c := GemmSM90AccCoord(th, i)
+				if wr, wc := atom.Coord(th, i); r != wr || c != wc {
+					t.Fatalf("N=%d thread %d value %d: (%d, %d), the atom says (%d, %d)", n, th, i, r, c, wr, wc)
+				}
+			}
+		}
+	}
+}
+
+// TestGemmSM90Misuse: bad configurations and targets are Build errors naming the problem.
+func TestGemmSM90Misuse(t *testing.T) {
+	for _, c := range []struct {
+		cfg    GemmSM90Config
+		target ptx.Target
+		want   string
+	}{
+		{GemmSM90Config{In: dsl.F32, Out: dsl.F32, BN: 128, Consumers: 2, Stages: 4}, ptx.SM90a, "input type f32"},
+		{GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 96, Consumers: 2, Stages: 4}, ptx.SM90a, "BN 96"},
+		{GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 6}, ptx.SM90a, "shared memory"},
+		{DefaultGemmSM90Config(dsl.BF16), ptx.SM90, "sm_90a"},
+	} {
+		k := dsl.New("g", dsl.WithTarget(c.target))
+		GemmSM90(k, c.cfg)
+		if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v on %s: err %v, want one naming %q", c.cfg, c.target, err, c.want)
+		}
+	}
+}
+
+var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
+
+// TestGemmSM90Ptxas assembles the configurations gpubench runs (the default, 128x256 with 3
+// stages, 64x64 with one consumer) with ptxas -v: no spills, and no performance warning
+// (setmaxnreg ignored, a warpgroup.wait injected before a wgmma result is read).
+func TestGemmSM90Ptxas(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	for _, cfg := range []GemmSM90Config{DefaultGemmSM90Config(dsl.BF16),
+		{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 3},
+		{In: dsl.F16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 3}} {
+		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
+		GemmSM90(k, cfg)
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "g.ptx")
+		if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", f, "-o", f+".cubin").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: ptxas: %v: %s", cfg.Name(), err, out)
+		}
+		for _, w := range []string{"C7508", "C7517", "C7510", "Potential Performance Loss"} { // setmaxnreg ignored, waits injected, ...
+			if strings.Contains(string(out), w) {
+				t.Errorf("%s: ptxas warns: %s", cfg.Name(), out)
+				break
+			}
+		}
+		s := spillRE.FindStringSubmatch(string(out))
+		if s == nil {
+			t.Fatalf("%s: no spill counts in ptxas -v: %s", cfg.Name(), out)
+		}
+		if s[1] != "0" || s[2] != "0" {
+			t.Errorf("%s spills: %s", cfg.Name(), s[0])
+		}
+		t.Logf("%s: %s", cfg.Name(), strings.TrimSpace(regexp.MustCompile(`Used \d+ registers[^\n]*`).FindString(string(out))))
+	}
+}
+
+// BenchmarkGemmSM90Build builds and prints the default sm_90a gemm (issue 15: under 5 ms).
+func BenchmarkGemmSM90Build(b *testing.B) {
+	for b.Loop() {
+		k := dsl.New("g", dsl.WithTarget(ptx.SM90a))
+		GemmSM90(k, DefaultGemmSM90Config(dsl.BF16))
+		m, err := k.Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.String()
+	}
+}

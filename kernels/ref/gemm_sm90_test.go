@@ -1,0 +1,48 @@
+package ref
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/kernels"
+)
+
+// TestGemmSM90Shapes runs the sm_90a gemm on the emulator at odd shapes (edges in M, N and
+// K, more tiles than blocks so the persistent loop and the stage ring wrap) against the Go
+// reference, with beta 0 and not.
+func TestGemmSM90Shapes(t *testing.T) {
+	for _, c := range []struct {
+		cfg           kernels.GemmSM90Config
+		m, n, k, grid int
+		alpha, beta   float64
+	}{
+		{kernels.DefaultGemmSM90Config(dsl.BF16), 64, 8, 16, 0, 1, 0},
+		{kernels.DefaultGemmSM90Config(dsl.BF16), 200, 136, 72, 2, 1.5, -0.5},
+		{kernels.GemmSM90Config{In: dsl.F16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 3}, 130, 200, 328, 3, 0.5, 2},
+		{kernels.DefaultGemmSM90Config(dsl.BF16), 257, 520, 304, 5, 1, 0.25},
+		{kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 3}, 136, 264, 200, 3, 1, 0},
+	} {
+		t.Run(fmt.Sprintf("%s_%dx%dx%d", c.cfg.Name(), c.m, c.n, c.k), func(t *testing.T) {
+			res, err := RunGemmSM90(GemmSM90Problem{Config: c.cfg, M: c.m, N: c.n, K: c.k, Alpha: c.alpha, Beta: c.beta, Seed: 3, Blocks: c.grid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Checked != c.m*c.n {
+				t.Fatalf("checked %d values, want %d", res.Checked, c.m*c.n)
+			}
+		})
+	}
+}
+
+// TestGemmSM90ShapeErrors: K or N not a multiple of 8 is refused with the reason.
+func TestGemmSM90ShapeErrors(t *testing.T) {
+	cfg := kernels.DefaultGemmSM90Config(dsl.BF16)
+	for _, s := range [][3]int{{64, 12, 16}, {64, 16, 20}} {
+		_, err := RunGemmSM90(GemmSM90Problem{Config: cfg, M: s[0], N: s[1], K: s[2]})
+		if err == nil || !strings.Contains(err.Error(), "multiples of 8") {
+			t.Errorf("%v: err %v, want the multiple-of-8 rule", s, err)
+		}
+	}
+}
