@@ -240,8 +240,8 @@ func (c *coll) advance() {
 }
 
 // graph reports whether the run's kernel is a graph variant, which keeps its epoch on the
-// device (kernels.IsGraphFamily).
-func (c *coll) graph() bool { return kernels.IsGraphFamily(c.r.spec.Family) }
+// device (kernels.IsGraphFamily); tests that launch kernels of their own have no spec.
+func (c *coll) graph() bool { return c.r.spec != nil && kernels.IsGraphFamily(c.r.spec.Family) }
 
 // arg is a launch's Epoch argument: the host's epoch, or for a graph variant (which must
 // ignore it) the same value on every launch, as a graph's capture freezes it, a quarter of the u32
