@@ -18,9 +18,12 @@ import (
 // mix freely on that Comm. docs/collectives.md ("Collectives inside CUDA graphs") has the
 // ordering argument.
 
-// graphVariant returns the graph variant of kernel k, or an error naming the call that has
-// none.
+// graphVariant returns the graph variant of kernel k (k itself when it is one), or an error
+// naming the call that has none.
 func graphVariant(cl *call, k kernels.ID) (kernels.ID, error) {
+	if kernels.IsGraphFamily(k.Family) {
+		return k, nil
+	}
 	fam, ok := kernels.GraphFamily(k.Family)
 	if !ok {
 		return k, fmt.Errorf("collectives: %s: %s has no graph variant, so it cannot run on a CaptureSafe Comm (all-reduce, reduce-scatter and all-gather of f32, f16, bf16 and s32 can)", cl, k.Family)

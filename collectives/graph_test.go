@@ -101,6 +101,9 @@ func TestGraphReplay(t *testing.T) {
 						return err
 					}
 					defer x.Close()
+					if want := c.AllReduceAlgorithm(dt, Sum, b.a1.Len()); want != algs[0] {
+						return fmt.Errorf("AllReduceAlgorithm says %s, the call ran %s", want, algs[0])
+					}
 					for _, a := range algs {
 						if !strings.Contains(a, "_graph") {
 							return fmt.Errorf("captured %v: %s is not a graph variant", algs, a)

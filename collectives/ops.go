@@ -166,12 +166,17 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // LamportMaxBytes, then p2p_allreduce_1shot up to OneShotMaxBytes, then p2p_allreduce_2shot
 // (or, from PushMinBytes, p2p_reducescatter+p2p_allgather). fp8 (e4m3, e5m2) runs
 // mm_allreduce_1shot_fp8 up to OneShotMaxBytes, else mm_allreduce_2shot_fp8, and has no
-// algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm see graphPlan (it
-// names the out-of-place choice).
+// algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
+// variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 	p, err := c.allReducePlan(dt, op, n, false)
 	if err != nil {
 		return ""
+	}
+	if c.o.CaptureSafe {
+		if p.k, err = graphVariant(&call{what: "AllReduce", dt: dt, n: n, op: op, reduces: true, root: -1}, p.k); err != nil {
+			return ""
+		}
 	}
 	return p.String()
 }
