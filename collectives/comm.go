@@ -68,6 +68,12 @@ type Options struct {
 	// Stream, when set, carries the kernels and the device-to-device copies (staging), so
 	// that events recorded on it time them; nil means the default stream.
 	Stream *jit.Stream
+	// CaptureSafe makes every call capturable into a CUDA graph (Comm.Capture): the kernels
+	// are the graph variants, which keep their barrier epochs on the device, so a replay
+	// advances them with no host argument. Such a Comm runs no Lamport all-reduce and no
+	// staging copy (in-place all-reduces run two-shot), and has no Broadcast, Barrier or
+	// fp8 reductions. See graph.go.
+	CaptureSafe bool
 }
 
 // Comm is the collectives of one rank of a group of GPUs (a jit program run by
@@ -192,7 +198,11 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 		c.log = slog.Default()
 	}
 	var err error
-	if c.pads, err = c.alloc(ctx, 4*kernels.PadWords, true); err != nil {
+	padWords, flagWords := kernels.PadWords, kernels.FlagWords
+	if o.CaptureSafe {
+		padWords, flagWords = kernels.GraphPadWords, kernels.GraphFlagWords
+	}
+	if c.pads, err = c.alloc(ctx, 4*padWords, true); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	switch {
@@ -201,7 +211,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	case o.Target.SM() < 90:
 		c.mcWhy = fmt.Errorf("target %s has no multimem instructions (sm_90 or later)", o.Target)
 	default:
-		if c.flags, err = c.alloc(ctx, 4*kernels.FlagWords, false); err != nil {
+		if c.flags, err = c.alloc(ctx, 4*flagWords, false); err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
 		if c.flags.mc, err = r.NVSHMEM.MulticastPtr(c.flags.m); err != nil {
@@ -332,6 +342,12 @@ func (c *Comm) blocks(vectors int) int {
 // launch runs kernel k with args, as part of call, and advances the epoch of the
 // synchronization state it used.
 func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int, args any) error {
+	if c.o.CaptureSafe {
+		var err error
+		if k, err = graphVariant(call, k); err != nil {
+			return err
+		}
+	}
 	f, err := c.function(k)
 	if err != nil {
 		return err

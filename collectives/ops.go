@@ -117,11 +117,14 @@ func (p allReducePlan) String() string {
 	return name(p.k)
 }
 
-// allReducePlan chooses the all-reduce of n elements of dt by op. See AllReduceAlgorithm.
-func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int) (allReducePlan, error) {
+// allReducePlan chooses the all-reduce of n elements of dt by op, in place or not. See
+// AllReduceAlgorithm.
+func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan, error) {
 	bytes := n * dt.Bytes()
 	var fam kernels.Family
 	switch {
+	case c.o.CaptureSafe:
+		return c.graphPlan(dt, op, n, inPlace)
 	case isFP8(dt):
 		if err := c.fp8Check("AllReduce", kernels.FamilyMMAllReduce1Shot, dt, op); err != nil {
 			return allReducePlan{}, err
@@ -163,11 +166,17 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // LamportMaxBytes, then p2p_allreduce_1shot up to OneShotMaxBytes, then p2p_allreduce_2shot
 // (or, from PushMinBytes, p2p_reducescatter+p2p_allgather). fp8 (e4m3, e5m2) runs
 // mm_allreduce_1shot_fp8 up to OneShotMaxBytes, else mm_allreduce_2shot_fp8, and has no
-// algorithm ("") without multicast on sm_100a.
+// algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
+// variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
-	p, err := c.allReducePlan(dt, op, n)
+	p, err := c.allReducePlan(dt, op, n, false)
 	if err != nil {
 		return ""
+	}
+	if c.o.CaptureSafe {
+		if p.k, err = graphVariant(&call{what: "AllReduce", dt: dt, n: n, op: op, reduces: true, root: -1}, p.k); err != nil {
+			return ""
+		}
 	}
 	return p.String()
 }
@@ -183,7 +192,7 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	if dst.dt != src.dt || dst.n != src.n {
 		return fmt.Errorf("collectives: AllReduce: dst holds %d %s, src %d %s", dst.n, dst.dt, src.n, src.dt)
 	}
-	p, err := c.allReducePlan(src.dt, op, src.n)
+	p, err := c.allReducePlan(src.dt, op, src.n, dst == src)
 	if err != nil {
 		return err
 	}

@@ -278,3 +278,94 @@ func NextLamportEpoch(e uint32) uint32 {
 	}
 	return e + 1
 }
+
+// Graph variants: kernels that keep their barrier epoch on the device, so that a CUDA graph
+// replaying them (which freezes every argument at capture) still advances it. They take the
+// same parameters as the default kernel and ignore Epoch: block b reads its epoch from a
+// word of this GPU's pad or flag set (EpochWordP2P + b of the pads, EpochWordMM + b of the
+// flags), waits for epoch+1, epoch+2, ... and its thread 0 stores the last one back after
+// its last barrier. A graph set must therefore hold CollMaxBlocks words more than PadWords
+// or FlagWords, all zero initially, and must not be shared with the default kernels (whose
+// epoch is the host's). See docs/collectives.md, "Collectives inside CUDA graphs".
+const (
+	// EpochWordP2P is the u32 index, in a GPU's pads, of block 0's epoch word (graph
+	// variants of the p2p kernels).
+	EpochWordP2P = PadWords
+	// EpochWordMM is the u32 index, in a GPU's flags, of block 0's epoch word (graph
+	// variants of the multimem kernels).
+	EpochWordMM = FlagWords
+	// GraphPadWords and GraphFlagWords size a graph pad or flag set: the slots and one
+	// epoch word per block.
+	GraphPadWords  = PadWords + CollMaxBlocks
+	GraphFlagWords = FlagWords + CollMaxBlocks
+)
+
+// graphFamilies maps a collective family to its graph variant's.
+var graphFamilies = map[Family]Family{}
+
+// GraphFamily returns the family of the graph variant (epoch on the device) of collective
+// family f; ok is false when f has none.
+func GraphFamily(f Family) (Family, bool) {
+	g, ok := graphFamilies[f]
+	return g, ok
+}
+
+// IsGraphFamily reports whether f is the family of a graph variant.
+func IsGraphFamily(f Family) bool {
+	for _, g := range graphFamilies {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+// registerGraph registers the graph variant of s (a collective Spec already registered):
+// name and family with a "_graph" suffix, built by newGraph.
+func registerGraph(s *Spec, newGraph func(k *dsl.Kernel, dt dsl.Type)) {
+	g := *s
+	fam := s.Family + "_graph"
+	g.Name = string(fam)
+	if s.Reduces {
+		g.Name += "_" + OpName(s.Op)
+	}
+	g.Family = fam
+	g.Doc = "graph variant (epoch kept on the device) of " + s.Name
+	g.New = newGraph
+	graphFamilies[s.Family] = fam
+	collFamilies[fam] = collFamilies[s.Family]
+	register(&g)
+}
+
+// epochWords is where a kernel keeps its epoch: on the host (an argument) for the default
+// kernels, on the device for the graph variants.
+type epochWords struct {
+	graph bool
+	word  dsl.Ptr // this block's epoch word (graph variants)
+}
+
+// hostEpoch is the default kernels' epoch source.
+var hostEpoch = epochWords{}
+
+// deviceEpoch keeps block b's epoch in words[base + b].
+func deviceEpoch(k *dsl.Kernel, words dsl.Ptr, base int) epochWords {
+	return epochWords{graph: true, word: words.At(k.BlockIdx(dsl.X).Add(uint32(base)))}
+}
+
+// start returns the launch's base epoch: the argument arg, or this block's word (read by
+// every thread before the first barrier's bar.sync, so before thread 0 rewrites it).
+func (e epochWords) start(k *dsl.Kernel, arg dsl.Value) dsl.Value {
+	if !e.graph {
+		return arg
+	}
+	return k.Load(e.word)
+}
+
+// end stores last, the epoch of the launch's last barrier, into this block's word (thread
+// 0, after every barrier): the next launch on the stream, a later kernel, reads it.
+func (e epochWords) end(k *dsl.Kernel, last dsl.Value) {
+	if !e.graph {
+		return
+	}
+	k.If(k.ThreadIdx(dsl.X).Eq(0), func() { k.Store(e.word, last) })
+}

@@ -44,6 +44,7 @@ func mmDTypes(op dsl.ReduceOp) []dsl.Type {
 }
 
 func init() {
+	defer registerMMGraph()
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
@@ -257,14 +258,30 @@ type MMOneShotArgs struct {
 // changes its input while another still reads it). out must not alias in: the host API
 // stages in-place calls.
 func MMAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	mmAllReduceOneShot(k, dt, op, false)
+}
+
+func mmAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	a := dsl.Params[MMOneShotArgs](k, dt)
-	in, out, fmc, fuc, ngpus, n, epoch := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.NGPUs, a.N, a.Epoch
+	in, out, fmc, fuc, ngpus, n := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.NGPUs, a.N
+	ew, epoch := mmEpoch(k, graph, fuc, a.Epoch)
 	vec := vecOf(dt)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	eachVec(k, k.Const(dsl.U32, 0), n, vec, mmUnit(dt), func(i dsl.Value, w int) {
 		mmStoreOut(k, out, dt, i, n, mmLoadReduce(k, in, dt, op, i, w), vec)
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+	ew.end(k, epoch.Add(2))
+}
+
+// mmEpoch returns a multimem kernel's epoch source and base epoch: the argument arg, or
+// (graph) this block's word at EpochWordMM of this GPU's flags.
+func mmEpoch(k *dsl.Kernel, graph bool, fuc dsl.Ptr, arg dsl.Value) (epochWords, dsl.Value) {
+	ew := hostEpoch
+	if graph {
+		ew = deviceEpoch(k, fuc, EpochWordMM)
+	}
+	return ew, ew.start(k, arg)
 }
 
 // MMTwoShotArgs are mm_allreduce_2shot's parameters.
@@ -281,15 +298,21 @@ type MMTwoShotArgs struct {
 // multimem stores before the signal; once every GPU has signalled, every slice has landed
 // everywhere). out may equal in (in place).
 func MMAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	mmAllReduceTwoShot(k, dt, op, false)
+}
+
+func mmAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	a := dsl.Params[MMTwoShotArgs](k, dt)
-	in, out, fmc, fuc, rank, ngpus, n, epoch := a.InMC, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
+	in, out, fmc, fuc, rank, ngpus, n := a.InMC, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N
 	vec := vecOf(dt)
 	lo, hi := twoShotSlice(k, rank, ngpus, n, vec)
+	ew, epoch := mmEpoch(k, graph, fuc, a.Epoch)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	eachVec(k, lo, hi, vec, mmUnit(dt), func(i dsl.Value, w int) {
 		mmStore(k, out, dt, i, mmLoadReduce(k, in, dt, op, i, w))
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+	ew.end(k, epoch.Add(2))
 }
 
 // MMPushArgs are mm_allreduce_push's parameters: scratch_mc and scratch_uc are the scratch
@@ -310,7 +333,7 @@ type MMPushArgs struct {
 // input out once; each GPU receives ngpus inputs. out may equal in. scratch holds
 // CollMaxGPUs slots of ld elements.
 func MMAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	mmAllReducePush(k, dt, op, true)
+	mmAllReducePush(k, dt, op, true, false)
 }
 
 // MMAllReducePushUnordered is MMAllReducePush with its barriers' multimem.red made relaxed
@@ -318,13 +341,13 @@ func MMAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 // scratch before the peers' multicast stores land. The weak-memory tests use it to prove
 // they catch a missing release on multimem; never use it for data.
 func MMAllReducePushUnordered(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	mmAllReducePush(k, dt, op, false)
+	mmAllReducePush(k, dt, op, false, false)
 }
 
-func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) {
+func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered, graph bool) {
 	a := dsl.Params[MMPushArgs](k, dt)
 	in, out, smc, suc, fmc, fuc := a.In, a.Out, a.ScratchMC, a.ScratchUC, a.FlagsMC, a.FlagsUC
-	rank, ngpus, n, epoch := a.Rank, a.NGPUs, a.N, a.Epoch
+	rank, ngpus, n := a.Rank, a.NGPUs, a.N
 	vec, unit := vecOf(dt), mmUnit(dt)
 	zero := k.Const(dsl.U32, 0)
 	ld := k.Assume(n.Add(uint32(vec-1)).Div(uint32(vec)).Mul(uint32(vec)), vec)
@@ -341,12 +364,14 @@ func mmAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ordered bool) 
 		})
 		k.SyncThreads()
 	}
+	ew, epoch := mmEpoch(k, graph, fuc, a.Epoch)
 	barrier(epoch.Add(1))
 	mine := k.Assume(rank.Mul(ld), vec)
 	eachVec(k, zero, n, vec, unit, func(i dsl.Value, w int) {
 		mmStore(k, smc, dt, mine.Add(i), loadN(k, in, i, w))
 	})
 	barrier(epoch.Add(2))
+	ew.end(k, epoch.Add(2))
 	slot := func(i dsl.Value) func(p int) dsl.Value {
 		return func(p int) dsl.Value {
 			if p == 0 {
@@ -375,11 +400,16 @@ type MMReduceScatterArgs struct {
 // through the aligned word that holds the element). A barrier first (inputs ready) and one last (inputs in
 // use until every GPU has read its part).
 func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	mmReduceScatter(k, dt, op, false)
+}
+
+func mmReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	a := dsl.Params[MMReduceScatterArgs](k, dt)
-	in, out, fmc, fuc, rank, ngpus, m, epoch := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
+	in, out, fmc, fuc, rank, ngpus, m := a.InMC, a.Out, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N
 	vec := vecOf(dt)
 	zero := k.Const(dsl.U32, 0)
 	base := rank.Mul(m)
+	ew, epoch := mmEpoch(k, graph, fuc, a.Epoch)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	byElement := func() {
 		eachVec(k, zero, m, 1, 1, func(i dsl.Value, _ int) {
@@ -420,6 +450,7 @@ func MMReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 		}).Else(byElement)
 	})
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+	ew.end(k, epoch.Add(2))
 }
 
 // MMAllGatherArgs are mm_allgather's parameters: n is the part size m in words.
@@ -435,16 +466,22 @@ type MMAllGatherArgs struct {
 // other sizes to p2p_allgather). Barriers first (outputs free) and last (every GPU's stores
 // have landed).
 func MMAllGather(k *dsl.Kernel, dt dsl.Type) {
+	mmAllGather(k, dt, false)
+}
+
+func mmAllGather(k *dsl.Kernel, dt dsl.Type, graph bool) {
 	a := dsl.Params[MMAllGatherArgs](k, dt)
-	in, out, fmc, fuc, rank, ngpus, m, epoch := a.In, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N, a.Epoch
+	in, out, fmc, fuc, rank, ngpus, m := a.In, a.OutMC, a.FlagsMC, a.FlagsUC, a.Rank, a.NGPUs, a.N
 	zero := k.Const(dsl.U32, 0)
 	base := rank.Mul(m)
+	ew, epoch := mmEpoch(k, graph, fuc, a.Epoch)
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(1))
 	body := func(i dsl.Value, w int) {
 		k.MultimemStore(out.At(k.Assume(base.Add(i), w)), loadN(k, in, i, w).Values())
 	}
 	k.If(m.Rem(4).Eq(0), func() { eachVec(k, zero, m, 4, 1, body) }).Else(func() { eachVec(k, zero, m, 1, 1, body) })
 	mmBarrier(k, fmc, fuc, ngpus, epoch.Add(2))
+	ew.end(k, epoch.Add(2))
 }
 
 // MMBroadcastArgs are mm_broadcast's parameters.
@@ -479,4 +516,24 @@ type MMBarrierArgs struct {
 func MMBarrier(k *dsl.Kernel) {
 	a := dsl.Params[MMBarrierArgs](k, dsl.U32)
 	mmBarrier(k, a.FlagsMC, a.FlagsUC, a.NGPUs, a.Epoch.Add(1))
+}
+
+// registerMMGraph registers the graph variants (coll_common.go) of the multimem
+// all-reduces, reduce-scatter and all-gather (not the fp8 families).
+func registerMMGraph() {
+	for _, s := range All() {
+		op := s.Op
+		switch s.Family {
+		case FamilyMMAllReduce1Shot:
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { mmAllReduceOneShot(k, dt, op, true) })
+		case FamilyMMAllReduce2Shot:
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { mmAllReduceTwoShot(k, dt, op, true) })
+		case FamilyMMAllReducePush:
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { mmAllReducePush(k, dt, op, true, true) })
+		case FamilyMMReduceScatter:
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { mmReduceScatter(k, dt, op, true) })
+		case FamilyMMAllGather:
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { mmAllGather(k, dt, true) })
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 // threads) on every GPU at once.
 
 func init() {
+	defer registerP2PGraph()
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
@@ -130,14 +131,30 @@ type P2POneShotArgs struct {
 // not alias this GPU's input (peers are still reading it): the host API stages in-place
 // calls through a scratch buffer.
 func P2PAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	p2pAllReduceOneShot(k, dt, op, false)
+}
+
+func p2pAllReduceOneShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	a := dsl.Params[P2POneShotArgs](k, dt)
 	ins := peerTable(k, a.Ins.Table(), a.NGPUs)
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
+	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
 	eachVec(k, k.Const(dsl.U32, 0), a.N, vecOf(dt), 1, func(i dsl.Value, w int) {
 		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }))
 		storeN(k, a.Out, i, sum.To(dt))
 	})
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
+	ew.end(k, epoch.Add(2))
+}
+
+// p2pEpoch returns a p2p kernel's epoch source and base epoch: the argument arg, or (graph)
+// this block's word at EpochWordP2P of this GPU's pads.
+func p2pEpoch(k *dsl.Kernel, graph bool, pads dsl.PeerTable, rank, arg dsl.Value) (epochWords, dsl.Value) {
+	ew := hostEpoch
+	if graph {
+		ew = deviceEpoch(k, pads.Peer(rank), EpochWordP2P)
+	}
+	return ew, ew.start(k, arg)
 }
 
 // twoShotSlice returns GPU rank's slice [lo, hi) of n elements split into ngpus slices of
@@ -164,18 +181,24 @@ type P2PTwoShotArgs struct {
 // and one last (every peer's stores have landed). outs may equal ins (in place): GPU r only
 // reads and writes slice r.
 func P2PAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	p2pAllReduceTwoShot(k, dt, op, false)
+}
+
+func p2pAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	a := dsl.Params[P2PTwoShotArgs](k, dt)
 	ins := peerTable(k, a.Ins.Table(), a.NGPUs)
 	outs := peerTable(k, a.Outs.Table(), a.NGPUs)
 	vec := vecOf(dt)
 	lo, hi := twoShotSlice(k, a.Rank, a.NGPUs, a.N, vec)
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
+	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
 	eachVec(k, lo, hi, vec, 1, func(i dsl.Value, w int) {
 		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }))
 		res := sum.To(dt)
 		forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), i, res) })
 	})
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
+	ew.end(k, epoch.Add(2))
 }
 
 // forPeers runs body(p) for every GPU p < ngpus (of CollMaxGPUs, each under ngpus > p).
@@ -270,22 +293,23 @@ type P2PAllGatherArgs struct {
 // aligned), element by element otherwise. A barrier first (every output free) and one last
 // (every peer's stores have landed).
 func P2PAllGather(k *dsl.Kernel, dt dsl.Type) {
-	p2pAllGather(k, dt, ordered)
+	p2pAllGather(k, dt, ordered, false)
 }
 
 // P2PAllGatherUnordered is P2PAllGather with its barriers' release stores made relaxed: a
 // deliberately wrong kernel whose peer stores may land after the signal. The weak-memory
 // tests use it to prove they catch a missing release; never use it for data.
 func P2PAllGatherUnordered(k *dsl.Kernel, dt dsl.Type) {
-	p2pAllGather(k, dt, unordered)
+	p2pAllGather(k, dt, unordered, false)
 }
 
-func p2pAllGather(k *dsl.Kernel, dt dsl.Type, ord barrierOrder) {
+func p2pAllGather(k *dsl.Kernel, dt dsl.Type, ord barrierOrder, graph bool) {
 	a := dsl.Params[P2PAllGatherArgs](k, dt)
 	outs := peerTable(k, a.Outs.Table(), a.NGPUs)
 	vec := vecOf(dt)
 	base := a.Rank.Mul(a.N)
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ord)
+	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ord)
 	copyTo := func(i dsl.Value, w int) {
 		v := loadN(k, a.In, i, w)
 		dst := base.Add(i)
@@ -297,7 +321,8 @@ func p2pAllGather(k *dsl.Kernel, dt dsl.Type, ord barrierOrder) {
 	}).Else(func() {
 		eachVec(k, zero, a.N, 1, 1, copyTo)
 	})
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ord)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ord)
+	ew.end(k, epoch.Add(2))
 }
 
 // P2PReduceScatterArgs are p2p_reducescatter's parameters: n is the part size (in holds
@@ -317,7 +342,7 @@ type P2PReduceScatterArgs struct {
 // the local reads after it), then each GPU reduces its ngpus regions locally into out.
 // scratch holds CollMaxGPUs regions of m elements on every GPU.
 func P2PReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	p2pReduceScatter(k, dt, op, ordered)
+	p2pReduceScatter(k, dt, op, ordered, false)
 }
 
 // P2PReduceScatterUnordered is P2PReduceScatter with the release of its barriers' signals
@@ -325,17 +350,18 @@ func P2PReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 // the peers' pushes land. The weak-memory tests use it to prove they catch a missing
 // release; never use it for data.
 func P2PReduceScatterUnordered(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	p2pReduceScatter(k, dt, op, unordered)
+	p2pReduceScatter(k, dt, op, unordered, false)
 }
 
-func p2pReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ord barrierOrder) {
+func p2pReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ord barrierOrder, graph bool) {
 	a := dsl.Params[P2PReduceScatterArgs](k, dt)
 	m := a.N
 	scratch := peerTable(k, a.Scratch.Table(), a.NGPUs)
 	own := a.Scratch.Peer(a.Rank)
 	vec := vecOf(dt)
 	zero := k.Const(dsl.U32, 0)
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ord)
+	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ord)
 	push := func(i dsl.Value, w int) {
 		forPeers(k, a.NGPUs, func(p int) {
 			v := loadN(k, a.In, m.Mul(uint32(p)).Add(i), w)
@@ -344,7 +370,8 @@ func p2pReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ord barrierOr
 	}
 	aligned := m.Rem(uint32(vec)).Eq(0)
 	k.If(aligned, func() { eachVec(k, zero, m, vec, 1, push) }).Else(func() { eachVec(k, zero, m, 1, 1, push) })
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ord)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ord)
+	ew.end(k, epoch.Add(2))
 	reduce := func(i dsl.Value, w int) {
 		region := func(p int) dsl.Value {
 			if p == 0 {
@@ -393,4 +420,24 @@ type P2PBarrierArgs struct {
 func P2PBarrier(k *dsl.Kernel) {
 	a := dsl.Params[P2PBarrierArgs](k, dsl.U32)
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
+}
+
+// registerP2PGraph registers the graph variants (coll_common.go) of the p2p all-reduces,
+// reduce-scatter and all-gather.
+func registerP2PGraph() {
+	for _, s := range All() {
+		switch s.Family {
+		case FamilyP2PAllReduce1Shot:
+			op := s.Op
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReduceOneShot(k, dt, op, true) })
+		case FamilyP2PAllReduce2Shot:
+			op := s.Op
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReduceTwoShot(k, dt, op, true) })
+		case FamilyP2PReduceScatter:
+			op := s.Op
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pReduceScatter(k, dt, op, ordered, true) })
+		case FamilyP2PAllGather:
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllGather(k, dt, ordered, true) })
+		}
+	}
 }

@@ -239,4 +239,41 @@ func (c *coll) advance() {
 	}
 }
 
+// graph reports whether the run's kernel is a graph variant, which keeps its epoch on the
+// device (kernels.IsGraphFamily); tests that launch kernels of their own have no spec.
+func (c *coll) graph() bool { return c.r.spec != nil && kernels.IsGraphFamily(c.r.spec.Family) }
+
+// arg is a launch's Epoch argument: the host's epoch, or for a graph variant (which must
+// ignore it) the same value on every launch, as a graph's capture freezes it, a quarter of the u32
+// circle ahead of the device epoch: a variant that used it would wait for a barrier no
+// GPU reaches, and the emulator would report the deadlock.
+func (c *coll) arg() uint32 {
+	if c.graph() {
+		return c.r.p.Epoch + 1<<30
+	}
+	return c.epoch
+}
+
+// graphSet allocates a graph variant's pad or flag set of words u32 words: every slot
+// before the epoch words (at epochWord) filled with slot, every epoch word with the epoch.
+func (c *coll) graphSet(words, epochWord int, slot uint32) (*emu.Symmetric, error) {
+	m, err := c.sym(dsl.U32, words)
+	if err != nil {
+		return nil, err
+	}
+	v := make([]uint32, words)
+	for i := range v {
+		v[i] = slot
+		if i >= epochWord {
+			v[i] = c.epoch
+		}
+	}
+	for g := 0; g < c.g; g++ {
+		if err := emu.WriteSlice(c.r.sys, m.On(g), v); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
 func newRng(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed + 1)) }

@@ -22,20 +22,30 @@ func init() {
 		register("mm_allreduce_1shot_fp8_"+op, mmOneShot)
 		register("mm_allreduce_2shot_fp8_"+op, mmTwoShot)
 		register("mm_reducescatter_fp8_"+op, mmReduceScatter)
-		register("mm_allreduce_push_"+op, func(r *run) error {
+		push := func(r *run) error {
 			c := newColl(r)
 			n := r.size(1000)
 			r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 			return c.mmPush(n, r.spec.Op, r.mod, r.spec.VariantName(c.dt))
-		})
+		}
+		register("mm_allreduce_push_"+op, push)
+		// The graph variants (epoch on the device) run the same harnesses.
+		register("mm_allreduce_1shot_graph_"+op, mmOneShot)
+		register("mm_allreduce_2shot_graph_"+op, mmTwoShot)
+		register("mm_reducescatter_graph_"+op, mmReduceScatter)
+		register("mm_allreduce_push_graph_"+op, push)
 	}
 	register("mm_allgather", mmAllGather)
+	register("mm_allgather_graph", mmAllGather)
 	register("mm_broadcast", mmBroadcast)
 	register("mm_barrier", mmBarrier)
 }
 
 // flagSet allocates a zeroed set of barrier flags.
 func (c *coll) flagSet() (*emu.Symmetric, error) {
+	if c.graph() {
+		return c.graphSet(kernels.GraphFlagWords, kernels.EpochWordMM, c.epoch*uint32(c.g))
+	}
 	f, err := c.sym(dsl.U32, kernels.FlagWords)
 	if err != nil {
 		return nil, err
@@ -82,10 +92,10 @@ func (c *coll) mmAllReduce(n int, twoShot bool) error {
 		err := c.launch(c.blocks(n), func(g int) any {
 			if twoShot {
 				return launch.MMTwoShot{InMC: mc(in, c.dt), OutMC: mc(dst, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
-					Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+					Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 			}
 			return launch.MMOneShot{InMC: mc(in, c.dt), Out: on(dst, g, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
-				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -136,7 +146,7 @@ func (c *coll) mmPush(n int, op dsl.ReduceOp, mod *ptx.Module, entry string) err
 		}
 		err := c.launchMod(mod, entry, c.blocks(n), func(g int) any {
 			return launch.MMPush{In: on(in, g, c.dt), Out: on(dst, g, c.dt), ScratchMC: mc(scratch, c.dt), ScratchUC: on(scratch, g, c.dt),
-				FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+				FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -176,7 +186,7 @@ func mmReduceScatter(r *run) error {
 		}
 		err := c.launch(c.blocks(m), func(g int) any {
 			return launch.MMReduceScatter{InMC: mc(in, c.dt), Out: on(out, g, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
-				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -218,7 +228,7 @@ func mmAllGather(r *run) error {
 		}
 		err := c.launch(c.blocks(m), func(g int) any {
 			return launch.MMAllGather{In: on(in, g, c.dt), OutMC: mc(out, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
-				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
+				Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -262,7 +272,7 @@ func mmBroadcast(r *run) error {
 		}
 		err := c.launch(c.blocks(n), func(g int) any {
 			return launch.MMBroadcast{In: on(in, g, c.dt), OutMC: mc(out, c.dt), FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32),
-				Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+				Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -287,7 +297,7 @@ func mmBarrier(r *run) error {
 	}
 	for l := 0; l < collLaunches; l++ {
 		err := c.launch(blocks, func(g int) any {
-			return launch.MMBarrier{FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), NGPUs: uint32(c.g), Epoch: c.epoch}
+			return launch.MMBarrier{FlagsMC: mc(flags, dsl.U32), FlagsUC: on(flags, g, dsl.U32), NGPUs: uint32(c.g), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)

@@ -22,14 +22,20 @@ func init() {
 		register("p2p_allreduce_lamport_"+op, p2pLamport)
 	}
 	for _, op := range []string{"sum", "min", "max"} {
-		register("p2p_reducescatter_"+op, func(r *run) error {
+		rs := func(r *run) error {
 			c := newColl(r)
 			m := r.size(1000)
 			r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
 			return c.reduceScatter(m, r.spec.Op, r.mod, r.spec.VariantName(c.dt))
-		})
+		}
+		register("p2p_reducescatter_"+op, rs)
+		// The graph variants (epoch on the device) run the same harnesses.
+		register("p2p_allreduce_1shot_graph_"+op, p2pOneShot)
+		register("p2p_allreduce_2shot_graph_"+op, p2pTwoShot)
+		register("p2p_reducescatter_graph_"+op, rs)
 	}
 	register("p2p_allgather", p2pAllGather)
+	register("p2p_allgather_graph", p2pAllGather)
 	register("p2p_broadcast", p2pBroadcast)
 	register("p2p_barrier", p2pBarrier)
 }
@@ -42,11 +48,13 @@ func (c *coll) p2pSetup(n int) (in, inTab, pads, padTab *emu.Symmetric, err erro
 	if inTab, err = c.table(in); err != nil {
 		return
 	}
-	if pads, err = c.sym(dsl.U32, kernels.PadWords); err != nil {
-		return
+	if c.graph() {
+		pads, err = c.graphSet(kernels.GraphPadWords, kernels.EpochWordP2P, c.epoch)
+	} else if pads, err = c.sym(dsl.U32, kernels.PadWords); err == nil {
+		// Every slot holds the target of the barrier before the first launch: the epoch.
+		err = c.fill(pads, kernels.PadWords, c.epoch)
 	}
-	// Every slot holds the target of the barrier before the first launch: the epoch.
-	if err = c.fill(pads, kernels.PadWords, c.epoch); err != nil {
+	if err != nil {
 		return
 	}
 	padTab, err = c.table(pads)
@@ -81,7 +89,7 @@ func p2pOneShot(r *run) error {
 			return err
 		}
 		err := c.launch(c.blocks(n), func(g int) any {
-			return launch.P2POneShot{Ins: table(inTab, g), Out: on(out, g, c.dt), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+			return launch.P2POneShot{Ins: table(inTab, g), Out: on(out, g, c.dt), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -128,7 +136,7 @@ func p2pTwoShot(r *run) error {
 			dst, dstTab = in, inTab
 		}
 		err := c.launch(c.blocks(n), func(g int) any {
-			return launch.P2PTwoShot{Ins: table(inTab, g), Outs: table(dstTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+			return launch.P2PTwoShot{Ins: table(inTab, g), Outs: table(dstTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -198,7 +206,7 @@ func p2pLamport(r *run) error {
 			return err
 		}
 		err := c.launch(c.blocks(m), func(g int) any {
-			return launch.P2PLamport{In: on(in, g, c.dt), Out: on(out, g, c.dt), Lbufs: table(lTab, g), Cap: uint32(capacity), Nclear: uint32(prev), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
+			return launch.P2PLamport{In: on(in, g, c.dt), Out: on(out, g, c.dt), Lbufs: table(lTab, g), Cap: uint32(capacity), Nclear: uint32(prev), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -245,7 +253,7 @@ func (c *coll) allGather(n int, mod *ptx.Module, entry string) error {
 			return err
 		}
 		err := c.launchMod(mod, entry, c.blocks(n), func(g int) any {
-			return launch.P2PAllGather{In: on(in, g, c.dt), Outs: table(outTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+			return launch.P2PAllGather{In: on(in, g, c.dt), Outs: table(outTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -289,7 +297,7 @@ func (c *coll) reduceScatter(m int, op dsl.ReduceOp, mod *ptx.Module, entry stri
 			return err
 		}
 		err := c.launchMod(mod, entry, c.blocks(m), func(g int) any {
-			return launch.P2PReduceScatter{In: on(in, g, c.dt), Out: on(out, g, c.dt), Scratch: table(scrTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.epoch}
+			return launch.P2PReduceScatter{In: on(in, g, c.dt), Out: on(out, g, c.dt), Scratch: table(scrTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -336,7 +344,7 @@ func p2pBroadcast(r *run) error {
 			dst, dstTab = in, inTab
 		}
 		err := c.launch(c.blocks(n), func(g int) any {
-			return launch.P2PBroadcast{In: on(in, g, c.dt), Outs: table(dstTab, g), Pads: table(padTab, g), Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.epoch}
+			return launch.P2PBroadcast{In: on(in, g, c.dt), Outs: table(dstTab, g), Pads: table(padTab, g), Root: uint32(root), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
@@ -368,7 +376,7 @@ func p2pBarrier(r *run) error {
 	}
 	for l := 0; l < collLaunches; l++ {
 		err := c.launch(blocks, func(g int) any {
-			return launch.P2PBarrier{Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Epoch: c.epoch}
+			return launch.P2PBarrier{Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
