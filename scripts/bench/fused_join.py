@@ -14,6 +14,8 @@ import sys
 def load(path, into):
     for line in open(path):
         line = line.strip()
+        if line.startswith("[rank "):  # kgen launch prefixes every rank's output line
+            line = line.split("] ", 1)[-1]
         if not line.startswith("{"):
             continue
         r = json.loads(line)
