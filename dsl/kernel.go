@@ -97,6 +97,7 @@ type Kernel struct {
 	regScope map[ptx.Type][]int32
 	stale    map[uint64]bool // registers already reported by checkScope
 	smem     int64           // bytes of static shared memory (SharedArray) so far
+	opSlab   []opBox         // instructions not yet used by op
 }
 
 // New starts a kernel named name.
@@ -227,7 +228,8 @@ func (k *Kernel) hold() func() {
 
 // emit appends an instruction built at the caller's source position.
 func (k *Kernel) emit(in *ptx.Instr) {
-	if k.afterBuild("instruction " + in.Op + " emitted") {
+	if k.built { // the message is built only when needed
+		k.afterBuild("instruction " + in.Op + " emitted")
 		return
 	}
 	in.Pos = k.pos()

@@ -210,14 +210,25 @@ type memoKey struct {
 func regKey(r ptx.Reg) uint64 { return uint64(r.Type)<<56 | uint64(uint32(r.N)) }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
-	x := &struct { // one allocation for the instruction, its type and (most) operand lists
-		in   ptx.Instr
-		ty   [1]ptx.Type
-		args [4]ptx.Operand
-	}{ty: [1]ptx.Type{t}}
+	if len(k.opSlab) == 0 {
+		k.opSlab = make([]opBox, opSlabLen)
+	}
+	x := &k.opSlab[0]
+	k.opSlab = k.opSlab[1:]
+	x.ty[0] = t
 	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:], Args: append(x.args[:0:len(x.args)], args...)}
 	k.emit(&x.in)
 }
+
+// opBox holds an instruction with its type and (most) operand lists; op takes them from a
+// slab of opSlabLen, one allocation for many instructions.
+type opBox struct {
+	in   ptx.Instr
+	ty   [1]ptx.Type
+	args [4]ptx.Operand
+}
+
+const opSlabLen = 64
 
 // simple returns an emitter for "op{.q}.T d, a, b".
 func simple(op string, q ...string) func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
@@ -247,7 +258,7 @@ func wrapInt(k *Kernel, t Type, r int64) Value {
 	if n := t.Bits(); n < 64 {
 		bits &= 1<<n - 1
 	}
-	return Value{k: k, t: t, op: ptx.Imm{Type: t, Bits: bits}}
+	return Value{k: k, t: t, op: immOp(t, bits)}
 }
 
 // Add returns v + x. x is a Value of the same type or a Go number.
