@@ -69,7 +69,7 @@ type Kernel struct {
 	noLoc  bool
 	fn     *ptx.Func
 	mod    *ptx.Module
-	nreg   map[ptx.Type]int
+	nreg   [256]int // registers made so far, by register type (any ptx.Type indexes it)
 	nlabel int
 	errs   []error
 	built  bool
@@ -79,7 +79,7 @@ type Kernel struct {
 	// scope of runtime control flow that made them and the scopes nested in it; nested lists
 	// the keys made inside runtime control flow, innermost scope last, and scopes where each
 	// open nesting level's keys start in it: they leave memos when their level ends.
-	memos     map[memoKey]Value
+	memos     map[memoKey]Value // sized for a gemm, which holds up to ~200 at once
 	nested    []memoKey
 	scopes    []int
 	mutable   map[uint64]bool // the registers of variables (Var), by regKey
@@ -94,7 +94,7 @@ type Kernel struct {
 	scopeIDs []int32
 	scopePos []ptx.Pos
 	ended    []bool
-	regScope map[ptx.Type][]int32
+	regScope [256][]int32
 	stale    map[uint64]bool // registers already reported by checkScope
 	smem     int64           // bytes of static shared memory (SharedArray) so far
 	opSlab   []opBox         // instructions not yet used by op
@@ -102,9 +102,9 @@ type Kernel struct {
 
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
-	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: map[memoKey]Value{}, mutable: map[uint64]bool{}, externs: map[string]*Func{},
-		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}, regScope: map[ptx.Type][]int32{}}
+	k := &Kernel{name: name, target: ptx.SM90, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
+		memos: make(map[memoKey]Value, 256), mutable: map[uint64]bool{}, externs: map[string]*Func{},
+		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}}
 	var nilOpts []int
 	for i, o := range opts {
 		if o == nil {
