@@ -538,9 +538,33 @@ func (v Value) compare(name, cmp string, x any) Value {
 	if isFloat(t) && cmp == "ne" {
 		cmp = "neu" // NaN != x is true, as in Go
 	}
-	return k.memo("setp."+cmp+"."+t.String(), Bool, []Value{v, w}, func(d ptx.Reg) {
-		k.emit(&ptx.Instr{Op: "setp", Q: []string{cmp}, Types: []ptx.Type{arithType(t)}, Args: []ptx.Operand{d, k.operand(v), k.operand(w)}})
+	q, name := setpQ(cmp, t)
+	return k.memo(name, Bool, []Value{v, w}, func(d ptx.Reg) {
+		k.op("setp", q, arithType(t), d, k.operand(v), k.operand(w))
 	})
+}
+
+// setpCmps are the comparisons of setp the DSL emits; setpNames their memo names by type.
+var setpCmps = [...][]string{{"eq"}, {"ne"}, {"lt"}, {"le"}, {"gt"}, {"ge"}, {"neu"}}
+
+var setpNames = func() (n [len(setpCmps)][ptx.TF32 + 1]string) {
+	for i, c := range setpCmps {
+		for t := range n[i] {
+			n[i][t] = "setp." + c[0] + "." + ptx.Type(t).String()
+		}
+	}
+	return n
+}()
+
+// setpQ returns the qualifiers of setp.cmp (shared, never changed) and the memo name of a
+// comparison of t, without allocating for the common ones.
+func setpQ(cmp string, t Type) ([]string, string) {
+	for i, c := range setpCmps {
+		if c[0] == cmp && int(t) < len(setpNames[i]) {
+			return c, setpNames[i][t]
+		}
+	}
+	return []string{cmp}, "setp." + cmp + "." + t.String()
 }
 
 // Select returns a where cond is true, else b; a and b have the same type.

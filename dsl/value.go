@@ -237,7 +237,7 @@ func (k *Kernel) operand(v Value) ptx.Operand {
 	case E4M3, E5M2:
 		return ptx.Imm{Type: ptx.B16, Bits: uint64(fp8Bits(v.t, math.Float64frombits(im.Bits)))}
 	}
-	return im
+	return v.op // im, already boxed
 }
 
 // val converts a Go number or a Value into a Value of type t (for the right-hand side of
