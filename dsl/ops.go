@@ -210,21 +210,42 @@ type memoKey struct {
 func regKey(r ptx.Reg) uint64 { return uint64(r.Type)<<56 | uint64(uint32(r.N)) }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
+	x := k.box()
+	x.ty[0] = t
+	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:1:1], Args: append(x.args[:0:len(x.args)], args...)}
+	k.emit(&x.in)
+}
+
+// op2 is op for an instruction of two types (cvt).
+func (k *Kernel) op2(op string, q []string, t1, t2 Type, args ...ptx.Operand) {
+	x := k.box()
+	x.ty = [2]ptx.Type{t1, t2}
+	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:2:2], Args: append(x.args[:0:len(x.args)], args...)}
+	k.emit(&x.in)
+}
+
+// box returns an unused opBox from the slab.
+func (k *Kernel) box() *opBox {
 	if len(k.opSlab) == 0 {
 		k.opSlab = make([]opBox, opSlabLen)
 	}
 	x := &k.opSlab[0]
 	k.opSlab = k.opSlab[1:]
-	x.ty[0] = t
-	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:], Args: append(x.args[:0:len(x.args)], args...)}
-	k.emit(&x.in)
+	return x
 }
+
+// Qualifier lists shared by the instructions that use them (never changed after emission).
+var (
+	qLo   = []string{"lo"}
+	qWide = []string{"wide"}
+	qRn   = []string{"rn"}
+)
 
 // opBox holds an instruction with its type and (most) operand lists; op takes them from a
 // slab of opSlabLen, one allocation for many instructions.
 type opBox struct {
 	in   ptx.Instr
-	ty   [1]ptx.Type
+	ty   [2]ptx.Type
 	args [4]ptx.Operand
 }
 
@@ -266,7 +287,7 @@ func (v Value) Add(x any) Value {
 	return v.binary("Add", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 		if t == BF16 && k.target.SM() < 90 {
 			one := k.operand(k.Const(BF16, 1.0))
-			k.op("fma", []string{"rn"}, BF16, d, a, one, b)
+			k.op("fma", qRn, BF16, d, a, one, b)
 			return
 		}
 		k.op("add", nil, t, d, a, b)
@@ -278,7 +299,7 @@ func (v Value) Sub(x any) Value {
 	return v.binary("Sub", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 		if t == BF16 && k.target.SM() < 90 {
 			m1 := k.operand(k.Const(BF16, -1.0))
-			k.op("fma", []string{"rn"}, BF16, d, b, m1, a)
+			k.op("fma", qRn, BF16, d, b, m1, a)
 			return
 		}
 		k.op("sub", nil, t, d, a, b)
@@ -290,12 +311,12 @@ func (v Value) Mul(x any) Value {
 	return v.binary("Mul", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 		switch {
 		case isInt(t):
-			k.op("mul", []string{"lo"}, t, d, a, b)
+			k.op("mul", qLo, t, d, a, b)
 		case t == BF16 && k.target.SM() < 90:
 			// a*b + -0 keeps the sign of a zero product (a +0 addend would turn -0 into +0).
 			// Go's -0.0 literal is +0, hence Copysign.
 			negZero := k.operand(k.Const(BF16, math.Copysign(0, -1)))
-			k.op("fma", []string{"rn"}, BF16, d, a, b, negZero)
+			k.op("fma", qRn, BF16, d, a, b, negZero)
 		default:
 			k.op("mul", nil, t, d, a, b)
 		}
@@ -307,7 +328,7 @@ func (v Value) Div(x any) Value {
 	return v.binary("Div", x, func(t Type) bool { return isInt(t) || t == F32 || t == F64 },
 		func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 			if isFloat(t) {
-				k.op("div", []string{"rn"}, t, d, a, b)
+				k.op("div", qRn, t, d, a, b)
 				return
 			}
 			k.op("div", nil, t, d, a, b)
@@ -610,7 +631,7 @@ func (k *Kernel) Select(cond Value, a, b any) Value {
 	if t == F16 || t == BF16 || t == E4M3 || t == E5M2 {
 		st = ptx.B16
 	}
-	k.emit(&ptx.Instr{Op: "selp", Types: []ptx.Type{st}, Args: []ptx.Operand{d, k.operand(x), k.operand(y), cond.op}})
+	k.op("selp", nil, st, d, k.operand(x), k.operand(y), cond.op)
 	return Value{k: k, t: t, op: d}
 }
 
@@ -630,10 +651,10 @@ func (k *Kernel) FMA(a, b, c Value) Value {
 	d := k.reg(a.t)
 	if isInt(a.t) {
 		k.emit8("FMA", a.t, d, func(t Type, d ptx.Reg) {
-			k.op("mad", []string{"lo"}, t, d, k.operand(a), k.operand(b), k.operand(c))
+			k.op("mad", qLo, t, d, k.operand(a), k.operand(b), k.operand(c))
 		})
 	} else {
-		k.op("fma", []string{"rn"}, a.t, d, k.operand(a), k.operand(b), k.operand(c))
+		k.op("fma", qRn, a.t, d, k.operand(a), k.operand(b), k.operand(c))
 	}
 	return Value{k: k, t: a.t, op: d}
 }
@@ -725,7 +746,7 @@ func (v Value) To(t Type) Value {
 			k.wrap8(I8, d, r)
 			return
 		}
-		k.emit(&ptx.Instr{Op: "cvt", Q: rnd, Types: []ptx.Type{t, v.t}, Args: []ptx.Operand{d, k.operand(v)}})
+		k.op2("cvt", rnd, t, v.t, d, k.operand(v))
 	})
 }
 
