@@ -113,7 +113,8 @@ func New(name string, opts ...Option) *Kernel {
 		}
 		o(k)
 	}
-	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true}
+	// Room for a mid-sized kernel (a gemm emits ~1800 instructions): fewer regrowths.
+	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true, Body: make([]*ptx.Instr, 0, 1024)}
 	k.mod = &ptx.Module{Target: k.target, Funcs: []*ptx.Func{k.fn}}
 	if !ptx.ValidIdent(name) {
 		k.errorf("kernel name %q is not a valid PTX identifier", name)
