@@ -79,7 +79,7 @@ type Kernel struct {
 	// scope of runtime control flow that made them and the scopes nested in it; nested lists
 	// the keys made inside runtime control flow, innermost scope last, and scopes where each
 	// open nesting level's keys start in it: they leave memos when their level ends.
-	memos     map[memoKey]Value // sized for a gemm, which holds up to ~200 at once
+	memos     map[memoKey]Value
 	nested    []memoKey
 	scopes    []int
 	mutable   map[uint64]bool // the registers of variables (Var), by regKey
@@ -98,12 +98,13 @@ type Kernel struct {
 	stale    map[uint64]bool // registers already reported by checkScope
 	smem     int64           // bytes of static shared memory (SharedArray) so far
 	opSlab   []opBox         // instructions not yet used by op
+	nslab    int             // the length of the last slab
 }
 
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: make(map[memoKey]Value, 256), mutable: map[uint64]bool{}, externs: map[string]*Func{},
+		memos: map[memoKey]Value{}, mutable: map[uint64]bool{}, externs: map[string]*Func{},
 		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}}
 	var nilOpts []int
 	for i, o := range opts {
@@ -113,8 +114,8 @@ func New(name string, opts ...Option) *Kernel {
 		}
 		o(k)
 	}
-	// Room for a mid-sized kernel (a gemm emits ~1800 instructions): fewer regrowths.
-	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true, Body: make([]*ptx.Instr, 0, 1024)}
+	// Room for a small kernel: fewer regrowths while emitting.
+	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true, Body: make([]*ptx.Instr, 0, 256)}
 	k.mod = &ptx.Module{Target: k.target, Funcs: []*ptx.Func{k.fn}}
 	if !ptx.ValidIdent(name) {
 		k.errorf("kernel name %q is not a valid PTX identifier", name)

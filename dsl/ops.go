@@ -226,8 +226,9 @@ func (k *Kernel) op2(op string, q []string, t1, t2 Type, args ...ptx.Operand) {
 
 // box returns an unused opBox from the slab.
 func (k *Kernel) box() *opBox {
-	if len(k.opSlab) == 0 {
-		k.opSlab = make([]opBox, opSlabLen)
+	if len(k.opSlab) == 0 { // slabs double up to opSlabLen: small kernels stay small
+		k.nslab = min(max(2*k.nslab, 8), opSlabLen)
+		k.opSlab = make([]opBox, k.nslab)
 	}
 	x := &k.opSlab[0]
 	k.opSlab = k.opSlab[1:]
@@ -242,7 +243,7 @@ var (
 )
 
 // opBox holds an instruction with its type and (most) operand lists; op takes them from a
-// slab of opSlabLen, one allocation for many instructions.
+// slab of up to opSlabLen, one allocation for many instructions.
 type opBox struct {
 	in   ptx.Instr
 	ty   [2]ptx.Type
