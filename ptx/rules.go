@@ -255,7 +255,7 @@ func (r *rule) verify(in *Instr) string {
 	}
 	if len(r.excl) > 0 {
 		var buf [16]string // most rules have fewer slots: no allocation
-		vals := buf[:0]
+		var vals []string
 		if len(r.slots) <= len(buf) {
 			vals = buf[:len(r.slots)]
 		} else {
