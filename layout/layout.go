@@ -31,12 +31,13 @@ func (l Layout) validate() {
 	if l.shape.hasHole() || l.stride.hasHole() {
 		fail(ErrInvalid, "a layout cannot contain _")
 	}
-	for _, s := range l.shape.Leaves() {
+	var buf [16]int // most layouts have fewer leaves: no allocation
+	for _, s := range l.shape.appendInts(buf[:0]) {
 		if s < 1 || s > limit {
 			fail(ErrInvalid, "extent %d out of range (must be >= 1)", s)
 		}
 	}
-	for _, d := range l.stride.Leaves() {
+	for _, d := range l.stride.appendInts(buf[:0]) {
 		if d > limit || d < -limit {
 			fail(ErrOverflow, "stride %d out of range", d)
 		}
