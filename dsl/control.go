@@ -124,13 +124,7 @@ func (k *Kernel) mov(d ptx.Reg, v Value) {
 	if t.IsFloat() && t != F32 && t != F64 {
 		t = t.BitType() // no mov.f16
 	}
-	x := &struct { // one allocation for the instruction, its type and its operands
-		in   ptx.Instr
-		ty   [1]ptx.Type
-		args [2]ptx.Operand
-	}{ty: [1]ptx.Type{t}, args: [2]ptx.Operand{d, k.operand(v)}}
-	x.in = ptx.Instr{Op: "mov", Types: x.ty[:], Args: x.args[:]}
-	k.emit(&x.in)
+	k.op("mov", nil, t, d, k.operand(v))
 }
 
 // For runs body(i) for i = from; i < to; i += step at run time. from, to and step are

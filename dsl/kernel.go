@@ -69,7 +69,7 @@ type Kernel struct {
 	noLoc  bool
 	fn     *ptx.Func
 	mod    *ptx.Module
-	nreg   map[ptx.Type]int
+	nreg   [256]int // registers made so far, by register type (any ptx.Type indexes it)
 	nlabel int
 	errs   []error
 	built  bool
@@ -94,16 +94,18 @@ type Kernel struct {
 	scopeIDs []int32
 	scopePos []ptx.Pos
 	ended    []bool
-	regScope map[ptx.Type][]int32
+	regScope [256][]int32
 	stale    map[uint64]bool // registers already reported by checkScope
 	smem     int64           // bytes of static shared memory (SharedArray) so far
+	opSlab   []opBox         // instructions not yet used by op
+	nslab    int             // the length of the last slab
 }
 
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
-	k := &Kernel{name: name, target: ptx.SM90, nreg: map[ptx.Type]int{}, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
+	k := &Kernel{name: name, target: ptx.SM90, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
 		memos: map[memoKey]Value{}, mutable: map[uint64]bool{}, externs: map[string]*Func{},
-		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}, regScope: map[ptx.Type][]int32{}}
+		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}}
 	var nilOpts []int
 	for i, o := range opts {
 		if o == nil {
@@ -112,7 +114,8 @@ func New(name string, opts ...Option) *Kernel {
 		}
 		o(k)
 	}
-	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true}
+	// Room for a small kernel: fewer regrowths while emitting.
+	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true, Body: make([]*ptx.Instr, 0, 256)}
 	k.mod = &ptx.Module{Target: k.target, Funcs: []*ptx.Func{k.fn}}
 	if !ptx.ValidIdent(name) {
 		k.errorf("kernel name %q is not a valid PTX identifier", name)
@@ -227,7 +230,8 @@ func (k *Kernel) hold() func() {
 
 // emit appends an instruction built at the caller's source position.
 func (k *Kernel) emit(in *ptx.Instr) {
-	if k.afterBuild("instruction " + in.Op + " emitted") {
+	if k.built { // the message is built only when needed
+		k.afterBuild("instruction " + in.Op + " emitted")
 		return
 	}
 	in.Pos = k.pos()

@@ -162,7 +162,7 @@ func (p Ptr) At(i any) Ptr {
 		switch x.t.Bits() {
 		case 64:
 			bytes = k.memo("bytes", U64, []Value{x, sz}, func(d ptx.Reg) {
-				k.op("mul", []string{"lo"}, ptx.U64, d, x.op, ptx.IntImm(ptx.U64, size))
+				k.op("mul", qLo, ptx.U64, d, x.op, immOp(ptx.U64, uint64(size)))
 			})
 		case 32, 16:
 			wt := U64
@@ -170,7 +170,7 @@ func (p Ptr) At(i any) Ptr {
 				wt = I64
 			}
 			bytes = k.memo("bytes", wt, []Value{x, sz}, func(d ptx.Reg) {
-				k.op("mul", []string{"wide"}, x.t, d, x.op, ptx.IntImm(x.t, size))
+				k.op("mul", qWide, x.t, d, x.op, immOp(x.t, uint64(size)))
 			})
 		default:
 			return p.At(x.To(U32))

@@ -506,13 +506,13 @@ func (k *Kernel) Gemm(m TiledMMA, a, b, c Tensor) {
 		return
 	}
 	M, N, K := sc[1], sc[2], sa[2]
-	regs := func(t Tensor, v, i, j, ni int) ptx.Vec {
-		out := make(ptx.Vec, v)
-		for x := 0; x < v; x++ {
-			out[x] = t.regs[x+v*(i+ni*j)].op
-		}
-		return out
+	ct := ptx.Type(at.C)
+	if at.C == I32 {
+		ct = ptx.S32
 	}
+	// Every mma shares its qualifiers and types (nothing changes an emitted instruction's).
+	q := []string{"sync", "aligned", at.shape(), "row", "col"}
+	types := []ptx.Type{ct, at.ptxA, at.ptxB, ct}
 	for kk := 0; kk < K; kk++ {
 		for mm := 0; mm < M; mm++ {
 			for i := 0; i < N; i++ {
@@ -520,19 +520,41 @@ func (k *Kernel) Gemm(m TiledMMA, a, b, c Tensor) {
 				if mm%2 == 1 {
 					nn = N - 1 - i
 				}
-				d := regs(c, vc, mm, nn, M)
-				k.emitMMA(at, d, regs(a, va, mm, kk, M), regs(b, vb, nn, kk, N))
+				k.emitMMA(q, types, [3]int{vc, va, vb}, c, a, b, mm, nn, kk, M, N)
 			}
 		}
 	}
 }
 
-// emitMMA emits d = a*b + d.
-func (k *Kernel) emitMMA(at MMAAtom, d, a, b ptx.Vec) {
-	ct := ptx.Type(at.C)
-	if at.C == I32 {
-		ct = ptx.S32
+// mmaBox holds an mma instruction with its operand lists: one allocation per mma.
+type mmaBox struct {
+	in   ptx.Instr
+	args [4]ptx.Operand
+	vecs [3]ptx.Vec
+	regs [16]ptx.Operand
+}
+
+// emitMMA emits d = a*b + d for fragment tile (mm, nn) at k-step kk of c, a and b, whose
+// values per thread are vs (c, a, b).
+func (k *Kernel) emitMMA(q []string, types []ptx.Type, vs [3]int, c, a, b Tensor, mm, nn, kk, M, N int) {
+	x := &mmaBox{}
+	used := 0
+	regs := func(t Tensor, v, i, j, ni int) ptx.Vec {
+		var out ptx.Vec
+		if used+v <= len(x.regs) {
+			out = x.regs[used : used+v : used+v]
+			used += v
+		} else {
+			out = make(ptx.Vec, v)
+		}
+		for e := 0; e < v; e++ {
+			out[e] = t.regs[e+v*(i+ni*j)].op
+		}
+		return out
 	}
-	k.emit(&ptx.Instr{Op: "mma", Q: []string{"sync", "aligned", at.shape(), "row", "col"},
-		Types: []ptx.Type{ct, at.ptxA, at.ptxB, ct}, Args: []ptx.Operand{d, a, b, d}})
+	x.vecs = [3]ptx.Vec{regs(c, vs[0], mm, nn, M), regs(a, vs[1], mm, kk, M), regs(b, vs[2], nn, kk, N)}
+	d := ptx.Operand(x.vecs[0])
+	x.args = [4]ptx.Operand{d, x.vecs[1], x.vecs[2], d}
+	x.in = ptx.Instr{Op: "mma", Q: q, Types: types, Args: x.args[:]}
+	k.emit(&x.in)
 }

@@ -210,14 +210,47 @@ type memoKey struct {
 func regKey(r ptx.Reg) uint64 { return uint64(r.Type)<<56 | uint64(uint32(r.N)) }
 
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
-	x := &struct { // one allocation for the instruction, its type and (most) operand lists
-		in   ptx.Instr
-		ty   [1]ptx.Type
-		args [4]ptx.Operand
-	}{ty: [1]ptx.Type{t}}
-	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:], Args: append(x.args[:0:len(x.args)], args...)}
+	x := k.box()
+	x.ty[0] = t
+	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:1:1], Args: append(x.args[:0:len(x.args)], args...)}
 	k.emit(&x.in)
 }
+
+// op2 is op for an instruction of two types (cvt).
+func (k *Kernel) op2(op string, q []string, t1, t2 Type, args ...ptx.Operand) {
+	x := k.box()
+	x.ty = [2]ptx.Type{t1, t2}
+	x.in = ptx.Instr{Op: op, Q: q, Types: x.ty[:2:2], Args: append(x.args[:0:len(x.args)], args...)}
+	k.emit(&x.in)
+}
+
+// box returns an unused opBox from the slab.
+func (k *Kernel) box() *opBox {
+	if len(k.opSlab) == 0 { // slabs double up to opSlabLen: small kernels stay small
+		k.nslab = min(max(2*k.nslab, 8), opSlabLen)
+		k.opSlab = make([]opBox, k.nslab)
+	}
+	x := &k.opSlab[0]
+	k.opSlab = k.opSlab[1:]
+	return x
+}
+
+// Qualifier lists shared by the instructions that use them (never changed after emission).
+var (
+	qLo   = []string{"lo"}
+	qWide = []string{"wide"}
+	qRn   = []string{"rn"}
+)
+
+// opBox holds an instruction with its type and (most) operand lists; op takes them from a
+// slab of up to opSlabLen, one allocation for many instructions.
+type opBox struct {
+	in   ptx.Instr
+	ty   [2]ptx.Type
+	args [4]ptx.Operand
+}
+
+const opSlabLen = 64
 
 // simple returns an emitter for "op{.q}.T d, a, b".
 func simple(op string, q ...string) func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
@@ -247,7 +280,7 @@ func wrapInt(k *Kernel, t Type, r int64) Value {
 	if n := t.Bits(); n < 64 {
 		bits &= 1<<n - 1
 	}
-	return Value{k: k, t: t, op: ptx.Imm{Type: t, Bits: bits}}
+	return Value{k: k, t: t, op: immOp(t, bits)}
 }
 
 // Add returns v + x. x is a Value of the same type or a Go number.
@@ -255,7 +288,7 @@ func (v Value) Add(x any) Value {
 	return v.binary("Add", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 		if t == BF16 && k.target.SM() < 90 {
 			one := k.operand(k.Const(BF16, 1.0))
-			k.op("fma", []string{"rn"}, BF16, d, a, one, b)
+			k.op("fma", qRn, BF16, d, a, one, b)
 			return
 		}
 		k.op("add", nil, t, d, a, b)
@@ -267,7 +300,7 @@ func (v Value) Sub(x any) Value {
 	return v.binary("Sub", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 		if t == BF16 && k.target.SM() < 90 {
 			m1 := k.operand(k.Const(BF16, -1.0))
-			k.op("fma", []string{"rn"}, BF16, d, b, m1, a)
+			k.op("fma", qRn, BF16, d, b, m1, a)
 			return
 		}
 		k.op("sub", nil, t, d, a, b)
@@ -279,12 +312,12 @@ func (v Value) Mul(x any) Value {
 	return v.binary("Mul", x, isNum, func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 		switch {
 		case isInt(t):
-			k.op("mul", []string{"lo"}, t, d, a, b)
+			k.op("mul", qLo, t, d, a, b)
 		case t == BF16 && k.target.SM() < 90:
 			// a*b + -0 keeps the sign of a zero product (a +0 addend would turn -0 into +0).
 			// Go's -0.0 literal is +0, hence Copysign.
 			negZero := k.operand(k.Const(BF16, math.Copysign(0, -1)))
-			k.op("fma", []string{"rn"}, BF16, d, a, b, negZero)
+			k.op("fma", qRn, BF16, d, a, b, negZero)
 		default:
 			k.op("mul", nil, t, d, a, b)
 		}
@@ -296,7 +329,7 @@ func (v Value) Div(x any) Value {
 	return v.binary("Div", x, func(t Type) bool { return isInt(t) || t == F32 || t == F64 },
 		func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) {
 			if isFloat(t) {
-				k.op("div", []string{"rn"}, t, d, a, b)
+				k.op("div", qRn, t, d, a, b)
 				return
 			}
 			k.op("div", nil, t, d, a, b)
@@ -527,9 +560,33 @@ func (v Value) compare(name, cmp string, x any) Value {
 	if isFloat(t) && cmp == "ne" {
 		cmp = "neu" // NaN != x is true, as in Go
 	}
-	return k.memo("setp."+cmp+"."+t.String(), Bool, []Value{v, w}, func(d ptx.Reg) {
-		k.emit(&ptx.Instr{Op: "setp", Q: []string{cmp}, Types: []ptx.Type{arithType(t)}, Args: []ptx.Operand{d, k.operand(v), k.operand(w)}})
+	q, name := setpQ(cmp, t)
+	return k.memo(name, Bool, []Value{v, w}, func(d ptx.Reg) {
+		k.op("setp", q, arithType(t), d, k.operand(v), k.operand(w))
 	})
+}
+
+// setpCmps are the comparisons of setp the DSL emits; setpNames their memo names by type.
+var setpCmps = [...][]string{{"eq"}, {"ne"}, {"lt"}, {"le"}, {"gt"}, {"ge"}, {"neu"}}
+
+var setpNames = func() (n [len(setpCmps)][ptx.TF32 + 1]string) {
+	for i, c := range setpCmps {
+		for t := range n[i] {
+			n[i][t] = "setp." + c[0] + "." + ptx.Type(t).String()
+		}
+	}
+	return n
+}()
+
+// setpQ returns the qualifiers of setp.cmp (shared, never changed) and the memo name of a
+// comparison of t, without allocating for the common ones.
+func setpQ(cmp string, t Type) ([]string, string) {
+	for i, c := range setpCmps {
+		if c[0] == cmp && int(t) < len(setpNames[i]) {
+			return c, setpNames[i][t]
+		}
+	}
+	return []string{cmp}, "setp." + cmp + "." + t.String()
 }
 
 // Select returns a where cond is true, else b; a and b have the same type.
@@ -575,7 +632,7 @@ func (k *Kernel) Select(cond Value, a, b any) Value {
 	if t == F16 || t == BF16 || t == E4M3 || t == E5M2 {
 		st = ptx.B16
 	}
-	k.emit(&ptx.Instr{Op: "selp", Types: []ptx.Type{st}, Args: []ptx.Operand{d, k.operand(x), k.operand(y), cond.op}})
+	k.op("selp", nil, st, d, k.operand(x), k.operand(y), cond.op)
 	return Value{k: k, t: t, op: d}
 }
 
@@ -595,10 +652,10 @@ func (k *Kernel) FMA(a, b, c Value) Value {
 	d := k.reg(a.t)
 	if isInt(a.t) {
 		k.emit8("FMA", a.t, d, func(t Type, d ptx.Reg) {
-			k.op("mad", []string{"lo"}, t, d, k.operand(a), k.operand(b), k.operand(c))
+			k.op("mad", qLo, t, d, k.operand(a), k.operand(b), k.operand(c))
 		})
 	} else {
-		k.op("fma", []string{"rn"}, a.t, d, k.operand(a), k.operand(b), k.operand(c))
+		k.op("fma", qRn, a.t, d, k.operand(a), k.operand(b), k.operand(c))
 	}
 	return Value{k: k, t: a.t, op: d}
 }
@@ -690,7 +747,7 @@ func (v Value) To(t Type) Value {
 			k.wrap8(I8, d, r)
 			return
 		}
-		k.emit(&ptx.Instr{Op: "cvt", Q: rnd, Types: []ptx.Type{t, v.t}, Args: []ptx.Operand{d, k.operand(v)}})
+		k.op2("cvt", rnd, t, v.t, d, k.operand(v))
 	})
 }
 

@@ -60,6 +60,25 @@ func (k *Kernel) poison(t Type) Value {
 	return Value{k: k, t: t, op: k.reg(t)}
 }
 
+// smallImms holds small immediates of every type already boxed as operands, so that the
+// common constants cost no allocation.
+var smallImms = func() (c [ptx.TF32 + 1][64]ptx.Operand) {
+	for t := range c {
+		for b := range c[t] {
+			c[t][b] = ptx.Imm{Type: ptx.Type(t), Bits: uint64(b)}
+		}
+	}
+	return c
+}()
+
+// immOp returns the immediate operand {t, bits}.
+func immOp(t ptx.Type, bits uint64) ptx.Operand {
+	if int(t) < len(smallImms) && bits < uint64(len(smallImms[0])) {
+		return smallImms[t][bits]
+	}
+	return ptx.Imm{Type: t, Bits: bits}
+}
+
 func constOf(k *Kernel, t Type, x any) (Value, error) {
 	var i int64
 	var u uint64
@@ -98,7 +117,7 @@ func constOf(k *Kernel, t Type, x any) (Value, error) {
 		if x {
 			b = 1
 		}
-		return Value{k: k, t: t, op: ptx.Imm{Type: ptx.Pred, Bits: b}}, nil
+		return Value{k: k, t: t, op: immOp(ptx.Pred, b)}, nil
 	default:
 		return Value{}, fmt.Errorf("cannot make a %s constant from Go %T", t, x)
 	}
@@ -125,7 +144,7 @@ func constOf(k *Kernel, t Type, x any) (Value, error) {
 			if bits < 64 && (i < -(1<<(bits-1)) || i >= 1<<(bits-1)) {
 				return Value{}, fmt.Errorf("constant %d overflows %s", i, t)
 			}
-			return Value{k: k, t: t, op: ptx.IntImm(t, i)}, nil
+			return Value{k: k, t: t, op: immOp(t, uint64(i))}, nil
 		}
 		if isInt {
 			if i < 0 {
@@ -136,7 +155,7 @@ func constOf(k *Kernel, t Type, x any) (Value, error) {
 		if bits < 64 && u >= 1<<bits {
 			return Value{}, fmt.Errorf("constant %d overflows %s", u, t)
 		}
-		return Value{k: k, t: t, op: ptx.Imm{Type: t, Bits: u}}, nil
+		return Value{k: k, t: t, op: immOp(t, u)}, nil
 	case t == Bool:
 		return Value{}, fmt.Errorf("use true or false for a Bool constant, not %v", x)
 	}
@@ -218,7 +237,7 @@ func (k *Kernel) operand(v Value) ptx.Operand {
 	case E4M3, E5M2:
 		return ptx.Imm{Type: ptx.B16, Bits: uint64(fp8Bits(v.t, math.Float64frombits(im.Bits)))}
 	}
-	return im
+	return v.op // im, already boxed
 }
 
 // val converts a Go number or a Value into a Value of type t (for the right-hand side of

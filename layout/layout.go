@@ -31,12 +31,13 @@ func (l Layout) validate() {
 	if l.shape.hasHole() || l.stride.hasHole() {
 		fail(ErrInvalid, "a layout cannot contain _")
 	}
-	for _, s := range l.shape.Leaves() {
+	var buf [16]int // most layouts have fewer leaves: no allocation
+	for _, s := range l.shape.appendInts(buf[:0]) {
 		if s < 1 || s > limit {
 			fail(ErrInvalid, "extent %d out of range (must be >= 1)", s)
 		}
 	}
-	for _, d := range l.stride.Leaves() {
+	for _, d := range l.stride.appendInts(buf[:0]) {
 		if d > limit || d < -limit {
 			fail(ErrOverflow, "stride %d out of range", d)
 		}
@@ -226,10 +227,7 @@ func valueInt(c int, s, d IntTuple) int {
 	n := len(s.elems)
 	r := 0
 	for k := 0; k < n-1; k++ {
-		p := 1
-		for _, v := range s.elems[k].Leaves() {
-			p *= v
-		}
+		p := leafProduct(s.elems[k])
 		if p == 0 { // only in an invalid (zero-extent) layout
 			return r
 		}
@@ -240,6 +238,18 @@ func valueInt(c int, s, d IntTuple) int {
 		r += valueInt(c, s.elems[n-1], d.elems[n-1])
 	}
 	return r
+}
+
+// leafProduct multiplies t's integers without collecting them.
+func leafProduct(t IntTuple) int {
+	if t.kind != kindTuple {
+		return t.val
+	}
+	p := 1
+	for _, e := range t.elems {
+		p *= leafProduct(e)
+	}
+	return p
 }
 
 // Eval returns L(coord) for a coordinate that is an integer or a tuple

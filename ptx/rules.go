@@ -157,10 +157,9 @@ func (r *rule) compiled() []compiledExcl {
 	return r.cexcl
 }
 
-// slotValues returns the value of each slot ("" when absent) of an instruction whose
-// qualifiers are in order.
-func (r *rule) slotValues(in *Instr) []string {
-	vals := make([]string, len(r.slots))
+// slotValues sets vals (len(r.slots) empty strings) to the value of each slot ("" when
+// absent) of an instruction whose qualifiers are in order, and returns it.
+func (r *rule) slotValues(vals []string, in *Instr) []string {
 	si := 0
 	for _, q := range in.Q {
 		for si < len(r.slots) {
@@ -255,7 +254,14 @@ func (r *rule) verify(in *Instr) string {
 		}
 	}
 	if len(r.excl) > 0 {
-		if msg := r.exclCheck(r.slotValues(in), len(r.slots), -1); msg != "" {
+		var buf [16]string // most rules have fewer slots: no allocation
+		var vals []string
+		if len(r.slots) <= len(buf) {
+			vals = buf[:len(r.slots)]
+		} else {
+			vals = make([]string, len(r.slots))
+		}
+		if msg := r.exclCheck(r.slotValues(vals, in), len(r.slots), -1); msg != "" {
 			return msg
 		}
 	}

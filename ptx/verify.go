@@ -180,8 +180,8 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		}
 		return nil
 	}
-	passed := map[uint64][]*Instr{}   // by shapeHash: instructions that passed the rules
-	needsMet := map[uint64][]*Instr{} // by formHash: instructions whose needs the target meets
+	passed := newInstrSet(len(f.Body) / 2) // by shapeHash: instructions that passed the rules
+	needsMet := newInstrSet(64)            // by formHash: instructions whose needs the target meets
 	failAt := func(in *Instr, format string, a ...any) {
 		add(&Error{Func: f.Name, Instr: FormatInstr(in), Pos: in.Pos, Msg: fmt.Sprintf(format, a...)})
 	}
@@ -231,14 +231,14 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		// An instruction of the shape of one that passed (the same but for register numbers)
 		// passes too: the rules look at no register number.
 		h := shapeHash(in)
-		if !slices.ContainsFunc(passed[h], func(p *Instr) bool { return sameShape(p, in) }) {
+		if !passed.has(h, in, sameShape) {
 			if msg := r.verify(in); msg != "" {
 				fail("%s", msg)
 				continue
 			}
 			ok := true
 			fh := formHash(in) // the needs depend on the form only
-			if !slices.ContainsFunc(needsMet[fh], func(p *Instr) bool { return sameForm(p, in) }) {
+			if !needsMet.has(fh, in, sameForm) {
 				for _, n := range r.needs(in) {
 					if !n.ok(m.Target) {
 						fail("%s (target is %s)", n.why, m.Target)
@@ -249,11 +249,11 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 					}
 				}
 				if ok {
-					needsMet[fh] = append(needsMet[fh], in)
+					needsMet.add(fh, in)
 				}
 			}
 			if ok {
-				passed[h] = append(passed[h], in)
+				passed.add(h, in)
 			}
 		}
 		for _, a := range in.Args {
@@ -425,6 +425,35 @@ func formHash(in *Instr) uint64 {
 
 // shapeHash hashes (FNV-1a) what the rules of an instruction look at: its form (formHash)
 // and its operands but for register numbers.
+// instrSet holds instructions by a hash: the first of each hash in first, any others (hash
+// collisions) in more, so that the common case allocates no slice.
+type instrSet struct {
+	first map[uint64]*Instr
+	more  map[uint64][]*Instr
+}
+
+func newInstrSet(n int) instrSet { return instrSet{first: make(map[uint64]*Instr, n)} }
+
+// has reports whether the set holds an instruction of hash h that same(it, in) accepts.
+func (s *instrSet) has(h uint64, in *Instr, same func(a, b *Instr) bool) bool {
+	p, ok := s.first[h]
+	if !ok {
+		return false
+	}
+	return same(p, in) || slices.ContainsFunc(s.more[h], func(p *Instr) bool { return same(p, in) })
+}
+
+func (s *instrSet) add(h uint64, in *Instr) {
+	if _, ok := s.first[h]; !ok {
+		s.first[h] = in
+		return
+	}
+	if s.more == nil {
+		s.more = map[uint64][]*Instr{}
+	}
+	s.more[h] = append(s.more[h], in)
+}
+
 func shapeHash(in *Instr) uint64 {
 	h := formHash(in)
 	for _, a := range in.Args {
