@@ -11,11 +11,13 @@ const dynSmemName = "kgen_dynamic_smem"
 // DynamicSharedSize reads that size in the kernel. The memory follows the static shared
 // memory (SharedArray).
 //
-// align is the alignment in bytes that the kernel relies on (a power of two, at least the
-// element size; 0 means 16, as SharedArray). Every call returns the same memory, whatever
-// elem: carve regions out of it with At, and view them through a layout with MakeTensor or
-// MakeSwizzledTensor. All calls must ask for the same alignment (the largest any region
-// needs, e.g. 1024 for a 128-byte swizzle that TMA writes).
+// align is the alignment in bytes declared on the array (a power of two, at least the
+// element size; 0 means 16, as SharedArray). CUDA guarantees only 16 whatever is declared
+// (static shared variables come first), and the emulator gives exactly 16: regions needing
+// more (TMA's swizzled boxes, wgmma descriptors) use DynamicSharedTile, which rounds the
+// address up at run time. Every call returns the same memory, whatever elem: carve regions
+// out of it with At, and view them through a layout with MakeTensor or MakeSwizzledTensor.
+// All calls must ask for the same alignment.
 func (k *Kernel) DynamicShared(elem Type, align int) Ptr {
 	bad := func(format string, a ...any) Ptr {
 		k.errorf("DynamicShared: "+format, a...)

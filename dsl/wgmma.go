@@ -33,9 +33,17 @@ func (k *Kernel) SharedTile(elem Type, l layout.ComposedLayout, stages int) Shar
 	return s
 }
 
-// DynamicSharedTile is SharedTile in dynamic shared memory (DynamicShared with 1024-byte
-// alignment), starting offset bytes in (a multiple of 1024): for pipelines larger than the
-// 48 KiB of static shared memory. The launch gives offset plus the tile's stages*StageBytes.
+// DynamicSharedTilePad is the extra dynamic shared memory a kernel using DynamicSharedTile
+// needs: CUDA guarantees the dynamic region only 16-byte alignment (static shared variables
+// come first, whatever the declared alignment), so the tiles start at its address rounded up
+// to 1024 at run time.
+const DynamicSharedTilePad = 1024
+
+// DynamicSharedTile is SharedTile in dynamic shared memory, starting offset bytes (a multiple
+// of 1024) past the dynamic region's address rounded up to 1024 (the 128-byte swizzle's
+// repeat, which TMA destinations and wgmma descriptors need): for pipelines larger than the
+// 48 KiB of static shared memory. The launch gives DynamicSharedTilePad plus the end of the
+// last tile (offset + stages*StageBytes).
 func (k *Kernel) DynamicSharedTile(elem Type, l layout.ComposedLayout, stages, offset int) SharedTile {
 	defer k.hold()()
 	es := memType(elem).Bytes()
@@ -48,8 +56,18 @@ func (k *Kernel) DynamicSharedTile(elem Type, l layout.ComposedLayout, stages, o
 		k.errorf("DynamicSharedTile: offset %d is not a non-negative multiple of 1024", offset)
 		offset = 0
 	}
-	s.base = k.DynamicShared(U8, 1024).At(offset).As(elem)
+	s.base = k.dynamicShared1024().At(offset).As(elem)
 	return s
+}
+
+// dynamicShared1024 returns the dynamic shared memory's address rounded up to 1024 bytes.
+func (k *Kernel) dynamicShared1024() Ptr {
+	dyn := k.DynamicShared(U8, 0)
+	addr := k.memo("dynamic_smem_1024", U64, []Value{dyn.addr}, func(d ptx.Reg) {
+		k.emit(&ptx.Instr{Op: "add", Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, dyn.addr.op, ptx.IntImm(ptx.U64, 1023)}})
+		k.emit(&ptx.Instr{Op: "and", Types: []ptx.Type{ptx.B64}, Args: []ptx.Operand{d, d, ptx.IntImm(ptx.B64, -1024)}})
+	})
+	return Ptr{k: k, addr: addr, elem: U8, space: ptx.SpaceShared, align: 1024}
 }
 
 // alignedShared allocates n bytes of static shared memory aligned to align bytes.

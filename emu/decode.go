@@ -90,11 +90,9 @@ func (d *decoder) run() error {
 	p, m := d.p, d.p.mod
 	d.sink = d.newSlots(1)
 	d.zero = d.constSlot(0)
-	dynAlign := 16
 	addShared := func(key string, v *ptx.Var) {
 		if v.Extern || v.Array < 0 {
 			d.dynamic = append(d.dynamic, key)
-			dynAlign = max(dynAlign, varAlign(v))
 			return
 		}
 		off := roundUp(uint64(p.sharedSize), uint64(varAlign(v)))
@@ -157,12 +155,18 @@ func (d *decoder) run() error {
 			}
 		}
 	}
-	dyn := int64(roundUp(uint64(p.sharedSize), uint64(dynAlign)))
+	// CUDA guarantees dynamic shared memory only 16-byte alignment, whatever the extern's
+	// .align (ptxas places it after the static variables): the emulator gives it exactly 16
+	// (an odd multiple), so that a kernel relying on more faults here as on the GPU.
+	dyn := int64(roundUp(uint64(p.sharedSize), 16))
+	if dyn%32 == 0 {
+		dyn += 16
+	}
 	for _, k := range d.dynamic {
 		d.shared[k] = dyn
 	}
-	if len(d.dynamic) > 0 && int(dyn) > p.sharedSize {
-		p.sharedSize = int(dyn)
+	if len(d.dynamic) > 0 {
+		p.dynPad = int(dyn) - p.sharedSize
 	}
 	// Entry points first so that pcs are stable; then bodies.
 	for _, df := range p.flist {

@@ -610,7 +610,7 @@ func (l *launch) liveWarps() int {
 func (l *launch) startBlock(b *block) error {
 	p := l.prog
 	if l.blockBytes == 0 {
-		l.blockBytes = int64(l.lsize)*32*int64(l.nwarps) + int64(p.sharedSize+l.dynShared)
+		l.blockBytes = int64(l.lsize)*32*int64(l.nwarps) + int64(p.sharedSize+p.dynPad+l.dynShared)
 	}
 	if lim := l.sys.limits.MaxMemory - l.sys.used; l.blockBytes > lim-l.liveBytes {
 		return &Error{Kind: KindLaunch, Kernel: l.fn.f.Name, GPU: b.gpu, Block: b.id, Msg: fmt.Sprintf(
@@ -621,7 +621,7 @@ func (l *launch) startBlock(b *block) error {
 	b.started = true
 	b.nthreads = l.nthreads
 	b.params = l.params[b.gpu]
-	if n := p.sharedSize + l.dynShared; n > 0 {
+	if n := p.sharedSize + p.dynPad + l.dynShared; n > 0 {
 		if k := len(l.sharedPool); k > 0 {
 			b.shared = l.sharedPool[k-1]
 			l.sharedPool = l.sharedPool[:k-1]

@@ -30,8 +30,8 @@ func (w *warp) sharedSpan(off uint64, n int) ([]byte, *memFault) {
 	}
 	b := w.b
 	if off+uint64(n) > uint64(len(b.shared)) || off+uint64(n) < off {
-		return nil, faultf(KindOutOfBounds, "%d bytes at shared offset %#x: the block has %d bytes of shared memory (%d static + %d dynamic)",
-			n, off, len(b.shared), w.l.prog.sharedSize, w.l.dynShared)
+		return nil, faultf(KindOutOfBounds, "%d bytes at shared offset %#x: the block has %d bytes of shared memory (%d static + %d dynamic at %#x)",
+			n, off, len(b.shared), w.l.prog.sharedSize, w.l.dynShared, w.l.prog.sharedSize+w.l.prog.dynPad)
 	}
 	if b.cp != nil {
 		if f := b.cpCheck(off, n); f != nil {

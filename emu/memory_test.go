@@ -66,7 +66,7 @@ func TestDynamicSharedGlobalsAndDims(t *testing.T) {
 	}
 	// Touching past the dynamic size is out of bounds of the block's shared memory.
 	err := s.Launch(Launch{Module: m, Entry: "dyns", Grid: D1(1), Block: Dim3{3, 2, 1}, SharedBytes: 16, Args: []any{mustMalloc(t, s, 0, 6*16)}})
-	wantErr(t, err, KindOutOfBounds, "shared offset", "the block has 16 bytes of shared memory (0 static + 16 dynamic)")
+	wantErr(t, err, KindOutOfBounds, "shared offset", "the block has 32 bytes of shared memory (0 static + 16 dynamic at 0x10)")
 }
 
 func TestHostMemoryAPI(t *testing.T) {

@@ -194,6 +194,7 @@ type program struct {
 	inits      []initSlot
 	localSize  int         // per thread
 	sharedSize int         // static shared bytes
+	dynPad     int         // bytes between the static variables and the dynamic array
 	sharedVars []sharedVar // static shared variables, for reports
 	gvars      []*ptx.Var  // module-scope .global/.const variables
 	decodeErr  error

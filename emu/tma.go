@@ -290,8 +290,9 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 	}
 	smem := in.sub[1]
 	base := w.ea(smem, ln)
-	if base%128 != 0 {
-		w.fault(in, ln, KindMisaligned, fmt.Sprintf("the shared-memory box at %#x is not 128-byte aligned", base))
+	// 128 bytes; a swizzled box needs the swizzle's repeat (8 rows of it: 256, 512, 1024).
+	if align := uint64(max(128, 8*tm.Swizzle)); base%align != 0 {
+		w.fault(in, ln, KindMisaligned, fmt.Sprintf("the shared-memory box at %#x is not %d-byte aligned (a %d-byte swizzle's repeat; TMA needs at least 128)", base, align, tm.Swizzle))
 		return false
 	}
 	// The destinations: the box's address as given, or with .multicast::cluster the same

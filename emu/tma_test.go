@@ -73,6 +73,13 @@ func (c tmaCase) String() string {
 
 func runTMALoad(t *testing.T, c tmaCase, wrongTx int) error {
 	t.Helper()
+	return runTMALoadIn(t, c, wrongTx, tmaLoadSrc, 0)
+}
+
+// runTMALoadIn is runTMALoad of the kernel src launched with dyn bytes of dynamic shared
+// memory.
+func runTMALoadIn(t *testing.T, c tmaCase, wrongTx int, src string, dyn int) error {
+	t.Helper()
 	pitch := c.pitch
 	if pitch == 0 {
 		pitch = (c.dims[0]*2 + 15) &^ 15
@@ -104,7 +111,8 @@ func runTMALoad(t *testing.T, c tmaCase, wrongTx int) error {
 	}
 	tm.Strides[1], tm.Strides[2] = uint64(pitch), uint64(plane)
 	out := mustMalloc(t, sys, 0, 8192)
-	err := launch1(sys, asm(t, tmaLoadSrc), "k", 1, 32, tm, out, uint32(c.at[0]), uint32(c.at[1]), uint32(c.at[2]), uint32(total+wrongTx), uint32(total/4))
+	err := sys.Launch(Launch{Module: asm(t, src), Entry: "k", Grid: D1(1), Block: D1(32), SharedBytes: dyn,
+		Args: []any{tm, out, uint32(c.at[0]), uint32(c.at[1]), uint32(c.at[2]), uint32(total + wrongTx), uint32(total / 4)}})
 	if err != nil {
 		return err
 	}
@@ -163,6 +171,29 @@ func TestTMALoadMisaligned(t *testing.T) {
 		c := tmaCase{dims: [3]int{24, 5, 5}, box: [3]int{8, 8, 8}, at: [3]int32{x, 0, 0}}
 		wantErr(t, runTMALoad(t, c, 0), KindMisaligned, fmt.Sprintf("the box's inner coordinate %d is %d bytes from the tensor's start, not a multiple of 16", x, 2*x),
 			"cp.async.bulk.tensor.3d")
+	}
+}
+
+// TestTMADynamicSharedAlignment: dynamic shared memory is only 16-byte aligned (CUDA's
+// guarantee, whatever the extern's .align; the emulator gives exactly 16), so a 128-byte
+// swizzled box written at its start is a misaligned-access fault, as on an H100
+// (MisalignedAddress); rounding the address up to 1024 at run time, with 1 KiB more
+// allocated, loads the box.
+func TestTMADynamicSharedAlignment(t *testing.T) {
+	dynSrc := strings.Replace(strings.Replace(tmaLoadSrc, "\t.shared .align 1024 .b8 box[8192];\n", "", 1),
+		"mov.u64 %rd1, box;", "mov.u64 %rd1, dyn;", 1)
+	dynSrc = ".extern .shared .align 1024 .b8 dyn[];\n" + dynSrc
+	c := tmaCase{dims: [3]int{64, 8, 1}, box: [3]int{64, 8, 1}, swz: 128}
+	wantErr(t, runTMALoadIn(t, c, 0, dynSrc, 8192), KindMisaligned, "is not 1024-byte aligned (a 128-byte swizzle's repeat", "cp.async.bulk.tensor.3d")
+	c.swz, c.box[0] = 32, 16
+	wantErr(t, runTMALoadIn(t, c, 0, dynSrc, 8192), KindMisaligned, "is not 256-byte aligned (a 32-byte swizzle's repeat")
+	aligned := strings.Replace(dynSrc, "mov.u64 %rd1, dyn;", "mov.u64 %rd1, dyn;\n\tadd.u64 %rd1, %rd1, 1023;\n\tand.b64 %rd1, %rd1, -1024;", 1)
+	for _, swz := range []int{0, 32, 64, 128} {
+		c.swz, c.box[0] = swz, 64
+		if swz > 0 {
+			c.box[0] = swz / 2 // the box's inner bytes are at most the swizzle's
+		}
+		must(t, runTMALoadIn(t, c, 0, aligned, 8192+1024))
 	}
 }
 

@@ -42,9 +42,10 @@ func (c GemmSM90Config) Name() string {
 // Threads returns the block size: the producer warpgroup and the consumers.
 func (c GemmSM90Config) Threads() int { return 128 * (1 + c.Consumers) }
 
-// SharedBytes returns the dynamic shared memory a block needs: the stages of A and B.
+// SharedBytes returns the dynamic shared memory a block needs: the stages of A and B, and
+// dsl.DynamicSharedTilePad to align them to 1024 bytes at run time.
 func (c GemmSM90Config) SharedBytes() int {
-	return c.Stages * (c.BM() + c.BN) * gemmSM90BK * c.In.Bytes()
+	return c.Stages*(c.BM()+c.BN)*gemmSM90BK*c.In.Bytes() + dsl.DynamicSharedTilePad
 }
 
 // Tiles returns the number of output tiles of an M x N problem.
