@@ -64,41 +64,14 @@ func RunGemm(p GemmProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	rng := rand.New(rand.NewSource(p.Seed + 1))
-	rnd := func(dt dsl.Type, n int) []float64 {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = round(dt, 2*rng.Float64()-1)
-		}
-		return v
-	}
 	M, N, K := p.M, p.N, p.K
-	a, b, c := rnd(cfg.In, M*K), rnd(cfg.In, K*N), rnd(cfg.Out, M*N)
-	alloc := func(dt dsl.Type, v []float64) (uint64, error) {
-		addr, err := sys.Malloc(0, max(len(v)*dt.Bytes(), 1))
-		if err != nil {
-			return 0, err
-		}
-		return addr, write(sys, addr, dt, v)
-	}
-	pa, err := alloc(cfg.In, a)
+	g, err := newGemmData(sys, cfg.In, cfg.Out, M, N, K, p.Seed)
 	if err != nil {
 		return res, err
 	}
-	pb, err := alloc(cfg.In, b)
-	if err != nil {
-		return res, err
-	}
-	pc, err := alloc(cfg.Out, c)
-	if err != nil {
-		return res, err
-	}
+	pa, pb, pc, pd := g.ptrs[0], g.ptrs[1], g.ptrs[2], g.ptrs[3]
 	if p.NullC {
 		pc = 0
-	}
-	pd, err := alloc(cfg.Out, make([]float64, M*N))
-	if err != nil {
-		return res, err
 	}
 	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(M, N)), Block: emu.D1(cfg.Threads()),
 		SharedBytes: cfg.SharedBytes(),
@@ -117,16 +90,57 @@ func RunGemm(p GemmProblem) (Result, error) {
 	// A (i, l) and B (l, j) in their layouts.
 	at := func(i, l int) float64 {
 		if cfg.A == kernels.RowMajor {
-			return a[i*K+l]
+			return g.a[i*K+l]
 		}
-		return a[l*M+i]
+		return g.a[l*M+i]
 	}
 	bt := func(l, j int) float64 {
 		if cfg.B == kernels.RowMajor {
-			return b[l*N+j]
+			return g.b[l*N+j]
 		}
-		return b[j*K+l]
+		return g.b[j*K+l]
 	}
+	return res, g.check(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, at, bt)
+}
+
+// gemmData is a gemm problem's random inputs (A, B, C in [-1, 1], rounded to their types)
+// and its four device buffers on GPU 0 of the emulator (A, B, C and a zeroed D).
+type gemmData struct {
+	m, n, k int
+	a, b, c []float64
+	ptrs    [4]uint64
+}
+
+func newGemmData(sys *emu.System, in, out dsl.Type, m, n, k int, seed int64) (*gemmData, error) {
+	rng := rand.New(rand.NewSource(seed + 1))
+	rnd := func(dt dsl.Type, n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = round(dt, 2*rng.Float64()-1)
+		}
+		return v
+	}
+	g := &gemmData{m: m, n: n, k: k, a: rnd(in, m*k), b: rnd(in, k*n), c: rnd(out, m*n)}
+	for i, x := range []struct {
+		dt dsl.Type
+		v  []float64
+	}{{in, g.a}, {in, g.b}, {out, g.c}, {out, make([]float64, m*n)}} {
+		addr, err := sys.Malloc(0, max(len(x.v)*x.dt.Bytes(), 1))
+		if err != nil {
+			return nil, err
+		}
+		if err := write(sys, addr, x.dt, x.v); err != nil {
+			return nil, err
+		}
+		g.ptrs[i] = addr
+	}
+	return g, nil
+}
+
+// check compares D (got) with alpha*A*B + beta*C in float64, element by element, within
+// GemmTolerance; at and bt read A (i, l) and B (l, j). It fills res's MaxError and Checked.
+func (g *gemmData) check(res *Result, name string, out dsl.Type, got []float64, alpha, beta float64, at, bt func(int, int) float64) error {
+	M, N, K := g.m, g.n, g.k
 	bad := 0
 	var first string
 	for i := 0; i < M; i++ {
@@ -137,8 +151,8 @@ func RunGemm(p GemmProblem) (Result, error) {
 				s += x
 				abs += math.Abs(x)
 			}
-			want := p.Alpha*s + p.Beta*c[i*N+j]
-			tol := GemmTolerance(cfg.Out, K, math.Abs(p.Alpha)*abs+math.Abs(p.Beta*c[i*N+j]), want)
+			want := alpha*s + beta*g.c[i*N+j]
+			tol := GemmTolerance(out, K, math.Abs(alpha)*abs+math.Abs(beta*g.c[i*N+j]), want)
 			d := math.Abs(got[i*N+j] - want)
 			res.MaxError = math.Max(res.MaxError, d/tol)
 			if !(d <= tol) {
@@ -151,9 +165,9 @@ func RunGemm(p GemmProblem) (Result, error) {
 	}
 	res.Checked = M * N
 	if bad > 0 {
-		return res, fmt.Errorf("%s %s: %d of %d values differ; first: %s", cfg.Name(), res.Shape, bad, M*N, first)
+		return fmt.Errorf("%s %s: %d of %d values differ; first: %s", name, res.Shape, bad, M*N, first)
 	}
-	return res, nil
+	return nil
 }
 
 // GemmTolerance bounds |D - exact| for one element: products of f16/bf16 inputs are exact

@@ -3,7 +3,6 @@ package ref
 import (
 	"fmt"
 	"math"
-	"math/rand"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
@@ -57,32 +56,12 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	rng := rand.New(rand.NewSource(p.Seed + 1))
-	rnd := func(dt dsl.Type, n int) []float64 {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = round(dt, 2*rng.Float64()-1)
-		}
-		return v
-	}
 	M, N, K := p.M, p.N, p.K
-	a, b, c := rnd(cfg.In, M*K), rnd(cfg.In, K*N), rnd(cfg.Out, M*N)
-	alloc := func(dt dsl.Type, v []float64) (uint64, error) {
-		addr, err := sys.Malloc(0, max(len(v)*dt.Bytes(), 1))
-		if err != nil {
-			return 0, err
-		}
-		return addr, write(sys, addr, dt, v)
+	g, err := newGemmData(sys, cfg.In, cfg.Out, M, N, K, p.Seed)
+	if err != nil {
+		return res, err
 	}
-	var ptrs [4]uint64
-	for i, x := range []struct {
-		dt dsl.Type
-		v  []float64
-	}{{cfg.In, a}, {cfg.In, b}, {cfg.Out, c}, {cfg.Out, make([]float64, M*N)}} {
-		if ptrs[i], err = alloc(x.dt, x.v); err != nil {
-			return res, err
-		}
-	}
+	ptrs := g.ptrs
 	es := uint64(cfg.In.Bytes())
 	tmap := func(g uint64, inner, outer int, box [2]int) emu.TensorMap {
 		return emu.TensorMap{Elem: ptx.Type(cfg.In), Rank: 2, Global: g, Dims: [5]uint64{uint64(inner), uint64(outer)},
@@ -104,31 +83,7 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	bad := 0
-	var first string
-	for i := 0; i < M; i++ {
-		for j := 0; j < N; j++ {
-			s, abs := 0.0, 0.0
-			for l := 0; l < K; l++ {
-				x := a[i*K+l] * b[l*N+j]
-				s += x
-				abs += math.Abs(x)
-			}
-			want := p.Alpha*s + p.Beta*c[i*N+j]
-			tol := GemmTolerance(cfg.Out, K, math.Abs(p.Alpha)*abs+math.Abs(p.Beta*c[i*N+j]), want)
-			d := math.Abs(got[i*N+j] - want)
-			res.MaxError = math.Max(res.MaxError, d/tol)
-			if !(d <= tol) {
-				if bad == 0 {
-					first = fmt.Sprintf("D[%d,%d] = %v, want %v (tolerance %.3g)", i, j, got[i*N+j], want, tol)
-				}
-				bad++
-			}
-		}
-	}
-	res.Checked = M * N
-	if bad > 0 {
-		return res, fmt.Errorf("%s %s: %d of %d values differ; first: %s", cfg.Name(), res.Shape, bad, M*N, first)
-	}
-	return res, nil
+	at := func(i, l int) float64 { return g.a[i*K+l] }
+	bt := func(l, j int) float64 { return g.b[l*N+j] }
+	return res, g.check(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, at, bt)
 }
