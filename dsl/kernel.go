@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -248,7 +249,7 @@ func (k *Kernel) reg(t ptx.Type) ptx.Reg {
 
 func (k *Kernel) label() string {
 	k.nlabel++
-	return fmt.Sprintf("$L__%s_%d", k.name, k.nlabel)
+	return "$L__" + k.name + "_" + strconv.Itoa(k.nlabel)
 }
 
 var dslDir, moduleRoot = func() (string, string) {

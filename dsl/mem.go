@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -407,7 +408,7 @@ func (k *Kernel) memOptions(what string, p Ptr, opts []MemOption, store bool) (m
 }
 
 func (o memOpts) quals(space ptx.Space, vec int) []string {
-	var q []string
+	q := make([]string, 0, 4) // one allocation for all four
 	if o.sem != "" {
 		q = append(q, o.sem)
 	}
@@ -418,9 +419,22 @@ func (o memOpts) quals(space ptx.Space, vec int) []string {
 		q = append(q, s)
 	}
 	if vec > 1 {
-		q = append(q, fmt.Sprintf("v%d", vec))
+		q = append(q, vecQual(vec))
 	}
 	return q
+}
+
+// vecQual returns the vector qualifier "v<n>" without formatting for the common widths.
+func vecQual(n int) string {
+	switch n {
+	case 2:
+		return "v2"
+	case 4:
+		return "v4"
+	case 8:
+		return "v8"
+	}
+	return "v" + strconv.Itoa(n)
 }
 
 // The memory limits arrays are checked against.
