@@ -80,7 +80,7 @@ func (k *Kernel) Param(name string, t Type) Value {
 	}
 	k.paramInfo = append(k.paramInfo, ParamInfo{Name: name, Type: t})
 	d := k.reg(t)
-	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{memType(t)}, Args: []ptx.Operand{d, ptx.Addr{Base: ptx.Sym(name)}}})
+	k.op("ld", []string{"param"}, memType(t), d, ptx.Addr{Base: ptx.Sym(name)})
 	return Value{k: k, t: t, op: d}
 }
 
@@ -97,7 +97,7 @@ func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	}
 	k.paramInfo = append(k.paramInfo, ParamInfo{Name: name, Type: elem, Pointer: true})
 	g, d := k.reg(U64), k.reg(U64)
-	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{g, ptx.Addr{Base: ptx.Sym(name)}}})
+	k.op("ld", []string{"param"}, ptx.U64, g, ptx.Addr{Base: ptx.Sym(name)})
 	k.emit(&ptx.Instr{Op: "cvta", Q: []string{"to", "global"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, g}})
 	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: ptx.SpaceGlobal, align: 16}
 }
@@ -235,7 +235,7 @@ func (k *Kernel) Load(p Ptr, opts ...MemOption) Value {
 		return k.poison(p.elem)
 	}
 	d := k.reg(p.elem)
-	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{d, p.addrOperand()}})
+	k.op("ld", o.quals(p.space, 0), memType(p.elem), d, p.addrOperand())
 	return Value{k: k, t: p.elem, op: d}
 }
 
@@ -252,7 +252,7 @@ func (k *Kernel) Store(p Ptr, v any, opts ...MemOption) {
 	if !ok {
 		return
 	}
-	k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{p.addrOperand(), k.storeOperand(x)}})
+	k.op("st", o.quals(p.space, 0), memType(p.elem), p.addrOperand(), k.storeOperand(x))
 }
 
 // storeOperand returns x as a st source (immediates of half types are materialised).
@@ -291,7 +291,7 @@ func (k *Kernel) LoadVec(p Ptr, n int, opts ...MemOption) []Value {
 		vec[i] = r
 		out[i] = Value{k: k, t: p.elem, op: r}
 	}
-	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, n), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{vec, p.addrOperand()}})
+	k.op("ld", o.quals(p.space, n), memType(p.elem), vec, p.addrOperand())
 	return out
 }
 
@@ -481,7 +481,7 @@ func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n
 	name := fmt.Sprintf("%s_%d", prefix, len(k.fn.Vars))
 	k.fn.Vars = append(k.fn.Vars, &ptx.Var{Space: space, Name: name, Type: memType(elem), Array: n, Align: 16})
 	d := k.reg(U64)
-	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, ptx.Sym(name)}})
+	k.op("mov", nil, ptx.U64, d, ptx.Sym(name))
 	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: space, align: 16}
 }
 
