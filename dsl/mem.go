@@ -159,7 +159,7 @@ func (p Ptr) At(i any) Ptr {
 			return p.addOff(constInt(x), size)
 		}
 		var bytes Value
-		sz := Value{k: k, t: I64, op: ptx.IntImm(ptx.S64, size)}
+		sz := Value{k: k, t: I64, op: immOp(ptx.S64, uint64(size))} // pre-boxed when small
 		switch x.t.Bits() {
 		case 64:
 			bytes = k.memo("bytes", U64, []Value{x, sz}, func(d ptx.Reg) {
@@ -192,6 +192,14 @@ func (p Ptr) At(i any) Ptr {
 	}
 	k.errorf("Ptr.At: index must be an integer Value or Go integer, got %T", i)
 	return p
+}
+
+// atConst is At for a constant index, without boxing it into an any.
+func (p Ptr) atConst(i int64) Ptr {
+	if p.k == nil {
+		return p
+	}
+	return p.addOff(i, max(int64(p.elem.Bytes()), 1))
 }
 
 // MaxOffset bounds a pointer's constant byte offset (2^48, the GPU's virtual address
