@@ -165,7 +165,7 @@ func (k *Kernel) loadInto(p Ptr, regs []Value, opts []MemOption) {
 		return
 	}
 	if n == 1 {
-		k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{regs[0].op, p.addrOperand()}})
+		k.op("ld", o.quals(p.space, 0), memType(p.elem), regs[0].op, p.addrOperand())
 		return
 	}
 	if n <= 4 {
@@ -173,7 +173,7 @@ func (k *Kernel) loadInto(p Ptr, regs []Value, opts []MemOption) {
 		for i, r := range regs {
 			vec[i] = r.op
 		}
-		k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, n), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{vec, p.addrOperand()}})
+		k.op("ld", o.quals(p.space, n), memType(p.elem), vec, p.addrOperand())
 		return
 	}
 	per := 32 / memType(p.elem).Bits() // elements per b32 word
@@ -184,13 +184,13 @@ func (k *Kernel) loadInto(p Ptr, regs []Value, opts []MemOption) {
 	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, len(words)), Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{words, p.addrOperand()}})
 	for i, w := range words {
 		if per == 2 {
-			k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{ptx.Vec{regs[2*i].op, regs[2*i+1].op}, w}})
+			k.op("mov", nil, ptx.B32, ptx.Vec{regs[2*i].op, regs[2*i+1].op}, w)
 			continue
 		}
 		// Four bytes: split the word into 16-bit halves, then each half into its low and
 		// high byte, zero- or sign-extended as ld.u8/ld.s8 would.
 		lo, hi := k.reg(ptx.B16), k.reg(ptx.B16)
-		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{ptx.Vec{lo, hi}, w}})
+		k.op("mov", nil, ptx.B32, ptx.Vec{lo, hi}, w)
 		for j, h := range []ptx.Reg{lo, hi} {
 			k.unpackBytes(h, regs[4*i+2*j], regs[4*i+2*j+1])
 		}
@@ -237,7 +237,7 @@ func (k *Kernel) storeFrom(p Ptr, vals []Value, opts []MemOption) {
 		return
 	}
 	if n == 1 {
-		k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{p.addrOperand(), k.storeOperand(vals[0])}})
+		k.op("st", o.quals(p.space, 0), memType(p.elem), p.addrOperand(), k.storeOperand(vals[0]))
 		return
 	}
 	if n <= 4 {
@@ -245,7 +245,7 @@ func (k *Kernel) storeFrom(p Ptr, vals []Value, opts []MemOption) {
 		for i, v := range vals {
 			vec[i] = k.storeOperand(v)
 		}
-		k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, n), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{p.addrOperand(), vec}})
+		k.op("st", o.quals(p.space, n), memType(p.elem), p.addrOperand(), vec)
 		return
 	}
 	per := 32 / memType(p.elem).Bits()
@@ -258,7 +258,7 @@ func (k *Kernel) storeFrom(p Ptr, vals []Value, opts []MemOption) {
 		} else {
 			halves = ptx.Vec{k.packBytes(vals[4*i], vals[4*i+1]), k.packBytes(vals[4*i+2], vals[4*i+3])}
 		}
-		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{w, halves}})
+		k.op("mov", nil, ptx.B32, w, halves)
 		words[i] = w
 	}
 	k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, len(words)), Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{p.addrOperand(), words}})

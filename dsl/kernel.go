@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -104,7 +105,7 @@ type Kernel struct {
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
 	k := &Kernel{name: name, target: ptx.SM90, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: map[memoKey]Value{}, mutable: map[uint64]bool{}, externs: map[string]*Func{},
+		memos: make(map[memoKey]Value, memoHint), nested: make([]memoKey, 0, 64), mutable: map[uint64]bool{}, externs: map[string]*Func{},
 		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}}
 	var nilOpts []int
 	for i, o := range opts {
@@ -248,7 +249,7 @@ func (k *Kernel) reg(t ptx.Type) ptx.Reg {
 
 func (k *Kernel) label() string {
 	k.nlabel++
-	return fmt.Sprintf("$L__%s_%d", k.name, k.nlabel)
+	return "$L__" + k.name + "_" + strconv.Itoa(k.nlabel)
 }
 
 var dslDir, moduleRoot = func() (string, string) {
@@ -347,3 +348,7 @@ func (k *Kernel) checkScope(v Value) bool {
 	k.errorf("%s was computed inside the runtime If/Else/For/While%s and used after it ended, where it is not set on every path; compute it before, or carry it out in a Var", v, where)
 	return false
 }
+
+// memoHint sizes the memo table up front: a GEMM holds about 240 at most, and growing the
+// table step by step costs more than the one allocation.
+const memoHint = 256

@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -79,7 +80,7 @@ func (k *Kernel) Param(name string, t Type) Value {
 	}
 	k.paramInfo = append(k.paramInfo, ParamInfo{Name: name, Type: t})
 	d := k.reg(t)
-	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{memType(t)}, Args: []ptx.Operand{d, ptx.Addr{Base: ptx.Sym(name)}}})
+	k.op("ld", []string{"param"}, memType(t), d, ptx.Addr{Base: ptx.Sym(name)})
 	return Value{k: k, t: t, op: d}
 }
 
@@ -96,7 +97,7 @@ func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	}
 	k.paramInfo = append(k.paramInfo, ParamInfo{Name: name, Type: elem, Pointer: true})
 	g, d := k.reg(U64), k.reg(U64)
-	k.emit(&ptx.Instr{Op: "ld", Q: []string{"param"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{g, ptx.Addr{Base: ptx.Sym(name)}}})
+	k.op("ld", []string{"param"}, ptx.U64, g, ptx.Addr{Base: ptx.Sym(name)})
 	k.emit(&ptx.Instr{Op: "cvta", Q: []string{"to", "global"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, g}})
 	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: ptx.SpaceGlobal, align: 16}
 }
@@ -158,7 +159,7 @@ func (p Ptr) At(i any) Ptr {
 			return p.addOff(constInt(x), size)
 		}
 		var bytes Value
-		sz := Value{k: k, t: I64, op: ptx.IntImm(ptx.S64, size)}
+		sz := Value{k: k, t: I64, op: immOp(ptx.S64, uint64(size))} // pre-boxed when small
 		switch x.t.Bits() {
 		case 64:
 			bytes = k.memo("bytes", U64, []Value{x, sz}, func(d ptx.Reg) {
@@ -191,6 +192,14 @@ func (p Ptr) At(i any) Ptr {
 	}
 	k.errorf("Ptr.At: index must be an integer Value or Go integer, got %T", i)
 	return p
+}
+
+// atConst is At for a constant index, without boxing it into an any.
+func (p Ptr) atConst(i int64) Ptr {
+	if p.k == nil {
+		return p
+	}
+	return p.addOff(i, max(int64(p.elem.Bytes()), 1))
 }
 
 // MaxOffset bounds a pointer's constant byte offset (2^48, the GPU's virtual address
@@ -234,7 +243,7 @@ func (k *Kernel) Load(p Ptr, opts ...MemOption) Value {
 		return k.poison(p.elem)
 	}
 	d := k.reg(p.elem)
-	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{d, p.addrOperand()}})
+	k.op("ld", o.quals(p.space, 0), memType(p.elem), d, p.addrOperand())
 	return Value{k: k, t: p.elem, op: d}
 }
 
@@ -251,7 +260,7 @@ func (k *Kernel) Store(p Ptr, v any, opts ...MemOption) {
 	if !ok {
 		return
 	}
-	k.emit(&ptx.Instr{Op: "st", Q: o.quals(p.space, 0), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{p.addrOperand(), k.storeOperand(x)}})
+	k.op("st", o.quals(p.space, 0), memType(p.elem), p.addrOperand(), k.storeOperand(x))
 }
 
 // storeOperand returns x as a st source (immediates of half types are materialised).
@@ -290,7 +299,7 @@ func (k *Kernel) LoadVec(p Ptr, n int, opts ...MemOption) []Value {
 		vec[i] = r
 		out[i] = Value{k: k, t: p.elem, op: r}
 	}
-	k.emit(&ptx.Instr{Op: "ld", Q: o.quals(p.space, n), Types: []ptx.Type{memType(p.elem)}, Args: []ptx.Operand{vec, p.addrOperand()}})
+	k.op("ld", o.quals(p.space, n), memType(p.elem), vec, p.addrOperand())
 	return out
 }
 
@@ -407,7 +416,7 @@ func (k *Kernel) memOptions(what string, p Ptr, opts []MemOption, store bool) (m
 }
 
 func (o memOpts) quals(space ptx.Space, vec int) []string {
-	var q []string
+	q := make([]string, 0, 4) // one allocation for all four
 	if o.sem != "" {
 		q = append(q, o.sem)
 	}
@@ -418,9 +427,22 @@ func (o memOpts) quals(space ptx.Space, vec int) []string {
 		q = append(q, s)
 	}
 	if vec > 1 {
-		q = append(q, fmt.Sprintf("v%d", vec))
+		q = append(q, vecQual(vec))
 	}
 	return q
+}
+
+// vecQual returns the vector qualifier "v<n>" without formatting for the common widths.
+func vecQual(n int) string {
+	switch n {
+	case 2:
+		return "v2"
+	case 4:
+		return "v4"
+	case 8:
+		return "v8"
+	}
+	return "v" + strconv.Itoa(n)
 }
 
 // The memory limits arrays are checked against.
@@ -467,7 +489,7 @@ func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n
 	name := fmt.Sprintf("%s_%d", prefix, len(k.fn.Vars))
 	k.fn.Vars = append(k.fn.Vars, &ptx.Var{Space: space, Name: name, Type: memType(elem), Array: n, Align: 16})
 	d := k.reg(U64)
-	k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, ptx.Sym(name)}})
+	k.op("mov", nil, ptx.U64, d, ptx.Sym(name))
 	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: space, align: 16}
 }
 

@@ -187,7 +187,7 @@ func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) V
 	}
 	d := k.reg(t)
 	emit(d)
-	v := Value{k: k, t: t, op: d}
+	v := Value{k: k, t: t, op: k.boxedReg(d)}
 	if pure {
 		k.memos[key] = v
 		if len(k.scopes) > 0 { // inside runtime control flow: forgotten when it ends
@@ -195,6 +195,19 @@ func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) V
 		}
 	}
 	return v
+}
+
+// boxedReg returns d as an operand, reusing the boxed copy in the last instruction when that
+// wrote d (its first operand): one allocation fewer per computed value.
+func (k *Kernel) boxedReg(d ptx.Reg) ptx.Operand {
+	if k.fn != nil {
+		if b := k.fn.Body; len(b) > 0 && len(b[len(b)-1].Args) > 0 {
+			if r, ok := b[len(b)-1].Args[0].(ptx.Reg); ok && r == d {
+				return b[len(b)-1].Args[0]
+			}
+		}
+	}
+	return d
 }
 
 // memoKey identifies a pure computation: the operation, its result type and operand count

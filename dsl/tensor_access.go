@@ -61,7 +61,7 @@ func (t Tensor) ptrAt(ls []leaf, e int) Ptr {
 func (t Tensor) addrOf(o offset) Ptr {
 	p := t.ptr
 	if t.swz == nil {
-		p = p.At(o.c)
+		p = p.atConst(o.c)
 		if o.dyn.k != nil {
 			p = p.At(o.dyn)
 		}
@@ -69,13 +69,13 @@ func (t Tensor) addrOf(o offset) Ptr {
 	}
 	sw := *t.swz
 	if o.dyn.k == nil {
-		return p.At(int64(sw.Apply(int(o.c))))
+		return p.atConst(int64(sw.Apply(int(o.c))))
 	}
 	// The swizzle reads and writes bits below M+S+B (M+B for S < 0): a constant multiple of
 	// 2^(M+S+B) passes through it, and stays in the address as an immediate offset.
 	top := sw.M + sw.B + max(sw.S, 0)
 	high := (o.c >> top) << top
-	p = p.At(high)
+	p = p.atConst(high)
 	x := o.dyn.Add(int32(o.c - high))
 	// Swizzle<B,M,S>: x ^ ((x >> S) & (((1<<B)-1) << M)) for S > 0 (the mask moves down).
 	mask := int32(((1 << sw.B) - 1) << sw.M)

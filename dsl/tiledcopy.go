@@ -376,27 +376,33 @@ func (c ThrCopy) copyCpAsync(src, dst Tensor) {
 		k.errorf("Copy: %s needs runs of %d consecutive %s elements, %d-byte aligned, in both tiles (declare a runtime leading dimension's divisibility with Assume)", c.tc.Atom.Name, vec, src.ptr.elem, c.tc.Atom.Bytes)
 		return
 	}
-	cache := "ca"
+	q := qCpAsyncCA
 	if c.tc.Atom.Bytes == 16 {
-		cache = "cg"
+		q = qCpAsyncCG
 	}
-	emit := func(e int, size Value) {
-		d, s := dst.ptrAt(dl, e), src.ptrAt(sl, e)
-		args := []ptx.Operand{d.addrOperand(), s.addrOperand(), ptx.IntImm(ptx.U32, int64(c.tc.Atom.Bytes))}
-		if size.k != nil {
-			args = append(args, k.operand(size))
+	var bytes ptx.Operand = ptx.IntImm(ptx.U32, int64(c.tc.Atom.Bytes)) // boxed once
+	// cpAsync emits "cp.async.{ca,cg}.shared.global [d], [s], bytes{, size}" from the slab.
+	cpAsync := func(d, s ptx.Operand, size ptx.Operand) {
+		x := k.box()
+		x.in = ptx.Instr{Op: "cp.async", Q: q, Args: append(x.args[:0:len(x.args)], d, s, bytes)}
+		if size != nil {
+			x.in.Args = append(x.in.Args, size)
 		}
-		k.emit(&ptx.Instr{Op: "cp.async", Q: []string{cache, "shared", "global"}, Args: args})
+		k.emit(&x.in)
+	}
+	emit := func(e int) {
+		d, s := dst.ptrAt(dl, e), src.ptrAt(sl, e)
+		cpAsync(d.addrOperand(), s.addrOperand(), nil)
 	}
 	if !src.bounded() {
 		for e := 0; e < src.Size(); e += vec {
-			emit(e, Value{})
+			emit(e)
 		}
 		return
 	}
 	k.If(src.allInBounds(sl), func() {
 		for e := 0; e < src.Size(); e += vec {
-			emit(e, Value{})
+			emit(e)
 		}
 	}).Else(func() {
 		for e := 0; e < src.Size(); e += vec {
@@ -406,11 +412,16 @@ func (c ThrCopy) copyCpAsync(src, dst Tensor) {
 			s := src.ptrAt(sl, e)
 			// Nothing is read when no byte is inside: point at the tile's first element.
 			addr := k.Select(in, s.addrPlusOff(), src.ptr.addrPlusOff())
-			k.emit(&ptx.Instr{Op: "cp.async", Q: []string{cache, "shared", "global"},
-				Args: []ptx.Operand{d.addrOperand(), ptx.Addr{Base: addr.op}, ptx.IntImm(ptx.U32, int64(c.tc.Atom.Bytes)), k.operand(n)}})
+			cpAsync(d.addrOperand(), ptx.Addr{Base: addr.op}, k.operand(n))
 		}
 	})
 }
+
+// Qualifier lists of cp.async, shared by the instructions that use them.
+var (
+	qCpAsyncCA = []string{"ca", "shared", "global"}
+	qCpAsyncCG = []string{"cg", "shared", "global"}
+)
 
 // addrPlusOff returns the pointer's address with its constant offset added.
 func (p Ptr) addrPlusOff() Value {

@@ -51,6 +51,17 @@ type printer struct {
 	buf   bytes.Buffer
 	opt   PrintOptions
 	files map[string]int
+	// lastFile and lastN remember the last file looked up: neighbours share their file.
+	lastFile string
+	lastN    int
+}
+
+// fileNum returns the number of file in the .file table.
+func (p *printer) fileNum(file string) int {
+	if file != p.lastFile || p.lastN == 0 {
+		p.lastFile, p.lastN = file, p.files[file]
+	}
+	return p.lastN
 }
 
 func (p *printer) s(s string) { p.buf.WriteString(s) }
@@ -99,9 +110,11 @@ func (p *printer) module(m *Module) {
 func (p *printer) fileTable(m *Module) {
 	p.files = map[string]int{}
 	var names []string
+	last := "" // the file just seen, known to the table
 	for _, f := range m.Funcs {
 		for _, in := range f.Body {
-			if in.Pos.File != "" {
+			if in.Pos.File != "" && in.Pos.File != last {
+				last = in.Pos.File
 				if _, ok := p.files[in.Pos.File]; !ok {
 					p.files[in.Pos.File] = len(names) + 1
 					names = append(names, in.Pos.File)
@@ -253,7 +266,7 @@ func (p *printer) function(f *Func) {
 		}
 		if !p.opt.NoLoc && in.Pos.File != "" && in.Pos != last {
 			p.s("\t.loc ")
-			p.int(p.files[in.Pos.File])
+			p.int(p.fileNum(in.Pos.File))
 			p.s(" ")
 			p.int(in.Pos.Line)
 			p.s(" 0\n")

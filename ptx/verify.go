@@ -228,8 +228,8 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			fail("unknown instruction %q", in.Op)
 			continue
 		}
-		// An instruction of the shape of one that passed (the same but for register numbers)
-		// passes too: the rules look at no register number.
+		// An instruction of the shape of one that passed (the same but for register numbers
+		// and address offsets) passes too: the rules look at neither.
 		h := shapeHash(in)
 		if !passed.has(h, in, sameShape) {
 			if msg := r.verify(in); msg != "" {
@@ -424,7 +424,7 @@ func formHash(in *Instr) uint64 {
 }
 
 // shapeHash hashes (FNV-1a) what the rules of an instruction look at: its form (formHash)
-// and its operands but for register numbers.
+// and its operands but for register numbers and address offsets.
 // instrSet holds instructions by a hash: the first of each hash in first, any others (hash
 // collisions) in more, so that the common case allocates no slice.
 type instrSet struct {
@@ -484,9 +484,8 @@ func operandHash(h uint64, o Operand) uint64 {
 	case Sym:
 		mix(4 << 8)
 		str(string(o))
-	case Addr:
+	case Addr: // no rule reads an address's constant offset: [r+8] passes where [r+16] did
 		mix(5 << 8)
-		mix(uint64(o.Off))
 		if o.Base != nil {
 			h = operandHash(h, o.Base)
 		}
@@ -508,7 +507,8 @@ func operandHash(h uint64, o Operand) uint64 {
 	return h
 }
 
-// sameShape reports whether a and b are the same instruction but for register numbers.
+// sameShape reports whether a and b are the same instruction but for register numbers and
+// address offsets (which no rule reads).
 func sameShape(a, b *Instr) bool {
 	if !sameForm(a, b) {
 		return false
@@ -531,7 +531,7 @@ func sameOperandShape(a, b Operand) bool {
 		return ok && n.P.Type == a.P.Type
 	case Addr:
 		d, ok := b.(Addr)
-		return ok && d.Off == a.Off && (a.Base == nil) == (d.Base == nil) && (a.Base == nil || sameOperandShape(a.Base, d.Base))
+		return ok && (a.Base == nil) == (d.Base == nil) && (a.Base == nil || sameOperandShape(a.Base, d.Base))
 	case Vec:
 		v, ok := b.(Vec)
 		if !ok || len(v) != len(a) {
