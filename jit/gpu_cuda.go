@@ -509,12 +509,14 @@ func (f *cudaFunc) prepareSmem(shared int) error {
 	})
 }
 
-func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
+// prepareLaunch readies a launch's dynamic shared memory and returns the C views of its
+// argument words and stream. The hot path is one cgo call (context, parameter pointers and
+// launch in C); the argument words hold no Go pointers, so C may read them for the call's
+// duration (the caller keeps args alive across it).
+func (f *cudaFunc) prepareLaunch(shared int, s stream, args []uint64) (*C.ulonglong, unsafe.Pointer, error) {
 	if err := f.prepareSmem(shared); err != nil {
-		return err
+		return nil, nil, err
 	}
-	// The hot path: one cgo call (context, parameter pointers and launch in C); the argument
-	// words hold no Go pointers, so C may read them for the call's duration.
 	var argp *C.ulonglong
 	if len(args) > 0 {
 		argp = (*C.ulonglong)(unsafe.Pointer(&args[0]))
@@ -522,6 +524,14 @@ func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error 
 	var sp unsafe.Pointer
 	if s != nil {
 		sp = s.(*cudaStream).raw()
+	}
+	return argp, sp, nil
+}
+
+func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
+	argp, sp, err := f.prepareLaunch(shared, s, args)
+	if err != nil {
+		return err
 	}
 	offs, n := f.params(args)
 	r := C.kgen_launch(f.d.rawCtx(), *(*unsafe.Pointer)(unsafe.Pointer(&f.fn)), C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
@@ -535,16 +545,9 @@ func (f *cudaFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error 
 
 // launchEx launches through cuLaunchKernelEx with the configuration's cluster shape and PDL.
 func (f *cudaFunc) launchEx(g, b Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error {
-	if err := f.prepareSmem(shared); err != nil {
+	argp, sp, err := f.prepareLaunch(shared, s, args)
+	if err != nil {
 		return err
-	}
-	var argp *C.ulonglong
-	if len(args) > 0 {
-		argp = (*C.ulonglong)(unsafe.Pointer(&args[0]))
-	}
-	var sp unsafe.Pointer
-	if s != nil {
-		sp = s.(*cudaStream).raw()
 	}
 	var c Dim3
 	if cfg.Cluster != (Dim3{}) {
@@ -653,16 +656,9 @@ func (f *cudaFunc) residentBlocks(b Dim3, shared int) (int, string, error) {
 // launchCoResident launches with cuLaunchCooperativeKernel (the GPU runs each rank's grid
 // alone: the mode is the emulator's).
 func (f *cudaFunc) launchCoResident(g, b Dim3, shared int, s stream, args []uint64, _ *LaunchConfig) error {
-	if err := f.prepareSmem(shared); err != nil {
+	argp, sp, err := f.prepareLaunch(shared, s, args)
+	if err != nil {
 		return err
-	}
-	var argp *C.ulonglong
-	if len(args) > 0 {
-		argp = (*C.ulonglong)(unsafe.Pointer(&args[0]))
-	}
-	var sp unsafe.Pointer
-	if s != nil {
-		sp = s.(*cudaStream).raw()
 	}
 	offs, n := f.params(args)
 	r := C.kgen_launch_coop(f.d.rawCtx(), *(*unsafe.Pointer)(unsafe.Pointer(&f.fn)), C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
