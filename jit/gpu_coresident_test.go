@@ -42,10 +42,12 @@ func TestGPUCoResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	block := D1(1024)
-	n, why, err := f.impl.(coLauncher).residentBlocks(block, 0)
+	cl := f.impl.(coLauncher)
+	n, err := cl.residentBlocks(block, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	why := cl.residentLimit(block, 0)
 	t.Logf("%s: %d blocks of 1024 threads resident at once (%s)", d.Info().Name, n, why)
 	if n < d.Info().Multiproc {
 		t.Fatalf("%d resident blocks on %d SMs", n, d.Info().Multiproc)
