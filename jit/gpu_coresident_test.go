@@ -67,7 +67,7 @@ func TestGPUCoResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = f.Launch(LaunchConfig{Grid: D1(n + 1), Block: block, CoResident: true}, cnt, out)
-	if err == nil || !strings.Contains(err.Error(), "resident at once") {
+	if err == nil || !strings.Contains(err.Error(), "resident at once") || !strings.Contains(err.Error(), why) {
 		t.Fatalf("a grid of %d blocks: %v; want it refused", n+1, err)
 	}
 	if err := f.Launch(LaunchConfig{Grid: D1(n), Block: block, CoResident: true}, cnt, out); err != nil {
