@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -45,7 +46,10 @@ func main() {
 	target := flag.String("target", "sm_100a", "target (sm_90: LTO is refused by libNVVM, objects only)")
 	lto := flag.String("lto", "", "folder of the nvidia-nvjitlink and nvidia-nvvm wheels (default $KGEN_TOOLS/lto)")
 	only := flag.String("only", "", "run one module: five or accept")
+	ltoOnly := flag.Bool("lto-only", false, "measure the LTO path only")
+	flag.StringVar(&dumpDir, "dump", "", "write each module's bitcode, as given to libNVVM, into this folder")
 	flag.Parse()
+	skipObjects = *ltoOnly
 	if err := run(ptx.Target(*target), *lto, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "ltolink:", err)
 		os.Exit(1)
@@ -66,6 +70,12 @@ func five(t ptx.Target) (*ptx.Module, error) {
 	nvshmem.Quiet(k)
 	return k.Build()
 }
+
+// skipObjects leaves out the objects' measurement (-lto-only); dumpDir is -dump.
+var (
+	skipObjects bool
+	dumpDir     string
+)
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -132,6 +142,9 @@ func compare(ctx context.Context, l *devlib.Library, extract string, target ptx.
 	defer os.RemoveAll(cache)
 	l.CacheDir = cache
 	for _, round := range []string{"cold", "warm"} {
+		if skipObjects {
+			break
+		}
 		t0 := time.Now()
 		set, err := l.BuildEach(ctx, target, funcs, devlib.EachOptions{Objects: true})
 		if err != nil {
@@ -164,13 +177,23 @@ func compare(ctx context.Context, l *devlib.Library, extract string, target ptx.
 	defer os.RemoveAll(tmp)
 	t0 := time.Now()
 	sub := filepath.Join(tmp, "sub.bc")
-	args := []string{"--recursive"}
+	// As nvshmem/devlib does: keep the constants' initializers (assert and printf strings),
+	// make everything but the requested functions internal, drop what nothing uses.
+	args := []string{"--recursive", "--keep-const-init"}
 	for _, f := range funcs {
 		args = append(args, "--func="+f)
 	}
-	args = append(args, l.Path, "-o", sub)
+	args = append(args, l.Path, "-o", sub+".all")
 	if out, err := exec.CommandContext(ctx, extract, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("llvm-extract: %v: %s", err, bytes.TrimSpace(out))
+	}
+	opt, err := toolchain.LLVMTool("opt")
+	if err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, opt, "-passes=internalize,globaldce", "-internalize-public-api-list="+strings.Join(funcs, ","),
+		sub+".all", "-o", sub).CombinedOutput(); err != nil {
+		return fmt.Errorf("opt: %v: %s", err, bytes.TrimSpace(out))
 	}
 	bc, err := os.ReadFile(sub)
 	if err != nil {
@@ -189,6 +212,14 @@ func compare(ctx context.Context, l *devlib.Library, extract string, target ptx.
 	}
 	compute := "-arch=compute_" + strings.TrimPrefix(string(target), "sm_")
 	t1 := time.Now()
+	if dumpDir != "" {
+		if err := os.WriteFile(filepath.Join(dumpDir, name+".bc"), bc, 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dumpDir, name+".ptx"), kernel, 0o644); err != nil {
+			return err
+		}
+	}
 	ltoir, err := nvvmCompile(bc, []string{compute, "-gen-lto"})
 	if err != nil {
 		fmt.Printf("TIMING ltolink %s lto: refused by libNVVM: %v\n", label, err)
@@ -211,7 +242,7 @@ func compare(ctx context.Context, l *devlib.Library, extract string, target ptx.
 			return fmt.Errorf("lto, %s: %w", round, err)
 		}
 		if round == "cold" {
-			fmt.Printf("TIMING ltolink %s lto cold: %.0f ms (llvm-extract %.0f ms, libNVVM -gen-lto %.0f ms, %d bytes of LTO-IR; nvJitLink -lto %.0f ms; cubin %d bytes)\n",
+			fmt.Printf("TIMING ltolink %s lto cold: %.0f ms (llvm-extract + opt %.0f ms, libNVVM -gen-lto %.0f ms, %d bytes of LTO-IR; nvJitLink -lto %.0f ms; cubin %d bytes)\n",
 				label, ms(extracted+gen+link), ms(extracted), ms(gen), len(ltoir), ms(link), len(cubin))
 		} else {
 			fmt.Printf("TIMING ltolink %s lto warm (LTO-IR reused): %.0f ms (nvJitLink -lto; cubin %d bytes)\n", label, ms(link), len(cubin))
@@ -268,7 +299,11 @@ func legacyNVVM(t ptx.Target) bool {
 	return sm < 100
 }
 
-// withDataLayout rewrites bitcode bc's data layout to dl (llvm-dis, then llvm-as).
+// dottedGlobal matches a global's name that holds a dot.
+var dottedGlobal = regexp.MustCompile(`@\.[A-Za-z0-9_.$]+|@[A-Za-z_$][A-Za-z0-9_$]*\.[A-Za-z0-9_.$]*`)
+
+// withDataLayout rewrites bitcode bc's data layout to dl and renames its dotted globals
+// (llvm-dis, then llvm-as).
 func withDataLayout(ctx context.Context, bc []byte, dir, dl string) ([]byte, error) {
 	dis, err := toolchain.LLVMTool("llvm-dis")
 	if err != nil {
@@ -289,6 +324,15 @@ func withDataLayout(ctx context.Context, bc []byte, dir, dl string) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
+	// Globals with dots in their names (@.str.1, @__PRETTY_FUNCTION__.nvshmem_iput.2: assert
+	// and printf strings) reach the LTO PTX as written, which ptxas refuses ("Parsing error
+	// near '.str1'"): rename them without dots.
+	text = dottedGlobal.ReplaceAllFunc(text, func(m []byte) []byte {
+		if bytes.HasPrefix(m, []byte("@llvm.")) {
+			return m
+		}
+		return append([]byte("@__kgen_"), bytes.ReplaceAll(m[1:], []byte("."), []byte("_"))...)
+	})
 	lines := strings.Split(string(text), "\n")
 	found := false
 	for i, line := range lines {
