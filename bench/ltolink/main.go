@@ -302,6 +302,17 @@ func legacyNVVM(t ptx.Target) bool {
 // dottedGlobal matches a global's name that holds a dot.
 var dottedGlobal = regexp.MustCompile(`@\.[A-Za-z0-9_.$]+|@[A-Za-z_$][A-Za-z0-9_$]*\.[A-Za-z0-9_.$]*`)
 
+// renameDotted renames every dotted global of LLVM IR text but the intrinsics (@llvm.*):
+// @.str1 -> @__kgen__str1, @a.b.2 -> @__kgen_a_b_2.
+func renameDotted(text []byte) []byte {
+	return dottedGlobal.ReplaceAllFunc(text, func(m []byte) []byte {
+		if bytes.HasPrefix(m, []byte("@llvm.")) {
+			return m
+		}
+		return append([]byte("@__kgen_"), bytes.ReplaceAll(m[1:], []byte("."), []byte("_"))...)
+	})
+}
+
 // withDataLayout rewrites bitcode bc's data layout to dl and renames its dotted globals
 // (llvm-dis, then llvm-as).
 func withDataLayout(ctx context.Context, bc []byte, dir, dl string) ([]byte, error) {
@@ -327,12 +338,7 @@ func withDataLayout(ctx context.Context, bc []byte, dir, dl string) ([]byte, err
 	// Globals with dots in their names (@.str.1, @__PRETTY_FUNCTION__.nvshmem_iput.2: assert
 	// and printf strings) reach the LTO PTX as written, which ptxas refuses ("Parsing error
 	// near '.str1'"): rename them without dots.
-	text = dottedGlobal.ReplaceAllFunc(text, func(m []byte) []byte {
-		if bytes.HasPrefix(m, []byte("@llvm.")) {
-			return m
-		}
-		return append([]byte("@__kgen_"), bytes.ReplaceAll(m[1:], []byte("."), []byte("_"))...)
-	})
+	text = renameDotted(text)
 	lines := strings.Split(string(text), "\n")
 	found := false
 	for i, line := range lines {
