@@ -34,10 +34,13 @@ import (
 //     each PE of a team meets the k-th of the others. A PE calls each collective once (from
 //     one thread, warp or block). Waits block cooperatively; a missing partner is reported
 //     by the emulator as a deadlock naming the waiting threads.
-//   - Teams: world, shared and node each hold every PE (the simulated GPUs share one node
-//     with peer access). nvshmem_ptr returns the peer address of any PE's copy;
-//     nvshmemx_mc_ptr returns the multicast address, or NULL when NoMulticast is set (as on
-//     a machine with NVSHMEM_DISABLE_NVLS=1).
+//   - Teams: world holds every PE; shared and node hold the PEs of the calling PE's node
+//     (emu.System.SetNodes; one node by default). nvshmem_ptr returns the peer address of
+//     a PE's copy on the same node and NULL for a PE of another node; nvshmemx_mc_ptr
+//     returns the multicast address (which reaches the node's copies) for the node and
+//     shared teams, and for the world team when it is one node; NULL otherwise, or when
+//     NoMulticast is set (as on a machine with NVSHMEM_DISABLE_NVLS=1). Puts, gets,
+//     signals and atomics reach every PE.
 //
 // A launch that fails can leave collectives half matched; call Reset before the next.
 type Emulator struct {
@@ -47,7 +50,7 @@ type Emulator struct {
 	NoMulticast bool
 
 	pending []*pendingPut
-	seq     map[int32][]int // per team: collectives entered per PE
+	seq     map[teamKey][]int // per team: collectives entered per PE (by its number in the team)
 	colls   map[collKey]*coll
 }
 
@@ -73,7 +76,7 @@ func Emulate(sys *emu.System) (*Emulator, error) {
 // Reset forgets undelivered non-blocking puts and half-matched collectives.
 func (e *Emulator) Reset() {
 	e.pending = nil
-	e.seq = map[int32][]int{}
+	e.seq = map[teamKey][]int{}
 	e.colls = map[collKey]*coll{}
 }
 
@@ -276,6 +279,16 @@ func (e *Emulator) checkTeam(t int32) error {
 	return nil
 }
 
+// teamOf returns the PEs of team t as seen from PE pe: the first (a PE number) and how many.
+// The world team is every PE; shared and node are pe's node.
+func (e *Emulator) teamOf(t int32, pe int) (first, n int) {
+	if t == int32(abi.TeamWorld) {
+		return 0, e.npes
+	}
+	ns := e.sys.NodeSize()
+	return pe / ns * ns, ns
+}
+
 // elemInfo is an element type as the emulator computes with it.
 type elemInfo struct {
 	t    ptx.Type
@@ -305,34 +318,44 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 	hs["nvshmem_my_pe"] = func(c *emu.ExternCall) error { setRet(c, uint64(uint32(c.GPU))); return nil }
 	hs["nvshmem_n_pes"] = func(c *emu.ExternCall) error { setRet(c, uint64(uint32(e.npes))); return nil }
 	hs["nvshmem_team_my_pe"] = func(c *emu.ExternCall) error {
-		if e.checkTeam(argInt(c, 0)) != nil {
+		t := argInt(c, 0)
+		if e.checkTeam(t) != nil {
 			setRet(c, uint64(math.MaxUint32)) // -1
 			return nil
 		}
-		setRet(c, uint64(uint32(c.GPU)))
+		first, _ := e.teamOf(t, c.GPU)
+		setRet(c, uint64(uint32(c.GPU-first)))
 		return nil
 	}
 	hs["nvshmem_team_n_pes"] = func(c *emu.ExternCall) error {
-		if e.checkTeam(argInt(c, 0)) != nil {
+		t := argInt(c, 0)
+		if e.checkTeam(t) != nil {
 			setRet(c, uint64(math.MaxUint32))
 			return nil
 		}
-		setRet(c, uint64(uint32(e.npes)))
+		_, n := e.teamOf(t, c.GPU)
+		setRet(c, uint64(uint32(n)))
 		return nil
 	}
 	hs["nvshmem_team_translate_pe"] = func(c *emu.ExternCall) error {
 		src, pe, dst := argInt(c, 0), argInt(c, 1), argInt(c, 2)
-		if e.checkTeam(src) != nil || e.checkTeam(dst) != nil || e.checkPE(pe) != nil {
+		if e.checkTeam(src) != nil || e.checkTeam(dst) != nil {
 			setRet(c, uint64(math.MaxUint32))
 			return nil
 		}
-		setRet(c, uint64(uint32(pe)))
+		sf, sn := e.teamOf(src, c.GPU)
+		df, dn := e.teamOf(dst, c.GPU)
+		if pe < 0 || int(pe) >= sn || int(pe)+sf < df || int(pe)+sf >= df+dn {
+			setRet(c, uint64(math.MaxUint32)) // not in the source team, or not in the destination team
+			return nil
+		}
+		setRet(c, uint64(uint32(int(pe)+sf-df)))
 		return nil
 	}
 	hs["nvshmem_ptr"] = func(c *emu.ExternCall) error {
 		pe := argInt(c, 1)
-		if e.checkPE(pe) != nil {
-			setRet(c, 0)
+		if e.checkPE(pe) != nil || !e.sys.SameNode(c.GPU, int(pe)) {
+			setRet(c, 0) // out of range, or on another node: no load/store path
 			return nil
 		}
 		a, err := e.sys.Peer(c.Args[0], int(pe))
@@ -343,7 +366,8 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		return nil
 	}
 	hs["nvshmemx_mc_ptr"] = func(c *emu.ExternCall) error {
-		if e.NoMulticast || e.checkTeam(argInt(c, 0)) != nil {
+		t := argInt(c, 0)
+		if e.NoMulticast || e.checkTeam(t) != nil || t == int32(abi.TeamWorld) && e.sys.Nodes() > 1 {
 			setRet(c, 0)
 			return nil
 		}
@@ -629,9 +653,15 @@ func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
 
 // ---- collectives across PEs ----
 
+// teamKey names one team: a node team of a multi-node machine is one per node.
+type teamKey struct {
+	team  int32
+	first int // the team's first PE
+}
+
 type collKey struct {
-	team int32
-	seq  int
+	teamKey
+	seq int
 }
 
 // coll is one collective call matched across the PEs of a team.
@@ -669,13 +699,15 @@ func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply a
 					return false, "", err
 				}
 			}
-			seqs := e.seq[team]
+			first, n := e.teamOf(team, c.GPU)
+			tk := teamKey{team, first}
+			seqs := e.seq[tk]
 			if seqs == nil {
-				seqs = make([]int, e.npes)
-				e.seq[team] = seqs
+				seqs = make([]int, n)
+				e.seq[tk] = seqs
 			}
-			key := collKey{team, seqs[c.GPU]}
-			seqs[c.GPU]++
+			key := collKey{tk, seqs[c.GPU-first]}
+			seqs[c.GPU-first]++
 			cl := e.colls[key]
 			if cl == nil {
 				cl = &coll{kind: c.Name, contrib: map[int][]byte{}}
@@ -697,8 +729,9 @@ func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply a
 			st = &collState{key: key, c: cl}
 			g.st = st
 		}
-		if st.c.arrived < e.npes {
-			return false, fmt.Sprintf("%s: %d of %d PEs have arrived", c.Name, st.c.arrived, e.npes), nil
+		_, n := e.teamOf(team, c.GPU)
+		if st.c.arrived < n {
+			return false, fmt.Sprintf("%s: %d of %d PEs of team %d have arrived", c.Name, st.c.arrived, n, team), nil
 		}
 		if apply != nil {
 			if err := apply(c, st.c); err != nil {
@@ -706,7 +739,7 @@ func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply a
 			}
 		}
 		st.c.taken++
-		if st.c.taken == e.npes {
+		if st.c.taken == n {
 			delete(e.colls, st.key)
 		}
 		return true, "", nil
@@ -729,6 +762,7 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 			return fmt.Errorf("%d elements", c.Args[3])
 		}
 		size := el.size
+		first, tn := e.teamOf(team, c.GPU) // the team's PEs: first .. first+tn-1
 		load := func(addr uint64, nbytes int) ([]byte, error) {
 			b := make([]byte, nbytes)
 			return b, c.Load(addr, b)
@@ -739,8 +773,8 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 		case "fcollect":
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, n*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
-				for pe := 0; pe < e.npes; pe++ {
-					if err := c.Store(dst+uint64(pe*n*size), cl.contrib[pe]); err != nil {
+				for i := 0; i < tn; i++ {
+					if err := c.Store(dst+uint64(i*n*size), cl.contrib[first+i]); err != nil {
 						return err
 					}
 				}
@@ -749,27 +783,28 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 		case "broadcast":
 			root := argInt(c, 4)
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) {
-				if err := e.checkPE(root); err != nil {
-					return nil, fmt.Errorf("root: %v", err)
+				if root < 0 || int(root) >= tn {
+					return nil, fmt.Errorf("root: PE %d out of range [0, %d) of team %d", root, tn, team)
 				}
-				if c.GPU != int(root) {
+				if c.GPU != first+int(root) {
 					return nil, nil
 				}
 				return load(src, n*size)
 			}
 			apply = func(c *emu.ExternCall, cl *coll) error {
-				b, ok := cl.contrib[int(root)]
+				b, ok := cl.contrib[first+int(root)]
 				if !ok {
 					return fmt.Errorf("root %d contributed nothing (PEs disagree on the root)", root)
 				}
 				return c.Store(dst, b[:min(len(b), n*size)])
 			}
 		case "alltoall":
-			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, e.npes*n*size) }
+			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, tn*n*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
 				blk := n * size
-				for pe := 0; pe < e.npes; pe++ {
-					if err := c.Store(dst+uint64(pe*blk), cl.contrib[pe][c.GPU*blk:(c.GPU+1)*blk]); err != nil {
+				me := c.GPU - first
+				for i := 0; i < tn; i++ {
+					if err := c.Store(dst+uint64(i*blk), cl.contrib[first+i][me*blk:(me+1)*blk]); err != nil {
 						return err
 					}
 				}
@@ -779,28 +814,29 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 			rop, scatter := strings.CutPrefix(op, "reducescatter:")
 			total := n
 			if scatter {
-				total = n * e.npes
+				total = n * tn
 			}
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, total*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
-				lens := make([]int, e.npes)
-				for pe := range lens {
-					lens[pe] = len(cl.contrib[pe])
+				lens := make([]int, tn)
+				for i := range lens {
+					lens[i] = len(cl.contrib[first+i])
 				}
 				if d := oddOnes(lens); d != "" {
-					return fmt.Errorf("the PEs reduce different sizes: %s", d)
+					return fmt.Errorf("the PEs of team %d reduce different sizes: %s", team, d)
 				}
 				out := make([]byte, total*size)
-				copy(out, cl.contrib[0])
-				for pe := 1; pe < e.npes; pe++ {
-					b := cl.contrib[pe]
+				copy(out, cl.contrib[first])
+				for i := 1; i < tn; i++ {
+					b := cl.contrib[first+i]
 					for i := 0; i < total; i++ {
 						o := out[i*size : (i+1)*size]
 						combine(abi.ReduceOp(rop), el.t, o, b[i*size:(i+1)*size])
 					}
 				}
 				if scatter {
-					out = out[c.GPU*n*size : (c.GPU+1)*n*size]
+					me := c.GPU - first
+					out = out[me*n*size : (me+1)*n*size]
 				}
 				if len(out) == 0 {
 					return nil
