@@ -32,6 +32,12 @@ type System struct {
 	shadowBytes int64
 	trace       *raceTrace // the last launch, when the next may overlap it
 	nodeSize    int        // GPUs per node (topology.go); 0: one node
+	net         *Network   // nil: DefaultNetwork
+	// logical time and scheduled actions (timers.go)
+	clock  int64 // the time at the end of the last launch
+	timers timerHeap
+	tseq   uint64
+	cur    *launch // the running launch
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).

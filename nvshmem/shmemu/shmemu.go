@@ -52,6 +52,10 @@ type Emulator struct {
 	pending []*pendingPut
 	seq     map[teamKey][]int // per team: collectives entered per PE (by its number in the team)
 	colls   map[collKey]*coll
+
+	// operations between nodes (network.go)
+	inflight []int            // per PE: its puts, signals and AMOs to other nodes not delivered yet
+	link     map[[2]int]int64 // per (from, to) PE pair: when the link is next free
 }
 
 // Emulate registers every function of abi.Functions() on sys and returns the emulator that
@@ -78,14 +82,33 @@ func (e *Emulator) Reset() {
 	e.pending = nil
 	e.seq = map[teamKey][]int{}
 	e.colls = map[collKey]*coll{}
+	if e.inflight != nil || len(e.link) > 0 {
+		e.sys.CancelScheduled()
+	}
+	e.inflight = make([]int, e.npes)
+	e.link = map[[2]int]int64{}
 }
 
-// Pending returns the number of non-blocking puts not delivered yet.
-func (e *Emulator) Pending() int { return len(e.pending) }
+// Pending returns the number of puts (non-blocking ones, and any to another node), signals
+// and AMOs to another node not delivered yet.
+func (e *Emulator) Pending() int {
+	n := len(e.pending)
+	for _, x := range e.inflight {
+		n += x
+	}
+	return n
+}
 
-// Quiet delivers, from the host, every non-blocking put a kernel left undelivered (as
-// nvshmemx_quiet_on_stream would after the kernel).
+// Quiet delivers, from the host, every put a kernel left undelivered (as
+// nvshmemx_quiet_on_stream would after the kernel), those in flight between nodes included.
 func (e *Emulator) Quiet() error {
+	if err := e.quietLocal(); err != nil {
+		return err
+	}
+	return e.sys.RunScheduled()
+}
+
+func (e *Emulator) quietLocal() error {
 	for len(e.pending) > 0 {
 		p := e.pending[0]
 		e.pending = e.pending[1:]
@@ -138,23 +161,11 @@ func (e *Emulator) deliver(c *emu.ExternCall, from int) error {
 	}
 	e.pending = rest
 	for _, p := range todo {
-		if err := storeData(c, p); err != nil {
+		if err := deliverPut(c, p); err != nil {
 			return err
-		}
-		if p.hasSig {
-			if _, err := c.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
-}
-
-func storeData(c *emu.ExternCall, p *pendingPut) error {
-	if len(p.data) == 0 {
-		return nil
-	}
-	return c.Store(p.dst, p.data)
 }
 
 // wait delivers every pending put (progress) and blocks the call.
@@ -378,7 +389,17 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		setRet(c, a)
 		return nil
 	}
-	hs["nvshmem_quiet"] = thread(func(c *emu.ExternCall) error { return e.deliver(c, c.GPU) })
+	hs["nvshmem_quiet"] = func(c *emu.ExternCall) error {
+		return e.run(c, abi.Thread, func(c *emu.ExternCall, g *group) (bool, string, error) {
+			if err := e.deliver(c, c.GPU); err != nil {
+				return false, "", err
+			}
+			if n := e.inflight[c.GPU]; n > 0 {
+				return false, fmt.Sprintf("nvshmem_quiet: %d operations to other nodes in flight", n), nil
+			}
+			return true, "", nil
+		})
+	}
 	hs["nvshmem_fence"] = thread(func(c *emu.ExternCall) error { return e.deliver(c, c.GPU) })
 	hs["nvshmemx_signal_op"] = thread(func(c *emu.ExternCall) error {
 		a, err := e.remote(c.Args[0], argInt(c, 3), "sig_addr")
@@ -388,6 +409,13 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		v, op := c.Args[1], argInt(c, 2)
 		if op != int32(abi.SignalSet) && op != int32(abi.SignalAdd) {
 			return fmt.Errorf("unknown signal operation %d", op)
+		}
+		if pe := int(argInt(c, 3)); e.crossNode(c.GPU, pe) {
+			e.send(c.GPU, pe, 8, func(d *emu.Delivery) error {
+				_, err := d.Atomic(a, 8, func(old uint64) uint64 { return sigApply(old, v, op) })
+				return err
+			})
+			return nil
 		}
 		_, err = c.Atomic(a, 8, func(old uint64) uint64 { return sigApply(old, v, op) })
 		return err
@@ -432,30 +460,36 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		t := t
 		size := t.Bytes()
 		hs["nvshmem_"+typeName(t)+"_p"] = thread(func(c *emu.ExternCall) error {
-			a, err := e.remote(c.Args[0], argInt(c, 2), "dest")
+			pe := argInt(c, 2)
+			a, err := e.remote(c.Args[0], pe, "dest")
 			if err != nil {
 				return err
 			}
 			b := make([]byte, 8)
 			binary.LittleEndian.PutUint64(b, c.Args[1])
+			if e.crossNode(c.GPU, int(pe)) {
+				e.send(c.GPU, int(pe), size, func(d *emu.Delivery) error { return d.Store(a, b[:size]) })
+				return nil
+			}
 			return c.Store(a, b[:size])
 		})
-		hs["nvshmem_"+typeName(t)+"_g"] = thread(func(c *emu.ExternCall) error {
-			a, err := e.remote(c.Args[0], argInt(c, 1), "source")
-			if err != nil {
-				return err
-			}
-			b := make([]byte, 8)
-			if err := c.Load(a, b[:size]); err != nil {
-				return err
-			}
-			v := binary.LittleEndian.Uint64(b)
-			if t.Kind() == ptx.KindSigned && size < 4 { // sign-extend narrow signed integers to the int return
-				v = uint64(uint32(int32(int64(v<<(64-8*size)) >> (64 - 8*size))))
-			}
-			setRet(c, v)
-			return nil
-		})
+		hs["nvshmem_"+typeName(t)+"_g"] = func(c *emu.ExternCall) error {
+			return e.run(c, abi.Thread, e.fetch(argInt(c, 1), size, func(c *emu.ExternCall, m remoteIO) ([]byte, error) {
+				a, err := e.remote(c.Args[0], argInt(c, 1), "source")
+				if err != nil {
+					return nil, err
+				}
+				b := make([]byte, 8)
+				return b, m.Load(a, b[:size])
+			}, func(c *emu.ExternCall, g *group, b []byte) error {
+				v := binary.LittleEndian.Uint64(b)
+				if t.Kind() == ptx.KindSigned && size < 4 { // sign-extend narrow signed integers to the int return
+					v = uint64(uint32(int32(int64(v<<(64-8*size)) >> (64 - 8*size))))
+				}
+				g.ret = v
+				return nil
+			}))
+		}
 	}
 	for _, t := range abi.Types() {
 		tn, el := typeName(t), elemInfo{t: t, size: t.Bytes()}
@@ -479,7 +513,7 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		}
 		for _, op := range abi.AMOs() {
 			if name, ok := abi.AMOName(op, t); ok {
-				hs[name] = thread(e.amo(op, el))
+				hs[name] = e.amo(op, el)
 			}
 		}
 	}
@@ -509,32 +543,31 @@ func cmpName(c abi.Cmp) string {
 // rmaHandler implements put, put_nbi, get (and get_nbi), put_signal and put_signal_nbi.
 func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFunc {
 	return func(c *emu.ExternCall) error {
-		return e.run(c, s, now(func(c *emu.ExternCall, g *group) error {
-			dst, src, n := c.Args[0], c.Args[1], c.Args[2]
-			peArg := 3
-			signal := strings.HasPrefix(op, "put_signal")
-			if signal {
-				peArg = 6
-			}
-			pe := argInt(c, peArg)
-			bytes := int(n) * el.size
-			if n > 1<<32 {
-				return fmt.Errorf("%d elements", n)
-			}
-			if bytes == 0 && !signal {
-				return e.checkPE(pe)
-			}
-			if op == "get" {
+		dst, src, n := c.Args[0], c.Args[1], c.Args[2]
+		signal := strings.HasPrefix(op, "put_signal")
+		peArg := 3
+		if signal {
+			peArg = 6
+		}
+		pe := argInt(c, peArg)
+		if n > 1<<32 {
+			return e.run(c, s, now(func(*emu.ExternCall, *group) error { return fmt.Errorf("%d elements", n) }))
+		}
+		bytes := int(n) * el.size
+		if bytes == 0 && !signal {
+			return e.run(c, s, now(func(*emu.ExternCall, *group) error { return e.checkPE(pe) }))
+		}
+		if op == "get" {
+			return e.run(c, s, e.fetch(pe, bytes, func(c *emu.ExternCall, m remoteIO) ([]byte, error) {
 				ra, err := e.remote(src, pe, "source")
 				if err != nil {
-					return err
+					return nil, err
 				}
 				buf := make([]byte, bytes)
-				if err := c.Load(ra, buf); err != nil {
-					return err
-				}
-				return c.Store(dst, buf)
-			}
+				return buf, m.Load(ra, buf)
+			}, func(c *emu.ExternCall, g *group, buf []byte) error { return c.Store(dst, buf) }))
+		}
+		return e.run(c, s, now(func(c *emu.ExternCall, g *group) error {
 			ra, err := e.remote(dst, pe, "dest")
 			if err != nil {
 				return err
@@ -557,6 +590,14 @@ func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFun
 				}
 				p.hasSig, p.sig, p.sigVal, p.sigOp = true, sa, c.Args[4], sop
 			}
+			if e.crossNode(c.GPU, int(pe)) {
+				size := bytes
+				if signal {
+					size += 8
+				}
+				e.send(c.GPU, int(pe), size, func(d *emu.Delivery) error { return deliverPut(d, p) })
+				return nil
+			}
 			e.pending = append(e.pending, p)
 			if strings.HasSuffix(op, "_nbi") {
 				return nil
@@ -566,6 +607,21 @@ func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFun
 			return e.deliverThrough(c, p)
 		}))
 	}
+}
+
+// deliverPut writes a put's data, then applies its signal.
+func deliverPut(m remoteIO, p *pendingPut) error {
+	if len(p.data) > 0 {
+		if err := m.Store(p.dst, p.data); err != nil {
+			return err
+		}
+	}
+	if p.hasSig {
+		if _, err := m.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deliverThrough delivers the pending puts of p's PE up to and including p.
@@ -583,20 +639,15 @@ func (e *Emulator) deliverThrough(c *emu.ExternCall, last *pendingPut) error {
 	}
 	e.pending = rest
 	for _, p := range todo {
-		if err := storeData(c, p); err != nil {
+		if err := deliverPut(c, p); err != nil {
 			return err
-		}
-		if p.hasSig {
-			if _, err := c.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
 }
 
 // amo implements one atomic memory operation on one type.
-func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
+func (e *Emulator) amo(op abi.AMO, el elemInfo) emu.ExternFunc {
 	info, _ := abi.AMOSpec(op)
 	return func(c *emu.ExternCall) error {
 		i := 1
@@ -609,17 +660,14 @@ func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
 			val = c.Args[i]
 			i++
 		}
-		a, err := e.remote(c.Args[0], argInt(c, i), "dest")
-		if err != nil {
-			return err
-		}
+		pe := argInt(c, i)
 		mask := uint64(math.MaxUint64)
 		if el.size == 4 {
 			mask = math.MaxUint32
 		}
 		cond &= mask
 		val &= mask
-		old, err := c.Atomic(a, el.size, func(old uint64) uint64 {
+		update := func(old uint64) uint64 {
 			switch op {
 			case abi.AtomicFetchOp:
 				return old
@@ -640,14 +688,33 @@ func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
 				return old | val
 			}
 			return old ^ val // xor
-		})
-		if err != nil {
-			return err
 		}
-		if len(c.Rets) > 0 {
-			c.Rets[0] = old
+		if !info.Fetches && e.crossNode(c.GPU, int(pe)) { // delivered late, like a put
+			return e.run(c, abi.Thread, now(func(c *emu.ExternCall, g *group) error {
+				a, err := e.remote(c.Args[0], pe, "dest")
+				if err != nil {
+					return err
+				}
+				e.send(c.GPU, int(pe), el.size, func(d *emu.Delivery) error {
+					_, err := d.Atomic(a, el.size, update)
+					return err
+				})
+				return nil
+			}))
 		}
-		return nil
+		return e.run(c, abi.Thread, e.fetch(pe, el.size, func(c *emu.ExternCall, m remoteIO) ([]byte, error) {
+			a, err := e.remote(c.Args[0], pe, "dest")
+			if err != nil {
+				return nil, err
+			}
+			old, err := m.Atomic(a, el.size, update)
+			var b [8]byte
+			binary.LittleEndian.PutUint64(b[:], old)
+			return b[:], err
+		}, func(c *emu.ExternCall, g *group, b []byte) error {
+			g.ret = binary.LittleEndian.Uint64(b)
+			return nil
+		}))
 	}
 }
 
@@ -697,6 +764,9 @@ func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply a
 			if quiet {
 				if err := e.deliver(c, c.GPU); err != nil {
 					return false, "", err
+				}
+				if n := e.inflight[c.GPU]; n > 0 { // a barrier completes the PE's operations first
+					return false, fmt.Sprintf("%s: %d operations to other nodes in flight", c.Name, n), nil
 				}
 			}
 			first, n := e.teamOf(team, c.GPU)
