@@ -3,6 +3,8 @@ package collectives
 import (
 	"fmt"
 	"math"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,5 +226,57 @@ func TestTopologyString(t *testing.T) {
 	}
 	if got := (Topology{Nodes: 16, GPUsPerNode: 8}).String(); got != "16x8" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestCostModelDocTable recomputes every row of the prediction table in
+// docs/collectives.md ("Predictions for 2 x 8 and 16 x 8 H100 nodes") from Predict.
+func TestCostModelDocTable(t *testing.T) {
+	doc, err := os.ReadFile("../docs/collectives.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "### Predictions for 2 x 8 and 16 x 8 H100 nodes")
+	if !ok {
+		t.Fatal("docs/collectives.md has no prediction table")
+	}
+	sec, _, _ = strings.Cut(sec, "\n### ")
+	sizes := map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	m := H100CostModel()
+	rows := 0
+	for _, line := range strings.Split(sec, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 9 || !strings.Contains(f[1], "x") || strings.Contains(f[1], "topology") {
+			continue
+		}
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		var tp Topology
+		var n int64
+		var unit string
+		if _, err := fmt.Sscanf(f[1], "%dx%d", &tp.Nodes, &tp.GPUsPerNode); err != nil {
+			t.Fatalf("row %q: %v", line, err)
+		}
+		if _, err := fmt.Sscanf(f[2], "%d %s", &n, &unit); err != nil || sizes[unit] == 0 {
+			t.Fatalf("row %q: size %q", line, f[2])
+		}
+		b := n * sizes[unit]
+		a, d := m.Choose(AllReduceCollective, tp, b)
+		r, err := m.Predict(AllReduceCollective, AlgNVSHMEMRing, tp, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := float64(tp.Nodes * tp.GPUsPerNode)
+		alg := float64(b) / d.Seconds() / 1e9
+		us := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Nanoseconds())/1e3) }
+		want := []string{string(a), us(d), fmt.Sprintf("%.1f", alg), fmt.Sprintf("%.1f", alg*2*(p-1)/p), us(r)}
+		if got := f[3:8]; !slices.Equal(got, want) {
+			t.Errorf("%v %s: the doc says %q, the model %q", tp, f[2], got, want)
+		}
+		rows++
+	}
+	if rows != 12 {
+		t.Errorf("found %d rows in the doc's prediction table, want 12", rows)
 	}
 }
