@@ -22,11 +22,65 @@ type GemmSM90Config struct {
 	Stages    int
 }
 
-// DefaultGemmSM90Config is the library's sm_90a gemm: 128x128x64 tiles (two consumer
-// warpgroups), 4 stages, out = in.
+// DefaultGemmSM90Config is the library's sm_90a gemm for large problems: 128x256x64 tiles
+// (two consumer warpgroups of 64 x 256), 4 stages, out = in (the fastest measured at 8192^3;
+// docs/bench.md). GemmSM90For picks per problem shape.
 func DefaultGemmSM90Config(dt dsl.Type) GemmSM90Config {
-	return GemmSM90Config{In: dt, Out: dt, BN: 128, Consumers: 2, Stages: 4}
+	return GemmSM90Config{In: dt, Out: dt, BN: 256, Consumers: 2, Stages: 4}
 }
+
+// GemmSM90Candidates returns the configurations GemmSM90For chooses among for in and out:
+// tiles 128x256, 128x128, 64x256, 64x128 and 64x64, each with as many stages as fit in
+// shared memory (at most 8).
+func GemmSM90Candidates(in, out dsl.Type) []GemmSM90Config {
+	var cs []GemmSM90Config
+	for _, t := range [][2]int{{2, 256}, {2, 128}, {1, 256}, {1, 128}, {1, 64}} {
+		c := GemmSM90Config{In: in, Out: out, BN: t[1], Consumers: t[0], Stages: 8}
+		for c.Stages > 2 && c.SharedBytes() > gemmSM90MaxShared {
+			c.Stages--
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// GemmSM90For returns the configuration for an M x N x K problem on a GPU of sms
+// multiprocessors: the candidate (GemmSM90Candidates) with the smallest estimated time of
+// its busiest SM, waves * (K * per-K-step cycles + per-tile overhead), where waves =
+// ceil(tiles / sms) and a K step of one tile costs the larger of its tensor-core cycles
+// (BM*BN*2 flops at 4096 per cycle, scaled down for one consumer warpgroup, which cannot
+// overlap its epilogue or its wgmma issue) and its load cycles (the (BM+BN) input elements
+// at 48 bytes per cycle, what an SM sustains from L2 when all load; docs/facts.md). Large
+// problems get 128x256; skinny ones (M of a few hundred rows) smaller tiles that fill the
+// SMs. Ties go to the earlier (larger) candidate.
+func GemmSM90For(in, out dsl.Type, m, n, k, sms int) GemmSM90Config {
+	sms = max(sms, 1)
+	best, bestCost := GemmSM90Config{}, 0.0
+	for _, c := range GemmSM90Candidates(in, out) {
+		if c.Check() != nil {
+			continue
+		}
+		mma := float64(c.BM()*c.BN) * 2 / 4096
+		if c.Consumers == 1 {
+			mma /= 0.8
+		}
+		load := float64((c.BM()+c.BN)*c.In.Bytes()) / 48
+		waves := ceilDiv(c.Tiles(m, n), sms)
+		kSteps := ceilDiv(k, gemmSM90BK) * gemmSM90BK
+		cost := float64(waves) * (float64(kSteps)*max(mma, load) + gemmSM90TileOverhead)
+		if best.BN == 0 || cost < bestCost {
+			best, bestCost = c, cost
+		}
+	}
+	return best
+}
+
+// gemmSM90TileOverhead is GemmSM90For's cost of one tile outside its K steps, in cycles: the
+// first stage's latency and the epilogue.
+const gemmSM90TileOverhead = 2000
+
+// gemmSM90MaxShared is the most dynamic shared memory an sm_90 block may use.
+const gemmSM90MaxShared = 227 << 10
 
 // gemmSM90BK is the K step: one 128-byte swizzle row of 16-bit elements.
 const gemmSM90BK = 64
@@ -78,9 +132,9 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: %d consumer warpgroups (want 1 or 2)", c.Consumers)
 	case c.Stages < 2 || c.Stages > 8:
 		return fmt.Errorf("gemm_sm90: %d stages (want 2..8)", c.Stages)
-	case c.SharedBytes() > 227<<10:
+	case c.SharedBytes() > gemmSM90MaxShared:
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles need %d bytes of shared memory; an sm_90 block has at most %d",
-			c.Stages, c.BM(), gemmSM90BK, c.BN, gemmSM90BK, c.SharedBytes(), 227<<10)
+			c.Stages, c.BM(), gemmSM90BK, c.BN, gemmSM90BK, c.SharedBytes(), gemmSM90MaxShared)
 	}
 	return nil
 }
@@ -108,7 +162,7 @@ type GemmSM90Args struct {
 func init() {
 	register(&Spec{
 		Name:    "gemm_sm90",
-		Doc:     "D = alpha*A*B + beta*C on sm_90a: TMA (tensor-map parameters) and wgmma, warp-specialized and persistent; 128x128x64 tiles, 4 stages; K, N multiples of 8",
+		Doc:     "D = alpha*A*B + beta*C on sm_90a: TMA (tensor-map parameters) and wgmma, warp-specialized and persistent; 128x256x64 tiles, 4 stages (kernels.GemmSM90For picks per shape); K, N multiples of 8",
 		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
 		Targets: []ptx.Target{ptx.SM90a},
 		Golden:  []ptx.Target{ptx.SM90a},
