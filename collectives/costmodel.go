@@ -183,9 +183,10 @@ func toDuration(s float64, c Collective, a Algorithm, t Topology, bytes int64) (
 	return time.Duration(math.Round(ns)), nil
 }
 
+// sec is d in seconds.
 func sec(d time.Duration) float64 { return d.Seconds() }
 
-// xfer is the time to move b bytes over l after its latency.
+// xfer is the time b bytes take at l's bandwidth (its latency apart).
 func xfer(l Link, b float64) float64 { return b / l.Bandwidth }
 
 // flat prices the single-node kernels on g GPUs: the cheapest of the peer-to-peer kernel
@@ -205,9 +206,6 @@ func (m CostModel) flat(c Collective, g int, mc bool, s float64) float64 {
 // (barrier, reduce-scatter, barrier, all-gather, barrier), the reduce-scatter and the
 // all-gather take two barriers; each GPU moves (g-1)/g of the buffer per half.
 func (m CostModel) nodeP2P(c Collective, g int, s float64) float64 {
-	if g == 1 {
-		return 0
-	}
 	f := float64(g-1) / float64(g)
 	switch c {
 	case AllReduceCollective:

@@ -276,7 +276,7 @@ func TestCostModelDocTable(t *testing.T) {
 		}
 		rows++
 	}
-	if rows != 12 {
-		t.Errorf("found %d rows in the doc's prediction table, want 12", rows)
+	if rows != 15 {
+		t.Errorf("found %d rows in the doc's prediction table, want 15", rows)
 	}
 }
