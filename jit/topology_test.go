@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/nvshmem"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -175,5 +177,111 @@ func TestRemoteNodeAccess(t *testing.T) {
 				t.Errorf("kind %q on GPU %d, want %q on GPU 1", ee.Kind, ee.GPU, emu.KindRemoteNode)
 			}
 		})
+	}
+}
+
+// ringSignalKernel: every PE puts n floats of src into dst on the next PE with a block-scope
+// put_signal_nbi, waits for its own signal, then quiets.
+func ringSignalKernel(t *testing.T) *ptx.Module {
+	k := dsl.New("ring_signal", dsl.WithTarget(ptx.SM90))
+	dst, src := k.PtrParam("dst", dsl.F32), k.PtrParam("src", dsl.F32)
+	sig := k.PtrParam("sig", dsl.U64)
+	n := k.Param("n", dsl.U32)
+	epoch := k.Param("epoch", dsl.U64)
+	me, np := nvshmem.MyPE(k), nvshmem.NPEs(k)
+	nvshmem.PutSignalNBI(k, nvshmem.Block, nvshmem.SpanOf(dst, n), nvshmem.SpanOf(src, n), sig, uint64(1), nvshmem.SignalAdd, me.Add(1).Rem(np))
+	k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() { nvshmem.SignalWaitUntil(k, sig, nvshmem.CmpGE, epoch) })
+	k.SyncThreads()
+	k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() { nvshmem.Quiet(k) })
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRunRanksNodesRing: a put_signal ring over 2 nodes x 2 ranks (two links between the
+// nodes) delivers every part, in strict and weak mode and under a random schedule, with the
+// network from RanksOptions or from KGEN_EMU_NETWORK; the logical clock shows the latency.
+func TestRunRanksNodesRing(t *testing.T) {
+	mod := ringSignalKernel(t)
+	slow := &emu.Network{Latency: 50 * time.Microsecond, BytesPerSecond: 1e9}
+	for _, tc := range []struct {
+		name string
+		net  *emu.Network
+		env  string
+		opt  emu.Options
+	}{
+		{"strict", slow, "", emu.Options{}},
+		{"weak", nil, "50us,1e9", emu.Options{Weak: true, Seed: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EmuNetworkEnv, tc.env)
+			const n = 333
+			err := RunRanks(RanksOptions{Backend: Emulator, World: 4, Nodes: 2, NVSHMEM: true, Network: tc.net,
+				Open: []Option{WithEmuOptions(tc.opt)}}, func(r *Rank) error {
+				m, err := r.Device.Load(Source{Module: mod})
+				if err != nil {
+					return err
+				}
+				fn, err := m.Function("ring_signal")
+				if err != nil {
+					return err
+				}
+				dst, err := SymAlloc[float32](r.NVSHMEM, n)
+				if err != nil {
+					return err
+				}
+				src, err := SymAlloc[float32](r.NVSHMEM, n)
+				if err != nil {
+					return err
+				}
+				sig, err := SymAlloc[uint64](r.NVSHMEM, 1)
+				if err != nil {
+					return err
+				}
+				if err := r.NVSHMEM.BarrierAll(); err != nil {
+					return err
+				}
+				prev := (r.Rank + r.World - 1) % r.World
+				vals := make([]float32, n)
+				for epoch := 1; epoch <= 2; epoch++ {
+					for i := range vals {
+						vals[i] = float32(epoch*10000 + r.Rank*1000 + i)
+					}
+					if err := src.CopyFromHost(vals); err != nil {
+						return err
+					}
+					if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(128)}, dst, src, sig, uint32(n), uint64(epoch)); err != nil {
+						return err
+					}
+					if err := dst.CopyToHost(vals); err != nil {
+						return err
+					}
+					for i, v := range vals {
+						if want := float32(epoch*10000 + prev*1000 + i); v != want {
+							return fmt.Errorf("rank %d launch %d: dst[%d] = %v, want %v", r.Rank, epoch, i, v, want)
+						}
+					}
+				}
+				if r.Rank == 0 {
+					m := r.Device.impl.(*emuDevice).m
+					m.mu.Lock()
+					now := m.sys.Now()
+					m.mu.Unlock()
+					if min := int64(2 * 50 * time.Microsecond / emu.StepTime); now < min {
+						return fmt.Errorf("the clock reads %d steps after two launches over a 50 us network, want >= %d", now, min)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Setenv(EmuNetworkEnv, "fast")
+	if err := RunRanks(RanksOptions{Backend: Emulator, World: 2, Nodes: 2}, func(*Rank) error { return nil }); err == nil || !strings.Contains(err.Error(), EmuNetworkEnv) {
+		t.Errorf("%s=fast: %v", EmuNetworkEnv, err)
 	}
 }
