@@ -249,7 +249,16 @@ func TestFenceAcrossNodes(t *testing.T) {
 		vals[i] = uint32(i + 5)
 	}
 	emu.WriteSlice(s, srcM.On(0), vals)
-	for _, opt := range []emu.Options{{}, {Weak: true, Seed: 4}} {
+	for _, opt := range []emu.Options{{}, {Weak: true, Seed: 4}, {StepBudget: 5000}} {
+		// With a progress budget far below the latency, the spinning target is not reported
+		// as stuck: the clock moves to the flag's arrival.
+		net := emu.DefaultNetwork
+		if opt.StepBudget > 0 {
+			net.Latency = time.Millisecond
+		}
+		if err := s.SetNetwork(net); err != nil {
+			t.Fatal(err)
+		}
 		emu.WriteSlice(s, dataM.On(1), make([]uint32, n))
 		emu.WriteSlice(s, flagM.On(1), []uint32{0})
 		if err := s.Launch(emu.Launch{Module: mod, Entry: "k", GPUs: s.All(), Grid: emu.D1(1), Block: emu.D1(32), Options: opt,
