@@ -24,11 +24,11 @@ import (
 //     effect when called; put with signal writes the data, then updates the signal.
 //   - Between PEs of different nodes, operations travel over the System's emu.Network and
 //     arrive late, in order per pair of PEs (network.go).
-//   - Non-blocking puts within a node (put_nbi, put_signal_nbi) copy their source when issued and are
-//     delivered later, in issue order per PE, with the signal after its data: at the
-//     issuing PE's quiet, fence, barrier or barrier_all, or whenever some NVSHMEM call of
-//     any PE has to wait (the progress NVSHMEM guarantees); Quiet on the host delivers what
-//     a kernel left. get_nbi completes when called.
+//   - Non-blocking puts within a node (put_nbi, put_signal_nbi) copy their source when
+//     issued and are delivered later, in issue order per PE, with the signal after its
+//     data: at the issuing PE's quiet, fence, barrier or barrier_all, or whenever some
+//     NVSHMEM call of any PE has to wait (the progress NVSHMEM guarantees); Quiet on the
+//     host delivers what a kernel left. get_nbi completes when called.
 //   - abi.Warp and block operations wait until every thread of the warp or block has called them
 //     (as their NVSHMEM forms synchronise the group), run once, and release the group.
 //   - barrier_all, sync_all, barrier, team_sync and the collectives (reduce, reducescatter, fcollect,
