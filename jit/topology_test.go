@@ -176,6 +176,10 @@ func TestRemoteNodeAccess(t *testing.T) {
 			if ee.Kind != emu.KindRemoteNode || ee.GPU != 1 {
 				t.Errorf("kind %q on GPU %d, want %q on GPU 1", ee.Kind, ee.GPU, emu.KindRemoteNode)
 			}
+			var re *RankError
+			if !errors.As(err, &re) || re.Rank != 1 {
+				t.Errorf("the failure is not rank 1's: %v", err)
+			}
 		})
 	}
 }
