@@ -47,6 +47,11 @@ type RanksOptions struct {
 	// 0 means $KGEN_EMU_NODES, or 1. On the GPU backend the nodes are the machines the
 	// processes run on; Nodes, when set, must equal WORLD_SIZE/LOCAL_WORLD_SIZE.
 	Nodes int
+	// Network is how NVSHMEM's operations travel between the emulator's nodes (latency and
+	// bandwidth, in the emulator's logical time: see emu.Network). nil means
+	// $KGEN_EMU_NETWORK ("LATENCY,BYTES_PER_SECOND", e.g. "2us,50e9"), or
+	// emu.DefaultNetwork. Ignored on GPUs.
+	Network *emu.Network
 	// NVSHMEM initialises NVSHMEM on every rank's device before the function runs
 	// (Rank.NVSHMEM) and finalizes it after.
 	NVSHMEM bool
@@ -241,6 +246,43 @@ const maxEmuRanks = emu.MaxGPUs
 // number of nodes when RanksOptions.Nodes is 0 (`kgen launch --backend emu --nodes N` sets it).
 const EmuNodesEnv = "KGEN_EMU_NODES"
 
+// EmuNetworkEnv names the environment variable from which RunRanks takes the emulator's
+// network between nodes when RanksOptions.Network is nil: "LATENCY,BYTES_PER_SECOND" (a Go
+// duration and a number, e.g. "2us,50e9"; 0 bytes/s: unlimited).
+const EmuNetworkEnv = "KGEN_EMU_NETWORK"
+
+// EmuNetwork is the network RunRanks gives the emulator's nodes when RanksOptions.Network
+// is nil: $KGEN_EMU_NETWORK, or emu.DefaultNetwork.
+func EmuNetwork() (*emu.Network, error) {
+	v := os.Getenv(EmuNetworkEnv)
+	if v == "" {
+		n := emu.DefaultNetwork
+		return &n, nil
+	}
+	n, err := ParseNetwork(v)
+	if err != nil {
+		return nil, fmt.Errorf("jit: %s=%q: %w", EmuNetworkEnv, v, err)
+	}
+	return n, nil
+}
+
+// ParseNetwork reads "LATENCY,BYTES_PER_SECOND" (e.g. "2us,50e9").
+func ParseNetwork(v string) (*emu.Network, error) {
+	lat, bw, ok := strings.Cut(v, ",")
+	if !ok {
+		return nil, fmt.Errorf("want LATENCY,BYTES_PER_SECOND (e.g. 2us,50e9)")
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(lat))
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("latency %q: want a duration >= 0 (e.g. 2us)", lat)
+	}
+	b, err := strconv.ParseFloat(strings.TrimSpace(bw), 64)
+	if err != nil || b < 0 || b != b {
+		return nil, fmt.Errorf("bandwidth %q: want bytes per second >= 0 (e.g. 50e9; 0: unlimited)", bw)
+	}
+	return &emu.Network{Latency: d, BytesPerSecond: b}, nil
+}
+
 // EmuNodes is the number of nodes RunRanks splits the emulator's ranks into when
 // RanksOptions.Nodes is 0: $KGEN_EMU_NODES, or 1.
 func EmuNodes() (int, error) {
@@ -282,6 +324,15 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	}
 	if err := m.sys.SetNodes(nodes); err != nil {
 		return fmt.Errorf("jit: %w", err)
+	}
+	net := o.Network
+	if net == nil {
+		if net, err = EmuNetwork(); err != nil {
+			return err
+		}
+	}
+	if err := m.sys.SetNetwork(*net); err != nil {
+		return fmt.Errorf("jit: RanksOptions.Network: %w", err)
 	}
 	size := n / nodes
 	w := m.w
@@ -561,6 +612,12 @@ func joinInts(xs []int) string {
 func (w *world) failRank(rank int, err error) {
 	if errors.Is(err, errStopped) {
 		return
+	}
+	// A fault of a gathered launch comes back to every rank: it is the rank of the GPU
+	// whose thread faulted that failed.
+	var ee *emu.Error
+	if errors.As(err, &ee) && ee.Instr != "" && ee.GPU >= 0 && ee.GPU < w.n {
+		rank = ee.GPU
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

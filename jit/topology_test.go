@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/nvshmem"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -174,6 +176,217 @@ func TestRemoteNodeAccess(t *testing.T) {
 			if ee.Kind != emu.KindRemoteNode || ee.GPU != 1 {
 				t.Errorf("kind %q on GPU %d, want %q on GPU 1", ee.Kind, ee.GPU, emu.KindRemoteNode)
 			}
+			var re *RankError
+			if !errors.As(err, &re) || re.Rank != 1 {
+				t.Errorf("the failure is not rank 1's: %v", err)
+			}
 		})
+	}
+}
+
+// ringSignalKernel: every PE puts n floats of src into dst on the next PE with a block-scope
+// put_signal_nbi, waits for its own signal, then quiets.
+func ringSignalKernel(t *testing.T) *ptx.Module {
+	k := dsl.New("ring_signal", dsl.WithTarget(ptx.SM90))
+	dst, src := k.PtrParam("dst", dsl.F32), k.PtrParam("src", dsl.F32)
+	sig := k.PtrParam("sig", dsl.U64)
+	n := k.Param("n", dsl.U32)
+	epoch := k.Param("epoch", dsl.U64)
+	me, np := nvshmem.MyPE(k), nvshmem.NPEs(k)
+	nvshmem.PutSignalNBI(k, nvshmem.Block, nvshmem.SpanOf(dst, n), nvshmem.SpanOf(src, n), sig, uint64(1), nvshmem.SignalAdd, me.Add(1).Rem(np))
+	k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() { nvshmem.SignalWaitUntil(k, sig, nvshmem.CmpGE, epoch) })
+	k.SyncThreads()
+	k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() { nvshmem.Quiet(k) })
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRunRanksNodesRing: a put_signal ring over 2 nodes x 2 ranks (two links between the
+// nodes) delivers every part, in strict and weak mode and under a random schedule, with the
+// network from RanksOptions or from KGEN_EMU_NETWORK; the logical clock shows the latency.
+func TestRunRanksNodesRing(t *testing.T) {
+	mod := ringSignalKernel(t)
+	slow := &emu.Network{Latency: 50 * time.Microsecond, BytesPerSecond: 1e9}
+	for _, tc := range []struct {
+		name string
+		net  *emu.Network
+		env  string
+		opt  emu.Options
+	}{
+		{"strict", slow, "", emu.Options{}},
+		{"weak", nil, "50us,1e9", emu.Options{Weak: true, Seed: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EmuNetworkEnv, tc.env)
+			const n = 333
+			err := RunRanks(RanksOptions{Backend: Emulator, World: 4, Nodes: 2, NVSHMEM: true, Network: tc.net,
+				Open: []Option{WithEmuOptions(tc.opt)}}, func(r *Rank) error {
+				m, err := r.Device.Load(Source{Module: mod})
+				if err != nil {
+					return err
+				}
+				fn, err := m.Function("ring_signal")
+				if err != nil {
+					return err
+				}
+				dst, err := SymAlloc[float32](r.NVSHMEM, n)
+				if err != nil {
+					return err
+				}
+				src, err := SymAlloc[float32](r.NVSHMEM, n)
+				if err != nil {
+					return err
+				}
+				sig, err := SymAlloc[uint64](r.NVSHMEM, 1)
+				if err != nil {
+					return err
+				}
+				if err := r.NVSHMEM.BarrierAll(); err != nil {
+					return err
+				}
+				prev := (r.Rank + r.World - 1) % r.World
+				vals := make([]float32, n)
+				for epoch := 1; epoch <= 2; epoch++ {
+					for i := range vals {
+						vals[i] = float32(epoch*10000 + r.Rank*1000 + i)
+					}
+					if err := src.CopyFromHost(vals); err != nil {
+						return err
+					}
+					if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(128)}, dst, src, sig, uint32(n), uint64(epoch)); err != nil {
+						return err
+					}
+					if err := dst.CopyToHost(vals); err != nil {
+						return err
+					}
+					for i, v := range vals {
+						if want := float32(epoch*10000 + prev*1000 + i); v != want {
+							return fmt.Errorf("rank %d launch %d: dst[%d] = %v, want %v", r.Rank, epoch, i, v, want)
+						}
+					}
+				}
+				if r.Rank == 0 {
+					m := r.Device.impl.(*emuDevice).m
+					m.mu.Lock()
+					now := m.sys.Now()
+					m.mu.Unlock()
+					if min := int64(2 * 50 * time.Microsecond / emu.StepTime); now < min {
+						return fmt.Errorf("the clock reads %d steps after two launches over a 50 us network, want >= %d", now, min)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Setenv(EmuNetworkEnv, "fast")
+	if err := RunRanks(RanksOptions{Backend: Emulator, World: 2, Nodes: 2}, func(*Rank) error { return nil }); err == nil || !strings.Contains(err.Error(), EmuNetworkEnv) {
+		t.Errorf("%s=fast: %v", EmuNetworkEnv, err)
+	}
+}
+
+// TestNodeMulticast: on 2 nodes x 2 ranks, multimem.red through NodeMulticastPtr adds into
+// the copies of the rank's node only; the world's multicast address of the same buffer
+// (taken from a one-node view, as a stale pointer would be) is refused by the emulator with
+// the Go line.
+func TestNodeMulticast(t *testing.T) {
+	k := dsl.New("mm_add", dsl.WithTarget(ptx.SM90))
+	p := k.PtrParam("p", dsl.U32)
+	_, _, line, _ := runtime.Caller(0)
+	k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() {
+		k.MultimemReduce(p, dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}) // line+2
+	})
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, world := range []bool{false, true} {
+		err := RunRanks(RanksOptions{Backend: Emulator, World: 4, Nodes: 2, NVSHMEM: true}, func(r *Rank) error {
+			m, err := r.Device.Load(Source{Module: mod})
+			if err != nil {
+				return err
+			}
+			fn, err := m.Function("mm_add")
+			if err != nil {
+				return err
+			}
+			buf, err := SymAlloc[uint32](r.NVSHMEM, 1)
+			if err != nil {
+				return err
+			}
+			mc, err := r.NVSHMEM.NodeMulticastPtr(buf)
+			if err != nil {
+				return err
+			}
+			if world {
+				em := r.Device.impl.(*emuDevice).m
+				em.mu.Lock()
+				w, err := em.sys.MulticastOf(uint64(mc))
+				em.mu.Unlock()
+				if err != nil {
+					return err
+				}
+				mc = DevicePtr(w)
+			}
+			if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32), Collective: CollectiveOn}, mc); err != nil {
+				return err
+			}
+			got := make([]uint32, 1)
+			if err := buf.CopyToHost(got); err != nil {
+				return err
+			}
+			if got[0] != 2 {
+				return fmt.Errorf("rank %d: %d adds reached its copy, want its node's 2", r.Rank, got[0])
+			}
+			return nil
+		})
+		if !world {
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var ee *emu.Error
+		if !errors.As(err, &ee) || ee.Kind != emu.KindMulticast || !strings.Contains(err.Error(), "span 2 nodes") ||
+			!strings.Contains(err.Error(), fmt.Sprintf("topology_test.go:%d", line+2)) {
+			t.Errorf("multimem on the world's multicast address over 2 nodes: %v", err)
+		}
+	}
+}
+
+// TestGPUNode: a GPU rank's node comes from GROUP_RANK, else RANK/LOCAL_WORLD_SIZE; a
+// RanksOptions.Nodes that disagrees with WORLD_SIZE/LOCAL_WORLD_SIZE is an error.
+func TestGPUNode(t *testing.T) {
+	for _, c := range []struct {
+		group, local string
+		nodes, rank  int
+		want         int
+		err          string
+	}{
+		{"", "", 0, 5, 0, ""},
+		{"", "4", 0, 5, 1, ""},
+		{"3", "4", 0, 5, 3, ""},
+		{"", "4", 2, 7, 1, ""},
+		{"", "4", 4, 7, 0, "wants 4 nodes"},
+		{"", "x", 0, 1, 0, "LOCAL_WORLD_SIZE"},
+		{"-1", "4", 0, 1, 0, "GROUP_RANK"},
+	} {
+		t.Setenv("GROUP_RANK", c.group)
+		t.Setenv("LOCAL_WORLD_SIZE", c.local)
+		got, err := gpuNode(c.nodes, Rendezvous{Rank: c.rank, WorldSize: 8})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: %d, %v; want an error naming %q", c, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%+v: node %d, %v; want %d", c, got, err, c.want)
+		}
 	}
 }
