@@ -225,9 +225,40 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	// .maxntid and .minnctapersm 1: ptxas then fixes the registers at entry (65536 over the
 	// block), without which it ignores setmaxnreg (C7508).
 	k.LaunchBounds(cfg.Threads(), 1)
-	BM, BN, BK := cfg.BM(), cfg.BN, cfg.BK()
 	a := dsl.Params[GemmSM90Args](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)
+	gemmSM90Body(k, cfg, a, o, gemmSM90Hooks{})
+}
+
+// tileLoop runs a body per output tile of the calling block: dsl.TileScheduler, or a fused
+// kernel's order of tiles.
+type tileLoop interface {
+	ForEach(body func(m, n dsl.Value))
+}
+
+// gemmSM90Hooks are where the fused kernels (fused_sm90.go) extend the sm_90a gemm's body;
+// zero fields keep the plain gemm.
+type gemmSM90Hooks struct {
+	// tiles hands out the output tiles (nil: a TileScheduler over A's and B's tiles).
+	tiles tileLoop
+	// mapA is A's tensor map (nil: a.TmA).
+	mapA dsl.TensorMapSource
+	// load runs in the producer's elected thread before the loads of tile (m, n) and
+	// returns the row of mapA the tile starts at (nil: m*BM).
+	load func(m, n dsl.Value) dsl.Value
+	// producer runs in every producer thread (tid 0..127, after setmaxnreg.dec) once the
+	// elected thread's loop is built; the elected thread runs it after its loop.
+	producer func(tid dsl.Value)
+	// epilogue replaces the stores of tile (m, n): consumer warpgroup wg's 64 x BN
+	// accumulators, t the thread in the warpgroup.
+	epilogue func(acc dsl.Tensor, t, wg, m, n dsl.Value)
+}
+
+// gemmSM90Body writes the sm_90a gemm's warp-specialized body for the parameters a (A's
+// map unless h.mapA) and o (unless h.epilogue): GemmSM90 with h zero, the fused kernels
+// with their hooks.
+func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, h gemmSM90Hooks) {
+	BM, BN, BK := cfg.BM(), cfg.BN, cfg.BK()
 	k.Assume(a.N, 8)
 	k.Assume(a.K, 16/cfg.In.Bytes())
 
@@ -249,7 +280,11 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	}
 	sA := k.DynamicSharedTile(cfg.In, lA, cfg.Stages, 0)
 	sB := k.DynamicSharedTile(cfg.In, lB, cfg.Stages, cfg.Stages*sA.StageBytes)
-	cA, cB := k.MakeTMACopy(a.TmA, sA), k.MakeTMACopy(a.TmB, sB)
+	var mapA dsl.TensorMapSource = a.TmA
+	if h.mapA != nil {
+		mapA = h.mapA
+	}
+	cA, cB := k.MakeTMACopy(mapA, sA), k.MakeTMACopy(a.TmB, sB)
 	majorB := dsl.MNMajor
 	if cfg.FP8() {
 		majorB = dsl.KMajor
@@ -263,17 +298,29 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	mma := dsl.MakeTiledGMMA(atom, cfg.Consumers)
 
 	tid := k.ThreadIdx(dsl.X)
-	tilesM := a.M.Add(uint32(BM - 1)).Div(uint32(BM))
-	tilesN := a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	var tilesM, tilesN dsl.Value
+	if h.tiles == nil {
+		tilesM = a.M.Add(uint32(BM - 1)).Div(uint32(BM))
+		tilesN = a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	}
 	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
-	sched := k.MakeTileScheduler(tilesM, tilesN, 8)
+	sched := h.tiles
+	if sched == nil {
+		sched = k.MakeTileScheduler(tilesM, tilesN, 8)
+	}
 
 	k.If(tid.Lt(uint32(128)), func() {
 		k.WarpgroupRegDealloc(40)
 		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
 			st := pipe.ProducerState()
 			sched.ForEach(func(m, n dsl.Value) {
-				m0, n0 := m.Mul(uint32(BM)), n.Mul(uint32(BN))
+				var m0 dsl.Value
+				if h.load != nil {
+					m0 = h.load(m, n)
+				} else {
+					m0 = m.Mul(uint32(BM))
+				}
+				n0 := n.Mul(uint32(BN))
 				k.For(uint32(0), kTiles, uint32(1), func(kt dsl.Value) {
 					pipe.ProducerAcquire(st)
 					k0 := kt.Mul(uint32(BK))
@@ -284,6 +331,9 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 				})
 			})
 		})
+		if h.producer != nil {
+			h.producer(tid)
+		}
 	}).Else(func() {
 		k.WarpgroupRegAlloc(232)
 		acc := mma.Accumulators(k)
@@ -307,6 +357,10 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 			k.WaitGroup(0)
 			release()
 			rel.Advance()
+			if h.epilogue != nil {
+				h.epilogue(acc, tid.And(uint32(127)), wg, m, n)
+				return
+			}
 			gemmSM90Epilogue(k, cfg, a, o, acc, tid.And(uint32(127)), m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)))
 		})
 	})

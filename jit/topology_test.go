@@ -1,0 +1,179 @@
+package jit
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestRunRanksNodes: 2 nodes x 2 ranks: every rank learns its node, its local rank and its
+// node's PEs; peer addresses reach the node only, and multicast the node only.
+func TestRunRanksNodes(t *testing.T) {
+	err := RunRanks(RanksOptions{Backend: Emulator, World: 4, Nodes: 2, NVSHMEM: true}, func(r *Rank) error {
+		if r.Node != r.Rank/2 || r.LocalRank != r.Rank%2 {
+			return fmt.Errorf("rank %d: node %d local rank %d, want %d, %d", r.Rank, r.Node, r.LocalRank, r.Rank/2, r.Rank%2)
+		}
+		if got, want := r.NVSHMEM.NodePEs(), []int{r.Node * 2, r.Node*2 + 1}; !slices.Equal(got, want) {
+			return fmt.Errorf("rank %d: NodePEs %v, want %v", r.Rank, got, want)
+		}
+		buf, err := SymAlloc[float32](r.NVSHMEM, 16)
+		if err != nil {
+			return err
+		}
+		for pe := 0; pe < r.World; pe++ {
+			p, err := r.NVSHMEM.PeerPtr(buf, pe)
+			if pe/2 == r.Node {
+				if err != nil || p == 0 {
+					return fmt.Errorf("rank %d: PeerPtr(PE %d of its node): %#x, %v", r.Rank, pe, uint64(p), err)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), "another node") {
+				return fmt.Errorf("rank %d: PeerPtr(PE %d of the other node): %#x, %v; want an error naming the node", r.Rank, pe, uint64(p), err)
+			}
+		}
+		_, err = r.NVSHMEM.MulticastPtr(buf)
+		var me *MulticastError
+		if !errors.As(err, &me) || !strings.Contains(me.Reason, "span several nodes") {
+			return fmt.Errorf("rank %d: MulticastPtr on 2 nodes: %v; want a *MulticastError saying the world spans nodes", r.Rank, err)
+		}
+		if p, err := r.NVSHMEM.NodeMulticastPtr(buf); err != nil || p == 0 {
+			return fmt.Errorf("rank %d: NodeMulticastPtr: %#x, %v", r.Rank, uint64(p), err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunRanksOneNode: without Nodes every rank is on node 0 and every pointer works.
+func TestRunRanksOneNode(t *testing.T) {
+	t.Setenv(EmuNodesEnv, "")
+	err := RunRanks(RanksOptions{Backend: Emulator, World: 3, NVSHMEM: true}, func(r *Rank) error {
+		if r.Node != 0 || r.LocalRank != r.Rank || len(r.NVSHMEM.NodePEs()) != 3 {
+			return fmt.Errorf("rank %d: node %d local %d node PEs %v", r.Rank, r.Node, r.LocalRank, r.NVSHMEM.NodePEs())
+		}
+		buf, err := SymAlloc[float32](r.NVSHMEM, 4)
+		if err != nil {
+			return err
+		}
+		if _, err := r.NVSHMEM.MulticastPtr(buf); err != nil {
+			return err
+		}
+		_, err = r.NVSHMEM.PeerPtr(buf, (r.Rank+1)%3)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunRanksNodesEnv: KGEN_EMU_NODES gives the nodes when RanksOptions.Nodes is 0, and
+// a world that does not split evenly is refused naming both numbers.
+func TestRunRanksNodesEnv(t *testing.T) {
+	t.Setenv(EmuNodesEnv, "3")
+	err := RunRanks(RanksOptions{Backend: Emulator, World: 6}, func(r *Rank) error {
+		if r.Node != r.Rank/2 || r.LocalRank != r.Rank%2 {
+			return fmt.Errorf("rank %d: node %d local %d", r.Rank, r.Node, r.LocalRank)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = RunRanks(RanksOptions{Backend: Emulator, World: 6, Nodes: 4}, func(*Rank) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "6 ranks") || !strings.Contains(err.Error(), "4 nodes") {
+		t.Errorf("6 ranks on 4 nodes: %v", err)
+	}
+	t.Setenv(EmuNodesEnv, "two")
+	if err := RunRanks(RanksOptions{Backend: Emulator, World: 2}, func(*Rank) error { return nil }); err == nil || !strings.Contains(err.Error(), EmuNodesEnv) {
+		t.Errorf("%s=two: %v", EmuNodesEnv, err)
+	}
+}
+
+// remoteKernel does op (a plain store, load or atomic) on p[0] from thread 0.
+func remoteKernel(t *testing.T, op string) (*ptx.Module, int) {
+	k := dsl.New("remote_"+op, dsl.WithTarget(ptx.SM90))
+	p := k.PtrParam("p", dsl.U32)
+	out := k.PtrParam("out", dsl.U32)
+	_, _, line, _ := runtime.Caller(0)
+	k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() {
+		switch op {
+		case "store":
+			k.Store(p.At(0), uint32(7)) // line+4
+		case "load":
+			k.Store(out.At(0), k.Load(p.At(0))) // line+6
+		default:
+			k.Atomic(dsl.AtomAdd, p.At(0), uint32(1)) // line+8
+		}
+	})
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, line + map[string]int{"store": 4, "load": 6, "atomic": 8}[op]
+}
+
+// TestRemoteNodeAccess: on 2 nodes x 2 ranks, each rank dereferences the symmetric buffer of
+// the next rank through an address it was handed on the host (not nvshmem_ptr): rank 1
+// reaches into rank 2, on the other node, and the emulator reports the executing GPU, the
+// target GPU and both nodes, and the Go line of the access.
+func TestRemoteNodeAccess(t *testing.T) {
+	for _, op := range []string{"store", "load", "atomic"} {
+		t.Run(op, func(t *testing.T) {
+			mod, line := remoteKernel(t, op)
+			addrs := make([]DevicePtr, 4)
+			var mu sync.Mutex
+			err := RunRanks(RanksOptions{Backend: Emulator, World: 4, Nodes: 2, NVSHMEM: true}, func(r *Rank) error {
+				m, err := r.Device.Load(Source{Module: mod})
+				if err != nil {
+					return err
+				}
+				fn, err := m.Function(mod.Funcs[0].Name)
+				if err != nil {
+					return err
+				}
+				buf, err := SymAlloc[uint32](r.NVSHMEM, 4)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				addrs[r.Rank] = buf.DevPtr()
+				mu.Unlock()
+				if err := r.NVSHMEM.BarrierAll(); err != nil { // every address is known
+					return err
+				}
+				mu.Lock()
+				next := addrs[(r.Rank+1)%r.World]
+				mu.Unlock()
+				if r.Rank == 3 {
+					next = buf.DevPtr() // only rank 1 crosses to the other node
+				}
+				return fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32)}, next, buf.DevPtr())
+			})
+			var ee *emu.Error
+			if !errors.As(err, &ee) {
+				t.Fatalf("got %v, want an emulator error", err)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			for _, want := range []string{"GPU 1 (node 0)", "GPU 2 (node 1)", fmt.Sprintf("topology_test.go:%d", line)} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error does not name %q: %v", want, err)
+				}
+			}
+			if ee.Kind != emu.KindRemoteNode || ee.GPU != 1 {
+				t.Errorf("kind %q on GPU %d, want %q on GPU 1", ee.Kind, ee.GPU, emu.KindRemoteNode)
+			}
+		})
+	}
+}
