@@ -14,20 +14,15 @@ import (
 // The sm_90a path of the fused matmuls: ag_gemm_sm90, gemm_rs_sm90, gemm_ar_sm90 and (with
 // multicast) gemm_ar_mc_sm90, fed by TMA tensor maps built per call over the buffers.
 
-// matmulSM90 reports whether a fused matmul of shape s runs on the sm_90a kernels: the
-// target is sm_90a and TMA's rule holds (N and K multiples of 8: 16-byte row strides);
-// otherwise it runs on the mma.sync kernels, and on sm_90a a debug log says why.
+// matmulSM90 reports whether a fused matmul of shape s runs on the sm_90a kernels
+// (kernels.UseSM90: target sm_90a, N and K multiples of 8 for TMA); otherwise it runs on the
+// mma.sync kernels, and on sm_90a a debug log says why.
 func (c *Comm) matmulSM90(ctx context.Context, what string, s MatmulShape) bool {
-	if c.o.Target != ptx.SM90a {
-		return false
+	ok, why := kernels.UseSM90(c.o.Target, s.N, s.K)
+	if !ok && c.o.Target == ptx.SM90a && c.debug(ctx) {
+		c.log.DebugContext(ctx, "collectives: "+what+": the sm_80 kernel on sm_90a", "why", why)
 	}
-	if s.N%8 != 0 || s.K%8 != 0 {
-		if c.debug(ctx) {
-			c.log.DebugContext(ctx, "collectives: "+what+": N and K are not multiples of 8 (TMA needs 16-byte row strides); using the sm_80 mma.sync kernel", "n", s.N, "k", s.K)
-		}
-		return false
-	}
-	return true
+	return ok
 }
 
 // matmulSM90Config is the sm_90a fused kernels' configuration for in and out.

@@ -80,7 +80,7 @@ func TestFusedMatmulsSM90(t *testing.T) {
 									return err
 								}
 							}
-							if logged := strings.Contains(e.log.String(), "not multiples of 8"); logged == s.sm90 {
+							if logged := strings.Contains(e.log.String(), "TMA needs multiples of 8"); logged == s.sm90 {
 								return fmt.Errorf("fallback logged %v, want %v:\n%s", logged, !s.sm90, e.log.String())
 							}
 							return nil
