@@ -102,6 +102,17 @@ func tensorMap(s *sym, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, 
 	return jit.TensorMap{}, fmt.Errorf("collectives: no tensor map over %s (f16 or bf16)", dt)
 }
 
+// TensorMap returns a TMA tensor map over this GPU's copy of b as a row-major rows x cols
+// matrix (f16 or bf16: cols, rows innermost first) with box and the 128-byte swizzle, as
+// kernels.GemmSM90Config's maps take them (TMABoxA, TMABoxB). The map holds the address: keep
+// b alive while kernels use it.
+func (b *Buffer) TensorMap(cols, rows int, box [2]int) (jit.TensorMap, error) {
+	if cols < 1 || rows < 1 || int64(cols)*int64(rows) > int64(b.n) {
+		return jit.TensorMap{}, fmt.Errorf("collectives: Buffer.TensorMap: %d x %d elements, the buffer holds %d", rows, cols, b.n)
+	}
+	return tensorMap(b.s, b.dt, cols, rows, box)
+}
+
 // agGemmSM90Launch is ag_gemm_sm90's arguments (kernels.AGGemmSM90Args, then
 // kernels.FusedOut).
 type agGemmSM90Launch struct {
