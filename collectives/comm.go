@@ -38,7 +38,9 @@ const (
 // Options configure a Comm.
 type Options struct {
 	// Target is the GPU target the kernels are built for (default sm_90). Targets before
-	// sm_90 have no multimem: the multicast algorithms are then off.
+	// sm_90 have no multimem: the multicast algorithms are then off. sm_90a (an H100 or
+	// H200) runs the fused matmuls on the TMA + wgmma kernels (ag_gemm_sm90, ...) when N and
+	// K are multiples of 8, the mma.sync ones otherwise and on every other target.
 	Target ptx.Target
 	// Logger receives the algorithm choices (at debug level) and the multicast fallback
 	// (at info level); nil means slog.Default().
@@ -65,6 +67,9 @@ type Options struct {
 	// MatmulReduceScatter); their types, layouts and alignment come from each call. Zero:
 	// kernels.DefaultFusedConfig.
 	Matmul kernels.GemmConfig
+	// MatmulSM90 sets the tiles and stages of the sm_90a fused matmuls (Target sm_90a);
+	// their types come from each call. Zero: kernels.DefaultGemmSM90Config.
+	MatmulSM90 kernels.GemmSM90Config
 	// Stream, when set, carries the kernels and the device-to-device copies (staging), so
 	// that events recorded on it time them; nil means the default stream.
 	Stream *jit.Stream

@@ -151,8 +151,8 @@ type gemmRSLaunch struct {
 
 // MatmulAllReduce computes the sum over GPUs g of A_g * B_g into every GPU's out (s.M x s.N),
 // A_g (s.M x s.K) and B_g (s.K x s.N) being GPU g's a and b (its K slice): gemm_rs whose
-// owners store each summed tile into every GPU's out (gemm_ar, peer stores; multimem is not
-// used yet). out must be a Buffer of this Comm (symmetric: the peers write into it). Types
+// owners store each summed tile into every GPU's out (gemm_ar, peer stores; on sm_90a with
+// multicast, gemm_ar_mc_sm90: multimem.ld_reduce of the partials, multimem.st of the sums). out must be a Buffer of this Comm (symmetric: the peers write into it). Types
 // and alignment as AllGatherMatmul. Every rank makes the same call.
 func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulShape) error {
 	const what = "MatmulAllReduce"
@@ -163,6 +163,9 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.matmulSM90(ctx, what, s) {
+		return c.fusedSM90(ctx, cl, kernels.FamilyGemmARSM90, a, b, out, s)
+	}
 	cfg := c.matmulConfig(a.dt, out.dt, s)
 	fn, name, err := c.fusedFunction(kernels.FamilyGemmAR, cfg)
 	if err != nil {
@@ -174,7 +177,7 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 	}
 	args := gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.table()}
-	return c.fusedLaunch(ctx, cl, fn, name, cfg, kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
+	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 
 // AllGatherMatmul computes out = A * b on every GPU, A (s.M x s.K) being the row slices a of
@@ -193,6 +196,9 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.matmulSM90(ctx, what, s) {
+		return c.fusedSM90(ctx, cl, kernels.FamilyAGGemmSM90, a, b, out, s)
+	}
 	cfg := c.matmulConfig(a.dt, out.dt, s)
 	fn, name, err := c.fusedFunction(kernels.FamilyAGGemm, cfg)
 	if err != nil {
@@ -204,7 +210,7 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 	}
 	args := agGemmLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Gathered: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt)}
-	return c.fusedLaunch(ctx, cl, fn, name, cfg, kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
+	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 
 // MatmulReduceScatter computes the sum over GPUs g of A_g * B_g, A_g (s.M x s.K) and B_g
@@ -222,6 +228,9 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.matmulSM90(ctx, what, s) {
+		return c.fusedSM90(ctx, cl, kernels.FamilyGemmRSSM90, a, b, out, s)
+	}
 	cfg := c.matmulConfig(a.dt, out.dt, s)
 	fn, name, err := c.fusedFunction(kernels.FamilyGemmRS, cfg)
 	if err != nil {
@@ -233,18 +242,18 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 	}
 	args := gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt)}
-	return c.fusedLaunch(ctx, cl, fn, name, cfg, kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
+	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 
 // fusedLaunch launches a fused kernel on every GPU's grid and advances its state's epoch.
-func (c *Comm) fusedLaunch(ctx context.Context, cl *call, fn *jit.Function, name string, cfg kernels.GemmConfig, blocks int, st *fusedState, args any) error {
+func (c *Comm) fusedLaunch(ctx context.Context, cl *call, fn *jit.Function, name string, threads, shared, blocks int, st *fusedState, args any) error {
 	c.last = name
 	if c.debug(ctx) {
 		c.log.DebugContext(ctx, "collectives: "+cl.what, "algorithm", name, "gpus", c.g, "blocks", blocks)
 	}
 	// Not CoResident: a block waits only on blocks of other GPUs that come earlier in their
 	// grid's order (docs/collectives.md), so any grid size works.
-	lc := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: c.o.Stream,
+	lc := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(threads), SharedMem: shared, Stream: c.o.Stream,
 		Collective: jit.CollectiveOn, Context: ctx}
 	if c.emu {
 		lc.Call = cl.String()

@@ -29,6 +29,9 @@ const (
 	FamilyAGGemmSM90 Family = "ag_gemm_sm90"
 	FamilyGemmRSSM90 Family = "gemm_rs_sm90"
 	FamilyGemmARSM90 Family = "gemm_ar_sm90"
+	// FamilyGemmARMCSM90 is gemm_ar_sm90 over NVLink SHARP: multimem.ld_reduce of the
+	// partials, multimem.st of the sums.
+	FamilyGemmARMCSM90 Family = "gemm_ar_mc_sm90"
 )
 
 // Named barriers of the fused sm_90a kernels (0 is bar.sync, the pipeline's set-up).
@@ -57,6 +60,24 @@ type GemmRSSM90Args struct {
 	Scratch                     dsl.PeerTable `kgen:"f32"`
 	Signals                     dsl.PeerTable `kgen:"u32"`
 	Rank, NGPUs, M, N, K, Epoch dsl.Value     `kgen:"u32"`
+}
+
+// GemmARMCSM90Args are gemm_ar_mc_sm90's parameters: the tensor maps of A ((K, M): this GPU's
+// K slice of every row) and B ((N, K)); this GPU's f32 scratch (M x N partials) and its
+// multicast address; every GPU's signal slots (GemmARSM90SignalWords) and their multicast
+// address.
+type GemmARMCSM90Args struct {
+	TmA, TmB                    dsl.TensorMap
+	Scratch, ScratchMC          dsl.Ptr       `kgen:"f32"`
+	Signals                     dsl.PeerTable `kgen:"u32"`
+	SignalsMC                   dsl.Ptr       `kgen:"u32"`
+	Rank, NGPUs, M, N, K, Epoch dsl.Value     `kgen:"u32"`
+}
+
+// FusedOutMC is gemm_ar_mc_sm90's output parameter (the output type), after its arguments:
+// this GPU's M x N D and D's multicast address.
+type FusedOutMC struct {
+	D, DMC dsl.Ptr
 }
 
 // FusedSM90Name is the entry name of sm_90a fused family f built with cfg: gemm_sm90's name
@@ -125,6 +146,14 @@ func init() {
 		Targets: []ptx.Target{ptx.SM90a},
 		Golden:  []ptx.Target{ptx.SM90a},
 		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmARSM90(k, DefaultGemmSM90Config(dt)) },
+	})
+	register(&Spec{
+		Name:    string(FamilyGemmARMCSM90),
+		Doc:     "GEMM + all-reduce on sm_90a over NVLink SHARP: each GPU keeps its f32 partial of every tile in its own scratch (release signal to the owner); the owner multimem.ld_reduces the partials through the scratch's multicast address and multimem.st's the sum into every GPU's D (multimem.red.release done counters); K, N multiples of 8",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: []ptx.Target{ptx.SM90a},
+		Golden:  []ptx.Target{ptx.SM90a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmARMCSM90(k, DefaultGemmSM90Config(dt)) },
 	})
 }
 
@@ -464,6 +493,114 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 	gemmSM90Body(k, cfg, GemmSM90Args{TmA: a.TmA, TmB: a.TmB, M: a.M, N: a.N, K: a.K}, GemmOut{}, h)
 }
 
+// GemmARMCSM90 writes gemm_ar_mc_sm90 for cfg into k: the sum over GPUs of A_g*B_g into every
+// GPU's D through multicast addresses (NVLink SHARP), tiles in gemm_rs_sm90's order. On
+// another GPU's tile the consumers wait for the free slot (the owner's ld_reduce of the
+// previous launch is done), store their f32 partial into this GPU's own scratch at the
+// tile's place, meet (named barrier 1) and thread 128 sets the owner's ready slot (release).
+// On an own tile each consumer thread stores its partial the same way, threads 128+g wait
+// for GPU g's ready and arrived slots (acquire), the consumers meet and fence the alias
+// proxy (the scratch is read through its multicast address), then each thread
+// multimem.ld_reduces the pairs it stored and multimem.st's the sums into D's multicast
+// address; after a barrier threads 128+g set GPU g's free slot and thread 128 adds one to
+// the tile's done counter on every GPU (multimem.red.release), then waits (fence.proxy.alias,
+// acquire) until every owner has added its one. Block 0 sets the arrived slots as
+// gemm_ar_sm90 does. On one GPU the tiles go to D with no signal.
+func GemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config) { gemmARMCSM90(k, cfg, ordered) }
+
+// GemmARMCSM90Unordered is GemmARMCSM90 with relaxed instead of release signals: a
+// deliberately broken variant for the weak-memory tests.
+func GemmARMCSM90Unordered(k *dsl.Kernel, cfg GemmSM90Config) { gemmARMCSM90(k, cfg, unordered) }
+
+func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
+	if !fusedSM90Begin(k, cfg, "gemm_ar_mc_sm90") {
+		return
+	}
+	a := dsl.Params[GemmARMCSM90Args](k, cfg.In)
+	o := dsl.Params[FusedOutMC](k, cfg.Out)
+	k.Assume(a.N, 8)
+	k.Assume(a.K, 8)
+	BM, BN := cfg.BM(), cfg.BN
+	consumers := 128 * cfg.Consumers
+	sig := NewTileSignals(k, a.Signals, a.Rank, a.Epoch)
+	sig.ord = ord
+	rows := a.M.Div(a.NGPUs)
+	tilesM := rows.Add(uint32(BM - 1)).Div(uint32(BM))
+	tilesN := a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	order := newFusedSM90Order(k, a.Rank, a.NGPUs, tilesM, tilesN, 1)
+	tiles := tilesM.Mul(tilesN)
+	slots := tiles.Mul(uint32(CollMaxGPUs))
+	// gemm_ar_sm90's layout: ready[t][src], free[owner][t], then a done counter per tile
+	// (every owner adds one to every GPU's), arrived[g].
+	ready := func(tile, src dsl.Value) dsl.Value { return tile.Mul(uint32(CollMaxGPUs)).Add(src) }
+	free := func(owner, tile dsl.Value) dsl.Value { return slots.Add(owner.Mul(tiles)).Add(tile) }
+	done := func(tile dsl.Value) dsl.Value { return slots.Mul(2).Add(tile) }
+	arrived := func(g dsl.Value) dsl.Value { return slots.Mul(3).Add(g) }
+
+	h := gemmSM90Hooks{tiles: order}
+	h.load = func(m, n dsl.Value) dsl.Value {
+		owner, bm := order.tile(m)
+		return owner.Mul(rows).Add(bm.Mul(uint32(BM)))
+	}
+	h.producer = func(tid dsl.Value) {
+		g := tid.Sub(uint32(32))
+		k.If(k.BlockIdx(dsl.X).Eq(0).And(tid.Ge(uint32(32))).And(g.Lt(a.NGPUs)).And(g.Ne(a.Rank)), func() {
+			sig.setOn(g, arrived(a.Rank), sig.Target())
+		})
+	}
+	h.epilogue = func(acc dsl.Tensor, t, wg, m, n dsl.Value) {
+		owner, bm := order.tile(m)
+		tile := n.Mul(tilesM).Add(bm)
+		row0, col0 := bm.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
+		vals := acc.Values()
+		ct := k.ThreadIdx(dsl.X).Sub(uint32(128))
+		// The owner's rows of the scratch and of D.
+		base := k.Assume(owner.Mul(rows).Mul(a.N), 8)
+		each := func(f func(row, col dsl.Value, i int)) { sm90Pairs(k, cfg, t, row0, col0, rows, a.N, f) }
+		stage := func() {
+			each(func(row, col dsl.Value, i int) { storePair(k, a.Scratch.At(base), row, col, a.N, vals[i], vals[i+1]) })
+		}
+		k.If(a.NGPUs.Eq(1), func() {
+			each(func(row, col dsl.Value, i int) { storePair(k, o.D, row, col, a.N, vals[i], vals[i+1]) })
+		}).Else(func() {
+			k.If(owner.Ne(a.Rank), func() {
+				k.If(ct.Eq(0), func() { sig.waitFor(free(owner, tile), a.Epoch) })
+				k.NamedBarrier(sm90ConsumerBar, consumers)
+				stage()
+				k.NamedBarrier(sm90ConsumerBar, consumers)
+				k.If(ct.Eq(0), func() { sig.setOn(owner, ready(tile, a.Rank), sig.Target()) })
+			}).Else(func() {
+				stage()
+				k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() {
+					sig.waitFor(ready(tile, ct), sig.Target())
+					sig.waitFor(arrived(ct), sig.Target())
+				})
+				k.NamedBarrier(sm90ConsumerBar, consumers)
+				// The partials were written through unicast addresses (this thread's own, the
+				// peers' before their releases); ld_reduce reads them through the multicast one.
+				k.FenceProxyAlias()
+				each(func(row, col dsl.Value, i int) {
+					at := k.Assume(base.Add(row.Mul(a.N)).Add(col), 2)
+					sum := k.MultimemLoadReduce(a.ScratchMC.At(at), dsl.Sum, 2)
+					k.MultimemStore(o.DMC.At(at), []dsl.Value{sum[0].To(cfg.Out), sum[1].To(cfg.Out)})
+				})
+				k.NamedBarrier(sm90ConsumerBar, consumers)
+				k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() { sig.setOn(ct, free(a.Rank, tile), sig.Target()) })
+				k.If(ct.Eq(0), func() {
+					order := dsl.Release(dsl.System)
+					if ord != ordered {
+						order = dsl.Relaxed(dsl.System)
+					}
+					k.MultimemReduce(a.SignalsMC.At(done(tile)), dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}, order)
+					k.FenceProxyAlias()
+					sig.waitFor(done(tile), sig.Target().Mul(a.NGPUs))
+				})
+			})
+		})
+	}
+	gemmSM90Body(k, cfg, GemmSM90Args{TmA: a.TmA, TmB: a.TmB, M: a.M, N: a.N, K: a.K}, GemmOut{}, h)
+}
+
 // fusedSM90Build builds family f (one of the sm_90a fused families) for cfg into k.
 func fusedSM90Build(k *dsl.Kernel, f Family, cfg GemmSM90Config) error {
 	switch f {
@@ -473,6 +610,8 @@ func fusedSM90Build(k *dsl.Kernel, f Family, cfg GemmSM90Config) error {
 		GemmRSSM90(k, cfg)
 	case FamilyGemmARSM90:
 		GemmARSM90(k, cfg)
+	case FamilyGemmARMCSM90:
+		GemmARMCSM90(k, cfg)
 	default:
 		return fmt.Errorf("kernels: %q is not an sm_90a fused family", f)
 	}

@@ -134,3 +134,62 @@ func TestGemmSM90For(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedSM90Ptxas assembles the sm_90a fused kernels (default configuration) with
+// ptxas -v: no spills and no performance warning, as TestGemmSM90Ptxas asks of gemm_sm90.
+func TestFusedSM90Ptxas(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	for _, f := range []Family{FamilyAGGemmSM90, FamilyGemmRSSM90, FamilyGemmARSM90, FamilyGemmARMCSM90} {
+		cfg := DefaultGemmSM90Config(dsl.BF16)
+		k := dsl.New(FusedSM90Name(f, cfg), dsl.WithTarget(ptx.SM90a))
+		if err := fusedSM90Build(k, f, cfg); err != nil {
+			t.Fatal(err)
+		}
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "f.ptx")
+		if err := os.WriteFile(file, []byte(m.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", file, "-o", file+".cubin").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: ptxas: %v: %s", f, err, out)
+		}
+		if strings.Contains(string(out), "warning") {
+			t.Errorf("%s: ptxas warns: %s", f, out)
+		}
+		s := spillRE.FindStringSubmatch(string(out))
+		if s == nil || s[1] != "0" || s[2] != "0" {
+			t.Errorf("%s: spills or no spill counts: %s", f, out)
+		}
+	}
+}
+
+// TestFusedSM90Misuse: a bad configuration or a target without wgmma is a Build error that
+// names the kernel and the problem; an unknown family is an error.
+func TestFusedSM90Misuse(t *testing.T) {
+	for _, f := range []Family{FamilyAGGemmSM90, FamilyGemmRSSM90, FamilyGemmARSM90, FamilyGemmARMCSM90} {
+		for _, c := range []struct {
+			cfg    GemmSM90Config
+			target ptx.Target
+			want   string
+		}{
+			{GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 96, Consumers: 2, Stages: 4}, ptx.SM90a, "BN 96"},
+			{DefaultGemmSM90Config(dsl.BF16), ptx.SM90, "sm_90a"},
+		} {
+			k := dsl.New("f", dsl.WithTarget(c.target))
+			if err := fusedSM90Build(k, f, c.cfg); err != nil {
+				t.Fatal(err)
+			}
+			_, err := k.Build()
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), strings.TrimSuffix(string(f), "_sm90")) {
+				t.Errorf("%s %+v on %s: err %v, want one naming the kernel and %q", f, c.cfg, c.target, err, c.want)
+			}
+		}
+	}
+	if err := fusedSM90Build(dsl.New("f", dsl.WithTarget(ptx.SM90a)), FamilyAGGemm, DefaultGemmSM90Config(dsl.BF16)); err == nil {
+		t.Error("fusedSM90Build took the sm_80 family ag_gemm")
+	}
+}

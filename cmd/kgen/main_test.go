@@ -294,3 +294,28 @@ func TestDocListsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPicksTheGemmByTarget: gemm_sm90 and the fused sm_90a kernels run without --target
+// (their only target, sm_90a); gemm on sm_90a runs gemm_sm90 (the host's choice) unless
+// --exact, and the mma.sync gemm elsewhere; kgen ptx builds gemm_sm90 for sm_90a.
+func TestRunPicksTheGemmByTarget(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gemm_sm90", "--size", "4096"}, "ok: gemm_sm90_f16_f16_"},
+		{[]string{"gemm", "--target", "sm_90a", "--size", "4096"}, "ok: gemm_sm90_f16_f16_"},
+		{[]string{"gemm", "--target", "sm_90a", "--size", "4096", "--exact"}, "ok: gemm_f16_f16_rr_"},
+		{[]string{"gemm", "--size", "4096"}, "ok: gemm_f16_f16_rr_"},
+		{[]string{"gemm_rs_sm90", "--ranks", "2", "--size", "4096"}, "ok: gemm_rs_sm90_f16_f16_"},
+	} {
+		code, out, errs := kgen(append([]string{"run"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("kgen run %v: exit %d, want %q in: %s %s", c.args, code, c.want, out, errs)
+		}
+	}
+	code, out, errs := kgen("ptx", "gemm_sm90")
+	if code != 0 || !strings.Contains(out, ".target sm_90a") {
+		t.Errorf("kgen ptx gemm_sm90: exit %d, %s", code, errs)
+	}
+}

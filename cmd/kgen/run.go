@@ -34,23 +34,19 @@ func runRun(e *env, args []string) error {
 	weak := fs.Bool("weak", false, "weak-memory mode: unfenced remote stores become visible late")
 	cols := fs.Int("cols", 0, "row kernels: the row length; the rows: --rows, or --size / the row's bytes, or one")
 	rows := fs.Int("rows", 0, "row kernels, with --cols: the number of rows (in place of --size)")
-	exact := fs.Bool("exact", false, "run KERNEL itself, not the row kernel the host would pick for the shape")
+	exact := fs.Bool("exact", false, "run KERNEL itself, not the kernel the host would pick (row kernels: for the shape; gemm: gemm_sm90 on sm_90a)")
 	nodes := fs.Int("nodes", 0, "split the simulated GPUs into this many nodes: peer and multicast addresses reach one node, NVSHMEM operations between nodes arrive late (default $"+jit.EmuNodesEnv+", else 1)")
 	network := fs.String("network", "", "with --nodes: the network between nodes, LATENCY,BYTES_PER_SECOND (default $"+jit.EmuNetworkEnv+", else "+emuNetDefault()+")")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	explicit := *target != ""
-	if !explicit {
-		*target = string(ptx.SM90)
+	if *target == "" {
+		*target = kernelTarget(pos)
 	}
 	spec, t, dt, err := variant(pos, *target, *dtype)
 	if err != nil {
 		return err
-	}
-	if !explicit {
-		t = ref.DefaultTarget(spec)
 	}
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)
@@ -111,6 +107,14 @@ func runRun(e *env, args []string) error {
 	if *cols > 0 && !*exact && (spec.Family == kernels.FamilySoftmax || spec.Family == kernels.FamilyRowSum) {
 		if name, err = chooseRow(e, spec.Family, dt, n / *cols, *cols); err != nil {
 			return err
+		}
+	}
+	// gemm: the host's choice for the target (kernels.UseSM90); the emulator's gemm_sm90
+	// shapes have N and K multiples of 8.
+	if spec.Name == string(kernels.FamilyGemm) && !*exact {
+		if ok, why := kernels.UseSM90(t, 8, 8); ok {
+			name = string(kernels.FamilyGemmSM90)
+			fmt.Fprintf(e.stderr, "kgen run: gemm on %s runs %s (%s); --exact runs gemm itself\n", t, name, why)
 		}
 	}
 	res, err := ref.Run(ref.Problem{Kernel: name, DType: dt, Target: t, Size: n, Cols: *cols,

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	for _, f := range []kernels.Family{kernels.FamilyAGGemmSM90, kernels.FamilyGemmRSSM90, kernels.FamilyGemmARSM90} {
+	for _, f := range []kernels.Family{kernels.FamilyAGGemmSM90, kernels.FamilyGemmRSSM90, kernels.FamilyGemmARSM90, kernels.FamilyGemmARMCSM90} {
 		register(string(f), func(r *run) error { return fusedSM90Harness(r, f) })
 	}
 }
@@ -20,7 +20,7 @@ func init() {
 // FusedSM90Problem is one sm_90a fused GEMM run on the emulator (FusedProblem's fields, a
 // GemmSM90Config, and the persistent grid).
 type FusedSM90Problem struct {
-	Family     kernels.Family // FamilyAGGemmSM90, FamilyGemmRSSM90 or FamilyGemmARSM90
+	Family     kernels.Family // FamilyAGGemmSM90, FamilyGemmRSSM90, FamilyGemmARSM90 or FamilyGemmARMCSM90
 	Config     kernels.GemmSM90Config
 	GPUs       int
 	M, N, K    int // M a multiple of GPUs; N and K multiples of 8
@@ -35,7 +35,7 @@ type FusedSM90Problem struct {
 	Build func(k *dsl.Kernel, cfg kernels.GemmSM90Config)
 }
 
-// fusedSM90Harness runs `kgen run ag_gemm_sm90|gemm_rs_sm90|gemm_ar_sm90`: the registry's
+// fusedSM90Harness runs `kgen run ag_gemm_sm90|gemm_rs_sm90|gemm_ar_sm90|gemm_ar_mc_sm90`: the registry's
 // configuration over r's ranks, a partial row tile per GPU, N and K odd multiples of 8, on
 // two persistent blocks per GPU.
 func fusedSM90Harness(r *run, f kernels.Family) error {
@@ -63,7 +63,7 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 	build := p.Build
 	if build == nil {
 		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmSM90Config){kernels.FamilyAGGemmSM90: kernels.AGGemmSM90,
-			kernels.FamilyGemmRSSM90: kernels.GemmRSSM90, kernels.FamilyGemmARSM90: kernels.GemmARSM90}[p.Family]
+			kernels.FamilyGemmRSSM90: kernels.GemmRSSM90, kernels.FamilyGemmARSM90: kernels.GemmARSM90, kernels.FamilyGemmARMCSM90: kernels.GemmARMCSM90}[p.Family]
 	}
 	if build == nil {
 		return res, fmt.Errorf("RunFusedSM90: family %q is not an sm_90a fused GEMM", p.Family)
@@ -80,7 +80,8 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 	}
 	M, N, K, rows := p.M, p.N, p.K, p.M/g
 	ag := p.Family == kernels.FamilyAGGemmSM90
-	ar := p.Family == kernels.FamilyGemmARSM90
+	mc := p.Family == kernels.FamilyGemmARMCSM90
+	ar := p.Family == kernels.FamilyGemmARSM90 || mc
 	tn := (N + cfg.BN - 1) / cfg.BN
 	gRows := kernels.AGGemmSM90GatheredRows(cfg, M, g)
 	// Per GPU: A_r (rows x K for ag_gemm, M x K otherwise), B_r (K x N), D_r.
@@ -132,13 +133,17 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 		return res, err
 	}
 	// Signals as if Epoch launches had run: every slot holds Epoch but ag_gemm's consumed
-	// counters, Epoch*tilesN*Consumers.
+	// counters, Epoch*tilesN*Consumers, and gemm_ar_mc's done counters, Epoch*GPUs.
 	if p.Epoch != 0 {
 		w := make([]uint32, words)
+		tiles := (rows + cfg.BM() - 1) / cfg.BM() * tn
 		for i := range w {
 			w[i] = p.Epoch
 			if ag && i >= words/2 {
 				w[i] = p.Epoch * uint32(tn*cfg.Consumers)
+			}
+			if mc && i >= 2*kernels.CollMaxGPUs*tiles && i < 2*kernels.CollMaxGPUs*tiles+tiles {
+				w[i] = p.Epoch * uint32(g)
 			}
 		}
 		for i := 0; i < g; i++ {
@@ -186,6 +191,9 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 			if ag {
 				tmG := tmap(xfer.On(i), K, gRows, cfg.TMABoxA())
 				return []any{tmA, tmG, tmB, bufA.On(i), xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, bufD.On(i)}
+			}
+			if mc {
+				return []any{tmA, tmB, xfer.On(i), xfer.Multicast(), sigTab.On(i), sigs.Multicast(), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, bufD.On(i), bufD.Multicast()}
 			}
 			d := bufD.On(i)
 			if ar {
