@@ -159,6 +159,12 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 
 // AllReduceAlgorithm returns the kernel AllReduceTo would run for n elements of dt.
 //
+// Across nodes (Topology().Nodes > 1) the cost model (Options.CostModel) chooses:
+// hier_allreduce (in-node reduce-scatter, exchange between nodes, in-node all-gather) or
+// the NVSHMEM ring (nvshmem_reducescatter_ring+nvshmem_allgather_ring, which needs n to be a
+// multiple of NumGPUs and at most kernels.CollMaxGPUs ranks; else hierarchical runs).
+// On one node:
+//
 // With multicast (NVLink SHARP): mm_allreduce_1shot up to OneShotMaxBytes, else
 // mm_allreduce_2shot; f32 min and max have no multimem.ld_reduce form, so they run
 // mm_allreduce_push (multicast stores, local reduction) up to OneShotMaxBytes and the
@@ -169,6 +175,12 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
+	if c.node.topo.Nodes > 1 {
+		if c.acrossCheck("AllReduce", dt) != nil || checkOp(op) != nil || n < 1 {
+			return ""
+		}
+		return acrossName(AllReduceCollective, c.allReducePlanAcross(dt, n), op, dt)
+	}
 	p, err := c.allReducePlan(dt, op, n, false)
 	if err != nil {
 		return ""
@@ -191,6 +203,13 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	}
 	if dst.dt != src.dt || dst.n != src.n {
 		return fmt.Errorf("collectives: AllReduce: dst holds %d %s, src %d %s", dst.n, dst.dt, src.n, src.dt)
+	}
+	if c.node.topo.Nodes > 1 {
+		if err := c.acrossCheck("AllReduce", src.dt); err != nil {
+			return err
+		}
+		cl := &call{what: "AllReduce", dt: src.dt, n: src.n, op: op, reduces: true, root: -1, inPlace: dst == src}
+		return c.allReduceAcross(ctx, cl, c.allReducePlanAcross(src.dt, src.n), dst, src, op)
 	}
 	p, err := c.allReducePlan(src.dt, op, src.n, dst == src)
 	if err != nil {
@@ -326,12 +345,53 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src *Buffer, op Op) error
 	if dst == src || dst.dt != src.dt || src.n != dst.n*c.g {
 		return fmt.Errorf("collectives: ReduceScatter: src must hold %d parts of dst's %d %s in another buffer (dst %d %s, src %d %s)", c.g, dst.n, dst.dt, dst.n, dst.dt, src.n, src.dt)
 	}
+	cl := &call{what: "ReduceScatter", dt: dst.dt, n: dst.n, op: op, reduces: true, root: -1}
+	if c.node.topo.Nodes > 1 {
+		if err := c.acrossCheck("ReduceScatter", dst.dt); err != nil {
+			return err
+		}
+		p := c.reduceScatterPlanAcross(dst.dt, dst.n)
+		c.logPlan(ctx, cl.what, p)
+		if p.alg == AlgNVSHMEMRing {
+			return c.ringReduceScatter(ctx, cl, dst, src, op)
+		}
+		return c.hierLaunch(ctx, cl, kernels.FamilyHierReduceScatter, op, src, dst, dst.n, src.n)
+	}
 	if isFP8(dst.dt) {
 		if err := c.fp8Check("ReduceScatter", kernels.FamilyMMReduceScatter, dst.dt, op); err != nil {
 			return err
 		}
 	}
-	return c.reduceScatter(ctx, &call{what: "ReduceScatter", dt: dst.dt, n: dst.n, op: op, reduces: true, root: -1}, dst, src, op)
+	return c.reduceScatter(ctx, cl, dst, src, op)
+}
+
+// reduceScatterPlanAcross is the plan of a reduce-scatter into parts of m elements of dt
+// across nodes (the cost model prices the input, NumGPUs parts).
+func (c *Comm) reduceScatterPlanAcross(dt dsl.Type, m int) plan {
+	return c.choose(ReduceScatterCollective, int64(c.g*m*dt.Bytes()), func() string { return c.ringFits(true) })
+}
+
+// ReduceScatterAlgorithm returns the kernel ReduceScatter would run for parts of m elements
+// of dt ("" when none can): across nodes the cost model's choice of hier_reducescatter and
+// nvshmem_reducescatter_ring (at most kernels.CollMaxGPUs ranks); on one node
+// mm_reducescatter with multicast (and a multimem form of op), else p2p_reducescatter.
+func (c *Comm) ReduceScatterAlgorithm(dt dsl.Type, op Op, m int) string {
+	if checkOp(op) != nil || m < 1 || !supported(dt) {
+		return ""
+	}
+	if c.node.topo.Nodes > 1 {
+		if c.acrossCheck("ReduceScatter", dt) != nil {
+			return ""
+		}
+		return acrossName(ReduceScatterCollective, c.reduceScatterPlanAcross(dt, m), op, dt)
+	}
+	if isFP8(dt) && c.fp8Check("ReduceScatter", kernels.FamilyMMReduceScatter, dt, op) != nil {
+		return ""
+	}
+	if c.mc && mmReduces(dt, op) {
+		return name(reduction(kernels.FamilyMMReduceScatter, op, dt))
+	}
+	return name(reduction(kernels.FamilyP2PReduceScatter, op, dt))
 }
 
 func (c *Comm) reduceScatter(ctx context.Context, cl *call, dst, src *Buffer, op Op) error {
@@ -361,7 +421,48 @@ func (c *Comm) AllGather(ctx context.Context, dst, src *Buffer) error {
 	if dst == src || dst.dt != src.dt || dst.n != src.n*c.g {
 		return fmt.Errorf("collectives: AllGather: dst must hold %d parts of src's %d %s in another buffer (dst %d %s)", c.g, src.n, src.dt, dst.n, dst.dt)
 	}
-	return c.allGather(ctx, &call{what: "AllGather", dt: src.dt, n: src.n, root: -1}, dst, src)
+	cl := &call{what: "AllGather", dt: src.dt, n: src.n, root: -1}
+	if c.node.topo.Nodes > 1 {
+		if err := c.acrossCheck("AllGather", src.dt); err != nil {
+			return err
+		}
+		p := c.allGatherPlanAcross(src.dt, src.n)
+		c.logPlan(ctx, cl.what, p)
+		if p.alg == AlgNVSHMEMRing {
+			return c.ringAllGather(ctx, cl, dst, src)
+		}
+		return c.hierLaunch(ctx, cl, kernels.FamilyHierAllGather, 0, src, dst, src.n, dst.n)
+	}
+	return c.allGather(ctx, cl, dst, src)
+}
+
+// allGatherPlanAcross is the plan of an all-gather of parts of n elements of dt across
+// nodes (the cost model prices the output, NumGPUs parts).
+func (c *Comm) allGatherPlanAcross(dt dsl.Type, n int) plan {
+	return c.choose(AllGatherCollective, int64(c.g*n*dt.Bytes()), func() string { return c.ringFits(false) })
+}
+
+// AllGatherAlgorithm returns the kernel AllGather would run for parts of n elements of dt
+// ("" when none can): across nodes the cost model's choice of hier_allgather and
+// nvshmem_allgather_ring; on one node mm_allgather with multicast and parts of a multiple
+// of 4 bytes, else p2p_allgather (fp8 only with the former).
+func (c *Comm) AllGatherAlgorithm(dt dsl.Type, n int) string {
+	if n < 1 || !supported(dt) {
+		return ""
+	}
+	if c.node.topo.Nodes > 1 {
+		if c.acrossCheck("AllGather", dt) != nil {
+			return ""
+		}
+		return acrossName(AllGatherCollective, c.allGatherPlanAcross(dt, n), 0, dt)
+	}
+	switch {
+	case c.mc && n*dt.Bytes()%4 == 0:
+		return name(kernels.ID{Family: kernels.FamilyMMAllGather, DType: dsl.F32})
+	case isFP8(dt):
+		return ""
+	}
+	return name(kernels.ID{Family: kernels.FamilyP2PAllGather, DType: dt})
 }
 
 func (c *Comm) allGather(ctx context.Context, cl *call, dst, src *Buffer) error {

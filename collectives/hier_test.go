@@ -1,0 +1,263 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/kernels"
+)
+
+// acrossTopologies are the topologies (nodes x GPUs per node) the collectives run on
+// across nodes, with a memory model and schedule each; 1x8 is the single-node path.
+var acrossTopologies = []struct {
+	nodes, local int
+	weak         bool
+	seed         int64
+}{
+	{2, 2, true, 1}, {2, 4, false, 0}, {3, 2, true, 2}, {4, 2, false, 3}, {1, 8, true, 4},
+}
+
+// runAcross runs f on every rank of a nodes x local topology.
+func runAcross(t *testing.T, nodes, local int, weak bool, seed int64, o Options, f func(e *rankEnv) error) {
+	t.Helper()
+	o.gpusPerNode = local
+	runRanks(t, nodes*local, false, weak, seed, o, f)
+}
+
+// wantAlgorithm is the kernel the cost model's choice for coll of bytes on the Comm's
+// topology names (the hierarchical kernels here: the default model chooses them on every
+// topology of acrossTopologies, which the test checks).
+func wantAlgorithm(t *testing.T, c *Comm, coll Collective, bytes int, hier string) string {
+	a, _ := c.cost.Choose(coll, c.Topology(), int64(bytes))
+	switch {
+	case c.Topology().Nodes == 1 && a == AlgFlat:
+		return ""
+	case c.Topology().Nodes > 1 && a == AlgHierarchical:
+		return hier
+	}
+	t.Errorf("the cost model chose %q for %s of %d bytes on %v; the test expects flat on one node and hierarchical across nodes", a, coll, bytes, c.Topology())
+	return hier
+}
+
+// TestCollectivesAcrossNodes runs AllReduce (out of place and in place), ReduceScatter and
+// AllGather for every dtype and op on 2x2, 2x4, 3x2, 4x2 and 1x8, at odd sizes, in the strict
+// and the weak memory model, against the Go reference; the kernel each call runs is the
+// one the cost model chooses (and the one AllReduceAlgorithm etc. report).
+func TestCollectivesAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	for _, tp := range acrossTopologies {
+		for _, dt := range DTypes() {
+			t.Run(fmt.Sprintf("%dx%d/%s", tp.nodes, tp.local, dt), func(t *testing.T) {
+				t.Parallel()
+				runAcross(t, tp.nodes, tp.local, tp.weak, tp.seed, testOpts, func(e *rankEnv) error {
+					c, g := e.c, e.c.NumGPUs()
+					if got := c.Topology(); got != (Topology{Nodes: tp.nodes, GPUsPerNode: tp.local}) {
+						return fmt.Errorf("Topology() = %v, want %dx%d", got, tp.nodes, tp.local)
+					}
+					if node, local := c.NodeRank(); node != c.Rank()/tp.local || local != c.Rank()%tp.local {
+						return fmt.Errorf("rank %d: NodeRank() = %d, %d", c.Rank(), node, local)
+					}
+					check := func(what, ran, reported, hier string, coll Collective, bytes int) error {
+						want := wantAlgorithm(t, c, coll, bytes, hier)
+						if want == "" {
+							want = reported // one node: the flat choice, as AllReduceAlgorithm says
+						}
+						if ran != want || reported != want {
+							return fmt.Errorf("%s: ran %q, the Comm reports %q, the cost model chose %q", what, ran, reported, want)
+						}
+						return nil
+					}
+					for _, n := range []int{7, 301} {
+						a, err := c.Alloc(dt, n)
+						if err != nil {
+							return err
+						}
+						b, err := c.Alloc(dt, n)
+						if err != nil {
+							return err
+						}
+						for call, op := range []Op{Sum, Max, Min} {
+							in, err := e.fill(a)
+							if err != nil {
+								return err
+							}
+							dst := b
+							if call%2 == 1 {
+								dst = a
+							}
+							if err := c.AllReduceTo(ctx, dst, a, op); err != nil {
+								return err
+							}
+							what := fmt.Sprintf("AllReduce n=%d %s call %d", n, kernels.OpName(op), call)
+							if err := e.expect(what, dst, func(_, i int) float64 { return reduce(op, dt, in, i) }); err != nil {
+								return err
+							}
+							if err := check(what, c.LastAlgorithm(), c.AllReduceAlgorithm(dt, op, n), "hier_allreduce_"+kernels.OpName(op), AllReduceCollective, n*dt.Bytes()); err != nil {
+								return err
+							}
+						}
+						src, err := c.Alloc(dt, n*g)
+						if err != nil {
+							return err
+						}
+						for _, op := range []Op{Sum, Max, Min} {
+							in, err := e.fill(src)
+							if err != nil {
+								return err
+							}
+							if err := c.ReduceScatter(ctx, b, src, op); err != nil {
+								return err
+							}
+							what := fmt.Sprintf("ReduceScatter m=%d %s", n, kernels.OpName(op))
+							if err := e.expect(what, b, func(r, i int) float64 { return reduce(op, dt, in, r*n+i) }); err != nil {
+								return err
+							}
+							if err := check(what, c.LastAlgorithm(), c.ReduceScatterAlgorithm(dt, op, n), "hier_reducescatter_"+kernels.OpName(op), ReduceScatterCollective, g*n*dt.Bytes()); err != nil {
+								return err
+							}
+						}
+						for call := 0; call < 2; call++ {
+							in, err := e.fill(a)
+							if err != nil {
+								return err
+							}
+							if err := c.AllGather(ctx, src, a); err != nil {
+								return err
+							}
+							what := fmt.Sprintf("AllGather n=%d call %d", n, call)
+							if err := e.expect(what, src, func(_, i int) float64 { return in[i/n][i%n] }); err != nil {
+								return err
+							}
+							if err := check(what, c.LastAlgorithm(), c.AllGatherAlgorithm(dt, n), "hier_allgather", AllGatherCollective, g*n*dt.Bytes()); err != nil {
+								return err
+							}
+						}
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+// ringModel makes the NVSHMEM ring the cheapest algorithm across nodes: NVLink so slow that
+// the hierarchical algorithms' in-node phases cost more than a ring over the network.
+func ringModel() CostModel {
+	m := H100CostModel()
+	m.NVLink = Link{Bandwidth: 1e3, Latency: time.Millisecond}
+	return m
+}
+
+// TestRingAcrossNodes runs the collectives on 2x2 under a cost model that chooses the
+// NVSHMEM ring: the ring kernels run, except for an all-reduce whose size does not split
+// into whole parts, which runs hierarchical (and says so in the debug log).
+func TestRingAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	m := ringModel()
+	o := testOpts
+	o.CostModel = &m
+	runAcross(t, 2, 2, true, 5, o, func(e *rankEnv) error {
+		c, g := e.c, e.c.NumGPUs()
+		for _, n := range []int{8, 7} {
+			for _, coll := range []Collective{AllReduceCollective, ReduceScatterCollective, AllGatherCollective} {
+				if a, _ := m.Choose(coll, c.Topology(), int64(g*n*4)); a != AlgNVSHMEMRing {
+					return fmt.Errorf("ringModel chose %q for %s on %v; the test needs the ring", a, coll, c.Topology())
+				}
+			}
+			a, err := c.Alloc(dsl.F32, n)
+			if err != nil {
+				return err
+			}
+			in, err := e.fill(a)
+			if err != nil {
+				return err
+			}
+			if err := c.AllReduce(ctx, a, Sum); err != nil {
+				return err
+			}
+			if err := e.expect(fmt.Sprintf("AllReduce n=%d", n), a, func(_, i int) float64 { return reduce(Sum, dsl.F32, in, i) }); err != nil {
+				return err
+			}
+			want := "nvshmem_reducescatter_ring_sum+nvshmem_allgather_ring"
+			if n%g != 0 {
+				want = "hier_allreduce_sum"
+				if !strings.Contains(e.log.String(), "whole parts") {
+					return fmt.Errorf("no debug log says why the ring did not run:\n%s", e.log)
+				}
+			}
+			if got := c.LastAlgorithm(); got != want || c.AllReduceAlgorithm(dsl.F32, Sum, n) != want {
+				return fmt.Errorf("AllReduce n=%d ran %q (reports %q), want %q", n, got, c.AllReduceAlgorithm(dsl.F32, Sum, n), want)
+			}
+			src, err := c.Alloc(dsl.F32, n*g)
+			if err != nil {
+				return err
+			}
+			if in, err = e.fill(src); err != nil {
+				return err
+			}
+			if err := c.ReduceScatter(ctx, a, src, Max); err != nil {
+				return err
+			}
+			if err := e.expect("ReduceScatter", a, func(r, i int) float64 { return reduce(Max, dsl.F32, in, r*n+i) }); err != nil {
+				return err
+			}
+			if got := c.LastAlgorithm(); got != "nvshmem_reducescatter_ring_max" {
+				return fmt.Errorf("ReduceScatter ran %q", got)
+			}
+			if in, err = e.fill(a); err != nil {
+				return err
+			}
+			if err := c.AllGather(ctx, src, a); err != nil {
+				return err
+			}
+			if err := e.expect("AllGather", src, func(_, i int) float64 { return in[i/n][i%n] }); err != nil {
+				return err
+			}
+			if got := c.LastAlgorithm(); got != "nvshmem_allgather_ring" {
+				return fmt.Errorf("AllGather ran %q", got)
+			}
+		}
+		return nil
+	})
+}
+
+// TestFlatRefusedAcrossNodes asks a 2x2 Comm for a flat peer-to-peer kernel (the two-shot
+// all-reduce, and Broadcast, which has only flat kernels): both are refused with an error
+// naming the ranks out of reach, and AllReduce picks the hierarchical kernel.
+func TestFlatRefusedAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	runAcross(t, 2, 2, false, 0, testOpts, func(e *rankEnv) error {
+		c := e.c
+		b, err := c.Alloc(dsl.F32, 64)
+		if err != nil {
+			return err
+		}
+		want := fmt.Sprintf("ranks 2-3 are on other nodes than rank %d", c.Rank())
+		if c.Rank() >= 2 {
+			want = fmt.Sprintf("ranks 0-1 are on other nodes than rank %d", c.Rank())
+		}
+		cl := &call{what: "AllReduce", dt: dsl.F32, n: 64, op: Sum, reduces: true, root: -1}
+		err = c.allReduce(ctx, cl, reduction(kernels.FamilyP2PAllReduce2Shot, Sum, dsl.F32), b, b)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "p2p_allreduce_2shot") {
+			return fmt.Errorf("the flat two-shot kernel on 2x2: error %v, want one naming the kernel and %q", err, want)
+		}
+		err = c.Broadcast(ctx, b, b, 0)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("Broadcast on 2x2: error %v, want one naming %q", err, want)
+		}
+		if err := c.AllReduce(ctx, b, Sum); err != nil {
+			return err
+		}
+		if got := c.LastAlgorithm(); got != "hier_allreduce_sum" {
+			return fmt.Errorf("AllReduce on 2x2 ran %q, want hier_allreduce_sum", got)
+		}
+		if !strings.Contains(e.log.String(), "topology=2x2") || !strings.Contains(e.log.String(), "remote_ranks") {
+			return fmt.Errorf("the log does not state the topology:\n%s", e.log)
+		}
+		return nil
+	})
+}
