@@ -261,3 +261,34 @@ func TestFlatRefusedAcrossNodes(t *testing.T) {
 		return nil
 	})
 }
+
+// TestNodeOf checks the topology a rank derives from the ranks it reaches, and the errors
+// for groups that are not aligned runs of consecutive ranks, naming the odd ranks.
+func TestNodeOf(t *testing.T) {
+	span := func(from, to int) []int { return seq(from, to-from+1) }
+	for _, c := range []struct {
+		rank, world int
+		reach, miss []int
+		want        string // the node, or a part of the error
+	}{
+		{5, 8, span(4, 7), span(0, 3), "2x4 node 1 local 1 remote 0-3"},
+		{0, 8, span(0, 7), nil, "1x8 node 0 local 0 remote none"},
+		{4, 6, span(4, 5), span(0, 3), "3x2 node 2 local 0 remote 0-3"},
+		{2, 4, []int{2}, []int{0, 1, 3}, "4x1 node 2 local 0 remote 0-1, 3"},
+		{5, 8, []int{4, 5, 6}, []int{0, 1, 2, 3, 7}, "rank 5 reaches ranks 4-6 by peer pointers (nvshmem_ptr), not an aligned group of consecutive ranks splitting the 8 ranks evenly (it would be ranks 3-5); ranks out of reach: 0-3, 7"},
+		{1, 8, []int{1, 2}, []int{0, 3, 4, 5, 6, 7}, "rank 1 reaches ranks 1-2 by peer pointers (nvshmem_ptr), not an aligned group of consecutive ranks splitting the 8 ranks evenly (it would be ranks 0-1); ranks out of reach: 0, 3-7"},
+		{0, 8, []int{0, 2, 4, 6}, []int{1, 3, 5, 7}, "rank 0 reaches ranks 0, 2, 4, 6"},
+		{8, 16, span(8, 16-1), span(0, 7), "2x8 node 1 local 0 remote 0-7"},
+		{0, 18, span(0, 8), span(9, 17), "9 GPUs share rank 0's NVLink domain: the kernels handle 1 to 8 per node"},
+		{0, 33, []int{0}, span(1, 32), "33 nodes of 1 GPUs: the hierarchical kernels handle at most 32 nodes"},
+	} {
+		n, err := nodeOf(c.rank, c.world, c.reach, c.miss)
+		got := fmt.Sprintf("%v node %d local %d remote %s", n.topo, n.index, n.local, rankList(n.remote))
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, c.want) {
+			t.Errorf("rank %d of %d reaching %v: got %q, want %q", c.rank, c.world, c.reach, got, c.want)
+		}
+	}
+}

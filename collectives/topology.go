@@ -43,20 +43,26 @@ func (c *Comm) learnTopology(p *sym, forced int) (node, error) {
 			reach = append(reach, g)
 		}
 	}
+	return nodeOf(c.rank, c.g, reach, miss)
+}
+
+// nodeOf places rank in a world of world ranks from the ranks it reaches by peer pointers
+// (reach, itself included) and those it does not (miss), both ascending: its node must be
+// an aligned group of consecutive ranks whose size splits the world evenly.
+func nodeOf(rank, world int, reach, miss []int) (node, error) {
 	l := len(reach)
-	first := c.rank / l * l
-	consecutive := c.g%l == 0 && reach[0] == first && reach[l-1] == first+l-1
-	if !consecutive {
-		return node{}, fmt.Errorf("collectives: rank %d reaches ranks %s by peer pointers (nvshmem_ptr), not an aligned group of consecutive ranks splitting the %d ranks evenly (want ranks %d-%d); ranks out of reach: %s. Place the ranks of each node consecutively (torchrun and Slurm do)",
-			c.rank, rankList(reach), c.g, first, first+l-1, rankList(miss))
+	first := rank / l * l
+	if world%l != 0 || reach[0] != first || reach[l-1] != first+l-1 {
+		return node{}, fmt.Errorf("collectives: rank %d reaches ranks %s by peer pointers (nvshmem_ptr), not an aligned group of consecutive ranks splitting the %d ranks evenly (it would be ranks %s); ranks out of reach: %s. Place the ranks of each node consecutively (torchrun and Slurm do)",
+			rank, rankList(reach), world, rankList(seq(first, l)), rankList(miss))
 	}
 	if l > kernels.CollMaxGPUs {
-		return node{}, fmt.Errorf("collectives: %d GPUs share rank %d's NVLink domain: the kernels handle 1 to %d per node", l, c.rank, kernels.CollMaxGPUs)
+		return node{}, fmt.Errorf("collectives: %d GPUs share rank %d's NVLink domain: the kernels handle 1 to %d per node", l, rank, kernels.CollMaxGPUs)
 	}
-	if nodes := c.g / l; nodes > kernels.HierMaxNodes {
+	if nodes := world / l; nodes > kernels.HierMaxNodes {
 		return node{}, fmt.Errorf("collectives: %d nodes of %d GPUs: the hierarchical kernels handle at most %d nodes", nodes, l, kernels.HierMaxNodes)
 	}
-	return node{topo: Topology{Nodes: c.g / l, GPUsPerNode: l}, index: c.rank / l, local: c.rank % l, remote: miss}, nil
+	return node{topo: Topology{Nodes: world / l, GPUsPerNode: l}, index: rank / l, local: rank % l, remote: miss}, nil
 }
 
 // rankList writes ranks as "0-3, 6, 8-9".
