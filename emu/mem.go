@@ -161,22 +161,29 @@ func (s *System) badAddress(addr uint64, n int) *memFault {
 	return faultf(KindBadAddress, "%d-byte access at %#x: not a valid address", n, addr)
 }
 
-// multicastSpans resolves a multicast address to the n bytes of every GPU's copy.
-func (s *System) multicastSpans(addr uint64, n int, out [][]byte) ([][]byte, *memFault) {
+// multicastSpans resolves a multicast address to the n bytes of the copies it reaches from
+// GPU from: those of from's node (every GPU's when from < 0: the host). It returns the spans
+// in GPU order and the first of their GPUs.
+func (s *System) multicastSpans(addr uint64, n int, out [][]byte, from int) ([][]byte, int, *memFault) {
 	if region(addr) != regionMulticast {
 		if addr == 0 {
-			return nil, faultf(KindMulticast, "multimem on a null pointer")
+			return nil, 0, faultf(KindMulticast, "multimem on a null pointer")
 		}
-		return nil, faultf(KindMulticast, "multimem on %#x, which is not a multicast address (get one from System.Multicast)", addr)
+		return nil, 0, faultf(KindMulticast, "multimem on %#x, which is not a multicast address (get one from System.Multicast)", addr)
 	}
 	off := addr & offMask
 	out = out[:0]
-	for g := range s.gpus {
+	first, last := 0, len(s.gpus)
+	if from >= 0 && s.nodeSize != 0 {
+		first = from / s.nodeSize * s.nodeSize
+		last = first + s.nodeSize
+	}
+	for g := first; g < last; g++ {
 		b, f := s.globalSpan(globalAddr(g, off), n)
 		if f != nil {
-			return nil, faultf(KindOutOfBounds, "multicast %#x on GPU %d: %s", addr, g, f.msg)
+			return nil, 0, faultf(KindOutOfBounds, "multicast %#x on GPU %d: %s", addr, g, f.msg)
 		}
 		out = append(out, b)
 	}
-	return out, nil
+	return out, first, nil
 }

@@ -31,6 +31,13 @@ type System struct {
 	clk         uint32
 	shadowBytes int64
 	trace       *raceTrace // the last launch, when the next may overlap it
+	nodeSize    int        // GPUs per node (topology.go); 0: one node
+	net         *Network   // nil: DefaultNetwork
+	// logical time and scheduled actions (timers.go)
+	clock  int64 // the time at the end of the last launch
+	timers timerHeap
+	tseq   uint64
+	cur    *launch // the running launch
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
@@ -199,7 +206,7 @@ func (s *System) Write(addr uint64, p []byte) error {
 		return nil
 	}
 	if region(addr) == regionMulticast {
-		spans, f := s.multicastSpans(addr, len(p), nil)
+		spans, _, f := s.multicastSpans(addr, len(p), nil, -1)
 		if f != nil {
 			return fmt.Errorf("emu: Write: %s", f.msg)
 		}
@@ -268,7 +275,7 @@ func (s *System) checkSpan(op string, addr uint64, n int, mc bool) error {
 		return nil
 	}
 	if mc && region(addr) == regionMulticast {
-		if _, f := s.multicastSpans(addr, n, nil); f != nil {
+		if _, _, f := s.multicastSpans(addr, n, nil, -1); f != nil {
 			return fmt.Errorf("emu: %s: %s", op, f.msg)
 		}
 		return nil

@@ -78,6 +78,8 @@ func TestEveryUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"launch", "--master-port", "70000", "--", "true"}, []string{"70000", "65535"}},
 		{[]string{"launch", "--grace", "0s", "--", "true"}, []string{"--grace 0s"}},
 		{[]string{"launch", "-n", "2"}, []string{"no program"}},
+		{[]string{"launch", "-n", "4", "--nodes", "3", "--backend", "emu", "--", "true"}, []string{"--nodes 3", "-n 4"}},
+		{[]string{"launch", "-n", "4", "--nodes", "2", "--backend", "cuda", "--", "true"}, []string{"--nodes 2", "one kgen launch"}},
 	} {
 		code, out, errs := kgen(c.args...)
 		if _, err := os.Stat(o); err == nil {
