@@ -146,7 +146,11 @@ func (s *emuShmemImpl) mcPtr(p DevicePtr, team int) DevicePtr {
 	if s.d.m.shm == nil || s.d.m.shm.noMC != "" || team == teamWorld && s.d.m.sys.Nodes() > 1 {
 		return 0
 	}
-	q, err := s.d.m.sys.MulticastOf(uint64(p))
+	mc := s.d.m.sys.MulticastOf
+	if team != teamWorld {
+		mc = s.d.m.sys.NodeMulticastOf
+	}
+	q, err := mc(uint64(p))
 	if err != nil {
 		return 0
 	}

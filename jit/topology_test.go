@@ -285,3 +285,72 @@ func TestRunRanksNodesRing(t *testing.T) {
 		t.Errorf("%s=fast: %v", EmuNetworkEnv, err)
 	}
 }
+
+// TestNodeMulticast: on 2 nodes x 2 ranks, multimem.red through NodeMulticastPtr adds into
+// the copies of the rank's node only; the world's multicast address of the same buffer
+// (taken from a one-node view, as a stale pointer would be) is refused by the emulator with
+// the Go line.
+func TestNodeMulticast(t *testing.T) {
+	k := dsl.New("mm_add", dsl.WithTarget(ptx.SM90))
+	p := k.PtrParam("p", dsl.U32)
+	_, _, line, _ := runtime.Caller(0)
+	k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() {
+		k.MultimemReduce(p, dsl.Sum, []dsl.Value{k.Const(dsl.U32, 1)}) // line+2
+	})
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, world := range []bool{false, true} {
+		err := RunRanks(RanksOptions{Backend: Emulator, World: 4, Nodes: 2, NVSHMEM: true}, func(r *Rank) error {
+			m, err := r.Device.Load(Source{Module: mod})
+			if err != nil {
+				return err
+			}
+			fn, err := m.Function("mm_add")
+			if err != nil {
+				return err
+			}
+			buf, err := SymAlloc[uint32](r.NVSHMEM, 1)
+			if err != nil {
+				return err
+			}
+			mc, err := r.NVSHMEM.NodeMulticastPtr(buf)
+			if err != nil {
+				return err
+			}
+			if world {
+				em := r.Device.impl.(*emuDevice).m
+				em.mu.Lock()
+				w, err := em.sys.MulticastOf(uint64(mc))
+				em.mu.Unlock()
+				if err != nil {
+					return err
+				}
+				mc = DevicePtr(w)
+			}
+			if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32), Collective: CollectiveOn}, mc); err != nil {
+				return err
+			}
+			got := make([]uint32, 1)
+			if err := buf.CopyToHost(got); err != nil {
+				return err
+			}
+			if got[0] != 2 {
+				return fmt.Errorf("rank %d: %d adds reached its copy, want its node's 2", r.Rank, got[0])
+			}
+			return nil
+		})
+		if !world {
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var ee *emu.Error
+		if !errors.As(err, &ee) || ee.Kind != emu.KindMulticast || !strings.Contains(err.Error(), "span 2 nodes") ||
+			!strings.Contains(err.Error(), fmt.Sprintf("topology_test.go:%d", line+2)) {
+			t.Errorf("multimem on the world's multicast address over 2 nodes: %v", err)
+		}
+	}
+}

@@ -93,6 +93,41 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunNodes: kgen run with a topology: the NVSHMEM ring collectives run across 2 nodes x
+// 2 GPUs (and 3 x 2 with a slow network, in weak mode), while a peer-pointer and a
+// multimem collective are refused with the emulator's errors naming the Go line.
+func TestRunNodes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nvshmem_allgather_ring", "--ranks", "4", "--nodes", "2", "--size", "4004"}, "ok: nvshmem_allgather_ring f32 n=1001 gpus=4"},
+		{[]string{"nvshmem_reducescatter_ring_sum", "--ranks", "6", "--nodes", "3", "--network", "20us,1e9", "--weak", "--seed", "2", "--dtype", "bf16"}, "ok: nvshmem_reducescatter_ring_sum bf16"},
+	} {
+		code, out, errs := kgen(append([]string{"run"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) || !strings.Contains(out, "nodes") {
+			t.Errorf("kgen run %v: exit %d, want %q in: %s %s", c.args, code, c.want, out, errs)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"p2p_allreduce_1shot_sum", "--ranks", "4", "--nodes", "2"}, []string{"access to another node's memory", "(node 0)", "(node 1)", "kernels/"}},
+		{[]string{"mm_allreduce_1shot_sum", "--ranks", "4", "--nodes", "2"}, []string{"multicast", "span 2 nodes", "kernels/"}},
+	} {
+		code, _, errs := kgen(append([]string{"run"}, c.args...)...)
+		if code == 0 {
+			t.Errorf("kgen run %v succeeded across nodes", c.args)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("kgen run %v: error does not name %q: %s", c.args, w, errs)
+			}
+		}
+	}
+}
+
 // TestRunChoosesRowKernel: with --cols, softmax and row_sum run the kernel the host picks
 // for the emulated device (16 SMs): the split kernel for 15 rows of 16384 elements, the
 // one-block kernel for 16 rows, and the named kernel with --exact.

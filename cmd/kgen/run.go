@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
@@ -13,7 +14,7 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run a library kernel on the emulator and check it against a Go reference",
-		usage:   "KERNEL [--ranks N] [--size BYTES | --rows R] [--cols C] [--exact] [--dtype T] [--target sm_90] [--seed S] [--weak]   (at most 256 MiB: the emulator runs on the CPU; softmax and row_sum with --cols run the kernel the host picks, the split one for long rows)",
+		usage:   "KERNEL [--ranks N [--nodes K] [--network LAT,BW]] [--size BYTES | --rows R] [--cols C] [--exact] [--dtype T] [--target sm_90] [--seed S] [--weak]   (at most 256 MiB: the emulator runs on the CPU; softmax and row_sum with --cols run the kernel the host picks, the split one for long rows)",
 		run:     runRun,
 	})
 }
@@ -34,6 +35,8 @@ func runRun(e *env, args []string) error {
 	cols := fs.Int("cols", 0, "row kernels: the row length; the rows: --rows, or --size / the row's bytes, or one")
 	rows := fs.Int("rows", 0, "row kernels, with --cols: the number of rows (in place of --size)")
 	exact := fs.Bool("exact", false, "run KERNEL itself, not the row kernel the host would pick for the shape")
+	nodes := fs.Int("nodes", 1, "split the simulated GPUs into this many nodes: peer and multicast addresses reach one node, NVSHMEM operations between nodes arrive late")
+	network := fs.String("network", "", "with --nodes: the network between nodes, LATENCY,BYTES_PER_SECOND (default "+emuNetDefault()+")")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -51,6 +54,21 @@ func runRun(e *env, args []string) error {
 	}
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)
+	}
+	if *nodes < 1 || *ranks%*nodes != 0 {
+		return usagef("--nodes %d: --ranks %d do not split into %d nodes of equal size", *nodes, *ranks, *nodes)
+	}
+	if *nodes > 1 && fusedFamilies[spec.Family] {
+		return usagef("--nodes %d: %s runs on a machine of its own making; --nodes applies to the collective kernels", *nodes, spec.Name)
+	}
+	var net *emu.Network
+	if *network != "" {
+		if *nodes == 1 {
+			return usagef("--network %s: without --nodes there is no network between nodes", *network)
+		}
+		if net, err = jit.ParseNetwork(*network); err != nil {
+			return usagef("--network %q: %v", *network, err)
+		}
 	}
 	if *size < 0 || *size > maxRunSize {
 		return usagef("--size %d: want 0 (the kernel's own size) to %d bytes (256 MiB: the emulator runs every thread on the CPU)", *size, maxRunSize)
@@ -87,12 +105,27 @@ func runRun(e *env, args []string) error {
 		}
 	}
 	res, err := ref.Run(ref.Problem{Kernel: name, DType: dt, Target: t, Size: n, Cols: *cols,
-		Ranks: *ranks, Seed: *seed, Weak: *weak})
+		Ranks: *ranks, Nodes: *nodes, Network: net, Seed: *seed, Weak: *weak})
 	if err != nil {
 		return err
 	}
+	if *nodes > 1 {
+		fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s) in %d nodes\n", res, *ranks, *nodes)
+		return nil
+	}
 	fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s)\n", res, *ranks)
 	return nil
+}
+
+// fusedFamilies are the kernels whose check (ref.RunFused) makes its own machine, which
+// --nodes does not reach.
+var fusedFamilies = map[kernels.Family]bool{
+	kernels.FamilyAGGemm: true, kernels.FamilyGemmRS: true, kernels.FamilyGemmAR: true, kernels.FamilyAGGemmNVSHMEM: true,
+}
+
+func emuNetDefault() string {
+	n := emu.DefaultNetwork
+	return fmt.Sprintf("%v,%g", n.Latency, n.BytesPerSecond)
 }
 
 // rowKernels are the families --cols and --rows apply to.

@@ -382,7 +382,11 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 			setRet(c, 0)
 			return nil
 		}
-		a, err := e.sys.MulticastOf(c.Args[1])
+		mc := e.sys.MulticastOf
+		if t != int32(abi.TeamWorld) {
+			mc = e.sys.NodeMulticastOf // reaches the caller's node
+		}
+		a, err := mc(c.Args[1])
 		if err != nil {
 			a = 0
 		}

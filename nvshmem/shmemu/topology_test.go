@@ -71,8 +71,8 @@ func TestNodeQueries(t *testing.T) {
 		if got[4] != 2 || got[5] != uint64(g%2) || got[6] != node+1 {
 			t.Errorf("GPU %d: node team n_pes %d my_pe %d, translate(1) = %d; want 2, %d, %d", g, got[4], got[5], got[6], g%2, node+1)
 		}
-		if got[7] != 0 || got[8] != sym.Multicast() {
-			t.Errorf("GPU %d: mc_ptr(world) = %#x (want NULL), mc_ptr(node) = %#x (want %#x)", g, got[7], got[8], sym.Multicast())
+		if got[7] != 0 || got[8] != sym.NodeMulticast() {
+			t.Errorf("GPU %d: mc_ptr(world) = %#x (want NULL), mc_ptr(node) = %#x (want %#x)", g, got[7], got[8], sym.NodeMulticast())
 		}
 		if got[9] != gpus {
 			t.Errorf("GPU %d: world n_pes %d", g, got[9])
