@@ -35,9 +35,6 @@ type Problem struct {
 	// start as the barriers before it left them, so a run from just below 2^32 (or from
 	// just below kernels.LamportEpochWrap) checks the collectives across the epoch wrap.
 	Epoch uint32
-	// Nodes splits the Ranks into this many nodes of consecutive ranks for the hierarchical
-	// collectives (hier_*; 0: 1 node); it must divide Ranks.
-	Nodes int
 }
 
 // Result says what ran and how far the output was from the reference.
@@ -109,9 +106,6 @@ func Run(p Problem) (Result, error) {
 	}
 	if p.Size < 0 {
 		return Result{}, fmt.Errorf("size %d is negative", p.Size)
-	}
-	if p.Nodes < 0 || (p.Nodes > 0 && p.Ranks%p.Nodes != 0) {
-		return Result{}, fmt.Errorf("%d nodes do not split %d ranks evenly", p.Nodes, p.Ranks)
 	}
 	if p.Cols < 0 {
 		return Result{}, fmt.Errorf("cols %d is negative", p.Cols)
