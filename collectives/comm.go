@@ -82,10 +82,6 @@ type Options struct {
 	// run across nodes (hierarchical, NVSHMEM ring) link against on the GPU backend; it is
 	// required there when the ranks span several nodes. The emulator needs none.
 	DevLib *jit.DevLib
-
-	// gpusPerNode (tests) groups the ranks into nodes of gpusPerNode consecutive ranks on
-	// an emulator whose ranks all reach one another; 0: as nvshmem_ptr says.
-	gpusPerNode int
 }
 
 // Comm is the collectives of one rank of a group of GPUs (a jit program run by
@@ -228,7 +224,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if c.pads, err = c.alloc(ctx, 4*padWords, false); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	if c.node, err = c.learnTopology(c.pads, o.gpusPerNode); err != nil {
+	if c.node, err = c.learnTopology(c.pads); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	if err := c.makeTable(ctx, c.pads); err != nil {

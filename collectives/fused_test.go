@@ -209,9 +209,7 @@ func TestFusedMatmulsAcrossNodes(t *testing.T) {
 	}{{2, 2, true, 12, 40, 24, dsl.F32}, {3, 1, false, 5, 37, 19, dsl.BF16}} {
 		t.Run(fmt.Sprintf("%dx%d/%dx%dx%d/%s", tp.nodes, tp.local, tp.rows, tp.n, tp.k, tp.out), func(t *testing.T) {
 			t.Parallel()
-			o := fusedOpts
-			o.gpusPerNode = tp.local
-			runRanks(t, tp.nodes*tp.local, false, tp.weak, 9, o, func(e *rankEnv) error {
+			runAcross(t, tp.nodes, tp.local, tp.weak, 9, fusedOpts, func(e *rankEnv) error {
 				g := e.c.NumGPUs()
 				shape := MatmulShape{M: g * tp.rows, N: tp.n, K: tp.k}
 				ag, err := e.allocAll(dsl.BF16, shape.M/g*shape.K, shape.K*shape.N, shape.M*shape.N, tp.out)

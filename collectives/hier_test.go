@@ -21,11 +21,12 @@ var acrossTopologies = []struct {
 	{2, 2, true, 1}, {2, 4, false, 0}, {3, 2, true, 2}, {4, 2, false, 3}, {1, 8, true, 4},
 }
 
-// runAcross runs f on every rank of a nodes x local topology.
+// runAcross runs f on every rank of an emulator of nodes nodes of local GPUs.
 func runAcross(t *testing.T, nodes, local int, weak bool, seed int64, o Options, f func(e *rankEnv) error) {
 	t.Helper()
-	o.gpusPerNode = local
-	runRanks(t, nodes*local, false, weak, seed, o, f)
+	if err := runNodesErr(nodes*local, nodes, false, weak, seed, o, f); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // wantAlgorithm is the kernel the cost model's choice for coll of bytes on the Comm's

@@ -328,7 +328,14 @@ func HierReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 // (phase AG); barrier (the node's outputs are free); wait for the other nodes' parts; peer
 // stores of the Nodes parts this GPU holds into every GPU of the node (its own included);
 // quiet; barrier (every store has landed).
-func HierAllGather(k *dsl.Kernel, dt dsl.Type) {
+func HierAllGather(k *dsl.Kernel, dt dsl.Type) { hierAllGather(k, dt, true) }
+
+// HierAllGatherUnwaited is HierAllGather without the wait for the other nodes' parts: a
+// deliberately wrong kernel that reads its receive slots before the puts land. The tests use
+// it to prove that the emulated network catches a missing rail wait; never use it for data.
+func HierAllGatherUnwaited(k *dsl.Kernel, dt dsl.Type) { hierAllGather(k, dt, false) }
+
+func hierAllGather(k *dsl.Kernel, dt dsl.Type, wait bool) {
 	a := dsl.Params[HierArgs](k, dt)
 	body := func(vec int) {
 		h := newHier(k, a, dt, vec)
@@ -337,7 +344,9 @@ func HierAllGather(k *dsl.Kernel, dt dsl.Type) {
 			h.put(hierPhaseAG, x, dp.At(di), a.In.At(h.lo), h.hi.Sub(h.lo))
 		})
 		p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
-		h.wait(hierPhaseAG)
+		if wait {
+			h.wait(hierPhaseAG)
+		}
 		outs := peerTable(k, a.Outs.Table(), a.NGPUs)
 		h.eachNode(false, func(x dsl.Value) {
 			r := x.Mul(a.NGPUs).Add(a.Rank)

@@ -10,11 +10,10 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// Harnesses of the hierarchical collectives (kernels/coll_hier.go) on one emulated machine
-// whose GPUs are split into Problem.Nodes nodes of consecutive ranks: node-local peer
-// tables, NVSHMEM between the nodes (every PE is reachable here, so the emulator does not
-// check that the kernels keep the peer pointers inside a node; the collectives' tests on a
-// multi-node emulator do). collLaunches launches in a row, no resets.
+// Harnesses of the hierarchical collectives (kernels/coll_hier.go) on an emulated machine of
+// Problem.Nodes nodes of consecutive ranks (emu.System.SetNodes: an access of another node's
+// memory is a fault, NVSHMEM operations between nodes arrive late): node-local peer tables,
+// NVSHMEM between the nodes. collLaunches launches in a row, no resets.
 
 func init() {
 	for _, op := range []string{"sum", "min", "max"} {
@@ -84,8 +83,13 @@ func (h *hierEnv) tables(m *emu.Symmetric) ([]*emu.Symmetric, error) {
 // launch runs the kernel once on every GPU with in, out (and their node tables), shard and
 // total elements.
 func (h *hierEnv) launch(in, out *emu.Symmetric, inTabs, outTabs []*emu.Symmetric, shard, total int) error {
+	return h.launchMod(h.c.r.mod, h.c.r.spec.VariantName(h.c.dt), in, out, inTabs, outTabs, shard, total)
+}
+
+// launchMod is launch of entry of m (the run's kernel or a deliberately broken variant).
+func (h *hierEnv) launchMod(m *ptx.Module, entry string, in, out *emu.Symmetric, inTabs, outTabs []*emu.Symmetric, shard, total int) error {
 	c := h.c
-	err := c.launch(c.blocks(shard), func(g int) any {
+	err := c.launchMod(m, entry, c.blocks(shard), func(g int) any {
 		x := g / h.local
 		return launch.Hier{In: on(in, g, c.dt), Out: on(out, g, c.dt), Ins: table(inTabs[x], g), Outs: table(outTabs[x], g),
 			Scratch: on(h.scratch, g, ptx.B32), Sig: on(h.sig, g, dsl.U64), Pads: table(h.padTabs[x], g),
@@ -95,7 +99,8 @@ func (h *hierEnv) launch(in, out *emu.Symmetric, inTabs, outTabs []*emu.Symmetri
 	if err != nil {
 		return fmt.Errorf("launch %d: %w", h.sigEpoch, err)
 	}
-	c.advance()
+	n, _, _ := kernels.CollBarriers(kernels.FamilyHierAllGather) // every hier kernel's
+	c.epoch += uint32(n)
 	h.sigEpoch++
 	return nil
 }
@@ -202,6 +207,11 @@ func hierReduceScatter(r *run) error {
 }
 
 func hierAllGather(r *run) error {
+	return hierAllGatherMod(r, r.mod, r.spec.VariantName(r.p.DType))
+}
+
+// hierAllGatherMod runs an all-gather module (the library's or a deliberately broken one).
+func hierAllGatherMod(r *run, mod *ptx.Module, entry string) error {
 	n := r.size(1000)
 	h, err := newHier(r, n)
 	if err != nil {
@@ -230,7 +240,7 @@ func hierAllGather(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		if err := h.launch(in, out, inTabs, outTabs, n, n*c.g); err != nil {
+		if err := h.launchMod(mod, entry, in, out, inTabs, outTabs, n, n*c.g); err != nil {
 			return err
 		}
 		var want []float64

@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // hierRuns are the topologies (nodes x GPUs per node) and sizes the hierarchical kernels
@@ -53,6 +56,45 @@ func TestHierOnTheEmulator(t *testing.T) {
 						t.Fatal("nothing was checked")
 					}
 				})
+			}
+		}
+	}
+}
+
+// TestNetworkCatchesMissingRailWait is a test of the tests: an all-gather that reads the
+// other nodes' parts without waiting for their signals must fail on 2 emulated nodes (their
+// puts arrive late), while the correct kernel passes the same runs.
+func TestNetworkCatchesMissingRailWait(t *testing.T) {
+	const entry = "hier_allgather_f32"
+	build := func(f func(*dsl.Kernel, dsl.Type)) *ptx.Module {
+		k := dsl.New(entry, dsl.WithTarget(ptx.SM90))
+		f(k, dsl.F32)
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	good, bad := build(kernels.HierAllGather), build(kernels.HierAllGatherUnwaited)
+	for seed := int64(0); seed <= 2; seed++ {
+		for _, m := range []*ptx.Module{good, bad} {
+			sys, err := emu.New(4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sys.SetNodes(2); err != nil {
+				t.Fatal(err)
+			}
+			r := &run{p: Problem{DType: dsl.F32, Ranks: 4, Nodes: 2, Size: 301, Seed: seed, Weak: seed != 0}, sys: sys, rng: newRng(seed)}
+			err = hierAllGatherMod(r, m, entry)
+			switch {
+			case m == good && err != nil:
+				t.Fatalf("seed %d: the correct all-gather failed: %v", seed, err)
+			case m == bad && (err == nil || !strings.Contains(err.Error(), "out")):
+				t.Fatalf("seed %d: the all-gather without its rail wait: error %v, want wrong values in out", seed, err)
+			}
+			if m == bad {
+				t.Logf("seed %d: %v", seed, err)
 			}
 		}
 	}
