@@ -13,20 +13,21 @@ import (
 
 // hierRuns are the topologies (nodes x GPUs per node) and sizes the hierarchical kernels
 // run at: sizes that are no multiple of the vector width or the GPU count, one node and
-// one GPU per node as the edge cases, strict and weak memory. The min and max variants
+// one GPU per node as the edge cases, strict and weak memory, pad epochs across the u32 wrap. The min and max variants
 // share the sum kernels' code and run where minMax is set.
 var hierRuns = []struct {
 	nodes, local, n int
 	seed            int64
 	weak, minMax    bool
+	epoch           uint32 // the pads' first epoch: 0xfffffffe crosses the u32 wrap
 }{
-	{2, 2, 37, 1, true, true},
-	{2, 4, 1001, 0, false, false},
-	{3, 2, 29, 2, true, true},
-	{4, 2, 13, 3, false, true},
-	{4, 2, 130, 4, true, false},
-	{1, 4, 45, 5, true, false},
-	{3, 1, 7, 6, false, false},
+	{2, 2, 37, 1, true, true, 0xfffffffe},
+	{2, 4, 1001, 0, false, false, 0},
+	{3, 2, 29, 2, true, true, 0},
+	{4, 2, 13, 3, false, true, 0},
+	{4, 2, 130, 4, true, false, 0},
+	{1, 4, 45, 5, true, false, 0},
+	{3, 1, 7, 6, false, false, 0},
 }
 
 // TestHierOnTheEmulator runs every hierarchical kernel and dtype over hierRuns, each
@@ -48,7 +49,7 @@ func TestHierOnTheEmulator(t *testing.T) {
 				}
 				t.Run(fmt.Sprintf("%s/%s/%dx%d/n%d/%s", s.Name, dt, c.nodes, c.local, c.n, mode), func(t *testing.T) {
 					t.Parallel()
-					res, err := Run(Problem{Kernel: s.Name, DType: dt, Size: c.n, Ranks: c.nodes * c.local, Nodes: c.nodes, Seed: c.seed, Weak: c.weak})
+					res, err := Run(Problem{Kernel: s.Name, DType: dt, Size: c.n, Ranks: c.nodes * c.local, Nodes: c.nodes, Seed: c.seed, Weak: c.weak, Epoch: c.epoch})
 					if err != nil {
 						t.Fatal(err)
 					}
