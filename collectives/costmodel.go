@@ -40,8 +40,8 @@ type CostModel struct {
 func H100CostModel() CostModel {
 	return CostModel{
 		NVLink:    Link{Bandwidth: 320e9, Latency: 2 * time.Microsecond},
-		Multicast: Link{Bandwidth: 320e9, Latency: 2 * time.Microsecond},
-		Network:   Link{Bandwidth: 48e9, Latency: 4 * time.Microsecond},
+		Multicast: Link{Bandwidth: 309e9, Latency: 2 * time.Microsecond},
+		Network:   Link{Bandwidth: 47e9, Latency: 4 * time.Microsecond},
 		Launch:    5 * time.Microsecond,
 	}
 }
@@ -183,9 +183,10 @@ func toDuration(s float64, c Collective, a Algorithm, t Topology, bytes int64) (
 	return time.Duration(math.Round(ns)), nil
 }
 
+// sec is d in seconds.
 func sec(d time.Duration) float64 { return d.Seconds() }
 
-// xfer is the time to move b bytes over l after its latency.
+// xfer is the time b bytes take at l's bandwidth (its latency apart).
 func xfer(l Link, b float64) float64 { return b / l.Bandwidth }
 
 // flat prices the single-node kernels on g GPUs: the cheapest of the peer-to-peer kernel
@@ -205,9 +206,6 @@ func (m CostModel) flat(c Collective, g int, mc bool, s float64) float64 {
 // (barrier, reduce-scatter, barrier, all-gather, barrier), the reduce-scatter and the
 // all-gather take two barriers; each GPU moves (g-1)/g of the buffer per half.
 func (m CostModel) nodeP2P(c Collective, g int, s float64) float64 {
-	if g == 1 {
-		return 0
-	}
 	f := float64(g-1) / float64(g)
 	switch c {
 	case AllReduceCollective:
@@ -229,44 +227,55 @@ func (m CostModel) nodeMulticast(c Collective, g int, s float64) float64 {
 	}
 }
 
-// hierarchical prices the in-node reduce-scatter (peer pointers), the exchange of each
-// GPU's slice with the same GPU index on the other nodes (NVSHMEM put_signal straight to
-// each of the n-1 peers, one round), and the in-node all-gather: one launch per phase.
+// hierarchical prices the one-launch hierarchical kernels (kernels/coll_hier.go): the
+// GPUs of one index on every node form a rail joined by that index's NIC. The all-reduce
+// reduces inside the node by peer loads the shards its GPU index owns on every node, puts
+// each other node's partial to that node (one rail round), reduces its own shard, puts it to
+// every other node (a second round), and stores the node's shards into every GPU of the node;
+// an in-node barrier opens and closes the launch. The reduce-scatter is the first half, the
+// all-gather the second; each crosses the rail once. Each GPU moves (g-1)/g of the buffer
+// over NVLink per half and (n-1)/n of its s/g slice over the network per round.
 func (m CostModel) hierarchical(c Collective, t Topology, s float64) float64 {
 	n, g := float64(t.Nodes), float64(t.GPUsPerNode)
-	slice := s / g // what one GPU owns after the in-node reduce-scatter
-	exch := func(b float64) float64 {
-		return sec(m.Launch) + 2*sec(m.Network.Latency) + xfer(m.Network, b)
+	half := 0.0 // one in-node half: (g-1)/g of the buffer by peer loads or stores
+	barriers := 0.0
+	if t.GPUsPerNode > 1 {
+		half = xfer(m.NVLink, (g-1)/g*s)
+		barriers = 2 * sec(m.NVLink.Latency)
 	}
-	switch c {
-	case AllReduceCollective:
-		return m.nodeP2P(ReduceScatterCollective, t.GPUsPerNode, s) + exch((n-1)*slice) +
-			m.nodeP2P(AllGatherCollective, t.GPUsPerNode, s)
-	case ReduceScatterCollective:
-		return m.nodeP2P(ReduceScatterCollective, t.GPUsPerNode, s) + exch((n-1)/n*slice)
-	default:
-		return exch((n-1)/n*slice) + m.nodeP2P(AllGatherCollective, t.GPUsPerNode, s)
+	round := sec(m.Network.Latency) + xfer(m.Network, (n-1)/n*s/g)
+	if c == AllReduceCollective {
+		return sec(m.Launch) + barriers + 2*half + 2*round
 	}
+	return sec(m.Launch) + barriers + half + round
 }
 
 // ring prices one ring over every PE (consecutive PEs share a node): per launch a
 // barrier_all (log2 of the PEs rounds), p-1 hops each moving s/p bytes at the pace of the
 // slowest link, and a quiet; the all-reduce is a reduce-scatter then an all-gather.
 func (m CostModel) ring(c Collective, t Topology, s float64) float64 {
-	p := t.Nodes * t.GPUsPerNode
-	slow, hop := m.NVLink, sec(m.NVLink.Latency)
-	if t.Nodes > 1 {
-		// Exactly Nodes of the ring's p edges cross a node boundary.
-		slow = m.Network
-		hop = (float64(t.Nodes)*sec(m.Network.Latency) + float64(p-t.Nodes)*sec(m.NVLink.Latency)) / float64(p)
+	launches := 1.0
+	if c == AllReduceCollective {
+		launches = 2
 	}
+	p := t.Nodes * t.GPUsPerNode
 	if p == 1 {
-		slow, hop = Link{Bandwidth: math.Inf(1)}, 0
+		return launches * sec(m.Launch)
+	}
+	bw, lat, hop := m.NVLink.Bandwidth, sec(m.NVLink.Latency), sec(m.NVLink.Latency)
+	if t.Nodes > 1 {
+		// Exactly Nodes of the ring's p edges cross a node boundary, the others are
+		// NVLink; every hop moves at the pace of the slowest edge, and the barrier's
+		// rounds and the quiet wait for the slowest latency.
+		hop = (float64(t.Nodes)*sec(m.Network.Latency) + float64(p-t.Nodes)*sec(m.NVLink.Latency)) / float64(p)
+		if t.GPUsPerNode == 1 || m.Network.Bandwidth < bw {
+			bw = m.Network.Bandwidth
+		}
+		if t.GPUsPerNode == 1 || m.Network.Latency > m.NVLink.Latency {
+			lat = sec(m.Network.Latency)
+		}
 	}
 	rounds := math.Ceil(math.Log2(float64(p)))
-	phase := sec(m.Launch) + rounds*sec(slow.Latency) + float64(p-1)*(hop+xfer(slow, s/float64(p))) + sec(slow.Latency)
-	if c == AllReduceCollective {
-		return 2 * phase
-	}
-	return phase
+	hops := float64(p - 1)
+	return launches * (sec(m.Launch) + (rounds+1)*lat + hops*(hop+s/float64(p)/bw))
 }

@@ -18,6 +18,6 @@ func ExampleCostModel_Choose() {
 	fmt.Println(err)
 	// Output:
 	// all-reduce of 1 MiB on 1x8: flat, 16.734µs
-	// all-reduce of 1 MiB on 2x8: hierarchical, 39.465µs
+	// all-reduce of 1 MiB on 2x8: hierarchical, 25.523µs
 	// collectives: cost model: flat all_reduce cannot run on 2x8: the flat kernels need every GPU in one NVLink domain
 }

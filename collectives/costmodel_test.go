@@ -3,6 +3,8 @@ package collectives
 import (
 	"fmt"
 	"math"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,16 +29,9 @@ func costSizes() []int64 {
 	return s
 }
 
-// costCrossovers are the sizes from which the ring is cheaper than the hierarchical
-// algorithm with H100CostModel, as docs/collectives.md "Cost model" gives them; every other
-// multi-node case of costTopologies runs hierarchical at every size.
-var costCrossovers = map[string]float64{
-	"16x8 all_reduce": 183.7 * (1 << 20),
-}
-
 // TestCostModelChoose: on every topology and size Choose returns the algorithm of least
-// Predict, that is flat on one node and hierarchical across nodes up to the crossovers of
-// the doc, the ring from there.
+// Predict, that is flat on one node and hierarchical across nodes (docs/collectives.md
+// "Cost model": no crossover).
 func TestCostModelChoose(t *testing.T) {
 	m := H100CostModel()
 	for _, tp := range costTopologies {
@@ -60,9 +55,6 @@ func TestCostModelChoose(t *testing.T) {
 				want := AlgFlat
 				if tp.Nodes > 1 {
 					want = AlgHierarchical
-					if x, ok := costCrossovers[fmt.Sprintf("%dx%d %s", tp.Nodes, tp.GPUsPerNode, c)]; ok && float64(b) >= x {
-						want = AlgNVSHMEMRing
-					}
 				}
 				if a != want {
 					t.Errorf("%v %s %d: Choose = %s, the doc says %s", tp, c, b, a, want)
@@ -72,49 +64,38 @@ func TestCostModelChoose(t *testing.T) {
 	}
 }
 
-// TestCostModelCrossovers finds, by bisection on Predict, the size from which the ring
-// beats the hierarchical algorithm, and checks it against the doc's (within 0.1%); where
-// the doc has none the hierarchical algorithm must win up to 1 TiB.
-func TestCostModelCrossovers(t *testing.T) {
-	m := H100CostModel()
-	for _, tp := range costTopologies {
-		if tp.Nodes < 2 {
-			continue
-		}
-		for _, c := range costCollectives {
-			key := fmt.Sprintf("%dx%d %s", tp.Nodes, tp.GPUsPerNode, c)
-			ringWins := func(b int64) bool {
-				h, err1 := m.Predict(c, AlgHierarchical, tp, b)
-				r, err2 := m.Predict(c, AlgNVSHMEMRing, tp, b)
-				if err1 != nil || err2 != nil {
-					t.Fatalf("%s %d: %v %v", key, b, err1, err2)
-				}
-				return r < h
+// TestCostModelNoCrossover: as the doc derives, the ring never beats the hierarchical
+// algorithm across nodes, nor the flat one inside a node, at any size from 1 byte to 1 TiB,
+// with H100CostModel or with links ten times faster or slower.
+func TestCostModelNoCrossover(t *testing.T) {
+	models := map[string]CostModel{"H100": H100CostModel()}
+	for _, f := range []float64{0.1, 10} {
+		m := H100CostModel()
+		m.Network.Bandwidth *= f
+		models[fmt.Sprintf("network x%g", f)] = m
+		m = H100CostModel()
+		m.NVLink.Bandwidth *= f
+		models[fmt.Sprintf("NVLink x%g", f)] = m
+	}
+	tps := append([]Topology{{Nodes: 16, GPUsPerNode: 2}, {Nodes: 64, GPUsPerNode: 8}, {Nodes: 8, GPUsPerNode: 1}, {Nodes: 1, GPUsPerNode: 2}}, costTopologies...)
+	for name, m := range models {
+		for _, tp := range tps {
+			other := AlgHierarchical
+			if tp.Nodes == 1 {
+				other = AlgFlat
 			}
-			want, ok := costCrossovers[key]
-			if !ok {
+			for _, c := range costCollectives {
 				for b := int64(1); b <= 1<<40; b *= 2 {
-					if ringWins(b) {
-						t.Errorf("%s: the ring wins at %d bytes, the doc names no crossover", key, b)
+					o, err1 := m.Predict(c, other, tp, b)
+					r, err2 := m.Predict(c, AlgNVSHMEMRing, tp, b)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("%s %v %s %d: %v %v", name, tp, c, b, err1, err2)
+					}
+					if r < o {
+						t.Errorf("%s: %s on %v: the ring (%v) beats %s (%v) at %d bytes", name, c, tp, r, other, o, b)
 						break
 					}
 				}
-				continue
-			}
-			lo, hi := int64(1), int64(1<<40)
-			if ringWins(lo) || !ringWins(hi) {
-				t.Fatalf("%s: no crossover between %d and %d bytes", key, lo, hi)
-			}
-			for hi-lo > 1 {
-				mid := lo + (hi-lo)/2
-				if ringWins(mid) {
-					hi = mid
-				} else {
-					lo = mid
-				}
-			}
-			if math.Abs(float64(hi)-want) > want/1000 {
-				t.Errorf("%s: the ring wins from %d bytes (%.1f MiB), the doc says %.1f MiB", key, hi, float64(hi)/(1<<20), want/(1<<20))
 			}
 		}
 	}
@@ -245,5 +226,57 @@ func TestTopologyString(t *testing.T) {
 	}
 	if got := (Topology{Nodes: 16, GPUsPerNode: 8}).String(); got != "16x8" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestCostModelDocTable recomputes every row of the prediction table in
+// docs/collectives.md ("Predictions for 2 x 8 and 16 x 8 H100 nodes") from Predict.
+func TestCostModelDocTable(t *testing.T) {
+	doc, err := os.ReadFile("../docs/collectives.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "### Predictions for 2 x 8 and 16 x 8 H100 nodes")
+	if !ok {
+		t.Fatal("docs/collectives.md has no prediction table")
+	}
+	sec, _, _ = strings.Cut(sec, "\n### ")
+	sizes := map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	m := H100CostModel()
+	rows := 0
+	for _, line := range strings.Split(sec, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 9 || !strings.Contains(f[1], "x") || strings.Contains(f[1], "topology") {
+			continue
+		}
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		var tp Topology
+		var n int64
+		var unit string
+		if _, err := fmt.Sscanf(f[1], "%dx%d", &tp.Nodes, &tp.GPUsPerNode); err != nil {
+			t.Fatalf("row %q: %v", line, err)
+		}
+		if _, err := fmt.Sscanf(f[2], "%d %s", &n, &unit); err != nil || sizes[unit] == 0 {
+			t.Fatalf("row %q: size %q", line, f[2])
+		}
+		b := n * sizes[unit]
+		a, d := m.Choose(AllReduceCollective, tp, b)
+		r, err := m.Predict(AllReduceCollective, AlgNVSHMEMRing, tp, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := float64(tp.Nodes * tp.GPUsPerNode)
+		alg := float64(b) / d.Seconds() / 1e9
+		us := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Nanoseconds())/1e3) }
+		want := []string{string(a), us(d), fmt.Sprintf("%.1f", alg), fmt.Sprintf("%.1f", alg*2*(p-1)/p), us(r)}
+		if got := f[3:8]; !slices.Equal(got, want) {
+			t.Errorf("%v %s: the doc says %q, the model %q", tp, f[2], got, want)
+		}
+		rows++
+	}
+	if rows != 15 {
+		t.Errorf("found %d rows in the doc's prediction table, want 15", rows)
 	}
 }

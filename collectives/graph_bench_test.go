@@ -16,9 +16,14 @@ import (
 // graphCost is what graphHostCost measured: host time per all-reduce call, replayed from a
 // graph and made directly, and the algorithm.
 type graphCost struct {
-	graph, direct time.Duration
-	algorithm     string
+	graph, direct       time.Duration
+	graphGPU, directGPU time.Duration // the stream's time for the same calls (events)
+	algorithm           string
 }
+
+// profileDirect, when set, is started before the direct calls of graphHostCost and its
+// result called after them (the GPU test profiles the CPU there).
+var profileDirect func() (stop func())
 
 // graphHostCost measures, on rank r's device (1 rank) with a Comm of options o made
 // capture-safe on a stream of its own, the host time per call of an f32
@@ -64,6 +69,34 @@ func graphHostCost(r *jit.Rank, o Options, n, per, replays int) (graphCost, erro
 	if err := s.Synchronize(); err != nil {
 		return graphCost{}, err
 	}
+	ev0, err := r.Device.NewEvent()
+	if err != nil {
+		return graphCost{}, err
+	}
+	defer ev0.Close()
+	ev1, err := r.Device.NewEvent()
+	if err != nil {
+		return graphCost{}, err
+	}
+	defer ev1.Close()
+	// gpuTime records ev1 after the calls on s (ev0 was recorded before) and returns the time
+	// between the two once s is idle.
+	gpuTime := func() (time.Duration, error) {
+		if err := ev1.Record(s); err != nil {
+			return 0, err
+		}
+		if err := s.Synchronize(); err != nil {
+			return 0, err
+		}
+		return ev0.Elapsed(ev1)
+	}
+	if err := ev0.Record(s); err != nil {
+		return graphCost{}, err
+	}
+	var stop func()
+	if profileDirect != nil {
+		stop = profileDirect()
+	}
 	t0 := time.Now()
 	for i := 0; i < replays; i++ {
 		if err := calls(); err != nil {
@@ -71,7 +104,11 @@ func graphHostCost(r *jit.Rank, o Options, n, per, replays int) (graphCost, erro
 		}
 	}
 	direct := time.Since(t0)
-	if err := s.Synchronize(); err != nil {
+	if stop != nil {
+		stop()
+	}
+	directGPU, err := gpuTime()
+	if err != nil {
 		return graphCost{}, err
 	}
 	x, err := c.Capture(ctx, calls)
@@ -82,6 +119,9 @@ func graphHostCost(r *jit.Rank, o Options, n, per, replays int) (graphCost, erro
 	if err := s.Synchronize(); err != nil {
 		return graphCost{}, err
 	}
+	if err := ev0.Record(s); err != nil {
+		return graphCost{}, err
+	}
 	t0 = time.Now()
 	for i := 0; i < replays-1; i++ {
 		if err := x.Launch(s); err != nil {
@@ -89,7 +129,8 @@ func graphHostCost(r *jit.Rank, o Options, n, per, replays int) (graphCost, erro
 		}
 	}
 	graph := time.Since(t0)
-	if err := s.Synchronize(); err != nil {
+	graphGPU, err := gpuTime()
+	if err != nil {
 		return graphCost{}, err
 	}
 	// The last replay on fresh inputs (1 GPU: the sum is the input).
@@ -127,7 +168,8 @@ func graphHostCost(r *jit.Rank, o Options, n, per, replays int) (graphCost, erro
 		return graphCost{}, err
 	}
 	calls64 := time.Duration(replays * per)
-	return graphCost{graph: graph / calls64, direct: direct / calls64, algorithm: c.LastAlgorithm()}, nil
+	return graphCost{graph: graph / calls64, direct: direct / calls64, graphGPU: graphGPU / (calls64 - time.Duration(per)),
+		directGPU: directGPU / calls64, algorithm: c.LastAlgorithm()}, nil
 }
 
 // TestGraphHostCost runs graphHostCost on one emulated GPU (50 replays of graphs of 1 and

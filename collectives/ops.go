@@ -69,9 +69,11 @@ func (c *Comm) begin(ctx context.Context, what string, bufs ...*Buffer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var errs []error
+	var errs []error // allocated only on failure: begin runs on every call
 	for _, b := range bufs {
-		errs = append(errs, c.own(b, what))
+		if err := c.own(b, what); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -639,13 +639,13 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 		if !ok {
 			return fmt.Errorf("jit: launch of %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
 		}
-		n, limit, rerr := cl.residentBlocks(b, cfg.SharedMem)
+		n, rerr := cl.residentBlocks(b, cfg.SharedMem)
 		if rerr != nil {
 			return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, rerr)
 		}
 		if blocks := int64(g.X) * int64(g.Y) * int64(g.Z); blocks > int64(n) {
 			return fmt.Errorf("jit: launch of %s: grid %dx%dx%d has %d blocks of %dx%dx%d threads, but at most %d can be resident at once on %s (%s); its blocks wait on each other (CoResident), so use a grid of at most %d blocks",
-				f.sig.Name, g.X, g.Y, g.Z, blocks, b.X, b.Y, b.Z, n, f.m.d.describe(), limit, n)
+				f.sig.Name, g.X, g.Y, g.Z, blocks, b.X, b.Y, b.Z, n, f.m.d.describe(), cl.residentLimit(b, cfg.SharedMem), n)
 		}
 	}
 	run := func() error { return f.dispatch(g, b, s, slots, &cfg) }

@@ -9,9 +9,11 @@ import (
 // coLauncher is a function that can launch a grid whose blocks wait on each other: it says
 // how many blocks of a shape can be resident at once, and launches with that guarantee.
 type coLauncher interface {
-	// residentBlocks returns how many blocks of shape block fit on the device at once, and
-	// what sets that number (for the error).
-	residentBlocks(block Dim3, shared int) (int, string, error)
+	// residentBlocks returns how many blocks of shape block fit on the device at once; it
+	// runs on every co-resident launch, so it is cheap after the first.
+	residentBlocks(block Dim3, shared int) (int, error)
+	// residentLimit says what sets that number (for the refusal's message).
+	residentLimit(block Dim3, shared int) string
 	launchCoResident(grid, block Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error
 }
 
@@ -64,9 +66,14 @@ func staticShared(m *ptx.Module, f *ptx.Func) int {
 	return n
 }
 
-func (f *emuFunc) residentBlocks(block Dim3, shared int) (int, string, error) {
-	n, why := emuResident(emuMultiproc, block, shared+staticShared(f.m.mod, f.sig))
-	return n, why, nil
+func (f *emuFunc) residentBlocks(block Dim3, shared int) (int, error) {
+	n, _ := emuResident(emuMultiproc, block, shared+staticShared(f.m.mod, f.sig))
+	return n, nil
+}
+
+func (f *emuFunc) residentLimit(block Dim3, shared int) string {
+	_, why := emuResident(emuMultiproc, block, shared+staticShared(f.m.mod, f.sig))
+	return why
 }
 
 func (f *emuFunc) launchCoResident(g, b Dim3, shared int, s stream, args []uint64, cfg *LaunchConfig) error {

@@ -42,10 +42,12 @@ func TestGPUCoResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	block := D1(1024)
-	n, why, err := f.impl.(coLauncher).residentBlocks(block, 0)
+	cl := f.impl.(coLauncher)
+	n, err := cl.residentBlocks(block, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	why := cl.residentLimit(block, 0)
 	t.Logf("%s: %d blocks of 1024 threads resident at once (%s)", d.Info().Name, n, why)
 	if n < d.Info().Multiproc {
 		t.Fatalf("%d resident blocks on %d SMs", n, d.Info().Multiproc)
@@ -65,7 +67,7 @@ func TestGPUCoResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = f.Launch(LaunchConfig{Grid: D1(n + 1), Block: block, CoResident: true}, cnt, out)
-	if err == nil || !strings.Contains(err.Error(), "resident at once") {
+	if err == nil || !strings.Contains(err.Error(), "resident at once") || !strings.Contains(err.Error(), why) {
 		t.Fatalf("a grid of %d blocks: %v; want it refused", n+1, err)
 	}
 	if err := f.Launch(LaunchConfig{Grid: D1(n), Block: block, CoResident: true}, cnt, out); err != nil {

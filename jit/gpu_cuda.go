@@ -463,7 +463,15 @@ type cudaFunc struct {
 	nparams int
 	mu      sync.Mutex
 	maxSmem int
+	// perSM caches the occupancy calculator's blocks per SM by block shape (threads) and
+	// dynamic shared memory: a co-resident launch checks its grid against it every time,
+	// and the query costs about as much as the launch (docs/bench.md, "Host path").
+	perSM map[occKey]int
 }
+
+// occKey is what a function's occupancy depends on at launch: threads per block and dynamic
+// shared memory (the function's registers and static shared memory are fixed once loaded).
+type occKey struct{ threads, shared int }
 
 // newCudaFunc records how sig's parameters lie in the argument words.
 func newCudaFunc(d *cudaDevice, fn cu.Function, sig *ptx.Func) *cudaFunc {
@@ -636,21 +644,45 @@ func (d *cudaDevice) encodeTensorMap(s *tensorMapSpec) ([TensorMapBytes]byte, er
 	return out, err
 }
 
-// residentBlocks is the occupancy calculator's blocks per SM times the SM count.
-func (f *cudaFunc) residentBlocks(b Dim3, shared int) (int, string, error) {
+// residentBlocks is the occupancy calculator's blocks per SM times the SM count. The
+// calculator runs once per block size and shared memory; later launches read the cached
+// answer.
+func (f *cudaFunc) residentBlocks(b Dim3, shared int) (int, error) {
+	perSM, err := f.occupancy(occKey{b.X * b.Y * b.Z, shared})
+	return perSM * f.d.inf.Multiproc, err
+}
+
+func (f *cudaFunc) residentLimit(b Dim3, shared int) string {
+	perSM, _ := f.occupancy(occKey{b.X * b.Y * b.Z, shared})
+	return fmt.Sprintf("%d SMs x %d blocks per SM by cuOccupancyMaxActiveBlocksPerMultiprocessor", f.d.inf.Multiproc, perSM)
+}
+
+// occupancy returns cuOccupancyMaxActiveBlocksPerMultiprocessor for k, cached per function.
+func (f *cudaFunc) occupancy(k occKey) (int, error) {
+	f.mu.Lock()
+	n, ok := f.perSM[k]
+	f.mu.Unlock()
+	if ok {
+		return n, nil
+	}
 	var perSM C.int
 	err := f.d.do(func() error {
 		raw := *(*unsafe.Pointer)(unsafe.Pointer(&f.fn))
-		if r := C.kgen_occupancy(raw, C.int(b.X*b.Y*b.Z), C.size_t(shared), &perSM); r != 0 {
+		if r := C.kgen_occupancy(raw, C.int(k.threads), C.size_t(k.shared), &perSM); r != 0 {
 			return fmt.Errorf("cuOccupancyMaxActiveBlocksPerMultiprocessor: %s (CUresult %d)", C.GoString(C.kgen_error_name(r)), int(r))
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
-	sms := f.d.inf.Multiproc
-	return int(perSM) * sms, fmt.Sprintf("%d SMs x %d blocks per SM by cuOccupancyMaxActiveBlocksPerMultiprocessor", sms, int(perSM)), nil
+	f.mu.Lock()
+	if f.perSM == nil {
+		f.perSM = make(map[occKey]int)
+	}
+	f.perSM[k] = int(perSM)
+	f.mu.Unlock()
+	return int(perSM), nil
 }
 
 // launchCoResident launches with cuLaunchCooperativeKernel (the GPU runs each rank's grid

@@ -36,9 +36,15 @@ package jit
 //   if (r == CUDA_SUCCESS) r = cuStreamEndCapture((CUstream)stream, (CUgraph *)graph);
 //   return r;
 // }
+// // kgen_instantiate instantiates graph and uploads it (cuGraphUpload on the legacy default
+// // stream), so that the first replay does not pay for the upload.
 // static CUresult kgen_instantiate(void *ctx, void *graph, void **exec) {
 //   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
 //   if (r == CUDA_SUCCESS) r = cuGraphInstantiateWithFlags((CUgraphExec *)exec, (CUgraph)graph, 0);
+//   if (r == CUDA_SUCCESS) {
+//     r = cuGraphUpload((CUgraphExec)*exec, 0);
+//     if (r != CUDA_SUCCESS) cuGraphExecDestroy((CUgraphExec)*exec);
+//   }
 //   return r;
 // }
 // static CUresult kgen_graph_set_args(void *ctx, void *exec, void *node, void *fn,
@@ -130,7 +136,7 @@ type cudaGraph struct {
 
 func (g *cudaGraph) instantiate() (graphExecImpl, error) {
 	var x unsafe.Pointer
-	if err := cuErr("cuGraphInstantiate", C.kgen_instantiate(g.d.rawCtx(), g.g, &x)); err != nil {
+	if err := cuErr("cuGraphInstantiate + cuGraphUpload", C.kgen_instantiate(g.d.rawCtx(), g.g, &x)); err != nil {
 		return nil, err
 	}
 	return &cudaGraphExec{d: g.d, x: x}, nil

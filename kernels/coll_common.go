@@ -300,8 +300,12 @@ const (
 	GraphFlagWords = FlagWords + CollMaxBlocks
 )
 
-// graphFamilies maps a collective family to its graph variant's.
-var graphFamilies = map[Family]Family{}
+// graphFamilies maps a collective family to its graph variant's; graphVariants holds the
+// graph variants' families (IsGraphFamily runs on every collective call).
+var (
+	graphFamilies = map[Family]Family{}
+	graphVariants = map[Family]bool{}
+)
 
 // GraphFamily returns the family of the graph variant (epoch on the device) of collective
 // family f; ok is false when f has none.
@@ -311,14 +315,7 @@ func GraphFamily(f Family) (Family, bool) {
 }
 
 // IsGraphFamily reports whether f is the family of a graph variant.
-func IsGraphFamily(f Family) bool {
-	for _, g := range graphFamilies {
-		if g == f {
-			return true
-		}
-	}
-	return false
-}
+func IsGraphFamily(f Family) bool { return graphVariants[f] }
 
 // registerGraph registers the graph variant of s (a collective Spec already registered):
 // name and family with a "_graph" suffix, built by newGraph.
@@ -333,6 +330,7 @@ func registerGraph(s *Spec, newGraph func(k *dsl.Kernel, dt dsl.Type)) {
 	g.Doc = "graph variant (epoch kept on the device) of " + s.Name
 	g.New = newGraph
 	graphFamilies[s.Family] = fam
+	graphVariants[fam] = true
 	collFamilies[fam] = collFamilies[s.Family]
 	register(&g)
 }

@@ -22,11 +22,65 @@ type GemmSM90Config struct {
 	Stages    int
 }
 
-// DefaultGemmSM90Config is the library's sm_90a gemm: 128x128x64 tiles (two consumer
-// warpgroups), 4 stages, out = in.
+// DefaultGemmSM90Config is the library's sm_90a gemm for large problems: 128x256x64 tiles
+// (two consumer warpgroups of 64 x 256), 4 stages, out = in (the fastest measured at 8192^3;
+// docs/bench.md). GemmSM90For picks per problem shape.
 func DefaultGemmSM90Config(dt dsl.Type) GemmSM90Config {
-	return GemmSM90Config{In: dt, Out: dt, BN: 128, Consumers: 2, Stages: 4}
+	return GemmSM90Config{In: dt, Out: dt, BN: 256, Consumers: 2, Stages: 4}
 }
+
+// GemmSM90Candidates returns the configurations GemmSM90For chooses among for in and out:
+// tiles 128x256, 128x128, 64x256, 64x128 and 64x64, each with as many stages as fit in
+// shared memory (at most 8).
+func GemmSM90Candidates(in, out dsl.Type) []GemmSM90Config {
+	var cs []GemmSM90Config
+	for _, t := range [][2]int{{2, 256}, {2, 128}, {1, 256}, {1, 128}, {1, 64}} {
+		c := GemmSM90Config{In: in, Out: out, BN: t[1], Consumers: t[0], Stages: 8}
+		for c.Stages > 2 && c.SharedBytes() > gemmSM90MaxShared {
+			c.Stages--
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// GemmSM90For returns the configuration for an M x N x K problem on a GPU of sms
+// multiprocessors: the candidate (GemmSM90Candidates) with the smallest estimated time of
+// its busiest SM, waves * (K * per-K-step cycles + per-tile overhead), where waves =
+// ceil(tiles / sms) and a K step of one tile costs the larger of its tensor-core cycles
+// (BM*BN*2 flops at 4096 per cycle, scaled down for one consumer warpgroup, which cannot
+// overlap its epilogue or its wgmma issue) and its load cycles (the (BM+BN) input elements
+// at 48 bytes per cycle, what an SM sustains from L2 when all load; docs/facts.md). Large
+// problems get 128x256; skinny ones (M of a few hundred rows) smaller tiles that fill the
+// SMs. Ties go to the earlier (larger) candidate.
+func GemmSM90For(in, out dsl.Type, m, n, k, sms int) GemmSM90Config {
+	sms = max(sms, 1)
+	best, bestCost := GemmSM90Config{}, 0.0
+	for _, c := range GemmSM90Candidates(in, out) {
+		if c.Check() != nil {
+			continue
+		}
+		mma := float64(c.BM()*c.BN) * 2 / 4096
+		if c.Consumers == 1 {
+			mma /= 0.8
+		}
+		load := float64((c.BM()+c.BN)*c.In.Bytes()) / 48
+		waves := ceilDiv(c.Tiles(m, n), sms)
+		kSteps := ceilDiv(k, gemmSM90BK) * gemmSM90BK
+		cost := float64(waves) * (float64(kSteps)*max(mma, load) + gemmSM90TileOverhead)
+		if best.BN == 0 || cost < bestCost {
+			best, bestCost = c, cost
+		}
+	}
+	return best
+}
+
+// gemmSM90TileOverhead is GemmSM90For's cost of one tile outside its K steps, in cycles: the
+// first stage's latency and the epilogue.
+const gemmSM90TileOverhead = 2000
+
+// gemmSM90MaxShared is the most dynamic shared memory an sm_90 block may use.
+const gemmSM90MaxShared = 227 << 10
 
 // gemmSM90BK is the K step: one 128-byte swizzle row of 16-bit elements.
 const gemmSM90BK = 64
@@ -78,9 +132,9 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: %d consumer warpgroups (want 1 or 2)", c.Consumers)
 	case c.Stages < 2 || c.Stages > 8:
 		return fmt.Errorf("gemm_sm90: %d stages (want 2..8)", c.Stages)
-	case c.SharedBytes() > 227<<10:
+	case c.SharedBytes() > gemmSM90MaxShared:
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles need %d bytes of shared memory; an sm_90 block has at most %d",
-			c.Stages, c.BM(), gemmSM90BK, c.BN, gemmSM90BK, c.SharedBytes(), 227<<10)
+			c.Stages, c.BM(), gemmSM90BK, c.BN, gemmSM90BK, c.SharedBytes(), gemmSM90MaxShared)
 	}
 	return nil
 }
@@ -108,7 +162,7 @@ type GemmSM90Args struct {
 func init() {
 	register(&Spec{
 		Name:    "gemm_sm90",
-		Doc:     "D = alpha*A*B + beta*C on sm_90a: TMA (tensor-map parameters) and wgmma, warp-specialized and persistent; 128x128x64 tiles, 4 stages; K, N multiples of 8",
+		Doc:     "D = alpha*A*B + beta*C on sm_90a: TMA (tensor-map parameters) and wgmma, warp-specialized and persistent; 128x256x64 tiles, 4 stages (kernels.GemmSM90For picks per shape); K, N multiples of 8",
 		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
 		Targets: []ptx.Target{ptx.SM90a},
 		Golden:  []ptx.Target{ptx.SM90a},
@@ -140,9 +194,40 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	// .maxntid and .minnctapersm 1: ptxas then fixes the registers at entry (65536 over the
 	// block), without which it ignores setmaxnreg (C7508).
 	k.LaunchBounds(cfg.Threads(), 1)
-	BM, BN, BK := cfg.BM(), cfg.BN, gemmSM90BK
 	a := dsl.Params[GemmSM90Args](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)
+	gemmSM90Body(k, cfg, a, o, gemmSM90Hooks{})
+}
+
+// tileLoop runs a body per output tile of the calling block: dsl.TileScheduler, or a fused
+// kernel's order of tiles.
+type tileLoop interface {
+	ForEach(body func(m, n dsl.Value))
+}
+
+// gemmSM90Hooks are where the fused kernels (fused_sm90.go) extend the sm_90a gemm's body;
+// zero fields keep the plain gemm.
+type gemmSM90Hooks struct {
+	// tiles hands out the output tiles (nil: a TileScheduler over A's and B's tiles).
+	tiles tileLoop
+	// mapA is A's tensor map (nil: a.TmA).
+	mapA dsl.TensorMapSource
+	// load runs in the producer's elected thread before the loads of tile (m, n) and
+	// returns the row of mapA the tile starts at (nil: m*BM).
+	load func(m, n dsl.Value) dsl.Value
+	// producer runs in every producer thread (tid 0..127, after setmaxnreg.dec) once the
+	// elected thread's loop is built; the elected thread runs it after its loop.
+	producer func(tid dsl.Value)
+	// epilogue replaces the stores of tile (m, n): consumer warpgroup wg's 64 x BN
+	// accumulators, t the thread in the warpgroup.
+	epilogue func(acc dsl.Tensor, t, wg, m, n dsl.Value)
+}
+
+// gemmSM90Body writes the sm_90a gemm's warp-specialized body for the parameters a (A's
+// map unless h.mapA) and o (unless h.epilogue): GemmSM90 with h zero, the fused kernels
+// with their hooks.
+func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, h gemmSM90Hooks) {
+	BM, BN, BK := cfg.BM(), cfg.BN, gemmSM90BK
 	k.Assume(a.N, 8)
 	k.Assume(a.K, 8)
 
@@ -171,7 +256,11 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	}
 	sA := k.DynamicSharedTile(cfg.In, lA, cfg.Stages, 0)
 	sB := k.DynamicSharedTile(cfg.In, layout.ComposedLayout{Outer: laMN.Outer, Offset: laMN.Offset, Inner: lB}, cfg.Stages, cfg.Stages*sA.StageBytes)
-	cA, cB := k.MakeTMACopy(a.TmA, sA), k.MakeTMACopy(a.TmB, sB)
+	var mapA dsl.TensorMapSource = a.TmA
+	if h.mapA != nil {
+		mapA = h.mapA
+	}
+	cA, cB := k.MakeTMACopy(mapA, sA), k.MakeTMACopy(a.TmB, sB)
 	if cA.Box != cfg.TMABoxA() || cB.Box != cfg.TMABoxB() || cA.SwizzleBytes != 128 || cB.SwizzleBytes != 128 || cB.Major() != dsl.MNMajor {
 		k.Errorf("gemm_sm90: TMA copies A %v-major box %v, B %v-major box %v; the host builds the maps with %v and %v", cA.Major(), cA.Box, cB.Major(), cB.Box, cfg.TMABoxA(), cfg.TMABoxB())
 		return
@@ -181,17 +270,29 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	mma := dsl.MakeTiledGMMA(atom, cfg.Consumers)
 
 	tid := k.ThreadIdx(dsl.X)
-	tilesM := a.M.Add(uint32(BM - 1)).Div(uint32(BM))
-	tilesN := a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	var tilesM, tilesN dsl.Value
+	if h.tiles == nil {
+		tilesM = a.M.Add(uint32(BM - 1)).Div(uint32(BM))
+		tilesN = a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	}
 	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
-	sched := k.MakeTileScheduler(tilesM, tilesN, 8)
+	sched := h.tiles
+	if sched == nil {
+		sched = k.MakeTileScheduler(tilesM, tilesN, 8)
+	}
 
 	k.If(tid.Lt(uint32(128)), func() {
 		k.WarpgroupRegDealloc(40)
 		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
 			st := pipe.ProducerState()
 			sched.ForEach(func(m, n dsl.Value) {
-				m0, n0 := m.Mul(uint32(BM)), n.Mul(uint32(BN))
+				var m0 dsl.Value
+				if h.load != nil {
+					m0 = h.load(m, n)
+				} else {
+					m0 = m.Mul(uint32(BM))
+				}
+				n0 := n.Mul(uint32(BN))
 				k.For(uint32(0), kTiles, uint32(1), func(kt dsl.Value) {
 					pipe.ProducerAcquire(st)
 					k0 := kt.Mul(uint32(BK))
@@ -202,6 +303,9 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 				})
 			})
 		})
+		if h.producer != nil {
+			h.producer(tid)
+		}
 	}).Else(func() {
 		k.WarpgroupRegAlloc(232)
 		acc := mma.Accumulators(k)
@@ -225,6 +329,10 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 			k.WaitGroup(0)
 			release()
 			rel.Advance()
+			if h.epilogue != nil {
+				h.epilogue(acc, tid.And(uint32(127)), wg, m, n)
+				return
+			}
 			gemmSM90Epilogue(k, cfg, a, o, acc, tid.And(uint32(127)), m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)))
 		})
 	})

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,14 +55,13 @@ func TestGemmSM90Misuse(t *testing.T) {
 
 var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
 
-// TestGemmSM90Ptxas assembles the configurations gpubench runs (the default, 128x256 with 3
-// stages, 64x64 with one consumer) with ptxas -v: no spills, and no performance warning
-// (setmaxnreg ignored, a warpgroup.wait injected before a wgmma result is read).
+// TestGemmSM90Ptxas assembles every configuration GemmSM90For can pick (bf16 -> bf16, f16
+// -> f32) with ptxas -v: no spills, and no performance warning (setmaxnreg ignored, a
+// warpgroup.wait injected before a wgmma result is read).
 func TestGemmSM90Ptxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
-	for _, cfg := range []GemmSM90Config{DefaultGemmSM90Config(dsl.BF16),
-		{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 3},
-		{In: dsl.F16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 3}} {
+	cfgs := append(GemmSM90Candidates(dsl.BF16, dsl.BF16), GemmSM90Candidates(dsl.F16, dsl.F32)...)
+	for _, cfg := range cfgs {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		GemmSM90(k, cfg)
 		m, err := k.Build()
@@ -103,5 +103,33 @@ func BenchmarkGemmSM90Build(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = m.String()
+	}
+}
+
+// TestGemmSM90For: the heuristic's picks for the issue's shapes on 132 SMs, and every pick
+// is a configuration that builds.
+func TestGemmSM90For(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k int
+		want    string
+	}{
+		{8192, 8192, 8192, "128x256"},
+		{8192, 4096, 4096, "128x256"},
+		{1024, 14336, 4096, "128x256"},
+		{128, 4096, 4096, "64x64"},
+	} {
+		cfg := GemmSM90For(dsl.BF16, dsl.BF16, c.m, c.n, c.k, 132)
+		if got := fmt.Sprintf("%dx%d", cfg.BM(), cfg.BN); got != c.want {
+			t.Errorf("%dx%dx%d: %s (%s), want %s", c.m, c.n, c.k, got, cfg.Name(), c.want)
+		}
+	}
+	for _, m := range []int{1, 64, 128, 200, 1024, 8192} {
+		for _, nk := range [][2]int{{8, 16}, {4096, 4096}, {14336, 4096}, {4096, 14336}} {
+			cfg := GemmSM90For(dsl.BF16, dsl.F32, m, nk[0], nk[1], 132)
+			if err := cfg.Check(); err != nil {
+				t.Errorf("%dx%dx%d: %v", m, nk[0], nk[1], err)
+			}
+			t.Logf("%dx%dx%d: %s, %d tiles", m, nk[0], nk[1], cfg.Name(), cfg.Tiles(m, nk[0]))
+		}
 	}
 }

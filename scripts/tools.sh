@@ -5,6 +5,11 @@
 #   NVSHMEM         from the PyPI wheel nvidia-nvshmem-cu13 ($NVSHMEM_VERSION)
 #   llc, llvm-*     from Debian's llvm-19 (apt, when root and missing)
 #   staticcheck     from the Go module proxy ($STATICCHECK_VERSION), into $dir/bin (make lint)
+#   nvJitLink, libNVVM  from the PyPI wheels nvidia-nvjitlink and nvidia-nvvm ($LTO_VERSION),
+#                   into $dir/lto, for bench/ltolink (NVSHMEM's bitcode linked with LTO). Its own
+#                   folder and stamp, so adding it reinstalls nothing else. Not 13.0.88: that
+#                   nvJitLink refuses LTO-IR, even nvcc 13.0.88's, with NVJITLINK_ERROR_OUTDATED_LIBRARY
+#                   ("ERROR 4 in nvvmAddNVVMContainerToProgram"); 13.5.37 links it.
 # Users with a system CUDA toolkit and NVSHMEM set CUDA_HOME / NVSHMEM_HOME and need none of this.
 # `tools.sh staticcheck` installs only staticcheck (what `make lint` needs).
 set -euo pipefail
@@ -15,6 +20,7 @@ NVCC_VERSION="${NVCC_VERSION:-13.0.88}"
 NVSHMEM_VERSION="${NVSHMEM_VERSION:-3.4.5}"
 LLVM_VERSION=19
 STATICCHECK_VERSION="${STATICCHECK_VERSION:-v0.8.2}"
+LTO_VERSION="${LTO_VERSION:-13.5.37}"
 
 mkdir -p "$dir"
 
@@ -36,6 +42,18 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   rm -rf "$dir/py"
   mv "$dir/py.tmp" "$dir/py"
   echo "$want" >"$stamp"
+fi
+
+lto_stamp="$dir/lto/.kgen-stamp"
+lto_want="nvidia-nvjitlink==$LTO_VERSION nvidia-nvvm==$LTO_VERSION"
+if [ ! -f "$lto_stamp" ] || [ "$(cat "$lto_stamp")" != "$lto_want" ]; then
+  echo "tools: installing $lto_want into $dir/lto" >&2
+  rm -rf "$dir/lto.tmp"
+  python3 -m pip install --disable-pip-version-check --no-warn-script-location -q --no-deps \
+    --target "$dir/lto.tmp" $lto_want
+  rm -rf "$dir/lto"
+  mv "$dir/lto.tmp" "$dir/lto"
+  echo "$lto_want" >"$lto_stamp"
 fi
 
 have_llvm() {

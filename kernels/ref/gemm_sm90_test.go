@@ -36,6 +36,29 @@ func TestGemmSM90Shapes(t *testing.T) {
 	}
 }
 
+// TestGemmSM90Candidates runs every configuration kernels.GemmSM90For can pick on the
+// emulator at an odd shape (M, N and K edges, the persistent loop wrapping over 3 blocks),
+// bf16 -> bf16 with beta 0 and bf16 -> f32 with beta != 0.
+func TestGemmSM90Candidates(t *testing.T) {
+	for _, out := range []dsl.Type{dsl.BF16, dsl.F32} {
+		for _, cfg := range kernels.GemmSM90Candidates(dsl.BF16, out) {
+			m, n, k, beta := 200, 136, 72, 0.0
+			if out == dsl.F32 {
+				m, n, k, beta = 257, 264, 200, -0.5
+			}
+			t.Run(fmt.Sprintf("%s_%dx%dx%d", cfg.Name(), m, n, k), func(t *testing.T) {
+				res, err := RunGemmSM90(GemmSM90Problem{Config: cfg, M: m, N: n, K: k, Alpha: 1.5, Beta: beta, Seed: 5, Blocks: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Checked != m*n {
+					t.Fatalf("checked %d values, want %d", res.Checked, m*n)
+				}
+			})
+		}
+	}
+}
+
 // TestGemmSM90ShapeErrors: K or N not a multiple of 8 is refused with the reason.
 func TestGemmSM90ShapeErrors(t *testing.T) {
 	cfg := kernels.DefaultGemmSM90Config(dsl.BF16)
