@@ -78,6 +78,11 @@ type Options struct {
 	// run the cheapest that the topology allows); nil means H100CostModel(). On one node
 	// the flat kernels always run, chosen by the thresholds above.
 	CostModel *CostModel
+	// Algorithm, when set, replaces the choice of AllReduce, ReduceScatter and AllGather:
+	// AlgHierarchical or AlgNVSHMEMRing run those kernels (on one node too), AlgFlat the
+	// single-node kernels, which fail across nodes with an error naming the ranks out of
+	// reach. "" means the cost model's choice across nodes, the flat kernels on one node.
+	Algorithm Algorithm
 	// DevLib is NVSHMEM's device library (package nvshmem/devlib), which the kernels that
 	// run across nodes (hierarchical, NVSHMEM ring) link against on the GPU backend; it is
 	// required there when the ranks span several nodes. The emulator needs none.
@@ -230,8 +235,13 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if err := c.makeTable(ctx, c.pads); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	if nodes := c.node.topo.Nodes; nodes > 1 {
-		if err := c.multiNode(ctx); err != nil {
+	switch o.Algorithm {
+	case "", AlgFlat, AlgHierarchical, AlgNVSHMEMRing:
+	default:
+		return nil, errors.Join(fmt.Errorf("collectives: Options.Algorithm %q: want %q, %q, %q or none", o.Algorithm, AlgFlat, AlgHierarchical, AlgNVSHMEMRing), c.Close())
+	}
+	if c.node.topo.Nodes > 1 || o.Algorithm == AlgHierarchical || o.Algorithm == AlgNVSHMEMRing {
+		if err := c.across(ctx); err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
 	}
@@ -393,7 +403,7 @@ func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int,
 		return err
 	}
 	if !hierFamily(k.Family) {
-		if err := c.flatCheck(call.what, k.Family); err != nil {
+		if err := c.flatCheck(call.what, string(k.Family)); err != nil {
 			return err
 		}
 	}

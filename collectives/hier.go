@@ -14,15 +14,19 @@ import (
 // Collectives across nodes: the hierarchical kernels (kernels/coll_hier.go) and the NVSHMEM
 // rings (kernels/coll_nvshmem.go), chosen by the cost model (Options.CostModel).
 
-// multiNode prepares a Comm whose ranks span several nodes: the hierarchical kernels' rail
-// signals and the ring kernels' signal word.
-func (c *Comm) multiNode(ctx context.Context) error {
-	t := c.node.topo
+// across prepares a Comm for the kernels across nodes (its ranks span several nodes, or
+// Options.Algorithm asks for them): the hierarchical kernels' rail signals and the ring
+// kernels' signal word.
+func (c *Comm) across(ctx context.Context) error {
+	why := fmt.Sprintf("the ranks span %d nodes (topology %v)", c.node.topo.Nodes, c.node.topo)
+	if c.node.topo.Nodes == 1 {
+		why = fmt.Sprintf("Options.Algorithm is %s", c.o.Algorithm)
+	}
 	if c.o.CaptureSafe {
-		return fmt.Errorf("collectives: Options.CaptureSafe: the ranks span %d nodes (topology %v), and the kernels across nodes have no graph variants", t.Nodes, t)
+		return fmt.Errorf("collectives: Options.CaptureSafe: %s, and the kernels across nodes have no graph variants", why)
 	}
 	if c.r.Backend == jit.GPU && c.o.DevLib == nil {
-		return fmt.Errorf("collectives: the ranks span %d nodes (topology %v): the kernels across nodes call NVSHMEM; set Options.DevLib (package nvshmem/devlib builds it)", t.Nodes, t)
+		return fmt.Errorf("collectives: %s: the kernels across nodes call NVSHMEM; set Options.DevLib (package nvshmem/devlib builds it)", why)
 	}
 	var err error
 	if c.hierSig, err = c.alloc(ctx, 8*kernels.HierSigWords, false); err != nil {
@@ -41,23 +45,27 @@ type plan struct {
 }
 
 // choose returns how collective coll of bytes (the cost model's size: the per-GPU buffer)
-// runs. On one node it is always flat (the cost model's contract: Choose returns AlgFlat
-// there; not calling it keeps the single-node path free of its cost). Across nodes it is
-// the model's choice; an NVSHMEM ring that cannot run this call (ringOK says why) runs
-// hierarchical instead.
+// runs: Options.Algorithm when set, else on one node always flat (the cost model's
+// contract: Choose returns AlgFlat there; not calling it keeps the single-node path free of
+// its cost), else the model's choice. An NVSHMEM ring that cannot run this call (ringOK
+// says why) runs hierarchical instead. A flat plan across nodes (Options.Algorithm) is
+// refused when it launches, naming the ranks out of reach.
 func (c *Comm) choose(coll Collective, bytes int64, ringOK func() string) plan {
-	if c.node.topo.Nodes == 1 {
-		return plan{alg: AlgFlat, chose: AlgFlat}
+	a := c.o.Algorithm
+	if a == "" {
+		if c.node.topo.Nodes == 1 {
+			return plan{alg: AlgFlat, chose: AlgFlat}
+		}
+		a, _ = c.cost.Choose(coll, c.node.topo, max(bytes, 1))
 	}
-	a, _ := c.cost.Choose(coll, c.node.topo, max(bytes, 1))
 	p := plan{alg: a, chose: a}
-	switch a {
-	case AlgHierarchical:
-	case AlgNVSHMEMRing:
+	switch {
+	case a == AlgHierarchical, a == AlgFlat && c.o.Algorithm == AlgFlat:
+	case a == AlgNVSHMEMRing:
 		if why := ringOK(); why != "" {
 			p.alg, p.why = AlgHierarchical, why
 		}
-	default: // AlgFlat cannot run across nodes; "" is an invalid model
+	default: // the model chose flat across nodes, or "" (an invalid model)
 		p.alg, p.why = AlgHierarchical, fmt.Sprintf("the cost model chose %q, which cannot run on %v", a, c.node.topo)
 	}
 	return p
@@ -206,7 +214,7 @@ func acrossName(coll Collective, p plan, op Op, dt dsl.Type) string {
 // kernels there are built for f32, f16, bf16 and s32.
 func (c *Comm) acrossCheck(what string, dt dsl.Type) error {
 	if isFP8(dt) {
-		return fmt.Errorf("collectives: %s of %s: the ranks span %d nodes (topology %v), and the kernels across nodes take f32, f16, bf16 and s32 (fp8 needs multicast, which reaches one node)", what, dt, c.node.topo.Nodes, c.node.topo)
+		return fmt.Errorf("collectives: %s of %s on topology %v: the kernels across nodes (hierarchical, NVSHMEM ring) take f32, f16, bf16 and s32; fp8 needs multicast, which reaches one node", what, dt, c.node.topo)
 	}
 	return nil
 }

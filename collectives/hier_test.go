@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
@@ -145,92 +144,117 @@ func TestCollectivesAcrossNodes(t *testing.T) {
 	}
 }
 
-// ringModel makes the NVSHMEM ring the cheapest algorithm across nodes: NVLink so slow that
-// the hierarchical algorithms' in-node phases cost more than a ring over the network.
-func ringModel() CostModel {
-	m := H100CostModel()
-	m.NVLink = Link{Bandwidth: 1e3, Latency: time.Millisecond}
-	return m
-}
-
-// TestRingAcrossNodes runs the collectives on 2x2 under a cost model that chooses the
-// NVSHMEM ring: the ring kernels run, except for an all-reduce whose size does not split
-// into whole parts, which runs hierarchical (and says so in the debug log).
-func TestRingAcrossNodes(t *testing.T) {
+// TestAlgorithmOption runs the collectives with Options.Algorithm: the NVSHMEM rings on 2x2
+// (the cost model never chooses them: docs/collectives.md "Cost model"), except for an
+// all-reduce whose size does not split into whole parts, which runs hierarchical and says
+// why in the debug log; the hierarchical kernels on one node of 4.
+func TestAlgorithmOption(t *testing.T) {
 	ctx := context.Background()
-	m := ringModel()
-	o := testOpts
-	o.CostModel = &m
-	runAcross(t, 2, 2, true, 5, o, func(e *rankEnv) error {
-		c, g := e.c, e.c.NumGPUs()
-		for _, n := range []int{8, 7} {
-			for _, coll := range []Collective{AllReduceCollective, ReduceScatterCollective, AllGatherCollective} {
-				if a, _ := m.Choose(coll, c.Topology(), int64(g*n*4)); a != AlgNVSHMEMRing {
-					return fmt.Errorf("ringModel chose %q for %s on %v; the test needs the ring", a, coll, c.Topology())
+	for _, tc := range []struct {
+		nodes, local int
+		alg          Algorithm
+		ar, rs, ag   string // the kernels for whole parts
+	}{
+		{2, 2, AlgNVSHMEMRing, "nvshmem_reducescatter_ring_sum+nvshmem_allgather_ring", "nvshmem_reducescatter_ring_max", "nvshmem_allgather_ring"},
+		{1, 4, AlgHierarchical, "hier_allreduce_sum", "hier_reducescatter_max", "hier_allgather"},
+	} {
+		t.Run(fmt.Sprintf("%dx%d/%s", tc.nodes, tc.local, tc.alg), func(t *testing.T) {
+			o := testOpts
+			o.Algorithm = tc.alg
+			runAcross(t, tc.nodes, tc.local, true, 5, o, func(e *rankEnv) error {
+				c, g := e.c, e.c.NumGPUs()
+				for _, n := range []int{8, 7} {
+					a, err := c.Alloc(dsl.F32, n)
+					if err != nil {
+						return err
+					}
+					in, err := e.fill(a)
+					if err != nil {
+						return err
+					}
+					if err := c.AllReduce(ctx, a, Sum); err != nil {
+						return err
+					}
+					if err := e.expect(fmt.Sprintf("AllReduce n=%d", n), a, func(_, i int) float64 { return reduce(Sum, dsl.F32, in, i) }); err != nil {
+						return err
+					}
+					want := tc.ar
+					if tc.alg == AlgNVSHMEMRing && n%g != 0 {
+						want = "hier_allreduce_sum"
+						if !strings.Contains(e.log.String(), "whole parts") {
+							return fmt.Errorf("no debug log says why the ring did not run:\n%s", e.log)
+						}
+					}
+					if got := c.LastAlgorithm(); got != want || c.AllReduceAlgorithm(dsl.F32, Sum, n) != want {
+						return fmt.Errorf("AllReduce n=%d ran %q (reports %q), want %q", n, got, c.AllReduceAlgorithm(dsl.F32, Sum, n), want)
+					}
+					src, err := c.Alloc(dsl.F32, n*g)
+					if err != nil {
+						return err
+					}
+					if in, err = e.fill(src); err != nil {
+						return err
+					}
+					if err := c.ReduceScatter(ctx, a, src, Max); err != nil {
+						return err
+					}
+					if err := e.expect("ReduceScatter", a, func(r, i int) float64 { return reduce(Max, dsl.F32, in, r*n+i) }); err != nil {
+						return err
+					}
+					if got := c.LastAlgorithm(); got != tc.rs || c.ReduceScatterAlgorithm(dsl.F32, Max, n) != tc.rs {
+						return fmt.Errorf("ReduceScatter ran %q, want %q", got, tc.rs)
+					}
+					if in, err = e.fill(a); err != nil {
+						return err
+					}
+					if err := c.AllGather(ctx, src, a); err != nil {
+						return err
+					}
+					if err := e.expect("AllGather", src, func(_, i int) float64 { return in[i/n][i%n] }); err != nil {
+						return err
+					}
+					if got := c.LastAlgorithm(); got != tc.ag || c.AllGatherAlgorithm(dsl.F32, n) != tc.ag {
+						return fmt.Errorf("AllGather ran %q, want %q", got, tc.ag)
+					}
 				}
-			}
-			a, err := c.Alloc(dsl.F32, n)
-			if err != nil {
-				return err
-			}
-			in, err := e.fill(a)
-			if err != nil {
-				return err
-			}
-			if err := c.AllReduce(ctx, a, Sum); err != nil {
-				return err
-			}
-			if err := e.expect(fmt.Sprintf("AllReduce n=%d", n), a, func(_, i int) float64 { return reduce(Sum, dsl.F32, in, i) }); err != nil {
-				return err
-			}
-			want := "nvshmem_reducescatter_ring_sum+nvshmem_allgather_ring"
-			if n%g != 0 {
-				want = "hier_allreduce_sum"
-				if !strings.Contains(e.log.String(), "whole parts") {
-					return fmt.Errorf("no debug log says why the ring did not run:\n%s", e.log)
-				}
-			}
-			if got := c.LastAlgorithm(); got != want || c.AllReduceAlgorithm(dsl.F32, Sum, n) != want {
-				return fmt.Errorf("AllReduce n=%d ran %q (reports %q), want %q", n, got, c.AllReduceAlgorithm(dsl.F32, Sum, n), want)
-			}
-			src, err := c.Alloc(dsl.F32, n*g)
-			if err != nil {
-				return err
-			}
-			if in, err = e.fill(src); err != nil {
-				return err
-			}
-			if err := c.ReduceScatter(ctx, a, src, Max); err != nil {
-				return err
-			}
-			if err := e.expect("ReduceScatter", a, func(r, i int) float64 { return reduce(Max, dsl.F32, in, r*n+i) }); err != nil {
-				return err
-			}
-			if got := c.LastAlgorithm(); got != "nvshmem_reducescatter_ring_max" {
-				return fmt.Errorf("ReduceScatter ran %q", got)
-			}
-			if in, err = e.fill(a); err != nil {
-				return err
-			}
-			if err := c.AllGather(ctx, src, a); err != nil {
-				return err
-			}
-			if err := e.expect("AllGather", src, func(_, i int) float64 { return in[i/n][i%n] }); err != nil {
-				return err
-			}
-			if got := c.LastAlgorithm(); got != "nvshmem_allgather_ring" {
-				return fmt.Errorf("AllGather ran %q", got)
-			}
-		}
-		return nil
-	})
+				return nil
+			})
+		})
+	}
 }
 
 // TestFlatRefusedAcrossNodes asks a 2x2 Comm for a flat peer-to-peer kernel (the two-shot
 // all-reduce, and Broadcast, which has only flat kernels): both are refused with an error
-// naming the ranks out of reach, and AllReduce picks the hierarchical kernel.
+// naming the ranks out of reach, and AllReduce picks the hierarchical kernel; with
+// Options.Algorithm flat, AllReduce, ReduceScatter and AllGather are refused likewise.
 func TestFlatRefusedAcrossNodes(t *testing.T) {
 	ctx := context.Background()
+	flat := testOpts
+	flat.Algorithm = AlgFlat
+	runAcross(t, 2, 2, false, 0, flat, func(e *rankEnv) error {
+		c := e.c
+		a, err := c.Alloc(dsl.F32, 6)
+		if err != nil {
+			return err
+		}
+		all, err := c.Alloc(dsl.F32, 24)
+		if err != nil {
+			return err
+		}
+		want := fmt.Sprintf("ranks 2-3 are on other nodes than rank %d", c.Rank())
+		if c.Rank() >= 2 {
+			want = fmt.Sprintf("ranks 0-1 are on other nodes than rank %d", c.Rank())
+		}
+		for what, err := range map[string]error{"AllReduce": c.AllReduce(ctx, a, Sum), "ReduceScatter": c.ReduceScatter(ctx, a, all, Sum), "AllGather": c.AllGather(ctx, all, a)} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				return fmt.Errorf("%s with Options.Algorithm flat on 2x2: error %v, want one naming %q", what, err, want)
+			}
+		}
+		if got := c.AllReduceAlgorithm(dsl.F32, Sum, 6); got != "" {
+			return fmt.Errorf("AllReduceAlgorithm with Options.Algorithm flat on 2x2 = %q, want none", got)
+		}
+		return nil
+	})
 	runAcross(t, 2, 2, false, 0, testOpts, func(e *rankEnv) error {
 		c := e.c
 		b, err := c.Alloc(dsl.F32, 64)

@@ -14,6 +14,9 @@ import (
 
 var errClosed = errors.New("collectives: the Comm is closed")
 
+// flatAlgorithm names the flat algorithm in flatCheck's error (Options.Algorithm flat).
+const flatAlgorithm = "the flat algorithm (Options.Algorithm)"
+
 // call is one collective call as every rank must make it. Its launches carry it (on the
 // emulator), so that ranks that disagree on it fail, each naming the ranks that differ.
 type call struct {
@@ -161,7 +164,8 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 
 // AllReduceAlgorithm returns the kernel AllReduceTo would run for n elements of dt.
 //
-// Across nodes (Topology().Nodes > 1) the cost model (Options.CostModel) chooses:
+// Across nodes (Topology().Nodes > 1), or anywhere with Options.Algorithm, the cost model
+// (Options.CostModel) or Options.Algorithm chooses:
 // hier_allreduce (in-node reduce-scatter, exchange between nodes, in-node all-gather) or
 // the NVSHMEM ring (nvshmem_reducescatter_ring+nvshmem_allgather_ring, which needs n to be a
 // multiple of NumGPUs and at most kernels.CollMaxGPUs ranks; else hierarchical runs).
@@ -177,11 +181,16 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
-	if c.node.topo.Nodes > 1 {
-		if c.acrossCheck("AllReduce", dt) != nil || checkOp(op) != nil || n < 1 {
+	if n < 1 {
+		return ""
+	}
+	if p := c.allReducePlanAcross(dt, n); p.alg != AlgFlat {
+		if c.acrossCheck("AllReduce", dt) != nil || checkOp(op) != nil {
 			return ""
 		}
-		return acrossName(AllReduceCollective, c.allReducePlanAcross(dt, n), op, dt)
+		return acrossName(AllReduceCollective, p, op, dt)
+	} else if c.node.topo.Nodes > 1 {
+		return "" // Options.Algorithm flat: refused across nodes
 	}
 	p, err := c.allReducePlan(dt, op, n, false)
 	if err != nil {
@@ -206,12 +215,15 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	if dst.dt != src.dt || dst.n != src.n {
 		return fmt.Errorf("collectives: AllReduce: dst holds %d %s, src %d %s", dst.n, dst.dt, src.n, src.dt)
 	}
-	if c.node.topo.Nodes > 1 {
+	if p := c.allReducePlanAcross(src.dt, src.n); p.alg != AlgFlat {
 		if err := c.acrossCheck("AllReduce", src.dt); err != nil {
 			return err
 		}
 		cl := &call{what: "AllReduce", dt: src.dt, n: src.n, op: op, reduces: true, root: -1, inPlace: dst == src}
-		return c.allReduceAcross(ctx, cl, c.allReducePlanAcross(src.dt, src.n), dst, src, op)
+		return c.allReduceAcross(ctx, cl, p, dst, src, op)
+	}
+	if err := c.flatCheck("AllReduce", flatAlgorithm); err != nil {
+		return err
 	}
 	p, err := c.allReducePlan(src.dt, op, src.n, dst == src)
 	if err != nil {
@@ -348,16 +360,18 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src *Buffer, op Op) error
 		return fmt.Errorf("collectives: ReduceScatter: src must hold %d parts of dst's %d %s in another buffer (dst %d %s, src %d %s)", c.g, dst.n, dst.dt, dst.n, dst.dt, src.n, src.dt)
 	}
 	cl := &call{what: "ReduceScatter", dt: dst.dt, n: dst.n, op: op, reduces: true, root: -1}
-	if c.node.topo.Nodes > 1 {
+	if p := c.reduceScatterPlanAcross(dst.dt, dst.n); p.alg != AlgFlat {
 		if err := c.acrossCheck("ReduceScatter", dst.dt); err != nil {
 			return err
 		}
-		p := c.reduceScatterPlanAcross(dst.dt, dst.n)
 		c.logPlan(ctx, cl.what, p)
 		if p.alg == AlgNVSHMEMRing {
 			return c.ringReduceScatter(ctx, cl, dst, src, op)
 		}
 		return c.hierLaunch(ctx, cl, kernels.FamilyHierReduceScatter, op, src, dst, dst.n, src.n)
+	}
+	if err := c.flatCheck("ReduceScatter", flatAlgorithm); err != nil {
+		return err
 	}
 	if isFP8(dst.dt) {
 		if err := c.fp8Check("ReduceScatter", kernels.FamilyMMReduceScatter, dst.dt, op); err != nil {
@@ -381,11 +395,13 @@ func (c *Comm) ReduceScatterAlgorithm(dt dsl.Type, op Op, m int) string {
 	if checkOp(op) != nil || m < 1 || !supported(dt) {
 		return ""
 	}
-	if c.node.topo.Nodes > 1 {
+	if p := c.reduceScatterPlanAcross(dt, m); p.alg != AlgFlat {
 		if c.acrossCheck("ReduceScatter", dt) != nil {
 			return ""
 		}
-		return acrossName(ReduceScatterCollective, c.reduceScatterPlanAcross(dt, m), op, dt)
+		return acrossName(ReduceScatterCollective, p, op, dt)
+	} else if c.node.topo.Nodes > 1 {
+		return "" // Options.Algorithm flat: refused across nodes
 	}
 	if isFP8(dt) && c.fp8Check("ReduceScatter", kernels.FamilyMMReduceScatter, dt, op) != nil {
 		return ""
@@ -424,16 +440,18 @@ func (c *Comm) AllGather(ctx context.Context, dst, src *Buffer) error {
 		return fmt.Errorf("collectives: AllGather: dst must hold %d parts of src's %d %s in another buffer (dst %d %s)", c.g, src.n, src.dt, dst.n, dst.dt)
 	}
 	cl := &call{what: "AllGather", dt: src.dt, n: src.n, root: -1}
-	if c.node.topo.Nodes > 1 {
+	if p := c.allGatherPlanAcross(src.dt, src.n); p.alg != AlgFlat {
 		if err := c.acrossCheck("AllGather", src.dt); err != nil {
 			return err
 		}
-		p := c.allGatherPlanAcross(src.dt, src.n)
 		c.logPlan(ctx, cl.what, p)
 		if p.alg == AlgNVSHMEMRing {
 			return c.ringAllGather(ctx, cl, dst, src)
 		}
 		return c.hierLaunch(ctx, cl, kernels.FamilyHierAllGather, 0, src, dst, src.n, dst.n)
+	}
+	if err := c.flatCheck("AllGather", flatAlgorithm); err != nil {
+		return err
 	}
 	return c.allGather(ctx, cl, dst, src)
 }
@@ -452,11 +470,13 @@ func (c *Comm) AllGatherAlgorithm(dt dsl.Type, n int) string {
 	if n < 1 || !supported(dt) {
 		return ""
 	}
-	if c.node.topo.Nodes > 1 {
+	if p := c.allGatherPlanAcross(dt, n); p.alg != AlgFlat {
 		if c.acrossCheck("AllGather", dt) != nil {
 			return ""
 		}
-		return acrossName(AllGatherCollective, c.allGatherPlanAcross(dt, n), 0, dt)
+		return acrossName(AllGatherCollective, p, 0, dt)
+	} else if c.node.topo.Nodes > 1 {
+		return "" // Options.Algorithm flat: refused across nodes
 	}
 	switch {
 	case c.mc && n*dt.Bytes()%4 == 0:

@@ -88,14 +88,14 @@ func (c *Comm) Topology() Topology { return c.node.topo }
 // NodeRank returns this rank's node and its index among the node's GPUs.
 func (c *Comm) NodeRank() (node, local int) { return c.node.index, c.node.local }
 
-// flatCheck refuses a single-node (flat) kernel on a topology of several nodes: it would
-// dereference peer pointers of ranks on other nodes.
-func (c *Comm) flatCheck(what string, fam kernels.Family) error {
+// flatCheck refuses a single-node (flat) kernel, or the flat algorithm, on a topology of
+// several nodes: it would dereference peer pointers of ranks on other nodes.
+func (c *Comm) flatCheck(what, kernel string) error {
 	if c.node.topo.Nodes == 1 {
 		return nil
 	}
-	return fmt.Errorf("collectives: %s: %s is a single-node kernel, but ranks %s are on other nodes than rank %d (topology %v; no peer pointer reaches them); the hierarchical and NVSHMEM ring algorithms run across nodes",
-		what, fam, rankList(c.node.remote), c.rank, c.node.topo)
+	return fmt.Errorf("collectives: %s: %s runs on one node only, but ranks %s are on other nodes than rank %d (topology %v; no peer pointer reaches them); the hierarchical and NVSHMEM ring algorithms run across nodes",
+		what, kernel, rankList(c.node.remote), c.rank, c.node.topo)
 }
 
 // logTopology logs the topology: at info level across nodes, at debug level on one node.
