@@ -108,12 +108,16 @@ type Comm struct {
 	mc    bool  // multimem algorithms in use
 	mcWhy error // why not
 
-	node      node // the topology and this rank's place in it
-	cost      CostModel
-	hierSig   *sym   // the hierarchical kernels' rail signal words (several nodes only)
-	hierEpoch uint64 // hierarchical launches made on hierSig
-	ringSig   *sym   // the NVSHMEM ring kernels' signal word (several nodes only)
-	ringEpoch uint64 // ring launches made on ringSig
+	node node // the topology and this rank's place in it
+	cost CostModel
+	// hierScratch holds the hierarchical kernels' rail slots, apart from scratch: a rail
+	// peer may still read its ring slots in scratch when this GPU's next hierarchical
+	// launch puts into its slots.
+	hierScratch *sym
+	hierSig     *sym   // the hierarchical kernels' rail signal words (several nodes only)
+	hierEpoch   uint64 // hierarchical launches made on hierSig
+	ringSig     *sym   // the NVSHMEM ring kernels' signal word (several nodes only)
+	ringEpoch   uint64 // ring launches made on ringSig
 
 	pads     *sym // p2p signal pads
 	padEpoch uint32

@@ -91,8 +91,12 @@ func (c *Comm) logPlan(ctx context.Context, what string, p plan) {
 // shards of shard elements, total elements in all.
 func (c *Comm) hierLaunch(ctx context.Context, cl *call, fam kernels.Family, op Op, in, out *Buffer, shard, total int) error {
 	dt := in.dt
-	if err := c.ensureScratch(ctx, cl, 4*kernels.HierScratchWords(c.node.topo.Nodes, shard)); err != nil {
-		return err
+	if bytes := 4 * kernels.HierScratchWords(c.node.topo.Nodes, shard); c.hierScratch == nil || c.hierScratch.bytes() < bytes {
+		s, err := c.alloc(ctx, max(bytes, 64<<10), false)
+		if err != nil {
+			return cl.wrap(err)
+		}
+		c.hierScratch = s
 	}
 	id := kernels.ID{Family: fam, DType: dt}
 	if fam != kernels.FamilyHierAllGather {
@@ -102,7 +106,7 @@ func (c *Comm) hierLaunch(ctx context.Context, cl *call, fam kernels.Family, op 
 	n := c.node
 	err := c.launch(ctx, cl, id, c.blocks((shard+vec-1)/vec), launch.Hier{
 		In: in.s.at(dt), Out: out.s.at(dt), Ins: in.s.table(), Outs: out.s.table(),
-		Scratch: c.scratch.at(ptx.B32), Sig: c.hierSig.at(dsl.U64), Pads: c.pads.table(),
+		Scratch: c.hierScratch.at(ptx.B32), Sig: c.hierSig.at(dsl.U64), Pads: c.pads.table(),
 		Rank: uint32(n.local), NGPUs: uint32(n.topo.GPUsPerNode), Node: uint32(n.index), Nodes: uint32(n.topo.Nodes),
 		Shard: uint32(shard), Total: uint32(total), Epoch: c.padEpoch, SigEpoch: c.hierEpoch})
 	if err != nil {
