@@ -317,3 +317,54 @@ func TestNodeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestChoiceFollowsCostModel checks, without launching, the kernel AllReduceAlgorithm,
+// ReduceScatterAlgorithm and AllGatherAlgorithm name for sizes from 1 element to 2^26 on
+// each topology against the cost model's choice: flat on one node (the size rules then pick
+// the kernel), the hierarchical kernels for hierarchical, the rings for nvshmem_ring. A
+// model that chooses nothing (a network of zero bandwidth) runs hierarchical.
+func TestChoiceFollowsCostModel(t *testing.T) {
+	broken := H100CostModel()
+	broken.Network.Bandwidth = 0
+	for _, tp := range acrossTopologies {
+		for _, m := range []*CostModel{nil, &broken} {
+			o := testOpts
+			o.CostModel = m
+			runAcross(t, tp.nodes, tp.local, false, 0, o, func(e *rankEnv) error {
+				c, g := e.c, e.c.NumGPUs()
+				for n := 1; n <= 1<<26; n *= 4 {
+					for _, dt := range []dsl.Type{dsl.F32, dsl.BF16} {
+						b := n * dt.Bytes()
+						for _, x := range []struct {
+							coll  Collective
+							bytes int
+							got   string
+							hier  string
+							ring  string
+						}{
+							{AllReduceCollective, b, c.AllReduceAlgorithm(dt, Sum, n), "hier_allreduce_sum", "nvshmem_reducescatter_ring_sum+nvshmem_allgather_ring"},
+							{ReduceScatterCollective, g * b, c.ReduceScatterAlgorithm(dt, Sum, n), "hier_reducescatter_sum", "nvshmem_reducescatter_ring_sum"},
+							{AllGatherCollective, g * b, c.AllGatherAlgorithm(dt, n), "hier_allgather", "nvshmem_allgather_ring"},
+						} {
+							a, _ := c.cost.Choose(x.coll, c.Topology(), int64(x.bytes))
+							want := x.hier
+							switch {
+							case c.Topology().Nodes == 1:
+								if a != AlgFlat || strings.HasPrefix(x.got, "hier_") || strings.HasPrefix(x.got, "nvshmem_") || x.got == "" {
+									return fmt.Errorf("%v %s of %d %s: the model chose %q, the Comm %q; want flat kernels", c.Topology(), x.coll, n, dt, a, x.got)
+								}
+								continue
+							case a == AlgNVSHMEMRing && (x.coll != AllReduceCollective || n%g == 0) && (x.coll == AllGatherCollective || g <= kernels.CollMaxGPUs):
+								want = x.ring
+							}
+							if x.got != want {
+								return fmt.Errorf("%v %s of %d %s: the model chose %q, the Comm %q; want %q", c.Topology(), x.coll, n, dt, a, x.got, want)
+							}
+						}
+					}
+				}
+				return nil
+			})
+		}
+	}
+}
