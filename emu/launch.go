@@ -415,6 +415,9 @@ func (l *launch) run() error {
 			}
 		}
 		if l.steps-l.lastProg > l.budget {
+			if l.skipToNext() { // spinning on data in flight: move the clock to its arrival
+				return l.err
+			}
 			return l.stuck(KindNoProgress, fmt.Sprintf("no progress after %d steps (warp-instructions without a store, atomic, barrier, exit or completed extern call): warps spinning", l.budget))
 		}
 		return nil

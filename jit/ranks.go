@@ -613,6 +613,12 @@ func (w *world) failRank(rank int, err error) {
 	if errors.Is(err, errStopped) {
 		return
 	}
+	// A fault of a gathered launch comes back to every rank: it is the rank of the GPU
+	// whose thread faulted that failed.
+	var ee *emu.Error
+	if errors.As(err, &ee) && ee.Instr != "" && ee.GPU >= 0 && ee.GPU < w.n {
+		rank = ee.GPU
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.failLocked(&RankError{Rank: rank, ExitCode: 1, Err: err})

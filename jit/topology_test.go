@@ -176,6 +176,10 @@ func TestRemoteNodeAccess(t *testing.T) {
 			if ee.Kind != emu.KindRemoteNode || ee.GPU != 1 {
 				t.Errorf("kind %q on GPU %d, want %q on GPU 1", ee.Kind, ee.GPU, emu.KindRemoteNode)
 			}
+			var re *RankError
+			if !errors.As(err, &re) || re.Rank != 1 {
+				t.Errorf("the failure is not rank 1's: %v", err)
+			}
 		})
 	}
 }
@@ -351,6 +355,38 @@ func TestNodeMulticast(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Kind != emu.KindMulticast || !strings.Contains(err.Error(), "span 2 nodes") ||
 			!strings.Contains(err.Error(), fmt.Sprintf("topology_test.go:%d", line+2)) {
 			t.Errorf("multimem on the world's multicast address over 2 nodes: %v", err)
+		}
+	}
+}
+
+// TestGPUNode: a GPU rank's node comes from GROUP_RANK, else RANK/LOCAL_WORLD_SIZE; a
+// RanksOptions.Nodes that disagrees with WORLD_SIZE/LOCAL_WORLD_SIZE is an error.
+func TestGPUNode(t *testing.T) {
+	for _, c := range []struct {
+		group, local string
+		nodes, rank  int
+		want         int
+		err          string
+	}{
+		{"", "", 0, 5, 0, ""},
+		{"", "4", 0, 5, 1, ""},
+		{"3", "4", 0, 5, 3, ""},
+		{"", "4", 2, 7, 1, ""},
+		{"", "4", 4, 7, 0, "wants 4 nodes"},
+		{"", "x", 0, 1, 0, "LOCAL_WORLD_SIZE"},
+		{"-1", "4", 0, 1, 0, "GROUP_RANK"},
+	} {
+		t.Setenv("GROUP_RANK", c.group)
+		t.Setenv("LOCAL_WORLD_SIZE", c.local)
+		got, err := gpuNode(c.nodes, Rendezvous{Rank: c.rank, WorldSize: 8})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: %d, %v; want an error naming %q", c, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%+v: node %d, %v; want %d", c, got, err, c.want)
 		}
 	}
 }

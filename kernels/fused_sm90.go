@@ -134,6 +134,10 @@ func fusedSM90Begin(k *dsl.Kernel, cfg GemmSM90Config, what string) bool {
 		k.Errorf("%s: %v", what, err)
 		return false
 	}
+	if cfg.FP8() { // gemm_sm90's fp8 B is N x K; the fused kernels' hosts build K x N maps
+		k.Errorf("%s: %s inputs: the fused sm_90a kernels take f16 or bf16", what, cfg.In)
+		return false
+	}
 	if k.Target() != ptx.SM90a {
 		k.Errorf("%s: wgmma and setmaxnreg need sm_90a; the kernel targets %s", what, k.Target())
 		return false

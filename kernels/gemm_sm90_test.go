@@ -56,11 +56,12 @@ func TestGemmSM90Misuse(t *testing.T) {
 var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
 
 // TestGemmSM90Ptxas assembles every configuration GemmSM90For can pick (bf16 -> bf16, f16
-// -> f32) with ptxas -v: no spills, and no performance warning (setmaxnreg ignored, a
-// warpgroup.wait injected before a wgmma result is read).
+// -> f32, e4m3 -> bf16) with ptxas -v: no spills, and no performance warning (setmaxnreg
+// ignored, a warpgroup.wait injected before a wgmma result is read).
 func TestGemmSM90Ptxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
 	cfgs := append(GemmSM90Candidates(dsl.BF16, dsl.BF16), GemmSM90Candidates(dsl.F16, dsl.F32)...)
+	cfgs = append(cfgs, GemmSM90Candidates(dsl.E4M3, dsl.BF16)...)
 	for _, cfg := range cfgs {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		GemmSM90(k, cfg)

@@ -27,7 +27,7 @@ import (
 func runGemm(args []string) error {
 	fs := flag.NewFlagSet("gemm", flag.ExitOnError)
 	sizes := fs.String("sizes", "4096,8192", "problems: N (N^3) or MxNxK, comma-separated")
-	dtype := fs.String("dtype", "bf16", "input and output type: bf16 or f16")
+	dtype := fs.String("dtype", "bf16", "input and output type: bf16 or f16; e4m3 (with -sm90): e4m3 inputs, B N x K, bf16 out")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
 	dir := fs.String("dir", "", "write a, b, d and kgen.json per problem here for torch_gemm.py")
 	cfg := kernels.DefaultGemmConfig(dsl.BF16)
@@ -60,8 +60,13 @@ func runGemm(args []string) error {
 	case "f16":
 		cfg.In, cfg.Out = dsl.F16, dsl.F16
 		h.In, h.Out = dsl.F16, dsl.F16
+	case "e4m3":
+		if !*sm90 {
+			return fmt.Errorf("-dtype e4m3 needs -sm90 (the mma.sync gemm takes 16-bit inputs)")
+		}
+		h.In, h.Out = dsl.E4M3, dsl.BF16
 	default:
-		return fmt.Errorf("-dtype %q: want bf16 or f16", *dtype)
+		return fmt.Errorf("-dtype %q: want bf16, f16 or e4m3", *dtype)
 	}
 	d, err := jit.Open(0)
 	if err != nil {
@@ -124,6 +129,9 @@ type gemmRecord struct {
 
 // benchGemm times one problem: the mma.sync gemm of cfg, or gemm_sm90 of hp when not nil.
 func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config, m, n, k, reps int, dir string) error {
+	if hp != nil && hp.FP8() {
+		return benchGemmFP8(d, *hp, m, n, k, reps, dir)
+	}
 	if m%8 != 0 || n%8 != 0 || k%8 != 0 {
 		cfg.Aligned = false
 	}

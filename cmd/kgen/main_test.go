@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/internal/tooltest"
+	"github.com/kgen-dev/kgen/jit"
 )
 
 func kgen(args ...string) (code int, stdout, stderr string) {
@@ -109,6 +110,18 @@ func TestRunNodes(t *testing.T) {
 			t.Errorf("kgen run %v: exit %d, want %q in: %s %s", c.args, code, c.want, out, errs)
 		}
 	}
+	// The environment's form, as kgen launch --nodes passes it on.
+	t.Setenv(jit.EmuNodesEnv, "2")
+	t.Setenv(jit.EmuNetworkEnv, "5us,2e9")
+	if code, out, errs := kgen("run", "nvshmem_ring_signal", "--ranks", "4", "--size", "404"); code != 0 || !strings.Contains(out, "in 2 nodes") {
+		t.Errorf("%s=2: exit %d: %s %s", jit.EmuNodesEnv, code, out, errs)
+	}
+	t.Setenv(jit.EmuNetworkEnv, "fast")
+	if code, _, errs := kgen("run", "nvshmem_ring_signal", "--ranks", "4"); code != 2 || !strings.Contains(errs, jit.EmuNetworkEnv) {
+		t.Errorf("%s=fast: exit %d: %s", jit.EmuNetworkEnv, code, errs)
+	}
+	t.Setenv(jit.EmuNodesEnv, "")
+	t.Setenv(jit.EmuNetworkEnv, "")
 	for _, c := range []struct {
 		args []string
 		want []string

@@ -35,8 +35,8 @@ func runRun(e *env, args []string) error {
 	cols := fs.Int("cols", 0, "row kernels: the row length; the rows: --rows, or --size / the row's bytes, or one")
 	rows := fs.Int("rows", 0, "row kernels, with --cols: the number of rows (in place of --size)")
 	exact := fs.Bool("exact", false, "run KERNEL itself, not the row kernel the host would pick for the shape")
-	nodes := fs.Int("nodes", 1, "split the simulated GPUs into this many nodes: peer and multicast addresses reach one node, NVSHMEM operations between nodes arrive late")
-	network := fs.String("network", "", "with --nodes: the network between nodes, LATENCY,BYTES_PER_SECOND (default "+emuNetDefault()+")")
+	nodes := fs.Int("nodes", 0, "split the simulated GPUs into this many nodes: peer and multicast addresses reach one node, NVSHMEM operations between nodes arrive late (default $"+jit.EmuNodesEnv+", else 1)")
+	network := fs.String("network", "", "with --nodes: the network between nodes, LATENCY,BYTES_PER_SECOND (default $"+jit.EmuNetworkEnv+", else "+emuNetDefault()+")")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -55,6 +55,11 @@ func runRun(e *env, args []string) error {
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)
 	}
+	if *nodes == 0 { // the environment's, as jit.RunRanks takes it
+		if *nodes, err = jit.EmuNodes(); err != nil {
+			return &usageError{err.Error()}
+		}
+	}
 	if *nodes < 1 || *ranks%*nodes != 0 {
 		return usagef("--nodes %d: --ranks %d do not split into %d nodes of equal size", *nodes, *ranks, *nodes)
 	}
@@ -68,6 +73,10 @@ func runRun(e *env, args []string) error {
 		}
 		if net, err = jit.ParseNetwork(*network); err != nil {
 			return usagef("--network %q: %v", *network, err)
+		}
+	} else if *nodes > 1 {
+		if net, err = jit.EmuNetwork(); err != nil {
+			return &usageError{err.Error()}
 		}
 	}
 	if *size < 0 || *size > maxRunSize {

@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/nvshmem"
+	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 )
 
 // TestPutSignalAcrossNodes: PE 0 sends parts slots of m words to PE 1 on the other node
@@ -70,26 +71,36 @@ func TestPutSignalAcrossNodes(t *testing.T) {
 				vals[i] = uint32(i/m*1000 + i%m)
 			}
 			emu.WriteSlice(s, srcM.On(0), vals)
-			start := s.Now()
-			if err := s.Launch(emu.Launch{Module: mod, Entry: "k", GPUs: s.All(), Grid: emu.D1(1), Block: emu.D1(64),
-				ArgsFor: func(g int) []any { return []any{dataM.On(g), srcM.On(g), sigM.On(g), outM.On(g)} }}); err != nil {
-				t.Fatal(err)
-			}
-			got, _ := emu.ReadSlice[uint32](s, outM.On(1), 3)
-			if got[0] != 0 {
-				t.Errorf("slot %d was incomplete after its signal", got[0]-1)
-			}
-			if got[1] != 1 || got[2] != 1 {
-				t.Errorf("before anything could arrive PE 1 saw signal %d and data[0] %d, want 0 and 0 (delivered late)", int(got[1])-1, int(got[2])-1)
-			}
-			if p := e.Pending(); p != 0 {
-				t.Errorf("%d operations still pending after quiet", p)
-			}
-			busy, lat := s.Network().Steps(4*m + 8)
-			if d := s.Now() - start; d < lat+busy {
-				t.Errorf("the launch took %d steps, less than one transfer's %d", d, lat+busy)
+			for _, opt := range []emu.Options{{}, {Weak: true, Seed: 1}, {Weak: true, Seed: 7}, {Seed: 11}} {
+				emu.WriteSlice(s, dataM.On(1), make([]uint32, parts*m))
+				emu.WriteSlice(s, sigM.On(1), []uint64{0})
+				emu.WriteSlice(s, outM.On(1), []uint32{0, 0, 0})
+				start := s.Now()
+				if err := s.Launch(emu.Launch{Module: mod, Entry: "k", GPUs: s.All(), Grid: emu.D1(1), Block: emu.D1(64), Options: opt,
+					ArgsFor: func(g int) []any { return []any{dataM.On(g), srcM.On(g), sigM.On(g), outM.On(g)} }}); err != nil {
+					t.Fatalf("%+v: %v", opt, err)
+				}
+				checkPutSignal(t, s, e, outM.On(1), start, m, opt)
 			}
 		})
+	}
+}
+
+func checkPutSignal(t *testing.T, s *emu.System, e *shmemu.Emulator, out uint64, start int64, m int, opt emu.Options) {
+	t.Helper()
+	got, _ := emu.ReadSlice[uint32](s, out, 3)
+	if got[0] != 0 {
+		t.Errorf("%+v: slot %d was incomplete after its signal", opt, got[0]-1)
+	}
+	if got[1] != 1 || got[2] != 1 {
+		t.Errorf("%+v: before anything could arrive PE 1 saw signal %d and data[0] %d, want 0 and 0 (delivered late)", opt, int(got[1])-1, int(got[2])-1)
+	}
+	if p := e.Pending(); p != 0 {
+		t.Errorf("%+v: %d operations still pending after quiet", opt, p)
+	}
+	busy, lat := s.Network().Steps(4*m + 8)
+	if d := s.Now() - start; d < lat+busy {
+		t.Errorf("%+v: the launch took %d steps, less than one transfer's %d", opt, d, lat+busy)
 	}
 }
 
@@ -200,5 +211,65 @@ func TestNetworkSettings(t *testing.T) {
 	}
 	if err := s.SetNodes(3); err == nil || fmt.Sprint(err) == "" {
 		t.Errorf("2 GPUs on 3 nodes: %v", err)
+	}
+}
+
+// TestFenceAcrossNodes: PE 0 puts a block of data to PE 1 on the other node, fences, and
+// sets a flag there with nvshmem_p; PE 1 spins on the flag with plain acquire loads (no
+// NVSHMEM wait, so the delivery must come while it spins) and then finds all the data.
+func TestFenceAcrossNodes(t *testing.T) {
+	const n = 512
+	k := dsl.New("k")
+	data, src, flag, out := k.PtrParam("data", dsl.U32), k.PtrParam("src", dsl.U32), k.PtrParam("flag", dsl.U32), k.PtrParam("out", dsl.U32)
+	me := nvshmem.MyPE(k)
+	t0 := k.ThreadIdx(dsl.X).Eq(0)
+	k.If(me.Eq(0).And(t0), func() {
+		nvshmem.PutNBI(k, nvshmem.Thread, nvshmem.SpanOf(data, n), nvshmem.SpanOf(src, n), 1)
+		nvshmem.Fence(k)
+		nvshmem.P(k, flag, uint32(1), 1)
+		nvshmem.Quiet(k)
+	})
+	k.If(me.Eq(1).And(t0), func() {
+		k.WaitUntil(flag, dsl.Ge, uint32(1), dsl.Acquire(dsl.System))
+		k.For(k.Const(dsl.U32, 0), uint32(n), 1, func(j dsl.Value) {
+			k.If(k.Load(data.At(j)).Ne(j.Add(uint32(5))), func() { k.Store(out, j.Add(uint32(1))) })
+		})
+	})
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, e := nodeSystem(t, 2, 2)
+	dataM, _ := s.MallocSymmetric(4 * n)
+	srcM, _ := s.MallocSymmetric(4 * n)
+	flagM, _ := s.MallocSymmetric(4)
+	outM, _ := s.MallocSymmetric(4)
+	vals := make([]uint32, n)
+	for i := range vals {
+		vals[i] = uint32(i + 5)
+	}
+	emu.WriteSlice(s, srcM.On(0), vals)
+	for _, opt := range []emu.Options{{}, {Weak: true, Seed: 4}, {StepBudget: 5000}} {
+		// With a progress budget far below the latency, the spinning target is not reported
+		// as stuck: the clock moves to the flag's arrival.
+		net := emu.DefaultNetwork
+		if opt.StepBudget > 0 {
+			net.Latency = time.Millisecond
+		}
+		if err := s.SetNetwork(net); err != nil {
+			t.Fatal(err)
+		}
+		emu.WriteSlice(s, dataM.On(1), make([]uint32, n))
+		emu.WriteSlice(s, flagM.On(1), []uint32{0})
+		if err := s.Launch(emu.Launch{Module: mod, Entry: "k", GPUs: s.All(), Grid: emu.D1(1), Block: emu.D1(32), Options: opt,
+			ArgsFor: func(g int) []any { return []any{dataM.On(g), srcM.On(g), flagM.On(g), outM.On(g)} }}); err != nil {
+			t.Fatalf("%+v: %v", opt, err)
+		}
+		if got, _ := emu.ReadSlice[uint32](s, outM.On(1), 1); got[0] != 0 {
+			t.Errorf("%+v: data[%d] missing when the flag put after the fence was seen", opt, got[0]-1)
+		}
+		if e.Pending() != 0 {
+			t.Errorf("%+v: %d pending", opt, e.Pending())
+		}
 	}
 }

@@ -20,13 +20,15 @@ import (
 // hook: the PEs are the simulated GPUs, the symmetric heap is emu's symmetric allocations.
 //
 // Semantics:
-//   - Blocking puts, gets, p, g, abi.AMOs and signal operations take effect when called; put
-//     with signal writes the data, then updates the signal.
-//   - Non-blocking puts (put_nbi, put_signal_nbi) copy their source when issued and are
-//     delivered later, in issue order per PE, with the signal after its data: at the
-//     issuing PE's quiet, fence, barrier or barrier_all, or whenever some NVSHMEM call of
-//     any PE has to wait (the progress NVSHMEM guarantees); Quiet on the host delivers what
-//     a kernel left. get_nbi completes when called.
+//   - Between PEs of one node: blocking puts, gets, p, g, abi.AMOs and signal operations take
+//     effect when called; put with signal writes the data, then updates the signal.
+//   - Between PEs of different nodes, operations travel over the System's emu.Network and
+//     arrive late, in order per pair of PEs (network.go).
+//   - Non-blocking puts within a node (put_nbi, put_signal_nbi) copy their source when
+//     issued and are delivered later, in issue order per PE, with the signal after its
+//     data: at the issuing PE's quiet, fence, barrier or barrier_all, or whenever some
+//     NVSHMEM call of any PE has to wait (the progress NVSHMEM guarantees); Quiet on the
+//     host delivers what a kernel left. get_nbi completes when called.
 //   - abi.Warp and block operations wait until every thread of the warp or block has called them
 //     (as their NVSHMEM forms synchronise the group), run once, and release the group.
 //   - barrier_all, sync_all, barrier, team_sync and the collectives (reduce, reducescatter, fcollect,
@@ -37,9 +39,9 @@ import (
 //   - Teams: world holds every PE; shared and node hold the PEs of the calling PE's node
 //     (emu.System.SetNodes; one node by default). nvshmem_ptr returns the peer address of
 //     a PE's copy on the same node and NULL for a PE of another node; nvshmemx_mc_ptr
-//     returns the multicast address (which reaches the node's copies) for the node and
-//     shared teams, and for the world team when it is one node; NULL otherwise, or when
-//     NoMulticast is set (as on a machine with NVSHMEM_DISABLE_NVLS=1). Puts, gets,
+//     returns the node's multicast address (emu.Symmetric.NodeMulticast) for the node and
+//     shared teams, the world's for the world team when it is one node; NULL otherwise, or
+//     when NoMulticast is set (as on a machine with NVSHMEM_DISABLE_NVLS=1). Puts, gets,
 //     signals and atomics reach every PE.
 //
 // A launch that fails can leave collectives half matched; call Reset before the next.

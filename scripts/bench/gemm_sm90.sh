@@ -11,9 +11,13 @@
 # 2) the issue's shapes M in {128, 1024, 8192} x (N, K) in {(4096, 4096), (14336, 4096),
 #    (4096, 14336)} and 8192^3 with GemmSM90For's pick, each timed against cuBLAS in this call
 #    (torch_gemm.py) and compared element by element;
-# 3) SWEEP=1 (default): every candidate configuration at those shapes, kgen timing only;
+# 3) every candidate configuration at those shapes, kgen timing only (step "sweep");
+# 4) e4m3 (B N x K, bf16 out) against torch._scaled_mm: odd shapes (step "odd8", stops on a
+#    failure), FP8SIZES (default 4096,8192) with GemmSM90For's pick (step "fp8"), and every
+#    candidate at FP8SIZES (step "sweep8");
 # then gemm_sm90_table.py's table. Inputs/outputs go to /tmp (hundreds of MB); logs to $OUT.
-# SIZES overrides step 2's shapes; STEPS (default "odd table sweep") picks steps.
+# SIZES overrides step 2's shapes; STEPS (default "odd table sweep odd8 fp8 sweep8") picks
+# steps.
 set -uo pipefail
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +27,8 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 if [ -x /opt/torch/.venv/bin/python ] && [ -z "${PYTHON:-}" ]; then py=/opt/torch/.venv/bin/python; fi
 sizes=${SIZES:-8192,128x4096x4096,128x14336x4096,128x4096x14336,1024x4096x4096,1024x14336x4096,1024x4096x14336,8192x4096x4096,8192x14336x4096,8192x4096x14336}
-steps=${STEPS:-odd table sweep}
+fp8sizes=${FP8SIZES:-4096,8192}
+steps=${STEPS:-odd table sweep odd8 fp8 sweep8}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$out/gpu.txt"
 status=0
 # step NAME SECONDS TORCH(0|1) gpubench-gemm-flags...: with TORCH=1 the inputs and D go to a
@@ -67,6 +72,30 @@ if [[ " $steps " == *" sweep "* ]]; then
 	for c in "${cands[@]}"; do
 		# shellcheck disable=SC2086
 		step "sweep-c$i" 120 0 -sm90 $c -sizes "$sizes" -reps 20
+		i=$((i + 1))
+	done
+fi
+if [[ " $steps " == *" odd8 "* ]]; then
+	# torch._scaled_mm takes K and N multiples of 16 only: the odd shapes it checks have
+	# such K and N (M odd); 64x8x16 and 200x136x80 get gpubench's sampled check.
+	step odd8 90 1 -sm90 -dtype e4m3 -sizes 200x144x80,257x528x304,1000x1040x1024 -reps 3
+	step odd8-sampled 60 0 -sm90 -dtype e4m3 -sizes 64x8x16,200x136x80 -reps 3
+	i=0
+	for c in "${cands[@]}"; do
+		# shellcheck disable=SC2086
+		step "odd8-c$i" 60 0 -sm90 -dtype e4m3 $c -sizes 64x8x16,200x136x80,1000x1032x1024 -reps 3
+		i=$((i + 1))
+	done
+	[ "$status" = 0 ] || { echo "status $status (stopped after the e4m3 odd shapes)"; exit $status; }
+fi
+if [[ " $steps " == *" fp8 "* ]]; then
+	step table8 150 1 -sm90 -dtype e4m3 -sizes "$fp8sizes" -reps 20
+fi
+if [[ " $steps " == *" sweep8 "* ]]; then
+	i=0
+	for c in "${cands[@]}"; do
+		# shellcheck disable=SC2086
+		step "sweep8-c$i" 90 0 -sm90 -dtype e4m3 $c -sizes "$fp8sizes" -reps 20
 		i=$((i + 1))
 	done
 fi

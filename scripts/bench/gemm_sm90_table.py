@@ -1,5 +1,5 @@
 """The table of gemm_sm90.sh: reads its logs in DIR and prints, per shape, cuBLAS's TFLOP/s
-(torch_gemm.py, same call), kgen's with kernels.GemmSM90For's pick (the `table` step) and
+(torch_gemm.py, same call), kgen's with kernels.GemmSM90For's pick (the `table*` steps) and
 the ratio, then every configuration the sweep timed and the best of them.
 
     python gemm_sm90_table.py DIR
@@ -15,12 +15,12 @@ TORCH = re.compile(r"^gemm (\d+x\d+x\d+) (\w+): kgen .*\| cuBLAS +([\d.]+) us +(
 
 
 def kgen_runs(path):
-    """(shape, kernel, TFLOP/s) of one gpubench log."""
+    """(shape and type, kernel, TFLOP/s) of one gpubench log."""
     runs, last = [], None
     for line in open(path):
         m = GEMM.match(line)
         if m:
-            last = (m.group(1), float(m.group(4)))
+            last = (m.group(1) + " " + m.group(2), float(m.group(4)))
             continue
         m = KERNEL.match(line)
         if m and last:
@@ -36,19 +36,21 @@ def main():
         for line in open(p):
             m = TORCH.match(line)
             if m:
-                cublas[m.group(1)] = float(m.group(4))
-                check[m.group(1)] = m.group(6)
+                key = m.group(1) + " " + m.group(2)
+                cublas[key] = float(m.group(4))
+                check[key] = m.group(6)
     picked = {}
-    p = os.path.join(d, "table.txt")
-    if os.path.exists(p):
+    for p in glob.glob(os.path.join(d, "table*.txt")):
+        if p.endswith("-torch.txt"):
+            continue
         for shape, kern, tf in kgen_runs(p):
             picked[shape] = (kern, tf)
     sweep = {}
-    for p in sorted(glob.glob(os.path.join(d, "sweep-*.txt"))):
+    for p in sorted(glob.glob(os.path.join(d, "sweep*-c*.txt"))):
         for shape, kern, tf in kgen_runs(p):
             sweep.setdefault(shape, []).append((tf, kern))
-    shapes = sorted(set(picked) | set(sweep), key=lambda s: [int(x) for x in s.split("x")])
-    print("| M x N x K | cuBLAS TFLOP/s | GemmSM90For's pick | kgen TFLOP/s | kgen/cuBLAS | D vs cuBLAS | best of the sweep | TFLOP/s | best/cuBLAS |")
+    shapes = sorted(set(picked) | set(sweep), key=lambda s: (s.split()[1], [int(x) for x in s.split()[0].split("x")]))
+    print("| M x N x K, input | cuBLAS TFLOP/s | GemmSM90For's pick | kgen TFLOP/s | kgen/cuBLAS | D vs cuBLAS | best of the sweep | TFLOP/s | best/cuBLAS |")
     print("|---|---|---|---|---|---|---|---|---|")
     for s in shapes:
         cb = cublas.get(s)
