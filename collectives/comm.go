@@ -119,10 +119,11 @@ type Comm struct {
 	// peer may still read its ring slots in scratch when this GPU's next hierarchical
 	// launch puts into its slots.
 	hierScratch *sym
-	hierSig     *sym   // the hierarchical kernels' rail signal words (several nodes only)
-	hierEpoch   uint64 // hierarchical launches made on hierSig
-	ringSig     *sym   // the NVSHMEM ring kernels' signal word (several nodes only)
-	ringEpoch   uint64 // ring launches made on ringSig
+	hierSig     *sym       // the hierarchical kernels' rail signal words (several nodes only)
+	hierEpoch   uint64     // hierarchical launches made on hierSig
+	ringSig     *sym       // the NVSHMEM ring kernels' signal word (several nodes only)
+	barrierBufs [2]*Buffer // Barrier across nodes: one word in, one per rank out
+	ringEpoch   uint64     // ring launches made on ringSig
 
 	pads     *sym // p2p signal pads
 	padEpoch uint32

@@ -228,3 +228,21 @@ func (c *Comm) acrossCheck(what string, dt dsl.Type) error {
 func hierFamily(f kernels.Family) bool {
 	return f == kernels.FamilyHierAllReduce || f == kernels.FamilyHierReduceScatter || f == kernels.FamilyHierAllGather
 }
+
+// barrierAcross is Barrier across nodes: hier_allgather of one s32 word per rank. A GPU
+// leaves it only after its node's GPUs have passed the second in-node barrier, each of which
+// waited for the signal of its rail peer on every other node, sent when that peer started:
+// so every rank has arrived.
+func (c *Comm) barrierAcross(ctx context.Context, cl *call) error {
+	if c.barrierBufs[0] == nil {
+		for i, n := range []int{1, c.g} {
+			s, err := c.alloc(ctx, 4*n, true)
+			if err != nil {
+				return cl.wrap(err)
+			}
+			c.barrierBufs[i] = &Buffer{c: c, s: s, dt: dsl.I32, n: n}
+		}
+	}
+	in, out := c.barrierBufs[0], c.barrierBufs[1]
+	return c.hierLaunch(ctx, cl, kernels.FamilyHierAllGather, 0, in, out, 1, c.g)
+}

@@ -368,3 +368,38 @@ func TestChoiceFollowsCostModel(t *testing.T) {
 		}
 	}
 }
+
+// TestBarrierAcrossNodes runs Barrier on 2x2 and 3x2 (hier_allgather of one word per rank)
+// between all-reduces on one Comm: the barriers and the all-reduces share the pads' and the
+// rail signals' epochs, and the all-reduces stay right.
+func TestBarrierAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	for _, tp := range [][2]int{{2, 2}, {3, 2}} {
+		runAcross(t, tp[0], tp[1], true, 3, testOpts, func(e *rankEnv) error {
+			c := e.c
+			b, err := c.Alloc(dsl.F32, 37)
+			if err != nil {
+				return err
+			}
+			for call := 0; call < 3; call++ {
+				if err := c.Barrier(ctx); err != nil {
+					return err
+				}
+				if got := c.LastAlgorithm(); got != "hier_allgather" {
+					return fmt.Errorf("Barrier on %v ran %q, want hier_allgather", c.Topology(), got)
+				}
+				in, err := e.fill(b)
+				if err != nil {
+					return err
+				}
+				if err := c.AllReduce(ctx, b, Sum); err != nil {
+					return err
+				}
+				if err := e.expect(fmt.Sprintf("AllReduce after Barrier %d", call), b, func(_, i int) float64 { return reduce(Sum, dsl.F32, in, i) }); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}

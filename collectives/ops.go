@@ -539,13 +539,16 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 }
 
 // Barrier returns once every GPU of the group has reached it (mm_barrier with multicast,
-// else p2p_barrier). Like every collective here it is a kernel: it orders the GPUs' work
+// else p2p_barrier; across nodes hier_allgather of one word, see barrierAcross). Like every collective here it is a kernel: it orders the GPUs' work
 // that precedes and follows it on their streams.
 func (c *Comm) Barrier(ctx context.Context) error {
 	if err := c.begin(ctx, "Barrier"); err != nil {
 		return err
 	}
 	cl := &call{what: "Barrier", dt: dsl.U32, root: -1}
+	if c.node.topo.Nodes > 1 {
+		return c.barrierAcross(ctx, cl)
+	}
 	if c.mc {
 		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBarrier, DType: dsl.U32}, 1, launch.MMBarrier{
 			FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32), NGPUs: uint32(c.g), Epoch: c.flagEpoch})
