@@ -188,7 +188,5 @@ func run(d *jit.Device, n int) error {
 		fmt.Println("driver floors: not measured (the emulator backend)")
 		return nil
 	}
-	var text []byte
-	text = []byte(mod.String())
-	return floors(inf.Ordinal, text, n)
+	return floors(inf.Ordinal, []byte(mod.String()), n)
 }
