@@ -38,7 +38,13 @@ func runRanks(t *testing.T, gpus int, mc, weak bool, seed int64, o Options, f fu
 }
 
 func runRanksErr(gpus int, mc, weak bool, seed int64, o Options, f func(e *rankEnv) error) error {
-	ro := jit.RanksOptions{Backend: jit.Emulator, World: gpus, NVSHMEM: true,
+	return runNodesErr(gpus, 1, mc, weak, seed, o, f)
+}
+
+// runNodesErr is runRanksErr on an emulator whose gpus ranks form nodes nodes
+// (jit.RanksOptions.Nodes).
+func runNodesErr(gpus, nodes int, mc, weak bool, seed int64, o Options, f func(e *rankEnv) error) error {
+	ro := jit.RanksOptions{Backend: jit.Emulator, World: gpus, Nodes: nodes, NVSHMEM: true,
 		Open: []jit.Option{jit.WithEmuOptions(emu.Options{Weak: weak, Seed: seed})}}
 	return jit.RunRanks(ro, func(r *jit.Rank) error {
 		var logs bytes.Buffer

@@ -38,7 +38,9 @@ const (
 // Options configure a Comm.
 type Options struct {
 	// Target is the GPU target the kernels are built for (default sm_90). Targets before
-	// sm_90 have no multimem: the multicast algorithms are then off.
+	// sm_90 have no multimem: the multicast algorithms are then off. sm_90a (an H100 or
+	// H200) runs the fused matmuls on the TMA + wgmma kernels (ag_gemm_sm90, ...) when N and
+	// K are multiples of 8, the mma.sync ones otherwise and on every other target.
 	Target ptx.Target
 	// Logger receives the algorithm choices (at debug level) and the multicast fallback
 	// (at info level); nil means slog.Default().
@@ -65,6 +67,9 @@ type Options struct {
 	// MatmulReduceScatter); their types, layouts and alignment come from each call. Zero:
 	// kernels.DefaultFusedConfig.
 	Matmul kernels.GemmConfig
+	// MatmulSM90 sets the tiles and stages of the sm_90a fused matmuls (Target sm_90a);
+	// their types come from each call. Zero: kernels.DefaultGemmSM90Config.
+	MatmulSM90 kernels.GemmSM90Config
 	// Stream, when set, carries the kernels and the device-to-device copies (staging), so
 	// that events recorded on it time them; nil means the default stream.
 	Stream *jit.Stream
@@ -74,6 +79,19 @@ type Options struct {
 	// staging copy (in-place all-reduces run two-shot), and has no Broadcast, Barrier or
 	// fp8 reductions. See graph.go.
 	CaptureSafe bool
+	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
+	// run the cheapest that the topology allows); nil means H100CostModel(). On one node
+	// the flat kernels always run, chosen by the thresholds above.
+	CostModel *CostModel
+	// Algorithm, when set, replaces the choice of AllReduce, ReduceScatter and AllGather:
+	// AlgHierarchical or AlgNVSHMEMRing run those kernels (on one node too), AlgFlat the
+	// single-node kernels, which fail across nodes with an error naming the ranks out of
+	// reach. "" means the cost model's choice across nodes, the flat kernels on one node.
+	Algorithm Algorithm
+	// DevLib is NVSHMEM's device library (package nvshmem/devlib), which the kernels that
+	// run across nodes (hierarchical, NVSHMEM ring) link against on the GPU backend; it is
+	// required there when the ranks span several nodes. The emulator needs none.
+	DevLib *jit.DevLib
 }
 
 // Comm is the collectives of one rank of a group of GPUs (a jit program run by
@@ -94,6 +112,18 @@ type Comm struct {
 
 	mc    bool  // multimem algorithms in use
 	mcWhy error // why not
+
+	node node // the topology and this rank's place in it
+	cost CostModel
+	// hierScratch holds the hierarchical kernels' rail slots, apart from scratch: a rail
+	// peer may still read its ring slots in scratch when this GPU's next hierarchical
+	// launch puts into its slots.
+	hierScratch *sym
+	hierSig     *sym       // the hierarchical kernels' rail signal words (several nodes only)
+	hierEpoch   uint64     // hierarchical launches made on hierSig
+	ringSig     *sym       // the NVSHMEM ring kernels' signal word (several nodes only)
+	barrierBufs [2]*Buffer // Barrier across nodes: one word in, one per rank out
+	ringEpoch   uint64     // ring launches made on ringSig
 
 	pads     *sym // p2p signal pads
 	padEpoch uint32
@@ -167,8 +197,8 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 		return nil, errors.New("collectives: New: the rank has no NVSHMEM (set jit.RanksOptions.NVSHMEM): the collectives need symmetric memory")
 	}
 	g := r.World
-	if g < 1 || g > kernels.CollMaxGPUs {
-		return nil, fmt.Errorf("collectives: %d GPUs: the kernels handle 1 to %d", g, kernels.CollMaxGPUs)
+	if g < 1 || g > kernels.CollMaxGPUs*kernels.HierMaxNodes {
+		return nil, fmt.Errorf("collectives: %d GPUs: the kernels handle 1 to %d (%d nodes of up to %d)", g, kernels.CollMaxGPUs*kernels.HierMaxNodes, kernels.HierMaxNodes, kernels.CollMaxGPUs)
 	}
 	if o.Target == "" {
 		o.Target = ptx.SM90
@@ -197,15 +227,37 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	c.cost = H100CostModel()
+	if o.CostModel != nil {
+		c.cost = *o.CostModel
+	}
 	var err error
 	padWords, flagWords := kernels.PadWords, kernels.FlagWords
 	if o.CaptureSafe {
 		padWords, flagWords = kernels.GraphPadWords, kernels.GraphFlagWords
 	}
-	if c.pads, err = c.alloc(ctx, 4*padWords, true); err != nil {
+	if c.pads, err = c.alloc(ctx, 4*padWords, false); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
+	if c.node, err = c.learnTopology(c.pads); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	if err := c.makeTable(ctx, c.pads); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	switch o.Algorithm {
+	case "", AlgFlat, AlgHierarchical, AlgNVSHMEMRing:
+	default:
+		return nil, errors.Join(fmt.Errorf("collectives: Options.Algorithm %q: want %q, %q, %q or none", o.Algorithm, AlgFlat, AlgHierarchical, AlgNVSHMEMRing), c.Close())
+	}
+	if c.node.topo.Nodes > 1 || o.Algorithm == AlgHierarchical || o.Algorithm == AlgNVSHMEMRing {
+		if err := c.across(ctx); err != nil {
+			return nil, errors.Join(err, c.Close())
+		}
+	}
 	switch {
+	case c.node.topo.Nodes > 1:
+		c.mcWhy = fmt.Errorf("the ranks span %d nodes: multicast reaches one node only", c.node.topo.Nodes)
 	case o.DisableMulticast:
 		c.mcWhy = errors.New("disabled by Options.DisableMulticast")
 	case o.Target.SM() < 90:
@@ -220,7 +272,9 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 			c.mc = true
 		}
 	}
-	if !c.mc {
+	c.node.topo.Multicast = c.mc
+	c.logTopology(ctx)
+	if !c.mc && c.node.topo.Nodes == 1 {
 		c.log.InfoContext(ctx, "collectives: NVLink SHARP multicast unavailable; falling back to peer-to-peer kernels (one-shot, Lamport, two-shot all-reduce over peer pointers)",
 			"reason", c.mcWhy.Error(), "gpus", g)
 	}
@@ -283,22 +337,24 @@ func (c *Comm) alloc(ctx context.Context, bytes int, table bool) (*sym, error) {
 	return s, nil
 }
 
-// makeTable makes s's table: a symmetric allocation of CollMaxGPUs addresses, entry g the
-// address through which this GPU reaches GPU g's copy of s.
+// makeTable makes s's table: a symmetric allocation of CollMaxGPUs addresses, entry l the
+// address through which this GPU reaches GPU l of its node's copy of s (on one node, GPU
+// l's: the node's GPUs are ranks first() to first()+GPUsPerNode-1).
 func (c *Comm) makeTable(ctx context.Context, s *sym) error {
 	t, err := c.alloc(ctx, 8*kernels.CollMaxGPUs, false)
 	if err != nil {
 		return err
 	}
 	buf := make([]byte, 8*kernels.CollMaxGPUs)
-	for g := 0; g < c.g; g++ {
+	for l := 0; l < c.node.topo.GPUsPerNode; l++ {
+		g := c.node.first() + l
 		a := s.own
 		if g != c.rank {
 			if a, err = c.r.NVSHMEM.PeerPtr(s.m, g); err != nil {
 				return fmt.Errorf("collectives: peer address of GPU %d from GPU %d: %w", g, c.rank, err)
 			}
 		}
-		binary.LittleEndian.PutUint64(buf[8*g:], uint64(a))
+		binary.LittleEndian.PutUint64(buf[8*l:], uint64(a))
 	}
 	if err := c.r.Device.CopyHtoD(t.own, buf); err != nil {
 		return err
@@ -320,7 +376,11 @@ func (c *Comm) function(id kernels.ID) (*jit.Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collectives: building %s: %w", spec.VariantName(id.DType), err)
 	}
-	m, err := c.r.Device.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
+	src := jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}}
+	if len(jit.NVSHMEMCalls(b.Module)) > 0 {
+		src.DevLib = c.o.DevLib
+	}
+	m, err := c.r.Device.Load(src)
 	if err != nil {
 		return nil, fmt.Errorf("collectives: loading %s: %w", b.Entry, err)
 	}
@@ -351,6 +411,11 @@ func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int,
 	f, err := c.function(k)
 	if err != nil {
 		return err
+	}
+	if !hierFamily(k.Family) {
+		if err := c.flatCheck(call.what, string(k.Family)); err != nil {
+			return err
+		}
 	}
 	barriers, multimem, ok := kernels.CollBarriers(k.Family)
 	if !ok {

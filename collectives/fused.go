@@ -151,8 +151,10 @@ type gemmRSLaunch struct {
 
 // MatmulAllReduce computes the sum over GPUs g of A_g * B_g into every GPU's out (s.M x s.N),
 // A_g (s.M x s.K) and B_g (s.K x s.N) being GPU g's a and b (its K slice): gemm_rs whose
-// owners store each summed tile into every GPU's out (gemm_ar, peer stores; multimem is not
-// used yet). out must be a Buffer of this Comm (symmetric: the peers write into it). Types
+// owners store each summed tile into every GPU's out (gemm_ar, peer stores; on sm_90a with
+// multicast, gemm_ar_mc_sm90: multimem.ld_reduce of the partials, multimem.st of the sums).
+// Across nodes it runs split (see splitMatmul). out must be a Buffer of this Comm (symmetric:
+// the peers write into it). Types
 // and alignment as AllGatherMatmul. Every rank makes the same call.
 func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulShape) error {
 	const what = "MatmulAllReduce"
@@ -163,6 +165,12 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.node.topo.Nodes > 1 {
+		return c.splitMatmul(ctx, cl, kernels.FamilyGemmAR, a, b, out, s)
+	}
+	if c.matmulSM90(ctx, what, s) {
+		return c.fusedSM90(ctx, cl, kernels.FamilyGemmARSM90, a, b, out, s)
+	}
 	cfg := c.matmulConfig(a.dt, out.dt, s)
 	fn, name, err := c.fusedFunction(kernels.FamilyGemmAR, cfg)
 	if err != nil {
@@ -174,7 +182,7 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 	}
 	args := gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.table()}
-	return c.fusedLaunch(ctx, cl, fn, name, cfg, kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
+	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 
 // AllGatherMatmul computes out = A * b on every GPU, A (s.M x s.K) being the row slices a of
@@ -182,8 +190,8 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 // (s.M x s.N) this GPU's: the all-gather of A fused into the GEMM (ag_gemm; each GPU pushes
 // its rows to its peers tile by tile while it multiplies its own, and multiplies each peer's
 // row tile as soon as it has arrived). a and b are f16 or bf16 (the same), out f16, bf16 or
-// f32; N and K multiples of 8 take the 16-byte cp.async kernel. Every rank makes the same
-// call.
+// f32; N and K multiples of 8 take the 16-byte cp.async kernel. Across nodes it runs split:
+// the all-gather of a, then the gemm (see splitMatmul). Every rank makes the same call.
 func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulShape) error {
 	const what = "AllGatherMatmul"
 	if err := c.begin(ctx, what, a, b, out); err != nil {
@@ -193,6 +201,12 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.node.topo.Nodes > 1 {
+		return c.splitMatmul(ctx, cl, kernels.FamilyAGGemm, a, b, out, s)
+	}
+	if c.matmulSM90(ctx, what, s) {
+		return c.fusedSM90(ctx, cl, kernels.FamilyAGGemmSM90, a, b, out, s)
+	}
 	cfg := c.matmulConfig(a.dt, out.dt, s)
 	fn, name, err := c.fusedFunction(kernels.FamilyAGGemm, cfg)
 	if err != nil {
@@ -204,7 +218,7 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 	}
 	args := agGemmLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Gathered: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt)}
-	return c.fusedLaunch(ctx, cl, fn, name, cfg, kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
+	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 
 // MatmulReduceScatter computes the sum over GPUs g of A_g * B_g, A_g (s.M x s.K) and B_g
@@ -212,7 +226,8 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 // (r+1)*s.M/NumGPUs) of it in GPU r's out (s.M/NumGPUs x s.N): the reduce-scatter fused into
 // the GEMM (gemm_rs; each output tile's f32 partial goes to its owner's scratch as soon as
 // it is computed, and the owner sums the partials in rank order, so the result does not
-// depend on timing). Types and alignment as AllGatherMatmul. Every rank makes the same call.
+// depend on timing). Types and alignment as AllGatherMatmul. Across nodes it runs split:
+// the gemm, then the reduce-scatter (see splitMatmul). Every rank makes the same call.
 func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s MatmulShape) error {
 	const what = "MatmulReduceScatter"
 	if err := c.begin(ctx, what, a, b, out); err != nil {
@@ -222,6 +237,12 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.node.topo.Nodes > 1 {
+		return c.splitMatmul(ctx, cl, kernels.FamilyGemmRS, a, b, out, s)
+	}
+	if c.matmulSM90(ctx, what, s) {
+		return c.fusedSM90(ctx, cl, kernels.FamilyGemmRSSM90, a, b, out, s)
+	}
 	cfg := c.matmulConfig(a.dt, out.dt, s)
 	fn, name, err := c.fusedFunction(kernels.FamilyGemmRS, cfg)
 	if err != nil {
@@ -233,18 +254,18 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 	}
 	args := gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt)}
-	return c.fusedLaunch(ctx, cl, fn, name, cfg, kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
+	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 
 // fusedLaunch launches a fused kernel on every GPU's grid and advances its state's epoch.
-func (c *Comm) fusedLaunch(ctx context.Context, cl *call, fn *jit.Function, name string, cfg kernels.GemmConfig, blocks int, st *fusedState, args any) error {
+func (c *Comm) fusedLaunch(ctx context.Context, cl *call, fn *jit.Function, name string, threads, shared, blocks int, st *fusedState, args any) error {
 	c.last = name
 	if c.debug(ctx) {
 		c.log.DebugContext(ctx, "collectives: "+cl.what, "algorithm", name, "gpus", c.g, "blocks", blocks)
 	}
 	// Not CoResident: a block waits only on blocks of other GPUs that come earlier in their
 	// grid's order (docs/collectives.md), so any grid size works.
-	lc := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: c.o.Stream,
+	lc := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(threads), SharedMem: shared, Stream: c.o.Stream,
 		Collective: jit.CollectiveOn, Context: ctx}
 	if c.emu {
 		lc.Call = cl.String()
@@ -254,4 +275,108 @@ func (c *Comm) fusedLaunch(ctx context.Context, cl *call, fn *jit.Function, name
 	}
 	st.epoch++
 	return nil
+}
+
+// gemmLaunch is gemm's arguments (kernels.GemmArgs, then kernels.GemmOut).
+type gemmLaunch struct {
+	A, B        jit.AnyPtr
+	M, N, K     uint32
+	Alpha, Beta float32
+	C, D        jit.AnyPtr
+}
+
+// splitMatmul runs fused family f across nodes, where the fused kernels (peer pointers to
+// every rank) cannot: the collective across nodes (as AllGather, ReduceScatter and
+// AllReduce choose it) and the plain gemm (kernels.Gemm with the Options.Matmul tiles), in
+// stream order. AllGatherMatmul gathers a into a Comm buffer, then multiplies;
+// MatmulReduceScatter multiplies into a Comm buffer of out's type, then reduce-scatters it
+// into out; MatmulAllReduce multiplies into out, then all-reduces it in place. The
+// products are rounded to out's type before the reduction (the fused kernels sum f32
+// partials and round once), so f16 and bf16 outputs may differ from them in the last bit.
+func (c *Comm) splitMatmul(ctx context.Context, cl *call, f kernels.Family, a, b, out *Buffer, s MatmulShape) error {
+	cfg := c.matmulConfig(a.dt, out.dt, s)
+	gemm := func(a, d *Buffer, m int) (string, error) {
+		cfg := cfg
+		cfg.Aligned = cfg.Aligned && m%8 == 0
+		fn, name, err := c.gemmFunction(cfg)
+		if err != nil {
+			return "", err
+		}
+		lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(m, s.N)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: c.o.Stream, Context: ctx}
+		args := gemmLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), M: uint32(m), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d.s.at(d.dt), D: d.s.at(d.dt)}
+		if err := c.launchFn(fn, lc, args); err != nil {
+			return "", fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)
+		}
+		return name, nil
+	}
+	var coll, mm string
+	switch f {
+	case kernels.FamilyAGGemm:
+		gathered, err := c.partBuffer(ctx, cl, a.dt, s.M*s.K)
+		if err != nil {
+			return err
+		}
+		if err := c.AllGather(ctx, gathered, a); err != nil {
+			return err
+		}
+		coll = c.last
+		if mm, err = gemm(gathered, out, s.M); err != nil {
+			return err
+		}
+		c.last = coll + "+" + mm
+		return nil
+	case kernels.FamilyGemmRS:
+		prod, err := c.partBuffer(ctx, cl, out.dt, s.M*s.N)
+		if err != nil {
+			return err
+		}
+		if mm, err = gemm(a, prod, s.M); err != nil {
+			return err
+		}
+		if err := c.ReduceScatter(ctx, out, prod, Sum); err != nil {
+			return err
+		}
+	default:
+		var err error
+		if mm, err = gemm(a, out, s.M); err != nil {
+			return err
+		}
+		if err := c.AllReduce(ctx, out, Sum); err != nil {
+			return err
+		}
+	}
+	c.last = mm + "+" + c.last
+	return nil
+}
+
+// gemmFunction builds and loads (once) the plain gemm for cfg.
+func (c *Comm) gemmFunction(cfg kernels.GemmConfig) (*jit.Function, string, error) {
+	key := fusedKey{"gemm", cfg.In, cfg.Out, cfg.Aligned}
+	name := cfg.Name()
+	if fn, ok := c.fused[key]; ok {
+		return fn, name, nil
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, "", fmt.Errorf("collectives: Options.Matmul: %w", err)
+	}
+	k := dsl.New(name, dsl.WithTarget(c.o.Target))
+	kernels.Gemm(k, cfg)
+	m, err := k.Build()
+	if err != nil {
+		return nil, "", fmt.Errorf("collectives: building %s: %w", name, err)
+	}
+	mod, err := c.r.Device.Load(jit.Source{Module: m, Params: map[string][]jit.ParamInfo{name: jit.ParamInfos(k.Params())}})
+	if err != nil {
+		return nil, "", fmt.Errorf("collectives: loading %s: %w", name, err)
+	}
+	c.mods = append(c.mods, mod)
+	fn, err := mod.Function(name)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.fused == nil {
+		c.fused = map[fusedKey]*jit.Function{}
+	}
+	c.fused[key] = fn
+	return fn, name, nil
 }

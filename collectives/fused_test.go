@@ -147,6 +147,16 @@ func (e *rankEnv) checkRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, o
 				sum += as[src][row*s.K+l] * bs[src][l*s.N+col]
 			}
 		}
+		if e.c.Topology().Nodes > 1 { // split: each GPU's product is rounded to out's type before the sum
+			sum = 0
+			for src := 0; src < g; src++ {
+				p := 0.0
+				for l := 0; l < s.K; l++ {
+					p += as[src][row*s.K+l] * bs[src][l*s.N+col]
+				}
+				sum += round(out, p)
+			}
+		}
 		return round(out, sum)
 	})
 }
@@ -184,4 +194,58 @@ func TestFusedMatmulErrors(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFusedMatmulsAcrossNodes runs AllGatherMatmul, MatmulReduceScatter and MatmulAllReduce
+// on 2x2 and 3x1 topologies, where they run split (the collective across nodes and the
+// plain gemm), strict and weak, against the references.
+func TestFusedMatmulsAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	for _, tp := range []struct {
+		nodes, local int
+		weak         bool
+		rows, n, k   int
+		out          dsl.Type
+	}{{2, 2, true, 12, 40, 24, dsl.F32}, {3, 1, false, 5, 37, 19, dsl.BF16}} {
+		t.Run(fmt.Sprintf("%dx%d/%dx%dx%d/%s", tp.nodes, tp.local, tp.rows, tp.n, tp.k, tp.out), func(t *testing.T) {
+			t.Parallel()
+			runAcross(t, tp.nodes, tp.local, tp.weak, 9, fusedOpts, func(e *rankEnv) error {
+				g := e.c.NumGPUs()
+				shape := MatmulShape{M: g * tp.rows, N: tp.n, K: tp.k}
+				ag, err := e.allocAll(dsl.BF16, shape.M/g*shape.K, shape.K*shape.N, shape.M*shape.N, tp.out)
+				if err != nil {
+					return err
+				}
+				rs, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M/g*shape.N, tp.out)
+				if err != nil {
+					return err
+				}
+				ar, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M*shape.N, tp.out)
+				if err != nil {
+					return err
+				}
+				for call := 0; call < 2; call++ {
+					if err := e.checkAG(ctx, ag, shape, tp.out); err != nil {
+						return fmt.Errorf("call %d: %w", call, err)
+					}
+					if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, "hier_allgather+gemm_") {
+						return fmt.Errorf("AllGatherMatmul ran %q, want hier_allgather+gemm_...", got)
+					}
+					if err := e.checkRS(ctx, rs, shape, tp.out, false); err != nil {
+						return fmt.Errorf("call %d: %w", call, err)
+					}
+					if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, "gemm_") || !strings.HasSuffix(got, "+hier_reducescatter_sum") {
+						return fmt.Errorf("MatmulReduceScatter ran %q, want gemm_...+hier_reducescatter_sum", got)
+					}
+					if err := e.checkRS(ctx, ar, shape, tp.out, true); err != nil {
+						return fmt.Errorf("call %d: %w", call, err)
+					}
+					if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, "gemm_") || !strings.HasSuffix(got, "+hier_allreduce_sum") {
+						return fmt.Errorf("MatmulAllReduce ran %q, want gemm_...+hier_allreduce_sum", got)
+					}
+				}
+				return nil
+			})
+		})
+	}
 }

@@ -14,6 +14,9 @@ import (
 
 var errClosed = errors.New("collectives: the Comm is closed")
 
+// flatAlgorithm names the flat algorithm in flatCheck's error (Options.Algorithm flat).
+const flatAlgorithm = "the flat algorithm (Options.Algorithm)"
+
 // call is one collective call as every rank must make it. Its launches carry it (on the
 // emulator), so that ranks that disagree on it fail, each naming the ranks that differ.
 type call struct {
@@ -161,6 +164,13 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 
 // AllReduceAlgorithm returns the kernel AllReduceTo would run for n elements of dt.
 //
+// Across nodes (Topology().Nodes > 1), or anywhere with Options.Algorithm, the cost model
+// (Options.CostModel) or Options.Algorithm chooses:
+// hier_allreduce (in-node reduce-scatter, exchange between nodes, in-node all-gather) or
+// the NVSHMEM ring (nvshmem_reducescatter_ring+nvshmem_allgather_ring, which needs n to be a
+// multiple of NumGPUs and at most kernels.CollMaxGPUs ranks; else hierarchical runs).
+// On one node:
+//
 // With multicast (NVLink SHARP): mm_allreduce_1shot up to OneShotMaxBytes, else
 // mm_allreduce_2shot; f32 min and max have no multimem.ld_reduce form, so they run
 // mm_allreduce_push (multicast stores, local reduction) up to OneShotMaxBytes and the
@@ -171,6 +181,17 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
+	if n < 1 {
+		return ""
+	}
+	if p := c.allReducePlanAcross(dt, n); p.alg != AlgFlat {
+		if c.acrossCheck("AllReduce", dt) != nil || checkOp(op) != nil {
+			return ""
+		}
+		return acrossName(AllReduceCollective, p, op, dt)
+	} else if c.node.topo.Nodes > 1 {
+		return "" // Options.Algorithm flat: refused across nodes
+	}
 	p, err := c.allReducePlan(dt, op, n, false)
 	if err != nil {
 		return ""
@@ -193,6 +214,16 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	}
 	if dst.dt != src.dt || dst.n != src.n {
 		return fmt.Errorf("collectives: AllReduce: dst holds %d %s, src %d %s", dst.n, dst.dt, src.n, src.dt)
+	}
+	if p := c.allReducePlanAcross(src.dt, src.n); p.alg != AlgFlat {
+		if err := c.acrossCheck("AllReduce", src.dt); err != nil {
+			return err
+		}
+		cl := &call{what: "AllReduce", dt: src.dt, n: src.n, op: op, reduces: true, root: -1, inPlace: dst == src}
+		return c.allReduceAcross(ctx, cl, p, dst, src, op)
+	}
+	if err := c.flatCheck("AllReduce", flatAlgorithm); err != nil {
+		return err
 	}
 	p, err := c.allReducePlan(src.dt, op, src.n, dst == src)
 	if err != nil {
@@ -328,12 +359,57 @@ func (c *Comm) ReduceScatter(ctx context.Context, dst, src *Buffer, op Op) error
 	if dst == src || dst.dt != src.dt || src.n != dst.n*c.g {
 		return fmt.Errorf("collectives: ReduceScatter: src must hold %d parts of dst's %d %s in another buffer (dst %d %s, src %d %s)", c.g, dst.n, dst.dt, dst.n, dst.dt, src.n, src.dt)
 	}
+	cl := &call{what: "ReduceScatter", dt: dst.dt, n: dst.n, op: op, reduces: true, root: -1}
+	if p := c.reduceScatterPlanAcross(dst.dt, dst.n); p.alg != AlgFlat {
+		if err := c.acrossCheck("ReduceScatter", dst.dt); err != nil {
+			return err
+		}
+		c.logPlan(ctx, cl.what, p)
+		if p.alg == AlgNVSHMEMRing {
+			return c.ringReduceScatter(ctx, cl, dst, src, op)
+		}
+		return c.hierLaunch(ctx, cl, kernels.FamilyHierReduceScatter, op, src, dst, dst.n, src.n)
+	}
+	if err := c.flatCheck("ReduceScatter", flatAlgorithm); err != nil {
+		return err
+	}
 	if isFP8(dst.dt) {
 		if err := c.fp8Check("ReduceScatter", kernels.FamilyMMReduceScatter, dst.dt, op); err != nil {
 			return err
 		}
 	}
-	return c.reduceScatter(ctx, &call{what: "ReduceScatter", dt: dst.dt, n: dst.n, op: op, reduces: true, root: -1}, dst, src, op)
+	return c.reduceScatter(ctx, cl, dst, src, op)
+}
+
+// reduceScatterPlanAcross is the plan of a reduce-scatter into parts of m elements of dt
+// across nodes (the cost model prices the input, NumGPUs parts).
+func (c *Comm) reduceScatterPlanAcross(dt dsl.Type, m int) plan {
+	return c.choose(ReduceScatterCollective, int64(c.g*m*dt.Bytes()), func() string { return c.ringFits(true) })
+}
+
+// ReduceScatterAlgorithm returns the kernel ReduceScatter would run for parts of m elements
+// of dt ("" when none can): across nodes the cost model's choice of hier_reducescatter and
+// nvshmem_reducescatter_ring (at most kernels.CollMaxGPUs ranks); on one node
+// mm_reducescatter with multicast (and a multimem form of op), else p2p_reducescatter.
+func (c *Comm) ReduceScatterAlgorithm(dt dsl.Type, op Op, m int) string {
+	if checkOp(op) != nil || m < 1 || !supported(dt) {
+		return ""
+	}
+	if p := c.reduceScatterPlanAcross(dt, m); p.alg != AlgFlat {
+		if c.acrossCheck("ReduceScatter", dt) != nil {
+			return ""
+		}
+		return acrossName(ReduceScatterCollective, p, op, dt)
+	} else if c.node.topo.Nodes > 1 {
+		return "" // Options.Algorithm flat: refused across nodes
+	}
+	if isFP8(dt) && c.fp8Check("ReduceScatter", kernels.FamilyMMReduceScatter, dt, op) != nil {
+		return ""
+	}
+	if c.mc && mmReduces(dt, op) {
+		return name(reduction(kernels.FamilyMMReduceScatter, op, dt))
+	}
+	return name(reduction(kernels.FamilyP2PReduceScatter, op, dt))
 }
 
 func (c *Comm) reduceScatter(ctx context.Context, cl *call, dst, src *Buffer, op Op) error {
@@ -363,7 +439,52 @@ func (c *Comm) AllGather(ctx context.Context, dst, src *Buffer) error {
 	if dst == src || dst.dt != src.dt || dst.n != src.n*c.g {
 		return fmt.Errorf("collectives: AllGather: dst must hold %d parts of src's %d %s in another buffer (dst %d %s)", c.g, src.n, src.dt, dst.n, dst.dt)
 	}
-	return c.allGather(ctx, &call{what: "AllGather", dt: src.dt, n: src.n, root: -1}, dst, src)
+	cl := &call{what: "AllGather", dt: src.dt, n: src.n, root: -1}
+	if p := c.allGatherPlanAcross(src.dt, src.n); p.alg != AlgFlat {
+		if err := c.acrossCheck("AllGather", src.dt); err != nil {
+			return err
+		}
+		c.logPlan(ctx, cl.what, p)
+		if p.alg == AlgNVSHMEMRing {
+			return c.ringAllGather(ctx, cl, dst, src)
+		}
+		return c.hierLaunch(ctx, cl, kernels.FamilyHierAllGather, 0, src, dst, src.n, dst.n)
+	}
+	if err := c.flatCheck("AllGather", flatAlgorithm); err != nil {
+		return err
+	}
+	return c.allGather(ctx, cl, dst, src)
+}
+
+// allGatherPlanAcross is the plan of an all-gather of parts of n elements of dt across
+// nodes (the cost model prices the output, NumGPUs parts).
+func (c *Comm) allGatherPlanAcross(dt dsl.Type, n int) plan {
+	return c.choose(AllGatherCollective, int64(c.g*n*dt.Bytes()), func() string { return c.ringFits(false) })
+}
+
+// AllGatherAlgorithm returns the kernel AllGather would run for parts of n elements of dt
+// ("" when none can): across nodes the cost model's choice of hier_allgather and
+// nvshmem_allgather_ring; on one node mm_allgather with multicast and parts of a multiple
+// of 4 bytes, else p2p_allgather (fp8 only with the former).
+func (c *Comm) AllGatherAlgorithm(dt dsl.Type, n int) string {
+	if n < 1 || !supported(dt) {
+		return ""
+	}
+	if p := c.allGatherPlanAcross(dt, n); p.alg != AlgFlat {
+		if c.acrossCheck("AllGather", dt) != nil {
+			return ""
+		}
+		return acrossName(AllGatherCollective, p, 0, dt)
+	} else if c.node.topo.Nodes > 1 {
+		return "" // Options.Algorithm flat: refused across nodes
+	}
+	switch {
+	case c.mc && n*dt.Bytes()%4 == 0:
+		return name(kernels.ID{Family: kernels.FamilyMMAllGather, DType: dsl.F32})
+	case isFP8(dt):
+		return ""
+	}
+	return name(kernels.ID{Family: kernels.FamilyP2PAllGather, DType: dt})
 }
 
 func (c *Comm) allGather(ctx context.Context, cl *call, dst, src *Buffer) error {
@@ -418,13 +539,16 @@ func (c *Comm) Broadcast(ctx context.Context, dst, src *Buffer, root int) error 
 }
 
 // Barrier returns once every GPU of the group has reached it (mm_barrier with multicast,
-// else p2p_barrier). Like every collective here it is a kernel: it orders the GPUs' work
+// else p2p_barrier; across nodes hier_allgather of one word, see barrierAcross). Like every collective here it is a kernel: it orders the GPUs' work
 // that precedes and follows it on their streams.
 func (c *Comm) Barrier(ctx context.Context) error {
 	if err := c.begin(ctx, "Barrier"); err != nil {
 		return err
 	}
 	cl := &call{what: "Barrier", dt: dsl.U32, root: -1}
+	if c.node.topo.Nodes > 1 {
+		return c.barrierAcross(ctx, cl)
+	}
 	if c.mc {
 		return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMMBarrier, DType: dsl.U32}, 1, launch.MMBarrier{
 			FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32), NGPUs: uint32(c.g), Epoch: c.flagEpoch})

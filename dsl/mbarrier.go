@@ -149,6 +149,18 @@ func (k *Kernel) FenceProxyAsync() {
 	k.emit(&ptx.Instr{Op: "fence.proxy", Q: []string{"async", "shared::cta"}})
 }
 
+// FenceProxyAsyncGlobal orders the thread's generic-proxy accesses of global memory, and
+// those it has observed (an acquire of another GPU's release), before its later async-proxy
+// ones (TMA loads and stores): fence.proxy.async.global. Emit it between acquiring a signal
+// and loading with TMA what the signal guards.
+func (k *Kernel) FenceProxyAsyncGlobal() {
+	if k.target.SM() < 90 {
+		k.errorf("FenceProxyAsyncGlobal: needs sm_90; the kernel targets %s", k.target)
+		return
+	}
+	k.emit(&ptx.Instr{Op: "fence.proxy", Q: []string{"async", "global"}})
+}
+
 // PipelineState is a position in a ring of stages: the stage index and the parity of the
 // phase to wait for, DSL variables that Advance steps at run time (CuTe's PipelineState).
 type PipelineState struct {

@@ -10,7 +10,9 @@
 // mode, the progress budget and the sanitizer. Faults come back as *Error values that name
 // the kernel, GPU, block, thread, PTX instruction and the Go line that built it.
 // RegisterExtern implements .extern functions (NVSHMEM's device API is built on it); a
-// handler may block cooperatively with ExternCall.Wait.
+// handler may block cooperatively with ExternCall.Wait. SetNodes splits the GPUs into nodes
+// (peer and multicast memory stop at the node); a logical clock (Now, At) lets extern
+// functions deliver data late, as NVSHMEM's transfers between nodes arrive.
 //
 // docs/emu.md describes the execution, memory and weak-memory models, the sanitizer, the
 // extern hook and the instruction coverage.

@@ -16,7 +16,10 @@ const (
 	KindMisaligned  Kind = "misaligned access"
 	KindBadAddress  Kind = "invalid address"
 	KindMulticast   Kind = "multicast misuse"
-	KindRace        Kind = "shared-memory race"
+	// KindRemoteNode: a load, store or atomic of a GPU on the memory of a GPU of another
+	// node (System.SetNodes), which no peer pointer reaches.
+	KindRemoteNode Kind = "access to another node's memory"
+	KindRace       Kind = "shared-memory race"
 	// KindDataRace: two threads' plain accesses to the same bytes of global memory, at
 	// least one a write, with no ordering between them (see docs/emu.md).
 	KindDataRace Kind = "data race"

@@ -186,6 +186,8 @@ func (s *System) Launch(k Launch) (err error) {
 		return launchErr(k.Entry, "%v", err)
 	}
 	l.gvars = s.modVars[p.mod]
+	l.t0, s.cur = s.clock, l
+	defer func() { s.clock, s.cur = l.now(), nil }()
 	err = l.run()
 	l.endRace(err)
 	s.stats = Stats{WarpInstructions: l.steps, ThreadInstructions: l.threadInstr, Blocks: l.nblocks}
@@ -407,7 +409,15 @@ func (l *launch) run() error {
 		if l.weak && l.npend > 0 {
 			l.flushDue()
 		}
+		if len(l.sys.timers) > 0 && l.sys.timers[0].due <= l.now() {
+			if l.runDue(); l.err != nil {
+				return l.err
+			}
+		}
 		if l.steps-l.lastProg > l.budget {
+			if l.skipToNext() { // spinning on data in flight: move the clock to its arrival
+				return l.err
+			}
 			return l.stuck(KindNoProgress, fmt.Sprintf("no progress after %d steps (warp-instructions without a store, atomic, barrier, exit or completed extern call): warps spinning", l.budget))
 		}
 		return nil
@@ -469,6 +479,12 @@ func (l *launch) run() error {
 		if len(l.blocks) > 0 && l.progress == progBefore && l.steps-stepsBefore == l.extBlocked-extBefore {
 			if l.weak && l.npend > 0 {
 				l.flushAll()
+				continue
+			}
+			if l.skipToNext() { // waiting for data in flight
+				if l.err != nil {
+					return l.err
+				}
 				continue
 			}
 			return l.stuck(KindDeadlock, "every live warp is blocked")

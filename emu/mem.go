@@ -9,6 +9,7 @@ import (
 //
 //	0x0010+g  global memory of GPU g (private allocations below 1<<40, the symmetric heap above)
 //	0x0008    multicast: the symmetric-heap offset, reaching every GPU's copy (multimem only)
+//	0x0009    node multicast: the same, reaching the copies of the executing GPU's node
 //	0x0004    the generic window onto the executing block's shared memory
 //	0x0002    the generic window onto the executing thread's local memory
 //	0x0001    the generic window onto the kernel's parameters (mov of a kernel parameter's
@@ -22,6 +23,7 @@ const (
 	regionLocal     = 0x2
 	regionShared    = 0x4
 	regionMulticast = 0x8
+	regionNodeMC    = 0x9
 	regionGlobal0   = 0x10
 	// MaxGPUs is the largest number of simulated GPUs in one System.
 	MaxGPUs = 64
@@ -149,7 +151,7 @@ func (s *System) badAddress(addr uint64, n int) *memFault {
 	switch r := region(addr); {
 	case addr == 0:
 		return faultf(KindBadAddress, "%d-byte access through a null pointer", n)
-	case r == regionMulticast:
+	case r == regionMulticast || r == regionNodeMC:
 		return faultf(KindMulticast, "%d-byte access at %#x: a multicast address is only valid for multimem instructions", n, addr)
 	case r == regionShared || r == regionLocal:
 		return faultf(KindBadAddress, "%d-byte global access at %#x: a generic shared/local address used as global (missing cvta?)", n, addr)
@@ -161,22 +163,36 @@ func (s *System) badAddress(addr uint64, n int) *memFault {
 	return faultf(KindBadAddress, "%d-byte access at %#x: not a valid address", n, addr)
 }
 
-// multicastSpans resolves a multicast address to the n bytes of every GPU's copy.
-func (s *System) multicastSpans(addr uint64, n int, out [][]byte) ([][]byte, *memFault) {
-	if region(addr) != regionMulticast {
+// multicastSpans resolves a multicast address to the n bytes of the copies it reaches from
+// GPU from (the host when from < 0): every GPU's for the world's multicast address (which a
+// GPU of a System of several nodes cannot use), those of from's node for a node multicast
+// address (every GPU's from the host). It returns the spans in GPU order and the first of
+// their GPUs.
+func (s *System) multicastSpans(addr uint64, n int, out [][]byte, from int) ([][]byte, int, *memFault) {
+	r := region(addr)
+	if r != regionMulticast && r != regionNodeMC {
 		if addr == 0 {
-			return nil, faultf(KindMulticast, "multimem on a null pointer")
+			return nil, 0, faultf(KindMulticast, "multimem on a null pointer")
 		}
-		return nil, faultf(KindMulticast, "multimem on %#x, which is not a multicast address (get one from System.Multicast)", addr)
+		return nil, 0, faultf(KindMulticast, "multimem on %#x, which is not a multicast address (get one from System.Multicast)", addr)
 	}
 	off := addr & offMask
 	out = out[:0]
-	for g := range s.gpus {
+	first, last := 0, len(s.gpus)
+	if from >= 0 && s.nodeSize != 0 && s.nodeSize < len(s.gpus) {
+		if r == regionMulticast {
+			return nil, 0, faultf(KindMulticast, "multimem on %#x, the world's multicast address, but the %d GPUs span %d nodes and multicast reaches one node (NVLink SHARP): use the node's multicast address (nvshmemx_mc_ptr of NVSHMEMX_TEAM_NODE, Symmetric.NodeMulticast)",
+				addr, len(s.gpus), s.Nodes())
+		}
+		first = from / s.nodeSize * s.nodeSize
+		last = first + s.nodeSize
+	}
+	for g := first; g < last; g++ {
 		b, f := s.globalSpan(globalAddr(g, off), n)
 		if f != nil {
-			return nil, faultf(KindOutOfBounds, "multicast %#x on GPU %d: %s", addr, g, f.msg)
+			return nil, 0, faultf(KindOutOfBounds, "multicast %#x on GPU %d: %s", addr, g, f.msg)
 		}
 		out = append(out, b)
 	}
-	return out, nil
+	return out, first, nil
 }

@@ -121,6 +121,11 @@ func (w *warp) span(in *dinst, ln int, addr uint64, n int) ([]byte, uint8, uint6
 			return b, whParam, addr & offMask, f
 		}
 	}
+	if s := w.l.sys; s.nodeSize != 0 {
+		if f := s.reach(w.b.gpu, addr, n); f != nil {
+			return nil, whGlobal, 0, f
+		}
+	}
 	b, f := w.l.sys.globalSpan(addr, n)
 	return b, whGlobal, addr, f
 }
@@ -546,7 +551,7 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 			w.fault(in, ln, KindMisaligned, fmt.Sprintf("%d-byte multimem access at %#x is not %d-byte aligned", tot, addr, in.align))
 			return
 		}
-		sp, f := l.sys.multicastSpans(addr, tot, spans[:0])
+		sp, g0, f := l.sys.multicastSpans(addr, tot, spans[:0], w.b.gpu)
 		if f != nil {
 			w.memFault(in, ln, f)
 			return
@@ -576,16 +581,16 @@ func execMultimem(w *warp, in *dinst, m uint32) {
 				l.seq++ // one store: no copy is later than another
 				for g := range sp {
 					if red {
-						l.bufferRed(w, ln, in.pc, l.seq, globalAddr(g, off), buf, in.op, in.t)
+						l.bufferRed(w, ln, in.pc, l.seq, globalAddr(g0+g, off), buf, in.op, in.t)
 					} else {
-						l.buffer(w, ln, in.pc, l.seq, globalAddr(g, off), buf)
+						l.buffer(w, ln, in.pc, l.seq, globalAddr(g0+g, off), buf)
 					}
 				}
 				continue
 			}
 			if l.weak && !red && len(l.recs) > 0 {
 				for g := range sp {
-					if a := globalAddr(g, off); l.recorded(a) {
+					if a := globalAddr(g0+g, off); l.recorded(a) {
 						l.overwrite(a, tot, false)
 					}
 				}

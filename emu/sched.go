@@ -142,6 +142,8 @@ type launch struct {
 	gpuRelS     []uint32          // per GPU: the latest .sys release of any of its blocks
 	gblocks     map[uint32]*gsync // the blocks that released or acquired, by number
 	shadowPool  [][]shadowByte
+	t0          int64 // the logical time at the start (timers.go)
+	skip        int64 // ... plus the steps skipped while every warp waited for a scheduled action
 }
 
 func (l *launch) progressed() { l.progress++; l.lastProg = l.steps }

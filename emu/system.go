@@ -31,6 +31,13 @@ type System struct {
 	clk         uint32
 	shadowBytes int64
 	trace       *raceTrace // the last launch, when the next may overlap it
+	nodeSize    int        // GPUs per node (topology.go); 0: one node
+	net         *Network   // nil: DefaultNetwork
+	// logical time and scheduled actions (timers.go)
+	clock  int64 // the time at the end of the last launch
+	timers timerHeap
+	tseq   uint64
+	cur    *launch // the running launch
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
@@ -93,6 +100,11 @@ func (m *Symmetric) On(gpu int) uint64 { return globalAddr(gpu, m.Off) }
 // Multicast returns the multicast address of the allocation: multimem.ld_reduce reduces over
 // every GPU's copy, multimem.st writes all copies, multimem.red updates all copies.
 func (m *Symmetric) Multicast() uint64 { return uint64(regionMulticast)<<regionShift | m.Off }
+
+// NodeMulticast returns the allocation's multicast address for one node (SetNodes):
+// multimem instructions on it reach the copies of the executing GPU's node (every GPU's
+// when the System is one node); host writes to it reach every GPU's copy.
+func (m *Symmetric) NodeMulticast() uint64 { return uint64(regionNodeMC)<<regionShift | m.Off }
 
 // MallocSymmetric allocates size zeroed bytes at the same offset on every GPU (NVSHMEM's
 // symmetric heap).
@@ -172,7 +184,7 @@ func (s *System) Peer(addr uint64, gpu int) (uint64, error) {
 	}
 	off := addr & offMask
 	switch r := region(addr); {
-	case r == regionMulticast || r >= regionGlobal0 && r < regionGlobal0+uint64(len(s.gpus)) && off >= symBase:
+	case r == regionMulticast || r == regionNodeMC || r >= regionGlobal0 && r < regionGlobal0+uint64(len(s.gpus)) && off >= symBase:
 		return globalAddr(gpu, off), nil
 	case r == regionGlobal0+uint64(gpu):
 		return addr, nil
@@ -185,10 +197,20 @@ func (s *System) Peer(addr uint64, gpu int) (uint64, error) {
 func (s *System) MulticastOf(addr uint64) (uint64, error) {
 	off := addr & offMask
 	r := region(addr)
-	if r == regionMulticast || r >= regionGlobal0 && r < regionGlobal0+uint64(len(s.gpus)) && off >= symBase {
+	if r == regionMulticast || r == regionNodeMC || r >= regionGlobal0 && r < regionGlobal0+uint64(len(s.gpus)) && off >= symBase {
 		return uint64(regionMulticast)<<regionShift | off, nil
 	}
 	return 0, fmt.Errorf("emu: MulticastOf(%#x): not an address in the symmetric heap", addr)
+}
+
+// NodeMulticastOf returns the node multicast address (Symmetric.NodeMulticast) of the
+// symmetric allocation addr points into (what nvshmemx_mc_ptr of the node team returns).
+func (s *System) NodeMulticastOf(addr uint64) (uint64, error) {
+	a, err := s.MulticastOf(addr)
+	if err != nil {
+		return 0, fmt.Errorf("emu: NodeMulticastOf(%#x): not an address in the symmetric heap", addr)
+	}
+	return uint64(regionNodeMC)<<regionShift | a&offMask, nil
 }
 
 // Write copies p to device memory at addr (any GPU's global address, or a multicast address,
@@ -198,8 +220,8 @@ func (s *System) Write(addr uint64, p []byte) error {
 	if len(p) == 0 {
 		return nil
 	}
-	if region(addr) == regionMulticast {
-		spans, f := s.multicastSpans(addr, len(p), nil)
+	if r := region(addr); r == regionMulticast || r == regionNodeMC {
+		spans, _, f := s.multicastSpans(addr, len(p), nil, -1)
 		if f != nil {
 			return fmt.Errorf("emu: Write: %s", f.msg)
 		}
@@ -267,8 +289,8 @@ func (s *System) checkSpan(op string, addr uint64, n int, mc bool) error {
 	if n == 0 {
 		return nil
 	}
-	if mc && region(addr) == regionMulticast {
-		if _, f := s.multicastSpans(addr, n, nil); f != nil {
+	if r := region(addr); mc && (r == regionMulticast || r == regionNodeMC) {
+		if _, _, f := s.multicastSpans(addr, n, nil, -1); f != nil {
 			return fmt.Errorf("emu: %s: %s", op, f.msg)
 		}
 		return nil

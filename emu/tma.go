@@ -350,7 +350,10 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 		var gb []byte
 		if inside {
 			var f *memFault
-			if gb, f = w.l.sys.globalSpan(g, es); f != nil {
+			if f = w.l.sys.reach(w.b.gpu, g, es); f == nil {
+				gb, f = w.l.sys.globalSpan(g, es)
+			}
+			if f != nil {
 				f.msg = fmt.Sprintf("tensor element %v of the box at %v: %s", idx[:tm.Rank], start[:tm.Rank], f.msg)
 				w.memFault(in, ln, f)
 				return false

@@ -21,10 +21,14 @@ type Rendezvous struct {
 	Addr string
 }
 
-// RendezvousFromEnv reads torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-// MASTER_PORT. With none of them set it returns a single process (rank 0 of 1). The bootstrap
-// listens on MASTER_PORT, or on $KGEN_BOOTSTRAP_PORT when set, or on MASTER_PORT+1 under
-// torchrun's elastic agent (TORCHELASTIC_USE_AGENT_STORE=True), whose store holds MASTER_PORT.
+// RendezvousFromEnv reads torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. With neither RANK nor WORLD_SIZE set it returns
+// a single process (rank 0 of 1). Without LOCAL_RANK the ranks are taken to fill nodes of
+// LOCAL_WORLD_SIZE in rank order (torchrun's and Slurm's block layout), so LocalRank is
+// RANK mod LOCAL_WORLD_SIZE, or RANK when LOCAL_WORLD_SIZE is unset too (one node). The
+// bootstrap listens on MASTER_PORT, or on $KGEN_BOOTSTRAP_PORT when set, or on MASTER_PORT+1
+// under torchrun's elastic agent (TORCHELASTIC_USE_AGENT_STORE=True), whose store holds
+// MASTER_PORT.
 func RendezvousFromEnv() (Rendezvous, error) {
 	get := func(k string) (int, bool, error) {
 		v, ok := os.LookupEnv(k)
@@ -58,7 +62,18 @@ func RendezvousFromEnv() (Rendezvous, error) {
 	if world < 1 || rank >= world {
 		return Rendezvous{}, fmt.Errorf("jit: RANK=%d is not below WORLD_SIZE=%d", rank, world)
 	}
-	if !hasLocal {
+	perNode, hasPerNode, err := get("LOCAL_WORLD_SIZE")
+	if err != nil {
+		return Rendezvous{}, err
+	}
+	switch {
+	case hasPerNode && (perNode < 1 || perNode > world):
+		return Rendezvous{}, fmt.Errorf("jit: LOCAL_WORLD_SIZE=%d: want 1 to WORLD_SIZE=%d ranks per node", perNode, world)
+	case hasPerNode && hasLocal && local >= perNode:
+		return Rendezvous{}, fmt.Errorf("jit: LOCAL_RANK=%d is not below LOCAL_WORLD_SIZE=%d", local, perNode)
+	case !hasLocal && hasPerNode:
+		local = rank % perNode
+	case !hasLocal:
 		local = rank
 	}
 	rv := Rendezvous{Rank: rank, WorldSize: world, LocalRank: local}

@@ -151,7 +151,8 @@ func (d *emuDevice) rendezvous() (Rendezvous, error) {
 			return Rendezvous{}, fmt.Errorf("jit: WORLD_SIZE=%s asks for %s ranks, but on the emulator the ranks are goroutines of one process: start them with jit.RunRanks (this device was opened outside it)", v, v)
 		}
 	}
-	return Rendezvous{Rank: d.gpu, WorldSize: d.m.w.n, LocalRank: d.gpu}, nil
+	ns := d.m.sys.NodeSize()
+	return Rendezvous{Rank: d.gpu, WorldSize: d.m.w.n, LocalRank: d.gpu % ns}, nil
 }
 
 func (d *emuDevice) lock() func() {

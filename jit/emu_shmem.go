@@ -128,6 +128,9 @@ func (s *emuShmemImpl) free(p DevicePtr) error {
 
 func (s *emuShmemImpl) ptr(p DevicePtr, pe int) DevicePtr {
 	defer s.d.lock()()
+	if !s.d.m.sys.SameNode(s.rank, pe) {
+		return 0 // another node: no load/store path
+	}
 	if _, err := s.d.m.sys.MulticastOf(uint64(p)); err != nil {
 		return 0 // not symmetric: nvshmem_ptr returns NULL
 	}
@@ -138,16 +141,30 @@ func (s *emuShmemImpl) ptr(p DevicePtr, pe int) DevicePtr {
 	return DevicePtr(q)
 }
 
-func (s *emuShmemImpl) mcPtr(p DevicePtr) DevicePtr {
+func (s *emuShmemImpl) mcPtr(p DevicePtr, team int) DevicePtr {
 	defer s.d.lock()()
-	if s.d.m.shm == nil || s.d.m.shm.noMC != "" {
+	if s.d.m.shm == nil || s.d.m.shm.noMC != "" || team == teamWorld && s.d.m.sys.Nodes() > 1 {
 		return 0
 	}
-	q, err := s.d.m.sys.MulticastOf(uint64(p))
+	mc := s.d.m.sys.MulticastOf
+	if team != teamWorld {
+		mc = s.d.m.sys.NodeMulticastOf
+	}
+	q, err := mc(uint64(p))
 	if err != nil {
 		return 0
 	}
 	return DevicePtr(q)
+}
+
+func (s *emuShmemImpl) nodePEs() []int {
+	ns := s.d.m.sys.NodeSize()
+	first := s.rank / ns * ns
+	pes := make([]int, ns)
+	for i := range pes {
+		pes[i] = first + i
+	}
+	return pes
 }
 
 func (s *emuShmemImpl) barrierAll() error {

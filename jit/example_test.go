@@ -58,3 +58,38 @@ func ExampleRunRanks() {
 	// rank 3 of 4 received 2
 	// error: <nil>
 }
+
+// RanksOptions.Nodes makes the emulator a cluster: here 2 nodes of 2 GPUs. Each rank learns
+// its node and the PEs that share it; the next rank's memory is reachable by a peer pointer
+// only within the node (across nodes, NVSHMEM's put and get move the data), and the world has
+// no multicast address, the node has one.
+func ExampleRunRanks_nodes() {
+	var mu sync.Mutex
+	var lines []string
+	err := jit.RunRanks(jit.RanksOptions{Backend: jit.Emulator, World: 4, Nodes: 2, NVSHMEM: true}, func(r *jit.Rank) error {
+		buf, err := jit.SymAlloc[int32](r.NVSHMEM, 1)
+		if err != nil {
+			return err
+		}
+		next := (r.Rank + 1) % r.World
+		_, perr := r.NVSHMEM.PeerPtr(buf, next)
+		_, werr := r.NVSHMEM.MulticastPtr(buf)
+		_, nerr := r.NVSHMEM.NodeMulticastPtr(buf)
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf("rank %d: node %d, local rank %d, node PEs %v; peer pointer to rank %d: %t; world multicast: %t, node multicast: %t",
+			r.Rank, r.Node, r.LocalRank, r.NVSHMEM.NodePEs(), next, perr == nil, werr == nil, nerr == nil))
+		mu.Unlock()
+		return nil
+	})
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	fmt.Println("error:", err)
+	// Output:
+	// rank 0: node 0, local rank 0, node PEs [0 1]; peer pointer to rank 1: true; world multicast: false, node multicast: true
+	// rank 1: node 0, local rank 1, node PEs [0 1]; peer pointer to rank 2: false; world multicast: false, node multicast: true
+	// rank 2: node 1, local rank 0, node PEs [2 3]; peer pointer to rank 3: true; world multicast: false, node multicast: true
+	// rank 3: node 1, local rank 1, node PEs [2 3]; peer pointer to rank 0: false; world multicast: false, node multicast: true
+	// error: <nil>
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -228,6 +229,17 @@ func SymAlloc[T Elem](s *NVSHMEM, n int) (*Buffer[T], error) {
 	return &Buffer[T]{mem: m, n: n}, nil
 }
 
+// NodePEs returns the PEs of this PE's node (NVSHMEM's node team, in order): those whose
+// memory PeerPtr reaches. The other PEs are reached only through NVSHMEM's operations (put,
+// get, put_signal, atomics). Every PE is on one node unless the job spans several machines
+// (on the emulator: RanksOptions.Nodes).
+func (s *NVSHMEM) NodePEs() []int {
+	if s.live() != nil {
+		return nil
+	}
+	return s.impl.nodePEs()
+}
+
 // PeerPtr returns the address through which this PE reaches p's copy on pe with loads and
 // stores (nvshmem_ptr); an error when pe's memory is not directly reachable.
 func (s *NVSHMEM) PeerPtr(p Pointer, pe int) (DevicePtr, error) {
@@ -239,24 +251,47 @@ func (s *NVSHMEM) PeerPtr(p Pointer, pe int) (DevicePtr, error) {
 	}
 	q := s.impl.ptr(p.DevPtr(), pe)
 	if q == 0 {
+		if node := s.NodePEs(); !slices.Contains(node, pe) {
+			return 0, fmt.Errorf("jit: PE %d's memory is not reachable by load/store from PE %d (nvshmem_ptr returned NULL): PE %d is on another node (PE %d's node holds PEs %s); use NVSHMEM put/get/put_signal between nodes", pe, s.MyPE(), pe, s.MyPE(), joinInts(node))
+		}
 		return 0, fmt.Errorf("jit: PE %d's memory is not reachable by load/store from PE %d (nvshmem_ptr returned NULL): no peer access between the GPUs; use put/get", pe, s.MyPE())
 	}
 	return q, nil
 }
 
 // MulticastPtr returns the NVLink SHARP multicast address of symmetric memory p for the
-// world team (nvshmemx_mc_ptr), or 0 and a *MulticastError saying why there is none.
+// world team (nvshmemx_mc_ptr), or 0 and a *MulticastError saying why there is none (a
+// world of several nodes has none: see NodeMulticastPtr).
 func (s *NVSHMEM) MulticastPtr(p Pointer) (DevicePtr, error) {
+	return s.mcPtr(p, teamWorld)
+}
+
+// NodeMulticastPtr returns the multicast address of symmetric memory p for this PE's node
+// (nvshmemx_mc_ptr of NVSHMEMX_TEAM_NODE): multimem instructions on it reach the copies of
+// the node's PEs (NodePEs). 0 and a *MulticastError when there is none.
+func (s *NVSHMEM) NodeMulticastPtr(p Pointer) (DevicePtr, error) {
+	return s.mcPtr(p, teamNode)
+}
+
+// NVSHMEM's team handles (nvshmem_team_t).
+const (
+	teamWorld = 0
+	teamNode  = 2 // NVSHMEMX_TEAM_NODE
+)
+
+func (s *NVSHMEM) mcPtr(p Pointer, team int) (DevicePtr, error) {
 	if err := s.live(); err != nil {
 		return 0, err
 	}
-	q := s.impl.mcPtr(p.DevPtr())
+	q := s.impl.mcPtr(p.DevPtr(), team)
 	if q != 0 {
 		return q, nil
 	}
 	reason := "NVSHMEM has no NVLS multicast for this team (the GPUs or the fabric do not support NVLink SHARP); fall back to a peer-pointer algorithm"
 	if v := os.Getenv("NVSHMEM_DISABLE_NVLS"); v != "" && v != "0" {
 		reason = "NVLS is disabled (NVSHMEM_DISABLE_NVLS=" + v + "); fall back to a peer-pointer algorithm"
+	} else if node := s.NodePEs(); team == teamWorld && len(node) < s.NPEs() {
+		reason = fmt.Sprintf("the world's %d PEs span several nodes (PE %d's node holds PEs %s) and multicast reaches one node; use NodeMulticastPtr within the node and NVSHMEM put/put_signal between nodes", s.NPEs(), s.MyPE(), joinInts(node))
 	}
 	return 0, &MulticastError{Reason: reason}
 }
@@ -345,7 +380,8 @@ type shmemImpl interface {
 	malloc(ctx context.Context, n int64) (DevicePtr, error)
 	free(p DevicePtr) error
 	ptr(p DevicePtr, pe int) DevicePtr
-	mcPtr(p DevicePtr) DevicePtr
+	mcPtr(p DevicePtr, team int) DevicePtr
+	nodePEs() []int
 	barrierAll() error
 	barrierAllOnStream(s stream) error
 	moduleInit(m module) error

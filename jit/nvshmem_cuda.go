@@ -31,6 +31,8 @@ package jit
 //   void (*free_)(void *);
 //   void *(*ptr)(const void *, int);
 //   void *(*mc_ptr)(int, const void *);
+//   int (*team_n_pes)(int);
+//   int (*team_translate_pe)(int, int, int);
 //   void (*barrier_all)(void);
 //   void (*barrier_all_on_stream)(void *);
 //   int (*cumodule_init)(void *);
@@ -60,6 +62,8 @@ package jit
 //   KG_SYM(free_, "nvshmem_free");
 //   KG_SYM(ptr, "nvshmem_ptr");
 //   KG_SYM(mc_ptr, "nvshmemx_mc_ptr");
+//   KG_SYM(team_n_pes, "nvshmem_team_n_pes");
+//   KG_SYM(team_translate_pe, "nvshmem_team_translate_pe");
 //   KG_SYM(barrier_all, "nvshmem_barrier_all");
 //   KG_SYM(barrier_all_on_stream, "nvshmemx_barrier_all_on_stream");
 //   KG_SYM(cumodule_init, "nvshmemx_cumodule_init");
@@ -95,7 +99,9 @@ package jit
 // static uintptr_t kg_malloc(size_t n) { return (uintptr_t)kgS.malloc_(n); }
 // static void kg_free(uintptr_t p) { kgS.free_((void *)p); }
 // static uintptr_t kg_ptr(uintptr_t p, int pe) { return (uintptr_t)kgS.ptr((const void *)p, pe); }
-// static uintptr_t kg_mc_ptr(uintptr_t p) { return (uintptr_t)kgS.mc_ptr(0 /* NVSHMEM_TEAM_WORLD */, (const void *)p); }
+// static uintptr_t kg_mc_ptr(uintptr_t p, int team) { return (uintptr_t)kgS.mc_ptr(team, (const void *)p); }
+// static int kg_team_n_pes(int team) { return kgS.team_n_pes(team); }
+// static int kg_team_translate_pe(int src, int pe, int dst) { return kgS.team_translate_pe(src, pe, dst); }
 // static void kg_barrier_all(void) { kgS.barrier_all(); }
 // static void kg_barrier_all_on_stream(void *s) { kgS.barrier_all_on_stream(s); }
 // static int kg_cumodule_init(void *m) { return kgS.cumodule_init(m); }
@@ -241,10 +247,22 @@ func (s *cudaShmem) ptr(p DevicePtr, pe int) DevicePtr {
 	return DevicePtr(q)
 }
 
-func (s *cudaShmem) mcPtr(p DevicePtr) DevicePtr {
+func (s *cudaShmem) mcPtr(p DevicePtr, team int) DevicePtr {
 	var q C.uintptr_t
-	s.call(func() { q = C.kg_mc_ptr(C.uintptr_t(p)) })
+	s.call(func() { q = C.kg_mc_ptr(C.uintptr_t(p), C.int(team)) })
 	return DevicePtr(q)
+}
+
+// nodePEs: the world PEs of NVSHMEMX_TEAM_NODE (nvshmem_team_n_pes, team_translate_pe).
+func (s *cudaShmem) nodePEs() []int {
+	var pes []int
+	s.call(func() {
+		n := int(C.kg_team_n_pes(teamNode))
+		for i := 0; i < n; i++ {
+			pes = append(pes, int(C.kg_team_translate_pe(teamNode, C.int(i), teamWorld)))
+		}
+	})
+	return pes
 }
 
 func (s *cudaShmem) barrierAll() error {

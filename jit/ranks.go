@@ -19,8 +19,9 @@ import (
 // backend, a goroutine on the emulator.
 type Rank struct {
 	// Rank is this rank's number, 0 <= Rank < World; LocalRank its number on its node (the
-	// GPU it uses).
-	Rank, World, LocalRank int
+	// GPU it uses); Node the number of its node (its NVLink domain: the ranks whose memory
+	// it reaches by load and store), 0 on a single node.
+	Rank, World, LocalRank, Node int
 	// Backend is the backend the rank runs on.
 	Backend Backend
 	// Device is the rank's GPU (GPU LOCAL_RANK), or its simulated GPU (GPU Rank of the
@@ -40,6 +41,17 @@ type RanksOptions struct {
 	// backend the ranks are processes started by `kgen launch` or torchrun, and World, when
 	// set, must equal their WORLD_SIZE.
 	World int
+	// Nodes splits the emulator's World ranks into Nodes nodes of World/Nodes consecutive
+	// ranks (2 nodes of 4 for World 8): peer and multicast addresses then reach only the
+	// rank's node, and NVSHMEM operations between nodes are delivered late (see Network).
+	// 0 means $KGEN_EMU_NODES, or 1. On the GPU backend the nodes are the machines the
+	// processes run on; Nodes, when set, must equal WORLD_SIZE/LOCAL_WORLD_SIZE.
+	Nodes int
+	// Network is how NVSHMEM's operations travel between the emulator's nodes (latency and
+	// bandwidth, in the emulator's logical time: see emu.Network). nil means
+	// $KGEN_EMU_NETWORK ("LATENCY,BYTES_PER_SECOND", e.g. "2us,50e9"), or
+	// emu.DefaultNetwork. Ignored on GPUs.
+	Network *emu.Network
 	// NVSHMEM initialises NVSHMEM on every rank's device before the function runs
 	// (Rank.NVSHMEM) and finalizes it after.
 	NVSHMEM bool
@@ -98,6 +110,34 @@ func RunRanks(o RanksOptions, f func(r *Rank) error) error {
 	return runGPURank(o, f) // a registered test backend: one process-style rank
 }
 
+// gpuNode is the node of a GPU rank: $GROUP_RANK (torchrun's node rank), else
+// RANK/LOCAL_WORLD_SIZE, else 0. nodes (RanksOptions.Nodes), when set, must match
+// WORLD_SIZE/LOCAL_WORLD_SIZE.
+func gpuNode(nodes int, rv Rendezvous) (int, error) {
+	local := 0
+	if v := os.Getenv("LOCAL_WORLD_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("jit: LOCAL_WORLD_SIZE=%q is not a positive integer", v)
+		}
+		local = n
+	}
+	if nodes > 0 && local > 0 && nodes*local != rv.WorldSize {
+		return 0, fmt.Errorf("jit: RunRanks wants %d nodes, but WORLD_SIZE=%d with LOCAL_WORLD_SIZE=%d makes %d", nodes, rv.WorldSize, local, rv.WorldSize/local)
+	}
+	if v := os.Getenv("GROUP_RANK"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("jit: GROUP_RANK=%q is not a non-negative integer", v)
+		}
+		return n, nil
+	}
+	if local > 0 {
+		return rv.Rank / local, nil
+	}
+	return 0, nil
+}
+
 func runGPURank(o RanksOptions, f func(r *Rank) error) error {
 	rv, err := RendezvousFromEnv()
 	if err != nil {
@@ -117,7 +157,12 @@ func runGPURank(o RanksOptions, f func(r *Rank) error) error {
 	if err != nil {
 		return &RankError{Rank: rv.Rank, ExitCode: 1, Err: err}
 	}
-	r := &Rank{Rank: rv.Rank, World: rv.WorldSize, LocalRank: rv.LocalRank, Backend: b, Device: d}
+	node, err := gpuNode(o.Nodes, rv)
+	if err != nil {
+		d.Close()
+		return &RankError{Rank: rv.Rank, ExitCode: 1, Err: err}
+	}
+	r := &Rank{Rank: rv.Rank, World: rv.WorldSize, LocalRank: rv.LocalRank, Node: node, Backend: b, Device: d}
 	err = runRank(r, o, f, rv, nil)
 	if cerr := d.Close(); err == nil && cerr != nil {
 		err = cerr
@@ -197,6 +242,61 @@ func EmuWorld() (int, error) {
 
 const maxEmuRanks = emu.MaxGPUs
 
+// EmuNodesEnv names the environment variable from which RunRanks takes the emulator's
+// number of nodes when RanksOptions.Nodes is 0 (`kgen launch --backend emu --nodes N` sets it).
+const EmuNodesEnv = "KGEN_EMU_NODES"
+
+// EmuNetworkEnv names the environment variable from which RunRanks takes the emulator's
+// network between nodes when RanksOptions.Network is nil: "LATENCY,BYTES_PER_SECOND" (a Go
+// duration and a number, e.g. "2us,50e9"; 0 bytes/s: unlimited).
+const EmuNetworkEnv = "KGEN_EMU_NETWORK"
+
+// EmuNetwork is the network RunRanks gives the emulator's nodes when RanksOptions.Network
+// is nil: $KGEN_EMU_NETWORK, or emu.DefaultNetwork.
+func EmuNetwork() (*emu.Network, error) {
+	v := os.Getenv(EmuNetworkEnv)
+	if v == "" {
+		n := emu.DefaultNetwork
+		return &n, nil
+	}
+	n, err := ParseNetwork(v)
+	if err != nil {
+		return nil, fmt.Errorf("jit: %s=%q: %w", EmuNetworkEnv, v, err)
+	}
+	return n, nil
+}
+
+// ParseNetwork reads "LATENCY,BYTES_PER_SECOND" (e.g. "2us,50e9").
+func ParseNetwork(v string) (*emu.Network, error) {
+	lat, bw, ok := strings.Cut(v, ",")
+	if !ok {
+		return nil, fmt.Errorf("want LATENCY,BYTES_PER_SECOND (e.g. 2us,50e9)")
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(lat))
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("latency %q: want a duration >= 0 (e.g. 2us)", lat)
+	}
+	b, err := strconv.ParseFloat(strings.TrimSpace(bw), 64)
+	if err != nil || b < 0 || b != b {
+		return nil, fmt.Errorf("bandwidth %q: want bytes per second >= 0 (e.g. 50e9; 0: unlimited)", bw)
+	}
+	return &emu.Network{Latency: d, BytesPerSecond: b}, nil
+}
+
+// EmuNodes is the number of nodes RunRanks splits the emulator's ranks into when
+// RanksOptions.Nodes is 0: $KGEN_EMU_NODES, or 1.
+func EmuNodes() (int, error) {
+	v := os.Getenv(EmuNodesEnv)
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxEmuRanks {
+		return 0, fmt.Errorf("jit: %s=%q: want 1 to %d nodes", EmuNodesEnv, v, maxEmuRanks)
+	}
+	return n, nil
+}
+
 func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	n := o.World
 	if n == 0 {
@@ -208,10 +308,33 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	if n < 1 || n > maxEmuRanks {
 		return fmt.Errorf("jit: RunRanks: %d ranks; the emulator simulates 1 to %d", n, maxEmuRanks)
 	}
+	nodes := o.Nodes
+	if nodes == 0 {
+		var err error
+		if nodes, err = EmuNodes(); err != nil {
+			return err
+		}
+	}
+	if nodes < 1 || n%nodes != 0 {
+		return fmt.Errorf("jit: RunRanks: %d ranks do not split into %d nodes of equal size (RanksOptions.Nodes or %s)", n, nodes, EmuNodesEnv)
+	}
 	m, err := newEmuMachine(n, true)
 	if err != nil {
 		return err
 	}
+	if err := m.sys.SetNodes(nodes); err != nil {
+		return fmt.Errorf("jit: %w", err)
+	}
+	net := o.Network
+	if net == nil {
+		if net, err = EmuNetwork(); err != nil {
+			return err
+		}
+	}
+	if err := m.sys.SetNetwork(*net); err != nil {
+		return fmt.Errorf("jit: RanksOptions.Network: %w", err)
+	}
+	size := n / nodes
 	w := m.w
 	w.ctx = o.Context
 	var wg sync.WaitGroup
@@ -222,8 +345,8 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 			start := time.Now()
 			d := newDevice(newEmuDevice(m, rank), o.Open)
 			d.noteOpen(start)
-			rk := &Rank{Rank: rank, World: n, LocalRank: rank, Backend: Emulator, Device: d}
-			err := runRank(rk, o, f, Rendezvous{Rank: rank, WorldSize: n, LocalRank: rank}, func(err error) { w.failRank(rank, err) })
+			rk := &Rank{Rank: rank, World: n, LocalRank: rank % size, Node: rank / size, Backend: Emulator, Device: d}
+			err := runRank(rk, o, f, Rendezvous{Rank: rank, WorldSize: n, LocalRank: rank % size}, func(err error) { w.failRank(rank, err) })
 			if cerr := d.Close(); err == nil && cerr != nil {
 				w.failRank(rank, cerr)
 			}
@@ -489,6 +612,12 @@ func joinInts(xs []int) string {
 func (w *world) failRank(rank int, err error) {
 	if errors.Is(err, errStopped) {
 		return
+	}
+	// A fault of a gathered launch comes back to every rank: it is the rank of the GPU
+	// whose thread faulted that failed.
+	var ee *emu.Error
+	if errors.As(err, &ee) && ee.Instr != "" && ee.GPU >= 0 && ee.GPU < w.n {
+		rank = ee.GPU
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

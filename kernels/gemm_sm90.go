@@ -9,12 +9,15 @@ import (
 )
 
 // GemmSM90Config selects one sm_90a gemm: D = alpha*A*B + beta*C with A (M x K, row-major)
-// and B (K x N, row-major, as Gemm takes it) of In elements read by TMA, f32 accumulation on
-// wgmma, C and D (M x N, row-major) of Out elements. A block is one producer warpgroup (one
-// thread issues the TMA loads) and Consumers warpgroups (64 rows of the BM = 64*Consumers
-// row tile each, wgmma m64nBNk16); Stages shared-memory stages of BK = 64 columns of K with
-// the 128-byte swizzle. Blocks are persistent: each takes output tiles from a TileScheduler.
-// TMA needs 16-byte-aligned global strides: K and N must be multiples of 8.
+// and B of In elements read by TMA, f32 accumulation on wgmma, C and D (M x N, row-major) of
+// Out elements. B is K x N row-major (as Gemm takes it) for 16-bit inputs; for fp8 inputs
+// (E4M3, E5M2), which wgmma reads only K-major, B is N x K row-major (B's columns stored
+// contiguously, as torch._scaled_mm takes it), and alpha is the combined scale. A block is
+// one producer warpgroup (one thread issues the TMA loads) and Consumers warpgroups (64 rows
+// of the BM = 64*Consumers row tile each, wgmma m64nBNk16, k32 for fp8); Stages
+// shared-memory stages of BK columns of K, one 128-byte swizzle row (BK = 64 16-bit or 128
+// fp8 elements). Blocks are persistent: each takes output tiles from a TileScheduler. TMA
+// needs 16-byte-aligned global strides (CheckShape).
 type GemmSM90Config struct {
 	In, Out   dsl.Type
 	BN        int // 64, 128 or 256
@@ -22,21 +25,85 @@ type GemmSM90Config struct {
 	Stages    int
 }
 
-// DefaultGemmSM90Config is the library's sm_90a gemm: 128x128x64 tiles (two consumer
-// warpgroups), 4 stages, out = in.
+// DefaultGemmSM90Config is the library's sm_90a gemm for large problems: 128x256x64 tiles
+// (two consumer warpgroups of 64 x 256), 3 stages, out = in: the fastest measured at 8192^3
+// on an H100 (3 stages beat 4 by 1-6% at every large shape; docs/bench.md). GemmSM90For
+// picks per problem shape. For fp8 inputs out is bf16.
 func DefaultGemmSM90Config(dt dsl.Type) GemmSM90Config {
-	return GemmSM90Config{In: dt, Out: dt, BN: 128, Consumers: 2, Stages: 4}
+	c := GemmSM90Config{In: dt, Out: dt, BN: 256, Consumers: 2, Stages: 3}
+	if c.FP8() {
+		c.Out = dsl.BF16
+	}
+	return c
 }
 
-// gemmSM90BK is the K step: one 128-byte swizzle row of 16-bit elements.
-const gemmSM90BK = 64
+// GemmSM90Candidates returns the configurations GemmSM90For chooses among for in and out:
+// tiles 128x256 (3 stages, as DefaultGemmSM90Config), 128x128, 64x256, 64x128 and 64x64,
+// the others with as many stages as fit in shared memory (at most 8).
+func GemmSM90Candidates(in, out dsl.Type) []GemmSM90Config {
+	var cs []GemmSM90Config
+	for _, t := range [][3]int{{2, 256, 3}, {2, 128, 8}, {1, 256, 8}, {1, 128, 8}, {1, 64, 8}} {
+		c := GemmSM90Config{In: in, Out: out, BN: t[1], Consumers: t[0], Stages: t[2]}
+		for c.Stages > 2 && c.SharedBytes() > gemmSM90MaxShared {
+			c.Stages--
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// GemmSM90For returns the configuration for an M x N x K problem on a GPU of sms
+// multiprocessors: the candidate (GemmSM90Candidates) with the smallest estimated time of
+// its busiest SM, waves * (K * per-K-step cycles + per-tile overhead), where waves =
+// ceil(tiles / sms) and a K step of one tile costs the larger of its tensor-core cycles
+// (BM*BN*2 flops at 4096 per cycle, 8192 for fp8, scaled down for one consumer warpgroup, which cannot
+// overlap its epilogue or its wgmma issue) and its load cycles (the (BM+BN) input elements
+// at 48 bytes per cycle, what an SM sustains from L2 when all load; docs/facts.md). Large
+// problems get 128x256; skinny ones (M of a few hundred rows) smaller tiles that fill the
+// SMs. Ties go to the earlier (larger) candidate.
+func GemmSM90For(in, out dsl.Type, m, n, k, sms int) GemmSM90Config {
+	sms = max(sms, 1)
+	best, bestCost := GemmSM90Config{}, 0.0
+	for _, c := range GemmSM90Candidates(in, out) {
+		if c.Check() != nil {
+			continue
+		}
+		// per element of K: tensor-core cycles (fp8 runs at twice the 16-bit rate) and load
+		// cycles
+		mma := float64(c.BM()*c.BN) * 2 / float64(4096*2/c.In.Bytes())
+		if c.Consumers == 1 {
+			mma /= 0.8
+		}
+		load := float64((c.BM()+c.BN)*c.In.Bytes()) / 48
+		waves := ceilDiv(c.Tiles(m, n), sms)
+		kSteps := ceilDiv(k, c.BK()) * c.BK()
+		cost := float64(waves) * (float64(kSteps)*max(mma, load) + gemmSM90TileOverhead)
+		if best.BN == 0 || cost < bestCost {
+			best, bestCost = c, cost
+		}
+	}
+	return best
+}
+
+// gemmSM90TileOverhead is GemmSM90For's cost of one tile outside its K steps, in cycles: the
+// first stage's latency and the epilogue.
+const gemmSM90TileOverhead = 2000
+
+// gemmSM90MaxShared is the most dynamic shared memory an sm_90 block may use.
+const gemmSM90MaxShared = 227 << 10
+
+// BK returns the K step: one 128-byte swizzle row of In elements (64, or 128 for fp8).
+func (c GemmSM90Config) BK() int { return 128 / max(c.In.Bytes(), 1) }
+
+// FP8 reports fp8 inputs, whose B is N x K row-major (K-major; see GemmSM90Config).
+func (c GemmSM90Config) FP8() bool { return c.In == dsl.E4M3 || c.In == dsl.E5M2 }
 
 // BM returns the block's row tile.
 func (c GemmSM90Config) BM() int { return 64 * c.Consumers }
 
-// Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x64_<stages>s.
+// Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x<BK>_<stages>s.
 func (c GemmSM90Config) Name() string {
-	return fmt.Sprintf("gemm_sm90_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, gemmSM90BK, c.Stages)
+	return fmt.Sprintf("gemm_sm90_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
 }
 
 // Threads returns the block size: the producer warpgroup and the consumers.
@@ -45,7 +112,7 @@ func (c GemmSM90Config) Threads() int { return 128 * (1 + c.Consumers) }
 // SharedBytes returns the dynamic shared memory a block needs: the stages of A and B, and
 // dsl.DynamicSharedTilePad to align them to 1024 bytes at run time.
 func (c GemmSM90Config) SharedBytes() int {
-	return c.Stages*(c.BM()+c.BN)*gemmSM90BK*c.In.Bytes() + dsl.DynamicSharedTilePad
+	return c.Stages*(c.BM()+c.BN)*c.BK()*c.In.Bytes() + dsl.DynamicSharedTilePad
 }
 
 // Tiles returns the number of output tiles of an M x N problem.
@@ -56,11 +123,26 @@ func (c GemmSM90Config) Tiles(m, n int) int { return ceilDiv(m, c.BM()) * ceilDi
 func (c GemmSM90Config) Grid(m, n, sms int) int { return max(1, min(c.Tiles(m, n), sms)) }
 
 // TMABoxA and TMABoxB are the tensor maps' boxes (innermost dimension first) with
-// SwizzleBytes: A's map is (K, M) of a row-major A, B's (N, K) of a row-major B.
-func (c GemmSM90Config) TMABoxA() [2]int { return [2]int{gemmSM90BK, c.BM()} }
+// SwizzleBytes: A's map is (K, M) of a row-major A; B's is (N, K) of a K x N row-major B, or
+// (K, N) of an N x K row-major B for fp8 (TMADimsB).
+func (c GemmSM90Config) TMABoxA() [2]int { return [2]int{c.BK(), c.BM()} }
 
 // TMABoxB is B's box (see TMABoxA).
-func (c GemmSM90Config) TMABoxB() [2]int { return [2]int{64, gemmSM90BK} }
+func (c GemmSM90Config) TMABoxB() [2]int {
+	if c.FP8() {
+		return [2]int{c.BK(), c.BN}
+	}
+	return [2]int{64, c.BK()}
+}
+
+// TMADimsB returns B's tensor-map extents for an n x k problem, innermost first: (N, K), or
+// (K, N) for fp8.
+func (c GemmSM90Config) TMADimsB(n, k int) [2]int {
+	if c.FP8() {
+		return [2]int{k, n}
+	}
+	return [2]int{n, k}
+}
 
 // SwizzleBytes is the tensor maps' swizzle.
 func (c GemmSM90Config) SwizzleBytes() int { return 128 }
@@ -68,8 +150,8 @@ func (c GemmSM90Config) SwizzleBytes() int { return 128 }
 // Check reports a configuration the kernel cannot build.
 func (c GemmSM90Config) Check() error {
 	switch {
-	case c.In != dsl.F16 && c.In != dsl.BF16:
-		return fmt.Errorf("gemm_sm90: input type %s (want f16 or bf16)", c.In)
+	case c.In != dsl.F16 && c.In != dsl.BF16 && !c.FP8():
+		return fmt.Errorf("gemm_sm90: input type %s (want f16, bf16, e4m3 or e5m2)", c.In)
 	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
 		return fmt.Errorf("gemm_sm90: output type %s (want f16, bf16 or f32)", c.Out)
 	case c.BN != 64 && c.BN != 128 && c.BN != 256:
@@ -78,19 +160,22 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: %d consumer warpgroups (want 1 or 2)", c.Consumers)
 	case c.Stages < 2 || c.Stages > 8:
 		return fmt.Errorf("gemm_sm90: %d stages (want 2..8)", c.Stages)
-	case c.SharedBytes() > 227<<10:
+	case c.SharedBytes() > gemmSM90MaxShared:
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles need %d bytes of shared memory; an sm_90 block has at most %d",
-			c.Stages, c.BM(), gemmSM90BK, c.BN, gemmSM90BK, c.SharedBytes(), 227<<10)
+			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.SharedBytes(), gemmSM90MaxShared)
 	}
 	return nil
 }
 
 // CheckShape reports a problem the kernel cannot run: TMA's global strides must be
-// multiples of 16 bytes, so K (A's row length) and N (B's) must be multiples of 8.
+// multiples of 16 bytes, so K (A's row length) and N (B's) must be multiples of 8; for fp8,
+// K (A's and B's row length) must be a multiple of 16 and N of 8 (the epilogue's stores).
 func (c GemmSM90Config) CheckShape(m, n, k int) error {
 	switch {
 	case m <= 0 || n <= 0 || k <= 0:
 		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: every extent must be positive", m, n, k)
+	case c.FP8() && (k%16 != 0 || n%8 != 0):
+		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: K must be a multiple of 16 (TMA needs 16-byte-aligned row strides of the %s A and B) and N of 8", m, n, k, c.In)
 	case k%8 != 0 || n%8 != 0:
 		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: K and N must be multiples of 8 (TMA needs 16-byte-aligned row strides of A and B)", m, n, k)
 	}
@@ -108,8 +193,8 @@ type GemmSM90Args struct {
 func init() {
 	register(&Spec{
 		Name:    "gemm_sm90",
-		Doc:     "D = alpha*A*B + beta*C on sm_90a: TMA (tensor-map parameters) and wgmma, warp-specialized and persistent; 128x128x64 tiles, 4 stages; K, N multiples of 8",
-		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Doc:     "D = alpha*A*B + beta*C on sm_90a: TMA (tensor-map parameters) and wgmma, warp-specialized and persistent; 128x256 tiles, 3 stages (kernels.GemmSM90For picks per shape); K, N multiples of 8; e4m3: B is N x K, D bf16, K a multiple of 16",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16, dsl.E4M3},
 		Targets: []ptx.Target{ptx.SM90a},
 		Golden:  []ptx.Target{ptx.SM90a},
 		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmSM90(k, DefaultGemmSM90Config(dt)) },
@@ -140,11 +225,42 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	// .maxntid and .minnctapersm 1: ptxas then fixes the registers at entry (65536 over the
 	// block), without which it ignores setmaxnreg (C7508).
 	k.LaunchBounds(cfg.Threads(), 1)
-	BM, BN, BK := cfg.BM(), cfg.BN, gemmSM90BK
 	a := dsl.Params[GemmSM90Args](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)
+	gemmSM90Body(k, cfg, a, o, gemmSM90Hooks{})
+}
+
+// tileLoop runs a body per output tile of the calling block: dsl.TileScheduler, or a fused
+// kernel's order of tiles.
+type tileLoop interface {
+	ForEach(body func(m, n dsl.Value))
+}
+
+// gemmSM90Hooks are where the fused kernels (fused_sm90.go) extend the sm_90a gemm's body;
+// zero fields keep the plain gemm.
+type gemmSM90Hooks struct {
+	// tiles hands out the output tiles (nil: a TileScheduler over A's and B's tiles).
+	tiles tileLoop
+	// mapA is A's tensor map (nil: a.TmA).
+	mapA dsl.TensorMapSource
+	// load runs in the producer's elected thread before the loads of tile (m, n) and
+	// returns the row of mapA the tile starts at (nil: m*BM).
+	load func(m, n dsl.Value) dsl.Value
+	// producer runs in every producer thread (tid 0..127, after setmaxnreg.dec) once the
+	// elected thread's loop is built; the elected thread runs it after its loop.
+	producer func(tid dsl.Value)
+	// epilogue replaces the stores of tile (m, n): consumer warpgroup wg's 64 x BN
+	// accumulators, t the thread in the warpgroup.
+	epilogue func(acc dsl.Tensor, t, wg, m, n dsl.Value)
+}
+
+// gemmSM90Body writes the sm_90a gemm's warp-specialized body for the parameters a (A's
+// map unless h.mapA) and o (unless h.epilogue): GemmSM90 with h zero, the fused kernels
+// with their hooks.
+func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, h gemmSM90Hooks) {
+	BM, BN, BK := cfg.BM(), cfg.BN, cfg.BK()
 	k.Assume(a.N, 8)
-	k.Assume(a.K, 8)
+	k.Assume(a.K, 16/cfg.In.Bytes())
 
 	atom, err := dsl.MakeGMMAAtom(cfg.In, BN)
 	if err != nil {
@@ -156,23 +272,24 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 		k.Errorf("gemm_sm90: %v", err)
 		return
 	}
-	laMN, err := dsl.GMMALayoutAtom(cfg.In, dsl.MNMajor, 128)
-	if err != nil {
-		k.Errorf("gemm_sm90: %v", err)
-		return
-	}
 	lA, errA := dsl.TileToShape(laK, BM, BK)
-	// B's 64-column blocks each hold the stage's whole K (K first, then MN: one TMA box
-	// each), not TileToShape's MN-first order.
-	lB, errB := layout.Parse(fmt.Sprintf("((64,%d),(8,%d)):((1,%d),(64,512))", BN/64, BK/8, 64*BK))
+	lB, errB := gemmSM90LayoutB(cfg)
 	if errA != nil || errB != nil {
 		k.Errorf("gemm_sm90: shared layouts: %v %v", errA, errB)
 		return
 	}
 	sA := k.DynamicSharedTile(cfg.In, lA, cfg.Stages, 0)
-	sB := k.DynamicSharedTile(cfg.In, layout.ComposedLayout{Outer: laMN.Outer, Offset: laMN.Offset, Inner: lB}, cfg.Stages, cfg.Stages*sA.StageBytes)
-	cA, cB := k.MakeTMACopy(a.TmA, sA), k.MakeTMACopy(a.TmB, sB)
-	if cA.Box != cfg.TMABoxA() || cB.Box != cfg.TMABoxB() || cA.SwizzleBytes != 128 || cB.SwizzleBytes != 128 || cB.Major() != dsl.MNMajor {
+	sB := k.DynamicSharedTile(cfg.In, lB, cfg.Stages, cfg.Stages*sA.StageBytes)
+	var mapA dsl.TensorMapSource = a.TmA
+	if h.mapA != nil {
+		mapA = h.mapA
+	}
+	cA, cB := k.MakeTMACopy(mapA, sA), k.MakeTMACopy(a.TmB, sB)
+	majorB := dsl.MNMajor
+	if cfg.FP8() {
+		majorB = dsl.KMajor
+	}
+	if cA.Box != cfg.TMABoxA() || cB.Box != cfg.TMABoxB() || cA.SwizzleBytes != 128 || cB.SwizzleBytes != 128 || cB.Major() != majorB {
 		k.Errorf("gemm_sm90: TMA copies A %v-major box %v, B %v-major box %v; the host builds the maps with %v and %v", cA.Major(), cA.Box, cB.Major(), cB.Box, cfg.TMABoxA(), cfg.TMABoxB())
 		return
 	}
@@ -181,17 +298,29 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	mma := dsl.MakeTiledGMMA(atom, cfg.Consumers)
 
 	tid := k.ThreadIdx(dsl.X)
-	tilesM := a.M.Add(uint32(BM - 1)).Div(uint32(BM))
-	tilesN := a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	var tilesM, tilesN dsl.Value
+	if h.tiles == nil {
+		tilesM = a.M.Add(uint32(BM - 1)).Div(uint32(BM))
+		tilesN = a.N.Add(uint32(BN - 1)).Div(uint32(BN))
+	}
 	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
-	sched := k.MakeTileScheduler(tilesM, tilesN, 8)
+	sched := h.tiles
+	if sched == nil {
+		sched = k.MakeTileScheduler(tilesM, tilesN, 8)
+	}
 
 	k.If(tid.Lt(uint32(128)), func() {
 		k.WarpgroupRegDealloc(40)
 		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
 			st := pipe.ProducerState()
 			sched.ForEach(func(m, n dsl.Value) {
-				m0, n0 := m.Mul(uint32(BM)), n.Mul(uint32(BN))
+				var m0 dsl.Value
+				if h.load != nil {
+					m0 = h.load(m, n)
+				} else {
+					m0 = m.Mul(uint32(BM))
+				}
+				n0 := n.Mul(uint32(BN))
 				k.For(uint32(0), kTiles, uint32(1), func(kt dsl.Value) {
 					pipe.ProducerAcquire(st)
 					k0 := kt.Mul(uint32(BK))
@@ -202,6 +331,9 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 				})
 			})
 		})
+		if h.producer != nil {
+			h.producer(tid)
+		}
 	}).Else(func() {
 		k.WarpgroupRegAlloc(232)
 		acc := mma.Accumulators(k)
@@ -225,9 +357,33 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 			k.WaitGroup(0)
 			release()
 			rel.Advance()
+			if h.epilogue != nil {
+				h.epilogue(acc, tid.And(uint32(127)), wg, m, n)
+				return
+			}
 			gemmSM90Epilogue(k, cfg, a, o, acc, tid.And(uint32(127)), m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)))
 		})
 	})
+}
+
+// gemmSM90LayoutB is B's stage layout, (N, K) in elements with the 128-byte swizzle: for
+// fp8 K-major like A (BN rows of one swizzle row); for 16-bit inputs MN-major, in 64-column
+// blocks that each hold the stage's whole K (K first, then MN: one TMA box each), not
+// TileToShape's MN-first order.
+func gemmSM90LayoutB(cfg GemmSM90Config) (layout.ComposedLayout, error) {
+	if cfg.FP8() {
+		laK, err := dsl.GMMALayoutAtom(cfg.In, dsl.KMajor, 128)
+		if err != nil {
+			return layout.ComposedLayout{}, err
+		}
+		return dsl.TileToShape(laK, cfg.BN, cfg.BK())
+	}
+	laMN, err := dsl.GMMALayoutAtom(cfg.In, dsl.MNMajor, 128)
+	if err != nil {
+		return layout.ComposedLayout{}, err
+	}
+	lB, err := layout.Parse(fmt.Sprintf("((64,%d),(8,%d)):((1,%d),(64,512))", cfg.BN/64, cfg.BK()/8, 64*cfg.BK()))
+	return layout.ComposedLayout{Outer: laMN.Outer, Offset: laMN.Offset, Inner: lB}, err
 }
 
 // gemmSM90Epilogue stores the warpgroup's 64 x BN accumulators at rows row0.. and columns

@@ -53,6 +53,7 @@ func fused(w io.Writer, args []string) error {
 	ops := fs.String("ops", "ag_gemm,gemm_rs,gemm_ar", "fused ops to time")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
+	sm90 := fs.Bool("sm90", false, "target sm_90a: the fused ops run ag_gemm_sm90, gemm_rs_sm90, gemm_ar_sm90 (TMA + wgmma) and the plain and unfused gemm is gemm_sm90")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func fused(w io.Writer, args []string) error {
 		}
 		for _, p := range probs {
 			// A communicator per problem: closing it frees the problem's buffers.
-			fb, err := newFusedBench(r, sw, *reps, *asJSON)
+			fb, err := newFusedBench(r, sw, *reps, *asJSON, *sm90)
 			if err != nil {
 				return err
 			}
@@ -122,13 +123,15 @@ type fusedBench struct {
 	s      *jit.Stream
 	cfg    kernels.GemmConfig
 	gemms  map[bool]*jit.Function // by cfg.Aligned
+	sm90   *jit.Function          // gemm_sm90 of hp (-sm90)
+	hp     kernels.GemmSM90Config
 	mods   []*jit.Module
 	reps   int
 	asJSON bool
 	w      io.Writer
 }
 
-func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON bool) (*fusedBench, error) {
+func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool) (*fusedBench, error) {
 	s, err := r.Device.NewStream()
 	if err != nil {
 		return nil, err
@@ -137,12 +140,38 @@ func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON bool) (*fusedBench
 	if !target.Valid() {
 		target = ptx.SM90
 	}
+	if sm90 {
+		target = ptx.SM90a
+	}
 	c, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true})
 	if err != nil {
 		return nil, err
 	}
 	fb := &fusedBench{r: r, c: c, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
+	if sm90 {
+		fb.hp = kernels.DefaultGemmSM90Config(dsl.BF16)
+		kb := dsl.New(fb.hp.Name(), dsl.WithTarget(ptx.SM90a))
+		kernels.GemmSM90(kb, fb.hp)
+		if err := fb.load(kb, &fb.sm90); err != nil {
+			return nil, errors.Join(err, fb.close())
+		}
+	}
 	return fb, nil
+}
+
+// load builds kb and loads its kernel into *fn.
+func (fb *fusedBench) load(kb *dsl.Kernel, fn **jit.Function) error {
+	mod, err := kb.Build()
+	if err != nil {
+		return err
+	}
+	jm, err := fb.r.Device.Load(jit.Source{Module: mod, Params: map[string][]jit.ParamInfo{kb.Name(): jit.ParamInfos(kb.Params())}})
+	if err != nil {
+		return err
+	}
+	fb.mods = append(fb.mods, jm)
+	*fn, err = jm.Function(kb.Name())
+	return err
 }
 
 func (fb *fusedBench) close() error {
@@ -230,6 +259,33 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 	ptr := func(b *collectives.Buffer) jit.AnyPtr { return jit.AnyPtr{Addr: b.DevPtr(), Elem: dsl.BF16} }
 	gemm := func(a, b, d *collectives.Buffer) error {
 		return gemmFn.Launch(lc, ptr(a), ptr(b), uint32(m), uint32(n), uint32(k), float32(1), float32(0), ptr(d), ptr(d))
+	}
+	if fb.sm90 != nil {
+		// gemm_sm90, its tensor maps made once per input buffer.
+		if err := fb.hp.CheckShape(m, n, k); err != nil {
+			return err
+		}
+		maps := map[*collectives.Buffer]jit.TensorMap{}
+		tmap := func(x *collectives.Buffer, cols, rows int, box [2]int) (jit.TensorMap, error) {
+			if tm, ok := maps[x]; ok {
+				return tm, nil
+			}
+			tm, err := x.TensorMap(cols, rows, box)
+			maps[x] = tm
+			return tm, err
+		}
+		lc90 := jit.LaunchConfig{Grid: jit.D1(fb.hp.Grid(m, n, max(fb.r.Device.Info().Multiproc, 1))), Block: jit.D1(fb.hp.Threads()), SharedMem: fb.hp.SharedBytes(), Stream: fb.s}
+		gemm = func(a, b, d *collectives.Buffer) error {
+			tmA, err := tmap(a, k, m, fb.hp.TMABoxA())
+			if err != nil {
+				return err
+			}
+			tmB, err := tmap(b, n, k, fb.hp.TMABoxB())
+			if err != nil {
+				return err
+			}
+			return fb.sm90.Launch(lc90, tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), ptr(d), ptr(d))
+		}
 	}
 	mk := func(nelem int, init []byte) (*collectives.Buffer, error) {
 		b, err := fb.alloc(nelem)
@@ -374,6 +430,9 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 				return 0, err
 			}
 		}
+		if kernel == "" && impl == "kgen/fused" {
+			kernel = fb.c.LastAlgorithm()
+		}
 		res := fusedResult{Impl: impl, Op: op, GPUs: g, Rank: rank, M: m, N: n, K: k, TimeUS: float64(t.Nanoseconds()) / 1e3, Err: e, Kernel: kernel}
 		if fb.asJSON {
 			line, _ := json.Marshal(res)
@@ -395,7 +454,11 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 	if op == "ag_gemm" {
 		ga = full
 	}
-	tg, err := report("kgen/gemm", func() error { return gemm(ga, b, tmp) }, "")
+	gemmName := ""
+	if fb.sm90 != nil {
+		gemmName = fb.hp.Name()
+	}
+	tg, err := report("kgen/gemm", func() error { return gemm(ga, b, tmp) }, gemmName)
 	if err != nil {
 		return err
 	}

@@ -3,20 +3,30 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
 
-// TestFusedOnEmulator runs gpubench fused on 1 and 3 emulated ranks at a small problem with a
-// partial row tile and N, K odd multiples of 8: every op's fused kernel and unfused pair must
-// pass the sampled check (err <= 1) and every rank print one line per implementation.
+// TestFusedOnEmulator runs gpubench fused (and with -sm90: the sm_90a kernels against
+// gemm_sm90) on 1 and 3 emulated ranks at a small problem with a partial row tile and N, K
+// odd multiples of 8: every op's fused kernel and unfused pair must pass the sampled check
+// (err <= 1) and every rank print one line per implementation.
 func TestFusedOnEmulator(t *testing.T) {
 	t.Setenv("KGEN_BACKEND", "emu")
-	for _, ranks := range []string{"1", "3"} {
-		t.Run(ranks+"ranks", func(t *testing.T) {
+	for _, c := range []struct {
+		ranks string
+		sm90  bool
+	}{{"1", false}, {"3", false}, {"1", true}, {"3", true}} {
+		ranks := c.ranks
+		t.Run(fmt.Sprintf("%sranks/sm90=%v", ranks, c.sm90), func(t *testing.T) {
 			t.Setenv("WORLD_SIZE", ranks)
 			var out bytes.Buffer
-			if err := fused(&out, []string{"-sizes", "150x40x24", "-reps", "1", "-json"}); err != nil {
+			args := []string{"-sizes", "150x40x24", "-reps", "1", "-json"}
+			if c.sm90 {
+				args = append(args, "-sm90")
+			}
+			if err := fused(&out, args); err != nil {
 				t.Fatal(err)
 			}
 			n := map[string]int{"1": 1, "3": 3}[ranks]
@@ -28,6 +38,9 @@ func TestFusedOnEmulator(t *testing.T) {
 				}
 				if r.Err > 1 || r.TimeUS <= 0 || r.M != 150 || r.N != 40 || r.K != 24 || r.GPUs != n {
 					t.Errorf("bad result %+v", r)
+				}
+				if r.Impl == "kgen/fused" && c.sm90 != strings.Contains(r.Kernel, "_sm90_") {
+					t.Errorf("%s ran %q (sm_90a kernel wanted: %v)", r.Op, r.Kernel, c.sm90)
 				}
 				seen[r.Op+" "+r.Impl]++
 			}

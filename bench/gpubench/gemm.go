@@ -27,7 +27,7 @@ import (
 func runGemm(args []string) error {
 	fs := flag.NewFlagSet("gemm", flag.ExitOnError)
 	sizes := fs.String("sizes", "4096,8192", "problems: N (N^3) or MxNxK, comma-separated")
-	dtype := fs.String("dtype", "bf16", "input and output type: bf16 or f16")
+	dtype := fs.String("dtype", "bf16", "input and output type: bf16 or f16; e4m3 (with -sm90): e4m3 inputs, B N x K, bf16 out")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
 	dir := fs.String("dir", "", "write a, b, d and kgen.json per problem here for torch_gemm.py")
 	cfg := kernels.DefaultGemmConfig(dsl.BF16)
@@ -42,19 +42,31 @@ func runGemm(args []string) error {
 	fs.IntVar(&cfg.MinBlocks, "minblocks", cfg.MinBlocks, "blocks per SM that ptxas must fit (.minnctapersm; 0: its choice)")
 	sm90 := fs.Bool("sm90", false, "run gemm_sm90 (TMA + wgmma, warp-specialized, persistent; sm_90a) instead of the mma.sync gemm")
 	h := kernels.DefaultGemmSM90Config(dsl.BF16)
-	fs.IntVar(&h.BN, "sm90-bn", h.BN, "gemm_sm90: block tile N (64, 128, 256)")
-	fs.IntVar(&h.Consumers, "sm90-consumers", h.Consumers, "gemm_sm90: consumer warpgroups (1, 2)")
-	fs.IntVar(&h.Stages, "sm90-stages", h.Stages, "gemm_sm90: TMA stages")
+	fs.IntVar(&h.BN, "sm90-bn", h.BN, "gemm_sm90: block tile N (64, 128, 256; default: kernels.GemmSM90For's per shape)")
+	fs.IntVar(&h.Consumers, "sm90-consumers", h.Consumers, "gemm_sm90: consumer warpgroups (1, 2; default: GemmSM90For's)")
+	fs.IntVar(&h.Stages, "sm90-stages", h.Stages, "gemm_sm90: TMA stages (default: GemmSM90For's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it.
+	auto := true
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "sm90-") {
+			auto = false
+		}
+	})
 	switch *dtype {
 	case "bf16":
 	case "f16":
 		cfg.In, cfg.Out = dsl.F16, dsl.F16
 		h.In, h.Out = dsl.F16, dsl.F16
+	case "e4m3":
+		if !*sm90 {
+			return fmt.Errorf("-dtype e4m3 needs -sm90 (the mma.sync gemm takes 16-bit inputs)")
+		}
+		h.In, h.Out = dsl.E4M3, dsl.BF16
 	default:
-		return fmt.Errorf("-dtype %q: want bf16 or f16", *dtype)
+		return fmt.Errorf("-dtype %q: want bf16, f16 or e4m3", *dtype)
 	}
 	d, err := jit.Open(0)
 	if err != nil {
@@ -64,7 +76,11 @@ func runGemm(args []string) error {
 	var hp *kernels.GemmSM90Config
 	if *sm90 {
 		hp = &h
-		fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared, persistent on %d SMs\n", d.Info().Name, d.Info().Arch, h.Name(), h.Threads(), h.SharedBytes(), d.Info().Multiproc)
+		if auto {
+			fmt.Printf("device: %s (%s); gemm_sm90 as kernels.GemmSM90For picks per shape, persistent on %d SMs\n", d.Info().Name, d.Info().Arch, d.Info().Multiproc)
+		} else {
+			fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared, persistent on %d SMs\n", d.Info().Name, d.Info().Arch, h.Name(), h.Threads(), h.SharedBytes(), d.Info().Multiproc)
+		}
 	} else {
 		fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, cfg.Name(), cfg.Threads(), cfg.SharedBytes())
 	}
@@ -72,6 +88,9 @@ func runGemm(args []string) error {
 		m, n, k, err := parseSize(s)
 		if err != nil {
 			return err
+		}
+		if hp != nil && auto {
+			h = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
 		}
 		if err := benchGemm(d, cfg, hp, m, n, k, *reps, *dir); err != nil {
 			return fmt.Errorf("%dx%dx%d: %w", m, n, k, err)
@@ -110,6 +129,9 @@ type gemmRecord struct {
 
 // benchGemm times one problem: the mma.sync gemm of cfg, or gemm_sm90 of hp when not nil.
 func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config, m, n, k, reps int, dir string) error {
+	if hp != nil && hp.FP8() {
+		return benchGemmFP8(d, *hp, m, n, k, reps, dir)
+	}
 	if m%8 != 0 || n%8 != 0 || k%8 != 0 {
 		cfg.Aligned = false
 	}

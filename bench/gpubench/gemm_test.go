@@ -27,6 +27,24 @@ func TestGemmSM90OnEmulator(t *testing.T) {
 	if !strings.HasPrefix(rec.Kernel, "gemm_sm90_bf16") || rec.M != 200 || rec.N != 136 || rec.K != 72 || rec.SampleErr > 1 {
 		t.Errorf("record %+v: want gemm_sm90_bf16 at 200x136x72 within tolerance", rec)
 	}
+	// e4m3: B N x K, bf16 out
+	if err := runGemm([]string{"-sm90", "-dtype", "e4m3", "-sizes", "200x136x80", "-reps", "1", "-dir", dir}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, "200x136x80", "kgen.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = gemmRecord{}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rec.Kernel, "gemm_sm90_e4m3_bf16") || rec.DType != "e4m3" || rec.SampleErr > 1 {
+		t.Errorf("record %+v: want gemm_sm90_e4m3_bf16 within tolerance", rec)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "200x136x80", "b.bin")); err != nil || fi.Size() != 136*80 {
+		t.Errorf("b.bin: %v, want %d bytes (N x K e4m3)", err, 136*80)
+	}
 	err = runGemm([]string{"-sm90", "-sizes", "64x12x16", "-reps", "1"})
 	if err == nil || !strings.Contains(err.Error(), "multiples of 8") {
 		t.Errorf("N=12: err %v, want the multiple-of-8 rule", err)

@@ -20,14 +20,16 @@ func init() {
 	register(&command{
 		name:    "launch",
 		summary: "run a multi-rank program on N GPUs (N processes) or N simulated GPUs (one process)",
-		usage: `-n N [--backend cuda|emu] [--timeout D] [--master-addr A] [--master-port P] [--grace D] [--] PROG [ARGS...]
+		usage: `-n N [--backend cuda|emu] [--nodes K] [--timeout D] [--master-addr A] [--master-port P] [--grace D] [--] PROG [ARGS...]
 
 With --backend cuda, starts N processes of PROG with torchrun's environment (RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and KGEN_BACKEND=cuda),
 prefixes their output with "[rank R] " and waits; when one fails the others are stopped
 (SIGTERM, then SIGKILL after --grace).
 With --backend emu, runs PROG once with WORLD_SIZE=N and KGEN_BACKEND=emu: its jit.RunRanks
-simulates the N ranks as goroutines sharing one emulated machine.
+simulates the N ranks as goroutines sharing one emulated machine. --nodes K (emu only)
+splits them into K nodes of N/K GPUs (KGEN_EMU_NODES=K, LOCAL_WORLD_SIZE=N/K): peer and
+multicast addresses reach one node, and NVSHMEM operations between nodes arrive late.
 The default backend is $KGEN_BACKEND, else cuda when this machine has an NVIDIA GPU
 (/proc/driver/nvidia/gpus), else emu. The exit status is the first failure's (128+signal
 for a signal, 143 when kgen launch itself gets SIGTERM); 124 when --timeout stops the
@@ -56,6 +58,7 @@ func runLaunch(e *env, args []string) error {
 	startup := fs.Bool("startup", false, "every rank prints, at its first kernel launch, where the time to it went (open, NVSHMEM init, link, load); sets "+jit.StartupEnv+"=1")
 	grace := fs.Duration("grace", 5*time.Second, "cuda: time between SIGTERM and SIGKILL for the other ranks once one fails")
 	timeout := fs.Duration("timeout", 0, "stop the ranks if they have not all exited after this long (0: no limit)")
+	nodes := fs.Int("nodes", 1, "emu: simulate the ranks on this many nodes of n/nodes GPUs (sets "+jit.EmuNodesEnv+")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -82,6 +85,12 @@ func runLaunch(e *env, args []string) error {
 	if b == jit.Emulator && *n > emu.MaxGPUs {
 		return usagef("-n %d: the emulator simulates at most %d ranks", *n, emu.MaxGPUs)
 	}
+	if *nodes < 1 || *n%*nodes != 0 {
+		return usagef("--nodes %d: -n %d ranks do not split into %d nodes of equal size", *nodes, *n, *nodes)
+	}
+	if *nodes > 1 && b != jit.Emulator {
+		return usagef("--nodes %d: only the emulator simulates nodes; on GPUs run one kgen launch (or torchrun) per node", *nodes)
+	}
 	prog := pos[0]
 	if _, err := exec.LookPath(prog); err != nil {
 		return fmt.Errorf("program %s: %w", prog, err)
@@ -93,7 +102,7 @@ func runLaunch(e *env, args []string) error {
 		extra = append(extra, jit.StartupEnv+"=1")
 	}
 	if b == jit.Emulator {
-		return launchEmu(ctx, e, *n, prog, pos[1:], *grace, *timeout, extra)
+		return launchEmu(ctx, e, *n, *nodes, prog, pos[1:], *grace, *timeout, extra)
 	}
 	code, err := jit.LaunchRanks(ctx, jit.LaunchOptions{
 		N: *n, Prog: prog, Args: pos[1:], Env: append([]string{"KGEN_BACKEND=cuda"}, extra...),
@@ -153,11 +162,12 @@ func launchBackend(flag string) (jit.Backend, error) {
 	return jit.Emulator, nil
 }
 
-// launchEnv is the emulator's environment for n ranks: this one without the variables that
-// would make the process one rank of several, plus WORLD_SIZE=n and KGEN_BACKEND=emu.
-func launchEnv(n int) []string {
+// launchEnv is the emulator's environment for n ranks on nodes nodes: this one without the
+// variables that would make the process one rank of several, plus WORLD_SIZE=n,
+// LOCAL_WORLD_SIZE=n/nodes, KGEN_EMU_NODES=nodes and KGEN_BACKEND=emu.
+func launchEnv(n, nodes int) []string {
 	drop := map[string]bool{"RANK": true, "LOCAL_RANK": true, "WORLD_SIZE": true, "LOCAL_WORLD_SIZE": true,
-		"KGEN_BACKEND": true, "MASTER_ADDR": true, "MASTER_PORT": true}
+		"KGEN_BACKEND": true, "MASTER_ADDR": true, "MASTER_PORT": true, jit.EmuNodesEnv: true}
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -165,17 +175,18 @@ func launchEnv(n int) []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "WORLD_SIZE="+strconv.Itoa(n), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "KGEN_BACKEND=emu")
+	return append(out, "WORLD_SIZE="+strconv.Itoa(n), "LOCAL_WORLD_SIZE="+strconv.Itoa(n/nodes),
+		jit.EmuNodesEnv+"="+strconv.Itoa(nodes), "KGEN_BACKEND=emu")
 }
 
-func launchEmu(ctx context.Context, e *env, n int, prog string, args []string, grace, timeout time.Duration, extra []string) error {
+func launchEmu(ctx context.Context, e *env, n, nodes int, prog string, args []string, grace, timeout time.Duration, extra []string) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Env = append(launchEnv(n), extra...)
+	cmd.Env = append(launchEnv(n, nodes), extra...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

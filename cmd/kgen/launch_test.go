@@ -75,6 +75,17 @@ func TestLaunchEmu(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "rank 2 failed") || !strings.Contains(errs, "exit code 3") {
 		t.Fatalf("a failing rank: exit %d\n%s", code, errs)
 	}
+	// --nodes: the emulator's ranks on 2 nodes; rankprog's ring reaches the next rank by a
+	// peer pointer, which the other node's rank does not have.
+	t.Setenv("RANKPROG_FAIL", "")
+	code, _, errs = kgen("launch", "-n", "4", "--nodes", "2", "--backend", "emu", "--", "sh", "-c", `test "$KGEN_EMU_NODES" = 2 && test "$LOCAL_WORLD_SIZE" = 2 && test "$WORLD_SIZE" = 4`)
+	if code != 0 {
+		t.Fatalf("--nodes 2: the environment: exit %d\n%s", code, errs)
+	}
+	code, _, errs = kgen("launch", "-n", "4", "--nodes", "2", "--backend", "emu", "--", bin)
+	if code == 0 || !strings.Contains(errs, "another node") {
+		t.Fatalf("--nodes 2: rankprog's peer-pointer ring across nodes: exit %d, want a failure naming the other node\n%s", code, errs)
+	}
 	// KGEN_BACKEND picks the backend when --backend is not given.
 	t.Setenv("RANKPROG_FAIL", "")
 	t.Setenv("KGEN_BACKEND", "emu")

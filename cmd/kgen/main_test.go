@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/internal/tooltest"
+	"github.com/kgen-dev/kgen/jit"
 )
 
 func kgen(args ...string) (code int, stdout, stderr string) {
@@ -90,6 +91,53 @@ func TestRun(t *testing.T) {
 	}
 	if code, _, _ := kgen("run", "transpose", "--ranks", "0"); code != 2 {
 		t.Fatalf("ranks 0: exit %d", code)
+	}
+}
+
+// TestRunNodes: kgen run with a topology: the NVSHMEM ring collectives run across 2 nodes x
+// 2 GPUs (and 3 x 2 with a slow network, in weak mode), while a peer-pointer and a
+// multimem collective are refused with the emulator's errors naming the Go line.
+func TestRunNodes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nvshmem_allgather_ring", "--ranks", "4", "--nodes", "2", "--size", "4004"}, "ok: nvshmem_allgather_ring f32 n=1001 gpus=4"},
+		{[]string{"nvshmem_reducescatter_ring_sum", "--ranks", "6", "--nodes", "3", "--network", "20us,1e9", "--weak", "--seed", "2", "--dtype", "bf16"}, "ok: nvshmem_reducescatter_ring_sum bf16"},
+	} {
+		code, out, errs := kgen(append([]string{"run"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) || !strings.Contains(out, "nodes") {
+			t.Errorf("kgen run %v: exit %d, want %q in: %s %s", c.args, code, c.want, out, errs)
+		}
+	}
+	// The environment's form, as kgen launch --nodes passes it on.
+	t.Setenv(jit.EmuNodesEnv, "2")
+	t.Setenv(jit.EmuNetworkEnv, "5us,2e9")
+	if code, out, errs := kgen("run", "nvshmem_ring_signal", "--ranks", "4", "--size", "404"); code != 0 || !strings.Contains(out, "in 2 nodes") {
+		t.Errorf("%s=2: exit %d: %s %s", jit.EmuNodesEnv, code, out, errs)
+	}
+	t.Setenv(jit.EmuNetworkEnv, "fast")
+	if code, _, errs := kgen("run", "nvshmem_ring_signal", "--ranks", "4"); code != 2 || !strings.Contains(errs, jit.EmuNetworkEnv) {
+		t.Errorf("%s=fast: exit %d: %s", jit.EmuNetworkEnv, code, errs)
+	}
+	t.Setenv(jit.EmuNodesEnv, "")
+	t.Setenv(jit.EmuNetworkEnv, "")
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"p2p_allreduce_1shot_sum", "--ranks", "4", "--nodes", "2"}, []string{"access to another node's memory", "(node 0)", "(node 1)", "kernels/"}},
+		{[]string{"mm_allreduce_1shot_sum", "--ranks", "4", "--nodes", "2"}, []string{"multicast", "span 2 nodes", "kernels/"}},
+	} {
+		code, _, errs := kgen(append([]string{"run"}, c.args...)...)
+		if code == 0 {
+			t.Errorf("kgen run %v succeeded across nodes", c.args)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("kgen run %v: error does not name %q: %s", c.args, w, errs)
+			}
+		}
 	}
 }
 
@@ -244,5 +292,30 @@ func TestDocListsEveryCommand(t *testing.T) {
 		if !strings.Contains(doc, "//\tkgen "+name+" ") {
 			t.Errorf("the package comment of cmd/kgen does not list `kgen %s`", name)
 		}
+	}
+}
+
+// TestRunPicksTheGemmByTarget: gemm_sm90 and the fused sm_90a kernels run without --target
+// (their only target, sm_90a); gemm on sm_90a runs gemm_sm90 (the host's choice) unless
+// --exact, and the mma.sync gemm elsewhere; kgen ptx builds gemm_sm90 for sm_90a.
+func TestRunPicksTheGemmByTarget(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gemm_sm90", "--size", "4096"}, "ok: gemm_sm90_f16_f16_"},
+		{[]string{"gemm", "--target", "sm_90a", "--size", "4096"}, "ok: gemm_sm90_f16_f16_"},
+		{[]string{"gemm", "--target", "sm_90a", "--size", "4096", "--exact"}, "ok: gemm_f16_f16_rr_"},
+		{[]string{"gemm", "--size", "4096"}, "ok: gemm_f16_f16_rr_"},
+		{[]string{"gemm_rs_sm90", "--ranks", "2", "--size", "4096"}, "ok: gemm_rs_sm90_f16_f16_"},
+	} {
+		code, out, errs := kgen(append([]string{"run"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("kgen run %v: exit %d, want %q in: %s %s", c.args, code, c.want, out, errs)
+		}
+	}
+	code, out, errs := kgen("ptx", "gemm_sm90")
+	if code != 0 || !strings.Contains(out, ".target sm_90a") {
+		t.Errorf("kgen ptx gemm_sm90: exit %d, %s", code, errs)
 	}
 }

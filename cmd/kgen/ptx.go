@@ -9,6 +9,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -52,13 +53,16 @@ func runList(e *env, args []string) error {
 func runPTX(e *env, args []string) error {
 	c := commands["ptx"]
 	fs := flags(e, c)
-	target := fs.String("target", "sm_90", "GPU target ("+targetNames()+")")
+	target := fs.String("target", "", "GPU target ("+targetNames()+"; default sm_90, or the kernel's first target without sm_90)")
 	dtype := fs.String("dtype", "", "element type (default: the kernel's first)")
 	out := fs.String("o", "", "write to FILE instead of standard output")
 	noLoc := fs.Bool("no-loc", false, "omit .file/.loc source lines")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *target == "" {
+		*target = kernelTarget(pos)
 	}
 	spec, t, dt, err := variant(pos, *target, *dtype)
 	if err != nil {
@@ -113,6 +117,18 @@ func targetNames() string {
 
 // variant resolves the KERNEL argument and the --target and --dtype flags of a command that
 // works on one kernel variant; its errors are usage errors naming the valid values.
+// kernelTarget is the target a command builds KERNEL (pos[0]) for without --target: sm_90,
+// or the kernel's first target when it has no sm_90 (gemm_sm90 and the fused sm_90a kernels:
+// sm_90a).
+func kernelTarget(pos []string) string {
+	if len(pos) == 1 {
+		if s, err := kernels.Lookup(pos[0]); err == nil {
+			return string(ref.DefaultTarget(s))
+		}
+	}
+	return string(ptx.SM90)
+}
+
 func variant(pos []string, target, dtype string) (*kernels.Spec, ptx.Target, dsl.Type, error) {
 	if len(pos) != 1 {
 		return nil, "", 0, usagef("want exactly one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
@@ -13,7 +14,7 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run a library kernel on the emulator and check it against a Go reference",
-		usage:   "KERNEL [--ranks N] [--size BYTES | --rows R] [--cols C] [--exact] [--dtype T] [--target sm_90] [--seed S] [--weak]   (at most 256 MiB: the emulator runs on the CPU; softmax and row_sum with --cols run the kernel the host picks, the split one for long rows)",
+		usage:   "KERNEL [--ranks N [--nodes K] [--network LAT,BW]] [--size BYTES | --rows R] [--cols C] [--exact] [--dtype T] [--target sm_90] [--seed S] [--weak]   (at most 256 MiB: the emulator runs on the CPU; softmax and row_sum with --cols run the kernel the host picks, the split one for long rows)",
 		run:     runRun,
 	})
 }
@@ -33,24 +34,46 @@ func runRun(e *env, args []string) error {
 	weak := fs.Bool("weak", false, "weak-memory mode: unfenced remote stores become visible late")
 	cols := fs.Int("cols", 0, "row kernels: the row length; the rows: --rows, or --size / the row's bytes, or one")
 	rows := fs.Int("rows", 0, "row kernels, with --cols: the number of rows (in place of --size)")
-	exact := fs.Bool("exact", false, "run KERNEL itself, not the row kernel the host would pick for the shape")
+	exact := fs.Bool("exact", false, "run KERNEL itself, not the kernel the host would pick (row kernels: for the shape; gemm: gemm_sm90 on sm_90a)")
+	nodes := fs.Int("nodes", 0, "split the simulated GPUs into this many nodes: peer and multicast addresses reach one node, NVSHMEM operations between nodes arrive late (default $"+jit.EmuNodesEnv+", else 1)")
+	network := fs.String("network", "", "with --nodes: the network between nodes, LATENCY,BYTES_PER_SECOND (default $"+jit.EmuNetworkEnv+", else "+emuNetDefault()+")")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	explicit := *target != ""
-	if !explicit {
-		*target = string(ptx.SM90)
+	if *target == "" {
+		*target = kernelTarget(pos)
 	}
 	spec, t, dt, err := variant(pos, *target, *dtype)
 	if err != nil {
 		return err
 	}
-	if !explicit {
-		t = ref.DefaultTarget(spec)
-	}
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)
+	}
+	if *nodes == 0 { // the environment's, as jit.RunRanks takes it
+		if *nodes, err = jit.EmuNodes(); err != nil {
+			return &usageError{err.Error()}
+		}
+	}
+	if *nodes < 1 || *ranks%*nodes != 0 {
+		return usagef("--nodes %d: --ranks %d do not split into %d nodes of equal size", *nodes, *ranks, *nodes)
+	}
+	if *nodes > 1 && fusedFamilies[spec.Family] {
+		return usagef("--nodes %d: %s runs on a machine of its own making; --nodes applies to the collective kernels", *nodes, spec.Name)
+	}
+	var net *emu.Network
+	if *network != "" {
+		if *nodes == 1 {
+			return usagef("--network %s: without --nodes there is no network between nodes", *network)
+		}
+		if net, err = jit.ParseNetwork(*network); err != nil {
+			return usagef("--network %q: %v", *network, err)
+		}
+	} else if *nodes > 1 {
+		if net, err = jit.EmuNetwork(); err != nil {
+			return &usageError{err.Error()}
+		}
 	}
 	if *size < 0 || *size > maxRunSize {
 		return usagef("--size %d: want 0 (the kernel's own size) to %d bytes (256 MiB: the emulator runs every thread on the CPU)", *size, maxRunSize)
@@ -86,13 +109,36 @@ func runRun(e *env, args []string) error {
 			return err
 		}
 	}
+	// gemm: the host's choice for the target (kernels.UseSM90); the emulator's gemm_sm90
+	// shapes have N and K multiples of 8.
+	if spec.Name == string(kernels.FamilyGemm) && !*exact {
+		if ok, why := kernels.UseSM90(t, 8, 8); ok {
+			name = string(kernels.FamilyGemmSM90)
+			fmt.Fprintf(e.stderr, "kgen run: gemm on %s runs %s (%s); --exact runs gemm itself\n", t, name, why)
+		}
+	}
 	res, err := ref.Run(ref.Problem{Kernel: name, DType: dt, Target: t, Size: n, Cols: *cols,
-		Ranks: *ranks, Seed: *seed, Weak: *weak})
+		Ranks: *ranks, Nodes: *nodes, Network: net, Seed: *seed, Weak: *weak})
 	if err != nil {
 		return err
 	}
+	if *nodes > 1 {
+		fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s) in %d nodes\n", res, *ranks, *nodes)
+		return nil
+	}
 	fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s)\n", res, *ranks)
 	return nil
+}
+
+// fusedFamilies are the kernels whose check (ref.RunFused) makes its own machine, which
+// --nodes does not reach.
+var fusedFamilies = map[kernels.Family]bool{
+	kernels.FamilyAGGemm: true, kernels.FamilyGemmRS: true, kernels.FamilyGemmAR: true, kernels.FamilyAGGemmNVSHMEM: true,
+}
+
+func emuNetDefault() string {
+	n := emu.DefaultNetwork
+	return fmt.Sprintf("%v,%g", n.Latency, n.BytesPerSecond)
 }
 
 // rowKernels are the families --cols and --rows apply to.

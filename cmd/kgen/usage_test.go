@@ -62,6 +62,10 @@ func TestEveryUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"run", "vector_add", "--size", "6"}, []string{"multiple"}},
 		{[]string{"run", "vector_add", "--ranks", "9"}, []string{"--ranks 9", "1..8"}},
 		{[]string{"run", "vector_add", "--ranks", "x"}, []string{`"x"`}},
+		{[]string{"run", "nvshmem_allgather_ring", "--ranks", "4", "--nodes", "3"}, []string{"--nodes 3", "--ranks 4"}},
+		{[]string{"run", "nvshmem_allgather_ring", "--ranks", "4", "--network", "2us,1e9"}, []string{"--network", "without --nodes"}},
+		{[]string{"run", "nvshmem_allgather_ring", "--ranks", "4", "--nodes", "2", "--network", "soon"}, []string{`"soon"`, "LATENCY,BYTES_PER_SECOND"}},
+		{[]string{"run", "ag_gemm", "--ranks", "4", "--nodes", "2"}, []string{"--nodes 2", "ag_gemm"}},
 		{[]string{"run", "nosuch"}, []string{`"nosuch"`}},
 		{[]string{"run", "vector_add", "--dtype", "f99"}, []string{`"f99"`}},
 		{[]string{"run", "vector_add", "--cols", "3"}, []string{"row kernels", "vector_add"}},
@@ -78,6 +82,8 @@ func TestEveryUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"launch", "--master-port", "70000", "--", "true"}, []string{"70000", "65535"}},
 		{[]string{"launch", "--grace", "0s", "--", "true"}, []string{"--grace 0s"}},
 		{[]string{"launch", "-n", "2"}, []string{"no program"}},
+		{[]string{"launch", "-n", "4", "--nodes", "3", "--backend", "emu", "--", "true"}, []string{"--nodes 3", "-n 4"}},
+		{[]string{"launch", "-n", "4", "--nodes", "2", "--backend", "cuda", "--", "true"}, []string{"--nodes 2", "one kgen launch"}},
 	} {
 		code, out, errs := kgen(c.args...)
 		if _, err := os.Stat(o); err == nil {

@@ -66,6 +66,7 @@ var twins = []twin{
 	of[kernels.NVSHMEMAllGatherRingArgs]("NVSHMEMAllGatherRing", false, "NVSHMEMAllGatherRing launches nvshmem_allgather_ring."),
 	of[kernels.NVSHMEMReduceScatterRingArgs]("NVSHMEMReduceScatterRing", false, "NVSHMEMReduceScatterRing launches nvshmem_reducescatter_ring (Scratch points to b32)."),
 	of[kernels.NVSHMEMRingSignalArgs]("NVSHMEMRingSignal", false, "NVSHMEMRingSignal launches nvshmem_ring_signal."),
+	of[kernels.HierArgs]("Hier", false, "Hier launches hier_allreduce, hier_reducescatter and hier_allgather."),
 	of[kernels.NVSHMEMCopyArgs]("NVSHMEMCopy", false, "NVSHMEMCopy launches nvshmem_alltoall_put and nvshmem_ring_get."),
 }
 

@@ -263,6 +263,25 @@ type NVSHMEMRingSignal struct {
 	Epoch uint64
 }
 
+// Hier launches hier_allreduce, hier_reducescatter and hier_allgather.
+type Hier struct {
+	In       jit.AnyPtr
+	Out      jit.AnyPtr
+	Ins      jit.AnyPtr
+	Outs     jit.AnyPtr
+	Scratch  jit.AnyPtr
+	Sig      jit.AnyPtr
+	Pads     jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	Node     uint32
+	Nodes    uint32
+	Shard    uint32
+	Total    uint32
+	Epoch    uint32
+	SigEpoch uint64
+}
+
 // NVSHMEMCopy launches nvshmem_alltoall_put and nvshmem_ring_get.
 type NVSHMEMCopy struct {
 	Dst jit.AnyPtr

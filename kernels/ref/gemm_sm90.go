@@ -13,11 +13,14 @@ import (
 func init() { register("gemm_sm90", gemmSM90Harness) }
 
 // gemmSM90Harness runs `kgen run gemm_sm90`: about size elements per matrix, M odd, N and K
-// rounded up to multiples of 8 (the kernel's rule), on two persistent blocks.
+// rounded up to multiples of 8 (K of 16 for fp8; the kernel's rule), on two persistent blocks.
 func gemmSM90Harness(r *run) error {
 	side := max(int(math.Cbrt(float64(r.size(0)))), 1)
 	up8 := func(x int) int { return (x + 7) / 8 * 8 }
 	m, n, kk := side+1, up8(side+17), up8(side+33)
+	if kernels.DefaultGemmSM90Config(r.p.DType).FP8() {
+		kk = (side + 33 + 15) / 16 * 16 // fp8: K a multiple of 16
+	}
 	if r.p.Size == 0 {
 		m, n, kk = 257, 136, 304
 	}
@@ -28,7 +31,8 @@ func gemmSM90Harness(r *run) error {
 }
 
 // GemmSM90Problem is one sm_90a gemm run on the emulator: D = Alpha*A*B + Beta*C for an
-// M x N x K problem (row-major A and B) on Blocks persistent blocks (0: one per tile).
+// M x N x K problem (row-major A; row-major B, K x N, or N x K for fp8 inputs) on Blocks
+// persistent blocks (0: one per tile).
 type GemmSM90Problem struct {
 	Config      kernels.GemmSM90Config
 	M, N, K     int
@@ -73,7 +77,7 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	}
 	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(blocks), Block: emu.D1(cfg.Threads()),
 		SharedBytes: cfg.SharedBytes(),
-		Args: []any{tmap(ptrs[0], K, M, cfg.TMABoxA()), tmap(ptrs[1], N, K, cfg.TMABoxB()),
+		Args: []any{tmap(ptrs[0], K, M, cfg.TMABoxA()), tmap(ptrs[1], cfg.TMADimsB(N, K)[0], cfg.TMADimsB(N, K)[1], cfg.TMABoxB()),
 			uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), ptrs[2], ptrs[3]},
 		Options: emu.Options{Seed: p.Seed}})
 	if err != nil {
@@ -85,5 +89,8 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	}
 	at := func(i, l int) float64 { return g.a[i*K+l] }
 	bt := func(l, j int) float64 { return g.b[l*N+j] }
+	if cfg.FP8() { // B is N x K row-major
+		bt = func(l, j int) float64 { return g.b[j*K+l] }
+	}
 	return res, g.check(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, at, bt)
 }

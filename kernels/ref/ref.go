@@ -26,8 +26,11 @@ type Problem struct {
 	Cols   int        // row kernels (softmax, row_sum): the row length, rows = max(1, Size/Cols); 0: square-ish
 	Grid   int        // streaming and row kernels: launch this many blocks (0: the host's launch shape)
 	Ranks  int        // simulated GPUs for multi-GPU kernels (0: 1)
-	Seed   int64      // input data and, when non-zero, the emulator's schedule
-	Weak   bool       // the emulator's weak-memory mode
+	Nodes  int        // simulated nodes the Ranks split into (emu.System.SetNodes; 0: 1)
+	// Network is how NVSHMEM's operations travel between the nodes (nil: emu.DefaultNetwork).
+	Network *emu.Network
+	Seed    int64 // input data and, when non-zero, the emulator's schedule
+	Weak    bool  // the emulator's weak-memory mode
 	// Epoch is the first epoch of a collective's launches (0: 0); the signal pads and flags
 	// start as the barriers before it left them, so a run from just below 2^32 (or from
 	// just below kernels.LamportEpochWrap) checks the collectives across the epoch wrap.
@@ -114,6 +117,16 @@ func Run(p Problem) (Result, error) {
 	sys, err := emu.New(p.Ranks)
 	if err != nil {
 		return Result{}, err
+	}
+	if p.Nodes > 1 {
+		if err := sys.SetNodes(p.Nodes); err != nil {
+			return Result{}, err
+		}
+	}
+	if p.Network != nil {
+		if err := sys.SetNetwork(*p.Network); err != nil {
+			return Result{}, err
+		}
 	}
 	r := &run{p: p, spec: spec, mod: b.Module, built: b, sys: sys, rng: rand.New(rand.NewSource(p.Seed + 1)),
 		res: Result{Kernel: p.Kernel, DType: p.DType}}

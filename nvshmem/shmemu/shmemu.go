@@ -20,13 +20,15 @@ import (
 // hook: the PEs are the simulated GPUs, the symmetric heap is emu's symmetric allocations.
 //
 // Semantics:
-//   - Blocking puts, gets, p, g, abi.AMOs and signal operations take effect when called; put
-//     with signal writes the data, then updates the signal.
-//   - Non-blocking puts (put_nbi, put_signal_nbi) copy their source when issued and are
-//     delivered later, in issue order per PE, with the signal after its data: at the
-//     issuing PE's quiet, fence, barrier or barrier_all, or whenever some NVSHMEM call of
-//     any PE has to wait (the progress NVSHMEM guarantees); Quiet on the host delivers what
-//     a kernel left. get_nbi completes when called.
+//   - Between PEs of one node: blocking puts, gets, p, g, abi.AMOs and signal operations take
+//     effect when called; put with signal writes the data, then updates the signal.
+//   - Between PEs of different nodes, operations travel over the System's emu.Network and
+//     arrive late, in order per pair of PEs (network.go).
+//   - Non-blocking puts within a node (put_nbi, put_signal_nbi) copy their source when
+//     issued and are delivered later, in issue order per PE, with the signal after its
+//     data: at the issuing PE's quiet, fence, barrier or barrier_all, or whenever some
+//     NVSHMEM call of any PE has to wait (the progress NVSHMEM guarantees); Quiet on the
+//     host delivers what a kernel left. get_nbi completes when called.
 //   - abi.Warp and block operations wait until every thread of the warp or block has called them
 //     (as their NVSHMEM forms synchronise the group), run once, and release the group.
 //   - barrier_all, sync_all, barrier, team_sync and the collectives (reduce, reducescatter, fcollect,
@@ -34,10 +36,13 @@ import (
 //     each PE of a team meets the k-th of the others. A PE calls each collective once (from
 //     one thread, warp or block). Waits block cooperatively; a missing partner is reported
 //     by the emulator as a deadlock naming the waiting threads.
-//   - Teams: world, shared and node each hold every PE (the simulated GPUs share one node
-//     with peer access). nvshmem_ptr returns the peer address of any PE's copy;
-//     nvshmemx_mc_ptr returns the multicast address, or NULL when NoMulticast is set (as on
-//     a machine with NVSHMEM_DISABLE_NVLS=1).
+//   - Teams: world holds every PE; shared and node hold the PEs of the calling PE's node
+//     (emu.System.SetNodes; one node by default). nvshmem_ptr returns the peer address of
+//     a PE's copy on the same node and NULL for a PE of another node; nvshmemx_mc_ptr
+//     returns the node's multicast address (emu.Symmetric.NodeMulticast) for the node and
+//     shared teams, the world's for the world team when it is one node; NULL otherwise, or
+//     when NoMulticast is set (as on a machine with NVSHMEM_DISABLE_NVLS=1). Puts, gets,
+//     signals and atomics reach every PE.
 //
 // A launch that fails can leave collectives half matched; call Reset before the next.
 type Emulator struct {
@@ -47,8 +52,12 @@ type Emulator struct {
 	NoMulticast bool
 
 	pending []*pendingPut
-	seq     map[int32][]int // per team: collectives entered per PE
+	seq     map[teamKey][]int // per team: collectives entered per PE (by its number in the team)
 	colls   map[collKey]*coll
+
+	// operations between nodes (network.go)
+	inflight []int            // per PE: its puts, signals and AMOs to other nodes not delivered yet
+	link     map[[2]int]int64 // per (from, to) PE pair: when the link is next free
 }
 
 // Emulate registers every function of abi.Functions() on sys and returns the emulator that
@@ -73,16 +82,35 @@ func Emulate(sys *emu.System) (*Emulator, error) {
 // Reset forgets undelivered non-blocking puts and half-matched collectives.
 func (e *Emulator) Reset() {
 	e.pending = nil
-	e.seq = map[int32][]int{}
+	e.seq = map[teamKey][]int{}
 	e.colls = map[collKey]*coll{}
+	if e.inflight != nil || len(e.link) > 0 {
+		e.sys.CancelScheduled()
+	}
+	e.inflight = make([]int, e.npes)
+	e.link = map[[2]int]int64{}
 }
 
-// Pending returns the number of non-blocking puts not delivered yet.
-func (e *Emulator) Pending() int { return len(e.pending) }
+// Pending returns the number of puts (non-blocking ones, and any to another node), signals
+// and AMOs to another node not delivered yet.
+func (e *Emulator) Pending() int {
+	n := len(e.pending)
+	for _, x := range e.inflight {
+		n += x
+	}
+	return n
+}
 
-// Quiet delivers, from the host, every non-blocking put a kernel left undelivered (as
-// nvshmemx_quiet_on_stream would after the kernel).
+// Quiet delivers, from the host, every put a kernel left undelivered (as
+// nvshmemx_quiet_on_stream would after the kernel), those in flight between nodes included.
 func (e *Emulator) Quiet() error {
+	if err := e.quietLocal(); err != nil {
+		return err
+	}
+	return e.sys.RunScheduled()
+}
+
+func (e *Emulator) quietLocal() error {
 	for len(e.pending) > 0 {
 		p := e.pending[0]
 		e.pending = e.pending[1:]
@@ -135,23 +163,11 @@ func (e *Emulator) deliver(c *emu.ExternCall, from int) error {
 	}
 	e.pending = rest
 	for _, p := range todo {
-		if err := storeData(c, p); err != nil {
+		if err := deliverPut(c, p); err != nil {
 			return err
-		}
-		if p.hasSig {
-			if _, err := c.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
-}
-
-func storeData(c *emu.ExternCall, p *pendingPut) error {
-	if len(p.data) == 0 {
-		return nil
-	}
-	return c.Store(p.dst, p.data)
 }
 
 // wait delivers every pending put (progress) and blocks the call.
@@ -276,6 +292,16 @@ func (e *Emulator) checkTeam(t int32) error {
 	return nil
 }
 
+// teamOf returns the PEs of team t as seen from PE pe: the first (a PE number) and how many.
+// The world team is every PE; shared and node are pe's node.
+func (e *Emulator) teamOf(t int32, pe int) (first, n int) {
+	if t == int32(abi.TeamWorld) {
+		return 0, e.npes
+	}
+	ns := e.sys.NodeSize()
+	return pe / ns * ns, ns
+}
+
 // elemInfo is an element type as the emulator computes with it.
 type elemInfo struct {
 	t    ptx.Type
@@ -305,34 +331,44 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 	hs["nvshmem_my_pe"] = func(c *emu.ExternCall) error { setRet(c, uint64(uint32(c.GPU))); return nil }
 	hs["nvshmem_n_pes"] = func(c *emu.ExternCall) error { setRet(c, uint64(uint32(e.npes))); return nil }
 	hs["nvshmem_team_my_pe"] = func(c *emu.ExternCall) error {
-		if e.checkTeam(argInt(c, 0)) != nil {
+		t := argInt(c, 0)
+		if e.checkTeam(t) != nil {
 			setRet(c, uint64(math.MaxUint32)) // -1
 			return nil
 		}
-		setRet(c, uint64(uint32(c.GPU)))
+		first, _ := e.teamOf(t, c.GPU)
+		setRet(c, uint64(uint32(c.GPU-first)))
 		return nil
 	}
 	hs["nvshmem_team_n_pes"] = func(c *emu.ExternCall) error {
-		if e.checkTeam(argInt(c, 0)) != nil {
+		t := argInt(c, 0)
+		if e.checkTeam(t) != nil {
 			setRet(c, uint64(math.MaxUint32))
 			return nil
 		}
-		setRet(c, uint64(uint32(e.npes)))
+		_, n := e.teamOf(t, c.GPU)
+		setRet(c, uint64(uint32(n)))
 		return nil
 	}
 	hs["nvshmem_team_translate_pe"] = func(c *emu.ExternCall) error {
 		src, pe, dst := argInt(c, 0), argInt(c, 1), argInt(c, 2)
-		if e.checkTeam(src) != nil || e.checkTeam(dst) != nil || e.checkPE(pe) != nil {
+		if e.checkTeam(src) != nil || e.checkTeam(dst) != nil {
 			setRet(c, uint64(math.MaxUint32))
 			return nil
 		}
-		setRet(c, uint64(uint32(pe)))
+		sf, sn := e.teamOf(src, c.GPU)
+		df, dn := e.teamOf(dst, c.GPU)
+		if pe < 0 || int(pe) >= sn || int(pe)+sf < df || int(pe)+sf >= df+dn {
+			setRet(c, uint64(math.MaxUint32)) // not in the source team, or not in the destination team
+			return nil
+		}
+		setRet(c, uint64(uint32(int(pe)+sf-df)))
 		return nil
 	}
 	hs["nvshmem_ptr"] = func(c *emu.ExternCall) error {
 		pe := argInt(c, 1)
-		if e.checkPE(pe) != nil {
-			setRet(c, 0)
+		if e.checkPE(pe) != nil || !e.sys.SameNode(c.GPU, int(pe)) {
+			setRet(c, 0) // out of range, or on another node: no load/store path
 			return nil
 		}
 		a, err := e.sys.Peer(c.Args[0], int(pe))
@@ -343,18 +379,33 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		return nil
 	}
 	hs["nvshmemx_mc_ptr"] = func(c *emu.ExternCall) error {
-		if e.NoMulticast || e.checkTeam(argInt(c, 0)) != nil {
+		t := argInt(c, 0)
+		if e.NoMulticast || e.checkTeam(t) != nil || t == int32(abi.TeamWorld) && e.sys.Nodes() > 1 {
 			setRet(c, 0)
 			return nil
 		}
-		a, err := e.sys.MulticastOf(c.Args[1])
+		mc := e.sys.MulticastOf
+		if t != int32(abi.TeamWorld) {
+			mc = e.sys.NodeMulticastOf // reaches the caller's node
+		}
+		a, err := mc(c.Args[1])
 		if err != nil {
 			a = 0
 		}
 		setRet(c, a)
 		return nil
 	}
-	hs["nvshmem_quiet"] = thread(func(c *emu.ExternCall) error { return e.deliver(c, c.GPU) })
+	hs["nvshmem_quiet"] = func(c *emu.ExternCall) error {
+		return e.run(c, abi.Thread, func(c *emu.ExternCall, g *group) (bool, string, error) {
+			if err := e.deliver(c, c.GPU); err != nil {
+				return false, "", err
+			}
+			if n := e.inflight[c.GPU]; n > 0 {
+				return false, fmt.Sprintf("nvshmem_quiet: %d operations to other nodes in flight", n), nil
+			}
+			return true, "", nil
+		})
+	}
 	hs["nvshmem_fence"] = thread(func(c *emu.ExternCall) error { return e.deliver(c, c.GPU) })
 	hs["nvshmemx_signal_op"] = thread(func(c *emu.ExternCall) error {
 		a, err := e.remote(c.Args[0], argInt(c, 3), "sig_addr")
@@ -364,6 +415,13 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		v, op := c.Args[1], argInt(c, 2)
 		if op != int32(abi.SignalSet) && op != int32(abi.SignalAdd) {
 			return fmt.Errorf("unknown signal operation %d", op)
+		}
+		if pe := int(argInt(c, 3)); e.crossNode(c.GPU, pe) {
+			e.send(c.GPU, pe, 8, func(d *emu.Delivery) error {
+				_, err := d.Atomic(a, 8, func(old uint64) uint64 { return sigApply(old, v, op) })
+				return err
+			})
+			return nil
 		}
 		_, err = c.Atomic(a, 8, func(old uint64) uint64 { return sigApply(old, v, op) })
 		return err
@@ -408,30 +466,36 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		t := t
 		size := t.Bytes()
 		hs["nvshmem_"+typeName(t)+"_p"] = thread(func(c *emu.ExternCall) error {
-			a, err := e.remote(c.Args[0], argInt(c, 2), "dest")
+			pe := argInt(c, 2)
+			a, err := e.remote(c.Args[0], pe, "dest")
 			if err != nil {
 				return err
 			}
 			b := make([]byte, 8)
 			binary.LittleEndian.PutUint64(b, c.Args[1])
+			if e.crossNode(c.GPU, int(pe)) {
+				e.send(c.GPU, int(pe), size, func(d *emu.Delivery) error { return d.Store(a, b[:size]) })
+				return nil
+			}
 			return c.Store(a, b[:size])
 		})
-		hs["nvshmem_"+typeName(t)+"_g"] = thread(func(c *emu.ExternCall) error {
-			a, err := e.remote(c.Args[0], argInt(c, 1), "source")
-			if err != nil {
-				return err
-			}
-			b := make([]byte, 8)
-			if err := c.Load(a, b[:size]); err != nil {
-				return err
-			}
-			v := binary.LittleEndian.Uint64(b)
-			if t.Kind() == ptx.KindSigned && size < 4 { // sign-extend narrow signed integers to the int return
-				v = uint64(uint32(int32(int64(v<<(64-8*size)) >> (64 - 8*size))))
-			}
-			setRet(c, v)
-			return nil
-		})
+		hs["nvshmem_"+typeName(t)+"_g"] = func(c *emu.ExternCall) error {
+			return e.run(c, abi.Thread, e.fetch(argInt(c, 1), size, func(c *emu.ExternCall, m remoteIO) ([]byte, error) {
+				a, err := e.remote(c.Args[0], argInt(c, 1), "source")
+				if err != nil {
+					return nil, err
+				}
+				b := make([]byte, 8)
+				return b, m.Load(a, b[:size])
+			}, func(c *emu.ExternCall, g *group, b []byte) error {
+				v := binary.LittleEndian.Uint64(b)
+				if t.Kind() == ptx.KindSigned && size < 4 { // sign-extend narrow signed integers to the int return
+					v = uint64(uint32(int32(int64(v<<(64-8*size)) >> (64 - 8*size))))
+				}
+				g.ret = v
+				return nil
+			}))
+		}
 	}
 	for _, t := range abi.Types() {
 		tn, el := typeName(t), elemInfo{t: t, size: t.Bytes()}
@@ -455,7 +519,7 @@ func (e *Emulator) handlers() map[string]emu.ExternFunc {
 		}
 		for _, op := range abi.AMOs() {
 			if name, ok := abi.AMOName(op, t); ok {
-				hs[name] = thread(e.amo(op, el))
+				hs[name] = e.amo(op, el)
 			}
 		}
 	}
@@ -485,32 +549,31 @@ func cmpName(c abi.Cmp) string {
 // rmaHandler implements put, put_nbi, get (and get_nbi), put_signal and put_signal_nbi.
 func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFunc {
 	return func(c *emu.ExternCall) error {
-		return e.run(c, s, now(func(c *emu.ExternCall, g *group) error {
-			dst, src, n := c.Args[0], c.Args[1], c.Args[2]
-			peArg := 3
-			signal := strings.HasPrefix(op, "put_signal")
-			if signal {
-				peArg = 6
-			}
-			pe := argInt(c, peArg)
-			bytes := int(n) * el.size
-			if n > 1<<32 {
-				return fmt.Errorf("%d elements", n)
-			}
-			if bytes == 0 && !signal {
-				return e.checkPE(pe)
-			}
-			if op == "get" {
+		dst, src, n := c.Args[0], c.Args[1], c.Args[2]
+		signal := strings.HasPrefix(op, "put_signal")
+		peArg := 3
+		if signal {
+			peArg = 6
+		}
+		pe := argInt(c, peArg)
+		if n > 1<<32 {
+			return e.run(c, s, now(func(*emu.ExternCall, *group) error { return fmt.Errorf("%d elements", n) }))
+		}
+		bytes := int(n) * el.size
+		if bytes == 0 && !signal {
+			return e.run(c, s, now(func(*emu.ExternCall, *group) error { return e.checkPE(pe) }))
+		}
+		if op == "get" {
+			return e.run(c, s, e.fetch(pe, bytes, func(c *emu.ExternCall, m remoteIO) ([]byte, error) {
 				ra, err := e.remote(src, pe, "source")
 				if err != nil {
-					return err
+					return nil, err
 				}
 				buf := make([]byte, bytes)
-				if err := c.Load(ra, buf); err != nil {
-					return err
-				}
-				return c.Store(dst, buf)
-			}
+				return buf, m.Load(ra, buf)
+			}, func(c *emu.ExternCall, g *group, buf []byte) error { return c.Store(dst, buf) }))
+		}
+		return e.run(c, s, now(func(c *emu.ExternCall, g *group) error {
 			ra, err := e.remote(dst, pe, "dest")
 			if err != nil {
 				return err
@@ -533,6 +596,14 @@ func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFun
 				}
 				p.hasSig, p.sig, p.sigVal, p.sigOp = true, sa, c.Args[4], sop
 			}
+			if e.crossNode(c.GPU, int(pe)) {
+				size := bytes
+				if signal {
+					size += 8
+				}
+				e.send(c.GPU, int(pe), size, func(d *emu.Delivery) error { return deliverPut(d, p) })
+				return nil
+			}
 			e.pending = append(e.pending, p)
 			if strings.HasSuffix(op, "_nbi") {
 				return nil
@@ -542,6 +613,21 @@ func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFun
 			return e.deliverThrough(c, p)
 		}))
 	}
+}
+
+// deliverPut writes a put's data, then applies its signal.
+func deliverPut(m remoteIO, p *pendingPut) error {
+	if len(p.data) > 0 {
+		if err := m.Store(p.dst, p.data); err != nil {
+			return err
+		}
+	}
+	if p.hasSig {
+		if _, err := m.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deliverThrough delivers the pending puts of p's PE up to and including p.
@@ -559,20 +645,15 @@ func (e *Emulator) deliverThrough(c *emu.ExternCall, last *pendingPut) error {
 	}
 	e.pending = rest
 	for _, p := range todo {
-		if err := storeData(c, p); err != nil {
+		if err := deliverPut(c, p); err != nil {
 			return err
-		}
-		if p.hasSig {
-			if _, err := c.Atomic(p.sig, 8, func(old uint64) uint64 { return sigApply(old, p.sigVal, p.sigOp) }); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
 }
 
 // amo implements one atomic memory operation on one type.
-func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
+func (e *Emulator) amo(op abi.AMO, el elemInfo) emu.ExternFunc {
 	info, _ := abi.AMOSpec(op)
 	return func(c *emu.ExternCall) error {
 		i := 1
@@ -585,17 +666,14 @@ func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
 			val = c.Args[i]
 			i++
 		}
-		a, err := e.remote(c.Args[0], argInt(c, i), "dest")
-		if err != nil {
-			return err
-		}
+		pe := argInt(c, i)
 		mask := uint64(math.MaxUint64)
 		if el.size == 4 {
 			mask = math.MaxUint32
 		}
 		cond &= mask
 		val &= mask
-		old, err := c.Atomic(a, el.size, func(old uint64) uint64 {
+		update := func(old uint64) uint64 {
 			switch op {
 			case abi.AtomicFetchOp:
 				return old
@@ -616,22 +694,47 @@ func (e *Emulator) amo(op abi.AMO, el elemInfo) func(c *emu.ExternCall) error {
 				return old | val
 			}
 			return old ^ val // xor
-		})
-		if err != nil {
-			return err
 		}
-		if len(c.Rets) > 0 {
-			c.Rets[0] = old
+		if !info.Fetches && e.crossNode(c.GPU, int(pe)) { // delivered late, like a put
+			return e.run(c, abi.Thread, now(func(c *emu.ExternCall, g *group) error {
+				a, err := e.remote(c.Args[0], pe, "dest")
+				if err != nil {
+					return err
+				}
+				e.send(c.GPU, int(pe), el.size, func(d *emu.Delivery) error {
+					_, err := d.Atomic(a, el.size, update)
+					return err
+				})
+				return nil
+			}))
 		}
-		return nil
+		return e.run(c, abi.Thread, e.fetch(pe, el.size, func(c *emu.ExternCall, m remoteIO) ([]byte, error) {
+			a, err := e.remote(c.Args[0], pe, "dest")
+			if err != nil {
+				return nil, err
+			}
+			old, err := m.Atomic(a, el.size, update)
+			var b [8]byte
+			binary.LittleEndian.PutUint64(b[:], old)
+			return b[:], err
+		}, func(c *emu.ExternCall, g *group, b []byte) error {
+			g.ret = binary.LittleEndian.Uint64(b)
+			return nil
+		}))
 	}
 }
 
 // ---- collectives across PEs ----
 
+// teamKey names one team: a node team of a multi-node machine is one per node.
+type teamKey struct {
+	team  int32
+	first int // the team's first PE
+}
+
 type collKey struct {
-	team int32
-	seq  int
+	teamKey
+	seq int
 }
 
 // coll is one collective call matched across the PEs of a team.
@@ -668,14 +771,19 @@ func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply a
 				if err := e.deliver(c, c.GPU); err != nil {
 					return false, "", err
 				}
+				if n := e.inflight[c.GPU]; n > 0 { // a barrier completes the PE's operations first
+					return false, fmt.Sprintf("%s: %d operations to other nodes in flight", c.Name, n), nil
+				}
 			}
-			seqs := e.seq[team]
+			first, n := e.teamOf(team, c.GPU)
+			tk := teamKey{team, first}
+			seqs := e.seq[tk]
 			if seqs == nil {
-				seqs = make([]int, e.npes)
-				e.seq[team] = seqs
+				seqs = make([]int, n)
+				e.seq[tk] = seqs
 			}
-			key := collKey{team, seqs[c.GPU]}
-			seqs[c.GPU]++
+			key := collKey{tk, seqs[c.GPU-first]}
+			seqs[c.GPU-first]++
 			cl := e.colls[key]
 			if cl == nil {
 				cl = &coll{kind: c.Name, contrib: map[int][]byte{}}
@@ -697,8 +805,9 @@ func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply a
 			st = &collState{key: key, c: cl}
 			g.st = st
 		}
-		if st.c.arrived < e.npes {
-			return false, fmt.Sprintf("%s: %d of %d PEs have arrived", c.Name, st.c.arrived, e.npes), nil
+		_, n := e.teamOf(team, c.GPU)
+		if st.c.arrived < n {
+			return false, fmt.Sprintf("%s: %d of %d PEs of team %d have arrived", c.Name, st.c.arrived, n, team), nil
 		}
 		if apply != nil {
 			if err := apply(c, st.c); err != nil {
@@ -706,7 +815,7 @@ func (e *Emulator) collective(team int32, quiet bool, contrib contribFn, apply a
 			}
 		}
 		st.c.taken++
-		if st.c.taken == e.npes {
+		if st.c.taken == n {
 			delete(e.colls, st.key)
 		}
 		return true, "", nil
@@ -729,6 +838,7 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 			return fmt.Errorf("%d elements", c.Args[3])
 		}
 		size := el.size
+		first, tn := e.teamOf(team, c.GPU) // the team's PEs: first .. first+tn-1
 		load := func(addr uint64, nbytes int) ([]byte, error) {
 			b := make([]byte, nbytes)
 			return b, c.Load(addr, b)
@@ -739,8 +849,8 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 		case "fcollect":
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, n*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
-				for pe := 0; pe < e.npes; pe++ {
-					if err := c.Store(dst+uint64(pe*n*size), cl.contrib[pe]); err != nil {
+				for i := 0; i < tn; i++ {
+					if err := c.Store(dst+uint64(i*n*size), cl.contrib[first+i]); err != nil {
 						return err
 					}
 				}
@@ -749,27 +859,28 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 		case "broadcast":
 			root := argInt(c, 4)
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) {
-				if err := e.checkPE(root); err != nil {
-					return nil, fmt.Errorf("root: %v", err)
+				if root < 0 || int(root) >= tn {
+					return nil, fmt.Errorf("root: PE %d out of range [0, %d) of team %d", root, tn, team)
 				}
-				if c.GPU != int(root) {
+				if c.GPU != first+int(root) {
 					return nil, nil
 				}
 				return load(src, n*size)
 			}
 			apply = func(c *emu.ExternCall, cl *coll) error {
-				b, ok := cl.contrib[int(root)]
+				b, ok := cl.contrib[first+int(root)]
 				if !ok {
 					return fmt.Errorf("root %d contributed nothing (PEs disagree on the root)", root)
 				}
 				return c.Store(dst, b[:min(len(b), n*size)])
 			}
 		case "alltoall":
-			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, e.npes*n*size) }
+			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, tn*n*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
 				blk := n * size
-				for pe := 0; pe < e.npes; pe++ {
-					if err := c.Store(dst+uint64(pe*blk), cl.contrib[pe][c.GPU*blk:(c.GPU+1)*blk]); err != nil {
+				me := c.GPU - first
+				for i := 0; i < tn; i++ {
+					if err := c.Store(dst+uint64(i*blk), cl.contrib[first+i][me*blk:(me+1)*blk]); err != nil {
 						return err
 					}
 				}
@@ -779,28 +890,29 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 			rop, scatter := strings.CutPrefix(op, "reducescatter:")
 			total := n
 			if scatter {
-				total = n * e.npes
+				total = n * tn
 			}
 			contrib = func(c *emu.ExternCall, cl *coll) ([]byte, error) { return load(src, total*size) }
 			apply = func(c *emu.ExternCall, cl *coll) error {
-				lens := make([]int, e.npes)
-				for pe := range lens {
-					lens[pe] = len(cl.contrib[pe])
+				lens := make([]int, tn)
+				for i := range lens {
+					lens[i] = len(cl.contrib[first+i])
 				}
 				if d := oddOnes(lens); d != "" {
-					return fmt.Errorf("the PEs reduce different sizes: %s", d)
+					return fmt.Errorf("the PEs of team %d reduce different sizes: %s", team, d)
 				}
 				out := make([]byte, total*size)
-				copy(out, cl.contrib[0])
-				for pe := 1; pe < e.npes; pe++ {
-					b := cl.contrib[pe]
+				copy(out, cl.contrib[first])
+				for i := 1; i < tn; i++ {
+					b := cl.contrib[first+i]
 					for i := 0; i < total; i++ {
 						o := out[i*size : (i+1)*size]
 						combine(abi.ReduceOp(rop), el.t, o, b[i*size:(i+1)*size])
 					}
 				}
 				if scatter {
-					out = out[c.GPU*n*size : (c.GPU+1)*n*size]
+					me := c.GPU - first
+					out = out[me*n*size : (me+1)*n*size]
 				}
 				if len(out) == 0 {
 					return nil

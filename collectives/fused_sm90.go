@@ -1,0 +1,205 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// The sm_90a path of the fused matmuls: ag_gemm_sm90, gemm_rs_sm90, gemm_ar_sm90 and (with
+// multicast) gemm_ar_mc_sm90, fed by TMA tensor maps built per call over the buffers.
+
+// matmulSM90 reports whether a fused matmul of shape s runs on the sm_90a kernels
+// (kernels.UseSM90: target sm_90a, N and K multiples of 8 for TMA); otherwise it runs on the
+// mma.sync kernels, and on sm_90a a debug log says why.
+func (c *Comm) matmulSM90(ctx context.Context, what string, s MatmulShape) bool {
+	ok, why := kernels.UseSM90(c.o.Target, s.N, s.K)
+	if !ok && c.o.Target == ptx.SM90a && c.debug(ctx) {
+		c.log.DebugContext(ctx, "collectives: "+what+": the sm_80 kernel on sm_90a", "why", why)
+	}
+	return ok
+}
+
+// matmulSM90Config is the sm_90a fused kernels' configuration for in and out.
+func (c *Comm) matmulSM90Config(in, out dsl.Type) kernels.GemmSM90Config {
+	cfg := c.o.MatmulSM90
+	if cfg.BN == 0 {
+		cfg = kernels.DefaultGemmSM90Config(in)
+	}
+	cfg.In, cfg.Out = in, out
+	return cfg
+}
+
+// fusedSM90Function builds and loads (once) the sm_90a fused kernel of family f for cfg.
+func (c *Comm) fusedSM90Function(f kernels.Family, cfg kernels.GemmSM90Config) (*jit.Function, string, error) {
+	key := fusedKey{f, cfg.In, cfg.Out, true}
+	name := kernels.FusedSM90Name(f, cfg)
+	if fn, ok := c.fused[key]; ok {
+		return fn, name, nil
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, "", fmt.Errorf("collectives: Options.MatmulSM90: %w", err)
+	}
+	k := dsl.New(name, dsl.WithTarget(ptx.SM90a))
+	switch f {
+	case kernels.FamilyAGGemmSM90:
+		kernels.AGGemmSM90(k, cfg)
+	case kernels.FamilyGemmRSSM90:
+		kernels.GemmRSSM90(k, cfg)
+	case kernels.FamilyGemmARSM90:
+		kernels.GemmARSM90(k, cfg)
+	case kernels.FamilyGemmARMCSM90:
+		kernels.GemmARMCSM90(k, cfg)
+	default:
+		return nil, "", fmt.Errorf("collectives: %q is not an sm_90a fused family", f)
+	}
+	m, err := k.Build()
+	if err != nil {
+		return nil, "", fmt.Errorf("collectives: building %s: %w", name, err)
+	}
+	mod, err := c.r.Device.Load(jit.Source{Module: m, Params: map[string][]jit.ParamInfo{name: jit.ParamInfos(k.Params())}})
+	if err != nil {
+		return nil, "", fmt.Errorf("collectives: loading %s: %w", name, err)
+	}
+	c.mods = append(c.mods, mod)
+	fn, err := mod.Function(name)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.fused == nil {
+		c.fused = map[fusedKey]*jit.Function{}
+	}
+	c.fused[key] = fn
+	return fn, name, nil
+}
+
+// tensorMap makes a TMA tensor map over the first rows x cols elements (row-major) of s, of
+// dt (f16 or bf16), with box and the 128-byte swizzle: (cols, rows), innermost first.
+func tensorMap(s *sym, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, error) {
+	dims := []uint64{uint64(cols), uint64(rows)}
+	strides := []uint64{uint64(cols * dt.Bytes())}
+	b := []uint32{uint32(box[0]), uint32(box[1])}
+	n := int(s.m.Size()) / 2
+	switch dt {
+	case dsl.BF16:
+		buf, err := jit.BufferOf[fp.BF16](s.m, n)
+		if err != nil {
+			return jit.TensorMap{}, err
+		}
+		return jit.NewTensorMap(buf, dims, strides, b, jit.Swizzle128B)
+	case dsl.F16:
+		buf, err := jit.BufferOf[fp.F16](s.m, n)
+		if err != nil {
+			return jit.TensorMap{}, err
+		}
+		return jit.NewTensorMap(buf, dims, strides, b, jit.Swizzle128B)
+	}
+	return jit.TensorMap{}, fmt.Errorf("collectives: no tensor map over %s (f16 or bf16)", dt)
+}
+
+// TensorMap returns a TMA tensor map over this GPU's copy of b as a row-major rows x cols
+// matrix (f16 or bf16: cols, rows innermost first) with box and the 128-byte swizzle, as
+// kernels.GemmSM90Config's maps take them (TMABoxA, TMABoxB). The map holds the address: keep
+// b alive while kernels use it.
+func (b *Buffer) TensorMap(cols, rows int, box [2]int) (jit.TensorMap, error) {
+	if cols < 1 || rows < 1 || int64(cols)*int64(rows) > int64(b.n) {
+		return jit.TensorMap{}, fmt.Errorf("collectives: Buffer.TensorMap: %d x %d elements, the buffer holds %d", rows, cols, b.n)
+	}
+	return tensorMap(b.s, b.dt, cols, rows, box)
+}
+
+// agGemmSM90Launch is ag_gemm_sm90's arguments (kernels.AGGemmSM90Args, then
+// kernels.FusedOut).
+type agGemmSM90Launch struct {
+	TmA, TmG, TmB               jit.TensorMap
+	A, Gathered, Signals        jit.AnyPtr
+	Rank, NGPUs, M, N, K, Epoch uint32
+	D                           jit.AnyPtr
+}
+
+// gemmRSSM90Launch is gemm_rs_sm90's and gemm_ar_sm90's arguments (kernels.GemmRSSM90Args,
+// then kernels.FusedOut or kernels.FusedOutTable).
+type gemmRSSM90Launch struct {
+	TmA, TmB                    jit.TensorMap
+	Scratch, Signals            jit.AnyPtr
+	Rank, NGPUs, M, N, K, Epoch uint32
+	D                           jit.AnyPtr
+}
+
+// gemmARMCSM90Launch is gemm_ar_mc_sm90's arguments (kernels.GemmARMCSM90Args, then
+// kernels.FusedOutMC).
+type gemmARMCSM90Launch struct {
+	TmA, TmB                    jit.TensorMap
+	Scratch, ScratchMC          jit.AnyPtr
+	Signals, SignalsMC          jit.AnyPtr
+	Rank, NGPUs, M, N, K, Epoch uint32
+	D, DMC                      jit.AnyPtr
+}
+
+// fusedSM90 runs family f (FamilyAGGemmSM90, FamilyGemmRSSM90 or FamilyGemmARSM90, which
+// becomes FamilyGemmARMCSM90 when the Comm uses multicast) on checked buffers: one
+// persistent block per SM at most, on every GPU the same grid.
+func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, out *Buffer, s MatmulShape) error {
+	if f == kernels.FamilyGemmARSM90 && c.mc {
+		f = kernels.FamilyGemmARMCSM90
+	}
+	cfg := c.matmulSM90Config(a.dt, out.dt)
+	fn, name, err := c.fusedSM90Function(f, cfg)
+	if err != nil {
+		return err
+	}
+	rows := s.M / c.g
+	var bufBytes, words int
+	switch f {
+	case kernels.FamilyAGGemmSM90:
+		bufBytes, words = kernels.AGGemmSM90GatheredRows(cfg, s.M, c.g)*s.K*a.dt.Bytes(), kernels.AGGemmSM90SignalWords(cfg, s.M, c.g)
+	case kernels.FamilyGemmRSSM90:
+		bufBytes, words = s.M*s.N*4, kernels.GemmRSSM90SignalWords(cfg, s.M, s.N, c.g)
+	default:
+		bufBytes, words = s.M*s.N*4, kernels.GemmARSM90SignalWords(cfg, s.M, s.N, c.g)
+	}
+	st, err := c.fusedEnsure(ctx, cl, f, bufBytes, words)
+	if err != nil {
+		return err
+	}
+	aRows := s.M
+	if f == kernels.FamilyAGGemmSM90 {
+		aRows = rows
+	}
+	tmA, err := tensorMap(a.s, a.dt, s.K, aRows, cfg.TMABoxA())
+	if err != nil {
+		return fmt.Errorf("collectives: %s: A's tensor map: %w", cl.what, err)
+	}
+	tmB, err := tensorMap(b.s, b.dt, s.N, s.K, cfg.TMABoxB())
+	if err != nil {
+		return fmt.Errorf("collectives: %s: B's tensor map: %w", cl.what, err)
+	}
+	base := [6]uint32{uint32(c.rank), uint32(c.g), uint32(s.M), uint32(s.N), uint32(s.K), st.epoch}
+	var args any
+	switch f {
+	case kernels.FamilyAGGemmSM90:
+		tmG, err := tensorMap(st.buf, a.dt, s.K, kernels.AGGemmSM90GatheredRows(cfg, s.M, c.g), cfg.TMABoxA())
+		if err != nil {
+			return fmt.Errorf("collectives: %s: the gathered buffer's tensor map: %w", cl.what, err)
+		}
+		args = agGemmSM90Launch{TmA: tmA, TmG: tmG, TmB: tmB, A: a.s.at(a.dt), Gathered: st.buf.table(), Signals: st.sig.table(),
+			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.at(out.dt)}
+	case kernels.FamilyGemmRSSM90:
+		args = gemmRSSM90Launch{TmA: tmA, TmB: tmB, Scratch: st.buf.table(), Signals: st.sig.table(),
+			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.at(out.dt)}
+	case kernels.FamilyGemmARSM90:
+		args = gemmRSSM90Launch{TmA: tmA, TmB: tmB, Scratch: st.buf.table(), Signals: st.sig.table(),
+			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.table()}
+	default:
+		args = gemmARMCSM90Launch{TmA: tmA, TmB: tmB, Scratch: st.buf.at(dsl.F32), ScratchMC: st.buf.multicast(dsl.F32),
+			Signals: st.sig.table(), SignalsMC: st.sig.multicast(dsl.U32),
+			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.at(out.dt), DMC: out.s.multicast(out.dt)}
+	}
+	blocks := kernels.FusedSM90Grid(cfg, s.M, s.N, c.g, c.r.Device.Info().Multiproc)
+	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), blocks, st, args)
+}

@@ -1,0 +1,220 @@
+package emu
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Logical time and scheduled actions: how the emulator delivers data late (NVSHMEM's
+// transfers between nodes).
+//
+// The emulator's clock counts steps: each warp instruction any GPU issues advances it by one,
+// and it carries over from launch to launch (the host's own work takes no time). When every
+// live warp is blocked (in an extern call that waits, at a barrier...) and an action is
+// scheduled, the clock jumps to that action's time instead of reporting a deadlock: waiting
+// for data in flight is not a deadlock. A step stands for StepTime of a GPU's time when
+// converting a Network's latency and bandwidth. Actions due at one time run in the order
+// they were scheduled.
+
+// StepTime is the time one step of the emulator's logical clock stands for.
+const StepTime = time.Nanosecond
+
+// Network is how data moves between the nodes of a System (SetNodes): a transfer of n bytes
+// between two GPUs of different nodes occupies their link for n/BytesPerSecond and arrives
+// Latency after that. The emulator only records the Network; extern functions that move
+// data between nodes (NVSHMEM's emulation) use it with System.At.
+type Network struct {
+	Latency        time.Duration
+	BytesPerSecond float64
+}
+
+// DefaultNetwork is the Network of a System until SetNetwork: 2 us and 50 GB/s (a 400 Gb/s
+// NIC), so that transfers between nodes arrive a few scheduling rounds late.
+var DefaultNetwork = Network{Latency: 2 * time.Microsecond, BytesPerSecond: 50e9}
+
+// Steps returns the logical time a transfer of n bytes occupies the link (n/BytesPerSecond)
+// and its latency, in steps (at least 1 each when positive).
+func (n Network) Steps(bytes int) (busy, latency int64) {
+	latency = int64(n.Latency / StepTime)
+	if n.BytesPerSecond > 0 && bytes > 0 {
+		busy = int64(float64(bytes) / n.BytesPerSecond * float64(time.Second/StepTime))
+		busy = max(busy, 1)
+	}
+	return busy, max(latency, 0)
+}
+
+func (n Network) String() string {
+	return fmt.Sprintf("latency %v, %.3g bytes/s", n.Latency, n.BytesPerSecond)
+}
+
+// SetNetwork sets how data moves between nodes. The latency must not be negative; a
+// BytesPerSecond of 0 means unlimited bandwidth.
+func (s *System) SetNetwork(n Network) error {
+	if n.Latency < 0 || n.BytesPerSecond < 0 || n.BytesPerSecond != n.BytesPerSecond {
+		return fmt.Errorf("emu: network %s: want a latency >= 0 and bytes/s >= 0", n)
+	}
+	s.net = &n
+	return nil
+}
+
+// Network returns how data moves between nodes (DefaultNetwork unless SetNetwork).
+func (s *System) Network() Network {
+	if s.net == nil {
+		return DefaultNetwork
+	}
+	return *s.net
+}
+
+// Action is a scheduled action (System.At): it runs once, when the clock reaches its time,
+// and moves data with d. An error stops the running launch (or is returned by
+// RunScheduled).
+type Action func(d *Delivery) error
+
+type timer struct {
+	due int64
+	seq uint64
+	f   Action
+}
+
+type timerHeap []*timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	return h[i].due < h[j].due || h[i].due == h[j].due && h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(*timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return t
+}
+
+// Now returns the logical time (steps since the System was made).
+func (s *System) Now() int64 {
+	if s.cur != nil {
+		return s.cur.now()
+	}
+	return s.clock
+}
+
+func (l *launch) now() int64 { return l.t0 + l.steps + l.skip }
+
+// At schedules f to run at logical time t (now, if t is in the past): during a launch when
+// the clock reaches t, else at the next launch that runs that long, or RunScheduled. A nil f
+// only wakes the clock at t (for an extern call that waits until then).
+func (s *System) At(t int64, f Action) {
+	s.tseq++
+	heap.Push(&s.timers, &timer{due: t, seq: s.tseq, f: f})
+}
+
+// Scheduled returns the number of actions not run yet.
+func (s *System) Scheduled() int { return len(s.timers) }
+
+// RunScheduled runs every scheduled action now, in time order, from the host (as if it
+// waited for them): the clock moves to the last one's time. It returns the first error.
+func (s *System) RunScheduled() error {
+	s.hostSync()
+	var errs []error
+	for len(s.timers) > 0 {
+		t := heap.Pop(&s.timers).(*timer)
+		s.clock = max(s.clock, t.due)
+		if t.f != nil {
+			if err := t.f(&Delivery{s: s}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CancelScheduled drops every scheduled action (after a failed launch).
+func (s *System) CancelScheduled() { s.timers = nil }
+
+// runDue runs the actions due by now; an error faults the launch.
+func (l *launch) runDue() {
+	s := l.sys
+	for len(s.timers) > 0 && s.timers[0].due <= l.now() && l.err == nil {
+		t := heap.Pop(&s.timers).(*timer)
+		if t.f == nil {
+			continue
+		}
+		if err := t.f(&Delivery{s: s, l: l}); err != nil {
+			l.err = &Error{Kind: KindExtern, Kernel: l.fn.f.Name, Msg: "scheduled delivery: " + err.Error()}
+		}
+	}
+}
+
+// skipToNext moves the clock to the next scheduled action's time and runs what is due; it
+// reports whether there was one (the launch was waiting for it, not deadlocked).
+func (l *launch) skipToNext() bool {
+	s := l.sys
+	if len(s.timers) == 0 {
+		return false
+	}
+	if d := s.timers[0].due - l.now(); d > 0 {
+		l.skip += d
+	}
+	l.runDue()
+	l.progressed()
+	return true
+}
+
+// Delivery moves the data of a scheduled action: strong (immediately visible) accesses of
+// global memory of any GPU, as ExternCall's are.
+type Delivery struct {
+	s *System
+	l *launch // nil outside a launch
+}
+
+// Now returns the logical time of the delivery.
+func (d *Delivery) Now() int64 { return d.s.Now() }
+
+// Load reads len(p) bytes of global memory at addr.
+func (d *Delivery) Load(addr uint64, p []byte) error {
+	b, f := d.s.globalSpan(addr, len(p))
+	if f != nil {
+		return errors.New(f.msg)
+	}
+	copy(p, b)
+	return nil
+}
+
+// Store writes p to global memory at addr.
+func (d *Delivery) Store(addr uint64, p []byte) error {
+	b, f := d.s.globalSpan(addr, len(p))
+	if f != nil {
+		return errors.New(f.msg)
+	}
+	copy(b, p)
+	if l := d.l; l != nil {
+		if l.weak && l.recordedSpan(addr, len(p)) {
+			l.overwrite(addr, len(p), false)
+		}
+		l.progressed()
+	}
+	return nil
+}
+
+// Atomic applies f to the size-byte (4 or 8) value at addr and returns the old value.
+func (d *Delivery) Atomic(addr uint64, size int, f func(old uint64) uint64) (uint64, error) {
+	if size != 4 && size != 8 {
+		return 0, fmt.Errorf("Atomic: size %d (want 4 or 8)", size)
+	}
+	b, fl := d.s.globalSpan(addr, size)
+	if fl != nil {
+		return 0, errors.New(fl.msg)
+	}
+	old := getN(b, size)
+	if nv := f(old); nv != old {
+		putN(b, size, nv)
+		if d.l != nil {
+			d.l.progressed()
+		}
+	}
+	return old, nil
+}

@@ -1,0 +1,52 @@
+package kernels
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestChooseGemm: gemm_sm90 on sm_90a when N and K are multiples of 8, the mma.sync gemm
+// otherwise and on every other target; bad input is an error naming it.
+func TestChooseGemm(t *testing.T) {
+	for _, c := range []struct {
+		t       ptx.Target
+		n, k    int
+		want    Family
+		whyWord string
+	}{
+		{ptx.SM90a, 136, 304, FamilyGemmSM90, "wgmma"},
+		{ptx.SM90a, 132, 304, FamilyGemm, "multiples of 8"},
+		{ptx.SM90a, 136, 300, FamilyGemm, "multiples of 8"},
+		{ptx.SM90, 136, 304, FamilyGemm, "no wgmma"},
+		{ptx.SM80, 136, 304, FamilyGemm, "no wgmma"},
+		{ptx.SM100a, 136, 304, FamilyGemm, "no wgmma"},
+	} {
+		g, err := ChooseGemm(c.t, dsl.BF16, 257, c.n, c.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Family != c.want || !strings.Contains(g.Why, c.whyWord) {
+			t.Errorf("%s N=%d K=%d: %s (%s), want %s (%q)", c.t, c.n, c.k, g.Family, g.Why, c.want, c.whyWord)
+		}
+		if g.Family == FamilyGemmSM90 && g.SM90 != DefaultGemmSM90Config(dsl.BF16) || g.Family == FamilyGemm && g.Config != DefaultGemmConfig(dsl.BF16) {
+			t.Errorf("%s: configuration %+v / %+v is not the family's default", g.Family, g.SM90, g.Config)
+		}
+	}
+	for _, c := range []struct {
+		t       ptx.Target
+		dt      dsl.Type
+		m, n, k int
+		want    string
+	}{
+		{"sm_91", dsl.BF16, 8, 8, 8, "unknown target"},
+		{ptx.SM90a, dsl.F32, 8, 8, 8, "element type f32"},
+		{ptx.SM90a, dsl.BF16, 0, 8, 8, "must be positive"},
+	} {
+		if _, err := ChooseGemm(c.t, c.dt, c.m, c.n, c.k); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want %q", c, err, c.want)
+		}
+	}
+}

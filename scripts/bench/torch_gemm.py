@@ -1,0 +1,104 @@
+"""cuBLAS on the inputs `gpubench gemm -dir DIR` wrote, in the same device call.
+
+For each problem directory (MxNxK) under DIR: loads A (M x K), B and kgen's D (M x N), all
+row-major; 16-bit inputs (bf16, f16): B is K x N, cuBLAS is torch.matmul(A, B), and kgen's
+D is compared with cuBLAS's element by element; e4m3 inputs: B is N x K, D bf16, cuBLAS is
+torch._scaled_mm(A, B.t(), scales 1, bf16 out), timed with use_fast_accum False (the
+default) and True, and both kgen's D and cuBLAS's are compared with the exact product
+(float64 on the GPU) within 2 bf16 ulps plus 2^-10 * sum|a*b| per element: wgmma's fp8
+accumulation keeps fewer bits than f32 (docs/facts.md), so two fp8 results differ by more
+than the 16-bit rule allows. Times with CUDA events (3 warm-ups, median of REPS); prints
+both TFLOP/s and the ratio. Exits non-zero when a check fails.
+
+    python torch_gemm.py DIR [REPS]
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+
+def load(path, rows, cols, dtype):
+    if dtype == torch.float8_e4m3fn:
+        raw = np.fromfile(path, dtype=np.uint8).reshape(rows, cols)
+        return torch.from_numpy(raw).cuda().view(dtype)
+    raw = np.fromfile(path, dtype=np.uint16).reshape(rows, cols)
+    return torch.from_numpy(raw.view(np.int16)).view(dtype).cuda()
+
+
+def median_us(fn, reps):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    root = sys.argv[1]
+    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    ok = True
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+    for name in sorted(os.listdir(root), key=lambda s: [int(x) for x in s.split("x")]):
+        sub = os.path.join(root, name)
+        rec = json.load(open(os.path.join(sub, "kgen.json")))
+        m, n, k = rec["M"], rec["N"], rec["K"]
+        if rec["DType"] == "e4m3":
+            f8 = torch.float8_e4m3fn
+            a = load(os.path.join(sub, "a.bin"), m, k, f8)
+            b = load(os.path.join(sub, "b.bin"), n, k, f8)
+            d = load(os.path.join(sub, "d.bin"), m, n, torch.bfloat16)
+            one = torch.ones((), device="cuda", dtype=torch.float32)
+            mm = lambda fast: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast)
+            ref = mm(False)
+            t_ref = median_us(lambda: mm(False), reps)
+            t_fast = median_us(lambda: mm(True), reps)
+            fl = 2.0 * m * n * k
+            a64, b64 = a.float().double(), b.float().double()
+            exact = a64 @ b64.t()
+            bound = 2 * 2.0 ** -7 * exact.abs() + 2.0 ** -10 * (a64.abs() @ b64.abs().t())
+            err = lambda x: float(((x.double() - exact).abs() / bound).max())
+            worst_k, worst_c, worst_f = err(d), err(ref), err(mm(True))
+            bad = int((d.double() - exact).abs().gt(bound).sum())
+            del exact, bound, a64, b64
+            print(f"gemm {m}x{n}x{k} e4m3: kgen {rec['KgenUS']:9.1f} us {fl / rec['KgenUS'] / 1e6:7.1f} TFLOP/s | "
+                  f"cuBLAS {t_ref:9.1f} us {fl / t_ref / 1e6:7.1f} TFLOP/s | kgen/cuBLAS {t_ref / rec['KgenUS']:.3f} | "
+                  f"{'match' if bad == 0 else 'MISMATCH'} ({bad} of {m * n} outside, worst {worst_k:.3g} of the fp8 bound vs exact; "
+                  f"cuBLAS {worst_c:.3g}, fast-accum {worst_f:.3g}) | "
+                  f"fast-accum {t_fast:9.1f} us {fl / t_fast / 1e6:7.1f} TFLOP/s kgen/fast {t_fast / rec['KgenUS']:.3f}")
+            ok = ok and bad == 0
+            continue
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16}[rec["DType"]]
+        a = load(os.path.join(sub, "a.bin"), m, k, dt)
+        b = load(os.path.join(sub, "b.bin"), k, n, dt)
+        d = load(os.path.join(sub, "d.bin"), m, n, dt)
+        ref = torch.matmul(a, b)
+        t_ref = median_us(lambda: torch.matmul(a, b, out=ref), reps)
+        ulp = 2.0 ** (-7 if dt == torch.bfloat16 else -10)
+        # Both outputs are rounded to the 16-bit type from f32 sums in different orders:
+        # allow two units in the last place of the larger, plus the f32 sum's order bound
+        # relative to the output's scale.
+        df, rf = d.float(), ref.float()
+        tol = 2 * ulp * torch.maximum(df.abs(), rf.abs()) + (k + 4) * 2.0 ** -23 * rf.abs().mean() * 4
+        bad = int((df - rf).abs().gt(tol).sum())
+        worst = float(((df - rf).abs() / tol).max())
+        flops = 2.0 * m * n * k
+        tk, tr = rec["KgenUS"], t_ref
+        print(f"gemm {m}x{n}x{k} {rec['DType']}: kgen {tk:9.1f} us {flops / tk / 1e6:7.1f} TFLOP/s | "
+              f"cuBLAS {tr:9.1f} us {flops / tr / 1e6:7.1f} TFLOP/s | kgen/cuBLAS {tr / tk:.3f} | "
+              f"{'match' if bad == 0 else 'MISMATCH'} ({bad} of {m * n} outside, worst {worst:.3g} of tolerance)")
+        ok = ok and bad == 0
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
