@@ -557,16 +557,21 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 	vals := acc.Values()
 	write := func(withC bool) {
 		for half := 0; half < 2; half++ {
-			grow := row0.Add(r).Add(uint32(8 * half))
+			var rowIn dsl.Value
+			var cp dsl.Ptr
+			gcol := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
+			if withC {
+				grow := row0.Add(r).Add(uint32(8 * half))
+				rowIn = grow.Lt(a.M)
+				cp = o.C.At(grow.Mul(a.N).Add(gcol))
+			}
 			for j := 0; j < cfg.BN/8; j++ {
 				v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
 				if withC {
-					gcol := col0.Add(t.And(uint32(3)).Mul(uint32(2))).Add(uint32(8 * j))
-					cv := []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
-					cp := o.C.At(grow.Mul(a.N).Add(gcol))
 					// N is even: a pair is inside D or outside it.
-					k.If(grow.Lt(a.M).And(gcol.Lt(a.N)), func() {
-						got := k.LoadVec(cp, 2)
+					cv := []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
+					k.If(rowIn.And(gcol.Add(uint32(8*j)).Lt(a.N)), func() {
+						got := k.LoadVec(cp.At(8*j), 2)
 						k.Set(cv[0], got[0])
 						k.Set(cv[1], got[1])
 					})
@@ -574,7 +579,7 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 						v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
 					}
 				}
-				// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box j*8/w of
+				// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of
 				// 64 rows, 16-byte chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
 				cb := (8 * j % w) * es
 				off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))

@@ -59,9 +59,27 @@ var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill lo
 // -> f32, e4m3 -> bf16) with ptxas -v: no spills, and no performance warning (setmaxnreg
 // ignored, a warpgroup.wait injected before a wgmma result is read).
 func TestGemmSM90Ptxas(t *testing.T) {
-	ptxas := tooltest.Ptxas(t)
 	cfgs := append(GemmSM90Candidates(dsl.BF16, dsl.BF16), GemmSM90Candidates(dsl.F16, dsl.F32)...)
-	cfgs = append(cfgs, GemmSM90Candidates(dsl.E4M3, dsl.BF16)...)
+	gemmSM90Ptxas(t, append(cfgs, GemmSM90Candidates(dsl.E4M3, dsl.BF16)...))
+}
+
+// TestGemmSM90OptionsPtxas assembles the cluster and TMA-store options (alone and together)
+// of the large-tile configurations, as TestGemmSM90Ptxas does the candidates.
+func TestGemmSM90OptionsPtxas(t *testing.T) {
+	var cfgs []GemmSM90Config
+	for _, base := range []GemmSM90Config{DefaultGemmSM90Config(dsl.BF16), DefaultGemmSM90Config(dsl.E4M3),
+		{In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 2, Stages: 5}, {In: dsl.BF16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}} {
+		for _, o := range [][2]int{{2, 0}, {0, 1}, {2, 1}} {
+			c := base
+			c.ClusterM, c.TMAStore = o[0], o[1] == 1
+			cfgs = append(cfgs, c)
+		}
+	}
+	gemmSM90Ptxas(t, cfgs)
+}
+
+func gemmSM90Ptxas(t *testing.T, cfgs []GemmSM90Config) {
+	ptxas := tooltest.Ptxas(t)
 	for _, cfg := range cfgs {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		GemmSM90(k, cfg)
