@@ -46,6 +46,7 @@ func runGemm(args []string) error {
 	fs.IntVar(&h.Consumers, "sm90-consumers", h.Consumers, "gemm_sm90: consumer warpgroups (1, 2; default: GemmSM90For's)")
 	fs.IntVar(&h.Stages, "sm90-stages", h.Stages, "gemm_sm90: TMA stages (default: GemmSM90For's)")
 	fs.IntVar(&h.ClusterM, "sm90-cluster", 0, "gemm_sm90: blocks per cluster along M sharing B by TMA multicast (0 or 1: none, 2); also with GemmSM90For's picks")
+	fs.IntVar(&sm90GridSMs, "sm90-grid-sms", 0, "gemm_sm90: size the persistent grid for this many SMs (0: the device's; with clusters, what may run at once can be fewer)")
 	fs.BoolVar(&h.TMAStore, "sm90-tma-store", false, "gemm_sm90: the epilogue stores D through shared memory with TMA; also with GemmSM90For's picks (their stages cut to fit)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -53,7 +54,7 @@ func runGemm(args []string) error {
 	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it.
 	auto := true
 	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "sm90-") && f.Name != "sm90-cluster" && f.Name != "sm90-tma-store" {
+		if strings.HasPrefix(f.Name, "sm90-") && f.Name != "sm90-cluster" && f.Name != "sm90-tma-store" && f.Name != "sm90-grid-sms" {
 			auto = false
 		}
 	})
@@ -337,10 +338,18 @@ func sm90Maps[T interface{ ~uint16 }](d *jit.Device, hp kernels.GemmSM90Config, 
 	return tmA, tmB, free, err
 }
 
+// sm90GridSMs is -sm90-grid-sms: the SMs gemm_sm90's persistent grid is sized for (0: the
+// device's).
+var sm90GridSMs int
+
 // sm90Launch is gemm_sm90's launch of hp for an M x N problem on stream s: its persistent
-// grid, and clusters of hp.Cluster() blocks when more than one.
+// grid (for sm90GridSMs SMs when set), and clusters of hp.Cluster() blocks when more than one.
 func sm90Launch(d *jit.Device, hp kernels.GemmSM90Config, m, n int, s *jit.Stream) jit.LaunchConfig {
-	lc := jit.LaunchConfig{Grid: jit.D1(hp.Grid(m, n, max(d.Info().Multiproc, 1))), Block: jit.D1(hp.Threads()), SharedMem: hp.SharedBytes(), Stream: s}
+	sms := d.Info().Multiproc
+	if sm90GridSMs > 0 {
+		sms = sm90GridSMs
+	}
+	lc := jit.LaunchConfig{Grid: jit.D1(hp.Grid(m, n, max(sms, 1))), Block: jit.D1(hp.Threads()), SharedMem: hp.SharedBytes(), Stream: s}
 	if hp.Cluster() > 1 {
 		lc.Cluster = jit.D1(hp.Cluster())
 	}
