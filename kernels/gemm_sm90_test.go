@@ -144,6 +144,10 @@ func TestGemmSM90For(t *testing.T) {
 		if got := fmt.Sprintf("%dx%d", cfg.BM(), cfg.BN); got != c.want {
 			t.Errorf("%dx%dx%d: %s (%s), want %s", c.m, c.n, c.k, got, cfg.Name(), c.want)
 		}
+		// The TMA-store epilogue measured faster on 128x256 tiles only (docs/bench.md).
+		if cfg.TMAStore != (c.want == "128x256") || cfg.Cluster() != 1 {
+			t.Errorf("%dx%dx%d: %s: TMA store %v, cluster %d; want the TMA store on 128x256 tiles only, no clusters", c.m, c.n, c.k, cfg.Name(), cfg.TMAStore, cfg.Cluster())
+		}
 	}
 	for _, m := range []int{1, 64, 128, 200, 1024, 8192} {
 		for _, nk := range [][2]int{{8, 16}, {4096, 4096}, {14336, 4096}, {4096, 14336}} {

@@ -47,13 +47,16 @@ func runGemm(args []string) error {
 	fs.IntVar(&h.Stages, "sm90-stages", h.Stages, "gemm_sm90: TMA stages (default: GemmSM90For's)")
 	fs.IntVar(&h.ClusterM, "sm90-cluster", 0, "gemm_sm90: blocks per cluster along M sharing B by TMA multicast (0 or 1: none, 2); also with GemmSM90For's picks")
 	fs.IntVar(&sm90GridSMs, "sm90-grid-sms", 0, "gemm_sm90: size the persistent grid for this many SMs (0: the device's; with clusters, what may run at once can be fewer)")
-	fs.BoolVar(&h.TMAStore, "sm90-tma-store", false, "gemm_sm90: the epilogue stores D through shared memory with TMA; also with GemmSM90For's picks (their stages cut to fit)")
+	fs.BoolVar(&h.TMAStore, "sm90-tma-store", false, "gemm_sm90: the epilogue stores D through shared memory with TMA (true or false; given, it overrides GemmSM90For's picks, their stages cut to fit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it.
+	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it;
+	// -sm90-cluster and -sm90-tma-store, when given, then override its pick's options.
 	auto := true
+	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
 		if strings.HasPrefix(f.Name, "sm90-") && f.Name != "sm90-cluster" && f.Name != "sm90-tma-store" && f.Name != "sm90-grid-sms" {
 			auto = false
 		}
@@ -93,9 +96,14 @@ func runGemm(args []string) error {
 			return err
 		}
 		if hp != nil && auto {
-			cl, st := h.ClusterM, h.TMAStore
+			opt := h
 			h = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
-			h.ClusterM, h.TMAStore = cl, st
+			if set["sm90-cluster"] {
+				h.ClusterM = opt.ClusterM
+			}
+			if set["sm90-tma-store"] {
+				h.TMAStore = opt.TMAStore
+			}
 			for h.Stages > 2 && h.Check() != nil {
 				h.Stages--
 			}
