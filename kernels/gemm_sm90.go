@@ -463,12 +463,13 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 				h.epilogue(acc, tid.And(uint32(127)), wg, m, n)
 				return
 			}
+			t := tid.And(uint32(127))
 			row0, col0 := m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
 			if cfg.TMAStore {
-				gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, tid.And(uint32(127)), wg, row0, col0)
+				gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0)
 				return
 			}
-			gemmSM90Epilogue(k, cfg, a, o, acc, tid.And(uint32(127)), row0, col0)
+			gemmSM90Epilogue(k, cfg, a, o, acc, t, row0, col0)
 		})
 		if cfg.TMAStore {
 			// The last tile's stores complete before the block's shared memory goes.
