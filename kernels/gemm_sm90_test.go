@@ -125,6 +125,27 @@ func BenchmarkGemmSM90Build(b *testing.B) {
 	}
 }
 
+// BenchmarkGemmSM90BuildOptions builds and prints GemmSM90For's large-problem pick (the
+// 128x256 tile with the TMA-store epilogue) and the same with clusters of 2.
+func BenchmarkGemmSM90BuildOptions(b *testing.B) {
+	pick := GemmSM90For(dsl.BF16, dsl.BF16, 8192, 8192, 8192, 132)
+	cl := pick
+	cl.ClusterM = 2
+	for _, cfg := range []GemmSM90Config{pick, cl} {
+		b.Run(cfg.Name(), func(b *testing.B) {
+			for b.Loop() {
+				k := dsl.New("g", dsl.WithTarget(ptx.SM90a))
+				GemmSM90(k, cfg)
+				m, err := k.Build()
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = m.String()
+			}
+		})
+	}
+}
+
 // TestGemmSM90For: the heuristic's picks for the shapes on 132 SMs (each the best or
 // within 0.1% of the best measured on an H100, docs/bench.md), and every pick is a
 // configuration that builds.
