@@ -260,9 +260,10 @@ func init() {
 }
 
 // GemmSM90 writes the sm_90a gemm for cfg into k (target sm_90a). Launch cfg.Grid(M, N, SMs)
-// blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic shared memory; the
-// tensor maps are A's (K, M) and B's (N, K), innermost first, with the boxes TMABoxA,
-// TMABoxB and the 128-byte swizzle.
+// blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic shared memory, in
+// clusters of (cfg.Cluster(), 1, 1) when ClusterM is 2; the tensor maps are A's (K, M) and
+// B's (N, K), innermost first, with the boxes TMABoxA, TMABoxB and the 128-byte swizzle,
+// and with TMAStore D's (N, M) with TMABoxD last (GemmSM90StoreArgs).
 //
 // The producer warpgroup gives up registers (setmaxnreg.dec 40) and one elected thread
 // loads each tile's K steps into the stage ring (TMAPipeline: the full barrier counts the
