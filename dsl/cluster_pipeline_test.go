@@ -123,7 +123,7 @@ func TestTMAPipelineClusterOnEmulator(t *testing.T) {
 	m, sys := onOneGPU(t, k)
 	assemble(t, m)
 	src := m.String()
-	for _, want := range []string{"mapa.shared::cluster.u64", "mbarrier.arrive.release.cluster.shared::cluster.b64 _,", ".multicast::cluster", "fence.mbarrier_init.release.cluster"} {
+	for _, want := range []string{"mapa.shared::cluster.u64", "mbarrier.arrive.shared::cluster.b64 _,", ".multicast::cluster", "fence.mbarrier_init.release.cluster"} {
 		if !strings.Contains(src, want) {
 			t.Errorf("the PTX has no %s", want)
 		}

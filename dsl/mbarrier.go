@@ -91,8 +91,11 @@ func (b Mbarrier) Arrive() {
 
 // ArriveCluster counts one arrival of the calling thread on the barrier at the same shared
 // offset in the cluster's block of rank (a U32 Value or Go int; the caller's own rank
-// arrives locally): mapa.shared::cluster, then mbarrier.arrive.release.cluster.shared::cluster
-// (CUTLASS's ClusterBarrier::arrive(cta_id)). The remote block must not have exited.
+// arrives locally): mapa.shared::cluster, then mbarrier.arrive.shared::cluster with the
+// default .release.cta semantics, as CUTLASS's ClusterBarrier::arrive(cta_id) does (ptxas
+// 13.0 puts MEMBAR.ALL.GPU before each .release.cluster arrive; docs/facts.md). It orders
+// the thread's own earlier accesses only: a consumer freeing a stage has finished reading it
+// (wgmma.wait_group) before it arrives. The remote block must not have exited.
 func (b Mbarrier) ArriveCluster(rank any) {
 	if !b.ok("Mbarrier.ArriveCluster") {
 		return
@@ -111,7 +114,7 @@ func (b Mbarrier) ArriveCluster(rank any) {
 	}
 	remote := k.reg(U64)
 	k.emit(&ptx.Instr{Op: "mapa", Q: []string{"shared::cluster"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{remote, k.operand(b.addr), rr}})
-	k.emit(&ptx.Instr{Op: "mbarrier.arrive", Q: []string{"release", "cluster", "shared::cluster"}, Types: []ptx.Type{ptx.B64},
+	k.emit(&ptx.Instr{Op: "mbarrier.arrive", Q: []string{"shared::cluster"}, Types: []ptx.Type{ptx.B64},
 		Args: []ptx.Operand{ptx.Sink{}, ptx.Addr{Base: remote}}})
 }
 
