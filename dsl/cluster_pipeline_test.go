@@ -32,6 +32,10 @@ func TestTMAPipelineClusterMisuse(t *testing.T) {
 			c := k.MakeTMACopyMulticast(k.TensorMapPtrParam("tm"), sharedTile64(k, 64, 2), 2)
 			return at(func() { k.MakeTMAPipeline(2, 1, c) })
 		}},
+		{"TMA store through a shared load's copy", "store through a MakeTMACopy", func(k *dsl.Kernel) int {
+			c := k.MakeTMACopyMulticast(k.TensorMapPtrParam("tm"), sharedTile64(k, 64, 2), 2)
+			return at(func() { c.Store(0, 0, 0) })
+		}},
 		{"no parts", "0 parts", func(k *dsl.Kernel) int {
 			s := sharedTile64(k, 64, 2)
 			return at(func() { k.MakeTMACopyMulticast(k.TensorMapPtrParam("tm"), s, 0) })

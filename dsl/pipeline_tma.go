@@ -121,7 +121,8 @@ func (p *TMAPipeline) Load(s PipelineState, c *TMACopy, mn, kk any) {
 	c.Load(p.full.At(s.Index), s.Index, mn, kk)
 }
 
-// LoadMulticast is Load multicast to the cluster's blocks in mask.
+// LoadMulticast is Load multicast to the cluster's blocks in mask (of a copy made by
+// MakeTMACopyMulticast: the calling block's part of it).
 func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mask Value) {
 	defer p.k.hold()()
 	if !p.acquired {

@@ -351,6 +351,10 @@ func (c *TMACopy) Store(stage any, mn, kk any) {
 		return
 	}
 	defer k.hold()()
+	if c.Parts > 1 {
+		k.errorf("TMACopy.Store: the copy is a load shared by %d cluster blocks (MakeTMACopyMulticast); store through a MakeTMACopy", c.Parts)
+		return
+	}
 	in, out, ok := c.coords("TMACopy.Store", mn, kk)
 	if !ok {
 		return
