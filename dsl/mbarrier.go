@@ -89,6 +89,35 @@ func (b Mbarrier) Arrive() {
 	b.k.emit(&ptx.Instr{Op: "mbarrier.arrive", Q: []string{"shared"}, Types: []ptx.Type{ptx.B64}, Args: []ptx.Operand{b.k.reg(U64), b.mem()}})
 }
 
+// ArriveCluster counts one arrival of the calling thread on the barrier at the same shared
+// offset in the cluster's block of rank (a U32 Value or Go int; the caller's own rank
+// arrives locally): mapa.shared::cluster, then mbarrier.arrive.shared::cluster with the
+// default .release.cta semantics, as CUTLASS's ClusterBarrier::arrive(cta_id) does (ptxas
+// 13.0 puts MEMBAR.ALL.GPU before each .release.cluster arrive; docs/facts.md). It orders
+// the thread's own earlier accesses only: a consumer freeing a stage has finished reading it
+// (wgmma.wait_group) before it arrives. The remote block must not have exited.
+func (b Mbarrier) ArriveCluster(rank any) {
+	if !b.ok("Mbarrier.ArriveCluster") {
+		return
+	}
+	k := b.k
+	defer k.hold()()
+	r, ok := k.val(rank, U32, "Mbarrier.ArriveCluster")
+	if !ok {
+		return
+	}
+	rr := k.operand(r)
+	if r.IsConst() {
+		reg := k.reg(U32)
+		k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.U32}, Args: []ptx.Operand{reg, rr}})
+		rr = reg
+	}
+	remote := k.reg(U64)
+	k.emit(&ptx.Instr{Op: "mapa", Q: []string{"shared::cluster"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{remote, k.operand(b.addr), rr}})
+	k.emit(&ptx.Instr{Op: "mbarrier.arrive", Q: []string{"shared::cluster"}, Types: []ptx.Type{ptx.B64},
+		Args: []ptx.Operand{ptx.Sink{}, ptx.Addr{Base: remote}}})
+}
+
 // ArriveExpectTx counts one arrival and expects bytes more transaction bytes in the current
 // phase (mbarrier.arrive.expect_tx): the TMA copies completing on the barrier must bring
 // exactly that many, or the phase never completes.

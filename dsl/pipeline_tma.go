@@ -14,6 +14,7 @@ type TMAPipeline struct {
 	tx          int
 	loaded      int // bytes loaded since the last ProducerAcquire (build time)
 	acquired    bool
+	cluster     int // blocks whose consumers free each stage (MakeTMAPipelineCluster)
 }
 
 // MakeTMAPipeline allocates and initialises (from thread 0, then SyncThreads: call it where
@@ -22,19 +23,46 @@ type TMAPipeline struct {
 // or warps when one lane of each releases).
 func (k *Kernel) MakeTMAPipeline(stages, consumers int, copies ...*TMACopy) *TMAPipeline {
 	defer k.hold()()
-	p := &TMAPipeline{k: k, stages: stages, copies: copies}
+	return k.makeTMAPipeline("MakeTMAPipeline", stages, consumers, 1, copies)
+}
+
+// MakeTMAPipelineCluster is MakeTMAPipeline over the cluster blocks of a cluster whose
+// stages fill together (CUTLASS's PipelineTmaAsync with a cluster shape): each block's
+// producer loads its part of the shared copies (MakeTMACopyMulticast, LoadMulticast) into
+// every block, so a stage is free only once the consumers of every block have released
+// it. Each block's empty barrier counts consumers arrivals from each of the cluster
+// blocks (ConsumerRelease arrives on all of them, through mapa), and its full barrier the
+// bytes landing in the block, from its own loads and the other blocks' multicasts. The
+// barriers are initialised from thread 0 and made visible to the cluster
+// (FenceMbarrierInit, ClusterSync: call it where every thread of the cluster is); the
+// kernel must ClusterSync again before any block exits, so that no block arrives on the
+// barriers of one that has gone.
+func (k *Kernel) MakeTMAPipelineCluster(stages, consumers, cluster int, copies ...*TMACopy) *TMAPipeline {
+	defer k.hold()()
+	if cluster < 1 || cluster > 16 {
+		k.errorf("MakeTMAPipelineCluster: a cluster of %d blocks; want 1 to 16", cluster)
+		cluster = 1
+	}
+	return k.makeTMAPipeline("MakeTMAPipelineCluster", stages, consumers, cluster, copies)
+}
+
+func (k *Kernel) makeTMAPipeline(what string, stages, consumers, cluster int, copies []*TMACopy) *TMAPipeline {
+	p := &TMAPipeline{k: k, stages: stages, copies: copies, cluster: cluster}
 	if stages < 1 || consumers < 1 || len(copies) == 0 {
-		k.errorf("MakeTMAPipeline: %d stages, %d consumers, %d copies; want at least one of each", stages, consumers, len(copies))
+		k.errorf("%s: %d stages, %d consumers, %d copies; want at least one of each", what, stages, consumers, len(copies))
 		p.stages = 1
 		return p
 	}
 	for i, c := range copies {
 		if c == nil || c.k != k {
-			k.errorf("MakeTMAPipeline: copy %d is not a TMACopy of this kernel", i)
+			k.errorf("%s: copy %d is not a TMACopy of this kernel", what, i)
 			return p
 		}
 		if c.tile.Stages < stages {
-			k.errorf("MakeTMAPipeline: copy %d's tile has %d stages, fewer than the pipeline's %d", i, c.tile.Stages, stages)
+			k.errorf("%s: copy %d's tile has %d stages, fewer than the pipeline's %d", what, i, c.tile.Stages, stages)
+		}
+		if c.Parts > 1 && c.Parts != cluster {
+			k.errorf("%s: copy %d is shared by %d blocks; the pipeline's cluster has %d", what, i, c.Parts, cluster)
 		}
 		p.tx += c.Bytes
 	}
@@ -42,12 +70,23 @@ func (k *Kernel) MakeTMAPipeline(stages, consumers int, copies ...*TMACopy) *TMA
 	k.If(k.ThreadIdx(X).Eq(uint32(0)), func() {
 		for s := 0; s < stages; s++ {
 			p.full.At(s).Init(1)
-			p.empty.At(s).Init(consumers)
+			p.empty.At(s).Init(consumers * cluster)
+		}
+		if cluster > 1 {
+			k.FenceMbarrierInit()
 		}
 	})
-	k.SyncThreads()
+	if cluster > 1 {
+		k.ClusterSync()
+	} else {
+		k.SyncThreads()
+	}
 	return p
 }
+
+// ClusterSize is the number of cluster blocks whose consumers free each stage (1 but for
+// MakeTMAPipelineCluster).
+func (p *TMAPipeline) ClusterSize() int { return max(p.cluster, 1) }
 
 // Stages returns the number of stages.
 func (p *TMAPipeline) Stages() int { return p.stages }
@@ -82,7 +121,8 @@ func (p *TMAPipeline) Load(s PipelineState, c *TMACopy, mn, kk any) {
 	c.Load(p.full.At(s.Index), s.Index, mn, kk)
 }
 
-// LoadMulticast is Load multicast to the cluster's blocks in mask.
+// LoadMulticast is Load multicast to the cluster's blocks in mask (of a copy made by
+// MakeTMACopyMulticast: the calling block's part of it).
 func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mask Value) {
 	defer p.k.hold()()
 	if !p.acquired {
@@ -112,10 +152,17 @@ func (p *TMAPipeline) ConsumerWait(s PipelineState) {
 	p.full.At(s.Index).Wait(s.Phase)
 }
 
-// ConsumerRelease arrives on stage s's empty barrier (each of the consumers once).
+// ConsumerRelease arrives on stage s's empty barrier (each of the consumers once); in a
+// cluster pipeline on the barrier of every block of the cluster (Mbarrier.ArriveCluster).
 func (p *TMAPipeline) ConsumerRelease(s PipelineState) {
 	defer p.k.hold()()
-	p.empty.At(s.Index).Arrive()
+	if p.cluster <= 1 {
+		p.empty.At(s.Index).Arrive()
+		return
+	}
+	for r := 0; r < p.cluster; r++ {
+		p.empty.At(s.Index).ArriveCluster(r)
+	}
 }
 
 // Full returns stage i's full barrier; Empty its empty barrier.

@@ -56,6 +56,12 @@ type TMACopy struct {
 	Box          [2]int
 	SwizzleBytes int
 	Bytes        int // bytes one stage's load brings (the expect_tx of its barrier)
+	// Parts is the number of cluster blocks that share the stage's load
+	// (MakeTMACopyMulticast; 0 or 1: one block loads it all).
+	Parts int
+	// part is rank 0's boxes of a shared load; rank r's are shifted by r times the deltas.
+	part                     []tmaBox
+	partSmem, partC0, partC1 int
 }
 
 type tmaBox struct {
@@ -144,6 +150,61 @@ func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
 	return c
 }
 
+// MakeTMACopyMulticast is MakeTMACopy for a tile that the parts blocks of a cluster load
+// together and each receive whole (CuTe's make_tma_copy with SM90_TMA_LOAD_MULTICAST and a
+// multicast count): LoadMulticast issues only the calling block's part, block rank r (of
+// %cluster_ctarank) the r-th of parts equal slices, multicast to the blocks of the mask,
+// whose barriers each receive the whole tile's Bytes. The slices are whole boxes where the
+// tile has a multiple of parts boxes, else boxes of 1/parts of the rows (Box changes: build
+// the tensor map with it), each a multiple of 8 rows so that the swizzle repeats.
+func (k *Kernel) MakeTMACopyMulticast(m TensorMapSource, tile SharedTile, parts int) *TMACopy {
+	defer k.hold()()
+	c := k.MakeTMACopy(m, tile)
+	if c.boxes == nil {
+		return c
+	}
+	if parts < 1 || parts > 16 {
+		k.errorf("MakeTMACopyMulticast: %d parts; a cluster shares a load among 1 to 16 blocks", parts)
+		c.boxes = nil
+		return c
+	}
+	c.Parts = parts
+	if parts == 1 {
+		c.part = c.boxes
+		return c
+	}
+	es := memType(tile.Elem).Bytes()
+	if n := len(c.boxes); n%parts == 0 {
+		per := n / parts
+		d := func(i int) [3]int {
+			return [3]int{c.boxes[i].smem - c.boxes[0].smem, c.boxes[i].c0 - c.boxes[0].c0, c.boxes[i].c1 - c.boxes[0].c1}
+		}
+		step := d(per)
+		uniform := true
+		for r := 0; r < parts; r++ {
+			for i := 0; i < per; i++ {
+				got, base := d(r*per+i), d(i)
+				if got != [3]int{base[0] + r*step[0], base[1] + r*step[1], base[2] + r*step[2]} {
+					uniform = false
+				}
+			}
+		}
+		if uniform {
+			c.part, c.partSmem, c.partC0, c.partC1 = c.boxes[:per], step[0], step[1], step[2]
+			return c
+		}
+	}
+	rows := c.Box[1] / parts
+	if c.Box[1]%parts != 0 || rows%8 != 0 {
+		k.errorf("MakeTMACopyMulticast: %d boxes of %d rows do not split into %d equal parts (whole boxes, or a multiple of 8 rows each)", len(c.boxes), c.Box[1], parts)
+		c.boxes = nil
+		return c
+	}
+	c.Box[1] = rows
+	c.part, c.partSmem, c.partC1 = c.boxes, es*rows*c.Box[0], rows
+	return c
+}
+
 // Major says which tensor dimension is contiguous: KMajor maps are (K, MN), MNMajor (MN, K).
 func (c *TMACopy) Major() GMMAMajor { return c.major }
 
@@ -196,7 +257,26 @@ func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *V
 	if mask != nil {
 		q = append(q, "multicast::cluster")
 	}
-	for _, b := range c.boxes {
+	boxes := c.boxes
+	if c.Parts > 1 {
+		if mask == nil {
+			k.errorf("%s: the copy is shared by %d cluster blocks (MakeTMACopyMulticast); load it with LoadMulticast", what, c.Parts)
+			return
+		}
+		// This block's part: rank 0's boxes shifted by rank times the part's step.
+		boxes = c.part
+		rank := k.BlockRankInCluster()
+		if c.partSmem != 0 {
+			dst = dst.As(U8).At(rank.Mul(uint32(c.partSmem)).To(I32)).As(c.tile.Elem)
+		}
+		if c.partC0 != 0 {
+			in = in.Add(rank.Mul(uint32(c.partC0)).To(I32))
+		}
+		if c.partC1 != 0 {
+			out = out.Add(rank.Mul(uint32(c.partC1)).To(I32))
+		}
+	}
+	for _, b := range boxes {
 		args := []ptx.Operand{ptx.Addr{Base: k.operand(dst.addr), Off: dst.off + int64(b.smem)},
 			c.tensorAddr(in, out, b),
 			bar.mem()}
@@ -271,6 +351,10 @@ func (c *TMACopy) Store(stage any, mn, kk any) {
 		return
 	}
 	defer k.hold()()
+	if c.Parts > 1 {
+		k.errorf("TMACopy.Store: the copy is a load shared by %d cluster blocks (MakeTMACopyMulticast); store through a MakeTMACopy", c.Parts)
+		return
+	}
 	in, out, ok := c.coords("TMACopy.Store", mn, kk)
 	if !ok {
 		return

@@ -18,11 +18,18 @@ import (
 // shared-memory stages of BK columns of K, one 128-byte swizzle row (BK = 64 16-bit or 128
 // fp8 elements). Blocks are persistent: each takes output tiles from a TileScheduler. TMA
 // needs 16-byte-aligned global strides (CheckShape).
+//
+// ClusterM 2 launches clusters of two blocks on adjacent row tiles of the same column of
+// tiles: each loads its half of the shared B tile with .multicast::cluster into both
+// blocks (MakeTMACopyMulticast, MakeTMAPipelineCluster). TMAStore writes D through a
+// shared-memory tile and TMA stores (D's tensor map is a parameter, GemmSM90StoreArgs).
 type GemmSM90Config struct {
 	In, Out   dsl.Type
 	BN        int // 64, 128 or 256
 	Consumers int // consumer warpgroups: 1 or 2
 	Stages    int
+	ClusterM  int  // blocks per cluster along M: 0 or 1 (no clusters) or 2
+	TMAStore  bool // the epilogue stores D with TMA from shared memory
 }
 
 // DefaultGemmSM90Config is the library's sm_90a gemm for large problems: 128x256x64 tiles
@@ -38,12 +45,21 @@ func DefaultGemmSM90Config(dt dsl.Type) GemmSM90Config {
 }
 
 // GemmSM90Candidates returns the configurations GemmSM90For chooses among for in and out:
-// tiles 128x256 (3 stages, as DefaultGemmSM90Config), 128x128, 64x256, 64x128 and 64x64,
-// the others with as many stages as fit in shared memory (at most 8).
+// tiles 128x256 (3 stages, as DefaultGemmSM90Config, with the TMA-store epilogue where its
+// tile fits beside them: 16-bit outputs), 128x128, 64x256, 64x128 and 64x64, the others
+// with as many stages as fit in shared memory (at most 8). The TMA store measured 1.4-11.6%
+// faster at 128x256 (bf16, M >= 1024) and 10-22% for e4m3, but 0.4-6% slower on the small
+// tiles of M = 128 (docs/bench.md), so only 128x256 has it.
 func GemmSM90Candidates(in, out dsl.Type) []GemmSM90Config {
 	var cs []GemmSM90Config
 	for _, t := range [][3]int{{2, 256, 3}, {2, 128, 8}, {1, 256, 8}, {1, 128, 8}, {1, 64, 8}} {
 		c := GemmSM90Config{In: in, Out: out, BN: t[1], Consumers: t[0], Stages: t[2]}
+		if t[1] == 256 && t[0] == 2 {
+			c.TMAStore = true
+			if c.Check() != nil {
+				c.TMAStore = false
+			}
+		}
 		for c.Stages > 2 && c.SharedBytes() > gemmSM90MaxShared {
 			c.Stages--
 		}
@@ -101,10 +117,21 @@ func (c GemmSM90Config) FP8() bool { return c.In == dsl.E4M3 || c.In == dsl.E5M2
 // BM returns the block's row tile.
 func (c GemmSM90Config) BM() int { return 64 * c.Consumers }
 
-// Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x<BK>_<stages>s.
+// Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x<BK>_<stages>s, then _c2
+// for clusters of 2 and _tmastore for the TMA-store epilogue.
 func (c GemmSM90Config) Name() string {
-	return fmt.Sprintf("gemm_sm90_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
+	n := fmt.Sprintf("gemm_sm90_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
+	if c.Cluster() > 1 {
+		n += fmt.Sprintf("_c%d", c.Cluster())
+	}
+	if c.TMAStore {
+		n += "_tmastore"
+	}
+	return n
 }
+
+// Cluster returns the blocks per cluster (ClusterM, at least 1).
+func (c GemmSM90Config) Cluster() int { return max(c.ClusterM, 1) }
 
 // Threads returns the block size: the producer warpgroup and the consumers.
 func (c GemmSM90Config) Threads() int { return 128 * (1 + c.Consumers) }
@@ -112,28 +139,51 @@ func (c GemmSM90Config) Threads() int { return 128 * (1 + c.Consumers) }
 // SharedBytes returns the dynamic shared memory a block needs: the stages of A and B, and
 // dsl.DynamicSharedTilePad to align them to 1024 bytes at run time.
 func (c GemmSM90Config) SharedBytes() int {
-	return c.Stages*(c.BM()+c.BN)*c.BK()*c.In.Bytes() + dsl.DynamicSharedTilePad
+	return c.Stages*(c.BM()+c.BN)*c.BK()*c.In.Bytes() + c.storeBytes() + dsl.DynamicSharedTilePad
+}
+
+// storeBytes is the TMA-store epilogue's shared tile: BM x BN of Out.
+func (c GemmSM90Config) storeBytes() int {
+	if !c.TMAStore {
+		return 0
+	}
+	return c.BM() * c.BN * max(c.Out.Bytes(), 1)
 }
 
 // Tiles returns the number of output tiles of an M x N problem.
 func (c GemmSM90Config) Tiles(m, n int) int { return ceilDiv(m, c.BM()) * ceilDiv(n, c.BN) }
 
 // Grid returns the number of persistent blocks for an M x N problem on a GPU of sms
-// multiprocessors: one block per SM, at most one per tile.
-func (c GemmSM90Config) Grid(m, n, sms int) int { return max(1, min(c.Tiles(m, n), sms)) }
+// multiprocessors: one block per SM, at most one per tile; with clusters a multiple of the
+// cluster size, at most one cluster per column of Cluster() row tiles.
+func (c GemmSM90Config) Grid(m, n, sms int) int {
+	cl := c.Cluster()
+	units := ceilDiv(ceilDiv(m, c.BM()), cl) * ceilDiv(n, c.BN)
+	return cl * max(1, min(units, sms/cl))
+}
 
 // TMABoxA and TMABoxB are the tensor maps' boxes (innermost dimension first) with
 // SwizzleBytes: A's map is (K, M) of a row-major A; B's is (N, K) of a K x N row-major B, or
 // (K, N) of an N x K row-major B for fp8 (TMADimsB).
 func (c GemmSM90Config) TMABoxA() [2]int { return [2]int{c.BK(), c.BM()} }
 
-// TMABoxB is B's box (see TMABoxA).
+// TMABoxB is B's box (see TMABoxA). With clusters each block loads 1/Cluster() of the B
+// tile: whole 64-column boxes of a 16-bit B where there are enough, else boxes of fewer
+// rows (MakeTMACopyMulticast).
 func (c GemmSM90Config) TMABoxB() [2]int {
+	cl := c.Cluster()
 	if c.FP8() {
-		return [2]int{c.BK(), c.BN}
+		return [2]int{c.BK(), c.BN / cl}
 	}
-	return [2]int{64, c.BK()}
+	if (c.BN/64)%cl == 0 {
+		return [2]int{64, c.BK()}
+	}
+	return [2]int{64, c.BK() / cl}
 }
+
+// TMABoxD is D's box for the TMA-store epilogue, innermost first (D's map is (N, M)): one
+// 128-byte swizzle row of Out elements by 64 rows.
+func (c GemmSM90Config) TMABoxD() [2]int { return [2]int{128 / max(c.Out.Bytes(), 1), 64} }
 
 // TMADimsB returns B's tensor-map extents for an n x k problem, innermost first: (N, K), or
 // (K, N) for fp8.
@@ -160,9 +210,11 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: %d consumer warpgroups (want 1 or 2)", c.Consumers)
 	case c.Stages < 2 || c.Stages > 8:
 		return fmt.Errorf("gemm_sm90: %d stages (want 2..8)", c.Stages)
+	case c.ClusterM < 0 || c.ClusterM > 2:
+		return fmt.Errorf("gemm_sm90: ClusterM %d (want 0, 1 or 2)", c.ClusterM)
 	case c.SharedBytes() > gemmSM90MaxShared:
-		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles need %d bytes of shared memory; an sm_90 block has at most %d",
-			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.SharedBytes(), gemmSM90MaxShared)
+		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles (and %d bytes of epilogue tile) need %d bytes of shared memory; an sm_90 block has at most %d",
+			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.storeBytes(), c.SharedBytes(), gemmSM90MaxShared)
 	}
 	return nil
 }
@@ -190,6 +242,12 @@ type GemmSM90Args struct {
 	Alpha, Beta dsl.Value `kgen:"f32"`
 }
 
+// GemmSM90StoreArgs is the TMA-store epilogue's last parameter (GemmSM90Config.TMAStore):
+// D's tensor map, (N, M) innermost first over Out elements, box TMABoxD, 128-byte swizzle.
+type GemmSM90StoreArgs struct {
+	TmD dsl.TensorMap
+}
+
 func init() {
 	register(&Spec{
 		Name:    "gemm_sm90",
@@ -202,9 +260,10 @@ func init() {
 }
 
 // GemmSM90 writes the sm_90a gemm for cfg into k (target sm_90a). Launch cfg.Grid(M, N, SMs)
-// blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic shared memory; the
-// tensor maps are A's (K, M) and B's (N, K), innermost first, with the boxes TMABoxA,
-// TMABoxB and the 128-byte swizzle.
+// blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic shared memory, in
+// clusters of (cfg.Cluster(), 1, 1) when ClusterM is 2; the tensor maps are A's (K, M) and
+// B's (N, K), innermost first, with the boxes TMABoxA, TMABoxB and the 128-byte swizzle,
+// and with TMAStore D's (N, M) with TMABoxD last (GemmSM90StoreArgs).
 //
 // The producer warpgroup gives up registers (setmaxnreg.dec 40) and one elected thread
 // loads each tile's K steps into the stage ring (TMAPipeline: the full barrier counts the
@@ -227,7 +286,11 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	k.LaunchBounds(cfg.Threads(), 1)
 	a := dsl.Params[GemmSM90Args](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)
-	gemmSM90Body(k, cfg, a, o, gemmSM90Hooks{})
+	var h gemmSM90Hooks
+	if cfg.TMAStore {
+		h.store = dsl.Params[GemmSM90StoreArgs](k, cfg.Out).TmD
+	}
+	gemmSM90Body(k, cfg, a, o, h)
 }
 
 // tileLoop runs a body per output tile of the calling block: dsl.TileScheduler, or a fused
@@ -252,6 +315,8 @@ type gemmSM90Hooks struct {
 	// epilogue replaces the stores of tile (m, n): consumer warpgroup wg's 64 x BN
 	// accumulators, t the thread in the warpgroup.
 	epilogue func(acc dsl.Tensor, t, wg, m, n dsl.Value)
+	// store is D's tensor map for the TMA-store epilogue (cfg.TMAStore).
+	store dsl.TensorMapSource
 }
 
 // gemmSM90Body writes the sm_90a gemm's warp-specialized body for the parameters a (A's
@@ -259,6 +324,15 @@ type gemmSM90Hooks struct {
 // with their hooks.
 func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, h gemmSM90Hooks) {
 	BM, BN, BK := cfg.BM(), cfg.BN, cfg.BK()
+	cl := cfg.Cluster()
+	if cl > 1 && (h.tiles != nil || h.load != nil) {
+		k.Errorf("gemm_sm90: clusters (ClusterM %d) need the gemm's own tile scheduler and loads", cfg.ClusterM)
+		return
+	}
+	if cfg.TMAStore && (h.epilogue != nil || h.store == nil) {
+		k.Errorf("gemm_sm90: the TMA-store epilogue needs D's tensor map and the gemm's own epilogue")
+		return
+	}
 	k.Assume(a.N, 8)
 	k.Assume(a.K, 16/cfg.In.Bytes())
 
@@ -284,7 +358,7 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 	if h.mapA != nil {
 		mapA = h.mapA
 	}
-	cA, cB := k.MakeTMACopy(mapA, sA), k.MakeTMACopy(a.TmB, sB)
+	cA, cB := k.MakeTMACopy(mapA, sA), k.MakeTMACopyMulticast(a.TmB, sB, cl)
 	majorB := dsl.MNMajor
 	if cfg.FP8() {
 		majorB = dsl.KMajor
@@ -293,8 +367,29 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		k.Errorf("gemm_sm90: TMA copies A %v-major box %v, B %v-major box %v; the host builds the maps with %v and %v", cA.Major(), cA.Box, cB.Major(), cB.Box, cfg.TMABoxA(), cfg.TMABoxB())
 		return
 	}
-	// One arrival per consumer warp frees a stage (lane 0, after the warp's wait_group).
-	pipe := k.MakeTMAPipeline(cfg.Stages, 4*cfg.Consumers, cA, cB)
+	var sD dsl.SharedTile
+	var cD *dsl.TMACopy
+	if cfg.TMAStore {
+		laD, err := dsl.GMMALayoutAtom(cfg.Out, dsl.KMajor, 128)
+		var lD layout.ComposedLayout
+		if err == nil {
+			lD, err = dsl.TileToShape(laD, 64, BN)
+		}
+		if err != nil {
+			k.Errorf("gemm_sm90: D's shared layout: %v", err)
+			return
+		}
+		// One 64 x BN tile per consumer warpgroup, after the stages.
+		sD = k.DynamicSharedTile(cfg.Out, lD, cfg.Consumers, cfg.Stages*(sA.StageBytes+sB.StageBytes))
+		cD = k.MakeTMACopy(h.store, sD)
+		if cD.Box != cfg.TMABoxD() || cD.SwizzleBytes != 128 || cD.Major() != dsl.KMajor {
+			k.Errorf("gemm_sm90: TMA store of D: %v-major box %v; the host builds the map with %v", cD.Major(), cD.Box, cfg.TMABoxD())
+			return
+		}
+	}
+	// One arrival per consumer warp (of each block of the cluster) frees a stage (lane 0,
+	// after the warp's wait_group).
+	pipe := k.MakeTMAPipelineCluster(cfg.Stages, 4*cfg.Consumers, cl, cA, cB)
 	mma := dsl.MakeTiledGMMA(atom, cfg.Consumers)
 
 	tid := k.ThreadIdx(dsl.X)
@@ -305,9 +400,13 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 	}
 	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
 	sched := h.tiles
-	if sched == nil {
+	switch {
+	case sched == nil && cl > 1:
+		sched = k.MakeClusterTileScheduler(tilesM, tilesN, 8/cl, cl)
+	case sched == nil:
 		sched = k.MakeTileScheduler(tilesM, tilesN, 8)
 	}
+	mask := k.Const(dsl.U16, uint16(1<<cl-1))
 
 	k.If(tid.Lt(uint32(128)), func() {
 		k.WarpgroupRegDealloc(40)
@@ -325,7 +424,11 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 					pipe.ProducerAcquire(st)
 					k0 := kt.Mul(uint32(BK))
 					pipe.Load(st, cA, m0, k0)
-					pipe.Load(st, cB, n0, k0)
+					if cl > 1 {
+						pipe.LoadMulticast(st, cB, n0, k0, mask)
+					} else {
+						pipe.Load(st, cB, n0, k0)
+					}
 					pipe.ProducerCommit(st)
 					st.Advance()
 				})
@@ -361,9 +464,23 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 				h.epilogue(acc, tid.And(uint32(127)), wg, m, n)
 				return
 			}
-			gemmSM90Epilogue(k, cfg, a, o, acc, tid.And(uint32(127)), m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)))
+			t := tid.And(uint32(127))
+			row0, col0 := m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
+			if cfg.TMAStore {
+				gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0)
+				return
+			}
+			gemmSM90Epilogue(k, cfg, a, o, acc, t, row0, col0)
 		})
+		if cfg.TMAStore {
+			// The last tile's stores complete before the block's shared memory goes.
+			k.If(tid.And(uint32(127)).Eq(uint32(0)), func() { k.BulkWait(0, false) })
+		}
 	})
+	if cl > 1 {
+		// No block exits while another may still arrive on its empty barriers.
+		k.ClusterSync()
+	}
 }
 
 // gemmSM90LayoutB is B's stage layout, (N, K) in elements with the 128-byte swizzle: for
@@ -421,6 +538,73 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 		}
 	}
 	k.If(a.Beta.Eq(float32(0)), func() { store(false) }).Else(func() { store(true) })
+}
+
+// gemmSM90StoreEpilogue stores the warpgroup's 64 x BN accumulators (alpha*acc, + beta*C
+// when beta != 0) at rows row0.. and columns col0.. of D through its shared tile sD (stage
+// wg): thread 0 of the warpgroup waits until the previous tile's TMA store has read the
+// tile, the warpgroup writes its values converted to Out (pairs of adjacent columns, 128-byte
+// swizzled: the 8 rows a warp writes at once fall in distinct banks), fences them to the
+// async proxy and meets at a named barrier; then thread 0 stores the tile with TMA (rows
+// and columns outside D clipped) and commits the bulk group.
+func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, cD *dsl.TMACopy, sD dsl.SharedTile, acc dsl.Tensor, t, wg, row0, col0 dsl.Value) {
+	es := cfg.Out.Bytes()
+	w := 128 / es // columns of one 128-byte row
+	sync := func() {
+		if cfg.Consumers == 1 {
+			k.NamedBarrier(1, 128)
+			return
+		}
+		k.If(wg.Eq(uint32(0)), func() { k.NamedBarrier(1, 128) }).Else(func() { k.NamedBarrier(2, 128) })
+	}
+	first := t.Eq(uint32(0))
+	k.If(first, func() { k.BulkWait(0, true) })
+	sync()
+	r := t.Shr(uint32(5)).Mul(uint32(16)).Add(t.And(uint32(31)).Shr(uint32(2))) // row in the tile (half 0)
+	tc := t.And(uint32(3)).Mul(uint32(2 * es))                                  // byte of the thread's pair in 16 columns
+	rowOff := r.Mul(uint32(128)).Add(tc.And(uint32(15)))
+	chunk, r7 := tc.Shr(uint32(4)), r.And(uint32(7))
+	base := sD.Stage(wg).As(dsl.U8)
+	vals := acc.Values()
+	write := func(withC bool) {
+		for half := 0; half < 2; half++ {
+			var rowIn dsl.Value
+			var cp dsl.Ptr
+			gcol := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
+			if withC {
+				grow := row0.Add(r).Add(uint32(8 * half))
+				rowIn = grow.Lt(a.M)
+				cp = o.C.At(grow.Mul(a.N).Add(gcol))
+			}
+			for j := 0; j < cfg.BN/8; j++ {
+				v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+				if withC {
+					// N is even: a pair is inside D or outside it.
+					cv := []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
+					k.If(rowIn.And(gcol.Add(uint32(8*j)).Lt(a.N)), func() {
+						got := k.LoadVec(cp.At(8*j), 2)
+						k.Set(cv[0], got[0])
+						k.Set(cv[1], got[1])
+					})
+					for e := range v {
+						v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+					}
+				}
+				// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of
+				// 64 rows, 16-byte chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
+				cb := (8 * j % w) * es
+				off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))
+				k.StoreVec(base.At(off).As(cfg.Out), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+			}
+		}
+	}
+	k.If(a.Beta.Eq(float32(0)), func() { write(false) }).Else(func() { write(true) })
+	k.FenceProxyAsync()
+	sync()
+	k.If(first, func() {
+		cD.Store(wg, row0, col0)
+		k.BulkCommit()
+	})
 }
 
 // GemmSM90AccCoord returns the (row, column) in the warpgroup's 64 x N tile of accumulator

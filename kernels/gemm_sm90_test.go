@@ -59,9 +59,27 @@ var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill lo
 // -> f32, e4m3 -> bf16) with ptxas -v: no spills, and no performance warning (setmaxnreg
 // ignored, a warpgroup.wait injected before a wgmma result is read).
 func TestGemmSM90Ptxas(t *testing.T) {
-	ptxas := tooltest.Ptxas(t)
 	cfgs := append(GemmSM90Candidates(dsl.BF16, dsl.BF16), GemmSM90Candidates(dsl.F16, dsl.F32)...)
-	cfgs = append(cfgs, GemmSM90Candidates(dsl.E4M3, dsl.BF16)...)
+	gemmSM90Ptxas(t, append(cfgs, GemmSM90Candidates(dsl.E4M3, dsl.BF16)...))
+}
+
+// TestGemmSM90OptionsPtxas assembles the cluster and TMA-store options (alone and together)
+// of the large-tile configurations, as TestGemmSM90Ptxas does the candidates.
+func TestGemmSM90OptionsPtxas(t *testing.T) {
+	var cfgs []GemmSM90Config
+	for _, base := range []GemmSM90Config{DefaultGemmSM90Config(dsl.BF16), DefaultGemmSM90Config(dsl.E4M3),
+		{In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 2, Stages: 5}, {In: dsl.BF16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}} {
+		for _, o := range [][2]int{{2, 0}, {0, 1}, {2, 1}} {
+			c := base
+			c.ClusterM, c.TMAStore = o[0], o[1] == 1
+			cfgs = append(cfgs, c)
+		}
+	}
+	gemmSM90Ptxas(t, cfgs)
+}
+
+func gemmSM90Ptxas(t *testing.T, cfgs []GemmSM90Config) {
+	ptxas := tooltest.Ptxas(t)
 	for _, cfg := range cfgs {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		GemmSM90(k, cfg)
@@ -107,6 +125,27 @@ func BenchmarkGemmSM90Build(b *testing.B) {
 	}
 }
 
+// BenchmarkGemmSM90BuildOptions builds and prints GemmSM90For's large-problem pick (the
+// 128x256 tile with the TMA-store epilogue) and the same with clusters of 2.
+func BenchmarkGemmSM90BuildOptions(b *testing.B) {
+	pick := GemmSM90For(dsl.BF16, dsl.BF16, 8192, 8192, 8192, 132)
+	cl := pick
+	cl.ClusterM = 2
+	for _, cfg := range []GemmSM90Config{pick, cl} {
+		b.Run(cfg.Name(), func(b *testing.B) {
+			for b.Loop() {
+				k := dsl.New("g", dsl.WithTarget(ptx.SM90a))
+				GemmSM90(k, cfg)
+				m, err := k.Build()
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = m.String()
+			}
+		})
+	}
+}
+
 // TestGemmSM90For: the heuristic's picks for the issue's shapes on 132 SMs (each the best or
 // within 0.1% of the best measured on an H100, docs/bench.md), and every pick is a
 // configuration that builds.
@@ -125,6 +164,10 @@ func TestGemmSM90For(t *testing.T) {
 		cfg := GemmSM90For(dsl.BF16, dsl.BF16, c.m, c.n, c.k, 132)
 		if got := fmt.Sprintf("%dx%d", cfg.BM(), cfg.BN); got != c.want {
 			t.Errorf("%dx%dx%d: %s (%s), want %s", c.m, c.n, c.k, got, cfg.Name(), c.want)
+		}
+		// The TMA-store epilogue measured faster on 128x256 tiles only (docs/bench.md).
+		if cfg.TMAStore != (c.want == "128x256") || cfg.Cluster() != 1 {
+			t.Errorf("%dx%dx%d: %s: TMA store %v, cluster %d; want the TMA store on 128x256 tiles only, no clusters", c.m, c.n, c.k, cfg.Name(), cfg.TMAStore, cfg.Cluster())
 		}
 	}
 	for _, m := range []int{1, 64, 128, 200, 1024, 8192} {

@@ -45,13 +45,19 @@ func runGemm(args []string) error {
 	fs.IntVar(&h.BN, "sm90-bn", h.BN, "gemm_sm90: block tile N (64, 128, 256; default: kernels.GemmSM90For's per shape)")
 	fs.IntVar(&h.Consumers, "sm90-consumers", h.Consumers, "gemm_sm90: consumer warpgroups (1, 2; default: GemmSM90For's)")
 	fs.IntVar(&h.Stages, "sm90-stages", h.Stages, "gemm_sm90: TMA stages (default: GemmSM90For's)")
+	fs.IntVar(&h.ClusterM, "sm90-cluster", 0, "gemm_sm90: blocks per cluster along M sharing B by TMA multicast (0 or 1: none, 2); also with GemmSM90For's picks")
+	fs.IntVar(&sm90GridSMs, "sm90-grid-sms", 0, "gemm_sm90: size the persistent grid for this many SMs (0: the device's; with clusters, what may run at once can be fewer)")
+	fs.BoolVar(&h.TMAStore, "sm90-tma-store", false, "gemm_sm90: the epilogue stores D through shared memory with TMA (true or false; given, it overrides GemmSM90For's picks, their stages cut to fit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it.
+	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it;
+	// -sm90-cluster and -sm90-tma-store, when given, then override its pick's options.
 	auto := true
+	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "sm90-") {
+		set[f.Name] = true
+		if strings.HasPrefix(f.Name, "sm90-") && f.Name != "sm90-cluster" && f.Name != "sm90-tma-store" && f.Name != "sm90-grid-sms" {
 			auto = false
 		}
 	})
@@ -90,7 +96,17 @@ func runGemm(args []string) error {
 			return err
 		}
 		if hp != nil && auto {
+			opt := h
 			h = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
+			if set["sm90-cluster"] {
+				h.ClusterM = opt.ClusterM
+			}
+			if set["sm90-tma-store"] {
+				h.TMAStore = opt.TMAStore
+			}
+			for h.Stages > 2 && h.Check() != nil {
+				h.Stages--
+			}
 		}
 		if err := benchGemm(d, cfg, hp, m, n, k, *reps, *dir); err != nil {
 			return fmt.Errorf("%dx%dx%d: %w", m, n, k, err)
@@ -212,6 +228,7 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 		return err
 	}
 	defer s.Close()
+	readD := out.CopyToHost
 	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(m, n)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: s}
 	launch := func() error {
 		return fn.Launch(lc, a, b, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out)
@@ -229,17 +246,31 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 			return err
 		}
 		defer free()
-		lc = jit.LaunchConfig{Grid: jit.D1(hp.Grid(m, n, max(d.Info().Multiproc, 1))), Block: jit.D1(hp.Threads()), SharedMem: hp.SharedBytes(), Stream: s}
-		launch = func() error {
-			return fn.Launch(lc, tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out)
+		lc = sm90Launch(d, *hp, m, n, s)
+		args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out}
+		if hp.TMAStore {
+			var ob any
+			var tmD jit.TensorMap
+			var freeD func()
+			if hp.Out == dsl.F16 {
+				ob, tmD, readD, freeD, err = sm90OutMap[fp.F16](d, *hp, m, n)
+			} else {
+				ob, tmD, readD, freeD, err = sm90OutMap[fp.BF16](d, *hp, m, n)
+			}
+			if err != nil {
+				return err
+			}
+			defer freeD()
+			args = append(args[:7], ob, ob, tmD)
 		}
+		launch = func() error { return fn.Launch(lc, args...) }
 	}
 	t, err := timeIt(d, s, reps, launch)
 	if err != nil {
 		return err
 	}
 	hd := make([]uint16, m*n)
-	if err := out.CopyToHost(hd); err != nil {
+	if err := readD(hd); err != nil {
 		return err
 	}
 	// A sample of D against float64 sums.
@@ -313,4 +344,43 @@ func sm90Maps[T interface{ ~uint16 }](d *jit.Device, hp kernels.GemmSM90Config, 
 		free()
 	}
 	return tmA, tmB, free, err
+}
+
+// sm90GridSMs is -sm90-grid-sms: the SMs gemm_sm90's persistent grid is sized for (0: the
+// device's).
+var sm90GridSMs int
+
+// sm90Launch is gemm_sm90's launch of hp for an M x N problem on stream s: its persistent
+// grid (for sm90GridSMs SMs when set), and clusters of hp.Cluster() blocks when more than one.
+func sm90Launch(d *jit.Device, hp kernels.GemmSM90Config, m, n int, s *jit.Stream) jit.LaunchConfig {
+	sms := d.Info().Multiproc
+	if sm90GridSMs > 0 {
+		sms = sm90GridSMs
+	}
+	lc := jit.LaunchConfig{Grid: jit.D1(hp.Grid(m, n, max(sms, 1))), Block: jit.D1(hp.Threads()), SharedMem: hp.SharedBytes(), Stream: s}
+	if hp.Cluster() > 1 {
+		lc.Cluster = jit.D1(hp.Cluster())
+	}
+	return lc
+}
+
+// sm90OutMap allocates D (M x N of T, hp.Out) for the TMA-store epilogue and makes its
+// tensor map, (N, M) innermost first with hp.TMABoxD() and the 128-byte swizzle; read copies
+// D to the host as 16-bit words.
+func sm90OutMap[T interface {
+	jit.Elem
+	~uint16
+}](d *jit.Device, hp kernels.GemmSM90Config, m, n int) (buf any, tm jit.TensorMap, read func([]uint16) error, free func(), err error) {
+	b, err := jit.Alloc[T](d, m*n)
+	if err != nil {
+		return nil, tm, nil, nil, err
+	}
+	box := hp.TMABoxD()
+	tm, err = jit.NewTensorMap(b, []uint64{uint64(n), uint64(m)}, []uint64{2 * uint64(n)}, []uint32{uint32(box[0]), uint32(box[1])}, jit.Swizzle128B)
+	if err != nil {
+		b.Free()
+		return nil, tm, nil, nil, err
+	}
+	read = func(h []uint16) error { return b.CopyToHost(unsafe.Slice((*T)(unsafe.Pointer(&h[0])), len(h))) }
+	return b, tm, read, func() { b.Free() }, nil
 }

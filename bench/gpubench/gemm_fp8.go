@@ -94,15 +94,23 @@ func benchGemmFP8(d *jit.Device, hp kernels.GemmSM90Config, m, n, k, reps int, d
 		return err
 	}
 	defer s.Close()
-	lc := jit.LaunchConfig{Grid: jit.D1(hp.Grid(m, n, max(d.Info().Multiproc, 1))), Block: jit.D1(hp.Threads()), SharedMem: hp.SharedBytes(), Stream: s}
-	t, err := timeIt(d, s, reps, func() error {
-		return fn.Launch(lc, tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out)
-	})
+	lc := sm90Launch(d, hp, m, n, s)
+	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out}
+	readD := out.CopyToHost
+	if hp.TMAStore {
+		ob, tmD, read, freeD, err := sm90OutMap[fp.BF16](d, hp, m, n)
+		if err != nil {
+			return err
+		}
+		defer freeD()
+		args, readD = append(args[:7], ob, ob, tmD), read
+	}
+	t, err := timeIt(d, s, reps, func() error { return fn.Launch(lc, args...) })
 	if err != nil {
 		return err
 	}
 	hd := make([]uint16, m*n)
-	if err := out.CopyToHost(hd); err != nil {
+	if err := readD(hd); err != nil {
 		return err
 	}
 	worst := 0.0

@@ -50,3 +50,42 @@ func TestGemmSM90OnEmulator(t *testing.T) {
 		t.Errorf("N=12: err %v, want the multiple-of-8 rule", err)
 	}
 }
+
+// TestGemmSM90OptionsOnEmulator runs `gpubench gemm -sm90` with -sm90-cluster 2 and
+// -sm90-tma-store (alone and together; bf16 and e4m3) on the emulator at odd shapes: the
+// launch passes the cluster dims and D's tensor map, the sampled check passes and the record
+// names the option's kernel.
+func TestGemmSM90OptionsOnEmulator(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	for _, c := range []struct {
+		flags  []string
+		suffix string
+	}{
+		{[]string{"-sm90-cluster", "2"}, "_c2"},
+		{[]string{"-sm90-tma-store"}, "_tmastore"},
+		{[]string{"-sm90-cluster", "2", "-sm90-tma-store"}, "_c2_tmastore"},
+	} {
+		for _, dt := range []string{"bf16", "e4m3"} {
+			dir := t.TempDir()
+			size := "264x136x72"
+			if dt == "e4m3" {
+				size = "264x136x80"
+			}
+			args := append([]string{"-sm90", "-dtype", dt, "-sizes", size, "-reps", "1", "-dir", dir}, c.flags...)
+			if err := runGemm(args); err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+			raw, err := os.ReadFile(filepath.Join(dir, size, "kgen.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec gemmRecord
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(rec.Kernel, "gemm_sm90_"+dt) || !strings.HasSuffix(rec.Kernel, c.suffix) || rec.SampleErr > 1 {
+				t.Errorf("%v: record %+v: want a gemm_sm90_%s kernel ending %s within tolerance", args, rec, dt, c.suffix)
+			}
+		}
+	}
+}

@@ -32,7 +32,7 @@ func gemmSM90Harness(r *run) error {
 
 // GemmSM90Problem is one sm_90a gemm run on the emulator: D = Alpha*A*B + Beta*C for an
 // M x N x K problem (row-major A; row-major B, K x N, or N x K for fp8 inputs) on Blocks
-// persistent blocks (0: one per tile).
+// persistent blocks (0: one per tile; a multiple of the cluster size).
 type GemmSM90Problem struct {
 	Config      kernels.GemmSM90Config
 	M, N, K     int
@@ -73,13 +73,24 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	}
 	blocks := p.Blocks
 	if blocks <= 0 {
-		blocks = cfg.Tiles(M, N)
+		blocks = cfg.Grid(M, N, 1<<20)
+	}
+	if blocks%cfg.Cluster() != 0 {
+		return res, fmt.Errorf("%s: %d blocks is not a multiple of the cluster's %d", cfg.Name(), blocks, cfg.Cluster())
+	}
+	args := []any{tmap(ptrs[0], K, M, cfg.TMABoxA()), tmap(ptrs[1], cfg.TMADimsB(N, K)[0], cfg.TMADimsB(N, K)[1], cfg.TMABoxB()),
+		uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), ptrs[2], ptrs[3]}
+	if cfg.TMAStore { // D's map: (N, M) of Out elements
+		os := uint64(cfg.Out.Bytes())
+		args = append(args, emu.TensorMap{Elem: ptx.Type(cfg.Out), Rank: 2, Global: ptrs[3], Dims: [5]uint64{uint64(N), uint64(M)},
+			Strides: [5]uint64{0, uint64(N) * os}, Box: [5]uint32{uint32(cfg.TMABoxD()[0]), uint32(cfg.TMABoxD()[1])}, Swizzle: 128})
+	}
+	var cluster emu.Dim3
+	if cfg.Cluster() > 1 {
+		cluster = emu.D1(cfg.Cluster())
 	}
 	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(blocks), Block: emu.D1(cfg.Threads()),
-		SharedBytes: cfg.SharedBytes(),
-		Args: []any{tmap(ptrs[0], K, M, cfg.TMABoxA()), tmap(ptrs[1], cfg.TMADimsB(N, K)[0], cfg.TMADimsB(N, K)[1], cfg.TMABoxB()),
-			uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), ptrs[2], ptrs[3]},
-		Options: emu.Options{Seed: p.Seed}})
+		Cluster: cluster, SharedBytes: cfg.SharedBytes(), Args: args, Options: emu.Options{Seed: p.Seed}})
 	if err != nil {
 		return res, err
 	}

@@ -85,3 +85,45 @@ func TestGemmSM90ShapeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmSM90Options runs the cluster (ClusterM 2, B multicast) and TMA-store options,
+// alone and together, on the emulator at odd shapes (an odd number of row tiles, so a
+// cluster's second block gets the empty row past M; M, N and K edges; more tiles than
+// blocks, so the persistent loop and the stage ring wrap) against the Go reference, bf16 and
+// e4m3, beta 0 and not.
+func TestGemmSM90Options(t *testing.T) {
+	type opt struct {
+		cluster int
+		store   bool
+	}
+	for _, o := range []opt{{2, false}, {0, true}, {2, true}} {
+		for _, c := range []struct {
+			cfg           kernels.GemmSM90Config
+			m, n, k, grid int
+			alpha, beta   float64
+		}{
+			{kernels.DefaultGemmSM90Config(dsl.BF16), 64, 8, 16, 2, 1, 0},
+			{kernels.DefaultGemmSM90Config(dsl.BF16), 257, 520, 304, 4, 1, 0.25},
+			{kernels.GemmSM90Config{In: dsl.F16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 3}, 130, 200, 328, 4, 0.5, 2},
+			{kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 2, Stages: 4}, 200, 136, 72, 2, 1.5, -0.5},
+			{kernels.DefaultGemmSM90Config(dsl.E4M3), 200, 136, 80, 2, 0.25, -0.5},
+			{kernels.DefaultGemmSM90Config(dsl.E4M3), 257, 520, 304, 4, 1.5, 0},
+			{kernels.GemmSM90Config{In: dsl.E4M3, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}, 130, 200, 400, 4, 0.5, 2},
+		} {
+			cfg := c.cfg
+			cfg.ClusterM, cfg.TMAStore = o.cluster, o.store
+			if cfg.Check() != nil { // the epilogue tile may not fit beside the stages
+				cfg.Stages--
+			}
+			t.Run(fmt.Sprintf("%s_%dx%dx%d", cfg.Name(), c.m, c.n, c.k), func(t *testing.T) {
+				res, err := RunGemmSM90(GemmSM90Problem{Config: cfg, M: c.m, N: c.n, K: c.k, Alpha: c.alpha, Beta: c.beta, Seed: 7, Blocks: c.grid})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Checked != c.m*c.n {
+					t.Fatalf("checked %d values, want %d", res.Checked, c.m*c.n)
+				}
+			})
+		}
+	}
+}
