@@ -89,6 +89,8 @@ func (c *Comm) fusedFunction(f kernels.Family, cfg kernels.GemmConfig) (*jit.Fun
 		kernels.AGGemm(k, cfg)
 	case kernels.FamilyGemmAR:
 		kernels.GemmAR(k, cfg)
+	case kernels.FamilyGemmARMC:
+		kernels.GemmARMC(k, cfg)
 	default:
 		kernels.GemmRS(k, cfg)
 	}
@@ -134,6 +136,14 @@ func (c *Comm) fusedEnsure(ctx context.Context, cl *call, f kernels.Family, bufB
 	return st, nil
 }
 
+// gemmARMCLaunch is gemm_ar_mc's arguments (kernels.GemmARMCArgs, then kernels.FusedOutMC).
+type gemmARMCLaunch struct {
+	A, B, Scratch, ScratchMC    jit.AnyPtr
+	Signals, SignalsMC          jit.AnyPtr
+	Rank, NGPUs, M, N, K, Epoch uint32
+	D, DMC                      jit.AnyPtr
+}
+
 // agGemmLaunch is ag_gemm's arguments (kernels.AGGemmArgs, then kernels.FusedOut).
 type agGemmLaunch struct {
 	A, B, Gathered, Signals     jit.AnyPtr
@@ -151,10 +161,10 @@ type gemmRSLaunch struct {
 
 // MatmulAllReduce computes the sum over GPUs g of A_g * B_g into every GPU's out (s.M x s.N),
 // A_g (s.M x s.K) and B_g (s.K x s.N) being GPU g's a and b (its K slice): gemm_rs whose
-// owners store each summed tile into every GPU's out (gemm_ar, peer stores; on sm_90a with
-// multicast, gemm_ar_mc_sm90: multimem.ld_reduce of the partials, multimem.st of the sums).
-// Across nodes it runs split (see splitMatmul). out must be a Buffer of this Comm (symmetric:
-// the peers write into it). Types
+// owners store each summed tile into every GPU's out (gemm_ar, peer stores; with multicast
+// and N, K multiples of 8, gemm_ar_mc or on sm_90a gemm_ar_mc_sm90: multimem.ld_reduce of
+// the partials, multimem.st of the sums). Across nodes it runs split (see splitMatmul). out
+// must be a Buffer of this Comm (symmetric: the peers write into it). Types
 // and alignment as AllGatherMatmul. Every rank makes the same call.
 func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulShape) error {
 	const what = "MatmulAllReduce"
@@ -172,16 +182,25 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return c.fusedSM90(ctx, cl, kernels.FamilyGemmARSM90, a, b, out, s)
 	}
 	cfg := c.matmulConfig(a.dt, out.dt, s)
-	fn, name, err := c.fusedFunction(kernels.FamilyGemmAR, cfg)
+	f := kernels.FamilyGemmAR
+	if c.mc && cfg.Aligned {
+		f = kernels.FamilyGemmARMC
+	}
+	fn, name, err := c.fusedFunction(f, cfg)
 	if err != nil {
 		return err
 	}
-	st, err := c.fusedEnsure(ctx, cl, kernels.FamilyGemmAR, s.M*s.N*4, kernels.GemmARSignalWords(cfg, s.M, s.N, c.g))
+	st, err := c.fusedEnsure(ctx, cl, f, s.M*s.N*4, kernels.GemmARSignalWords(cfg, s.M, s.N, c.g))
 	if err != nil {
 		return err
 	}
-	args := gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
+	var args any = gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.table()}
+	if f == kernels.FamilyGemmARMC {
+		args = gemmARMCLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.at(dsl.F32), ScratchMC: st.buf.multicast(dsl.F32),
+			Signals: st.sig.table(), SignalsMC: st.sig.multicast(dsl.U32),
+			Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt), DMC: out.s.multicast(out.dt)}
+	}
 	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
 

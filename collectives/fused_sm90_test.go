@@ -91,3 +91,45 @@ func TestFusedMatmulsSM90(t *testing.T) {
 		}
 	}
 }
+
+// TestMatmulAllReduceMulticast runs MatmulAllReduce on target sm_90 (the mma.sync kernels)
+// over 1-4 emulated GPUs, strict and weak, multicast on and off, 3 calls in a row: with
+// multicast and N, K multiples of 8 it runs gemm_ar_mc (multimem), otherwise gemm_ar.
+func TestMatmulAllReduceMulticast(t *testing.T) {
+	ctx := context.Background()
+	o := fusedOpts
+	o.Target = "sm_90"
+	for _, g := range []int{1, 2, 3, 4} {
+		for _, mc := range []bool{false, true} {
+			for _, weak := range []bool{false, true} {
+				for _, s := range []struct {
+					rows, n, k int
+					out        dsl.Type
+				}{{36, 40, 24, dsl.F32}, {13, 37, 19, dsl.BF16}} {
+					t.Run(fmt.Sprintf("%dgpu/mc=%v/weak=%v/%dx%dx%d", g, mc, weak, s.rows, s.n, s.k), func(t *testing.T) {
+						runRanks(t, g, mc, weak, int64(g), o, func(e *rankEnv) error {
+							shape := MatmulShape{M: g * s.rows, N: s.n, K: s.k}
+							ar, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M*shape.N, s.out)
+							if err != nil {
+								return err
+							}
+							want := "gemm_ar_"
+							if mc && s.n%8 == 0 && s.k%8 == 0 {
+								want = "gemm_ar_mc_"
+							}
+							for call := 0; call < 3; call++ {
+								if err := e.checkRS(ctx, ar, shape, s.out, true); err != nil {
+									return fmt.Errorf("call %d: %w", call, err)
+								}
+								if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, want) || want == "gemm_ar_" && strings.HasPrefix(got, "gemm_ar_mc") {
+									return fmt.Errorf("MatmulAllReduce ran %s, want %s...", got, want)
+								}
+							}
+							return nil
+						})
+					})
+				}
+			}
+		}
+	}
+}

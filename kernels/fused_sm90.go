@@ -497,7 +497,8 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 // GPU's D through multicast addresses (NVLink SHARP), tiles in gemm_rs_sm90's order. On
 // another GPU's tile the consumers wait for the free slot (the owner's ld_reduce of the
 // previous launch is done), store their f32 partial into this GPU's own scratch at the
-// tile's place, meet (named barrier 1) and thread 128 sets the owner's ready slot (release).
+// tile's place, fence the alias proxy, meet (named barrier 1) and thread 128 sets the
+// owner's ready slot (release).
 // On an own tile each consumer thread stores its partial the same way, threads 128+g wait
 // for GPU g's ready and arrived slots (acquire), the consumers meet and fence the alias
 // proxy (the scratch is read through its multicast address), then each thread
@@ -508,8 +509,8 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 // gemm_ar_sm90 does. On one GPU the tiles go to D with no signal.
 func GemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config) { gemmARMCSM90(k, cfg, ordered) }
 
-// GemmARMCSM90Unordered is GemmARMCSM90 with relaxed instead of release signals: a
-// deliberately broken variant for the weak-memory tests.
+// GemmARMCSM90Unordered is GemmARMCSM90 with relaxed instead of release signals and without
+// the writers' alias fence: a deliberately broken variant for the weak-memory tests.
 func GemmARMCSM90Unordered(k *dsl.Kernel, cfg GemmSM90Config) { gemmARMCSM90(k, cfg, unordered) }
 
 func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
@@ -567,6 +568,12 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 				k.If(ct.Eq(0), func() { sig.waitFor(free(owner, tile), a.Epoch) })
 				k.NamedBarrier(sm90ConsumerBar, consumers)
 				stage()
+				// The owner reads the partial through the multicast alias: the writers fence
+				// the alias proxy too (the owner fences after its acquire). The broken variant
+				// drops it (the emulator publishes stores at any fence).
+				if ord == ordered {
+					k.FenceProxyAlias()
+				}
 				k.NamedBarrier(sm90ConsumerBar, consumers)
 				k.If(ct.Eq(0), func() { sig.setOn(owner, ready(tile, a.Rank), sig.Target()) })
 			}).Else(func() {

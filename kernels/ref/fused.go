@@ -17,6 +17,7 @@ func init() {
 	register(string(kernels.FamilyGemmRS), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmRS) })
 	register(string(kernels.FamilyGemmAR), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmAR) })
 	register(string(kernels.FamilyAGGemmNVSHMEM), func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemmNVSHMEM) })
+	register(string(kernels.FamilyGemmARMC), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmARMC) })
 }
 
 // FusedProblem is one fused GEMM run on the emulator over GPUs simulated GPUs, Launches
@@ -46,6 +47,7 @@ func fusedHarness(r *run, f kernels.Family) error {
 	g := max(r.p.Ranks, 1)
 	side := max(int(math.Cbrt(float64(r.size(0))))/8*8, 8)
 	cfg := kernels.DefaultFusedConfig(r.p.DType)
+	cfg.Aligned = f == kernels.FamilyGemmARMC // its only configuration
 	res, err := RunFused(FusedProblem{Family: f, Config: cfg, GPUs: g, M: g * (side + 1), N: side + 8, K: side + 16, Seed: r.p.Seed, Weak: r.p.Weak, Epoch: r.p.Epoch})
 	r.res = res
 	return err
@@ -67,12 +69,17 @@ func RunFused(p FusedProblem) (Result, error) {
 	}
 	build := p.Build
 	if build == nil {
-		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS, kernels.FamilyGemmAR: kernels.GemmAR, kernels.FamilyAGGemmNVSHMEM: kernels.AGGemmNVSHMEM}[p.Family]
+		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS, kernels.FamilyGemmAR: kernels.GemmAR, kernels.FamilyAGGemmNVSHMEM: kernels.AGGemmNVSHMEM, kernels.FamilyGemmARMC: kernels.GemmARMC}[p.Family]
 	}
 	if build == nil {
 		return res, fmt.Errorf("RunFused: family %q is not a fused GEMM", p.Family)
 	}
-	k := dsl.New(name, dsl.WithTarget(ptx.SM80))
+	mc := p.Family == kernels.FamilyGemmARMC
+	target := ptx.SM80
+	if mc {
+		target = ptx.SM90 // multimem
+	}
+	k := dsl.New(name, dsl.WithTarget(target))
 	build(k, cfg)
 	mod, err := k.Build()
 	if err != nil {
@@ -87,7 +94,7 @@ func RunFused(p FusedProblem) (Result, error) {
 	ag := p.Family == kernels.FamilyAGGemm || shmem
 	// Per GPU: A_r (rows x K for ag_gemm, M x K for gemm_rs), B_r (K x N), D_r.
 	aLen, dLen, words := rows*K, M*N, kernels.AGGemmSignalWords(cfg, M, g)
-	ar := p.Family == kernels.FamilyGemmAR
+	ar := p.Family == kernels.FamilyGemmAR || mc
 	switch {
 	case ar:
 		aLen, dLen, words = M*K, M*N, kernels.GemmARSignalWords(cfg, M, N, g)
@@ -147,11 +154,15 @@ func RunFused(p FusedProblem) (Result, error) {
 	}
 	if p.Epoch != 0 {
 		tn := (N + cfg.BN - 1) / cfg.BN
+		tiles := (rows + cfg.BM - 1) / cfg.BM * tn
 		w := make([]uint32, words)
 		for i := range w {
 			w[i] = p.Epoch
 			if ag && i >= words/2 {
 				w[i] = p.Epoch * uint32(tn)
+			}
+			if mc && i >= 2*kernels.CollMaxGPUs*tiles && i < 2*kernels.CollMaxGPUs*tiles+tiles {
+				w[i] = p.Epoch * uint32(g) // gemm_ar_mc's done counters
 			}
 		}
 		for i := 0; i < g; i++ {
@@ -191,6 +202,9 @@ func RunFused(p FusedProblem) (Result, error) {
 			}
 			if shmem {
 				return []any{bufA.On(i), bufB.On(i), xfer.On(i), sigs.On(i), uint32(M), uint32(N), uint32(K), uint64(epoch), d}
+			}
+			if mc {
+				return []any{bufA.On(i), bufB.On(i), xfer.On(i), xfer.Multicast(), sigTab.On(i), sigs.Multicast(), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, bufD.On(i), bufD.Multicast()}
 			}
 			return []any{bufA.On(i), bufB.On(i), xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, d}
 		}

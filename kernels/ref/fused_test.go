@@ -20,7 +20,7 @@ func smallFused(in, out dsl.Type) kernels.GemmConfig {
 // per-GPU rows not a multiple of the tile (36: a full and a partial row tile), N = 40 and
 // K = 24 (odd multiples of 8), two launches in a row each.
 func TestFusedGemms(t *testing.T) {
-	for _, f := range []kernels.Family{kernels.FamilyAGGemm, kernels.FamilyGemmRS, kernels.FamilyGemmAR, kernels.FamilyAGGemmNVSHMEM} {
+	for _, f := range []kernels.Family{kernels.FamilyAGGemm, kernels.FamilyGemmRS, kernels.FamilyGemmAR, kernels.FamilyAGGemmNVSHMEM, kernels.FamilyGemmARMC} {
 		for _, g := range []int{1, 2, 3, 4, 8} {
 			for _, weak := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%dgpu/weak=%v", f, g, weak), func(t *testing.T) {
