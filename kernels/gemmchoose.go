@@ -35,10 +35,11 @@ func UseSM90(t ptx.Target, n, k int) (ok bool, why string) {
 	return true, "sm_90a: TMA + wgmma"
 }
 
-// ChooseGemm picks the gemm of dt for an m x n x k problem on target t: gemm_sm90 (its
-// default configuration) where UseSM90 says so, the mma.sync gemm (DefaultGemmConfig)
-// otherwise.
-func ChooseGemm(t ptx.Target, dt dsl.Type, m, n, k int) (GemmChoice, error) {
+// ChooseGemm picks the gemm of dt (out = dt) for an m x n x k problem on target t, a GPU of
+// sms multiprocessors: gemm_sm90 in the configuration GemmSM90For picks for the shape
+// (SM90.TMAStore says whether the launch passes D's tensor map) where UseSM90 says so, the
+// mma.sync gemm (DefaultGemmConfig) otherwise.
+func ChooseGemm(t ptx.Target, dt dsl.Type, m, n, k, sms int) (GemmChoice, error) {
 	if !t.Valid() {
 		return GemmChoice{}, fmt.Errorf("ChooseGemm: unknown target %q", t)
 	}
@@ -48,9 +49,12 @@ func ChooseGemm(t ptx.Target, dt dsl.Type, m, n, k int) (GemmChoice, error) {
 	if m <= 0 || n <= 0 || k <= 0 {
 		return GemmChoice{}, fmt.Errorf("ChooseGemm: shape %dx%dx%d: every extent must be positive", m, n, k)
 	}
+	if sms <= 0 {
+		return GemmChoice{}, fmt.Errorf("ChooseGemm: %d multiprocessors: want a positive count (the device's)", sms)
+	}
 	ok, why := UseSM90(t, n, k)
 	if ok {
-		return GemmChoice{Family: FamilyGemmSM90, SM90: DefaultGemmSM90Config(dt), Why: why}, nil
+		return GemmChoice{Family: FamilyGemmSM90, SM90: GemmSM90For(dt, dt, m, n, k, sms), Why: why}, nil
 	}
 	return GemmChoice{Family: FamilyGemm, Config: DefaultGemmConfig(dt), Why: why}, nil
 }
