@@ -435,23 +435,24 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 		vals := acc.Values()
 		ct := k.ThreadIdx(dsl.X).Sub(uint32(128)) // the thread among the consumers
 		each := func(f func(row, col dsl.Value, i int)) { sm90Pairs(k, cfg, t, row0, col0, rows, a.N, f) }
-		// The summed (or, on one GPU, only) pair at (row, col) of the owner's slice goes to D.
-		toD := func(row, col dsl.Value, v0, v1 dsl.Value) {
+		// The summed (or, on one GPU, only) accumulators of the owner's slice go to D: gemm_rs
+		// stores into this GPU's D; gemm_ar into every GPU's, one GPU at a time, so that each
+		// peer's D address is loaded from the table once a tile, not once a pair.
+		toD := func() {
 			if !allReduce {
-				storePair(k, out.D, row, col, a.N, v0, v1)
+				each(func(row, col dsl.Value, i int) { storePair(k, out.D, row, col, a.N, vals[i], vals[i+1]) })
 				return
 			}
-			r := owner.Mul(rows).Add(row)
+			base := k.Assume(owner.Mul(rows).Mul(a.N), 8)
 			k.For(k.Const(dsl.U32, 0), a.NGPUs, k.Const(dsl.U32, 1), func(p dsl.Value) {
-				storePair(k, outs.D.Peer(p), r, col, a.N, v0, v1)
+				d := outs.D.Peer(p).At(base)
+				each(func(row, col dsl.Value, i int) { storePair(k, d, row, col, a.N, vals[i], vals[i+1]) })
 			})
 		}
 		waitPeers := func(slot func(g dsl.Value) dsl.Value) {
 			k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() { sig.waitFor(slot(ct), sig.Target()) })
 		}
-		k.If(a.NGPUs.Eq(1), func() {
-			each(func(row, col dsl.Value, i int) { toD(row, col, vals[i], vals[i+1]) })
-		}).Else(func() {
+		k.If(a.NGPUs.Eq(1), toD).Else(func() {
 			k.If(owner.Ne(a.Rank), func() {
 				k.If(ct.Eq(0), func() { sig.waitFor(free(owner, tile), a.Epoch) })
 				k.NamedBarrier(sm90ConsumerBar, consumers)
@@ -466,6 +467,8 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 				}
 				k.NamedBarrier(sm90ConsumerBar, consumers)
 				mine := a.Scratch.Peer(a.Rank)
+				// Each pair's sum in rank order goes to D (gemm_rs) or replaces the accumulators
+				// (gemm_ar; the next tile's first K step overwrites them), which toD then stores.
 				each(func(row, col dsl.Value, i int) {
 					s0, s1 := k.Var(dsl.F32, 0), k.Var(dsl.F32, 0)
 					at := k.Assume(row.Mul(a.N).Add(col), 2)
@@ -479,8 +482,16 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 							k.Set(s1, s1.Add(v[1]))
 						})
 					})
-					toD(row, col, s0, s1)
+					if !allReduce {
+						storePair(k, out.D, row, col, a.N, s0, s1)
+						return
+					}
+					k.Set(vals[i], s0)
+					k.Set(vals[i+1], s1)
 				})
+				if allReduce {
+					toD()
+				}
 				k.NamedBarrier(sm90ConsumerBar, consumers)
 				k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() { sig.setOn(ct, free(a.Rank, tile), sig.Target()) })
 				if allReduce {

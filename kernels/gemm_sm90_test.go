@@ -55,6 +55,9 @@ func TestGemmSM90Misuse(t *testing.T) {
 
 var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
 
+// usedRE matches ptxas -v's register line.
+var usedRE = regexp.MustCompile(`Used \d+ registers[^\n]*`)
+
 // TestGemmSM90Ptxas assembles every configuration GemmSM90For can pick (bf16 -> bf16, f16
 // -> f32, e4m3 -> bf16) with ptxas -v: no spills, and no performance warning (setmaxnreg
 // ignored, a warpgroup.wait injected before a wgmma result is read).
@@ -181,34 +184,31 @@ func TestGemmSM90For(t *testing.T) {
 	}
 }
 
-// TestFusedSM90Ptxas assembles the sm_90a fused kernels (default configuration) with
-// ptxas -v: no spills and no performance warning, as TestGemmSM90Ptxas asks of gemm_sm90.
+// TestFusedSM90Ptxas assembles the sm_90a fused kernels (the default configuration and
+// gpubench's 128x128x64, 4 stages) with ptxas -v: no spills and no performance warning, as
+// TestGemmSM90Ptxas asks of gemm_sm90. It logs each kernel's registers.
 func TestFusedSM90Ptxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
+	cfgs := []GemmSM90Config{DefaultGemmSM90Config(dsl.BF16), {In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 2, Stages: 4}}
 	for _, f := range []Family{FamilyAGGemmSM90, FamilyGemmRSSM90, FamilyGemmARSM90, FamilyGemmARMCSM90} {
-		cfg := DefaultGemmSM90Config(dsl.BF16)
-		k := dsl.New(FusedSM90Name(f, cfg), dsl.WithTarget(ptx.SM90a))
-		if err := fusedSM90Build(k, f, cfg); err != nil {
-			t.Fatal(err)
-		}
-		m, err := k.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(t.TempDir(), "f.ptx")
-		if err := os.WriteFile(file, []byte(m.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", file, "-o", file+".cubin").CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: ptxas: %v: %s", f, err, out)
-		}
-		if strings.Contains(string(out), "warning") {
-			t.Errorf("%s: ptxas warns: %s", f, out)
-		}
-		s := spillRE.FindStringSubmatch(string(out))
-		if s == nil || s[1] != "0" || s[2] != "0" {
-			t.Errorf("%s: spills or no spill counts: %s", f, out)
+		for _, cfg := range cfgs {
+			name := FusedSM90Name(f, cfg)
+			file := filepath.Join(t.TempDir(), "f.ptx")
+			if err := os.WriteFile(file, []byte(fusedSM90PTX(t, f, cfg)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", file, "-o", file+".cubin").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: ptxas: %v: %s", name, err, out)
+			}
+			if strings.Contains(string(out), "warning") {
+				t.Errorf("%s: ptxas warns: %s", name, out)
+			}
+			s := spillRE.FindStringSubmatch(string(out))
+			if s == nil || s[1] != "0" || s[2] != "0" {
+				t.Errorf("%s: spills or no spill counts: %s", name, out)
+			}
+			t.Logf("%s: %s", name, usedRE.FindString(string(out)))
 		}
 	}
 }
