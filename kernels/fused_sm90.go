@@ -208,29 +208,39 @@ func (o fusedSM90Order) tile(m dsl.Value) (slice, bm dsl.Value) {
 	return o.rank.Add(o.first).Add(m.Div(o.tilesM)).Rem(o.ngpus), m.Rem(o.tilesM)
 }
 
-// sm90Pairs calls f(row, col, i) for each pair of adjacent accumulators (values i and i+1,
-// columns col and col+1) of warpgroup thread t (0..127) whose row is below rows and column
-// below n, the warpgroup's 64 x BN tile starting at (row0, col0): wgmma's D fragment, as
-// gemmSM90Epilogue stores it. N is even, so a pair is inside N or outside.
-func sm90Pairs(k *dsl.Kernel, cfg GemmSM90Config, t, row0, col0, rows, n dsl.Value, f func(row, col dsl.Value, i int)) {
+// sm90Row is called once for each row of warpgroup thread t's accumulators inside the
+// tile, with at = row*n + col of the row's first pair (even); it returns the function called
+// for each of that row's pairs of adjacent accumulators (values i and i+1) inside N, at
+// element offset at + off (off a constant: addresses built once a row take it as an
+// immediate).
+type sm90Row func(at dsl.Value) func(off, i int)
+
+// sm90Pairs runs row over the rows of warpgroup thread t (0..127) below rows and their
+// pairs with columns below n, the warpgroup's 64 x BN tile starting at (row0, col0): wgmma's
+// D fragment, as gemmSM90Epilogue stores it. N is even, so a pair is inside N or outside.
+func sm90Pairs(k *dsl.Kernel, cfg GemmSM90Config, t, row0, col0, rows, n dsl.Value, row sm90Row) {
 	r := row0.Add(t.Shr(uint32(5)).Mul(uint32(16))).Add(t.And(uint32(31)).Shr(uint32(2)))
 	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
 	for half := 0; half < 2; half++ {
-		row := r.Add(uint32(8 * half))
-		k.If(row.Lt(rows), func() {
+		rh := r.Add(uint32(8 * half))
+		k.If(rh.Lt(rows), func() {
+			pair := row(k.Assume(rh.Mul(n).Add(c), 2))
 			for j := 0; j < cfg.BN/8; j++ {
-				col := c.Add(uint32(8 * j))
-				k.If(col.Lt(n), func() { f(row, col, 4*j+2*half) })
+				k.If(c.Add(uint32(8*j)).Lt(n), func() { pair(8*j, 4*j+2*half) })
 			}
 		})
 	}
 }
 
-// storePair stores two values, converted to p's element type, at p[row*n + col] (an even
-// offset: one 2-element vector).
-func storePair(k *dsl.Kernel, p dsl.Ptr, row, col, n dsl.Value, v0, v1 dsl.Value) {
-	at := k.Assume(row.Mul(n).Add(col), 2)
-	k.StoreVec(p.At(at), []dsl.Value{v0.To(p.Elem()), v1.To(p.Elem())})
+// storePairs is the sm90Row that stores the pairs of vals, converted to p's element type,
+// at p[at + off] (2-element vectors).
+func storePairs(k *dsl.Kernel, p dsl.Ptr, vals []dsl.Value) sm90Row {
+	return func(at dsl.Value) func(off, i int) {
+		d := p.At(at)
+		return func(off, i int) {
+			k.StoreVec(d.At(off), []dsl.Value{vals[i].To(p.Elem()), vals[i+1].To(p.Elem())})
+		}
+	}
 }
 
 // The signal operations of warp-specialized code: unlike TileSignals' methods, no bar.sync
@@ -346,9 +356,7 @@ func agGemmSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 		})
 		d := o.D.At(k.Assume(slice.Mul(rows).Mul(a.N), 8))
 		vals := acc.Values()
-		sm90Pairs(k, cfg, t, bm.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)), rows, a.N, func(row, col dsl.Value, i int) {
-			storePair(k, d, row, col, a.N, vals[i], vals[i+1])
-		})
+		sm90Pairs(k, cfg, t, bm.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)), rows, a.N, storePairs(k, d, vals))
 	}
 	gemmSM90Body(k, cfg, GemmSM90Args{TmB: a.TmB, M: a.M, N: a.N, K: a.K}, GemmOut{}, h)
 }
@@ -434,19 +442,18 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 		row0, col0 := bm.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
 		vals := acc.Values()
 		ct := k.ThreadIdx(dsl.X).Sub(uint32(128)) // the thread among the consumers
-		each := func(f func(row, col dsl.Value, i int)) { sm90Pairs(k, cfg, t, row0, col0, rows, a.N, f) }
+		each := func(row sm90Row) { sm90Pairs(k, cfg, t, row0, col0, rows, a.N, row) }
 		// The summed (or, on one GPU, only) accumulators of the owner's slice go to D: gemm_rs
 		// stores into this GPU's D; gemm_ar into every GPU's, one GPU at a time, so that each
 		// peer's D address is loaded from the table once a tile, not once a pair.
 		toD := func() {
 			if !allReduce {
-				each(func(row, col dsl.Value, i int) { storePair(k, out.D, row, col, a.N, vals[i], vals[i+1]) })
+				each(storePairs(k, out.D, vals))
 				return
 			}
 			base := k.Assume(owner.Mul(rows).Mul(a.N), 8)
 			k.For(k.Const(dsl.U32, 0), a.NGPUs, k.Const(dsl.U32, 1), func(p dsl.Value) {
-				d := outs.D.Peer(p).At(base)
-				each(func(row, col dsl.Value, i int) { storePair(k, d, row, col, a.N, vals[i], vals[i+1]) })
+				each(storePairs(k, outs.D.Peer(p).At(base), vals))
 			})
 		}
 		waitPeers := func(slot func(g dsl.Value) dsl.Value) {
@@ -457,7 +464,7 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 				k.If(ct.Eq(0), func() { sig.waitFor(free(owner, tile), a.Epoch) })
 				k.NamedBarrier(sm90ConsumerBar, consumers)
 				dst := part(owner, a.Rank)
-				each(func(row, col dsl.Value, i int) { storePair(k, dst, row, col, a.N, vals[i], vals[i+1]) })
+				each(storePairs(k, dst, vals))
 				k.NamedBarrier(sm90ConsumerBar, consumers)
 				k.If(ct.Eq(0), func() { sig.setOn(owner, ready(tile, a.Rank), sig.Target()) })
 			}).Else(func() {
@@ -469,25 +476,28 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 				mine := a.Scratch.Peer(a.Rank)
 				// Each pair's sum in rank order goes to D (gemm_rs) or replaces the accumulators
 				// (gemm_ar; the next tile's first K step overwrites them), which toD then stores.
-				each(func(row, col dsl.Value, i int) {
-					s0, s1 := k.Var(dsl.F32, 0), k.Var(dsl.F32, 0)
-					at := k.Assume(row.Mul(a.N).Add(col), 2)
-					k.For(k.Const(dsl.U32, 0), a.NGPUs, k.Const(dsl.U32, 1), func(p dsl.Value) {
-						k.If(p.Eq(a.Rank), func() {
-							k.Set(s0, s0.Add(vals[i]))
-							k.Set(s1, s1.Add(vals[i+1]))
-						}).Else(func() {
-							v := k.LoadVec(mine.At(k.Assume(p.Mul(rows).Mul(a.N), 8)).At(at), 2)
-							k.Set(s0, s0.Add(v[0]))
-							k.Set(s1, s1.Add(v[1]))
+				rowsN := rows.Mul(a.N)
+				each(func(at dsl.Value) func(off, i int) {
+					src, d := mine.At(at), out.D.At(at)
+					return func(off, i int) {
+						s0, s1 := k.Var(dsl.F32, 0), k.Var(dsl.F32, 0)
+						k.For(k.Const(dsl.U32, 0), a.NGPUs, k.Const(dsl.U32, 1), func(p dsl.Value) {
+							k.If(p.Eq(a.Rank), func() {
+								k.Set(s0, s0.Add(vals[i]))
+								k.Set(s1, s1.Add(vals[i+1]))
+							}).Else(func() {
+								v := k.LoadVec(src.At(k.Assume(p.Mul(rowsN), 8)).At(off), 2)
+								k.Set(s0, s0.Add(v[0]))
+								k.Set(s1, s1.Add(v[1]))
+							})
 						})
-					})
-					if !allReduce {
-						storePair(k, out.D, row, col, a.N, s0, s1)
-						return
+						if !allReduce {
+							k.StoreVec(d.At(off), []dsl.Value{s0.To(cfg.Out), s1.To(cfg.Out)})
+							return
+						}
+						k.Set(vals[i], s0)
+						k.Set(vals[i+1], s1)
 					}
-					k.Set(vals[i], s0)
-					k.Set(vals[i+1], s1)
 				})
 				if allReduce {
 					toD()
@@ -568,12 +578,12 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 		ct := k.ThreadIdx(dsl.X).Sub(uint32(128))
 		// The owner's rows of the scratch and of D.
 		base := k.Assume(owner.Mul(rows).Mul(a.N), 8)
-		each := func(f func(row, col dsl.Value, i int)) { sm90Pairs(k, cfg, t, row0, col0, rows, a.N, f) }
+		each := func(row sm90Row) { sm90Pairs(k, cfg, t, row0, col0, rows, a.N, row) }
 		stage := func() {
-			each(func(row, col dsl.Value, i int) { storePair(k, a.Scratch.At(base), row, col, a.N, vals[i], vals[i+1]) })
+			each(storePairs(k, a.Scratch.At(base), vals))
 		}
 		k.If(a.NGPUs.Eq(1), func() {
-			each(func(row, col dsl.Value, i int) { storePair(k, o.D, row, col, a.N, vals[i], vals[i+1]) })
+			each(storePairs(k, o.D, vals))
 		}).Else(func() {
 			k.If(owner.Ne(a.Rank), func() {
 				k.If(ct.Eq(0), func() { sig.waitFor(free(owner, tile), a.Epoch) })
@@ -597,10 +607,12 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 				// The partials were written through unicast addresses (this thread's own, the
 				// peers' before their releases); ld_reduce reads them through the multicast one.
 				k.FenceProxyAlias()
-				each(func(row, col dsl.Value, i int) {
-					at := k.Assume(base.Add(row.Mul(a.N)).Add(col), 2)
-					sum := k.MultimemLoadReduce(a.ScratchMC.At(at), dsl.Sum, 2)
-					k.MultimemStore(o.DMC.At(at), []dsl.Value{sum[0].To(cfg.Out), sum[1].To(cfg.Out)})
+				each(func(at dsl.Value) func(off, i int) {
+					s, d := a.ScratchMC.At(base).At(at), o.DMC.At(base).At(at)
+					return func(off, i int) {
+						sum := k.MultimemLoadReduce(s.At(off), dsl.Sum, 2)
+						k.MultimemStore(d.At(off), []dsl.Value{sum[0].To(cfg.Out), sum[1].To(cfg.Out)})
+					}
 				})
 				k.NamedBarrier(sm90ConsumerBar, consumers)
 				k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() { sig.setOn(ct, free(a.Rank, tile), sig.Target()) })
