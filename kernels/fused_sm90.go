@@ -443,8 +443,8 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 		vals := acc.Values()
 		ct := k.ThreadIdx(dsl.X).Sub(uint32(128)) // the thread among the consumers
 		each := func(row sm90Row) { sm90Pairs(k, cfg, t, row0, col0, rows, a.N, row) }
-		// The summed (or, on one GPU, only) accumulators of the owner's slice go to D: gemm_rs
-		// stores into this GPU's D; gemm_ar into every GPU's, one GPU at a time, so that each
+		// The accumulators (on one GPU the tile; gemm_ar's owner, the sums) go to D: gemm_rs's
+		// into this GPU's D; gemm_ar's into every GPU's, one GPU at a time, so that each
 		// peer's D address is loaded from the table once a tile, not once a pair.
 		toD := func() {
 			if !allReduce {
