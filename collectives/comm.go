@@ -140,7 +140,8 @@ type Comm struct {
 	// epochs (fused.go).
 	fused       map[fusedKey]*jit.Function
 	fusedStates map[kernels.Family]*fusedState
-	names       map[kernels.ID]string // the kernels' registry names, for LastAlgorithm
+	tmaps       map[tmapKey]jit.TensorMap // the sm_90a matmuls' tensor maps (fused_sm90.go)
+	names       map[kernels.ID]string     // the kernels' registry names, for LastAlgorithm
 	mods        []*jit.Module
 	allocs      []*jit.Memory
 	last        string

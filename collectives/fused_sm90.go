@@ -102,6 +102,36 @@ func tensorMap(s *sym, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, 
 	return jit.TensorMap{}, fmt.Errorf("collectives: no tensor map over %s (f16 or bf16)", dt)
 }
 
+// tmapKey is everything a tensor map of tensorMap encodes.
+type tmapKey struct {
+	at         jit.DevicePtr
+	dt         dsl.Type
+	cols, rows int
+	box        [2]int
+}
+
+// tensorMap is tensorMap through the Comm's cache: a map encodes only the address, type,
+// extents and box, so a cached one stays right for any buffer at that address, and a call
+// that repeats its shapes (every training step) encodes none.
+func (c *Comm) tensorMap(s *sym, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, error) {
+	key := tmapKey{s.own, dt, cols, rows, box}
+	if tm, ok := c.tmaps[key]; ok {
+		return tm, nil
+	}
+	tm, err := tensorMap(s, dt, cols, rows, box)
+	if err != nil {
+		return tm, err
+	}
+	if c.tmaps == nil || len(c.tmaps) >= maxTensorMaps {
+		c.tmaps = map[tmapKey]jit.TensorMap{}
+	}
+	c.tmaps[key] = tm
+	return tm, nil
+}
+
+// maxTensorMaps bounds the Comm's tensor-map cache (128 bytes each); when full it starts over.
+const maxTensorMaps = 1024
+
 // TensorMap returns a TMA tensor map over this GPU's copy of b as a row-major rows x cols
 // matrix (f16 or bf16: cols, rows innermost first) with box and the 128-byte swizzle, as
 // kernels.GemmSM90Config's maps take them (TMABoxA, TMABoxB). The map holds the address: keep
@@ -171,11 +201,11 @@ func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, 
 	if f == kernels.FamilyAGGemmSM90 {
 		aRows = rows
 	}
-	tmA, err := tensorMap(a.s, a.dt, s.K, aRows, cfg.TMABoxA())
+	tmA, err := c.tensorMap(a.s, a.dt, s.K, aRows, cfg.TMABoxA())
 	if err != nil {
 		return fmt.Errorf("collectives: %s: A's tensor map: %w", cl.what, err)
 	}
-	tmB, err := tensorMap(b.s, b.dt, s.N, s.K, cfg.TMABoxB())
+	tmB, err := c.tensorMap(b.s, b.dt, s.N, s.K, cfg.TMABoxB())
 	if err != nil {
 		return fmt.Errorf("collectives: %s: B's tensor map: %w", cl.what, err)
 	}
@@ -183,7 +213,7 @@ func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, 
 	var args any
 	switch f {
 	case kernels.FamilyAGGemmSM90:
-		tmG, err := tensorMap(st.buf, a.dt, s.K, kernels.AGGemmSM90GatheredRows(cfg, s.M, c.g), cfg.TMABoxA())
+		tmG, err := c.tensorMap(st.buf, a.dt, s.K, kernels.AGGemmSM90GatheredRows(cfg, s.M, c.g), cfg.TMABoxA())
 		if err != nil {
 			return fmt.Errorf("collectives: %s: the gathered buffer's tensor map: %w", cl.what, err)
 		}

@@ -60,7 +60,15 @@ func TestFusedMatmulsSM90(t *testing.T) {
 							if mc {
 								arKernel = "gemm_ar_mc_sm90_"
 							}
+							maps := 0
 							for call := 0; call < 3; call++ {
+								// Repeated calls reuse the Comm's tensor maps (the results are
+								// still checked on every call).
+								if call == 1 {
+									maps = len(e.c.tmaps)
+								} else if call == 2 && len(e.c.tmaps) != maps {
+									return fmt.Errorf("the tensor-map cache grew from %d to %d entries on a repeated call", maps, len(e.c.tmaps))
+								}
 								if err := e.checkAG(ctx, ag, shape, s.out); err != nil {
 									return fmt.Errorf("call %d: %w", call, err)
 								}
@@ -79,6 +87,9 @@ func TestFusedMatmulsSM90(t *testing.T) {
 								if err := want("MatmulAllReduce", arKernel); err != nil {
 									return err
 								}
+							}
+							if s.sm90 && maps == 0 {
+								return fmt.Errorf("the sm_90a matmuls cached no tensor maps")
 							}
 							if logged := strings.Contains(e.log.String(), "TMA needs multiples of 8"); logged == s.sm90 {
 								return fmt.Errorf("fallback logged %v, want %v:\n%s", logged, !s.sm90, e.log.String())
