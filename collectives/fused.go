@@ -94,24 +94,8 @@ func (c *Comm) fusedFunction(f kernels.Family, cfg kernels.GemmConfig) (*jit.Fun
 	default:
 		kernels.GemmRS(k, cfg)
 	}
-	m, err := k.Build()
-	if err != nil {
-		return nil, "", fmt.Errorf("collectives: building %s: %w", name, err)
-	}
-	mod, err := c.r.Device.Load(jit.Source{Module: m, Params: map[string][]jit.ParamInfo{name: jit.ParamInfos(k.Params())}})
-	if err != nil {
-		return nil, "", fmt.Errorf("collectives: loading %s: %w", name, err)
-	}
-	c.mods = append(c.mods, mod)
-	fn, err := mod.Function(name)
-	if err != nil {
-		return nil, "", err
-	}
-	if c.fused == nil {
-		c.fused = map[fusedKey]*jit.Function{}
-	}
-	c.fused[key] = fn
-	return fn, name, nil
+	fn, err := c.loadMatmul(key, name, k)
+	return fn, name, err
 }
 
 // fusedEnsure makes family f's state hold at least bufBytes and words signal slots.
@@ -380,22 +364,29 @@ func (c *Comm) gemmFunction(cfg kernels.GemmConfig) (*jit.Function, string, erro
 	}
 	k := dsl.New(name, dsl.WithTarget(c.o.Target))
 	kernels.Gemm(k, cfg)
+	fn, err := c.loadMatmul(key, name, k)
+	return fn, name, err
+}
+
+// loadMatmul builds kernel k (entry name), loads it and keeps its function in the Comm's
+// matmul cache under key.
+func (c *Comm) loadMatmul(key fusedKey, name string, k *dsl.Kernel) (*jit.Function, error) {
 	m, err := k.Build()
 	if err != nil {
-		return nil, "", fmt.Errorf("collectives: building %s: %w", name, err)
+		return nil, fmt.Errorf("collectives: building %s: %w", name, err)
 	}
 	mod, err := c.r.Device.Load(jit.Source{Module: m, Params: map[string][]jit.ParamInfo{name: jit.ParamInfos(k.Params())}})
 	if err != nil {
-		return nil, "", fmt.Errorf("collectives: loading %s: %w", name, err)
+		return nil, fmt.Errorf("collectives: loading %s: %w", name, err)
 	}
 	c.mods = append(c.mods, mod)
 	fn, err := mod.Function(name)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if c.fused == nil {
 		c.fused = map[fusedKey]*jit.Function{}
 	}
 	c.fused[key] = fn
-	return fn, name, nil
+	return fn, nil
 }

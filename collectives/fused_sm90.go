@@ -58,24 +58,8 @@ func (c *Comm) fusedSM90Function(f kernels.Family, cfg kernels.GemmSM90Config) (
 	default:
 		return nil, "", fmt.Errorf("collectives: %q is not an sm_90a fused family", f)
 	}
-	m, err := k.Build()
-	if err != nil {
-		return nil, "", fmt.Errorf("collectives: building %s: %w", name, err)
-	}
-	mod, err := c.r.Device.Load(jit.Source{Module: m, Params: map[string][]jit.ParamInfo{name: jit.ParamInfos(k.Params())}})
-	if err != nil {
-		return nil, "", fmt.Errorf("collectives: loading %s: %w", name, err)
-	}
-	c.mods = append(c.mods, mod)
-	fn, err := mod.Function(name)
-	if err != nil {
-		return nil, "", err
-	}
-	if c.fused == nil {
-		c.fused = map[fusedKey]*jit.Function{}
-	}
-	c.fused[key] = fn
-	return fn, name, nil
+	fn, err := c.loadMatmul(key, name, k)
+	return fn, name, err
 }
 
 // tensorMap makes a TMA tensor map over the first rows x cols elements (row-major) of s, of
