@@ -101,26 +101,7 @@ func RunFused(p FusedProblem) (Result, error) {
 	case !ag:
 		aLen, dLen, words = M*K, rows*N, kernels.GemmRSSignalWords(cfg, M, N, g)
 	}
-	sym := func(bytes int) (*emu.Symmetric, *emu.Symmetric, error) { // a buffer and its peer table
-		s, err := sys.MallocSymmetric(max(bytes, 16))
-		if err != nil {
-			return nil, nil, err
-		}
-		t, err := sys.MallocSymmetric(8 * kernels.CollMaxGPUs)
-		if err != nil {
-			return nil, nil, err
-		}
-		addrs := make([]uint64, kernels.CollMaxGPUs)
-		for i := 0; i < g; i++ {
-			addrs[i] = s.On(i)
-		}
-		for i := 0; i < g; i++ {
-			if err := emu.WriteSlice(sys, t.On(i), addrs); err != nil {
-				return nil, nil, err
-			}
-		}
-		return s, t, nil
-	}
+	sym := func(bytes int) (*emu.Symmetric, *emu.Symmetric, error) { return symWithTable(sys, g, bytes) }
 	bufA, _, err := sym(aLen * cfg.In.Bytes())
 	if err != nil {
 		return res, err
@@ -267,4 +248,27 @@ func RunFused(p FusedProblem) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// symWithTable allocates a symmetric buffer of bytes (at least 16) on the g GPUs of sys and
+// its peer table: on every GPU, CollMaxGPUs addresses whose entry i reaches GPU i's copy.
+func symWithTable(sys *emu.System, g, bytes int) (*emu.Symmetric, *emu.Symmetric, error) {
+	s, err := sys.MallocSymmetric(max(bytes, 16))
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := sys.MallocSymmetric(8 * kernels.CollMaxGPUs)
+	if err != nil {
+		return nil, nil, err
+	}
+	addrs := make([]uint64, kernels.CollMaxGPUs)
+	for i := 0; i < g; i++ {
+		addrs[i] = s.On(i)
+	}
+	for i := 0; i < g; i++ {
+		if err := emu.WriteSlice(sys, t.On(i), addrs); err != nil {
+			return nil, nil, err
+		}
+	}
+	return s, t, nil
 }

@@ -92,26 +92,7 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 	case !ag:
 		aRows, dLen, words, xferBytes = M, rows*N, kernels.GemmRSSM90SignalWords(cfg, M, N, g), g*rows*N*4
 	}
-	sym := func(bytes int) (*emu.Symmetric, *emu.Symmetric, error) { // a buffer and its peer table
-		s, err := sys.MallocSymmetric(max(bytes, 16))
-		if err != nil {
-			return nil, nil, err
-		}
-		t, err := sys.MallocSymmetric(8 * kernels.CollMaxGPUs)
-		if err != nil {
-			return nil, nil, err
-		}
-		addrs := make([]uint64, kernels.CollMaxGPUs)
-		for i := 0; i < g; i++ {
-			addrs[i] = s.On(i)
-		}
-		for i := 0; i < g; i++ {
-			if err := emu.WriteSlice(sys, t.On(i), addrs); err != nil {
-				return nil, nil, err
-			}
-		}
-		return s, t, nil
-	}
+	sym := func(bytes int) (*emu.Symmetric, *emu.Symmetric, error) { return symWithTable(sys, g, bytes) }
 	bufA, _, err := sym(aRows * K * cfg.In.Bytes())
 	if err != nil {
 		return res, err
