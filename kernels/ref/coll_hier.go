@@ -80,6 +80,16 @@ func (h *hierEnv) tables(m *emu.Symmetric) ([]*emu.Symmetric, error) {
 	return out, nil
 }
 
+// symTables allocates a symmetric buffer of n elements and its node-local peer tables.
+func (h *hierEnv) symTables(n int) (*emu.Symmetric, []*emu.Symmetric, error) {
+	m, err := h.c.sym(h.c.dt, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	tabs, err := h.tables(m)
+	return m, tabs, err
+}
+
 // launch runs the kernel once on every GPU with in, out (and their node tables), shard and
 // total elements.
 func (h *hierEnv) launch(in, out *emu.Symmetric, inTabs, outTabs []*emu.Symmetric, shard, total int) error {
@@ -120,19 +130,11 @@ func hierAllReduce(r *run) error {
 	c := h.c
 	r.res.Shape = h.shape("n", n)
 	// The first launch runs out of place, the others in place.
-	in, err := c.sym(c.dt, n)
+	in, inTabs, err := h.symTables(n)
 	if err != nil {
 		return err
 	}
-	out, err := c.sym(c.dt, n)
-	if err != nil {
-		return err
-	}
-	inTabs, err := h.tables(in)
-	if err != nil {
-		return err
-	}
-	outTabs, err := h.tables(out)
+	out, outTabs, err := h.symTables(n)
 	if err != nil {
 		return err
 	}
@@ -169,19 +171,11 @@ func hierReduceScatter(r *run) error {
 	}
 	c := h.c
 	r.res.Shape = h.shape("m", m)
-	in, err := c.sym(c.dt, m*c.g)
+	in, inTabs, err := h.symTables(m * c.g)
 	if err != nil {
 		return err
 	}
-	out, err := c.sym(c.dt, m)
-	if err != nil {
-		return err
-	}
-	inTabs, err := h.tables(in)
-	if err != nil {
-		return err
-	}
-	outTabs, err := h.tables(out)
+	out, outTabs, err := h.symTables(m)
 	if err != nil {
 		return err
 	}
@@ -219,19 +213,11 @@ func hierAllGatherMod(r *run, mod *ptx.Module, entry string) error {
 	}
 	c := h.c
 	r.res.Shape = h.shape("n", n)
-	in, err := c.sym(c.dt, n)
+	in, inTabs, err := h.symTables(n)
 	if err != nil {
 		return err
 	}
-	out, err := c.sym(c.dt, n*c.g)
-	if err != nil {
-		return err
-	}
-	inTabs, err := h.tables(in)
-	if err != nil {
-		return err
-	}
-	outTabs, err := h.tables(out)
+	out, outTabs, err := h.symTables(n * c.g)
 	if err != nil {
 		return err
 	}
