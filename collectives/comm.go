@@ -314,14 +314,53 @@ func (c *Comm) Close() error {
 }
 
 // alloc makes a zeroed symmetric allocation of at least bytes (whole 16-byte units) with its
-// multicast address when the Comm uses multicast, and its peer table when asked.
+// multicast address when the Comm uses multicast, and its peer table when asked. Collective.
+// It returns once every GPU's copy is initialised: see allocFilled.
 func (c *Comm) alloc(ctx context.Context, bytes int, table bool) (*sym, error) {
+	return c.allocFilled(ctx, bytes, table, nil)
+}
+
+// allocFilled is alloc with the copy's first bytes set by fill (nil: all zero). It returns
+// only after this GPU's initialisation has completed on the device and every other GPU has
+// completed its own (a device synchronize, then an NVSHMEM barrier): nvshmem_malloc returns
+// on every PE together, and without the barrier a fast rank's first kernel can write into a
+// slow rank's copy before that rank clears it, losing the write (the back-to-back Lamport
+// all-reduce hang on 4 GPUs: the slow rank's -0.0 fill wiped a peer's pushed data).
+func (c *Comm) allocFilled(ctx context.Context, bytes int, table bool, fill func(p []byte)) (*sym, error) {
+	s, err := c.allocLocal(ctx, bytes, table, fill)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.settle(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// settle waits until this GPU's initialisation copies have landed and every GPU has reached
+// the same point.
+func (c *Comm) settle() error {
+	if err := c.r.Device.Synchronize(); err != nil {
+		return fmt.Errorf("collectives: initialising symmetric memory: %w", err)
+	}
+	if err := c.r.NVSHMEM.BarrierAll(); err != nil {
+		return fmt.Errorf("collectives: barrier after initialising symmetric memory: %w", err)
+	}
+	return nil
+}
+
+// allocLocal is allocFilled without the closing barrier: the copy is initialised here only.
+func (c *Comm) allocLocal(ctx context.Context, bytes int, table bool, fill func(p []byte)) (*sym, error) {
 	m, err := c.r.NVSHMEM.MallocContext(ctx, int64((max(bytes, 1)+15)/16*16))
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %w", err)
 	}
 	c.allocs = append(c.allocs, m)
-	if err := c.r.Device.CopyHtoD(m.DevPtr(), make([]byte, m.Size())); err != nil {
+	init := make([]byte, m.Size())
+	if fill != nil {
+		fill(init[:bytes])
+	}
+	if err := c.r.Device.CopyHtoD(m.DevPtr(), init); err != nil {
 		return nil, err
 	}
 	s := &sym{m: m, own: m.DevPtr()}
@@ -342,7 +381,7 @@ func (c *Comm) alloc(ctx context.Context, bytes int, table bool) (*sym, error) {
 // address through which this GPU reaches GPU l of its node's copy of s (on one node, GPU
 // l's: the node's GPUs are ranks first() to first()+GPUsPerNode-1).
 func (c *Comm) makeTable(ctx context.Context, s *sym) error {
-	t, err := c.alloc(ctx, 8*kernels.CollMaxGPUs, false)
+	t, err := c.allocLocal(ctx, 8*kernels.CollMaxGPUs, false, nil) // read by this GPU only
 	if err != nil {
 		return err
 	}

@@ -332,16 +332,13 @@ func (c *Comm) lamportFor(ctx context.Context, cl *call, dt dsl.Type) (*lamportS
 	vec := 16 / size
 	capacity := (c.o.LamportMaxBytes/size + vec - 1) / vec * vec
 	elems := kernels.LamportSlots * kernels.CollMaxGPUs * capacity
-	s, err := c.alloc(ctx, elems*size, true)
+	s, err := c.allocFilled(ctx, elems*size, true, func(p []byte) {
+		for i := size - 1; i < len(p); i += size {
+			p[i] = 0x80 // -0.0: only the sign bit
+		}
+	})
 	if err != nil {
 		return nil, cl.wrap(err)
-	}
-	fill := make([]byte, elems*size)
-	for i := 0; i < len(fill); i += size {
-		fill[i+size-1] = 0x80 // -0.0: only the sign bit
-	}
-	if err := c.r.Device.CopyHtoD(s.own, fill); err != nil {
-		return nil, err
 	}
 	l := &lamportState{s: s, capacity: capacity}
 	c.lamport[size] = l
