@@ -75,9 +75,10 @@ type Options struct {
 	Stream *jit.Stream
 	// CaptureSafe makes every call capturable into a CUDA graph (Comm.Capture): the kernels
 	// are the graph variants, which keep their barrier epochs on the device, so a replay
-	// advances them with no host argument. Such a Comm runs no Lamport all-reduce and no
-	// staging copy (in-place all-reduces run two-shot), and has no Broadcast, Barrier or
-	// fp8 reductions. See graph.go.
+	// advances them with no host argument. Its Lamport all-reduce keeps its slot and clear
+	// count on the device too (one grid for every size); it makes no staging copy
+	// (in-place all-reduces past Lamport's sizes run two-shot), and has no Broadcast,
+	// Barrier or fp8 reductions. See graph.go.
 	CaptureSafe bool
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). On one node

@@ -32,9 +32,10 @@ func graphVariant(cl *call, k kernels.ID) (kernels.ID, error) {
 	return k, nil
 }
 
-// graphPlan is allReducePlan on a CaptureSafe Comm: the same size thresholds with neither
-// Lamport (its slot and clear count are host state) nor staging (a copy per call): an
-// in-place all-reduce runs two-shot, which reads and writes the same slice.
+// graphPlan is allReducePlan on a CaptureSafe Comm: the same size thresholds, Lamport's
+// graph variant (its epoch and clear count kept in state words after its slots, one grid
+// for every launch), and no staging (a copy per call): an in-place all-reduce past
+// Lamport's sizes runs two-shot, which reads and writes the same slice.
 func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan, error) {
 	if isFP8(dt) {
 		return allReducePlan{}, fmt.Errorf("collectives: AllReduce of %s: the fp8 kernels have no graph variant (CaptureSafe)", dt)
@@ -48,6 +49,8 @@ func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan
 		fam = kernels.FamilyMMAllReduce2Shot
 	case c.mc && n*dt.Bytes() <= c.o.OneShotMaxBytes:
 		fam = kernels.FamilyMMAllReducePush // out of place or not: scratch, no staging
+	case !c.o.DisableLamport && dt.IsFloat() && n*dt.Bytes() <= c.o.LamportMaxBytes:
+		fam = kernels.FamilyP2PAllReduceLamport // in place or not
 	case oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
 	default:

@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +15,9 @@ import (
 	"github.com/kgen-dev/kgen/kernels"
 )
 
-// graphOpts is testOpts on a capture-safe Comm (the stream is each rank's own).
-var graphOpts = Options{OneShotMaxBytes: 1 << 10, MaxBlocks: 3, CaptureSafe: true}
+// graphOpts is testOpts on a capture-safe Comm (the stream is each rank's own), without
+// Lamport (TestGraphReplay counts barrier epochs; TestGraphLamport replays Lamport).
+var graphOpts = Options{OneShotMaxBytes: 1 << 10, MaxBlocks: 3, CaptureSafe: true, DisableLamport: true}
 
 // withStream runs f with the Comm's Options.Stream set: runRanks makes the Comm, so the
 // test makes a Comm of its own on a stream of the rank's device.
@@ -196,6 +198,91 @@ func deviceEpochs(c *Comm, want uint32) error {
 		}
 	}
 	return nil
+}
+
+// TestGraphLamport captures three Lamport all-reduces of different sizes (so each launch
+// clears a slot its predecessor filled with another count), one of them in place, replays
+// the graph and checks every result after replays 1, 2, 3 and the last, then a direct call
+// on the epochs the replays left. A graph variant that took its epoch or clear count from
+// the frozen arguments reads stale slots or clears the wrong elements, and fails.
+func TestGraphLamport(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		gpus, replays int
+		weak          bool
+		seed          int64
+	}{{1, 100, false, 0}, {2, 60, true, 1}, {3, 30, false, 2}, {4, 30, true, 3}} {
+		t.Run(fmt.Sprintf("g%d/weak=%v", tc.gpus, tc.weak), func(t *testing.T) {
+			t.Parallel()
+			o := Options{MaxBlocks: 3, CaptureSafe: true, DisableMulticast: true, LamportMaxBytes: 4 << 10}
+			runRanks(t, tc.gpus, false, tc.weak, tc.seed, Options{}, func(e *rankEnv) error {
+				return withStream(e, o, func(c *Comm, s *jit.Stream) error {
+					var bufs [4]*Buffer
+					for i, n := range []int{1000, 1000, 37, 600} {
+						var err error
+						if bufs[i], err = c.Alloc(dsl.F32, n); err != nil {
+							return err
+						}
+					}
+					a, b, small, inPlace := bufs[0], bufs[1], bufs[2], bufs[3]
+					var algs []string
+					x, err := c.Capture(ctx, func() error {
+						for _, f := range []func() error{
+							func() error { return c.AllReduceTo(ctx, b, a, Sum) },
+							func() error { return c.AllReduce(ctx, small, Max) },
+							func() error { return c.AllReduce(ctx, inPlace, Sum) },
+						} {
+							if err := f(); err != nil {
+								return err
+							}
+							algs = append(algs, c.LastAlgorithm())
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+					defer x.Close()
+					for _, alg := range algs {
+						if !strings.HasPrefix(alg, "p2p_allreduce_lamport_graph_") {
+							return fmt.Errorf("captured %v: want the Lamport graph variant", algs)
+						}
+					}
+					check := func(what string, run func() error) error {
+						var in [3][][]float64
+						for i, buf := range []*Buffer{a, small, inPlace} {
+							var err error
+							if in[i], err = e.fill(buf); err != nil {
+								return err
+							}
+						}
+						if err := run(); err != nil {
+							return err
+						}
+						if err := s.Synchronize(); err != nil {
+							return err
+						}
+						return errors.Join(
+							e.expect(what+": out of place", b, func(_, i int) float64 { return reduce(Sum, dsl.F32, in[0], i) }),
+							e.expect(what+": max", small, func(_, i int) float64 { return reduce(Max, dsl.F32, in[1], i) }),
+							e.expect(what+": in place", inPlace, func(_, i int) float64 { return reduce(Sum, dsl.F32, in[2], i) }))
+					}
+					for rep := 1; rep <= tc.replays; rep++ {
+						if rep <= 3 || rep == tc.replays {
+							if err := check(fmt.Sprintf("replay %d", rep), func() error { return x.Launch(s) }); err != nil {
+								return err
+							}
+						} else if err := x.Launch(s); err != nil {
+							return err
+						}
+					}
+					return check("direct calls after the replays", func() error {
+						return errors.Join(c.AllReduceTo(ctx, b, a, Sum), c.AllReduce(ctx, small, Max), c.AllReduce(ctx, inPlace, Sum))
+					})
+				})
+			})
+		})
+	}
 }
 
 // TestGraphMisuse checks the errors of Capture and of calls a capture-safe Comm cannot make.

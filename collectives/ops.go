@@ -294,7 +294,11 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 	if err != nil {
 		return err
 	}
-	err = c.launch(ctx, cl, k, c.blocks(vectors), launch.P2PLamport{
+	blocks := c.blocks(vectors)
+	if c.o.CaptureSafe {
+		blocks = c.blocks((l.capacity + 16/dt.Bytes() - 1) / (16 / dt.Bytes())) // the graph variant's one grid
+	}
+	err = c.launch(ctx, cl, k, blocks, launch.P2PLamport{
 		In: src.s.at(dt), Out: dst.s.at(dt), Lbufs: l.s.table(), Cap: uint32(l.capacity), Nclear: uint32(l.nprev),
 		Rank: rank, NGPUs: g, N: n, Epoch: l.epoch})
 	if err != nil {
@@ -332,8 +336,9 @@ func (c *Comm) lamportFor(ctx context.Context, cl *call, dt dsl.Type) (*lamportS
 	vec := 16 / size
 	capacity := (c.o.LamportMaxBytes/size + vec - 1) / vec * vec
 	elems := kernels.LamportSlots * kernels.CollMaxGPUs * capacity
-	s, err := c.allocFilled(ctx, elems*size, true, func(p []byte) {
-		for i := size - 1; i < len(p); i += size {
+	state := 4 * kernels.LamportStateWords // the graph variant's epochs and clear counts, zero
+	s, err := c.allocFilled(ctx, elems*size+state, true, func(p []byte) {
+		for i := size - 1; i < elems*size; i += size {
 			p[i] = 0x80 // -0.0: only the sign bit
 		}
 	})

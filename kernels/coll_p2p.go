@@ -233,12 +233,37 @@ type P2PLamportArgs struct {
 // each value is ordered by itself; the stores need no release and the loads no acquire.
 // Needs n <= cap. The host advances epoch with NextLamportEpoch, which wraps it at
 // LamportEpochWrap (a multiple of 3), so the slots rotate across the wrap.
+//
+// The buffer must be filled with -0.0 on every GPU before any GPU launches this kernel
+// (a barrier between the fill and the first launch): a peer's push that lands before the
+// owner's fill is wiped by it, and the owner then polls forever.
 func P2PAllReduceLamport(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	p2pAllReduceLamport(k, dt, op, false)
+}
+
+// LamportStateWords is the number of u32 words the graph variant of the Lamport all-reduce
+// keeps after the slots of a GPU's Lamport buffer (at byte LamportSlots*CollMaxGPUs*cap*size,
+// all zero initially): block b's epoch at 2b, the n of its previous launch at 2b+1.
+const LamportStateWords = 2 * CollMaxBlocks
+
+// p2pAllReduceLamport is the Lamport all-reduce; graph takes the epoch and the clear count
+// from this block's state words (LamportStateWords) instead of the arguments, and advances
+// them on the device, so that a CUDA graph can replay it. Every launch of the graph variant
+// on a buffer must use the same grid (each block keeps its own epoch, and element i goes to
+// the same block whatever n is).
+func p2pAllReduceLamport(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	a := dsl.Params[P2PLamportArgs](k, dt)
 	lbufs := peerTable(k, a.Lbufs.Table(), a.NGPUs)
 	own := a.Lbufs.Peer(a.Rank)
 	vec := vecOf(dt)
-	slot := a.Epoch.Rem(uint32(LamportSlots))
+	epoch, nclear := a.Epoch, a.Nclear
+	var state dsl.Ptr
+	if graph {
+		slots := k.Assume(a.Cap, vec).Mul(uint32(LamportSlots * CollMaxGPUs * dt.Bytes() / 4))
+		state = own.As(dsl.U32).At(slots).At(k.BlockIdx(dsl.X).Mul(2))
+		epoch, nclear = k.Load(state), k.Load(state.At(1))
+	}
+	slot := epoch.Rem(uint32(LamportSlots))
 	prev := slot.Add(uint32(LamportSlots - 1)).Rem(uint32(LamportSlots)) // from slot: epoch+2 may wrap
 	region := func(s, src dsl.Value) dsl.Value {
 		return k.Assume(s.Mul(uint32(CollMaxGPUs)).Add(src).Mul(k.Assume(a.Cap, vec)), vec)
@@ -273,11 +298,19 @@ func P2PAllReduceLamport(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
 		}
 		return k.FragmentOf(vs...)
 	}
-	eachVec(k, k.Const(dsl.U32, 0), a.Nclear, vec, 1, func(i dsl.Value, w int) {
+	eachVec(k, k.Const(dsl.U32, 0), nclear, vec, 1, func(i dsl.Value, w int) {
 		forPeers(k, a.NGPUs, func(p int) {
 			storeN(k, own, region(prev, k.Const(dsl.U32, uint32(p))).Add(i), sentinel(w))
 		})
 	})
+	if graph {
+		// Every thread of the block has read the state; thread 0 advances it for the next launch.
+		k.SyncThreads()
+		k.If(k.ThreadIdx(dsl.X).Eq(0), func() {
+			k.Store(state, k.Select(epoch.Eq(uint32(LamportEpochWrap-1)), uint32(0), epoch.Add(1)))
+			k.Store(state.At(1), a.N)
+		})
+	}
 }
 
 // P2PAllGatherArgs are p2p_allgather's parameters.
@@ -438,6 +471,9 @@ func registerP2PGraph() {
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pReduceScatter(k, dt, op, ordered, true) })
 		case FamilyP2PAllGather:
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllGather(k, dt, ordered, true) })
+		case FamilyP2PAllReduceLamport:
+			op := s.Op
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReduceLamport(k, dt, op, true) })
 		}
 	}
 }

@@ -33,6 +33,7 @@ func init() {
 		register("p2p_allreduce_1shot_graph_"+op, p2pOneShot)
 		register("p2p_allreduce_2shot_graph_"+op, p2pTwoShot)
 		register("p2p_reducescatter_graph_"+op, rs)
+		register("p2p_allreduce_lamport_graph_"+op, p2pLamport)
 	}
 	register("p2p_allgather", p2pAllGather)
 	register("p2p_allgather_graph", p2pAllGather)
@@ -165,7 +166,10 @@ func lamportFill(s *emu.System, addr uint64, dt dsl.Type, n int) error {
 }
 
 // p2pLamport launches with changing sizes (n, n/2+1, n/3+1, n, ...) so that a slot comes
-// back into use after a smaller launch, which checks the reset of the previous slot.
+// back into use after a smaller launch, which checks the reset of the previous slot. The
+// graph variant gets its epoch (the problem's, near the wrap in the wrap test) and clear
+// count from the state words after the slots, the same grid every launch, and arguments
+// that would fault if it used them.
 func p2pLamport(r *run) error {
 	c := newColl(r)
 	n := r.size(1000)
@@ -174,13 +178,26 @@ func p2pLamport(r *run) error {
 	capacity := (n + vec - 1) / vec * vec
 	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
 	words := kernels.LamportSlots * kernels.CollMaxGPUs * capacity
-	lbuf, err := c.sym(c.dt, words)
+	state := 0
+	if c.graph() {
+		state = kernels.LamportStateWords * 4 / c.dt.Bytes()
+	}
+	lbuf, err := c.sym(c.dt, words+state)
 	if err != nil {
 		return err
 	}
 	for g := 0; g < c.g; g++ {
 		if err := lamportFill(r.sys, lbuf.On(g), c.dt, words); err != nil {
 			return err
+		}
+		if state > 0 {
+			st := make([]uint32, kernels.LamportStateWords)
+			for b := 0; b < len(st); b += 2 {
+				st[b] = c.epoch
+			}
+			if err := emu.WriteSlice(r.sys, lbuf.On(g)+uint64(words*c.dt.Bytes()), st); err != nil {
+				return err
+			}
 		}
 	}
 	lTab, err := c.table(lbuf)
@@ -205,8 +222,12 @@ func p2pLamport(r *run) error {
 		if err := c.writeInputs(in, vals); err != nil {
 			return err
 		}
-		err := c.launch(c.blocks(m), func(g int) any {
-			return launch.P2PLamport{In: on(in, g, c.dt), Out: on(out, g, c.dt), Lbufs: table(lTab, g), Cap: uint32(capacity), Nclear: uint32(prev), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
+		blocks, nclear := c.blocks(m), uint32(prev)
+		if c.graph() {
+			blocks, nclear = c.blocks(n), uint32(capacity+1<<20) // out of bounds if used
+		}
+		err := c.launch(blocks, func(g int) any {
+			return launch.P2PLamport{In: on(in, g, c.dt), Out: on(out, g, c.dt), Lbufs: table(lTab, g), Cap: uint32(capacity), Nclear: nclear, Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
