@@ -55,7 +55,7 @@ func TestRanksDisagree(t *testing.T) {
 				return err
 			}
 			return e.c.AllReduce(ctx, b, Sum)
-		}, "PE 0 has 65536 bytes where PEs 1, 2 have 6144 bytes"}, // the one-shot's staging buffer against Lamport's slots
+		}, "PE 0 has 65536 bytes where PEs 1, 2 have 8192 bytes"}, // the one-shot's staging buffer against Lamport's slots and state words
 		{"op", true, func(e *rankEnv, odd bool) error {
 			op := Sum
 			if odd {

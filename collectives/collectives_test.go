@@ -200,10 +200,12 @@ func TestAlgorithmChoice(t *testing.T) {
 				{true, dsl.F32, Max, 1024, "mm_allreduce_push_max"}, // no multimem ld_reduce max.f32
 				{true, dsl.F32, Min, 1 << 20, "p2p_allreduce_2shot_min"},
 				{true, dsl.F16, Max, 1024, "mm_allreduce_1shot_max"},
+				// Without multicast: the measured table for 4 GPUs (tuning.go).
 				{false, dsl.F32, Sum, 1024, "p2p_allreduce_lamport_sum"},
-				{false, dsl.I32, Sum, 1024, "p2p_allreduce_1shot_sum"},
-				{false, dsl.F32, Sum, 3 << 10, "p2p_allreduce_1shot_sum"}, // 12 KiB: past Lamport
-				{false, dsl.F32, Sum, 32 << 10, "p2p_allreduce_2shot_sum"},
+				{false, dsl.I32, Sum, 1024, "p2p_allreduce_2shot_sum"}, // no Lamport for integers; one-shot never won
+				{false, dsl.F32, Sum, 3 << 10, "p2p_allreduce_lamport_sum"},
+				{false, dsl.BF16, Max, 128 << 10, "p2p_allreduce_lamport_max"}, // 256 KiB: Lamport's last size
+				{false, dsl.F32, Sum, 64<<10 + 4, "p2p_allreduce_2shot_sum"},
 				{false, dsl.F32, Sum, 1 << 20, "p2p_allreduce_2shot_sum"},
 			} {
 				if c.mc != mc {

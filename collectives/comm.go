@@ -23,14 +23,13 @@ const (
 	Max = dsl.Max
 )
 
-// Default thresholds of the algorithm choice (message sizes in bytes per GPU), from the
-// 2 and 4 x H200 measurements of docs/bench.md (back-to-back timing, multicast off): Lamport
-// wins only the smallest messages, the two-shot kernel everything from about 16 KiB, the
-// peer-to-peer one-shot never; 64 blocks saturate the two-shot kernel on 2 GPUs. The push
-// all-reduce (PushMinBytes) was slower than the two-shot kernel on 4 GPUs and is off.
+// Defaults of the algorithm choice (message sizes in bytes per GPU). Without multicast the
+// Lamport and one-shot limits come from the measured table of tuning.go, per GPU count;
+// DefaultOneShotMaxBytes is the multimem one-shot's limit. 64 blocks saturate the two-shot
+// kernel on 2 GPUs. The push all-reduce (PushMinBytes) was slower than the two-shot kernel
+// on 4 GPUs and is off.
 const (
 	DefaultOneShotMaxBytes = 16 << 10
-	DefaultLamportMaxBytes = 8 << 10
 	DefaultMaxBlocks       = 64
 	DefaultPushMinBytes    = -1
 )
@@ -49,11 +48,13 @@ type Options struct {
 	DisableMulticast bool
 	// DisableLamport skips the Lamport all-reduce (small messages then go one-shot).
 	DisableLamport bool
-	// OneShotMaxBytes is the largest all-reduce that runs one-shot (default
-	// DefaultOneShotMaxBytes); larger ones run two-shot.
+	// OneShotMaxBytes is the largest all-reduce that runs one-shot; larger ones run two-shot.
+	// Default: DefaultOneShotMaxBytes with multicast, else the measured table for the GPU
+	// count (tuning.go; on 2 and 4 GPUs the peer-to-peer one-shot never won).
 	OneShotMaxBytes int
 	// LamportMaxBytes is the largest all-reduce that runs Lamport when there is no multicast
-	// (default DefaultLamportMaxBytes); it also sizes the Lamport buffers.
+	// (default: the measured table for the GPU count, tuning.go); it also sizes the Lamport
+	// buffers (3 x 8 x LamportMaxBytes per element size).
 	LamportMaxBytes int
 	// PushMinBytes is the smallest peer-to-peer all-reduce that runs as a reduce-scatter
 	// by peer stores followed by an all-gather by peer stores (two kernels; NVLink writes
@@ -135,6 +136,7 @@ type Comm struct {
 	scratch *sym // staging and reduce-scatter scratch
 
 	lamport map[int]*lamportState // by element size
+	thr     thresholds            // the all-reduce's size limits (tuning.go)
 	parts   map[partKey]*Buffer   // reduce-scatter results of the push all-reduce
 	fns     map[kernels.ID]*jit.Function
 	// fused holds the fused matmul kernels loaded, fusedStates their buffers, signals and
@@ -208,12 +210,6 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
 	}
-	if o.OneShotMaxBytes <= 0 {
-		o.OneShotMaxBytes = DefaultOneShotMaxBytes
-	}
-	if o.LamportMaxBytes <= 0 {
-		o.LamportMaxBytes = DefaultLamportMaxBytes
-	}
 	if o.PushMinBytes == 0 {
 		o.PushMinBytes = DefaultPushMinBytes
 	}
@@ -275,6 +271,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 		}
 	}
 	c.node.topo.Multicast = c.mc
+	c.thr = chooseThresholds(o, g, c.mc)
 	c.logTopology(ctx)
 	if !c.mc && c.node.topo.Nodes == 1 {
 		c.log.InfoContext(ctx, "collectives: NVLink SHARP multicast unavailable; falling back to peer-to-peer kernels (one-shot, Lamport, two-shot all-reduce over peer pointers)",

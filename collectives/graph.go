@@ -40,16 +40,16 @@ func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan
 	if isFP8(dt) {
 		return allReducePlan{}, fmt.Errorf("collectives: AllReduce of %s: the fp8 kernels have no graph variant (CaptureSafe)", dt)
 	}
-	oneShot := n*dt.Bytes() <= c.o.OneShotMaxBytes && !inPlace
+	oneShot := n*dt.Bytes() <= c.thr.oneShot && !inPlace
 	var fam kernels.Family
 	switch {
 	case c.mc && mmReduces(dt, op) && oneShot:
 		fam = kernels.FamilyMMAllReduce1Shot
 	case c.mc && mmReduces(dt, op):
 		fam = kernels.FamilyMMAllReduce2Shot
-	case c.mc && n*dt.Bytes() <= c.o.OneShotMaxBytes:
+	case c.mc && n*dt.Bytes() <= c.thr.oneShot:
 		fam = kernels.FamilyMMAllReducePush // out of place or not: scratch, no staging
-	case !c.o.DisableLamport && dt.IsFloat() && n*dt.Bytes() <= c.o.LamportMaxBytes:
+	case !c.o.DisableLamport && dt.IsFloat() && n*dt.Bytes() <= c.thr.lamport:
 		fam = kernels.FamilyP2PAllReduceLamport // in place or not
 	case oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot

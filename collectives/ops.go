@@ -135,18 +135,18 @@ func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int, inPlace bool) (allReduce
 			return allReducePlan{}, err
 		}
 		fam = kernels.FamilyMMAllReduce2Shot
-		if bytes <= c.o.OneShotMaxBytes {
+		if bytes <= c.thr.oneShot {
 			fam = kernels.FamilyMMAllReduce1Shot
 		}
-	case c.mc && mmReduces(dt, op) && bytes <= c.o.OneShotMaxBytes:
+	case c.mc && mmReduces(dt, op) && bytes <= c.thr.oneShot:
 		fam = kernels.FamilyMMAllReduce1Shot
 	case c.mc && mmReduces(dt, op):
 		fam = kernels.FamilyMMAllReduce2Shot
-	case c.mc && bytes <= c.o.OneShotMaxBytes:
+	case c.mc && bytes <= c.thr.oneShot:
 		fam = kernels.FamilyMMAllReducePush
-	case !c.o.DisableLamport && dt.IsFloat() && bytes <= c.o.LamportMaxBytes:
+	case !c.o.DisableLamport && dt.IsFloat() && bytes <= c.thr.lamport:
 		fam = kernels.FamilyP2PAllReduceLamport
-	case bytes <= c.o.OneShotMaxBytes:
+	case bytes <= c.thr.oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
 	case c.o.PushMinBytes > 0 && bytes >= c.o.PushMinBytes && n%(c.g*16/dt.Bytes()) == 0:
 		return allReducePlan{k: kernels.ID{Family: kernels.FamilyP2PReduceScatter, Op: op, DType: dt}, push: true}, nil
@@ -334,7 +334,7 @@ func (c *Comm) lamportFor(ctx context.Context, cl *call, dt dsl.Type) (*lamportS
 		return l, nil
 	}
 	vec := 16 / size
-	capacity := (c.o.LamportMaxBytes/size + vec - 1) / vec * vec
+	capacity := (c.thr.lamport/size + vec - 1) / vec * vec
 	elems := kernels.LamportSlots * kernels.CollMaxGPUs * capacity
 	state := 4 * kernels.LamportStateWords // the graph variant's epochs and clear counts, zero
 	s, err := c.allocFilled(ctx, elems*size+state, true, func(p []byte) {

@@ -1,0 +1,65 @@
+package collectives
+
+// The all-reduce thresholds on one node: which algorithm runs at which size, per GPU count,
+// from measurements (docs/bench.md, "Collectives on 2 and 4 GPUs"). Options that set a
+// threshold override the table.
+
+// p2pTuning is the measured choice of the peer-to-peer all-reduce (no multicast) on gpus
+// GPUs: Lamport for floats up to lamportMax bytes, one-shot up to oneShotMax (0: never),
+// two-shot above.
+type p2pTuning struct {
+	gpus       int
+	lamportMax int
+	oneShotMax int
+}
+
+// p2pTunings holds the measured GPU counts, ascending. 4 x H100 (NV18, 2026-11-27, loop
+// timing, slowest rank, 1000 back-to-back calls): Lamport 6.6-7.0 us up to 64 KiB against
+// two-shot 9.8-10.5, one-shot (in place, staged) 14.6-18.6; at 256 KiB Lamport 10.4 against
+// two-shot 11.0; at 1 MiB Lamport 34.7 against two-shot 14.6. 2 x H100: Lamport 4.7-6.2 us
+// up to 256 KiB, where one-shot and two-shot took 8-15 us.
+var p2pTunings = []p2pTuning{
+	{gpus: 2, lamportMax: 256 << 10},
+	{gpus: 4, lamportMax: 256 << 10},
+}
+
+// p2pTuningFor returns the tuning of the largest measured GPU count not above gpus (the
+// smallest measured count for fewer GPUs). Counts past the table (5 to 8 GPUs: not lent
+// here) take the largest measured count's thresholds.
+func p2pTuningFor(gpus int) p2pTuning {
+	t := p2pTunings[0]
+	for _, x := range p2pTunings {
+		if x.gpus <= gpus {
+			t = x
+		}
+	}
+	return t
+}
+
+// thresholds are a Comm's all-reduce size limits in bytes (see allReducePlan).
+type thresholds struct {
+	lamport int // Lamport for floats up to this size (peer-to-peer only)
+	oneShot int // one-shot up to this size (0: never)
+}
+
+// mcLamportMaxBytes is Lamport's limit on a Comm with multicast, where it only serves the
+// float reductions with no multimem form (min, max) past the multimem one-shot's sizes.
+const mcLamportMaxBytes = 8 << 10
+
+// chooseThresholds fills the limits Options leave zero: with multicast
+// DefaultOneShotMaxBytes and mcLamportMaxBytes (never measured: the lent machines keep
+// multicast off), else the measured p2p table for the GPU count.
+func chooseThresholds(o Options, gpus int, multicast bool) thresholds {
+	p := p2pTuningFor(gpus)
+	t := thresholds{lamport: p.lamportMax, oneShot: p.oneShotMax}
+	if multicast {
+		t = thresholds{lamport: mcLamportMaxBytes, oneShot: DefaultOneShotMaxBytes}
+	}
+	if o.LamportMaxBytes > 0 {
+		t.lamport = o.LamportMaxBytes
+	}
+	if o.OneShotMaxBytes > 0 {
+		t.oneShot = o.OneShotMaxBytes
+	}
+	return t
+}

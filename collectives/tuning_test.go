@@ -1,0 +1,26 @@
+package collectives
+
+import "testing"
+
+// TestThresholds checks the measured table's lookup by GPU count and that Options override it.
+func TestThresholds(t *testing.T) {
+	for _, c := range []struct {
+		o         Options
+		gpus      int
+		mc        bool
+		want      thresholds
+		situation string
+	}{
+		{Options{}, 1, false, thresholds{256 << 10, 0}, "1 GPU: the smallest measured count"},
+		{Options{}, 2, false, thresholds{256 << 10, 0}, "2 GPUs, measured"},
+		{Options{}, 3, false, thresholds{256 << 10, 0}, "3 GPUs: 2's row"},
+		{Options{}, 8, false, thresholds{256 << 10, 0}, "8 GPUs: the largest measured row"},
+		{Options{}, 4, true, thresholds{mcLamportMaxBytes, DefaultOneShotMaxBytes}, "multicast"},
+		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7}, 4, false, thresholds{100, 7}, "options win"},
+		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7}, 4, true, thresholds{100, 7}, "options win with multicast"},
+	} {
+		if got := chooseThresholds(c.o, c.gpus, c.mc); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.situation, got, c.want)
+		}
+	}
+}
