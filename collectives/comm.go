@@ -36,7 +36,8 @@ const (
 
 // Options configure a Comm.
 type Options struct {
-	// Target is the GPU target the kernels are built for (default sm_90). Targets before
+	// Target is the GPU target the kernels are built for (default: the device's, sm_90a on
+	// an H100 or H200, sm_90 on the emulator). Targets before
 	// sm_90 have no multimem: the multicast algorithms are then off. sm_90a (an H100 or
 	// H200) runs the fused matmuls on the TMA + wgmma kernels (ag_gemm_sm90, ...) when N and
 	// K are multiples of 8, the mma.sync ones otherwise and on every other target.
@@ -81,6 +82,11 @@ type Options struct {
 	// (in-place all-reduces past Lamport's sizes run two-shot), and has no Broadcast,
 	// Barrier or fp8 reductions. See graph.go.
 	CaptureSafe bool
+	// Matmuls says how AllGatherMatmul, MatmulReduceScatter and MatmulAllReduce run on one
+	// node: MatmulAuto (default: the measured choice of tuning.go), MatmulFused (the fused
+	// kernels) or MatmulSplit (the collective, then the GEMM or the GEMM, then the
+	// collective, in stream order). Across nodes they always run split.
+	Matmuls MatmulMode
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). On one node
 	// the flat kernels always run, chosen by the thresholds above.
@@ -205,7 +211,10 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 		return nil, fmt.Errorf("collectives: %d GPUs: the kernels handle 1 to %d (%d nodes of up to %d)", g, kernels.CollMaxGPUs*kernels.HierMaxNodes, kernels.HierMaxNodes, kernels.CollMaxGPUs)
 	}
 	if o.Target == "" {
-		o.Target = ptx.SM90
+		o.Target = deviceTarget(r.Device.Info())
+	}
+	if o.Matmuls < MatmulAuto || o.Matmuls > MatmulSplit {
+		return nil, fmt.Errorf("collectives: Options.Matmuls %d: want MatmulAuto, MatmulFused or MatmulSplit", int(o.Matmuls))
 	}
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
@@ -278,6 +287,19 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 			"reason", c.mcWhy.Error(), "gpus", g)
 	}
 	return c, nil
+}
+
+// deviceTarget is the target of the Comm's kernels when Options.Target is unset: sm_90a on
+// a compute capability 9.0 GPU (the TMA + wgmma matmuls), else the device's architecture,
+// else sm_90 (the emulator reports sm_90: its tests run the sm_80-class kernels unless told).
+func deviceTarget(in jit.Info) ptx.Target {
+	if in.Backend != jit.Emulator && in.SM == 90 {
+		return ptx.SM90a
+	}
+	if t := ptx.Target(in.Arch); t.Valid() {
+		return t
+	}
+	return ptx.SM90
 }
 
 // Multicast reports whether the Comm uses the multimem (NVLink SHARP) algorithms, and if not,

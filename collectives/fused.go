@@ -7,6 +7,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // MatmulShape is the problem of a fused matmul: the whole M x N output of an M x K by K x N
@@ -159,7 +160,7 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
-	if c.node.topo.Nodes > 1 {
+	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {
 		return c.splitMatmul(ctx, cl, kernels.FamilyGemmAR, a, b, out, s)
 	}
 	if c.matmulSM90(ctx, what, s) {
@@ -204,7 +205,7 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
-	if c.node.topo.Nodes > 1 {
+	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {
 		return c.splitMatmul(ctx, cl, kernels.FamilyAGGemm, a, b, out, s)
 	}
 	if c.matmulSM90(ctx, what, s) {
@@ -240,7 +241,7 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
-	if c.node.topo.Nodes > 1 {
+	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {
 		return c.splitMatmul(ctx, cl, kernels.FamilyGemmRS, a, b, out, s)
 	}
 	if c.matmulSM90(ctx, what, s) {
@@ -299,6 +300,9 @@ type gemmLaunch struct {
 func (c *Comm) splitMatmul(ctx context.Context, cl *call, f kernels.Family, a, b, out *Buffer, s MatmulShape) error {
 	cfg := c.matmulConfig(a.dt, out.dt, s)
 	gemm := func(a, d *Buffer, m int) (string, error) {
+		if ok, _ := kernels.UseSM90(c.o.Target, s.N, s.K); ok {
+			return c.gemmSM90(ctx, cl, a, b, d, MatmulShape{M: m, N: s.N, K: s.K})
+		}
 		cfg := cfg
 		cfg.Aligned = cfg.Aligned && m%8 == 0
 		fn, name, err := c.gemmFunction(cfg)
@@ -350,6 +354,73 @@ func (c *Comm) splitMatmul(ctx context.Context, cl *call, f kernels.Family, a, b
 	}
 	c.last = mm + "+" + c.last
 	return nil
+}
+
+// gemmSM90 runs d = a * b on gemm_sm90 in the configuration kernels.GemmSM90For picks for
+// the shape and the device's SMs, fed by the Comm's cached tensor maps.
+func (c *Comm) gemmSM90(ctx context.Context, cl *call, a, b, d *Buffer, s MatmulShape) (string, error) {
+	sms := max(c.r.Device.Info().Multiproc, 1)
+	cfg := kernels.GemmSM90For(a.dt, d.dt, s.M, s.N, s.K, sms)
+	if cfg.TMAStore && d.dt != dsl.F16 && d.dt != dsl.BF16 {
+		cfg.TMAStore = false // the Comm's tensor maps are of 16-bit types: store from registers
+	}
+	if err := cfg.CheckShape(s.M, s.N, s.K); err != nil {
+		return "", fmt.Errorf("collectives: %s: %w", cl.what, err)
+	}
+	name := cfg.Name()
+	key := fusedKey{f: kernels.Family(name), in: cfg.In, out: cfg.Out, aligned: true}
+	fn, ok := c.fused[key]
+	if !ok {
+		k := dsl.New(name, dsl.WithTarget(ptx.SM90a))
+		kernels.GemmSM90(k, cfg)
+		var err error
+		if fn, err = c.loadMatmul(key, name, k); err != nil {
+			return "", err
+		}
+	}
+	tmA, err := c.tensorMap(a.s, a.dt, s.K, s.M, cfg.TMABoxA())
+	if err != nil {
+		return "", fmt.Errorf("collectives: %s: A's tensor map: %w", cl.what, err)
+	}
+	tmB, err := c.tensorMap(b.s, b.dt, s.N, s.K, cfg.TMABoxB())
+	if err != nil {
+		return "", fmt.Errorf("collectives: %s: B's tensor map: %w", cl.what, err)
+	}
+	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(s.M, s.N, sms)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(),
+		Stream: c.o.Stream, Context: ctx}
+	if cl := cfg.Cluster(); cl > 1 {
+		lc.Cluster = jit.D1(cl)
+	}
+	var args any = gemmSM90Launch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d.s.at(d.dt), D: d.s.at(d.dt)}
+	if cfg.TMAStore {
+		tmD, err := c.tensorMap(d.s, d.dt, s.N, s.M, cfg.TMABoxD())
+		if err != nil {
+			return "", fmt.Errorf("collectives: %s: D's tensor map: %w", cl.what, err)
+		}
+		args = gemmSM90StoreLaunch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d.s.at(d.dt), D: d.s.at(d.dt), TmD: tmD}
+	}
+	if err := c.launchFn(fn, lc, args); err != nil {
+		return "", fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)
+	}
+	return name, nil
+}
+
+// gemmSM90Launch is gemm_sm90's arguments (kernels.GemmSM90Args, then kernels.GemmOut).
+type gemmSM90Launch struct {
+	TmA, TmB    jit.TensorMap
+	M, N, K     uint32
+	Alpha, Beta float32
+	C, D        jit.AnyPtr
+}
+
+// gemmSM90StoreLaunch is gemm_sm90's arguments with the TMA-store epilogue
+// (kernels.GemmSM90StoreArgs last).
+type gemmSM90StoreLaunch struct {
+	TmA, TmB    jit.TensorMap
+	M, N, K     uint32
+	Alpha, Beta float32
+	C, D        jit.AnyPtr
+	TmD         jit.TensorMap
 }
 
 // gemmFunction builds and loads (once) the plain gemm for cfg.

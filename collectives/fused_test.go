@@ -8,11 +8,12 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
-// fusedOpts runs the fused matmuls with 32x32x32 tiles (4 warps, 2 stages), small enough
-// for the emulator, on the sm_80 path.
-var fusedOpts = Options{Target: "sm_80", MaxBlocks: 2, Matmul: kernels.GemmConfig{BM: 32, BN: 32, BK: 32, WarpsM: 2, WarpsN: 2, Stages: 2}}
+// fusedOpts runs the fused matmuls (MatmulFused: the kernels, whatever the GPU count) with
+// 32x32x32 tiles (4 warps, 2 stages), small enough for the emulator, on the sm_80 path.
+var fusedOpts = Options{Target: "sm_80", MaxBlocks: 2, Matmuls: MatmulFused, Matmul: kernels.GemmConfig{BM: 32, BN: 32, BK: 32, WarpsM: 2, WarpsN: 2, Stages: 2}}
 
 // matrices returns every rank's n random values (multiples of 1/8 in [-1, 1]: exact in f16
 // and bf16, their products' sums exact in f32), the same on every rank (same seed), and
@@ -159,6 +160,80 @@ func (e *rankEnv) checkRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, o
 		}
 		return round(out, sum)
 	})
+}
+
+// TestSplitMatmuls runs the three matmuls in their default mode (MatmulAuto) on 1, 2 and 3
+// emulated GPUs, targets sm_80 and sm_90a, two calls in a row: one GPU runs the fused
+// kernel, several the collective and the GEMM in sequence (gemm_sm90 on sm_90a), each
+// against the exact reference (f32 out: the split path rounds its products to out's type
+// before the reduction). MatmulSplit forces the split on one GPU too.
+func TestSplitMatmuls(t *testing.T) {
+	ctx := context.Background()
+	for _, target := range []string{"sm_80", "sm_90a"} {
+		for _, g := range []int{1, 2, 3} {
+			for _, mode := range []MatmulMode{MatmulAuto, MatmulSplit} {
+				if mode == MatmulSplit && g > 1 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/%dgpu/%v", target, g, mode), func(t *testing.T) {
+					o := fusedOpts
+					o.Target, o.Matmuls = ptx.Target(target), mode
+					runRanks(t, g, false, g == 2, int64(g), o, func(e *rankEnv) error {
+						shape := MatmulShape{M: g * 20, N: 40, K: 24}
+						ag, err := e.allocAll(dsl.BF16, shape.M/g*shape.K, shape.K*shape.N, shape.M*shape.N, dsl.F32)
+						if err != nil {
+							return err
+						}
+						rs, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M/g*shape.N, dsl.F32)
+						if err != nil {
+							return err
+						}
+						ar, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M*shape.N, dsl.F32)
+						if err != nil {
+							return err
+						}
+						split := g > 1 || mode == MatmulSplit
+						gemm := "gemm_"
+						if target == "sm_90a" {
+							gemm = "gemm_sm90_"
+						}
+						ran := func(what, fused, coll string) error {
+							got := e.c.LastAlgorithm()
+							ok := strings.HasPrefix(got, fused)
+							if split {
+								ok = strings.Contains(got, coll) && strings.Contains(got, gemm) && strings.Contains(got, "+")
+							}
+							if !ok {
+								return fmt.Errorf("%s ran %s (split %v)", what, got, split)
+							}
+							return nil
+						}
+						for call := 0; call < 2; call++ {
+							if err := e.checkAG(ctx, ag, shape, dsl.F32); err != nil {
+								return fmt.Errorf("call %d: %w", call, err)
+							}
+							if err := ran("AllGatherMatmul", "ag_gemm", "allgather"); err != nil {
+								return err
+							}
+							if err := e.checkRS(ctx, rs, shape, dsl.F32, false); err != nil {
+								return fmt.Errorf("call %d: %w", call, err)
+							}
+							if err := ran("MatmulReduceScatter", "gemm_rs", "reducescatter"); err != nil {
+								return err
+							}
+							if err := e.checkRS(ctx, ar, shape, dsl.F32, true); err != nil {
+								return fmt.Errorf("call %d: %w", call, err)
+							}
+							if err := ran("MatmulAllReduce", "gemm_ar", "allreduce"); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+				})
+			}
+		}
+	}
 }
 
 // TestFusedMatmulErrors checks that bad shapes and types are refused with errors naming the

@@ -1,5 +1,7 @@
 package collectives
 
+import "fmt"
+
 // The all-reduce thresholds on one node: which algorithm runs at which size, per GPU count,
 // from measurements (docs/bench.md, "Collectives on 2 and 4 GPUs"). Options that set a
 // threshold override the table.
@@ -62,4 +64,46 @@ func chooseThresholds(o Options, gpus int, multicast bool) thresholds {
 		t.oneShot = o.OneShotMaxBytes
 	}
 	return t
+}
+
+// MatmulMode says how the matmuls with communication run on one node (Options.Matmuls).
+type MatmulMode int
+
+// The matmul modes.
+const (
+	// MatmulAuto runs the measured choice (fuseMatmul).
+	MatmulAuto MatmulMode = iota
+	// MatmulFused runs the fused kernels (ag_gemm, gemm_rs, gemm_ar and their sm_90a forms).
+	MatmulFused
+	// MatmulSplit runs the collective and the GEMM one after the other (splitMatmul).
+	MatmulSplit
+)
+
+// String names the mode.
+func (m MatmulMode) String() string {
+	switch m {
+	case MatmulAuto:
+		return "auto"
+	case MatmulFused:
+		return "fused"
+	case MatmulSplit:
+		return "split"
+	}
+	return fmt.Sprintf("MatmulMode(%d)", int(m))
+}
+
+// fuseMatmul reports whether a matmul with communication runs fused on one node. Auto:
+// only on one GPU, where the fused kernels cost what the GEMM alone costs (1.00-1.04x
+// gemm_sm90 on an H100). On 2 and 4 x H100 (NV18, bf16, 4096^3, 8192^3, 8192x4096x14336;
+// docs/bench.md) every fused kernel was slower than kgen's own collective followed by its
+// GEMM: ag_gemm 1.09-4.2x, gemm_rs 1.07-1.33x, gemm_ar 1.19-1.46x; their communication
+// does not overlap the tensor cores (FUSED ON GPUS).
+func (c *Comm) fuseMatmul() bool {
+	switch c.o.Matmuls {
+	case MatmulFused:
+		return true
+	case MatmulSplit:
+		return false
+	}
+	return c.g == 1
 }

@@ -103,7 +103,7 @@ func fused(w io.Writer, args []string) error {
 // fusedResult is one measurement; scripts/bench/fused_join.py joins them with
 // scripts/bench/torch_fused.py's over (op, gpus, m, n, k), the slowest rank's time counting.
 type fusedResult struct {
-	Impl   string  `json:"impl"` // kgen/fused, kgen/unfused, kgen/gemm
+	Impl   string  `json:"impl"` // kgen/fused, kgen/comm (default options), kgen/unfused, kgen/gemm
 	Op     string  `json:"op"`
 	GPUs   int     `json:"gpus"`
 	Rank   int     `json:"rank"`
@@ -119,7 +119,8 @@ type fusedResult struct {
 // fusedBench holds one rank's communicator, stream and gemm kernel.
 type fusedBench struct {
 	r      *jit.Rank
-	c      *collectives.Comm
+	c      *collectives.Comm // MatmulFused: the fused kernels
+	auto   *collectives.Comm // default options: the Comm's own choice ("kgen/comm")
 	s      *jit.Stream
 	cfg    kernels.GemmConfig
 	gemms  map[bool]*jit.Function // by cfg.Aligned
@@ -143,11 +144,15 @@ func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool) (*fuse
 	if sm90 {
 		target = ptx.SM90a
 	}
-	c, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true})
+	c, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: collectives.MatmulFused})
 	if err != nil {
 		return nil, err
 	}
-	fb := &fusedBench{r: r, c: c, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
+	auto, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true})
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	fb := &fusedBench{r: r, c: c, auto: auto, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
 	if sm90 {
 		fb.hp = kernels.DefaultGemmSM90Config(dsl.BF16)
 		kb := dsl.New(fb.hp.Name(), dsl.WithTarget(ptx.SM90a))
@@ -179,7 +184,7 @@ func (fb *fusedBench) close() error {
 	for _, m := range fb.mods {
 		errs = append(errs, m.Close())
 	}
-	errs = append(errs, fb.c.Close(), fb.s.Close())
+	errs = append(errs, fb.c.Close(), fb.auto.Close(), fb.s.Close())
 	return errors.Join(errs...)
 }
 
@@ -385,7 +390,7 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 		}
 		return sum, abs
 	}
-	check := func(impl string) (float64, error) {
+	check := func(impl string, out *collectives.Buffer) (float64, error) {
 		if err := fb.s.Synchronize(); err != nil {
 			return 0, err
 		}
@@ -410,14 +415,14 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 		}
 		return worst, nil
 	}
-	report := func(impl string, f func() error, kernel string) (time.Duration, error) {
+	report := func(impl string, f func() error, kernel string, out *collectives.Buffer) (time.Duration, error) {
 		if err := f(); err != nil {
 			return 0, err
 		}
 		e := 0.0
 		if impl != "kgen/gemm" {
 			var err error
-			if e, err = check(impl); err != nil {
+			if e, err = check(impl, out); err != nil {
 				return 0, err
 			}
 		}
@@ -426,12 +431,15 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 			return 0, err
 		}
 		if impl != "kgen/gemm" {
-			if _, err := check(impl + " (after timing)"); err != nil {
+			if _, err := check(impl+" (after timing)", out); err != nil {
 				return 0, err
 			}
 		}
-		if kernel == "" && impl == "kgen/fused" {
+		switch {
+		case kernel == "" && impl == "kgen/fused":
 			kernel = fb.c.LastAlgorithm()
+		case kernel == "" && impl == "kgen/comm":
+			kernel = fb.auto.LastAlgorithm()
 		}
 		res := fusedResult{Impl: impl, Op: op, GPUs: g, Rank: rank, M: m, N: n, K: k, TimeUS: float64(t.Nanoseconds()) / 1e3, Err: e, Kernel: kernel}
 		if fb.asJSON {
@@ -440,14 +448,49 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 		}
 		return t, nil
 	}
-	tf, err := report("kgen/fused", fused, "")
+	tf, err := report("kgen/fused", fused, "", out)
 	if err != nil {
 		return err
 	}
 	kernel := fb.c.LastAlgorithm()
-	tu, err := report("kgen/unfused", unfused, "")
+	tu, err := report("kgen/unfused", unfused, "", out)
 	if err != nil {
 		return err
+	}
+	if fb.auto != nil {
+		// What a caller gets: the same op on a Comm of default options (its measured choice
+		// of fused kernel or collective + GEMM), on buffers of that Comm.
+		mk2 := func(like *collectives.Buffer, init []byte) (*collectives.Buffer, error) {
+			b, err := fb.auto.Alloc(dsl.BF16, like.Len())
+			if err == nil && init != nil {
+				err = b.Write(init)
+			}
+			return b, err
+		}
+		a2, err := mk2(a, fusedFill(rank, matA, aRows, k))
+		if err != nil {
+			return err
+		}
+		b2, err := mk2(b, fusedFill(rank, matB, k, n))
+		if err != nil {
+			return err
+		}
+		out2, err := mk2(out, nil)
+		if err != nil {
+			return err
+		}
+		var call func() error
+		switch op {
+		case "ag_gemm":
+			call = func() error { return fb.auto.AllGatherMatmul(ctx, a2, b2, out2, s) }
+		case "gemm_rs":
+			call = func() error { return fb.auto.MatmulReduceScatter(ctx, a2, b2, out2, s) }
+		default:
+			call = func() error { return fb.auto.MatmulAllReduce(ctx, a2, b2, out2, s) }
+		}
+		if _, err := report("kgen/comm", call, "", out2); err != nil {
+			return err
+		}
 	}
 	// The plain gemm of the same problem (A: M x K; ag_gemm's gathered A).
 	ga := a
@@ -458,7 +501,7 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 	if fb.sm90 != nil {
 		gemmName = fb.hp.Name()
 	}
-	tg, err := report("kgen/gemm", func() error { return gemm(ga, b, tmp) }, gemmName)
+	tg, err := report("kgen/gemm", func() error { return gemm(ga, b, tmp) }, gemmName, nil)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,8 @@
 Per (op, gpus, M, N, K): the slowest rank's median of each implementation, in us, and the
 ratios fused/gemm (the fusion's cost with nothing to overlap, at 1 GPU), fused/unfused (kgen's
 own collective + gemm in sequence) and fused/torch (NCCL + cuBLAS in sequence); < 1 means
-the fused kernel is faster.
+the fused kernel is faster. kgen/comm is the Comm's default choice (fused kernel, or
+collective + GEMM); comm/torch is what a caller gets against NCCL + cuBLAS.
 
     python3 fused_join.py KGEN.jsonl [TORCH.jsonl] [--markdown]
 """
@@ -31,8 +32,8 @@ def main():
     rows = {}
     for p in args:
         load(p, rows)
-    cols = ["kgen/fused", "kgen/unfused", "kgen/gemm", "torch/nccl+cublas", "torch/cublas"]
-    head = ["op", "gpus", "MxNxK"] + [c + " (us)" for c in cols] + ["fused/gemm", "fused/unfused", "fused/torch"]
+    cols = ["kgen/fused", "kgen/comm", "kgen/unfused", "kgen/gemm", "torch/nccl+cublas", "torch/cublas"]
+    head = ["op", "gpus", "MxNxK"] + [c + " (us)" for c in cols] + ["fused/gemm", "fused/unfused", "fused/torch", "comm/torch"]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for key in sorted(rows):
@@ -45,6 +46,8 @@ def main():
 
         cells = [op, str(g), f"{m}x{n}x{k}"] + [f"{d[c]:.1f}" if c in d else "-" for c in cols]
         cells += [ratio("kgen/gemm"), ratio("kgen/unfused"), ratio("torch/nccl+cublas")]
+        c, t = d.get("kgen/comm"), d.get("torch/nccl+cublas")
+        cells.append(f"{c / t:.3f}" if c and t else "-")
         print("| " + " | ".join(cells) + " |")
 
 
