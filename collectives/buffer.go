@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -54,6 +55,42 @@ func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
 	return &Buffer{c: c, s: s, dt: dt, n: n}, nil
 }
 
+// Free releases the buffer's symmetric memory on every GPU (collective: every rank frees
+// the same buffer at the same point, after the work that uses it; Free waits for the
+// device first). The buffer must not be used afterwards: calls naming it fail.
+func (b *Buffer) Free() error {
+	if b == nil || b.c == nil {
+		return errors.New("collectives: Free of a nil or freed Buffer")
+	}
+	c := b.c
+	if c.closed {
+		return errClosed
+	}
+	if err := c.r.Device.Synchronize(); err != nil {
+		return fmt.Errorf("collectives: Free: %w", err)
+	}
+	var errs []error
+	for _, m := range []*jit.Memory{b.s.m, b.s.tabm} {
+		if m == nil {
+			continue
+		}
+		if i := slices.Index(c.allocs, m); i >= 0 {
+			c.allocs = slices.Delete(c.allocs, i, i+1)
+		}
+		errs = append(errs, m.Free())
+	}
+	for k := range c.tmaps {
+		if k.at == b.s.own {
+			delete(c.tmaps, k)
+		}
+	}
+	if c.ovl != nil {
+		delete(c.ovl.peerA, b.s.own)
+	}
+	b.c, b.s = nil, nil
+	return errors.Join(errs...)
+}
+
 // Len returns the number of elements.
 func (b *Buffer) Len() int { return b.n }
 
@@ -64,11 +101,27 @@ func (b *Buffer) DType() dsl.Type { return b.dt }
 func (b *Buffer) Bytes() int { return b.n * b.dt.Bytes() }
 
 // DevPtr returns the address of this GPU's copy, for passing b to other kernels (a generated
-// launcher takes jit.TypedPtr[float32](b.DevPtr()), or jit.AnyPtr).
-func (b *Buffer) DevPtr() jit.DevicePtr { return b.s.own }
+// launcher takes jit.TypedPtr[float32](b.DevPtr()), or jit.AnyPtr); 0 once freed.
+func (b *Buffer) DevPtr() jit.DevicePtr {
+	if b.s == nil {
+		return 0
+	}
+	return b.s.own
+}
+
+// live fails for a freed buffer.
+func (b *Buffer) live(what string) error {
+	if b.c == nil || b.s == nil {
+		return fmt.Errorf("collectives: %s of a freed Buffer", what)
+	}
+	return nil
+}
 
 // Write copies p (little-endian elements, at most Bytes()) to this GPU's copy.
 func (b *Buffer) Write(p []byte) error {
+	if err := b.live("Write"); err != nil {
+		return err
+	}
 	if len(p) > b.Bytes() {
 		return fmt.Errorf("collectives: %d bytes into a buffer of %d", len(p), b.Bytes())
 	}
@@ -78,6 +131,9 @@ func (b *Buffer) Write(p []byte) error {
 // Read copies this GPU's copy into p (at most Bytes()), after the device (and
 // Options.Stream) has finished its work.
 func (b *Buffer) Read(p []byte) error {
+	if err := b.live("Read"); err != nil {
+		return err
+	}
 	if len(p) > b.Bytes() {
 		return fmt.Errorf("collectives: %d bytes from a buffer of %d", len(p), b.Bytes())
 	}
@@ -146,6 +202,9 @@ func (b *Buffer) ReadF32() ([]float32, error) {
 func (c *Comm) own(b *Buffer, what string) error {
 	if b == nil {
 		return fmt.Errorf("collectives: %s: nil buffer", what)
+	}
+	if b.c == nil {
+		return fmt.Errorf("collectives: %s: the buffer was freed", what)
 	}
 	if b.c != c {
 		return fmt.Errorf("collectives: %s: the buffer belongs to another Comm", what)

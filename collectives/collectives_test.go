@@ -3,6 +3,7 @@ package collectives
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -612,4 +613,56 @@ func f16RNE(x float64) uint16 {
 	e := max(math.Ilogb(x), -14)
 	q := math.Ldexp(1, e-10)
 	return fp.F32ToF16(float32(math.RoundToEven(x/q) * q))
+}
+
+// TestBufferFree frees buffers collectively between calls: the freed buffer is refused by
+// every call and method, a second Free fails, and the Comm's other buffers (and a buffer
+// allocated after the free) keep working.
+func TestBufferFree(t *testing.T) {
+	ctx := context.Background()
+	runRanks(t, 3, false, false, 1, testOpts, func(e *rankEnv) error {
+		keep, err := e.c.Alloc(dsl.F32, 300)
+		if err != nil {
+			return err
+		}
+		gone, err := e.c.Alloc(dsl.F32, 300)
+		if err != nil {
+			return err
+		}
+		if err := e.c.AllReduce(ctx, gone, Sum); err != nil {
+			return err
+		}
+		if err := gone.Free(); err != nil {
+			return err
+		}
+		if err := e.c.AllReduce(ctx, gone, Sum); err == nil || !strings.Contains(err.Error(), "freed") {
+			return fmt.Errorf("AllReduce of a freed buffer: %v", err)
+		}
+		if _, err := gone.ReadF32(); err == nil || !strings.Contains(err.Error(), "freed") {
+			return fmt.Errorf("ReadF32 of a freed buffer: %v", err)
+		}
+		if err := gone.Free(); err == nil {
+			return errors.New("a second Free succeeded")
+		}
+		if gone.DevPtr() != 0 {
+			return errors.New("a freed buffer still has an address")
+		}
+		again, err := e.c.Alloc(dsl.F32, 300)
+		if err != nil {
+			return err
+		}
+		for _, b := range []*Buffer{keep, again} {
+			in, err := e.fill(b)
+			if err != nil {
+				return err
+			}
+			if err := e.c.AllReduce(ctx, b, Sum); err != nil {
+				return err
+			}
+			if err := e.expect("after a free", b, func(_, i int) float64 { return reduce(Sum, dsl.F32, in, i) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -84,8 +84,9 @@ type Options struct {
 	CaptureSafe bool
 	// Matmuls says how AllGatherMatmul, MatmulReduceScatter and MatmulAllReduce run on one
 	// node: MatmulAuto (default: the measured choice of tuning.go), MatmulFused (the fused
-	// kernels) or MatmulSplit (the collective, then the GEMM or the GEMM, then the
-	// collective, in stream order). Across nodes they always run split.
+	// kernels), MatmulSplit (the collective, then the GEMM or the GEMM, then the
+	// collective, in stream order) or MatmulOverlap (AllGatherMatmul's all-gather on the
+	// copy engines beside chunked GEMMs, overlap.go). Across nodes they always run split.
 	Matmuls MatmulMode
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). On one node
@@ -142,6 +143,7 @@ type Comm struct {
 	scratch *sym // staging and reduce-scatter scratch
 
 	lamport map[int]*lamportState // by element size
+	ovl     *overlapState         // MatmulOverlap's side stream, events and chunk buffers
 	thr     thresholds            // the all-reduce's size limits (tuning.go)
 	parts   map[partKey]*Buffer   // reduce-scatter results of the push all-reduce
 	fns     map[kernels.ID]*jit.Function
@@ -166,6 +168,8 @@ type sym struct {
 	own jit.DevicePtr // this GPU's copy
 	tab jit.DevicePtr // a table on this GPU of CollMaxGPUs addresses: entry g reaches GPU g's copy (0: none made)
 	mc  jit.DevicePtr // the multicast address (0: no multicast)
+	// tabm is the table's own allocation (nil: none made).
+	tabm *jit.Memory
 }
 
 func (s *sym) bytes() int { return int(s.m.Size()) }
@@ -213,8 +217,8 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if o.Target == "" {
 		o.Target = deviceTarget(r.Device.Info())
 	}
-	if o.Matmuls < MatmulAuto || o.Matmuls > MatmulSplit {
-		return nil, fmt.Errorf("collectives: Options.Matmuls %d: want MatmulAuto, MatmulFused or MatmulSplit", int(o.Matmuls))
+	if o.Matmuls < MatmulAuto || o.Matmuls > MatmulOverlap {
+		return nil, fmt.Errorf("collectives: Options.Matmuls %d: want MatmulAuto, MatmulFused, MatmulSplit or MatmulOverlap", int(o.Matmuls))
 	}
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
@@ -322,7 +326,7 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.closed = true
-	var errs []error
+	errs := []error{c.ovl.close()}
 	for _, m := range c.mods {
 		errs = append(errs, m.Close())
 	}
@@ -419,7 +423,7 @@ func (c *Comm) makeTable(ctx context.Context, s *sym) error {
 	if err := c.r.Device.CopyHtoD(t.own, buf); err != nil {
 		return err
 	}
-	s.tab = t.own
+	s.tab, s.tabm = t.own, t.m
 	return nil
 }
 
@@ -490,7 +494,11 @@ func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int,
 	if c.debug(ctx) {
 		c.log.DebugContext(ctx, "collectives: "+call.what, append([]any{"algorithm", c.last, "dtype", k.DType.String(), "gpus", c.g, "multicast", c.mc, "blocks", blocks}, call.attrs()...)...)
 	}
-	cfg := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(kernels.CollThreads), Stream: c.o.Stream,
+	stream := c.o.Stream
+	if call.stream != nil {
+		stream = call.stream
+	}
+	cfg := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(kernels.CollThreads), Stream: stream,
 		Collective: jit.CollectiveOn, Context: ctx, CoResident: true}
 	if c.emu {
 		cfg.Call = call.String()

@@ -205,6 +205,9 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.overlapMatmul(s) {
+		return c.agGemmOverlap(ctx, cl, a, b, out, s)
+	}
 	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {
 		return c.splitMatmul(ctx, cl, kernels.FamilyAGGemm, a, b, out, s)
 	}
@@ -359,10 +362,26 @@ func (c *Comm) splitMatmul(ctx context.Context, cl *call, f kernels.Family, a, b
 // gemmSM90 runs d = a * b on gemm_sm90 in the configuration kernels.GemmSM90For picks for
 // the shape and the device's SMs, fed by the Comm's cached tensor maps.
 func (c *Comm) gemmSM90(ctx context.Context, cl *call, a, b, d *Buffer, s MatmulShape) (string, error) {
+	return c.gemmSM90On(ctx, cl, gemmOperands{a: a.s, b: b.s, in: a.dt, d: d.s.at(d.dt), dAlloc: d.s}, s, c.o.Stream)
+}
+
+// gemmOperands are a gemm_sm90 call's matrices: A (M x K) and B (K x N) of type in at the
+// start of their allocations, D at d; dAlloc, when D starts its allocation, lets the
+// configuration store D through TMA.
+type gemmOperands struct {
+	a, b   *sym
+	in     dsl.Type
+	d      jit.AnyPtr
+	dAlloc *sym
+}
+
+// gemmSM90On is gemmSM90 on operands x, on stream.
+func (c *Comm) gemmSM90On(ctx context.Context, cl *call, x gemmOperands, s MatmulShape, stream *jit.Stream) (string, error) {
 	sms := max(c.r.Device.Info().Multiproc, 1)
-	cfg := kernels.GemmSM90For(a.dt, d.dt, s.M, s.N, s.K, sms)
-	if cfg.TMAStore && d.dt != dsl.F16 && d.dt != dsl.BF16 {
-		cfg.TMAStore = false // the Comm's tensor maps are of 16-bit types: store from registers
+	out := x.d.Elem
+	cfg := kernels.GemmSM90For(x.in, out, s.M, s.N, s.K, sms)
+	if cfg.TMAStore && (x.dAlloc == nil || out != dsl.F16 && out != dsl.BF16) {
+		cfg.TMAStore = false // no D map: store from registers
 	}
 	if err := cfg.CheckShape(s.M, s.N, s.K); err != nil {
 		return "", fmt.Errorf("collectives: %s: %w", cl.what, err)
@@ -378,26 +397,26 @@ func (c *Comm) gemmSM90(ctx context.Context, cl *call, a, b, d *Buffer, s Matmul
 			return "", err
 		}
 	}
-	tmA, err := c.tensorMap(a.s, a.dt, s.K, s.M, cfg.TMABoxA())
+	tmA, err := c.tensorMap(x.a, x.in, s.K, s.M, cfg.TMABoxA())
 	if err != nil {
 		return "", fmt.Errorf("collectives: %s: A's tensor map: %w", cl.what, err)
 	}
-	tmB, err := c.tensorMap(b.s, b.dt, s.N, s.K, cfg.TMABoxB())
+	tmB, err := c.tensorMap(x.b, x.in, s.N, s.K, cfg.TMABoxB())
 	if err != nil {
 		return "", fmt.Errorf("collectives: %s: B's tensor map: %w", cl.what, err)
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(s.M, s.N, sms)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(),
-		Stream: c.o.Stream, Context: ctx}
+		Stream: stream, Context: ctx}
 	if cl := cfg.Cluster(); cl > 1 {
 		lc.Cluster = jit.D1(cl)
 	}
-	var args any = gemmSM90Launch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d.s.at(d.dt), D: d.s.at(d.dt)}
+	var args any = gemmSM90Launch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: x.d, D: x.d}
 	if cfg.TMAStore {
-		tmD, err := c.tensorMap(d.s, d.dt, s.N, s.M, cfg.TMABoxD())
+		tmD, err := c.tensorMap(x.dAlloc, out, s.N, s.M, cfg.TMABoxD())
 		if err != nil {
 			return "", fmt.Errorf("collectives: %s: D's tensor map: %w", cl.what, err)
 		}
-		args = gemmSM90StoreLaunch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d.s.at(d.dt), D: d.s.at(d.dt), TmD: tmD}
+		args = gemmSM90StoreLaunch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: x.d, D: x.d, TmD: tmD}
 	}
 	if err := c.launchFn(fn, lc, args); err != nil {
 		return "", fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)

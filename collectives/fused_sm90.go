@@ -121,6 +121,9 @@ const maxTensorMaps = 1024
 // kernels.GemmSM90Config's maps take them (TMABoxA, TMABoxB). The map holds the address: keep
 // b alive while kernels use it.
 func (b *Buffer) TensorMap(cols, rows int, box [2]int) (jit.TensorMap, error) {
+	if err := b.live("TensorMap"); err != nil {
+		return jit.TensorMap{}, err
+	}
 	if cols < 1 || rows < 1 || int64(cols)*int64(rows) > int64(b.n) {
 		return jit.TensorMap{}, fmt.Errorf("collectives: Buffer.TensorMap: %d x %d elements, the buffer holds %d", rows, cols, b.n)
 	}

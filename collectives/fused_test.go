@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -322,5 +323,61 @@ func TestFusedMatmulsAcrossNodes(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// TestOverlapMatmul runs AllGatherMatmul with MatmulOverlap (the copy engines' pulls beside
+// chunked gemm_sm90 calls, overlap.go) on 2, 3 and 4 emulated GPUs, strict and weak, f32
+// and bf16 out, three calls in a row with fresh inputs and a reduce-scatter in between
+// (the barriers share the pads), against the exact reference; without Options.Stream, and
+// on a shape the sm_90a GEMM cannot take, it runs split.
+func TestOverlapMatmul(t *testing.T) {
+	ctx := context.Background()
+	for _, g := range []int{2, 3, 4} {
+		for _, weak := range []bool{false, true} {
+			for _, out := range []dsl.Type{dsl.F32, dsl.BF16} {
+				t.Run(fmt.Sprintf("%dgpu/weak=%v/%s", g, weak, out), func(t *testing.T) {
+					o := fusedOpts
+					o.Target, o.Matmuls = ptx.SM90a, MatmulOverlap
+					runRanks(t, g, false, weak, int64(g), Options{}, func(e *rankEnv) error {
+						return withStream(e, o, func(c *Comm, _ *jit.Stream) error {
+							shape := MatmulShape{M: g * 20, N: 40, K: 24}
+							ag, err := e.allocAll(dsl.BF16, shape.M/g*shape.K, shape.K*shape.N, shape.M*shape.N, out)
+							if err != nil {
+								return err
+							}
+							rs, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M/g*shape.N, dsl.F32)
+							if err != nil {
+								return err
+							}
+							for call := 0; call < 3; call++ {
+								if err := e.checkAG(ctx, ag, shape, out); err != nil {
+									return fmt.Errorf("call %d: %w", call, err)
+								}
+								if got := c.LastAlgorithm(); !strings.HasPrefix(got, "copy_engine_allgather+gemm_sm90_") {
+									return fmt.Errorf("call %d ran %s", call, got)
+								}
+								if err := e.checkRS(ctx, rs, shape, dsl.F32, false); err != nil {
+									return fmt.Errorf("call %d: %w", call, err)
+								}
+							}
+							// N = 37: no TMA (16-byte rows), so it runs split.
+							odd := MatmulShape{M: g * 4, N: 37, K: 24}
+							bufs, err := e.allocAll(dsl.BF16, odd.M/g*odd.K, odd.K*odd.N, odd.M*odd.N, dsl.F32)
+							if err != nil {
+								return err
+							}
+							if err := e.checkAG(ctx, bufs, odd, dsl.F32); err != nil {
+								return err
+							}
+							if got := c.LastAlgorithm(); strings.HasPrefix(got, "copy_engine") {
+								return fmt.Errorf("N = 37 ran %s", got)
+							}
+							return nil
+						})
+					})
+				})
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
@@ -26,7 +27,8 @@ type call struct {
 	op      Op  // when reduces
 	reduces bool
 	root    int  // -1 when the call has no root
-	inPlace bool // dst is src
+	inPlace bool        // dst is src
+	stream  *jit.Stream // the stream its kernels run on (nil: Options.Stream)
 }
 
 func (c *call) String() string {

@@ -77,6 +77,10 @@ const (
 	MatmulFused
 	// MatmulSplit runs the collective and the GEMM one after the other (splitMatmul).
 	MatmulSplit
+	// MatmulOverlap runs AllGatherMatmul with the all-gather on the copy engines, chunk by
+	// chunk beside the GEMMs (overlap.go; sm_90a shapes on one node with Options.Stream),
+	// and the other matmuls split.
+	MatmulOverlap
 )
 
 // String names the mode.
@@ -88,6 +92,8 @@ func (m MatmulMode) String() string {
 		return "fused"
 	case MatmulSplit:
 		return "split"
+	case MatmulOverlap:
+		return "overlap"
 	}
 	return fmt.Sprintf("MatmulMode(%d)", int(m))
 }
@@ -102,7 +108,7 @@ func (c *Comm) fuseMatmul() bool {
 	switch c.o.Matmuls {
 	case MatmulFused:
 		return true
-	case MatmulSplit:
+	case MatmulSplit, MatmulOverlap:
 		return false
 	}
 	return c.g == 1

@@ -953,6 +953,16 @@ func (s *Stream) CopyDtoD(dst, src DevicePtr, n int64) error {
 	return s.d.impl.copyDtoD(dst, src, n, s.impl)
 }
 
+// WaitEvent makes the work enqueued on s after this call wait until e has happened (the
+// work before the point where e was last recorded, on any stream of the device, is done):
+// cuStreamWaitEvent. It does not block the host. An event never recorded is already done.
+func (s *Stream) WaitEvent(e *Event) error {
+	if s == nil || e == nil {
+		return errors.New("jit: WaitEvent needs a non-nil *Stream and *Event")
+	}
+	return s.impl.waitEvent(e.impl)
+}
+
 // Event marks a point in a stream.
 type Event struct{ impl event }
 
@@ -1041,6 +1051,7 @@ type function interface {
 
 type stream interface {
 	synchronize() error
+	waitEvent(e event) error
 	destroy() error
 }
 

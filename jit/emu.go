@@ -441,6 +441,10 @@ func dimString(d Dim3) string {
 type emuStream struct{ capturing atomic.Bool }
 
 func (s *emuStream) synchronize() error { return emuRefuseCaptured(s, "synchronize") }
+
+// waitEvent: the work before the event is already done (every operation runs when it is
+// enqueued).
+func (*emuStream) waitEvent(event) error { return nil }
 func (*emuStream) destroy() error       { return nil }
 
 // emuEvent records the wall-clock time at Record. Because the emulator finishes each

@@ -709,6 +709,14 @@ type cudaStream struct {
 
 func (s *cudaStream) raw() unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&s.s)) }
 
+func (s *cudaStream) waitEvent(e event) error {
+	ce, ok := e.(*cudaEvent)
+	if !ok {
+		return fmt.Errorf("jit: WaitEvent: the event belongs to another backend")
+	}
+	return s.d.do(func() error { return wrap("cuStreamWaitEvent", s.s.Wait(ce.e, 0)) })
+}
+
 func (s *cudaStream) synchronize() error {
 	return s.d.do(func() error { return wrap("cuStreamSynchronize", s.s.Synchronize()) })
 }

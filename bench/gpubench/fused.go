@@ -103,7 +103,7 @@ func fused(w io.Writer, args []string) error {
 // fusedResult is one measurement; scripts/bench/fused_join.py joins them with
 // scripts/bench/torch_fused.py's over (op, gpus, m, n, k), the slowest rank's time counting.
 type fusedResult struct {
-	Impl   string  `json:"impl"` // kgen/fused, kgen/comm (default options), kgen/unfused, kgen/gemm
+	Impl   string  `json:"impl"` // kgen/fused, kgen/comm (default options), kgen/overlap, kgen/unfused, kgen/gemm
 	Op     string  `json:"op"`
 	GPUs   int     `json:"gpus"`
 	Rank   int     `json:"rank"`
@@ -116,11 +116,17 @@ type fusedResult struct {
 	Kernel string  `json:"kernel,omitempty"`
 }
 
+// otherComm is a Comm of another matmul mode and the impl name its times get.
+type otherComm struct {
+	impl string
+	c    *collectives.Comm
+}
+
 // fusedBench holds one rank's communicator, stream and gemm kernel.
 type fusedBench struct {
 	r      *jit.Rank
 	c      *collectives.Comm // MatmulFused: the fused kernels
-	auto   *collectives.Comm // default options: the Comm's own choice ("kgen/comm")
+	others []otherComm       // Comms of other matmul modes, timed on buffers of their own
 	s      *jit.Stream
 	cfg    kernels.GemmConfig
 	gemms  map[bool]*jit.Function // by cfg.Aligned
@@ -148,11 +154,17 @@ func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool) (*fuse
 	if err != nil {
 		return nil, err
 	}
-	auto, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true})
-	if err != nil {
-		return nil, errors.Join(err, c.Close())
+	fb := &fusedBench{r: r, c: c, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
+	for _, x := range []struct {
+		impl string
+		mode collectives.MatmulMode
+	}{{"kgen/comm", collectives.MatmulAuto}, {"kgen/overlap", collectives.MatmulOverlap}} {
+		cm, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: x.mode})
+		if err != nil {
+			return nil, errors.Join(err, fb.close())
+		}
+		fb.others = append(fb.others, otherComm{x.impl, cm})
 	}
-	fb := &fusedBench{r: r, c: c, auto: auto, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
 	if sm90 {
 		fb.hp = kernels.DefaultGemmSM90Config(dsl.BF16)
 		kb := dsl.New(fb.hp.Name(), dsl.WithTarget(ptx.SM90a))
@@ -184,7 +196,10 @@ func (fb *fusedBench) close() error {
 	for _, m := range fb.mods {
 		errs = append(errs, m.Close())
 	}
-	errs = append(errs, fb.c.Close(), fb.auto.Close(), fb.s.Close())
+	for _, x := range fb.others {
+		errs = append(errs, x.c.Close())
+	}
+	errs = append(errs, fb.c.Close(), fb.s.Close())
 	return errors.Join(errs...)
 }
 
@@ -247,7 +262,7 @@ const (
 
 func (fb *fusedBench) alloc(n int) (*collectives.Buffer, error) { return fb.c.Alloc(dsl.BF16, n) }
 
-func (fb *fusedBench) run(op string, m, n, k int) error {
+func (fb *fusedBench) run(op string, m, n, k int) (err error) {
 	ctx := context.Background()
 	g, rank := fb.r.World, fb.r.Rank
 	if m%g != 0 {
@@ -292,11 +307,20 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 			return fb.sm90.Launch(lc90, tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), ptr(d), ptr(d))
 		}
 	}
+	var made []*collectives.Buffer // freed when the run ends (every rank frees the same, in order)
+	defer func() {
+		for _, b := range made {
+			if e := b.Free(); e != nil && err == nil {
+				err = e
+			}
+		}
+	}()
 	mk := func(nelem int, init []byte) (*collectives.Buffer, error) {
 		b, err := fb.alloc(nelem)
 		if err != nil {
 			return nil, err
 		}
+		made = append(made, b)
 		if init != nil {
 			return b, b.Write(init)
 		}
@@ -435,11 +459,13 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 				return 0, err
 			}
 		}
-		switch {
-		case kernel == "" && impl == "kgen/fused":
+		if kernel == "" && impl == "kgen/fused" {
 			kernel = fb.c.LastAlgorithm()
-		case kernel == "" && impl == "kgen/comm":
-			kernel = fb.auto.LastAlgorithm()
+		}
+		for _, x := range fb.others {
+			if kernel == "" && impl == x.impl {
+				kernel = x.c.LastAlgorithm()
+			}
 		}
 		res := fusedResult{Impl: impl, Op: op, GPUs: g, Rank: rank, M: m, N: n, K: k, TimeUS: float64(t.Nanoseconds()) / 1e3, Err: e, Kernel: kernel}
 		if fb.asJSON {
@@ -457,11 +483,12 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 	if err != nil {
 		return err
 	}
-	if fb.auto != nil {
-		// What a caller gets: the same op on a Comm of default options (its measured choice
-		// of fused kernel or collective + GEMM), on buffers of that Comm.
+	for _, x := range fb.others {
+		// The same op on a Comm of other options (kgen/comm: the defaults, what a caller
+		// gets; kgen/overlap: MatmulOverlap), on buffers of that Comm.
+		cm := x.c
 		mk2 := func(like *collectives.Buffer, init []byte) (*collectives.Buffer, error) {
-			b, err := fb.auto.Alloc(dsl.BF16, like.Len())
+			b, err := cm.Alloc(dsl.BF16, like.Len())
 			if err == nil && init != nil {
 				err = b.Write(init)
 			}
@@ -482,14 +509,19 @@ func (fb *fusedBench) run(op string, m, n, k int) error {
 		var call func() error
 		switch op {
 		case "ag_gemm":
-			call = func() error { return fb.auto.AllGatherMatmul(ctx, a2, b2, out2, s) }
+			call = func() error { return cm.AllGatherMatmul(ctx, a2, b2, out2, s) }
 		case "gemm_rs":
-			call = func() error { return fb.auto.MatmulReduceScatter(ctx, a2, b2, out2, s) }
+			call = func() error { return cm.MatmulReduceScatter(ctx, a2, b2, out2, s) }
 		default:
-			call = func() error { return fb.auto.MatmulAllReduce(ctx, a2, b2, out2, s) }
+			call = func() error { return cm.MatmulAllReduce(ctx, a2, b2, out2, s) }
 		}
-		if _, err := report("kgen/comm", call, "", out2); err != nil {
+		if _, err := report(x.impl, call, "", out2); err != nil {
 			return err
+		}
+		for _, buf := range []*collectives.Buffer{a2, b2, out2} {
+			if err := buf.Free(); err != nil {
+				return err
+			}
 		}
 	}
 	// The plain gemm of the same problem (A: M x K; ag_gemm's gathered A).

@@ -1,0 +1,194 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
+)
+
+// AllGatherMatmul with the all-gather on the copy engines (MatmulOverlap), the design of
+// PyTorch's async tensor parallelism: the GPU's DMA engines pull the peers' row slices of
+// A into local chunk buffers on a side stream while the SMs multiply the rows already
+// here, chunk by chunk, so the transfer costs no SM time and hides behind the GEMM.
+//
+// Per call, on GPU r of g, with rows = M/g:
+//
+//	compute stream: record start ──────────────────────────── gemm(a → D rows r) ── wait chunk q1 ── gemm(chunk q1) ── ... ── wait end
+//	side stream:    wait start ── barrier ── pull q1 ── record chunk q1 ── pull q2 ── ... ── barrier ── record end
+//
+// The first barrier (every GPU's side stream after its compute stream's earlier work)
+// says every peer's a is written; the pulls run in ring order q = r+1, r+2, ...; the
+// second barrier says every peer has pulled this GPU's a, so that the caller's later work
+// on the compute stream (which waits for end) may overwrite it. The chunk buffers are
+// written only by this GPU's own copies, which the next call's side stream issues after
+// waiting for this call's GEMMs (start is recorded after them).
+
+// overlapState is the Comm's side stream, its events, and the chunk buffers of one shape.
+type overlapState struct {
+	side   *jit.Stream
+	start  *jit.Event
+	end    *jit.Event
+	chunks []*jit.Event // chunks[j]: the pull from GPU rank+j has landed
+	bufs   []*sym       // bufs[q]: GPU q's rows (nil for this GPU's)
+	bytes  int          // the size of each chunk buffer
+	peerA  map[jit.DevicePtr][]jit.DevicePtr
+}
+
+// overlapFor returns the overlap state with chunk buffers of at least bytes each.
+func (c *Comm) overlapFor(ctx context.Context, cl *call, bytes int) (*overlapState, error) {
+	o := c.ovl
+	if o == nil {
+		o = &overlapState{peerA: map[jit.DevicePtr][]jit.DevicePtr{}}
+		var err error
+		if o.side, err = c.r.Device.NewStream(); err != nil {
+			return nil, cl.wrap(err)
+		}
+		c.ovl = o
+		evs := make([]*jit.Event, c.g+2) // start, end, chunks[0..g-1] (chunks[0] unused)
+		for i := range evs {
+			if evs[i], err = c.r.Device.NewEvent(); err != nil {
+				return nil, cl.wrap(err)
+			}
+		}
+		o.start, o.end, o.chunks = evs[0], evs[1], evs[2:]
+	}
+	if o.bytes < bytes {
+		o.bufs = make([]*sym, c.g)
+		for q := range o.bufs {
+			if q == c.rank {
+				continue
+			}
+			s, err := c.alloc(ctx, bytes, false)
+			if err != nil {
+				return nil, cl.wrap(err)
+			}
+			o.bufs[q] = s
+		}
+		o.bytes = bytes
+	}
+	return o, nil
+}
+
+// close releases the side stream and events (the chunk buffers are the Comm's allocations).
+func (o *overlapState) close() error {
+	if o == nil {
+		return nil
+	}
+	errs := []error{o.side.Close(), o.start.Close(), o.end.Close()}
+	for _, e := range o.chunks {
+		errs = append(errs, e.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// peers returns every GPU's address of s (NVSHMEM peer pointers), cached per allocation.
+func (c *Comm) peers(o *overlapState, s *sym) ([]jit.DevicePtr, error) {
+	if p, ok := o.peerA[s.own]; ok {
+		return p, nil
+	}
+	p := make([]jit.DevicePtr, c.g)
+	for q := range p {
+		p[q] = s.own
+		if q == c.rank {
+			continue
+		}
+		var err error
+		if p[q], err = c.r.NVSHMEM.PeerPtr(s.m, q); err != nil {
+			return nil, fmt.Errorf("collectives: peer address of GPU %d from GPU %d: %w", q, c.rank, err)
+		}
+	}
+	if len(o.peerA) >= maxTensorMaps {
+		clear(o.peerA)
+	}
+	o.peerA[s.own] = p
+	return p, nil
+}
+
+// overlapMatmul reports whether AllGatherMatmul of shape s runs on the copy engines: the
+// mode asks for it, the Comm is on one node, not capture-safe (its barriers take host
+// epochs) and has a stream of its own (on the legacy default stream the GEMMs would wait
+// for the side stream's copies), and the GEMM is gemm_sm90's (sm_90a, N and K multiples of
+// 8). Otherwise MatmulOverlap runs split.
+func (c *Comm) overlapMatmul(s MatmulShape) bool {
+	if c.o.Matmuls != MatmulOverlap || c.g == 1 || c.node.topo.Nodes > 1 || c.o.CaptureSafe || c.o.Stream == nil {
+		return false
+	}
+	ok, _ := kernels.UseSM90(c.o.Target, s.N, s.K)
+	return ok
+}
+
+// agGemmOverlap runs AllGatherMatmul on checked buffers with the copy engines (see above).
+func (c *Comm) agGemmOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s MatmulShape) error {
+	rows := s.M / c.g
+	chunk := rows * s.K * a.dt.Bytes()
+	o, err := c.overlapFor(ctx, cl, chunk)
+	if err != nil {
+		return err
+	}
+	peerA, err := c.peers(o, a.s)
+	if err != nil {
+		return err
+	}
+	main := c.o.Stream
+	barrier := func() error {
+		bc := &call{what: cl.what, dt: dsl.U32, root: -1, stream: o.side}
+		return c.launch(ctx, bc, kernels.ID{Family: kernels.FamilyP2PBarrier, DType: dsl.U32}, 1, launch.P2PBarrier{
+			Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Epoch: c.padEpoch})
+	}
+	if err := errors.Join(o.start.Record(main), o.side.WaitEvent(o.start)); err != nil {
+		return cl.wrap(err)
+	}
+	if err := barrier(); err != nil {
+		return err
+	}
+	for j := 1; j < c.g; j++ {
+		q := (c.rank + j) % c.g
+		if err := o.side.CopyDtoD(o.bufs[q].own, peerA[q], int64(chunk)); err != nil {
+			return cl.wrap(err)
+		}
+		if err := o.chunks[j].Record(o.side); err != nil {
+			return cl.wrap(err)
+		}
+	}
+	if err := barrier(); err != nil {
+		return err
+	}
+	if err := o.end.Record(o.side); err != nil {
+		return cl.wrap(err)
+	}
+	part := MatmulShape{M: rows, N: s.N, K: s.K}
+	rowsOf := func(q int) jit.AnyPtr {
+		return jit.AnyPtr{Addr: out.s.own + jit.DevicePtr(q*rows*s.N*out.dt.Bytes()), Elem: out.dt}
+	}
+	x := gemmOperands{a: a.s, b: b.s, in: a.dt, d: rowsOf(c.rank)}
+	if c.rank == 0 {
+		x.dAlloc = out.s
+	}
+	name, err := c.gemmSM90On(ctx, cl, x, part, main)
+	if err != nil {
+		return err
+	}
+	for j := 1; j < c.g; j++ {
+		q := (c.rank + j) % c.g
+		if err := main.WaitEvent(o.chunks[j]); err != nil {
+			return cl.wrap(err)
+		}
+		x := gemmOperands{a: o.bufs[q], b: b.s, in: a.dt, d: rowsOf(q)}
+		if q == 0 {
+			x.dAlloc = out.s
+		}
+		if _, err := c.gemmSM90On(ctx, cl, x, part, main); err != nil {
+			return err
+		}
+	}
+	if err := main.WaitEvent(o.end); err != nil {
+		return cl.wrap(err)
+	}
+	c.last = "copy_engine_allgather+" + name
+	return nil
+}
