@@ -26,7 +26,7 @@ type call struct {
 	n       int // elements (of the part, for ReduceScatter and AllGather)
 	op      Op  // when reduces
 	reduces bool
-	root    int  // -1 when the call has no root
+	root    int         // -1 when the call has no root
 	inPlace bool        // dst is src
 	stream  *jit.Stream // the stream its kernels run on (nil: Options.Stream)
 }

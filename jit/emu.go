@@ -445,7 +445,7 @@ func (s *emuStream) synchronize() error { return emuRefuseCaptured(s, "synchroni
 // waitEvent: the work before the event is already done (every operation runs when it is
 // enqueued).
 func (*emuStream) waitEvent(event) error { return nil }
-func (*emuStream) destroy() error       { return nil }
+func (*emuStream) destroy() error        { return nil }
 
 // emuEvent records the wall-clock time at Record. Because the emulator finishes each
 // operation before the call that enqueues it returns, the time between two events is the

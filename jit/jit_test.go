@@ -116,9 +116,9 @@ func put32(b []byte, v uint32) {
 
 type fakeStream struct{}
 
-func (fakeStream) synchronize() error { return nil }
+func (fakeStream) synchronize() error    { return nil }
 func (fakeStream) waitEvent(event) error { return nil }
-func (fakeStream) destroy() error     { return nil }
+func (fakeStream) destroy() error        { return nil }
 
 type fakeEvent struct{ t time.Time }
 
