@@ -205,7 +205,7 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
-	if c.overlapMatmul(s) {
+	if c.overlapMatmul(a.dt, out.dt, s) {
 		return c.agGemmOverlap(ctx, cl, a, b, out, s)
 	}
 	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {

@@ -110,16 +110,25 @@ func (c *Comm) peers(o *overlapState, s *sym) ([]jit.DevicePtr, error) {
 }
 
 // overlapMatmul reports whether AllGatherMatmul of shape s runs on the copy engines: the
-// mode asks for it, the Comm is on one node, not capture-safe (its barriers take host
-// epochs) and has a stream of its own (on the legacy default stream the GEMMs would wait
-// for the side stream's copies), and the GEMM is gemm_sm90's (sm_90a, N and K multiples of
-// 8). Otherwise MatmulOverlap runs split.
-func (c *Comm) overlapMatmul(s MatmulShape) bool {
-	if c.o.Matmuls != MatmulOverlap || c.g == 1 || c.node.topo.Nodes > 1 || c.o.CaptureSafe || c.o.Stream == nil {
+// Comm is on one node of several GPUs, not capture-safe (its barriers take host epochs)
+// and has a stream of its own (on the legacy default stream the GEMMs would wait for the
+// side stream's copies), the GEMM is gemm_sm90's (sm_90a, N and K multiples of 8), and the
+// mode is MatmulOverlap, or MatmulAuto where agOverlapWins. Otherwise MatmulOverlap runs
+// split.
+func (c *Comm) overlapMatmul(dt, out dsl.Type, s MatmulShape) bool {
+	if c.g == 1 || c.node.topo.Nodes > 1 || c.o.CaptureSafe || c.o.Stream == nil {
 		return false
 	}
-	ok, _ := kernels.UseSM90(c.o.Target, s.N, s.K)
-	return ok
+	if ok, _ := kernels.UseSM90(c.o.Target, s.N, s.K); !ok {
+		return false
+	}
+	switch c.o.Matmuls {
+	case MatmulOverlap:
+		return true
+	case MatmulAuto:
+		return c.agOverlapWins(dt, out, s)
+	}
+	return false
 }
 
 // agGemmOverlap runs AllGatherMatmul on checked buffers with the copy engines (see above).

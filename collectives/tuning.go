@@ -1,6 +1,11 @@
 package collectives
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/kernels"
+)
 
 // The all-reduce thresholds on one node: which algorithm runs at which size, per GPU count,
 // from measurements (docs/bench.md, "Collectives on 2 and 4 GPUs"). Options that set a
@@ -112,4 +117,35 @@ func (c *Comm) fuseMatmul() bool {
 		return false
 	}
 	return c.g == 1
+}
+
+// The estimate behind MatmulAuto's choice of the copy-engine all-gather (agOverlapWins):
+// gemm_sm90's cycle model (kernels.GemmSM90Config.Cycles) at an H100's 1.98 GHz, the
+// all-gather at the 350 GB/s per GPU that kgen's p2p_allgather reached inside the split
+// path on 4 x H100 (split minus GEMM alone), and 20 us for the overlap's two barriers.
+const (
+	smClockHz         = 1.98e9
+	allGatherBytesPS  = 350e9
+	overlapOverheadUS = 20
+)
+
+// agOverlapWins reports whether AllGatherMatmul of shape s runs faster with the copy
+// engines (g chunked GEMMs beside the transfer) than split (the all-gather, then one
+// GEMM), by the estimate above: the chunks lose only where cutting M by g costs the GEMM
+// more waves than the all-gather takes. On 4 and 2 x H100 (docs/bench.md) it picks the
+// faster of the two, or one within 1%, at every measured shape.
+func (c *Comm) agOverlapWins(dt, out dsl.Type, s MatmulShape) bool {
+	return agOverlapWins(c.g, c.r.Device.Info().Multiproc, dt, out, s)
+}
+
+// agOverlapWins is the estimate for g GPUs of sms multiprocessors.
+func agOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
+	sms = max(sms, 1)
+	us := func(m int) float64 {
+		cfg := kernels.GemmSM90For(dt, out, m, s.N, s.K, sms)
+		return cfg.Cycles(m, s.N, s.K, sms) / smClockHz * 1e6
+	}
+	ag := float64(g-1) / float64(g) * float64(s.M) * float64(s.K) * float64(dt.Bytes()) / allGatherBytesPS * 1e6
+	overlap := max(float64(g)*us(s.M/g), ag) + overlapOverheadUS
+	return overlap < us(s.M)+ag
 }

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/layout"
@@ -84,21 +85,30 @@ func GemmSM90For(in, out dsl.Type, m, n, k, sms int) GemmSM90Config {
 		if c.Check() != nil {
 			continue
 		}
-		// per element of K: tensor-core cycles (fp8 runs at twice the 16-bit rate) and load
-		// cycles
-		mma := float64(c.BM()*c.BN) * 2 / float64(4096*2/c.In.Bytes())
-		if c.Consumers == 1 {
-			mma /= 0.8
-		}
-		load := float64((c.BM()+c.BN)*c.In.Bytes()) / 48
-		waves := ceilDiv(c.Tiles(m, n), sms)
-		kSteps := ceilDiv(k, c.BK()) * c.BK()
-		cost := float64(waves) * (float64(kSteps)*max(mma, load) + gemmSM90TileOverhead)
+		cost := c.Cycles(m, n, k, sms)
 		if best.BN == 0 || cost < bestCost {
 			best, bestCost = c, cost
 		}
 	}
 	return best
+}
+
+// Cycles is GemmSM90For's estimate of the configuration's time on an M x N x K problem, in
+// SM cycles of the busiest SM (see GemmSM90For): a model for choosing, not a prediction.
+func (c GemmSM90Config) Cycles(m, n, k, sms int) float64 {
+	if c.BN <= 0 || c.Consumers <= 0 || c.In.Bytes() == 0 {
+		return math.Inf(1)
+	}
+	// per element of K: tensor-core cycles (fp8 runs at twice the 16-bit rate) and load
+	// cycles
+	mma := float64(c.BM()*c.BN) * 2 / float64(4096*2/c.In.Bytes())
+	if c.Consumers == 1 {
+		mma /= 0.8
+	}
+	load := float64((c.BM()+c.BN)*c.In.Bytes()) / 48
+	waves := ceilDiv(c.Tiles(m, n), max(sms, 1))
+	kSteps := ceilDiv(k, c.BK()) * c.BK()
+	return float64(waves) * (float64(kSteps)*max(mma, load) + gemmSM90TileOverhead)
 }
 
 // gemmSM90TileOverhead is GemmSM90For's cost of one tile outside its K steps, in cycles: the

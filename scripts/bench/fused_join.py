@@ -4,7 +4,10 @@ Per (op, gpus, M, N, K): the slowest rank's median of each implementation, in us
 ratios fused/gemm (the fusion's cost with nothing to overlap, at 1 GPU), fused/unfused (kgen's
 own collective + gemm in sequence) and fused/torch (NCCL + cuBLAS in sequence); < 1 means
 the fused kernel is faster. kgen/comm is the Comm's default choice (fused kernel, or
-collective + GEMM); comm/torch is what a caller gets against NCCL + cuBLAS.
+collective + GEMM); comm/torch is what a caller gets against NCCL + cuBLAS; kgen/overlap
+is MatmulOverlap (AllGatherMatmul on the copy engines); overlap/ideal is its time over
+max(kgen's GEMM alone, NCCL's collective alone), and "ideal speedup" 1 + shorter/longer, the
+best any overlap can do over the sequence.
 
     python3 fused_join.py KGEN.jsonl [TORCH.jsonl] [--markdown]
 """
@@ -32,8 +35,9 @@ def main():
     rows = {}
     for p in args:
         load(p, rows)
-    cols = ["kgen/fused", "kgen/comm", "kgen/unfused", "kgen/gemm", "torch/nccl+cublas", "torch/cublas"]
-    head = ["op", "gpus", "MxNxK"] + [c + " (us)" for c in cols] + ["fused/gemm", "fused/unfused", "fused/torch", "comm/torch"]
+    cols = ["kgen/fused", "kgen/comm", "kgen/overlap", "kgen/unfused", "kgen/gemm", "torch/nccl+cublas", "torch/cublas", "torch/nccl"]
+    head = (["op", "gpus", "MxNxK"] + [c + " (us)" for c in cols] +
+            ["fused/gemm", "fused/unfused", "fused/torch", "comm/torch", "overlap/torch", "overlap/ideal", "ideal speedup"])
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for key in sorted(rows):
@@ -46,8 +50,15 @@ def main():
 
         cells = [op, str(g), f"{m}x{n}x{k}"] + [f"{d[c]:.1f}" if c in d else "-" for c in cols]
         cells += [ratio("kgen/gemm"), ratio("kgen/unfused"), ratio("torch/nccl+cublas")]
-        c, t = d.get("kgen/comm"), d.get("torch/nccl+cublas")
-        cells.append(f"{c / t:.3f}" if c and t else "-")
+        t = d.get("torch/nccl+cublas")
+        for c in (d.get("kgen/comm"), d.get("kgen/overlap")):
+            cells.append(f"{c / t:.3f}" if c and t else "-")
+        # The ideal overlapped time: max(kgen's GEMM alone, NCCL's collective alone); the
+        # ideal speedup over the sequence: 1 + shorter/longer.
+        gm, nc, ov = d.get("kgen/gemm"), d.get("torch/nccl"), d.get("kgen/overlap")
+        ideal = max(gm, nc) if gm and nc else None
+        cells.append(f"{ov / ideal:.3f}" if ov and ideal else "-")
+        cells.append(f"{1 + min(gm, nc) / max(gm, nc):.2f}" if ideal else "-")
         print("| " + " | ".join(cells) + " |")
 
 

@@ -4,7 +4,7 @@ For each problem MxNxK (every rank's GEMM, as gpubench fused reads it) and op:
   ag_gemm: all_gather_into_tensor(A, A_r) then torch.matmul(A, B)   (A_r: M/N x K)
   gemm_rs: torch.matmul(A, B) then reduce_scatter_tensor             (A: M x K slice of K)
   gemm_ar: torch.matmul(A, B) then all_reduce
-and the plain torch.matmul of the same M x N x K. bf16, CUDA events on the current stream,
+the plain torch.matmul of the same M x N x K, and the collective alone (NCCL). bf16, CUDA events on the current stream,
 3 warm-ups, median of --reps; the first call's result is checked against a float32 matmul of
 the gathered / summed inputs on a few rows. Rank 0 prints one JSON object per
 measurement, the slowest rank's median (all-reduce MAX), for fused_join.py.
@@ -69,6 +69,9 @@ def main():
                     dist.all_gather_into_tensor(full, a)
                     torch.matmul(full, b, out=out)
 
+                def coll():
+                    dist.all_gather_into_tensor(full, a)
+
                 seq()
                 want = (full[:: max(1, m // 8)].float() @ b.float())
                 got = out[:: max(1, m // 8)].float()
@@ -79,10 +82,16 @@ def main():
                     def seq():
                         torch.matmul(a, b, out=tmp)
                         dist.reduce_scatter_tensor(out, tmp)
+
+                    def coll():
+                        dist.reduce_scatter_tensor(out, tmp)
                 else:
                     def seq():
                         torch.matmul(a, b, out=out)
                         dist.all_reduce(out)
+
+                    def coll():
+                        dist.all_reduce(tmp)
 
                 seq()
                 p = (a.float() @ b.float())
@@ -97,8 +106,9 @@ def main():
             bad = bad or not ok
             t_seq = timed(seq, args.reps)
             t_mm = timed(lambda: torch.matmul(gemm_a, b, out=tmp), args.reps)
+            t_coll = timed(coll, args.reps)
             if rank == 0:
-                for impl, t in (("torch/nccl+cublas", t_seq), ("torch/cublas", t_mm)):
+                for impl, t in (("torch/nccl+cublas", t_seq), ("torch/cublas", t_mm), ("torch/nccl", t_coll)):
                     print(json.dumps({"impl": impl, "op": op, "gpus": g, "rank": 0, "m": m, "n": n, "k": k,
                                       "time_us": t, "ok": ok}), flush=True)
             del a, b, out, tmp

@@ -1,0 +1,33 @@
+package collectives
+
+import (
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+)
+
+// TestAGOverlapChoice checks MatmulAuto's estimate against the shapes measured on 2 and 4 x
+// H100 (132 SMs, bf16; docs/bench.md) where one design was clearly faster (by more than
+// 3%): copy-engine overlap or split.
+func TestAGOverlapChoice(t *testing.T) {
+	for _, c := range []struct {
+		g       int
+		m, n, k int
+		overlap bool // the faster design measured
+	}{
+		{4, 8192, 4096, 14336, true},  // 1265.8 vs 1692.7 us
+		{4, 4096, 14336, 8192, false}, // 1422.7 vs 1304.8
+		{4, 8192, 8192, 7168, true},   // 1348.1 vs 1423.0
+		{4, 4096, 8192, 7168, true},   // 695.6 vs 734.8
+		{4, 8192, 8192, 8192, true},   // 1488.4 vs 1626.1
+		{2, 8192, 4096, 14336, true},  // 1200.8 vs 1518.5
+		{2, 4096, 4096, 4096, true},   // 234.1 vs 264.4
+		{2, 8192, 8192, 7168, true},   // 1258.7 vs 1356.1
+		{2, 8192, 8192, 8192, true},   // 1425.0 vs 1526.8
+	} {
+		got := agOverlapWins(c.g, 132, dsl.BF16, dsl.BF16, MatmulShape{M: c.m, N: c.n, K: c.k})
+		if got != c.overlap {
+			t.Errorf("%d GPUs %dx%dx%d: overlap %v, measured faster: overlap %v", c.g, c.m, c.n, c.k, got, c.overlap)
+		}
+	}
+}
