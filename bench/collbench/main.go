@@ -47,6 +47,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -115,7 +116,42 @@ type config struct {
 	graphReps, bigBytes    int
 	inPlace                bool
 	soak, soakBig, soakMax int
+	sizes                  []int // -sizes, else nil: minBytes..maxBytes by factors of 4
 	start                  time.Time
+}
+
+// sizeList returns the sizes to run.
+func (cfg *config) sizeList() []int {
+	if cfg.sizes != nil {
+		return cfg.sizes
+	}
+	var out []int
+	for size := cfg.minBytes; size <= cfg.maxBytes; size *= 4 {
+		out = append(out, size)
+	}
+	return out
+}
+
+// parseSize reads 4096, 4K, 4KiB, 1M, 1G.
+func parseSize(s string) (int, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "b"), "i")
+	mul := 1
+	switch {
+	case strings.HasSuffix(t, "k"):
+		mul = 1 << 10
+	case strings.HasSuffix(t, "m"):
+		mul = 1 << 20
+	case strings.HasSuffix(t, "g"):
+		mul = 1 << 30
+	}
+	if mul > 1 {
+		t = t[:len(t)-1]
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes (4096, 4K, 1M)", s)
+	}
+	return n * mul, nil
 }
 
 // operation is one collective (an all-reduce algorithm forced through the Comm's options,
@@ -161,6 +197,7 @@ func main() {
 	flag.IntVar(&cfg.soak, "soak", 0, "soak instead of timing: this many calls per size (0: time)")
 	flag.IntVar(&cfg.soakBig, "soak-big", 100, "soak calls per size above -soak-big-bytes")
 	flag.IntVar(&cfg.soakMax, "soak-big-bytes", 1<<20, "where -soak-big starts")
+	sizes := flag.String("sizes", "", "comma-separated sizes (4K, 1M, 65536, ...) instead of -min-bytes..-max-bytes by factors of 4")
 	cpuprofile := flag.String("cpuprofile", "", "write rank 0's CPU profile to this file (host-side cost)")
 	flag.Parse()
 	cfg.start = time.Now()
@@ -173,6 +210,13 @@ func main() {
 			log.Fatalf("collbench: %v", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	for _, x := range split(*sizes) {
+		n, err := parseSize(x)
+		if err != nil {
+			log.Fatalf("collbench: -sizes: %v", err)
+		}
+		cfg.sizes = append(cfg.sizes, n)
 	}
 	cfg.modes = map[string]bool{}
 	switch {
@@ -357,7 +401,10 @@ func runComm(r *jit.Rank, cfg *config, o operation, opts collectives.Options, dt
 	}
 	defer b.e1.Close()
 	esize := dt.Bytes()
-	for size := cfg.minBytes; size <= cfg.maxBytes && size <= o.maxBytes; size *= 4 {
+	for _, size := range cfg.sizeList() {
+		if size > o.maxBytes {
+			continue
+		}
 		n := size / esize
 		if o.op != "allreduce" {
 			n = n / r.World * r.World // whole parts
@@ -512,6 +559,9 @@ func (b *bench) size(ctx context.Context, n int) error {
 	bytes := n * b.dt.Bytes()
 	inPlace := cfg.inPlace && cfg.soak == 0 && b.o.op == "allreduce"
 	mode := "loop+call"
+	if cfg.soak > 0 {
+		mode = "loop"
+	}
 	if b.graph {
 		mode = "graph"
 	}
