@@ -20,7 +20,7 @@
 #   ANCHORS  nccl_eager,nccl_graph,symm
 #   ITERS 50, GRAPH_CALLS 50, GRAPH_CALLS_BIG 10 (above BIG_BYTES 4M), GRAPH_REPS 5
 #   SOAK 1000 calls per size up to SOAK_BIG_BYTES (1M), SOAK_BIG 100 above; SOAK_MODES loop,graph
-#   BUDGET 460 (s, the whole suite); ANCHORS_CAP 170, KGEN_CAP 240, SOAK_CAP 150 (s per
+#   BUDGET 450 (s, the whole suite); ANCHORS_CAP 170, KGEN_CAP 240, SOAK_CAP 150 (s per
 #   phase); KGEN_OP_LIMIT 110, SOAK_OP_LIMIT 70 (s per kgen launch: one operation)
 #   OUT /tmp/collsuite (anchors-N.jsonl kgen-N.jsonl soak-N.jsonl suite-N.log tables-N.md env-N.txt)
 #   BIN .gpu, NGPU, PYTHON, BACKEND (cuda; emu runs the kgen phases on the emulator, for tests)
@@ -61,7 +61,7 @@ soak=${SOAK:-1000}
 soakbig=${SOAK_BIG:-100}
 soakbigb=${SOAK_BIG_BYTES:-1M}
 soakmodes=${SOAK_MODES:-loop,graph}
-budget=${BUDGET:-460}
+budget=${BUDGET:-450}
 deadline=$((t0 + budget))
 A=$out/anchors-$ngpu.jsonl K=$out/kgen-$ngpu.jsonl S=$out/soak-$ngpu.jsonl L=$out/suite-$ngpu.log
 : >"$A"; : >"$K"; : >"$S"; : >"$L"
@@ -80,7 +80,7 @@ limit() {
 	local now left
 	now=$(date +%s)
 	left=$(($1 < deadline ? $1 - now : deadline - now))
-	left=$((left - 5))
+	left=$((left - 10)) # kgen launch's grace and the tables
 	[ "$left" -lt 20 ] && { echo 0; return; }
 	echo $(($2 < left ? $2 : left))
 }
@@ -102,7 +102,7 @@ kgen() {
 	shift 3
 	local err=$work/$name.err
 	say "$name: start (limit ${lim}s)"
-	timeout -s TERM -k 20 $((lim + 15)) "$bin/kgen" launch -n "$ngpu" --backend "$backend" --timeout "${lim}s" -- \
+	timeout -s TERM -k 10 $((lim + 10)) "$bin/kgen" launch -n "$ngpu" --backend "$backend" --timeout "${lim}s" -- \
 		"$bin/collbench" "$@" >>"$dst" 2>"$err"
 	local rc=$?
 	cat "$err" >>"$L"
@@ -142,7 +142,7 @@ for phase in $phases; do
 		else
 			say "anchors: torchrun coll_anchors.py ${aops[*]} (limit ${lim}s)"
 			sizes_py=$sizes
-			timeout -s TERM -k 20 "$lim" "$py" -m torch.distributed.run --standalone --nproc-per-node="$ngpu" \
+			timeout -s TERM -k 10 "$lim" "$py" -m torch.distributed.run --standalone --nproc-per-node="$ngpu" \
 				"$here/coll_anchors.py" --ops "$(IFS=,; echo "${aops[*]}")" --dtypes "$dtypes" --sizes "$sizes_py" \
 				--anchors "$anchors" --iters "$iters" --graph-calls "$gcalls" --graph-calls-big "$gbig" \
 				--big-bytes "$bigb" --graph-reps "$greps" >>"$A" 2>"$work/anchors.err"
