@@ -588,6 +588,10 @@ func (b *bench) size(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	// Every rank has read its result before any rank's next call can write into it.
+	if err := b.sync(); err != nil {
+		return err
+	}
 	if cfg.soak > 0 {
 		return b.soak(ctx, bs, n, kernel, check)
 	}
