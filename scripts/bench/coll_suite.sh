@@ -21,7 +21,8 @@
 #   ITERS 50, GRAPH_CALLS 50, GRAPH_CALLS_BIG 10 (above BIG_BYTES 4M), GRAPH_REPS 5
 #   SOAK 1000 calls per size up to SOAK_BIG_BYTES (1M), SOAK_BIG 100 above; SOAK_MODES loop,graph
 #   BUDGET 450 (s, the whole suite); ANCHORS_CAP 170, KGEN_CAP 240, SOAK_CAP 150 (s per
-#   phase); KGEN_OP_LIMIT 110, SOAK_OP_LIMIT 70 (s per kgen launch: one operation)
+#   phase); KGEN_OP_LIMIT 75, SOAK_OP_LIMIT 50 (s per kgen launch: one operation;
+#            expected 5-15 s each)
 #   OUT /tmp/collsuite (anchors-N.jsonl kgen-N.jsonl soak-N.jsonl suite-N.log tables-N.md env-N.txt)
 #   BIN .gpu, NGPU, PYTHON, BACKEND (cuda; emu runs the kgen phases on the emulator, for tests)
 #
@@ -33,6 +34,7 @@ set -uo pipefail
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-8589934592}
 here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../.." || exit 2
 t0=$(date +%s)
 backend=${BACKEND:-cuda}
 if [ -z "${NGPU:-}" ]; then
@@ -162,7 +164,7 @@ for phase in $phases; do
 	kgen)
 		capend=$(($(date +%s) + ${KGEN_CAP:-240}))
 		for op in "${oplist[@]}"; do
-			lim=$(limit "$capend" "${KGEN_OP_LIMIT:-110}")
+			lim=$(limit "$capend" "${KGEN_OP_LIMIT:-75}")
 			if [ "$lim" = 0 ]; then
 				say "SKIPPED kgen $op (budget)"; failures+=("SKIPPED kgen $op (budget)"); continue
 			fi
@@ -173,7 +175,7 @@ for phase in $phases; do
 	soak)
 		capend=$(($(date +%s) + ${SOAK_CAP:-150}))
 		for op in "${oplist[@]}"; do
-			lim=$(limit "$capend" "${SOAK_OP_LIMIT:-70}")
+			lim=$(limit "$capend" "${SOAK_OP_LIMIT:-50}")
 			if [ "$lim" = 0 ]; then
 				say "SKIPPED soak $op (budget)"; failures+=("SKIPPED soak $op (budget)"); continue
 			fi
