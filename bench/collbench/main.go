@@ -8,8 +8,8 @@
 //   - call: an event pair around each of -iters calls, synchronised after each; the median.
 //   - graph: N calls (-graph-calls, -graph-calls-big above -big-bytes) captured into one
 //     CUDA graph through Comm.Capture on a CaptureSafe Comm, the graph replayed -graph-reps
-//     times, each replay between an event pair; the median replay / N. Lamport and push
-//     have no graph variant (they keep host state per call): they print a "skipped" line.
+//     times, each replay between an event pair; the median replay / N. Push has no graph
+//     variant without multicast: it prints a "skipped" line.
 //
 // Every (operation, type, Comm, size) is checked once before it is timed: the inputs are
 // (rank+1)*(i%5+1) (small integers: exact in bf16 and f16), the outputs compared with the
@@ -282,16 +282,15 @@ func operations(names []string, blocks int) ([]operation, error) {
 		o.CaptureSafe = true
 		return &o
 	}
+	lamport := with(func(o *collectives.Options) { o.LamportMaxBytes, o.OneShotMaxBytes = 4<<20, huge })
+	oneshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes = true, huge })
+	twoshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, -1 })
 	all := map[string]operation{
-		"lamport": {name: "lamport", op: "allreduce", maxBytes: 4 << 20,
-			opts:    with(func(o *collectives.Options) { o.LamportMaxBytes, o.OneShotMaxBytes = 4<<20, huge }),
-			noGraph: "the Lamport all-reduce keeps its slot and clear count on the host: no graph variant"},
-		"oneshot": {name: "oneshot", op: "allreduce", maxBytes: 64 << 20,
-			opts:  with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes = true, huge }),
-			graph: graph(with(func(o *collectives.Options) { o.OneShotMaxBytes = huge }))},
-		"twoshot": {name: "twoshot", op: "allreduce", maxBytes: huge,
-			opts:  with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, -1 }),
-			graph: graph(with(func(o *collectives.Options) { o.OneShotMaxBytes = 1 }))},
+		// The graph variants take the same thresholds (graphPlan): Lamport's keeps its
+		// epoch and clear count on the device.
+		"lamport": {name: "lamport", op: "allreduce", maxBytes: 4 << 20, opts: lamport, graph: graph(lamport)},
+		"oneshot": {name: "oneshot", op: "allreduce", maxBytes: 64 << 20, opts: oneshot, graph: graph(oneshot)},
+		"twoshot": {name: "twoshot", op: "allreduce", maxBytes: huge, opts: twoshot, graph: graph(twoshot)},
 		"push": {name: "push", op: "allreduce", maxBytes: huge,
 			opts:    with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, 1 }),
 			noGraph: "the push all-reduce (two kernels, a part buffer) has no graph variant without multicast"},
@@ -519,6 +518,20 @@ func (b *bench) buffers(ctx context.Context, n int, inPlace bool) (*buffers, err
 	return &bs, nil
 }
 
+// free releases the size's buffers (collective: every rank at the same point), so that a
+// Comm's memory is one size's, not the sum over sizes. The Comm keeps its scratch.
+func (bs *buffers) free() {
+	bufs := []*collectives.Buffer{bs.dst}
+	if bs.src != bs.dst {
+		bufs = append(bufs, bs.src)
+	}
+	for _, x := range bufs {
+		if err := x.Free(); err != nil {
+			log.Printf("collbench: freeing a buffer: %v", err)
+		}
+	}
+}
+
 // check reads dst and compares it with want: "ok", or what differs.
 func (b *bench) check(bs *buffers) (string, error) {
 	got := make([]byte, len(bs.want))
@@ -585,6 +598,7 @@ func (b *bench) size(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	defer bs.free() // after the graphs of this size are closed (deferred later, run first)
 	if err := b.sync(); err != nil {
 		return err
 	}
