@@ -12,7 +12,7 @@ out=${OUT:-/tmp/collbench}
 mkdir -p "$out"
 nvidia-smi --query-gpu=index,name --format=csv,noheader
 nccl() { NGPU=$ngpu bash scripts/bench/run_nccl.sh --json "$@" 2>>"$out/nccl.err" || { tail -20 "$out/nccl.err"; exit 1; }; }
-kgen() { ./.gpu/kgen launch -n "$ngpu" --backend cuda -- ./.gpu/collbench "$@" 2>>"$out/kgen.err" || { tail -30 "$out/kgen.err"; exit 1; }; }
+kgen() { ./.gpu/kgen launch -n "$ngpu" --backend cuda -- ./.gpu/collbench -inplace "$@" 2>>"$out/kgen.err" || { tail -30 "$out/kgen.err"; exit 1; }; }
 nccl >"$out/nccl-call.jsonl"
 nccl --loop >"$out/nccl-loop.jsonl"
 kgen >"$out/kgen-call.jsonl"
