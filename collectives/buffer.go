@@ -45,8 +45,8 @@ func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
 	if !supported(dt) {
 		return nil, fmt.Errorf("collectives: element type %s is not supported (f32, f16, bf16, s32; e4m3 and e5m2 with multicast on sm_100a)", dt)
 	}
-	if n < 1 || n > math.MaxInt32/16 {
-		return nil, fmt.Errorf("collectives: %d elements: want 1 to %d", n, math.MaxInt32/16)
+	if maxN := (math.MaxInt32 - 15) / dt.Bytes(); n < 1 || n > maxN {
+		return nil, fmt.Errorf("collectives: %d elements of %s: want 1 to %d (the kernels index elements in 32 bits; a buffer holds at most 2 GiB)", n, dt, maxN)
 	}
 	s, err := c.alloc(context.Background(), n*dt.Bytes(), true)
 	if err != nil {

@@ -25,12 +25,13 @@ const (
 
 // Defaults of the algorithm choice (message sizes in bytes per GPU). Without multicast the
 // Lamport and one-shot limits come from the measured table of tuning.go, per GPU count;
-// DefaultOneShotMaxBytes is the multimem one-shot's limit. 64 blocks saturate the two-shot
-// kernel on 2 GPUs. The push all-reduce (PushMinBytes) was slower than the two-shot kernel
-// on 4 GPUs and is off.
+// DefaultOneShotMaxBytes is the multimem one-shot's limit. On 4 x H100 the two-shot kernel
+// took 346.7 us at 64 MiB (bf16) on 64 blocks, 331.4 on 128, 329.0 on 256, and the same
+// (91.7-92.8) at 16 MiB: 128 blocks. The push all-reduce (PushMinBytes) was slower than the
+// two-shot kernel on 4 GPUs and is off.
 const (
 	DefaultOneShotMaxBytes = 16 << 10
-	DefaultMaxBlocks       = 64
+	DefaultMaxBlocks       = 128
 	DefaultPushMinBytes    = -1
 )
 
@@ -62,6 +63,11 @@ type Options struct {
 	// only) instead of the two-shot kernel, whose reduce-scatter pulls with peer loads
 	// (default DefaultPushMinBytes, which is off; negative: never).
 	PushMinBytes int
+	// ReduceScatterPullMinBytes is the smallest peer-to-peer reduce-scatter input (bytes)
+	// that runs p2p_reducescatter_pull (peer loads, no scratch) instead of
+	// p2p_reducescatter (peer stores into scratch, then a local reduction). 0: the measured
+	// table (tuning.go); negative: never.
+	ReduceScatterPullMinBytes int
 	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
 	// DefaultMaxBlocks).
 	MaxBlocks int

@@ -413,7 +413,17 @@ func (c *Comm) ReduceScatterAlgorithm(dt dsl.Type, op Op, m int) string {
 	if c.mc && mmReduces(dt, op) {
 		return name(reduction(kernels.FamilyMMReduceScatter, op, dt))
 	}
-	return name(reduction(kernels.FamilyP2PReduceScatter, op, dt))
+	return name(reduction(c.p2pReduceScatterFamily(m*c.g*dt.Bytes()), op, dt))
+}
+
+// p2pReduceScatterFamily is the peer-to-peer reduce-scatter of an input of bytes:
+// p2p_reducescatter_pull (peer loads) from thresholds.rsPull, else p2p_reducescatter (peer
+// stores into scratch, then a local reduction).
+func (c *Comm) p2pReduceScatterFamily(bytes int) kernels.Family {
+	if c.thr.rsPull >= 0 && bytes >= c.thr.rsPull {
+		return kernels.FamilyP2PReduceScatterPull
+	}
+	return kernels.FamilyP2PReduceScatter
 }
 
 func (c *Comm) reduceScatter(ctx context.Context, cl *call, dst, src *Buffer, op Op) error {
@@ -424,6 +434,10 @@ func (c *Comm) reduceScatter(ctx context.Context, cl *call, dst, src *Buffer, op
 		return c.launch(ctx, cl, reduction(kernels.FamilyMMReduceScatter, op, dt), blocks, launch.MMReduceScatter{
 			InMC: src.s.multicast(dt), Out: dst.s.at(dt), FlagsMC: c.flags.multicast(ptx.U32), FlagsUC: c.flags.at(ptx.U32),
 			Rank: rank, NGPUs: g, N: uint32(m), Epoch: c.flagEpoch})
+	}
+	if c.p2pReduceScatterFamily(src.Bytes()) == kernels.FamilyP2PReduceScatterPull {
+		return c.launch(ctx, cl, reduction(kernels.FamilyP2PReduceScatterPull, op, dt), blocks, launch.P2PReduceScatterPull{
+			Ins: src.s.table(), Out: dst.s.at(dt), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: uint32(m), Epoch: c.padEpoch})
 	}
 	if err := c.ensureScratch(ctx, cl, kernels.CollMaxGPUs*m*dt.Bytes()); err != nil {
 		return err

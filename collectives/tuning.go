@@ -18,6 +18,7 @@ type p2pTuning struct {
 	gpus       int
 	lamportMax int
 	oneShotMax int
+	rsPullMin  int // p2p_reducescatter_pull from this input size on (0: always)
 }
 
 // p2pTunings holds the measured GPU counts, ascending. 4 x H100 (NV18, 2026-11-27, loop
@@ -47,6 +48,7 @@ func p2pTuningFor(gpus int) p2pTuning {
 type thresholds struct {
 	lamport int // Lamport for floats up to this size (peer-to-peer only)
 	oneShot int // one-shot up to this size (0: never)
+	rsPull  int // the peer-to-peer reduce-scatter pulls from inputs of this size on (negative: never)
 }
 
 // mcLamportMaxBytes is Lamport's limit on a Comm with multicast, where it only serves the
@@ -67,6 +69,10 @@ func chooseThresholds(o Options, gpus int, multicast bool) thresholds {
 	}
 	if o.OneShotMaxBytes > 0 {
 		t.oneShot = o.OneShotMaxBytes
+	}
+	t.rsPull = p.rsPullMin
+	if o.ReduceScatterPullMinBytes != 0 {
+		t.rsPull = o.ReduceScatterPullMinBytes
 	}
 	return t
 }

@@ -38,23 +38,24 @@ const (
 // reduction op (ID.Op); the fp8 multimem reductions are families of their own (their targets
 // differ).
 const (
-	FamilyP2PAllReduce1Shot   Family = "p2p_allreduce_1shot"
-	FamilyP2PAllReduce2Shot   Family = "p2p_allreduce_2shot"
-	FamilyP2PAllReduceLamport Family = "p2p_allreduce_lamport"
-	FamilyP2PReduceScatter    Family = "p2p_reducescatter"
-	FamilyP2PAllGather        Family = "p2p_allgather"
-	FamilyP2PBroadcast        Family = "p2p_broadcast"
-	FamilyP2PBarrier          Family = "p2p_barrier"
-	FamilyMMAllReduce1Shot    Family = "mm_allreduce_1shot"
-	FamilyMMAllReduce2Shot    Family = "mm_allreduce_2shot"
-	FamilyMMAllReducePush     Family = "mm_allreduce_push"
-	FamilyMMReduceScatter     Family = "mm_reducescatter"
-	FamilyMMAllReduce1ShotFP8 Family = "mm_allreduce_1shot_fp8"
-	FamilyMMAllReduce2ShotFP8 Family = "mm_allreduce_2shot_fp8"
-	FamilyMMReduceScatterFP8  Family = "mm_reducescatter_fp8"
-	FamilyMMAllGather         Family = "mm_allgather"
-	FamilyMMBroadcast         Family = "mm_broadcast"
-	FamilyMMBarrier           Family = "mm_barrier"
+	FamilyP2PAllReduce1Shot    Family = "p2p_allreduce_1shot"
+	FamilyP2PAllReduce2Shot    Family = "p2p_allreduce_2shot"
+	FamilyP2PAllReduceLamport  Family = "p2p_allreduce_lamport"
+	FamilyP2PReduceScatter     Family = "p2p_reducescatter"
+	FamilyP2PReduceScatterPull Family = "p2p_reducescatter_pull"
+	FamilyP2PAllGather         Family = "p2p_allgather"
+	FamilyP2PBroadcast         Family = "p2p_broadcast"
+	FamilyP2PBarrier           Family = "p2p_barrier"
+	FamilyMMAllReduce1Shot     Family = "mm_allreduce_1shot"
+	FamilyMMAllReduce2Shot     Family = "mm_allreduce_2shot"
+	FamilyMMAllReducePush      Family = "mm_allreduce_push"
+	FamilyMMReduceScatter      Family = "mm_reducescatter"
+	FamilyMMAllReduce1ShotFP8  Family = "mm_allreduce_1shot_fp8"
+	FamilyMMAllReduce2ShotFP8  Family = "mm_allreduce_2shot_fp8"
+	FamilyMMReduceScatterFP8   Family = "mm_reducescatter_fp8"
+	FamilyMMAllGather          Family = "mm_allgather"
+	FamilyMMBroadcast          Family = "mm_broadcast"
+	FamilyMMBarrier            Family = "mm_barrier"
 )
 
 // collFamilies says, per collective family, whether it synchronises through the multimem
@@ -65,7 +66,7 @@ var collFamilies = map[Family]struct {
 	barriers int
 }{
 	FamilyP2PAllReduce1Shot: {false, 2}, FamilyP2PAllReduce2Shot: {false, 2}, FamilyP2PAllReduceLamport: {false, 0},
-	FamilyP2PReduceScatter: {false, 2}, FamilyP2PAllGather: {false, 2}, FamilyP2PBroadcast: {false, 2}, FamilyP2PBarrier: {false, 1},
+	FamilyP2PReduceScatter: {false, 2}, FamilyP2PReduceScatterPull: {false, 2}, FamilyP2PAllGather: {false, 2}, FamilyP2PBroadcast: {false, 2}, FamilyP2PBarrier: {false, 1},
 	FamilyMMAllReduce1Shot: {true, 2}, FamilyMMAllReduce2Shot: {true, 2}, FamilyMMAllReducePush: {true, 2}, FamilyMMReduceScatter: {true, 2},
 	FamilyMMAllReduce1ShotFP8: {true, 2}, FamilyMMAllReduce2ShotFP8: {true, 2}, FamilyMMReduceScatterFP8: {true, 2},
 	FamilyMMAllGather: {true, 2}, FamilyMMBroadcast: {true, 2}, FamilyMMBarrier: {true, 1},

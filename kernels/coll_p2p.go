@@ -45,6 +45,13 @@ func init() {
 	for _, o := range collOps {
 		op := o.op
 		register(&Spec{
+			Name:   string(FamilyP2PReduceScatterPull) + "_" + o.name,
+			Family: FamilyP2PReduceScatterPull, Reduces: true, Op: op,
+			Doc:    "reduce-scatter (" + o.name + ") by peer loads: GPU r reads part r of every GPU's input through peer pointers and reduces it in registers (the two-shot all-reduce's first half); 2 barriers",
+			DTypes: collDTypes,
+			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PReduceScatterPull(k, dt, op) },
+		})
+		register(&Spec{
 			Name:   string(FamilyP2PReduceScatter) + "_" + o.name,
 			Family: FamilyP2PReduceScatter, Reduces: true, Op: op,
 			Doc:    "reduce-scatter (" + o.name + ") by peer stores: GPU r pushes part g of its input into GPU g's scratch, then each GPU reduces its scratch locally; 2 barriers",
@@ -208,11 +215,17 @@ func forPeers(k *dsl.Kernel, ngpus dsl.Value, body func(p int)) {
 	}
 }
 
-// isSentinel reports whether x is -0.0, the Lamport "not written yet" marker: zero, and 1/x
-// negative (data never holds -0.0: senders turn it into +0.0).
+// isSentinel reports whether x is -0.0, the Lamport "not written yet" marker: its bits are
+// the sign bit alone (data never holds -0.0: senders turn it into +0.0). An integer compare,
+// cheaper than a float test through 1/x on every polled element.
 func isSentinel(x dsl.Value) dsl.Value {
-	f := x.To(dsl.F32)
-	return f.Eq(float32(0)).And(f.Rcp().Lt(float32(0)))
+	switch x.Type().Bits() {
+	case 16:
+		return x.Bitcast(dsl.U16).Eq(uint16(0x8000))
+	case 64:
+		return x.Bitcast(dsl.U64).Eq(uint64(1) << 63)
+	}
+	return x.Bitcast(dsl.U32).Eq(uint32(0x80000000))
 }
 
 // P2PLamportArgs are p2p_allreduce_lamport's parameters.
@@ -418,6 +431,45 @@ func p2pReduceScatter(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ord barrierOr
 	k.If(aligned, func() { eachVec(k, zero, m, vec, 1, reduce) }).Else(func() { eachVec(k, zero, m, 1, 1, reduce) })
 }
 
+// P2PReduceScatterPullArgs are p2p_reducescatter_pull's parameters: n is the part size
+// (every GPU's input holds ngpus parts of n elements, out one).
+type P2PReduceScatterPullArgs struct {
+	Ins                   dsl.PeerTable // every GPU's input, of dt
+	Out                   dsl.Ptr       // this GPU's part, of dt
+	Pads                  dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
+}
+
+// P2PReduceScatterPull writes out[0:m] = op over GPUs of ins[g][rank*m : rank*m+m] (m = n):
+// the two-shot all-reduce's first half. A barrier (every GPU's input is written), then each
+// thread loads its vectors of part rank from every GPU's input through peer pointers,
+// reduces them in f32 (i32 for integers) and stores out; a last barrier keeps the inputs
+// alive until every GPU has read its part. No scratch and no second pass over memory: the
+// NVLink traffic is the peers' loads alone (p2p_reducescatter pushes into scratch, then
+// reads it again to reduce).
+func P2PReduceScatterPull(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	p2pReduceScatterPull(k, dt, op, false)
+}
+
+func p2pReduceScatterPull(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
+	a := dsl.Params[P2PReduceScatterPullArgs](k, dt)
+	ins := peerTable(k, a.Ins.Table(), a.NGPUs)
+	m := a.N
+	vec := vecOf(dt)
+	zero := k.Const(dsl.U32, 0)
+	base := a.Rank.Mul(m)
+	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
+	reduce := func(i dsl.Value, w int) {
+		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return base.Add(i) }))
+		storeN(k, a.Out, i, sum.To(dt))
+	}
+	// rank*m + i is a multiple of the vector width only when m is.
+	k.If(m.Rem(uint32(vec)).Eq(0), func() { eachVec(k, zero, m, vec, 1, reduce) }).Else(func() { eachVec(k, zero, m, 1, 1, reduce) })
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
+	ew.end(k, epoch.Add(2))
+}
+
 // P2PBroadcastArgs are p2p_broadcast's parameters.
 type P2PBroadcastArgs struct {
 	In                          dsl.Ptr       // the root's input, of dt
@@ -469,6 +521,9 @@ func registerP2PGraph() {
 		case FamilyP2PReduceScatter:
 			op := s.Op
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pReduceScatter(k, dt, op, ordered, true) })
+		case FamilyP2PReduceScatterPull:
+			op := s.Op
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pReduceScatterPull(k, dt, op, true) })
 		case FamilyP2PAllGather:
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllGather(k, dt, ordered, true) })
 		case FamilyP2PAllReduceLamport:

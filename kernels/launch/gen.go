@@ -53,6 +53,7 @@ var twins = []twin{
 	of[kernels.P2PTwoShotArgs]("P2PTwoShot", false, "P2PTwoShot launches p2p_allreduce_2shot."),
 	of[kernels.P2PLamportArgs]("P2PLamport", false, "P2PLamport launches p2p_allreduce_lamport."),
 	of[kernels.P2PReduceScatterArgs]("P2PReduceScatter", false, "P2PReduceScatter launches p2p_reducescatter."),
+	of[kernels.P2PReduceScatterPullArgs]("P2PReduceScatterPull", false, "P2PReduceScatterPull launches p2p_reducescatter_pull."),
 	of[kernels.P2PAllGatherArgs]("P2PAllGather", false, "P2PAllGather launches p2p_allgather."),
 	of[kernels.P2PBroadcastArgs]("P2PBroadcast", false, "P2PBroadcast launches p2p_broadcast."),
 	of[kernels.P2PBarrierArgs]("P2PBarrier", false, "P2PBarrier launches p2p_barrier."),

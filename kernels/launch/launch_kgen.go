@@ -121,6 +121,17 @@ type P2PReduceScatter struct {
 	Epoch   uint32
 }
 
+// P2PReduceScatterPull launches p2p_reducescatter_pull.
+type P2PReduceScatterPull struct {
+	Ins   jit.AnyPtr
+	Out   jit.AnyPtr
+	Pads  jit.AnyPtr
+	Rank  uint32
+	NGPUs uint32
+	N     uint32
+	Epoch uint32
+}
+
 // P2PAllGather launches p2p_allgather.
 type P2PAllGather struct {
 	In    jit.AnyPtr

@@ -29,6 +29,14 @@ func init() {
 			return c.reduceScatter(m, r.spec.Op, r.mod, r.spec.VariantName(c.dt))
 		}
 		register("p2p_reducescatter_"+op, rs)
+		pull := func(r *run) error {
+			c := newColl(r)
+			m := r.size(1000)
+			r.res.Shape = fmt.Sprintf("m=%d gpus=%d", m, c.g)
+			return c.reduceScatterPull(m, r.spec.Op)
+		}
+		register("p2p_reducescatter_pull_"+op, pull)
+		register("p2p_reducescatter_pull_graph_"+op, pull)
 		// The graph variants (epoch on the device) run the same harnesses.
 		register("p2p_allreduce_1shot_graph_"+op, p2pOneShot)
 		register("p2p_allreduce_2shot_graph_"+op, p2pTwoShot)
@@ -319,6 +327,42 @@ func (c *coll) reduceScatter(m int, op dsl.ReduceOp, mod *ptx.Module, entry stri
 		}
 		err := c.launchMod(mod, entry, c.blocks(m), func(g int) any {
 			return launch.P2PReduceScatter{In: on(in, g, c.dt), Out: on(out, g, c.dt), Scratch: table(scrTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.epoch += 2
+		for g := 0; g < c.g; g++ {
+			want := make([]float64, m)
+			for i := range want {
+				want[i] = c.reduce(op, vals, g*m+i)
+			}
+			if err := c.expect("out", g, out.On(g), want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reduceScatterPull runs p2p_reducescatter_pull (or its graph variant) collLaunches times
+// on fresh inputs of ngpus parts of m elements, checking every GPU's part.
+func (c *coll) reduceScatterPull(m int, op dsl.ReduceOp) error {
+	in, inTab, _, padTab, err := c.p2pSetup(m * c.g)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, m)
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		vals := c.inputs(m * c.g)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		err := c.launch(c.blocks(m), func(g int) any {
+			return launch.P2PReduceScatterPull{Ins: table(inTab, g), Out: on(out, g, c.dt), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(m), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
