@@ -285,6 +285,7 @@ func operations(names []string, blocks int) ([]operation, error) {
 	lamport := with(func(o *collectives.Options) { o.LamportMaxBytes, o.OneShotMaxBytes = 4<<20, huge })
 	oneshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes = true, huge })
 	twoshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, -1 })
+	rsPush := with(func(o *collectives.Options) { o.ReduceScatterPullMinBytes = -1 })
 	all := map[string]operation{
 		// The graph variants take the same thresholds (graphPlan): Lamport's keeps its
 		// epoch and clear count on the device.
@@ -296,13 +297,16 @@ func operations(names []string, blocks int) ([]operation, error) {
 			noGraph: "the push all-reduce (two kernels, a part buffer) has no graph variant without multicast"},
 		"auto":          {name: "auto", op: "allreduce", maxBytes: huge, opts: base, graph: graph(base)},
 		"reducescatter": {name: "reducescatter", op: "reducescatter", maxBytes: huge, opts: base, graph: graph(base)},
-		"allgather":     {name: "allgather", op: "allgather", maxBytes: huge, opts: base, graph: graph(base)},
+		// The push reduce-scatter (peer stores into scratch, local reduction), which the
+		// Comm runs below ReduceScatterPullMinBytes.
+		"rs_push":   {name: "rs_push", op: "reducescatter", maxBytes: huge, opts: rsPush, graph: graph(rsPush)},
+		"allgather": {name: "allgather", op: "allgather", maxBytes: huge, opts: base, graph: graph(base)},
 	}
 	var ops []operation
 	for _, n := range names {
 		o, ok := all[n]
 		if !ok {
-			return nil, fmt.Errorf("unknown operation %q (want lamport, oneshot, twoshot, push, auto, reducescatter, allgather)", n)
+			return nil, fmt.Errorf("unknown operation %q (want lamport, oneshot, twoshot, push, auto, reducescatter, rs_push, allgather)", n)
 		}
 		ops = append(ops, o)
 	}

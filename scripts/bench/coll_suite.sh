@@ -11,7 +11,7 @@
 #
 # Knobs (environment):
 #   PHASES   anchors kgen soak           which phases, in this order
-#   OPS      lamport,oneshot,twoshot,push,auto,reducescatter,allgather
+#   OPS      lamport,oneshot,twoshot,push,auto,reducescatter,rs_push,allgather
 #            (kgen's operations; the anchors run the ops among allreduce, reducescatter,
 #            allgather that these cover)
 #   DTYPES   f32,bf16
@@ -49,7 +49,7 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 if [ -x /opt/torch/.venv/bin/python ] && [ -z "${PYTHON:-}" ]; then py=/opt/torch/.venv/bin/python; fi
 phases=${PHASES:-anchors kgen soak}
-ops=${OPS:-lamport,oneshot,twoshot,push,auto,reducescatter,allgather}
+ops=${OPS:-lamport,oneshot,twoshot,push,auto,reducescatter,rs_push,allgather}
 dtypes=${DTYPES:-f32,bf16}
 sizes=${SIZES:-4K,16K,64K,256K,1M,4M,16M,64M,256M}
 modes=${MODES:-loop,call,graph}
