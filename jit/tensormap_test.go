@@ -360,6 +360,13 @@ func tensorMapErrors(d *Device) error {
 		{"nan fill", nil, 0, []TensorMapOption{WithOOBNaN()}, "NaN fill needs a float element type"},
 		{"element strides count", nil, 0, []TensorMapOption{WithElemStrides(1)}, "1 element strides for rank 2"},
 		{"element stride", nil, 0, []TensorMapOption{WithElemStrides(1, 9)}, "element stride 9 of dimension 1: want 1 to 8"},
+		{"extent overflows one product", func(d, s []uint64, b []uint32) ([]uint64, []uint64, []uint32) {
+			return []uint64{64, 1<<25 + 1}, []uint64{1 << 39}, b
+		}, 0, nil, "reach past 2^64 bytes (dimension 1: 33554433 elements 549755813888 bytes apart), more than the buffer's 8192"},
+		{"extent overflows the sum", func(d, s []uint64, b []uint32) ([]uint64, []uint64, []uint32) {
+			return []uint64{64, 1<<24 + 1, 1<<24 + 1}, []uint64{1 << 39, 1 << 39}, []uint32{64, 8, 8}
+		}, 0, nil, "reach past 2^64 bytes (dimension 2"},
+		{"nil option", nil, 0, []TensorMapOption{WithOOBNaN(), nil}, "option 1 (opts[1]) is nil"},
 	} {
 		dims, strides, box := good()
 		if c.edit != nil {
