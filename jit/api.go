@@ -627,9 +627,9 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if closed {
 		return fmt.Errorf("jit: launch of %s: its module was closed", f.sig.Name)
 	}
-	var s stream
-	if cfg.Stream != nil {
-		s = cfg.Stream.impl
+	s, err := cfg.Stream.use("launch of " + f.sig.Name)
+	if err != nil {
+		return err
 	}
 	if cfg.Collective < CollectiveAuto || cfg.Collective > CollectiveOff {
 		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
@@ -873,7 +873,11 @@ func (b *Buffer[T]) CopyFromHostAsync(src []T, s *Stream) error {
 	if err := b.check("CopyFromHost", len(src)); err != nil {
 		return err
 	}
-	return b.mem.d.impl.copyHtoD(b.mem.ptr, bytesOf(src), s.get())
+	st, err := s.use("CopyFromHost")
+	if err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyHtoD(b.mem.ptr, bytesOf(src), st)
 }
 
 // CopyToHostAsync copies the buffer into dst in stream order (nil: default stream, and waits).
@@ -881,7 +885,11 @@ func (b *Buffer[T]) CopyToHostAsync(dst []T, s *Stream) error {
 	if err := b.check("CopyToHost", len(dst)); err != nil {
 		return err
 	}
-	return b.mem.d.impl.copyDtoH(bytesOf(dst), b.mem.ptr, s.get())
+	st, err := s.use("CopyToHost")
+	if err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyDtoH(bytesOf(dst), b.mem.ptr, st)
 }
 
 // CopyFrom copies all of src (device to device) into the buffer and waits.
@@ -892,22 +900,35 @@ func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
 	if err := b.check("CopyFrom", src.n); err != nil {
 		return err
 	}
+	st, err := s.use("CopyFrom")
+	if err != nil {
+		return err
+	}
 	var z T
-	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, int64(src.n)*int64(unsafe.Sizeof(z)), s.get())
+	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, int64(src.n)*int64(unsafe.Sizeof(z)), st)
 }
 
 // Stream is an ordered queue of device work.
 type Stream struct {
-	d    *Device
-	impl stream
-	capt atomic.Pointer[capture] // the capture in progress (BeginCapture), or nil
+	d      *Device
+	impl   stream
+	capt   atomic.Pointer[capture] // the capture in progress (BeginCapture), or nil
+	closed atomic.Bool
 }
 
-func (s *Stream) get() stream {
+// use returns the backend stream for op (nil for the default stream, s == nil), or an error
+// naming what is closed: the stream (Stream.Close) or its device (Device.Close).
+func (s *Stream) use(op string) (stream, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
-	return s.impl
+	if s.closed.Load() {
+		return nil, fmt.Errorf("jit: %s: the stream is %w (Stream.Close was called)", op, ErrClosed)
+	}
+	if err := s.d.usable(op + " on a stream"); err != nil {
+		return nil, err
+	}
+	return s.impl, nil
 }
 
 // NewStream creates a stream.
@@ -922,39 +943,87 @@ func (d *Device) NewStream() (*Stream, error) {
 	return &Stream{d: d, impl: s}, nil
 }
 
-// Synchronize waits for the stream's work.
+// Synchronize waits for the stream's work. On a closed stream (or device) it returns an
+// error wrapping ErrClosed.
 func (s *Stream) Synchronize() error {
 	if s == nil {
 		return errors.New("jit: Synchronize of a nil *Stream")
 	}
-	return s.impl.synchronize()
+	st, err := s.use("Stream.Synchronize")
+	if err != nil {
+		return err
+	}
+	return st.synchronize()
 }
 
-// Close destroys the stream.
+// Close destroys the stream; a second Close does nothing. Every later use of the stream
+// (launches, copies, captures, event records) returns an error wrapping ErrClosed.
 func (s *Stream) Close() error {
 	if s == nil {
 		return errors.New("jit: Close of a nil *Stream")
+	}
+	if s.closed.Swap(true) {
+		return nil
 	}
 	return s.impl.destroy()
 }
 
 // CopyHtoD enqueues a host-to-device copy; src must stay alive until it runs.
 func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
-	return s.d.impl.copyHtoD(dst, src, s.impl)
+	if s == nil {
+		return errors.New("jit: CopyHtoD on a nil *Stream")
+	}
+	st, err := s.use("Stream.CopyHtoD")
+	if err != nil {
+		return err
+	}
+	return s.d.impl.copyHtoD(dst, src, st)
 }
 
 // CopyDtoH enqueues a device-to-host copy; dst is written when the stream reaches it.
 func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
-	return s.d.impl.copyDtoH(dst, src, s.impl)
+	if s == nil {
+		return errors.New("jit: CopyDtoH on a nil *Stream")
+	}
+	st, err := s.use("Stream.CopyDtoH")
+	if err != nil {
+		return err
+	}
+	return s.d.impl.copyDtoH(dst, src, st)
 }
 
 // CopyDtoD enqueues a device-to-device copy.
 func (s *Stream) CopyDtoD(dst, src DevicePtr, n int64) error {
-	return s.d.impl.copyDtoD(dst, src, n, s.impl)
+	if s == nil {
+		return errors.New("jit: CopyDtoD on a nil *Stream")
+	}
+	st, err := s.use("Stream.CopyDtoD")
+	if err != nil {
+		return err
+	}
+	return s.d.impl.copyDtoD(dst, src, n, st)
 }
 
 // Event marks a point in a stream.
-type Event struct{ impl event }
+type Event struct {
+	d      *Device
+	impl   event
+	closed atomic.Bool
+}
+
+// use returns an error naming what is closed (the event or its device) for op, else nil.
+func (e *Event) use(op string) error {
+	if e == nil {
+		return fmt.Errorf("jit: %s of a nil *Event", op)
+	}
+	if e.closed.Load() {
+		return fmt.Errorf("jit: %s: the event is %w (Event.Close was called)", op, ErrClosed)
+	}
+	if e.d != nil {
+		return e.d.usable(op + " of an event")
+	}
+	return nil
+}
 
 // NewEvent creates an event (with timing).
 func (d *Device) NewEvent() (*Event, error) {
@@ -965,21 +1034,26 @@ func (d *Device) NewEvent() (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Event{impl: e}, nil
+	return &Event{d: d, impl: e}, nil
 }
 
-// Record records the event in s (nil: the default stream).
+// Record records the event in s (nil: the default stream). A closed event, stream or device
+// is an error wrapping ErrClosed.
 func (e *Event) Record(s *Stream) error {
-	if e == nil {
-		return errors.New("jit: Record of a nil *Event")
+	if err := e.use("Event.Record"); err != nil {
+		return err
 	}
-	return e.impl.record(s.get())
+	st, err := s.use("Event.Record")
+	if err != nil {
+		return err
+	}
+	return e.impl.record(st)
 }
 
 // Synchronize waits until the event has happened.
 func (e *Event) Synchronize() error {
-	if e == nil {
-		return errors.New("jit: Synchronize of a nil *Event")
+	if err := e.use("Event.Synchronize"); err != nil {
+		return err
 	}
 	return e.impl.synchronize()
 }
@@ -989,13 +1063,22 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 	if e == nil || end == nil {
 		return 0, errors.New("jit: Elapsed: both events must be non-nil (made by Device.NewEvent)")
 	}
+	if err := e.use("Event.Elapsed"); err != nil {
+		return 0, err
+	}
+	if err := end.use("Event.Elapsed (end)"); err != nil {
+		return 0, err
+	}
 	return e.impl.elapsed(end.impl)
 }
 
-// Close destroys the event.
+// Close destroys the event; a second Close does nothing.
 func (e *Event) Close() error {
 	if e == nil {
 		return errors.New("jit: Close of a nil *Event")
+	}
+	if e.closed.Swap(true) {
+		return nil
 	}
 	return e.impl.destroy()
 }
