@@ -19,7 +19,7 @@ const tmaSrc = `
 .target sm_90a
 .address_size 64
 
-.visible .entry tma_box(.param .align 64 .b8 tmap[128], .param .u64 pout, .param .u32 px, .param .u32 py, .param .u32 pexp, .param .u32 pwords)
+.visible .entry tma_box(.param .align 64 .b8 tmap[128], .param .u64 pout, .param .s32 px, .param .s32 py, .param .u32 pexp, .param .u32 pwords)
 {
 	.shared .align 1024 .b8 box[2048];
 	.shared .align 8 .b64 full;
@@ -34,8 +34,8 @@ const tmaSrc = `
 	mov.u64 %rd1, box;
 	@%p0 mbarrier.init.shared.b64 [%rd0], 1;
 	bar.sync 0;
-	ld.param.u32 %r1, [px];
-	ld.param.u32 %r2, [py];
+	ld.param.s32 %r1, [px];
+	ld.param.s32 %r2, [py];
 	ld.param.u32 %r4, [pexp];
 	@%p0 mbarrier.arrive.expect_tx.shared.b64 %rd2, [%rd0], %r4;
 	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [%rd9, {%r1, %r2}], [%rd0];
