@@ -1,13 +1,17 @@
 package ptx
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Parse reads PTX text as Print writes it back into a Module, so that PTX shipped as text
@@ -40,8 +44,29 @@ type parser struct {
 }
 
 func (p *parser) errorf(format string, a ...any) error {
-	return fmt.Errorf("ptx: parse: line %d: %s", p.i, fmt.Sprintf(format, a...))
+	return fmt.Errorf("ptx: parse: line %d: %s", p.i, fmt.Sprintf(format, clipArgs(a)...))
 }
+
+// errorf is fmt.Errorf with every string argument clipped (see clipArgs).
+func errorf(format string, a ...any) error { return fmt.Errorf(format, clipArgs(a)...) }
+
+// clipArgs bounds the input an error quotes: a string argument longer than excerpt.Max
+// prints as its first bytes and its length (a 10 MB line gives a short error).
+func clipArgs(a []any) []any {
+	for i, x := range a {
+		if s, ok := x.(string); ok && len(s) > excerpt.Max {
+			a[i] = clipped(s)
+		}
+	}
+	return a
+}
+
+// clipped is a long input string in an error: %q prints excerpt.Quote, other verbs the
+// same without the quotes' escaping.
+type clipped string
+
+// Format prints the excerpt.
+func (c clipped) Format(f fmt.State, verb rune) { io.WriteString(f, excerpt.Quote(string(c))) }
 
 // next returns the next non-empty, non-comment line, trimmed.
 func (p *parser) next() (string, bool) {
@@ -115,7 +140,7 @@ func (p *parser) module() error {
 func parseVersion(s string) (Version, error) {
 	var maj, min int
 	if _, err := fmt.Sscanf(strings.TrimSpace(s), "%d.%d", &maj, &min); err != nil {
-		return 0, fmt.Errorf("bad .version %q", s)
+		return 0, errorf("bad .version %q", s)
 	}
 	return Version(maj*10 + min), nil
 }
@@ -137,11 +162,11 @@ func parseVar(s string) (*Var, error) {
 			v.Extern = true
 		case w == "align":
 			if len(f) == 0 {
-				return nil, fmt.Errorf("bad .align in %q", s)
+				return nil, errorf("bad .align in %q", s)
 			}
 			n, err := strconv.Atoi(f[0])
 			if err != nil {
-				return nil, fmt.Errorf("bad .align in %q", s)
+				return nil, errorf("bad .align in %q", s)
 			}
 			v.Align, f = n, f[1:]
 		default:
@@ -150,12 +175,12 @@ func parseVar(s string) (*Var, error) {
 			} else if t, ok := ParseType(w); ok {
 				v.Type = t
 			} else {
-				return nil, fmt.Errorf("unknown %q in %q", w, s)
+				return nil, errorf("unknown %q in %q", w, s)
 			}
 		}
 	}
 	if len(f) != 1 {
-		return nil, fmt.Errorf("bad declaration %q", s)
+		return nil, errorf("bad declaration %q", s)
 	}
 	name := f[0]
 	if i := strings.IndexByte(name, '['); i >= 0 {
@@ -166,7 +191,7 @@ func parseVar(s string) (*Var, error) {
 		} else {
 			c, err := strconv.Atoi(n)
 			if err != nil {
-				return nil, fmt.Errorf("bad array size in %q", s)
+				return nil, errorf("bad array size in %q", s)
 			}
 			v.Array = c
 		}
@@ -364,7 +389,7 @@ func parseParams(s string) ([]Param, error) {
 			return nil, err
 		}
 		if v.Space != SpaceParam {
-			return nil, fmt.Errorf("parameter %q is not in .param", part)
+			return nil, errorf("parameter %q is not in .param", part)
 		}
 		out = append(out, Param{Name: v.Name, Type: v.Type, Array: max(v.Array, 0), Align: v.Align})
 	}
@@ -478,7 +503,7 @@ func (p *parser) instr(s string) (*Instr, error) {
 		}
 	}
 	if in.Op == "" {
-		return nil, fmt.Errorf("unknown instruction %q", word)
+		return nil, errorf("unknown instruction %q", word)
 	}
 	var parts []string
 	if len(word) > len(in.Op) {
@@ -508,7 +533,7 @@ func (p *parser) instr(s string) (*Instr, error) {
 	for _, a := range args {
 		o, err := p.operand(a, t)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %v", s, err)
+			return nil, errorf("%q: %v", s, err)
 		}
 		in.Args = append(in.Args, o)
 	}
@@ -583,7 +608,7 @@ func splitArgs(s string) ([]string, error) {
 		}
 	}
 	if depth != 0 {
-		return nil, fmt.Errorf("unbalanced brackets in %q", s)
+		return nil, errorf("unbalanced brackets in %q", s)
 	}
 	if rest := strings.TrimSpace(s[start:]); rest != "" {
 		out = append(out, rest)
@@ -598,11 +623,11 @@ func (p *parser) reg(s string) (Reg, error) {
 	}
 	t, ok := p.regs[s[:j]]
 	if !ok || j == len(s) {
-		return Reg{}, fmt.Errorf("undeclared register %s", s)
+		return Reg{}, errorf("undeclared register %s", s)
 	}
 	n, err := strconv.Atoi(s[j:])
 	if err != nil {
-		return Reg{}, fmt.Errorf("bad register %s", s)
+		return Reg{}, errorf("bad register %s", s)
 	}
 	return Reg{Type: t, N: n}, nil
 }
@@ -638,7 +663,7 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 			}
 			v, ok := c.(Vec)
 			if !ok {
-				return nil, fmt.Errorf("tensor coordinates must be a vector {...}, got %s", parts[1])
+				return nil, errorf("tensor coordinates must be a vector {...}, got %s", parts[1])
 			}
 			return TensorAddr{Map: m, Coords: v}, nil
 		}
@@ -647,7 +672,7 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		if i := strings.LastIndexByte(in, '+'); i > 0 {
 			off, err := strconv.ParseInt(in[i+1:], 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("bad address %s", s)
+				return nil, errorf("bad address %s", s)
 			}
 			a.Off, base = off, in[:i]
 		}
@@ -687,14 +712,26 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		return parseImm(s, t)
 	}
 	if !ValidIdent(s) {
-		return nil, fmt.Errorf("bad operand %q", s)
+		return nil, errorf("bad operand %q", s)
 	}
 	return Sym(s), nil
 }
 
 // parseImm reads an immediate as FormatImm writes it; integers take the type t (or S64/U64
-// when t is not an integer type).
+// when t is not an integer type). The error quotes an excerpt of s and says whether it is
+// out of range or not a number.
 func parseImm(s string, t Type) (Imm, error) {
+	im, err := parseImmRaw(s, t)
+	switch {
+	case err == nil:
+		return im, nil
+	case errors.Is(err, strconv.ErrRange):
+		return Imm{}, errorf("immediate %q out of range", s)
+	}
+	return Imm{}, errorf("bad immediate %q", s)
+}
+
+func parseImmRaw(s string, t Type) (Imm, error) {
 	switch {
 	case strings.HasPrefix(s, "0f") || strings.HasPrefix(s, "0F"):
 		b, err := strconv.ParseUint(s[2:], 16, 32)

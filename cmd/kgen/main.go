@@ -22,8 +22,11 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // command is one subcommand.
@@ -49,7 +52,30 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, clipArgs(a)...)} }
+
+// clipArgs bounds the input a message quotes: a string argument longer than excerpt.Max
+// prints as its first bytes and its length.
+func clipArgs(a []any) []any {
+	for i, x := range a {
+		if s, ok := x.(string); ok && len(s) > excerpt.Max {
+			a[i] = clipped(s)
+		}
+	}
+	return a
+}
+
+// clipped is a long input string in a message (see clipArgs).
+type clipped string
+
+// Format prints the excerpt, quoted.
+func (c clipped) Format(f fmt.State, verb rune) { io.WriteString(f, excerpt.Quote(string(c))) }
+
+// message is err's text for "kgen NAME: ...": without a leading "NAME: " a package already
+// put there ("kgen gen: gen: ..." said the command twice).
+func message(name string, err error) string {
+	return strings.TrimPrefix(err.Error(), name+": ")
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -60,13 +86,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) > 2 {
-			fmt.Fprintf(stderr, "kgen help: want at most one COMMAND, got %q\n", strings.Join(args[1:], " "))
+			fmt.Fprintf(stderr, "kgen help: want at most one COMMAND, got %s\n", excerpt.Quote(strings.Join(args[1:], " ")))
 			return 2
 		}
 		if len(args) > 1 {
 			c, ok := commands[args[1]]
 			if !ok {
-				fmt.Fprintf(stderr, "kgen help: unknown command %q (valid: %s)\n", args[1], strings.Join(commandNames(), ", "))
+				fmt.Fprintf(stderr, "kgen help: unknown command %s (valid: %s)\n", excerpt.Quote(args[1]), strings.Join(commandNames(), ", "))
 				return 2
 			}
 			fmt.Fprintf(stdout, "usage: kgen %s %s\n", c.name, c.usage)
@@ -80,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "kgen: unknown command %q (valid: %s)\n", args[0], strings.Join(commandNames(), ", "))
+		fmt.Fprintf(stderr, "kgen: unknown command %s (valid: %s)\n", excerpt.Quote(args[0]), strings.Join(commandNames(), ", "))
 		return 2
 	}
 	err := c.run(e, args[1:])
@@ -93,10 +119,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var u *usageError
 	if errors.As(err, &u) {
 		// One line: the value that was wrong and the valid ones; the usage is --help's.
-		fmt.Fprintf(stderr, "kgen %s: %s (see kgen help %s)\n", c.name, strings.ReplaceAll(u.msg, "\n", "; "), c.name)
+		fmt.Fprintf(stderr, "kgen %s: %s (see kgen help %s)\n", c.name, strings.ReplaceAll(clipInputs(message(c.name, u), args), "\n", "; "), c.name)
 		return 2
 	}
-	fmt.Fprintf(stderr, "kgen %s: %v\n", c.name, err)
+	fmt.Fprintf(stderr, "kgen %s: %s\n", c.name, clipInputs(message(c.name, err), args))
 	var x interface{ kgenExitCode() int } // a command passing on a program's exit status (launch)
 	if errors.As(err, &x) {
 		return x.kgenExitCode()
@@ -141,11 +167,24 @@ func flags(e *env, c *command) *flag.FlagSet {
 var helps sync.Map
 
 // parseFlags parses args with fs, turning errors into usage errors and printing the
-// command's help for -h and --help.
+// command's help for -h and --help. A string flag given explicitly empty (-o "", a path or
+// value from an unset variable) is a usage error: it would otherwise mean the default
+// silently. The flag package's messages quote whole values; long ones are cut to excerpts.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
+		var empty []string
+		fs.Visit(func(f *flag.Flag) {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if s, ok := g.Get().(string); ok && s == "" {
+					empty = append(empty, f.Name)
+				}
+			}
+		})
+		if len(empty) > 0 {
+			return usagef("-%s \"\": an empty value (give one, or leave the flag out for its default)", empty[0])
+		}
 		return nil
 	case errors.Is(err, flag.ErrHelp):
 		if h, ok := helps.Load(fs); ok {
@@ -154,6 +193,42 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	return &usageError{err.Error()}
+}
+
+// clipInputs replaces every long piece of the command line that msg quotes (an argument,
+// a flag's name or value, a comma-separated item) by its excerpt, whichever package wrote
+// the message: a 10 MB argument gives a short error, not a 10 MB one.
+func clipInputs(msg string, args []string) string {
+	var long []string
+	add := func(s string) {
+		if len(s) > excerpt.Max {
+			long = append(long, s)
+		}
+	}
+	for _, a := range args {
+		add(a)
+		add(strings.TrimLeft(a, "-"))
+		name, v, eq := strings.Cut(a, "=")
+		if eq {
+			add(v)
+			add(strings.TrimLeft(name, "-"))
+		}
+		for _, item := range strings.Split(v+","+a, ",") {
+			add(strings.TrimSpace(item))
+		}
+	}
+	if len(long) == 0 || len(msg) <= excerpt.Max {
+		return msg
+	}
+	sort.Slice(long, func(i, j int) bool { return len(long[i]) > len(long[j]) })
+	for _, l := range long {
+		if !strings.Contains(msg, l) {
+			continue
+		}
+		msg = strings.ReplaceAll(msg, strconv.Quote(l), excerpt.Quote(l))
+		msg = strings.ReplaceAll(msg, l, excerpt.Quote(l))
+	}
+	return msg
 }
 
 // parse parses flags anywhere among the arguments (flags may follow positional ones) and
