@@ -5,6 +5,7 @@
 //	kgen list                          the library's kernels, their element types and what they do
 //	kgen ptx KERNEL                    one kernel's PTX for a target and element type
 //	kgen check [KERNEL...]             ptxas over kernels x targets: registers, shared memory, spills
+//	kgen check FILE.ptx                kgen's PTX rules and ptxas over your own module (- for stdin)
 //	kgen run KERNEL                    run a kernel on the emulator, checked against a Go reference
 //	kgen gen KERNEL... --pkg NAME      a Go package embedding the PTX, with typed launchers
 //	kgen layout LAYOUT                 a layout (plain, swizzled, thread-value) as a grid or SVG
