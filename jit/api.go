@@ -328,6 +328,13 @@ func (d *Device) Load(src Source) (*Module, error) {
 	if name == "" {
 		name = first
 	}
+	if d.info.Backend == Emulator {
+		// The GPU's ptxas refuses a module that breaks PTX's rules; the emulator would run
+		// it, making it look good. Refuse it as the GPU would, before it runs.
+		if err := ptx.Verify(src.Module); err != nil {
+			return nil, fmt.Errorf("jit: Load of %s: the module fails ptx.Verify (ptxas would refuse it): %w", name, err)
+		}
+	}
 	for entry, info := range src.Params {
 		if err := checkParamInfo(entries[entry], entry, info); err != nil {
 			return nil, fmt.Errorf("jit: Load of %s: Source.Params: %w", name, err)
