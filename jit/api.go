@@ -862,6 +862,15 @@ func bytesOf[T Elem](s []T) []byte {
 }
 
 func (b *Buffer[T]) check(op string, n int) error {
+	if b == nil || b.mem == nil {
+		return fmt.Errorf("jit: %s of a nil *Buffer", op)
+	}
+	if b.mem.isFreed() {
+		return fmt.Errorf("jit: %s: the buffer was freed", op)
+	}
+	if err := b.mem.d.usable(op); err != nil {
+		return err
+	}
 	if n > b.n {
 		return fmt.Errorf("jit: %s: %d values do not fit in a buffer of %d", op, n, b.n)
 	}
@@ -904,6 +913,12 @@ func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error { return b.CopyFromAsync(src,
 
 // CopyFromAsync copies src into the buffer in stream order (nil: default stream, and waits).
 func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
+	if src == nil || src.mem == nil {
+		return errors.New("jit: CopyFrom: the source is a nil *Buffer")
+	}
+	if src.mem.isFreed() {
+		return errors.New("jit: CopyFrom: the source buffer was freed")
+	}
 	if err := b.check("CopyFrom", src.n); err != nil {
 		return err
 	}

@@ -81,6 +81,29 @@ func TestUseAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed("Stream.Synchronize after Device.Close", s2.Synchronize(), "is closed")
+	closed("CopyFromHost after Device.Close", b2.CopyFromHost(make([]uint16, 4)), "CopyFromHost")
 	_, err = NewTensorMap(b2, []uint64{64, 64}, []uint64{128}, []uint32{64, 8}, SwizzleNone)
 	closed("NewTensorMap after Device.Close", err, "NewTensorMap")
+}
+
+// Copies into, out of or from a freed buffer are errors, not writes to freed memory.
+func TestCopyFreedBuffer(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a, _ := Alloc[float32](d, 8)
+	b, _ := Alloc[float32](d, 8)
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	host := make([]float32, 8)
+	wantErr(t, "CopyFromHost into a freed buffer", b.CopyFromHost(host), "freed")
+	wantErr(t, "CopyToHost from a freed buffer", b.CopyToHost(host), "freed")
+	wantErr(t, "CopyFrom a freed buffer", a.CopyFrom(b), "source buffer was freed")
+	wantErr(t, "CopyFrom into a freed buffer", b.CopyFrom(a), "freed")
+	wantErr(t, "CopyFrom nil", a.CopyFrom(nil), "nil")
+	var nb *Buffer[float32]
+	wantErr(t, "CopyFromHost into nil", nb.CopyFromHost(host), "nil *Buffer")
 }
