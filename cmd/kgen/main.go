@@ -53,24 +53,9 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, clipArgs(a)...)} }
-
-// clipArgs bounds the input a message quotes: a string argument longer than excerpt.Max
-// prints as its first bytes and its length.
-func clipArgs(a []any) []any {
-	for i, x := range a {
-		if s, ok := x.(string); ok && len(s) > excerpt.Max {
-			a[i] = clipped(s)
-		}
-	}
-	return a
-}
-
-// clipped is a long input string in a message (see clipArgs).
-type clipped string
-
-// Format prints the excerpt, quoted.
-func (c clipped) Format(f fmt.State, verb rune) { io.WriteString(f, excerpt.Quote(string(c))) }
+// usagef is a usage error. Long pieces of the command line it quotes are cut to excerpts
+// when it is printed (clipInputs), not lists of valid values.
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 // message is err's text for "kgen NAME: ...": without a leading "NAME: " a package already
 // put there ("kgen gen: gen: ..." said the command twice).

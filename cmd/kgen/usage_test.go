@@ -85,6 +85,8 @@ func TestEveryUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"launch", "-n", "4", "--nodes", "3", "--backend", "emu", "--", "true"}, []string{"--nodes 3", "-n 4"}},
 		{[]string{"launch", "-n", "4", "--nodes", "2", "--backend", "cuda", "--", "true"}, []string{"--nodes 2", "one kgen launch"}},
 		{[]string{"gen", "-o", "", "vector_add", "--pkg", "v"}, []string{`-o ""`, "empty value"}},
+		{[]string{"gen", "-o", o, "vector_add", "vector_add", "--pkg", "v"}, []string{"vector_add named twice"}},
+		{[]string{"ptx", "vector_add", "transpose"}, []string{"exactly one", "ag_gemm, ag_gemm_nvshmem", "transpose, "}},
 		{[]string{"ptx", "vector_add", "--dtype", ""}, []string{`-dtype ""`, "empty value"}},
 		{[]string{"devlib", "--target", "sm_90", "--each", o, "-j", "0"}, []string{"-j 0", "at least 1"}},
 		{[]string{"devlib", "--target", "sm_90", "--each", o, "-j", "-1"}, []string{"-j -1", "at least 1"}},

@@ -14,11 +14,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kgen-dev/kgen/internal/cachefile"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/internal/toolchain"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -129,14 +129,18 @@ func NormalizeFuncs(funcs []string) ([]string, error) {
 				continue
 			}
 			if !identRE.MatchString(n) {
-				bad = append(bad, strconv.Quote(n))
+				bad = append(bad, excerpt.Quote(n))
 				continue
 			}
 			set[n] = true
 		}
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("devlib: not function names: %s", strings.Join(bad, ", "))
+		more := ""
+		if len(bad) > 5 {
+			bad, more = bad[:5], fmt.Sprintf(" and %d more", len(bad)-5)
+		}
+		return nil, fmt.Errorf("devlib: not function names: %s%s", strings.Join(bad, ", "), more)
 	}
 	if len(set) == 0 {
 		return nil, errors.New("devlib: no functions to build (name at least one NVSHMEM device function, for example nvshmem_quiet)")
