@@ -107,6 +107,7 @@ type UnsafeError struct {
 	Reason string
 }
 
+// Error says what is unsafe, why it matters and how to fix it.
 func (e *UnsafeError) Error() string {
 	return fmt.Sprintf("%s %s: whoever can write there can change the code kgen loads (entries carry a checksum, not a signature); "+
 		"make it private (chmod go-w, owned by you) or point the cache elsewhere", e.Path, e.Reason)
