@@ -68,3 +68,23 @@ func TestEncodeArgsRanges(t *testing.T) {
 		t.Errorf("uint64 2^63 for .s64: %v", err)
 	}
 }
+
+// LaunchArgs checks a scalar field's value against the parameter's range too: a negative
+// int32 field for a .u32 parameter was masked to 2^32-1.
+func TestLaunchArgsRanges(t *testing.T) {
+	d, fn := loadScale(t, dsl.F32, false)
+	x, _ := jit.Alloc[float32](d, 4)
+	type signedN struct {
+		X, Y  jit.Ptr[float32]
+		Alpha float32
+		N     int32
+	}
+	cfg := jit.LaunchConfig{Grid: jit.D1(1), Block: jit.D1(32)}
+	err := fn.LaunchArgs(cfg, signedN{X: x, Y: x, Alpha: 1, N: -1})
+	if err == nil || !strings.Contains(err.Error(), "field N (parameter n): s32 -1: out of range for a .u32 parameter") {
+		t.Errorf("N: -1 for .u32: %v", err)
+	}
+	if err := fn.LaunchArgs(cfg, signedN{X: x, Y: x, Alpha: 1, N: 4}); err != nil {
+		t.Errorf("N: 4: %v", err)
+	}
+}
