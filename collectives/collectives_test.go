@@ -376,6 +376,10 @@ func TestErrors(t *testing.T) {
 				return fmt.Errorf("%s: no error", name)
 			}
 		}
+		// A nil buffer (in place: in and out) is one error, said once.
+		if err := e.c.AllReduce(ctx, nil, Sum); err == nil || strings.Count(err.Error(), "nil buffer") != 1 {
+			return fmt.Errorf("AllReduce(nil): %v, want \"nil buffer\" once", err)
+		}
 		if _, err := New(ctx, nil, Options{}); err == nil {
 			return fmt.Errorf("nil rank accepted")
 		}

@@ -75,7 +75,10 @@ func (c *Comm) begin(ctx context.Context, what string, bufs ...*Buffer) error {
 		return err
 	}
 	var errs []error // allocated only on failure: begin runs on every call
-	for _, b := range bufs {
+	for i, b := range bufs {
+		if slices.Contains(bufs[:i], b) {
+			continue // the same buffer twice (in place, or nil for both): one error, not two
+		}
 		if err := c.own(b, what); err != nil {
 			errs = append(errs, err)
 		}

@@ -328,6 +328,13 @@ func (d *Device) Load(src Source) (*Module, error) {
 	if name == "" {
 		name = first
 	}
+	if d.info.Backend == Emulator {
+		// The GPU's ptxas refuses a module that breaks PTX's rules; the emulator would run
+		// it, making it look good. Refuse it as the GPU would, before it runs.
+		if err := ptx.Verify(src.Module); err != nil {
+			return nil, fmt.Errorf("jit: Load of %s: the module fails ptx.Verify (ptxas would refuse it): %w", name, err)
+		}
+	}
 	for entry, info := range src.Params {
 		if err := checkParamInfo(entries[entry], entry, info); err != nil {
 			return nil, fmt.Errorf("jit: Load of %s: Source.Params: %w", name, err)
@@ -627,9 +634,9 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if closed {
 		return fmt.Errorf("jit: launch of %s: its module was closed", f.sig.Name)
 	}
-	var s stream
-	if cfg.Stream != nil {
-		s = cfg.Stream.impl
+	s, err := cfg.Stream.use("launch of " + f.sig.Name)
+	if err != nil {
+		return err
 	}
 	if cfg.Collective < CollectiveAuto || cfg.Collective > CollectiveOff {
 		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
@@ -855,6 +862,15 @@ func bytesOf[T Elem](s []T) []byte {
 }
 
 func (b *Buffer[T]) check(op string, n int) error {
+	if b == nil || b.mem == nil {
+		return fmt.Errorf("jit: %s of a nil *Buffer", op)
+	}
+	if b.mem.isFreed() {
+		return fmt.Errorf("jit: %s: the buffer was freed", op)
+	}
+	if err := b.mem.d.usable(op); err != nil {
+		return err
+	}
 	if n > b.n {
 		return fmt.Errorf("jit: %s: %d values do not fit in a buffer of %d", op, n, b.n)
 	}
@@ -873,7 +889,11 @@ func (b *Buffer[T]) CopyFromHostAsync(src []T, s *Stream) error {
 	if err := b.check("CopyFromHost", len(src)); err != nil {
 		return err
 	}
-	return b.mem.d.impl.copyHtoD(b.mem.ptr, bytesOf(src), s.get())
+	st, err := s.use("CopyFromHost")
+	if err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyHtoD(b.mem.ptr, bytesOf(src), st)
 }
 
 // CopyToHostAsync copies the buffer into dst in stream order (nil: default stream, and waits).
@@ -881,7 +901,11 @@ func (b *Buffer[T]) CopyToHostAsync(dst []T, s *Stream) error {
 	if err := b.check("CopyToHost", len(dst)); err != nil {
 		return err
 	}
-	return b.mem.d.impl.copyDtoH(bytesOf(dst), b.mem.ptr, s.get())
+	st, err := s.use("CopyToHost")
+	if err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyDtoH(bytesOf(dst), b.mem.ptr, st)
 }
 
 // CopyFrom copies all of src (device to device) into the buffer and waits.
@@ -889,25 +913,44 @@ func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error { return b.CopyFromAsync(src,
 
 // CopyFromAsync copies src into the buffer in stream order (nil: default stream, and waits).
 func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
+	if src == nil || src.mem == nil {
+		return errors.New("jit: CopyFrom: the source is a nil *Buffer")
+	}
+	if src.mem.isFreed() {
+		return errors.New("jit: CopyFrom: the source buffer was freed")
+	}
 	if err := b.check("CopyFrom", src.n); err != nil {
 		return err
 	}
+	st, err := s.use("CopyFrom")
+	if err != nil {
+		return err
+	}
 	var z T
-	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, int64(src.n)*int64(unsafe.Sizeof(z)), s.get())
+	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, int64(src.n)*int64(unsafe.Sizeof(z)), st)
 }
 
 // Stream is an ordered queue of device work.
 type Stream struct {
-	d    *Device
-	impl stream
-	capt atomic.Pointer[capture] // the capture in progress (BeginCapture), or nil
+	d      *Device
+	impl   stream
+	capt   atomic.Pointer[capture] // the capture in progress (BeginCapture), or nil
+	closed atomic.Bool
 }
 
-func (s *Stream) get() stream {
+// use returns the backend stream for op (nil for the default stream, s == nil), or an error
+// naming what is closed: the stream (Stream.Close) or its device (Device.Close).
+func (s *Stream) use(op string) (stream, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
-	return s.impl
+	if s.closed.Load() {
+		return nil, fmt.Errorf("jit: %s: the stream is %w (Stream.Close was called)", op, ErrClosed)
+	}
+	if err := s.d.usable(op + " on a stream"); err != nil {
+		return nil, err
+	}
+	return s.impl, nil
 }
 
 // NewStream creates a stream.
@@ -922,35 +965,65 @@ func (d *Device) NewStream() (*Stream, error) {
 	return &Stream{d: d, impl: s}, nil
 }
 
-// Synchronize waits for the stream's work.
+// Synchronize waits for the stream's work. On a closed stream (or device) it returns an
+// error wrapping ErrClosed.
 func (s *Stream) Synchronize() error {
 	if s == nil {
 		return errors.New("jit: Synchronize of a nil *Stream")
 	}
-	return s.impl.synchronize()
+	st, err := s.use("Stream.Synchronize")
+	if err != nil {
+		return err
+	}
+	return st.synchronize()
 }
 
-// Close destroys the stream.
+// Close destroys the stream; a second Close does nothing. Every later use of the stream
+// (launches, copies, captures, event records) returns an error wrapping ErrClosed.
 func (s *Stream) Close() error {
 	if s == nil {
 		return errors.New("jit: Close of a nil *Stream")
+	}
+	if s.closed.Swap(true) {
+		return nil
 	}
 	return s.impl.destroy()
 }
 
 // CopyHtoD enqueues a host-to-device copy; src must stay alive until it runs.
 func (s *Stream) CopyHtoD(dst DevicePtr, src []byte) error {
-	return s.d.impl.copyHtoD(dst, src, s.impl)
+	if s == nil {
+		return errors.New("jit: CopyHtoD on a nil *Stream")
+	}
+	st, err := s.use("Stream.CopyHtoD")
+	if err != nil {
+		return err
+	}
+	return s.d.impl.copyHtoD(dst, src, st)
 }
 
 // CopyDtoH enqueues a device-to-host copy; dst is written when the stream reaches it.
 func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
-	return s.d.impl.copyDtoH(dst, src, s.impl)
+	if s == nil {
+		return errors.New("jit: CopyDtoH on a nil *Stream")
+	}
+	st, err := s.use("Stream.CopyDtoH")
+	if err != nil {
+		return err
+	}
+	return s.d.impl.copyDtoH(dst, src, st)
 }
 
 // CopyDtoD enqueues a device-to-device copy.
 func (s *Stream) CopyDtoD(dst, src DevicePtr, n int64) error {
-	return s.d.impl.copyDtoD(dst, src, n, s.impl)
+	if s == nil {
+		return errors.New("jit: CopyDtoD on a nil *Stream")
+	}
+	st, err := s.use("Stream.CopyDtoD")
+	if err != nil {
+		return err
+	}
+	return s.d.impl.copyDtoD(dst, src, n, st)
 }
 
 // WaitEvent makes the work enqueued on s after this call wait until e has happened (the
@@ -964,7 +1037,25 @@ func (s *Stream) WaitEvent(e *Event) error {
 }
 
 // Event marks a point in a stream.
-type Event struct{ impl event }
+type Event struct {
+	d      *Device
+	impl   event
+	closed atomic.Bool
+}
+
+// use returns an error naming what is closed (the event or its device) for op, else nil.
+func (e *Event) use(op string) error {
+	if e == nil {
+		return fmt.Errorf("jit: %s of a nil *Event", op)
+	}
+	if e.closed.Load() {
+		return fmt.Errorf("jit: %s: the event is %w (Event.Close was called)", op, ErrClosed)
+	}
+	if e.d != nil {
+		return e.d.usable(op + " of an event")
+	}
+	return nil
+}
 
 // NewEvent creates an event (with timing).
 func (d *Device) NewEvent() (*Event, error) {
@@ -975,21 +1066,26 @@ func (d *Device) NewEvent() (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Event{impl: e}, nil
+	return &Event{d: d, impl: e}, nil
 }
 
-// Record records the event in s (nil: the default stream).
+// Record records the event in s (nil: the default stream). A closed event, stream or device
+// is an error wrapping ErrClosed.
 func (e *Event) Record(s *Stream) error {
-	if e == nil {
-		return errors.New("jit: Record of a nil *Event")
+	if err := e.use("Event.Record"); err != nil {
+		return err
 	}
-	return e.impl.record(s.get())
+	st, err := s.use("Event.Record")
+	if err != nil {
+		return err
+	}
+	return e.impl.record(st)
 }
 
 // Synchronize waits until the event has happened.
 func (e *Event) Synchronize() error {
-	if e == nil {
-		return errors.New("jit: Synchronize of a nil *Event")
+	if err := e.use("Event.Synchronize"); err != nil {
+		return err
 	}
 	return e.impl.synchronize()
 }
@@ -999,13 +1095,22 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 	if e == nil || end == nil {
 		return 0, errors.New("jit: Elapsed: both events must be non-nil (made by Device.NewEvent)")
 	}
+	if err := e.use("Event.Elapsed"); err != nil {
+		return 0, err
+	}
+	if err := end.use("Event.Elapsed (end)"); err != nil {
+		return 0, err
+	}
 	return e.impl.elapsed(end.impl)
 }
 
-// Close destroys the event.
+// Close destroys the event; a second Close does nothing.
 func (e *Event) Close() error {
 	if e == nil {
 		return errors.New("jit: Close of a nil *Event")
+	}
+	if e.closed.Swap(true) {
+		return nil
 	}
 	return e.impl.destroy()
 }

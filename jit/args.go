@@ -100,7 +100,7 @@ func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint6
 	if offs == nil {
 		slots := make([]uint64, len(args))
 		for i, p := range f.Params {
-			v, err := encodeArg(p, args[i])
+			v, err := encodeArg(p, args[i], infoAt(info, i))
 			if err != nil {
 				return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
 			}
@@ -122,13 +122,21 @@ func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint6
 				putBytes(words[offs[i]:], b)
 			}
 		} else {
-			words[offs[i]], err = encodeArg(p, args[i])
+			words[offs[i]], err = encodeArg(p, args[i], infoAt(info, i))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
 		}
 	}
 	return words, nil
+}
+
+// infoAt is parameter i's declaration, or nil when the kernel declared none.
+func infoAt(info []ParamInfo, i int) *ParamInfo {
+	if info == nil {
+		return nil
+	}
+	return &info[i]
 }
 
 // checkParamSpace refuses a kernel whose parameters exceed MaxParamBytes.
@@ -183,7 +191,11 @@ func encodeWide(p ptx.Param, a any, dev *Device, info *ParamInfo) ([]byte, error
 	return nil, fmt.Errorf("got %T for a %d-byte array parameter (pass a jit.TensorMap for a 128-byte tensor map, or a []byte of %d)", a, size, size)
 }
 
-func encodeArg(p ptx.Param, a any) (uint64, error) {
+// encodeArg encodes a positional argument for parameter p; info, when known, is what the
+// kernel declared for it: a pointer's element type and a scalar's type are then checked
+// against it as LaunchArgs checks a struct's fields. A scalar's value must also lie in the
+// range of the parameter's type (int32(-1) for a .u32 parameter is an error, not 2^32-1).
+func encodeArg(p ptx.Param, a any, info *ParamInfo) (uint64, error) {
 	size := paramBytes(p)
 	if size > MaxArgBytes {
 		return 0, fmt.Errorf("the parameter is %d bytes: only byte arrays (.b8 name[N]) are wider than %d", size, MaxArgBytes)
@@ -210,44 +222,138 @@ func encodeArg(p ptx.Param, a any) (uint64, error) {
 		}
 		return nil
 	}
+	if pv, ok := a.(Pointer); ok {
+		return encodePointer(pv, size, intOK, info)
+	}
+	var (
+		w   uint64
+		ht  ptx.Type // the Go value's type, as PTX
+		neg bool     // a negative signed value
+	)
 	switch v := a.(type) {
 	case nil:
 		return 0, fmt.Errorf("got nil")
-	case Pointer:
-		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
-			return 0, fmt.Errorf("got a nil %T", v)
-		}
-		if f, ok := v.(interface{ isFreed() bool }); ok && f.isFreed() {
-			return 0, fmt.Errorf("got a %T that was freed", v)
-		}
-		if size != 8 || !intOK {
-			return 0, fmt.Errorf("got a device pointer, the parameter is not a 64-bit integer (.u64/.b64/.s64)")
-		}
-		return uint64(v.DevPtr()), nil
 	case int8:
-		return uint64(uint8(v)), want(1, "int8", false)
+		w, ht, neg = uint64(uint8(v)), ptx.S8, v < 0
 	case uint8:
-		return uint64(v), want(1, "uint8", false)
+		w, ht = uint64(v), ptx.U8
 	case int16:
-		return uint64(uint16(v)), want(2, "int16", false)
+		w, ht, neg = uint64(uint16(v)), ptx.S16, v < 0
 	case uint16:
-		return uint64(v), want(2, "uint16", false)
+		w, ht = uint64(v), ptx.U16
 	case int32:
-		return uint64(uint32(v)), want(4, "int32", false)
+		w, ht, neg = uint64(uint32(v)), ptx.S32, v < 0
 	case uint32:
-		return uint64(v), want(4, "uint32", false)
+		w, ht = uint64(v), ptx.U32
 	case int64:
-		return uint64(v), want(8, "int64", false)
+		w, ht, neg = uint64(v), ptx.S64, v < 0
 	case uint64:
-		return v, want(8, "uint64", false)
+		w, ht = v, ptx.U64
 	case float32:
-		return uint64(math.Float32bits(v)), want(4, "float32", true)
+		w, ht = uint64(math.Float32bits(v)), ptx.F32
 	case float64:
-		return math.Float64bits(v), want(8, "float64", true)
+		w, ht = math.Float64bits(v), ptx.F64
 	case int, uint, uintptr:
 		return 0, fmt.Errorf("got %T, whose size depends on the platform; convert it to an explicitly sized type (int32, uint32, int64, ...)", v)
 	case bool:
 		return 0, fmt.Errorf("got bool; kernels take flags as uint8/uint32")
+	default:
+		// The fp types (fp.F16, fp.BF16, fp.E4M3, fp.E5M2) travel as their bits.
+		rt := reflect.TypeOf(a)
+		t, ok := hostType(rt)
+		if !ok || !t.IsFloat() || t.Bytes() > 2 || rt.Kind() != reflect.Uint16 && rt.Kind() != reflect.Uint8 {
+			return 0, fmt.Errorf("got %T; pass a DevicePtr, *Memory, *Buffer[T], or a sized Go number", a)
+		}
+		w, ht = reflect.ValueOf(a).Uint(), t
+		if size != t.Bytes() {
+			return 0, fmt.Errorf("got %T (%d bytes), the parameter is %d bytes", a, t.Bytes(), size)
+		}
+		if p.Array == 0 && p.Type != t && p.Type.Kind() != ptx.KindBits {
+			return 0, fmt.Errorf("got %T (%s) for a .%s parameter", a, t, p.Type)
+		}
 	}
-	return 0, fmt.Errorf("got %T; pass a DevicePtr, *Memory, *Buffer[T], or a sized Go number", a)
+	if ht.Bytes() >= 4 || !ht.IsFloat() {
+		if err := want(ht.Bytes(), goName(a), ht.IsFloat()); err != nil {
+			return 0, err
+		}
+	}
+	// The type the kernel gave the parameter: the builder's when known, else the PTX's.
+	target := p.Type
+	if p.Array > 0 {
+		target = ptx.B8
+	}
+	if info != nil {
+		if info.Pointer {
+			return 0, fmt.Errorf("got %s, but the kernel's parameter is a pointer to %s", goName(a), info.Type)
+		}
+		sameInt := ht.IsInt() && info.Type.IsInt() && ht.Bytes() == info.Type.Bytes()
+		// uint16 (uint8) bits for an f16/bf16 (fp8) scalar, as the positional form documents
+		bits := ht.Kind() == ptx.KindUnsigned && info.Type.IsFloat() && info.Type.Bytes() <= 2 && ht.Bytes() == info.Type.Bytes()
+		if ht != info.Type && !sameInt && !bits {
+			return 0, fmt.Errorf("got %s (%s), but the kernel's parameter is %s", goName(a), ht, info.Type)
+		}
+		target = info.Type
+	}
+	if err := inRange(target, ht, neg, w); err != nil {
+		return 0, fmt.Errorf("got %s %s: %w", goName(a), fmtValue(a), err)
+	}
+	return w, nil
+}
+
+// goName is a Go value's type as the errors name it.
+func goName(a any) string { return fmt.Sprintf("%T", a) }
+
+// fmtValue prints a scalar argument's value.
+func fmtValue(a any) string { return fmt.Sprint(a) }
+
+// inRange checks an integer's value (its bits w, of Go type ht; neg: a negative signed
+// value) against integer parameter type t: no negative value for an unsigned type, no value
+// above the signed maximum for a signed one. Bit types take any bits.
+func inRange(t, ht ptx.Type, neg bool, w uint64) error {
+	if !ht.IsInt() {
+		return nil
+	}
+	n := t.Bytes()
+	switch t.Kind() {
+	case ptx.KindUnsigned:
+		if neg {
+			return fmt.Errorf("out of range for a .%s parameter (0 to %d)", t, uint64(math.MaxUint64)>>(64-8*n))
+		}
+	case ptx.KindSigned:
+		if ht.Kind() == ptx.KindUnsigned && w > uint64(1)<<(8*n-1)-1 {
+			return fmt.Errorf("out of range for a .%s parameter (%d to %d)", t, int64(-1)<<(8*n-1), uint64(1)<<(8*n-1)-1)
+		}
+	}
+	return nil
+}
+
+// encodePointer encodes a device pointer argument; info, when known, says the parameter is a
+// pointer and to what: a typed pointer (*Buffer[T], TypedPtr[T]) or an AnyPtr must point to
+// that element type.
+func encodePointer(v Pointer, size int, intOK bool, info *ParamInfo) (uint64, error) {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return 0, fmt.Errorf("got a nil %T", v)
+	}
+	if f, ok := v.(interface{ isFreed() bool }); ok && f.isFreed() {
+		return 0, fmt.Errorf("got a %T that was freed", v)
+	}
+	if size != 8 || !intOK {
+		return 0, fmt.Errorf("got a device pointer, the parameter is not a 64-bit integer (.u64/.b64/.s64)")
+	}
+	if info != nil {
+		if !info.Pointer {
+			return 0, fmt.Errorf("got a device pointer (%T), but the kernel declares a %s scalar", v, info.Type)
+		}
+		switch tp := v.(type) {
+		case typedPointer:
+			if e := tp.elemType(); e != info.Type {
+				return 0, fmt.Errorf("got a pointer to %s (%T), but the kernel's parameter points to %s", e, v, info.Type)
+			}
+		case AnyPtr:
+			if tp.Elem != info.Type {
+				return 0, fmt.Errorf("got an AnyPtr to %s, but the kernel's parameter points to %s", tp.Elem, info.Type)
+			}
+		}
+	}
+	return uint64(v.DevPtr()), nil
 }

@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kgen-dev/kgen/internal/cachefile"
 )
 
 // Cache is a disk cache of linked cubins, keyed by CacheKey. It is safe for concurrent use by
@@ -21,6 +24,12 @@ import (
 //
 // The default folder is $KGEN_CACHE_DIR, else $XDG_CACHE_HOME/kgen/jit (~/.cache/kgen/jit).
 // KGEN_CACHE=off disables the default cache; ClearCache (or deleting the folder) clears it.
+//
+// The folder must be private: a checksum proves an entry whole, not who wrote it, so anyone
+// who can write the folder could make kgen load their code. A folder (or entry) writable by
+// group or others, or owned by another user, is refused (see Check). Only regular files are
+// read (a FIFO, device or symlink at an entry's path is a miss), never past the length their
+// header states.
 type Cache struct {
 	dir      string
 	disabled bool
@@ -82,18 +91,83 @@ const cacheMagic = "KGENCUBIN1\n"
 
 func (c *Cache) path(key string) string { return filepath.Join(c.dir, key[:2], key+".cubin") }
 
-// Get returns the entry for k, or false when there is none (or it is damaged).
+// Get returns the entry for k, or false when there is none (or it is damaged, is not a
+// regular file, or the folder fails Check).
 func (c *Cache) Get(k CacheKey) ([]byte, bool) {
 	if !c.Enabled() {
 		return nil, false
 	}
 	key := k.String()
-	b, err := os.ReadFile(c.path(key))
+	p := c.path(key)
+	if c.checkPath(p) != nil {
+		return nil, false
+	}
+	b, err := cachefile.Read(p, maxEntry, entryHeadMax, entryLen)
 	if err != nil {
 		return nil, false
 	}
 	data, ok := decodeEntry(key, b)
 	return data, ok
+}
+
+// maxEntry bounds an entry (the NVSHMEM acceptance module's cubin is 8.7 MB); entryHeadMax
+// bounds its header: the magic, a 64-digit key and checksum, and a decimal length.
+const (
+	maxEntry     = 1 << 30
+	entryHeadMax = len(cacheMagic) + 64 + 1 + 64 + 1 + 20 + 1
+)
+
+// entryLen reads the whole length of an entry from its header.
+func entryLen(head []byte) (int64, bool) {
+	if !bytes.HasPrefix(head, []byte(cacheMagic)) {
+		return 0, false
+	}
+	rest := head[len(cacheMagic):]
+	for i := 0; i < 2; i++ {
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
+			return 0, false
+		}
+		rest = rest[j+1:]
+	}
+	j := bytes.IndexByte(rest, '\n')
+	if j < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	if err != nil || n < 0 || n > maxEntry {
+		return 0, false
+	}
+	return int64(len(head)-len(rest)+j+1) + n, true
+}
+
+// Check returns an error when the cache's folder exists and is writable by group or others,
+// or is owned by another user: such a cache is refused (a load through it fails with this
+// error), since whoever can write it could substitute the code kernels run.
+func (c *Cache) Check() error {
+	if !c.Enabled() {
+		return nil
+	}
+	if err := cachefile.CheckDir(c.dir); err != nil {
+		return fmt.Errorf("jit cache: %w (KGEN_CACHE_DIR, or KGEN_CACHE=off)", err)
+	}
+	return nil
+}
+
+// checkPath checks the folder, the entry's subfolder and (when present) the entry.
+func (c *Cache) checkPath(p string) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	if err := cachefile.CheckDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("jit cache: %w", err)
+	}
+	if fi, err := os.Lstat(p); err == nil {
+		if err := cachefile.CheckFile(p, fi); err != nil {
+			return fmt.Errorf("jit cache: %w", err)
+		}
+	}
+	return nil
 }
 
 func encodeEntry(key string, data []byte) []byte {
@@ -142,6 +216,9 @@ func (c *Cache) Put(k CacheKey, data []byte) error {
 	}
 	key := k.String()
 	p := c.path(key)
+	if err := c.Check(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("jit cache: %w", err)
 	}
@@ -167,37 +244,112 @@ func (c *Cache) Put(k CacheKey, data []byte) error {
 	return nil
 }
 
-// Clear deletes every entry (and stray temporary files) in the cache's folder.
+// Clear deletes the cache's own entries and nothing else: files named <key>.cubin (a key is
+// 64 hex digits) in the subfolder named by the key's first two digits, and the temporary files
+// Put leaves there (.tmp-<8 hex>-<digits>), each only when it starts with the entry magic (a
+// temporary file may also be empty). Nothing deeper, nothing else: the folder may be shared
+// ($KGEN_CACHE_DIR=$HOME deletes no file of the user's).
 func (c *Cache) Clear() error {
 	if c == nil || c.dir == "" {
 		return nil
 	}
 	var errs []error
-	err := filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
+	err := c.walkOwn(func(p string, entry bool) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
-		if !d.IsDir() && (strings.HasSuffix(p, ".cubin") || strings.HasPrefix(d.Name(), ".tmp-")) {
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-		return nil
 	})
 	return errors.Join(append(errs, err)...)
+}
+
+// walkOwn calls fn for every file of the cache's own layout (see Clear); entry is false for
+// a temporary file.
+func (c *Cache) walkOwn(fn func(p string, entry bool)) error {
+	subs, err := os.ReadDir(c.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, sd := range subs {
+		if !sd.IsDir() || len(sd.Name()) != 2 || !isHex(sd.Name()) {
+			continue
+		}
+		sub := filepath.Join(c.dir, sd.Name())
+		files, err := os.ReadDir(sub)
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			name := f.Name()
+			key, isEntry := strings.CutSuffix(name, ".cubin")
+			switch {
+			case isEntry && len(key) == 64 && isHex(key) && key[:2] == sd.Name():
+			case isTempName(name, sd.Name()):
+				isEntry = false
+			default:
+				continue
+			}
+			p := filepath.Join(sub, name)
+			if !hasMagic(p, !isEntry) {
+				continue
+			}
+			fn(p, isEntry)
+		}
+	}
+	return nil
+}
+
+// isTempName matches Put's temporary files in subfolder sub: ".tmp-" + the key's first 8 hex
+// digits (which start with sub) + "-" + CreateTemp's digits.
+func isTempName(name, sub string) bool {
+	rest, ok := strings.CutPrefix(name, ".tmp-")
+	if !ok || len(rest) < 10 || rest[8] != '-' || !isHex(rest[:8]) || rest[:2] != sub {
+		return false
+	}
+	for _, r := range rest[9:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(s string) bool {
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// hasMagic reports whether p is a regular file starting with the entry magic (or, when
+// empty is true, has no bytes at all).
+func hasMagic(p string, empty bool) bool {
+	f, fi, err := cachefile.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi.Size() == 0 {
+		return empty
+	}
+	b := make([]byte, len(cacheMagic))
+	if _, err := io.ReadFull(f, b); err != nil {
+		return false
+	}
+	return string(b) == cacheMagic
 }
 
 // Len counts the entries (for tests and `kgen` diagnostics).
 func (c *Cache) Len() int {
 	n := 0
-	filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".cubin") {
+	c.walkOwn(func(_ string, entry bool) {
+		if entry {
 			n++
 		}
-		return nil
 	})
 	return n
 }
@@ -250,6 +402,9 @@ func devLibHash(dl *DevLib) ([32]byte, error) {
 
 // cachedLink returns the cubin for key from the cache, or runs link and stores its result.
 func cachedLink(c *Cache, key CacheKey, link func() ([]byte, error)) (cubin []byte, hit bool, err error) {
+	if err := c.Check(); err != nil {
+		return nil, false, err
+	}
 	if b, ok := c.Get(key); ok {
 		return b, true, nil
 	}

@@ -94,6 +94,9 @@ func (s *Stream) BeginCapture() error {
 	if s == nil {
 		return errors.New("jit: BeginCapture: the default stream cannot be captured; use a stream from Device.NewStream")
 	}
+	if _, err := s.use("BeginCapture"); err != nil {
+		return err
+	}
 	gd, ok := s.d.impl.(graphDevice)
 	if !ok {
 		return fmt.Errorf("jit: BeginCapture: the %s backend has no graphs", s.d.info.Backend)
@@ -115,6 +118,10 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	c := s.capturing()
 	if c == nil {
 		return nil, errors.New("jit: EndCapture: the stream is not capturing (call BeginCapture first)")
+	}
+	if _, err := s.use("EndCapture"); err != nil {
+		s.capt.Store(nil)
+		return nil, err
 	}
 	g, err := s.d.impl.(graphDevice).endCapture(s.impl)
 	s.capt.Store(nil)
@@ -211,7 +218,11 @@ func (x *GraphExec) Launch(s *Stream) error {
 			return fmt.Errorf("jit: GraphExec.Launch: launch %d (%s): its module was closed", i, x.nodes[i].fn.sig.Name)
 		}
 	}
-	if err := x.impl.launch(s.get(), x.nodes); err != nil {
+	st, err := s.use("GraphExec.Launch")
+	if err != nil {
+		return err
+	}
+	if err := x.impl.launch(st, x.nodes); err != nil {
 		return fmt.Errorf("jit: GraphExec.Launch: %w", err)
 	}
 	x.g.d.noteLaunch()

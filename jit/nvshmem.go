@@ -310,7 +310,11 @@ func (s *NVSHMEM) BarrierAllOnStream(st *Stream) error {
 	if err := s.live(); err != nil {
 		return err
 	}
-	return s.impl.barrierAllOnStream(st.get())
+	bs, err := st.use("BarrierAllOnStream")
+	if err != nil {
+		return err
+	}
+	return s.impl.barrierAllOnStream(bs)
 }
 
 // Finalize shuts NVSHMEM down in order: wait for the device, finalize and unload the modules

@@ -2,6 +2,7 @@ package jit
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/ptx"
@@ -102,11 +103,17 @@ func NewTensorMap[T Elem](buf *Buffer[T], dims, strides []uint64, box []uint32, 
 	if buf.isFreed() {
 		return TensorMap{}, fmt.Errorf("jit: NewTensorMap: the buffer was freed")
 	}
+	d := buf.mem.d
+	if err := d.usable("NewTensorMap"); err != nil {
+		return TensorMap{}, err
+	}
 	s := &tensorMapSpec{elem: ElemType[T](), addr: buf.DevPtr(), dims: dims, strides: strides, box: box, swizzle: swizzle}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return TensorMap{}, fmt.Errorf("jit: NewTensorMap: option %d (opts[%d]) is nil", i, i)
+		}
 		o(s)
 	}
-	d := buf.mem.d
 	if err := s.validate(int64(buf.Len()) * int64(s.elem.Bytes())); err != nil {
 		return TensorMap{}, fmt.Errorf("jit: NewTensorMap over %s: %w", d.describe(), err)
 	}
@@ -197,7 +204,12 @@ func (s *tensorMapSpec) validate(size int64) error {
 		case d > 0 && (stride%align != 0 || stride >= 1<<40):
 			return fmt.Errorf("stride of dimension %d (strides[%d]) is %d bytes: want a multiple of %d below 2^40", d, d-1, stride, align)
 		}
-		extent += (s.dims[d] - 1) * stride
+		hi, span := bits.Mul64(s.dims[d]-1, stride)
+		var carry uint64
+		extent, carry = bits.Add64(extent, span, 0)
+		if hi != 0 || carry != 0 {
+			return fmt.Errorf("dims %v with strides %v reach past 2^64 bytes (dimension %d: %d elements %d bytes apart), more than the buffer's %d", s.dims, s.strides, d, s.dims[d], stride, size)
+		}
 	}
 	if s.interleave == 0 {
 		inner := int(s.box[0]) * es

@@ -19,7 +19,7 @@ const tmaSrc = `
 .target sm_90a
 .address_size 64
 
-.visible .entry tma_box(.param .align 64 .b8 tmap[128], .param .u64 pout, .param .u32 px, .param .u32 py, .param .u32 pexp, .param .u32 pwords)
+.visible .entry tma_box(.param .align 64 .b8 tmap[128], .param .u64 pout, .param .s32 px, .param .s32 py, .param .u32 pexp, .param .u32 pwords)
 {
 	.shared .align 1024 .b8 box[2048];
 	.shared .align 8 .b64 full;
@@ -34,8 +34,8 @@ const tmaSrc = `
 	mov.u64 %rd1, box;
 	@%p0 mbarrier.init.shared.b64 [%rd0], 1;
 	bar.sync 0;
-	ld.param.u32 %r1, [px];
-	ld.param.u32 %r2, [py];
+	ld.param.s32 %r1, [px];
+	ld.param.s32 %r2, [py];
 	ld.param.u32 %r4, [pexp];
 	@%p0 mbarrier.arrive.expect_tx.shared.b64 %rd2, [%rd0], %r4;
 	@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [%rd9, {%r1, %r2}], [%rd0];
@@ -360,6 +360,13 @@ func tensorMapErrors(d *Device) error {
 		{"nan fill", nil, 0, []TensorMapOption{WithOOBNaN()}, "NaN fill needs a float element type"},
 		{"element strides count", nil, 0, []TensorMapOption{WithElemStrides(1)}, "1 element strides for rank 2"},
 		{"element stride", nil, 0, []TensorMapOption{WithElemStrides(1, 9)}, "element stride 9 of dimension 1: want 1 to 8"},
+		{"extent overflows one product", func(d, s []uint64, b []uint32) ([]uint64, []uint64, []uint32) {
+			return []uint64{64, 1<<25 + 1}, []uint64{1 << 39}, b
+		}, 0, nil, "reach past 2^64 bytes (dimension 1: 33554433 elements 549755813888 bytes apart), more than the buffer's 8192"},
+		{"extent overflows the sum", func(d, s []uint64, b []uint32) ([]uint64, []uint64, []uint32) {
+			return []uint64{64, 1<<24 + 1, 1<<24 + 1}, []uint64{1 << 39, 1 << 39}, []uint32{64, 8, 8}
+		}, 0, nil, "reach past 2^64 bytes (dimension 2"},
+		{"nil option", nil, 0, []TensorMapOption{WithOOBNaN(), nil}, "option 1 (opts[1]) is nil"},
 	} {
 		dims, strides, box := good()
 		if c.edit != nil {

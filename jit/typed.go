@@ -133,6 +133,7 @@ type argField struct {
 	kind  argKind
 	elem  ptx.Type // a typed pointer's element type
 	info  *ParamInfo
+	host  ptx.Type // a scalar field's Go type as PTX (int32: s32)
 }
 
 // argPlan is a struct type's encoding for one kernel, made once (by reflection) and cached.
@@ -268,6 +269,7 @@ func (af *argField) check(ft reflect.Type) error {
 		}
 		return fmt.Errorf("type %s is not a parameter type (jit.Ptr[T], AnyPtr, a sized number or an fp type)", ft)
 	}
+	af.host = ht
 	switch {
 	case ht.IsFloat() && ht.Bytes() == 4:
 		af.kind = argF32
@@ -368,9 +370,17 @@ func (f *Function) encodeStruct(v reflect.Value) ([]uint64, error) {
 func (af *argField) word(fv reflect.Value) (uint64, error) {
 	switch af.kind {
 	case argInt:
-		return uint64(fv.Int()) & mask(af.param), nil
+		v := fv.Int()
+		if err := inRange(af.target(), af.host, v < 0, uint64(v)); err != nil {
+			return 0, fmt.Errorf("%s %d: %w", af.host, v, err)
+		}
+		return uint64(v) & mask(af.param), nil
 	case argUint:
-		return fv.Uint(), nil
+		u := fv.Uint()
+		if err := inRange(af.target(), af.host, false, u); err != nil {
+			return 0, fmt.Errorf("%s %d: %w", af.host, u, err)
+		}
+		return u, nil
 	case argF32:
 		return uint64(math.Float32bits(float32(fv.Float()))), nil
 	case argF64:
@@ -399,6 +409,18 @@ func (af *argField) word(fv reflect.Value) (uint64, error) {
 		return 0, fmt.Errorf("a %T that was freed", p)
 	}
 	return uint64(p.DevPtr()), nil
+}
+
+// target is the type the kernel gave a scalar parameter: the builder's when known, else the
+// PTX's (a byte array takes any bits).
+func (af *argField) target() ptx.Type {
+	switch {
+	case af.info != nil && !af.info.Pointer:
+		return af.info.Type
+	case af.param.Array > 0:
+		return ptx.B8
+	}
+	return af.param.Type
 }
 
 // mask keeps a signed value's bits within the parameter's width.

@@ -1,8 +1,11 @@
 package layout
 
 import (
+	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Layout is a CuTe layout Shape:Stride, a function from coordinates to
@@ -427,7 +430,7 @@ func ParseIntTuple(s string) (IntTuple, error) {
 		t = p.tuple()
 		p.skip()
 		if p.i != len(p.s) {
-			p.errorf("unexpected %q", p.s[p.i:])
+			p.errorf("unexpected %s", excerpt.Quote(p.s[p.i:]))
 		}
 	})
 	return t, err
@@ -446,12 +449,12 @@ func Parse(s string) (Layout, error) {
 			stride := p.tuple()
 			p.skip()
 			if p.i != len(p.s) {
-				p.errorf("unexpected %q", p.s[p.i:])
+				p.errorf("unexpected %s", excerpt.Quote(p.s[p.i:]))
 			}
 			l = mk(shape, stride)
 		} else {
 			if p.i != len(p.s) {
-				p.errorf("unexpected %q", p.s[p.i:])
+				p.errorf("unexpected %s", excerpt.Quote(p.s[p.i:]))
 			}
 			st, _ := compactMajor(shape, 1, true)
 			l = mk(shape, st)
@@ -468,7 +471,7 @@ type parser struct {
 }
 
 func (p *parser) errorf(format string, args ...any) {
-	fail(ErrInvalid, "parse %q at %d: "+format, append([]any{p.s, p.i}, args...)...)
+	fail(ErrInvalid, "parse %s at %d: "+format, append([]any{excerpt.Around(p.s, p.i), p.i}, args...)...)
 }
 
 func (p *parser) skip() {
@@ -514,7 +517,7 @@ func (p *parser) tuple() IntTuple {
 				p.depth--
 				return tup(elems)
 			}
-			p.errorf("unexpected %q", p.s[p.i])
+			p.errorf("unexpected %s", excerpt.Rune(p.s, p.i))
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
 		j := p.i
@@ -526,11 +529,19 @@ func (p *parser) tuple() IntTuple {
 		}
 		v, err := strconv.Atoi(p.s[j:p.i])
 		if err != nil || v > limit || v < -limit {
+			num := p.s[j:p.i]
 			p.i = j
-			p.errorf("bad integer")
+			switch {
+			case num == "-":
+				p.errorf("'-' without digits")
+			case err == nil || errors.Is(err, strconv.ErrRange):
+				p.errorf("integer %s out of range (the magnitude must be at most 2^62)", excerpt.Quote(num))
+			default:
+				p.errorf("bad integer %s", excerpt.Quote(num))
+			}
 		}
 		return Int(v)
 	}
-	p.errorf("unexpected %q", p.s[p.i])
+	p.errorf("unexpected %s", excerpt.Rune(p.s, p.i))
 	return IntTuple{}
 }

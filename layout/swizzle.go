@@ -1,10 +1,13 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Swizzle is CuTe's Swizzle<B,M,S>: it XORs the B bits at position M+max(0,S)
@@ -110,7 +113,7 @@ func (c ComposedLayout) String() string {
 func ParseSwizzle(s string) (Swizzle, error) {
 	t := strings.TrimSpace(s)
 	bad := func(why string) (Swizzle, error) {
-		return Swizzle{}, &Error{ErrInvalid, fmt.Sprintf("parse %q: %s", s, why)}
+		return Swizzle{}, &Error{ErrInvalid, fmt.Sprintf("parse %s: %s", excerpt.Quote(s), why)}
 	}
 	if !strings.HasPrefix(t, "Sw<") || !strings.HasSuffix(t, ">") {
 		return bad("a swizzle is written Sw<B,M,S>")
@@ -123,11 +126,20 @@ func ParseSwizzle(s string) (Swizzle, error) {
 	for i, p := range parts {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil {
-			return bad(fmt.Sprintf("parameter %d (%q) is not an integer", i+1, strings.TrimSpace(p)))
+			return bad(intErr(i+1, strings.TrimSpace(p), err))
 		}
 		v[i] = n
 	}
 	return NewSwizzle(v[0], v[1], v[2])
+}
+
+// intErr says why parameter i (text p) is not a swizzle parameter: not an integer, or one
+// out of range.
+func intErr(i int, p string, err error) string {
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Sprintf("parameter %d (%s) is out of range", i, excerpt.Quote(p))
+	}
+	return fmt.Sprintf("parameter %d (%s) is not an integer", i, excerpt.Quote(p))
 }
 
 var composedSep = regexp.MustCompile(`\s+o\s+`)
@@ -145,11 +157,11 @@ func ParseComposed(s string) (ComposedLayout, error) {
 		off := strings.TrimPrefix(parts[1], "_")
 		n, err := strconv.Atoi(off)
 		if err != nil {
-			return c, &Error{ErrInvalid, fmt.Sprintf("parse %q: the offset %q is not an integer", s, parts[1])}
+			return c, &Error{ErrInvalid, fmt.Sprintf("parse %s: the offset %s is not an integer", excerpt.Quote(s), excerpt.Quote(parts[1]))}
 		}
 		c.Offset = n
 	default:
-		return c, &Error{ErrInvalid, fmt.Sprintf("parse %q: a composed layout is written OUTER o OFFSET o INNER, e.g. Sw<3,0,3> o 0 o (8,8):(8,1)", s)}
+		return c, &Error{ErrInvalid, fmt.Sprintf("parse %s: a composed layout is written OUTER o OFFSET o INNER, e.g. Sw<3,0,3> o 0 o (8,8):(8,1)", excerpt.Quote(s))}
 	}
 	if strings.HasPrefix(parts[0], "Sw<") {
 		sw, err := ParseSwizzle(parts[0])

@@ -1,13 +1,18 @@
 package ptx
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Parse reads PTX text as Print writes it back into a Module, so that PTX shipped as text
@@ -16,7 +21,14 @@ import (
 // lines, variables, .extern/.visible .func and .entry with parameters and performance
 // directives, .reg declarations, .loc lines, labels, scope blocks with .param declarations,
 // and instructions whose opcode is in the instruction tables. Print(Parse(text)) == text for
-// any text Print made. Errors name the line.
+// any text Print made, and Parse(Print(m)) == m for any m Parse returned (FuzzParse).
+//
+// It is strict, so that what it accepts means what it says: names (functions, parameters,
+// variables, labels, symbols) follow the PTX ISA's identifier grammar, the .target is one
+// kgen knows, the .version is MAJOR.MINOR, every parameter and variable has one state space
+// and one type, immediates fit their instruction's type, registers are declared (one prefix
+// per type, used below its declared count), brackets pair up and instructions end with ';'.
+// Errors name the line and quote a bounded excerpt of it.
 func Parse(src string) (m *Module, err error) {
 	p := &parser{lines: strings.Split(src, "\n"), m: &Module{}, files: map[int]string{}}
 	defer func() {
@@ -36,12 +48,40 @@ type parser struct {
 	i     int // next line
 	m     *Module
 	files map[int]string
-	regs  map[string]Type // register prefix -> type, from .reg declarations
+	regs  map[string]regDecl // register prefix -> its declaration
+	typed map[Type]string    // register type -> the prefix declared for it
+}
+
+// regDecl is a .reg declaration: the registers' type and how many there are.
+type regDecl struct {
+	t Type
+	n int
 }
 
 func (p *parser) errorf(format string, a ...any) error {
-	return fmt.Errorf("ptx: parse: line %d: %s", p.i, fmt.Sprintf(format, a...))
+	return fmt.Errorf("ptx: parse: line %d: %s", p.i, fmt.Sprintf(format, clipArgs(a)...))
 }
+
+// errorf is fmt.Errorf with every string argument clipped (see clipArgs).
+func errorf(format string, a ...any) error { return fmt.Errorf(format, clipArgs(a)...) }
+
+// clipArgs bounds the input an error quotes: a string argument longer than excerpt.Max
+// prints as its first bytes and its length (a 10 MB line gives a short error).
+func clipArgs(a []any) []any {
+	for i, x := range a {
+		if s, ok := x.(string); ok && len(s) > excerpt.Max {
+			a[i] = clipped(s)
+		}
+	}
+	return a
+}
+
+// clipped is a long input string in an error: %q prints excerpt.Quote, other verbs the
+// same without the quotes' escaping.
+type clipped string
+
+// Format prints the excerpt.
+func (c clipped) Format(f fmt.State, verb rune) { io.WriteString(f, excerpt.Quote(string(c))) }
 
 // next returns the next non-empty, non-comment line, trimmed.
 func (p *parser) next() (string, bool) {
@@ -65,22 +105,30 @@ func (p *parser) module() error {
 			}
 			return nil
 		}
+		first, _, _ := strings.Cut(s, " ")
 		switch {
 		case strings.HasPrefix(s, ".version "):
+			if p.m.Version != 0 {
+				return p.errorf(".version given twice")
+			}
 			v, err := parseVersion(strings.TrimPrefix(s, ".version "))
 			if err != nil {
 				return p.errorf("%v", err)
 			}
 			p.m.Version = v
 		case strings.HasPrefix(s, ".target "):
+			if p.m.Target != "" {
+				return p.errorf(".target given twice")
+			}
 			t := strings.TrimSpace(strings.TrimPrefix(s, ".target "))
 			if i := strings.IndexByte(t, ','); i >= 0 {
-				t = t[:i]
+				return p.errorf(".target %q: target options (%q) are not supported", t[:i], strings.TrimSpace(t[i+1:]))
 			}
-			if !ValidIdent(t) {
-				return p.errorf("bad .target %q", t)
+			tt, err := ParseTarget(t)
+			if err != nil {
+				return p.errorf(".target: %v", err)
 			}
-			p.m.Target = Target(t)
+			p.m.Target = tt
 		case strings.HasPrefix(s, ".address_size "):
 			if s != ".address_size 64" {
 				return p.errorf("only .address_size 64 is supported")
@@ -92,18 +140,27 @@ func (p *parser) module() error {
 			}
 			n, err := strconv.Atoi(f[1])
 			name, err2 := strconv.Unquote(strings.Join(f[2:], " "))
-			if err != nil || err2 != nil {
-				return p.errorf("bad .file line %q", s)
+			if err != nil || err2 != nil || n < 1 || name == "" {
+				return p.errorf("bad .file line %q (want .file N \"name\", N from 1)", s)
+			}
+			if _, dup := p.files[n]; dup {
+				return p.errorf(".file %d given twice", n)
 			}
 			p.files[n] = name
-		case strings.Contains(s, ".func") || strings.Contains(s, ".entry"):
+		case isFuncHeader(s):
 			if err := p.function(s); err != nil {
 				return err
 			}
-		case strings.HasPrefix(s, ".global") || strings.HasPrefix(s, ".const") || strings.HasPrefix(s, ".shared") || strings.HasPrefix(s, ".extern ."):
-			v, err := parseVar(s)
+		case first == ".global" || first == ".const" || first == ".shared" || first == ".extern":
+			v, err := parseVar(strings.TrimSuffix(s, ";"))
 			if err != nil {
 				return p.errorf("%v", err)
+			}
+			if !strings.HasSuffix(s, ";") {
+				return p.errorf("variable %s: no ';' at the end", v.Name)
+			}
+			if v.Space != SpaceGlobal && v.Space != SpaceConst && v.Space != SpaceShared {
+				return p.errorf("variable %s: .%s is not a module-scope state space (.global, .const, .shared)", v.Name, v.Space)
 			}
 			p.m.Vars = append(p.m.Vars, v)
 		default:
@@ -112,21 +169,44 @@ func (p *parser) module() error {
 	}
 }
 
-func parseVersion(s string) (Version, error) {
-	var maj, min int
-	if _, err := fmt.Sscanf(strings.TrimSpace(s), "%d.%d", &maj, &min); err != nil {
-		return 0, fmt.Errorf("bad .version %q", s)
+// isFuncHeader reports whether a module-scope line starts a function: linking directives
+// (.visible, .extern, .weak) then .entry or .func, as words.
+func isFuncHeader(s string) bool {
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' || r == '(' }) {
+		switch w {
+		case ".visible", ".extern", ".weak":
+			continue
+		case ".entry", ".func":
+			return true
+		}
+		return false
 	}
+	return false
+}
+
+var versionRE = regexp.MustCompile(`^([1-9][0-9]?)\.([0-9])$`)
+
+// parseVersion reads MAJOR.MINOR (one minor digit, as every PTX ISA version has).
+func parseVersion(s string) (Version, error) {
+	m := versionRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, errorf("bad .version %q (want MAJOR.MINOR, such as 8.4)", s)
+	}
+	maj, _ := strconv.Atoi(m[1])
+	min, _ := strconv.Atoi(m[2])
 	return Version(maj*10 + min), nil
 }
 
-// parseVar reads "[.extern] .space [.align N] .type name[[N]] [= init];".
+// parseVar reads "[.extern] .space [.align N] .type name[[N]] [= init]": one state space,
+// one type, an identifier, a positive array size ("[]" only when .extern), an alignment that
+// is a power of two, and an initializer of immediates of the type (braced for an array, at
+// most its size). The trailing ';' is the caller's (parameters have none).
 func parseVar(s string) (*Var, error) {
-	s = strings.TrimSuffix(strings.TrimSpace(s), ";")
+	s = strings.TrimSpace(s)
 	v := &Var{}
-	init := ""
+	init, hasInit := "", false
 	if i := strings.Index(s, "="); i >= 0 {
-		s, init = strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:])
+		s, init, hasInit = strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:]), true
 	}
 	f := strings.Fields(s)
 	for len(f) > 0 && strings.HasPrefix(f[0], ".") {
@@ -134,54 +214,115 @@ func parseVar(s string) (*Var, error) {
 		f = f[1:]
 		switch {
 		case w == "extern":
+			if v.Extern {
+				return nil, errorf(".extern given twice in %q", s)
+			}
 			v.Extern = true
 		case w == "align":
 			if len(f) == 0 {
-				return nil, fmt.Errorf("bad .align in %q", s)
+				return nil, errorf("bad .align in %q", s)
 			}
 			n, err := strconv.Atoi(f[0])
-			if err != nil {
-				return nil, fmt.Errorf("bad .align in %q", s)
+			if err != nil || n < 1 || n&(n-1) != 0 || v.Align != 0 || f[0][0] == '+' {
+				return nil, errorf("bad .align in %q (want one power of two)", s)
 			}
 			v.Align, f = n, f[1:]
 		default:
-			if sp, ok := parseSpace(w); ok && v.Space == SpaceGeneric {
+			if sp, ok := parseSpace(w); ok {
+				if v.Space != SpaceGeneric {
+					return nil, errorf("two state spaces (.%s, .%s) in %q", v.Space, sp, s)
+				}
 				v.Space = sp
 			} else if t, ok := ParseType(w); ok {
+				if v.Type != NoType {
+					return nil, errorf("two types (.%s, .%s) in %q", v.Type, t, s)
+				}
 				v.Type = t
 			} else {
-				return nil, fmt.Errorf("unknown %q in %q", w, s)
+				return nil, errorf("unknown %q in %q", w, s)
 			}
 		}
 	}
-	if len(f) != 1 {
-		return nil, fmt.Errorf("bad declaration %q", s)
+	switch {
+	case v.Space == SpaceGeneric:
+		return nil, errorf("no state space in %q (.global, .const, .shared, .local, .param)", s)
+	case v.Type == NoType:
+		return nil, errorf("no type in %q", s)
+	case v.Type == Pred:
+		return nil, errorf("a .pred variable in %q (predicates live in registers)", s)
+	case len(f) != 1:
+		return nil, errorf("bad declaration %q (want [.extern] .space [.align N] .type name)", s)
 	}
 	name := f[0]
 	if i := strings.IndexByte(name, '['); i >= 0 {
-		n := strings.TrimSuffix(name[i+1:], "]")
+		if !strings.HasSuffix(name, "]") {
+			return nil, errorf("bad array size in %q", s)
+		}
+		n := name[i+1 : len(name)-1]
 		name = name[:i]
 		if n == "" {
+			if !v.Extern {
+				return nil, errorf("array %s without a size in %q: only an .extern array may have none", name, s)
+			}
 			v.Array = -1
 		} else {
 			c, err := strconv.Atoi(n)
-			if err != nil {
-				return nil, fmt.Errorf("bad array size in %q", s)
+			if err != nil || c < 1 || n[0] == '+' || n[0] == '0' {
+				return nil, errorf("bad array size in %q (want a positive integer)", s)
 			}
 			v.Array = c
 		}
 	}
+	if !ValidIdent(name) {
+		return nil, errorf("%q is not a PTX identifier (in %q)", name, s)
+	}
 	v.Name = name
-	if init != "" {
-		for _, x := range strings.Split(strings.Trim(init, "{}"), ",") {
-			im, err := parseImm(strings.TrimSpace(x), v.Type)
-			if err != nil {
-				return nil, err
+	if hasInit {
+		if v.Extern || v.Space != SpaceGlobal && v.Space != SpaceConst {
+			return nil, errorf("variable %s: only .global and .const variables (not .extern) take an initializer", name)
+		}
+		body := init
+		if v.Array != 0 {
+			if !strings.HasPrefix(init, "{") || !strings.HasSuffix(init, "}") {
+				return nil, errorf("variable %s: an array's initializer is braced: {a, b, ...}", name)
 			}
-			v.Init = append(v.Init, im.Bits)
+			body = init[1 : len(init)-1]
+		}
+		for _, x := range strings.Split(body, ",") {
+			bits, err := initValue(strings.TrimSpace(x), v.Type)
+			if err != nil {
+				return nil, errorf("variable %s: %v", name, err)
+			}
+			v.Init = append(v.Init, bits)
+		}
+		if max(v.Array, 1) < len(v.Init) {
+			return nil, errorf("variable %s: %d initial values for %d elements", name, len(v.Init), max(v.Array, 1))
 		}
 	}
 	return v, nil
+}
+
+// initValue reads one initial value of a variable of type t as the bits FormatImm prints
+// back: a float literal is rounded to an f32 variable's precision; the narrow float types
+// take their bits as an integer.
+func initValue(s string, t Type) (uint64, error) {
+	im, err := parseImm(s, t)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case t == F32 && im.Type == F64:
+		return uint64(math.Float32bits(float32(math.Float64frombits(im.Bits)))), nil
+	case t == F64 && im.Type == F32:
+		return math.Float64bits(float64(math.Float32frombits(uint32(im.Bits)))), nil
+	case (t == F32 || t == F64) && !im.Type.IsFloat():
+		return 0, errorf("an integer %q for a .%s variable (write a float: 1.0, 0f3F800000)", s, t)
+	case t != F32 && t != F64 && im.Type.IsFloat():
+		return 0, errorf("a float %q for a .%s variable (write its bits as an integer)", s, t)
+	case im.Type != t:
+		return 0, errorf("%q does not fit a .%s variable", s, t)
+	}
+	return im.Bits, nil
 }
 
 func parseSpace(s string) (Space, bool) {
@@ -206,18 +347,31 @@ func (p *parser) function(head string) error {
 	f := &Func{}
 	decl := strings.HasSuffix(head, ";")
 	head = strings.TrimSuffix(head, ";")
+	weak := false
 	for {
 		head = strings.TrimSpace(head)
-		switch {
-		case strings.HasPrefix(head, ".extern"):
+		w, _, _ := strings.Cut(head, " ")
+		if i := strings.IndexByte(w, '('); i >= 0 {
+			w = w[:i]
+		}
+		switch w {
+		case ".extern":
+			if f.Extern || f.Visible || weak {
+				return p.errorf("bad function header %q: one linking directive (.extern, .visible or .weak)", head)
+			}
 			f.Extern, head = true, head[len(".extern"):]
 			continue
-		case strings.HasPrefix(head, ".visible"):
+		case ".visible":
+			if f.Extern || f.Visible || weak {
+				return p.errorf("bad function header %q: one linking directive (.extern, .visible or .weak)", head)
+			}
 			f.Visible, head = true, head[len(".visible"):]
 			continue
-		case strings.HasPrefix(head, ".entry"):
+		case ".weak":
+			return p.errorf("bad function header %q: .weak functions are not supported", head)
+		case ".entry":
 			f.Entry, head = true, head[len(".entry"):]
-		case strings.HasPrefix(head, ".func"):
+		case ".func":
 			head = head[len(".func"):]
 		default:
 			return p.errorf("bad function header %q", head)
@@ -226,10 +380,19 @@ func (p *parser) function(head string) error {
 	}
 	head = strings.TrimSpace(head)
 	if strings.HasPrefix(head, "(") {
+		if f.Entry {
+			return p.errorf("bad function header: an .entry returns nothing (no return list)")
+		}
 		end := strings.IndexByte(head, ')')
+		if end < 0 {
+			return p.errorf("bad function header: the return list has no ')'")
+		}
 		rets, err := parseParams(head[1:end])
 		if err != nil {
 			return p.errorf("%v", err)
+		}
+		if len(rets) == 0 {
+			return p.errorf("bad function header: an empty return list")
 		}
 		f.Rets, head = rets, strings.TrimSpace(head[end+1:])
 	}
@@ -238,13 +401,18 @@ func (p *parser) function(head string) error {
 		return p.errorf("no parameter list in %q", head)
 	}
 	f.Name = strings.TrimSpace(head[:open])
+	if !ValidIdent(f.Name) {
+		return p.errorf("function name %q is not a PTX identifier", f.Name)
+	}
 	closeAt := strings.LastIndexByte(head, ')')
+	if closeAt < open || strings.Count(head[open:closeAt+1], "(") != 1 || strings.Count(head[open:closeAt+1], ")") != 1 {
+		return p.errorf("function %s: bad parameter list in %q", f.Name, head)
+	}
 	params, err := parseParams(head[open+1 : closeAt])
 	if err != nil {
-		return p.errorf("%v", err)
+		return p.errorf("function %s: %v", f.Name, err)
 	}
 	f.Params = params
-	p.m.Funcs = append(p.m.Funcs, f)
 	// What follows the parameter list on the header's lines: directives, and perhaps the "{".
 	tail := strings.TrimSpace(head[closeAt+1:])
 	brace := false
@@ -254,7 +422,18 @@ func (p *parser) function(head string) error {
 		}
 		brace, tail = true, strings.TrimSpace(tail[:i])
 	}
-	if err := p.directives(f, tail); err != nil {
+	if decl != f.Extern {
+		if decl {
+			return p.errorf("function %s: a declaration without a body must be .extern", f.Name)
+		}
+		return p.errorf("function %s: an .extern function has no body (end its header with ';')", f.Name)
+	}
+	if decl && tail != "" {
+		return p.errorf("function %s: directives %q on a declaration", f.Name, tail)
+	}
+	p.m.Funcs = append(p.m.Funcs, f)
+	seen := map[string]bool{}
+	if err := p.directives(f, tail, seen); err != nil {
 		return err
 	}
 	if decl {
@@ -272,7 +451,7 @@ func (p *parser) function(head string) error {
 		if s == "" || s[0] != '.' {
 			return p.errorf("unexpected %q before the body of %s", s, f.Name)
 		}
-		if err := p.directives(f, s); err != nil {
+		if err := p.directives(f, s, seen); err != nil {
 			return err
 		}
 	}
@@ -280,28 +459,41 @@ func (p *parser) function(head string) error {
 }
 
 // directives reads performance directives (".reqntid 16, 1 .minnctapersm 2") into f; every
-// word must belong to one.
-func (p *parser) directives(f *Func, s string) error {
-	fs := strings.Fields(strings.ReplaceAll(s, ",", " "))
+// word must belong to one, and none may come twice (seen). Extents left out are 1, as
+// Print writes them.
+func (p *parser) directives(f *Func, s string, seen map[string]bool) error {
+	fs := strings.Fields(strings.ReplaceAll(s, ",", " , "))
 	for i := 0; i < len(fs); {
 		name, j := fs[i], i+1
 		for j < len(fs) && !strings.HasPrefix(fs[j], ".") {
 			j++
 		}
-		vals := fs[i+1 : j]
-		nums := make([]int, len(vals))
-		for k, v := range vals {
+		var nums []int
+		for k, v := range fs[i+1 : j] {
+			if k%2 == 1 {
+				if v != "," {
+					return p.errorf("function %s: bad directive %s: the extents are separated by commas", f.Name, name)
+				}
+				continue
+			}
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
+			if err != nil || n < 1 || v[0] == '+' {
 				return p.errorf("function %s: bad directive %s: %q is not a positive integer", f.Name, name, v)
 			}
-			nums[k] = n
+			nums = append(nums, n)
 		}
+		if j > i+1 && fs[j-1] == "," {
+			return p.errorf("function %s: bad directive %s: a trailing comma", f.Name, name)
+		}
+		if seen[name] {
+			return p.errorf("function %s: directive %s given twice", f.Name, name)
+		}
+		seen[name] = true
 		dims := func(d *[3]int) error {
 			if len(nums) < 1 || len(nums) > 3 {
 				return p.errorf("function %s: %s takes 1 to 3 extents, got %d", f.Name, name, len(nums))
 			}
-			*d = [3]int{}
+			*d = [3]int{1, 1, 1}
 			copy(d[:], nums)
 			return nil
 		}
@@ -352,27 +544,42 @@ func headIncomplete(h string) bool {
 	return !strings.Contains(rest, "(")
 }
 
+// parseParams reads a parameter list: ".param [.align N] .type name[[N]]" each, comma-
+// separated, with a type and an identifier (no initializer, no .extern, no "[]").
 func parseParams(s string) ([]Param, error) {
 	var out []Param
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
-			continue
+			return nil, errorf("an empty parameter in %q", s)
+		}
+		if strings.Contains(part, "=") {
+			return nil, errorf("parameter %q has an initializer", part)
 		}
 		v, err := parseVar(part)
 		if err != nil {
 			return nil, err
 		}
-		if v.Space != SpaceParam {
-			return nil, fmt.Errorf("parameter %q is not in .param", part)
+		if v.Space != SpaceParam || v.Extern {
+			return nil, errorf("parameter %q is not in .param", part)
+		}
+		if v.Array < 0 {
+			return nil, errorf("parameter %q: an array parameter needs a size", part)
 		}
 		out = append(out, Param{Name: v.Name, Type: v.Type, Array: max(v.Array, 0), Align: v.Align})
 	}
 	return out, nil
 }
 
+// regDeclRE is a register declaration as Print writes it: ".reg .TYPE %PREFIX<N>;", the prefix
+// a % then an identifier that does not end in a digit (register names are prefix + number).
+var regDeclRE = regexp.MustCompile(`^\.reg\s+\.([a-z0-9]+)\s+(%[A-Za-z_$][A-Za-z0-9_$]*)<([0-9]+)>\s*;$`)
+
 func (p *parser) body(f *Func) error {
-	p.regs = map[string]Type{}
+	p.regs, p.typed = map[string]regDecl{}, map[Type]string{}
 	depth := 0
 	pos := Pos{}
 	for {
@@ -380,6 +587,7 @@ func (p *parser) body(f *Func) error {
 		if !ok {
 			return p.errorf("function %s: missing }", f.Name)
 		}
+		first, _, _ := strings.Cut(s, " ")
 		switch {
 		case s == "}" && depth == 0:
 			return nil
@@ -389,33 +597,35 @@ func (p *parser) body(f *Func) error {
 		case s == "}":
 			depth--
 			f.Body = append(f.Body, &Instr{Op: ScopeClose})
-		case strings.HasPrefix(s, ".reg "):
-			// .reg .f32 %f<4>;
-			fs := strings.Fields(strings.TrimSuffix(s, ";"))
-			if len(fs) != 3 {
-				return p.errorf("bad register declaration %q", s)
+		case first == ".reg":
+			if err := p.regDecl(s); err != nil {
+				return p.errorf("function %s: %v", f.Name, err)
 			}
-			t, ok := ParseType(strings.TrimPrefix(fs[1], "."))
-			lt := strings.IndexByte(fs[2], '<')
-			if !ok || lt < 0 {
-				return p.errorf("bad register declaration %q", s)
-			}
-			p.regs[fs[2][:lt]] = t
-		case strings.HasPrefix(s, ".loc "):
+		case first == ".loc":
 			fs := strings.Fields(s)
-			if len(fs) < 3 {
-				return p.errorf("bad .loc %q", s)
+			if len(fs) != 4 {
+				return p.errorf("bad .loc %q (want .loc FILE LINE COLUMN)", s)
 			}
 			n, err1 := strconv.Atoi(fs[1])
 			line, err2 := strconv.Atoi(fs[2])
-			if err1 != nil || err2 != nil || p.files[n] == "" {
-				return p.errorf("bad .loc %q", s)
+			col, err3 := strconv.Atoi(fs[3])
+			if err1 != nil || err2 != nil || err3 != nil || line < 0 || col < 0 {
+				return p.errorf("bad .loc %q (want .loc FILE LINE COLUMN)", s)
+			}
+			if p.files[n] == "" {
+				return p.errorf("bad .loc %q: no .file %d", s, n)
 			}
 			pos = Pos{File: p.files[n], Line: line}
-		case strings.HasPrefix(s, ".param ") || strings.HasPrefix(s, ".local ") || strings.HasPrefix(s, ".shared ") || strings.HasPrefix(s, ".extern ."):
-			v, err := parseVar(s)
+		case first == ".param" || first == ".local" || first == ".shared" || first == ".extern":
+			if !strings.HasSuffix(s, ";") {
+				return p.errorf("function %s: no ';' at the end of %q", f.Name, s)
+			}
+			v, err := parseVar(strings.TrimSuffix(s, ";"))
 			if err != nil {
 				return p.errorf("%v", err)
+			}
+			if v.Space != SpaceParam && v.Space != SpaceLocal && v.Space != SpaceShared || v.Extern && v.Space != SpaceShared {
+				return p.errorf("function %s: variable %s: .%s is not a function-scope state space (.param, .local, .shared, .extern .shared)", f.Name, v.Name, v.Space)
 			}
 			if depth > 0 {
 				f.Body = append(f.Body, &Instr{Decl: v})
@@ -423,7 +633,11 @@ func (p *parser) body(f *Func) error {
 				f.Vars = append(f.Vars, v)
 			}
 		case strings.HasSuffix(s, ":") && !strings.ContainsAny(s, " \t"):
-			f.Body = append(f.Body, &Instr{Label: strings.TrimSuffix(s, ":")})
+			l := strings.TrimSuffix(s, ":")
+			if !ValidIdent(l) {
+				return p.errorf("function %s: label %q is not a PTX identifier", f.Name, l)
+			}
+			f.Body = append(f.Body, &Instr{Label: l})
 		default:
 			in, err := p.instr(s)
 			if err != nil {
@@ -433,6 +647,39 @@ func (p *parser) body(f *Func) error {
 			f.Body = append(f.Body, in)
 		}
 	}
+}
+
+// regDecl reads ".reg .f32 %f<4>;": one prefix per type and one type per prefix (kgen's IR
+// numbers registers per type), at least one register.
+func (p *parser) regDecl(s string) error {
+	m := regDeclRE.FindStringSubmatch(s)
+	if m == nil {
+		return errorf("bad register declaration %q (want .reg .TYPE %%PREFIX<N>;)", s)
+	}
+	t, ok := ParseType(m[1])
+	if !ok {
+		return errorf("bad register declaration %q: unknown type .%s", s, m[1])
+	}
+	prefix := m[2]
+	if c := prefix[len(prefix)-1]; c >= '0' && c <= '9' {
+		return errorf("bad register declaration %q: a prefix ending in a digit (%s) makes register names ambiguous", s, prefix)
+	}
+	if _, special := SpecialType(Special(prefix)); special {
+		return errorf("bad register declaration %q: %s is a special register", s, prefix)
+	}
+	n, err := strconv.Atoi(m[3])
+	if err != nil || n < 1 || n > 1<<24 {
+		return errorf("bad register declaration %q: the count must be 1 to 2^24", s)
+	}
+	if _, dup := p.regs[prefix]; dup {
+		return errorf("registers %s declared twice", prefix)
+	}
+	if other, dup := p.typed[t]; dup {
+		return errorf("two register prefixes for .%s (%s, %s): declare one per type", t, other, prefix)
+	}
+	p.regs[prefix] = regDecl{t: t, n: n}
+	p.typed[t] = prefix
+	return nil
 }
 
 // opNames lists the table's opcodes, longest first, for splitting "a.b.c.d" (made on first
@@ -451,18 +698,27 @@ var opNames = sync.OnceValue(func() []string {
 	return out
 })
 
+// qualRE is one qualifier of an instruction: letters, digits, '_' and "::".
+var qualRE = regexp.MustCompile(`^[A-Za-z0-9_]+(::[A-Za-z0-9_]+)*$`)
+
 func (p *parser) instr(s string) (*Instr, error) {
-	s = strings.TrimSuffix(s, ";")
+	if !strings.HasSuffix(s, ";") {
+		return nil, errorf("%q: no ';' at the end of the instruction", s)
+	}
+	s = strings.TrimSpace(strings.TrimSuffix(s, ";"))
 	in := &Instr{}
 	if strings.HasPrefix(s, "@") {
 		sp := strings.IndexAny(s, " \t")
+		if sp < 0 {
+			return nil, errorf("%q: a guard without an instruction", s)
+		}
 		g := s[1:sp]
 		if strings.HasPrefix(g, "!") {
 			in.GuardNeg, g = true, g[1:]
 		}
 		r, err := p.reg(g)
 		if err != nil {
-			return nil, err
+			return nil, errorf("%q: guard: %v", s, err)
 		}
 		in.Guard = &r
 		s = strings.TrimSpace(s[sp:])
@@ -478,11 +734,16 @@ func (p *parser) instr(s string) (*Instr, error) {
 		}
 	}
 	if in.Op == "" {
-		return nil, fmt.Errorf("unknown instruction %q", word)
+		return nil, errorf("unknown instruction %q", word)
 	}
 	var parts []string
 	if len(word) > len(in.Op) {
 		parts = strings.Split(word[len(in.Op)+1:], ".")
+	}
+	for _, q := range parts {
+		if !qualRE.MatchString(q) {
+			return nil, errorf("%q: bad qualifier %q", word, "."+q)
+		}
 	}
 	// Type suffixes are the trailing parts that name types.
 	n := len(parts)
@@ -503,12 +764,15 @@ func (p *parser) instr(s string) (*Instr, error) {
 	t := in.Type()
 	args, err := splitArgs(rest)
 	if err != nil {
-		return nil, err
+		return nil, errorf("%q: %v", s, err)
 	}
 	for _, a := range args {
+		if in.Op != "call" && strings.HasPrefix(a, "(") {
+			return nil, errorf("%q: a parenthesised list %q outside a call (vectors are braced: {a, b})", s, a)
+		}
 		o, err := p.operand(a, t)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %v", s, err)
+			return nil, errorf("%q: %v", s, err)
 		}
 		in.Args = append(in.Args, o)
 	}
@@ -568,24 +832,37 @@ func slotOrder(r *rule, q []string) []string {
 // splitArgs splits an operand list at top-level commas ({...}, [...], (...) stay whole).
 func splitArgs(s string) ([]string, error) {
 	var out []string
-	depth, start := 0, 0
+	var stack []rune
+	start := 0
+	closer := map[rune]rune{'{': '}', '[': ']', '(': ')'}
 	for i, c := range s {
 		switch c {
 		case '{', '[', '(':
-			depth++
+			stack = append(stack, closer[c])
 		case '}', ']', ')':
-			depth--
+			if len(stack) == 0 || stack[len(stack)-1] != c {
+				return nil, errorf("unbalanced brackets in %q", s)
+			}
+			stack = stack[:len(stack)-1]
 		case ',':
-			if depth == 0 {
-				out = append(out, strings.TrimSpace(s[start:i]))
+			if len(stack) == 0 {
+				item := strings.TrimSpace(s[start:i])
+				if item == "" {
+					return nil, errorf("an empty operand in %q", s)
+				}
+				out = append(out, item)
 				start = i + 1
 			}
 		}
 	}
-	if depth != 0 {
-		return nil, fmt.Errorf("unbalanced brackets in %q", s)
+	if len(stack) != 0 {
+		return nil, errorf("unbalanced brackets in %q", s)
 	}
-	if rest := strings.TrimSpace(s[start:]); rest != "" {
+	rest := strings.TrimSpace(s[start:])
+	if rest == "" && len(out) > 0 {
+		return nil, errorf("an empty operand in %q", s)
+	}
+	if rest != "" {
 		out = append(out, rest)
 	}
 	return out, nil
@@ -596,22 +873,32 @@ func (p *parser) reg(s string) (Reg, error) {
 	for j > 0 && s[j-1] >= '0' && s[j-1] <= '9' {
 		j--
 	}
-	t, ok := p.regs[s[:j]]
+	d, ok := p.regs[s[:j]]
 	if !ok || j == len(s) {
-		return Reg{}, fmt.Errorf("undeclared register %s", s)
+		return Reg{}, errorf("undeclared register %s", s)
 	}
-	n, err := strconv.Atoi(s[j:])
-	if err != nil {
-		return Reg{}, fmt.Errorf("bad register %s", s)
+	num := s[j:]
+	n, err := strconv.Atoi(num)
+	if err != nil || len(num) > 1 && num[0] == '0' {
+		return Reg{}, errorf("bad register %s", s)
 	}
-	return Reg{Type: t, N: n}, nil
+	if n >= d.n {
+		return Reg{}, errorf("register %s is beyond the %d declared (%s<%d>)", s, d.n, s[:j], d.n)
+	}
+	return Reg{Type: d.t, N: n}, nil
 }
 
 func (p *parser) operand(s string, t Type) (Operand, error) {
+	enclosed := func(open, close string) bool {
+		return strings.HasPrefix(s, open) && strings.HasSuffix(s, close) && len(s) >= 2
+	}
 	switch {
 	case s == "_":
 		return Sink{}, nil
 	case strings.HasPrefix(s, "{") || strings.HasPrefix(s, "("):
+		if !enclosed("{", "}") && !enclosed("(", ")") {
+			return nil, errorf("bad vector %q", s)
+		}
 		parts, err := splitArgs(s[1 : len(s)-1])
 		if err != nil {
 			return nil, err
@@ -622,12 +909,22 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 			if err != nil {
 				return nil, err
 			}
+			if _, ok := o.(Vec); ok {
+				return nil, errorf("a vector inside a vector in %q", s)
+			}
 			v = append(v, o)
 		}
 		return v, nil
 	case strings.HasPrefix(s, "["):
+		if !enclosed("[", "]") {
+			return nil, errorf("bad address %q", s)
+		}
 		in := strings.TrimSpace(s[1 : len(s)-1])
-		if parts, err := splitArgs(in); err == nil && len(parts) == 2 { // [tensorMap, {coords}]
+		parts, err := splitArgs(in)
+		if err != nil {
+			return nil, err
+		}
+		if len(parts) == 2 { // [tensorMap, {coords}]
 			m, err := p.operand(parts[0], U64)
 			if err != nil {
 				return nil, err
@@ -638,7 +935,12 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 			}
 			v, ok := c.(Vec)
 			if !ok {
-				return nil, fmt.Errorf("tensor coordinates must be a vector {...}, got %s", parts[1])
+				return nil, errorf("tensor coordinates must be a vector {...}, got %s", parts[1])
+			}
+			switch m.(type) {
+			case Reg, Sym:
+			default:
+				return nil, errorf("bad tensor map %q in %q", parts[0], s)
 			}
 			return TensorAddr{Map: m, Coords: v}, nil
 		}
@@ -646,18 +948,26 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		base := in
 		if i := strings.LastIndexByte(in, '+'); i > 0 {
 			off, err := strconv.ParseInt(in[i+1:], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("bad address %s", s)
+			if err != nil || strings.ContainsAny(in[i+1:], "_+") {
+				return nil, errorf("bad address %s", s)
 			}
 			a.Off, base = off, in[:i]
 		}
-		if n, err := strconv.ParseInt(base, 10, 64); err == nil {
+		if n, err := strconv.ParseInt(base, 10, 64); err == nil && !strings.ContainsAny(base, "_+") {
+			if a.Off != 0 || base != in && base == "" {
+				return nil, errorf("bad address %s (a number plus an offset)", s)
+			}
 			a.Off = n
 			return a, nil
 		}
 		b, err := p.operand(base, U64)
 		if err != nil {
 			return nil, err
+		}
+		switch b.(type) {
+		case Reg, Sym, Special:
+		default:
+			return nil, errorf("bad address %s (the base is a register or a name)", s)
 		}
 		a.Base = b
 		return a, nil
@@ -667,9 +977,14 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		if err != nil {
 			return nil, err
 		}
-		y, err := p.operand(s[i+1:], Pred)
+		y, err := p.reg(s[i+1:])
 		if err != nil {
 			return nil, err
+		}
+		switch x.(type) {
+		case Reg, Sink:
+		default:
+			return nil, errorf("bad register pair %q", s)
 		}
 		return Pair{A: x, B: y}, nil
 	case strings.HasPrefix(s, "!"):
@@ -687,14 +1002,46 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		return parseImm(s, t)
 	}
 	if !ValidIdent(s) {
-		return nil, fmt.Errorf("bad operand %q", s)
+		return nil, errorf("bad operand %q", s)
 	}
 	return Sym(s), nil
 }
 
 // parseImm reads an immediate as FormatImm writes it; integers take the type t (or S64/U64
-// when t is not an integer type).
+// when t is not an integer type). The error quotes an excerpt of s and says whether it is
+// out of range or not a number.
 func parseImm(s string, t Type) (Imm, error) {
+	if strings.ContainsAny(s, "_+") || strings.HasPrefix(strings.TrimPrefix(s, "-"), "0o") || strings.HasPrefix(strings.TrimPrefix(s, "-"), "0O") {
+		return Imm{}, errorf("bad immediate %q", s)
+	}
+	im, err := parseImmRaw(s, t)
+	switch {
+	case err == nil:
+	case errors.Is(err, strconv.ErrRange):
+		return Imm{}, errorf("immediate %q out of range", s)
+	default:
+		return Imm{}, errorf("bad immediate %q", s)
+	}
+	// An integer must fit its type's width; a signed type's bit pattern (0xFFFFFFFF for .s32)
+	// is kept sign-extended, as a negative literal is, so that it prints and parses back alike.
+	b := im.Type.Bits()
+	if im.Type.IsInt() && b < 64 || im.Type.Kind() == KindBits && b < 64 {
+		neg := strings.HasPrefix(s, "-")
+		switch {
+		case im.Type.Kind() == KindSigned && neg:
+			if int64(im.Bits) < -(int64(1) << (b - 1)) {
+				return Imm{}, errorf("immediate %q out of range for .%s", s, im.Type)
+			}
+		case im.Bits >= uint64(1)<<b:
+			return Imm{}, errorf("immediate %q out of range for .%s", s, im.Type)
+		case im.Type.Kind() == KindSigned:
+			im.Bits = uint64(signExtend(im.Bits, b))
+		}
+	}
+	return im, nil
+}
+
+func parseImmRaw(s string, t Type) (Imm, error) {
 	switch {
 	case strings.HasPrefix(s, "0f") || strings.HasPrefix(s, "0F"):
 		b, err := strconv.ParseUint(s[2:], 16, 32)

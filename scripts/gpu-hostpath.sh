@@ -5,9 +5,13 @@
 # devlib PTX, and the host time per launch replayed from a CUDA graph (bench/hostpath).
 #
 #   bash scripts/gpu-hostpath.sh        here (no GPU): builds bench/hostpath with the cuda tag
-#                                       and the device libraries into /work/main-relative
-#                                       $DEST (default .dev/hostpath), prints the device command
+#                                       and the device libraries into $DEST (default
+#                                       .dev/hostpath of this checkout), prints the device command
+#   bash scripts/gpu-hostpath.sh paths  prints the folders it would use, builds nothing
 #   bash scripts/gpu-hostpath.sh run    on the GPU machine, from the repository root
+#
+# Every path comes from the script's own location (its checkout's root) or the environment
+# (DEST, KGEN_TOOLS, default the checkout's .tools), never from the machine it was written on.
 #
 # Device command (device tool, one GPU, carry [".dev/hostpath"]):
 #   bash .dev/hostpath/gpu-hostpath.sh run
@@ -39,9 +43,17 @@ fi
 
 root=$(cd "$here/.." && pwd)
 cd "$root"
-dest=${DEST:-/work/main/.dev/hostpath}
+dest=${DEST:-$root/.dev/hostpath}
+export KGEN_TOOLS=${KGEN_TOOLS:-$root/.tools}
+case "${1:-}" in
+  paths|--dry-run)
+    echo "root=$root"; echo "dest=$dest"; echo "KGEN_TOOLS=$KGEN_TOOLS"; exit 0 ;;
+  -h|--help)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+  "") ;;
+  *) echo "gpu-hostpath.sh: unknown argument '$1' (run, paths, --help)" >&2; exit 2 ;;
+esac
 mkdir -p "$dest"
-export KGEN_TOOLS=${KGEN_TOOLS:-/work/main/.tools}
 # The device libraries (LLVM 19, ptxas; per-function units come from the devlib cache).
 rm -rf "$dest/devlib" "$dest/devlib.tar.xz"
 CGO_ENABLED=0 go run ./bench/hostpath -prepare "$dest/devlib"
@@ -52,7 +64,8 @@ go build -tags cuda -ldflags="-s -w" -o "$dest/hostpath" ./bench/hostpath
 go test ./gen -count=1 -run TestGeneratedNVSHMEMLauncher -args -nvshmem-cuda-out "$dest/shmemput"
 cp scripts/gpu-hostpath.sh "$dest/gpu-hostpath.sh"
 du -sh "$dest" >&2
+rel=${dest#"$root"/}
 cat <<MSG
-Built $dest. Run on one GPU (device tool, carry [".dev/hostpath"]):
-  bash .dev/hostpath/gpu-hostpath.sh run
+Built $dest. Run on one GPU (device tool, carry ["$rel"]):
+  bash $rel/gpu-hostpath.sh run
 MSG

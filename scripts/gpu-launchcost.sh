@@ -10,8 +10,12 @@
 #   jit.test         TestGPUCoResident and TestGPUGraphReplay (the cached occupancy, the upload)
 #
 #   bash scripts/gpu-launchcost.sh        here (no GPU): builds the three into $DEST
-#                                         (default /work/main/.dev/launchcost)
+#                                         (default .dev/launchcost of this checkout)
+#   bash scripts/gpu-launchcost.sh paths  prints the folders it would use, builds nothing
 #   bash DIR/gpu-launchcost.sh run        on the GPU machine (device tool, one GPU, carry DIR)
+#
+# Every path comes from the script's own location (its checkout's root) or the environment
+# (DEST, KGEN_TOOLS, default the checkout's .tools), never from the machine it was written on.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -46,13 +50,22 @@ fi
 
 root=$(cd "$here/.." && pwd)
 cd "$root"
-dest=${DEST:-/work/main/.dev/launchcost}
+dest=${DEST:-$root/.dev/launchcost}
+export KGEN_TOOLS=${KGEN_TOOLS:-$root/.tools}
+case "${1:-}" in
+  paths|--dry-run)
+    echo "root=$root"; echo "dest=$dest"; echo "KGEN_TOOLS=$KGEN_TOOLS"; exit 0 ;;
+  -h|--help)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+  "") ;;
+  *) echo "gpu-launchcost.sh: unknown argument '$1' (run, paths, --help)" >&2; exit 2 ;;
+esac
 mkdir -p "$dest"
-export KGEN_TOOLS=${KGEN_TOOLS:-/work/main/.tools}
 eval "$(bash scripts/cuda-headers.sh)"
 go build -tags cuda -ldflags="-s -w" -o "$dest/launchcost" ./bench/launchcost
 go test -c -tags cuda -ldflags="-s -w" -o "$dest/collectives.test" ./collectives
 go test -c -tags cuda -ldflags="-s -w" -o "$dest/jit.test" ./jit
 cp scripts/gpu-launchcost.sh "$dest/gpu-launchcost.sh"
 du -sh "$dest" >&2
-echo "Built $dest. Run on one GPU (device tool, carry [\"${dest#/work/main/}\"]): bash ${dest#/work/main/}/gpu-launchcost.sh run"
+rel=${dest#"$root"/}
+echo "Built $dest. Run on one GPU (device tool, carry [\"$rel\"]): bash $rel/gpu-launchcost.sh run"

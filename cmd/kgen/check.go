@@ -23,9 +23,14 @@ import (
 func init() {
 	register(&command{
 		name:    "check",
-		summary: "assemble every library kernel for every target with ptxas; print registers, shared memory, spills",
-		usage:   "[KERNEL...] [--target sm_90] [--dtype f32]",
-		run:     runCheck,
+		summary: "assemble library kernels (or your own FILE.ptx) with ptxas; print registers, shared memory, spills",
+		usage: `[KERNEL...] [--target sm_90] [--dtype f32]
+       kgen check FILE.ptx... (- for standard input)
+
+With FILE.ptx (a name ending in .ptx, a path, or - for standard input), checks your own
+module: kgen's PTX rules (ptx.Parse, ptx.Verify), then ptxas for the module's .target;
+prints each entry's registers, shared memory and spills. Problems name the file and line.`,
+		run: runCheck,
 	})
 }
 
@@ -53,6 +58,18 @@ func runCheck(e *env, args []string) error {
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	var files []string
+	for _, a := range pos {
+		if isPTXFile(a) {
+			files = append(files, a)
+		}
+	}
+	if len(files) > 0 {
+		if len(files) != len(pos) || *target != "" || *dtype != "" {
+			return usagef("check FILE.ptx takes files only (their .target says the target): not library kernels, --target or --dtype")
+		}
+		return checkFiles(e, files)
 	}
 	specs := kernels.All()
 	if len(pos) > 0 {

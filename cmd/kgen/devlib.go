@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/kgen-dev/kgen/nvshmem/devlib"
 	"github.com/kgen-dev/kgen/ptx"
@@ -55,10 +57,19 @@ func runDevlib(e *env, args []string) error {
 	if o.EachDir != "" && o.Output != "" {
 		return usagef("give either -o FILE or --each DIR, not both")
 	}
-	if (o.Objects || o.Jobs != 0) && o.EachDir == "" {
+	jobsSet := false
+	fs.Visit(func(f *flag.Flag) { jobsSet = jobsSet || f.Name == "j" })
+	if (o.Objects || jobsSet) && o.EachDir == "" {
 		return usagef("--objects and -j go with --each DIR")
 	}
+	if jobsSet && o.Jobs < 1 {
+		return usagef("-j %d: want at least 1 function at once (leave -j out for one per core)", o.Jobs)
+	}
 	if *funcs != "" {
+		// Names are checked here, so that a path or other non-name is a usage error.
+		if _, err := devlib.NormalizeFuncs([]string{*funcs}); err != nil {
+			return usagef("--funcs: %s (NVSHMEM device function names, comma-separated, such as nvshmem_quiet,nvshmem_my_pe; --list lists them)", strings.TrimPrefix(err.Error(), "devlib: "))
+		}
 		o.Funcs = []string{*funcs}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -41,6 +41,11 @@ func runGen(e *env, args []string) error {
 	if len(pos) == 0 {
 		return usagef("name at least one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
 	}
+	for i, name := range pos {
+		if slices.Contains(pos[:i], name) {
+			return usagef("kernel %s named twice", name)
+		}
+	}
 	p := gen.Package{Name: *pkg, Dir: *dir, Generator: "kgen gen " + strings.Join(args, " ")}
 	for _, t := range strings.Split(*targets, ",") {
 		tt, err := ptx.ParseTarget(strings.TrimSpace(t))

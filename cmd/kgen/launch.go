@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 )
 
@@ -145,14 +146,14 @@ func launchBackend(flag string) (jit.Backend, error) {
 	if flag != "" {
 		b, err := jit.ParseBackend(flag)
 		if err != nil {
-			return "", fmt.Errorf("--backend %q: want cuda or emu", flag)
+			return "", fmt.Errorf("--backend %s: want cuda or emu", excerpt.Quote(flag))
 		}
 		return b, nil
 	}
 	if v := os.Getenv("KGEN_BACKEND"); v != "" {
 		b, err := jit.ParseBackend(v)
 		if err != nil {
-			return "", fmt.Errorf("KGEN_BACKEND=%q: want cuda or emu", v)
+			return "", fmt.Errorf("KGEN_BACKEND=%s: want cuda or emu", excerpt.Quote(v))
 		}
 		return b, nil
 	}

@@ -67,7 +67,7 @@ func runLayout(e *env, args []string) error {
 	parse := func(s string) (layout.Layout, error) {
 		l, err := layout.Parse(s)
 		if err != nil {
-			return l, &usageError{fmt.Sprintf("bad layout %q: %v", s, err)}
+			return l, &usageError{"bad layout " + strings.TrimPrefix(err.Error(), "layout: parse ")}
 		}
 		n := 1
 		for _, x := range l.Shape().Leaves() {
@@ -128,7 +128,7 @@ func runLayout(e *env, args []string) error {
 		if composed(pos[0]) {
 			c, err := layout.ParseComposed(pos[0])
 			if err != nil {
-				return &usageError{fmt.Sprintf("bad composed layout %q: %v", pos[0], err)}
+				return &usageError{"bad composed layout " + strings.TrimPrefix(err.Error(), "layout: parse ")}
 			}
 			l = c
 		} else {

@@ -5,6 +5,7 @@
 //	kgen list                          the library's kernels, their element types and what they do
 //	kgen ptx KERNEL                    one kernel's PTX for a target and element type
 //	kgen check [KERNEL...]             ptxas over kernels x targets: registers, shared memory, spills
+//	kgen check FILE.ptx                kgen's PTX rules and ptxas over your own module (- for stdin)
 //	kgen run KERNEL                    run a kernel on the emulator, checked against a Go reference
 //	kgen gen KERNEL... --pkg NAME      a Go package embedding the PTX, with typed launchers
 //	kgen layout LAYOUT                 a layout (plain, swizzled, thread-value) as a grid or SVG
@@ -22,8 +23,11 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // command is one subcommand.
@@ -49,7 +53,15 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// usagef is a usage error. Long pieces of the command line it quotes are cut to excerpts
+// when it is printed (clipInputs), not lists of valid values.
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// message is err's text for "kgen NAME: ...": without a leading "NAME: " a package already
+// put there ("kgen gen: gen: ..." said the command twice).
+func message(name string, err error) string {
+	return strings.TrimPrefix(err.Error(), name+": ")
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -60,13 +72,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) > 2 {
-			fmt.Fprintf(stderr, "kgen help: want at most one COMMAND, got %q\n", strings.Join(args[1:], " "))
+			fmt.Fprintf(stderr, "kgen help: want at most one COMMAND, got %s\n", excerpt.Quote(strings.Join(args[1:], " ")))
 			return 2
 		}
 		if len(args) > 1 {
 			c, ok := commands[args[1]]
 			if !ok {
-				fmt.Fprintf(stderr, "kgen help: unknown command %q (valid: %s)\n", args[1], strings.Join(commandNames(), ", "))
+				fmt.Fprintf(stderr, "kgen help: unknown command %s (valid: %s)\n", excerpt.Quote(args[1]), strings.Join(commandNames(), ", "))
 				return 2
 			}
 			fmt.Fprintf(stdout, "usage: kgen %s %s\n", c.name, c.usage)
@@ -80,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "kgen: unknown command %q (valid: %s)\n", args[0], strings.Join(commandNames(), ", "))
+		fmt.Fprintf(stderr, "kgen: unknown command %s (valid: %s)\n", excerpt.Quote(args[0]), strings.Join(commandNames(), ", "))
 		return 2
 	}
 	err := c.run(e, args[1:])
@@ -93,10 +105,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var u *usageError
 	if errors.As(err, &u) {
 		// One line: the value that was wrong and the valid ones; the usage is --help's.
-		fmt.Fprintf(stderr, "kgen %s: %s (see kgen help %s)\n", c.name, strings.ReplaceAll(u.msg, "\n", "; "), c.name)
+		fmt.Fprintf(stderr, "kgen %s: %s (see kgen help %s)\n", c.name, strings.ReplaceAll(clipInputs(message(c.name, u), args), "\n", "; "), c.name)
 		return 2
 	}
-	fmt.Fprintf(stderr, "kgen %s: %v\n", c.name, err)
+	fmt.Fprintf(stderr, "kgen %s: %s\n", c.name, clipInputs(message(c.name, err), args))
 	var x interface{ kgenExitCode() int } // a command passing on a program's exit status (launch)
 	if errors.As(err, &x) {
 		return x.kgenExitCode()
@@ -141,11 +153,24 @@ func flags(e *env, c *command) *flag.FlagSet {
 var helps sync.Map
 
 // parseFlags parses args with fs, turning errors into usage errors and printing the
-// command's help for -h and --help.
+// command's help for -h and --help. A string flag given explicitly empty (-o "", a path or
+// value from an unset variable) is a usage error: it would otherwise mean the default
+// silently. The flag package's messages quote whole values; long ones are cut to excerpts.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
+		var empty []string
+		fs.Visit(func(f *flag.Flag) {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if s, ok := g.Get().(string); ok && s == "" {
+					empty = append(empty, f.Name)
+				}
+			}
+		})
+		if len(empty) > 0 {
+			return usagef("-%s \"\": an empty value (give one, or leave the flag out for its default)", empty[0])
+		}
 		return nil
 	case errors.Is(err, flag.ErrHelp):
 		if h, ok := helps.Load(fs); ok {
@@ -154,6 +179,42 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	return &usageError{err.Error()}
+}
+
+// clipInputs replaces every long piece of the command line that msg quotes (an argument,
+// a flag's name or value, a comma-separated item) by its excerpt, whichever package wrote
+// the message: a 10 MB argument gives a short error, not a 10 MB one.
+func clipInputs(msg string, args []string) string {
+	var long []string
+	add := func(s string) {
+		if len(s) > excerpt.Max {
+			long = append(long, s)
+		}
+	}
+	for _, a := range args {
+		add(a)
+		add(strings.TrimLeft(a, "-"))
+		name, v, eq := strings.Cut(a, "=")
+		if eq {
+			add(v)
+			add(strings.TrimLeft(name, "-"))
+		}
+		for _, item := range strings.Split(v+","+a, ",") {
+			add(strings.TrimSpace(item))
+		}
+	}
+	if len(long) == 0 || len(msg) <= excerpt.Max {
+		return msg
+	}
+	sort.Slice(long, func(i, j int) bool { return len(long[i]) > len(long[j]) })
+	for _, l := range long {
+		if !strings.Contains(msg, l) {
+			continue
+		}
+		msg = strings.ReplaceAll(msg, strconv.Quote(l), excerpt.Quote(l))
+		msg = strings.ReplaceAll(msg, l, excerpt.Quote(l))
+	}
+	return msg
 }
 
 // parse parses flags anywhere among the arguments (flags may follow positional ones) and

@@ -84,6 +84,15 @@ func TestEveryUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"launch", "-n", "2"}, []string{"no program"}},
 		{[]string{"launch", "-n", "4", "--nodes", "3", "--backend", "emu", "--", "true"}, []string{"--nodes 3", "-n 4"}},
 		{[]string{"launch", "-n", "4", "--nodes", "2", "--backend", "cuda", "--", "true"}, []string{"--nodes 2", "one kgen launch"}},
+		{[]string{"gen", "-o", "", "vector_add", "--pkg", "v"}, []string{`-o ""`, "empty value"}},
+		{[]string{"gen", "-o", o, "vector_add", "vector_add", "--pkg", "v"}, []string{"vector_add named twice"}},
+		{[]string{"ptx", "vector_add", "transpose"}, []string{"exactly one", "ag_gemm, ag_gemm_nvshmem", "transpose, "}},
+		{[]string{"ptx", "vector_add", "--dtype", ""}, []string{`-dtype ""`, "empty value"}},
+		{[]string{"devlib", "--target", "sm_90", "--each", o, "-j", "0"}, []string{"-j 0", "at least 1"}},
+		{[]string{"devlib", "--target", "sm_90", "--each", o, "-j", "-1"}, []string{"-j -1", "at least 1"}},
+		{[]string{"devlib", "--target", "sm_90", "--funcs", "../../etc/passwd"}, []string{"--funcs", `"../../etc/passwd"`, "not function names"}},
+		{[]string{"layout", "(4,\uff18)"}, []string{"unexpected '８'"}},
+		{[]string{"layout", "(9223372036854775807,2)"}, []string{`integer "9223372036854775807" out of range`}},
 	} {
 		code, out, errs := kgen(c.args...)
 		if _, err := os.Stat(o); err == nil {
@@ -103,6 +112,37 @@ func TestEveryUsageErrorIsOneLine(t *testing.T) {
 				t.Errorf("%v: error %q does not mention %q", c.args, errs, w)
 			}
 		}
+	}
+}
+
+// Messages quote bounded excerpts of inputs (a 1 MB layout, flag value or command name gives
+// a short line), name a command once ("kgen gen: gen: ..." said it twice), and a failure
+// that is not a usage error still exits 1.
+func TestMessagesBoundedAndOnce(t *testing.T) {
+	huge := strings.Repeat("4,", 1<<19)
+	for _, args := range [][]string{
+		{"layout", "(" + huge + "x)"},
+		{"layout", "Sw<3,0,3> o " + huge},
+		{"ptx", "--dtype", huge, "vector_add"},
+		{"ptx", "--" + huge},
+		{"ptx", "--dtype=" + huge, "vector_add"},
+		{huge},
+		{"help", huge},
+		{"launch", "--backend", huge, "--", "true"},
+		{"devlib", "--target", "sm_90", "--funcs", huge + "/x"},
+	} {
+		code, _, errs := kgen(args...)
+		if code != 2 || len(errs) > 600 {
+			t.Errorf("kgen %.30s...: exit %d, a %d-byte error: %.300s", strings.Join(args, " "), code, len(errs), errs)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(bad, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := kgen("gen", "vector_add", "--pkg", "v", "--dtype", "f32", "-o", filepath.Join(bad, "sub"))
+	if code != 1 || strings.Contains(errs, "gen: gen:") || !strings.HasPrefix(errs, "kgen gen: ") {
+		t.Errorf("gen into a file's subfolder: exit %d, %q; want exit 1 and the command named once", code, errs)
 	}
 }
 

@@ -14,10 +14,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kgen-dev/kgen/internal/cachefile"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/internal/toolchain"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -83,6 +84,36 @@ func (l *Library) cacheDir() string {
 	return DefaultCacheDir()
 }
 
+// checkCache refuses a cache folder that others may write (see cachefile.CheckDir): a
+// checksum proves an entry whole, not who wrote it.
+func checkCache(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := cachefile.CheckDir(dir); err != nil {
+		return fmt.Errorf("devlib cache: %w (KGEN_DEVLIB_CACHE, or KGEN_CACHE=off)", err)
+	}
+	return nil
+}
+
+// maxCacheEntry bounds a cache entry (the PTX of every public function is a few MB).
+const maxCacheEntry = 1 << 30
+
+// readCached reads a cache entry when it is a private regular file in a private folder
+// (anything else is an error, which callers treat as a miss). size, when not nil, gives the
+// entry's whole length from its first headLen bytes (see cachefile.Read).
+func readCached(path string, headLen int, size func([]byte) (int64, bool)) ([]byte, error) {
+	if err := cachefile.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if err := cachefile.CheckFile(path, fi); err != nil {
+			return nil, err
+		}
+	}
+	return cachefile.Read(path, maxCacheEntry, headLen, size)
+}
+
 var identRE = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 // NormalizeFuncs trims, sorts and deduplicates function names and rejects an empty list and
@@ -98,14 +129,18 @@ func NormalizeFuncs(funcs []string) ([]string, error) {
 				continue
 			}
 			if !identRE.MatchString(n) {
-				bad = append(bad, strconv.Quote(n))
+				bad = append(bad, excerpt.Quote(n))
 				continue
 			}
 			set[n] = true
 		}
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("devlib: not function names: %s", strings.Join(bad, ", "))
+		more := ""
+		if len(bad) > 5 {
+			bad, more = bad[:5], fmt.Sprintf(" and %d more", len(bad)-5)
+		}
+		return nil, fmt.Errorf("devlib: not function names: %s%s", strings.Join(bad, ", "), more)
 	}
 	if len(set) == 0 {
 		return nil, errors.New("devlib: no functions to build (name at least one NVSHMEM device function, for example nvshmem_quiet)")
@@ -201,6 +236,9 @@ func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCache(l.cacheDir()); err != nil {
+		return nil, err
+	}
 	llc, err := toolchain.LLVMTool("llc")
 	if err != nil {
 		return nil, err
@@ -220,7 +258,7 @@ func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) 
 	dir := l.cacheDir()
 	if dir != "" {
 		res.CachePath = filepath.Join(dir, h.key()+".ptx")
-		if b, err := os.ReadFile(res.CachePath); err == nil {
+		if b, err := readCached(res.CachePath, 0, nil); err == nil {
 			if got, err := ParseHeader(b); err == nil && got.equal(h) {
 				res.PTX, res.Cached, res.Elapsed = b, true, time.Since(start)
 				return res, nil
@@ -444,6 +482,9 @@ func ParseHeader(ptx []byte) (*Header, error) {
 func (l *Library) Signatures(ctx context.Context) (map[string]Signature, error) {
 	l.sigMu.Lock() // one llvm-dis at a time; later callers get the first one's table
 	defer l.sigMu.Unlock()
+	if err := checkCache(l.cacheDir()); err != nil {
+		return nil, err
+	}
 	if s := l.loadedSignatures(); s != nil {
 		return s, nil
 	}
@@ -549,8 +590,8 @@ func (l *Library) loadedSignatures() map[string]Signature {
 	if s != nil {
 		return s
 	}
-	if p := l.signaturesPath(); p != "" {
-		if b, err := os.ReadFile(p); err == nil {
+	if p := l.signaturesPath(); p != "" && checkCache(l.cacheDir()) == nil {
+		if b, err := readCached(p, 0, nil); err == nil {
 			if s, err := ReadSignatures(bytes.NewReader(b)); err == nil && len(s) > 0 {
 				l.mu.Lock()
 				l.sigs = s

@@ -30,6 +30,11 @@
 // header recording that version ([ParseHeader]); [CheckVersion] and [CheckPTX] refuse to pair
 // it with another NVSHMEM host library.
 //
+// The cache folder ([DefaultCacheDir]) must be private: a folder (or entry) writable by group
+// or others, or owned by another user, is refused with an error naming it, since whoever can
+// write it could substitute the code kernels link. Only regular files are read from it (a
+// FIFO, device or symlink at an entry's path is a miss), never past their length.
+//
 // The external tools (llvm-extract, opt, llc, llvm-nm and llvm-dis of LLVM 19) are found by
 // package internal/toolchain.
 package devlib

@@ -120,6 +120,9 @@ func (l *Library) BuildEach(ctx context.Context, target ptx.Target, funcs []stri
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCache(l.cacheDir()); err != nil {
+		return nil, err
+	}
 	llc, err := toolchain.LLVMTool("llc")
 	if err != nil {
 		return nil, err
@@ -317,10 +320,31 @@ func writeUnit(path, key string, data []byte) error {
 	return writeAtomic(path, b.Bytes())
 }
 
+// unitHeadMax bounds a unit entry's first line: the format, a 64-digit key, a decimal length
+// and a 64-digit sha256.
+const unitHeadMax = len(eachFormat) + 1 + 64 + 1 + 20 + 1 + 64 + 1
+
+// unitLen reads a unit entry's whole length from its first line.
+func unitLen(head []byte) (int64, bool) {
+	line, _, ok := bytes.Cut(head, []byte("\n"))
+	if !ok || !bytes.HasPrefix(line, []byte(eachFormat+" ")) {
+		return 0, false
+	}
+	f := strings.Fields(string(line[len(eachFormat)+1:]))
+	if len(f) != 3 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || n < 0 || n > maxCacheEntry {
+		return 0, false
+	}
+	return int64(len(line)+1) + n, true
+}
+
 // readUnit returns the entry's data when it exists, carries key and is whole (its length
 // and sha256 match); nil otherwise.
 func readUnit(path, key string) []byte {
-	b, err := os.ReadFile(path)
+	b, err := readCached(path, unitHeadMax, unitLen)
 	if err != nil {
 		return nil
 	}
