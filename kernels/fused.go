@@ -78,6 +78,20 @@ func FusedCheck(cfg GemmConfig) error {
 	return partial.Check()
 }
 
+// FusedCheckShape reports an M x N x K problem over g GPUs that the fused GEMMs (ag_gemm,
+// gemm_rs, gemm_ar, gemm_ar_mc and their sm_90a forms) cannot run: every extent positive,
+// and M*max(N, K)*g below 2^31, since their element offsets into A, the gathered A, D and
+// the g-slot scratch are 32-bit (signed in the mma.sync kernels).
+func FusedCheckShape(m, n, k, g int) error {
+	switch {
+	case m <= 0 || n <= 0 || k <= 0 || g <= 0:
+		return fmt.Errorf("fused gemm: shape %dx%dx%d over %d GPUs: every extent and the GPU count must be positive", m, n, k, g)
+	case m > MaxGemmExtent || n > MaxGemmExtent || k > MaxGemmExtent || uint64(m)*uint64(max(n, k))*uint64(g) >= 1<<31:
+		return fmt.Errorf("fused gemm: shape %dx%dx%d over %d GPUs: M*max(N,K)*GPUs must be below 2^31 (the fused kernels' element offsets are 32-bit signed)", m, n, k, g)
+	}
+	return nil
+}
+
 // fusedTiles returns the tile counts of one GPU's M/NGPUs x N slice.
 func fusedTiles(cfg GemmConfig, rows, n int) (tilesM, tilesN int) {
 	return ceilDiv(rows, cfg.BM), ceilDiv(n, cfg.BN)

@@ -97,7 +97,10 @@ func runGemm(args []string) error {
 		}
 		if hp != nil && auto {
 			opt := h
-			h = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
+			h, err = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
+			if err != nil {
+				return fmt.Errorf("%dx%dx%d: %w", m, n, k, err)
+			}
 			if set["sm90-cluster"] {
 				h.ClusterM = opt.ClusterM
 			}

@@ -67,6 +67,12 @@ func RunFused(p FusedProblem) (Result, error) {
 	if cfg.Aligned && (p.N%8 != 0 || p.K%8 != 0) {
 		return res, fmt.Errorf("%s needs N, K multiples of 8; got %s", name, res.Shape)
 	}
+	if err := kernels.FusedCheckShape(p.M, p.N, p.K, g); err != nil {
+		return res, err
+	}
+	if err := checkEmuGemm(name, p.M, p.N, p.K, g); err != nil {
+		return res, err
+	}
 	build := p.Build
 	if build == nil {
 		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS, kernels.FamilyGemmAR: kernels.GemmAR, kernels.FamilyAGGemmNVSHMEM: kernels.AGGemmNVSHMEM, kernels.FamilyGemmARMC: kernels.GemmARMC}[p.Family]

@@ -60,6 +60,12 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 	if err := cfg.CheckShape(p.M, p.N, p.K); err != nil {
 		return res, err
 	}
+	if err := kernels.FusedCheckShape(p.M, p.N, p.K, g); err != nil {
+		return res, err
+	}
+	if err := checkEmuGemm(name, p.M, p.N, p.K, g); err != nil {
+		return res, err
+	}
 	build := p.Build
 	if build == nil {
 		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmSM90Config){kernels.FamilyAGGemmSM90: kernels.AGGemmSM90,

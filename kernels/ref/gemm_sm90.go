@@ -50,6 +50,9 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if err := cfg.CheckShape(p.M, p.N, p.K); err != nil {
 		return res, err
 	}
+	if err := checkEmuGemm(cfg.Name(), p.M, p.N, p.K, 1); err != nil {
+		return res, err
+	}
 	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 	kernels.GemmSM90(k, cfg)
 	mod, err := k.Build()
