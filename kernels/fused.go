@@ -100,27 +100,27 @@ func fusedTiles(cfg GemmConfig, rows, n int) (tilesM, tilesN int) {
 // FusedGrid returns the blocks of a fused launch for an M x N output over ngpus GPUs: the
 // tiles of every GPU's M/ngpus-row slice.
 func FusedGrid(cfg GemmConfig, m, n, ngpus int) int {
-	tm, tn := fusedTiles(cfg, m/ngpus, n)
+	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
 	return ngpus * tm * tn
 }
 
 // AGGemmSignalWords is the number of u32 signal slots ag_gemm needs on every GPU: a ready
 // slot per (source GPU, row tile) and a consumed counter per (consumer GPU, row tile).
 func AGGemmSignalWords(cfg GemmConfig, m, ngpus int) int {
-	return 2 * CollMaxGPUs * ceilDiv(m/ngpus, cfg.BM)
+	return 2 * CollMaxGPUs * ceilDiv(perGPU(m, ngpus), cfg.BM)
 }
 
 // GemmRSSignalWords is the number of u32 signal slots gemm_rs needs on every GPU: a ready
 // slot per (own tile, source GPU) and a free slot per (owner GPU, tile).
 func GemmRSSignalWords(cfg GemmConfig, m, n, ngpus int) int {
-	tm, tn := fusedTiles(cfg, m/ngpus, n)
+	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
 	return 2 * CollMaxGPUs * tm * tn
 }
 
 // GemmARSignalWords is the number of u32 signal slots gemm_ar needs on every GPU:
 // gemm_rs's, a done slot per (owner GPU, tile) and an arrived slot per GPU.
 func GemmARSignalWords(cfg GemmConfig, m, n, ngpus int) int {
-	tm, tn := fusedTiles(cfg, m/ngpus, n)
+	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
 	return 3*CollMaxGPUs*tm*tn + CollMaxGPUs
 }
 

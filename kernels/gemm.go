@@ -85,8 +85,14 @@ func (c GemmConfig) SharedBytes() int {
 	return max(c.Stages*(c.BM+c.BN)*c.BK*c.In.Bytes(), c.BM*(c.BN+8)*4)
 }
 
-// Grid returns the number of blocks for an M x N output (a 1-D grid; see gemmBlock).
-func (c GemmConfig) Grid(m, n int) int { return ceilDiv(m, c.BM) * ceilDiv(n, c.BN) }
+// Grid returns the number of blocks for an M x N output (a 1-D grid; see gemmBlock); 0 for
+// an empty problem or a configuration with an empty tile (Check and CheckShape say why).
+func (c GemmConfig) Grid(m, n int) int {
+	if m <= 0 || n <= 0 {
+		return 0
+	}
+	return ceilDiv(m, c.BM) * ceilDiv(n, c.BN)
+}
 
 // Check reports a configuration the kernel cannot build.
 func (c GemmConfig) Check() error {

@@ -163,13 +163,25 @@ func (c GemmSM90Config) storeBytes() int {
 	return c.BM() * c.BN * max(c.Out.Bytes(), 1)
 }
 
-// Tiles returns the number of output tiles of an M x N problem.
-func (c GemmSM90Config) Tiles(m, n int) int { return ceilDiv(m, c.BM()) * ceilDiv(n, c.BN) }
+// Tiles returns the number of output tiles of an M x N problem; 0 for a configuration
+// without tiles (BN or Consumers not positive: Check refuses it) or an empty problem.
+func (c GemmSM90Config) Tiles(m, n int) int {
+	if c.BN <= 0 || c.Consumers <= 0 || m <= 0 || n <= 0 {
+		return 0
+	}
+	return ceilDiv(m, c.BM()) * ceilDiv(n, c.BN)
+}
 
 // Grid returns the number of persistent blocks for an M x N problem on a GPU of sms
 // multiprocessors: one block per SM, at most one per tile; with clusters a multiple of the
 // cluster size, at most one cluster per column of Cluster() row tiles.
+//
+// It returns 0 where Tiles does, or for sms < 1: no launch (the caller's checks,
+// Check and CheckShape, say why).
 func (c GemmSM90Config) Grid(m, n, sms int) int {
+	if c.Tiles(m, n) == 0 || sms < 1 {
+		return 0
+	}
 	cl := c.Cluster()
 	units := ceilDiv(ceilDiv(m, c.BM()), cl) * ceilDiv(n, c.BN)
 	return cl * max(1, min(units, sms/cl))
