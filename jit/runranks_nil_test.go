@@ -15,3 +15,19 @@ func TestRunRanksNilFunction(t *testing.T) {
 		}
 	}
 }
+
+// TestEmuNVSHMEMFree: freeing an NVSHMEM allocation on the emulator (a collective call)
+// frees every PE's copy through emu's FreeSymmetric (emu.System.Free refuses symmetric
+// addresses).
+func TestEmuNVSHMEMFree(t *testing.T) {
+	err := RunRanks(RanksOptions{Backend: Emulator, World: 2, NVSHMEM: true}, func(r *Rank) error {
+		m, err := r.NVSHMEM.Malloc(256)
+		if err != nil {
+			return err
+		}
+		return m.Free()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
