@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"go/token"
 	"slices"
 	"strings"
 
@@ -35,8 +34,8 @@ func runGen(e *env, args []string) error {
 	if *pkg == "" {
 		return usagef("--pkg is required")
 	}
-	if !token.IsIdentifier(*pkg) || *pkg == "_" {
-		return usagef("--pkg %q is not a Go package name (a letter or _ then letters, digits, _; not a keyword)", *pkg)
+	if err := gen.CheckPackageName(*pkg); err != nil {
+		return usagef("--pkg %q: %v", *pkg, strings.TrimPrefix(err.Error(), "gen: "))
 	}
 	if len(pos) == 0 {
 		return usagef("name at least one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
