@@ -13,7 +13,7 @@ import (
 
 func init() {
 	for _, f := range []kernels.Family{kernels.FamilyAGGemmSM90, kernels.FamilyGemmRSSM90, kernels.FamilyGemmARSM90, kernels.FamilyGemmARMCSM90} {
-		register(string(f), func(r *run) error { return fusedSM90Harness(r, f) })
+		registerOwn(string(f), ownFused, func(r *run) error { return fusedSM90Harness(r, f) })
 	}
 }
 

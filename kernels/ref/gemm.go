@@ -11,7 +11,7 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-func init() { register("gemm", gemmHarness) }
+func init() { registerOwn("gemm", oneGPU, gemmHarness) }
 
 // GemmProblem is one gemm run on the emulator: D = Alpha*A*B + Beta*C for an M x N x K
 // problem with the kernel cfg builds.

@@ -10,7 +10,7 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-func init() { register("gemm_sm90", gemmSM90Harness) }
+func init() { registerOwn("gemm_sm90", oneGPU, gemmSM90Harness) }
 
 // gemmSM90Harness runs `kgen run gemm_sm90`: about size elements per matrix, M odd, N and K
 // rounded up to multiples of 8 (K of 16 for fp8; the kernel's rule), on two persistent blocks.
