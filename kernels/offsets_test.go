@@ -15,13 +15,21 @@ var (
 )
 
 // narrowLdProducts returns, for each global load or store of C or D (the c and d
-// parameters) in the kernel's PTX, the 32-bit
-// products (mul.lo / mad.lo on .u32, .s32 or .b32) of the ld parameter (or a copy of it:
-// mov, cvt) that its address depends on: an element offset row*ld computed in 32 bits, which
+// parameters) in the kernel's PTX, the 32-bit products (mul.lo / mad.lo: any .s32; .u32 or
+// .b32 of two registers) of the ld parameter (or a copy of it: mov, cvt) that its address depends on: an element offset row*ld computed in 32 bits, which
 // wraps (or turns negative) once a matrix holds 2^32 (2^31) elements. The slice over-
 // approximates: every definition of a register counts.
 func narrowLdProducts(t *testing.T, text, ld string) []string {
 	t.Helper()
+	return narrowProducts(t, text, func(op, args string) bool {
+		return op == "ld.param.u32" && strings.HasSuffix(args, "["+ld+"]")
+	}, "c", "d")
+}
+
+// narrowProducts is narrowLdProducts for the registers root picks (an instruction's
+// opcode and operands; their copies count too) and the global accesses through the
+// pointer parameters outs.
+func narrowProducts(t *testing.T, text string, root func(op, args string) bool, outs ...string) []string {
 	defs := map[string][]string{} // register -> the instructions defining it
 	ldRegs := map[string]bool{}
 	var access []string
@@ -31,7 +39,7 @@ func narrowLdProducts(t *testing.T, text, ld string) []string {
 			continue
 		}
 		op, args := m[2], m[3]
-		if op == "ld.param.u32" && strings.HasSuffix(args, "["+ld+"]") {
+		if root(op, args) {
 			ldRegs[ptxReg.FindString(args)] = true
 		}
 		if strings.HasPrefix(op, "ld.global") || strings.HasPrefix(op, "st.global") {
@@ -46,7 +54,7 @@ func narrowLdProducts(t *testing.T, text, ld string) []string {
 		}
 	}
 	if len(ldRegs) == 0 {
-		t.Fatalf("no ld.param.u32 of %q in the PTX", ld)
+		t.Fatalf("no root register in the PTX")
 	}
 	// Copies of the parameter.
 	for changed := true; changed; {
@@ -61,11 +69,14 @@ func narrowLdProducts(t *testing.T, text, ld string) []string {
 			}
 		}
 	}
-	narrow := func(op string) bool {
+	// A signed 32-bit product turns negative at 2^31; an unsigned one of two registers (row
+	// times a runtime extent) wraps at 2^32. (An unsigned product by a constant, such as a
+	// tile index times the tile, stays below the u32 extent it indexes.)
+	narrow := func(op, args string) bool {
 		if !strings.HasPrefix(op, "mul.lo.") && !strings.HasPrefix(op, "mad.lo.") {
 			return false
 		}
-		return strings.HasSuffix(op, "32")
+		return strings.HasSuffix(op, ".s32") || strings.HasSuffix(op, "32") && len(ptxReg.FindAllString(args, -1)) >= 3
 	}
 	var bad []string
 	seenBad := map[string]bool{}
@@ -86,10 +97,12 @@ func narrowLdProducts(t *testing.T, text, ld string) []string {
 			for _, d := range defs[r] {
 				dm := ptxInstr.FindStringSubmatch(d)
 				srcs := ptxReg.FindAllString(dm[3], -1)[1:]
-				if dm[2] == "ld.param.u64" && (strings.HasSuffix(dm[3], "[c]") || strings.HasSuffix(dm[3], "[d]")) {
-					onOut = true
+				for _, o := range outs {
+					if dm[2] == "ld.param.u64" && strings.HasSuffix(dm[3], "["+o+"]") {
+						onOut = true
+					}
 				}
-				if narrow(dm[2]) {
+				if narrow(dm[2], dm[3]) {
 					for _, s := range srcs {
 						if ldRegs[s] {
 							found = append(found, d)
@@ -187,5 +200,44 @@ func TestGemmShapeLimits(t *testing.T) {
 	}
 	if g, err := ChooseGemm(ptx.SM80, dsl.F16, 16, 16, 12, 132); err == nil && g.Config.Aligned {
 		t.Errorf("K = 12: the aligned kernel (needs multiples of 8) was chosen")
+	}
+}
+
+// TestCopyOffsets64: tiled_copy's block offset bid*tile and transpose's tile offsets
+// row0*ld are 64-bit (mul.wide), so no global address depends on a 32-bit product of the
+// block index: the copy takes any u32 n (2^31 elements and more), the transpose any m, n up
+// to MaxTransposeExtent (its in-tile offsets, 32 rows of ld, stay 32-bit).
+func TestCopyOffsets64(t *testing.T) {
+	ctaid := func(op, args string) bool { return op == "mov.u32" && strings.Contains(args, "%ctaid.") }
+	for _, dt := range []dsl.Type{dsl.F32, dsl.F16, dsl.U8} {
+		k := dsl.New("tiled_copy", dsl.WithTarget(ptx.SM90))
+		TiledCopy(k, dt)
+		mod, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := narrowProducts(t, mod.String(), ctaid, "src", "dst"); len(bad) > 0 {
+			t.Errorf("tiled_copy %s: %d addresses depend on a 32-bit product of the block index; first: %s", dt, len(bad), bad[0])
+		}
+	}
+	for _, dt := range []dsl.Type{dsl.F32, dsl.F16} {
+		k := dsl.New("transpose", dsl.WithTarget(ptx.SM90))
+		Transpose(k, dt)
+		mod, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := narrowProducts(t, mod.String(), ctaid, "in", "out"); len(bad) > 0 {
+			t.Errorf("transpose %s: %d addresses depend on a 32-bit product of the block index; first: %s", dt, len(bad), bad[0])
+		}
+	}
+	for _, c := range []struct {
+		m, n int
+		ok   bool
+	}{{1, 1, true}, {MaxTransposeExtent, 4, true}, {4, MaxTransposeExtent, true}, {MaxTransposeExtent + 1, 4, false}, {4, MaxTransposeExtent + 1, false}, {0, 4, false}, {4, -1, false}} {
+		err := TransposeCheckShape(c.m, c.n)
+		if (err == nil) != c.ok || err != nil && !strings.Contains(err.Error(), "transpose") {
+			t.Errorf("TransposeCheckShape(%d, %d) = %v, want ok %v", c.m, c.n, err, c.ok)
+		}
 	}
 }

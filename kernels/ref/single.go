@@ -261,6 +261,9 @@ func transpose[T jit.Elem](r *run) (err error) {
 	defer func() { err = errors.Join(err, s.close()) }()
 	dt := r.p.DType
 	m, n := matrix(r.size(37 * 65))
+	if err := kernels.TransposeCheckShape(m, n); err != nil {
+		return err
+	}
 	in := r.random(dt, m*n, -8, 8)
 	pi, po := alloc[T](s, m*n, in), alloc[T](s, m*n, nil)
 	r.res.Shape = fmt.Sprintf("%dx%d", m, n)
