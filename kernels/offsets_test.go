@@ -241,3 +241,26 @@ func TestCopyOffsets64(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedShapeLimit: the fused GEMMs' element offsets are 32-bit signed, so
+// FusedCheckShape (which collectives' Comm and the emulator harnesses apply) refuses
+// M*max(N,K)*GPUs from 2^31 on, naming the limit; the Comm used to refuse only from 2^32.
+func TestFusedShapeLimit(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k, g int
+		ok         bool
+	}{
+		{1024, 1024, 1024, 8, true},
+		{1 << 14, 1 << 14, 64, 7, true},  // 7*2^28 < 2^31
+		{1 << 14, 1 << 14, 64, 8, false}, // 2^31: negative offsets
+		{1 << 14, 64, 1 << 14, 8, false}, // through K (A's and the gathered A's offsets)
+		{1 << 15, 1 << 15, 64, 4, false}, // past 2^32 too
+		{0, 8, 8, 2, false},
+		{8, 8, 8, 0, false},
+	} {
+		err := FusedCheckShape(c.m, c.n, c.k, c.g)
+		if (err == nil) != c.ok || err != nil && c.m > 0 && c.g > 0 && !strings.Contains(err.Error(), "2^31") {
+			t.Errorf("FusedCheckShape(%d, %d, %d, %d GPUs) = %v, want ok %v", c.m, c.n, c.k, c.g, err, c.ok)
+		}
+	}
+}
