@@ -79,7 +79,6 @@ func TestBadPackages(t *testing.T) {
 		"bad package name": func(p *Package) { p.Name = "1x" },
 		"package __":       func(p *Package) { p.Name = "__" },
 		"package _x":       func(p *Package) { p.Name = "_x" },
-		"package main":     func(p *Package) { p.Name = "main" },
 		"package init":     func(p *Package) { p.Name = "init" },
 		"package type":     func(p *Package) { p.Name = "type" },
 		"no kernels":       func(p *Package) { p.Kernels = nil },
