@@ -95,7 +95,8 @@ type Options struct {
 	// copy engines beside chunked GEMMs, overlap.go). Across nodes they always run split.
 	Matmuls MatmulMode
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
-	// run the cheapest that the topology allows); nil means H100CostModel(). On one node
+	// run the cheapest that the topology allows); nil means H100CostModel(). New refuses a
+	// model CostModel.Check refuses (a NaN, zero or infinite bandwidth). On one node
 	// the flat kernels always run, chosen by the thresholds above.
 	CostModel *CostModel
 	// Algorithm, when set, replaces the choice of AllReduce, ReduceScatter and AllGather:
@@ -237,6 +238,11 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	}
 	if o.MaxBlocks > kernels.CollMaxBlocks {
 		return nil, fmt.Errorf("collectives: MaxBlocks %d: at most %d", o.MaxBlocks, kernels.CollMaxBlocks)
+	}
+	if o.CostModel != nil {
+		if err := o.CostModel.Check(); err != nil {
+			return nil, fmt.Errorf("collectives: Options.CostModel %w (a model that prices nothing would silently run the hierarchical algorithms)", err)
+		}
 	}
 	c := &Comm{r: r, o: o, log: o.Logger, g: g, rank: r.Rank, emu: r.Backend == jit.Emulator,
 		lamport: map[int]*lamportState{}, fns: map[kernels.ID]*jit.Function{}, names: map[kernels.ID]string{},

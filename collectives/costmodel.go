@@ -146,6 +146,28 @@ func checkInputs(c Collective, t Topology, bytes int64) error {
 	return nil
 }
 
+// Check reports the first field of the model that is not a usable number, named by its
+// path (field Network.Bandwidth): every link's bandwidth must be a positive finite number of
+// bytes per second, and latencies and Launch must not be negative. collectives.New refuses
+// an Options.CostModel that fails it.
+func (m CostModel) Check() error {
+	if m.Launch < 0 {
+		return fmt.Errorf("field Launch: %v is negative", m.Launch)
+	}
+	for _, k := range []struct {
+		name string
+		l    Link
+	}{{"NVLink", m.NVLink}, {"Multicast", m.Multicast}, {"Network", m.Network}} {
+		if b := k.l.Bandwidth; math.IsNaN(b) || math.IsInf(b, 0) || b <= 0 {
+			return fmt.Errorf("field %s.Bandwidth: %v is not a positive finite number of bytes per second", k.name, b)
+		}
+		if k.l.Latency < 0 {
+			return fmt.Errorf("field %s.Latency: %v is negative", k.name, k.l.Latency)
+		}
+	}
+	return nil
+}
+
 // check refuses a model whose links that a on t uses are not usable numbers.
 func (m CostModel) check(a Algorithm, t Topology) error {
 	if m.Launch < 0 {

@@ -68,8 +68,8 @@ func (c *Comm) checkMatmul(what string, a, b, out *Buffer, s MatmulShape, aRows,
 	case a == out || b == out:
 		return fmt.Errorf("collectives: %s: out must not be an input", what)
 	}
-	if n := uint64(s.M) * uint64(max(s.N, s.K)) * uint64(g); n >= 1<<32 {
-		return fmt.Errorf("collectives: %s: shape %dx%dx%d over %d GPUs: element offsets reach 2^32 (u32 indices)", what, s.M, s.N, s.K, g)
+	if err := kernels.FusedCheckShape(s.M, s.N, s.K, g); err != nil {
+		return fmt.Errorf("collectives: %s: %w", what, err)
 	}
 	return nil
 }

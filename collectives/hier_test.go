@@ -3,10 +3,12 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 )
 
@@ -321,13 +323,13 @@ func TestNodeOf(t *testing.T) {
 // TestChoiceFollowsCostModel checks, without launching, the kernel AllReduceAlgorithm,
 // ReduceScatterAlgorithm and AllGatherAlgorithm name for sizes from 1 element to 2^26 on
 // each topology against the cost model's choice: flat on one node (the size rules then pick
-// the kernel), the hierarchical kernels for hierarchical, the rings for nvshmem_ring. A
-// model that chooses nothing (a network of zero bandwidth) runs hierarchical.
+// the kernel), the hierarchical kernels for hierarchical, the rings for nvshmem_ring. (A
+// model that chooses nothing, such as a network of zero bandwidth, is refused by New:
+// TestNewRefusesInvalidCostModel.)
 func TestChoiceFollowsCostModel(t *testing.T) {
-	broken := H100CostModel()
-	broken.Network.Bandwidth = 0
+	h100 := H100CostModel()
 	for _, tp := range acrossTopologies {
-		for _, m := range []*CostModel{nil, &broken} {
+		for _, m := range []*CostModel{nil, &h100} {
 			o := testOpts
 			o.CostModel = m
 			runAcross(t, tp.nodes, tp.local, false, 0, o, func(e *rankEnv) error {
@@ -401,5 +403,36 @@ func TestBarrierAcrossNodes(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestNewRefusesInvalidCostModel: an Options.CostModel with a NaN, zero, infinite or
+// negative number is an error at New naming the field, not a model that prices nothing and
+// silently runs the hierarchical algorithms.
+func TestNewRefusesInvalidCostModel(t *testing.T) {
+	bad := map[string]func(m *CostModel){
+		"NVLink.Bandwidth: NaN":     func(m *CostModel) { m.NVLink.Bandwidth = math.NaN() },
+		"Network.Bandwidth: 0":      func(m *CostModel) { m.Network.Bandwidth = 0 },
+		"Multicast.Bandwidth: +Inf": func(m *CostModel) { m.Multicast.Bandwidth = math.Inf(1) },
+		"Network.Latency: -1ns":     func(m *CostModel) { m.Network.Latency = -1 },
+		"Launch: -1ns":              func(m *CostModel) { m.Launch = -1 },
+	}
+	err := jit.RunRanks(jit.RanksOptions{Backend: jit.Emulator, World: 2, NVSHMEM: true}, func(r *jit.Rank) error {
+		for want, spoil := range bad {
+			m := H100CostModel()
+			spoil(&m)
+			c, err := New(context.Background(), r, Options{CostModel: &m})
+			if err == nil {
+				c.Close()
+				return fmt.Errorf("CostModel with %s accepted", want)
+			}
+			if !strings.Contains(err.Error(), "Options.CostModel field "+want) {
+				return fmt.Errorf("CostModel with %s: %v", want, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

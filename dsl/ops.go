@@ -337,6 +337,45 @@ func (v Value) Mul(x any) Value {
 	}, foldArith(func(a, b int64) (int64, bool) { return a * b, true }, func(a, b float64) float64 { return a * b }))
 }
 
+// MulWide returns the full 64-bit product of 32-bit integers v and x (mul.wide): U64 for
+// U32 operands, I64 for I32. Use it where a product of 32-bit extents can pass 2^32 (or
+// 2^31 signed), such as a row's element offset row*ld in a large matrix: Mul keeps only the
+// low 32 bits.
+func (v Value) MulWide(x any) Value {
+	k := v.k
+	if k == nil {
+		return Value{}
+	}
+	if !k.own(v, "MulWide") {
+		return k.poison(U64)
+	}
+	if v.t != U32 && v.t != I32 {
+		k.errorf("MulWide: operand type %s (want u32 or s32)", v.t)
+		return k.poison(U64)
+	}
+	wt := U64
+	if v.t == I32 {
+		wt = I64
+	}
+	w, ok := k.val(x, v.t, "MulWide")
+	if !ok {
+		return k.poison(wt)
+	}
+	if v.IsConst() && w.IsConst() {
+		if wt == U64 {
+			return k.Const(wt, uint64(constInt(v))*uint64(constInt(w)))
+		}
+		return k.Const(wt, constInt(v)*constInt(w))
+	}
+	r := k.memo("MulWide", wt, []Value{v, w}, func(d ptx.Reg) {
+		k.op("mul", qWide, v.t, d, k.operand(v), k.operand(w))
+	})
+	if div := k.divOf(v) * k.divOf(w); div > 1 && div < 1<<30 {
+		k.Assume(r, int(div)) // what Assume said of the factors holds of the product
+	}
+	return r
+}
+
 // Div returns v / x: truncating for integers, IEEE round-to-nearest for F32 and F64.
 func (v Value) Div(x any) Value {
 	return v.binary("Div", x, func(t Type) bool { return isInt(t) || t == F32 || t == F64 },

@@ -129,18 +129,31 @@ func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
 	return m, nil
 }
 
-// Free releases an allocation made by Malloc, or (given any GPU's address of it) a symmetric
-// allocation on every GPU.
+// Free releases an allocation made by Malloc. A symmetric allocation (MallocSymmetric) is
+// an error naming FreeSymmetric, which frees every GPU's copy at once: freeing one address
+// of it is almost always a mix-up of private and symmetric buffers.
 func (s *System) Free(addr uint64) error {
+	return s.free("Free", addr, false)
+}
+
+// free releases the allocation starting at addr; a symmetric one (every GPU's copy) only
+// when sym is set.
+func (s *System) free(what string, addr uint64, sym bool) error {
 	s.hostSync()
 	r := region(addr)
 	if r < regionGlobal0 || r >= regionGlobal0+uint64(len(s.gpus)) {
-		return fmt.Errorf("emu: Free(%#x): not a global address", addr)
+		return fmt.Errorf("emu: %s(%#x): not a global address", what, addr)
 	}
 	g := s.gpus[r-regionGlobal0]
 	a := g.find(addr)
 	if a == nil || a.base != addr {
-		return fmt.Errorf("emu: Free(%#x): not the start of a live allocation", addr)
+		return fmt.Errorf("emu: %s(%#x): not the start of a live allocation", what, addr)
+	}
+	if a.sym != sym {
+		if a.sym {
+			return fmt.Errorf("emu: %s(%#x): a symmetric allocation (GPU %d's copy); free it with FreeSymmetric, which frees every GPU's copy", what, addr, r-regionGlobal0)
+		}
+		return fmt.Errorf("emu: %s(%#x): a private allocation of GPU %d; free it with Free", what, addr, r-regionGlobal0)
 	}
 	if !a.sym {
 		g.remove(a)
@@ -172,7 +185,24 @@ func (s *System) FreeSymmetric(m *Symmetric) error {
 	if m == nil {
 		return fmt.Errorf("emu: FreeSymmetric(nil)")
 	}
-	return s.Free(m.On(0))
+	if s.syms[m.Off] != m {
+		return fmt.Errorf("emu: FreeSymmetric(offset %#x, %d bytes): not a live symmetric allocation (freed already?)", m.Off, m.Size)
+	}
+	return s.free("FreeSymmetric", m.On(0), true)
+}
+
+// SymmetricAt returns the symmetric allocation whose copy on some GPU starts at addr (a
+// peer address, as Peer returns), for FreeSymmetric.
+func (s *System) SymmetricAt(addr uint64) (*Symmetric, error) {
+	r := region(addr)
+	if r < regionGlobal0 || r >= regionGlobal0+uint64(len(s.gpus)) {
+		return nil, fmt.Errorf("emu: SymmetricAt(%#x): not a global address", addr)
+	}
+	m := s.syms[addr&offMask]
+	if m == nil {
+		return nil, fmt.Errorf("emu: SymmetricAt(%#x): not the start of a live symmetric allocation", addr)
+	}
+	return m, nil
 }
 
 // Peer returns the address through which any GPU reaches GPU gpu's copy of the symmetric

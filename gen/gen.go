@@ -99,10 +99,32 @@ type File struct {
 	Data []byte
 }
 
+// CheckPackageName reports why name cannot be the generated package's name: it must be a
+// Go identifier that is not a keyword (letters, digits, _; not starting with a digit),
+// start with a letter (the go tool ignores files whose names start with _, and the
+// generated file is <name>_kgen.go), and not be init (a package named init cannot be
+// imported: "init must be a func"). main is a name: the launchers then join a command,
+// whose own files must declare func main (kgen gen checks that its output directory holds
+// them).
+func CheckPackageName(name string) error {
+	const rule = "a package name is a Go identifier that starts with a letter (not _: the go tool ignores the file <name>_kgen.go), is not a keyword and is not init (which cannot be imported)"
+	switch {
+	case name == "":
+		return fmt.Errorf("gen: empty package name: %s", rule)
+	case !token.IsIdentifier(name):
+		return fmt.Errorf("gen: package name %q is not a Go identifier or is a keyword: %s", name, rule)
+	case strings.HasPrefix(name, "_"):
+		return fmt.Errorf("gen: package name %q starts with _: %s", name, rule)
+	case name == "init":
+		return fmt.Errorf("gen: package name %q is reserved (a package named init cannot be imported: init must be a func): %s", name, rule)
+	}
+	return nil
+}
+
 // Files returns the files Generate writes, without writing them.
 func Files(p Package) ([]File, error) {
-	if !token.IsIdentifier(p.Name) {
-		return nil, fmt.Errorf("gen: package name %q is not a Go identifier", p.Name)
+	if err := CheckPackageName(p.Name); err != nil {
+		return nil, err
 	}
 	if len(p.Kernels) == 0 {
 		return nil, errors.New("gen: no kernels")

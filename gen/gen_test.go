@@ -77,6 +77,10 @@ func TestBadPackages(t *testing.T) {
 	ok := testPackage()
 	for name, mutate := range map[string]func(p *Package){
 		"bad package name": func(p *Package) { p.Name = "1x" },
+		"package __":       func(p *Package) { p.Name = "__" },
+		"package _x":       func(p *Package) { p.Name = "_x" },
+		"package init":     func(p *Package) { p.Name = "init" },
+		"package type":     func(p *Package) { p.Name = "type" },
 		"no kernels":       func(p *Package) { p.Kernels = nil },
 		"bad target":       func(p *Package) { p.Targets = []ptx.Target{"sm_1"} },
 		"bad kernel name":  func(p *Package) { p.Kernels = []Kernel{{Name: "a b", Build: func(*dsl.Kernel) {}}} },

@@ -121,7 +121,11 @@ func (s *emuShmemImpl) free(p DevicePtr) error {
 				return nil, fmt.Errorf("jit: NVSHMEM free is collective: PE 0 frees %#x but PE %d frees %#x, not the same symmetric allocation", uint64(parts[0].(DevicePtr)), r, uint64(q.(DevicePtr)))
 			}
 		}
-		return nil, m.sys.Free(base)
+		sym, err := m.sys.SymmetricAt(base)
+		if err != nil {
+			return nil, fmt.Errorf("jit: NVSHMEM free: %w", err)
+		}
+		return nil, m.sys.FreeSymmetric(sym)
 	})
 	return err
 }

@@ -88,6 +88,9 @@ type RanksOptions struct {
 // saying how the ranks' collective calls disagreed. A failed rank does not finalize NVSHMEM
 // (a collective call the others may never make).
 func RunRanks(o RanksOptions, f func(r *Rank) error) error {
+	if f == nil {
+		return fmt.Errorf("jit: RunRanks: the rank function is nil")
+	}
 	b := o.Backend
 	if b == "" {
 		var err error

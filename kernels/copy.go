@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"fmt"
+
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/layout"
 )
@@ -55,13 +57,32 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 	thr := layout.Must(layout.MakeLayout(layout.Int(copyThreads)))
 	bid, tid := k.BlockIdx(dsl.X), k.ThreadIdx(dsl.X)
 
-	gS := k.MakeTensorDyn(src, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
-	gD := k.MakeTensorDyn(dst, []any{n}, []any{1}).LocalTile([]int{tile}, bid)
+	// The block's tile starts at a 64-bit offset (bid*tile may pass 2^31 elements, where
+	// 32-bit signed tile offsets turn negative); within it the offsets are small, and the
+	// tile's extent, min(n - bid*tile, tile), predicates the last one.
+	first := bid.Mul(uint32(tile))
+	left := n.Sub(first).Min(uint32(tile))
+	gS := k.MakeTensorDyn(src.At(bid.MulWide(uint32(tile))), []any{left}, []any{1}).LocalTile([]int{tile}, 0)
+	gD := k.MakeTensorDyn(dst.At(bid.MulWide(uint32(tile))), []any{left}, []any{1}).LocalTile([]int{tile}, 0)
 	tS := gS.LocalPartition(thr, tid, vals)
 	tD := gD.LocalPartition(thr, tid, vals)
 	frag := k.Fragment(dt, tS)
 	k.Copy(tS, frag)
 	k.Copy(frag, tD)
+}
+
+// MaxTransposeExtent is the largest M or N transpose takes: 2^26, so that a tile's 32-bit
+// offsets (up to 31 rows of a row stride of N or M elements) stay below 2^31; each tile's
+// first element is a 64-bit offset, so M*N may pass 2^31.
+const MaxTransposeExtent = 1 << 26
+
+// TransposeCheckShape reports an m x n transpose the kernel cannot run: each extent must be
+// in [1, MaxTransposeExtent].
+func TransposeCheckShape(m, n int) error {
+	if m < 1 || n < 1 || m > MaxTransposeExtent || n > MaxTransposeExtent {
+		return fmt.Errorf("transpose: %d x %d: each extent must be in [1, 2^26] (MaxTransposeExtent: the tiles' 32-bit offsets span 31 rows)", m, n)
+	}
+	return nil
 }
 
 // Transpose writes out = in^T for an m x n row-major in (out is n x m, row-major). A block
@@ -89,10 +110,15 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 	sTrans := k.MakeSwizzledTensor(smem, sw, colMajor) // sT(j, i) = s(i, j)
 
 	// tiles returns this block's tiles of in and out, viewed with row strides ld and ldT.
+	// Each tile's first element is a 64-bit offset (row*ld may pass 2^31 elements); within
+	// the tile the offsets are 32-bit (at most 32 rows of ld), and its extents, the rows and
+	// columns left of the matrix (at most 32), predicate the edges.
 	tile := []int{transTile, transTile}
+	r0, c0 := k.Assume(by.Mul(uint32(transTile)), transTile), k.Assume(bx.Mul(uint32(transTile)), transTile)
+	rowsIn, colsIn := m.Sub(r0).Min(uint32(transTile)), n.Sub(c0).Min(uint32(transTile))
 	tiles := func(ld, ldT dsl.Value) (gIn, gOut dsl.Tensor) {
-		gIn = k.MakeTensorDyn(in, []any{m, n}, []any{ld, 1}).LocalTile(tile, by, bx)
-		gOut = k.MakeTensorDyn(out, []any{n, m}, []any{ldT, 1}).LocalTile(tile, bx, by)
+		gIn = k.MakeTensorDyn(in.At(r0.MulWide(ld)).At(c0), []any{rowsIn, colsIn}, []any{ld, 1}).LocalTile(tile, 0, 0)
+		gOut = k.MakeTensorDyn(out.At(c0.MulWide(ldT)).At(r0), []any{colsIn, rowsIn}, []any{ldT, 1}).LocalTile(tile, 0, 0)
 		return gIn, gOut
 	}
 

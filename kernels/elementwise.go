@@ -139,5 +139,19 @@ func log2(n int) int {
 	return l
 }
 
-// ceilDiv returns ceil(a / b) for b > 0.
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
+// ceilDiv returns ceil(a / b) for b > 0, 0 for b <= 0.
+func ceilDiv(a, b int) int {
+	if b <= 0 {
+		return 0 // a configuration with an empty tile (its Check refuses it): no tiles, no panic
+	}
+	return (a + b - 1) / b
+}
+
+// perGPU is m/ngpus, the rows of one GPU's slice; 0 for a GPU count below 1 (no panic: the
+// host's checks refuse the count).
+func perGPU(m, ngpus int) int {
+	if ngpus < 1 {
+		return 0
+	}
+	return m / ngpus
+}

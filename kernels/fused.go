@@ -78,6 +78,20 @@ func FusedCheck(cfg GemmConfig) error {
 	return partial.Check()
 }
 
+// FusedCheckShape reports an M x N x K problem over g GPUs that the fused GEMMs (ag_gemm,
+// gemm_rs, gemm_ar, gemm_ar_mc and their sm_90a forms) cannot run: every extent positive,
+// and M*max(N, K)*g below 2^31, since their element offsets into A, the gathered A, D and
+// the g-slot scratch are 32-bit (signed in the mma.sync kernels).
+func FusedCheckShape(m, n, k, g int) error {
+	switch {
+	case m <= 0 || n <= 0 || k <= 0 || g <= 0:
+		return fmt.Errorf("fused gemm: shape %dx%dx%d over %d GPUs: every extent and the GPU count must be positive", m, n, k, g)
+	case m > MaxGemmExtent || n > MaxGemmExtent || k > MaxGemmExtent || uint64(m)*uint64(max(n, k))*uint64(g) >= 1<<31:
+		return fmt.Errorf("fused gemm: shape %dx%dx%d over %d GPUs: M*max(N,K)*GPUs must be below 2^31 (the fused kernels' element offsets are 32-bit signed)", m, n, k, g)
+	}
+	return nil
+}
+
 // fusedTiles returns the tile counts of one GPU's M/NGPUs x N slice.
 func fusedTiles(cfg GemmConfig, rows, n int) (tilesM, tilesN int) {
 	return ceilDiv(rows, cfg.BM), ceilDiv(n, cfg.BN)
@@ -86,27 +100,27 @@ func fusedTiles(cfg GemmConfig, rows, n int) (tilesM, tilesN int) {
 // FusedGrid returns the blocks of a fused launch for an M x N output over ngpus GPUs: the
 // tiles of every GPU's M/ngpus-row slice.
 func FusedGrid(cfg GemmConfig, m, n, ngpus int) int {
-	tm, tn := fusedTiles(cfg, m/ngpus, n)
+	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
 	return ngpus * tm * tn
 }
 
 // AGGemmSignalWords is the number of u32 signal slots ag_gemm needs on every GPU: a ready
 // slot per (source GPU, row tile) and a consumed counter per (consumer GPU, row tile).
 func AGGemmSignalWords(cfg GemmConfig, m, ngpus int) int {
-	return 2 * CollMaxGPUs * ceilDiv(m/ngpus, cfg.BM)
+	return 2 * CollMaxGPUs * ceilDiv(perGPU(m, ngpus), cfg.BM)
 }
 
 // GemmRSSignalWords is the number of u32 signal slots gemm_rs needs on every GPU: a ready
 // slot per (own tile, source GPU) and a free slot per (owner GPU, tile).
 func GemmRSSignalWords(cfg GemmConfig, m, n, ngpus int) int {
-	tm, tn := fusedTiles(cfg, m/ngpus, n)
+	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
 	return 2 * CollMaxGPUs * tm * tn
 }
 
 // GemmARSignalWords is the number of u32 signal slots gemm_ar needs on every GPU:
 // gemm_rs's, a done slot per (owner GPU, tile) and an arrived slot per GPU.
 func GemmARSignalWords(cfg GemmConfig, m, n, ngpus int) int {
-	tm, tn := fusedTiles(cfg, m/ngpus, n)
+	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
 	return 3*CollMaxGPUs*tm*tn + CollMaxGPUs
 }
 

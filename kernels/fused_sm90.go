@@ -89,7 +89,7 @@ func FusedSM90Name(f Family, cfg GemmSM90Config) string {
 // FusedSM90Tiles returns the output tiles of a fused launch for an M x N output over ngpus
 // GPUs: the tiles of every GPU's M/ngpus-row slice.
 func FusedSM90Tiles(cfg GemmSM90Config, m, n, ngpus int) int {
-	return ngpus * ceilDiv(m/ngpus, cfg.BM()) * ceilDiv(n, cfg.BN)
+	return ngpus * ceilDiv(perGPU(m, ngpus), cfg.BM()) * ceilDiv(n, cfg.BN)
 }
 
 // FusedSM90Grid returns the persistent blocks of a fused launch on GPUs of sms
@@ -101,25 +101,25 @@ func FusedSM90Grid(cfg GemmSM90Config, m, n, ngpus, sms int) int {
 // AGGemmSM90GatheredRows is the row count of ag_gemm_sm90's Gathered buffer: each GPU's
 // M/ngpus rows padded to whole BM-row tiles.
 func AGGemmSM90GatheredRows(cfg GemmSM90Config, m, ngpus int) int {
-	return ngpus * ceilDiv(m/ngpus, cfg.BM()) * cfg.BM()
+	return ngpus * ceilDiv(perGPU(m, ngpus), cfg.BM()) * cfg.BM()
 }
 
 // AGGemmSM90SignalWords is the number of u32 signal slots ag_gemm_sm90 needs on every GPU: a
 // ready slot per (source GPU, row tile) and a consumed counter per (consumer GPU, row tile).
 func AGGemmSM90SignalWords(cfg GemmSM90Config, m, ngpus int) int {
-	return 2 * CollMaxGPUs * ceilDiv(m/ngpus, cfg.BM())
+	return 2 * CollMaxGPUs * ceilDiv(perGPU(m, ngpus), cfg.BM())
 }
 
 // GemmRSSM90SignalWords is the number of u32 signal slots gemm_rs_sm90 needs on every GPU: a
 // ready slot per (own tile, source GPU) and a free slot per (owner GPU, tile).
 func GemmRSSM90SignalWords(cfg GemmSM90Config, m, n, ngpus int) int {
-	return 2 * CollMaxGPUs * ceilDiv(m/ngpus, cfg.BM()) * ceilDiv(n, cfg.BN)
+	return 2 * CollMaxGPUs * ceilDiv(perGPU(m, ngpus), cfg.BM()) * ceilDiv(n, cfg.BN)
 }
 
 // GemmARSM90SignalWords is the number of u32 signal slots gemm_ar_sm90 needs on every GPU:
 // gemm_rs_sm90's, a done slot per (owner GPU, tile) and an arrived slot per GPU.
 func GemmARSM90SignalWords(cfg GemmSM90Config, m, n, ngpus int) int {
-	return 3*CollMaxGPUs*ceilDiv(m/ngpus, cfg.BM())*ceilDiv(n, cfg.BN) + CollMaxGPUs
+	return 3*CollMaxGPUs*ceilDiv(perGPU(m, ngpus), cfg.BM())*ceilDiv(n, cfg.BN) + CollMaxGPUs
 }
 
 func init() {

@@ -85,8 +85,14 @@ func (c GemmConfig) SharedBytes() int {
 	return max(c.Stages*(c.BM+c.BN)*c.BK*c.In.Bytes(), c.BM*(c.BN+8)*4)
 }
 
-// Grid returns the number of blocks for an M x N output (a 1-D grid; see gemmBlock).
-func (c GemmConfig) Grid(m, n int) int { return ceilDiv(m, c.BM) * ceilDiv(n, c.BN) }
+// Grid returns the number of blocks for an M x N output (a 1-D grid; see gemmBlock); 0 for
+// an empty problem or a configuration with an empty tile (Check and CheckShape say why).
+func (c GemmConfig) Grid(m, n int) int {
+	if m <= 0 || n <= 0 {
+		return 0
+	}
+	return ceilDiv(m, c.BM) * ceilDiv(n, c.BN)
+}
 
 // Check reports a configuration the kernel cannot build.
 func (c GemmConfig) Check() error {
@@ -108,6 +114,35 @@ func (c GemmConfig) Check() error {
 	// The epilogue: threads cover whole rows of the tile in 16-byte runs.
 	if cols := c.BN / (16 / c.Out.Bytes()); cols > c.Threads() || c.BM%(c.Threads()/cols) != 0 {
 		return fmt.Errorf("gemm: %d threads cannot cover %d-column rows of %s in 16-byte runs, a whole number of rows at a time", c.Threads(), c.BN, c.Out)
+	}
+	return nil
+}
+
+// MaxGemmExtent is the largest M, N or K a library gemm takes: 2^31-1, since tile
+// coordinates and TMA's coordinates are signed 32-bit.
+const MaxGemmExtent = 1<<31 - 1
+
+// MaxGemmGrid is the most blocks a 1-D launch may have (gridDim.x of sm_30 and later).
+const MaxGemmGrid = 1<<31 - 1
+
+// CheckShape reports an M x N x K problem the kernel cannot run: every extent in
+// [1, MaxGemmExtent]; A (M x K) and B (K x N) each below 2^31 elements, since the main
+// loop's tile offsets are signed 32-bit (D and C take 64-bit row offsets, so M*N may be
+// larger); at most MaxGemmGrid blocks; and, aligned, M, N and K multiples of 8.
+func (c GemmConfig) CheckShape(m, n, k int) error {
+	switch {
+	case m <= 0 || n <= 0 || k <= 0:
+		return fmt.Errorf("gemm: shape %dx%dx%d: every extent must be positive", m, n, k)
+	case m > MaxGemmExtent || n > MaxGemmExtent || k > MaxGemmExtent:
+		return fmt.Errorf("gemm: shape %dx%dx%d: every extent must be at most 2^31-1 (32-bit signed tile coordinates)", m, n, k)
+	case int64(m)*int64(k) >= 1<<31:
+		return fmt.Errorf("gemm: shape %dx%dx%d: A (M x K) has %d elements; the mma.sync gemm takes fewer than 2^31 (its main loop's offsets are 32-bit signed)", m, n, k, int64(m)*int64(k))
+	case int64(k)*int64(n) >= 1<<31:
+		return fmt.Errorf("gemm: shape %dx%dx%d: B (K x N) has %d elements; the mma.sync gemm takes fewer than 2^31 (its main loop's offsets are 32-bit signed)", m, n, k, int64(k)*int64(n))
+	case int64(ceilDiv(m, c.BM))*int64(ceilDiv(n, c.BN)) > MaxGemmGrid:
+		return fmt.Errorf("gemm: shape %dx%dx%d: %d x %d tiles of %dx%d exceed the %d blocks of a 1-D grid", m, n, k, ceilDiv(m, c.BM), ceilDiv(n, c.BN), c.BM, c.BN, MaxGemmGrid)
+	case c.Aligned && (m%8 != 0 || n%8 != 0 || k%8 != 0):
+		return fmt.Errorf("gemm: shape %dx%dx%d: the aligned kernel %s needs M, N and K multiples of 8 (16-byte cp.async)", m, n, k, c.Name())
 	}
 	return nil
 }
@@ -177,19 +212,48 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	// Global views: A as M x K, B as N x K (CuTe's convention), C and D as M x N.
 	gA := k.MakeTensorDyn(a.A, []any{a.M, a.K}, map[MatrixLayout][]any{RowMajor: {a.K, 1}, ColMajor: {1, a.M}}[cfg.A])
 	gB := k.MakeTensorDyn(a.B, []any{a.N, a.K}, map[MatrixLayout][]any{RowMajor: {1, a.N}, ColMajor: {a.K, 1}}[cfg.B])
-	gD := k.MakeTensorDyn(o.D, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
-	main := gemmMainloop(k, cfg, gA, gB, gD, a.K, bm, bn, tid)
-	gemmEpilogue(k, cfg, main, gD, func() dsl.Tensor { return main.acc.Scale(a.Alpha) }, func() func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor) {
-		gC := k.MakeTensorDyn(o.C, []any{a.M, a.N}, []any{a.N, 1}).LocalTile([]int{BM, BN}, bm, bn)
-		return func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor) {
+	// D and C are stored and read with 64-bit row bases (gemmRows): M*N may pass 2^31.
+	gD := gemmRows{p: o.D, m: a.M, ld: a.N, bm: bm, bn: bn}
+	gC := gD
+	gC.p = o.C
+	main := gemmMainloop(k, cfg, gA, gB, gD.shape(k, BM, BN), a.K, bm, bn, tid)
+	gemmEpilogue(k, cfg, main, dsl.Tensor{}, func() dsl.Tensor { return main.acc.Scale(a.Alpha) }, func() func(part func(dsl.Tensor) dsl.Tensor, row dsl.Value, v dsl.Tensor) {
+		return func(part func(dsl.Tensor) dsl.Tensor, row dsl.Value, v dsl.Tensor) {
+			grow := bm.To(dsl.U32).Mul(uint32(BM)).Add(row)
 			k.If(a.Beta.Eq(float32(0)), func() {
-				k.Copy(v.To(cfg.Out), part(gD))
+				k.Copy(v.To(cfg.Out), part(gD.row(k, BM, BN, grow)))
 			}).Else(func() {
-				c := k.LoadFragment(part(gC)).To(dsl.F32)
-				k.Copy(c.FMA(a.Beta, v).To(cfg.Out), part(gD))
+				c := k.LoadFragment(part(gC.row(k, BM, BN, grow))).To(dsl.F32)
+				k.Copy(c.FMA(a.Beta, v).To(cfg.Out), part(gD.row(k, BM, BN, grow)))
 			})
 		}
 	})
+}
+
+// gemmRows is a row-major matrix (m rows of ld elements, u32) that a gemm's block (bm, bn)
+// (I32 tile coordinates) stores to or reads from with 64-bit row bases: row views put row
+// r's offset r*ld into the pointer with one mul.wide, so that only column offsets are 32-bit
+// and m*ld may pass 2^31.
+type gemmRows struct {
+	p      dsl.Ptr
+	m, ld  dsl.Value
+	bm, bn dsl.Value
+}
+
+// view is the block's BM x BN tile of the matrix at base p with row stride 0: rows add
+// nothing to the offsets (the pointer holds the row), columns their index; both still
+// predicate against m and ld.
+func (g gemmRows) view(k *dsl.Kernel, p dsl.Ptr, BM, BN int) dsl.Tensor {
+	return k.MakeTensorDyn(p, []any{g.m, g.ld}, []any{0, 1}).LocalTile([]int{BM, BN}, g.bm, g.bn)
+}
+
+// shape is a tile of the block's shape, for the MMA's accumulators (no row base computed).
+func (g gemmRows) shape(k *dsl.Kernel, BM, BN int) dsl.Tensor { return g.view(k, g.p, BM, BN) }
+
+// row is the tile viewed from matrix row grow (u32): a part of it (gemmEpilogue's part, whose
+// thread row is grow) addresses row grow's elements.
+func (g gemmRows) row(k *dsl.Kernel, BM, BN int, grow dsl.Value) dsl.Tensor {
+	return g.view(k, g.p.At(grow.MulWide(g.ld)), BM, BN)
 }
 
 // gemmMain is what the gemm's main loop leaves for an epilogue: the MMA's slice for this
@@ -318,7 +382,8 @@ func gemmMainloop(k *dsl.Kernel, cfg GemmConfig, gA, gB, gD dsl.Tensor, K, bm, b
 // gemmEpilogue stores the accumulators to gD (converted to cfg.Out). acc returns the f32
 // fragment to store (the accumulators, scaled or not); setup, when not nil, runs once after
 // the staging barrier and returns the function that stores a row block's staged values v in
-// place of the plain store (part maps a BM x BN tile to this thread's part of the row block).
+// place of the plain store (part maps a BM x BN tile to this thread's part of the row block,
+// row is this thread's row in the tile, u32, for gemmRows.row).
 //
 // Epilogue, as CUTLASS's: alpha*acc goes through shared memory (f32, rows padded by 8 so
 // that the fragments' paired stores spread over the banks), then every thread takes
@@ -326,13 +391,13 @@ func gemmMainloop(k *dsl.Kernel, cfg GemmConfig, gA, gB, gD dsl.Tensor, K, bm, b
 // at run time, so beta = 0 reads no C and C may be null) and stores them to D, converted to
 // Out, coalesced and predicated at the matrix edges, one row block per iteration of a
 // runtime loop.
-func gemmEpilogue(k *dsl.Kernel, cfg GemmConfig, main gemmMain, gD dsl.Tensor, acc func() dsl.Tensor, setup func() func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor)) {
+func gemmEpilogue(k *dsl.Kernel, cfg GemmConfig, main gemmMain, gD dsl.Tensor, acc func() dsl.Tensor, setup func() func(part func(dsl.Tensor) dsl.Tensor, row dsl.Value, v dsl.Tensor)) {
 	BM, BN := cfg.BM, cfg.BN
 	nt, tid := cfg.Threads(), main.tid
 	sD := k.MakeTensor(main.smem.As(dsl.F32), layout.Must(layout.New(layout.Ints(BM, BN), layout.Ints(BN+8, 1))))
 	k.Copy(acc(), main.thr.PartitionC(sD))
 	k.SyncThreads()
-	var store func(part func(dsl.Tensor) dsl.Tensor, v dsl.Tensor)
+	var store func(part func(dsl.Tensor) dsl.Tensor, row dsl.Value, v dsl.Tensor)
 	if setup != nil {
 		store = setup()
 	}
@@ -346,7 +411,7 @@ func gemmEpilogue(k *dsl.Kernel, cfg GemmConfig, main gemmMain, gD dsl.Tensor, a
 		}
 		v := k.LoadFragment(part(sD))
 		if store != nil {
-			store(part, v)
+			store(part, r.To(dsl.U32).Mul(uint32(rows)).Add(tid.Shr(uint32(bits.TrailingZeros(uint(cols))))), v)
 			return
 		}
 		k.Copy(v.To(cfg.Out), part(gD))

@@ -78,11 +78,18 @@ func GemmSM90Candidates(in, out dsl.Type) []GemmSM90Config {
 // at 48 bytes per cycle, what an SM sustains from L2 when all load; docs/facts.md). Large
 // problems get 128x256; skinny ones (M of a few hundred rows) smaller tiles that fill the
 // SMs. Ties go to the earlier (larger) candidate.
-func GemmSM90For(in, out dsl.Type, m, n, k, sms int) GemmSM90Config {
-	sms = max(sms, 1)
+//
+// It returns an error, naming what is wrong, for an input or output type no candidate
+// builds, a shape CheckShape refuses, or a multiprocessor count that is not positive.
+func GemmSM90For(in, out dsl.Type, m, n, k, sms int) (GemmSM90Config, error) {
+	if sms <= 0 {
+		return GemmSM90Config{}, fmt.Errorf("GemmSM90For: %d multiprocessors: want a positive count (the device's)", sms)
+	}
 	best, bestCost := GemmSM90Config{}, 0.0
+	var why error
 	for _, c := range GemmSM90Candidates(in, out) {
-		if c.Check() != nil {
+		if err := c.Check(); err != nil {
+			why = err
 			continue
 		}
 		cost := c.Cycles(m, n, k, sms)
@@ -90,7 +97,13 @@ func GemmSM90For(in, out dsl.Type, m, n, k, sms int) GemmSM90Config {
 			best, bestCost = c, cost
 		}
 	}
-	return best
+	if best.BN == 0 {
+		return GemmSM90Config{}, fmt.Errorf("GemmSM90For: no candidate for %s -> %s: %w", in, out, why)
+	}
+	if err := best.CheckShape(m, n, k); err != nil {
+		return GemmSM90Config{}, err
+	}
+	return best, nil
 }
 
 // Cycles is GemmSM90For's estimate of the configuration's time on an M x N x K problem, in
@@ -160,13 +173,25 @@ func (c GemmSM90Config) storeBytes() int {
 	return c.BM() * c.BN * max(c.Out.Bytes(), 1)
 }
 
-// Tiles returns the number of output tiles of an M x N problem.
-func (c GemmSM90Config) Tiles(m, n int) int { return ceilDiv(m, c.BM()) * ceilDiv(n, c.BN) }
+// Tiles returns the number of output tiles of an M x N problem; 0 for a configuration
+// without tiles (BN or Consumers not positive: Check refuses it) or an empty problem.
+func (c GemmSM90Config) Tiles(m, n int) int {
+	if c.BN <= 0 || c.Consumers <= 0 || m <= 0 || n <= 0 {
+		return 0
+	}
+	return ceilDiv(m, c.BM()) * ceilDiv(n, c.BN)
+}
 
 // Grid returns the number of persistent blocks for an M x N problem on a GPU of sms
 // multiprocessors: one block per SM, at most one per tile; with clusters a multiple of the
 // cluster size, at most one cluster per column of Cluster() row tiles.
+//
+// It returns 0 where Tiles does, or for sms < 1: no launch (the caller's checks,
+// Check and CheckShape, say why).
 func (c GemmSM90Config) Grid(m, n, sms int) int {
+	if c.Tiles(m, n) == 0 || sms < 1 {
+		return 0
+	}
 	cl := c.Cluster()
 	units := ceilDiv(ceilDiv(m, c.BM()), cl) * ceilDiv(n, c.BN)
 	return cl * max(1, min(units, sms/cl))
@@ -229,13 +254,17 @@ func (c GemmSM90Config) Check() error {
 	return nil
 }
 
-// CheckShape reports a problem the kernel cannot run: TMA's global strides must be
-// multiples of 16 bytes, so K (A's row length) and N (B's) must be multiples of 8; for fp8,
-// K (A's and B's row length) must be a multiple of 16 and N of 8 (the epilogue's stores).
+// CheckShape reports a problem the kernel cannot run: every extent in [1, MaxGemmExtent]
+// (TMA's coordinates are signed 32-bit; the epilogue's offsets into C and D are 64-bit, so
+// M*N may pass 2^32); TMA's global strides must be multiples of 16 bytes, so K (A's row
+// length) and N (B's) must be multiples of 8; for fp8, K (A's and B's row length) must be a
+// multiple of 16 and N of 8 (the epilogue's stores).
 func (c GemmSM90Config) CheckShape(m, n, k int) error {
 	switch {
 	case m <= 0 || n <= 0 || k <= 0:
 		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: every extent must be positive", m, n, k)
+	case m > MaxGemmExtent || n > MaxGemmExtent || k > MaxGemmExtent:
+		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: every extent must be at most 2^31-1 (TMA's coordinates are 32-bit signed)", m, n, k)
 	case c.FP8() && (k%16 != 0 || n%8 != 0):
 		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: K must be a multiple of 16 (TMA needs 16-byte-aligned row strides of the %s A and B) and N of 8", m, n, k, c.In)
 	case k%8 != 0 || n%8 != 0:
@@ -523,14 +552,19 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
 	vals := acc.Values()
 	store := func(withC bool) {
+		// Column bases once, then a 64-bit row offset per row: M*N may pass 2^32.
+		dc, cc := o.D.At(c), o.C
+		if withC {
+			cc = o.C.At(c)
+		}
 		for half := 0; half < 2; half++ {
 			row := r.Add(uint32(8 * half))
 			k.If(row.Lt(a.M), func() {
-				at := row.Mul(a.N).Add(c)
-				d := o.D.At(at)
+				at := row.MulWide(a.N)
+				d := dc.At(at)
 				var cp dsl.Ptr
 				if withC {
-					cp = o.C.At(at)
+					cp = cc.At(at)
 				}
 				for j := 0; j < cfg.BN/8; j++ {
 					k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
@@ -584,7 +618,7 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 			if withC {
 				grow := row0.Add(r).Add(uint32(8 * half))
 				rowIn = grow.Lt(a.M)
-				cp = o.C.At(grow.Mul(a.N).Add(gcol))
+				cp = o.C.At(gcol).At(grow.MulWide(a.N)) // 64-bit: M*N may pass 2^32
 			}
 			for j := 0; j < cfg.BN/8; j++ {
 				v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}

@@ -131,7 +131,10 @@ func BenchmarkGemmSM90Build(b *testing.B) {
 // BenchmarkGemmSM90BuildOptions builds and prints GemmSM90For's large-problem pick (the
 // 128x256 tile with the TMA-store epilogue) and the same with clusters of 2.
 func BenchmarkGemmSM90BuildOptions(b *testing.B) {
-	pick := GemmSM90For(dsl.BF16, dsl.BF16, 8192, 8192, 8192, 132)
+	pick, err := GemmSM90For(dsl.BF16, dsl.BF16, 8192, 8192, 8192, 132)
+	if err != nil {
+		b.Fatal(err)
+	}
 	cl := pick
 	cl.ClusterM = 2
 	for _, cfg := range []GemmSM90Config{pick, cl} {
@@ -164,7 +167,10 @@ func TestGemmSM90For(t *testing.T) {
 		{128, 4096, 14336, "64x64"},
 		{128, 14336, 4096, "128x128"},
 	} {
-		cfg := GemmSM90For(dsl.BF16, dsl.BF16, c.m, c.n, c.k, 132)
+		cfg, err := GemmSM90For(dsl.BF16, dsl.BF16, c.m, c.n, c.k, 132)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := fmt.Sprintf("%dx%d", cfg.BM(), cfg.BN); got != c.want {
 			t.Errorf("%dx%dx%d: %s (%s), want %s", c.m, c.n, c.k, got, cfg.Name(), c.want)
 		}
@@ -175,8 +181,11 @@ func TestGemmSM90For(t *testing.T) {
 	}
 	for _, m := range []int{1, 64, 128, 200, 1024, 8192} {
 		for _, nk := range [][2]int{{8, 16}, {4096, 4096}, {14336, 4096}, {4096, 14336}} {
-			cfg := GemmSM90For(dsl.BF16, dsl.F32, m, nk[0], nk[1], 132)
-			if err := cfg.Check(); err != nil {
+			cfg, err := GemmSM90For(dsl.BF16, dsl.F32, m, nk[0], nk[1], 132)
+			if err == nil {
+				err = cfg.Check()
+			}
+			if err != nil {
 				t.Errorf("%dx%dx%d: %v", m, nk[0], nk[1], err)
 			}
 			t.Logf("%dx%dx%d: %s, %d tiles", m, nk[0], nk[1], cfg.Name(), cfg.Tiles(m, nk[0]))

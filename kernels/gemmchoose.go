@@ -38,7 +38,8 @@ func UseSM90(t ptx.Target, n, k int) (ok bool, why string) {
 // ChooseGemm picks the gemm of dt (out = dt) for an m x n x k problem on target t, a GPU of
 // sms multiprocessors: gemm_sm90 in the configuration GemmSM90For picks for the shape
 // (SM90.TMAStore says whether the launch passes D's tensor map) where UseSM90 says so, the
-// mma.sync gemm (DefaultGemmConfig) otherwise.
+// mma.sync gemm (DefaultGemmConfig, aligned when M, N and K are multiples of 8) otherwise.
+// A shape the chosen kernel's CheckShape refuses is an error naming the limit.
 func ChooseGemm(t ptx.Target, dt dsl.Type, m, n, k, sms int) (GemmChoice, error) {
 	if !t.Valid() {
 		return GemmChoice{}, fmt.Errorf("ChooseGemm: unknown target %q", t)
@@ -54,7 +55,16 @@ func ChooseGemm(t ptx.Target, dt dsl.Type, m, n, k, sms int) (GemmChoice, error)
 	}
 	ok, why := UseSM90(t, n, k)
 	if ok {
-		return GemmChoice{Family: FamilyGemmSM90, SM90: GemmSM90For(dt, dt, m, n, k, sms), Why: why}, nil
+		c, err := GemmSM90For(dt, dt, m, n, k, sms)
+		if err != nil {
+			return GemmChoice{}, fmt.Errorf("ChooseGemm: %w", err)
+		}
+		return GemmChoice{Family: FamilyGemmSM90, SM90: c, Why: why}, nil
 	}
-	return GemmChoice{Family: FamilyGemm, Config: DefaultGemmConfig(dt), Why: why}, nil
+	c := DefaultGemmConfig(dt)
+	c.Aligned = m%8 == 0 && n%8 == 0 && k%8 == 0
+	if err := c.CheckShape(m, n, k); err != nil {
+		return GemmChoice{}, fmt.Errorf("ChooseGemm: %w", err)
+	}
+	return GemmChoice{Family: FamilyGemm, Config: c, Why: why}, nil
 }

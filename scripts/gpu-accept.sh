@@ -3,7 +3,8 @@
 # the NVSHMEM put and peer-to-peer ranks), both examples through their generated launchers
 # (vadd on GPU 0; allreduce on every GPU through `kgen launch --backend cuda`), NVSHMEM's
 # every-operation test (2 ranks, or 1 on a one-GPU machine), the DSL's tiled copy against
-# cuMemcpyDtoD (1 GiB), and (STEPS includes bench) the all-reduce benchmark against NCCL.
+# cuMemcpyDtoD (1 GiB), (STEPS includes bench) the all-reduce benchmark against NCCL, and
+# (STEPS includes big) the gemms past 2^31 and 2^32 elements of D, checked whole.
 #
 #   bash scripts/gpu-accept.sh          here (no GPU): builds everything into .gpu/ and packs
 #                                       it into .gpu.tar.xz (the device tool carries at most
@@ -56,6 +57,15 @@ if [ "${1:-}" = "run" ]; then
   if [[ $steps == *copy* ]]; then
     for b in 268435456 1073741824; do step "copy-$b" 120 "$G/gpubench" copy -bytes "$b" -reps 20; done
   fi
+  if [[ $steps == *big* ]]; then
+    # 64-bit row offsets into D: the mma.sync gemm at M*N >= 2^31 (it failed with
+    # IllegalAddress) and gemm_sm90's pick at M*N = 2^32 + 512 (its last row wrapped onto the
+    # first), each run once with D filled with NaN first and every element of D compared with
+    # a float64 reference computed on the host's cores (gpubench gemm -full; no cuBLAS, no
+    # torch). Host memory: ~20 GB; GPU memory: ~35 GB.
+    TAIL=6 step big-gemm 280 "$G/gpubench" gemm -dtype f16 -sizes 46400x46400x64 -reps 1 -full
+    TAIL=6 step big-gemm-sm90 280 "$G/gpubench" gemm -sm90 -dtype bf16 -sizes 64x67108872x64 -reps 1 -full
+  fi
   if [[ $steps == *bench* ]]; then
     TAIL=60 OUT=$out/collbench step collbench 540 bash scripts/bench/device_collbench.sh
   fi
@@ -75,5 +85,6 @@ ls -la .gpu.tar.xz >&2
 cat <<'EOF'
 Run on the GPU machine (device tool, kind nvidia-h200-x2, carry [".gpu.tar.xz"]):
   tar xJf .gpu.tar.xz && bash scripts/gpu-accept.sh run
-(STEPS=jit,examples,nvshmem,bench selects the steps; bench adds the all-reduce vs NCCL sweep.)
+(STEPS=jit,examples,nvshmem,bench selects the steps; bench adds the all-reduce vs NCCL sweep;
+ STEPS=big runs the gemms past 2^31 / 2^32 elements of D with a full check, on one H100.)
 EOF

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -30,6 +31,7 @@ func runGemm(args []string) error {
 	dtype := fs.String("dtype", "bf16", "input and output type: bf16 or f16; e4m3 (with -sm90): e4m3 inputs, B N x K, bf16 out")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
 	dir := fs.String("dir", "", "write a, b, d and kgen.json per problem here for torch_gemm.py")
+	fs.BoolVar(&gemmFull, "full", false, "check every element of D (filled with NaN before the launches) against a float64 reference computed on the host's cores, not a sample")
 	cfg := kernels.DefaultGemmConfig(dsl.BF16)
 	fs.IntVar(&cfg.BM, "bm", cfg.BM, "block tile M")
 	fs.IntVar(&cfg.BN, "bn", cfg.BN, "block tile N")
@@ -97,7 +99,10 @@ func runGemm(args []string) error {
 		}
 		if hp != nil && auto {
 			opt := h
-			h = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
+			h, err = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
+			if err != nil {
+				return fmt.Errorf("%dx%dx%d: %w", m, n, k, err)
+			}
 			if set["sm90-cluster"] {
 				h.ClusterM = opt.ClusterM
 			}
@@ -134,6 +139,9 @@ func parseSize(s string) (m, n, k int, err error) {
 	return 0, 0, 0, fmt.Errorf("bad size %q (want N or MxNxK)", s)
 }
 
+// gemmFull is -full: benchGemm compares the whole D (fullCheck), not 256 samples.
+var gemmFull bool
+
 // gemmRecord is what torch_gemm.py reads back.
 type gemmRecord struct {
 	M, N, K   int
@@ -161,6 +169,8 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 			return err
 		}
 		name, target = hp.Name(), ptx.SM90a
+	} else if err := cfg.CheckShape(m, n, k); err != nil {
+		return err
 	}
 	kb := dsl.New(name, dsl.WithTarget(target))
 	if hp != nil {
@@ -223,6 +233,20 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 	if err := b.CopyFromHost(hb); err != nil {
 		return err
 	}
+	hd := make([]uint16, m*n)
+	if gemmFull {
+		// D starts as NaN: an element no launch writes fails the full check.
+		nan := uint16(0x7fc0) // bf16
+		if cfg.In == dsl.F16 {
+			nan = 0x7e00
+		}
+		for i := range hd {
+			hd[i] = nan
+		}
+		if err := out.CopyFromHost(hd); err != nil {
+			return err
+		}
+	}
 	s, err := d.NewStream()
 	if err != nil {
 		return err
@@ -269,7 +293,6 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 	if err != nil {
 		return err
 	}
-	hd := make([]uint16, m*n)
 	if err := readD(hd); err != nil {
 		return err
 	}
@@ -285,6 +308,13 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 		}
 		tol := float64(k+4)*0x1p-23*abs + 0x1p-7*math.Abs(sum) + 1e-30
 		worst = math.Max(worst, math.Abs(back(hd[r*n+c])-sum)/tol)
+	}
+	if gemmFull {
+		bad, fworst, first := fullCheck(ha, hb, hd, m, n, k, back)
+		fmt.Printf("gemm %dx%dx%d %s: full check of all %d elements of D: %d outside the tolerance, worst %.3g of it\n", m, n, k, cfg.In, int64(m)*int64(n), bad, fworst)
+		if bad > 0 {
+			return fmt.Errorf("%d of %d elements of D differ from the float64 reference; first: %s", bad, int64(m)*int64(n), first)
+		}
 	}
 	tflops := 2 * float64(m) * float64(n) * float64(k) / t.Seconds() / 1e12
 	fmt.Printf("gemm %dx%dx%d %s: kgen %9.1f us %7.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
@@ -383,4 +413,83 @@ func sm90OutMap[T interface {
 	}
 	read = func(h []uint16) error { return b.CopyToHost(unsafe.Slice((*T)(unsafe.Pointer(&h[0])), len(h))) }
 	return b, tm, read, func() { b.Free() }, nil
+}
+
+// fullCheck compares every element of D (m x n, row-major, 16-bit values read by back)
+// with the float64 sum over K of A's and B's (row-major, m x k and k x n) products, within
+// the sampled check's tolerance, on every core of the host: rows are cut into runs of
+// columns, each accumulated along K over a contiguous row of B. It returns the number of
+// elements outside the tolerance (NaN among them), the worst error in units of it, and the
+// first bad element.
+func fullCheck(ha, hb, hd []uint16, m, n, k int, back func(uint16) float64) (bad int64, worst float64, first string) {
+	var val [1 << 16]float64
+	for i := range val {
+		val[i] = back(uint16(i))
+	}
+	const run = 4096
+	type task struct{ r, c0 int }
+	tasks := make(chan task, 1024)
+	type result struct {
+		bad   int64
+		worst float64
+		first string
+		at    int64 // index of first, for the smallest
+	}
+	results := make(chan result)
+	workers := runtime.NumCPU()
+	for w := 0; w < workers; w++ {
+		go func() {
+			res := result{at: -1}
+			var sum, abs [run]float64
+			for t := range tasks {
+				c1 := min(t.c0+run, n)
+				w := c1 - t.c0
+				clear(sum[:w])
+				clear(abs[:w])
+				for l := 0; l < k; l++ {
+					a := val[ha[t.r*k+l]]
+					row := hb[l*n+t.c0 : l*n+c1]
+					for j, b := range row {
+						x := a * val[b]
+						sum[j] += x
+						abs[j] += math.Abs(x)
+					}
+				}
+				for j := 0; j < w; j++ {
+					at := int64(t.r)*int64(n) + int64(t.c0+j)
+					tol := float64(k+4)*0x1p-23*abs[j] + 0x1p-7*math.Abs(sum[j]) + 1e-30
+					got := val[hd[at]]
+					e := math.Abs(got-sum[j]) / tol
+					if !(e <= 1) {
+						res.bad++
+						if res.at < 0 || at < res.at {
+							res.at, res.first = at, fmt.Sprintf("D[%d,%d] = %v, want %v (tolerance %.3g)", t.r, t.c0+j, got, sum[j], tol)
+						}
+					}
+					if !math.IsNaN(e) {
+						res.worst = math.Max(res.worst, e)
+					}
+				}
+			}
+			results <- res
+		}()
+	}
+	go func() {
+		for r := 0; r < m; r++ {
+			for c0 := 0; c0 < n; c0 += run {
+				tasks <- task{r, c0}
+			}
+		}
+		close(tasks)
+	}()
+	firstAt := int64(-1)
+	for w := 0; w < workers; w++ {
+		res := <-results
+		bad += res.bad
+		worst = math.Max(worst, res.worst)
+		if res.at >= 0 && (firstAt < 0 || res.at < firstAt) {
+			firstAt, first = res.at, res.first
+		}
+	}
+	return bad, worst, first
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,5 +88,46 @@ func TestGemmSM90OptionsOnEmulator(t *testing.T) {
 				t.Errorf("%v: record %+v: want a gemm_sm90_%s kernel ending %s within tolerance", args, rec, dt, c.suffix)
 			}
 		}
+	}
+}
+
+// TestGemmFullCheck runs `gpubench gemm -full` (the mma.sync gemm and gemm_sm90) on the
+// emulator: every element of D checked passes; and fullCheck catches what the sampled check
+// cannot: the last 512 elements never written (NaN) with the first 512 overwritten, as
+// gemm_sm90's 32-bit epilogue did at M*N = 2^32 + 512.
+func TestGemmFullCheck(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	for _, args := range [][]string{{"-dtype", "f16", "-sizes", "136x72x40"}, {"-sm90", "-sizes", "64x136x72"}} {
+		if err := runGemm(append(args, "-reps", "1", "-full")); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	const m, n, k = 4, 300, 8
+	ha, hb, hd := make([]uint16, m*k), make([]uint16, k*n), make([]uint16, m*n)
+	val := map[uint16]float64{0: 0, 0x3c00: 1, 0x4000: 2, 0x4200: 3, 0x4400: 4, 0x4800: 8, 0x4c00: 16, 0x7e00: 0} // f16
+	back := func(h uint16) float64 {
+		if h == 0x7e00 {
+			return math.NaN()
+		}
+		return val[h]
+	}
+	for i := range ha {
+		ha[i] = 0x3c00 // 1
+	}
+	for i := range hb {
+		hb[i] = 0x4000 // 2: every D element is 16
+	}
+	for i := range hd {
+		hd[i] = 0x4c00
+	}
+	if bad, _, _ := fullCheck(ha, hb, hd, m, n, k, back); bad != 0 {
+		t.Fatalf("correct D: %d bad", bad)
+	}
+	for i := 0; i < 512; i++ {
+		hd[i], hd[m*n-512+i] = 0x4800, 0x7e00
+	}
+	bad, _, first := fullCheck(ha, hb, hd, m, n, k, back)
+	if bad != 1024 || !strings.Contains(first, "D[0,0] = 8, want 16") {
+		t.Errorf("wrapped D: %d bad (want 1024), first %q", bad, first)
 	}
 }

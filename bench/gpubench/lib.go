@@ -361,6 +361,9 @@ func (b *libBench) run(c libCase) error {
 	switch c.kernel {
 	case "tiled_copy", "vector_add", "axpy":
 		n := c.dims[0]
+		if n < 1 || int64(n) > math.MaxUint32 {
+			return fmt.Errorf("%s of %d elements: the kernels take n as u32 (1 to 2^32-1)", c.kernel, n)
+		}
 		x, err := alloc(n, pattern(dt, n, 1, -1, 1))
 		if err != nil {
 			return err
@@ -422,6 +425,9 @@ func (b *libBench) run(c libCase) error {
 		}
 	case "transpose":
 		rows, cols := c.dims[0], c.dims[1]
+		if err := kernels.TransposeCheckShape(rows, cols); err != nil {
+			return err
+		}
 		in, err := alloc(rows*cols, pattern(dt, rows*cols, 3, -8, 8))
 		if err != nil {
 			return err

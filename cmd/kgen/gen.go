@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"go/parser"
 	"go/token"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -35,8 +37,11 @@ func runGen(e *env, args []string) error {
 	if *pkg == "" {
 		return usagef("--pkg is required")
 	}
-	if !token.IsIdentifier(*pkg) || *pkg == "_" {
-		return usagef("--pkg %q is not a Go package name (a letter or _ then letters, digits, _; not a keyword)", *pkg)
+	if err := gen.CheckPackageName(*pkg); err != nil {
+		return usagef("--pkg %q: %v", *pkg, strings.TrimPrefix(err.Error(), "gen: "))
+	}
+	if *pkg == "main" && !holdsCommand(*dir) {
+		return usagef("--pkg main: %s holds no Go file of package main: the launchers alone are no command (package main needs func main), so give -o a command's directory or --pkg an importable name", *dir)
 	}
 	if len(pos) == 0 {
 		return usagef("name at least one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
@@ -84,4 +89,19 @@ func runGen(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "kgen gen: wrote %d kernels x %d targets and %s_kgen.go to %s\n", len(p.Kernels), len(p.Targets), *pkg, *dir)
 	return nil
+}
+
+// holdsCommand reports whether dir holds a Go file (other than a generated *_kgen.go) of
+// package main: a command the launchers of --pkg main can join.
+func holdsCommand(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	for _, f := range files {
+		if strings.HasSuffix(f, "_kgen.go") || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		if af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly); err == nil && af.Name.Name == "main" {
+			return true
+		}
+	}
+	return false
 }

@@ -319,3 +319,15 @@ func TestRunPicksTheGemmByTarget(t *testing.T) {
 		t.Errorf("kgen ptx gemm_sm90: exit %d, %s", code, errs)
 	}
 }
+
+// TestRunNodesRefused: kgen run --nodes of a kernel that does not span the nodes (a
+// single-GPU kernel; a fused GEMM, whose check makes its own machine) is a usage error
+// saying so, not "ok ... in 2 nodes".
+func TestRunNodesRefused(t *testing.T) {
+	for _, k := range []string{"gemm_ar_mc", "ag_gemm_sm90", "gemm_rs_sm90", "gemm_ar_sm90", "gemm_ar_mc_sm90", "ag_gemm", "gemm", "vector_add", "softmax"} {
+		code, out, errs := kgen("run", k, "--ranks", "4", "--nodes", "2")
+		if code != 2 || !strings.Contains(errs, "--nodes applies to the collective kernels") || strings.Contains(out, "ok") {
+			t.Errorf("kgen run %s --ranks 4 --nodes 2: exit %d, out %q, err %q; want a usage error", k, code, out, errs)
+		}
+	}
+}

@@ -59,9 +59,6 @@ func runRun(e *env, args []string) error {
 	if *nodes < 1 || *ranks%*nodes != 0 {
 		return usagef("--nodes %d: --ranks %d do not split into %d nodes of equal size", *nodes, *ranks, *nodes)
 	}
-	if *nodes > 1 && fusedFamilies[spec.Family] {
-		return usagef("--nodes %d: %s runs on a machine of its own making; --nodes applies to the collective kernels", *nodes, spec.Name)
-	}
 	var net *emu.Network
 	if *network != "" {
 		if *nodes == 1 {
@@ -117,6 +114,9 @@ func runRun(e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "kgen run: gemm on %s runs %s (%s); --exact runs gemm itself\n", t, name, why)
 		}
 	}
+	if ok, why := ref.SpansNodes(name); !ok && *nodes > 1 {
+		return usagef("--nodes %d: %s is %s, so no node boundary would be exercised; --nodes applies to the collective kernels", *nodes, name, why)
+	}
 	res, err := ref.Run(ref.Problem{Kernel: name, DType: dt, Target: t, Size: n, Cols: *cols,
 		Ranks: *ranks, Nodes: *nodes, Network: net, Seed: *seed, Weak: *weak})
 	if err != nil {
@@ -128,12 +128,6 @@ func runRun(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s)\n", res, *ranks)
 	return nil
-}
-
-// fusedFamilies are the kernels whose check (ref.RunFused) makes its own machine, which
-// --nodes does not reach.
-var fusedFamilies = map[kernels.Family]bool{
-	kernels.FamilyAGGemm: true, kernels.FamilyGemmRS: true, kernels.FamilyGemmAR: true, kernels.FamilyAGGemmNVSHMEM: true,
 }
 
 func emuNetDefault() string {

@@ -34,6 +34,12 @@ func TestEveryUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"ptx", "vector_add", "--target"}, []string{"-target"}},
 		{[]string{"gen", "-o", o, "vector_add", "--pkg", "1bad"}, []string{`"1bad"`, "package name"}},
 		{[]string{"gen", "-o", o, "vector_add", "--pkg", "func"}, []string{`"func"`}},
+		{[]string{"gen", "-o", o, "vector_add", "--pkg", "__"}, []string{`"__"`, "starts with _", "ignores the file"}},
+		{[]string{"gen", "-o", o, "vector_add", "--pkg", "_x"}, []string{`"_x"`, "starts with _"}},
+		{[]string{"gen", "-o", o, "vector_add", "--pkg", "_"}, []string{`"_"`, "starts with _"}},
+		{[]string{"gen", "-o", o, "vector_add", "--pkg", "main"}, []string{"--pkg main", "no Go file of package main", "func main"}},
+		{[]string{"gen", "-o", o, "vector_add", "--pkg", "init"}, []string{`"init"`, "reserved", "cannot be imported"}},
+		{[]string{"gen", "-o", o, "vector_add", "--pkg", "a-b"}, []string{`"a-b"`, "not a Go identifier"}},
 		{[]string{"gen", "-o", o, "vector_add", "--pkg", "v", "--targets", "sm_80,sm_80"}, []string{"sm_80 listed twice"}},
 		{[]string{"gen", "-o", o, "vector_add", "--pkg", "v", "--targets", "sm_99"}, []string{`"sm_99"`, "sm_90"}},
 		{[]string{"gen", "-o", o, "mm_barrier", "--pkg", "v", "--targets", "sm_80"}, []string{"mm_barrier", "sm_80"}},
@@ -224,5 +230,24 @@ func TestLaunchSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "SIGTERM") && !strings.Contains(stderr.String(), "terminated") {
 		t.Errorf("stderr does not say the launch was terminated: %s", stderr.String())
+	}
+}
+
+// TestGenMainJoinsACommand: --pkg main writes the launchers into a command's directory (Go
+// files of package main, as examples/vadd's), and is refused for a directory without one
+// (the launchers alone would be a package main without func main: no build).
+func TestGenMainJoinsACommand(t *testing.T) {
+	d := t.TempDir()
+	if code, _, errs := kgen("gen", "vector_add", "--pkg", "main", "-o", d, "--dtype", "f32"); code != 2 || !strings.Contains(errs, "no Go file of package main") {
+		t.Fatalf("--pkg main into an empty folder: exit %d: %s", code, errs)
+	}
+	if err := os.WriteFile(filepath.Join(d, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := kgen("gen", "vector_add", "--pkg", "main", "-o", d, "--dtype", "f32"); code != 0 {
+		t.Fatalf("--pkg main into a command: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(d, "main_kgen.go")); err != nil {
+		t.Fatal(err)
 	}
 }

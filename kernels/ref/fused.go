@@ -13,11 +13,11 @@ import (
 )
 
 func init() {
-	register(string(kernels.FamilyAGGemm), func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemm) })
-	register(string(kernels.FamilyGemmRS), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmRS) })
-	register(string(kernels.FamilyGemmAR), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmAR) })
-	register(string(kernels.FamilyAGGemmNVSHMEM), func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemmNVSHMEM) })
-	register(string(kernels.FamilyGemmARMC), func(r *run) error { return fusedHarness(r, kernels.FamilyGemmARMC) })
+	registerOwn(string(kernels.FamilyAGGemm), ownFused, func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemm) })
+	registerOwn(string(kernels.FamilyGemmRS), ownFused, func(r *run) error { return fusedHarness(r, kernels.FamilyGemmRS) })
+	registerOwn(string(kernels.FamilyGemmAR), ownFused, func(r *run) error { return fusedHarness(r, kernels.FamilyGemmAR) })
+	registerOwn(string(kernels.FamilyAGGemmNVSHMEM), ownFused, func(r *run) error { return fusedHarness(r, kernels.FamilyAGGemmNVSHMEM) })
+	registerOwn(string(kernels.FamilyGemmARMC), ownFused, func(r *run) error { return fusedHarness(r, kernels.FamilyGemmARMC) })
 }
 
 // FusedProblem is one fused GEMM run on the emulator over GPUs simulated GPUs, Launches
@@ -66,6 +66,12 @@ func RunFused(p FusedProblem) (Result, error) {
 	}
 	if cfg.Aligned && (p.N%8 != 0 || p.K%8 != 0) {
 		return res, fmt.Errorf("%s needs N, K multiples of 8; got %s", name, res.Shape)
+	}
+	if err := kernels.FusedCheckShape(p.M, p.N, p.K, g); err != nil {
+		return res, err
+	}
+	if err := checkEmuGemm(name, p.M, p.N, p.K, g); err != nil {
+		return res, err
 	}
 	build := p.Build
 	if build == nil {

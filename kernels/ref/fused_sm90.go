@@ -13,7 +13,7 @@ import (
 
 func init() {
 	for _, f := range []kernels.Family{kernels.FamilyAGGemmSM90, kernels.FamilyGemmRSSM90, kernels.FamilyGemmARSM90, kernels.FamilyGemmARMCSM90} {
-		register(string(f), func(r *run) error { return fusedSM90Harness(r, f) })
+		registerOwn(string(f), ownFused, func(r *run) error { return fusedSM90Harness(r, f) })
 	}
 }
 
@@ -58,6 +58,12 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 		return res, fmt.Errorf("%s: %d GPUs for M = %d", name, g, p.M)
 	}
 	if err := cfg.CheckShape(p.M, p.N, p.K); err != nil {
+		return res, err
+	}
+	if err := kernels.FusedCheckShape(p.M, p.N, p.K, g); err != nil {
+		return res, err
+	}
+	if err := checkEmuGemm(name, p.M, p.N, p.K, g); err != nil {
 		return res, err
 	}
 	build := p.Build

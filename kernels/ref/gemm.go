@@ -11,7 +11,7 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-func init() { register("gemm", gemmHarness) }
+func init() { registerOwn("gemm", oneGPU, gemmHarness) }
 
 // GemmProblem is one gemm run on the emulator: D = Alpha*A*B + Beta*C for an M x N x K
 // problem with the kernel cfg builds.
@@ -42,6 +42,21 @@ func gemmHarness(r *run) error {
 	return err
 }
 
+// MaxEmuElements bounds the matrices of an emulated gemm problem: A, B, C and D together
+// hold at most this many elements (2^26; the harness keeps float64 copies and checks
+// M*N*K products on the CPU), so that a huge shape is refused before anything is allocated.
+const MaxEmuElements = 1 << 26
+
+// checkEmuGemm refuses a problem the emulator harnesses cannot hold (MaxEmuElements),
+// naming the shape; m, n, k are already positive.
+func checkEmuGemm(name string, m, n, k, copies int) error {
+	e := uint64(m)*uint64(k) + uint64(k)*uint64(n) + 2*uint64(m)*uint64(n)
+	if e*uint64(max(copies, 1)) > MaxEmuElements {
+		return fmt.Errorf("%s: shape %dx%dx%d: A, B, C and D hold %d elements (x %d GPUs); the emulator harness takes at most %d (MaxEmuElements)", name, m, n, k, e, max(copies, 1), MaxEmuElements)
+	}
+	return nil
+}
+
 // RunGemm builds the problem's kernel, runs it on one emulated GPU with random inputs and
 // checks D element by element against a float64 reference within the bound of f32
 // accumulation in any order (see GemmTolerance).
@@ -51,8 +66,11 @@ func RunGemm(p GemmProblem) (Result, error) {
 	if p.Target == "" {
 		p.Target = ptx.SM90
 	}
-	if cfg.Aligned && (p.M%8 != 0 || p.N%8 != 0 || p.K%8 != 0) {
-		return res, fmt.Errorf("%s needs M, N, K multiples of 8; got %s", cfg.Name(), res.Shape)
+	if err := cfg.CheckShape(p.M, p.N, p.K); err != nil {
+		return res, err
+	}
+	if err := checkEmuGemm(cfg.Name(), p.M, p.N, p.K, 1); err != nil {
+		return res, err
 	}
 	k := dsl.New(cfg.Name(), dsl.WithTarget(p.Target))
 	kernels.Gemm(k, cfg)

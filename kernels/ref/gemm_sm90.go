@@ -10,7 +10,7 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-func init() { register("gemm_sm90", gemmSM90Harness) }
+func init() { registerOwn("gemm_sm90", oneGPU, gemmSM90Harness) }
 
 // gemmSM90Harness runs `kgen run gemm_sm90`: about size elements per matrix, M odd, N and K
 // rounded up to multiples of 8 (K of 16 for fp8; the kernel's rule), on two persistent blocks.
@@ -48,6 +48,9 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	cfg := p.Config
 	res := Result{Kernel: cfg.Name(), DType: cfg.In, Shape: fmt.Sprintf("%dx%dx%d", p.M, p.N, p.K)}
 	if err := cfg.CheckShape(p.M, p.N, p.K); err != nil {
+		return res, err
+	}
+	if err := checkEmuGemm(cfg.Name(), p.M, p.N, p.K, 1); err != nil {
 		return res, err
 	}
 	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))

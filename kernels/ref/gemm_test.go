@@ -160,3 +160,39 @@ func TestGemmRegistryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmHarnessRefusesShapes: every emulator gemm harness (RunGemm, RunGemmSM90, RunFused,
+// RunFusedSM90) names the shape it refuses, empty or past its limits, before it allocates
+// anything (2^20 x 2^20 would take 8 TiB of float64 references).
+func TestGemmHarnessRefusesShapes(t *testing.T) {
+	mma := kernels.DefaultGemmConfig(dsl.F16)
+	sm90 := kernels.DefaultGemmSM90Config(dsl.BF16)
+	fused := kernels.DefaultFusedConfig(dsl.F16)
+	for _, c := range []struct {
+		name string
+		run  func() (Result, error)
+		want string
+	}{
+		{"RunGemm M=0", func() (Result, error) { return RunGemm(GemmProblem{Config: mma, M: 0, N: 64, K: 64}) }, "shape 0x64x64: every extent must be positive"},
+		{"RunGemm 2^20", func() (Result, error) { return RunGemm(GemmProblem{Config: mma, M: 1 << 20, N: 1 << 20, K: 64}) }, "MaxEmuElements"},
+		{"RunGemm A 2^31", func() (Result, error) { return RunGemm(GemmProblem{Config: mma, M: 1 << 20, N: 8, K: 1 << 11}) }, "fewer than 2^31"},
+		{"RunGemmSM90 M=0", func() (Result, error) { return RunGemmSM90(GemmSM90Problem{Config: sm90, M: 0, N: 64, K: 64}) }, "every extent must be positive"},
+		{"RunGemmSM90 2^20", func() (Result, error) {
+			return RunGemmSM90(GemmSM90Problem{Config: sm90, M: 1 << 20, N: 1 << 20, K: 64})
+		}, "MaxEmuElements"},
+		{"RunFused 2^20", func() (Result, error) {
+			return RunFused(FusedProblem{Family: kernels.FamilyGemmRS, Config: fused, GPUs: 2, M: 1 << 20, N: 1 << 20, K: 64})
+		}, "2^31"},
+		{"RunFused M=0", func() (Result, error) {
+			return RunFused(FusedProblem{Family: kernels.FamilyGemmRS, Config: fused, GPUs: 2, M: 0, N: 64, K: 64})
+		}, "must be positive"},
+		{"RunFusedSM90 2^20", func() (Result, error) {
+			return RunFusedSM90(FusedSM90Problem{Family: kernels.FamilyGemmRSSM90, Config: sm90, GPUs: 2, M: 1 << 12, N: 1 << 12, K: 64})
+		}, "MaxEmuElements"},
+	} {
+		_, err := c.run()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want one naming %q", c.name, err, c.want)
+		}
+	}
+}

@@ -55,13 +55,41 @@ type harness func(h *run) error
 
 var harnesses = map[string]harness{}
 
+// ownMachine holds, for the harnesses that do not run on Run's system of Ranks GPUs in
+// Nodes nodes (single-GPU kernels, and the fused GEMMs, whose checks make a machine of
+// their own), why Nodes does not reach them.
+var ownMachine = map[string]string{}
+
 // register adds the check of one library kernel (from an init function of the file that
-// holds it).
+// holds it) that runs on Run's system, so Problem.Nodes splits its GPUs.
 func register(name string, h harness) {
 	if _, dup := harnesses[name]; dup {
 		panic("ref: duplicate harness " + name) // a programming error in this package
 	}
 	harnesses[name] = h
+}
+
+// registerOwn adds a check that runs on a machine of its own (why says which), which
+// Problem.Nodes does not reach: Run refuses Nodes > 1 for it.
+func registerOwn(name, why string, h harness) {
+	register(name, h)
+	ownMachine[name] = why
+}
+
+// Single-GPU and fused checks: why Problem.Nodes does not reach them.
+const (
+	oneGPU    = "a single-GPU kernel, run on one emulated device"
+	ownFused  = "a fused GEMM, whose check makes a machine of its own (one node of Ranks GPUs)"
+	nodesRule = "Nodes applies to the collective kernels, which run on the Ranks GPUs split into Nodes nodes"
+)
+
+// SpansNodes reports whether kernel's check runs on the Problem's Ranks GPUs split into
+// Problem.Nodes nodes; when not, why says what it runs on (Run refuses Nodes > 1 for it).
+func SpansNodes(kernel string) (ok bool, why string) {
+	if w, own := ownMachine[kernel]; own {
+		return false, w
+	}
+	return true, ""
 }
 
 // Kernels lists the kernels Run can check.
@@ -110,6 +138,9 @@ func Run(p Problem) (Result, error) {
 	if p.Cols < 0 {
 		return Result{}, fmt.Errorf("cols %d is negative", p.Cols)
 	}
+	if ok, why := SpansNodes(p.Kernel); !ok && p.Nodes > 1 {
+		return Result{}, fmt.Errorf("%s with %d nodes: %s, so the nodes would not be exercised; %s", p.Kernel, p.Nodes, why, nodesRule)
+	}
 	b, err := spec.BuildVariant(kernels.Config{Target: p.Target, DType: p.DType})
 	if err != nil {
 		return Result{}, err
@@ -132,6 +163,11 @@ func Run(p Problem) (Result, error) {
 		res: Result{Kernel: p.Kernel, DType: p.DType}}
 	if err := h(r); err != nil {
 		return r.res, fmt.Errorf("%s %s: %w", p.Kernel, p.DType, err)
+	}
+	if p.Nodes > 1 && sys.LastStats().Blocks == 0 {
+		// A harness registered with register that made a machine of its own: its result
+		// says nothing about the nodes.
+		return r.res, fmt.Errorf("%s %s: the check launched nothing on the %d GPUs in %d nodes, so it says nothing about them (register it with registerOwn)", p.Kernel, p.DType, p.Ranks, p.Nodes)
 	}
 	return r.res, nil
 }

@@ -16,8 +16,8 @@ import (
 // launch, into a zeroed output, is the one checked: the first must leave the scratch ready).
 
 func init() {
-	register("row_sum_split", byElem{f32: rowSumSplit[float32], f16: rowSumSplit[fp.F16], bf16: rowSumSplit[fp.BF16]}.run)
-	register("softmax_split", byElem{f32: softmaxSplit[float32], f16: softmaxSplit[fp.F16], bf16: softmaxSplit[fp.BF16]}.run)
+	registerOwn("row_sum_split", oneGPU, byElem{f32: rowSumSplit[float32], f16: rowSumSplit[fp.F16], bf16: rowSumSplit[fp.BF16]}.run)
+	registerOwn("softmax_split", oneGPU, byElem{f32: softmaxSplit[float32], f16: softmaxSplit[fp.F16], bf16: softmaxSplit[fp.BF16]}.run)
 }
 
 // launchSplit launches the split kernel twice with args(shape) on scratch zeroed once,

@@ -18,12 +18,12 @@ import (
 // the host type of the variant's element type.
 
 func init() {
-	register("vector_add", byElem{f32: vectorAdd[float32], f16: vectorAdd[fp.F16]}.run)
-	register("axpy", byElem{f32: axpy[float32], f16: axpy[fp.F16]}.run)
-	register("tiled_copy", byElem{f32: tiledCopy[float32], f16: tiledCopy[fp.F16], u8: tiledCopy[uint8]}.run)
-	register("transpose", byElem{f32: transpose[float32], f16: transpose[fp.F16]}.run)
-	register("row_sum", byElem{f32: rowSum[float32], f16: rowSum[fp.F16], bf16: rowSum[fp.BF16]}.run)
-	register("softmax", byElem{f32: softmax[float32], f16: softmax[fp.F16], bf16: softmax[fp.BF16]}.run)
+	registerOwn("vector_add", oneGPU, byElem{f32: vectorAdd[float32], f16: vectorAdd[fp.F16]}.run)
+	registerOwn("axpy", oneGPU, byElem{f32: axpy[float32], f16: axpy[fp.F16]}.run)
+	registerOwn("tiled_copy", oneGPU, byElem{f32: tiledCopy[float32], f16: tiledCopy[fp.F16], u8: tiledCopy[uint8]}.run)
+	registerOwn("transpose", oneGPU, byElem{f32: transpose[float32], f16: transpose[fp.F16]}.run)
+	registerOwn("row_sum", oneGPU, byElem{f32: rowSum[float32], f16: rowSum[fp.F16], bf16: rowSum[fp.BF16]}.run)
+	registerOwn("softmax", oneGPU, byElem{f32: softmax[float32], f16: softmax[fp.F16], bf16: softmax[fp.BF16]}.run)
 }
 
 // byElem picks a harness instantiation by the problem's element type.
@@ -261,6 +261,9 @@ func transpose[T jit.Elem](r *run) (err error) {
 	defer func() { err = errors.Join(err, s.close()) }()
 	dt := r.p.DType
 	m, n := matrix(r.size(37 * 65))
+	if err := kernels.TransposeCheckShape(m, n); err != nil {
+		return err
+	}
 	in := r.random(dt, m*n, -8, 8)
 	pi, po := alloc[T](s, m*n, in), alloc[T](s, m*n, nil)
 	r.res.Shape = fmt.Sprintf("%dx%d", m, n)

@@ -1,0 +1,36 @@
+package emu
+
+import "testing"
+
+// TestFreeSymmetricMixups: Free of any GPU's address of a symmetric allocation is an error
+// naming FreeSymmetric and frees nothing (every copy stays readable); FreeSymmetric of a
+// freed allocation is an error; SymmetricAt finds the allocation from any GPU's copy.
+func TestFreeSymmetricMixups(t *testing.T) {
+	s := newSys(t, 3)
+	m, err := s.MallocSymmetric(64)
+	must(t, err)
+	for g := 0; g < 3; g++ {
+		wantMsg(t, s.Free(m.On(g)), "a symmetric allocation", "FreeSymmetric")
+	}
+	for g := 0; g < 3; g++ {
+		must(t, s.Read(m.On(g), make([]byte, 64)))
+		got, err := s.SymmetricAt(m.On(g))
+		must(t, err)
+		if got != m {
+			t.Fatalf("SymmetricAt(GPU %d's copy) = %+v, want %+v", g, got, m)
+		}
+	}
+	_, err = s.SymmetricAt(m.On(1) + 8)
+	wantMsg(t, err, "not the start of a live symmetric allocation")
+	a := mustMalloc(t, s, 1, 64)
+	_, err = s.SymmetricAt(a)
+	wantMsg(t, err, "not the start of a live symmetric allocation")
+	must(t, s.FreeSymmetric(m))
+	wantMsg(t, s.FreeSymmetric(m), "not a live symmetric allocation")
+	for g := 0; g < 3; g++ {
+		if err := s.Read(m.On(g), make([]byte, 4)); err == nil {
+			t.Fatalf("GPU %d's copy readable after FreeSymmetric", g)
+		}
+	}
+	must(t, s.Free(a))
+}
