@@ -379,7 +379,10 @@ type gemmOperands struct {
 func (c *Comm) gemmSM90On(ctx context.Context, cl *call, x gemmOperands, s MatmulShape, stream *jit.Stream) (string, error) {
 	sms := max(c.r.Device.Info().Multiproc, 1)
 	out := x.d.Elem
-	cfg := kernels.GemmSM90For(x.in, out, s.M, s.N, s.K, sms)
+	cfg, err := kernels.GemmSM90For(x.in, out, s.M, s.N, s.K, sms)
+	if err != nil {
+		return "", fmt.Errorf("collectives: %s: %w", cl.what, err)
+	}
 	if cfg.TMAStore && (x.dAlloc == nil || out != dsl.F16 && out != dsl.BF16) {
 		cfg.TMAStore = false // no D map: store from registers
 	}

@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
@@ -148,7 +149,10 @@ func (c *Comm) agOverlapWins(dt, out dsl.Type, s MatmulShape) bool {
 func agOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
 	sms = max(sms, 1)
 	us := func(m int) float64 {
-		cfg := kernels.GemmSM90For(dt, out, m, s.N, s.K, sms)
+		cfg, err := kernels.GemmSM90For(dt, out, m, s.N, s.K, sms)
+		if err != nil {
+			return math.Inf(1)
+		}
 		return cfg.Cycles(m, s.N, s.K, sms) / smClockHz * 1e6
 	}
 	ag := float64(g-1) / float64(g) * float64(s.M) * float64(s.K) * float64(dt.Bytes()) / allGatherBytesPS * 1e6
