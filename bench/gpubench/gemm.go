@@ -254,8 +254,10 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 	defer s.Close()
 	readD := out.CopyToHost
 	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(m, n)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: s}
+	// The buffers hold the 16-bit patterns; the kernel's parameters point to cfg's types.
+	pa, pb, po := jit.AnyPtr{Addr: a.DevPtr(), Elem: cfg.In}, jit.AnyPtr{Addr: b.DevPtr(), Elem: cfg.In}, jit.AnyPtr{Addr: out.DevPtr(), Elem: cfg.Out}
 	launch := func() error {
-		return fn.Launch(lc, a, b, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out)
+		return fn.Launch(lc, pa, pb, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po)
 	}
 	if hp != nil {
 		var tmA, tmB jit.TensorMap
@@ -271,7 +273,8 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 		}
 		defer free()
 		lc = sm90Launch(d, *hp, m, n, s)
-		args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out}
+		po := jit.AnyPtr{Addr: out.DevPtr(), Elem: hp.Out}
+		args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po}
 		if hp.TMAStore {
 			var ob any
 			var tmD jit.TensorMap

@@ -95,7 +95,8 @@ func benchGemmFP8(d *jit.Device, hp kernels.GemmSM90Config, m, n, k, reps int, d
 	}
 	defer s.Close()
 	lc := sm90Launch(d, hp, m, n, s)
-	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), out, out}
+	po := jit.AnyPtr{Addr: out.DevPtr(), Elem: hp.Out} // bf16 patterns in a uint16 buffer
+	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po}
 	readD := out.CopyToHost
 	if hp.TMAStore {
 		ob, tmD, read, freeD, err := sm90OutMap[fp.BF16](d, hp, m, n)

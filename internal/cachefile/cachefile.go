@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // ErrNotRegular is wrapped by the errors of Open and Read for a path that is not a regular
@@ -115,11 +116,11 @@ func (e *UnsafeError) Error() string {
 
 // CheckDir returns an *UnsafeError when dir exists and is writable by its group or by others,
 // or is owned by another user than the current one; nil when it is private or does not exist
-// yet (it will be created private). A symlink at dir is followed: its target is checked.
+// yet (it will be created private) or cannot exist (a file on its path). A symlink at dir is followed: its target is checked.
 func CheckDir(dir string) error {
 	fi, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil // nothing there to read: creating it fails later, costing the cache alone
 	}
 	if err != nil {
 		return err
