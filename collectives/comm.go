@@ -27,12 +27,11 @@ const (
 // Lamport and one-shot limits come from the measured table of tuning.go, per GPU count;
 // DefaultOneShotMaxBytes is the multimem one-shot's limit. On 4 x H100 the two-shot kernel
 // took 346.7 us at 64 MiB (bf16) on 64 blocks, 331.4 on 128, 329.0 on 256, and the same
-// (91.7-92.8) at 16 MiB: 128 blocks. The push all-reduce (PushMinBytes) was slower than the
-// two-shot kernel on 4 GPUs and is off.
+// (91.7-92.8) at 16 MiB: 128 blocks. The push all-reduce's threshold (PushMinBytes) comes
+// from the table too.
 const (
 	DefaultOneShotMaxBytes = 16 << 10
 	DefaultMaxBlocks       = 128
-	DefaultPushMinBytes    = -1
 )
 
 // Options configure a Comm.
@@ -61,7 +60,8 @@ type Options struct {
 	// PushMinBytes is the smallest peer-to-peer all-reduce that runs as a reduce-scatter
 	// by peer stores followed by an all-gather by peer stores (two kernels; NVLink writes
 	// only) instead of the two-shot kernel, whose reduce-scatter pulls with peer loads
-	// (default DefaultPushMinBytes, which is off; negative: never).
+	// (0: the measured table of tuning.go, 128 MiB on 2 and 4 GPUs; negative: never).
+	// It has no graph variant: a CaptureSafe Comm runs two-shot.
 	PushMinBytes int
 	// ReduceScatterPullMinBytes is the smallest peer-to-peer reduce-scatter input (bytes)
 	// that runs p2p_reducescatter_pull (peer loads, no scratch) instead of
@@ -229,9 +229,6 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	}
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
-	}
-	if o.PushMinBytes == 0 {
-		o.PushMinBytes = DefaultPushMinBytes
 	}
 	if o.MaxBlocks <= 0 {
 		o.MaxBlocks = DefaultMaxBlocks

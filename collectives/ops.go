@@ -153,7 +153,7 @@ func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int, inPlace bool) (allReduce
 		fam = kernels.FamilyP2PAllReduceLamport
 	case bytes <= c.thr.oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
-	case c.o.PushMinBytes > 0 && bytes >= c.o.PushMinBytes && n%(c.g*16/dt.Bytes()) == 0:
+	case c.thr.push > 0 && bytes >= c.thr.push && n%(c.g*16/dt.Bytes()) == 0:
 		return allReducePlan{k: kernels.ID{Family: kernels.FamilyP2PReduceScatter, Op: op, DType: dt}, push: true}, nil
 	default:
 		fam = kernels.FamilyP2PAllReduce2Shot

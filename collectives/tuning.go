@@ -20,6 +20,7 @@ type p2pTuning struct {
 	lamportMax int
 	oneShotMax int
 	rsPullMin  int // p2p_reducescatter_pull from this input size on (0: always)
+	pushMin    int // the push all-reduce from this size on (0: never)
 }
 
 // p2pTunings holds the measured GPU counts, ascending. 4 x H100 (NV18, 2026-11-27, loop
@@ -27,9 +28,15 @@ type p2pTuning struct {
 // two-shot 9.8-10.5, one-shot (in place, staged) 14.6-18.6; at 256 KiB Lamport 10.4 against
 // two-shot 11.0; at 1 MiB Lamport 34.7 against two-shot 14.6. 2 x H100: Lamport 4.7-6.2 us
 // up to 256 KiB, where one-shot and two-shot took 8-15 us.
+//
+// Reduce-scatter (4 x H100, 64 MiB input): p2p_reducescatter_pull 176.0-176.6 us, the push
+// kernel 196.8-211.6, NCCL 192.3-222.1; at 1-16 MiB within noise of each other: pull at
+// every size. Push all-reduce (p2p_reducescatter + p2p_allgather, loop): 256 MiB 1251-1262
+// us on 4 GPUs against two-shot 1285-1292, 803-815 on 2 GPUs against 833-842; at 64 MiB
+// 332.0-332.2 against 330.3-332.2 (4 GPUs), 219-223 against 216-219 (2 GPUs): from 128 MiB.
 var p2pTunings = []p2pTuning{
-	{gpus: 2, lamportMax: 256 << 10},
-	{gpus: 4, lamportMax: 256 << 10},
+	{gpus: 2, lamportMax: 256 << 10, pushMin: 128 << 20},
+	{gpus: 4, lamportMax: 256 << 10, pushMin: 128 << 20},
 }
 
 // p2pTuningFor returns the tuning of the largest measured GPU count not above gpus (the
@@ -50,6 +57,7 @@ type thresholds struct {
 	lamport int // Lamport for floats up to this size (peer-to-peer only)
 	oneShot int // one-shot up to this size (0: never)
 	rsPull  int // the peer-to-peer reduce-scatter pulls from inputs of this size on (negative: never)
+	push    int // the push all-reduce from this size on (<= 0: never)
 }
 
 // mcLamportMaxBytes is Lamport's limit on a Comm with multicast, where it only serves the
@@ -74,6 +82,13 @@ func chooseThresholds(o Options, gpus int, multicast bool) thresholds {
 	t.rsPull = p.rsPullMin
 	if o.ReduceScatterPullMinBytes != 0 {
 		t.rsPull = o.ReduceScatterPullMinBytes
+	}
+	t.push = p.pushMin
+	if multicast || o.CaptureSafe {
+		t.push = 0 // multimem runs the large sums; the push pair has no graph variant
+	}
+	if o.PushMinBytes != 0 {
+		t.push = o.PushMinBytes
 	}
 	return t
 }

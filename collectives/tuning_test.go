@@ -11,13 +11,14 @@ func TestThresholds(t *testing.T) {
 		want      thresholds
 		situation string
 	}{
-		{Options{}, 1, false, thresholds{256 << 10, 0, 0}, "1 GPU: the smallest measured count"},
-		{Options{}, 2, false, thresholds{256 << 10, 0, 0}, "2 GPUs, measured"},
-		{Options{}, 3, false, thresholds{256 << 10, 0, 0}, "3 GPUs: 2's row"},
-		{Options{}, 8, false, thresholds{256 << 10, 0, 0}, "8 GPUs: the largest measured row"},
-		{Options{}, 4, true, thresholds{mcLamportMaxBytes, DefaultOneShotMaxBytes, 0}, "multicast"},
-		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: -1}, 4, false, thresholds{100, 7, -1}, "options win"},
-		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: 99}, 4, true, thresholds{100, 7, 99}, "options win with multicast"},
+		{Options{}, 1, false, thresholds{256 << 10, 0, 0, 128 << 20}, "1 GPU: the smallest measured count"},
+		{Options{}, 2, false, thresholds{256 << 10, 0, 0, 128 << 20}, "2 GPUs, measured"},
+		{Options{}, 3, false, thresholds{256 << 10, 0, 0, 128 << 20}, "3 GPUs: 2's row"},
+		{Options{}, 8, false, thresholds{256 << 10, 0, 0, 128 << 20}, "8 GPUs: the largest measured row"},
+		{Options{}, 4, true, thresholds{mcLamportMaxBytes, DefaultOneShotMaxBytes, 0, 0}, "multicast"},
+		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: -1, PushMinBytes: -1}, 4, false, thresholds{100, 7, -1, -1}, "options win"},
+		{Options{CaptureSafe: true}, 4, false, thresholds{256 << 10, 0, 0, 0}, "no push pair in graphs"},
+		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: 99, PushMinBytes: 5}, 4, true, thresholds{100, 7, 99, 5}, "options win with multicast"},
 	} {
 		if got := chooseThresholds(c.o, c.gpus, c.mc); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.situation, got, c.want)
