@@ -88,6 +88,11 @@ func init() {
 // for the others. Every source is loaded before the first combine, so the loads' latencies
 // overlap.
 func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) dsl.Tensor {
+	return combinePeers(k, dt, op, ngpus, loadPeers(k, dt, ngpus, w, load))
+}
+
+// loadPeers is reducePeers' first half: the sources' fragments, loaded.
+func loadPeers(k *dsl.Kernel, dt dsl.Type, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) []dsl.Tensor {
 	vals := make([]dsl.Tensor, CollMaxGPUs)
 	for p := range vals {
 		vals[p] = regs(k, dt, w)
@@ -97,6 +102,12 @@ func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w
 			k.If(ngpus.Gt(uint32(p)), func() { load(p, vals[p]) })
 		}
 	}
+	return vals
+}
+
+// combinePeers is reducePeers' second half: op over the first ngpus fragments, in the
+// accumulator type.
+func combinePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, vals []dsl.Tensor) dsl.Tensor {
 	at := accType(dt)
 	acc := vals[0].To(at)
 	for p := 1; p < CollMaxGPUs; p++ {
@@ -104,6 +115,45 @@ func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w
 		acc = acc.Zip(vals[p].To(at), func(a, b dsl.Value) dsl.Value { return k.Select(in, combine(op, a, b), a) })
 	}
 	return acc
+}
+
+// eachVecReduce runs, over the elements [lo, hi) (lo a multiple of vec), finish(i, w, sum)
+// with sum the reduction by op of the w elements at i of every source (load(p, i, dst)
+// loads source p's): whole vectors two per thread and iteration (v and v + the grid's
+// threads), both vectors' loads issued before either is combined, so a thread keeps twice
+// the peer loads in flight; then the tail element by element. On 4 x H100 a thread with
+// one vector's loads in flight left NVLink reads short of the stores' bandwidth.
+func eachVecReduce(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus, lo, hi dsl.Value, vec int,
+	load func(p int, i dsl.Value, dst dsl.Tensor), finish func(i dsl.Value, w int, sum dsl.Tensor)) {
+	nv := hi.Sub(lo).Div(uint32(vec))
+	at := func(v dsl.Value) dsl.Value { return k.Assume(lo.Add(v.Mul(uint32(vec))), vec) }
+	stride := k.GridStride(dsl.X)
+	k.For(k.GlobalThreadIdx(dsl.X), nv, stride.Mul(2), func(v dsl.Value) {
+		v1 := v.Add(stride)
+		has1 := v1.Lt(nv)
+		i0, i1 := at(v), at(v1)
+		vals0 := loadPeers(k, dt, ngpus, vec, func(p int, dst dsl.Tensor) { load(p, i0, dst) })
+		vals1 := make([]dsl.Tensor, CollMaxGPUs)
+		for p := range vals1 {
+			vals1[p] = regs(k, dt, vec)
+		}
+		k.If(has1, func() {
+			for p := range vals1 {
+				if p == 0 {
+					load(p, i1, vals1[p])
+				} else {
+					k.If(ngpus.Gt(uint32(p)), func() { load(p, i1, vals1[p]) })
+				}
+			}
+		})
+		finish(i0, vec, combinePeers(k, dt, op, ngpus, vals0))
+		k.If(has1, func() { finish(i1, vec, combinePeers(k, dt, op, ngpus, vals1)) })
+	})
+	tail := lo.Add(nv.Mul(uint32(vec)))
+	gridLoop(k, hi.Sub(tail), func(j dsl.Value) {
+		i := tail.Add(j)
+		finish(i, 1, reducePeers(k, dt, op, ngpus, 1, func(p int, dst dsl.Tensor) { load(p, i, dst) }))
+	})
 }
 
 // loadFrom returns a load for reducePeers: source p's elements at index i(p) of ptr(p).
@@ -199,11 +249,12 @@ func p2pAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool
 	lo, hi := twoShotSlice(k, a.Rank, a.NGPUs, a.N, vec)
 	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
-	eachVec(k, lo, hi, vec, 1, func(i dsl.Value, w int) {
-		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return i }))
-		res := sum.To(dt)
-		forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), i, res) })
-	})
+	eachVecReduce(k, dt, op, a.NGPUs, lo, hi, vec,
+		func(p int, i dsl.Value, dst dsl.Tensor) { loadTo(k, ptrAt(k, ins[p], dt), i, dst) },
+		func(i dsl.Value, _ int, sum dsl.Tensor) {
+			res := sum.To(dt)
+			forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), i, res) })
+		})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
 	ew.end(k, epoch.Add(2))
 }
@@ -460,12 +511,11 @@ func p2pReduceScatterPull(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph boo
 	base := a.Rank.Mul(m)
 	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
-	reduce := func(i dsl.Value, w int) {
-		sum := reducePeers(k, dt, op, a.NGPUs, w, loadFrom(k, func(p int) dsl.Ptr { return ptrAt(k, ins[p], dt) }, func(int) dsl.Value { return base.Add(i) }))
-		storeN(k, a.Out, i, sum.To(dt))
-	}
+	load := func(p int, i dsl.Value, dst dsl.Tensor) { loadTo(k, ptrAt(k, ins[p], dt), base.Add(i), dst) }
+	finish := func(i dsl.Value, _ int, sum dsl.Tensor) { storeN(k, a.Out, i, sum.To(dt)) }
 	// rank*m + i is a multiple of the vector width only when m is.
-	k.If(m.Rem(uint32(vec)).Eq(0), func() { eachVec(k, zero, m, vec, 1, reduce) }).Else(func() { eachVec(k, zero, m, 1, 1, reduce) })
+	k.If(m.Rem(uint32(vec)).Eq(0), func() { eachVecReduce(k, dt, op, a.NGPUs, zero, m, vec, load, finish) }).
+		Else(func() { eachVecReduce(k, dt, op, a.NGPUs, zero, m, 1, load, finish) })
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
 	ew.end(k, epoch.Add(2))
 }
