@@ -7,7 +7,7 @@ LAYOUT_VECTORS ?= $(abspath $(CURDIR)/../shared/testdata/layout)
 PTXAS = $(KGEN_TOOLS)/py/nvidia/cu13/bin/ptxas
 STATICCHECK = $(KGEN_TOOLS)/bin/staticcheck
 
-.PHONY: all tools test test-go test-race test-layout test-examples test-cuda gen-check golden lint demo clean cuda-build gpu-test
+.PHONY: all tools test test-go test-race test-layout test-examples test-cuda test-fuzz gen-check golden lint demo clean cuda-build gpu-test
 
 all: test
 
@@ -16,7 +16,7 @@ tools:
 	@bash scripts/tools.sh
 
 ## test: everything CI checks: lint, CGO-free build, all tests (golden PTX through ptxas)
-test: tools lint gen-check test-go test-race test-layout test-examples test-cuda
+test: tools lint gen-check test-go test-race test-layout test-examples test-cuda test-fuzz
 
 test-go:
 	CGO_ENABLED=0 $(GO) build ./...
@@ -26,6 +26,15 @@ test-go:
 ## goroutines (jit runs under it in test-cuda); about 2 minutes on 2 cores
 test-race:
 	CGO_ENABLED=1 $(GO) test -count=1 -race ./dsl ./kernels ./collectives
+
+## test-fuzz: every fuzzer for FUZZTIME each (seeded with small inputs; a failure writes its input under testdata/fuzz)
+FUZZTIME ?= 8s
+FUZZERS = ./ptx:FuzzParse ./dsl:FuzzBuilder ./layout:FuzzParse ./layout:FuzzCompositionComplement \
+	./layout:FuzzParseComposed ./nvshmem/devlib:FuzzParseLLVM ./nvshmem/devlib:FuzzParseDecls ./nvshmem/devlib:FuzzParseHeader
+test-fuzz:
+	@set -e; for f in $(FUZZERS); do pkg=$${f%%:*}; name=$${f##*:}; \
+	  echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+	  CGO_ENABLED=0 $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
 test-layout:
 	@if [ -d "$(LAYOUT_VECTORS)" ]; then \
