@@ -205,7 +205,7 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
-	if c.overlapMatmul(a.dt, out.dt, s) {
+	if c.overlapMatmul(true, a.dt, out.dt, s) {
 		return c.agGemmOverlap(ctx, cl, a, b, out, s)
 	}
 	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {
@@ -244,6 +244,9 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if c.overlapMatmul(false, a.dt, out.dt, s) {
+		return c.gemmRSOverlap(ctx, cl, a, b, out, s)
+	}
 	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {
 		return c.splitMatmul(ctx, cl, kernels.FamilyGemmRS, a, b, out, s)
 	}
@@ -362,29 +365,28 @@ func (c *Comm) splitMatmul(ctx context.Context, cl *call, f kernels.Family, a, b
 // gemmSM90 runs d = a * b on gemm_sm90 in the configuration kernels.GemmSM90For picks for
 // the shape and the device's SMs, fed by the Comm's cached tensor maps.
 func (c *Comm) gemmSM90(ctx context.Context, cl *call, a, b, d *Buffer, s MatmulShape) (string, error) {
-	return c.gemmSM90On(ctx, cl, gemmOperands{a: a.s, b: b.s, in: a.dt, d: d.s.at(d.dt), dAlloc: d.s}, s, c.o.Stream)
+	return c.gemmSM90On(ctx, cl, gemmOperands{a: a.s, b: b.s, in: a.dt, d: d.s, out: d.dt}, s, c.o.Stream)
 }
 
-// gemmOperands are a gemm_sm90 call's matrices: A (M x K) and B (K x N) of type in at the
-// start of their allocations, D at d; dAlloc, when D starts its allocation, lets the
-// configuration store D through TMA.
+// gemmOperands are a gemm_sm90 call's matrices: A (M x K) and B (K x N) of type in, D (M x
+// N) of type out, each row-major in its symmetric allocation from the element offset aOff,
+// 0, dOff (a chunk of rows of a larger matrix).
 type gemmOperands struct {
-	a, b   *sym
-	in     dsl.Type
-	d      jit.AnyPtr
-	dAlloc *sym
+	a, b, d    *sym
+	in, out    dsl.Type
+	aOff, dOff int
 }
 
 // gemmSM90On is gemmSM90 on operands x, on stream.
 func (c *Comm) gemmSM90On(ctx context.Context, cl *call, x gemmOperands, s MatmulShape, stream *jit.Stream) (string, error) {
 	sms := max(c.r.Device.Info().Multiproc, 1)
-	out := x.d.Elem
+	out := x.out
 	cfg, err := kernels.GemmSM90For(x.in, out, s.M, s.N, s.K, sms)
 	if err != nil {
 		return "", fmt.Errorf("collectives: %s: %w", cl.what, err)
 	}
-	if cfg.TMAStore && (x.dAlloc == nil || out != dsl.F16 && out != dsl.BF16) {
-		cfg.TMAStore = false // no D map: store from registers
+	if cfg.TMAStore && out != dsl.F16 && out != dsl.BF16 {
+		cfg.TMAStore = false // the Comm's tensor maps are of 16-bit types: store from registers
 	}
 	if err := cfg.CheckShape(s.M, s.N, s.K); err != nil {
 		return "", fmt.Errorf("collectives: %s: %w", cl.what, err)
@@ -400,11 +402,11 @@ func (c *Comm) gemmSM90On(ctx context.Context, cl *call, x gemmOperands, s Matmu
 			return "", err
 		}
 	}
-	tmA, err := c.tensorMap(x.a, x.in, s.K, s.M, cfg.TMABoxA())
+	tmA, err := c.tensorMapAt(x.a, x.aOff, x.in, s.K, s.M, cfg.TMABoxA())
 	if err != nil {
 		return "", fmt.Errorf("collectives: %s: A's tensor map: %w", cl.what, err)
 	}
-	tmB, err := c.tensorMap(x.b, x.in, s.N, s.K, cfg.TMABoxB())
+	tmB, err := c.tensorMapAt(x.b, 0, x.in, s.N, s.K, cfg.TMABoxB())
 	if err != nil {
 		return "", fmt.Errorf("collectives: %s: B's tensor map: %w", cl.what, err)
 	}
@@ -413,13 +415,14 @@ func (c *Comm) gemmSM90On(ctx context.Context, cl *call, x gemmOperands, s Matmu
 	if cl := cfg.Cluster(); cl > 1 {
 		lc.Cluster = jit.D1(cl)
 	}
-	var args any = gemmSM90Launch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: x.d, D: x.d}
+	d := jit.AnyPtr{Addr: x.d.own + jit.DevicePtr(x.dOff*out.Bytes()), Elem: out}
+	var args any = gemmSM90Launch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d, D: d}
 	if cfg.TMAStore {
-		tmD, err := c.tensorMap(x.dAlloc, out, s.N, s.M, cfg.TMABoxD())
+		tmD, err := c.tensorMapAt(x.d, x.dOff, out, s.N, s.M, cfg.TMABoxD())
 		if err != nil {
 			return "", fmt.Errorf("collectives: %s: D's tensor map: %w", cl.what, err)
 		}
-		args = gemmSM90StoreLaunch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: x.d, D: x.d, TmD: tmD}
+		args = gemmSM90StoreLaunch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d, D: d, TmD: tmD}
 	}
 	if err := c.launchFn(fn, lc, args); err != nil {
 		return "", fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)

@@ -65,28 +65,34 @@ func (c *Comm) fusedSM90Function(f kernels.Family, cfg kernels.GemmSM90Config) (
 // tensorMap makes a TMA tensor map over the first rows x cols elements (row-major) of s, of
 // dt (f16 or bf16), with box and the 128-byte swizzle: (cols, rows), innermost first.
 func tensorMap(s *sym, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, error) {
+	return tensorMapAt(s, 0, dt, cols, rows, box)
+}
+
+// tensorMapAt is tensorMap of the rows x cols elements from element off of s.
+func tensorMapAt(s *sym, off int, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, error) {
 	dims := []uint64{uint64(cols), uint64(rows)}
 	strides := []uint64{uint64(cols * dt.Bytes())}
 	b := []uint32{uint32(box[0]), uint32(box[1])}
 	n := int(s.m.Size()) / 2
+	at := jit.WithOffset(uint64(off))
 	switch dt {
 	case dsl.BF16:
 		buf, err := jit.BufferOf[fp.BF16](s.m, n)
 		if err != nil {
 			return jit.TensorMap{}, err
 		}
-		return jit.NewTensorMap(buf, dims, strides, b, jit.Swizzle128B)
+		return jit.NewTensorMap(buf, dims, strides, b, jit.Swizzle128B, at)
 	case dsl.F16:
 		buf, err := jit.BufferOf[fp.F16](s.m, n)
 		if err != nil {
 			return jit.TensorMap{}, err
 		}
-		return jit.NewTensorMap(buf, dims, strides, b, jit.Swizzle128B)
+		return jit.NewTensorMap(buf, dims, strides, b, jit.Swizzle128B, at)
 	}
 	return jit.TensorMap{}, fmt.Errorf("collectives: no tensor map over %s (f16 or bf16)", dt)
 }
 
-// tmapKey is everything a tensor map of tensorMap encodes.
+// tmapKey is everything a tensor map of tensorMapAt encodes.
 type tmapKey struct {
 	at         jit.DevicePtr
 	dt         dsl.Type
@@ -98,11 +104,16 @@ type tmapKey struct {
 // extents and box, so a cached one stays right for any buffer at that address, and a call
 // that repeats its shapes (every training step) encodes none.
 func (c *Comm) tensorMap(s *sym, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, error) {
-	key := tmapKey{s.own, dt, cols, rows, box}
+	return c.tensorMapAt(s, 0, dt, cols, rows, box)
+}
+
+// tensorMapAt is tensorMapAt through the Comm's cache.
+func (c *Comm) tensorMapAt(s *sym, off int, dt dsl.Type, cols, rows int, box [2]int) (jit.TensorMap, error) {
+	key := tmapKey{s.own + jit.DevicePtr(off*dt.Bytes()), dt, cols, rows, box}
 	if tm, ok := c.tmaps[key]; ok {
 		return tm, nil
 	}
-	tm, err := tensorMap(s, dt, cols, rows, box)
+	tm, err := tensorMapAt(s, off, dt, cols, rows, box)
 	if err != nil {
 		return tm, err
 	}

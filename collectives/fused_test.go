@@ -326,11 +326,11 @@ func TestFusedMatmulsAcrossNodes(t *testing.T) {
 	}
 }
 
-// TestOverlapMatmul runs AllGatherMatmul with MatmulOverlap (the copy engines' pulls beside
-// chunked gemm_sm90 calls, overlap.go) on 2, 3 and 4 emulated GPUs, strict and weak, f32
-// and bf16 out, three calls in a row with fresh inputs and a reduce-scatter in between
-// (the barriers share the pads), against the exact reference; without Options.Stream, and
-// on a shape the sm_90a GEMM cannot take, it runs split.
+// TestOverlapMatmul runs AllGatherMatmul and MatmulReduceScatter with MatmulOverlap (the
+// copy engines' pulls or pushes beside chunked gemm_sm90 calls, overlap.go) on 2, 3 and 4
+// emulated GPUs, strict and weak, f32 and bf16 out (the all-gather), three calls of each in
+// a row with fresh inputs (their barriers share the pads), against the exact reference; on
+// a shape the sm_90a GEMM cannot take, it runs split.
 func TestOverlapMatmul(t *testing.T) {
 	ctx := context.Background()
 	for _, g := range []int{2, 3, 4} {
@@ -359,6 +359,9 @@ func TestOverlapMatmul(t *testing.T) {
 								}
 								if err := e.checkRS(ctx, rs, shape, dsl.F32, false); err != nil {
 									return fmt.Errorf("call %d: %w", call, err)
+								}
+								if got := c.LastAlgorithm(); !strings.HasSuffix(got, "+copy_engine_reducescatter") || !strings.HasPrefix(got, "gemm_sm90_") {
+									return fmt.Errorf("call %d: MatmulReduceScatter ran %s", call, got)
 								}
 							}
 							// N = 37: no TMA (16-byte rows), so it runs split.

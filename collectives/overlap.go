@@ -37,6 +37,7 @@ type overlapState struct {
 	bufs   []*sym       // bufs[q]: GPU q's rows (nil for this GPU's)
 	bytes  int          // the size of each chunk buffer
 	peerA  map[jit.DevicePtr][]jit.DevicePtr
+	rs     *rsState // the reduce-scatter's buffers
 }
 
 // overlapFor returns the overlap state with chunk buffers of at least bytes each.
@@ -57,7 +58,7 @@ func (c *Comm) overlapFor(ctx context.Context, cl *call, bytes int) (*overlapSta
 		}
 		o.start, o.end, o.chunks = evs[0], evs[1], evs[2:]
 	}
-	if o.bytes < bytes {
+	if bytes > 0 && o.bytes < bytes {
 		o.bufs = make([]*sym, c.g)
 		for q := range o.bufs {
 			if q == c.rank {
@@ -109,13 +110,14 @@ func (c *Comm) peers(o *overlapState, s *sym) ([]jit.DevicePtr, error) {
 	return p, nil
 }
 
-// overlapMatmul reports whether AllGatherMatmul of shape s runs on the copy engines: the
-// Comm is on one node of several GPUs, not capture-safe (its barriers take host epochs)
-// and has a stream of its own (on the legacy default stream the GEMMs would wait for the
-// side stream's copies), the GEMM is gemm_sm90's (sm_90a, N and K multiples of 8), and the
-// mode is MatmulOverlap, or MatmulAuto where agOverlapWins. Otherwise MatmulOverlap runs
-// split.
-func (c *Comm) overlapMatmul(dt, out dsl.Type, s MatmulShape) bool {
+// overlapMatmul reports whether AllGatherMatmul (ag) or MatmulReduceScatter (!ag) of
+// shape s runs on the copy engines: the Comm is on one node of several GPUs, not
+// capture-safe (its barriers take host epochs) and has a stream of its own (on the legacy
+// default stream the GEMMs would wait for the side stream's copies), the GEMM is
+// gemm_sm90's (sm_90a, N and K multiples of 8), and the mode is MatmulOverlap, or
+// MatmulAuto where the estimate (agOverlapWins, rsOverlapWins) says it wins. Otherwise
+// MatmulOverlap runs split.
+func (c *Comm) overlapMatmul(ag bool, dt, out dsl.Type, s MatmulShape) bool {
 	if c.g == 1 || c.node.topo.Nodes > 1 || c.o.CaptureSafe || c.o.Stream == nil {
 		return false
 	}
@@ -126,7 +128,10 @@ func (c *Comm) overlapMatmul(dt, out dsl.Type, s MatmulShape) bool {
 	case MatmulOverlap:
 		return true
 	case MatmulAuto:
-		return c.agOverlapWins(dt, out, s)
+		if ag {
+			return agOverlapWins(c.g, c.r.Device.Info().Multiproc, dt, out, s)
+		}
+		return rsOverlapWins(c.g, c.r.Device.Info().Multiproc, dt, out, s)
 	}
 	return false
 }
@@ -144,11 +149,7 @@ func (c *Comm) agGemmOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 		return err
 	}
 	main := c.o.Stream
-	barrier := func() error {
-		bc := &call{what: cl.what, dt: dsl.U32, root: -1, stream: o.side}
-		return c.launch(ctx, bc, kernels.ID{Family: kernels.FamilyP2PBarrier, DType: dsl.U32}, 1, launch.P2PBarrier{
-			Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Epoch: c.padEpoch})
-	}
+	barrier := func() error { return c.overlapBarrier(ctx, cl, o) }
 	if err := errors.Join(o.start.Record(main), o.side.WaitEvent(o.start)); err != nil {
 		return cl.wrap(err)
 	}
@@ -171,13 +172,7 @@ func (c *Comm) agGemmOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 		return cl.wrap(err)
 	}
 	part := MatmulShape{M: rows, N: s.N, K: s.K}
-	rowsOf := func(q int) jit.AnyPtr {
-		return jit.AnyPtr{Addr: out.s.own + jit.DevicePtr(q*rows*s.N*out.dt.Bytes()), Elem: out.dt}
-	}
-	x := gemmOperands{a: a.s, b: b.s, in: a.dt, d: rowsOf(c.rank)}
-	if c.rank == 0 {
-		x.dAlloc = out.s
-	}
+	x := gemmOperands{a: a.s, b: b.s, d: out.s, in: a.dt, out: out.dt, dOff: c.rank * rows * s.N}
 	name, err := c.gemmSM90On(ctx, cl, x, part, main)
 	if err != nil {
 		return err
@@ -187,10 +182,7 @@ func (c *Comm) agGemmOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 		if err := main.WaitEvent(o.chunks[j]); err != nil {
 			return cl.wrap(err)
 		}
-		x := gemmOperands{a: o.bufs[q], b: b.s, in: a.dt, d: rowsOf(q)}
-		if q == 0 {
-			x.dAlloc = out.s
-		}
+		x := gemmOperands{a: o.bufs[q], b: b.s, d: out.s, in: a.dt, out: out.dt, dOff: q * rows * s.N}
 		if _, err := c.gemmSM90On(ctx, cl, x, part, main); err != nil {
 			return err
 		}
@@ -199,5 +191,138 @@ func (c *Comm) agGemmOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 		return cl.wrap(err)
 	}
 	c.last = "copy_engine_allgather+" + name
+	return nil
+}
+
+// MatmulReduceScatter with the reduce-scatter on the copy engines (MatmulOverlap), as
+// PyTorch's async tensor parallelism does it. Per call, on GPU r of g, with rows = M/g:
+//
+//	compute stream: record start ── gemm(A rows q1 → send q1) ── record c1 ── gemm(rows q2 → send q2) ── ... ── gemm(A rows r → recv slot r) ── wait end ── sum_slots(recv → out)
+//	side stream:    wait start ── barrier ── wait c1 ── push send q1 → GPU q1's recv slot r ── wait c2 ── ... ── barrier ── record end
+//
+// The partial products destined to the other GPUs come first, each pushed by the DMA
+// engines while the SMs compute the next; this GPU's own rows come last, into its own slot
+// (no peer writes it). The first barrier says every GPU has finished its previous call's
+// sum (its slots are free), the second that every push has landed; sum_slots then adds the
+// g slots in f32 and rounds once.
+
+// rsState is MatmulOverlap's reduce-scatter buffers for one chunk size.
+type rsState struct {
+	send  []*sym // send[q]: the partial product of GPU q's rows (nil for this GPU's)
+	recv  *sym   // g slots of a chunk: slot p from GPU p (slot rank: this GPU's own rows)
+	bytes int
+}
+
+// rsFor returns the reduce-scatter buffers with chunks of at least bytes.
+func (c *Comm) rsFor(ctx context.Context, cl *call, o *overlapState, bytes int) (*rsState, error) {
+	if o.rs != nil && o.rs.bytes >= bytes {
+		return o.rs, nil
+	}
+	rs := &rsState{send: make([]*sym, c.g), bytes: bytes}
+	var err error
+	for q := range rs.send {
+		if q != c.rank {
+			if rs.send[q], err = c.alloc(ctx, bytes, false); err != nil {
+				return nil, cl.wrap(err)
+			}
+		}
+	}
+	if rs.recv, err = c.alloc(ctx, c.g*bytes, false); err != nil {
+		return nil, cl.wrap(err)
+	}
+	o.rs = rs
+	return rs, nil
+}
+
+// gemmRSOverlap runs MatmulReduceScatter on checked buffers with the copy engines (above).
+func (c *Comm) gemmRSOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s MatmulShape) error {
+	rows := s.M / c.g
+	n := rows * s.N
+	chunk := n * out.dt.Bytes()
+	o, err := c.overlapFor(ctx, cl, 0)
+	if err != nil {
+		return err
+	}
+	rs, err := c.rsFor(ctx, cl, o, chunk)
+	if err != nil {
+		return err
+	}
+	recv, err := c.peers(o, rs.recv)
+	if err != nil {
+		return err
+	}
+	main := c.o.Stream
+	if err := errors.Join(o.start.Record(main), o.side.WaitEvent(o.start)); err != nil {
+		return cl.wrap(err)
+	}
+	if err := c.overlapBarrier(ctx, cl, o); err != nil {
+		return err
+	}
+	part := MatmulShape{M: rows, N: s.N, K: s.K}
+	var name string
+	for j := 1; j < c.g; j++ {
+		q := (c.rank + j) % c.g
+		x := gemmOperands{a: a.s, b: b.s, d: rs.send[q], in: a.dt, out: out.dt, aOff: q * rows * s.K}
+		if name, err = c.gemmSM90On(ctx, cl, x, part, main); err != nil {
+			return err
+		}
+		if err := errors.Join(o.chunks[j].Record(main), o.side.WaitEvent(o.chunks[j])); err != nil {
+			return cl.wrap(err)
+		}
+		dst := recv[q] + jit.DevicePtr(c.rank*chunk)
+		if err := o.side.CopyDtoD(dst, rs.send[q].own, int64(chunk)); err != nil {
+			return cl.wrap(err)
+		}
+	}
+	x := gemmOperands{a: a.s, b: b.s, d: rs.recv, in: a.dt, out: out.dt, aOff: c.rank * rows * s.K, dOff: c.rank * n}
+	if name, err = c.gemmSM90On(ctx, cl, x, part, main); err != nil {
+		return err
+	}
+	if err := c.overlapBarrier(ctx, cl, o); err != nil {
+		return err
+	}
+	if err := errors.Join(o.end.Record(o.side), main.WaitEvent(o.end)); err != nil {
+		return cl.wrap(err)
+	}
+	if err := c.sumSlots(ctx, cl, out, rs.recv, n); err != nil {
+		return err
+	}
+	c.last = name + "+copy_engine_reducescatter"
+	return nil
+}
+
+// overlapBarrier launches the p2p barrier on the side stream.
+func (c *Comm) overlapBarrier(ctx context.Context, cl *call, o *overlapState) error {
+	bc := &call{what: cl.what, dt: dsl.U32, root: -1, stream: o.side}
+	return c.launch(ctx, bc, kernels.ID{Family: kernels.FamilyP2PBarrier, DType: dsl.U32}, 1, launch.P2PBarrier{
+		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Epoch: c.padEpoch})
+}
+
+// sumSlotsLaunch is sum_slots' arguments (kernels.SumSlotsArgs).
+type sumSlotsLaunch struct {
+	Out, Slots jit.AnyPtr
+	NSlots, N  uint32
+}
+
+// sumSlots writes out = the sum of the Comm's g slots of n elements at slots (sum_slots,
+// built once per type), on the Comm's stream.
+func (c *Comm) sumSlots(ctx context.Context, cl *call, out *Buffer, slots *sym, n int) error {
+	dt := out.dt
+	name := "sum_slots_" + dt.String()
+	key := fusedKey{f: kernels.Family(name), in: dt, out: dt}
+	fn, ok := c.fused[key]
+	if !ok {
+		k := dsl.New(name, dsl.WithTarget(c.o.Target))
+		kernels.SumSlots(k, dt)
+		var err error
+		if fn, err = c.loadMatmul(key, name, k); err != nil {
+			return err
+		}
+	}
+	lc := jit.LaunchConfig{Grid: jit.D1(c.blocks((n*dt.Bytes() + 15) / 16)), Block: jit.D1(kernels.CollThreads), Stream: c.o.Stream, Context: ctx}
+	args := sumSlotsLaunch{Out: out.s.at(dt), Slots: slots.at(dt), NSlots: uint32(c.g), N: uint32(n)}
+	if err := c.launchFn(fn, lc, args); err != nil {
+		return fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)
+	}
 	return nil
 }

@@ -151,16 +151,12 @@ const (
 	overlapOverheadUS = 20
 )
 
-// agOverlapWins reports whether AllGatherMatmul of shape s runs faster with the copy
-// engines (g chunked GEMMs beside the transfer) than split (the all-gather, then one
-// GEMM), by the estimate above: the chunks lose only where cutting M by g costs the GEMM
-// more waves than the all-gather takes. On 4 and 2 x H100 (docs/bench.md) it picks the
-// faster of the two, or one within 1%, at every measured shape.
-func (c *Comm) agOverlapWins(dt, out dsl.Type, s MatmulShape) bool {
-	return agOverlapWins(c.g, c.r.Device.Info().Multiproc, dt, out, s)
-}
-
-// agOverlapWins is the estimate for g GPUs of sms multiprocessors.
+// agOverlapWins reports whether AllGatherMatmul of shape s on g GPUs of sms
+// multiprocessors runs faster with the copy engines (g chunked GEMMs beside the transfer)
+// than split (the all-gather, then one GEMM), by the estimate above: the chunks lose only
+// where cutting M by g costs the GEMM more waves than the all-gather takes. On 4 and 2 x
+// H100 (docs/bench.md) it picks the faster of the two, or one within 1%, at every measured
+// shape.
 func agOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
 	sms = max(sms, 1)
 	us := func(m int) float64 {
@@ -173,4 +169,32 @@ func agOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
 	ag := float64(g-1) / float64(g) * float64(s.M) * float64(s.K) * float64(dt.Bytes()) / allGatherBytesPS * 1e6
 	overlap := max(float64(g)*us(s.M/g), ag) + overlapOverheadUS
 	return overlap < us(s.M)+ag
+}
+
+// The reduce-scatter's estimate (rsOverlapWins): kgen's p2p_reducescatter_pull moved 300 GB/s
+// per GPU of NVLink reads at 64 MiB on 4 x H100; sum_slots reads the g slots and writes one
+// at about 2.5 TB/s.
+const (
+	reduceScatterBytesPS = 300e9
+	localBytesPS         = 2.5e12
+)
+
+// rsOverlapWins reports whether MatmulReduceScatter of shape s on g GPUs of sms
+// multiprocessors runs faster with the copy engines (g chunked GEMMs, each chunk's push
+// beside the next GEMM, then sum_slots) than split (one GEMM, then the reduce-scatter).
+// Not yet checked against a measurement of the overlap (MatmulAuto uses it).
+func rsOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
+	sms = max(sms, 1)
+	us := func(m int) float64 {
+		cfg, err := kernels.GemmSM90For(dt, out, m, s.N, s.K, sms)
+		if err != nil {
+			return math.Inf(1)
+		}
+		return cfg.Cycles(m, s.N, s.K, sms) / smClockHz * 1e6
+	}
+	chunk := float64(s.M/g) * float64(s.N) * float64(out.Bytes())
+	rs := float64(g-1) * chunk / reduceScatterBytesPS * 1e6
+	sum := float64(g+1) * chunk / localBytesPS * 1e6
+	overlap := max(float64(g)*us(s.M/g), rs) + sum + overlapOverheadUS
+	return overlap < us(s.M)+rs
 }

@@ -59,6 +59,12 @@ func WithL2Promotion(bytes int) TensorMapOption {
 // WithOOBNaN fills elements outside the tensor with NaN (float element types) instead of zero.
 func WithOOBNaN() TensorMapOption { return func(s *tensorMapSpec) { s.oobNaN = true } }
 
+// WithOffset starts the tensor elems elements into the buffer (a view of rows further on:
+// a chunk of a matrix); the tensor must still fit in the buffer and start 16-byte aligned.
+func WithOffset(elems uint64) TensorMapOption {
+	return func(s *tensorMapSpec) { s.offElems = elems }
+}
+
 // WithElemStrides sets the traversal stride of each dimension (1 to 8; one per dimension;
 // default all 1): a box then holds ceil(box[d]/stride[d]) elements along d. Dimension 0's is
 // ignored without interleave, as the driver does.
@@ -78,6 +84,7 @@ type tensorMapSpec struct {
 	interleave  int
 	l2          int
 	oobNaN      bool
+	offElems    uint64 // WithOffset: where the tensor starts in the buffer, in elements
 }
 
 // tensorMapEncoder is a device that encodes tensor maps (both backends).
@@ -114,7 +121,11 @@ func NewTensorMap[T Elem](buf *Buffer[T], dims, strides []uint64, box []uint32, 
 		}
 		o(s)
 	}
-	if err := s.validate(int64(buf.Len()) * int64(s.elem.Bytes())); err != nil {
+	if s.offElems >= uint64(buf.Len()) {
+		return TensorMap{}, fmt.Errorf("jit: NewTensorMap: offset %d elements: the buffer holds %d", s.offElems, buf.Len())
+	}
+	s.addr += DevicePtr(s.offElems * uint64(s.elem.Bytes()))
+	if err := s.validate((int64(buf.Len()) - int64(s.offElems)) * int64(s.elem.Bytes())); err != nil {
 		return TensorMap{}, fmt.Errorf("jit: NewTensorMap over %s: %w", d.describe(), err)
 	}
 	if d.info.SM < 90 {

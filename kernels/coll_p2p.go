@@ -582,3 +582,27 @@ func registerP2PGraph() {
 		}
 	}
 }
+
+// SumSlotsArgs are sum_slots' parameters: slots holds nslots slots of n elements.
+type SumSlotsArgs struct {
+	Out, Slots dsl.Ptr   // of dt
+	NSlots, N  dsl.Value `kgen:"u32"`
+}
+
+// SumSlots writes out[i] = the sum over s < nslots (at most CollMaxGPUs) of slots[s*n + i],
+// accumulated in f32 (i32 for integers) and rounded once: the local reduction of a
+// reduce-scatter whose parts arrived by copy (collectives' MatmulOverlap). Not a collective:
+// no barrier, any grid.
+func SumSlots(k *dsl.Kernel, dt dsl.Type) {
+	a := dsl.Params[SumSlotsArgs](k, dt)
+	vec := vecOf(dt)
+	zero := k.Const(dsl.U32, 0)
+	sum := func(i dsl.Value, w int) {
+		s := reducePeers(k, dt, dsl.Sum, a.NSlots, w, func(p int, dst dsl.Tensor) {
+			loadTo(k, a.Slots, a.N.Mul(uint32(p)).Add(i), dst)
+		})
+		storeN(k, a.Out, i, s.To(dt))
+	}
+	// slot s starts at s*n: vector aligned only when n is a multiple of the vector width.
+	k.If(a.N.Rem(uint32(vec)).Eq(0), func() { eachVec(k, zero, a.N, vec, 1, sum) }).Else(func() { eachVec(k, zero, a.N, 1, 1, sum) })
+}
