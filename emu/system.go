@@ -37,7 +37,9 @@ type System struct {
 	clock  int64 // the time at the end of the last launch
 	timers timerHeap
 	tseq   uint64
-	cur    *launch // the running launch
+	cur    *engine // the engine running (Launch, Run)
+	eng    *engine // the stream engine: kernels started with Start
+	engines int    // stream engines made (each stretch of work from idle)
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).
