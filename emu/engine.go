@@ -517,8 +517,8 @@ func (e *engine) gridOf(i uint32) *launch {
 // reported Stalled): a deadlock when every live warp is blocked, else no progress, naming
 // every kernel, its GPUs and the Go lines where its warps wait or spin. why, when not
 // empty, is added to the message (who would have had to start what). It returns the
-// report, also set as each kernel's Err.
-func (s *System) Abort(why string) (err error, ended []*Running) {
+// kernels it ended and the report, also set as each kernel's Err.
+func (s *System) Abort(why string) (ended []*Running, err error) {
 	e := s.eng
 	if e == nil || len(e.grids) == 0 {
 		return nil, nil
@@ -553,7 +553,7 @@ func (s *System) Abort(why string) (err error, ended []*Running) {
 		ended = append(ended, e.finish(e.grids[0], sum))
 	}
 	e.idle()
-	return sum, ended
+	return ended, sum
 }
 
 func kindWord(k Kind) string {
@@ -587,4 +587,16 @@ func intList(xs []int) string {
 	}
 	sort.Strings(s)
 	return strings.Join(s, ",")
+}
+
+// Check checks a launch as Start and Launch do (module, kernel, shape, limits, arguments)
+// without running it.
+func (s *System) Check(k Launch) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", p)}
+		}
+	}()
+	_, err = s.prepare(k)
+	return err
 }

@@ -443,8 +443,7 @@ func (l *launch) alonePolling() string {
 				continue
 			}
 			return fmt.Sprintf("the launch runs on GPU(s) %v of the System's %d, but its warps spin on symmetric memory (%#x, GPU %d's copy) that only a kernel on another GPU would write: "+
-				"a kernel that waits for other GPUs must run on all of them in one launch (Launch.GPUs: System.All()); through jit, ranks' launches are gathered into one only when "+
-				"CollectiveAuto sees an argument pointing into symmetric memory, and it cannot see pointers inside a device array: launch with LaunchConfig{Collective: jit.CollectiveOn}",
+				"a kernel that waits for other GPUs must run beside their kernels, in one launch on all of them (Launch.GPUs: System.All()) or started beside theirs (System.Start; jit runs every rank's stream so)",
 				l.gpus, len(l.sys.gpus), w.poll, int(region(w.poll)-regionGlobal0))
 		}
 	}

@@ -110,7 +110,7 @@ func TestStartStallAndAbort(t *testing.T) {
 	if !stalled || s.InFlight() != 1 || !runs[1].Done() || runs[1].Err() != nil {
 		t.Fatalf("stalled %v, %d in flight", stalled, s.InFlight())
 	}
-	err, ended := s.Abort("GPU 2 never started its kernel")
+	ended, err := s.Abort("GPU 2 never started its kernel")
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != KindNoProgress || len(ended) != 1 {
 		t.Fatalf("Abort: %v, %d ended", err, len(ended))

@@ -43,6 +43,25 @@ func nvlsDisabled() string {
 	return ""
 }
 
+// collective makes rank's collective NVSHMEM call: a scheduling point, then (syncing: after
+// the rank's streams have finished their work, as nvshmem_barrier_all and nvshmem_free wait
+// for it) a wait for the other ranks' calls (world.join), during which the scheduler runs
+// the kernels in flight without this rank.
+func (m *emuMachine) collective(d *emuDevice, ctx context.Context, syncing bool, kind, desc string, part any, run func(parts []any) (any, error)) (any, error) {
+	unlock := d.lock()
+	if syncing {
+		if err := d.syncAll(ctx, desc); err != nil {
+			d.errSeen = true
+			unlock()
+			return nil, err
+		}
+	}
+	unlock()
+	m.park(d.gpu)
+	defer m.unpark(d.gpu)
+	return m.w.join(ctx, d.gpu, kind, desc, part, run)
+}
+
 func (d *emuDevice) nvshmemHost(string) (shmemHost, error) { return &emuShmemHost{d: d}, nil }
 
 type emuShmemHost struct{ d *emuDevice }
@@ -53,7 +72,7 @@ func (h *emuShmemHost) path() string              { return "" }
 
 func (h *emuShmemHost) init(rank, n int, _ []byte) (shmemImpl, error) {
 	m := h.d.m
-	_, err := m.w.join(context.Background(), rank, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
+	_, err := m.collective(h.d, context.Background(), false, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.shm != nil {
@@ -86,7 +105,7 @@ func (s *emuShmemImpl) nPEs() int { return s.n }
 
 func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 	m := s.d.m
-	res, err := m.w.join(ctx, s.rank, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
+	res, err := m.collective(s.d, ctx, false, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
 		sizes := make([]string, len(parts))
 		for r, p := range parts {
 			sizes[r] = fmt.Sprintf("%d bytes", p.(int64))
@@ -109,7 +128,7 @@ func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 
 func (s *emuShmemImpl) free(p DevicePtr) error {
 	m := s.d.m
-	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
+	_, err := m.collective(s.d, context.Background(), true, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		base, err := m.sys.Peer(uint64(parts[0].(DevicePtr)), 0)
@@ -169,7 +188,7 @@ func (s *emuShmemImpl) nodePEs() []int {
 
 func (s *emuShmemImpl) barrierAll() error {
 	m := s.d.m
-	_, err := m.w.join(context.Background(), s.rank, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
+	_, err := m.collective(s.d, context.Background(), true, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.shm != nil && m.shm.dev != nil {
@@ -180,7 +199,8 @@ func (s *emuShmemImpl) barrierAll() error {
 	return err
 }
 
-// barrierAllOnStream: streams are synchronous on the emulator, so it is BarrierAll.
+// barrierAllOnStream: the emulator waits for the rank's streams and meets the other ranks
+// from the host, as BarrierAll does.
 func (s *emuShmemImpl) barrierAllOnStream(stream) error { return s.barrierAll() }
 
 func (s *emuShmemImpl) moduleInit(module) error     { return nil }
@@ -188,7 +208,7 @@ func (s *emuShmemImpl) moduleFinalize(module) error { return nil }
 
 func (s *emuShmemImpl) finalize() error {
 	m := s.d.m
-	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
+	_, err := m.collective(s.d, context.Background(), true, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		var err error

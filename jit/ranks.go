@@ -337,6 +337,19 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	size := n / nodes
 	w := m.w
 	w.ctx = o.Context
+	if n > 1 {
+		var oo Options
+		for _, f := range o.Open {
+			f(&oo)
+		}
+		eo := emuEnvOptions()
+		if oo.Emu != nil {
+			eo = *oo.Emu
+		}
+		w.onFail = m.signal
+		w.onDone = m.unparkAll
+		m.startSched(eo.Seed)
+	}
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
 		wg.Add(1)
@@ -350,6 +363,7 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 			if cerr := d.Close(); err == nil && cerr != nil {
 				w.failRank(rank, cerr)
 			}
+			m.exitRank(rank)
 			w.exit(rank)
 		}(r)
 	}
@@ -390,6 +404,12 @@ type world struct {
 	fail  error           // the first failure; set once, stops everyone
 	stop  chan struct{}   // closed when fail is set
 	ctx   context.Context // RanksOptions.Context: bounds every wait (nil: none)
+	// onFail, when set, is called (on a goroutine of its own) when the world fails: it wakes
+	// the ranks that wait for kernels on the emulated machine.
+	onFail func()
+	// onDone, when set, is called by the last rank of a collective call after its work: the
+	// ranks that waited in it are about to return.
+	onDone func()
 }
 
 type collOp struct {
@@ -428,6 +448,9 @@ func (w *world) failLocked(err error) {
 	if w.fail == nil {
 		w.fail = err
 		close(w.stop)
+		if w.onFail != nil {
+			go w.onFail()
+		}
 	}
 }
 
@@ -478,6 +501,9 @@ func (w *world) join(ctx context.Context, rank int, kind, desc string, part any,
 		delete(w.ops, s)
 		w.mu.Unlock()
 		op.res, op.err = run(op.parts)
+		if w.onDone != nil {
+			w.onDone()
+		}
 		close(op.done)
 		return op.res, op.err
 	}
