@@ -351,7 +351,7 @@ func (s *System) Start(k Launch) (r *Running, err error) {
 		}
 		s.engines++
 		e = s.newEngine(o)
-		e.t0 = s.clock
+		e.t0, e.streams = s.clock, true
 		s.eng = e
 	} else if k.Options.Weak != e.opt.Weak || k.Options.NoSanitizer != e.opt.NoSanitizer {
 		return nil, launchErr(k.Entry, "Options.Weak %v and NoSanitizer %v differ from those of the kernels in flight (%v, %v)", k.Options.Weak, k.Options.NoSanitizer, e.opt.Weak, e.opt.NoSanitizer)
@@ -446,6 +446,14 @@ func (e *engine) finish(l *launch, err error) *Running {
 		}
 	}
 	l.end = l.tick()
+	if e.streams {
+		if e.gpuAcqDone == nil {
+			e.gpuAcqDone = make([]uint32, len(e.sys.gpus))
+		}
+		for _, g := range l.gpus {
+			e.gpuAcqDone[g] = max(e.gpuAcqDone[g], l.acqMaxS)
+		}
+	}
 	if len(e.grids) > 0 && e.gRace {
 		e.retired = append(e.retired, l)
 	}
@@ -523,7 +531,7 @@ func (s *System) Abort(why string) (ended []*Running, err error) {
 	if e == nil || len(e.grids) == 0 {
 		return nil, nil
 	}
-	kind, msg := KindNoProgress, "no progress: warps spinning"
+	kind, msg := KindNoProgress, "warps spinning"
 	if e.allBlocked() {
 		kind, msg = KindDeadlock, "every live warp is blocked"
 	}
@@ -544,7 +552,7 @@ func (s *System) Abort(why string) (ended []*Running, err error) {
 		}
 	}
 	sum := &Error{Kind: kind, Kernel: first.Kernel, GPU: first.GPU, Block: first.Block, Thread: first.Thread, Instr: first.Instr, Pos: first.Pos,
-		Msg: fmt.Sprintf("%s in the %d kernel(s) in flight (%s): %s", kindWord(kind), len(e.grids), strings.Join(names, "; "), first.Msg), Warps: lines}
+		Msg: fmt.Sprintf("%s, in the %d kernel(s) in flight (%s)", first.Msg, len(e.grids), strings.Join(names, "; ")), Warps: lines}
 	if why != "" {
 		sum.Msg += "; " + why
 	}
@@ -554,13 +562,6 @@ func (s *System) Abort(why string) (ended []*Running, err error) {
 	}
 	e.idle()
 	return ended, sum
-}
-
-func kindWord(k Kind) string {
-	if k == KindDeadlock {
-		return "deadlock"
-	}
-	return "no progress"
 }
 
 // allBlocked reports whether no live warp of the grids in flight can run.

@@ -431,7 +431,7 @@ func (l *launch) stuck(k Kind, msg string) error {
 // alonePolling explains a spin on symmetric memory by a launch that runs on some of the
 // System's GPUs only: what the kernel waits for would come from the others ("" otherwise).
 func (l *launch) alonePolling() string {
-	if len(l.gpus) == len(l.sys.gpus) {
+	if len(l.gpus) == len(l.sys.gpus) || l.streams {
 		return ""
 	}
 	for _, b := range l.blocks {

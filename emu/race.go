@@ -150,6 +150,9 @@ func (l *launch) startRace() {
 		l.gpuRelS = make([]uint32, len(l.sys.gpus))
 	}
 	s := l.sys
+	if l.gpuAcqDone != nil {
+		l.predAcqS = l.gpuAcqDone[l.gpus[0]]
+	}
 	if others := len(l.grids) > 0; others { // grids in flight: this one overlaps them
 		l.clk0 = l.tick()
 		l.lo = l.clk0
@@ -220,7 +223,41 @@ func (l *launch) raceRelease(w *warp, ln int, sc uint8) {
 		g.relS[t] = c
 		g.coverS = w.b.lastBar
 		l.gpuRelS[w.b.gpu] = c
+		if !l.relSeen {
+			l.relSeen = true
+			l.succeed(c)
+		}
 	}
+}
+
+// succeed records c, the grid's first .sys release, as the release after the grids that
+// finished on its GPU before it started and overlap grids in flight (race detector).
+func (l *launch) succeed(c uint32) {
+	for _, o := range l.retired {
+		if o.succRelS == 0 && o.end <= l.clk0 && o.gpus[0] == l.gpus[0] {
+			o.succRelS = c
+		}
+	}
+}
+
+// crossOrdered reports whether x, an access of grid og that ran at once with grid l, is
+// ordered before an access of thread t of block b of l: by a .sys release after x (by x's
+// thread or, after a barrier, its block; or by a later grid on og's GPU, which that GPU
+// runs after og) and a .sys acquire before b's access (by its thread or, before a barrier,
+// its block; or by a grid that finished on b's GPU before l started).
+func (l *launch) crossOrdered(og *launch, x *gacc, b *block, t int) bool {
+	acq := l.predAcqS
+	if g := b.gs; g != nil {
+		acq = max(acq, g.acqBarS, g.acqS[t])
+	}
+	if acq <= x.s {
+		return false
+	}
+	if og.succRelS > x.s && acq > og.succRelS {
+		return true
+	}
+	o := l.gblocks[x.blk]
+	return o != nil && (o.coverS > x.s || o.relS[x.tid] > x.s)
 }
 
 // raceAcquire: thread (w, ln) acquires at scope sc.
@@ -234,6 +271,7 @@ func (l *launch) raceAcquire(w *warp, ln int, sc uint8) {
 		g.acqS[t] = c
 		g.acqMaxS = c
 		l.gpuAcqS[w.b.gpu] = c
+		l.acqMaxS = c
 	}
 }
 
@@ -273,6 +311,12 @@ func (l *launch) ordered(x *gacc, b *block, t int) bool {
 				return true
 			}
 			return l.prevOrdered(x, b, t)
+		} else if l.crossOrdered(og, x, b, t) {
+			return true
+		}
+	} else if x.blk-l.gbase >= uint32(l.nblocks) { // of another grid, running at once
+		if og := l.gridOf(x.blk); og != nil && l.crossOrdered(og, x, b, t) {
+			return true
 		}
 	}
 	if x.blk == b.gnum && (int(x.tid) == t || b.lastBar > x.s) {

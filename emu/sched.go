@@ -124,6 +124,10 @@ type launch struct {
 	lo         uint32     // ... records from lo on are checked (those of grids it overlaps)
 	end        uint32     // ... the stamp when it finished (0: running)
 	prev       *raceTrace // the overlapping previous launch (System.Launch)
+	acqMaxS    uint32     // the latest .sys acquire of any of its blocks
+	predAcqS   uint32     // ... of the grids that finished on its first GPU before it started
+	relSeen    bool       // it has made a .sys release
+	succRelS   uint32     // the first .sys release of a grid started on its GPU after it finished
 	run        *Running   // the handle System.Start returned (nil for System.Launch)
 	steps0     int64      // the engine's steps when the grid started
 	instr0     int64      // ... and thread-instructions
@@ -168,6 +172,8 @@ type engine struct {
 	t0          int64             // the logical time at the start (timers.go)
 	skip        int64             // ... plus the steps skipped while every warp waited for a scheduled action
 	mbRounds    int               // rounds in a row without progress, every warp polling an mbarrier
+	streams     bool              // the stream engine (System.Start): kernels run beside others
+	gpuAcqDone  []uint32          // per GPU: the latest .sys acquire of its finished grids
 }
 
 func (l *launch) progressed() { l.progress++; l.lastProg = l.steps }

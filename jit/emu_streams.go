@@ -490,15 +490,26 @@ func (s *emuSched) loop() {
 			continue
 		}
 		// Every rank is blocked, parked or returned, and the kernels cannot go on: a deadlock.
-		var waiting []string
+		var waiting, parked, gone []string
 		for r, st := range s.st {
-			if st == rsBlocked {
+			switch st {
+			case rsBlocked:
 				waiting = append(waiting, fmt.Sprint(r))
+			case rsParked:
+				parked = append(parked, fmt.Sprint(r))
+			case rsDone:
+				gone = append(gone, fmt.Sprint(r))
 			}
 		}
-		why := "every rank's host is blocked in a synchronizing or collective call or has returned"
-		if len(waiting) > 0 {
-			why = fmt.Sprintf("rank(s) %s wait for them and every other rank is blocked or has returned", strings.Join(waiting, ", "))
+		why := fmt.Sprintf("rank(s) %s wait for them", strings.Join(waiting, ", "))
+		if len(waiting) == 0 {
+			why = "no rank waits for them"
+		}
+		if len(parked) > 0 {
+			why += fmt.Sprintf("; rank(s) %s wait in a collective NVSHMEM call", strings.Join(parked, ", "))
+		}
+		if len(gone) > 0 {
+			why += fmt.Sprintf("; rank(s) %s have returned", strings.Join(gone, ", "))
 		}
 		_, err := m.sys.Abort(why)
 		m.advance()
