@@ -85,7 +85,7 @@ type emuSched struct {
 
 // arriveWait is how long the scheduler waits for ranks running Go code to reach their next
 // emulator call before it goes on without them.
-const arriveWait = 20 * time.Millisecond
+const arriveWait = 50 * time.Millisecond
 
 // sliceSteps is how many warp-instructions the kernels run between two scheduling decisions.
 const sliceSteps = 1 << 14
