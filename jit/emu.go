@@ -43,6 +43,7 @@ type emuMachine struct {
 	mods  map[[32]byte]*ptx.Module // one module per PTX text, so all ranks share its decoding and variables
 	shm   *emuShmem                // NVSHMEM, between InitNVSHMEM and Finalize
 	devs  []*emuDevice             // the devices opened on the machine (their streams)
+	calls map[int]*emuCall         // the ranks' launches with a Call, by number, until all made theirs
 	sched *emuSched                // the ranks' scheduler (RunRanks with several ranks), or nil
 }
 
@@ -148,6 +149,7 @@ type emuDevice struct {
 	defq    *emuQueue   // the default stream
 	queues  []*emuQueue // the default stream and the streams made on the device
 	err     error       // the first fault of its work (sticky, as on a GPU)
+	calls   int         // its launches with a LaunchConfig.Call so far
 	errSeen bool        // err was returned by some call
 }
 
@@ -281,7 +283,7 @@ func (d *emuDevice) hostCopy(s stream, what string, copy func() error) error {
 		}
 		return copy()
 	}
-	d.m.enqueue(d.queueOf(s), &emuOp{desc: what, fn: copy})
+	d.m.enqueue(d.queueOf(s), &emuOp{desc: what, fn: copy, call: -1})
 	return nil
 }
 
@@ -409,7 +411,14 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cf
 	if err := d.m.sys.Check(*l); err != nil {
 		return err
 	}
-	d.m.enqueue(d.queueOf(s), &emuOp{desc: desc, launch: l, ctx: cfg.Context})
+	call := -1
+	if cfg.Call != "" {
+		call = d.m.noteCall(d, cfg.Call)
+		if err := d.sticky(); err != nil {
+			return err
+		}
+	}
+	d.m.enqueue(d.queueOf(s), &emuOp{desc: desc, launch: l, ctx: cfg.Context, call: call})
 	return nil
 }
 
@@ -463,7 +472,7 @@ func (e *emuEvent) record(s stream) error {
 	if err := d.sticky(); err != nil {
 		return err
 	}
-	op := &emuOp{desc: "event record", fn: func() error {
+	op := &emuOp{desc: "event record", call: -1, fn: func() error {
 		e.mu.Lock()
 		e.t = time.Now()
 		e.mu.Unlock()

@@ -45,6 +45,80 @@ type emuOp struct {
 	done   bool
 	err    error
 	ctx    context.Context // LaunchConfig.Context: waits for the op end with it (nil: none)
+	call   int             // the number of the rank's launch with a LaunchConfig.Call (-1: none)
+}
+
+// emuCall is what the ranks' k-th launches with a LaunchConfig.Call were (emuMachine.calls).
+type emuCall struct {
+	desc []string
+	in   []bool
+	n    int
+}
+
+// noteCall records rank's k-th launch with a Call (m.mu held). Collective library calls
+// are made by every rank in the same order; once every rank has made its k-th, their Calls
+// are compared, and a disagreement (a different element count, type, op or root on some
+// rank: kernels that would compute garbage or never meet) fails every rank's device with an
+// error naming the odd ranks. Nothing waits for it: the ranks' streams run on their own.
+func (m *emuMachine) noteCall(d *emuDevice, call string) int {
+	if m.w == nil || m.w.n < 2 {
+		return -1
+	}
+	k := d.calls
+	d.calls++
+	if m.calls == nil {
+		m.calls = map[int]*emuCall{}
+	}
+	c := m.calls[k]
+	if c == nil {
+		c = &emuCall{desc: make([]string, m.w.n), in: make([]bool, m.w.n)}
+		m.calls[k] = c
+	}
+	if !c.in[d.gpu] {
+		c.in[d.gpu], c.desc[d.gpu] = true, call
+		c.n++
+	}
+	if c.n == m.w.n {
+		delete(m.calls, k)
+		if dis := disagreement("rank", c.desc); dis != "" {
+			m.failAll(fmt.Errorf("jit: the ranks' collective calls #%d disagree: %s; every rank must make the same collective calls in the same order", k+1, dis))
+		}
+	}
+	return k
+}
+
+// failAll makes err every device's sticky error and drops their queued work (m.mu held).
+func (m *emuMachine) failAll(err error) {
+	for _, d := range m.devs {
+		if d.err == nil {
+			d.err = err
+		}
+		for _, q := range d.queues {
+			for _, x := range q.ops {
+				x.done = true
+			}
+		}
+	}
+	if m.sched != nil {
+		m.sched.cv.Broadcast()
+	}
+}
+
+// missing says which ranks have not made the collective call k yet ("" when unknown).
+func (m *emuMachine) missing(k int) string {
+	c := m.calls[k]
+	if k < 0 || c == nil {
+		return ""
+	}
+	var out, in []int
+	for r, ok := range c.in {
+		if ok {
+			in = append(in, r)
+		} else {
+			out = append(out, r)
+		}
+	}
+	return fmt.Sprintf("; %s never made it (%s launched it)", plural("rank", out), joinInts(in))
 }
 
 // emuQueue is a stream's FIFO.
@@ -79,7 +153,7 @@ type emuSched struct {
 	rng      *rand.Rand
 	seed     int64
 	speed    []int
-	lastSeen time.Time // when a rank last arrived at a scheduling point
+	away     []time.Time // when each rank left its last emulator call (to run Go code)
 	timer    *time.Timer
 }
 
@@ -92,7 +166,11 @@ const sliceSteps = 1 << 14
 
 func (m *emuMachine) startSched(seed int64) {
 	s := &emuSched{m: m, cv: sync.NewCond(&m.mu), st: make([]int, m.n), cond: make([]func() bool, m.n), werr: make([]error, m.n), dev: make([]*emuDevice, m.n), holder: -1, seed: seed,
-		rng: rand.New(rand.NewSource(seed)), speed: make([]int, m.n), lastSeen: time.Now()}
+		rng: rand.New(rand.NewSource(seed)), speed: make([]int, m.n), away: make([]time.Time, m.n)}
+	now := time.Now()
+	for r := range s.away {
+		s.away[r] = now
+	}
 	for r := range s.speed {
 		s.speed[r] = 1
 		if seed != 0 {
@@ -139,13 +217,13 @@ func (m *emuMachine) turn(rank int) (release func()) {
 		return m.mu.Unlock
 	}
 	s.st[rank] = rsWant
-	s.lastSeen = time.Now()
 	s.cv.Broadcast()
 	for s.st[rank] != rsTurn {
 		s.cv.Wait()
 	}
 	return func() {
 		s.st[rank] = rsOutside
+		s.away[rank] = time.Now()
 		s.holder = -1
 		s.cv.Broadcast()
 		m.mu.Unlock()
@@ -158,7 +236,6 @@ func (m *emuMachine) park(rank int) {
 	m.mu.Lock()
 	if s := m.sched; s != nil {
 		s.st[rank] = rsParked
-		s.lastSeen = time.Now()
 		s.cv.Broadcast()
 	}
 	m.mu.Unlock()
@@ -168,6 +245,7 @@ func (m *emuMachine) unpark(rank int) {
 	m.mu.Lock()
 	if s := m.sched; s != nil && s.st[rank] == rsParked {
 		s.st[rank] = rsOutside
+		s.away[rank] = time.Now()
 		s.cv.Broadcast()
 	}
 	m.mu.Unlock()
@@ -181,7 +259,7 @@ func (m *emuMachine) unparkAll() {
 		for r, st := range s.st {
 			if st == rsParked {
 				s.st[r] = rsOutside
-				s.lastSeen = time.Now()
+				s.away[r] = time.Now()
 			}
 		}
 		s.cv.Broadcast()
@@ -222,11 +300,10 @@ func (m *emuMachine) await(d *emuDevice, ctx context.Context, what string, cond 
 	s.cond[rank] = cond
 	s.werr[rank] = nil
 	s.holder = -1
-	s.lastSeen = time.Now()
 	s.cv.Broadcast()
 	for {
 		for s.st[rank] != rsTurn {
-			if s.st[rank] == rsBlocked && (ctx != nil && ctx.Err() != nil || m.failed() != nil || d.expired() != nil) {
+			if s.st[rank] == rsBlocked && (ctx != nil && ctx.Err() != nil || m.failed() != nil || d.expired() != nil || d.err != nil) {
 				s.st[rank] = rsWant // take a turn to return with
 				s.cv.Broadcast()
 			}
@@ -246,6 +323,9 @@ func (m *emuMachine) await(d *emuDevice, ctx context.Context, what string, cond 
 		}
 		if err := d.expired(); err != nil {
 			return err
+		}
+		if d.err != nil {
+			return d.sticky()
 		}
 		if err := m.failed(); err != nil {
 			return &stoppedError{rank, what, err}
@@ -268,6 +348,9 @@ func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond 
 		}
 		if err := d.expired(); err != nil {
 			return err
+		}
+		if d.err != nil {
+			return d.sticky()
 		}
 		pr := m.sys.Run(sliceSteps)
 		m.advance()
@@ -383,7 +466,7 @@ func (d *emuDevice) expired() error {
 	for _, q := range d.queues {
 		for _, op := range q.ops {
 			if op.ctx != nil && !op.done && op.ctx.Err() != nil {
-				return fmt.Errorf("jit: rank %d gave up waiting for %s: %w", d.gpu, op.desc, op.ctx.Err())
+				return fmt.Errorf("jit: rank %d gave up waiting for %s: %w%s", d.gpu, op.desc, op.ctx.Err(), d.m.missing(op.call))
 			}
 		}
 	}
@@ -430,6 +513,7 @@ func (s *emuSched) loop() {
 		}
 		outside, done, blocked := 0, 0, 0
 		var ready []int
+		var wait time.Duration // until the last rank just away is waited for no longer
 		failed := m.failed() != nil
 		for r, st := range s.st {
 			switch st {
@@ -439,13 +523,16 @@ func (s *emuSched) loop() {
 				}
 			case rsOutside:
 				outside++
+				if d := arriveWait - time.Since(s.away[r]); d > wait {
+					wait = d
+				}
 			case rsDone:
 				done++
 			case rsWant:
 				ready = append(ready, r)
 			case rsBlocked:
 				m.advance()
-				if s.cond[r]() || s.werr[r] != nil || m.failed() != nil || s.dev[r] != nil && s.dev[r].expired() != nil {
+				if s.cond[r]() || s.werr[r] != nil || m.failed() != nil || s.dev[r] != nil && (s.dev[r].expired() != nil || s.dev[r].err != nil) {
 					ready = append(ready, r)
 				} else {
 					blocked++
@@ -460,10 +547,10 @@ func (s *emuSched) loop() {
 			return
 		}
 		inflight := m.sys.InFlight() > 0
-		if outside > 0 && time.Since(s.lastSeen) < arriveWait {
+		if wait > 0 {
 			// Wait for the ranks running Go code to reach a scheduling point, so that the
-			// choice does not depend on timing.
-			s.sleep(arriveWait - time.Since(s.lastSeen))
+			// choice does not depend on timing (a rank away longer is not waited for).
+			s.sleep(wait)
 			continue
 		}
 		if len(ready) > 0 {

@@ -126,8 +126,10 @@ func TestEmuRanksContext(t *testing.T) {
 	}
 }
 
-// TestEmuLaunchCallsDiffer: launches whose Calls differ run (the emulator no longer gathers
-// launches, so it has nothing to compare), and a fault names its launch's Call and rank.
+// TestEmuLaunchCallsDiffer: launches whose Calls differ fail on every rank, naming the odd
+// rank. Nothing waits for the comparison (the ranks' streams run on their own): it is made
+// once every rank has launched its call, and the error comes back from each rank's launch or
+// next synchronizing call (or, where another rank failed first, as that failure).
 func TestEmuLaunchCallsDiffer(t *testing.T) {
 	mod := ringKernel(t)
 	errs := make([]error, 3)
@@ -144,11 +146,52 @@ func TestEmuLaunchCallsDiffer(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		call, n := "AllReduce of 301 f32", uint32(0)
+		call := "AllReduce of 301 f32"
 		if r.Rank == 0 {
-			call, n = "AllReduce of 302 f32", 32 // stores 32 words into a 4-byte allocation
+			call = "AllReduce of 302 f32"
 		}
-		if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32), Call: call}, flag, flag, flag, uint32(0), n, uint32(0)); err != nil {
+		err = fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32), Call: call}, flag, flag, flag, uint32(0), uint32(0), uint32(0))
+		for _, f := range []func() error{r.Device.Synchronize, r.NVSHMEM.BarrierAll, r.Device.Synchronize} {
+			if err == nil {
+				err = f()
+			}
+		}
+		errs[r.Rank] = err
+		return err
+	})
+	if err == nil {
+		t.Fatal("RunRanks succeeded")
+	}
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "rank 0 has AllReduce of 302 f32 where ranks 1, 2 have AllReduce of 301 f32") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestEmuFaultNamesCall: a kernel fault comes back from the rank's next synchronizing call,
+// naming the rank, the launch's Call and the kernel.
+func TestEmuFaultNamesCall(t *testing.T) {
+	mod := ringKernel(t)
+	errs := make([]error, 3)
+	err := RunRanks(RanksOptions{Backend: Emulator, World: 3, NVSHMEM: true}, func(r *Rank) error {
+		flag, err := SymAlloc[uint32](r.NVSHMEM, 1)
+		if err != nil {
+			return err
+		}
+		m, err := r.Device.Load(Source{Module: mod})
+		if err != nil {
+			return err
+		}
+		fn, err := m.Function("ring_put")
+		if err != nil {
+			return err
+		}
+		n := uint32(0)
+		if r.Rank == 0 {
+			n = 32 // stores 32 words into a 4-byte allocation
+		}
+		if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32), Call: "AllReduce of 302 f32"}, flag, flag, flag, uint32(0), n, uint32(0)); err != nil {
 			return err
 		}
 		errs[r.Rank] = r.Device.Synchronize()
