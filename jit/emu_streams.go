@@ -143,18 +143,18 @@ const (
 
 // emuSched is the scheduler of a machine of several ranks.
 type emuSched struct {
-	m        *emuMachine
-	cv       *sync.Cond // on m.mu
-	st       []int
-	cond     []func() bool
-	werr     []error      // a deadlock report for a blocked rank
-	dev      []*emuDevice // the device a blocked rank waits on
-	holder   int          // the rank holding the turn, or -1
-	rng      *rand.Rand
-	seed     int64
-	speed    []int
-	away     []time.Time // when each rank left its last emulator call (to run Go code)
-	timer    *time.Timer
+	m      *emuMachine
+	cv     *sync.Cond // on m.mu
+	st     []int
+	cond   []func() bool
+	werr   []error      // a deadlock report for a blocked rank
+	dev    []*emuDevice // the device a blocked rank waits on
+	holder int          // the rank holding the turn, or -1
+	rng    *rand.Rand
+	seed   int64
+	speed  []int
+	away   []time.Time // when each rank left its last emulator call (to run Go code)
+	timer  *time.Timer
 }
 
 // arriveWait is how long the scheduler waits for ranks running Go code to reach their next
