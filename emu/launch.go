@@ -31,7 +31,8 @@ func (d Dim3) size() int { return d.X * d.Y * d.Z }
 // Options control how a launch runs.
 type Options struct {
 	// Seed 0 runs the deterministic schedule; any other value randomizes the interleaving of
-	// blocks and warps (and, in weak mode, when buffered stores become visible) from it.
+	// blocks and warps, and of kernels running at once (System.Start), and, in weak mode,
+	// when buffered stores become visible, from it.
 	Seed int64
 	// Weak turns on the weak-memory mode: weak and relaxed stores to another GPU's memory or
 	// to multicast memory stay invisible to other threads until the storing thread's next
