@@ -114,9 +114,9 @@ func TestGraphReplay(t *testing.T) {
 						check := rep <= 2 || rep == tc.replays
 						var in [4][][]float64
 						if check {
-							// The ranks' streams run on their own: a peer may still run the
-							// previous replay, reading or writing this rank's buffers, until
-							// every rank has finished it.
+							// The ranks' streams run on their own: meet before refilling the
+							// inputs, so that no rank is still busy with the last replay
+							// (checked) while another starts the next.
 							if err := e.r.NVSHMEM.BarrierAll(); err != nil {
 								return err
 							}
@@ -153,7 +153,11 @@ func TestGraphReplay(t *testing.T) {
 					if err := deviceEpochs(c, uint32(10*tc.replays)); err != nil {
 						return err
 					}
-					// A direct call after the replays, on the epochs they left.
+					// A direct call after the replays, on the epochs they left. Every rank
+					// checks its epochs and pads first: a fast rank's direct call would
+					// bump the flags (multimem.red on every copy) and pads of the others
+					// before they read them (seen on the emulator once ranks stopped running
+					// in lockstep: 4 ranks, multicast).
 					if err := e.r.NVSHMEM.BarrierAll(); err != nil {
 						return err
 					}
