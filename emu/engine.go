@@ -362,6 +362,14 @@ func (s *System) Start(k Launch) (r *Running, err error) {
 	return r, nil
 }
 
+// Compatible reports whether a kernel launched with o can start now beside the kernels in
+// flight: none is in flight, or they agree on Weak and NoSanitizer (Start refuses it
+// otherwise; wait for them to finish).
+func (s *System) Compatible(o Options) bool {
+	e := s.eng
+	return e == nil || len(e.grids) == 0 || o.Weak == e.opt.Weak && o.NoSanitizer == e.opt.NoSanitizer
+}
+
 // InFlight is the number of kernels started with Start that have not finished.
 func (s *System) InFlight() int {
 	if s.eng == nil {

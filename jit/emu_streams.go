@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -337,8 +338,11 @@ func (m *emuMachine) await(d *emuDevice, ctx context.Context, what string, cond 
 	}
 }
 
-// drive runs the kernels in flight until cond holds (a machine without a scheduler).
+// drive runs the kernels in flight until cond holds (a machine without a scheduler). It lets
+// other goroutines in between slices, and reports a deadlock only after the kernels have
+// stalled for arriveWait with nothing new enqueued.
 func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond func() bool) error {
+	var stalled time.Time
 	for !cond() {
 		if m.sys.InFlight() == 0 {
 			return fmt.Errorf("jit: %s on GPU %d waits for work that was never enqueued", what, d.gpu)
@@ -357,11 +361,24 @@ func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond 
 		if cond() {
 			return nil
 		}
-		if pr.Stalled && m.sys.InFlight() > 0 {
+		switch {
+		case !pr.Stalled || pr.Progressed:
+			stalled = time.Time{}
+		case stalled.IsZero():
+			stalled = time.Now()
+		case time.Since(stalled) > arriveWait:
 			_, err := m.sys.Abort(fmt.Sprintf("nothing else can run: the host waits in %s on GPU %d", what, d.gpu))
 			m.advance()
 			return fmt.Errorf("jit: %s on GPU %d waits for kernels that can never finish: %w", what, d.gpu, err)
 		}
+		// Let other goroutines using the machine launch or copy in between.
+		m.mu.Unlock()
+		if stalled.IsZero() {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+		m.mu.Lock()
 	}
 	return nil
 }
@@ -401,6 +418,9 @@ func (m *emuMachine) step(op *emuOp) bool {
 	}
 	switch {
 	case op.launch != nil && op.run == nil:
+		if !m.sys.Compatible(op.launch.Options) {
+			return false // other weak-memory or sanitizer options: after the kernels in flight
+		}
 		r, err := m.sys.Start(*op.launch)
 		if err != nil {
 			op.done, op.err = true, err
