@@ -101,7 +101,7 @@ func (m *emuMachine) failAll(err error) {
 		}
 	}
 	if m.sched != nil {
-		m.sched.cv.Broadcast()
+		m.sched.wakeAll()
 	}
 }
 
@@ -145,7 +145,8 @@ const (
 // emuSched is the scheduler of a machine of several ranks.
 type emuSched struct {
 	m      *emuMachine
-	cv     *sync.Cond // on m.mu
+	cv     *sync.Cond   // on m.mu: the scheduler waits on it
+	rcv    []*sync.Cond // on m.mu: rank r waits on rcv[r] for its turn
 	st     []int
 	cond   []func() bool
 	werr   []error      // a deadlock report for a blocked rank
@@ -178,6 +179,10 @@ func (m *emuMachine) startSched(seed int64) {
 			s.speed[r] = 1 << s.rng.Intn(4) // 1, 2, 4 or 8: some ranks run far ahead
 		}
 	}
+	s.rcv = make([]*sync.Cond, m.n)
+	for r := range s.rcv {
+		s.rcv[r] = sync.NewCond(&m.mu)
+	}
 	m.sched = s
 	go s.loop()
 }
@@ -186,9 +191,17 @@ func (m *emuMachine) startSched(seed int64) {
 func (m *emuMachine) signal() {
 	m.mu.Lock()
 	if m.sched != nil {
-		m.sched.cv.Broadcast()
+		m.sched.wakeAll()
 	}
 	m.mu.Unlock()
+}
+
+// wakeAll wakes the scheduler and every rank waiting for a turn (m.mu held).
+func (s *emuSched) wakeAll() {
+	s.cv.Broadcast()
+	for _, c := range s.rcv {
+		c.Broadcast()
+	}
 }
 
 // failed is the world's failure (a rank failed), or nil.
@@ -220,7 +233,7 @@ func (m *emuMachine) turn(rank int) (release func()) {
 	s.st[rank] = rsWant
 	s.cv.Broadcast()
 	for s.st[rank] != rsTurn {
-		s.cv.Wait()
+		s.rcv[rank].Wait()
 	}
 	return func() {
 		s.st[rank] = rsOutside
@@ -308,7 +321,7 @@ func (m *emuMachine) await(d *emuDevice, ctx context.Context, what string, cond 
 				s.st[rank] = rsWant // take a turn to return with
 				s.cv.Broadcast()
 			}
-			s.cv.Wait()
+			s.rcv[rank].Wait()
 		}
 		s.cond[rank] = nil
 		if err := s.werr[rank]; err != nil {
@@ -581,7 +594,7 @@ func (s *emuSched) loop() {
 			r := s.pick(ready)
 			s.st[r] = rsTurn
 			s.holder = r
-			s.cv.Broadcast()
+			s.rcv[r].Signal()
 			continue
 		}
 		if !inflight {
