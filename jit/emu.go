@@ -45,6 +45,17 @@ type emuMachine struct {
 	devs  []*emuDevice             // the devices opened on the machine (their streams)
 	calls map[int]*emuCall         // the ranks' launches with a Call, by number, until all made theirs
 	sched *emuSched                // the ranks' scheduler (RunRanks with several ranks), or nil
+	// arriving counts the goroutines waiting to take mu (lock): the scheduler lets them in
+	// between the slices of kernels it runs.
+	arriving atomic.Int32
+}
+
+// lock takes the machine's lock from a rank's (or any host) goroutine, which the scheduler
+// lets in between its slices.
+func (m *emuMachine) lock() {
+	m.arriving.Add(1)
+	m.mu.Lock()
+	m.arriving.Add(-1)
 }
 
 func newEmuMachine(n int, ranks bool) (*emuMachine, error) {
@@ -101,7 +112,7 @@ func newEmuDevice(m *emuMachine, gpu int) *emuDevice {
 	d := &emuDevice{m: m, gpu: gpu, opts: emuEnvOptions(), allocs: map[DevicePtr]bool{}}
 	d.defq = &emuQueue{d: d, def: true}
 	d.queues = []*emuQueue{d.defq}
-	m.mu.Lock()
+	m.lock()
 	m.devs = append(m.devs, d)
 	m.mu.Unlock()
 	return d

@@ -73,7 +73,7 @@ func (h *emuShmemHost) path() string              { return "" }
 func (h *emuShmemHost) init(rank, n int, _ []byte) (shmemImpl, error) {
 	m := h.d.m
 	_, err := m.collective(h.d, context.Background(), false, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
-		m.mu.Lock()
+		m.lock()
 		defer m.mu.Unlock()
 		if m.shm != nil {
 			return nil, errors.New("jit: NVSHMEM is already initialised on this emulated machine")
@@ -116,7 +116,7 @@ func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 		if n > 1<<40 {
 			return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): too large for the emulator", n)
 		}
-		m.mu.Lock()
+		m.lock()
 		defer m.mu.Unlock()
 		return m.sys.MallocSymmetric(int(n))
 	})
@@ -129,7 +129,7 @@ func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 func (s *emuShmemImpl) free(p DevicePtr) error {
 	m := s.d.m
 	_, err := m.collective(s.d, context.Background(), true, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
-		m.mu.Lock()
+		m.lock()
 		defer m.mu.Unlock()
 		base, err := m.sys.Peer(uint64(parts[0].(DevicePtr)), 0)
 		if err != nil {
@@ -189,7 +189,7 @@ func (s *emuShmemImpl) nodePEs() []int {
 func (s *emuShmemImpl) barrierAll() error {
 	m := s.d.m
 	_, err := m.collective(s.d, context.Background(), true, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
-		m.mu.Lock()
+		m.lock()
 		defer m.mu.Unlock()
 		if m.shm != nil && m.shm.dev != nil {
 			return nil, m.shm.dev.Quiet()
@@ -209,7 +209,7 @@ func (s *emuShmemImpl) moduleFinalize(module) error { return nil }
 func (s *emuShmemImpl) finalize() error {
 	m := s.d.m
 	_, err := m.collective(s.d, context.Background(), true, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
-		m.mu.Lock()
+		m.lock()
 		defer m.mu.Unlock()
 		var err error
 		if m.shm != nil && m.shm.dev != nil {

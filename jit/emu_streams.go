@@ -189,7 +189,7 @@ func (m *emuMachine) startSched(seed int64) {
 
 // signal wakes whoever waits on the machine (from outside m.mu).
 func (m *emuMachine) signal() {
-	m.mu.Lock()
+	m.lock()
 	if m.sched != nil {
 		m.sched.wakeAll()
 	}
@@ -225,7 +225,7 @@ func (m *emuMachine) watch(ctx context.Context) func() bool {
 // turn waits for rank's turn and returns with m.mu held; release ends the turn. On a
 // machine without a scheduler it only locks.
 func (m *emuMachine) turn(rank int) (release func()) {
-	m.mu.Lock()
+	m.lock()
 	s := m.sched
 	if s == nil {
 		return m.mu.Unlock
@@ -247,7 +247,7 @@ func (m *emuMachine) turn(rank int) (release func()) {
 // park marks rank as waiting for the others in a collective call (not running Go code, not
 // to be given turns) until unpark.
 func (m *emuMachine) park(rank int) {
-	m.mu.Lock()
+	m.lock()
 	if s := m.sched; s != nil {
 		s.st[rank] = rsParked
 		s.cv.Broadcast()
@@ -256,7 +256,7 @@ func (m *emuMachine) park(rank int) {
 }
 
 func (m *emuMachine) unpark(rank int) {
-	m.mu.Lock()
+	m.lock()
 	if s := m.sched; s != nil && s.st[rank] == rsParked {
 		s.st[rank] = rsOutside
 		s.away[rank] = time.Now()
@@ -268,7 +268,7 @@ func (m *emuMachine) unpark(rank int) {
 // unparkAll: the collective call the parked ranks waited in is complete (every rank is in
 // at most one).
 func (m *emuMachine) unparkAll() {
-	m.mu.Lock()
+	m.lock()
 	if s := m.sched; s != nil {
 		for r, st := range s.st {
 			if st == rsParked {
@@ -283,7 +283,7 @@ func (m *emuMachine) unparkAll() {
 
 // exitRank: rank's function has returned.
 func (m *emuMachine) exitRank(rank int) {
-	m.mu.Lock()
+	m.lock()
 	if s := m.sched; s != nil {
 		s.st[rank] = rsDone
 		s.cv.Broadcast()
@@ -391,7 +391,7 @@ func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond 
 		} else {
 			time.Sleep(time.Millisecond)
 		}
-		m.mu.Lock()
+		m.lock()
 	}
 	return nil
 }
@@ -641,10 +641,20 @@ func (s *emuSched) loop() {
 	}
 }
 
-// runSlice runs the kernels for about n warp-instructions (m.mu held).
+// runSlice runs the kernels for about n warp-instructions (m.mu held), then lets in the
+// goroutines waiting for the machine's lock (ranks arriving at a call), so that they are
+// seen at the next decision.
 func (s *emuSched) runSlice(n int64) emu.Progress {
-	pr := s.m.sys.Run(n)
-	s.m.advance()
+	m := s.m
+	pr := m.sys.Run(n)
+	m.advance()
+	if m.arriving.Load() > 0 {
+		m.mu.Unlock()
+		for i := 0; m.arriving.Load() > 0 && i < 1000; i++ {
+			runtime.Gosched()
+		}
+		m.mu.Lock()
+	}
 	return pr
 }
 
