@@ -158,7 +158,12 @@ func b2bBroadcast(ctx context.Context, e *rankEnv, dt dsl.Type, n, root int) fun
 // several seeds, and check every result against the Go reference. Without the settle, a
 // fast rank's first kernel pushes into a slow rank's Lamport buffer before that rank's
 // -0.0 fill, which wipes it, and the slow rank's kernel spins forever: the emulator reports
-// the deadlock (or a wrong value) instead of passing.
+// the deadlock (or a wrong value) instead of passing. Checked on 2026-11-27 with
+// collectives/comm.go and ops.go of febd36c^ put back for the run: 10 of the 12 subtests
+// failed ("rank 3 waits for kernels that can never finish (deadlock): ... no progress in
+// kernel p2p_allreduce_lamport_sum_f32 ... 4 kernel(s) in flight"); with the fix all pass.
+// Making allocFilled skip settle alone does not fail it: the fill now happens before the
+// peer table's NVSHMEM Malloc, itself a rendezvous of every rank.
 func TestLamportBackToBack(t *testing.T) {
 	ctx := context.Background()
 	for _, gpus := range []int{2, 3, 4} {
