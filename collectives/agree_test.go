@@ -14,7 +14,10 @@ import (
 
 // TestRanksDisagree: a collective call whose ranks disagree (element count, dtype, op,
 // root) fails on every rank, naming the rank that differs, instead of returning nil with a
-// wrong element.
+// wrong element. The ranks' streams run on their own, so the emulator compares the calls'
+// descriptions once every rank has launched its own, and the error comes back from the
+// ranks' next synchronizing calls (or, on a rank that got there first, as the failure of the
+// rank that found it).
 func TestRanksDisagree(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -82,8 +85,18 @@ func TestRanksDisagree(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			errs := make([]error, 3)
 			err := runRanksErr(3, c.mc, false, 0, testOpts, func(e *rankEnv) error {
-				errs[e.c.Rank()] = c.call(e, e.c.Rank() == 0)
-				return errs[e.c.Rank()]
+				err := c.call(e, e.c.Rank() == 0)
+				if err == nil {
+					err = e.r.Device.Synchronize()
+				}
+				if err == nil {
+					err = e.r.NVSHMEM.BarrierAll()
+				}
+				if err == nil {
+					err = e.r.Device.Synchronize()
+				}
+				errs[e.c.Rank()] = err
+				return err
 			})
 			if err == nil {
 				t.Fatal("every rank succeeded")
@@ -97,8 +110,9 @@ func TestRanksDisagree(t *testing.T) {
 	}
 }
 
-// TestMissingRankDeadline: rank 2 never calls AllReduce; the others' calls end at their
-// context's deadline, naming rank 2, instead of hanging.
+// TestMissingRankDeadline: rank 2 never calls AllReduce; the others' calls (or, once they
+// are launched, the waits for them) end at their context's deadline, naming rank 2, instead
+// of hanging.
 func TestMissingRankDeadline(t *testing.T) {
 	for _, mc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("mc=%v", mc), func(t *testing.T) {
@@ -119,6 +133,9 @@ func TestMissingRankDeadline(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 					defer cancel()
 					err = e.c.AllReduce(ctx, b, Sum)
+					if err == nil {
+						err = e.r.Device.Synchronize()
+					}
 					mu.Lock()
 					errs[e.c.Rank()] = err
 					if len(errs) == 2 {

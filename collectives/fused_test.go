@@ -98,69 +98,93 @@ func (e *rankEnv) allocAll(in dsl.Type, na, nb, nout int, out dsl.Type) ([3]*Buf
 }
 
 func (e *rankEnv) checkAG(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type) error {
+	c, err := e.prepAG(ctx, bufs, s, out)
+	if err != nil {
+		return err
+	}
+	if err := c.run(); err != nil {
+		return err
+	}
+	return c.check()
+}
+
+// prepAG fills AllGatherMatmul's inputs and returns the call and its check.
+func (e *rankEnv) prepAG(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type) (b2bCall, error) {
 	rows := s.M / e.c.NumGPUs()
 	as, err := e.matrices(bufs[0], rows*s.K)
 	if err != nil {
-		return err
+		return b2bCall{}, err
 	}
 	bs, err := e.matrices(bufs[1], s.K*s.N)
 	if err != nil {
-		return err
+		return b2bCall{}, err
 	}
-	if err := e.c.AllGatherMatmul(ctx, bufs[0], bufs[1], bufs[2], s); err != nil {
-		return err
-	}
-	return e.expect("AllGatherMatmul", bufs[2], func(r, i int) float64 {
-		row, col := i/s.N, i%s.N
-		sum := 0.0
-		for l := 0; l < s.K; l++ {
-			sum += as[row/rows][(row%rows)*s.K+l] * bs[r][l*s.N+col]
-		}
-		return round(out, sum)
-	})
+	run := func() error { return e.c.AllGatherMatmul(ctx, bufs[0], bufs[1], bufs[2], s) }
+	return b2bCall{run: run, check: func() error {
+		return e.expect("AllGatherMatmul", bufs[2], func(r, i int) float64 {
+			row, col := i/s.N, i%s.N
+			sum := 0.0
+			for l := 0; l < s.K; l++ {
+				sum += as[row/rows][(row%rows)*s.K+l] * bs[r][l*s.N+col]
+			}
+			return round(out, sum)
+		})
+	}}, nil
 }
 
 // checkRS runs MatmulReduceScatter, or MatmulAllReduce when all.
 func (e *rankEnv) checkRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type, all bool) error {
-	g, rows := e.c.NumGPUs(), s.M/e.c.NumGPUs()
-	as, err := e.matrices(bufs[0], s.M*s.K)
+	c, err := e.prepRS(ctx, bufs, s, out, all)
 	if err != nil {
 		return err
 	}
+	if err := c.run(); err != nil {
+		return err
+	}
+	return c.check()
+}
+
+// prepRS fills MatmulReduceScatter's (MatmulAllReduce's when all) inputs and returns the
+// call and its check.
+func (e *rankEnv) prepRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, out dsl.Type, all bool) (b2bCall, error) {
+	g, rows := e.c.NumGPUs(), s.M/e.c.NumGPUs()
+	as, err := e.matrices(bufs[0], s.M*s.K)
+	if err != nil {
+		return b2bCall{}, err
+	}
 	bs, err := e.matrices(bufs[1], s.K*s.N)
 	if err != nil {
-		return err
+		return b2bCall{}, err
 	}
 	what, run := "MatmulReduceScatter", e.c.MatmulReduceScatter
 	if all {
 		what, run = "MatmulAllReduce", e.c.MatmulAllReduce
 	}
-	if err := run(ctx, bufs[0], bufs[1], bufs[2], s); err != nil {
-		return err
-	}
-	return e.expect(what, bufs[2], func(r, i int) float64 {
-		row, col := r*rows+i/s.N, i%s.N
-		if all {
-			row = i / s.N
-		}
-		sum := 0.0
-		for src := 0; src < g; src++ {
-			for l := 0; l < s.K; l++ {
-				sum += as[src][row*s.K+l] * bs[src][l*s.N+col]
+	return b2bCall{run: func() error { return run(ctx, bufs[0], bufs[1], bufs[2], s) }, check: func() error {
+		return e.expect(what, bufs[2], func(r, i int) float64 {
+			row, col := r*rows+i/s.N, i%s.N
+			if all {
+				row = i / s.N
 			}
-		}
-		if e.c.Topology().Nodes > 1 { // split: each GPU's product is rounded to out's type before the sum
-			sum = 0
+			sum := 0.0
 			for src := 0; src < g; src++ {
-				p := 0.0
 				for l := 0; l < s.K; l++ {
-					p += as[src][row*s.K+l] * bs[src][l*s.N+col]
+					sum += as[src][row*s.K+l] * bs[src][l*s.N+col]
 				}
-				sum += round(out, p)
 			}
-		}
-		return round(out, sum)
-	})
+			if e.c.Topology().Nodes > 1 { // split: each GPU's product is rounded to out's type before the sum
+				sum = 0
+				for src := 0; src < g; src++ {
+					p := 0.0
+					for l := 0; l < s.K; l++ {
+						p += as[src][row*s.K+l] * bs[src][l*s.N+col]
+					}
+					sum += round(out, p)
+				}
+			}
+			return round(out, sum)
+		})
+	}}, nil
 }
 
 // TestSplitMatmuls runs the three matmuls in their default mode (MatmulAuto) on 1, 2 and 3

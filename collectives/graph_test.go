@@ -116,6 +116,12 @@ func TestGraphReplay(t *testing.T) {
 						check := rep <= 2 || rep == tc.replays
 						var in [4][][]float64
 						if check {
+							// The ranks' streams run on their own: meet before refilling the
+							// inputs, so that no rank is still busy with the last replay
+							// (checked) while another starts the next.
+							if err := e.r.NVSHMEM.BarrierAll(); err != nil {
+								return err
+							}
 							for i, buf := range []*Buffer{b.a1, b.a2, b.a3, b.a4} {
 								if in[i], err = e.fill(buf); err != nil {
 									return err
@@ -149,7 +155,14 @@ func TestGraphReplay(t *testing.T) {
 					if err := deviceEpochs(c, uint32(10*tc.replays)); err != nil {
 						return err
 					}
-					// A direct call after the replays, on the epochs they left.
+					// A direct call after the replays, on the epochs they left. Every rank
+					// checks its epochs and pads first: a fast rank's direct call would
+					// bump the flags (multimem.red on every copy) and pads of the others
+					// before they read them (seen on the emulator once ranks stopped running
+					// in lockstep: 4 ranks, multicast).
+					if err := e.r.NVSHMEM.BarrierAll(); err != nil {
+						return err
+					}
 					in, err := e.fill(b.a2)
 					if err != nil {
 						return err

@@ -298,6 +298,9 @@ func (l *launch) thread3(t int32) [3]int {
 }
 
 func (l *launch) access(role string, b *block, t int32, pc int32) Access {
+	if b.l != nil {
+		l = b.l // the block's own grid (another kernel's, when grids run at once)
+	}
 	a := Access{Role: role, GPU: b.gpu, Block: b.id, Thread: l.thread3(t)}
 	if pc >= 0 && int(pc) < len(l.prog.code) && l.prog.code[pc].src != nil {
 		a.Instr = ptx.FormatInstr(l.prog.code[pc].src)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"math/rand"
 	"sort"
 
 	"github.com/kgen-dev/kgen/ptx"
@@ -32,7 +31,8 @@ func (d Dim3) size() int { return d.X * d.Y * d.Z }
 // Options control how a launch runs.
 type Options struct {
 	// Seed 0 runs the deterministic schedule; any other value randomizes the interleaving of
-	// blocks and warps (and, in weak mode, when buffered stores become visible) from it.
+	// blocks and warps, and of kernels running at once (System.Start), and, in weak mode,
+	// when buffered stores become visible, from it.
 	Seed int64
 	// Weak turns on the weak-memory mode: weak and relaxed stores to another GPU's memory or
 	// to multicast memory stay invisible to other threads until the storing thread's next
@@ -103,18 +103,37 @@ func launchErr(entry, format string, a ...any) error {
 }
 
 // Launch runs a kernel to completion (or to the first fault) and returns nil or an *Error.
+// It runs alone: kernels started with Start must have finished (Run) first.
 func (s *System) Launch(k Launch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", r)}
 		}
 	}()
+	l, err := s.prepare(k)
+	if err != nil {
+		return err
+	}
+	if s.eng != nil && len(s.eng.grids) > 0 {
+		return launchErr(k.Entry, "%d kernel(s) started with System.Start are still in flight: run them (System.Run) before a Launch", len(s.eng.grids))
+	}
+	e := s.newEngine(k.Options)
+	e.t0, s.cur = s.clock, e
+	defer func() { s.clock, s.cur = e.now(), nil }()
+	err = e.runAlone(l)
+	l.endRace(err)
+	s.stats = Stats{WarpInstructions: e.steps, ThreadInstructions: e.threadInstr, Blocks: l.nblocks}
+	return err
+}
+
+// prepare checks a launch and makes its grid (not started).
+func (s *System) prepare(k Launch) (*launch, error) {
 	if k.Module == nil {
-		return launchErr(k.Entry, "no module")
+		return nil, launchErr(k.Entry, "no module")
 	}
 	p, err := s.program(k.Module)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fn := p.funcs[k.Entry]
 	if fn == nil || !fn.f.Entry {
@@ -124,29 +143,29 @@ func (s *System) Launch(k Launch) (err error) {
 				names = append(names, f.f.Name)
 			}
 		}
-		return launchErr(k.Entry, "module has no kernel %q (kernels: %v)", k.Entry, names)
+		return nil, launchErr(k.Entry, "module has no kernel %q (kernels: %v)", k.Entry, names)
 	}
 	grid, blk := k.Grid.norm(), k.Block.norm()
 	if err := s.checkShape(grid, blk, max(len(k.GPUs), 1)); err != nil {
-		return launchErr(k.Entry, "%v", err)
+		return nil, launchErr(k.Entry, "%v", err)
 	}
 	if r := fn.f.ReqNTID; r[0] > 0 && (blk.X != r[0] || blk.Y != max(r[1], 1) || blk.Z != max(r[2], 1)) {
-		return launchErr(k.Entry, "block %v does not match the kernel's .reqntid %v", blk, r)
+		return nil, launchErr(k.Entry, "block %v does not match the kernel's .reqntid %v", blk, r)
 	}
 	if r := fn.f.MaxNTID; r[0] > 0 && blk.size() > r[0]*max(r[1], 1)*max(r[2], 1) {
-		return launchErr(k.Entry, "block of %d threads exceeds the kernel's .maxntid %v", blk.size(), r)
+		return nil, launchErr(k.Entry, "block of %d threads exceeds the kernel's .maxntid %v", blk.size(), r)
 	}
 	if k.SharedBytes < 0 {
-		return launchErr(k.Entry, "negative dynamic shared size")
+		return nil, launchErr(k.Entry, "negative dynamic shared size")
 	}
 	if total := p.sharedSize + k.SharedBytes; k.SharedBytes > MaxSharedBytes || total > MaxSharedBytes {
-		return launchErr(k.Entry, "%d bytes of shared memory per block (static %d + dynamic %d): at most %d", total, p.sharedSize, k.SharedBytes, MaxSharedBytes)
+		return nil, launchErr(k.Entry, "%d bytes of shared memory per block (static %d + dynamic %d): at most %d", total, p.sharedSize, k.SharedBytes, MaxSharedBytes)
 	}
 	if p.localSize > MaxLocalBytes {
-		return launchErr(k.Entry, "the module's .local arrays and call frames take %d bytes of local memory per thread: a GPU allows at most %d", p.localSize, MaxLocalBytes)
+		return nil, launchErr(k.Entry, "the module's .local arrays and call frames take %d bytes of local memory per thread: a GPU allows at most %d", p.localSize, MaxLocalBytes)
 	}
 	if fn.psize > MaxParamBytes {
-		return launchErr(k.Entry, "%d bytes of kernel parameters: a GPU allows at most %d", fn.psize, MaxParamBytes)
+		return nil, launchErr(k.Entry, "%d bytes of kernel parameters: a GPU allows at most %d", fn.psize, MaxParamBytes)
 	}
 	gpus := k.GPUs
 	if len(gpus) == 0 {
@@ -155,19 +174,22 @@ func (s *System) Launch(k Launch) (err error) {
 	seen := map[int]bool{}
 	for _, g := range gpus {
 		if g < 0 || g >= len(s.gpus) {
-			return launchErr(k.Entry, "GPU %d: the system has %d", g, len(s.gpus))
+			return nil, launchErr(k.Entry, "GPU %d: the system has %d", g, len(s.gpus))
 		}
 		if seen[g] {
-			return launchErr(k.Entry, "GPU %d listed twice", g)
+			return nil, launchErr(k.Entry, "GPU %d listed twice", g)
 		}
 		seen[g] = true
 	}
-	l := &launch{sys: s, prog: p, fn: fn, opt: k.Options, grid: grid, blk: blk, dynShared: k.SharedBytes,
-		gpus: gpus, params: map[int][]byte{}, cdim: Dim3{1, 1, 1}}
+	l := &launch{prog: p, fn: fn, grid: grid, blk: blk, dynShared: k.SharedBytes,
+		gpus: gpus, params: map[int][]byte{}, cdim: Dim3{1, 1, 1}, quantum: k.Options.Quantum}
+	if l.quantum <= 0 {
+		l.quantum = 256
+	}
 	if k.Cluster != (Dim3{}) {
 		cd := k.Cluster.norm()
 		if msg := checkCluster(grid, cd); msg != "" {
-			return launchErr(k.Entry, "%s", msg)
+			return nil, launchErr(k.Entry, "%s", msg)
 		}
 		l.cdim, l.explicitCl = cd, true
 	}
@@ -178,20 +200,15 @@ func (s *System) Launch(k Launch) (err error) {
 		}
 		buf, err := packParams(fn, args)
 		if err != nil {
-			return launchErr(k.Entry, "GPU %d: %v", g, err)
+			return nil, launchErr(k.Entry, "GPU %d: %v", g, err)
 		}
 		l.params[g] = buf
 	}
 	if err := s.moduleVars(p); err != nil {
-		return launchErr(k.Entry, "%v", err)
+		return nil, launchErr(k.Entry, "%v", err)
 	}
 	l.gvars = s.modVars[p.mod]
-	l.t0, s.cur = s.clock, l
-	defer func() { s.clock, s.cur = l.now(), nil }()
-	err = l.run()
-	l.endRace(err)
-	s.stats = Stats{WarpInstructions: l.steps, ThreadInstructions: l.threadInstr, Blocks: l.nblocks}
-	return err
+	return l, nil
 }
 
 // moduleVars allocates the module's .global and .const variables (once per System) at the
@@ -347,162 +364,6 @@ func getN(b []byte, n int) uint64 {
 	return v
 }
 
-func (l *launch) run() error {
-	l.sanitize = !l.opt.NoSanitizer
-	l.weak = l.opt.Weak
-	l.fences = l.weak && l.sanitize
-	if l.fences {
-		l.recs, l.sys.recPool = l.sys.recPool, nil
-	}
-	l.budget = l.opt.StepBudget
-	if l.budget <= 0 {
-		l.budget = 1 << 26
-	}
-	seed := l.opt.Seed
-	if seed == 0 {
-		seed = 1
-	}
-	l.rng = rand.New(rand.NewSource(seed))
-	l.gRace = l.sanitize
-	l.startRace()
-	l.nthreads = l.blk.size()
-	l.nwarps = (l.nthreads + 31) / 32
-	l.lsize = l.prog.localSize
-	quantum := l.opt.Quantum
-	if quantum <= 0 {
-		quantum = 256
-	}
-	// Blocks are made when they first run and dropped when they finish, so that a large grid
-	// of short blocks holds little memory.
-	ng := len(l.gpus)
-	total := l.grid.size() * ng
-	l.nblocks = total
-	var order []int
-	cs := l.cdim.size()
-	if l.opt.Seed != 0 {
-		order = l.rng.Perm(total / cs) // whole clusters
-	}
-	newBlock := func(i int) *block {
-		if cs > 1 { // cluster by cluster, the members of one in rank order on one GPU
-			c, r := i/cs, i%cs
-			if order != nil {
-				c = order[c]
-			}
-			id, rank := l.clusterOf((c/ng)*cs + r)
-			return &block{l: l, gpu: l.gpus[c%ng], id: id, rank: rank, gnum: uint32(c*cs + r)}
-		}
-		if order != nil {
-			i = order[i]
-		}
-		j := i / ng
-		return &block{l: l, gpu: l.gpus[i%ng], id: [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}, gnum: uint32(i)}
-	}
-	visit := func(b *block) error {
-		q := quantum
-		if l.opt.Seed != 0 {
-			q = 1 + l.rng.Intn(quantum)
-		}
-		l.runBlock(b, q)
-		if l.err != nil {
-			return l.err
-		}
-		if l.weak && l.npend > 0 {
-			l.flushDue()
-		}
-		if len(l.sys.timers) > 0 && l.sys.timers[0].due <= l.now() {
-			if l.runDue(); l.err != nil {
-				return l.err
-			}
-		}
-		if l.steps-l.lastProg > l.budget {
-			if l.skipToNext() { // spinning on data in flight: move the clock to its arrival
-				return l.err
-			}
-			return l.stuck(KindNoProgress, fmt.Sprintf("no progress after %d steps (warp-instructions without a store, atomic, barrier, exit or completed extern call): warps spinning", l.budget))
-		}
-		return nil
-	}
-	next := 0
-	mbRounds := 0 // rounds in a row without progress, every warp polling an mbarrier
-	for len(l.blocks) > 0 || next < total {
-		if l.opt.Seed != 0 {
-			l.rng.Shuffle(len(l.blocks), func(i, j int) { l.blocks[i], l.blocks[j] = l.blocks[j], l.blocks[i] })
-		}
-		stepsBefore, progBefore, extBefore := l.steps, l.progress, l.extBlocked
-		for i := 0; i < len(l.blocks); i++ {
-			if err := visit(l.blocks[i]); err != nil {
-				return err
-			}
-		}
-		for next < total {
-			if cs > 1 { // a cluster's blocks start together
-				c := &cluster{arrivedIn: map[*warp]*[32]uint32{}, perBlock: map[*block]int{}}
-				for r := 0; r < cs; r++ {
-					b := newBlock(next)
-					next++
-					b.cl = c
-					c.blocks = append(c.blocks, b)
-					if err := l.startBlock(b); err != nil {
-						return err
-					}
-					l.blocks = append(l.blocks, b)
-				}
-				for _, b := range c.blocks {
-					if err := visit(b); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			b := newBlock(next)
-			next++
-			if err := l.startBlock(b); err != nil {
-				return err
-			}
-			l.blocks = append(l.blocks, b)
-			if err := visit(b); err != nil {
-				return err
-			}
-			if b.done {
-				l.blocks = l.blocks[:len(l.blocks)-1]
-			}
-		}
-		n := 0
-		for _, b := range l.blocks {
-			if !b.done {
-				l.blocks[n] = b
-				n++
-			}
-		}
-		clear(l.blocks[n:])
-		l.blocks = l.blocks[:n]
-		if len(l.blocks) > 0 && l.progress == progBefore && l.steps-stepsBefore == l.extBlocked-extBefore {
-			if l.weak && l.npend > 0 {
-				l.flushAll()
-				continue
-			}
-			if l.skipToNext() { // waiting for data in flight
-				if l.err != nil {
-					return l.err
-				}
-				continue
-			}
-			return l.stuck(KindDeadlock, "every live warp is blocked")
-		}
-		if mbRounds++; l.progress != progBefore || !l.mbarrierStalled(stepsBefore) {
-			mbRounds = 0
-		} else if mbRounds >= mbStallRounds {
-			return l.stuck(KindDeadlock, "every live warp polls an mbarrier phase that cannot complete")
-		}
-	}
-	l.flushAll()
-	if l.fences {
-		clear(l.recs)
-		l.sys.recPool = l.recs[:0]
-	}
-	return l.err
-}
-
 // Stats describes the work of the last launch.
 type Stats struct {
 	WarpInstructions   int64 // instructions issued, counting a warp's group of lanes once
@@ -571,7 +432,7 @@ func (l *launch) stuck(k Kind, msg string) error {
 // alonePolling explains a spin on symmetric memory by a launch that runs on some of the
 // System's GPUs only: what the kernel waits for would come from the others ("" otherwise).
 func (l *launch) alonePolling() string {
-	if len(l.gpus) == len(l.sys.gpus) {
+	if len(l.gpus) == len(l.sys.gpus) || l.streams {
 		return ""
 	}
 	for _, b := range l.blocks {
@@ -583,8 +444,7 @@ func (l *launch) alonePolling() string {
 				continue
 			}
 			return fmt.Sprintf("the launch runs on GPU(s) %v of the System's %d, but its warps spin on symmetric memory (%#x, GPU %d's copy) that only a kernel on another GPU would write: "+
-				"a kernel that waits for other GPUs must run on all of them in one launch (Launch.GPUs: System.All()); through jit, ranks' launches are gathered into one only when "+
-				"CollectiveAuto sees an argument pointing into symmetric memory, and it cannot see pointers inside a device array: launch with LaunchConfig{Collective: jit.CollectiveOn}",
+				"a kernel that waits for other GPUs must run beside their kernels, in one launch on all of them (Launch.GPUs: System.All()) or started beside theirs (System.Start; jit runs every rank's stream so)",
 				l.gpus, len(l.sys.gpus), w.poll, int(region(w.poll)-regionGlobal0))
 		}
 	}

@@ -87,6 +87,7 @@ func (l *launch) gsyncOf(b *block) *gsync {
 
 // blockAt returns the GPU and index of the block that launch l started as number i.
 func (l *launch) blockAt(i uint32) (int, [3]int) {
+	i -= l.gbase
 	ng := len(l.gpus)
 	j := int(i) / ng
 	return l.gpus[int(i)%ng], [3]int{j % l.grid.X, j / l.grid.X % l.grid.Y, j / (l.grid.X * l.grid.Y)}
@@ -144,9 +145,26 @@ func (l *launch) startRace() {
 		l.sys.trace = nil
 		return
 	}
-	l.gpuAcqS = make([]uint32, len(l.sys.gpus))
-	l.gpuRelS = make([]uint32, len(l.sys.gpus))
+	if l.gpuAcqS == nil {
+		l.gpuAcqS = make([]uint32, len(l.sys.gpus))
+		l.gpuRelS = make([]uint32, len(l.sys.gpus))
+	}
 	s := l.sys
+	if l.gpuAcqDone != nil {
+		l.predAcqS = l.gpuAcqDone[l.gpus[0]]
+	}
+	if others := len(l.grids) > 0; others { // grids in flight: this one overlaps them
+		l.clk0 = l.tick()
+		l.lo = l.clk0
+		for _, g := range l.grids {
+			l.lo = min(l.lo, g.clk0)
+		}
+		for _, g := range l.retired {
+			l.lo = min(l.lo, g.clk0)
+		}
+		s.trace = nil
+		return
+	}
 	if s.clk >= 1<<31 { // start the stamps again, dropping every record
 		for _, g := range s.gpus {
 			for _, a := range g.allocs {
@@ -205,7 +223,41 @@ func (l *launch) raceRelease(w *warp, ln int, sc uint8) {
 		g.relS[t] = c
 		g.coverS = w.b.lastBar
 		l.gpuRelS[w.b.gpu] = c
+		if !l.relSeen {
+			l.relSeen = true
+			l.succeed(c)
+		}
 	}
+}
+
+// succeed records c, the grid's first .sys release, as the release after the grids that
+// finished on its GPU before it started and overlap grids in flight (race detector).
+func (l *launch) succeed(c uint32) {
+	for _, o := range l.retired {
+		if o.succRelS == 0 && o.end <= l.clk0 && o.gpus[0] == l.gpus[0] {
+			o.succRelS = c
+		}
+	}
+}
+
+// crossOrdered reports whether x, an access of grid og that ran at once with grid l, is
+// ordered before an access of thread t of block b of l: by a .sys release after x (by x's
+// thread or, after a barrier, its block; or by a later grid on og's GPU, which that GPU
+// runs after og) and a .sys acquire before b's access (by its thread or, before a barrier,
+// its block; or by a grid that finished on b's GPU before l started).
+func (l *launch) crossOrdered(og *launch, x *gacc, b *block, t int) bool {
+	acq := l.predAcqS
+	if g := b.gs; g != nil {
+		acq = max(acq, g.acqBarS, g.acqS[t])
+	}
+	if acq <= x.s {
+		return false
+	}
+	if og.succRelS > x.s && acq > og.succRelS {
+		return true
+	}
+	o := l.gblocks[x.blk]
+	return o != nil && (o.coverS > x.s || o.relS[x.tid] > x.s)
 }
 
 // raceAcquire: thread (w, ln) acquires at scope sc.
@@ -219,6 +271,7 @@ func (l *launch) raceAcquire(w *warp, ln int, sc uint8) {
 		g.acqS[t] = c
 		g.acqMaxS = c
 		l.gpuAcqS[w.b.gpu] = c
+		l.acqMaxS = c
 	}
 }
 
@@ -250,7 +303,21 @@ func (s *System) shadowOf(a *alloc) []gshadow {
 // block b (see the comment at the top of this file).
 func (l *launch) ordered(x *gacc, b *block, t int) bool {
 	if x.s < l.clk0 {
-		return l.prevOrdered(x, b, t)
+		// Before this grid started: ordered by the kernel boundary, unless the access is of a
+		// grid that ran at once with this one (System.Start), or of the overlapping previous
+		// launch.
+		if og := l.gridOf(x.blk); og == nil || og == l || og.end != 0 && og.end <= l.clk0 {
+			if l.prev == nil {
+				return true
+			}
+			return l.prevOrdered(x, b, t)
+		} else if l.crossOrdered(og, x, b, t) {
+			return true
+		}
+	} else if x.blk-l.gbase >= uint32(l.nblocks) { // of another grid, running at once
+		if og := l.gridOf(x.blk); og != nil && l.crossOrdered(og, x, b, t) {
+			return true
+		}
 	}
 	if x.blk == b.gnum && (int(x.tid) == t || b.lastBar > x.s) {
 		return true
@@ -322,9 +389,13 @@ func (w *warp) gRaceCheck(in *dinst, ln int, addr uint64, n int, write bool) boo
 
 func (w *warp) gRaceFault(in *dinst, ln int, addr uint64, n int, write bool, x *gacc, otherWrote bool) {
 	l := w.l
-	ogpu, oid := l.blockAt(x.blk)
-	other := l.access("", w.b, int32(x.tid), x.pc)
-	prev := x.s < l.clk0
+	og := l.gridOf(x.blk) // the other access's grid: this one, or one running at once
+	if og == nil {
+		og = l
+	}
+	ogpu, oid := og.blockAt(x.blk)
+	other := og.access("", &block{l: og, gpu: ogpu, id: oid}, int32(x.tid), x.pc)
+	prev := x.s < l.clk0 && og == l
 	if prev { // of the overlapping previous launch
 		p := l.prev
 		ogpu, oid = p.blockAt(x.blk)

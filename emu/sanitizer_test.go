@@ -171,13 +171,13 @@ func TestNoProgressLaunchedAlone(t *testing.T) {
 	err := s.Launch(Launch{Module: m, Entry: "spin", GPUs: []int{0}, Grid: D1(1), Block: D1(32),
 		Args: []any{flag.On(1)}, Options: Options{StepBudget: 200000}})
 	wantErr(t, err, KindNoProgress, "the launch runs on GPU(s) [0] of the System's 2", "spin on symmetric memory", "GPU 1's copy",
-		"Collective: jit.CollectiveOn", "cannot see pointers inside a device array", "no progress after 200000 steps")
+		"Launch.GPUs: System.All()", "System.Start", "no progress after 200000 steps")
 	t.Log(err)
 	priv := mustMalloc(t, s, 0, 4)
 	err = s.Launch(Launch{Module: m, Entry: "spin", GPUs: []int{0}, Grid: D1(1), Block: D1(32),
 		Args: []any{priv}, Options: Options{StepBudget: 200000}})
 	e := wantErr(t, err, KindNoProgress, "no progress after 200000 steps")
-	if strings.Contains(e.Msg, "CollectiveOn") {
+	if strings.Contains(e.Msg, "System.Start") {
 		t.Fatalf("a spin on private memory: %v", err)
 	}
 }

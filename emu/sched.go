@@ -90,21 +90,58 @@ type warp struct {
 	mbw     *mbWait   // the last unsatisfied mbarrier poll (mbarrier.go)
 }
 
-// launch is one kernel launch on one or more GPUs.
+// launch is one grid: a kernel launched on one or more GPUs, what its blocks need to know
+// about it. The run-wide state that several grids running at once share (the schedule's
+// random source, the step and progress counters, the weak-memory buffers, the race and
+// missing-fence detectors, the clock) is its engine, embedded so that code running a warp
+// reaches both through w.l.
 type launch struct {
+	*engine
+	prog       *program
+	fn         *dfunc
+	grid       Dim3
+	blk        Dim3
+	dynShared  int
+	gpus       []int
+	params     map[int][]byte
+	gvars      map[string]uint64 // symmetric offsets of module variables
+	blocks     []*block          // started, unfinished
+	nblocks    int
+	next       int   // the next block to start
+	order      []int // seeded: the order in which blocks (whole clusters) start
+	quantum    int
+	nthreads   int
+	nwarps     int
+	lsize      int
+	tmpl       map[int][]uint64
+	cdim       Dim3 // the cluster shape (1,1,1 without Launch.Cluster)
+	explicitCl bool // Launch.Cluster was given
+	sharedPool [][]byte
+	blockBytes int64 // local and shared memory of one block
+	shadowPool [][]shadowByte
+	gbase      uint32     // the engine's number of the grid's first block (race detector)
+	clk0       uint32     // the race detector's stamp at the start of the grid
+	lo         uint32     // ... records from lo on are checked (those of grids it overlaps)
+	end        uint32     // ... the stamp when it finished (0: running)
+	prev       *raceTrace // the overlapping previous launch (System.Launch)
+	acqMaxS    uint32     // the latest .sys acquire of any of its blocks
+	predAcqS   uint32     // ... of the grids that finished on its first GPU before it started
+	relSeen    bool       // it has made a .sys release
+	succRelS   uint32     // the first .sys release of a grid started on its GPU after it finished
+	run        *Running   // the handle System.Start returned (nil for System.Launch)
+	steps0     int64      // the engine's steps when the grid started
+	instr0     int64      // ... and thread-instructions
+}
+
+// engine runs grids: one (System.Launch) or several at once, of different kernels, shapes
+// and GPUs (System.Start). It holds what the grids share, so that a race or a missing fence
+// between two kernels running at once is found as within one.
+type engine struct {
 	sys         *System
-	prog        *program
-	fn          *dfunc
 	opt         Options
-	grid        Dim3
-	blk         Dim3
-	dynShared   int
-	gpus        []int
-	params      map[int][]byte
-	gvars       map[string]uint64 // symmetric offsets of module variables
-	blocks      []*block          // started, unfinished
-	nblocks     int
-	err         error
+	err         error // the first fault of the slice being run (its grid is errGrid)
+	errGrid     *launch
+	grids       []*launch // in flight, in start order
 	steps       int64
 	lastProg    int64 // steps at the last progress event
 	progress    int64
@@ -120,30 +157,23 @@ type launch struct {
 	rfilter     []uint64 // a filter of the pages that may hold records
 	gen         uint32   // weak mode: counts the times no store was left buffered
 	fences      bool     // weak mode with the sanitizer: the missing-fence detector
-	nthreads    int
-	nwarps      int
-	lsize       int
 	sanitize    bool
 	weak        bool
 	budget      int64
 	extBlocked  int64
 	threadInstr int64
-	tmpl        map[int][]uint64
-	cdim        Dim3 // the cluster shape (1,1,1 without Launch.Cluster)
-	explicitCl  bool // Launch.Cluster was given
-	sharedPool  [][]byte
-	blockBytes  int64             // local and shared memory of one block
-	liveBytes   int64             // ... of the live blocks
+	liveBytes   int64             // local and shared memory of the live blocks of every grid
 	gRace       bool              // the global-memory race detector is on
-	clk0        uint32            // the race detector's stamp at the start of the launch
-	lo          uint32            // ... records from lo on are checked (the previous launch's when they overlap)
-	prev        *raceTrace        // the overlapping previous launch
 	gpuAcqS     []uint32          // per GPU: the latest .sys acquire of any of its blocks
 	gpuRelS     []uint32          // per GPU: the latest .sys release of any of its blocks
 	gblocks     map[uint32]*gsync // the blocks that released or acquired, by number
-	shadowPool  [][]shadowByte
-	t0          int64 // the logical time at the start (timers.go)
-	skip        int64 // ... plus the steps skipped while every warp waited for a scheduled action
+	nextGnum    uint32            // the number of the next grid's first block
+	retired     []*launch         // finished grids that grids in flight overlapped (race detector)
+	t0          int64             // the logical time at the start (timers.go)
+	skip        int64             // ... plus the steps skipped while every warp waited for a scheduled action
+	mbRounds    int               // rounds in a row without progress, every warp polling an mbarrier
+	streams     bool              // the stream engine (System.Start): kernels run beside others
+	gpuAcqDone  []uint32          // per GPU: the latest .sys acquire of its finished grids
 }
 
 func (l *launch) progressed() { l.progress++; l.lastProg = l.steps }
@@ -167,7 +197,7 @@ func (w *warp) fault(in *dinst, lane int, k Kind, msg string) {
 			e.Msg = "the emulator does not implement this instruction form"
 		}
 	}
-	w.l.err = e
+	w.l.err, w.l.errGrid = e, w.l
 }
 
 func (w *warp) memFault(in *dinst, lane int, f *memFault) { w.fault(in, lane, f.kind, f.msg) }

@@ -34,10 +34,12 @@ type System struct {
 	nodeSize    int        // GPUs per node (topology.go); 0: one node
 	net         *Network   // nil: DefaultNetwork
 	// logical time and scheduled actions (timers.go)
-	clock  int64 // the time at the end of the last launch
-	timers timerHeap
-	tseq   uint64
-	cur    *launch // the running launch
+	clock   int64 // the time at the end of the last launch
+	timers  timerHeap
+	tseq    uint64
+	cur     *engine // the engine running (Launch, Run)
+	eng     *engine // the stream engine: kernels started with Start
+	engines int     // stream engines made (each stretch of work from idle)
 }
 
 // New returns a System of n simulated GPUs (1 <= n <= MaxGPUs).

@@ -484,20 +484,22 @@ type LaunchConfig struct {
 	Grid, Block Dim3
 	SharedMem   int     // dynamic shared memory, bytes
 	Stream      *Stream // nil: the default stream
-	// Collective says whether, on the emulator with several ranks (RunRanks), this launch
-	// is gathered with the other ranks' launches into one collective launch (every rank's
-	// grid resident at once, so they may wait on each other). The GPU backend ignores it:
-	// there every rank's GPU runs its own grid. See CollectiveMode.
+	// Collective is accepted for compatibility and ignored: the emulator once gathered the
+	// ranks' launches into one lockstep launch; it now runs every launch on its own stream,
+	// beside the other ranks' kernels, as GPUs do (so CollectiveOff on a kernel that waits
+	// for other GPUs works). See CollectiveMode.
 	Collective CollectiveMode
-	// Context bounds the wait of a gathered launch for the other ranks (nil: no bound but
-	// RanksOptions.Context); when it ends first, every rank's launch fails naming the ranks
-	// that never launched.
+	// Context bounds, on the emulator, every wait for this launch's kernel (a synchronizing
+	// call of the rank while the kernel has not finished; nil: no bound but
+	// RanksOptions.Context): when it ends first, the wait fails with its error, naming the
+	// ranks that never made the launch's Call.
 	Context context.Context
 	// Call describes the collective operation this launch is part of (for example
-	// "AllReduce of 302 f32 by sum"), which every rank must make alike: on the emulator the
-	// ranks' gathered launches compare it, and when they differ every rank fails naming the
-	// ranks that differ. The GPU backend does not compare it (that would cost an exchange
-	// between the GPUs on every launch).
+	// "AllReduce of 302 f32 by sum"), which every rank must make alike. On the emulator it
+	// names the launch in errors, and once every rank has made its k-th launch with a Call
+	// they are compared (nothing waits for that): when they differ, every rank fails (from
+	// its next call) naming the ranks that differ. The GPU backend does not compare it (that
+	// would cost an exchange between the GPUs on every launch).
 	Call string
 	// CoResident says the grid's blocks wait on each other (a grid barrier, every
 	// collective): all of them must be resident at once, or the grid deadlocks. Launch then
@@ -569,19 +571,18 @@ func (cfg *LaunchConfig) checkCluster(g Dim3, sm int) error {
 	return nil
 }
 
-// CollectiveMode says how the emulator schedules a launch when several ranks share it.
+// CollectiveMode once said how the emulator gathered a launch with the other ranks'. Both
+// backends now accept and ignore it: every launch runs on its stream, beside the other
+// ranks' kernels (docs/jit.md, "Launches on the emulator").
 type CollectiveMode int
 
 const (
-	// CollectiveAuto (the default) gathers the launch with the other ranks' when the module
-	// calls NVSHMEM or an argument points into symmetric memory (the symmetric heap, a peer
-	// pointer or a multicast address); otherwise the launch runs at once on its own GPU.
+	// CollectiveAuto is the default.
 	CollectiveAuto CollectiveMode = iota
-	// CollectiveOn always gathers: the k-th gathered launch of every rank meets the k-th of
-	// the others (they must name the same kernel, grid, block and shared memory).
+	// CollectiveOn marks a launch whose kernel waits for the other ranks' (documentation
+	// only: such kernels run beside theirs in every mode).
 	CollectiveOn
-	// CollectiveOff runs the launch at once on this rank's GPU alone, even if it touches
-	// symmetric memory (it must then not wait on another GPU).
+	// CollectiveOff marks a launch that runs on its GPU alone (documentation only).
 	CollectiveOff
 )
 

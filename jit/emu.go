@@ -2,6 +2,7 @@ package jit
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -22,7 +23,8 @@ import (
 // emulator is one GPU of a machine. Devices opened with OpenBackend(Emulator, i) share the
 // process's default machine ($KGEN_EMU_GPUS GPUs, default 1); RunRanks makes a machine of
 // WORLD_SIZE GPUs whose GPU r is rank r. emu.System is not safe for concurrent use, so every
-// use of it holds the machine's lock; launches and copies run to completion when called.
+// use of it holds the machine's lock. Launches enqueue on streams and kernels run
+// concurrently (emu_streams.go).
 
 func init() { registerBackend(Emulator, openEmu) }
 
@@ -34,12 +36,26 @@ const EmuArch = "sm_90"
 const emuMultiproc = 16
 
 type emuMachine struct {
-	mu   sync.Mutex // guards sys, mods, shm
-	sys  *emu.System
-	n    int
-	w    *world                   // the ranks (GPU r is rank r); nil: devices are not ranks
-	mods map[[32]byte]*ptx.Module // one module per PTX text, so all ranks share its decoding and variables
-	shm  *emuShmem                // NVSHMEM, between InitNVSHMEM and Finalize
+	mu    sync.Mutex // guards sys, mods, shm, devs, the streams and sched's state
+	sys   *emu.System
+	n     int
+	w     *world                   // the ranks (GPU r is rank r); nil: devices are not ranks
+	mods  map[[32]byte]*ptx.Module // one module per PTX text, so all ranks share its decoding and variables
+	shm   *emuShmem                // NVSHMEM, between InitNVSHMEM and Finalize
+	devs  []*emuDevice             // the devices opened on the machine (their streams)
+	calls map[int]*emuCall         // the ranks' launches with a Call, by number, until all made theirs
+	sched *emuSched                // the ranks' scheduler (RunRanks with several ranks), or nil
+	// arriving counts the goroutines waiting to take mu (lock): the scheduler lets them in
+	// between the slices of kernels it runs.
+	arriving atomic.Int32
+}
+
+// lock takes the machine's lock from a rank's (or any host) goroutine, which the scheduler
+// lets in between its slices.
+func (m *emuMachine) lock() {
+	m.arriving.Add(1)
+	m.mu.Lock()
+	m.arriving.Add(-1)
 }
 
 func newEmuMachine(n int, ranks bool) (*emuMachine, error) {
@@ -93,7 +109,13 @@ func openEmu(ordinal int) (device, error) {
 }
 
 func newEmuDevice(m *emuMachine, gpu int) *emuDevice {
-	return &emuDevice{m: m, gpu: gpu, opts: emuEnvOptions(), allocs: map[DevicePtr]bool{}}
+	d := &emuDevice{m: m, gpu: gpu, opts: emuEnvOptions(), allocs: map[DevicePtr]bool{}}
+	d.defq = &emuQueue{d: d, def: true}
+	d.queues = []*emuQueue{d.defq}
+	m.lock()
+	m.devs = append(m.devs, d)
+	m.mu.Unlock()
+	return d
 }
 
 // emuEnvOptions reads $KGEN_EMU_SEED (a schedule seed) and $KGEN_EMU_WEAK=1 (weak memory).
@@ -134,6 +156,12 @@ type emuDevice struct {
 	opts   emu.Options
 	mu     sync.Mutex
 	allocs map[DevicePtr]bool // private allocations made through this device, freed by close
+	// with the machine's lock:
+	defq    *emuQueue   // the default stream
+	queues  []*emuQueue // the default stream and the streams made on the device
+	err     error       // the first fault of its work (sticky, as on a GPU)
+	calls   int         // its launches with a LaunchConfig.Call so far
+	errSeen bool        // err was returned by some call
 }
 
 func (d *emuDevice) info() Info {
@@ -155,9 +183,16 @@ func (d *emuDevice) rendezvous() (Rendezvous, error) {
 	return Rendezvous{Rank: d.gpu, WorldSize: d.m.w.n, LocalRank: d.gpu % ns}, nil
 }
 
-func (d *emuDevice) lock() func() {
-	d.m.mu.Lock()
-	return d.m.mu.Unlock
+// lock takes a turn on the machine (a scheduling point): it returns with the machine's lock
+// held, and the returned func gives both back.
+func (d *emuDevice) lock() func() { return d.m.turn(d.gpu) }
+
+// sticky returns the device's fault, if any (m.mu held).
+func (d *emuDevice) sticky() error {
+	if d.err != nil {
+		d.errSeen = true
+	}
+	return d.err
 }
 
 func (d *emuDevice) load(req *loadRequest, _ *Cache) (module, LoadStats, error) {
@@ -235,23 +270,43 @@ func (d *emuDevice) free(p DevicePtr) error {
 	delete(d.allocs, p)
 	d.mu.Unlock()
 	defer d.lock()()
+	// cudaFree waits for the device's work
+	if err := d.m.await(d, context.Background(), "free", d.idle); err != nil {
+		return err
+	}
 	return d.m.sys.Free(uint64(p))
 }
 
-func (d *emuDevice) copyHtoD(dst DevicePtr, src []byte, s stream) error {
-	if err := emuRefuseCaptured(s, "host-to-device copy"); err != nil {
+// hostCopy runs a copy: on stream s in its order, or (s nil) as CUDA's synchronous copies
+// do, after the device's streams' earlier work and before returning.
+func (d *emuDevice) hostCopy(s stream, what string, copy func() error) error {
+	if err := emuRefuseCaptured(s, what); err != nil {
 		return err
 	}
 	defer d.lock()()
-	return d.m.sys.Write(uint64(dst), src)
+	if err := d.sticky(); err != nil {
+		return err
+	}
+	if s == nil {
+		if err := d.syncAll(context.Background(), what); err != nil {
+			d.errSeen = true
+			return err
+		}
+		return copy()
+	}
+	d.m.enqueue(d.queueOf(s), &emuOp{desc: what, fn: copy, call: -1})
+	return nil
+}
+
+func (d *emuDevice) copyHtoD(dst DevicePtr, src []byte, s stream) error {
+	if s != nil {
+		src = append([]byte(nil), src...) // the bytes as they are now
+	}
+	return d.hostCopy(s, "host-to-device copy", func() error { return d.m.sys.Write(uint64(dst), src) })
 }
 
 func (d *emuDevice) copyDtoH(dst []byte, src DevicePtr, s stream) error {
-	if err := emuRefuseCaptured(s, "device-to-host copy"); err != nil {
-		return err
-	}
-	defer d.lock()()
-	return d.m.sys.Read(uint64(src), dst)
+	return d.hostCopy(s, "device-to-host copy", func() error { return d.m.sys.Read(uint64(src), dst) })
 }
 
 func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, s stream) error {
@@ -264,15 +319,34 @@ func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, s stream) error {
 	if n < 0 || n > math.MaxInt32*int64(64) {
 		return fmt.Errorf("emulator: copy of %d bytes", n)
 	}
-	defer d.lock()()
-	return d.m.sys.Copy(uint64(dst), uint64(src), int(n))
+	return d.hostCopy(s, "device-to-device copy", func() error { return d.m.sys.Copy(uint64(dst), uint64(src), int(n)) })
 }
 
-func (d *emuDevice) newStream() (stream, error) { return &emuStream{}, nil }
-func (d *emuDevice) newEvent() (event, error)   { return &emuEvent{}, nil }
-func (d *emuDevice) synchronize() error         { return nil }
+func (d *emuDevice) newStream() (stream, error) {
+	defer d.lock()()
+	q := &emuQueue{d: d}
+	d.queues = append(d.queues, q)
+	return &emuStream{d: d, q: q}, nil
+}
+
+func (d *emuDevice) newEvent() (event, error) { return &emuEvent{d: d}, nil }
+
+func (d *emuDevice) synchronize() error {
+	defer d.lock()()
+	if err := d.syncAll(context.Background(), "Device.Synchronize"); err != nil {
+		d.errSeen = true
+		return err
+	}
+	return nil
+}
 
 func (d *emuDevice) close() error {
+	unlock := d.lock()
+	err := d.syncAll(context.Background(), "Device.Close")
+	if err != nil && d.errSeen && errors.Is(err, d.err) {
+		err = nil // reported already
+	}
+	unlock()
 	d.mu.Lock()
 	ps := make([]DevicePtr, 0, len(d.allocs))
 	for p := range d.allocs {
@@ -281,7 +355,7 @@ func (d *emuDevice) close() error {
 	d.allocs = map[DevicePtr]bool{}
 	d.mu.Unlock()
 	defer d.lock()()
-	var errs []error
+	errs := []error{err}
 	for _, p := range ps {
 		errs = append(errs, d.m.sys.Free(uint64(p)))
 	}
@@ -316,21 +390,15 @@ func (f *emuFunc) launch(g, b Dim3, shared int, s stream, args []uint64) error {
 	return f.launchMode(g, b, shared, s, args, &LaunchConfig{})
 }
 
-// emuLaunch is one rank's part of a launch.
-type emuLaunch struct {
-	f       *emuFunc
-	g, b    Dim3
-	shared  int
-	args    []any
-	call    string   // LaunchConfig.Call
-	cluster emu.Dim3 // LaunchConfig.Cluster, zero for none
-}
-
+// launchMode enqueues the launch on its stream and returns: the kernel runs when the
+// stream reaches it, beside the other streams' kernels (emu_streams.go). A launch the
+// emulator refuses (arguments, shape, limits) fails at once; a fault while the kernel runs
+// comes back from the rank's next synchronizing call. cfg.Collective no longer matters: every
+// launch runs on its own stream.
 func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cfg *LaunchConfig) error {
 	if es, ok := s.(*emuStream); ok && es.capturing.Load() {
 		return nil // recorded by the capture; it runs when the graph is replayed
 	}
-	mode := cfg.Collective
 	args := make([]any, len(f.sig.Params))
 	offs := wordOffsets(f.sig)
 	for i := range f.sig.Params {
@@ -341,91 +409,28 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cf
 	if cfg.Cluster != (Dim3{}) {
 		cluster = emuDim(cfg.Cluster.norm())
 	}
-	l := &emuLaunch{f: f, g: g, b: b, shared: shared, args: args, call: cfg.Call, cluster: cluster}
-	w := d.m.w
-	if w == nil || w.n == 1 || mode == CollectiveOff || mode == CollectiveAuto && !f.touchesSymmetric(slots) {
-		defer d.lock()()
-		return d.m.run(emu.Launch{Module: f.m.mod, Entry: f.sig.Name, GPUs: []int{d.gpu}, Grid: emuDim(g), Block: emuDim(b),
-			SharedBytes: shared, Args: args, Cluster: cluster, Options: d.opts})
-	}
+	l := &emu.Launch{Module: f.m.mod, Entry: f.sig.Name, GPUs: []int{d.gpu}, Grid: emuDim(g), Block: emuDim(b),
+		SharedBytes: shared, Args: args, Cluster: cluster, Options: d.opts}
 	desc := fmt.Sprintf("launch of %s (grid %v, block %v)", f.sig.Name, dimString(g), dimString(b))
 	if cfg.Call != "" {
 		desc = fmt.Sprintf("%s: %s", cfg.Call, desc)
 	}
-	_, err := w.join(cfg.Context, d.gpu, "launch", desc, l, func(parts []any) (any, error) {
-		return nil, d.m.collective(parts)
-	})
-	return err
-}
-
-// touchesSymmetric reports whether the launch must be gathered in CollectiveAuto mode: the
-// module calls NVSHMEM, or a 64-bit argument is an address in the symmetric heap (any
-// GPU's copy) or a multicast address.
-func (f *emuFunc) touchesSymmetric(slots []uint64) bool {
-	if f.m.shmem {
-		return true
-	}
-	d := f.m.d
 	defer d.lock()()
-	offs := wordOffsets(f.sig)
-	for i, p := range f.sig.Params {
-		w := i
-		if offs != nil {
-			w = offs[i]
-		}
-		if p.Array == 0 && p.Type.Bytes() == 8 && p.Type.Kind() != ptx.KindFloat && slots[w] != 0 {
-			if _, err := d.m.sys.MulticastOf(slots[w]); err == nil {
-				return true
-			}
-		}
+	if err := d.sticky(); err != nil {
+		return err
 	}
-	return false
-}
-
-// collective runs the ranks' parts of one gathered launch as one emu launch on every GPU.
-func (m *emuMachine) collective(parts []any) error {
-	l0 := parts[0].(*emuLaunch)
-	calls := make([]string, len(parts))
-	for r, p := range parts {
-		calls[r] = p.(*emuLaunch).call
+	if err := d.m.sys.Check(*l); err != nil {
+		return err
 	}
-	if d := disagreement("rank", calls); d != "" {
-		return fmt.Errorf("collective launch of %s: the ranks' calls differ: %s; every rank must make the same collective call", l0.f.sig.Name, d)
-	}
-	for r, p := range parts {
-		l := p.(*emuLaunch)
-		switch {
-		case l.f.m.key != l0.f.m.key || l.f.sig.Name != l0.f.sig.Name:
-			return fmt.Errorf("collective launch: rank 0 launches %s but rank %d launches %s (of another module or another kernel); on the emulator the ranks' k-th gathered launches run as one, so they must be the same kernel (use LaunchConfig.Collective = jit.CollectiveOff for a launch one rank makes alone)", l0.f.sig.Name, r, l.f.sig.Name)
-		case l.g != l0.g || l.b != l0.b || l.shared != l0.shared || l.cluster != l0.cluster:
-			return fmt.Errorf("collective launch of %s: rank 0 uses grid %s, block %s, %d bytes of shared memory, cluster %s, rank %d grid %s, block %s, %d bytes, cluster %s; the emulator runs one grid shape on every GPU", l0.f.sig.Name,
-				dimString(l0.g), dimString(l0.b), l0.shared, clusterString(l0.cluster), r, dimString(l.g), dimString(l.b), l.shared, clusterString(l.cluster))
+	call := -1
+	if cfg.Call != "" {
+		call = d.m.noteCall(d, cfg.Call)
+		if err := d.sticky(); err != nil {
+			return err
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.run(emu.Launch{Module: l0.f.m.mod, Entry: l0.f.sig.Name, GPUs: m.sys.All(), Grid: emuDim(l0.g), Block: emuDim(l0.b),
-		SharedBytes: l0.shared, Cluster: l0.cluster, ArgsFor: func(g int) []any { return parts[g].(*emuLaunch).args }, Options: l0.f.m.d.opts})
-}
-
-// run launches with m.mu held; a failed launch resets NVSHMEM's half-done operations.
-func (m *emuMachine) run(l emu.Launch) error {
-	err := m.sys.Launch(l)
-	if err != nil && m.shm != nil && m.shm.dev != nil {
-		m.shm.dev.Reset()
-	}
-	if err != nil && len(l.GPUs) > 1 {
-		return fmt.Errorf("collective launch on %d emulated GPUs: %w", len(l.GPUs), err)
-	}
-	return err
-}
-
-// clusterString shows a launch's cluster shape ("none" for none).
-func clusterString(c emu.Dim3) string {
-	if c == (emu.Dim3{}) {
-		return "none"
-	}
-	return fmt.Sprintf("%dx%dx%d", c.X, c.Y, c.Z)
+	d.m.enqueue(d.queueOf(s), &emuOp{desc: desc, launch: l, ctx: cfg.Context, call: call})
+	return nil
 }
 
 func emuDim(d Dim3) emu.Dim3 { return emu.Dim3{X: d.X, Y: d.Y, Z: d.Z} }
@@ -435,37 +440,102 @@ func dimString(d Dim3) string {
 	return fmt.Sprintf("%dx%dx%d", d.X, d.Y, d.Z)
 }
 
-// emuStream: the emulator runs every operation to completion when it is enqueued, so a
-// stream is already synchronised.
-// A capturing stream (BeginCapture) records launches instead of running them.
-type emuStream struct{ capturing atomic.Bool }
+// emuStream is a stream of an emulated device: a FIFO of its work (emu_streams.go). A
+// capturing stream (BeginCapture) records launches instead of enqueuing them.
+type emuStream struct {
+	d         *emuDevice
+	q         *emuQueue
+	capturing atomic.Bool
+}
 
-func (s *emuStream) synchronize() error { return emuRefuseCaptured(s, "synchronize") }
+func (s *emuStream) synchronize() error {
+	if err := emuRefuseCaptured(s, "synchronize"); err != nil {
+		return err
+	}
+	d := s.d
+	defer d.lock()()
+	if err := d.m.await(d, context.Background(), "Stream.Synchronize", s.q.empty); err != nil {
+		return err
+	}
+	return d.sticky()
+}
 
-// waitEvent: the work before the event is already done (every operation runs when it is
-// enqueued).
-func (*emuStream) waitEvent(event) error { return nil }
-func (*emuStream) destroy() error        { return nil }
+// waitEvent enqueues on s a no-op that starts only once the event's record (the point it
+// marks in its stream) is done, so s's later work waits for the work before it.
+func (s *emuStream) waitEvent(e event) error {
+	if err := emuRefuseCaptured(s, "event wait"); err != nil {
+		return err
+	}
+	ev, ok := e.(*emuEvent)
+	if !ok {
+		return errors.New("jit: WaitEvent: the event belongs to another backend")
+	}
+	d := s.d
+	defer d.lock()()
+	if err := d.sticky(); err != nil {
+		return err
+	}
+	ev.mu.Lock()
+	rec := ev.op
+	ev.mu.Unlock()
+	op := &emuOp{desc: "event wait", call: -1, fn: func() error { return nil }}
+	if rec != nil && !rec.done {
+		op.after = append(op.after, rec)
+	}
+	d.m.enqueue(d.queueOf(s), op)
+	return nil
+}
 
-// emuEvent records the wall-clock time at Record. Because the emulator finishes each
-// operation before the call that enqueues it returns, the time between two events is the
-// host time the emulator spent on the work between them (plus the host's own work).
+// destroy: the stream's work still runs to its end.
+func (*emuStream) destroy() error { return nil }
+
+// emuEvent records the wall-clock time at which its stream reached Record: the time between
+// two events is the host time the emulator spent on the work between them (plus the host's
+// own work, and the other ranks' work interleaved with it). It measures the emulator, not a
+// GPU estimate.
 type emuEvent struct {
+	d  *emuDevice
 	mu sync.Mutex
 	t  time.Time
+	op *emuOp // the record in its stream
 }
 
 func (e *emuEvent) record(s stream) error {
 	if err := emuRefuseCaptured(s, "event record"); err != nil {
 		return err
 	}
+	d := e.d
+	defer d.lock()()
+	if err := d.sticky(); err != nil {
+		return err
+	}
+	op := &emuOp{desc: "event record", call: -1, fn: func() error {
+		e.mu.Lock()
+		e.t = time.Now()
+		e.mu.Unlock()
+		return nil
+	}}
 	e.mu.Lock()
-	e.t = time.Now()
+	e.t, e.op = time.Time{}, op
 	e.mu.Unlock()
+	d.m.enqueue(d.queueOf(s), op)
 	return nil
 }
 
-func (e *emuEvent) synchronize() error { return nil }
+func (e *emuEvent) synchronize() error {
+	d := e.d
+	defer d.lock()()
+	e.mu.Lock()
+	op := e.op
+	e.mu.Unlock()
+	if op == nil {
+		return nil // never recorded: nothing to wait for (as CUDA)
+	}
+	if err := d.m.await(d, context.Background(), "Event.Synchronize", func() bool { return op.done }); err != nil {
+		return err
+	}
+	return d.sticky()
+}
 
 func (e *emuEvent) when() time.Time {
 	e.mu.Lock()
@@ -480,7 +550,7 @@ func (e *emuEvent) elapsed(end event) (time.Duration, error) {
 	}
 	t0, t1 := e.when(), x.when()
 	if t0.IsZero() || t1.IsZero() {
-		return 0, errors.New("jit: Elapsed: both events must be recorded first")
+		return 0, errors.New("jit: Elapsed: both events must be recorded and reached first (Event.Synchronize)")
 	}
 	return t1.Sub(t0), nil
 }

@@ -43,6 +43,25 @@ func nvlsDisabled() string {
 	return ""
 }
 
+// collective makes rank's collective NVSHMEM call: a scheduling point, then (syncing: after
+// the rank's streams have finished their work, as nvshmem_barrier_all and nvshmem_free wait
+// for it) a wait for the other ranks' calls (world.join), during which the scheduler runs
+// the kernels in flight without this rank.
+func (m *emuMachine) collective(d *emuDevice, ctx context.Context, syncing bool, kind, desc string, part any, run func(parts []any) (any, error)) (any, error) {
+	unlock := d.lock()
+	if syncing {
+		if err := d.syncAll(ctx, desc); err != nil {
+			d.errSeen = true
+			unlock()
+			return nil, err
+		}
+	}
+	unlock()
+	m.park(d.gpu)
+	defer m.unpark(d.gpu)
+	return m.w.join(ctx, d.gpu, kind, desc, part, run)
+}
+
 func (d *emuDevice) nvshmemHost(string) (shmemHost, error) { return &emuShmemHost{d: d}, nil }
 
 type emuShmemHost struct{ d *emuDevice }
@@ -53,8 +72,8 @@ func (h *emuShmemHost) path() string              { return "" }
 
 func (h *emuShmemHost) init(rank, n int, _ []byte) (shmemImpl, error) {
 	m := h.d.m
-	_, err := m.w.join(context.Background(), rank, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
-		m.mu.Lock()
+	_, err := m.collective(h.d, context.Background(), false, "InitNVSHMEM", "InitNVSHMEM", nil, func([]any) (any, error) {
+		m.lock()
 		defer m.mu.Unlock()
 		if m.shm != nil {
 			return nil, errors.New("jit: NVSHMEM is already initialised on this emulated machine")
@@ -86,7 +105,7 @@ func (s *emuShmemImpl) nPEs() int { return s.n }
 
 func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 	m := s.d.m
-	res, err := m.w.join(ctx, s.rank, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
+	res, err := m.collective(s.d, ctx, false, "NVSHMEM.Malloc", fmt.Sprintf("NVSHMEM.Malloc(%d)", n), n, func(parts []any) (any, error) {
 		sizes := make([]string, len(parts))
 		for r, p := range parts {
 			sizes[r] = fmt.Sprintf("%d bytes", p.(int64))
@@ -97,7 +116,7 @@ func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 		if n > 1<<40 {
 			return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): too large for the emulator", n)
 		}
-		m.mu.Lock()
+		m.lock()
 		defer m.mu.Unlock()
 		return m.sys.MallocSymmetric(int(n))
 	})
@@ -109,8 +128,8 @@ func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 
 func (s *emuShmemImpl) free(p DevicePtr) error {
 	m := s.d.m
-	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
-		m.mu.Lock()
+	_, err := m.collective(s.d, context.Background(), true, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
+		m.lock()
 		defer m.mu.Unlock()
 		base, err := m.sys.Peer(uint64(parts[0].(DevicePtr)), 0)
 		if err != nil {
@@ -173,8 +192,8 @@ func (s *emuShmemImpl) nodePEs() []int {
 
 func (s *emuShmemImpl) barrierAll() error {
 	m := s.d.m
-	_, err := m.w.join(context.Background(), s.rank, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
-		m.mu.Lock()
+	_, err := m.collective(s.d, context.Background(), true, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
+		m.lock()
 		defer m.mu.Unlock()
 		if m.shm != nil && m.shm.dev != nil {
 			return nil, m.shm.dev.Quiet()
@@ -184,7 +203,8 @@ func (s *emuShmemImpl) barrierAll() error {
 	return err
 }
 
-// barrierAllOnStream: streams are synchronous on the emulator, so it is BarrierAll.
+// barrierAllOnStream: the emulator waits for the rank's streams and meets the other ranks
+// from the host, as BarrierAll does.
 func (s *emuShmemImpl) barrierAllOnStream(stream) error { return s.barrierAll() }
 
 func (s *emuShmemImpl) moduleInit(module) error     { return nil }
@@ -192,8 +212,8 @@ func (s *emuShmemImpl) moduleFinalize(module) error { return nil }
 
 func (s *emuShmemImpl) finalize() error {
 	m := s.d.m
-	_, err := m.w.join(context.Background(), s.rank, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
-		m.mu.Lock()
+	_, err := m.collective(s.d, context.Background(), true, "NVSHMEM.Finalize", "NVSHMEM.Finalize", nil, func([]any) (any, error) {
+		m.lock()
 		defer m.mu.Unlock()
 		var err error
 		if m.shm != nil && m.shm.dev != nil {

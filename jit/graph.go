@@ -203,7 +203,7 @@ func (g *Graph) Close() error {
 }
 
 // Launch replays the graph on s (nil: the default stream). Like a kernel launch it does not
-// wait; on the emulator every launch of the graph has run when it returns.
+// wait (on the emulator the graph's launches are enqueued on s).
 func (x *GraphExec) Launch(s *Stream) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -60,7 +60,7 @@ type RanksOptions struct {
 	// Open are the options each rank's device is opened with (WithCache, WithEmuOptions).
 	Open []Option
 	// Context bounds, on the emulator, every wait of a rank for the others in a collective
-	// call (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize, gathered launches; a
+	// call (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize) or for kernels (a
 	// launch's LaunchConfig.Context bounds it too): when it ends, the waiting ranks fail
 	// naming the ranks that never arrived. nil: no bound.
 	Context context.Context
@@ -79,9 +79,11 @@ type RanksOptions struct {
 // machine's memory (symmetric heap, peer and multicast addresses). A process that is itself
 // one rank of several (RANK set with WORLD_SIZE > 1) is refused: run the program once with
 // `kgen launch --backend emu -n N` or WORLD_SIZE=N. Collective host calls (InitNVSHMEM,
-// NVSHMEM.Malloc/Free/BarrierAll/Finalize) and gathered kernel launches (see
-// LaunchConfig.Collective) meet across the goroutines in call order. When a rank fails, the
-// ranks waiting in such a call stop with an error, and RunRanks returns the first failure.
+// NVSHMEM.Malloc/Free/BarrierAll/Finalize) meet across the goroutines in call order; kernel
+// launches run on each rank's streams on their own, interleaved with the other ranks' work
+// by a seeded scheduler (docs/jit.md, "Launches on the emulator"), and a deadlock between
+// them fails the waiting ranks instead of hanging. When a rank fails, the ranks waiting in
+// such a call stop with an error, and RunRanks returns the first failure.
 //
 // The error is nil when every rank succeeds, else the first failure: a *RankError naming
 // the rank whose function (or NVSHMEM start) failed (a panic in f counts), or an error
@@ -340,6 +342,19 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	size := n / nodes
 	w := m.w
 	w.ctx = o.Context
+	if n > 1 {
+		var oo Options
+		for _, f := range o.Open {
+			f(&oo)
+		}
+		eo := emuEnvOptions()
+		if oo.Emu != nil {
+			eo = *oo.Emu
+		}
+		w.onFail = m.signal
+		w.onDone = m.unparkAll
+		m.startSched(eo.Seed)
+	}
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
 		wg.Add(1)
@@ -353,6 +368,7 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 			if cerr := d.Close(); err == nil && cerr != nil {
 				w.failRank(rank, cerr)
 			}
+			m.exitRank(rank)
 			w.exit(rank)
 		}(r)
 	}
@@ -393,6 +409,12 @@ type world struct {
 	fail  error           // the first failure; set once, stops everyone
 	stop  chan struct{}   // closed when fail is set
 	ctx   context.Context // RanksOptions.Context: bounds every wait (nil: none)
+	// onFail, when set, is called (on a goroutine of its own) when the world fails: it wakes
+	// the ranks that wait for kernels on the emulated machine.
+	onFail func()
+	// onDone, when set, is called by the last rank of a collective call after its work: the
+	// ranks that waited in it are about to return.
+	onDone func()
 }
 
 type collOp struct {
@@ -431,6 +453,9 @@ func (w *world) failLocked(err error) {
 	if w.fail == nil {
 		w.fail = err
 		close(w.stop)
+		if w.onFail != nil {
+			go w.onFail()
+		}
 	}
 }
 
@@ -461,11 +486,7 @@ func (w *world) join(ctx context.Context, rank int, kind, desc string, part any,
 				break
 			}
 		}
-		hint := ""
-		if kind == "launch" || op.kind == "launch" {
-			hint = " (the emulator gathers a launch when its module calls NVSHMEM or an argument points into symmetric memory; set LaunchConfig.Collective to decide explicitly)"
-		}
-		err := fmt.Errorf("jit: ranks disagree on their collective call #%d: rank %d calls %s but rank %d calls %s; every rank must make the same collective calls (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize, gathered launches) in the same order%s", s+1, first, op.desc[first], rank, desc, hint)
+		err := fmt.Errorf("jit: ranks disagree on their collective call #%d: rank %d calls %s but rank %d calls %s; every rank must make the same collective calls (InitNVSHMEM, NVSHMEM Malloc/Free/BarrierAll/Finalize) in the same order", s+1, first, op.desc[first], rank, desc)
 		w.failLocked(err)
 		w.mu.Unlock()
 		return nil, err
@@ -481,6 +502,9 @@ func (w *world) join(ctx context.Context, rank int, kind, desc string, part any,
 		delete(w.ops, s)
 		w.mu.Unlock()
 		op.res, op.err = run(op.parts)
+		if w.onDone != nil {
+			w.onDone()
+		}
 		close(op.done)
 		return op.res, op.err
 	}
@@ -615,12 +639,6 @@ func joinInts(xs []int) string {
 func (w *world) failRank(rank int, err error) {
 	if errors.Is(err, errStopped) {
 		return
-	}
-	// A fault of a gathered launch comes back to every rank: it is the rank of the GPU
-	// whose thread faulted that failed.
-	var ee *emu.Error
-	if errors.As(err, &ee) && ee.Instr != "" && ee.GPU >= 0 && ee.GPU < w.n {
-		rank = ee.GPU
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

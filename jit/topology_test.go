@@ -267,6 +267,11 @@ func TestRunRanksNodesRing(t *testing.T) {
 							return fmt.Errorf("rank %d launch %d: dst[%d] = %v, want %v", r.Rank, epoch, i, v, want)
 						}
 					}
+					// The ranks' streams run on their own: without this barrier the previous
+					// rank's next launch may overwrite dst before this rank has read it.
+					if err := r.NVSHMEM.BarrierAll(); err != nil {
+						return err
+					}
 				}
 				if r.Rank == 0 {
 					m := r.Device.impl.(*emuDevice).m
@@ -333,7 +338,12 @@ func TestNodeMulticast(t *testing.T) {
 				}
 				mc = DevicePtr(w)
 			}
-			if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32), Collective: CollectiveOn}, mc); err != nil {
+			if err := fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(32)}, mc); err != nil {
+				return err
+			}
+			// Every rank's add has landed only after a barrier (the ranks' streams run on
+			// their own).
+			if err := r.NVSHMEM.BarrierAll(); err != nil {
 				return err
 			}
 			got := make([]uint32, 1)
