@@ -161,3 +161,44 @@ func TestMissingRankDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestAllocContextDeadline: rank 2 never calls AllocContext; the others' calls end at their
+// context's deadline with an error naming the missing rank, instead of waiting forever
+// (HARDENING 2). Alloc (no context) is AllocContext with no deadline.
+func TestAllocContextDeadline(t *testing.T) {
+	var mu sync.Mutex
+	errs := map[int]error{}
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- runRanksErr(3, false, false, 0, testOpts, func(e *rankEnv) error {
+			if e.c.Rank() == 2 {
+				<-release
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := e.c.AllocContext(ctx, dsl.F32, 1000)
+			mu.Lock()
+			errs[e.c.Rank()] = err
+			if len(errs) == 2 {
+				close(release)
+			}
+			mu.Unlock()
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("every rank succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("AllocContext did not honour its context's deadline")
+	}
+	for r := 0; r < 2; r++ {
+		if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 2") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

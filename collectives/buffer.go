@@ -37,8 +37,19 @@ func supported(dt dsl.Type) bool {
 
 func isFP8(dt dsl.Type) bool { return slices.Contains(FP8DTypes(), dt) }
 
-// Alloc allocates a symmetric buffer of n elements of dt on every GPU (collective).
+// Alloc allocates a symmetric buffer of n elements of dt on every GPU (collective). It is
+// AllocContext with no deadline: it waits for every rank to call it.
 func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
+	return c.AllocContext(context.Background(), dt, n)
+}
+
+// AllocContext is Alloc bounded by ctx: a rank that never calls in fails the wait when ctx
+// ends (on the emulator, naming the ranks missing; on GPUs NVSHMEM's collective calls cannot
+// be abandoned once entered, see jit.NVSHMEM.BarrierAllContext).
+func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, error) {
+	if ctx == nil {
+		return nil, errors.New("collectives: AllocContext: nil context")
+	}
 	if c.closed {
 		return nil, errClosed
 	}
@@ -48,7 +59,7 @@ func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
 	if maxN := (math.MaxInt32 - 15) / dt.Bytes(); n < 1 || n > maxN {
 		return nil, fmt.Errorf("collectives: %d elements of %s: want 1 to %d (the kernels index elements in 32 bits; a buffer holds at most 2 GiB)", n, dt, maxN)
 	}
-	s, err := c.alloc(context.Background(), n*dt.Bytes(), true)
+	s, err := c.alloc(ctx, n*dt.Bytes(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -103,16 +114,19 @@ func (b *Buffer) Bytes() int { return b.n * b.dt.Bytes() }
 // DevPtr returns the address of this GPU's copy, for passing b to other kernels (a generated
 // launcher takes jit.TypedPtr[float32](b.DevPtr()), or jit.AnyPtr); 0 once freed.
 func (b *Buffer) DevPtr() jit.DevicePtr {
-	if b.s == nil {
+	if b.s == nil || b.c.closed {
 		return 0
 	}
 	return b.s.own
 }
 
-// live fails for a freed buffer.
+// live fails for a freed buffer, or one whose Comm is closed (Close frees its memory).
 func (b *Buffer) live(what string) error {
 	if b.c == nil || b.s == nil {
 		return fmt.Errorf("collectives: %s of a freed Buffer", what)
+	}
+	if b.c.closed {
+		return fmt.Errorf("collectives: %s of a Buffer whose Comm is closed (Close frees it)", what)
 	}
 	return nil
 }

@@ -670,3 +670,37 @@ func TestBufferFree(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBufferAfterClose: Close frees the Comm's buffers, so every use of one afterwards fails
+// naming the closed Comm (HARDENING 2: they stayed usable over freed memory).
+func TestBufferAfterClose(t *testing.T) {
+	runRanks(t, 2, false, false, 1, testOpts, func(e *rankEnv) error {
+		c, err := New(context.Background(), e.r, testOpts)
+		if err != nil {
+			return err
+		}
+		b, err := c.Alloc(dsl.BF16, 64)
+		if err != nil {
+			return err
+		}
+		if err := c.Close(); err != nil {
+			return err
+		}
+		if err := b.Write(make([]byte, 8)); err == nil || !strings.Contains(err.Error(), "closed") {
+			return fmt.Errorf("Write after Close: %v", err)
+		}
+		if _, err := b.ReadF32(); err == nil || !strings.Contains(err.Error(), "closed") {
+			return fmt.Errorf("ReadF32 after Close: %v", err)
+		}
+		if _, err := b.TensorMap(64, 1, [2]int{64, 1}); err == nil || !strings.Contains(err.Error(), "closed") {
+			return fmt.Errorf("TensorMap after Close: %v", err)
+		}
+		if b.DevPtr() != 0 {
+			return errors.New("a buffer of a closed Comm still has an address")
+		}
+		if err := e.c.AllReduce(context.Background(), b, Sum); err == nil {
+			return errors.New("another Comm took a closed Comm's buffer")
+		}
+		return nil
+	})
+}

@@ -328,8 +328,8 @@ func (c *Comm) NumGPUs() int { return c.g }
 // Rank returns this GPU's index in the group.
 func (c *Comm) Rank() int { return c.rank }
 
-// Close frees the Comm's memory and modules (collective). Buffers allocated from it stay
-// valid until freed.
+// Close frees the Comm's memory and modules (collective), its Buffers' included: a Buffer
+// cannot be used once its Comm is closed (its methods and every call naming it fail).
 func (c *Comm) Close() error {
 	if c.closed {
 		return nil
@@ -364,19 +364,19 @@ func (c *Comm) allocFilled(ctx context.Context, bytes int, table bool, fill func
 	if err != nil {
 		return nil, err
 	}
-	if err := c.settle(); err != nil {
+	if err := c.settle(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // settle waits until this GPU's initialisation copies have landed and every GPU has reached
-// the same point.
-func (c *Comm) settle() error {
+// the same point (bounded by ctx).
+func (c *Comm) settle(ctx context.Context) error {
 	if err := c.r.Device.Synchronize(); err != nil {
 		return fmt.Errorf("collectives: initialising symmetric memory: %w", err)
 	}
-	if err := c.r.NVSHMEM.BarrierAll(); err != nil {
+	if err := c.r.NVSHMEM.BarrierAllContext(ctx); err != nil {
 		return fmt.Errorf("collectives: barrier after initialising symmetric memory: %w", err)
 	}
 	return nil

@@ -259,11 +259,10 @@ func (c *Comm) gemmRSOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 		return err
 	}
 	part := MatmulShape{M: rows, N: s.N, K: s.K}
-	var name string
 	for j := 1; j < c.g; j++ {
 		q := (c.rank + j) % c.g
 		x := gemmOperands{a: a.s, b: b.s, d: rs.send[q], in: a.dt, out: out.dt, aOff: q * rows * s.K}
-		if name, err = c.gemmSM90On(ctx, cl, x, part, main); err != nil {
+		if _, err := c.gemmSM90On(ctx, cl, x, part, main); err != nil {
 			return err
 		}
 		if err := errors.Join(o.chunks[j].Record(main), o.side.WaitEvent(o.chunks[j])); err != nil {
@@ -275,7 +274,8 @@ func (c *Comm) gemmRSOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 		}
 	}
 	x := gemmOperands{a: a.s, b: b.s, d: rs.recv, in: a.dt, out: out.dt, aOff: c.rank * rows * s.K, dOff: c.rank * n}
-	if name, err = c.gemmSM90On(ctx, cl, x, part, main); err != nil {
+	name, err := c.gemmSM90On(ctx, cl, x, part, main)
+	if err != nil {
 		return err
 	}
 	if err := c.overlapBarrier(ctx, cl, o); err != nil {

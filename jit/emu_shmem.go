@@ -190,9 +190,9 @@ func (s *emuShmemImpl) nodePEs() []int {
 	return pes
 }
 
-func (s *emuShmemImpl) barrierAll() error {
+func (s *emuShmemImpl) barrierAll(ctx context.Context) error {
 	m := s.d.m
-	_, err := m.collective(s.d, context.Background(), true, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
+	_, err := m.collective(s.d, ctx, true, "BarrierAll", "NVSHMEM.BarrierAll", nil, func([]any) (any, error) {
 		m.lock()
 		defer m.mu.Unlock()
 		if m.shm != nil && m.shm.dev != nil {
@@ -205,7 +205,7 @@ func (s *emuShmemImpl) barrierAll() error {
 
 // barrierAllOnStream: the emulator waits for the rank's streams and meets the other ranks
 // from the host, as BarrierAll does.
-func (s *emuShmemImpl) barrierAllOnStream(stream) error { return s.barrierAll() }
+func (s *emuShmemImpl) barrierAllOnStream(stream) error { return s.barrierAll(context.Background()) }
 
 func (s *emuShmemImpl) moduleInit(module) error     { return nil }
 func (s *emuShmemImpl) moduleFinalize(module) error { return nil }

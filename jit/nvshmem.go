@@ -297,12 +297,24 @@ func (s *NVSHMEM) mcPtr(p Pointer, team int) (DevicePtr, error) {
 }
 
 // BarrierAll is nvshmem_barrier_all: it completes this PE's outstanding puts and waits for
-// every PE.
-func (s *NVSHMEM) BarrierAll() error {
+// every PE. It is BarrierAllContext with no deadline.
+func (s *NVSHMEM) BarrierAll() error { return s.BarrierAllContext(context.Background()) }
+
+// BarrierAllContext is BarrierAll bounded by ctx. On the emulator a rank that never arrives
+// fails the wait when ctx ends, naming the ranks missing. On GPUs nvshmem_barrier_all is a
+// blocking C call that cannot be abandoned: an ended ctx is refused before the call, and the
+// call itself waits for every PE.
+func (s *NVSHMEM) BarrierAllContext(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("jit: NVSHMEM.BarrierAllContext: nil context")
+	}
 	if err := s.live(); err != nil {
 		return err
 	}
-	return s.impl.barrierAll()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("jit: NVSHMEM.BarrierAll: %w", err)
+	}
+	return s.impl.barrierAll(ctx)
 }
 
 // BarrierAllOnStream enqueues nvshmemx_barrier_all_on_stream on st (nil: default stream).
@@ -386,7 +398,7 @@ type shmemImpl interface {
 	ptr(p DevicePtr, pe int) DevicePtr
 	mcPtr(p DevicePtr, team int) DevicePtr
 	nodePEs() []int
-	barrierAll() error
+	barrierAll(ctx context.Context) error
 	barrierAllOnStream(s stream) error
 	moduleInit(m module) error
 	moduleFinalize(m module) error

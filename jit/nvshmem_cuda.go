@@ -265,7 +265,7 @@ func (s *cudaShmem) nodePEs() []int {
 	return pes
 }
 
-func (s *cudaShmem) barrierAll() error {
+func (s *cudaShmem) barrierAll(context.Context) error {
 	s.call(func() { C.kg_barrier_all() })
 	return nil
 }

@@ -120,6 +120,12 @@ func TestRunNodes(t *testing.T) {
 	if code, _, errs := kgen("run", "nvshmem_ring_signal", "--ranks", "4"); code != 2 || !strings.Contains(errs, jit.EmuNetworkEnv) {
 		t.Errorf("%s=fast: exit %d: %s", jit.EmuNetworkEnv, code, errs)
 	}
+	// A node count from the environment is named as the environment's, not as --nodes.
+	t.Setenv(jit.EmuNetworkEnv, "")
+	t.Setenv(jit.EmuNodesEnv, "3")
+	if code, _, errs := kgen("run", "nvshmem_ring_signal", "--ranks", "4"); code != 2 || !strings.Contains(errs, jit.EmuNodesEnv+"=3") || strings.Contains(errs, "--nodes 3") {
+		t.Errorf("%s=3 with 4 ranks: exit %d: %s", jit.EmuNodesEnv, code, errs)
+	}
 	t.Setenv(jit.EmuNodesEnv, "")
 	t.Setenv(jit.EmuNetworkEnv, "")
 	for _, c := range []struct {

@@ -51,13 +51,15 @@ func runRun(e *env, args []string) error {
 	if *ranks < 1 || *ranks > 8 {
 		return usagef("--ranks %d: want 1..8", *ranks)
 	}
+	nodesFrom := fmt.Sprintf("--nodes %d", *nodes) // where the node count came from, for messages
 	if *nodes == 0 { // the environment's, as jit.RunRanks takes it
 		if *nodes, err = jit.EmuNodes(); err != nil {
 			return &usageError{err.Error()}
 		}
+		nodesFrom = fmt.Sprintf("%s=%d", jit.EmuNodesEnv, *nodes)
 	}
 	if *nodes < 1 || *ranks%*nodes != 0 {
-		return usagef("--nodes %d: --ranks %d do not split into %d nodes of equal size", *nodes, *ranks, *nodes)
+		return usagef("%s: --ranks %d do not split into %d nodes of equal size", nodesFrom, *ranks, *nodes)
 	}
 	var net *emu.Network
 	if *network != "" {
@@ -115,7 +117,7 @@ func runRun(e *env, args []string) error {
 		}
 	}
 	if ok, why := ref.SpansNodes(name); !ok && *nodes > 1 {
-		return usagef("--nodes %d: %s is %s, so no node boundary would be exercised; --nodes applies to the collective kernels", *nodes, name, why)
+		return usagef("%s: %s is %s, so no node boundary would be exercised; --nodes applies to the collective kernels", nodesFrom, name, why)
 	}
 	res, err := ref.Run(ref.Problem{Kernel: name, DType: dt, Target: t, Size: n, Cols: *cols,
 		Ranks: *ranks, Nodes: *nodes, Network: net, Seed: *seed, Weak: *weak})
