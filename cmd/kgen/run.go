@@ -52,7 +52,7 @@ func runRun(e *env, args []string) error {
 		return usagef("--ranks %d: want 1..8", *ranks)
 	}
 	nodesFrom := fmt.Sprintf("--nodes %d", *nodes) // where the node count came from, for messages
-	if *nodes == 0 { // the environment's, as jit.RunRanks takes it
+	if *nodes == 0 {                               // the environment's, as jit.RunRanks takes it
 		if *nodes, err = jit.EmuNodes(); err != nil {
 			return &usageError{err.Error()}
 		}
