@@ -202,3 +202,48 @@ func TestAllocContextDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseContextDeadline: rank 2 never closes its Comm; the others' CloseContext ends at
+// its context's deadline with an error naming the missing rank, instead of waiting forever
+// in the collective frees (HARDENING 2).
+func TestCloseContextDeadline(t *testing.T) {
+	var mu sync.Mutex
+	errs := map[int]error{}
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- runRanksErr(3, false, false, 0, testOpts, func(e *rankEnv) error {
+			c, err := New(context.Background(), e.r, testOpts)
+			if err != nil {
+				return err
+			}
+			if e.c.Rank() == 2 {
+				<-release
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			err = c.CloseContext(ctx)
+			mu.Lock()
+			errs[e.c.Rank()] = err
+			if len(errs) == 2 {
+				close(release)
+			}
+			mu.Unlock()
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("every rank succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("CloseContext did not honour its context's deadline")
+	}
+	for r := 0; r < 2; r++ {
+		if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 2") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

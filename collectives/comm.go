@@ -329,8 +329,17 @@ func (c *Comm) NumGPUs() int { return c.g }
 func (c *Comm) Rank() int { return c.rank }
 
 // Close frees the Comm's memory and modules (collective), its Buffers' included: a Buffer
-// cannot be used once its Comm is closed (its methods and every call naming it fail).
-func (c *Comm) Close() error {
+// cannot be used once its Comm is closed (its methods and every call naming it fail). It is
+// CloseContext with no deadline: it waits for every rank to close.
+func (c *Comm) Close() error { return c.CloseContext(context.Background()) }
+
+// CloseContext is Close bounded by ctx: the frees of symmetric memory are collective, and a
+// rank that never closes fails the wait when ctx ends (on the emulator, naming the ranks
+// missing; see jit.Memory.FreeContext for GPUs). The Comm is closed either way.
+func (c *Comm) CloseContext(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("collectives: CloseContext: nil context")
+	}
 	if c.closed {
 		return nil
 	}
@@ -340,7 +349,7 @@ func (c *Comm) Close() error {
 		errs = append(errs, m.Close())
 	}
 	for _, m := range c.allocs {
-		errs = append(errs, m.Free())
+		errs = append(errs, m.FreeContext(ctx))
 	}
 	c.mods, c.allocs, c.fns, c.fused = nil, nil, nil, nil
 	return errors.Join(errs...)

@@ -698,6 +698,8 @@ type Memory struct {
 	free  func(DevicePtr) error
 	mu    sync.Mutex
 	freed bool
+	// freeCtx, when set, frees with a context (symmetric memory: a collective free).
+	freeCtx func(ctx context.Context, p DevicePtr) error
 }
 
 // DevPtr returns the allocation's address.
@@ -715,15 +717,32 @@ func (m *Memory) isFreed() bool {
 	return m.freed
 }
 
-// Free releases the memory (a second Free does nothing).
-func (m *Memory) Free() error {
+// Free releases the memory (a second Free does nothing). For symmetric memory it is
+// collective: FreeContext with no deadline.
+func (m *Memory) Free() error { return m.FreeContext(context.Background()) }
+
+// FreeContext is Free bounded by ctx: the free of symmetric memory (NVSHMEM.Malloc) is
+// collective, and on the emulator a rank that never frees fails the wait when ctx ends,
+// naming the ranks missing; on GPUs nvshmem_free cannot be abandoned once entered (an
+// ended ctx is refused before it). Private memory ignores ctx.
+func (m *Memory) FreeContext(ctx context.Context) error {
 	if m == nil || m.free == nil {
 		return errors.New("jit: Free of a nil *Memory")
+	}
+	if ctx == nil {
+		return errors.New("jit: FreeContext: nil context")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.freed {
 		return nil
+	}
+	if m.freeCtx != nil {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("jit: Free: %w", err)
+		}
+		m.freed = true
+		return m.freeCtx(ctx, m.ptr)
 	}
 	m.freed = true
 	return m.free(m.ptr)

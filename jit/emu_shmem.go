@@ -126,9 +126,9 @@ func (s *emuShmemImpl) malloc(ctx context.Context, n int64) (DevicePtr, error) {
 	return DevicePtr(res.(*emu.Symmetric).On(s.rank)), nil
 }
 
-func (s *emuShmemImpl) free(p DevicePtr) error {
+func (s *emuShmemImpl) free(ctx context.Context, p DevicePtr) error {
 	m := s.d.m
-	_, err := m.collective(s.d, context.Background(), true, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
+	_, err := m.collective(s.d, ctx, true, "NVSHMEM.Free", fmt.Sprintf("NVSHMEM free of %#x", uint64(p)), p, func(parts []any) (any, error) {
 		m.lock()
 		defer m.mu.Unlock()
 		base, err := m.sys.Peer(uint64(parts[0].(DevicePtr)), 0)

@@ -194,7 +194,8 @@ func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
 		return nil, err
 	}
 	m := &Memory{d: s.d, ptr: p, size: n}
-	m.free = func(p DevicePtr) error {
+	m.free = func(p DevicePtr) error { return m.freeCtx(context.Background(), p) }
+	m.freeCtx = func(ctx context.Context, p DevicePtr) error {
 		s.mu.Lock()
 		for i, x := range s.mems {
 			if x == m {
@@ -207,7 +208,7 @@ func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
 		if done {
 			return nil // freed by Finalize
 		}
-		return s.impl.free(p)
+		return s.impl.free(ctx, p)
 	}
 	s.mu.Lock()
 	s.mems = append(s.mems, m)
@@ -360,7 +361,7 @@ func (s *NVSHMEM) Finalize() error {
 		mems[i].mu.Lock()
 		if !mems[i].freed {
 			mems[i].freed = true
-			errs = append(errs, s.impl.free(mems[i].ptr))
+			errs = append(errs, s.impl.free(context.Background(), mems[i].ptr))
 		}
 		mems[i].mu.Unlock()
 	}
@@ -394,7 +395,7 @@ type shmemImpl interface {
 	myPE() int
 	nPEs() int
 	malloc(ctx context.Context, n int64) (DevicePtr, error)
-	free(p DevicePtr) error
+	free(ctx context.Context, p DevicePtr) error
 	ptr(p DevicePtr, pe int) DevicePtr
 	mcPtr(p DevicePtr, team int) DevicePtr
 	nodePEs() []int

@@ -236,7 +236,7 @@ func (s *cudaShmem) malloc(_ context.Context, n int64) (DevicePtr, error) {
 	return DevicePtr(p), nil
 }
 
-func (s *cudaShmem) free(p DevicePtr) error {
+func (s *cudaShmem) free(_ context.Context, p DevicePtr) error {
 	s.call(func() { C.kg_free(C.uintptr_t(p)) })
 	return nil
 }
