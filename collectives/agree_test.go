@@ -247,3 +247,40 @@ func TestCloseContextDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchContextEndsMidKernel: a fused matmul's context is cancelled right after every
+// rank launched it. A wait may report the cancellation, but the kernel runs on (as a GPU's
+// does when its host stops waiting), so its result is right and later calls on the group
+// work on every rank (HARDENING 2: after such a deadline every later collective failed).
+func TestLaunchContextEndsMidKernel(t *testing.T) {
+	for _, seed := range []int64{0, 3} {
+		runRanks(t, 2, false, false, seed, fusedOpts, func(e *rankEnv) error {
+			shape := MatmulShape{M: 2 * 36, N: 40, K: 24}
+			rs, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M/2*shape.N, dsl.F32)
+			if err != nil {
+				return err
+			}
+			if err := e.checkRS(context.Background(), rs, shape, dsl.F32, false); err != nil { // loads and allocates
+				return err
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			err = e.c.MatmulReduceScatter(ctx, rs[0], rs[1], rs[2], shape)
+			cancel()
+			if err == nil {
+				err = e.r.Device.Synchronize()
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("the cancelled call: %w", err)
+			}
+			for call := 0; call < 2; call++ {
+				if err := e.checkRS(context.Background(), rs, shape, dsl.F32, false); err != nil {
+					return fmt.Errorf("call %d after the cancelled one: %w", call, err)
+				}
+				if err := e.c.Barrier(context.Background()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}

@@ -37,16 +37,17 @@ import (
 
 // emuOp is one operation in a stream.
 type emuOp struct {
-	q      *emuQueue
-	desc   string       // "launch of K (grid 1x1x1, block 32x1x1)"
-	launch *emu.Launch  // a kernel, or
-	fn     func() error // a copy or an event record, run when the stream reaches it
-	after  []*emuOp     // work of other streams that must be done first
-	run    *emu.Running
-	done   bool
-	err    error
-	ctx    context.Context // LaunchConfig.Context: waits for the op end with it (nil: none)
-	call   int             // the number of the rank's launch with a LaunchConfig.Call (-1: none)
+	q       *emuQueue
+	desc    string       // "launch of K (grid 1x1x1, block 32x1x1)"
+	launch  *emu.Launch  // a kernel, or
+	fn      func() error // a copy or an event record, run when the stream reaches it
+	after   []*emuOp     // work of other streams that must be done first
+	run     *emu.Running
+	done    bool
+	err     error
+	ctx     context.Context // LaunchConfig.Context: waits for the op end with it (nil: none)
+	ctxTold bool            // a waiter has returned ctx's end (later waits wait on)
+	call    int             // the number of the rank's launch with a LaunchConfig.Call (-1: none)
 }
 
 // emuCall is what the ranks' k-th launches with a LaunchConfig.Call were (emuMachine.calls).
@@ -335,7 +336,7 @@ func (m *emuMachine) await(d *emuDevice, ctx context.Context, what string, cond 
 		if ctx != nil && ctx.Err() != nil {
 			return fmt.Errorf("jit: rank %d gave up waiting in %s: %w", rank, what, ctx.Err())
 		}
-		if err := d.expired(); err != nil {
+		if err := d.giveUp(); err != nil {
 			return err
 		}
 		if d.err != nil {
@@ -363,7 +364,7 @@ func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond 
 		if ctx != nil && ctx.Err() != nil {
 			return fmt.Errorf("jit: GPU %d gave up waiting in %s: %w", d.gpu, what, ctx.Err())
 		}
-		if err := d.expired(); err != nil {
+		if err := d.giveUp(); err != nil {
 			return err
 		}
 		if d.err != nil {
@@ -496,14 +497,36 @@ func (m *emuMachine) enqueue(q *emuQueue, op *emuOp) {
 // expired returns an error when a wait for d's work must end because the context of an op
 // not done yet (LaunchConfig.Context) has ended (m.mu held).
 func (d *emuDevice) expired() error {
+	if op := d.expiredOp(); op != nil {
+		return fmt.Errorf("jit: rank %d gave up waiting for %s: %w%s", d.gpu, op.desc, op.ctx.Err(), d.m.missing(op.call))
+	}
+	return nil
+}
+
+// expiredOp is the first op of d whose context has ended and whose waiter has not been told
+// yet (m.mu held).
+func (d *emuDevice) expiredOp() *emuOp {
 	for _, q := range d.queues {
 		for _, op := range q.ops {
-			if op.ctx != nil && !op.done && op.ctx.Err() != nil {
-				return fmt.Errorf("jit: rank %d gave up waiting for %s: %w%s", d.gpu, op.desc, op.ctx.Err(), d.m.missing(op.call))
+			if op.ctx != nil && !op.done && !op.ctxTold && op.ctx.Err() != nil {
+				return op
 			}
 		}
 	}
 	return nil
+}
+
+// giveUp returns the expiry of d's first expired op to a waiter, once: the op itself stays in
+// flight, as a GPU's kernel runs on when its host stops waiting, so later waits wait for it
+// (and end in a deadlock report if it can never finish) instead of failing for it again.
+func (d *emuDevice) giveUp() error {
+	op := d.expiredOp()
+	if op == nil {
+		return nil
+	}
+	err := d.expired()
+	op.ctxTold = true
+	return err
 }
 
 // idle reports whether none of d's streams has work.
