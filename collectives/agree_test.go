@@ -116,104 +116,30 @@ func TestRanksDisagree(t *testing.T) {
 func TestMissingRankDeadline(t *testing.T) {
 	for _, mc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("mc=%v", mc), func(t *testing.T) {
-			var mu sync.Mutex
-			errs := map[int]error{}
-			release := make(chan struct{})
-			done := make(chan error, 1)
-			go func() {
-				done <- runRanksErr(3, mc, false, 0, testOpts, func(e *rankEnv) error {
-					b, err := e.c.Alloc(dsl.F32, 1000)
-					if err != nil {
-						return err
-					}
-					if e.c.Rank() == 2 {
-						<-release
-						return nil
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-					defer cancel()
-					err = e.c.AllReduce(ctx, b, Sum)
-					if err == nil {
-						err = e.r.Device.Synchronize()
-					}
-					mu.Lock()
-					errs[e.c.Rank()] = err
-					if len(errs) == 2 {
-						close(release)
-					}
-					mu.Unlock()
-					return err
-				})
-			}()
-			select {
-			case err := <-done:
+			missingRank(t, mc, "AllReduce", "rank 2 never made it", func(e *rankEnv, b *Buffer, ctx context.Context) error {
+				err := e.c.AllReduce(ctx, b, Sum)
 				if err == nil {
-					t.Fatal("every rank succeeded")
+					err = e.r.Device.Synchronize()
 				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("AllReduce did not honour its context's deadline")
-			}
-			for r := 0; r < 2; r++ {
-				if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 2 never made it") {
-					t.Errorf("rank %d: %v", r, err)
-				}
-			}
+				return err
+			})
 		})
 	}
 }
 
-// TestAllocContextDeadline: rank 2 never calls AllocContext; the others' calls end at their
-// context's deadline with an error naming the missing rank, instead of waiting forever
-// (HARDENING 2). Alloc (no context) is AllocContext with no deadline.
-func TestAllocContextDeadline(t *testing.T) {
+// missingRank runs 3 ranks that each allocate a buffer; rank 2 then stays away (in Go code)
+// while ranks 0 and 1 make call with a context of 100 ms. Their calls must end at the
+// deadline, wrapping context.DeadlineExceeded and naming the missing rank (want), not wait
+// forever; the whole run must end within 30 s.
+func missingRank(t *testing.T, mc bool, what, want string, call func(e *rankEnv, b *Buffer, ctx context.Context) error) {
+	t.Helper()
 	var mu sync.Mutex
 	errs := map[int]error{}
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- runRanksErr(3, false, false, 0, testOpts, func(e *rankEnv) error {
-			if e.c.Rank() == 2 {
-				<-release
-				return nil
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			_, err := e.c.AllocContext(ctx, dsl.F32, 1000)
-			mu.Lock()
-			errs[e.c.Rank()] = err
-			if len(errs) == 2 {
-				close(release)
-			}
-			mu.Unlock()
-			return err
-		})
-	}()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("every rank succeeded")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("AllocContext did not honour its context's deadline")
-	}
-	for r := 0; r < 2; r++ {
-		if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 2") {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
-}
-
-// TestCloseContextDeadline: rank 2 never closes its Comm; the others' CloseContext ends at
-// its context's deadline with an error naming the missing rank, instead of waiting forever
-// in the collective frees (HARDENING 2).
-func TestCloseContextDeadline(t *testing.T) {
-	var mu sync.Mutex
-	errs := map[int]error{}
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- runRanksErr(3, false, false, 0, testOpts, func(e *rankEnv) error {
-			c, err := New(context.Background(), e.r, testOpts)
+		done <- runRanksErr(3, mc, false, 0, testOpts, func(e *rankEnv) error {
+			b, err := e.c.Alloc(dsl.F32, 1000)
 			if err != nil {
 				return err
 			}
@@ -223,7 +149,7 @@ func TestCloseContextDeadline(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
-			err = c.CloseContext(ctx)
+			err = call(e, b, ctx)
 			mu.Lock()
 			errs[e.c.Rank()] = err
 			if len(errs) == 2 {
@@ -239,13 +165,32 @@ func TestCloseContextDeadline(t *testing.T) {
 			t.Fatal("every rank succeeded")
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("CloseContext did not honour its context's deadline")
+		t.Fatalf("%s did not honour its context's deadline", what)
 	}
 	for r := 0; r < 2; r++ {
-		if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 2") {
+		if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}
+}
+
+// TestAllocContextDeadline: rank 2 never calls AllocContext; the others' calls end at their
+// context's deadline with an error naming the missing rank, instead of waiting forever
+// (HARDENING 2). Alloc (no context) is AllocContext with no deadline.
+func TestAllocContextDeadline(t *testing.T) {
+	missingRank(t, false, "AllocContext", "rank 2", func(e *rankEnv, _ *Buffer, ctx context.Context) error {
+		_, err := e.c.AllocContext(ctx, dsl.F32, 1000)
+		return err
+	})
+}
+
+// TestCloseContextDeadline: rank 2 never closes its Comm; the others' CloseContext ends at
+// its context's deadline with an error naming the missing rank, instead of waiting forever
+// in the collective frees (HARDENING 2).
+func TestCloseContextDeadline(t *testing.T) {
+	missingRank(t, false, "CloseContext", "rank 2", func(e *rankEnv, _ *Buffer, ctx context.Context) error {
+		return e.c.CloseContext(ctx)
+	})
 }
 
 // TestLaunchContextEndsMidKernel: a fused matmul's context is cancelled right after every

@@ -151,6 +151,18 @@ const (
 	overlapOverheadUS = 20
 )
 
+// gemmUS is gemm_sm90's estimated time in us for an M x N x K problem on sms
+// multiprocessors (GemmSM90For's pick, its cycle model at smClockHz); +Inf when no
+// configuration takes the shape.
+func gemmUS(dt, out dsl.Type, m, n, k, sms int) float64 {
+	sms = max(sms, 1)
+	cfg, err := kernels.GemmSM90For(dt, out, m, n, k, sms)
+	if err != nil {
+		return math.Inf(1)
+	}
+	return cfg.Cycles(m, n, k, sms) / smClockHz * 1e6
+}
+
 // agOverlapWins reports whether AllGatherMatmul of shape s on g GPUs of sms
 // multiprocessors runs faster with the copy engines (g chunked GEMMs beside the transfer)
 // than split (the all-gather, then one GEMM), by the estimate above: the chunks lose only
@@ -158,14 +170,7 @@ const (
 // H100 (docs/bench.md) it picks the faster of the two, or one within 1%, at every measured
 // shape.
 func agOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
-	sms = max(sms, 1)
-	us := func(m int) float64 {
-		cfg, err := kernels.GemmSM90For(dt, out, m, s.N, s.K, sms)
-		if err != nil {
-			return math.Inf(1)
-		}
-		return cfg.Cycles(m, s.N, s.K, sms) / smClockHz * 1e6
-	}
+	us := func(m int) float64 { return gemmUS(dt, out, m, s.N, s.K, sms) }
 	ag := float64(g-1) / float64(g) * float64(s.M) * float64(s.K) * float64(dt.Bytes()) / allGatherBytesPS * 1e6
 	overlap := max(float64(g)*us(s.M/g), ag) + overlapOverheadUS
 	return overlap < us(s.M)+ag
@@ -184,14 +189,7 @@ const (
 // beside the next GEMM, then sum_slots) than split (one GEMM, then the reduce-scatter).
 // Not yet checked against a measurement of the overlap (MatmulAuto uses it).
 func rsOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
-	sms = max(sms, 1)
-	us := func(m int) float64 {
-		cfg, err := kernels.GemmSM90For(dt, out, m, s.N, s.K, sms)
-		if err != nil {
-			return math.Inf(1)
-		}
-		return cfg.Cycles(m, s.N, s.K, sms) / smClockHz * 1e6
-	}
+	us := func(m int) float64 { return gemmUS(dt, out, m, s.N, s.K, sms) }
 	chunk := float64(s.M/g) * float64(s.N) * float64(out.Bytes())
 	rs := float64(g-1) * chunk / reduceScatterBytesPS * 1e6
 	sum := float64(g+1) * chunk / localBytesPS * 1e6
