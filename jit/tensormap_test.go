@@ -408,3 +408,31 @@ func TestEmuTensorMapInterleave(t *testing.T) {
 		t.Fatalf("a freed buffer: %v", err)
 	}
 }
+
+// TestTensorMapOffset: WithOffset starts a map inside its buffer; an offset past the buffer,
+// a tensor that reaches past it from the offset, and a start that is not 16-byte aligned are
+// errors naming the cause.
+func TestTensorMapOffset(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	buf, err := Alloc[uint16](d, 64*64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	dims, strides, box := []uint64{64, 32}, []uint64{128}, []uint32{64, 8}
+	if _, err := NewTensorMap(buf, dims, strides, box, Swizzle128B, WithOffset(32*64)); err != nil {
+		t.Errorf("the last 32 of 64 rows: %v", err)
+	}
+	for _, c := range []struct {
+		off  uint64
+		want string
+	}{{64 * 64, "offset 4096 elements"}, {33 * 64, "more than the buffer"}, {3, "aligned"}} {
+		if _, err := NewTensorMap(buf, dims, strides, box, Swizzle128B, WithOffset(c.off)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("offset %d: %v, want an error containing %q", c.off, err, c.want)
+		}
+	}
+}
