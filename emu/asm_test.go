@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kgen-dev/kgen/ptx"
@@ -22,7 +23,13 @@ import (
 // time).
 func asm(t testing.TB, src string) *ptx.Module {
 	t.Helper()
-	_, file, line, _ := runtime.Caller(1)
+	return asmFrom(t, 2, src)
+}
+
+// asmFrom is asm with the call to place skip frames up.
+func asmFrom(t testing.TB, skip int, src string) *ptx.Module {
+	t.Helper()
+	_, file, line, _ := runtime.Caller(skip)
 	file, line = srcLine(file, line, src)
 	if i := strings.LastIndex(file, "/emu/"); i >= 0 {
 		file = file[i+1:]
@@ -31,7 +38,45 @@ func asm(t testing.TB, src string) *ptx.Module {
 	if err := a.module(); err != nil {
 		t.Fatalf("asm: %v", err)
 	}
-	return a.m
+	return canonical(t, a.m)
+}
+
+// unverified holds the modules asmUnverified made: the emulator runs them although they fail
+// ptx.Verify.
+var unverified sync.Map
+
+func init() {
+	verifyExempt = func(m *ptx.Module) bool { _, ok := unverified.Load(m); return ok }
+}
+
+// asmUnverified is asm for a test of the emulator's semantics written in PTX that ptx.Verify
+// refuses (a form of the test reader, an instruction the tables lack, a target or version
+// it needs): System.Launch runs it anyway. Every other module the emulator gets is verified.
+func asmUnverified(t testing.TB, src string) *ptx.Module {
+	t.Helper()
+	m := asmFrom(t, 2, src)
+	unverified.Store(m, true)
+	return m
+}
+
+// canonical returns m as ptx.Parse reads its printed text (the IR the DSL and jit give the
+// emulator, which System.Launch verifies), with m's Go positions, or m itself when the text
+// does not parse (a test of what the emulator does with a module that fails ptx.Verify).
+func canonical(t testing.TB, m *ptx.Module) *ptx.Module {
+	t.Helper()
+	p, err := ptx.Parse(m.String())
+	if err != nil || len(p.Funcs) != len(m.Funcs) {
+		return m
+	}
+	for i, f := range p.Funcs {
+		if len(f.Body) != len(m.Funcs[i].Body) {
+			return m
+		}
+		for j, in := range f.Body {
+			in.Pos = m.Funcs[i].Body[j].Pos
+		}
+	}
+	return p
 }
 
 // srcLine finds the Go file and line where the PTX text src starts (so that line0 plus a

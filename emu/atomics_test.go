@@ -136,7 +136,7 @@ END:
 }`
 
 func TestCallsAndExtern(t *testing.T) {
-	m := asm(t, callSrc)
+	m := asmUnverified(t, callSrc)
 	s := newSys(t, 1)
 	waits := 0
 	s.RegisterExtern("wait_until_ge", func(c *ExternCall) error {

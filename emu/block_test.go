@@ -180,7 +180,7 @@ EVEN:
 }`
 
 func TestWarpOps(t *testing.T) {
-	m := asm(t, warpOpsSrc)
+	m := asmUnverified(t, warpOpsSrc)
 	for _, seed := range []int64{0, 3} {
 		s := newSys(t, 1)
 		const n = 64

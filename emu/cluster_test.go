@@ -122,7 +122,7 @@ func TestClusterDSMEM(t *testing.T) {
 	for _, seed := range []int64{0, 1, 2, 3} {
 		sys := newSys(t, 1)
 		out := mustMalloc(t, sys, 0, 8*8)
-		m := asm(t, clusterDSMEMSrc)
+		m := asmUnverified(t, clusterDSMEMSrc)
 		must(t, sys.Launch(Launch{Module: m, Entry: "k", Grid: D1(8), Block: D1(64), Cluster: D1(4), Args: []any{out}, Options: Options{Seed: seed}}))
 		got := readU32(t, sys, out, 16)
 		for b := 0; b < 8; b++ {
@@ -264,7 +264,7 @@ LDONE:
 func TestClusterRemoteArrive(t *testing.T) {
 	sys := newSys(t, 1)
 	out := mustMalloc(t, sys, 0, 4)
-	m := asm(t, clusterRemoteArriveSrc)
+	m := asmUnverified(t, clusterRemoteArriveSrc)
 	must(t, sys.Launch(Launch{Module: m, Entry: "k", Grid: D1(2), Block: D1(32), Cluster: D1(2), Args: []any{out}}))
 	if got := readU32(t, sys, out, 1); got[0] != 1 {
 		t.Errorf("rank 0 wrote %d, want 1", got[0])

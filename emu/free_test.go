@@ -34,3 +34,23 @@ func TestFreeSymmetricMixups(t *testing.T) {
 	}
 	must(t, s.Free(a))
 }
+
+// TestModuleVarsFreedOnFailure: when a module's later variable does not fit, the earlier
+// ones (symmetric, on every GPU) are freed again, not kept as a leak of the memory limit.
+func TestModuleVarsFreedOnFailure(t *testing.T) {
+	m := asm(t, `
+.global .u32 small[1024];
+.global .u32 big[1048576];
+.visible .entry k()
+{
+	ret;
+}`)
+	s := newSys(t, 2)
+	s.SetLimits(Limits{MaxMemory: 64 << 10})
+	if err := launch1(s, m, "k", 1, 32); err == nil {
+		t.Fatal("a 4 MiB module variable fit in 64 KiB")
+	}
+	if _, err := s.Malloc(0, 64<<10); err != nil {
+		t.Fatalf("after the failed launch the limit's whole 64 KiB should be free again: %v", err)
+	}
+}

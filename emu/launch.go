@@ -86,12 +86,22 @@ func (s *System) program(m *ptx.Module) (*program, error) {
 	if p, ok := s.progs[m]; ok {
 		return p, p.decodeErr
 	}
-	p := decode(m)
+	var p *program
+	if err := ptx.Verify(m); err != nil && !verifyExempt(m) { // what ptxas would refuse, a GPU would never run
+		p = &program{decodeErr: &Error{Kind: KindLaunch, Msg: fmt.Sprintf("the module fails ptx.Verify (ptxas would refuse it): %v", err)}}
+	} else {
+		p = decode(m)
+	}
 	s.progs[m] = p
 	return p, p.decodeErr
 }
 
-// Load decodes a module (once; later launches reuse it) and reports decoding errors early.
+// verifyExempt reports modules the emulator runs although they fail ptx.Verify: none, but
+// for the package's own tests of hand-written PTX (asmUnverified).
+var verifyExempt = func(*ptx.Module) bool { return false }
+
+// Load verifies and decodes a module (once; later launches reuse it) and reports its errors
+// early: a module that fails ptx.Verify is refused, as ptxas would refuse it.
 // Do not change a module after it has been loaded or launched.
 func (s *System) Load(m *ptx.Module) error {
 	_, err := s.program(m)
@@ -222,8 +232,8 @@ func (s *System) moduleVars(p *program) error {
 		size := varSize(v)
 		m, err := s.MallocSymmetric(size)
 		if err != nil {
-			for _, off := range vars {
-				_ = s.Free(globalAddr(0, off))
+			for _, off := range vars { // the earlier variables' copies on every GPU
+				_ = s.FreeSymmetric(s.syms[off])
 			}
 			return fmt.Errorf("module variable %s: %w", v.Name, err)
 		}

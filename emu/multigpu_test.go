@@ -232,7 +232,7 @@ DONE:
 }`
 
 func TestMultimem(t *testing.T) {
-	m := asm(t, multimemSrc)
+	m := asmUnverified(t, multimemSrc)
 	const n = 100 // vec4 groups of f32, and f16x2 words
 	for ngpu := 1; ngpu <= 8; ngpu++ {
 		t.Run(fmt.Sprintf("%dgpu", ngpu), func(t *testing.T) {
@@ -297,7 +297,7 @@ func TestMultimem(t *testing.T) {
 }
 
 func TestMultimemOnUnicastAddress(t *testing.T) {
-	m := asm(t, multimemSrc)
+	m := asmUnverified(t, multimemSrc)
 	s := newSys(t, 2)
 	in, _ := s.MallocSymmetric(16 * 4)
 	err := s.Launch(Launch{Module: m, Entry: "mm", GPUs: s.All(), Grid: D1(1), Block: D1(32),
@@ -310,7 +310,7 @@ func TestMultimemOnUnicastAddress(t *testing.T) {
 // TestMultimemOps: the other reductions and types: bf16x2 with and without .acc::f32 (the
 // two differ), f16 min, u32 max, s32 min, b32 xor, and multimem.red add on f32 vectors.
 func TestMultimemOps(t *testing.T) {
-	m := asm(t, `
+	m := asmUnverified(t, `
 .visible .entry mmops(.param .u64 mc, .param .u64 out)
 {
 	.reg .u64 %rd<4>;
@@ -382,7 +382,7 @@ END:
 //	e4m3 word: (256, 16, 2^-9) (16, 1, 1) (448, 448, 0) (-1.5, 0.25, -0.5)
 //	e5m2 word: (57344, 57344, 0) (1, 2, 4) (-0, -0, -0) (3, -3, 0.5)
 func TestMultimemFP8(t *testing.T) {
-	m := asm(t, `
+	m := asmUnverified(t, `
 .visible .entry mmfp8(.param .u64 mc, .param .u64 out)
 {
 	.reg .u64 %rd<4>;

@@ -272,7 +272,7 @@ func TestLaunchArgumentChecks(t *testing.T) {
 }
 
 func TestUnsupportedInstruction(t *testing.T) {
-	m := asm(t, `
+	m := asmUnverified(t, `
 .visible .entry un(.param .u64 a)
 {
 	.reg .u32 %r<4>;

@@ -89,7 +89,7 @@ PCDONE:
 }`
 
 func TestSyncOps(t *testing.T) {
-	m := asm(t, syncOpsSrc)
+	m := asmUnverified(t, syncOpsSrc)
 	for _, seed := range []int64{0, 1, 2} {
 		s := newSys(t, 1)
 		out := mustMalloc(t, s, 0, 64*128)
@@ -298,7 +298,7 @@ JOIN:
 // Half of warp 0 waits at a named barrier while its other half keeps running (converged
 // among themselves); warp 1 completes the barrier in the middle of that run.
 func TestBarrierReleaseWhileWarpRuns(t *testing.T) {
-	m := asm(t, `
+	m := asmUnverified(t, `
 .visible .entry half(.param .u64 out)
 {
 	.reg .u64 %rd<4>;

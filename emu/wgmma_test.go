@@ -273,7 +273,7 @@ func runWgmma(t *testing.T, c wgCase, seed int64) {
 	pd := mustMalloc(t, sys, 0, nd*512)
 	par := mustMalloc(t, sys, 0, len(areg)*4+4)
 	must(t, WriteSlice(sys, par, areg))
-	m := asm(t, wgKernel(c, steps, len(img)))
+	m := asmUnverified(t, wgKernel(c, steps, len(img)))
 	err := launch1(sys, m, "k", 1, 128, pimg, pd, wgDesc(0, aL, aS, c.swz), wgDesc(aBytes, bL, bS, c.swz), par)
 	if err != nil {
 		t.Fatalf("%s: %v", c, err)
