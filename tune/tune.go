@@ -264,3 +264,40 @@ func Fastest(ts []Timing) (int, error) {
 	}
 	return best, nil
 }
+
+// Verification is a winner's time beside every candidate's, measured together.
+type Verification struct {
+	Winner string
+	Times  []Timing // every candidate's, in candidate order
+	Best   int      // the index of the fastest in Times
+	Ratio  float64  // the winner's median over the fastest's: 1 when the winner is fastest
+}
+
+// Verify measures every candidate (Measure with schedule s) and compares the one named
+// winner with the fastest: the check that a cached pick is still the best, within noise. It
+// returns an error when winner is not among cands, or fails to run, or Measure fails.
+func Verify[C any](ctx context.Context, s Schedule, winner string, cands []Candidate[C], timer Timer[C]) (Verification, error) {
+	v := Verification{Winner: winner, Best: -1}
+	w := -1
+	for i, c := range cands {
+		if c.Name == winner {
+			w = i
+		}
+	}
+	if w < 0 {
+		return v, fmt.Errorf("tune: Verify: the winner %q is none of the %d candidates", winner, len(cands))
+	}
+	ts, err := Measure(ctx, s, cands, timer)
+	if err != nil {
+		return v, err
+	}
+	v.Times = ts
+	if ts[w].Err != nil {
+		return v, fmt.Errorf("tune: Verify: the winner %s failed: %w", winner, ts[w].Err)
+	}
+	if v.Best, err = Fastest(ts); err != nil {
+		return v, err
+	}
+	v.Ratio = float64(ts[w].Median) / float64(ts[v.Best].Median)
+	return v, nil
+}
