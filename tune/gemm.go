@@ -137,7 +137,9 @@ func TuneGemm(ctx context.Context, t *Tuner, d *jit.Device, p GemmProblem, o Gem
 // GemmTimer times gemm_sm90 configurations for one problem on one device: A and B hold
 // random values in [-1, 1), D = A*B (alpha 1, beta 0). Each candidate's kernel is built and
 // loaded on its first Time; every Time launches it Batch times back to back between two
-// events on a stream of its own and returns the mean. It is a Timer for Tune (its Time
+// events on a stream of its own and returns the mean. A failure to build, load or launch a
+// candidate skips it; a fault while it runs (the stream or an event fails) aborts the
+// tuning (Abort: the device may be lost, so later timings would be wrong). It is a Timer for Tune (its Time
 // method); Close frees what it holds.
 type GemmTimer struct {
 	// Batch is the launches per measurement; 0 picks, on a candidate's first call, as many
@@ -290,27 +292,29 @@ func (g *GemmTimer) batchTarget() time.Duration {
 // timeBatch times n launches of r between the two events.
 func (g *GemmTimer) timeBatch(ctx context.Context, r *gemmRun, n int) (time.Duration, error) {
 	if err := g.e0.Record(g.s); err != nil {
-		return 0, err
+		return 0, Abort(err)
 	}
 	for i := 0; i < n; i++ {
 		if err := ctx.Err(); err != nil {
 			g.s.Synchronize()
 			return 0, err
 		}
-		if err := r.launch(ctx); err != nil {
-			g.s.Synchronize()
+		if err := r.launch(ctx); err != nil { // refused (resources, arguments): this candidate's
+			if serr := g.s.Synchronize(); serr != nil {
+				return 0, Abort(errors.Join(err, serr))
+			}
 			return 0, err
 		}
 	}
 	if err := g.e1.Record(g.s); err != nil {
-		return 0, err
+		return 0, Abort(err)
 	}
-	if err := g.e1.Synchronize(); err != nil {
-		return 0, err
+	if err := g.e1.Synchronize(); err != nil { // a kernel fault: the device is lost
+		return 0, Abort(err)
 	}
 	t, err := g.e0.Elapsed(g.e1)
 	if err != nil {
-		return 0, err
+		return 0, Abort(err)
 	}
 	return t / time.Duration(n), nil
 }
@@ -428,20 +432,20 @@ func (g *GemmTimer) check(ctx context.Context, r *gemmRun, name string) error {
 	nan := encode(p.Out, math.NaN())
 	for _, q := range pts {
 		if err := g.d.CopyHtoD(g.out.DevPtr().Add(int64(q.i*p.N+q.j)*int64(ob)), nan); err != nil {
-			return err
+			return Abort(err)
 		}
 	}
 	if err := r.launch(ctx); err != nil {
 		return err
 	}
 	if err := g.s.Synchronize(); err != nil {
-		return err
+		return Abort(err)
 	}
 	eps := map[dsl.Type]float64{dsl.BF16: 0x1p-7, dsl.F16: 0x1p-10, dsl.F32: 0x1p-20}[p.Out]
 	buf := make([]byte, ob)
 	for _, q := range pts {
 		if err := g.d.CopyDtoH(buf, g.out.DevPtr().Add(int64(q.i*p.N+q.j)*int64(ob))); err != nil {
-			return err
+			return Abort(err)
 		}
 		got := decode(p.Out, buf)
 		sum, abs := 0.0, 0.0

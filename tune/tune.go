@@ -119,6 +119,21 @@ type Candidate[C any] struct {
 // kernel. An error skips the candidate. It should return soon after ctx ends.
 type Timer[C any] func(ctx context.Context, c Candidate[C]) (time.Duration, error)
 
+// Abort wraps err for a Timer to return when its failure spoils every later measurement
+// (a kernel fault that leaves the device unusable): Measure then stops with err instead of
+// skipping the candidate, and Tune caches nothing.
+func Abort(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &abortError{err}
+}
+
+type abortError struct{ err error }
+
+func (e *abortError) Error() string { return e.err.Error() }
+func (e *abortError) Unwrap() error { return e.err }
+
 // Timing is one candidate's measurement.
 type Timing struct {
 	Name    string
@@ -175,8 +190,9 @@ func checkCandidates[C any](cands []Candidate[C]) error {
 // candidate order: s.Warmup untimed calls of each, then s.Reps rounds of one call of each
 // candidate still working. A candidate whose call fails, or returns a time that is not
 // positive, is dropped from later rounds with its Err set. Measure returns an error for no
-// candidates, duplicate or invalid names, or ctx ending (checked before every call, and
-// after a failing one: a failure while ctx ends is the context's, not the candidate's).
+// candidates, duplicate or invalid names, a call failing with Abort, or ctx ending (checked
+// before every call, and after a failing one: a failure while ctx ends is the context's,
+// not the candidate's).
 func Measure[C any](ctx context.Context, s Schedule, cands []Candidate[C], timer Timer[C]) ([]Timing, error) {
 	if err := checkCandidates(cands); err != nil {
 		return nil, err
@@ -196,6 +212,10 @@ func Measure[C any](ctx context.Context, s Schedule, cands []Candidate[C], timer
 		d, err := timer(ctx, cands[i])
 		if err != nil && ctx.Err() != nil {
 			return 0, false, fmt.Errorf("tune: timing %s: %w", cands[i].Name, ctx.Err())
+		}
+		var ab *abortError
+		if errors.As(err, &ab) {
+			return 0, false, fmt.Errorf("tune: timing %s: %w", cands[i].Name, ab.err)
 		}
 		if err == nil && d <= 0 {
 			err = fmt.Errorf("the timer returned %v (want a positive time)", d)

@@ -194,6 +194,34 @@ func TestFailingCandidates(t *testing.T) {
 	}
 }
 
+// TestAbort: a timer failing with Abort stops the tuning with its error, caching nothing,
+// where a plain failure skips the candidate.
+func TestAbort(t *testing.T) {
+	tu := newTuner(t, t.TempDir())
+	var calls atomic.Int64
+	good := fakeTimer(&calls)
+	fault := errors.New("CUDA_ERROR_ILLEGAL_ADDRESS")
+	timer := func(ctx context.Context, c Candidate[int]) (time.Duration, error) {
+		if c.Name == "middle" {
+			return 0, Abort(fault)
+		}
+		return good(ctx, c)
+	}
+	_, err := Tune(context.Background(), tu, testKey("abort"), fakeCands(), timer)
+	if !errors.Is(err, fault) || !strings.Contains(err.Error(), "timing middle") {
+		t.Fatalf("Tune: %v, want the fault while timing middle", err)
+	}
+	if got := calls.Load(); got != 2 { // the warm-up of slow and fast, then middle's abort
+		t.Errorf("%d calls after the abort started, want 2", got)
+	}
+	if _, ok := tu.Cached(testKey("abort")); ok {
+		t.Error("an aborted run cached a winner")
+	}
+	if Abort(nil) != nil {
+		t.Error("Abort(nil) is not nil")
+	}
+}
+
 // TestBadInput: invalid keys, candidate lists and schedules are errors naming the field.
 func TestBadInput(t *testing.T) {
 	tu := newTuner(t, t.TempDir())
