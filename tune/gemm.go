@@ -142,8 +142,9 @@ func TuneGemm(ctx context.Context, t *Tuner, d *jit.Device, p GemmProblem, o Gem
 // tuning (Abort: the device may be lost, so later timings would be wrong). It is a Timer for Tune (its Time
 // method); Close frees what it holds.
 type GemmTimer struct {
-	// Batch is the launches per measurement; 0 picks, on a candidate's first call, as many
-	// as take about BatchTarget (at most 64) on the GPU and one on the emulator.
+	// Batch is the launches per measurement; 0 picks, on a candidate's first call (after
+	// one launch to warm up and one timed alone), as many as take about BatchTarget (at
+	// most 64) on the GPU, and one on the emulator.
 	Batch int
 	// BatchTarget is the time a batch aims for when Batch is 0 (0: one millisecond).
 	BatchTarget time.Duration
@@ -265,19 +266,23 @@ func (g *GemmTimer) Time(ctx context.Context, c Candidate[kernels.GemmSM90Config
 	if r.err != nil {
 		return 0, r.err
 	}
-	if r.batch == 0 {
-		t, err := g.timeBatch(ctx, r, 1)
-		if err != nil {
-			return 0, err
-		}
+	if r.batch == 0 { // the first call: one launch to warm up, one timed to size the batch
 		r.batch = g.Batch
 		if r.batch <= 0 {
+			if _, err := g.timeBatch(ctx, r, 1); err != nil {
+				r.batch = 0
+				return 0, err
+			}
+			t, err := g.timeBatch(ctx, r, 1)
+			if err != nil {
+				r.batch = 0
+				return 0, err
+			}
 			r.batch = 1
 			if target := g.batchTarget(); g.d.Info().Backend != jit.Emulator && t < target {
 				r.batch = min(64, int(target/t)+1)
 			}
 		}
-		return t, nil
 	}
 	return g.timeBatch(ctx, r, r.batch)
 }

@@ -100,6 +100,15 @@ func TestTunePicksFastest(t *testing.T) {
 	if err != nil || res.Cached || calls.Load() == 0 || res.Winner.Name != "fast" {
 		t.Fatalf("Retune: %v, cached %v, %d calls, winner %s", err, res.Cached, calls.Load(), res.Winner.Name)
 	}
+	if err := tu.Forget(k); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tu.Cached(k); ok {
+		t.Error("Forget left the winner")
+	}
+	if err := tu.Forget(k); err != nil {
+		t.Errorf("Forget of no entry: %v", err)
+	}
 }
 
 // TestSecondTunerUsesCache: a new Tuner on the same folder, in this process and in a new
