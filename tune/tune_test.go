@@ -231,6 +231,35 @@ func TestAbort(t *testing.T) {
 	}
 }
 
+// TestLongErrors: candidates failing with long messages still leave a stored entry under
+// MaxEntry (their errors cut to "failed"), and a winner.
+func TestLongErrors(t *testing.T) {
+	tu := newTuner(t, t.TempDir())
+	var calls atomic.Int64
+	good := fakeTimer(&calls)
+	var cands []Candidate[int]
+	for i := 0; i < 20; i++ {
+		cands = append(cands, Candidate[int]{fmt.Sprintf("c%d", i), 100 + i})
+	}
+	timer := func(ctx context.Context, c Candidate[int]) (time.Duration, error) {
+		if c.Config > 100 {
+			return 0, errors.New(strings.Repeat("ptxas error; ", 1000))
+		}
+		return good(ctx, c)
+	}
+	res, err := Tune(context.Background(), tu, testKey("long"), cands, timer)
+	if err != nil || res.Winner.Name != "c0" {
+		t.Fatalf("%v, winner %q", err, res.Winner.Name)
+	}
+	b, err := os.ReadFile(res.Path)
+	if err != nil || len(b) > MaxEntry || !strings.Contains(string(b), `"c19": "failed"`) {
+		t.Fatalf("entry of %d bytes: %v\n%.300s", len(b), err, b)
+	}
+	if name, ok := tu.Cached(testKey("long")); !ok || name != "c0" {
+		t.Errorf("Cached = %q %v", name, ok)
+	}
+}
+
 // TestBadInput: invalid keys, candidate lists and schedules are errors naming the field.
 func TestBadInput(t *testing.T) {
 	tu := newTuner(t, t.TempDir())

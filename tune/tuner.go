@@ -256,19 +256,14 @@ func tune[C any](ctx context.Context, t *Tuner, k Key, cands []Candidate[C], tim
 // whatever was at p but a folder).
 func (t *Tuner) write(p string, e entry) error {
 	b, err := json.MarshalIndent(e, "", "  ")
-	if err != nil {
-		return fmt.Errorf("tune: %w", err)
-	}
-	for len(b) > MaxEntry && len(e.Failed) > 0 { // long errors: keep their names only
+	if len(b) > MaxEntry && len(e.Failed) > 0 { // long errors: keep the names only
 		for n := range e.Failed {
 			e.Failed[n] = "failed"
 		}
-		if b, err = json.MarshalIndent(e, "", "  "); err != nil {
-			return fmt.Errorf("tune: %w", err)
-		}
-		if len(b) > MaxEntry {
-			e.Failed = nil
-		}
+		b, err = json.MarshalIndent(e, "", "  ")
+	}
+	if err != nil {
+		return fmt.Errorf("tune: %w", err)
 	}
 	if len(b) > MaxEntry {
 		return fmt.Errorf("tune: the entry for %s would be %d bytes, more than %d", e.Key, len(b), MaxEntry)
