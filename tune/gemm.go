@@ -65,8 +65,9 @@ func GemmCandidates(in, out dsl.Type) []Candidate[kernels.GemmSM90Config] {
 
 // GemmConfig returns the configuration for p on the device info describes, never timing:
 // the winner t has cached for p (its ExactShape key, else its Pow2Shape key; cached true),
-// else kernels.GemmSM90For's estimate for the device's multiprocessors. A nil t is a tuner
-// on DefaultDir; when that folder is refused, the estimate. It returns an error for a
+// else kernels.GemmSM90For's estimate for the device's multiprocessors. A nil t is the
+// tuner on DefaultDir as it is at the first such call; when that folder is refused, the
+// estimate. It returns an error for a
 // problem p.Check refuses.
 func GemmConfig(t *Tuner, info jit.Info, p GemmProblem) (cfg kernels.GemmSM90Config, cached bool, err error) {
 	if err := p.Check(); err != nil {

@@ -291,6 +291,16 @@ func TestBadInput(t *testing.T) {
 	if _, err := Tune[int](context.Background(), nil, testKey("x"), fakeCands(), fakeTimer(&calls)); err == nil {
 		t.Error("nil tuner")
 	}
+	var none *Tuner
+	if _, ok := none.Cached(testKey("x")); ok {
+		t.Error("a nil tuner has a winner")
+	}
+	if _, ok := Lookup(none, testKey("x"), fakeCands()); ok {
+		t.Error("a nil tuner has a winner")
+	}
+	if none.Forget(testKey("x")) == nil {
+		t.Error("Forget on a nil tuner")
+	}
 	if _, err := Measure[int](context.Background(), Schedule{}, fakeCands(), nil); err == nil {
 		t.Error("nil timer")
 	}

@@ -109,14 +109,14 @@ func (t *Tuner) Path(k Key) string {
 
 // Cached returns the name of k's cached winner, or false when there is none: no entry, or
 // one that is not a regular private file, is larger than MaxEntry, does not parse, or names
-// another key. It never times anything.
+// another key; a nil Tuner has none. It never times anything.
 func (t *Tuner) Cached(k Key) (string, bool) {
 	e, ok := t.read(k)
 	return e.Winner, ok
 }
 
 func (t *Tuner) read(k Key) (entry, bool) {
-	if k.Check() != nil || t.check() != nil {
+	if t == nil || k.Check() != nil || t.check() != nil {
 		return entry{}, false
 	}
 	p := t.Path(k)
@@ -161,6 +161,9 @@ func Lookup[C any](t *Tuner, k Key, cands []Candidate[C]) (Candidate[C], bool) {
 
 // Forget removes k's entry; no entry is no error.
 func (t *Tuner) Forget(k Key) error {
+	if t == nil {
+		return errors.New("tune: Forget on a nil *Tuner")
+	}
 	if err := os.Remove(t.Path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("tune: %w", err)
 	}
