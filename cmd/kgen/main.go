@@ -11,6 +11,7 @@
 //	kgen layout LAYOUT                 a layout (plain, swizzled, thread-value) as a grid or SVG
 //	kgen devlib --target sm_90         NVSHMEM's device library (bitcode) as PTX
 //	kgen launch -n N -- PROG           N ranks of a program, with torchrun's environment
+//	kgen tune gemm -m M -n N -k K      time gemm_sm90's candidates on the device, cache the fastest
 //
 // `kgen COMMAND --help` gives a command's flags. Usage errors exit with status 2, other
 // failures with status 1.
