@@ -144,18 +144,18 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	}
 	tmA, err := tensorMap(st, p.sm90.A, a.buf, a.off)
 	if err != nil {
-		return planFailed(op, dev, fmt.Errorf("A's tensor map: %w", err))
+		return planFailed(op, dev, fmt.Errorf("operand A's tensor map: %w", err))
 	}
 	tmB, err := tensorMap(st, p.sm90.B, b.buf, b.off)
 	if err != nil {
-		return planFailed(op, dev, fmt.Errorf("B's tensor map: %w", err))
+		return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
 	}
 	if !p.sm90.HasD {
 		return launch(op, dev, p.fn, lc, tmA, tmB, uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d))
 	}
 	tmD, err := tensorMap(st, p.sm90.D, d.buf, d.off)
 	if err != nil {
-		return planFailed(op, dev, fmt.Errorf("D's tensor map: %w", err))
+		return planFailed(op, dev, fmt.Errorf("operand D's tensor map: %w", err))
 	}
 	return launch(op, dev, p.fn, lc, tmA, tmB, uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d), tmD)
 }
@@ -205,15 +205,15 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	case !ok:
 		why = fmt.Errorf("gemm_sm90: %s", reason)
 	case aL != kernels.RowMajor:
-		why = fmt.Errorf("A (strides %s) must be row-major for gemm_sm90 (TMA reads its rows)", describe(aL, lda))
+		why = fmt.Errorf("operand A (strides %s) must be row-major for gemm_sm90 (TMA reads its rows)", describe(aL, lda))
 	case lda*es%16 != 0:
-		why = fmt.Errorf("A's rows are %d elements (%d bytes) apart; gemm_sm90's TMA needs a multiple of 16 bytes", lda, lda*es)
+		why = fmt.Errorf("operand A's rows are %d elements (%d bytes) apart; gemm_sm90's TMA needs a multiple of 16 bytes", lda, lda*es)
 	case fp8 && bL != kernels.ColMajor:
-		why = fmt.Errorf("B (%s) must be column-major for e4m3 (an N x K row-major matrix, Transpose'd: wgmma reads fp8 B K-major)", describe(bL, ldb))
+		why = fmt.Errorf("operand B (%s) must be column-major for e4m3 (an N x K row-major matrix, Transpose'd: wgmma reads fp8 B K-major)", describe(bL, ldb))
 	case !fp8 && bL != kernels.RowMajor:
-		why = fmt.Errorf("B (%s) must be row-major (K x N) for gemm_sm90", describe(bL, ldb))
+		why = fmt.Errorf("operand B (%s) must be row-major (K x N) for gemm_sm90", describe(bL, ldb))
 	case ldb*es%16 != 0:
-		why = fmt.Errorf("B's rows are %d elements (%d bytes) apart; gemm_sm90's TMA needs a multiple of 16 bytes", ldb, ldb*es)
+		why = fmt.Errorf("operand B's rows are %d elements (%d bytes) apart; gemm_sm90's TMA needs a multiple of 16 bytes", ldb, ldb*es)
 	}
 	sms := max(st.d.Info().Multiproc, 1)
 	if why == nil {
@@ -248,7 +248,7 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	case aL == kernels.ColMajor && lda == m:
 		cfg.A = kernels.ColMajor
 	default:
-		return nil, refusal{fmt.Errorf("A (%s): the mma.sync gemm takes a dense row-major (row stride %d) or column-major (column stride %d) A; gemm_sm90 was not possible: %v", describe(aL, lda), k, m, why)}
+		return nil, refusal{fmt.Errorf("operand A (%s): the mma.sync gemm takes a dense row-major (row stride %d) or column-major (column stride %d) A; gemm_sm90 was not possible: %v", describe(aL, lda), k, m, why)}
 	}
 	switch {
 	case bL == kernels.RowMajor && ldb == n:
@@ -256,7 +256,7 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	case bL == kernels.ColMajor && ldb == k:
 		cfg.B = kernels.ColMajor
 	default:
-		return nil, refusal{fmt.Errorf("B (%s): the mma.sync gemm takes a dense row-major (row stride %d) or column-major (column stride %d) B; gemm_sm90 was not possible: %v", describe(bL, ldb), n, k, why)}
+		return nil, refusal{fmt.Errorf("operand B (%s): the mma.sync gemm takes a dense row-major (row stride %d) or column-major (column stride %d) B; gemm_sm90 was not possible: %v", describe(bL, ldb), n, k, why)}
 	}
 	if err := cfg.Check(); err != nil {
 		return nil, refusal{err}

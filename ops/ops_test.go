@@ -177,3 +177,84 @@ func TestSoftmaxViews(t *testing.T) {
 		testSoftmax[fp.BF16](t, d, c.rows, c.cols, c.ld, c.col0)
 	}
 }
+
+// gemmTol is the bound on |D - ref| for a K-long f32 sum of products with absolute sum abs,
+// rounded to the output type out (relative precision eps).
+func gemmTol(k int, abs, ref, eps float64) float64 {
+	return float64(k+4)*0x1p-23*abs + eps*math.Abs(ref) + 1e-6
+}
+
+// testMatmul runs D = alpha*A*B + beta*C for A m x k at row stride lda (from column a0 of a
+// wider matrix), B k x n (column-major when bCol: an n x k row-major matrix transposed),
+// against the float64 reference.
+func testMatmul[TI, TO jit.Elem](t *testing.T, d *jit.Device, m, n, k, lda, a0 int, bCol bool, alpha, beta float32, target string) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(int64(m*7 + n*13 + k)))
+	av := randoms[TI](rng, m*lda)
+	bv := randoms[TI](rng, k*n)
+	cv := randoms[TO](rng, m*n)
+	aB, bB := upload[TI](t, d, av), upload[TI](t, d, bv)
+	cB, dB := upload[TO](t, d, cv), upload[TO](t, d, make([]float64, m*n))
+	aFull, err := Strided(aB, 0, []int{m, lda}, []int{lda, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := aFull.Narrow(1, a0, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b Tensor[TI]
+	bt := func(l, j int) float64 { return bv[l*n+j] }
+	if bCol {
+		nk, _ := New(bB, n, k)
+		b, _ = nk.Transpose()
+		bt = func(l, j int) float64 { return bv[j*k+l] }
+	} else {
+		b, _ = New(bB, k, n)
+	}
+	c, _ := New(cB, m, n)
+	dd, _ := New(dB, m, n)
+	o := &MatmulOptions[TO]{Alpha: alpha, Beta: beta, C: c}
+	if target != "" {
+		o.Target = ptxTarget(target)
+	}
+	if err := Matmul(ctx, nil, dd, a, b, o); err != nil {
+		t.Fatal(err)
+	}
+	got := download(t, dB)
+	eps := tol[TO]()
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			sum, abs := 0.0, 0.0
+			for l := 0; l < k; l++ {
+				x := av[i*lda+a0+l] * bt(l, j)
+				sum += x
+				abs += math.Abs(x)
+			}
+			ref := float64(alpha)*sum + float64(beta)*cv[i*n+j]
+			bound := gemmTol(k, math.Abs(float64(alpha))*abs+math.Abs(float64(beta)*cv[i*n+j]), ref, eps)
+			if g := got[i*n+j]; math.Abs(g-ref) > bound || math.IsNaN(g) {
+				t.Fatalf("%T->%T %dx%dx%d (lda %d from %d, B col-major %v, %q): D[%d, %d] = %g; want %g (within %g)",
+					*new(TI), *new(TO), m, n, k, lda, a0, bCol, target, i, j, g, ref, bound)
+			}
+		}
+	}
+}
+
+// TestMatmul runs both gemm paths: gemm_sm90 (the emulator's default: it reports compute
+// capability 9.0) with strided A and fp8's column-major B, and the mma.sync gemm (Target
+// sm_80, and 16-bit layouts gemm_sm90 cannot read) at odd shapes.
+func TestMatmul(t *testing.T) {
+	d := emuDevice(t)
+	// gemm_sm90
+	testMatmul[fp.BF16, fp.BF16](t, d, 37, 24, 40, 40, 0, false, 1.5, -0.5, "")
+	testMatmul[fp.F16, fp.F16](t, d, 19, 16, 32, 48, 8, false, 1, 0, "")
+	testMatmul[fp.F16, float32](t, d, 9, 40, 24, 24, 0, false, 1, 1, "")
+	testMatmul[fp.E4M3, fp.BF16](t, d, 21, 24, 48, 64, 16, true, 0.5, 0, "")
+	// mma.sync: any shape; row- or column-major B
+	testMatmul[fp.BF16, fp.BF16](t, d, 13, 10, 7, 7, 0, false, 1, 0, "sm_80")
+	testMatmul[fp.F16, fp.F16](t, d, 33, 17, 24, 24, 0, true, 2, 0.25, "")
+	testMatmul[fp.F16, float32](t, d, 16, 24, 40, 40, 0, true, 1, 0, "sm_80")
+	t.Log(planNames(d))
+}
