@@ -270,7 +270,11 @@ func (st *devState) scratchFor(s *jit.Stream, words int) (*jit.Buffer[uint32], e
 		return nil, err
 	}
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	if had, ok := st.scratch[key]; ok { // another call made it meanwhile
+		b.Free()
+		return had, nil
+	}
 	st.scratch[key] = b
-	st.mu.Unlock()
 	return b, nil
 }
