@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -27,7 +28,7 @@ type devState struct {
 	mu      sync.Mutex
 	fns     map[string]*built
 	plans   map[planKey]*plan
-	tmaps   map[tmapKey]jit.TensorMap
+	tmaps   map[tmapKey]any // jit.TensorMap, boxed once for Launch's ...any
 	scratch map[scratchKey]*jit.Buffer[uint32]
 }
 
@@ -62,10 +63,13 @@ type plan struct {
 	kind        int // which argument list the op passes (per op)
 }
 
-// tmapKey is an encoded tensor map: its spec and the address it starts at.
+// tmapKey is an encoded tensor map: its spec, the address it starts at and the allocation
+// it lies in (a map refers to its allocation: one freed and another at the same address
+// takes a new map).
 type tmapKey struct {
 	spec kernels.TMASpec
 	at   jit.DevicePtr
+	mem  *jit.Memory
 }
 
 // scratchKey is one stream's scratch of a size.
@@ -83,7 +87,7 @@ func stateOf(d *jit.Device) *devState {
 		return st.(*devState)
 	}
 	st, _ := devices.LoadOrStore(d, &devState{d: d, fns: map[string]*built{}, plans: map[planKey]*plan{},
-		tmaps: map[tmapKey]jit.TensorMap{}, scratch: map[scratchKey]*jit.Buffer[uint32]{}})
+		tmaps: map[tmapKey]any{}, scratch: map[scratchKey]*jit.Buffer[uint32]{}})
 	return st.(*devState)
 }
 
@@ -224,9 +228,10 @@ func (st *devState) registered(ctx context.Context, id kernels.ID, target ptx.Ta
 	return b.fn, name, b.err
 }
 
-// tensorMap returns the map of spec over buf from element off (encoded once per address).
-func tensorMap[T jit.Elem](st *devState, spec kernels.TMASpec, buf *jit.Buffer[T], off int) (jit.TensorMap, error) {
-	key := tmapKey{spec, buf.DevPtr().Add(int64(off) * int64(elemBytes[T]()))}
+// tensorMap returns the map of spec over buf from element off (encoded once per address),
+// as a Launch argument.
+func tensorMap[T jit.Elem](st *devState, spec kernels.TMASpec, buf *jit.Buffer[T], off int) (any, error) {
+	key := tmapKey{spec, buf.DevPtr().Add(int64(off) * int64(elemBytes[T]())), buf.Memory()}
 	st.mu.Lock()
 	tm, ok := st.tmaps[key]
 	st.mu.Unlock()
@@ -237,13 +242,14 @@ func tensorMap[T jit.Elem](st *devState, spec kernels.TMASpec, buf *jit.Buffer[T
 	if off > 0 {
 		opts = append(opts, jit.WithOffset(uint64(off)))
 	}
-	tm, err := jit.NewTensorMap(buf, spec.Dims[:], spec.Strides[:], spec.Box[:], jit.Swizzle(spec.Swizzle), opts...)
+	m, err := jit.NewTensorMap(buf, spec.Dims[:], spec.Strides[:], spec.Box[:], jit.Swizzle(spec.Swizzle), opts...)
 	if err != nil {
-		return tm, err
+		return nil, err
 	}
+	tm = m
 	st.mu.Lock()
 	if len(st.tmaps) >= maxPlans {
-		st.tmaps = map[tmapKey]jit.TensorMap{}
+		st.tmaps = map[tmapKey]any{}
 	}
 	st.tmaps[key] = tm
 	st.mu.Unlock()
@@ -277,4 +283,28 @@ func (st *devState) scratchFor(s *jit.Stream, words int) (*jit.Buffer[uint32], e
 	}
 	st.scratch[key] = b
 	return b, nil
+}
+
+// Kernels lists, sorted, the kernels ops has loaded on d (one entry name each): what the
+// calls so far chose.
+func Kernels(d *jit.Device) []string {
+	v, ok := devices.Load(d)
+	if !ok {
+		return nil
+	}
+	st := v.(*devState)
+	st.mu.Lock()
+	names := make([]string, 0, len(st.fns))
+	for n, b := range st.fns {
+		select {
+		case <-b.done:
+			if b.err == nil {
+				names = append(names, n)
+			}
+		default:
+		}
+	}
+	st.mu.Unlock()
+	sort.Strings(names)
+	return names
 }

@@ -343,3 +343,32 @@ func TestGraphCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestMatmulNewBuffers runs Matmul on an A freed and allocated again between calls (maybe
+// at the same address: a GPU's allocator reuses them, the emulator's does not): the tensor
+// map of the freed one must not be reused.
+func TestMatmulNewBuffers(t *testing.T) {
+	d := emuDevice(t)
+	ctx := context.Background()
+	bB := upload[fp.BF16](t, d, make([]float64, 16*16))
+	dB := upload[fp.BF16](t, d, make([]float64, 16*16))
+	b, _ := New(bB, 16, 16)
+	dd, _ := New(dB, 16, 16)
+	var addrs []jit.DevicePtr
+	for i := 0; i < 3; i++ {
+		aB, err := jit.Alloc[fp.BF16](d, 16*16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, aB.DevPtr())
+		a, _ := New(aB, 16, 16)
+		if err := Matmul(ctx, nil, dd, a, b, nil); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if err := d.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		aB.Free()
+	}
+	t.Logf("A's addresses: %v", addrs)
+}
