@@ -34,13 +34,21 @@ func sameDevice[T jit.Elem](op, name string, d *jit.Device, t Tensor[T]) error {
 	return nil
 }
 
-// begin checks ctx and the stream.
+// begin checks ctx.
 func begin(ctx context.Context, op string) error {
 	if ctx == nil {
 		return fmt.Errorf("ops: %s: nil context", op)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ops: %s: %w", op, err)
+	}
+	return nil
+}
+
+// streamOn checks that s (nil: the default stream) belongs to d.
+func streamOn(op string, s *jit.Stream, d *jit.Device) error {
+	if s != nil && s.Device() != d {
+		return fmt.Errorf("ops: %s: the stream belongs to %s, the operands to %s: launch on a stream of the operands' device (or nil, its default stream)", op, s.Device().Info().Name, d.Info().Name)
 	}
 	return nil
 }

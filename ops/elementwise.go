@@ -20,6 +20,9 @@ func Add[T jit.Elem](ctx context.Context, s *jit.Stream, out, a, b Tensor[T]) er
 	if err != nil {
 		return err
 	}
+	if err := streamOn(op, s, d); err != nil {
+		return err
+	}
 	p, err := streamPlan(ctx, d, "vector_add", jit.ElemType[T](), n)
 	if err != nil {
 		return planFailed(op, d, err)
@@ -35,6 +38,9 @@ func Axpy[T jit.Elem](ctx context.Context, s *jit.Stream, y, x Tensor[T], alpha 
 	const op = "Axpy"
 	d, n, err := streamOperands(ctx, op, "axpy", y, x)
 	if err != nil {
+		return err
+	}
+	if err := streamOn(op, s, d); err != nil {
 		return err
 	}
 	p, err := streamPlan(ctx, d, "axpy", jit.ElemType[T](), n)
@@ -144,6 +150,9 @@ func Transpose[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]
 	const maxGridY = 65535
 	if (m+31)/32 > maxGridY {
 		return fmt.Errorf("ops: %s: in has %d rows: transpose's grid takes at most %d (65535 tiles of 32 along y)", op, m, maxGridY*32)
+	}
+	if err := streamOn(op, s, d); err != nil {
+		return err
 	}
 	st := stateOf(d)
 	key := planKey{op: "transpose", in: dt, dims: [3]int{m, n}, target: deviceTarget(d)}

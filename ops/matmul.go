@@ -125,6 +125,9 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	aL, lda := layoutOf(a)
 	bL, ldb := layoutOf(b)
 	key := planKey{op: "matmul", in: in, out: out, dims: [3]int{m, n, k}, lds: [4]int{lda, ldb, int(aL), int(bL)}, target: target}
+	if err := streamOn(op, s, dev); err != nil {
+		return err
+	}
 	st := stateOf(dev)
 	p := st.lookup(key)
 	if p == nil {

@@ -194,6 +194,15 @@ func TestMisuse(t *testing.T) {
 	if err := Softmax(cctx, nil, m8x8, m8x8); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v; want context.Canceled", err)
 	}
+	// A stream of another device.
+	s2, _ := d2.NewStream()
+	defer s2.Close()
+	if err := Softmax(ctx, s2, m8x8, m8x8); err == nil || !strings.Contains(err.Error(), "the stream belongs to") {
+		t.Errorf("foreign stream: %v; want an error naming the stream", err)
+	}
+	if err := Matmul(ctx, s2, h8x8, h8x8, h8x8, nil); err == nil || !strings.Contains(err.Error(), "the stream belongs to") {
+		t.Errorf("foreign stream (Matmul): %v; want an error naming the stream", err)
+	}
 	// A closed stream.
 	s, _ := d.NewStream()
 	s.Close()

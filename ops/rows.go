@@ -56,6 +56,9 @@ func Softmax[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) 
 	if err != nil {
 		return err
 	}
+	if err := streamOn(op, s, d); err != nil {
+		return err
+	}
 	st := stateOf(d)
 	key := planKey{op: "softmax", in: dt, dims: [3]int{rows, cols}, lds: [4]int{ldIn, ldOut}, target: deviceTarget(d)}
 	if aligned16(in) && aligned16(out) {
@@ -116,6 +119,9 @@ func RowSum[T jit.Elem](ctx context.Context, s *jit.Stream, out Tensor[float32],
 	}
 	ld, err := rowLd(op, "in", in)
 	if err != nil {
+		return err
+	}
+	if err := streamOn(op, s, d); err != nil {
 		return err
 	}
 	st := stateOf(d)
