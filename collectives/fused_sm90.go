@@ -181,6 +181,13 @@ func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, 
 	if err != nil {
 		return err
 	}
+	sms := max(c.r.Device.Info().Multiproc, 1)
+	// The configuration's launch: block, shared memory and the maps' extents and boxes (the
+	// fused grid is FusedSM90Grid's, over every GPU's tiles).
+	l, err := cfg.Launch(s.M, s.N, s.K, sms)
+	if err != nil {
+		return fmt.Errorf("collectives: %s: %w", cl.what, err)
+	}
 	rows := s.M / c.g
 	var bufBytes, words int
 	switch f {
@@ -199,11 +206,11 @@ func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, 
 	if f == kernels.FamilyAGGemmSM90 {
 		aRows = rows
 	}
-	tmA, err := c.tensorMap(a.s, a.dt, s.K, aRows, cfg.TMABoxA())
+	tmA, err := c.tensorMap(a.s, a.dt, int(l.A.Dims[0]), aRows, specBox(l.A))
 	if err != nil {
 		return fmt.Errorf("collectives: %s: A's tensor map: %w", cl.what, err)
 	}
-	tmB, err := c.tensorMap(b.s, b.dt, s.N, s.K, cfg.TMABoxB())
+	tmB, err := c.tensorMap(b.s, b.dt, int(l.B.Dims[0]), int(l.B.Dims[1]), specBox(l.B))
 	if err != nil {
 		return fmt.Errorf("collectives: %s: B's tensor map: %w", cl.what, err)
 	}
@@ -211,7 +218,7 @@ func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, 
 	var args any
 	switch f {
 	case kernels.FamilyAGGemmSM90:
-		tmG, err := c.tensorMap(st.buf, a.dt, s.K, kernels.AGGemmSM90GatheredRows(cfg, s.M, c.g), cfg.TMABoxA())
+		tmG, err := c.tensorMap(st.buf, a.dt, int(l.A.Dims[0]), kernels.AGGemmSM90GatheredRows(cfg, s.M, c.g), specBox(l.A))
 		if err != nil {
 			return fmt.Errorf("collectives: %s: the gathered buffer's tensor map: %w", cl.what, err)
 		}
@@ -228,6 +235,9 @@ func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, 
 			Signals: st.sig.table(), SignalsMC: st.sig.multicast(dsl.U32),
 			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.at(out.dt), DMC: out.s.multicast(out.dt)}
 	}
-	blocks := kernels.FusedSM90Grid(cfg, s.M, s.N, c.g, c.r.Device.Info().Multiproc)
-	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), blocks, st, args)
+	blocks := kernels.FusedSM90Grid(cfg, s.M, s.N, c.g, sms)
+	return c.fusedLaunch(ctx, cl, fn, name, l.Block, l.SharedBytes, blocks, st, args)
 }
+
+// specBox is a tensor-map spec's box as tensorMap takes it.
+func specBox(s kernels.TMASpec) [2]int { return [2]int{int(s.Box[0]), int(s.Box[1])} }

@@ -958,6 +958,14 @@ type Stream struct {
 	closed atomic.Bool
 }
 
+// Device returns the device the stream belongs to (nil for a nil stream).
+func (s *Stream) Device() *Device {
+	if s == nil {
+		return nil
+	}
+	return s.d
+}
+
 // use returns the backend stream for op (nil for the default stream, s == nil), or an error
 // naming what is closed: the stream (Stream.Close) or its device (Device.Close).
 func (s *Stream) use(op string) (stream, error) {

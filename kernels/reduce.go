@@ -91,6 +91,9 @@ type rowWork struct {
 	lane        dsl.Value // u32
 	group       dsl.Value // u32: threads per row (32 or the block)
 	vec         layout.Layout
+	// inLd and outLd, when set (the strided kernels), are the elements between rows of in and
+	// of out; otherwise both are cols.
+	inLd, outLd *dsl.Value
 }
 
 // newRowWork reads the launch: with cols <= rowWarpCols warp w of block b works on rows
@@ -121,25 +124,54 @@ func (w *rowWork) chunkElems() dsl.Value { return w.group.Mul(uint32(rowElems)) 
 // before the next row (BlockReduce's shared memory is reused).
 func (w *rowWork) eachRow(in, out *dsl.Ptr, body func(row dsl.Value, p, q dsl.Ptr)) {
 	k := w.k
-	loop := func(ld dsl.Value, align bool) {
+	loop := func(inLd, outLd dsl.Value, align bool) {
 		k.For(w.first, w.rows, w.step, func(row dsl.Value) {
-			off := row.To(dsl.U64).Mul(ld.To(dsl.U64))
+			off := row.To(dsl.U64).Mul(inLd.To(dsl.U64))
 			if align {
 				off = k.Assume(off, w.v)
 			}
 			var q dsl.Ptr
 			if out != nil {
-				q = out.At(off)
+				qoff := off
+				if w.outLd != nil {
+					qoff = row.To(dsl.U64).Mul(outLd.To(dsl.U64))
+					if align {
+						qoff = k.Assume(qoff, w.v)
+					}
+				}
+				q = out.At(qoff)
 			}
 			body(row, in.At(off), q)
 			k.If(w.warp.Not(), k.SyncThreads)
 		})
 	}
+	if w.inLd != nil {
+		// Strided rows: vectors when cols, both row strides and both addresses are whole
+		// vectors (16 bytes) apart.
+		n := w.cols.Or(*w.inLd)
+		addr := k.PtrValue(*in)
+		if out != nil {
+			n = n.Or(*w.outLd)
+			addr = addr.Or(k.PtrValue(*out))
+		}
+		aligned := n.And(uint32(w.v - 1)).Eq(0).And(addr.And(uint64(15)).Eq(uint64(0)))
+		outLd := *w.inLd
+		if w.outLd != nil {
+			outLd = *w.outLd
+		}
+		k.If(aligned, func() {
+			loop(k.Assume(*w.inLd, w.v), k.Assume(outLd, w.v), true)
+		}).Else(func() {
+			loop(*w.inLd, outLd, false)
+		})
+		return
+	}
 	k.If(w.cols.And(uint32(w.v-1)).Eq(0), func() {
 		// cols rounded down to the vector: cols itself in this branch, known divisible.
-		loop(k.Assume(w.cols.And(^uint32(w.v-1)), w.v), true)
+		c := k.Assume(w.cols.And(^uint32(w.v-1)), w.v)
+		loop(c, c, true)
 	}).Else(func() {
-		loop(w.cols, false)
+		loop(w.cols, w.cols, false)
 	})
 }
 
@@ -248,8 +280,33 @@ func maxv(a, b dsl.Value) dsl.Value { return a.Max(b) }
 // for a block, shared memory across warps). Launch RowSumShape(rows, cols).
 func RowSum(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[RowSumArgs](k, dt)
-	in, out, rows, cols := a.In, a.Out, a.Rows, a.Cols
-	w := newRowWork(k, dt, rows, cols)
+	rowSum(newRowWork(k, dt, a.Rows, a.Cols), a.In, a.Out)
+}
+
+// RowSumStridedArgs are row_sum_strided's parameters: row_sum's, and the elements between
+// consecutive rows of In (at least Cols).
+type RowSumStridedArgs struct {
+	In   dsl.Ptr   // rows x cols of dt, rows Ld elements apart
+	Out  dsl.Ptr   `kgen:"f32"` // one sum per row
+	Rows dsl.Value `kgen:"u32"`
+	Cols dsl.Value `kgen:"u32"`
+	Ld   dsl.Value `kgen:"u32"`
+}
+
+// RowSumStrided is RowSum over rows Ld elements apart (a view of a wider matrix, or one not
+// 16-byte aligned): 128-bit loads when Cols, Ld and In's address allow, else element loads.
+// It is not a registered kernel (no golden file); package ops builds it for strided views.
+// Launch RowSumShape(rows, cols).
+func RowSumStrided(k *dsl.Kernel, dt dsl.Type) {
+	a := dsl.Params[RowSumStridedArgs](k, dt)
+	w := newRowWork(k, dt, a.Rows, a.Cols)
+	w.inLd = &a.Ld
+	rowSum(w, a.In, a.Out)
+}
+
+// rowSum is RowSum's body over w's rows.
+func rowSum(w *rowWork, in, out dsl.Ptr) {
+	k, cols := w.k, w.cols
 	w.eachRow(&in, nil, func(row dsl.Value, p, _ dsl.Ptr) {
 		acc := k.Var(dsl.F32, 0.0)
 		k.For(uint32(0), cols, w.chunkElems(), func(c dsl.Value) {
@@ -269,8 +326,31 @@ func RowSum(k *dsl.Kernel, dt dsl.Type) {
 // to it (online softmax), the second writes. Launch SoftmaxShape(rows, cols).
 func Softmax(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[SoftmaxArgs](k, dt)
-	in, out, rows, cols := a.In, a.Out, a.Rows, a.Cols
-	w := newRowWork(k, dt, rows, cols)
+	softmax(newRowWork(k, dt, a.Rows, a.Cols), a.In, a.Out)
+}
+
+// SoftmaxStridedArgs are softmax_strided's parameters: softmax's, and the elements between
+// consecutive rows of In and of Out (each at least Cols).
+type SoftmaxStridedArgs struct {
+	In, Out     dsl.Ptr   // rows x cols of dt, rows InLd and OutLd elements apart
+	Rows, Cols  dsl.Value `kgen:"u32"`
+	InLd, OutLd dsl.Value `kgen:"u32"`
+}
+
+// SoftmaxStrided is Softmax over rows InLd (in) and OutLd (out) elements apart (views of
+// wider matrices, or ones not 16-byte aligned): 128-bit accesses when Cols, both strides and
+// both addresses allow, else element accesses. It is not a registered kernel (no golden
+// file); package ops builds it for strided views. Launch SoftmaxShape(rows, cols).
+func SoftmaxStrided(k *dsl.Kernel, dt dsl.Type) {
+	a := dsl.Params[SoftmaxStridedArgs](k, dt)
+	w := newRowWork(k, dt, a.Rows, a.Cols)
+	w.inLd, w.outLd = &a.InLd, &a.OutLd
+	softmax(w, a.In, a.Out)
+}
+
+// softmax is Softmax's body over w's rows.
+func softmax(w *rowWork, in, out dsl.Ptr) {
+	k, dt, cols := w.k, w.dt, w.cols
 	negInf := math.Inf(-1)
 	// finite returns m, or 0 when m is -inf (no finite element yet: x - m stays -inf, not NaN).
 	finite := func(m dsl.Value) dsl.Value { return k.Select(m.Eq(negInf), float32(0), m) }

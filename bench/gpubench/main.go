@@ -37,6 +37,7 @@ var commands = map[string]func(args []string) error{
 	"gemm":    runGemm,
 	"fused":   runFused,
 	"collsim": runCollsim,
+	"ops":     runOps,
 }
 
 func main() {

@@ -1,0 +1,146 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// deviceOf returns the device t lives on, or an error naming operand name when t is no
+// tensor.
+func deviceOf[T jit.Elem](op, name string, t Tensor[T]) (*jit.Device, error) {
+	if t.buf == nil || t.rank == 0 {
+		return nil, fmt.Errorf("ops: %s: %s is the zero Tensor (make tensors with New, ColMajor or Strided)", op, name)
+	}
+	m := t.buf.Memory()
+	if m == nil || m.Device() == nil {
+		return nil, fmt.Errorf("ops: %s: %s: its buffer has no memory", op, name)
+	}
+	return m.Device(), nil
+}
+
+// sameDevice checks that t lives on d.
+func sameDevice[T jit.Elem](op, name string, d *jit.Device, t Tensor[T]) error {
+	td, err := deviceOf(op, name, t)
+	if err != nil {
+		return err
+	}
+	if td != d {
+		return fmt.Errorf("ops: %s: %s lives on %s, the other operands on %s: every operand must be on one device", op, name, td.Info().Name, d.Info().Name)
+	}
+	return nil
+}
+
+// begin checks ctx.
+func begin(ctx context.Context, op string) error {
+	if ctx == nil {
+		return fmt.Errorf("ops: %s: nil context", op)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ops: %s: %w", op, err)
+	}
+	return nil
+}
+
+// streamOn checks that s (nil: the default stream) belongs to d.
+func streamOn(op string, s *jit.Stream, d *jit.Device) error {
+	if s != nil && s.Device() != d {
+		return fmt.Errorf("ops: %s: the stream belongs to %s, the operands to %s: launch on a stream of the operands' device (or nil, its default stream)", op, s.Device().Info().Name, d.Info().Name)
+	}
+	return nil
+}
+
+// matrix checks that t is 2-D, returning its extents.
+func matrix[T jit.Elem](op, name string, t Tensor[T]) (rows, cols int, err error) {
+	if t.rank != 2 {
+		return 0, 0, fmt.Errorf("ops: %s: %s has rank %d (shape %v); want a 2-D matrix", op, name, t.rank, t.Shape())
+	}
+	return t.shape[0], t.shape[1], nil
+}
+
+// rowLd returns the row stride of a 2-D t whose rows are contiguous (stride 1 along
+// dimension 1), or an error naming the operand and the rule.
+func rowLd[T jit.Elem](op, name string, t Tensor[T]) (int, error) {
+	rows, cols := t.shape[0], t.shape[1]
+	ld := t.strides[0]
+	if cols > 1 && t.strides[1] != 1 {
+		return 0, fmt.Errorf("ops: %s: %s has strides %v: each row must be contiguous (stride 1 along dimension 1)", op, name, t.Strides())
+	}
+	if rows == 1 {
+		ld = cols
+	}
+	if ld < cols {
+		return 0, fmt.Errorf("ops: %s: %s has rows %d elements apart, shorter than its %d columns: rows must not overlap", op, name, ld, cols)
+	}
+	if ld > math.MaxUint32 {
+		return 0, fmt.Errorf("ops: %s: %s has rows %d elements apart: the kernels take row strides below 2^32", op, name, ld)
+	}
+	return ld, nil
+}
+
+// aligned16 reports whether t's first element is on a 16-byte boundary.
+func aligned16[T jit.Elem](t Tensor[T]) bool { return t.Ptr()%16 == 0 }
+
+// need16 returns an error naming the operand when t does not start on 16 bytes.
+func need16[T jit.Elem](op, name, kernel string, t Tensor[T]) error {
+	if !aligned16(t) {
+		return fmt.Errorf("ops: %s: %s starts %d bytes past a 16-byte boundary (offset %d elements); %s needs 16-byte-aligned operands", op, name, t.Ptr()%16, t.off, kernel)
+	}
+	return nil
+}
+
+// contiguous returns an error naming the operand unless t is contiguous.
+func contiguous[T jit.Elem](op, name, kernel string, t Tensor[T]) error {
+	if !t.IsContiguous() {
+		return fmt.Errorf("ops: %s: %s (shape %v, strides %v) is not contiguous; %s takes contiguous row-major tensors", op, name, t.Shape(), t.Strides(), kernel)
+	}
+	return nil
+}
+
+// sameShape returns an error naming both operands when their shapes differ.
+func sameShape[T, U jit.Elem](op, an string, a Tensor[T], bn string, b Tensor[U]) error {
+	if a.rank != b.rank || a.shape != b.shape {
+		return fmt.Errorf("ops: %s: %s has shape %v, %s %v: they must match", op, an, a.Shape(), bn, b.Shape())
+	}
+	return nil
+}
+
+// dtypeIn returns an error naming the operand unless dt is one of want.
+func dtypeIn(op, name string, dt ptx.Type, want ...ptx.Type) error {
+	for _, w := range want {
+		if dt == w {
+			return nil
+		}
+	}
+	return fmt.Errorf("ops: %s: %s has element type %s; want one of %v", op, name, dt, want)
+}
+
+// deviceTarget is the target of d's kernels: its architecture (the emulator's is sm_90),
+// sm_90 when it names none kgen knows.
+func deviceTarget(d *jit.Device) ptx.Target {
+	if t := ptx.Target(d.Info().Arch); t.Valid() {
+		return t
+	}
+	return ptx.SM90
+}
+
+// launch runs fn with lc, reporting a closed device as such (and forgetting its cache).
+func launch(op string, d *jit.Device, fn *jit.Function, lc jit.LaunchConfig, args ...any) error {
+	if err := fn.Launch(lc, args...); err != nil {
+		return closedErr(op, d, fmt.Errorf("ops: %s: %w", op, err))
+	}
+	return nil
+}
+
+// planFailed reports a failed plan, as a closed device when it is one.
+func planFailed(op string, d *jit.Device, err error) error {
+	return closedErr(op, d, fmt.Errorf("ops: %s: %w", op, err))
+}
+
+// ptrOf is t's first element as a typed kernel argument.
+func ptrOf[T jit.Elem](t Tensor[T]) jit.AnyPtr {
+	return jit.AnyPtr{Addr: t.Ptr(), Elem: jit.ElemType[T]()}
+}
