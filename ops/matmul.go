@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
+	"github.com/kgen-dev/kgen/tune"
 )
 
 // MatmulOptions are Matmul's less common settings. A nil *MatmulOptions means Alpha 1, Beta
@@ -35,6 +36,7 @@ const (
 // of f16, bf16 or e4m3 (fp.F16, fp.BF16, fp.E4M3) and C, D (M x N) of f16, bf16 or f32.
 //
 // On sm_90a (compute capability 9.0) it runs gemm_sm90 (TMA + wgmma) in the configuration
+// `kgen tune` cached for the device and shape (tune.GemmConfig), else the one
 // kernels.GemmSM90For picks for the shape and the device's multiprocessors, when N and K are
 // multiples of 8 (16 for an fp8 K), A is row-major with rows a multiple of 16 bytes apart,
 // and B is row-major (K x N; 16-bit inputs) or column-major (the N x K row-major B of fp8,
@@ -220,7 +222,9 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	}
 	sms := max(st.d.Info().Multiproc, 1)
 	if why == nil {
-		cfg, err := kernels.GemmSM90For(in, out, m, n, k, sms)
+		// The autotuner's winner for this device and shape when `kgen tune` cached one, else
+		// GemmSM90For's estimate.
+		cfg, _, err := tune.GemmConfig(nil, st.d.Info(), tune.GemmProblem{In: in, Out: out, M: m, N: n, K: k})
 		if err != nil {
 			return nil, refusal{err}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ops"
 	"github.com/kgen-dev/kgen/ptx"
+	"github.com/kgen-dev/kgen/tune"
 )
 
 // runOps is `gpubench ops`: each op of package ops against launching the kernel it chooses
@@ -311,7 +312,7 @@ func (b *opsBench) streamCase(name string, n int, axpy bool) (opCase, error) {
 }
 
 // matmulCase is Matmul of bf16 (or e4m3: B n x k, transposed) m x n x k into bf16 on
-// gemm_sm90 as GemmSM90For picks it; the direct launch builds its tensor maps from
+// gemm_sm90 as ops picks it (tune.GemmConfig: a cached winner, else GemmSM90For); the direct launch builds its tensor maps from
 // GemmSM90Config.Launch.
 func matmulCase[T jit.Elem](b *opsBench, name string, m, n, k int, conv func(float32) T) (opCase, error) {
 	in := dsl.Type(jit.ElemType[T]())
@@ -339,7 +340,7 @@ func matmulCase[T jit.Elem](b *opsBench, name string, m, n, k int, conv func(flo
 		return c, fmt.Errorf("the direct gemm_sm90 launch needs compute capability 9.0; the device is %s", b.d.Info().Arch)
 	}
 	sms := max(b.d.Info().Multiproc, 1)
-	cfg, err := kernels.GemmSM90For(in, dsl.BF16, m, n, k, sms)
+	cfg, _, err := tune.GemmConfig(nil, b.d.Info(), tune.GemmProblem{In: in, Out: dsl.BF16, M: m, N: n, K: k})
 	if err != nil {
 		return c, err
 	}
