@@ -53,9 +53,13 @@ func fused(w io.Writer, args []string) error {
 	ops := fs.String("ops", "ag_gemm,gemm_rs,gemm_ar", "fused ops to time")
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
+	soak := fs.Int("soak", 0, "after timing each implementation, this many calls back to back (no host synchronize between them), the output checked after the last")
 	sm90 := fs.Bool("sm90", false, "target sm_90a: the fused ops run ag_gemm_sm90, gemm_rs_sm90, gemm_ar_sm90 (TMA + wgmma) and the plain and unfused gemm is gemm_sm90")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *soak < 0 {
+		return fmt.Errorf("-soak %d: want 0 or more calls", *soak)
 	}
 	var probs [][3]int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -83,6 +87,7 @@ func fused(w io.Writer, args []string) error {
 			if err != nil {
 				return err
 			}
+			fb.soak = *soak
 			for _, op := range opList {
 				if err = fb.run(op, p[0], p[1], p[2]); err != nil {
 					err = fmt.Errorf("%s %dx%dx%d: %w", op, p[0], p[1], p[2], err)
@@ -134,6 +139,7 @@ type fusedBench struct {
 	hp     kernels.GemmSM90Config
 	mods   []*jit.Module
 	reps   int
+	soak   int // calls back to back after timing, checked after the last (-soak)
 	asJSON bool
 	w      io.Writer
 }
@@ -457,6 +463,20 @@ func (fb *fusedBench) run(op string, m, n, k int) (err error) {
 		if impl != "kgen/gemm" {
 			if _, err := check(impl+" (after timing)", out); err != nil {
 				return 0, err
+			}
+			if fb.soak > 0 {
+				t0 := time.Now()
+				for i := 0; i < fb.soak; i++ {
+					if err := f(); err != nil {
+						return 0, fmt.Errorf("%s: back-to-back call %d of %d: %w", impl, i+1, fb.soak, err)
+					}
+				}
+				se, err := check(fmt.Sprintf("%s (after %d back-to-back calls)", impl, fb.soak), out)
+				if err != nil {
+					return 0, err
+				}
+				fmt.Fprintf(os.Stderr, "soak %s %s %dx%dx%d rank %d: %d calls back to back in %.1f ms, output checked (%.3g x tolerance)\n",
+					impl, op, m, n, k, rank, fb.soak, float64(time.Since(t0).Microseconds())/1e3, se)
 			}
 		}
 		if kernel == "" && impl == "kgen/fused" {

@@ -23,6 +23,9 @@ func TestFusedOnEmulator(t *testing.T) {
 			t.Setenv("WORLD_SIZE", ranks)
 			var out bytes.Buffer
 			args := []string{"-sizes", "150x40x24", "-reps", "1", "-json"}
+			if ranks == "3" {
+				args = append(args, "-soak", "3") // back to back, checked after the last
+			}
 			if c.sm90 {
 				args = append(args, "-sm90")
 			}
