@@ -60,8 +60,12 @@ func TestEpilogueErrors(t *testing.T) {
 	}
 	ok := DefaultGemmSM90Config(dsl.BF16)
 	ok.Epilogue = Epilogue{Bias: true}
-	hook := func(k *dsl.Kernel, out dsl.Type) EpilogueFunc { return func(f *EpilogueFrag) []dsl.Value { return f.V } }
-	short := func(k *dsl.Kernel, out dsl.Type) EpilogueFunc { return func(f *EpilogueFrag) []dsl.Value { return f.V[:1] } }
+	hook := func(k *dsl.Kernel, out dsl.Type) EpilogueFunc {
+		return func(f *EpilogueFrag) []dsl.Value { return f.V }
+	}
+	short := func(k *dsl.Kernel, out dsl.Type) EpilogueFunc {
+		return func(f *EpilogueFrag) []dsl.Value { return f.V[:1] }
+	}
 	wrongType := func(k *dsl.Kernel, out dsl.Type) EpilogueFunc {
 		return func(f *EpilogueFrag) []dsl.Value {
 			v := append([]dsl.Value(nil), f.V...)

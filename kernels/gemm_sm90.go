@@ -602,7 +602,7 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 				if withC {
 					cp = cc.At(at)
 				}
-				ld := sm90Loader{k: k, col: c, r: row, rowOff: at}
+				ld := sm90Loader{k: k, col: c, r: row, rowOff: at, rowLoad: row}
 				var rowv []dsl.Value
 				if p != nil && p.rowv != nil {
 					rowv = p.rowv(ld)
@@ -671,7 +671,10 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 					cp = o.C.At(gcol).At(grow.MulWide(a.N)) // 64-bit: M*N may pass 2^32
 				}
 				if p != nil {
-					ld = sm90Loader{k: k, col: gcol, r: grow, rowOff: grow.MulWide(a.N), rowIn: rowIn, guarded: true}
+					// Rows past M read row M-1 (their values go nowhere: TMA clips them), so
+					// that only the column needs a guard.
+					last := grow.Min(a.M.Sub(uint32(1)))
+					ld = sm90Loader{k: k, col: gcol, r: grow, rowOff: last.MulWide(a.N), rowLoad: last, guarded: true}
 					if p.rowv != nil {
 						rowv = p.rowv(ld)
 					}
@@ -681,7 +684,7 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 				v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
 				var f *EpilogueFrag
 				if p != nil {
-					ld.in = rowIn.And(gcol.Add(uint32(8 * j)).Lt(a.N))
+					ld.in = gcol.Add(uint32(8 * j)).Lt(a.N)
 					f = sm90Frag(k, cfg, a, p, ld, j, rowv, &v)
 				}
 				if withC {
@@ -724,16 +727,18 @@ func GemmSM90AccCoord(t, i int) (int, int) {
 }
 
 // sm90Loader reads an EpilogueFrag's operands in the sm_90a epilogues: 2-element vectors at
-// the thread's column col + colOff (col even, so 8-byte aligned f32 pairs), row row (u32)
-// whose offset row*N (64-bit) is rowOff; guarded (the TMA-store epilogue), a load happens
-// only where in holds (the row below M for row values: rowIn) and reads zero elsewhere.
+// the thread's column col + colOff (col even, so 8-byte aligned f32 pairs) of row r (u32);
+// rowOff is rowLoad*N (64-bit), rowLoad the row loads read (r, or in the TMA-store epilogue
+// r clamped to M-1). guarded (the TMA-store epilogue), a vector load happens only where in
+// (the pair's column below N) holds, and reads zero elsewhere.
 type sm90Loader struct {
-	k         *dsl.Kernel
-	col, r    dsl.Value
-	rowOff    dsl.Value
-	colOff    int
-	guarded   bool
-	in, rowIn dsl.Value
+	k       *dsl.Kernel
+	col, r  dsl.Value
+	rowOff  dsl.Value
+	colOff  int
+	guarded bool
+	in      dsl.Value
+	rowLoad dsl.Value
 }
 
 func (l sm90Loader) vec(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
@@ -761,14 +766,7 @@ func (l sm90Loader) tile(p dsl.Ptr, n int) []dsl.Value {
 	return l.vec(p.At(l.col).At(l.rowOff).At(l.colOff), n, l.in)
 }
 
-func (l sm90Loader) row(p dsl.Ptr) dsl.Value {
-	if !l.guarded {
-		return l.k.Load(p.At(l.r))
-	}
-	v := l.k.Var(p.Elem(), 0)
-	l.k.If(l.rowIn, func() { l.k.Set(v, l.k.Load(p.At(l.r))) })
-	return v
-}
+func (l sm90Loader) row(p dsl.Ptr) dsl.Value { return l.k.Load(p.At(l.rowLoad)) }
 
 // sm90Frag returns the EpilogueFrag of pair j (columns 8j, 8j+1 of the thread's) for the
 // plan p, nil without one; with p's scale stage it scales *v (alpha*acc) in place first.

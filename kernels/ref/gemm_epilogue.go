@@ -114,9 +114,9 @@ func (d *epiData) scale(i, j int) float64 {
 
 // want returns the reference of D[i, j] and its tolerance, given s = the exact sum over K
 // and abs the sum of the products' magnitudes: the gemm's bound (GemmTolerance) through the
-// epilogue (the activations' slopes are below 1.2; ex2.approx and rcp.approx add a few ulps
-// of f32, more as the exponent's argument grows), f32 roundings of the additions, and one
-// rounding to Out.
+// epilogue (the activations' slopes are below 1.2), f32 roundings of the additions, and
+// one rounding to Out. The emulator computes tanh.approx exactly; on the hardware its 2^-11
+// adds up to 2^-12*|v| to SiLU and GELU (torch_gemm.py's GPU check allows it).
 func (d *epiData) want(out dsl.Type, k, i, j int, s, abs, alpha, beta, c float64) (float64, float64) {
 	sc := d.scale(i, j)
 	v := alpha*s*sc + beta*c
@@ -133,7 +133,7 @@ func (d *epiData) want(out dsl.Type, k, i, j int, s, abs, alpha, beta, c float64
 	a := ActRef(d.e.Act, v)
 	errA := errV
 	if d.e.Act == kernels.SiLU || d.e.Act == kernels.GELU {
-		errA = 1.2*errV + 0x1p-19*(1+math.Abs(v)+0.1*math.Abs(v*v*v))*math.Abs(a) + 1e-30
+		errA = 1.2*errV + 0x1p-21*math.Abs(a) + 1e-30
 	}
 	w := a
 	if d.e.Residual {
