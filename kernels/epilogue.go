@@ -44,6 +44,15 @@ type epiLoader interface {
 	tile(p dsl.Ptr, n int) []dsl.Value
 	// row reads p[row] of a column vector of M elements.
 	row(p dsl.Ptr) dsl.Value
+	// colsKeyed is cols, whose result the loader may keep under key for another run of the
+	// same columns (the library's options key their vectors).
+	colsKeyed(key string, p dsl.Ptr, n int) []dsl.Value
+}
+
+// epiKey names a kept column load: the vector's key and the run's column offset.
+type epiKey struct {
+	key string
+	off int
 }
 
 // Cols reads p[Col+i] for each value of the run, from a vector of N elements (a per-column
@@ -254,7 +263,7 @@ func (e Epilogue) plan(k *dsl.Kernel, out dsl.Type) *epiPlan {
 	if e.Scales {
 		p.rowv = func(ld epiLoader) []dsl.Value { return []dsl.Value{ld.row(a.ScaleA)} }
 		p.scale = func(f *EpilogueFrag, rowv []dsl.Value) []dsl.Value {
-			sb := f.Cols(a.ScaleB)
+			sb := epiF32s(f.ld.colsKeyed("scale_b", a.ScaleB, len(f.V)))
 			v := make([]dsl.Value, len(f.V))
 			for i := range v {
 				v[i] = f.V[i].Mul(rowv[0]).Mul(sb[i])
@@ -266,7 +275,7 @@ func (e Epilogue) plan(k *dsl.Kernel, out dsl.Type) *epiPlan {
 		p.post = func(f *EpilogueFrag) []dsl.Value {
 			v := append([]dsl.Value(nil), f.V...)
 			if e.Bias {
-				b := f.Cols(a.Bias)
+				b := epiF32s(f.ld.colsKeyed("bias", a.Bias, len(f.V)))
 				for i := range v {
 					v[i] = v[i].Add(b[i])
 				}

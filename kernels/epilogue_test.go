@@ -1,10 +1,15 @@
 package kernels
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/tooltest"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -104,4 +109,66 @@ func TestEpilogueErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEpiloguePtxas assembles gemm_sm90 with epilogue options (register and TMA-store
+// epilogues, bf16 and e4m3 with scales) and the mma.sync gemm with them (aligned and not)
+// through ptxas: no warnings; no spills from the register epilogues; the TMA-store ones,
+// whose 128 accumulators meet the tile's addresses under ptxas's 168-register cap, spill a
+// few words at most (12 bytes for bias, measured).
+func TestEpiloguePtxas(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	assemble := func(name, arch string, build func(k *dsl.Kernel), maxSpill int) {
+		k := dsl.New(name, dsl.WithTarget(ptx.Target(arch)))
+		build(k)
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "g.ptx")
+		if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ptxas, "-arch="+arch, "-v", f, "-o", f+".cubin").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: ptxas: %v: %s", name, err, out)
+		}
+		if strings.Contains(string(out), "warning") {
+			t.Errorf("%s: ptxas warns: %s", name, out)
+		}
+		s := spillRE.FindStringSubmatch(string(out))
+		if s == nil {
+			t.Fatalf("%s: no spill counts in ptxas -v: %s", name, out)
+		}
+		if st, _ := strconv.Atoi(s[1]); st > maxSpill {
+			t.Errorf("%s spills: %s (at most %d bytes allowed)", name, s[0], maxSpill)
+		}
+		t.Logf("%s: %s", name, s[0])
+	}
+	for _, e := range []Epilogue{{Bias: true, Act: SiLU}, {Bias: true, Act: GELU, Residual: true}, {Act: ReLU}, {Residual: true}} {
+		for _, base := range []GemmSM90Config{DefaultGemmSM90Config(dsl.BF16), {In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 1, Stages: 8}} {
+			for _, store := range []bool{false, true} {
+				c := base
+				c.Epilogue, c.TMAStore = e, store
+				for c.Stages > 2 && c.Check() != nil {
+					c.Stages--
+				}
+				spill := 0
+				if store {
+					spill = 32
+				}
+				assemble(c.Name(), "sm_90a", func(k *dsl.Kernel) { GemmSM90(k, c) }, spill)
+			}
+		}
+		for _, al := range []bool{true, false} {
+			c := DefaultGemmConfig(dsl.BF16)
+			c.Epilogue, c.Aligned = e, al
+			assemble(c.Name(), "sm_80", func(k *dsl.Kernel) { Gemm(k, c) }, 0)
+		}
+	}
+	c := DefaultGemmSM90Config(dsl.E4M3)
+	c.Epilogue = Epilogue{Scales: true, Bias: true, Act: SiLU}
+	assemble(c.Name(), "sm_90a", func(k *dsl.Kernel) { GemmSM90(k, c) }, 0)
+	c.TMAStore = true
+	assemble(c.Name(), "sm_90a", func(k *dsl.Kernel) { GemmSM90(k, c) }, 32)
 }

@@ -299,6 +299,8 @@ func (l mmaLoader) cols(p dsl.Ptr, n int) []dsl.Value {
 	return l.k.LoadFragment(l.part(g.view(l.k, p, l.BM, l.BN))).Values()
 }
 
+func (l mmaLoader) colsKeyed(_ string, p dsl.Ptr, n int) []dsl.Value { return l.cols(p, n) }
+
 func (l mmaLoader) tile(p dsl.Ptr, n int) []dsl.Value {
 	return l.k.LoadFragment(l.part(l.rows(p).row(l.k, l.BM, l.BN, l.grow))).Values()
 }

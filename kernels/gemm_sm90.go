@@ -658,57 +658,81 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 	base := sD.Stage(wg).As(dsl.U8)
 	vals := acc.Values()
 	write := func(withC bool) {
-		for half := 0; half < 2; half++ {
-			var rowIn dsl.Value
-			var cp dsl.Ptr
-			gcol := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
-			var ld sm90Loader
-			var rowv []dsl.Value
+		cache := map[epiKey][]dsl.Value{} // per branch: a load is not used outside its scope
+		type halfState struct {
+			rowIn dsl.Value
+			cp    dsl.Ptr
+			gcol  dsl.Value
+			ld    sm90Loader
+			rowv  []dsl.Value
+		}
+		var hs [2]halfState
+		setup := func(half int) {
+			h := &hs[half]
+			h.gcol = col0.Add(t.And(uint32(3)).Mul(uint32(2)))
 			if withC || p != nil {
 				grow := row0.Add(r).Add(uint32(8 * half))
-				rowIn = grow.Lt(a.M)
+				h.rowIn = grow.Lt(a.M)
 				if withC {
-					cp = o.C.At(gcol).At(grow.MulWide(a.N)) // 64-bit: M*N may pass 2^32
+					h.cp = o.C.At(h.gcol).At(grow.MulWide(a.N)) // 64-bit: M*N may pass 2^32
 				}
 				if p != nil {
 					// Rows past M read row M-1 (their values go nowhere: TMA clips them), so
 					// that only the column needs a guard.
 					last := grow.Min(a.M.Sub(uint32(1)))
-					ld = sm90Loader{k: k, col: gcol, r: grow, rowOff: last.MulWide(a.N), rowLoad: last, guarded: true}
+					h.ld = sm90Loader{k: k, col: h.gcol, r: grow, rowOff: last.MulWide(a.N), rowLoad: last, guarded: true, cache: cache}
 					if p.rowv != nil {
-						rowv = p.rowv(ld)
+						h.rowv = p.rowv(h.ld)
 					}
 				}
 			}
-			for j := 0; j < cfg.BN/8; j++ {
-				v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
-				var f *EpilogueFrag
-				if p != nil {
-					ld.in = gcol.Add(uint32(8 * j)).Lt(a.N)
-					f = sm90Frag(k, cfg, a, p, ld, j, rowv, &v)
-				}
-				if withC {
-					// N is even: a pair is inside D or outside it.
-					cv := []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
-					k.If(rowIn.And(gcol.Add(uint32(8*j)).Lt(a.N)), func() {
-						got := k.LoadVec(cp.At(8*j), 2)
-						k.Set(cv[0], got[0])
-						k.Set(cv[1], got[1])
-					})
-					for e := range v {
-						v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
-					}
-				}
-				if f != nil {
-					f.V = v
-					v = p.apply(f)
-				}
-				// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of
-				// 64 rows, 16-byte chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
-				cb := (8 * j % w) * es
-				off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))
-				k.StoreVec(base.At(off).As(cfg.Out), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+		}
+		pair := func(half, j int) {
+			h := &hs[half]
+			v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+			var f *EpilogueFrag
+			if p != nil {
+				h.ld.in = h.gcol.Add(uint32(8 * j)).Lt(a.N)
+				f = sm90Frag(k, cfg, a, p, h.ld, j, h.rowv, &v)
 			}
+			if withC {
+				// N is even: a pair is inside D or outside it.
+				cv := []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
+				k.If(h.rowIn.And(h.gcol.Add(uint32(8*j)).Lt(a.N)), func() {
+					got := k.LoadVec(h.cp.At(8*j), 2)
+					k.Set(cv[0], got[0])
+					k.Set(cv[1], got[1])
+				})
+				for e := range v {
+					v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+				}
+			}
+			if f != nil {
+				f.V = v
+				v = p.apply(f)
+			}
+			// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of
+			// 64 rows, 16-byte chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
+			cb := (8 * j % w) * es
+			off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))
+			k.StoreVec(base.At(off).As(cfg.Out), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+		}
+		if p == nil {
+			for half := 0; half < 2; half++ {
+				setup(half)
+				for j := 0; j < cfg.BN/8; j++ {
+					pair(half, j)
+				}
+			}
+			return
+		}
+		// With an epilogue, both rows of a column pair in turn: the library's per-column
+		// loads (bias, scaleB) serve both (the cache), live only that long.
+		setup(0)
+		setup(1)
+		for j := 0; j < cfg.BN/8; j++ {
+			pair(0, j)
+			pair(1, j)
 		}
 	}
 	k.If(a.Beta.Eq(float32(0)), func() { write(false) }).Else(func() { write(true) })
@@ -739,6 +763,9 @@ type sm90Loader struct {
 	guarded bool
 	in      dsl.Value
 	rowLoad dsl.Value
+	// cache, when not nil, keeps keyed column loads by (key, column offset) for the pair's
+	// other row (the TMA-store epilogue: the two rows share a scope).
+	cache map[epiKey][]dsl.Value
 }
 
 func (l sm90Loader) vec(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
@@ -760,6 +787,19 @@ func (l sm90Loader) vec(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
 
 func (l sm90Loader) cols(p dsl.Ptr, n int) []dsl.Value {
 	return l.vec(p.At(l.col).At(l.colOff), n, l.in)
+}
+
+func (l sm90Loader) colsKeyed(key string, p dsl.Ptr, n int) []dsl.Value {
+	if l.cache == nil {
+		return l.cols(p, n)
+	}
+	ck := epiKey{key, l.colOff}
+	if v, ok := l.cache[ck]; ok {
+		return v
+	}
+	v := l.cols(p, n)
+	l.cache[ck] = v
+	return v
 }
 
 func (l sm90Loader) tile(p dsl.Ptr, n int) []dsl.Value {
