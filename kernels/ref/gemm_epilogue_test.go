@@ -3,6 +3,7 @@ package ref
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -166,5 +167,29 @@ func TestActRef(t *testing.T) {
 		if got := ActRef(c.a, c.x); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("%s(%v) = %v, want %v", c.a, c.x, got, c.want)
 		}
+	}
+}
+
+// TestMLPBlock runs an MLP block, H = SiLU(X*W1 + b1) then Y = H*W2 + X, bf16, through the
+// library's epilogue options on both gemm paths at odd token counts, against float64.
+func TestMLPBlock(t *testing.T) {
+	for _, p := range []MLPProblem{
+		{Tokens: 130, Hidden: 136, FF: 264, SM90: true, Seed: 3},
+		{Tokens: 257, Hidden: 64, FF: 520, SM90: true, SMs: 3, Seed: 4},
+		{Tokens: 70, Hidden: 72, FF: 136, Seed: 5},
+	} {
+		t.Run(fmt.Sprintf("sm90=%v_%dx%dx%d", p.SM90, p.Tokens, p.Hidden, p.FF), func(t *testing.T) {
+			res, err := RunMLP(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Checked != p.Tokens*p.FF || res[1].Checked != p.Tokens*p.Hidden {
+				t.Fatalf("checked %d and %d values, want %d and %d", res[0].Checked, res[1].Checked, p.Tokens*p.FF, p.Tokens*p.Hidden)
+			}
+			t.Logf("%v; %v", res[0], res[1])
+		})
+	}
+	if _, err := RunMLP(MLPProblem{Tokens: 8, Hidden: 12, FF: 16}); err == nil || !strings.Contains(err.Error(), "multiples of 8") {
+		t.Errorf("hidden 12: err %v, want the multiple-of-8 rule", err)
 	}
 }
