@@ -23,9 +23,10 @@ type EpilogueFunc func(f *EpilogueFrag) []dsl.Value
 type EpilogueHook func(k *dsl.Kernel, out dsl.Type) EpilogueFunc
 
 // EpilogueFrag is one run of adjacent output values in a GEMM epilogue: V[i] is the value
-// of D[Row, Col+i]. The gemm calls an EpilogueFunc only for rows below M; columns of the
-// run at or past N (the mma.sync gemm's unaligned edge) are stored nowhere, and the loads
-// below read them as zero.
+// of D[Row, Col+i]. At the edges of D a run may lie partly or wholly outside it (past M or
+// N): what the function returns there is stored nowhere, and the loads below stay inside
+// their operands (reading zero, or the nearest row, there), so that an EpilogueFunc needs no
+// edge code of its own. Loads of its own must guard the same way.
 type EpilogueFrag struct {
 	K        *dsl.Kernel
 	V        []dsl.Value // f32: alpha*acc + beta*C
