@@ -58,14 +58,41 @@ type epiKey struct {
 
 // Cols reads p[Col+i] for each value of the run, from a vector of N elements (a per-column
 // bias or scale), converted to f32: one vector load where the run allows.
-func (f *EpilogueFrag) Cols(p dsl.Ptr) []dsl.Value { return epiF32s(f.ld.cols(p, len(f.V))) }
+func (f *EpilogueFrag) Cols(p dsl.Ptr) []dsl.Value {
+	if !f.made("Cols") {
+		return f.V
+	}
+	return epiF32s(f.ld.cols(p, len(f.V)))
+}
 
 // Tile reads p[Row, Col+i] for each value of the run, from a row-major M x N matrix (a
 // residual), converted to f32: one vector load where the run allows.
-func (f *EpilogueFrag) Tile(p dsl.Ptr) []dsl.Value { return epiF32s(f.ld.tile(p, len(f.V))) }
+func (f *EpilogueFrag) Tile(p dsl.Ptr) []dsl.Value {
+	if !f.made("Tile") {
+		return f.V
+	}
+	return epiF32s(f.ld.tile(p, len(f.V)))
+}
 
 // RowOf reads p[Row] of a vector of M elements (a per-row scale), converted to f32.
-func (f *EpilogueFrag) RowOf(p dsl.Ptr) dsl.Value { return f.ld.row(p).To(dsl.F32) }
+func (f *EpilogueFrag) RowOf(p dsl.Ptr) dsl.Value {
+	if !f.made("RowOf") {
+		return f.Row
+	}
+	return f.ld.row(p).To(dsl.F32)
+}
+
+// made reports a fragment a gemm's epilogue made (which knows how to load); else it records
+// the misuse in f.K.
+func (f *EpilogueFrag) made(what string) bool {
+	if f.ld != nil {
+		return true
+	}
+	if f.K != nil {
+		f.K.Errorf("EpilogueFrag.%s: the fragment was not made by a gemm's epilogue (only those can load)", what)
+	}
+	return false
+}
 
 func epiF32s(v []dsl.Value) []dsl.Value {
 	out := make([]dsl.Value, len(v))

@@ -172,3 +172,14 @@ func TestEpiloguePtxas(t *testing.T) {
 	c.TMAStore = true
 	assemble(c.Name(), "sm_90a", func(k *dsl.Kernel) { GemmSM90(k, c) }, 32)
 }
+
+// TestEpilogueFragMisuse: a fragment not made by a gemm cannot load; the kernel says why.
+func TestEpilogueFragMisuse(t *testing.T) {
+	k := dsl.New("frag", dsl.WithTarget(ptx.SM90a))
+	p := k.PtrParam("p", dsl.F32)
+	f := &EpilogueFrag{K: k, V: []dsl.Value{k.Const(dsl.F32, float32(1))}}
+	f.Cols(p)
+	if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "not made by a gemm's epilogue") {
+		t.Errorf("err %v", err)
+	}
+}
