@@ -147,8 +147,12 @@ func ParseActivation(s string) (Activation, error) {
 	return ActNone, fmt.Errorf("activation %q: want none, relu, gelu or silu", s)
 }
 
-// Apply emits the activation of v (f32) into v's kernel.
+// Apply emits the activation of v (f32) into v's kernel (a value of another type is an
+// error recorded there).
 func (a Activation) Apply(v dsl.Value) dsl.Value {
+	if v.Kernel() == nil {
+		return v
+	}
 	switch a {
 	case ReLU:
 		return v.Max(float32(0))
