@@ -52,3 +52,15 @@ func TestGemmEpilogueOnEmulator(t *testing.T) {
 		}
 	}
 }
+
+// TestMLPOnEmulator runs `gpubench mlp` on the emulator at odd token counts: both GEMMs'
+// sampled checks pass.
+func TestMLPOnEmulator(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	if err := runMLP([]string{"-tokens", "130,67", "-hidden", "136", "-ff", "264", "-reps", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runMLP([]string{"-hidden", "12"}); err == nil || !strings.Contains(err.Error(), "multiples of 8") {
+		t.Errorf("hidden 12: err %v, want the multiple-of-8 rule", err)
+	}
+}

@@ -11,8 +11,11 @@
 # 2) the 9 LLM shapes of docs/bench.md (SIZES overrides), gemm_sm90 as GemmSM90For picks, with
 #    bias+silu and with residual (EPILOGUES overrides: space-separated option lists), each beside
 #    the plain gemm (kgen, same call) and torch's matmul + bias + silu (+ residual) eager and
-#    with addmm, on the same inputs, compared element by element.
-# The torch lines end with a markdown table; logs go to $OUT.
+#    with addmm, on the same inputs, compared element by element;
+# 3) `gpubench mlp`: the MLP block H = SiLU(X*W1 + b1), Y = H*W2 + X (bf16, hidden 4096, ff
+#    14336, 128/1024/8192 tokens), timed and checked on samples against float64 (step "mlp").
+# The torch lines end with a markdown table; logs go to $OUT. STEPS (default "odd table mlp")
+# picks steps.
 set -uo pipefail
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +26,7 @@ py=${PYTHON:-python3}
 if [ -x /opt/torch/.venv/bin/python ] && [ -z "${PYTHON:-}" ]; then py=/opt/torch/.venv/bin/python; fi
 sizes=${SIZES:-128x4096x4096,128x14336x4096,128x4096x14336,1024x4096x4096,1024x14336x4096,1024x4096x14336,8192x4096x4096,8192x14336x4096,8192x4096x14336}
 epilogues=${EPILOGUES:-bias,silu residual}
-steps=${STEPS:-odd table}
+steps=${STEPS:-odd table mlp}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$out/gpu.txt"
 status=0
 # step NAME SECONDS gpubench-gemm-flags...: kgen's side, then torch_gemm.py on its directory.
@@ -51,6 +54,11 @@ if [[ " $steps " == *" table "* ]]; then
 	for e in $epilogues; do
 		step "table-${e//,/-}" 420 -sm90 -epilogue "$e" -sizes "$sizes" -reps 20
 	done
+fi
+if [[ " $steps " == *" mlp "* ]]; then
+	echo "== mlp: gpubench mlp"
+	timeout 300 "$bin/gpubench" mlp -tokens 128,1024,8192 -hidden 4096 -ff 14336 -reps 20 2>&1 | tee "$out/mlp.txt"
+	[ "${PIPESTATUS[0]}" = 0 ] || { echo "FAILED: mlp"; status=1; }
 fi
 echo "status $status"
 exit $status
