@@ -581,12 +581,16 @@ func gemmSM90LayoutB(cfg GemmSM90Config) (layout.ComposedLayout, error) {
 // col0.. of D. Thread t of the warpgroup holds, as value i (wgmma's D fragment), row
 // 16*(t/32) + (t%32)/4 + 8*((i/2)%2) and column 2*(t%4) + 8*(i/4) + i%2 (GemmSM90AccCoord);
 // a pair of values is two adjacent columns, both inside N or both outside (N is even), stored
-// (and C read) as one 2-element vector. The plan p (nil: none) applies to each pair inside D,
-// its loads 2-element vectors too.
+// (and C read) as one 2-element vector. A plan p (nil: none) goes to gemmSM90EpiloguePlan,
+// which applies it to each pair inside D, its loads 2-element vectors too.
 func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value, p *epiPlan) {
 	r := row0.Add(t.Shr(uint32(5)).Mul(uint32(16))).Add(t.And(uint32(31)).Shr(uint32(2)))
 	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
 	vals := acc.Values()
+	if p != nil {
+		gemmSM90EpiloguePlan(k, cfg, a, o, vals, r, c, p)
+		return
+	}
 	store := func(withC bool) {
 		// Column bases once, then a 64-bit row offset per row: M*N may pass 2^32.
 		dc, cc := o.D.At(c), o.C
@@ -602,27 +606,67 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 				if withC {
 					cp = cc.At(at)
 				}
-				ld := sm90Loader{k: k, col: c, r: row, rowOff: at, rowLoad: row}
-				var rowv []dsl.Value
-				if p != nil && p.rowv != nil {
-					rowv = p.rowv(ld)
-				}
 				for j := 0; j < cfg.BN/8; j++ {
 					k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
 						v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
-						f := sm90Frag(k, cfg, a, p, ld, j, rowv, &v)
 						if withC {
 							cv := k.LoadVec(cp.At(8*j), 2)
 							for e := range v {
 								v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
 							}
 						}
-						if f != nil {
-							f.V = v
-							v = p.apply(f)
-						}
 						k.StoreVec(d.At(8*j), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
 					})
+				}
+			})
+		}
+	}
+	k.If(a.Beta.Eq(float32(0)), func() { store(false) }).Else(func() { store(true) })
+}
+
+// gemmSM90EpiloguePlan is gemmSM90Epilogue with the plan p: per column pair (inside N), both
+// of the thread's rows in turn, so that the library's per-column loads (bias, scaleB) serve
+// both; loads read rows past M at row M-1 (no branch), the stores alone are guarded.
+func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, vals []dsl.Value, r, c dsl.Value, p *epiPlan) {
+	store := func(withC bool) {
+		cache := map[epiKey][]dsl.Value{} // per branch: a load is not used outside its scope
+		type rowState struct {
+			in    dsl.Value
+			d, cp dsl.Ptr
+			ld    sm90Loader
+			rowv  []dsl.Value
+		}
+		var rs [2]rowState
+		dc := o.D.At(c)
+		for half := 0; half < 2; half++ {
+			row := r.Add(uint32(8 * half))
+			last := row.Min(a.M.Sub(uint32(1)))
+			at := last.MulWide(a.N) // 64-bit: M*N may pass 2^32; row M-1 past M (not stored)
+			h := &rs[half]
+			h.in, h.d = row.Lt(a.M), dc.At(at)
+			if withC {
+				h.cp = o.C.At(c).At(at)
+			}
+			h.ld = sm90Loader{k: k, col: c, r: row, rowOff: at, rowLoad: last, cache: cache}
+			if p.rowv != nil {
+				h.rowv = p.rowv(h.ld)
+			}
+		}
+		for j := 0; j < cfg.BN/8; j++ {
+			k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
+				for half := 0; half < 2; half++ {
+					h := &rs[half]
+					v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+					f := sm90Frag(k, cfg, a, p, h.ld, j, h.rowv, &v)
+					if withC {
+						cv := k.LoadVec(h.cp.At(8*j), 2)
+						for e := range v {
+							v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+						}
+					}
+					f.V = v
+					v = p.apply(f)
+					k.If(h.in, func() { k.StoreVec(h.d.At(8*j), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)}) })
 				}
 			})
 		}
