@@ -67,3 +67,13 @@ func (v Value) Rsqrt() Value {
 func (v Value) Rcp() Value {
 	return v.special("Rcp", "rcp", []string{"rn"}, true, func(x float64) float64 { return 1 / x })
 }
+
+// RcpApprox returns an approximation of 1/v (rcp.approx.ftz.f32: at most 1 ulp, one
+// special-function instruction where Rcp takes several).
+func (v Value) RcpApprox() Value {
+	return v.special("RcpApprox", "rcp", []string{"approx", "ftz"}, false, func(x float64) float64 { return 1 / x })
+}
+
+// Tanh returns tanh(v) (tanh.approx.f32, sm_75 and later: relative error about 2^-11, one
+// special-function instruction).
+func (v Value) Tanh() Value { return v.special("Tanh", "tanh", []string{"approx"}, false, math.Tanh) }

@@ -48,6 +48,9 @@ type GemmConfig struct {
 	// Atom overrides the MMA (nil: m16n8k16 with f32 accumulators of In); tests use it to
 	// prove that a wrong fragment layout is caught.
 	Atom *dsl.MMAAtom
+	// Epilogue adds the library's epilogue options (bias, activation, residual;
+	// GemmEpilogueArgs after GemmOut; Scales need gemm_sm90's fp8 inputs). Zero: plain.
+	Epilogue Epilogue
 }
 
 // DefaultGemmConfig is the registry's gemm: row-major A and B (torch.matmul's), out = in,
@@ -57,7 +60,7 @@ func DefaultGemmConfig(dt dsl.Type) GemmConfig {
 	return GemmConfig{In: dt, Out: dt, A: RowMajor, B: RowMajor, BM: 128, BN: 128, BK: 64, WarpsM: 2, WarpsN: 2, Stages: 3, Aligned: true}
 }
 
-// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}{_db}{_b<MinBlocks>}.
+// Name is the kernel's entry name: gemm_<in>_<out>_<A><B>_<BM>x<BN>x<BK>_<warps>w<stages>s{_a}{_i<IssueAfter>}{_db}{_b<MinBlocks>}{_ep_<options>}.
 func (c GemmConfig) Name() string {
 	al := ""
 	if c.Aligned {
@@ -72,8 +75,8 @@ func (c GemmConfig) Name() string {
 	if c.MinBlocks > 0 {
 		al += fmt.Sprintf("_b%d", c.MinBlocks)
 	}
-	return fmt.Sprintf("gemm_%s_%s_%s%s_%dx%dx%d_%dx%dw%ds%s", c.In, c.Out, c.A.String()[:1], c.B.String()[:1],
-		c.BM, c.BN, c.BK, c.WarpsM, c.WarpsN, c.Stages, al)
+	return fmt.Sprintf("gemm_%s_%s_%s%s_%dx%dx%d_%dx%dw%ds%s%s", c.In, c.Out, c.A.String()[:1], c.B.String()[:1],
+		c.BM, c.BN, c.BK, c.WarpsM, c.WarpsN, c.Stages, al, c.Epilogue.suffix())
 }
 
 // Threads returns the block size.
@@ -115,7 +118,7 @@ func (c GemmConfig) Check() error {
 	if cols := c.BN / (16 / c.Out.Bytes()); cols > c.Threads() || c.BM%(c.Threads()/cols) != 0 {
 		return fmt.Errorf("gemm: %d threads cannot cover %d-column rows of %s in 16-byte runs, a whole number of rows at a time", c.Threads(), c.BN, c.Out)
 	}
-	return nil
+	return c.Epilogue.check("gemm", false)
 }
 
 // MaxGemmExtent is the largest M, N or K a library gemm takes: 2^31-1, since tile
@@ -189,10 +192,29 @@ func smemSwizzle(e int) layout.Swizzle {
 }
 
 // Gemm writes the kernel for cfg into k. Launch cfg.Grid(M, N) blocks of cfg.Threads()
-// threads with cfg.SharedBytes() bytes of dynamic shared memory.
-func Gemm(k *dsl.Kernel, cfg GemmConfig) {
+// threads with cfg.SharedBytes() bytes of dynamic shared memory. A non-zero cfg.Epilogue
+// applies its options in the epilogue (GemmEpilogueArgs follow GemmOut).
+func Gemm(k *dsl.Kernel, cfg GemmConfig) { gemm(k, cfg, nil) }
+
+// GemmWith writes the gemm for cfg with a user-written epilogue: hook runs once after the
+// gemm's parameters are declared (it may declare its own after them) and its EpilogueFunc
+// runs on every 16-byte run of an output row a thread stores (8 columns of a 16-bit Out, 4
+// of f32). cfg.Epilogue must be zero (the hook replaces the library's options).
+func GemmWith(k *dsl.Kernel, cfg GemmConfig, hook EpilogueHook) {
+	if hook == nil {
+		k.Errorf("GemmWith: nil EpilogueHook (Gemm builds the plain gemm)")
+		return
+	}
+	gemm(k, cfg, hook)
+}
+
+func gemm(k *dsl.Kernel, cfg GemmConfig, hook EpilogueHook) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
+		return
+	}
+	if hook != nil && !cfg.Epilogue.IsZero() {
+		k.Errorf("gemm: a user epilogue (EpilogueHook) and Epilogue options %s together; give one", cfg.Epilogue)
 		return
 	}
 	if cfg.MinBlocks > 0 {
@@ -200,6 +222,11 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	}
 	a := dsl.Params[GemmArgs](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)
+	p := cfg.Epilogue.plan(k, cfg.Out)
+	if hook != nil {
+		p = hookPlan(k, cfg.Out, hook)
+	}
+	cfg.Epilogue = Epilogue{} // applied here, through p
 	if cfg.Aligned {
 		for _, v := range []dsl.Value{a.M, a.N, a.K} {
 			k.Assume(v, 8)
@@ -220,6 +247,10 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 	gemmEpilogue(k, cfg, main, dsl.Tensor{}, func() dsl.Tensor { return main.acc.Scale(a.Alpha) }, func() func(part func(dsl.Tensor) dsl.Tensor, row dsl.Value, v dsl.Tensor) {
 		return func(part func(dsl.Tensor) dsl.Tensor, row dsl.Value, v dsl.Tensor) {
 			grow := bm.To(dsl.U32).Mul(uint32(BM)).Add(row)
+			if p != nil {
+				gemmStoreEpi(k, cfg, a, o, p, part, grow, bm, bn, tid, v)
+				return
+			}
 			k.If(a.Beta.Eq(float32(0)), func() {
 				k.Copy(v.To(cfg.Out), part(gD.row(k, BM, BN, grow)))
 			}).Else(func() {
@@ -228,6 +259,55 @@ func Gemm(k *dsl.Kernel, cfg GemmConfig) {
 			})
 		}
 	})
+}
+
+// gemmStoreEpi is Gemm's store of a row run v (alpha*acc; part maps a tile to this thread's
+// run, grow its row) with the plan p: beta*C (when beta != 0), then p, then D, stored as
+// Gemm's plain store is (vectorized, predicated at the edges). p's loads use the same
+// partition, so they are vectorized and predicated alike.
+func gemmStoreEpi(k *dsl.Kernel, cfg GemmConfig, a GemmArgs, o GemmOut, p *epiPlan, part func(dsl.Tensor) dsl.Tensor, grow, bm, bn, tid dsl.Value, v dsl.Tensor) {
+	BM, BN := cfg.BM, cfg.BN
+	vec := 16 / cfg.Out.Bytes() // gemmEpilogue's run
+	col := bn.To(dsl.U32).Mul(uint32(BN)).Add(tid.And(uint32(BN/vec - 1)).Mul(uint32(vec)))
+	rows := func(q dsl.Ptr) gemmRows { return gemmRows{p: q, m: a.M, ld: a.N, bm: bm, bn: bn} }
+	ld := mmaLoader{k: k, part: part, rows: rows, grow: grow, m: a.M, BM: BM, BN: BN}
+	emit := func(withC bool) {
+		vals := v
+		if withC {
+			vals = k.LoadFragment(part(rows(o.C).row(k, BM, BN, grow))).To(dsl.F32).FMA(a.Beta, v)
+		}
+		f := &EpilogueFrag{K: k, V: vals.Values(), Row: grow, Col: col, M: a.M, N: a.N, Out: cfg.Out, ld: ld}
+		out := k.FragmentOf(p.apply(f)...)
+		k.Copy(vals.Zip(out, func(_, b dsl.Value) dsl.Value { return b }).To(cfg.Out), part(rows(o.D).row(k, BM, BN, grow)))
+	}
+	k.If(a.Beta.Eq(float32(0)), func() { emit(false) }).Else(func() { emit(true) })
+}
+
+// mmaLoader reads an EpilogueFrag's operands in the mma.sync gemm's epilogue through the
+// thread's partition of the tile (part), vectorized and predicated as D's stores are.
+type mmaLoader struct {
+	k      *dsl.Kernel
+	part   func(dsl.Tensor) dsl.Tensor
+	rows   func(dsl.Ptr) gemmRows
+	grow   dsl.Value
+	m      dsl.Value
+	BM, BN int
+}
+
+func (l mmaLoader) cols(p dsl.Ptr, n int) []dsl.Value {
+	g := l.rows(p)
+	return l.k.LoadFragment(l.part(g.view(l.k, p, l.BM, l.BN))).Values()
+}
+
+func (l mmaLoader) colsKeyed(_ string, p dsl.Ptr, n int) []dsl.Value { return l.cols(p, n) }
+
+func (l mmaLoader) tile(p dsl.Ptr, n int) []dsl.Value {
+	return l.k.LoadFragment(l.part(l.rows(p).row(l.k, l.BM, l.BN, l.grow))).Values()
+}
+
+// row reads p[row] at the row clamped to M-1: rows past M are stored nowhere.
+func (l mmaLoader) row(p dsl.Ptr) dsl.Value {
+	return l.k.Load(p.At(l.grow.Min(l.m.Sub(uint32(1)))))
 }
 
 // gemmRows is a row-major matrix (m rows of ld elements, u32) that a gemm's block (bm, bn)
@@ -270,6 +350,9 @@ type gemmMain struct {
 // mma.sync; gD (the output tile) gives the accumulators' shape. It ends with every stage
 // drained, so the epilogue may reuse the shared memory.
 func gemmMainloop(k *dsl.Kernel, cfg GemmConfig, gA, gB, gD dsl.Tensor, K, bm, bn, tid dsl.Value) gemmMain {
+	if !cfg.Epilogue.IsZero() {
+		k.Errorf("gemm: Epilogue %s: only Gemm applies epilogue options (the fused kernels take none)", cfg.Epilogue)
+	}
 	BM, BN, BK := cfg.BM, cfg.BN, cfg.BK
 	nt := cfg.Threads()
 

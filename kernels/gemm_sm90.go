@@ -31,6 +31,9 @@ type GemmSM90Config struct {
 	Stages    int
 	ClusterM  int  // blocks per cluster along M: 0 or 1 (no clusters) or 2
 	TMAStore  bool // the epilogue stores D with TMA from shared memory
+	// Epilogue adds the library's epilogue options (bias, activation, residual, fp8
+	// scales; GemmEpilogueArgs after the other parameters). Zero: the plain epilogue.
+	Epilogue Epilogue
 }
 
 // DefaultGemmSM90Config is the library's sm_90a gemm for large problems: 128x256x64 tiles
@@ -141,7 +144,8 @@ func (c GemmSM90Config) FP8() bool { return c.In == dsl.E4M3 || c.In == dsl.E5M2
 func (c GemmSM90Config) BM() int { return 64 * c.Consumers }
 
 // Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x<BK>_<stages>s, then _c2
-// for clusters of 2 and _tmastore for the TMA-store epilogue.
+// for clusters of 2, _tmastore for the TMA-store epilogue and _ep_<options> for a non-zero
+// Epilogue (_ep_bias_silu).
 func (c GemmSM90Config) Name() string {
 	n := fmt.Sprintf("gemm_sm90_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
 	if c.Cluster() > 1 {
@@ -150,7 +154,7 @@ func (c GemmSM90Config) Name() string {
 	if c.TMAStore {
 		n += "_tmastore"
 	}
-	return n
+	return n + c.Epilogue.suffix()
 }
 
 // Cluster returns the blocks per cluster (ClusterM, at least 1).
@@ -251,7 +255,7 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles (and %d bytes of epilogue tile) need %d bytes of shared memory; an sm_90 block has at most %d",
 			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.storeBytes(), c.SharedBytes(), gemmSM90MaxShared)
 	}
-	return nil
+	return c.Epilogue.check("gemm_sm90", c.FP8())
 }
 
 // CheckShape reports a problem the kernel cannot run: every extent in [1, MaxGemmExtent]
@@ -310,8 +314,24 @@ func init() {
 // registers (setmaxnreg.inc 232) and run CuTe's mainloop: one wgmma group in flight, each
 // stage released once the group after it is issued. The epilogue stores alpha*acc (+
 // beta*C when beta != 0, a run-time branch) from the registers, predicated at the edges,
-// while the producer already loads the next tile.
-func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
+// while the producer already loads the next tile. A non-zero cfg.Epilogue applies its
+// options there (GemmEpilogueArgs follow the other parameters).
+func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) { gemmSM90(k, cfg, nil) }
+
+// GemmSM90With writes the sm_90a gemm for cfg with a user-written epilogue: hook runs
+// once after the gemm's parameters are declared (it may declare its own after them) and
+// its EpilogueFunc runs on every pair of adjacent columns a consumer thread stores, in the
+// register epilogue and in the TMA-store one. cfg.Epilogue must be zero (the hook replaces
+// the library's options).
+func GemmSM90With(k *dsl.Kernel, cfg GemmSM90Config, hook EpilogueHook) {
+	if hook == nil {
+		k.Errorf("GemmSM90With: nil EpilogueHook (GemmSM90 builds the plain gemm)")
+		return
+	}
+	gemmSM90(k, cfg, hook)
+}
+
+func gemmSM90(k *dsl.Kernel, cfg GemmSM90Config, hook EpilogueHook) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
 		return
@@ -328,6 +348,15 @@ func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) {
 	var h gemmSM90Hooks
 	if cfg.TMAStore {
 		h.store = dsl.Params[GemmSM90StoreArgs](k, cfg.Out).TmD
+	}
+	switch {
+	case hook != nil && !cfg.Epilogue.IsZero():
+		k.Errorf("gemm_sm90: a user epilogue (EpilogueHook) and Epilogue options %s together; give one", cfg.Epilogue)
+		return
+	case hook != nil:
+		h.epi = hookPlan(k, cfg.Out, hook)
+	default:
+		h.epi = cfg.Epilogue.plan(k, cfg.Out)
 	}
 	gemmSM90Body(k, cfg, a, o, h)
 }
@@ -356,6 +385,8 @@ type gemmSM90Hooks struct {
 	epilogue func(acc dsl.Tensor, t, wg, m, n dsl.Value)
 	// store is D's tensor map for the TMA-store epilogue (cfg.TMAStore).
 	store dsl.TensorMapSource
+	// epi is the gemm's own epilogue's plan (cfg.Epilogue or a user hook; nil: plain).
+	epi *epiPlan
 }
 
 // gemmSM90Body writes the sm_90a gemm's warp-specialized body for the parameters a (A's
@@ -370,6 +401,10 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 	}
 	if cfg.TMAStore && (h.epilogue != nil || h.store == nil) {
 		k.Errorf("gemm_sm90: the TMA-store epilogue needs D's tensor map and the gemm's own epilogue")
+		return
+	}
+	if h.epilogue != nil && h.epi != nil || !cfg.Epilogue.IsZero() && h.epi == nil {
+		k.Errorf("gemm_sm90: Epilogue %s: only GemmSM90 applies epilogue options (the fused kernels take none)", cfg.Epilogue)
 		return
 	}
 	k.Assume(a.N, 8)
@@ -506,10 +541,10 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 			t := tid.And(uint32(127))
 			row0, col0 := m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
 			if cfg.TMAStore {
-				gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0)
+				gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0, h.epi)
 				return
 			}
-			gemmSM90Epilogue(k, cfg, a, o, acc, t, row0, col0)
+			gemmSM90Epilogue(k, cfg, a, o, acc, t, row0, col0, h.epi)
 		})
 		if cfg.TMAStore {
 			// The last tile's stores complete before the block's shared memory goes.
@@ -546,11 +581,16 @@ func gemmSM90LayoutB(cfg GemmSM90Config) (layout.ComposedLayout, error) {
 // col0.. of D. Thread t of the warpgroup holds, as value i (wgmma's D fragment), row
 // 16*(t/32) + (t%32)/4 + 8*((i/2)%2) and column 2*(t%4) + 8*(i/4) + i%2 (GemmSM90AccCoord);
 // a pair of values is two adjacent columns, both inside N or both outside (N is even), stored
-// (and C read) as one 2-element vector.
-func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value) {
+// (and C read) as one 2-element vector. A plan p (nil: none) goes to gemmSM90EpiloguePlan,
+// which applies it to each pair inside D, its loads 2-element vectors too.
+func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value, p *epiPlan) {
 	r := row0.Add(t.Shr(uint32(5)).Mul(uint32(16))).Add(t.And(uint32(31)).Shr(uint32(2)))
 	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
 	vals := acc.Values()
+	if p != nil {
+		gemmSM90EpiloguePlan(k, cfg, a, o, vals, r, c, p)
+		return
+	}
 	store := func(withC bool) {
 		// Column bases once, then a 64-bit row offset per row: M*N may pass 2^32.
 		dc, cc := o.D.At(c), o.C
@@ -584,14 +624,65 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 	k.If(a.Beta.Eq(float32(0)), func() { store(false) }).Else(func() { store(true) })
 }
 
+// gemmSM90EpiloguePlan is gemmSM90Epilogue with the plan p: per column pair (inside N), both
+// of the thread's rows in turn, so that the library's per-column loads (bias, scaleB) serve
+// both; loads read rows past M at row M-1 (no branch), the stores alone are guarded.
+func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, vals []dsl.Value, r, c dsl.Value, p *epiPlan) {
+	store := func(withC bool) {
+		cache := map[epiKey][]dsl.Value{} // per branch: a load is not used outside its scope
+		type rowState struct {
+			in    dsl.Value
+			d, cp dsl.Ptr
+			ld    sm90Loader
+			rowv  []dsl.Value
+		}
+		var rs [2]rowState
+		dc := o.D.At(c)
+		for half := 0; half < 2; half++ {
+			row := r.Add(uint32(8 * half))
+			last := row.Min(a.M.Sub(uint32(1)))
+			at := last.MulWide(a.N) // 64-bit: M*N may pass 2^32; row M-1 past M (not stored)
+			h := &rs[half]
+			h.in, h.d = row.Lt(a.M), dc.At(at)
+			if withC {
+				h.cp = o.C.At(c).At(at)
+			}
+			h.ld = sm90Loader{k: k, col: c, r: row, rowOff: at, rowLoad: last, cache: cache}
+			if p.rowv != nil {
+				h.rowv = p.rowv(h.ld)
+			}
+		}
+		for j := 0; j < cfg.BN/8; j++ {
+			k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
+				for half := 0; half < 2; half++ {
+					h := &rs[half]
+					v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+					f := sm90Frag(k, cfg, a, p, h.ld, j, h.rowv, &v)
+					if withC {
+						cv := k.LoadVec(h.cp.At(8*j), 2)
+						for e := range v {
+							v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+						}
+					}
+					f.V = v
+					v = p.apply(f)
+					k.If(h.in, func() { k.StoreVec(h.d.At(8*j), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)}) })
+				}
+			})
+		}
+	}
+	k.If(a.Beta.Eq(float32(0)), func() { store(false) }).Else(func() { store(true) })
+}
+
 // gemmSM90StoreEpilogue stores the warpgroup's 64 x BN accumulators (alpha*acc, + beta*C
 // when beta != 0) at rows row0.. and columns col0.. of D through its shared tile sD (stage
 // wg): thread 0 of the warpgroup waits until the previous tile's TMA store has read the
 // tile, the warpgroup writes its values converted to Out (pairs of adjacent columns, 128-byte
 // swizzled: the 8 rows a warp writes at once fall in distinct banks), fences them to the
 // async proxy and meets at a named barrier; then thread 0 stores the tile with TMA (rows
-// and columns outside D clipped) and commits the bulk group.
-func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, cD *dsl.TMACopy, sD dsl.SharedTile, acc dsl.Tensor, t, wg, row0, col0 dsl.Value) {
+// and columns outside D clipped) and commits the bulk group. The plan p (nil: none) applies
+// to every pair, its loads predicated on the pair being inside D.
+func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, cD *dsl.TMACopy, sD dsl.SharedTile, acc dsl.Tensor, t, wg, row0, col0 dsl.Value, p *epiPlan) {
 	es := cfg.Out.Bytes()
 	w := 128 / es // columns of one 128-byte row
 	sync := func() {
@@ -611,35 +702,81 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 	base := sD.Stage(wg).As(dsl.U8)
 	vals := acc.Values()
 	write := func(withC bool) {
-		for half := 0; half < 2; half++ {
-			var rowIn dsl.Value
-			var cp dsl.Ptr
-			gcol := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
-			if withC {
+		cache := map[epiKey][]dsl.Value{} // per branch: a load is not used outside its scope
+		type halfState struct {
+			rowIn dsl.Value
+			cp    dsl.Ptr
+			gcol  dsl.Value
+			ld    sm90Loader
+			rowv  []dsl.Value
+		}
+		var hs [2]halfState
+		setup := func(half int) {
+			h := &hs[half]
+			h.gcol = col0.Add(t.And(uint32(3)).Mul(uint32(2)))
+			if withC || p != nil {
 				grow := row0.Add(r).Add(uint32(8 * half))
-				rowIn = grow.Lt(a.M)
-				cp = o.C.At(gcol).At(grow.MulWide(a.N)) // 64-bit: M*N may pass 2^32
-			}
-			for j := 0; j < cfg.BN/8; j++ {
-				v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+				h.rowIn = grow.Lt(a.M)
 				if withC {
-					// N is even: a pair is inside D or outside it.
-					cv := []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
-					k.If(rowIn.And(gcol.Add(uint32(8*j)).Lt(a.N)), func() {
-						got := k.LoadVec(cp.At(8*j), 2)
-						k.Set(cv[0], got[0])
-						k.Set(cv[1], got[1])
-					})
-					for e := range v {
-						v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+					h.cp = o.C.At(h.gcol).At(grow.MulWide(a.N)) // 64-bit: M*N may pass 2^32
+				}
+				if p != nil {
+					// Rows past M read row M-1 (their values go nowhere: TMA clips them), so
+					// that only the column needs a guard.
+					last := grow.Min(a.M.Sub(uint32(1)))
+					h.ld = sm90Loader{k: k, col: h.gcol, r: grow, rowOff: last.MulWide(a.N), rowLoad: last, guarded: true, cache: cache}
+					if p.rowv != nil {
+						h.rowv = p.rowv(h.ld)
 					}
 				}
-				// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of
-				// 64 rows, 16-byte chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
-				cb := (8 * j % w) * es
-				off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))
-				k.StoreVec(base.At(off).As(cfg.Out), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
 			}
+		}
+		pair := func(half, j int) {
+			h := &hs[half]
+			v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+			var f *EpilogueFrag
+			if p != nil {
+				h.ld.in = h.gcol.Add(uint32(8 * j)).Lt(a.N)
+				f = sm90Frag(k, cfg, a, p, h.ld, j, h.rowv, &v)
+			}
+			if withC {
+				// N is even: a pair is inside D or outside it.
+				cv := []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
+				k.If(h.rowIn.And(h.gcol.Add(uint32(8*j)).Lt(a.N)), func() {
+					got := k.LoadVec(h.cp.At(8*j), 2)
+					k.Set(cv[0], got[0])
+					k.Set(cv[1], got[1])
+				})
+				for e := range v {
+					v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+				}
+			}
+			if f != nil {
+				f.V = v
+				v = p.apply(f)
+			}
+			// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of
+			// 64 rows, 16-byte chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
+			cb := (8 * j % w) * es
+			off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))
+			k.StoreVec(base.At(off).As(cfg.Out), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+		}
+		if p == nil {
+			for half := 0; half < 2; half++ {
+				setup(half)
+				for j := 0; j < cfg.BN/8; j++ {
+					pair(half, j)
+				}
+			}
+			return
+		}
+		// With an epilogue, both rows of a column pair in turn: the library's per-column
+		// loads (bias, scaleB) serve both (the cache), live only that long.
+		setup(0)
+		setup(1)
+		for j := 0; j < cfg.BN/8; j++ {
+			pair(0, j)
+			pair(1, j)
 		}
 	}
 	k.If(a.Beta.Eq(float32(0)), func() { write(false) }).Else(func() { write(true) })
@@ -655,4 +792,76 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 // value i of thread t (0..127): the layout gemmSM90Epilogue stores.
 func GemmSM90AccCoord(t, i int) (int, int) {
 	return 16*(t/32) + (t%32)/4 + 8*((i/2)%2), 2*(t%4) + 8*(i/4) + i%2
+}
+
+// sm90Loader reads an EpilogueFrag's operands in the sm_90a epilogues: 2-element vectors at
+// the thread's column col + colOff (col even, so 8-byte aligned f32 pairs) of row r (u32);
+// rowOff is rowLoad*N (64-bit), rowLoad the row loads read (r, or in the TMA-store epilogue
+// r clamped to M-1). guarded (the TMA-store epilogue), a vector load happens only where in
+// (the pair's column below N) holds, and reads zero elsewhere.
+type sm90Loader struct {
+	k       *dsl.Kernel
+	col, r  dsl.Value
+	rowOff  dsl.Value
+	colOff  int
+	guarded bool
+	in      dsl.Value
+	rowLoad dsl.Value
+	// cache, when not nil, keeps keyed column loads by (key, column offset) for the pair's
+	// other row (the TMA-store epilogue: the two rows share a scope).
+	cache map[epiKey][]dsl.Value
+}
+
+func (l sm90Loader) vec(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
+	if !l.guarded {
+		return l.k.LoadVec(p, n)
+	}
+	out := make([]dsl.Value, n)
+	for i := range out {
+		out[i] = l.k.Var(p.Elem(), 0)
+	}
+	l.k.If(in, func() {
+		got := l.k.LoadVec(p, n)
+		for i := range out {
+			l.k.Set(out[i], got[i])
+		}
+	})
+	return out
+}
+
+func (l sm90Loader) cols(p dsl.Ptr, n int) []dsl.Value {
+	return l.vec(p.At(l.col).At(l.colOff), n, l.in)
+}
+
+func (l sm90Loader) colsKeyed(key string, p dsl.Ptr, n int) []dsl.Value {
+	if l.cache == nil {
+		return l.cols(p, n)
+	}
+	ck := epiKey{key, l.colOff}
+	if v, ok := l.cache[ck]; ok {
+		return v
+	}
+	v := l.cols(p, n)
+	l.cache[ck] = v
+	return v
+}
+
+func (l sm90Loader) tile(p dsl.Ptr, n int) []dsl.Value {
+	return l.vec(p.At(l.col).At(l.rowOff).At(l.colOff), n, l.in)
+}
+
+func (l sm90Loader) row(p dsl.Ptr) dsl.Value { return l.k.Load(p.At(l.rowLoad)) }
+
+// sm90Frag returns the EpilogueFrag of pair j (columns 8j, 8j+1 of the thread's) for the
+// plan p, nil without one; with p's scale stage it scales *v (alpha*acc) in place first.
+func sm90Frag(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, p *epiPlan, ld sm90Loader, j int, rowv []dsl.Value, v *[]dsl.Value) *EpilogueFrag {
+	if p == nil {
+		return nil
+	}
+	ld.colOff = 8 * j
+	f := &EpilogueFrag{K: k, V: *v, Row: ld.r, Col: ld.col.Add(uint32(8 * j)), M: a.M, N: a.N, Out: cfg.Out, ld: ld}
+	if p.scale != nil {
+		*v = p.scale(f, rowv)
+	}
+	return f
 }

@@ -50,7 +50,11 @@ func runGemm(args []string) error {
 	fs.IntVar(&h.ClusterM, "sm90-cluster", 0, "gemm_sm90: blocks per cluster along M sharing B by TMA multicast (0 or 1: none, 2); also with GemmSM90For's picks")
 	fs.IntVar(&sm90GridSMs, "sm90-grid-sms", 0, "gemm_sm90: size the persistent grid for this many SMs (0: the device's; with clusters, what may run at once can be fewer)")
 	fs.BoolVar(&h.TMAStore, "sm90-tma-store", false, "gemm_sm90: the epilogue stores D through shared memory with TMA (true or false; given, it overrides GemmSM90For's picks, their stages cut to fit)")
+	epi := fs.String("epilogue", "", "also time the gemm with these epilogue options beside the plain one, in the same call (bias,silu; bias,gelu; relu; residual; ...: kernels.ParseEpilogue); with -dir torch_gemm.py times torch's matmul + bias + activation (+ residual) on the same inputs")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := setGemmEpi(*epi, *dtype); err != nil {
 		return err
 	}
 	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it;
@@ -325,6 +329,11 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 	fmt.Printf("  kernel %s\n", name)
 	if worst > 1 {
 		return fmt.Errorf("sampled D differs from the float64 reference (%.3g x tolerance)", worst)
+	}
+	if !gemmEpi.IsZero() {
+		if err := benchGemmEpi(d, s, cfg, hp, m, n, k, reps, dir, ha, hb, float64(t.Nanoseconds())/1e3, conv, back); err != nil {
+			return err
+		}
 	}
 	if dir == "" {
 		return nil

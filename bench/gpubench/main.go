@@ -4,6 +4,8 @@
 //	gpubench copy [-bytes 1073741824] [-reps 20]   tiled_copy vs a device-to-device cuMemcpy
 //	gpubench lib [-reps 30] [-sweep] [-only k,..]  every single-GPU library kernel at the
 //	                                               shapes of docs/bench.md (TSV; see lib.go)
+//	gpubench mlp [-tokens 128,1024,8192]          an MLP block (GEMM + bias + SiLU, GEMM +
+//	                                               residual, bf16) checked on samples (gemm_mlp.go)
 //	gpubench fused [-sizes ...] [-json]            ag_gemm, gemm_rs, gemm_ar vs kgen's unfused
 //	                                               pair and plain gemm, per rank (fused.go)
 //	gpubench collsim [-ranks 2,4] [-bytes ...] [-old DIR]  the p2p collectives with N ranks
@@ -35,6 +37,7 @@ var commands = map[string]func(args []string) error{
 	"copy":    runCopy,
 	"lib":     runLib,
 	"gemm":    runGemm,
+	"mlp":     runMLP,
 	"fused":   runFused,
 	"collsim": runCollsim,
 	"ops":     runOps,

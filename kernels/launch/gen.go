@@ -49,6 +49,7 @@ var twins = []twin{
 	of[kernels.SoftmaxArgs]("Softmax", true, "Softmax launches softmax: row r of Out = softmax of row r of In (Rows rows of Cols\ncolumns)."),
 	of[kernels.RowSumSplitArgs]("RowSumSplit", true, "RowSumSplit launches row_sum_split (long rows, Parts blocks a row, co-resident):\nOut[r] = the f32 sum of row r of In."),
 	of[kernels.SoftmaxSplitArgs]("SoftmaxSplit", true, "SoftmaxSplit launches softmax_split (long rows, Parts blocks a row, co-resident): row r\nof Out = softmax of row r of In."),
+	of[kernels.GemmEpilogueArgs]("GemmEpilogue", true, "GemmEpilogue is the parameters a non-zero kernels.Epilogue adds after a gemm's own (gemm and\ngemm_sm90, after TmD with TMAStore), T the output type: Bias, ScaleA, ScaleB (f32) and Residual\n(M x N of T); those the options do not use may be null."),
 	of[kernels.P2POneShotArgs]("P2POneShot", false, "P2POneShot launches p2p_allreduce_1shot."),
 	of[kernels.P2PTwoShotArgs]("P2PTwoShot", false, "P2PTwoShot launches p2p_allreduce_2shot."),
 	of[kernels.P2PLamportArgs]("P2PLamport", false, "P2PLamport launches p2p_allreduce_lamport."),

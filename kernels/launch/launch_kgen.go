@@ -74,6 +74,16 @@ type SoftmaxSplit[T jit.Elem] struct {
 	Parts   uint32
 }
 
+// GemmEpilogue is the parameters a non-zero kernels.Epilogue adds after a gemm's own (gemm and
+// gemm_sm90, after TmD with TMAStore), T the output type: Bias, ScaleA, ScaleB (f32) and Residual
+// (M x N of T); those the options do not use may be null.
+type GemmEpilogue[T jit.Elem] struct {
+	Bias     jit.Ptr[float32]
+	ScaleA   jit.Ptr[float32]
+	ScaleB   jit.Ptr[float32]
+	Residual jit.Ptr[T]
+}
+
 // P2POneShot launches p2p_allreduce_1shot.
 type P2POneShot struct {
 	Ins   jit.AnyPtr

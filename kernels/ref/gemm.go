@@ -25,6 +25,10 @@ type GemmProblem struct {
 	NullC bool
 	// Stats, when set, receives the emulator's statistics of the launch.
 	Stats *emu.Stats
+	// Hook, when not nil, builds the kernel with kernels.GemmWith (Config.Epilogue zero).
+	Hook *GemmHook
+	// ResidualInD passes D as Epilogue.Residual's matrix, holding the residual at launch.
+	ResidualInD bool
 }
 
 // gemmHarness runs `kgen run gemm`: a cube of about size elements per matrix, the
@@ -73,7 +77,11 @@ func RunGemm(p GemmProblem) (Result, error) {
 		return res, err
 	}
 	k := dsl.New(cfg.Name(), dsl.WithTarget(p.Target))
-	kernels.Gemm(k, cfg)
+	if p.Hook != nil {
+		kernels.GemmWith(k, cfg, p.Hook.Hook)
+	} else {
+		kernels.Gemm(k, cfg)
+	}
 	mod, err := k.Build()
 	if err != nil {
 		return res, err
@@ -91,9 +99,13 @@ func RunGemm(p GemmProblem) (Result, error) {
 	if p.NullC {
 		pc = 0
 	}
+	epi, err := newEpiData(sys, cfg.Epilogue, p.Hook, cfg.Out, M, N, p.Seed, p.ResidualInD, pd)
+	if err != nil {
+		return res, err
+	}
 	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(M, N)), Block: emu.D1(cfg.Threads()),
 		SharedBytes: cfg.SharedBytes(),
-		Args:        []any{pa, pb, uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), pc, pd},
+		Args:        append([]any{pa, pb, uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), pc, pd}, epi.args...),
 		Options:     emu.Options{Seed: p.Seed}})
 	if err != nil {
 		return res, err
@@ -117,6 +129,9 @@ func RunGemm(p GemmProblem) (Result, error) {
 			return g.b[l*N+j]
 		}
 		return g.b[j*K+l]
+	}
+	if p.Hook != nil || !cfg.Epilogue.IsZero() {
+		return res, g.checkEpi(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, epi, at, bt)
 	}
 	return res, g.check(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, at, bt)
 }

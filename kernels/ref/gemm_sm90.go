@@ -32,13 +32,18 @@ func gemmSM90Harness(r *run) error {
 
 // GemmSM90Problem is one sm_90a gemm run on the emulator: D = Alpha*A*B + Beta*C for an
 // M x N x K problem (row-major A; row-major B, K x N, or N x K for fp8 inputs) on Blocks
-// persistent blocks (0: one per tile; a multiple of the cluster size).
+// persistent blocks (0: one per tile; a multiple of the cluster size), through the epilogue
+// Config.Epilogue (random operands) or Hook.
 type GemmSM90Problem struct {
 	Config      kernels.GemmSM90Config
 	M, N, K     int
 	Alpha, Beta float64
 	Seed        int64
 	Blocks      int
+	// Hook, when not nil, builds the kernel with kernels.GemmSM90With (Config.Epilogue zero).
+	Hook *GemmHook
+	// ResidualInD passes D as Epilogue.Residual's matrix, holding the residual at launch.
+	ResidualInD bool
 }
 
 // RunGemmSM90 builds the problem's kernel, runs it on one emulated GPU with random inputs
@@ -54,7 +59,11 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 		return res, err
 	}
 	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
-	kernels.GemmSM90(k, cfg)
+	if p.Hook != nil {
+		kernels.GemmSM90With(k, cfg, p.Hook.Hook)
+	} else {
+		kernels.GemmSM90(k, cfg)
+	}
 	mod, err := k.Build()
 	if err != nil {
 		return res, err
@@ -88,6 +97,11 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 		args = append(args, emu.TensorMap{Elem: ptx.Type(cfg.Out), Rank: 2, Global: ptrs[3], Dims: [5]uint64{uint64(N), uint64(M)},
 			Strides: [5]uint64{0, uint64(N) * os}, Box: [5]uint32{uint32(cfg.TMABoxD()[0]), uint32(cfg.TMABoxD()[1])}, Swizzle: 128})
 	}
+	epi, err := newEpiData(sys, cfg.Epilogue, p.Hook, cfg.Out, M, N, p.Seed, p.ResidualInD, ptrs[3])
+	if err != nil {
+		return res, err
+	}
+	args = append(args, epi.args...)
 	var cluster emu.Dim3
 	if cfg.Cluster() > 1 {
 		cluster = emu.D1(cfg.Cluster())
@@ -105,6 +119,9 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	bt := func(l, j int) float64 { return g.b[l*N+j] }
 	if cfg.FP8() { // B is N x K row-major
 		bt = func(l, j int) float64 { return g.b[j*K+l] }
+	}
+	if p.Hook != nil || !cfg.Epilogue.IsZero() {
+		return res, g.checkEpi(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, epi, at, bt)
 	}
 	return res, g.check(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, at, bt)
 }

@@ -10,6 +10,14 @@ accumulation keeps fewer bits than f32 (docs/facts.md), so two fp8 results diffe
 than the 16-bit rule allows. Times with CUDA events (3 warm-ups, median of REPS); prints
 both TFLOP/s and the ratio. Exits non-zero when a check fails.
 
+With `gpubench gemm -epilogue OPTS` a problem directory also holds epi.json, bias.bin (f32
+values of the input type), res.bin and depi.bin (kgen's D with the epilogue): the torch
+anchor is the same epilogue in eager torch on the same inputs, `act(torch.matmul(a, b) +
+bias)` (+ res), bias in the input type as nn.Linear keeps it, timed in this call beside
+`act(torch.addmm(bias, a, b))` (cuBLASLt's fused bias); kgen's D and the anchor's are
+compared with the float64 epilogue of the exact product (GELU is the tanh approximation on
+both sides). A table of the epilogue rows ends the output.
+
     python torch_gemm.py DIR [REPS]
 """
 import json
@@ -43,10 +51,81 @@ def median_us(fn, reps):
     return sorted(times)[len(times) // 2]
 
 
+ACTS = {
+    "relu": torch.relu,
+    "silu": torch.nn.functional.silu,
+    "gelu": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
+}
+
+
+def epilogue(sub, rec, a, b, dt, reps, rows):
+    """Times and checks the epilogue of epi.json in sub against torch; appends a table row."""
+    epi = json.load(open(os.path.join(sub, "epi.json")))
+    m, n, k = rec["M"], rec["N"], rec["K"]
+    opts = epi["Epilogue"].split("+")
+    act = next((ACTS[o] for o in opts if o in ACTS), None)
+    bias32 = torch.from_numpy(np.fromfile(os.path.join(sub, "bias.bin"), dtype=np.float32)).cuda()
+    bias = bias32.to(dt)
+    res = load(os.path.join(sub, "res.bin"), m, n, dt)
+    d = load(os.path.join(sub, "depi.bin"), m, n, dt)
+    use_bias, use_res = "bias" in opts, "residual" in opts
+
+    def finish(v):
+        if act is not None:
+            v = act(v)
+        if use_res:
+            v = v + res
+        return v
+
+    def anchor():
+        v = torch.matmul(a, b)
+        if use_bias:
+            v = v + bias
+        return finish(v)
+
+    def fused():
+        v = torch.addmm(bias, a, b) if use_bias else torch.matmul(a, b)
+        return finish(v)
+
+    t_anchor = median_us(anchor, reps)
+    t_fused = median_us(fused, reps)
+    # float64 reference on the GPU
+    a64, b64 = a.double(), b.double()
+    v = a64 @ b64
+    if use_bias:
+        v = v + bias32.double()
+    # kgen's SiLU and GELU use tanh.approx.f32 (error 2^-11): up to 2^-12 * |v| (kernels.SiLU)
+    slack = 2.0 ** -12 * v.abs() if act is not None and act is not torch.relu else 0.0
+    if act is not None:
+        v = {"relu": lambda x: x.clamp_min(0), "silu": lambda x: x * torch.sigmoid(x),
+             "gelu": lambda x: 0.5 * x * (1 + torch.tanh((2 / np.pi) ** 0.5 * (x + 0.044715 * x ** 3)))}[
+            next(o for o in opts if o in ACTS)](v)
+    if use_res:
+        v = v + res.double()
+    ulp = 2.0 ** (-7 if dt == torch.bfloat16 else -10)
+    absprod = a64.abs() @ b64.abs()
+    bound = 2 * ulp * v.abs() + 1.2 * (k + 6) * 2.0 ** -23 * absprod + slack + 2.0 ** -20
+    err = lambda x: (x.double() - v).abs() / bound
+    ek, ea = err(d), err(anchor())
+    bad = int(ek.gt(1).sum())
+    worst_k, worst_a = float(ek.max()), float(ea.max())
+    del a64, b64, v, absprod, bound, ek, ea, slack
+    fl = 2.0 * m * n * k
+    tk, tp = epi["EpiUS"], epi["PlainUS"]
+    print(f"gemm {m}x{n}x{k} {rec['DType']} +{epi['Epilogue']}: kgen {tk:9.1f} us {fl / tk / 1e6:7.1f} TFLOP/s "
+          f"(plain {tp:9.1f} us, plain/epilogue {tp / tk:.3f}) | torch matmul+ops {t_anchor:9.1f} us, addmm+ops {t_fused:9.1f} us | "
+          f"kgen/torch {t_anchor / tk:.3f} | {'match' if bad == 0 else 'MISMATCH'} ({bad} of {m * n} outside, "
+          f"worst {worst_k:.3g} of the bound; torch's {worst_a:.3g})")
+    rows.append(f"| {m}x{n}x{k} | {epi['Epilogue']} | {tp:.1f} | {tk:.1f} | {tp / tk:.3f} | {t_anchor:.1f} | {t_fused:.1f} | "
+                f"{t_anchor / tk:.3f} | {'match' if bad == 0 else 'MISMATCH'} |")
+    return bad == 0
+
+
 def main():
     root = sys.argv[1]
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     ok = True
+    rows = []
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     for name in sorted(os.listdir(root), key=lambda s: [int(x) for x in s.split("x")]):
         sub = os.path.join(root, name)
@@ -97,6 +176,13 @@ def main():
               f"cuBLAS {tr:9.1f} us {flops / tr / 1e6:7.1f} TFLOP/s | kgen/cuBLAS {tr / tk:.3f} | "
               f"{'match' if bad == 0 else 'MISMATCH'} ({bad} of {m * n} outside, worst {worst:.3g} of tolerance)")
         ok = ok and bad == 0
+        if os.path.exists(os.path.join(sub, "epi.json")):
+            ok = epilogue(sub, rec, a, b, dt, reps, rows) and ok
+    if rows:
+        print()
+        print("| M x N x K | epilogue | kgen plain us | kgen epilogue us | plain/epilogue | torch matmul+ops us | torch addmm+ops us | kgen vs torch matmul+ops | check |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
     sys.exit(0 if ok else 1)
 
 
