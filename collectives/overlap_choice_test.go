@@ -24,8 +24,29 @@ func TestAGOverlapChoice(t *testing.T) {
 		{2, 4096, 4096, 4096, true},   // 234.1 vs 264.4
 		{2, 8192, 8192, 7168, true},   // 1258.7 vs 1356.1
 		{2, 8192, 8192, 8192, true},   // 1425.0 vs 1526.8
+		{4, 1024, 14336, 8192, false}, // 433.1-442.1 vs 407.7 (Llama-3-70B TP=4 up/gate)
+		{4, 16384, 14336, 8192, true}, // 4577.9-4656.4 vs 5270.2
 	} {
 		got := agOverlapWins(c.g, 132, dsl.BF16, dsl.BF16, MatmulShape{M: c.m, N: c.n, K: c.k})
+		if got != c.overlap {
+			t.Errorf("%d GPUs %dx%dx%d: overlap %v, measured faster: overlap %v", c.g, c.m, c.n, c.k, got, c.overlap)
+		}
+	}
+}
+
+// TestRSOverlapChoice checks the reduce-scatter's estimate against the shapes measured on 4
+// x H100 (132 SMs, bf16, Llama-3-70B TP=4 down projection; docs/bench.md): copy-engine
+// overlap or split, the faster by more than 3%.
+func TestRSOverlapChoice(t *testing.T) {
+	for _, c := range []struct {
+		g       int
+		m, n, k int
+		overlap bool
+	}{
+		{4, 1024, 8192, 7168, false}, // 247.4 vs 213.8-219.7
+		{4, 16384, 8192, 7168, true}, // 2528.9-2554.8 vs 3030.0
+	} {
+		got := rsOverlapWins(c.g, 132, dsl.BF16, dsl.BF16, MatmulShape{M: c.m, N: c.n, K: c.k})
 		if got != c.overlap {
 			t.Errorf("%d GPUs %dx%dx%d: overlap %v, measured faster: overlap %v", c.g, c.m, c.n, c.k, got, c.overlap)
 		}

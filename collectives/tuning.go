@@ -170,10 +170,25 @@ func gemmUS(dt, out dsl.Type, m, n, k, sms int) float64 {
 // H100 (docs/bench.md) it picks the faster of the two, or one within 1%, at every measured
 // shape.
 func agOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
+	if !chunkFillsGPU(g, sms, dt, out, s) {
+		return false
+	}
 	us := func(m int) float64 { return gemmUS(dt, out, m, s.N, s.K, sms) }
 	ag := float64(g-1) / float64(g) * float64(s.M) * float64(s.K) * float64(dt.Bytes()) / allGatherBytesPS * 1e6
 	overlap := max(float64(g)*us(s.M/g), ag) + overlapOverheadUS
 	return overlap < us(s.M)+ag
+}
+
+// chunkFillsGPU reports whether one of the overlap's g chunks (M/g rows) has at least a
+// wave of output tiles for the sms multiprocessors in GemmSM90For's pick. Smaller chunks
+// lose what the cycle model does not see: each chunk's launch, fill and drain behind its
+// event. On 4 x H100 the copy-engine all-gather took 433-442 us at 1024 x 14336 x 8192
+// (chunks of 256 rows: 112 tiles for 132 SMs) against 407.7 split, which the cycle model
+// alone scored the other way (docs/bench.md).
+func chunkFillsGPU(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
+	rows := s.M / max(g, 1)
+	cfg, err := kernels.GemmSM90For(dt, out, rows, s.N, s.K, max(sms, 1))
+	return err == nil && cfg.Tiles(rows, s.N) >= sms
 }
 
 // The reduce-scatter's estimate (rsOverlapWins): kgen's p2p_reducescatter_pull moved 300 GB/s
@@ -187,8 +202,11 @@ const (
 // rsOverlapWins reports whether MatmulReduceScatter of shape s on g GPUs of sms
 // multiprocessors runs faster with the copy engines (g chunked GEMMs, each chunk's push
 // beside the next GEMM, then sum_slots) than split (one GEMM, then the reduce-scatter).
-// Not yet checked against a measurement of the overlap (MatmulAuto uses it).
+// On 4 x H100 it picked the faster at M 1024 and 16384 (8192 x 7168; docs/bench.md).
 func rsOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
+	if !chunkFillsGPU(g, sms, dt, out, s) {
+		return false
+	}
 	us := func(m int) float64 { return gemmUS(dt, out, m, s.N, s.K, sms) }
 	chunk := float64(s.M/g) * float64(s.N) * float64(out.Bytes())
 	rs := float64(g-1) * chunk / reduceScatterBytesPS * 1e6
