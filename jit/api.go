@@ -635,7 +635,7 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if closed {
 		return fmt.Errorf("jit: launch of %s: its module was closed", f.sig.Name)
 	}
-	s, err := cfg.Stream.use("launch of " + f.sig.Name)
+	s, err := cfg.Stream.useOn("launch of "+f.sig.Name, f.m.d)
 	if err != nil {
 		return err
 	}
@@ -736,6 +736,13 @@ func (m *Memory) FreeContext(ctx context.Context) error {
 	defer m.mu.Unlock()
 	if m.freed {
 		return nil
+	}
+	// Device.Close released the memory already: the backend must not see the address again
+	// (another Open may have reused it).
+	if m.d != nil {
+		if err := m.d.usable("Free"); err != nil {
+			return err
+		}
 	}
 	if m.freeCtx != nil {
 		if err := ctx.Err(); err != nil {
@@ -869,7 +876,10 @@ func (b *Buffer[T]) Free() error {
 	return b.mem.Free()
 }
 
-func (b *Buffer[T]) isFreed() bool { return b.mem == nil || b.mem.isFreed() }
+func (b *Buffer[T]) isFreed() bool { return b == nil || b.mem == nil || b.mem.isFreed() }
+
+// Freed reports whether the buffer's memory was freed (Free); a nil buffer counts as freed.
+func (b *Buffer[T]) Freed() bool { return b.isFreed() }
 
 func sizeOf[T Elem](z T) uintptr { return unsafe.Sizeof(z) }
 
@@ -909,7 +919,7 @@ func (b *Buffer[T]) CopyFromHostAsync(src []T, s *Stream) error {
 	if err := b.check("CopyFromHost", len(src)); err != nil {
 		return err
 	}
-	st, err := s.use("CopyFromHost")
+	st, err := s.useOn("CopyFromHost", b.mem.d)
 	if err != nil {
 		return err
 	}
@@ -921,7 +931,7 @@ func (b *Buffer[T]) CopyToHostAsync(dst []T, s *Stream) error {
 	if err := b.check("CopyToHost", len(dst)); err != nil {
 		return err
 	}
-	st, err := s.use("CopyToHost")
+	st, err := s.useOn("CopyToHost", b.mem.d)
 	if err != nil {
 		return err
 	}
@@ -942,7 +952,7 @@ func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
 	if err := b.check("CopyFrom", src.n); err != nil {
 		return err
 	}
-	st, err := s.use("CopyFrom")
+	st, err := s.useOn("CopyFrom", b.mem.d)
 	if err != nil {
 		return err
 	}
@@ -979,6 +989,21 @@ func (s *Stream) use(op string) (stream, error) {
 		return nil, err
 	}
 	return s.impl, nil
+}
+
+// useOn is use for work of device d (nil: any): a stream of another device (another Open of
+// the same ordinal included) is an error naming both, since the work would be queued on the
+// stream's device.
+func (s *Stream) useOn(op string, d *Device) (stream, error) {
+	st, err := s.use(op)
+	if err != nil || s == nil || d == nil || s.d == d {
+		return st, err
+	}
+	sd, wd := s.d.describe(), d.describe()
+	if sd == wd {
+		sd = "another Open of " + sd
+	}
+	return nil, fmt.Errorf("jit: %s: the stream belongs to %s, the work to %s: use a stream of the work's device (or nil, its default stream)", op, sd, wd)
 }
 
 // NewStream creates a stream.
@@ -1057,11 +1082,20 @@ func (s *Stream) CopyDtoD(dst, src DevicePtr, n int64) error {
 // WaitEvent makes the work enqueued on s after this call wait until e has happened (the
 // work before the point where e was last recorded, on any stream of the device, is done):
 // cuStreamWaitEvent. It does not block the host. An event never recorded is already done.
+// The event may belong to another device (as CUDA allows); a closed stream, event or device
+// is an error wrapping ErrClosed.
 func (s *Stream) WaitEvent(e *Event) error {
 	if s == nil || e == nil {
 		return errors.New("jit: WaitEvent needs a non-nil *Stream and *Event")
 	}
-	return s.impl.waitEvent(e.impl)
+	if err := e.use("Stream.WaitEvent"); err != nil {
+		return err
+	}
+	st, err := s.use("Stream.WaitEvent")
+	if err != nil {
+		return err
+	}
+	return st.waitEvent(e.impl)
 }
 
 // Event marks a point in a stream.
@@ -1103,7 +1137,7 @@ func (e *Event) Record(s *Stream) error {
 	if err := e.use("Event.Record"); err != nil {
 		return err
 	}
-	st, err := s.use("Event.Record")
+	st, err := s.useOn("Event.Record", e.d)
 	if err != nil {
 		return err
 	}

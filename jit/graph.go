@@ -218,7 +218,7 @@ func (x *GraphExec) Launch(s *Stream) error {
 			return fmt.Errorf("jit: GraphExec.Launch: launch %d (%s): its module was closed", i, x.nodes[i].fn.sig.Name)
 		}
 	}
-	st, err := s.use("GraphExec.Launch")
+	st, err := s.useOn("GraphExec.Launch", x.g.d)
 	if err != nil {
 		return err
 	}

@@ -323,7 +323,7 @@ func (s *NVSHMEM) BarrierAllOnStream(st *Stream) error {
 	if err := s.live(); err != nil {
 		return err
 	}
-	bs, err := st.use("BarrierAllOnStream")
+	bs, err := st.useOn("BarrierAllOnStream", s.d)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kgen-dev/kgen/dsl"
 )
@@ -11,6 +10,19 @@ import (
 const (
 	FamilyRowSumSplit  Family = "row_sum_split"
 	FamilySoftmaxSplit Family = "softmax_split"
+)
+
+// The row kernels' limits. They index rows and columns in u32: a row loop steps from a row
+// below rows by the grid's rows at once (at most 2^31 with rows <= 2^31-1, so the sum stays
+// below 2^32, and a block-per-row grid of rows blocks stays within CUDA's 2^31-1); a chunk
+// loop steps from a column below cols by up to 32768 columns, and the split kernels round
+// each of at most cols/8192 segments up to 8 columns: both stay below 2^32 with cols <=
+// 2^32-2^23. The split launch counts blocks and scratch words from the multiprocessors in
+// u32 too: at most 2^16 of them keep those below 2^26.
+const (
+	MaxRowRows = 1<<31 - 1     // rows of a row kernel's matrix, at most
+	MaxRowCols = 1<<32 - 1<<23 // columns, at most
+	MaxRowSMs  = 1 << 16       // multiprocessors ChooseRowKernel plans for, at most
 )
 
 // RowLaunch is how the host runs a row family on one matrix: the kernel (ID) and its
@@ -44,11 +56,11 @@ func ChooseRowKernel(f Family, dt dsl.Type, rows, cols, sms int) (RowLaunch, err
 	if _, err := Find(ID{Family: f, DType: dt}); err != nil {
 		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %w", err)
 	}
-	if rows < 1 || cols < 1 || int64(rows) > math.MaxUint32 || int64(cols) > math.MaxUint32 {
-		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %s of %d x %d: rows and cols must be in [1, 2^32-1] (the kernels take them as u32)", f, rows, cols)
+	if err := CheckRowShape(rows, cols); err != nil {
+		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %s of %d x %d: %w", f, rows, cols, err)
 	}
-	if sms < 1 {
-		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %d multiprocessors: want at least 1", sms)
+	if sms < 1 || sms > MaxRowSMs {
+		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %d multiprocessors: want 1 to %d (2^16)", sms, MaxRowSMs)
 	}
 	one := func(why string) (RowLaunch, error) {
 		sh := SoftmaxShape(rows, cols)
@@ -70,4 +82,17 @@ func ChooseRowKernel(f Family, dt dsl.Type, rows, cols, sms int) (RowLaunch, err
 	}
 	why := fmt.Sprintf("%d rows on %d SMs: %d blocks a row fill the device", rows, sms, sh.Parts)
 	return RowLaunch{ID: ID{Family: split, DType: dt}, Split: true, SplitShape: sh, Why: why}, nil
+}
+
+// CheckRowShape returns an error naming the operand and its limit unless a rows x cols
+// matrix is within the row kernels' (softmax, row_sum, their split and strided forms):
+// rows in [1, MaxRowRows], cols in [1, MaxRowCols].
+func CheckRowShape(rows, cols int) error {
+	if rows < 1 || rows > MaxRowRows {
+		return fmt.Errorf("rows = %d: want 1 to %d (2^31-1: the kernels step through rows in u32)", rows, MaxRowRows)
+	}
+	if cols < 1 || int64(cols) > MaxRowCols {
+		return fmt.Errorf("cols = %d: want 1 to %d (2^32-2^23: the kernels step through columns in u32)", cols, int64(MaxRowCols))
+	}
+	return nil
 }

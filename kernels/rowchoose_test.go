@@ -92,3 +92,68 @@ func TestChooseRowKernelErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestChooseRowKernelLimits: shapes whose u32 index arithmetic would wrap in the row kernels
+// are refused, naming the operand and the limit; at the limits, a host model of the
+// kernels' u32 arithmetic (row loops, chunk loops, the split's segments) stays below 2^32
+// for every device size.
+func TestChooseRowKernelLimits(t *testing.T) {
+	for _, c := range []struct {
+		f               Family
+		rows, cols, sms int
+		want            string
+	}{
+		{FamilySoftmax, 1 << 31, 1, 132, "rows"},
+		{FamilySoftmax, 1<<32 - 1, 1, 132, "2^31-1"},
+		{FamilyRowSum, 1, 1<<32 - 1, 132, "cols"},
+		{FamilyRowSum, 1, MaxRowCols + 1, 132, "2^32-2^23"},
+		{FamilySoftmax, 200, 1<<32 - 1, 132, "cols"},
+		{FamilySoftmax, 1, 1, MaxRowSMs + 1, "multiprocessors"},
+	} {
+		_, err := ChooseRowKernel(c.f, dsl.F16, c.rows, c.cols, c.sms)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ChooseRowKernel(%s, %d x %d, %d SMs) = %v, want an error with %q", c.f, c.rows, c.cols, c.sms, err, c.want)
+		}
+	}
+	const u32 = 1<<32 - 1
+	for _, f := range []Family{FamilySoftmax, FamilyRowSum} {
+		for _, rows := range []int{1, 2, 7, 131, 1 << 20, MaxRowRows} {
+			for _, cols := range []int{1, rowWarpCols, rowWarpCols + 1, 1 << 20, MaxRowCols} {
+				for _, sms := range []int{1, 2, 16, 132, 1 << 12, MaxRowSMs} {
+					rl, err := ChooseRowKernel(f, dsl.F16, rows, cols, sms)
+					if err != nil {
+						t.Fatalf("%s %d x %d on %d SMs: %v", f, rows, cols, sms, err)
+					}
+					name := fmt.Sprintf("%s %d x %d on %d SMs (%+v)", f, rows, cols, sms, rl.SplitShape)
+					chunk := rowMaxBlock * rowElems
+					if !rl.Split {
+						// Row loop: row < rows, row + step; step = grid*(block/32) or grid.
+						step := rl.Grid * rl.Block / 32
+						if cols > rowWarpCols {
+							step = rl.Grid
+						}
+						if rows-1+step > u32 || rl.Grid > MaxRowRows {
+							t.Errorf("%s: the row loop wraps (step %d)", name, step)
+						}
+						if cols-1+chunk > u32 {
+							t.Errorf("%s: the chunk loop wraps", name)
+						}
+						continue
+					}
+					parts := rl.Parts
+					seg := (cols + parts - 1) / parts
+					aseg := seg + splitSegAlign - 1
+					seg = aseg &^ (splitSegAlign - 1)
+					slots := rl.Grid / parts
+					lo := min(cols, (parts-1)*seg)
+					for _, v := range []int{cols + parts - 1, aseg, (parts - 1) * seg, lo + seg, cols - 1 + chunk,
+						rows - 1 + slots, rl.ScratchWords, rl.Grid} {
+						if v > u32 {
+							t.Errorf("%s: an intermediate %d wraps u32", name, v)
+						}
+					}
+				}
+			}
+		}
+	}
+}

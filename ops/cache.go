@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // The per-device cache. A device's state holds its loaded kernels (one module per kernel
-// name, built and loaded by the first call that needs it while later callers wait for it),
+// name and target, built and loaded by the first call that needs it while later callers wait for it),
 // its plans (a kernel and its launch per op, dtypes, shape and strides: a call that repeats
 // its shapes does no more than a map lookup before the launch), its encoded tensor maps and
 // the split-row kernels' scratch. A call that finds the device closed forgets its state.
@@ -26,7 +27,7 @@ var devices sync.Map
 type devState struct {
 	d       *jit.Device
 	mu      sync.Mutex
-	fns     map[string]*built
+	fns     map[fnKey]*built
 	plans   map[planKey]*plan
 	tmaps   map[tmapKey]any // jit.TensorMap, boxed once for Launch's ...any
 	scratch map[scratchKey]*jit.Buffer[uint32]
@@ -38,6 +39,13 @@ type built struct {
 	mod  *jit.Module
 	fn   *jit.Function
 	err  error
+}
+
+// fnKey names a loaded kernel: its name and the target it was built for (one name may be
+// built for several: MatmulOptions.Target).
+type fnKey struct {
+	name   string
+	target ptx.Target
 }
 
 // planKey is everything that decides an op's kernel and launch.
@@ -86,7 +94,7 @@ func stateOf(d *jit.Device) *devState {
 	if st, ok := devices.Load(d); ok {
 		return st.(*devState)
 	}
-	st, _ := devices.LoadOrStore(d, &devState{d: d, fns: map[string]*built{}, plans: map[planKey]*plan{},
+	st, _ := devices.LoadOrStore(d, &devState{d: d, fns: map[fnKey]*built{}, plans: map[planKey]*plan{},
 		tmaps: map[tmapKey]any{}, scratch: map[scratchKey]*jit.Buffer[uint32]{}})
 	return st.(*devState)
 }
@@ -135,11 +143,12 @@ func (st *devState) store(key planKey, p *plan) {
 // and loading it on first use; concurrent callers of the same name wait for the first one,
 // or for ctx. A failed build is not kept: the next call tries again.
 func (st *devState) function(ctx context.Context, name string, target ptx.Target, write func(k *dsl.Kernel)) (*jit.Function, error) {
+	key := fnKey{name, target}
 	st.mu.Lock()
-	b, ok := st.fns[name]
+	b, ok := st.fns[key]
 	if !ok {
 		b = &built{done: make(chan struct{})}
-		st.fns[name] = b
+		st.fns[key] = b
 	}
 	st.mu.Unlock()
 	if ok {
@@ -156,7 +165,7 @@ func (st *devState) function(ctx context.Context, name string, target ptx.Target
 	b.mod, b.fn, b.err = load(st.d, name, target, write)
 	if b.err != nil {
 		st.mu.Lock()
-		delete(st.fns, name)
+		delete(st.fns, key)
 		st.mu.Unlock()
 	}
 	close(b.done)
@@ -191,11 +200,12 @@ func (st *devState) registered(ctx context.Context, id kernels.ID, target ptx.Ta
 		return nil, "", err
 	}
 	name := spec.VariantName(id.DType)
+	key := fnKey{name, target}
 	st.mu.Lock()
-	b, ok := st.fns[name]
+	b, ok := st.fns[key]
 	if !ok {
 		b = &built{done: make(chan struct{})}
-		st.fns[name] = b
+		st.fns[key] = b
 	}
 	st.mu.Unlock()
 	if ok {
@@ -221,7 +231,7 @@ func (st *devState) registered(ctx context.Context, id kernels.ID, target ptx.Ta
 	}()
 	if b.err != nil {
 		st.mu.Lock()
-		delete(st.fns, name)
+		delete(st.fns, key)
 		st.mu.Unlock()
 	}
 	close(b.done)
@@ -295,16 +305,16 @@ func Kernels(d *jit.Device) []string {
 	st := v.(*devState)
 	st.mu.Lock()
 	names := make([]string, 0, len(st.fns))
-	for n, b := range st.fns {
+	for k, b := range st.fns {
 		select {
 		case <-b.done:
 			if b.err == nil {
-				names = append(names, n)
+				names = append(names, k.name)
 			}
 		default:
 		}
 	}
 	st.mu.Unlock()
 	sort.Strings(names)
-	return names
+	return slices.Compact(names) // a name built for two targets is listed once
 }

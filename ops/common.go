@@ -19,6 +19,9 @@ func deviceOf[T jit.Elem](op, name string, t Tensor[T]) (*jit.Device, error) {
 	if m == nil || m.Device() == nil {
 		return nil, fmt.Errorf("ops: %s: %s: its buffer has no memory", op, name)
 	}
+	if t.buf.Freed() {
+		return nil, fmt.Errorf("ops: %s: %s: its buffer was freed", op, name)
+	}
 	return m.Device(), nil
 }
 

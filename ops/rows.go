@@ -154,6 +154,10 @@ func RowSum[T jit.Elem](ctx context.Context, s *jit.Stream, out Tensor[float32],
 // key: the library's kernel (ChooseRowKernel) for dense aligned rows, else the strided one.
 func planRows(ctx context.Context, st *devState, key planKey, f kernels.Family) (*plan, error) {
 	rows, cols := key.dims[0], key.dims[1]
+	// The strided kernels step through rows and columns in u32 as the library's do.
+	if err := kernels.CheckRowShape(rows, cols); err != nil {
+		return nil, fmt.Errorf("in is %d x %d: %w", rows, cols, err)
+	}
 	dt := dsl.Type(key.in)
 	dense := key.lds[0] == cols && key.lds[1] == cols && key.flags == 1
 	p := &plan{}

@@ -59,6 +59,8 @@ func Strided[T jit.Elem](buf *jit.Buffer[T], offset int, shape, strides []int) (
 	switch {
 	case buf == nil:
 		return t, fmt.Errorf("ops: the buffer is nil")
+	case buf.Freed():
+		return t, fmt.Errorf("ops: the buffer was freed")
 	case len(shape) < 1 || len(shape) > MaxRank:
 		return t, fmt.Errorf("ops: rank %d: want 1 to %d dimensions", len(shape), MaxRank)
 	case len(strides) != len(shape):
@@ -79,10 +81,16 @@ func (t Tensor[T]) check() error {
 		return fmt.Errorf("ops: offset %d: want at least 0", t.off)
 	}
 	last := uint64(t.off)
+	count := 1
 	for i := 0; i < t.rank; i++ {
 		if t.shape[i] < 1 {
 			return fmt.Errorf("ops: dimension %d has extent %d: want at least 1", i, t.shape[i])
 		}
+		// Broadcast views (stride 0) reach few elements but may count more than an int holds.
+		if count > math.MaxInt/t.shape[i] {
+			return fmt.Errorf("ops: shape %v: the element count overflows an int", t.Shape())
+		}
+		count *= t.shape[i]
 		if t.strides[i] < 0 {
 			return fmt.Errorf("ops: dimension %d has stride %d: want at least 0", i, t.strides[i])
 		}
@@ -208,10 +216,16 @@ func (t Tensor[T]) View(shape ...int) (Tensor[T], error) {
 	if !t.IsContiguous() {
 		return Tensor[T]{}, fmt.Errorf("ops: View: shape %v, strides %v is not contiguous; View reshapes only contiguous tensors", t.Shape(), t.Strides())
 	}
+	if len(shape) < 1 || len(shape) > MaxRank {
+		return Tensor[T]{}, fmt.Errorf("ops: View: rank %d: want 1 to %d dimensions", len(shape), MaxRank)
+	}
 	n := 1
 	for _, s := range shape {
-		if s < 1 || n > math.MaxInt/s {
+		if s < 1 {
 			return Tensor[T]{}, fmt.Errorf("ops: View: shape %v: want extents of at least 1", shape)
+		}
+		if n > math.MaxInt/s {
+			return Tensor[T]{}, fmt.Errorf("ops: View: shape %v: the element count overflows an int", shape)
 		}
 		n *= s
 	}

@@ -99,6 +99,9 @@ func Verify(m *Module) error {
 		if msg := verifyVar(v, true); msg != "" {
 			add(&Error{Msg: fmt.Sprintf("variable %s: %s", v.Name, msg)})
 		}
+		if v.Space == SpaceShared && !v.Extern && varBytes(v) > MaxStaticShared {
+			add(&Error{Msg: fmt.Sprintf("variable %s: %d bytes of static shared memory: a kernel holds at most %d (48 KiB; more is dynamic shared memory), so none can use it", v.Name, varBytes(v), MaxStaticShared)})
+		}
 	}
 	for _, f := range m.Funcs {
 		if !ValidIdent(f.Name) {
@@ -129,9 +132,31 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %q has no valid type", p.Name)})
 		}
 	}
+	var shared, local int64
 	for _, v := range f.Vars {
 		if msg := verifyVar(v, false); msg != "" {
 			add(&Error{Func: f.Name, Msg: fmt.Sprintf("variable %s: %s", v.Name, msg)})
+		}
+		switch {
+		case v.Space == SpaceShared && !v.Extern:
+			shared = satAdd(shared, varBytes(v))
+		case v.Space == SpaceLocal:
+			local = satAdd(local, varBytes(v))
+		}
+	}
+	if shared > MaxStaticShared {
+		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d bytes of static shared memory (function-scope .shared): ptxas allows at most %d (48 KiB; use dynamic shared memory, .extern .shared, for more)", shared, MaxStaticShared)})
+	}
+	if local > MaxLocal {
+		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d bytes of local memory per thread (.local): a GPU allows at most %d (512 KiB)", local, MaxLocal)})
+	}
+	if f.Entry {
+		limit := MaxParamBytes
+		if m.Version != 0 && m.Version < 81 {
+			limit = MaxParamBytesBefore81
+		}
+		if n := paramSpace(f.Params); n > int64(limit) {
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d bytes of kernel parameters: PTX %v allows at most %d (32764 from PTX 8.1 on sm_70 and later, 4352 before)", n, m.Version, limit)})
 		}
 	}
 	if f.Extern {
@@ -564,4 +589,52 @@ func sameForm(a, b *Instr) bool {
 		}
 	}
 	return true
+}
+
+// Memory limits Verify enforces, as ptxas (CUDA 13) and the GPU do; the emulator (package
+// emu) enforces the same at launch.
+const (
+	// MaxStaticShared is the most static shared memory of a kernel (ptxas: 0xc000 bytes).
+	MaxStaticShared = 48 << 10
+	// MaxLocal is the most local memory per thread (the driver refuses a launch with more).
+	MaxLocal = 512 << 10
+	// MaxParamBytes is the most bytes of a kernel's parameters from PTX 8.1 on (sm_70 and
+	// later); MaxParamBytesBefore81 before it.
+	MaxParamBytes         = 32764
+	MaxParamBytesBefore81 = 4352
+)
+
+// sizeCap saturates size arithmetic far above every limit.
+const sizeCap = 1 << 50
+
+// varBytes is v's size in bytes (an unsized extern array: 0), saturated at sizeCap.
+func varBytes(v *Var) int64 {
+	if v.Array < 0 {
+		return 0
+	}
+	return satMul(int64(max(v.Array, 1)), int64(max(v.Type.Bytes(), 1)))
+}
+
+// paramSpace is the bytes of a parameter list laid out in order, each parameter at its
+// alignment (.align, else its type's), saturated at sizeCap.
+func paramSpace(ps []Param) int64 {
+	var off int64
+	for _, p := range ps {
+		al := int64(max(p.Align, p.Type.Bytes(), 1))
+		off = satAdd(off, (al-off%al)%al)
+		off = satAdd(off, satMul(int64(max(p.Array, 1)), int64(max(p.Type.Bytes(), 1))))
+	}
+	return off
+}
+
+func satAdd(a, b int64) int64 { return min(a+b, sizeCap) } // a, b <= sizeCap: no overflow
+
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > sizeCap/b {
+		return sizeCap
+	}
+	return a * b
 }

@@ -111,6 +111,9 @@ type GemmOptions struct {
 // GemmTimer): the cached winner when there is one (nothing allocated or timed, unless
 // o.Force), else the winner of timings on d, then cached.
 func TuneGemm(ctx context.Context, t *Tuner, d *jit.Device, p GemmProblem, o GemmOptions) (Result[kernels.GemmSM90Config], error) {
+	if err := checkCtx(ctx, "TuneGemm"); err != nil {
+		return Result[kernels.GemmSM90Config]{}, err
+	}
 	if t == nil || d == nil {
 		return Result[kernels.GemmSM90Config]{}, errors.New("tune: TuneGemm needs a *Tuner (New) and a *jit.Device (jit.Open)")
 	}
@@ -198,26 +201,38 @@ func NewGemmTimer(d *jit.Device, p GemmProblem) (*GemmTimer, error) {
 	if g.e1, err = d.NewEvent(); err != nil {
 		return nil, err
 	}
-	in, out := int64(p.In.Bytes()), int64(p.Out.Bytes())
-	m, n, k := int64(p.M), int64(p.N), int64(p.K)
-	g.ha, g.hb = randomMatrix(p.In, m*k, 1), randomMatrix(p.In, k*n, 2)
+	in, out := float64(p.In.Bytes()), float64(p.Out.Bytes())
+	m, n, k := float64(p.M), float64(p.N), float64(p.K)
+	// Sizes in float64 first: M*K*4 overflows an int64 for the largest shapes Check takes.
+	sa, sb, sd := m*k*in, k*n*in, m*n*out
+	if sa+sb > maxGemmHost {
+		return nil, fmt.Errorf("tune: NewGemmTimer: %s: A and B take %.4g bytes, held on the host too (the Check reference): at most %d (%d GiB)", p, sa+sb, int64(maxGemmHost), int64(maxGemmHost)>>30)
+	}
+	if mem := d.Info().TotalMem; mem > 0 && sa+sb+sd > float64(mem) {
+		return nil, fmt.Errorf("tune: NewGemmTimer: %s: A, B and D take %.4g bytes, more than the device's %d", p, sa+sb+sd, mem)
+	}
+	// The device's memory first (it refuses what it cannot hold), then the host's copies.
 	for _, x := range []struct {
 		mem  **jit.Memory
 		size int64
-		host []byte
-	}{{&g.a, m * k * in, g.ha}, {&g.b, k * n * in, g.hb}, {&g.out, m * n * out, nil}} {
+	}{{&g.a, int64(sa)}, {&g.b, int64(sb)}, {&g.out, int64(sd)}} {
 		if *x.mem, err = d.Alloc(x.size); err != nil {
 			return nil, fmt.Errorf("tune: %s: %w", p, err)
 		}
-		if x.host != nil {
-			if err := d.CopyHtoD((*x.mem).DevPtr(), x.host); err != nil {
-				return nil, err
-			}
-		}
+	}
+	g.ha, g.hb = randomMatrix(p.In, int64(p.M)*int64(p.K), 1), randomMatrix(p.In, int64(p.K)*int64(p.N), 2)
+	if err := d.CopyHtoD(g.a.DevPtr(), g.ha); err != nil {
+		return nil, err
+	}
+	if err := d.CopyHtoD(g.b.DevPtr(), g.hb); err != nil {
+		return nil, err
 	}
 	ok = true
 	return g, nil
 }
+
+// maxGemmHost bounds the bytes of A and B a GemmTimer holds on the host (16 GiB).
+const maxGemmHost = 1 << 34
 
 // Close frees the matrices, modules, stream and events; a second Close does nothing.
 func (g *GemmTimer) Close() error {
@@ -254,10 +269,16 @@ func (g *GemmTimer) Close() error {
 
 // Time measures candidate c once (see GemmTimer): the mean time of one launch of a batch.
 func (g *GemmTimer) Time(ctx context.Context, c Candidate[kernels.GemmSM90Config]) (time.Duration, error) {
+	if err := checkCtx(ctx, "GemmTimer.Time"); err != nil {
+		return 0, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return 0, errors.New("tune: GemmTimer.Time after Close")
+	}
+	if g.d == nil || g.runs == nil {
+		return 0, errors.New("tune: GemmTimer.Time on a GemmTimer not made by NewGemmTimer: use NewGemmTimer")
 	}
 	r := g.runs[c.Name]
 	if r == nil {
@@ -534,6 +555,9 @@ func decodeAt(t dsl.Type, b []byte, i int) float64 {
 // VerifyGemm times winner beside every candidate of p on d (Verify with a GemmTimer and
 // schedule s): the acceptance check that the pick is within noise of the best.
 func VerifyGemm(ctx context.Context, d *jit.Device, p GemmProblem, winner string, s Schedule, check bool) (Verification, error) {
+	if err := checkCtx(ctx, "VerifyGemm"); err != nil {
+		return Verification{Winner: winner}, err
+	}
 	g, err := NewGemmTimer(d, p)
 	if err != nil {
 		return Verification{Winner: winner}, err

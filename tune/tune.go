@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 )
 
@@ -93,18 +94,20 @@ func ExactShape(dims ...int) string {
 // "p2:128x4096x16384" holds 100x4096x14336 and 128x3000x9000. Nearby shapes then share a
 // winner (one timing serves them all), at the cost of a pick made for another shape.
 func Pow2Shape(dims ...int) string {
-	r := make([]int, len(dims))
+	r := make([]string, len(dims))
 	for i, d := range dims {
 		r[i] = ceilPow2(d)
 	}
-	return "p2:" + ExactShape(r...)
+	return "p2:" + strings.Join(r, "x")
 }
 
-func ceilPow2(d int) int {
+// ceilPow2 is the power of two at or above d (d itself when at most 1), as text: 2^63 for
+// d above 2^62 does not fit an int.
+func ceilPow2(d int) string {
 	if d <= 1 {
-		return d
+		return strconv.Itoa(d)
 	}
-	return 1 << bits.Len(uint(d-1))
+	return strconv.FormatUint(1<<bits.Len(uint(d-1)), 10)
 }
 
 // Candidate is one configuration to time, under a name that is stable from run to run (the
@@ -194,6 +197,9 @@ func checkCandidates[C any](cands []Candidate[C]) error {
 // before every call, and after a failing one: a failure while ctx ends is the context's,
 // not the candidate's).
 func Measure[C any](ctx context.Context, s Schedule, cands []Candidate[C], timer Timer[C]) ([]Timing, error) {
+	if err := checkCtx(ctx, "Measure"); err != nil {
+		return nil, err
+	}
 	if err := checkCandidates(cands); err != nil {
 		return nil, err
 	}
@@ -215,7 +221,7 @@ func Measure[C any](ctx context.Context, s Schedule, cands []Candidate[C], timer
 		}
 		var ab *abortError
 		if errors.As(err, &ab) {
-			return 0, false, fmt.Errorf("tune: timing %s: %w", cands[i].Name, ab.err)
+			return 0, false, bounded("tune: timing "+cands[i].Name+": ", ab.err)
 		}
 		if err == nil && d <= 0 {
 			err = fmt.Errorf("the timer returned %v (want a positive time)", d)
@@ -272,7 +278,7 @@ func Fastest(ts []Timing) (int, error) {
 	var errs []error
 	for i, t := range ts {
 		if t.Err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", t.Name, t.Err))
+			errs = append(errs, bounded(t.Name+": ", t.Err))
 			continue
 		}
 		if best < 0 || t.Median < ts[best].Median {
@@ -298,6 +304,9 @@ type Verification struct {
 // returns an error when winner is not among cands, or fails to run, or Measure fails.
 func Verify[C any](ctx context.Context, s Schedule, winner string, cands []Candidate[C], timer Timer[C]) (Verification, error) {
 	v := Verification{Winner: winner, Best: -1}
+	if err := checkCtx(ctx, "Verify"); err != nil {
+		return v, err
+	}
 	w := -1
 	for i, c := range cands {
 		if c.Name == winner {
@@ -313,7 +322,7 @@ func Verify[C any](ctx context.Context, s Schedule, winner string, cands []Candi
 	}
 	v.Times = ts
 	if ts[w].Err != nil {
-		return v, fmt.Errorf("tune: Verify: the winner %s failed: %w", winner, ts[w].Err)
+		return v, bounded("tune: Verify: the winner "+winner+" failed: ", ts[w].Err)
 	}
 	if v.Best, err = Fastest(ts); err != nil {
 		return v, err
@@ -321,3 +330,32 @@ func Verify[C any](ctx context.Context, s Schedule, winner string, cands []Candi
 	v.Ratio = float64(ts[w].Median) / float64(ts[v.Best].Median)
 	return v, nil
 }
+
+// checkCtx returns an error naming fn for a nil ctx.
+func checkCtx(ctx context.Context, fn string) error {
+	if ctx == nil {
+		return fmt.Errorf("tune: %s: nil context", fn)
+	}
+	return nil
+}
+
+// maxErrText bounds the text of another's error (a timer's: a build log) that tune's own
+// errors quote.
+const maxErrText = 1 << 10
+
+// boundedError is err behind prefix, its message cut to maxErrText bytes; it unwraps to err.
+type boundedError struct {
+	prefix string
+	err    error
+}
+
+// bounded returns err behind prefix with its message bounded (nil for nil).
+func bounded(prefix string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &boundedError{prefix, err}
+}
+
+func (e *boundedError) Error() string { return e.prefix + excerpt.Cut(e.err.Error(), maxErrText) }
+func (e *boundedError) Unwrap() error { return e.err }

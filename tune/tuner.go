@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/internal/cachefile"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // DirEnv names the environment variable that sets DefaultDir.
@@ -54,23 +55,30 @@ type entry struct {
 // Tuner they use) take turns, so a device times one candidate set at a time and the later
 // ones find the earlier's winner. Tuners in other processes may time the same key at once;
 // each then writes a whole entry and the last one stays.
+//
+// The zero Tuner has no folder: its methods return errors (or no entry) naming New.
 type Tuner struct {
 	dir   string
 	sched Schedule
+	from  string // where dir came from, for errors: "$KGEN_TUNE_DIR", "" (New's caller)
 }
 
 // New returns a tuner caching in dir ("": DefaultDir) with schedule s (zero fields: the
 // defaults). It returns an error for an invalid schedule or a folder that exists and is not
 // private (*cachefile.UnsafeError).
 func New(dir string, s Schedule) (*Tuner, error) {
+	from := ""
 	if dir == "" {
-		dir = DefaultDir()
+		dir, from = DefaultDir(), "the default cache folder: set $"+DirEnv+" to use another"
+		if os.Getenv(DirEnv) != "" {
+			from = "$" + DirEnv
+		}
 	}
 	s, err := s.norm()
 	if err != nil {
 		return nil, err
 	}
-	t := &Tuner{dir: dir, sched: s}
+	t := &Tuner{dir: dir, sched: s, from: from}
 	if err := t.check(); err != nil {
 		return nil, err
 	}
@@ -78,21 +86,51 @@ func New(dir string, s Schedule) (*Tuner, error) {
 }
 
 // Dir returns the tuner's cache folder.
-func (t *Tuner) Dir() string { return t.dir }
+func (t *Tuner) Dir() string {
+	if t == nil {
+		return ""
+	}
+	return t.dir
+}
 
 // Schedule returns the tuner's schedule, defaults filled in.
-func (t *Tuner) Schedule() Schedule { return t.sched }
+func (t *Tuner) Schedule() Schedule {
+	if t == nil {
+		return Schedule{}
+	}
+	return t.sched
+}
 
-// check refuses a cache folder others may write.
+// errZero is the error of a method of the zero (or nil) Tuner.
+var errZero = errors.New("tune: a Tuner without a folder (the zero Tuner or nil): make one with New")
+
+// unsafeStakes says what whoever writes a tune cache folder could change.
+const unsafeStakes = "which kernel configurations kgen runs (the cached winners)"
+
+// check refuses the zero Tuner and a cache folder others may write.
 func (t *Tuner) check() error {
+	if t == nil || t.dir == "" {
+		return errZero
+	}
 	if err := cachefile.CheckDir(t.dir); err != nil {
-		return fmt.Errorf("tune: cache: %w ($%s)", err, DirEnv)
+		var ue *cachefile.UnsafeError
+		if errors.As(err, &ue) {
+			ue.Stakes = unsafeStakes
+		}
+		if t.from != "" {
+			return fmt.Errorf("tune: cache: %w (%s)", err, t.from)
+		}
+		return fmt.Errorf("tune: cache: %w", err)
 	}
 	return nil
 }
 
-// Path returns the file that holds k's winner: <kernel>-<32 hex digits of a sha256 of k>.json.
+// Path returns the file that holds k's winner: <kernel>-<32 hex digits of a sha256 of k>.json
+// in the tuner's folder; "" for the zero Tuner.
 func (t *Tuner) Path(k Key) string {
+	if t == nil || t.dir == "" {
+		return ""
+	}
 	b, _ := json.Marshal(k)
 	sum := sha256.Sum256(append([]byte(entryFormat+"\n"), b...))
 	name := strings.Map(func(r rune) rune {
@@ -159,12 +197,25 @@ func Lookup[C any](t *Tuner, k Key, cands []Candidate[C]) (Candidate[C], bool) {
 	return Candidate[C]{}, false
 }
 
-// Forget removes k's entry; no entry is no error.
+// Forget removes k's entry; no entry is no error. A folder at the entry's path is left
+// alone (an error); anything else there (a file, a link itself) is removed, as Tune's write
+// would replace it.
 func (t *Tuner) Forget(k Key) error {
-	if t == nil {
-		return errors.New("tune: Forget on a nil *Tuner")
+	if t == nil || t.dir == "" {
+		return errZero
 	}
-	if err := os.Remove(t.Path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	p := t.Path(k)
+	fi, err := os.Lstat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("tune: Forget: %s is a folder, not a file: left alone", p)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("tune: %w", err)
 	}
 	return nil
@@ -195,8 +246,11 @@ func Retune[C any](ctx context.Context, t *Tuner, k Key, cands []Candidate[C], t
 
 func tune[C any](ctx context.Context, t *Tuner, k Key, cands []Candidate[C], timer Timer[C], force bool) (Result[C], error) {
 	res := Result[C]{Key: k}
-	if t == nil {
-		return res, errors.New("tune: nil *Tuner (make one with New)")
+	if err := checkCtx(ctx, "Tune"); err != nil {
+		return res, err
+	}
+	if t == nil || t.dir == "" {
+		return res, errZero
 	}
 	if err := k.Check(); err != nil {
 		return res, err
@@ -241,7 +295,7 @@ func tune[C any](ctx context.Context, t *Tuner, k Key, cands []Candidate[C], tim
 			if e.Failed == nil {
 				e.Failed = map[string]string{}
 			}
-			e.Failed[tm.Name] = tm.Err.Error()
+			e.Failed[tm.Name] = excerpt.Cut(tm.Err.Error(), maxErrText)
 			continue
 		}
 		if e.TimesNS == nil {

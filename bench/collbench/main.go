@@ -270,7 +270,7 @@ func split(s string) []string {
 func operations(names []string, blocks int) ([]operation, error) {
 	huge := 1 << 40
 	// Every Comm here runs with multicast off: the lent machines must never create a
-	// multicast object (docs: /work/shared/DESIGN.md), and auto then picks among the
+	// multicast object (docs/bench.md, "Collectives on 2 and 4 GPUs"), and auto then picks among the
 	// peer-to-peer kernels as it does with NVLS off.
 	base := collectives.Options{DisableMulticast: true, MaxBlocks: blocks}
 	with := func(f func(o *collectives.Options)) collectives.Options {

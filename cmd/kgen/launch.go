@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -88,6 +89,19 @@ func runLaunch(e *env, args []string) error {
 	}
 	if *nodes < 1 || *n%*nodes != 0 {
 		return usagef("--nodes %d: -n %d ranks do not split into %d nodes of equal size", *nodes, *n, *nodes)
+	}
+	if b == jit.Emulator {
+		// The bootstrap flags mean nothing to the emulator's ranks (one process): refuse them
+		// rather than ignore them.
+		var cudaOnly []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "master-addr" || f.Name == "master-port" {
+				cudaOnly = append(cudaOnly, "--"+f.Name)
+			}
+		})
+		if len(cudaOnly) > 0 {
+			return usagef("%s with --backend emu: the emulator's ranks share one process and need no bootstrap address (cuda only)", strings.Join(cudaOnly, " and "))
+		}
 	}
 	if *nodes > 1 && b != jit.Emulator {
 		return usagef("--nodes %d: only the emulator simulates nodes; on GPUs run one kgen launch (or torchrun) per node", *nodes)

@@ -21,6 +21,8 @@ func TestLaunchUsage(t *testing.T) {
 		{[]string{"launch", "--master-port", "70000", "--", "true"}, "65535"},
 		{[]string{"launch", "--bogus", "--", "true"}, "bogus"},
 		{[]string{"launch", "-n", "65", "--backend", "emu", "--", "true"}, "at most 64"},
+		{[]string{"launch", "--backend", "emu", "--master-addr", "x", "--", "true"}, "--master-addr"},
+		{[]string{"launch", "--backend", "emu", "--master-port", "1234", "--", "true"}, "--master-port"},
 	} {
 		code, _, errs := kgen(c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {

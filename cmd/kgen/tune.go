@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -106,8 +107,11 @@ func runTune(e *env, args []string) error {
 		}
 		probs = append(probs, tune.GemmProblem{In: in, Out: out, M: *m, N: *n, K: *k})
 	}
-	if *tolerance < 0 {
-		return usagef("-tolerance %g: want a non-negative fraction (0.03 is 3%%)", *tolerance)
+	if *tolerance < 0 || math.IsNaN(*tolerance) || math.IsInf(*tolerance, 0) {
+		return usagef("-tolerance %g: want a non-negative finite fraction (0.03 is 3%%)", *tolerance)
+	}
+	if *timeout < 0 {
+		return usagef("-timeout %v: want a positive duration (or 0: no limit)", *timeout)
 	}
 	if *warmup < 0 || *reps < 0 {
 		return usagef("-warmup %d -reps %d: want non-negative counts (0: the defaults)", *warmup, *reps)
@@ -194,13 +198,17 @@ func printTimings(e *env, ts []tune.Timing, winner string, flops float64) {
 			mark = "*"
 		}
 		if t.Err != nil {
-			fmt.Fprintf(e.stdout, "  %s %-48s failed: %s\n", mark, t.Name, strings.ReplaceAll(t.Err.Error(), "\n", "; "))
+			msg := excerpt.Cut(t.Err.Error(), maxPrintedErr)
+			fmt.Fprintf(e.stdout, "  %s %-48s failed: %s\n", mark, t.Name, strings.ReplaceAll(msg, "\n", "; "))
 			continue
 		}
 		us := float64(t.Median.Nanoseconds()) / 1e3
 		fmt.Fprintf(e.stdout, "  %s %-48s %10.1f us %8.3g TFLOP/s\n", mark, t.Name, us, flops/t.Median.Seconds()/1e12)
 	}
 }
+
+// maxPrintedErr bounds the bytes of a candidate's error printed (a build log may be long).
+const maxPrintedErr = 1 << 10
 
 // parseShape reads "MxNxK".
 func parseShape(s string) ([3]int, error) {

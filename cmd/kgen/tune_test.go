@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -77,6 +79,9 @@ func TestTuneUsageErrors(t *testing.T) {
 		{[]string{"tune", "gemm", "-shapes", "llm", "--backend", "emu"}, "on the emulator"},
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "--backend", "tpu"}, `"tpu"`},
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-tolerance", "-1"}, "-tolerance -1"},
+		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-tolerance", "NaN"}, "-tolerance NaN"},
+		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-tolerance", "+Inf"}, "-tolerance +Inf"},
+		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-timeout", "-5s"}, "-timeout -5s"},
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-reps", "-1"}, "-reps -1"},
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-device", "-1"}, "-device -1"},
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-bogus"}, "-bogus"},
@@ -91,5 +96,15 @@ func TestTuneUsageErrors(t *testing.T) {
 	code, _, errs := kgen("tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "--backend", "emu", "-dir", dir)
 	if code != 1 || !strings.Contains(errs, "writable by group or others") {
 		t.Errorf("unsafe folder: exit %d, %s", code, errs)
+	}
+}
+
+// TestPrintTimingsBounded: a candidate's long error (a build log) prints bounded, on one line.
+func TestPrintTimingsBounded(t *testing.T) {
+	var out bytes.Buffer
+	huge := errors.New(strings.Repeat("ptxas error\n", 1<<16))
+	printTimings(&env{stdout: &out}, []tune.Timing{{Name: "c", Err: huge}}, "", 1)
+	if out.Len() > 4<<10 || strings.Count(out.String(), "\n") != 1 || !strings.Contains(out.String(), "bytes)") {
+		t.Errorf("a %d-byte error printed as %d bytes, %d lines", len(huge.Error()), out.Len(), strings.Count(out.String(), "\n"))
 	}
 }

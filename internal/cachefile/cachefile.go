@@ -106,12 +106,19 @@ func Read(path string, max int64, headLen int, size func(head []byte) (n int64, 
 type UnsafeError struct {
 	Path   string
 	Reason string
+	// Stakes is what whoever writes there could change, in words; "" is the code caches'
+	// ("the code kgen loads (entries carry a checksum, not a signature)").
+	Stakes string
 }
 
 // Error says what is unsafe, why it matters and how to fix it.
 func (e *UnsafeError) Error() string {
-	return fmt.Sprintf("%s %s: whoever can write there can change the code kgen loads (entries carry a checksum, not a signature); "+
-		"make it private (chmod go-w, owned by you) or point the cache elsewhere", e.Path, e.Reason)
+	stakes := e.Stakes
+	if stakes == "" {
+		stakes = "the code kgen loads (entries carry a checksum, not a signature)"
+	}
+	return fmt.Sprintf("%s %s: whoever can write there can change %s; "+
+		"make it private (chmod go-w, owned by you) or point the cache elsewhere", e.Path, e.Reason, stakes)
 }
 
 // CheckDir returns an *UnsafeError when dir exists and is writable by its group or by others,

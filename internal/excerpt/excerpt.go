@@ -20,6 +20,15 @@ func Quote(s string) string {
 	return strconv.Quote(cut(s, Max)) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
+// Cut returns s when it is at most n bytes; else its first bytes (cut at a rune boundary)
+// then "... (N bytes)": a long message (an error from elsewhere) quoted unquoted, bounded.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return cut(s, n) + fmt.Sprintf("... (%d bytes)", len(s))
+}
+
 // Around returns a quoted excerpt of s around byte offset i (at most Max bytes of it), with
 // "..." where it leaves out a part, so that an error can show where in a long input it is.
 func Around(s string, i int) string {

@@ -25,3 +25,12 @@ func TestQuote(t *testing.T) {
 		t.Errorf("Rune(invalid) = %s", r)
 	}
 }
+
+func TestCut(t *testing.T) {
+	if got := Cut("short", 10); got != "short" {
+		t.Errorf("Cut(short) = %q", got)
+	}
+	if got := Cut("héllo world", 2); got != "h... (12 bytes)" {
+		t.Errorf("Cut at a rune boundary = %q", got)
+	}
+}
