@@ -647,7 +647,7 @@ func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o G
 			if withC {
 				h.cp = o.C.At(c).At(at)
 			}
-			h.ld = sm90Loader{k: k, col: c, r: row, rowOff: at, rowLoad: last, cache: cache}
+			h.ld = sm90Loader{k: k, col: c, r: row, rowOff: at, rowIn: h.in, rowLoad: last, cache: cache}
 			if p.rowv != nil {
 				h.rowv = p.rowv(h.ld)
 			}
@@ -724,7 +724,7 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 					// Rows past M read row M-1 (their values go nowhere: TMA clips them), so
 					// that only the column needs a guard.
 					last := grow.Min(a.M.Sub(uint32(1)))
-					h.ld = sm90Loader{k: k, col: h.gcol, r: grow, rowOff: last.MulWide(a.N), rowLoad: last, guarded: true, cache: cache}
+					h.ld = sm90Loader{k: k, col: h.gcol, r: grow, rowOff: last.MulWide(a.N), rowIn: h.rowIn, rowLoad: last, guarded: true, cache: cache}
 					if p.rowv != nil {
 						h.rowv = p.rowv(h.ld)
 					}
@@ -806,6 +806,7 @@ type sm90Loader struct {
 	colOff  int
 	guarded bool
 	in      dsl.Value
+	rowIn   dsl.Value // r < M
 	rowLoad dsl.Value
 	// cache, when not nil, keeps keyed column loads by (key, column offset) for the pair's
 	// other row (the TMA-store epilogue: the two rows share a scope).
@@ -816,6 +817,11 @@ func (l sm90Loader) vec(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
 	if !l.guarded {
 		return l.k.LoadVec(p, n)
 	}
+	return l.loadIf(p, n, in)
+}
+
+// loadIf loads n elements at p where in holds, zeros elsewhere.
+func (l sm90Loader) loadIf(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
 	out := make([]dsl.Value, n)
 	for i := range out {
 		out[i] = l.k.Var(p.Elem(), 0)
@@ -846,8 +852,14 @@ func (l sm90Loader) colsKeyed(key string, p dsl.Ptr, n int) []dsl.Value {
 	return v
 }
 
+// tile reads only rows below M (rowIn): a residual may be D itself, whose row M-1 another
+// thread of the tile stores.
 func (l sm90Loader) tile(p dsl.Ptr, n int) []dsl.Value {
-	return l.vec(p.At(l.col).At(l.rowOff).At(l.colOff), n, l.in)
+	in := l.rowIn
+	if l.guarded {
+		in = in.And(l.in)
+	}
+	return l.loadIf(p.At(l.col).At(l.rowOff).At(l.colOff), n, in)
 }
 
 func (l sm90Loader) row(p dsl.Ptr) dsl.Value { return l.k.Load(p.At(l.rowLoad)) }

@@ -56,6 +56,7 @@ type planKey struct {
 	lds     [4]int
 	flags   uint32
 	target  ptx.Target
+	epi     kernels.Epilogue // Matmul's epilogue options
 }
 
 // plan is a chosen kernel and its launch.

@@ -24,6 +24,91 @@ type MatmulOptions[TO jit.Elem] struct {
 	// device's: sm_90a on compute capability 9.0, the emulator included; its architecture
 	// elsewhere).
 	Target ptx.Target
+
+	// The epilogue (kernels.Epilogue, fused into the gemm's stores), applied in this order
+	// to v = Alpha*acc:
+	//
+	//	v = v * ScaleA[row] * ScaleB[col]   (ScaleA and ScaleB set: fp8 inputs' row-wise scales)
+	//	v = v + Beta*C[row, col]
+	//	v = v + Bias[col]                   (Bias set)
+	//	v = Act(v)                          (ReLU; GELU and SiLU on tanh.approx: within 2^-12*|v|)
+	//	v = v + Residual[row, col]          (Residual set)
+	//
+	// Bias and ScaleB are vectors of N f32 values, ScaleA of M; Residual is M x N like D
+	// (it may be D itself). Each is contiguous and starts on 16 bytes; a zero Tensor is
+	// unset.
+	Bias, ScaleA, ScaleB Tensor[float32]
+	Act                  kernels.Activation
+	Residual             Tensor[TO]
+}
+
+// epilogue checks o's epilogue operands for an M x N product on dev and returns the options
+// and their pointers in kernels.GemmEpilogueArgs' order (null where unset).
+func (o *MatmulOptions[TO]) epilogue(op string, dev *jit.Device, m, n int) (kernels.Epilogue, []any, error) {
+	var e kernels.Epilogue
+	null := jit.AnyPtr{Elem: ptx.F32}
+	args := []any{null, null, null, jit.AnyPtr{Elem: jit.ElemType[TO]()}}
+	if o == nil {
+		return e, nil, nil
+	}
+	vec := func(name string, t Tensor[float32], want int) (jit.AnyPtr, error) {
+		if err := sameDevice(op, name, dev, t); err != nil {
+			return null, err
+		}
+		if t.rank != 1 || t.shape[0] != want {
+			return null, fmt.Errorf("ops: %s: %s has shape %v; want [%d]", op, name, t.Shape(), want)
+		}
+		if err := contiguous(op, name, "the gemm epilogue", t); err != nil {
+			return null, err
+		}
+		if err := need16(op, name, "the gemm epilogue", t); err != nil {
+			return null, err
+		}
+		return ptrOf(t), nil
+	}
+	var err error
+	if o.Bias.buf != nil {
+		e.Bias = true
+		if args[0], err = vec("Bias", o.Bias, n); err != nil {
+			return e, nil, err
+		}
+	}
+	if (o.ScaleA.buf != nil) != (o.ScaleB.buf != nil) {
+		return e, nil, fmt.Errorf("ops: %s: set both ScaleA (M values) and ScaleB (N values), or neither", op)
+	}
+	if o.ScaleA.buf != nil {
+		e.Scales = true
+		if args[1], err = vec("ScaleA", o.ScaleA, m); err != nil {
+			return e, nil, err
+		}
+		if args[2], err = vec("ScaleB", o.ScaleB, n); err != nil {
+			return e, nil, err
+		}
+	}
+	if o.Act < kernels.ActNone || o.Act > kernels.SiLU {
+		return e, nil, fmt.Errorf("ops: %s: MatmulOptions.Act %d: want ActNone, ReLU, GELU or SiLU", op, int(o.Act))
+	}
+	e.Act = o.Act
+	if o.Residual.buf != nil {
+		e.Residual = true
+		if err := sameDevice(op, "Residual", dev, o.Residual); err != nil {
+			return e, nil, err
+		}
+		if o.Residual.rank != 2 || o.Residual.shape[0] != m || o.Residual.shape[1] != n {
+			return e, nil, fmt.Errorf("ops: %s: Residual has shape %v; want [%d %d] (D's)", op, o.Residual.Shape(), m, n)
+		}
+		if err := contiguous(op, "Residual", "the gemm epilogue", o.Residual); err != nil {
+			return e, nil, err
+		}
+		if err := need16(op, "Residual", "the gemm epilogue", o.Residual); err != nil {
+			return e, nil, err
+		}
+		args[3] = ptrOf(o.Residual)
+	}
+	if e.IsZero() {
+		return e, nil, nil
+	}
+	return e, args, nil
 }
 
 // The gemm kernels' argument lists (plan.kind).
@@ -109,6 +194,13 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 		}
 		c = ptrOf(o.C)
 	}
+	epi, epiArgs, err := o.epilogue(op, dev, m, n)
+	if err != nil {
+		return err
+	}
+	if epi.Scales && in != ptx.E4M3 {
+		return fmt.Errorf("ops: %s: ScaleA and ScaleB are the row-wise scales of fp8 (e4m3) inputs; A is %s", op, in)
+	}
 	if err := need16(op, "A", "the gemm", a); err != nil {
 		return err
 	}
@@ -126,7 +218,7 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	// Layouts: rows or columns contiguous, and their distance (the leading dimension).
 	aL, lda := layoutOf(a)
 	bL, ldb := layoutOf(b)
-	key := planKey{op: "matmul", in: in, out: out, dims: [3]int{m, n, k}, lds: [4]int{lda, ldb, int(aL), int(bL)}, target: target}
+	key := planKey{op: "matmul", in: in, out: out, dims: [3]int{m, n, k}, lds: [4]int{lda, ldb, int(aL), int(bL)}, target: target, epi: epi}
 	if err := streamOn(op, s, dev); err != nil {
 		return err
 	}
@@ -142,7 +234,7 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
 	if p.kind == gemmMMA {
-		return launch(op, dev, p.fn, lc, ptrOf(a), ptrOf(b), uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d))
+		return launch(op, dev, p.fn, lc, append([]any{ptrOf(a), ptrOf(b), uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d)}, epiArgs...)...)
 	}
 	if p.cluster > 1 {
 		lc.Cluster = jit.D1(p.cluster)
@@ -155,14 +247,15 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	if err != nil {
 		return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
 	}
+	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d)}
 	if !p.sm90.HasD {
-		return launch(op, dev, p.fn, lc, tmA, tmB, uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d))
+		return launch(op, dev, p.fn, lc, append(args, epiArgs...)...)
 	}
 	tmD, err := tensorMap(st, p.sm90.D, d.buf, d.off)
 	if err != nil {
 		return planFailed(op, dev, fmt.Errorf("operand D's tensor map: %w", err))
 	}
-	return launch(op, dev, p.fn, lc, tmA, tmB, uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d), tmD)
+	return launch(op, dev, p.fn, lc, append(append(args, tmD), epiArgs...)...)
 }
 
 // refusal is an operand Matmul's kernels cannot take (not a failure of the device).
@@ -228,6 +321,7 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 		if err != nil {
 			return nil, refusal{err}
 		}
+		cfg.Epilogue = key.epi
 		l, err := cfg.Launch(m, n, k, sms)
 		if err != nil {
 			return nil, refusal{err}
@@ -248,6 +342,7 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	// The mma.sync gemm: dense row- or column-major A and B.
 	cfg := kernels.DefaultGemmConfig(in)
 	cfg.Out = out
+	cfg.Epilogue = key.epi
 	cfg.Aligned = m%8 == 0 && n%8 == 0 && k%8 == 0
 	switch {
 	case aL == kernels.RowMajor && lda == k:
