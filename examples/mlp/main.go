@@ -132,7 +132,8 @@ func run(ctx context.Context, m, hid, ff, reps int) error {
 	round := func(v []float32) []float32 { return fp.Float32s(fp.From[fp.BF16](v)) }
 	rx, rw1, rw2, h := round(hx), round(hw1), round(hw2), fp.Float32s(gh)
 	worst := 0.0
-	for t := 0; t < min(m, 64); t++ {
+	rows := max(2, min(m, 64, int(4e9/(4*float64(hid)*float64(ff))))) // a few seconds of host work
+	for t := 0; t < rows; t++ {
 		r := (t * 7919) % m
 		if t == 0 {
 			r = m - 1
@@ -172,8 +173,12 @@ func run(ctx context.Context, m, hid, ff, reps int) error {
 		}
 		per = time.Since(t0) / time.Duration(reps)
 	}
-	flops := 4 * float64(m) * float64(hid) * float64(ff)
-	fmt.Printf("mlp: %d tokens, hidden %d, ff %d, bf16 on %s (%s): H and Y match float64 (%.3g of the tolerance, %d rows); %v per block (%.1f TFLOP/s); kernels %v\n",
-		m, hid, ff, d.Info().Name, d.Info().Arch, worst, min(m, 64), per, flops/per.Seconds()/1e12, ops.Kernels(d))
+	timing := "not timed (-reps 0)"
+	if per > 0 {
+		flops := 4 * float64(m) * float64(hid) * float64(ff)
+		timing = fmt.Sprintf("%v per block (%.1f TFLOP/s)", per, flops/per.Seconds()/1e12)
+	}
+	fmt.Printf("mlp: %d tokens, hidden %d, ff %d, bf16 on %s (%s): H and Y match float64 (%.3g of the tolerance, %d rows); %s; kernels %v\n",
+		m, hid, ff, d.Info().Name, d.Info().Arch, worst, rows, timing, ops.Kernels(d))
 	return nil
 }
