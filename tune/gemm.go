@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,11 +25,18 @@ const GemmKernel = string(kernels.FamilyGemmSM90)
 type GemmProblem struct {
 	In, Out dsl.Type
 	M, N, K int
+	// Epilogue is the library epilogue fused into the stores (kernels.Epilogue): its
+	// kernels are tuned as their own, since the epilogue's cost depends on the tile.
+	Epilogue kernels.Epilogue
 }
 
-// String is "MxNxK in->out".
+// String is "MxNxK in->out", then " +" and the epilogue's options when it has any.
 func (p GemmProblem) String() string {
-	return fmt.Sprintf("%s %s->%s", ExactShape(p.M, p.N, p.K), p.In, p.Out)
+	s := fmt.Sprintf("%s %s->%s", ExactShape(p.M, p.N, p.K), p.In, p.Out)
+	if !p.Epilogue.IsZero() {
+		s += " +" + p.Epilogue.String()
+	}
+	return s
 }
 
 // Check returns an error, naming the rule, for element types no candidate builds or a shape
@@ -41,6 +49,12 @@ func (p GemmProblem) Check() error {
 	if err := c.CheckShape(p.M, p.N, p.K); err != nil {
 		return fmt.Errorf("tune: %w", err)
 	}
+	if !p.Epilogue.IsZero() {
+		c.Epilogue = p.Epilogue
+		if err := c.Check(); err != nil {
+			return fmt.Errorf("tune: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -51,7 +65,11 @@ func GemmKey(info jit.Info, p GemmProblem, bucket bool) Key {
 	if bucket {
 		shape = Pow2Shape(p.M, p.N, p.K)
 	}
-	return Key{Device: DeviceOf(info), Kernel: GemmKernel, DTypes: p.In.String() + "->" + p.Out.String(), Shape: shape}
+	kernel := GemmKernel
+	if !p.Epilogue.IsZero() {
+		kernel += "_ep_" + strings.ReplaceAll(p.Epilogue.String(), "+", "_")
+	}
+	return Key{Device: DeviceOf(info), Kernel: kernel, DTypes: p.In.String() + "->" + p.Out.String(), Shape: shape}
 }
 
 // GemmCandidates returns kernels.GemmSM90Candidates(in, out), each named by its kernel name.
@@ -59,6 +77,16 @@ func GemmCandidates(in, out dsl.Type) []Candidate[kernels.GemmSM90Config] {
 	var cs []Candidate[kernels.GemmSM90Config]
 	for _, c := range kernels.GemmSM90Candidates(in, out) {
 		cs = append(cs, Candidate[kernels.GemmSM90Config]{Name: c.Name(), Config: c})
+	}
+	return cs
+}
+
+// gemmCandidates returns GemmCandidates for p's types with p's epilogue.
+func gemmCandidates(p GemmProblem) []Candidate[kernels.GemmSM90Config] {
+	cs := GemmCandidates(p.In, p.Out)
+	for i := range cs {
+		cs[i].Config.Epilogue = p.Epilogue
+		cs[i].Name = cs[i].Config.Name()
 	}
 	return cs
 }
@@ -77,7 +105,7 @@ func GemmConfig(t *Tuner, info jit.Info, p GemmProblem) (cfg kernels.GemmSM90Con
 		t, _ = defaultTuner()
 	}
 	if t != nil {
-		cands := GemmCandidates(p.In, p.Out)
+		cands := gemmCandidates(p)
 		for _, bucket := range []bool{false, true} {
 			if c, ok := Lookup(t, GemmKey(info, p, bucket), cands); ok {
 				return c.Config, true, nil
@@ -85,6 +113,7 @@ func GemmConfig(t *Tuner, info jit.Info, p GemmProblem) (cfg kernels.GemmSM90Con
 		}
 	}
 	cfg, err = kernels.GemmSM90For(p.In, p.Out, p.M, p.N, p.K, max(info.Multiproc, 1))
+	cfg.Epilogue = p.Epilogue
 	return cfg, false, err
 }
 
@@ -120,7 +149,7 @@ func TuneGemm(ctx context.Context, t *Tuner, d *jit.Device, p GemmProblem, o Gem
 	if err := p.Check(); err != nil {
 		return Result[kernels.GemmSM90Config]{}, err
 	}
-	k, cands := GemmKey(d.Info(), p, o.Bucket), GemmCandidates(p.In, p.Out)
+	k, cands := GemmKey(d.Info(), p, o.Bucket), gemmCandidates(p)
 	if !o.Force {
 		if c, ok := Lookup(t, k, cands); ok {
 			return Result[kernels.GemmSM90Config]{Key: k, Winner: c, Cached: true, Path: t.Path(k)}, nil
@@ -164,8 +193,12 @@ type GemmTimer struct {
 	a, b   *jit.Memory
 	out    *jit.Memory
 	ha, hb []byte // A and B as the device holds them, for Check
-	runs   map[string]*gemmRun
-	closed bool
+	// The epilogue's operands (p.Epilogue): f32 vectors bias (N), scaleA (M), scaleB (N),
+	// and the residual (M x N of Out), with their host copies; nil when unused.
+	bias, scaleA, scaleB, res     *jit.Memory
+	hbias, hscaleA, hscaleB, hres []byte
+	runs                          map[string]*gemmRun
+	closed                        bool
 }
 
 // gemmRun is one loaded candidate.
@@ -205,6 +238,9 @@ func NewGemmTimer(d *jit.Device, p GemmProblem) (*GemmTimer, error) {
 	m, n, k := float64(p.M), float64(p.N), float64(p.K)
 	// Sizes in float64 first: M*K*4 overflows an int64 for the largest shapes Check takes.
 	sa, sb, sd := m*k*in, k*n*in, m*n*out
+	if p.Epilogue.Residual {
+		sd *= 2 // and the residual
+	}
 	if sa+sb > maxGemmHost {
 		return nil, fmt.Errorf("tune: NewGemmTimer: %s: A and B take %.4g bytes, held on the host too (the Check reference): at most %d (%d GiB)", p, sa+sb, int64(maxGemmHost), int64(maxGemmHost)>>30)
 	}
@@ -226,6 +262,32 @@ func NewGemmTimer(d *jit.Device, p GemmProblem) (*GemmTimer, error) {
 	}
 	if err := d.CopyHtoD(g.b.DevPtr(), g.hb); err != nil {
 		return nil, err
+	}
+	// The epilogue's operands: random values in [-1, 1) like A and B.
+	e := p.Epilogue
+	for _, x := range []struct {
+		on   bool
+		mem  **jit.Memory
+		host *[]byte
+		t    dsl.Type
+		n    int64
+		seed uint64
+	}{
+		{e.Bias, &g.bias, &g.hbias, dsl.F32, int64(p.N), 3},
+		{e.Scales, &g.scaleA, &g.hscaleA, dsl.F32, int64(p.M), 4},
+		{e.Scales, &g.scaleB, &g.hscaleB, dsl.F32, int64(p.N), 5},
+		{e.Residual, &g.res, &g.hres, p.Out, int64(p.M) * int64(p.N), 6},
+	} {
+		if !x.on {
+			continue
+		}
+		*x.host = randomMatrix(x.t, x.n, x.seed)
+		if *x.mem, err = d.Alloc(int64(len(*x.host))); err != nil {
+			return nil, fmt.Errorf("tune: %s: %w", p, err)
+		}
+		if err := d.CopyHtoD((*x.mem).DevPtr(), *x.host); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return g, nil
@@ -251,7 +313,7 @@ func (g *GemmTimer) Close() error {
 			errs = append(errs, r.mod.Close())
 		}
 	}
-	for _, m := range []*jit.Memory{g.a, g.b, g.out} {
+	for _, m := range []*jit.Memory{g.a, g.b, g.out, g.bias, g.scaleA, g.scaleB, g.res} {
 		if m != nil {
 			errs = append(errs, m.Free())
 		}
@@ -396,6 +458,15 @@ func (g *GemmTimer) prepare(ctx context.Context, cfg kernels.GemmSM90Config) *ge
 		}
 		args = append(args, tmD)
 	}
+	if !cfg.Epilogue.IsZero() { // kernels.GemmEpilogueArgs: bias, scaleA, scaleB, residual
+		ptr := func(m *jit.Memory, t dsl.Type) jit.AnyPtr {
+			if m == nil {
+				return jit.AnyPtr{Elem: t}
+			}
+			return jit.AnyPtr{Addr: m.DevPtr(), Elem: t}
+		}
+		args = append(args, ptr(g.bias, dsl.F32), ptr(g.scaleA, dsl.F32), ptr(g.scaleB, dsl.F32), ptr(g.res, p.Out))
+	}
 	jl := jit.LaunchConfig{Grid: jit.D1(lc.Grid), Block: jit.D1(lc.Block), SharedMem: lc.SharedBytes, Stream: g.s}
 	if lc.Cluster > 1 {
 		jl.Cluster = jit.D1(lc.Cluster)
@@ -485,12 +556,42 @@ func (g *GemmTimer) check(ctx context.Context, r *gemmRun, name string) error {
 			sum += x
 			abs += math.Abs(x)
 		}
-		tol := float64(p.K+4)*0x1p-23*abs + eps*math.Abs(sum) + 1e-30
-		if !(math.Abs(got-sum) <= tol) {
-			return fmt.Errorf("%s computes a wrong D for %s: D[%d][%d] = %g, the float64 reference %g (tolerance %.3g)", name, p, q.i, q.j, got, sum, tol)
+		want, tol := g.epilogueRef(q.i, q.j, sum, abs)
+		tol += eps * math.Abs(want)
+		if !(math.Abs(got-want) <= tol) {
+			return fmt.Errorf("%s computes a wrong D for %s: D[%d][%d] = %g, the float64 reference %g (tolerance %.3g)", name, p, q.i, q.j, got, want, tol)
 		}
 	}
 	return nil
+}
+
+// epilogueRef returns D[i][j]'s float64 value for the product's sum (over K, with absolute
+// sum abs) through p's epilogue, and the bound on the kernel's error before Out's rounding:
+// f32 accumulation, and 2^-11 |v| for the activations' tanh.approx.
+func (g *GemmTimer) epilogueRef(i, j int, sum, abs float64) (float64, float64) {
+	e, n := g.p.Epilogue, g.p.N
+	v, tol := sum, float64(g.p.K+4)*0x1p-23*abs+1e-30
+	if e.Scales {
+		s := decodeAt(dsl.F32, g.hscaleA, i) * decodeAt(dsl.F32, g.hscaleB, j)
+		v, tol = v*s, tol*math.Abs(s)
+	}
+	if e.Bias {
+		v += decodeAt(dsl.F32, g.hbias, j)
+	}
+	switch e.Act {
+	case kernels.ReLU:
+		v = math.Max(v, 0)
+	case kernels.SiLU:
+		tol += 0x1p-11 * math.Abs(v)
+		v = v / (1 + math.Exp(-v))
+	case kernels.GELU:
+		tol += 0x1p-11 * math.Abs(v)
+		v = 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
+	}
+	if e.Residual {
+		v += decodeAt(g.p.Out, g.hres, i*n+j)
+	}
+	return v, tol
 }
 
 // randomMatrix returns n values of t: multiples of 1/64 in [-1, 1) rounded to t, from a
@@ -564,5 +665,5 @@ func VerifyGemm(ctx context.Context, d *jit.Device, p GemmProblem, winner string
 	}
 	defer g.Close()
 	g.Check = check
-	return Verify(ctx, s, winner, GemmCandidates(p.In, p.Out), g.Time)
+	return Verify(ctx, s, winner, gemmCandidates(p), g.Time)
 }

@@ -34,13 +34,23 @@ func TestTuneGemmEmu(t *testing.T) {
 	for _, p := range []GemmProblem{
 		{In: dsl.BF16, Out: dsl.BF16, M: 72, N: 80, K: 136},
 		{In: dsl.E4M3, Out: dsl.BF16, M: 64, N: 64, K: 96},
+		// epilogues: kernels of their own, checked through the float64 epilogue
+		{In: dsl.BF16, Out: dsl.BF16, M: 72, N: 80, K: 136, Epilogue: kernels.Epilogue{Bias: true, Act: kernels.SiLU, Residual: true}},
+		{In: dsl.E4M3, Out: dsl.BF16, M: 64, N: 64, K: 96, Epilogue: kernels.Epilogue{Scales: true, Bias: true, Act: kernels.GELU}},
 	} {
 		t.Run(p.String(), func(t *testing.T) {
 			res, err := TuneGemm(context.Background(), tu, d, p, GemmOptions{Check: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			cands := GemmCandidates(p.In, p.Out)
+			cands := gemmCandidates(p)
+			if !p.Epilogue.IsZero() {
+				plain := p
+				plain.Epilogue = kernels.Epilogue{}
+				if k := GemmKey(d.Info(), p, false); k == GemmKey(d.Info(), plain, false) || !strings.Contains(res.Winner.Name, "_ep_") || res.Winner.Config.Epilogue != p.Epilogue {
+					t.Fatalf("key %s, winner %s: want the epilogue's own key and kernels", k, res.Winner.Name)
+				}
+			}
 			if res.Cached || len(res.Times) != len(cands) {
 				t.Fatalf("cached %v, %d timings of %d candidates", res.Cached, len(res.Times), len(cands))
 			}
@@ -65,6 +75,7 @@ func TestTuneGemmEmu(t *testing.T) {
 			other.M += 8
 			cfg, cached, err = GemmConfig(tu, d.Info(), other)
 			want, _ := kernels.GemmSM90For(p.In, p.Out, other.M, other.N, other.K, d.Info().Multiproc)
+			want.Epilogue = p.Epilogue
 			if err != nil || cached || cfg != want {
 				t.Fatalf("GemmConfig of an untuned shape = %s, %v, %v; want GemmSM90For's %s", cfg.Name(), cached, err, want.Name())
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
 	"github.com/kgen-dev/kgen/tune"
 )
@@ -20,7 +21,7 @@ func init() {
 	register(&command{
 		name:    "tune",
 		summary: "time a kernel's candidate configurations on the device and cache the fastest",
-		usage: `gemm (-m M -n N -k K | -shapes MxNxK,...|llm) [-dtype bf16] [-out T] [--backend cuda|emu] [-device 0] [-force] [-verify [-tolerance 0.03]] [-check] [-bucket] [-warmup W] [-reps R] [-dir D] [-timeout D]
+		usage: `gemm (-m M -n N -k K | -shapes MxNxK,...|llm) [-dtype bf16] [-out T] [--backend cuda|emu] [-device 0] [-force] [-verify [-tolerance 0.03]] [-check] [-bucket] [-warmup W] [-reps R] [-dir D] [-timeout D] [-epilogue bias,silu]
 
 Times every gemm_sm90 candidate (kernels.GemmSM90Candidates) for each shape on the device,
 prints each one's median time, the winner and the cache file that keeps it ($KGEN_TUNE_DIR,
@@ -28,7 +29,8 @@ else the user cache folder's kgen/tune). A shape whose winner is cached is not t
 (-force times it again). -verify then times the winner beside every candidate in this
 process and reports winner/best, failing when over 1 + -tolerance. -shapes llm is the nine
 LLM shapes of docs/bench.md: M in {128, 1024, 8192} x (N, K) in {(4096, 4096), (14336, 4096),
-(4096, 14336)}.`,
+(4096, 14336)}. -epilogue tunes the GEMM with that fused epilogue (bias, activation,
+residual, fp8 scales) as a kernel of its own: ops.Matmul with those options takes its winner.`,
 		run: runTune,
 	})
 }
@@ -60,6 +62,7 @@ func runTune(e *env, args []string) error {
 	reps := fs.Int("reps", 0, fmt.Sprintf("timed rounds over the candidates; the median counts (0: %d)", tune.DefaultReps))
 	dir := fs.String("dir", "", "cache folder (default $"+tune.DirEnv+", else the user cache folder's kgen/tune)")
 	timeout := fs.Duration("timeout", 0, "stop after this long (0: no limit; Ctrl-C stops too)")
+	epilogue := fs.String("epilogue", "", "tune the GEMM with this fused epilogue (kernels.ParseEpilogue: options joined by , or +: scales, bias, relu, gelu, silu, residual), a kernel of its own")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -85,6 +88,10 @@ func runTune(e *env, args []string) error {
 		}
 		out = t
 	}
+	epi, err := kernels.ParseEpilogue(*epilogue)
+	if err != nil {
+		return usagef("-epilogue: %v", err)
+	}
 	var probs []tune.GemmProblem
 	if *shapes != "" {
 		if *m != 0 || *n != 0 || *k != 0 {
@@ -99,13 +106,13 @@ func runTune(e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			probs = append(probs, tune.GemmProblem{In: in, Out: out, M: mnk[0], N: mnk[1], K: mnk[2]})
+			probs = append(probs, tune.GemmProblem{In: in, Out: out, M: mnk[0], N: mnk[1], K: mnk[2], Epilogue: epi})
 		}
 	} else {
 		if *m <= 0 || *n <= 0 || *k <= 0 {
 			return usagef("-m %d -n %d -k %d: want three positive extents (or -shapes)", *m, *n, *k)
 		}
-		probs = append(probs, tune.GemmProblem{In: in, Out: out, M: *m, N: *n, K: *k})
+		probs = append(probs, tune.GemmProblem{In: in, Out: out, M: *m, N: *n, K: *k, Epilogue: epi})
 	}
 	if *tolerance < 0 || math.IsNaN(*tolerance) || math.IsInf(*tolerance, 0) {
 		return usagef("-tolerance %g: want a non-negative finite fraction (0.03 is 3%%)", *tolerance)

@@ -51,6 +51,11 @@ func TestTuneGemmCLI(t *testing.T) {
 	if !regexp.MustCompile(`verify 64x64x64: winner \S+ / best \S+ = [0-9.]+: `).MatchString(out) {
 		t.Errorf("no verification in:\n%s", out)
 	}
+	// An epilogue's kernels are tuned as their own: a new winner, named with the options.
+	code, out, errs = kgen(append(args, "-epilogue", "bias,silu")...)
+	if code != 0 || strings.Contains(out, "cached winner") || !regexp.MustCompile(`winner \S+_ep_bias_silu, cached in`).MatchString(out) {
+		t.Fatalf("-epilogue (exit %d, %s):\n%s", code, errs, out)
+	}
 	// Two shapes, f16 -> f32, bucketed.
 	code, out, errs = kgen("tune", "gemm", "-shapes", "64x64x64,72x80x48", "-dtype", "f16", "-out", "f32", "-bucket", "--backend", "emu", "-reps", "1", "-dir", t.TempDir())
 	if code != 0 || strings.Count(out, "cached in") != 2 || !strings.Contains(out, "72x80x48 f16->f32") {
@@ -85,6 +90,8 @@ func TestTuneUsageErrors(t *testing.T) {
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-reps", "-1"}, "-reps -1"},
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-device", "-1"}, "-device -1"},
 		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-bogus"}, "-bogus"},
+		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-epilogue", "bias,tanh"}, `option "tanh"`},
+		{[]string{"tune", "gemm", "-m", "64", "-n", "64", "-k", "64", "-epilogue", "scales", "--backend", "emu"}, "needs fp8 inputs"},
 	} {
 		code, out, errs := kgen(c.args...)
 		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, c.want) {
