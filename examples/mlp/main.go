@@ -158,7 +158,7 @@ func run(ctx context.Context, m, hid, ff, reps int) error {
 		}
 	}
 	if worst > 1 {
-		return fmt.Errorf("H or Y differs from float64 by %.3g x the tolerance (sampled rows)", worst)
+		return fmt.Errorf("the block's H or Y differs from float64 by %.3g x the tolerance (sampled rows)", worst)
 	}
 	per := time.Duration(0)
 	if reps > 0 {
