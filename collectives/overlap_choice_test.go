@@ -52,3 +52,18 @@ func TestRSOverlapChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlapChoiceDegenerate: no GPU count, SM count or shape that cannot overlap makes
+// the estimates pick the overlap (or divide by zero).
+func TestOverlapChoiceDegenerate(t *testing.T) {
+	for _, c := range []struct{ g, sms, m, n, k int }{
+		{0, 132, 1024, 14336, 8192}, {-1, 132, 1024, 14336, 8192}, {1, 132, 8192, 8192, 8192},
+		{4, 0, 8192, 8192, 8192}, {2, -1, 8192, 8192, 8192}, {4, 132, 0, 8192, 8192},
+		{4, 132, 3, 8192, 8192}, {4, 132, 8192, 0, 8192}, {4, 132, 8192, 8192, -8},
+	} {
+		s := MatmulShape{M: c.m, N: c.n, K: c.k}
+		if agOverlapWins(c.g, c.sms, dsl.BF16, dsl.BF16, s) || rsOverlapWins(c.g, c.sms, dsl.BF16, dsl.BF16, s) {
+			t.Errorf("%d GPUs of %d SMs, %dx%dx%d: overlap chosen", c.g, c.sms, c.m, c.n, c.k)
+		}
+	}
+}

@@ -179,14 +179,18 @@ func agOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
 	return overlap < us(s.M)+ag
 }
 
-// chunkFillsGPU reports whether one of the overlap's g chunks (M/g rows) has at least a
+// chunkFillsGPU reports whether there is an overlap (g >= 2 GPUs, a shape to run) and one
+// of its g chunks (M/g rows) has at least a
 // wave of output tiles for the sms multiprocessors in GemmSM90For's pick. Smaller chunks
 // lose what the cycle model does not see: each chunk's launch, fill and drain behind its
 // event. On 4 x H100 the copy-engine all-gather took 433-442 us at 1024 x 14336 x 8192
 // (chunks of 256 rows: 112 tiles for 132 SMs) against 407.7 split, which the cycle model
 // alone scored the other way (docs/bench.md).
 func chunkFillsGPU(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
-	rows := s.M / max(g, 1)
+	if g < 2 || sms < 1 || s.M < g || s.N < 1 || s.K < 1 {
+		return false // nothing to overlap, or nothing to run
+	}
+	rows := s.M / g
 	cfg, err := kernels.GemmSM90For(dt, out, rows, s.N, s.K, max(sms, 1))
 	return err == nil && cfg.Tiles(rows, s.N) >= sms
 }

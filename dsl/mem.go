@@ -20,6 +20,9 @@ type Ptr struct {
 // Elem returns the pointee type.
 func (p Ptr) Elem() Type { return p.elem }
 
+// Kernel returns the kernel p belongs to (nil for the zero Ptr).
+func (p Ptr) Kernel() *Kernel { return p.k }
+
 // Space returns the state space the pointer points into.
 func (p Ptr) Space() ptx.Space { return p.space }
 

@@ -1163,6 +1163,13 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 	if err := end.use("Event.Elapsed (end)"); err != nil {
 		return 0, err
 	}
+	if e.d != end.d { // CUDA times only events of one context
+		ed, nd := e.d.describe(), end.d.describe()
+		if ed == nd {
+			nd = "another Open of " + nd
+		}
+		return 0, fmt.Errorf("jit: Event.Elapsed: the start event belongs to %s, the end event to %s: time events of one device", ed, nd)
+	}
 	return e.impl.elapsed(end.impl)
 }
 

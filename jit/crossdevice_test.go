@@ -53,6 +53,22 @@ func TestForeignStream(t *testing.T) {
 	if err := s1.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
+	// Events of two devices: no elapsed time between them.
+	ev1, _ := d1.NewEvent()
+	if err := ev1.Record(s1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev0.Record(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev0.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev1.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ev0.Elapsed(ev1)
+	wantErr(t, "Event.Elapsed", err, "the end event to another Open of emu device 0")
 }
 
 // TestFreeAfterClose: Memory.Free after Device.Close reports the closed device

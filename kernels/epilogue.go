@@ -59,7 +59,7 @@ type epiKey struct {
 // Cols reads p[Col+i] for each value of the run, from a vector of N elements (a per-column
 // bias or scale), converted to f32: one vector load where the run allows.
 func (f *EpilogueFrag) Cols(p dsl.Ptr) []dsl.Value {
-	if !f.made("Cols") {
+	if !f.made("Cols", p) {
 		return f.V
 	}
 	return epiF32s(f.ld.cols(p, len(f.V)))
@@ -68,7 +68,7 @@ func (f *EpilogueFrag) Cols(p dsl.Ptr) []dsl.Value {
 // Tile reads p[Row, Col+i] for each value of the run, from a row-major M x N matrix (a
 // residual), converted to f32: one vector load where the run allows.
 func (f *EpilogueFrag) Tile(p dsl.Ptr) []dsl.Value {
-	if !f.made("Tile") {
+	if !f.made("Tile", p) {
 		return f.V
 	}
 	return epiF32s(f.ld.tile(p, len(f.V)))
@@ -76,20 +76,29 @@ func (f *EpilogueFrag) Tile(p dsl.Ptr) []dsl.Value {
 
 // RowOf reads p[Row] of a vector of M elements (a per-row scale), converted to f32.
 func (f *EpilogueFrag) RowOf(p dsl.Ptr) dsl.Value {
-	if !f.made("RowOf") {
+	if !f.made("RowOf", p) {
 		return f.Row
 	}
 	return f.ld.row(p).To(dsl.F32)
 }
 
 // made reports a fragment a gemm's epilogue made (which knows how to load); else it records
-// the misuse in f.K.
-func (f *EpilogueFrag) made(what string) bool {
+// the misuse in the kernel of f, of its values or of p, so that the build fails.
+func (f *EpilogueFrag) made(what string, p dsl.Ptr) bool {
 	if f.ld != nil {
 		return true
 	}
-	if f.K != nil {
-		f.K.Errorf("EpilogueFrag.%s: the fragment was not made by a gemm's epilogue (only those can load)", what)
+	k := f.K
+	for _, v := range append([]dsl.Value{f.Row, f.Col}, f.V...) {
+		if k == nil {
+			k = v.Kernel()
+		}
+	}
+	if k == nil {
+		k = p.Kernel()
+	}
+	if k != nil {
+		k.Errorf("EpilogueFrag.%s: the fragment was not made by a gemm's epilogue (only those can load)", what)
 	}
 	return false
 }
@@ -222,7 +231,20 @@ func ParseEpilogue(s string) (Epilogue, error) {
 	if s == "" || s == "none" {
 		return e, nil
 	}
+	if strings.HasPrefix(s, "+") || strings.HasPrefix(s, ",") || strings.HasSuffix(s, "+") || strings.HasSuffix(s, ",") ||
+		strings.Contains(s, "++") || strings.Contains(s, ",,") || strings.Contains(s, "+,") || strings.Contains(s, ",+") {
+		return Epilogue{}, fmt.Errorf("epilogue %q: an empty option (options are joined by one + or ,)", s)
+	}
+	seen := map[string]bool{}
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == '+' || r == ',' }) {
+		name := f
+		if name == "res" {
+			name = "residual"
+		}
+		if seen[name] {
+			return Epilogue{}, fmt.Errorf("epilogue %q: option %q twice", s, name)
+		}
+		seen[name] = true
 		switch f {
 		case "scales":
 			e.Scales = true
@@ -350,6 +372,10 @@ func (p *epiPlan) apply(f *EpilogueFrag) []dsl.Value {
 		return f.V
 	}
 	for i, v := range out {
+		if v.Kernel() == nil {
+			f.K.Errorf("gemm epilogue: the EpilogueFunc's value %d is the zero dsl.Value; want an f32 value of the kernel", i)
+			return f.V
+		}
 		if v.Type() != dsl.F32 {
 			f.K.Errorf("gemm epilogue: the EpilogueFunc's value %d is %s; want f32 (the gemm converts to Out)", i, v.Type())
 			return f.V

@@ -40,7 +40,7 @@ func TestEpilogueNames(t *testing.T) {
 	if e, err := ParseEpilogue("bias,silu"); err != nil || e != (Epilogue{Bias: true, Act: SiLU}) {
 		t.Errorf("ParseEpilogue(bias,silu) = %v, %v", e, err)
 	}
-	for _, s := range []string{"bias+tanh", "relu+silu", "none+bias+x"} {
+	for _, s := range []string{"bias+tanh", "relu+silu", "none+bias+x", "+", ",,", "gelu,", "+bias", "bias,,silu", "bias+bias", "res+residual", "silu+silu"} {
 		if _, err := ParseEpilogue(s); err == nil {
 			t.Errorf("ParseEpilogue(%q): no error", s)
 		}
@@ -78,12 +78,16 @@ func TestEpilogueErrors(t *testing.T) {
 			return v
 		}
 	}
+	zero := func(k *dsl.Kernel, out dsl.Type) EpilogueFunc {
+		return func(f *EpilogueFrag) []dsl.Value { return make([]dsl.Value, len(f.V)) }
+	}
 	for _, c := range []struct {
 		name  string
 		build func(k *dsl.Kernel)
 		want  string
 	}{
 		{"sm90 hook and options", func(k *dsl.Kernel) { GemmSM90With(k, ok, hook) }, "together"},
+		{"sm90 zero values", func(k *dsl.Kernel) { GemmSM90With(k, DefaultGemmSM90Config(dsl.BF16), zero) }, "value 0 is the zero dsl.Value"},
 		{"sm90 nil hook", func(k *dsl.Kernel) { GemmSM90With(k, DefaultGemmSM90Config(dsl.BF16), nil) }, "nil EpilogueHook"},
 		{"sm90 short", func(k *dsl.Kernel) { GemmSM90With(k, DefaultGemmSM90Config(dsl.BF16), short) }, "returned 1 values for a run of 2"},
 		{"sm90 type", func(k *dsl.Kernel) { GemmSM90With(k, DefaultGemmSM90Config(dsl.BF16), wrongType) }, "want f32"},
@@ -181,5 +185,18 @@ func TestEpilogueFragMisuse(t *testing.T) {
 	f.Cols(p)
 	if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "not made by a gemm's epilogue") {
 		t.Errorf("err %v", err)
+	}
+	// Without K the loads still fail the build: through the kernel of its values, or of p.
+	for _, f := range []*EpilogueFrag{{V: []dsl.Value{}}, {}} {
+		k := dsl.New("frag", dsl.WithTarget(ptx.SM90a))
+		p := k.PtrParam("p", dsl.F32)
+		if len(f.V) == 0 && f.V != nil {
+			f.V = []dsl.Value{k.Const(dsl.F32, float32(1))}
+		}
+		f.Tile(p)
+		f.RowOf(p)
+		if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "EpilogueFrag.Tile: the fragment was not made") {
+			t.Errorf("a fragment without K: err %v", err)
+		}
 	}
 }

@@ -56,16 +56,16 @@ func fused(w io.Writer, args []string) error {
 	soak := fs.Int("soak", 0, "after timing each implementation, this many calls back to back (no host synchronize between them), the output checked after the last")
 	sm90 := fs.Bool("sm90", false, "target sm_90a: the fused ops run ag_gemm_sm90, gemm_rs_sm90, gemm_ar_sm90 (TMA + wgmma) and the plain and unfused gemm is gemm_sm90")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageError{err}
 	}
 	if *soak < 0 {
-		return fmt.Errorf("-soak %d: want 0 or more calls", *soak)
+		return usagef("-soak %d: want 0 or more calls", *soak)
 	}
 	var probs [][3]int
 	for _, s := range strings.Split(*sizes, ",") {
 		m, n, k, err := parseSize(s)
 		if err != nil {
-			return err
+			return usageError{err}
 		}
 		probs = append(probs, [3]int{m, n, k})
 	}
@@ -73,7 +73,7 @@ func fused(w io.Writer, args []string) error {
 	for _, o := range strings.Split(*ops, ",") {
 		o = strings.TrimSpace(o)
 		if o != "ag_gemm" && o != "gemm_rs" && o != "gemm_ar" {
-			return fmt.Errorf("-ops: unknown op %q (want ag_gemm, gemm_rs, gemm_ar)", o)
+			return usagef("-ops: unknown op %q (want ag_gemm, gemm_rs, gemm_ar)", o)
 		}
 		opList = append(opList, o)
 	}

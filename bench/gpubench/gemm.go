@@ -55,7 +55,7 @@ func runGemm(args []string) error {
 		return err
 	}
 	if err := setGemmEpi(*epi, *dtype); err != nil {
-		return err
+		return usageError{err}
 	}
 	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it;
 	// -sm90-cluster and -sm90-tma-store, when given, then override its pick's options.
@@ -74,11 +74,11 @@ func runGemm(args []string) error {
 		h.In, h.Out = dsl.F16, dsl.F16
 	case "e4m3":
 		if !*sm90 {
-			return fmt.Errorf("-dtype e4m3 needs -sm90 (the mma.sync gemm takes 16-bit inputs)")
+			return usagef("-dtype e4m3 needs -sm90 (the mma.sync gemm takes 16-bit inputs)")
 		}
 		h.In, h.Out = dsl.E4M3, dsl.BF16
 	default:
-		return fmt.Errorf("-dtype %q: want bf16, f16 or e4m3", *dtype)
+		return usagef("-dtype %q: want bf16, f16 or e4m3", *dtype)
 	}
 	d, err := jit.Open(0)
 	if err != nil {
@@ -99,7 +99,7 @@ func runGemm(args []string) error {
 	for _, s := range strings.Split(*sizes, ",") {
 		m, n, k, err := parseSize(s)
 		if err != nil {
-			return err
+			return usageError{err}
 		}
 		if hp != nil && auto {
 			opt := h

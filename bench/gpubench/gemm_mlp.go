@@ -29,7 +29,23 @@ func runMLP(args []string) error {
 		return err
 	}
 	if *hidden <= 0 || *ff <= 0 || *hidden%8 != 0 || *ff%8 != 0 {
-		return fmt.Errorf("-hidden %d -ff %d: want positive multiples of 8 (TMA's 16-byte row strides)", *hidden, *ff)
+		return usagef("-hidden %d -ff %d: want positive multiples of 8 (TMA's 16-byte row strides)", *hidden, *ff)
+	}
+	if *reps < 1 {
+		return usagef("-reps %d: want at least one timed repetition", *reps)
+	}
+	var counts []int
+	for _, s := range strings.Split(*tokens, ",") {
+		t, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || t <= 0 {
+			return usagef("-tokens: bad count %q", s)
+		}
+		// The host holds X, W1, W2, H and Y (bf16, with float64 checks on samples): each
+		// matrix under 2^31 elements and all of them under mlpMaxHostBytes.
+		if err := mlpFits(t, *hidden, *ff); err != nil {
+			return usageError{err}
+		}
+		counts = append(counts, t)
 	}
 	d, err := jit.Open(0)
 	if err != nil {
@@ -37,14 +53,31 @@ func runMLP(args []string) error {
 	}
 	defer d.Close()
 	fmt.Printf("device: %s (%s); MLP block bf16, hidden %d, ff %d, gemm_sm90 as kernels.GemmSM90For picks\n", d.Info().Name, d.Info().Arch, *hidden, *ff)
-	for _, s := range strings.Split(*tokens, ",") {
-		t, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || t <= 0 {
-			return fmt.Errorf("-tokens: bad count %q", s)
-		}
+	for _, t := range counts {
 		if err := benchMLP(d, t, *hidden, *ff, *reps); err != nil {
 			return fmt.Errorf("mlp %dx%dx%d: %w", t, *hidden, *ff, err)
 		}
+	}
+	return nil
+}
+
+// mlpMaxHostBytes bounds the host memory of one MLP problem's matrices (16 GiB).
+const mlpMaxHostBytes = 16 << 30
+
+// mlpFits refuses an MLP problem whose matrices pass 2^31 elements or together
+// mlpMaxHostBytes of bf16 (products in float64: no overflow).
+func mlpFits(tokens, hidden, ff int) error {
+	t, h, f := float64(tokens), float64(hidden), float64(ff)
+	for _, m := range []struct {
+		name string
+		n    float64
+	}{{"X and Y (tokens x hidden)", t * h}, {"W1 and W2 (hidden x ff)", h * f}, {"H (tokens x ff)", t * f}} {
+		if m.n >= 1<<31 {
+			return fmt.Errorf("-tokens %d -hidden %d -ff %d: %s has %.4g elements; at most 2^31-1", tokens, hidden, ff, m.name, m.n)
+		}
+	}
+	if b := 2 * (2*t*h + 2*h*f + t*f); b > mlpMaxHostBytes {
+		return fmt.Errorf("-tokens %d -hidden %d -ff %d: the matrices take %.4g bytes; at most %d (16 GiB)", tokens, hidden, ff, b, int64(mlpMaxHostBytes))
 	}
 	return nil
 }

@@ -54,9 +54,20 @@ func main() {
 		log.Fatalf("usage: gpubench COMMAND [flags] (commands: %v)", names)
 	}
 	if err := commands[os.Args[1]](os.Args[2:]); err != nil {
-		log.Fatalf("gpubench %s: %v", os.Args[1], err)
+		log.Print("gpubench ", os.Args[1], ": ", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2) // a bad flag, as the flag package exits
+		}
+		os.Exit(1)
 	}
 }
+
+// usageError is a bad flag or flag value: gpubench exits 2 for it.
+type usageError struct{ error }
+
+// usagef returns a usageError of the formatted text.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func runCopy(args []string) error {
 	fs := flag.NewFlagSet("copy", flag.ExitOnError)
@@ -68,6 +79,9 @@ func runCopy(args []string) error {
 
 // timeIt runs f reps times between events on s and returns the median duration.
 func timeIt(d *jit.Device, s *jit.Stream, reps int, f func() error) (time.Duration, error) {
+	if reps < 1 {
+		return 0, usagef("-reps %d: want at least one timed repetition", reps)
+	}
 	e0, err := d.NewEvent()
 	if err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -113,6 +114,11 @@ func runTune(e *env, args []string) error {
 			return usagef("-m %d -n %d -k %d: want three positive extents (or -shapes)", *m, *n, *k)
 		}
 		probs = append(probs, tune.GemmProblem{In: in, Out: out, M: *m, N: *n, K: *k, Epilogue: epi})
+	}
+	tolSet := false
+	fs.Visit(func(f *flag.Flag) { tolSet = tolSet || f.Name == "tolerance" })
+	if tolSet && !*verify {
+		return usagef("-tolerance without -verify: it bounds -verify's winner/best")
 	}
 	if *tolerance < 0 || math.IsNaN(*tolerance) || math.IsInf(*tolerance, 0) {
 		return usagef("-tolerance %g: want a non-negative finite fraction (0.03 is 3%%)", *tolerance)

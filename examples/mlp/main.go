@@ -9,10 +9,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"math"
+	"os"
 	"time"
 
 	"github.com/kgen-dev/kgen/fp"
@@ -29,8 +31,35 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 	if err := run(context.Background(), *tokens, *hidden, *ff, *reps); err != nil {
-		log.Fatalf("mlp: %v", err)
+		log.Print("mlp: ", err)
+		if errors.As(err, new(usageError)) {
+			os.Exit(2) // a bad flag
+		}
+		os.Exit(1)
 	}
+}
+
+// usageError is a bad flag value.
+type usageError struct{ error }
+
+// maxHostBytes bounds the host copies of the block's matrices (float32 and bf16: 6 bytes an
+// element; 16 GiB).
+const maxHostBytes = 16 << 30
+
+// checkSizes refuses sizes the block cannot take: non-positive, a matrix of 2^31 elements or
+// more, or more host memory than maxHostBytes (products in float64: no overflow).
+func checkSizes(m, hid, ff, reps int) error {
+	if m <= 0 || hid <= 0 || ff <= 0 || reps < 0 {
+		return usageError{fmt.Errorf("-tokens %d -hidden %d -ff %d -reps %d: want positive sizes", m, hid, ff, reps)}
+	}
+	t, h, f := float64(m), float64(hid), float64(ff)
+	if max(t*h, h*f, t*f) >= 1<<31 {
+		return usageError{fmt.Errorf("-tokens %d -hidden %d -ff %d: a matrix of %.4g elements; at most 2^31-1", m, hid, ff, max(t*h, h*f, t*f))}
+	}
+	if b := 6 * (2*t*h + 2*h*f + t*f); b > maxHostBytes {
+		return usageError{fmt.Errorf("-tokens %d -hidden %d -ff %d: %.4g bytes of host copies; at most %d (16 GiB)", m, hid, ff, b, int64(maxHostBytes))}
+	}
+	return nil
 }
 
 // mlp holds the block's device tensors.
@@ -48,8 +77,8 @@ func (b *mlp) forward(ctx context.Context, s *jit.Stream) error {
 }
 
 func run(ctx context.Context, m, hid, ff, reps int) error {
-	if m <= 0 || hid <= 0 || ff <= 0 || reps < 0 {
-		return fmt.Errorf("-tokens %d -hidden %d -ff %d -reps %d: want positive sizes", m, hid, ff, reps)
+	if err := checkSizes(m, hid, ff, reps); err != nil {
+		return err
 	}
 	d, err := jit.Open(0)
 	if err != nil {

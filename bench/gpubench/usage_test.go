@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestUsageErrors: bad flags and absurd sizes are usage errors (exit 2) before any device
+// work or host allocation, never a panic.
+func TestUsageErrors(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	for _, c := range []struct {
+		name string
+		run  func([]string) error
+		args []string
+	}{
+		{"mlp", runMLP, []string{"-reps", "0", "-tokens", "8", "-hidden", "8", "-ff", "8"}},
+		{"mlp", runMLP, []string{"-reps", "-1", "-tokens", "8", "-hidden", "8", "-ff", "8"}},
+		{"mlp", runMLP, []string{"-tokens", "1099511627776", "-hidden", "4096", "-ff", "8"}},
+		{"mlp", runMLP, []string{"-tokens", "8", "-hidden", "3037000504", "-ff", "3037000504"}},
+		{"mlp", runMLP, []string{"-tokens", "0"}},
+		{"fused", runFused, []string{"-soak", "-5"}},
+		{"fused", runFused, []string{"-soak", "-1s"}},
+		{"fused", runFused, []string{"-sizes", "bogus"}},
+		{"gemm", runGemm, []string{"-epilogue", "bogus"}},
+		{"gemm", runGemm, []string{"-epilogue", "bias,", "-sm90"}},
+		{"gemm", runGemm, []string{"-sizes", "bogus"}},
+	} {
+		err := c.run(c.args)
+		if !errors.As(err, new(usageError)) {
+			t.Errorf("gpubench %s %v: %v; want a usage error", c.name, c.args, err)
+		}
+	}
+}
