@@ -304,7 +304,38 @@ type epiPlan struct {
 	rowv  func(ld epiLoader) []dsl.Value
 	scale func(f *EpilogueFrag, rowv []dsl.Value) []dsl.Value
 	post  EpilogueFunc
+	// keyed are the per-column vectors the plan reads with colsKeyed (scaleB, bias), which
+	// the sm_90a epilogues load ahead, several column pairs at once (prefetchPairs).
+	keyed []epiCol
 }
+
+// epiCol is a per-column f32 vector a plan reads under key.
+type epiCol struct {
+	key string
+	p   dsl.Ptr
+}
+
+// prefetchPairs loads the plan's keyed vectors for the thread's column pairs j0..j1-1
+// (columns col+8j, col+8j+1; a pair is inside N or outside it) into cache, each guarded by
+// its pair being inside N, before any is used: their latencies overlap instead of one per
+// pair (the colsKeyed calls then find them).
+func (p *epiPlan) prefetchPairs(k *dsl.Kernel, cache map[epiKey][]dsl.Value, col, n dsl.Value, j0, j1 int) {
+	if p == nil || cache == nil {
+		return
+	}
+	for _, c := range p.keyed {
+		for j := j0; j < j1; j++ {
+			ck := epiKey{c.key, 8 * j}
+			if _, ok := cache[ck]; ok {
+				continue
+			}
+			cache[ck] = sm90LoadIf(k, c.p.At(col).At(8*j), 2, col.Add(uint32(8*j)).Lt(n))
+		}
+	}
+}
+
+// epiPrefetchPairs is how many column pairs the sm_90a epilogues load ahead at once.
+const epiPrefetchPairs = 8
 
 // plan declares e's parameters into k (after the gemm's) and returns its plan; nil for the
 // zero value.
@@ -315,6 +346,7 @@ func (e Epilogue) plan(k *dsl.Kernel, out dsl.Type) *epiPlan {
 	a := dsl.Params[GemmEpilogueArgs](k, out)
 	p := &epiPlan{}
 	if e.Scales {
+		p.keyed = append(p.keyed, epiCol{"scale_b", a.ScaleB})
 		p.rowv = func(ld epiLoader) []dsl.Value { return []dsl.Value{ld.row(a.ScaleA)} }
 		p.scale = func(f *EpilogueFrag, rowv []dsl.Value) []dsl.Value {
 			sb := epiF32s(f.ld.colsKeyed("scale_b", a.ScaleB, len(f.V)))
@@ -324,6 +356,9 @@ func (e Epilogue) plan(k *dsl.Kernel, out dsl.Type) *epiPlan {
 			}
 			return v
 		}
+	}
+	if e.Bias {
+		p.keyed = append(p.keyed, epiCol{"bias", a.Bias})
 	}
 	if e.Bias || e.Act != ActNone || e.Residual {
 		p.post = func(f *EpilogueFrag) []dsl.Value {

@@ -653,6 +653,9 @@ func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o G
 			}
 		}
 		for j := 0; j < cfg.BN/8; j++ {
+			if j%epiPrefetchPairs == 0 {
+				p.prefetchPairs(k, cache, c, a.N, j, min(j+epiPrefetchPairs, cfg.BN/8))
+			}
 			k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
 				for half := 0; half < 2; half++ {
 					h := &rs[half]
@@ -775,6 +778,9 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 		setup(0)
 		setup(1)
 		for j := 0; j < cfg.BN/8; j++ {
+			if j%epiPrefetchPairs == 0 {
+				p.prefetchPairs(k, cache, hs[0].gcol, a.N, j, min(j+epiPrefetchPairs, cfg.BN/8))
+			}
 			pair(0, j)
 			pair(1, j)
 		}
@@ -822,14 +828,19 @@ func (l sm90Loader) vec(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
 
 // loadIf loads n elements at p where in holds, zeros elsewhere.
 func (l sm90Loader) loadIf(p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
+	return sm90LoadIf(l.k, p, n, in)
+}
+
+// sm90LoadIf loads n elements at p where in holds, zeros elsewhere.
+func sm90LoadIf(k *dsl.Kernel, p dsl.Ptr, n int, in dsl.Value) []dsl.Value {
 	out := make([]dsl.Value, n)
 	for i := range out {
-		out[i] = l.k.Var(p.Elem(), 0)
+		out[i] = k.Var(p.Elem(), 0)
 	}
-	l.k.If(in, func() {
-		got := l.k.LoadVec(p, n)
+	k.If(in, func() {
+		got := k.LoadVec(p, n)
 		for i := range out {
-			l.k.Set(out[i], got[i])
+			k.Set(out[i], got[i])
 		}
 	})
 	return out
