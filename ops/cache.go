@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
@@ -26,6 +27,8 @@ var devices sync.Map
 // devState is one device's cache.
 type devState struct {
 	d       *jit.Device
+	target  ptx.Target // deviceTarget(d)
+	gemm    ptx.Target // Matmul's default target: sm_90a on compute capability 9.0, else target
 	mu      sync.Mutex
 	fns     map[fnKey]*built
 	plans   map[planKey]*plan
@@ -70,7 +73,39 @@ type plan struct {
 	split       kernels.SplitShape // the split-row kernels' (coResident)
 	sm90        kernels.GemmSM90Launch
 	kind        int // which argument list the op passes (per op)
+	rows, cols  int // the row kernels' matrix
+
+	last atomic.Pointer[callArgs] // the boxed arguments of the last call
 }
+
+// callArgs is a call's boxed kernel arguments (read-only once kept) and the operands they
+// were made from.
+type callArgs struct {
+	key  argKey
+	args []any
+}
+
+// argKey is what an op's kernel arguments are made from beyond its plan's key: the
+// operands' addresses, the allocations of those the arguments encode a tensor map of (a
+// map refers to its allocation), the scalars' bits and the stream (whose scratch the split
+// kernels take). Two calls with one argKey pass the same arguments.
+type argKey struct {
+	ptr    [8]jit.DevicePtr
+	mem    [3]*jit.Memory
+	scalar [2]uint64
+	s      *jit.Stream
+}
+
+// cached returns the arguments of the plan's last call when it had key k, else nil.
+func (p *plan) cached(k *argKey) []any {
+	if c := p.last.Load(); c != nil && c.key == *k {
+		return c.args
+	}
+	return nil
+}
+
+// keep records args as the arguments of key k (args must not change after).
+func (p *plan) keep(k *argKey, args []any) { p.last.Store(&callArgs{key: *k, args: args}) }
 
 // tmapKey is an encoded tensor map: its spec, the address it starts at and the allocation
 // it lies in (a map refers to its allocation: one freed and another at the same address
@@ -95,7 +130,11 @@ func stateOf(d *jit.Device) *devState {
 	if st, ok := devices.Load(d); ok {
 		return st.(*devState)
 	}
-	st, _ := devices.LoadOrStore(d, &devState{d: d, fns: map[fnKey]*built{}, plans: map[planKey]*plan{},
+	target, gemm := deviceTarget(d), deviceTarget(d)
+	if d.Info().SM == 90 {
+		gemm = ptx.SM90a
+	}
+	st, _ := devices.LoadOrStore(d, &devState{d: d, target: target, gemm: gemm, fns: map[fnKey]*built{}, plans: map[planKey]*plan{},
 		tmaps: map[tmapKey]any{}, scratch: map[scratchKey]*jit.Buffer[uint32]{}})
 	return st.(*devState)
 }
@@ -249,6 +288,11 @@ func tensorMap[T jit.Elem](st *devState, spec kernels.TMASpec, buf *jit.Buffer[T
 	if ok {
 		return tm, nil
 	}
+	return newTensorMap(st, key, spec, buf, off)
+}
+
+// newTensorMap encodes and keeps key's map (tensorMap's miss: spec escapes here only).
+func newTensorMap[T jit.Elem](st *devState, key tmapKey, spec kernels.TMASpec, buf *jit.Buffer[T], off int) (any, error) {
 	var opts []jit.TensorMapOption
 	if off > 0 {
 		opts = append(opts, jit.WithOffset(uint64(off)))
@@ -257,7 +301,7 @@ func tensorMap[T jit.Elem](st *devState, spec kernels.TMASpec, buf *jit.Buffer[T
 	if err != nil {
 		return nil, err
 	}
-	tm = m
+	var tm any = m
 	st.mu.Lock()
 	if len(st.tmaps) >= maxPlans {
 		st.tmaps = map[tmapKey]any{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/ptx"
@@ -118,6 +119,11 @@ func dtypeIn(op, name string, dt ptx.Type, want ...ptx.Type) error {
 			return nil
 		}
 	}
+	return dtypeErr(op, name, dt, slices.Clone(want))
+}
+
+// dtypeErr is dtypeIn's error (apart, so that want does not escape on the way that passes).
+func dtypeErr(op, name string, dt ptx.Type, want []ptx.Type) error {
 	return fmt.Errorf("ops: %s: %s has element type %s; want one of %v", op, name, dt, want)
 }
 

@@ -28,7 +28,13 @@ func Add[T jit.Elem](ctx context.Context, s *jit.Stream, out, a, b Tensor[T]) er
 		return planFailed(op, d, err)
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
-	return launch(op, d, p.fn, lc, ptrOf(a), ptrOf(b), ptrOf(out), uint32(n))
+	ak := argKey{ptr: [8]jit.DevicePtr{a.Ptr(), b.Ptr(), out.Ptr()}}
+	args := p.cached(&ak)
+	if args == nil {
+		args = []any{ptrOf(a), ptrOf(b), ptrOf(out), uint32(n)}
+		p.keep(&ak, args)
+	}
+	return launch(op, d, p.fn, lc, args...)
 }
 
 // Axpy computes y = alpha*x + y element by element (f32 or f16, one rounding; kernels.Axpy):
@@ -48,7 +54,13 @@ func Axpy[T jit.Elem](ctx context.Context, s *jit.Stream, y, x Tensor[T], alpha 
 		return planFailed(op, d, err)
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
-	return launch(op, d, p.fn, lc, alpha, ptrOf(x), ptrOf(y), uint32(n))
+	ak := argKey{ptr: [8]jit.DevicePtr{x.Ptr(), y.Ptr()}, scalar: [2]uint64{bitsOf(alpha)}}
+	args := p.cached(&ak)
+	if args == nil {
+		args = []any{alpha, ptrOf(x), ptrOf(y), uint32(n)}
+		p.keep(&ak, args)
+	}
+	return launch(op, d, p.fn, lc, args...)
 }
 
 // streamOperands checks an element-wise op's operands (the first is the output) and returns
@@ -92,7 +104,7 @@ func streamOperands[T jit.Elem](ctx context.Context, op, kernel string, ts ...Te
 // streamPlan is the plan of vector_add or axpy for n elements of dt.
 func streamPlan(ctx context.Context, d *jit.Device, family string, dt ptx.Type, n int) (*plan, error) {
 	st := stateOf(d)
-	key := planKey{op: family, in: dt, dims: [3]int{n}, target: deviceTarget(d)}
+	key := planKey{op: family, in: dt, dims: [3]int{n}, target: st.target}
 	if p := st.lookup(key); p != nil {
 		return p, nil
 	}
@@ -155,7 +167,7 @@ func Transpose[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]
 		return err
 	}
 	st := stateOf(d)
-	key := planKey{op: "transpose", in: dt, dims: [3]int{m, n}, target: deviceTarget(d)}
+	key := planKey{op: "transpose", in: dt, dims: [3]int{m, n}, target: st.target}
 	p := st.lookup(key)
 	if p == nil {
 		fn, name, err := st.registered(ctx, kernels.ID{Family: kernels.FamilyTranspose, DType: dsl.Type(dt)}, key.target)
@@ -166,5 +178,11 @@ func Transpose[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]
 		st.store(key, p)
 	}
 	lc := jit.LaunchConfig{Grid: jit.Dim3{X: (n + 31) / 32, Y: (m + 31) / 32, Z: 1}, Block: jit.D1(p.block), Stream: s, Context: ctx}
-	return launch(op, d, p.fn, lc, ptrOf(in), ptrOf(out), uint32(m), uint32(n))
+	ak := argKey{ptr: [8]jit.DevicePtr{in.Ptr(), out.Ptr()}}
+	args := p.cached(&ak)
+	if args == nil {
+		args = []any{ptrOf(in), ptrOf(out), uint32(m), uint32(n)}
+		p.keep(&ak, args)
+	}
+	return launch(op, d, p.fn, lc, args...)
 }

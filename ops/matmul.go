@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
@@ -43,13 +44,14 @@ type MatmulOptions[TO jit.Elem] struct {
 }
 
 // epilogue checks o's epilogue operands for an M x N product on dev and returns the options
-// and their pointers in kernels.GemmEpilogueArgs' order (null where unset).
-func (o *MatmulOptions[TO]) epilogue(op string, dev *jit.Device, m, n int) (kernels.Epilogue, []any, error) {
+// and their pointers in kernels.GemmEpilogueArgs' order (null where unset; the list is
+// passed only when the options are not zero).
+func (o *MatmulOptions[TO]) epilogue(op string, dev *jit.Device, m, n int) (kernels.Epilogue, [4]jit.AnyPtr, error) {
 	var e kernels.Epilogue
 	null := jit.AnyPtr{Elem: ptx.F32}
-	args := []any{null, null, null, jit.AnyPtr{Elem: jit.ElemType[TO]()}}
+	ptrs := [4]jit.AnyPtr{null, null, null, {Elem: jit.ElemType[TO]()}}
 	if o == nil {
-		return e, nil, nil
+		return e, ptrs, nil
 	}
 	vec := func(name string, t Tensor[float32], want int) (jit.AnyPtr, error) {
 		if err := sameDevice(op, name, dev, t); err != nil {
@@ -69,46 +71,43 @@ func (o *MatmulOptions[TO]) epilogue(op string, dev *jit.Device, m, n int) (kern
 	var err error
 	if o.Bias.buf != nil {
 		e.Bias = true
-		if args[0], err = vec("Bias", o.Bias, n); err != nil {
-			return e, nil, err
+		if ptrs[0], err = vec("Bias", o.Bias, n); err != nil {
+			return e, ptrs, err
 		}
 	}
 	if (o.ScaleA.buf != nil) != (o.ScaleB.buf != nil) {
-		return e, nil, fmt.Errorf("ops: %s: set both ScaleA (M values) and ScaleB (N values), or neither", op)
+		return e, ptrs, fmt.Errorf("ops: %s: set both ScaleA (M values) and ScaleB (N values), or neither", op)
 	}
 	if o.ScaleA.buf != nil {
 		e.Scales = true
-		if args[1], err = vec("ScaleA", o.ScaleA, m); err != nil {
-			return e, nil, err
+		if ptrs[1], err = vec("ScaleA", o.ScaleA, m); err != nil {
+			return e, ptrs, err
 		}
-		if args[2], err = vec("ScaleB", o.ScaleB, n); err != nil {
-			return e, nil, err
+		if ptrs[2], err = vec("ScaleB", o.ScaleB, n); err != nil {
+			return e, ptrs, err
 		}
 	}
 	if o.Act < kernels.ActNone || o.Act > kernels.SiLU {
-		return e, nil, fmt.Errorf("ops: %s: MatmulOptions.Act %d: want ActNone, ReLU, GELU or SiLU", op, int(o.Act))
+		return e, ptrs, fmt.Errorf("ops: %s: MatmulOptions.Act %d: want ActNone, ReLU, GELU or SiLU", op, int(o.Act))
 	}
 	e.Act = o.Act
 	if o.Residual.buf != nil {
 		e.Residual = true
 		if err := sameDevice(op, "Residual", dev, o.Residual); err != nil {
-			return e, nil, err
+			return e, ptrs, err
 		}
 		if o.Residual.rank != 2 || o.Residual.shape[0] != m || o.Residual.shape[1] != n {
-			return e, nil, fmt.Errorf("ops: %s: Residual has shape %v; want [%d %d] (D's)", op, o.Residual.Shape(), m, n)
+			return e, ptrs, fmt.Errorf("ops: %s: Residual has shape %v; want [%d %d] (D's)", op, o.Residual.Shape(), m, n)
 		}
 		if err := contiguous(op, "Residual", "the gemm epilogue", o.Residual); err != nil {
-			return e, nil, err
+			return e, ptrs, err
 		}
 		if err := need16(op, "Residual", "the gemm epilogue", o.Residual); err != nil {
-			return e, nil, err
+			return e, ptrs, err
 		}
-		args[3] = ptrOf(o.Residual)
+		ptrs[3] = ptrOf(o.Residual)
 	}
-	if e.IsZero() {
-		return e, nil, nil
-	}
-	return e, args, nil
+	return e, ptrs, nil
 }
 
 // The gemm kernels' argument lists (plan.kind).
@@ -194,7 +193,7 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 		}
 		c = ptrOf(o.C)
 	}
-	epi, epiArgs, err := o.epilogue(op, dev, m, n)
+	epi, epiPtrs, err := o.epilogue(op, dev, m, n)
 	if err != nil {
 		return err
 	}
@@ -207,11 +206,9 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	if err := need16(op, "B", "the gemm", b); err != nil {
 		return err
 	}
+	st := stateOf(dev)
 	if target == "" {
-		target = deviceTarget(dev)
-		if dev.Info().SM == 90 {
-			target = ptx.SM90a
-		}
+		target = st.gemm
 	} else if !target.Valid() {
 		return fmt.Errorf("ops: %s: MatmulOptions.Target %q is not a target kgen knows", op, target)
 	}
@@ -222,7 +219,6 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	if err := streamOn(op, s, dev); err != nil {
 		return err
 	}
-	st := stateOf(dev)
 	p := st.lookup(key)
 	if p == nil {
 		if p, err = planMatmul(ctx, st, key); err != nil {
@@ -233,29 +229,49 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 		}
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
-	if p.kind == gemmMMA {
-		return launch(op, dev, p.fn, lc, append([]any{ptrOf(a), ptrOf(b), uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d)}, epiArgs...)...)
-	}
 	if p.cluster > 1 {
 		lc.Cluster = jit.D1(p.cluster)
 	}
-	tmA, err := tensorMap(st, p.sm90.A, a.buf, a.off)
-	if err != nil {
-		return planFailed(op, dev, fmt.Errorf("operand A's tensor map: %w", err))
+	ak := argKey{
+		ptr:    [8]jit.DevicePtr{a.Ptr(), b.Ptr(), c.Addr, d.Ptr(), epiPtrs[0].Addr, epiPtrs[1].Addr, epiPtrs[2].Addr, epiPtrs[3].Addr},
+		scalar: [2]uint64{uint64(math.Float32bits(alpha)), uint64(math.Float32bits(beta))},
 	}
-	tmB, err := tensorMap(st, p.sm90.B, b.buf, b.off)
-	if err != nil {
-		return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
+	if p.kind == gemmSM90 {
+		ak.mem = [3]*jit.Memory{a.buf.Memory(), b.buf.Memory(), d.buf.Memory()}
 	}
-	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d)}
-	if !p.sm90.HasD {
-		return launch(op, dev, p.fn, lc, append(args, epiArgs...)...)
+	if args := p.cached(&ak); args != nil {
+		return launch(op, dev, p.fn, lc, args...)
 	}
-	tmD, err := tensorMap(st, p.sm90.D, d.buf, d.off)
-	if err != nil {
-		return planFailed(op, dev, fmt.Errorf("operand D's tensor map: %w", err))
+	// The first call with these operands: box the arguments (and encode the tensor maps).
+	args := make([]any, 0, 14)
+	if p.kind == gemmMMA {
+		args = append(args, ptrOf(a), ptrOf(b))
+	} else {
+		tmA, err := tensorMap(st, p.sm90.A, a.buf, a.off)
+		if err != nil {
+			return planFailed(op, dev, fmt.Errorf("operand A's tensor map: %w", err))
+		}
+		tmB, err := tensorMap(st, p.sm90.B, b.buf, b.off)
+		if err != nil {
+			return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
+		}
+		args = append(args, tmA, tmB)
 	}
-	return launch(op, dev, p.fn, lc, append(append(args, tmD), epiArgs...)...)
+	args = append(args, uint32(m), uint32(n), uint32(k), alpha, beta, c, ptrOf(d))
+	if p.kind == gemmSM90 && p.sm90.HasD {
+		tmD, err := tensorMap(st, p.sm90.D, d.buf, d.off)
+		if err != nil {
+			return planFailed(op, dev, fmt.Errorf("operand D's tensor map: %w", err))
+		}
+		args = append(args, tmD)
+	}
+	if !epi.IsZero() {
+		for _, ptr := range epiPtrs {
+			args = append(args, ptr)
+		}
+	}
+	p.keep(&ak, args)
+	return launch(op, dev, p.fn, lc, args...)
 }
 
 // refusal is an operand Matmul's kernels cannot take (not a failure of the device).

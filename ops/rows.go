@@ -60,7 +60,7 @@ func Softmax[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) 
 		return err
 	}
 	st := stateOf(d)
-	key := planKey{op: "softmax", in: dt, dims: [3]int{rows, cols}, lds: [4]int{ldIn, ldOut}, target: deviceTarget(d)}
+	key := planKey{op: "softmax", in: dt, dims: [3]int{rows, cols}, lds: [4]int{ldIn, ldOut}, target: st.target}
 	if aligned16(in) && aligned16(out) {
 		key.flags = 1
 	}
@@ -70,19 +70,7 @@ func Softmax[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) 
 			return planFailed(op, d, err)
 		}
 	}
-	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
-	switch p.kind {
-	case rowSplit:
-		sc, err := st.scratchFor(s, p.split.ScratchWords)
-		if err != nil {
-			return planFailed(op, d, err)
-		}
-		lc.CoResident = true
-		return launch(op, d, p.fn, lc, ptrOf(in), ptrOf(out), sc, uint32(rows), uint32(cols), uint32(p.split.Parts))
-	case rowStrided:
-		return launch(op, d, p.fn, lc, ptrOf(in), ptrOf(out), uint32(rows), uint32(cols), uint32(ldIn), uint32(ldOut))
-	}
-	return launch(op, d, p.fn, lc, ptrOf(in), ptrOf(out), uint32(rows), uint32(cols))
+	return launchRows(ctx, op, st, p, s, ptrOf(in), ptrOf(out), ldIn, ldOut)
 }
 
 // RowSum writes out[r] = in[r, 0] + ... + in[r, cols-1] (in f32) for each row of the rows x
@@ -125,7 +113,7 @@ func RowSum[T jit.Elem](ctx context.Context, s *jit.Stream, out Tensor[float32],
 		return err
 	}
 	st := stateOf(d)
-	key := planKey{op: "row_sum", in: dt, dims: [3]int{rows, cols}, lds: [4]int{ld, cols}, target: deviceTarget(d)}
+	key := planKey{op: "row_sum", in: dt, dims: [3]int{rows, cols}, lds: [4]int{ld, cols}, target: st.target}
 	if aligned16(in) {
 		key.flags = 1
 	}
@@ -135,19 +123,41 @@ func RowSum[T jit.Elem](ctx context.Context, s *jit.Stream, out Tensor[float32],
 			return planFailed(op, d, err)
 		}
 	}
-	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
+	return launchRows(ctx, op, st, p, s, ptrOf(in), ptrOf(out), ld, -1)
+}
+
+// launchRows launches a row kernel's plan p on rows of in into out: in, out, rows, cols and
+// the strided kernels' row strides ldIn (and ldOut, RowSum's -1: none), or the split
+// kernels' scratch and parts. The boxed arguments are kept for the next call with the same
+// operands and stream.
+func launchRows(ctx context.Context, op string, st *devState, p *plan, s *jit.Stream, in, out jit.AnyPtr, ldIn, ldOut int) error {
+	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx, CoResident: p.kind == rowSplit}
+	ak := argKey{ptr: [8]jit.DevicePtr{in.Addr, out.Addr}}
+	if p.kind == rowSplit {
+		ak.s = s
+	}
+	if args := p.cached(&ak); args != nil {
+		return launch(op, st.d, p.fn, lc, args...)
+	}
+	rows, cols := uint32(p.rows), uint32(p.cols)
+	var args []any
 	switch p.kind {
 	case rowSplit:
 		sc, err := st.scratchFor(s, p.split.ScratchWords)
 		if err != nil {
-			return planFailed(op, d, err)
+			return planFailed(op, st.d, err)
 		}
-		lc.CoResident = true
-		return launch(op, d, p.fn, lc, ptrOf(in), ptrOf(out), sc, uint32(rows), uint32(cols), uint32(p.split.Parts))
+		args = []any{in, out, sc, rows, cols, uint32(p.split.Parts)}
 	case rowStrided:
-		return launch(op, d, p.fn, lc, ptrOf(in), ptrOf(out), uint32(rows), uint32(cols), uint32(ld))
+		args = []any{in, out, rows, cols, uint32(ldIn)}
+		if ldOut >= 0 {
+			args = append(args, uint32(ldOut))
+		}
+	default:
+		args = []any{in, out, rows, cols}
 	}
-	return launch(op, d, p.fn, lc, ptrOf(in), ptrOf(out), uint32(rows), uint32(cols))
+	p.keep(&ak, args)
+	return launch(op, st.d, p.fn, lc, args...)
 }
 
 // planRows chooses and loads the row kernel of family f (FamilySoftmax or FamilyRowSum) for
@@ -160,7 +170,7 @@ func planRows(ctx context.Context, st *devState, key planKey, f kernels.Family) 
 	}
 	dt := dsl.Type(key.in)
 	dense := key.lds[0] == cols && key.lds[1] == cols && key.flags == 1
-	p := &plan{}
+	p := &plan{rows: rows, cols: cols}
 	if dense {
 		rl, err := kernels.ChooseRowKernel(f, dt, rows, cols, max(st.d.Info().Multiproc, 1))
 		if err != nil {

@@ -240,6 +240,13 @@ func (t Tensor[T]) View(shape ...int) (Tensor[T], error) {
 	return v, v.check()
 }
 
+// bitsOf returns v's bits (T is at most 8 bytes).
+func bitsOf[T jit.Elem](v T) uint64 {
+	var u uint64
+	*(*T)(unsafe.Pointer(&u)) = v
+	return u
+}
+
 // elemBytes is the size of T in bytes.
 func elemBytes[T jit.Elem]() int {
 	var z T

@@ -315,6 +315,11 @@ func (b *opsBench) streamCase(name string, n int, axpy bool) (opCase, error) {
 // gemm_sm90 as ops picks it (tune.GemmConfig: a cached winner, else GemmSM90For); the direct launch builds its tensor maps from
 // GemmSM90Config.Launch.
 func matmulCase[T jit.Elem](b *opsBench, name string, m, n, k int, conv func(float32) T) (opCase, error) {
+	return matmulEpiCase(b, name, m, n, k, conv, false)
+}
+
+// matmulEpiCase is matmulCase, with epi a Bias and ReLU epilogue (MatmulOptions).
+func matmulEpiCase[T jit.Elem](b *opsBench, name string, m, n, k int, conv func(float32) T, epi bool) (opCase, error) {
 	in := dsl.Type(jit.ElemType[T]())
 	a, err := opsAlloc(b, m*k, conv)
 	if err != nil {
@@ -335,7 +340,21 @@ func matmulCase[T jit.Elem](b *opsBench, name string, m, n, k int, conv func(flo
 		tb, _ = nk.Transpose()
 	}
 	td, _ := ops.New(dd, m, n)
-	c := opCase{name: name, call: func() error { return ops.Matmul(b.ctx, b.s, td, ta, tb, nil) }}
+	var opts *ops.MatmulOptions[fp.BF16]
+	var e kernels.Epilogue
+	var epiArgs []any
+	if epi {
+		bias, err := opsAlloc(b, n, f32)
+		if err != nil {
+			return opCase{}, err
+		}
+		tbias, _ := ops.New(bias, n)
+		opts = &ops.MatmulOptions[fp.BF16]{Alpha: 1, Bias: tbias, Act: kernels.ReLU}
+		e = kernels.Epilogue{Bias: true, Act: kernels.ReLU}
+		null := jit.AnyPtr{Elem: ptx.F32}
+		epiArgs = []any{jit.AnyOf[float32](bias), null, null, jit.AnyPtr{Elem: ptx.BF16}}
+	}
+	c := opCase{name: name, call: func() error { return ops.Matmul(b.ctx, b.s, td, ta, tb, opts) }}
 	if b.d.Info().SM != 90 {
 		return c, fmt.Errorf("the direct gemm_sm90 launch needs compute capability 9.0; the device is %s", b.d.Info().Arch)
 	}
@@ -344,6 +363,7 @@ func matmulCase[T jit.Elem](b *opsBench, name string, m, n, k int, conv func(flo
 	if err != nil {
 		return c, err
 	}
+	cfg.Epilogue = e
 	l, err := cfg.Launch(m, n, k, sms)
 	if err != nil {
 		return c, err
@@ -374,6 +394,7 @@ func matmulCase[T jit.Elem](b *opsBench, name string, m, n, k int, conv func(flo
 		}
 		args = append(args, tmD)
 	}
+	args = append(args, epiArgs...)
 	c.direct = func() error { return fn.Launch(lc, args...) }
 	return c, nil
 }
@@ -461,6 +482,9 @@ func (b *opsBench) hostCases() []opCase {
 		func() (opCase, error) { return b.softmaxCase("softmax_view_8x24", 8, 24, 32) },
 		func() (opCase, error) { return b.streamCase("add_1024", 1024, false) },
 		func() (opCase, error) { return matmulCase(b, "matmul_bf16_64", 64, 64, 64, fp.BF16Of) },
+		func() (opCase, error) {
+			return matmulEpiCase(b, "matmul_bf16_64_bias_relu", 64, 64, 64, fp.BF16Of, true)
+		},
 	} {
 		c, err := m()
 		if err != nil {
