@@ -31,6 +31,8 @@ func TestCallAllocs(t *testing.T) {
 	vec, _ := New(f32, 256)
 	bf, _ := jit.Alloc[fp.BF16](d, 64*64)
 	x, _ := New(bf, 64, 64)
+	bfD, _ := jit.Alloc[fp.BF16](d, 64*64)
+	y, _ := New(bfD, 64, 64) // D apart from A and B
 	bias, _ := New(f32, 64)
 	epi := &MatmulOptions[fp.BF16]{Alpha: 1, Bias: bias, Act: kernels.ReLU}
 	cases := []struct {
@@ -41,8 +43,8 @@ func TestCallAllocs(t *testing.T) {
 		{"Softmax", 7, func() error { return Softmax(ctx, s, dense, dense) }},
 		{"Softmax view", 9, func() error { return Softmax(ctx, s, view, view) }},
 		{"Add", 6, func() error { return Add(ctx, s, vec, vec, vec) }},
-		{"Matmul", 13, func() error { return Matmul(ctx, s, x, x, x, nil) }},
-		{"Matmul epilogue", 13, func() error { return Matmul(ctx, s, x, x, x, epi) }},
+		{"Matmul", 13, func() error { return Matmul(ctx, s, y, x, x, nil) }},
+		{"Matmul epilogue", 13, func() error { return Matmul(ctx, s, y, x, x, epi) }},
 	}
 	for _, c := range cases {
 		if err := c.call(); err != nil { // the plan and the arguments

@@ -206,3 +206,48 @@ func TestMatmulEpilogueCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestMatmulOverlap: an operand sharing D's bytes is refused (a race on a GPU), except C or
+// Residual that is D itself; operands in other buffers, or apart in D's, are fine.
+func TestMatmulOverlap(t *testing.T) {
+	d := emuDevice(t)
+	ctx := context.Background()
+	const m, n, k = 16, 64, 32
+	a, _ := New(upload[fp.BF16](t, d, make([]float64, m*k)), m, k)
+	b, _ := New(upload[fp.BF16](t, d, make([]float64, k*n)), k, n)
+	big := upload[fp.BF16](t, d, make([]float64, (m+1)*n+m*k))
+	dd, _ := Strided(big, 0, []int{m, n}, []int{n, 1})
+	shifted, _ := Strided(big, n, []int{m, n}, []int{n, 1})      // D one row down
+	aInD, _ := Strided(big, m*n-k, []int{m, k}, []int{k, 1})     // A's first row is D's last k
+	aAfter, _ := Strided(big, (m+1)*n, []int{m, k}, []int{k, 1}) // A after D: apart
+	fD := upload[float32](t, d, make([]float64, m*n))
+	fd, _ := New(fD, m, n)
+	biasInD, _ := New(fD, n) // D's row 0
+	for _, c := range []struct {
+		name string
+		call func() error
+		want string // "" for no error
+	}{
+		{"residual shifted", func() error {
+			return Matmul(ctx, nil, dd, a, b, &MatmulOptions[fp.BF16]{Alpha: 1, Residual: shifted})
+		}, "Residual (bytes 128-2176 of its buffer) overlaps D (bytes 0-2048)"},
+		{"residual is D", func() error { return Matmul(ctx, nil, dd, a, b, &MatmulOptions[fp.BF16]{Alpha: 1, Residual: dd}) }, ""},
+		{"C is D", func() error { return Matmul(ctx, nil, dd, a, b, &MatmulOptions[fp.BF16]{Alpha: 1, Beta: 1, C: dd}) }, ""},
+		{"C shifted", func() error {
+			return Matmul(ctx, nil, dd, a, b, &MatmulOptions[fp.BF16]{Alpha: 1, Beta: 1, C: shifted})
+		}, "C (bytes"},
+		{"A in D", func() error { return Matmul(ctx, nil, dd, aInD, b, nil) }, "A (bytes"},
+		{"A after D", func() error { return Matmul(ctx, nil, dd, aAfter, b, nil) }, ""},
+		{"bias in D", func() error {
+			return Matmul(ctx, nil, fd, a, b, &MatmulOptions[float32]{Alpha: 1, Bias: biasInD})
+		}, "Bias (bytes 0-256 of its buffer) overlaps D"},
+	} {
+		err := c.call()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v; want %q", c.name, err, c.want)
+		}
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -97,12 +97,14 @@ func BenchmarkHostCostSoftmaxLaunch(b *testing.B) {
 func BenchmarkHostCostMatmulOps(b *testing.B) {
 	d, s := captured(b)
 	ab, _ := jit.Alloc[fp.BF16](d, 64*64)
+	db, _ := jit.Alloc[fp.BF16](d, 64*64)
 	x, _ := New(ab, 64, 64)
+	y, _ := New(db, 64, 64) // D apart from A and B
 	ctx := context.Background()
-	if err := Matmul(ctx, s, x, x, x, nil); err != nil {
+	if err := Matmul(ctx, s, y, x, x, nil); err != nil {
 		b.Fatal(err)
 	}
-	loop(b, s, func() error { return Matmul(ctx, s, x, x, x, nil) })
+	loop(b, s, func() error { return Matmul(ctx, s, y, x, x, nil) })
 }
 
 func BenchmarkHostCostMatmulLaunch(b *testing.B) {
@@ -209,13 +211,15 @@ func BenchmarkHostCostMatmulEpilogueOps(b *testing.B) {
 	ab, _ := jit.Alloc[fp.BF16](d, 64*64)
 	bias, _ := jit.Alloc[float32](d, 64)
 	x, _ := New(ab, 64, 64)
+	db, _ := jit.Alloc[fp.BF16](d, 64*64)
+	y, _ := New(db, 64, 64) // D apart from A and B
 	tb, _ := New(bias, 64)
 	o := &MatmulOptions[fp.BF16]{Alpha: 1, Bias: tb, Act: kernels.ReLU}
 	ctx := context.Background()
-	if err := Matmul(ctx, s, x, x, x, o); err != nil {
+	if err := Matmul(ctx, s, y, x, x, o); err != nil {
 		b.Fatal(err)
 	}
-	loop(b, s, func() error { return Matmul(ctx, s, x, x, x, o) })
+	loop(b, s, func() error { return Matmul(ctx, s, y, x, x, o) })
 }
 
 func BenchmarkHostCostMatmulEpilogueLaunch(b *testing.B) {

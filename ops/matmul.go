@@ -219,6 +219,32 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	if err := streamOn(op, s, dev); err != nil {
 		return err
 	}
+	// D is written while every other operand is read: none may share D's bytes, but C and
+	// Residual may be D itself, whole (each element reads its own before it is written).
+	if err := apart(op, "A", a, d, false); err != nil {
+		return err
+	}
+	if err := apart(op, "B", b, d, false); err != nil {
+		return err
+	}
+	if beta != 0 {
+		if err := apart(op, "C", o.C, d, true); err != nil {
+			return err
+		}
+	}
+	if o != nil {
+		for _, v := range []struct {
+			name string
+			t    Tensor[float32]
+		}{{"Bias", o.Bias}, {"ScaleA", o.ScaleA}, {"ScaleB", o.ScaleB}} {
+			if err := apart(op, v.name, v.t, d, false); err != nil {
+				return err
+			}
+		}
+		if err := apart(op, "Residual", o.Residual, d, true); err != nil {
+			return err
+		}
+	}
 	p := st.lookup(key)
 	if p == nil {
 		if p, err = planMatmul(ctx, st, key); err != nil {
@@ -333,7 +359,7 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	if why == nil {
 		// The autotuner's winner for this device and shape when `kgen tune` cached one, else
 		// GemmSM90For's estimate.
-		cfg, _, err := tune.GemmConfig(nil, st.d.Info(), tune.GemmProblem{In: in, Out: out, M: m, N: n, K: k})
+		cfg, _, err := tune.GemmConfig(nil, st.d.Info(), tune.GemmProblem{In: in, Out: out, M: m, N: n, K: k, Epilogue: key.epi})
 		if err != nil {
 			return nil, refusal{err}
 		}

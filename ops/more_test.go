@@ -142,6 +142,7 @@ func TestMisuse(t *testing.T) {
 	colMajor, _ := ColMajor(f, 8, 8)
 	hCol, _ := ColMajor(h, 8, 8)
 	hGap, _ := Strided(h, 0, []int{8, 8}, []int{12, 1})
+	hD, _ := New(upload[fp.F16](t, d, make([]float64, 64)), 8, 8) // D apart from A and B
 	d2 := emuDevice(t)
 	other := upload[float32](t, d2, make([]float64, 64))
 	o8x8, _ := New(other, 8, 8)
@@ -166,7 +167,8 @@ func TestMisuse(t *testing.T) {
 		{"matmul align", Matmul(ctx, nil, h8x8, hUnal, h8x8, nil), "A starts 4 bytes past a 16-byte boundary"},
 		{"matmul fp8 B", Matmul(ctx, nil, h8x8, e8x16, e16x8, nil), "must be column-major for e4m3"},
 		{"matmul fp8 elsewhere", Matmul(ctx, nil, h8x8, e8x16, e16x8, &MatmulOptions[fp.F16]{Alpha: 1, Target: "sm_80"}), "e4m3 inputs run only on gemm_sm90"},
-		{"matmul gap", Matmul(ctx, nil, h8x8, hGap, h8x8, &MatmulOptions[fp.F16]{Alpha: 1, Target: "sm_80"}), "the mma.sync gemm takes a dense row-major"},
+		{"matmul gap", Matmul(ctx, nil, hD, hGap, h8x8, &MatmulOptions[fp.F16]{Alpha: 1, Target: "sm_80"}), "the mma.sync gemm takes a dense row-major"},
+		{"matmul in place", Matmul(ctx, nil, h8x8, h8x8, h8x8, nil), "A (bytes 0-128 of its buffer) overlaps D (bytes 0-128)"},
 		{"matmul C", Matmul(ctx, nil, h8x8, h8x8, hCol, &MatmulOptions[fp.F16]{Alpha: 1, Beta: 1}), "C (Beta is not 0) is the zero Tensor"},
 		{"matmul target", Matmul(ctx, nil, h8x8, h8x8, h8x8, &MatmulOptions[fp.F16]{Alpha: 1, Target: "sm_99"}), `Target "sm_99"`},
 	}
