@@ -777,10 +777,7 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 		// loads (bias, scaleB) serve both (the cache), live only that long.
 		setup(0)
 		setup(1)
-		for j := 0; j < cfg.BN/8; j++ {
-			if j%epiPrefetchPairs == 0 {
-				p.prefetchPairs(k, cache, hs[0].gcol, a.N, j, min(j+epiPrefetchPairs, cfg.BN/8))
-			}
+		for j := 0; j < cfg.BN/8; j++ { // no prefetch here: its registers cost more (docs/bench.md)
 			pair(0, j)
 			pair(1, j)
 		}
