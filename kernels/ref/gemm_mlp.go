@@ -87,16 +87,20 @@ func RunMLP(p MLPProblem) ([2]Result, error) {
 			if err != nil {
 				return "", err
 			}
-			tm := func(g uint64, inner, outer int, box [2]int) emu.TensorMap {
-				return emu.TensorMap{Elem: ptx.Type(dsl.BF16), Rank: 2, Global: g, Dims: [5]uint64{uint64(inner), uint64(outer)},
-					Strides: [5]uint64{0, uint64(inner) * 2}, Box: [5]uint32{uint32(box[0]), uint32(box[1])}, Swizzle: 128}
+			l, err := cfg.Launch(m, n, k, sms)
+			if err != nil {
+				return "", err
 			}
-			args := []any{tm(a, k, m, cfg.TMABoxA()), tm(b, n, k, cfg.TMABoxB()), uint32(m), uint32(n), uint32(k), float32(1), float32(0), uint64(0), d}
-			if cfg.TMAStore {
-				args = append(args, tm(d, n, m, cfg.TMABoxD()))
+			args := []any{emuMap(a, l.A), emuMap(b, l.B), uint32(m), uint32(n), uint32(k), float32(1), float32(0), uint64(0), d}
+			if l.HasD {
+				args = append(args, emuMap(d, l.D))
 			}
-			return cfg.Name(), sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(m, n, sms)), Block: emu.D1(cfg.Threads()),
-				SharedBytes: cfg.SharedBytes(), Args: append(args, epi...), Options: emu.Options{Seed: p.Seed}})
+			var cluster emu.Dim3
+			if l.Cluster > 1 {
+				cluster = emu.D1(l.Cluster)
+			}
+			return cfg.Name(), sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(l.Grid), Block: emu.D1(l.Block),
+				Cluster: cluster, SharedBytes: l.SharedBytes, Args: append(args, epi...), Options: emu.Options{Seed: p.Seed}})
 		}
 		cfg := kernels.GemmConfig{In: dsl.BF16, Out: dsl.BF16, BM: 64, BN: 64, BK: 32, WarpsM: 2, WarpsN: 2, Stages: 3,
 			Aligned: m%8 == 0 && n%8 == 0 && k%8 == 0, Epilogue: e}
