@@ -17,6 +17,7 @@ import (
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -260,8 +261,8 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(m, n)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: s}
 	// The buffers hold the 16-bit patterns; the kernel's parameters point to cfg's types.
 	pa, pb, po := jit.AnyPtr{Addr: a.DevPtr(), Elem: cfg.In}, jit.AnyPtr{Addr: b.DevPtr(), Elem: cfg.In}, jit.AnyPtr{Addr: out.DevPtr(), Elem: cfg.Out}
-	launch := func() error {
-		return fn.Launch(lc, pa, pb, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po)
+	run := func() error {
+		return fn.LaunchArgs(lc, launch.Gemm{A: pa, B: pb, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: po, D: po})
 	}
 	if hp != nil {
 		var tmA, tmB jit.TensorMap
@@ -281,7 +282,7 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 		}
 		defer free()
 		po := jit.AnyPtr{Addr: out.DevPtr(), Elem: hp.Out}
-		args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po}
+		var args any = launch.GemmSM90{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: po, D: po}
 		if hp.TMAStore {
 			var ob jit.AnyPtr
 			var tmD jit.TensorMap
@@ -295,11 +296,11 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 				return err
 			}
 			defer freeD()
-			args = append(args[:7], ob, ob, tmD)
+			args = launch.GemmSM90Store{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: ob, D: ob, TmD: tmD}
 		}
-		launch = func() error { return fn.Launch(lc, args...) }
+		run = func() error { return fn.LaunchArgs(lc, args) }
 	}
-	t, err := timeIt(d, s, reps, launch)
+	t, err := timeIt(d, s, reps, run)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -97,7 +98,7 @@ func benchGemmFP8(d *jit.Device, hp kernels.GemmSM90Config, m, n, k, reps int, d
 		return err
 	}
 	po := jit.AnyPtr{Addr: out.DevPtr(), Elem: hp.Out} // bf16 patterns in a uint16 buffer
-	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po}
+	var args any = launch.GemmSM90{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: po, D: po}
 	readD := out.CopyToHost
 	if hp.TMAStore {
 		ob, tmD, read, freeD, err := sm90OutMap[fp.BF16](d, l)
@@ -105,9 +106,10 @@ func benchGemmFP8(d *jit.Device, hp kernels.GemmSM90Config, m, n, k, reps int, d
 			return err
 		}
 		defer freeD()
-		args, readD = append(args[:7], ob, ob, tmD), read
+		args = launch.GemmSM90Store{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: ob, D: ob, TmD: tmD}
+		readD = read
 	}
-	t, err := timeIt(d, s, reps, func() error { return fn.Launch(lc, args...) })
+	t, err := timeIt(d, s, reps, func() error { return fn.LaunchArgs(lc, args) })
 	if err != nil {
 		return err
 	}

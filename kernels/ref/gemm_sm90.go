@@ -7,6 +7,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -91,15 +92,22 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if blocks%l.Cluster != 0 {
 		return res, fmt.Errorf("%s: %d blocks is not a multiple of the cluster's %d", cfg.Name(), blocks, l.Cluster)
 	}
-	args := []any{emuMap(ptrs[0], l.A), emuMap(ptrs[1], l.B), uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), ptrs[2], ptrs[3]}
+	maps := []emu.TensorMap{emuMap(ptrs[0], l.A), emuMap(ptrs[1], l.B)}
 	if l.HasD { // D's map: (N, M) of Out elements
-		args = append(args, emuMap(ptrs[3], l.D))
+		maps = append(maps, emuMap(ptrs[3], l.D))
 	}
 	epi, err := newEpiData(sys, cfg.Epilogue, p.Hook, cfg.Out, M, N, p.Seed, p.ResidualInD, ptrs[3])
 	if err != nil {
 		return res, err
 	}
-	args = append(args, epi.args...)
+	fn, err := entry(mod, cfg.Name())
+	if err != nil {
+		return res, err
+	}
+	args, err := gemmSM90Args(fn, k.Params(), cfg, M, N, K, p.Alpha, p.Beta, ptrs[2], ptrs[3], maps, epi)
+	if err != nil {
+		return res, err
+	}
 	var cluster emu.Dim3
 	if l.Cluster > 1 {
 		cluster = emu.D1(l.Cluster)
@@ -129,4 +137,25 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 func emuMap(global uint64, s kernels.TMASpec) emu.TensorMap {
 	return emu.TensorMap{Elem: ptx.Type(s.Elem), Rank: 2, Global: global, Dims: [5]uint64{s.Dims[0], s.Dims[1]},
 		Strides: [5]uint64{0, s.Strides[0]}, Box: [5]uint32{s.Box[0], s.Box[1]}, Swizzle: s.Swizzle}
+}
+
+// gemmSM90Args is gemm_sm90's argument list on the emulator: the twin of cfg's variant
+// (launch.GemmSM90, GemmSM90Store, GemmSM90Epi or GemmSM90StoreEpi) with its tensor maps,
+// then a hook's own parameters.
+func gemmSM90Args(fn *ptx.Func, info []dsl.ParamInfo, cfg kernels.GemmSM90Config, m, n, k int, alpha, beta float64, c, d uint64,
+	maps []emu.TensorMap, epi *epiData) ([]any, error) {
+	M, N, K, a, b := uint32(m), uint32(n), uint32(k), float32(alpha), float32(beta)
+	C, D, e := anyPtr(c, cfg.Out), anyPtr(d, cfg.Out), epi.ptrs
+	var twin any
+	switch {
+	case cfg.Epilogue.IsZero() && !cfg.TMAStore:
+		twin = launch.GemmSM90{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D}
+	case cfg.Epilogue.IsZero():
+		twin = launch.GemmSM90Store{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D}
+	case !cfg.TMAStore:
+		twin = launch.GemmSM90Epi{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D, Bias: e[0], ScaleA: e[1], ScaleB: e[2], Residual: e[3]}
+	default:
+		twin = launch.GemmSM90StoreEpi{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D, Bias: e[0], ScaleA: e[1], ScaleB: e[2], Residual: e[3]}
+	}
+	return emuArgsMaps(fn, info, twin, maps, epi.hookArgs)
 }
