@@ -7,7 +7,7 @@ LAYOUT_VECTORS ?= $(abspath $(CURDIR)/../shared/testdata/layout)
 PTXAS = $(KGEN_TOOLS)/py/nvidia/cu13/bin/ptxas
 STATICCHECK = $(KGEN_TOOLS)/bin/staticcheck
 
-.PHONY: all tools test test-go test-race test-layout test-examples test-cuda test-fuzz gen-check golden lint demo clean cuda-build gpu-test
+.PHONY: all tools test test-go test-race test-layout test-examples test-cuda test-fuzz gen-check plot-check golden lint demo clean cuda-build gpu-test
 
 all: test
 
@@ -70,6 +70,12 @@ gen-check:
 	$(GO) generate ./examples/... ./kernels/launch
 	@if [ -n "$$(git status --porcelain -- examples kernels/launch)" ]; then \
 	  echo "generated files are stale; run go generate ./examples/... ./kernels/launch and commit:"; git status --short -- examples kernels/launch; git diff --stat -- examples kernels/launch; exit 1; fi
+
+## plot-check: redraw docs/img/gemm-sm90.svg from docs/bench.md's GEMM tables and fail on any difference
+plot-check:
+	@tmp=$$(mktemp) && python3 scripts/bench/gemm_plot.py docs/bench.md $$tmp >/dev/null && \
+	  if ! cmp -s $$tmp docs/img/gemm-sm90.svg; then rm -f $$tmp; \
+	    echo "docs/img/gemm-sm90.svg is stale: python3 scripts/bench/gemm_plot.py docs/bench.md docs/img/gemm-sm90.svg"; exit 1; fi; rm -f $$tmp
 
 ## golden: regenerate the golden PTX files from the current code
 golden: tools

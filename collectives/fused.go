@@ -7,6 +7,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -121,29 +122,6 @@ func (c *Comm) fusedEnsure(ctx context.Context, cl *call, f kernels.Family, bufB
 	return st, nil
 }
 
-// gemmARMCLaunch is gemm_ar_mc's arguments (kernels.GemmARMCArgs, then kernels.FusedOutMC).
-type gemmARMCLaunch struct {
-	A, B, Scratch, ScratchMC    jit.AnyPtr
-	Signals, SignalsMC          jit.AnyPtr
-	Rank, NGPUs, M, N, K, Epoch uint32
-	D, DMC                      jit.AnyPtr
-}
-
-// agGemmLaunch is ag_gemm's arguments (kernels.AGGemmArgs, then kernels.FusedOut).
-type agGemmLaunch struct {
-	A, B, Gathered, Signals     jit.AnyPtr
-	Rank, NGPUs, M, N, K, Epoch uint32
-	D                           jit.AnyPtr
-}
-
-// gemmRSLaunch is gemm_rs's arguments (kernels.GemmRSArgs, then kernels.FusedOut) and
-// gemm_ar's (kernels.FusedOutTable: D is then a peer table).
-type gemmRSLaunch struct {
-	A, B, Scratch, Signals      jit.AnyPtr
-	Rank, NGPUs, M, N, K, Epoch uint32
-	D                           jit.AnyPtr
-}
-
 // MatmulAllReduce computes the sum over GPUs g of A_g * B_g into every GPU's out (s.M x s.N),
 // A_g (s.M x s.K) and B_g (s.K x s.N) being GPU g's a and b (its K slice): gemm_rs whose
 // owners store each summed tile into every GPU's out (gemm_ar, peer stores; with multicast
@@ -179,10 +157,10 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 	if err != nil {
 		return err
 	}
-	var args any = gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
+	var args any = launch.GemmRS{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.table()}
 	if f == kernels.FamilyGemmARMC {
-		args = gemmARMCLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.at(dsl.F32), ScratchMC: st.buf.multicast(dsl.F32),
+		args = launch.GemmARMC{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.at(dsl.F32), ScratchMC: st.buf.multicast(dsl.F32),
 			Signals: st.sig.table(), SignalsMC: st.sig.multicast(dsl.U32),
 			Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt), DMC: out.s.multicast(out.dt)}
 	}
@@ -223,7 +201,7 @@ func (c *Comm) AllGatherMatmul(ctx context.Context, a, b, out *Buffer, s MatmulS
 	if err != nil {
 		return err
 	}
-	args := agGemmLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Gathered: st.buf.table(), Signals: st.sig.table(),
+	args := launch.AGGemm{A: a.s.at(a.dt), B: b.s.at(b.dt), Gathered: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt)}
 	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
@@ -262,7 +240,7 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 	if err != nil {
 		return err
 	}
-	args := gemmRSLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
+	args := launch.GemmRS{A: a.s.at(a.dt), B: b.s.at(b.dt), Scratch: st.buf.table(), Signals: st.sig.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Epoch: st.epoch, D: out.s.at(out.dt)}
 	return c.fusedLaunch(ctx, cl, fn, name, cfg.Threads(), cfg.SharedBytes(), kernels.FusedGrid(cfg, s.M, s.N, c.g), st, args)
 }
@@ -287,14 +265,6 @@ func (c *Comm) fusedLaunch(ctx context.Context, cl *call, fn *jit.Function, name
 	return nil
 }
 
-// gemmLaunch is gemm's arguments (kernels.GemmArgs, then kernels.GemmOut).
-type gemmLaunch struct {
-	A, B        jit.AnyPtr
-	M, N, K     uint32
-	Alpha, Beta float32
-	C, D        jit.AnyPtr
-}
-
 // splitMatmul runs fused family f across nodes, where the fused kernels (peer pointers to
 // every rank) cannot: the collective across nodes (as AllGather, ReduceScatter and
 // AllReduce choose it) and the plain gemm (kernels.Gemm with the Options.Matmul tiles), in
@@ -316,7 +286,7 @@ func (c *Comm) splitMatmul(ctx context.Context, cl *call, f kernels.Family, a, b
 			return "", err
 		}
 		lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(m, s.N)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: c.o.Stream, Context: ctx}
-		args := gemmLaunch{A: a.s.at(a.dt), B: b.s.at(b.dt), M: uint32(m), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d.s.at(d.dt), D: d.s.at(d.dt)}
+		args := launch.Gemm{A: a.s.at(a.dt), B: b.s.at(b.dt), M: uint32(m), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d.s.at(d.dt), D: d.s.at(d.dt)}
 		if err := c.launchFn(fn, lc, args); err != nil {
 			return "", fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)
 		}
@@ -416,36 +386,18 @@ func (c *Comm) gemmSM90On(ctx context.Context, cl *call, x gemmOperands, s Matmu
 		lc.Cluster = jit.D1(cl)
 	}
 	d := jit.AnyPtr{Addr: x.d.own + jit.DevicePtr(x.dOff*out.Bytes()), Elem: out}
-	var args any = gemmSM90Launch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d, D: d}
+	var args any = launch.GemmSM90{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d, D: d}
 	if cfg.TMAStore {
 		tmD, err := c.tensorMapAt(x.d, x.dOff, out, s.N, s.M, cfg.TMABoxD())
 		if err != nil {
 			return "", fmt.Errorf("collectives: %s: D's tensor map: %w", cl.what, err)
 		}
-		args = gemmSM90StoreLaunch{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d, D: d, TmD: tmD}
+		args = launch.GemmSM90Store{TmA: tmA, TmB: tmB, M: uint32(s.M), N: uint32(s.N), K: uint32(s.K), Alpha: 1, C: d, D: d, TmD: tmD}
 	}
 	if err := c.launchFn(fn, lc, args); err != nil {
 		return "", fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)
 	}
 	return name, nil
-}
-
-// gemmSM90Launch is gemm_sm90's arguments (kernels.GemmSM90Args, then kernels.GemmOut).
-type gemmSM90Launch struct {
-	TmA, TmB    jit.TensorMap
-	M, N, K     uint32
-	Alpha, Beta float32
-	C, D        jit.AnyPtr
-}
-
-// gemmSM90StoreLaunch is gemm_sm90's arguments with the TMA-store epilogue
-// (kernels.GemmSM90StoreArgs last).
-type gemmSM90StoreLaunch struct {
-	TmA, TmB    jit.TensorMap
-	M, N, K     uint32
-	Alpha, Beta float32
-	C, D        jit.AnyPtr
-	TmD         jit.TensorMap
 }
 
 // gemmFunction builds and loads (once) the plain gemm for cfg.

@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -141,34 +142,6 @@ func (b *Buffer) TensorMap(cols, rows int, box [2]int) (jit.TensorMap, error) {
 	return tensorMap(b.s, b.dt, cols, rows, box)
 }
 
-// agGemmSM90Launch is ag_gemm_sm90's arguments (kernels.AGGemmSM90Args, then
-// kernels.FusedOut).
-type agGemmSM90Launch struct {
-	TmA, TmG, TmB               jit.TensorMap
-	A, Gathered, Signals        jit.AnyPtr
-	Rank, NGPUs, M, N, K, Epoch uint32
-	D                           jit.AnyPtr
-}
-
-// gemmRSSM90Launch is gemm_rs_sm90's and gemm_ar_sm90's arguments (kernels.GemmRSSM90Args,
-// then kernels.FusedOut or kernels.FusedOutTable).
-type gemmRSSM90Launch struct {
-	TmA, TmB                    jit.TensorMap
-	Scratch, Signals            jit.AnyPtr
-	Rank, NGPUs, M, N, K, Epoch uint32
-	D                           jit.AnyPtr
-}
-
-// gemmARMCSM90Launch is gemm_ar_mc_sm90's arguments (kernels.GemmARMCSM90Args, then
-// kernels.FusedOutMC).
-type gemmARMCSM90Launch struct {
-	TmA, TmB                    jit.TensorMap
-	Scratch, ScratchMC          jit.AnyPtr
-	Signals, SignalsMC          jit.AnyPtr
-	Rank, NGPUs, M, N, K, Epoch uint32
-	D, DMC                      jit.AnyPtr
-}
-
 // fusedSM90 runs family f (FamilyAGGemmSM90, FamilyGemmRSSM90 or FamilyGemmARSM90, which
 // becomes FamilyGemmARMCSM90 when the Comm uses multicast) on checked buffers: one
 // persistent block per SM at most, on every GPU the same grid.
@@ -222,16 +195,16 @@ func (c *Comm) fusedSM90(ctx context.Context, cl *call, f kernels.Family, a, b, 
 		if err != nil {
 			return fmt.Errorf("collectives: %s: the gathered buffer's tensor map: %w", cl.what, err)
 		}
-		args = agGemmSM90Launch{TmA: tmA, TmG: tmG, TmB: tmB, A: a.s.at(a.dt), Gathered: st.buf.table(), Signals: st.sig.table(),
+		args = launch.AGGemmSM90{TmA: tmA, TmG: tmG, TmB: tmB, A: a.s.at(a.dt), Gathered: st.buf.table(), Signals: st.sig.table(),
 			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.at(out.dt)}
 	case kernels.FamilyGemmRSSM90:
-		args = gemmRSSM90Launch{TmA: tmA, TmB: tmB, Scratch: st.buf.table(), Signals: st.sig.table(),
+		args = launch.GemmRSSM90{TmA: tmA, TmB: tmB, Scratch: st.buf.table(), Signals: st.sig.table(),
 			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.at(out.dt)}
 	case kernels.FamilyGemmARSM90:
-		args = gemmRSSM90Launch{TmA: tmA, TmB: tmB, Scratch: st.buf.table(), Signals: st.sig.table(),
+		args = launch.GemmRSSM90{TmA: tmA, TmB: tmB, Scratch: st.buf.table(), Signals: st.sig.table(),
 			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.table()}
 	default:
-		args = gemmARMCSM90Launch{TmA: tmA, TmB: tmB, Scratch: st.buf.at(dsl.F32), ScratchMC: st.buf.multicast(dsl.F32),
+		args = launch.GemmARMCSM90{TmA: tmA, TmB: tmB, Scratch: st.buf.at(dsl.F32), ScratchMC: st.buf.multicast(dsl.F32),
 			Signals: st.sig.table(), SignalsMC: st.sig.multicast(dsl.U32),
 			Rank: base[0], NGPUs: base[1], M: base[2], N: base[3], K: base[4], Epoch: base[5], D: out.s.at(out.dt), DMC: out.s.multicast(out.dt)}
 	}

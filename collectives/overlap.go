@@ -298,12 +298,6 @@ func (c *Comm) overlapBarrier(ctx context.Context, cl *call, o *overlapState) er
 		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Epoch: c.padEpoch})
 }
 
-// sumSlotsLaunch is sum_slots' arguments (kernels.SumSlotsArgs).
-type sumSlotsLaunch struct {
-	Out, Slots jit.AnyPtr
-	NSlots, N  uint32
-}
-
 // sumSlots writes out = the sum of the Comm's g slots of n elements at slots (sum_slots,
 // built once per type), on the Comm's stream.
 func (c *Comm) sumSlots(ctx context.Context, cl *call, out *Buffer, slots *sym, n int) error {
@@ -320,7 +314,7 @@ func (c *Comm) sumSlots(ctx context.Context, cl *call, out *Buffer, slots *sym, 
 		}
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(c.blocks((n*dt.Bytes() + 15) / 16)), Block: jit.D1(kernels.CollThreads), Stream: c.o.Stream, Context: ctx}
-	args := sumSlotsLaunch{Out: out.s.at(dt), Slots: slots.at(dt), NSlots: uint32(c.g), N: uint32(n)}
+	args := launch.SumSlots{Out: out.s.at(dt), Slots: slots.at(dt), NSlots: uint32(c.g), N: uint32(n)}
 	if err := c.launchFn(fn, lc, args); err != nil {
 		return fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -260,43 +261,46 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(m, n)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: s}
 	// The buffers hold the 16-bit patterns; the kernel's parameters point to cfg's types.
 	pa, pb, po := jit.AnyPtr{Addr: a.DevPtr(), Elem: cfg.In}, jit.AnyPtr{Addr: b.DevPtr(), Elem: cfg.In}, jit.AnyPtr{Addr: out.DevPtr(), Elem: cfg.Out}
-	launch := func() error {
-		return fn.Launch(lc, pa, pb, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po)
+	run := func() error {
+		return fn.LaunchArgs(lc, launch.Gemm{A: pa, B: pb, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: po, D: po})
 	}
 	if hp != nil {
 		var tmA, tmB jit.TensorMap
 		var free func()
+		var l kernels.GemmSM90Launch
 		var err error
+		if lc, l, err = sm90Launch(d, *hp, m, n, k, s); err != nil {
+			return err
+		}
 		if hp.In == dsl.F16 {
-			tmA, tmB, free, err = sm90Maps[fp.F16](d, *hp, ha, hb, m, n, k)
+			tmA, tmB, free, err = sm90Maps[fp.F16](d, l, ha, hb)
 		} else {
-			tmA, tmB, free, err = sm90Maps[fp.BF16](d, *hp, ha, hb, m, n, k)
+			tmA, tmB, free, err = sm90Maps[fp.BF16](d, l, ha, hb)
 		}
 		if err != nil {
 			return err
 		}
 		defer free()
-		lc = sm90Launch(d, *hp, m, n, s)
 		po := jit.AnyPtr{Addr: out.DevPtr(), Elem: hp.Out}
-		args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po}
+		var args any = launch.GemmSM90{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: po, D: po}
 		if hp.TMAStore {
-			var ob any
+			var ob jit.AnyPtr
 			var tmD jit.TensorMap
 			var freeD func()
 			if hp.Out == dsl.F16 {
-				ob, tmD, readD, freeD, err = sm90OutMap[fp.F16](d, *hp, m, n)
+				ob, tmD, readD, freeD, err = sm90OutMap[fp.F16](d, l)
 			} else {
-				ob, tmD, readD, freeD, err = sm90OutMap[fp.BF16](d, *hp, m, n)
+				ob, tmD, readD, freeD, err = sm90OutMap[fp.BF16](d, l)
 			}
 			if err != nil {
 				return err
 			}
 			defer freeD()
-			args = append(args[:7], ob, ob, tmD)
+			args = launch.GemmSM90Store{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: ob, D: ob, TmD: tmD}
 		}
-		launch = func() error { return fn.Launch(lc, args...) }
+		run = func() error { return fn.LaunchArgs(lc, args) }
 	}
-	t, err := timeIt(d, s, reps, launch)
+	t, err := timeIt(d, s, reps, run)
 	if err != nil {
 		return err
 	}
@@ -353,9 +357,12 @@ func benchGemm(d *jit.Device, cfg kernels.GemmConfig, hp *kernels.GemmSM90Config
 }
 
 // sm90Maps copies A (M x K) and B (K x N), row-major 16-bit values, into buffers of T (the
-// type the kernel's tensor maps are over) and makes gemm_sm90's tensor maps of them: A's
-// (K, M) and B's (N, K), innermost first, with hp's boxes and the 128-byte swizzle.
-func sm90Maps[T interface{ ~uint16 }](d *jit.Device, hp kernels.GemmSM90Config, ha, hb []uint16, m, n, k int) (tmA, tmB jit.TensorMap, free func(), err error) {
+// type the kernel's tensor maps are over) and makes gemm_sm90's tensor maps of them as the
+// launch l (GemmSM90Config.Launch) specifies them.
+func sm90Maps[T interface {
+	jit.Elem
+	~uint16
+}](d *jit.Device, l kernels.GemmSM90Launch, ha, hb []uint16) (tmA, tmB jit.TensorMap, free func(), err error) {
 	var bufs []*jit.Buffer[T]
 	free = func() {
 		for _, b := range bufs {
@@ -370,17 +377,16 @@ func sm90Maps[T interface{ ~uint16 }](d *jit.Device, hp kernels.GemmSM90Config, 
 		bufs = append(bufs, b)
 		return b, b.CopyFromHost(unsafe.Slice((*T)(unsafe.Pointer(&h[0])), len(h)))
 	}
-	box := func(b [2]int) []uint32 { return []uint32{uint32(b[0]), uint32(b[1])} }
 	a, err := load(ha)
 	if err == nil {
-		tmA, err = jit.NewTensorMap(a, []uint64{uint64(k), uint64(m)}, []uint64{2 * uint64(k)}, box(hp.TMABoxA()), jit.Swizzle128B)
+		tmA, err = tensorMap(a, l.A)
 	}
 	var b *jit.Buffer[T]
 	if err == nil {
 		b, err = load(hb)
 	}
 	if err == nil {
-		tmB, err = jit.NewTensorMap(b, []uint64{uint64(n), uint64(k)}, []uint64{2 * uint64(n)}, box(hp.TMABoxB()), jit.Swizzle128B)
+		tmB, err = tensorMap(b, l.B)
 	}
 	if err != nil {
 		free()
@@ -388,43 +394,56 @@ func sm90Maps[T interface{ ~uint16 }](d *jit.Device, hp kernels.GemmSM90Config, 
 	return tmA, tmB, free, err
 }
 
+// tensorMap encodes the tensor map s (from GemmSM90Config.Launch) over b.
+func tensorMap[T jit.Elem](b *jit.Buffer[T], s kernels.TMASpec) (jit.TensorMap, error) {
+	if et := jit.ElemType[T](); et != s.Elem {
+		return jit.TensorMap{}, fmt.Errorf("a tensor map over %s elements on a buffer of %s", s.Elem, et)
+	}
+	return jit.NewTensorMap(b, s.Dims[:], s.Strides[:], s.Box[:], jit.Swizzle(s.Swizzle))
+}
+
 // sm90GridSMs is -sm90-grid-sms: the SMs gemm_sm90's persistent grid is sized for (0: the
 // device's).
 var sm90GridSMs int
 
-// sm90Launch is gemm_sm90's launch of hp for an M x N problem on stream s: its persistent
-// grid (for sm90GridSMs SMs when set), and clusters of hp.Cluster() blocks when more than one.
-func sm90Launch(d *jit.Device, hp kernels.GemmSM90Config, m, n int, s *jit.Stream) jit.LaunchConfig {
+// sm90Launch is gemm_sm90's launch of hp for an M x N x K problem on stream s, from
+// hp.Launch: its persistent grid (for sm90GridSMs SMs when set), block, shared memory and
+// clusters, and the tensor maps' specs.
+func sm90Launch(d *jit.Device, hp kernels.GemmSM90Config, m, n, k int, s *jit.Stream) (jit.LaunchConfig, kernels.GemmSM90Launch, error) {
 	sms := d.Info().Multiproc
 	if sm90GridSMs > 0 {
 		sms = sm90GridSMs
 	}
-	lc := jit.LaunchConfig{Grid: jit.D1(hp.Grid(m, n, max(sms, 1))), Block: jit.D1(hp.Threads()), SharedMem: hp.SharedBytes(), Stream: s}
-	if hp.Cluster() > 1 {
-		lc.Cluster = jit.D1(hp.Cluster())
+	l, err := hp.Launch(m, n, k, max(sms, 1))
+	if err != nil {
+		return jit.LaunchConfig{}, l, err
 	}
-	return lc
+	lc := jit.LaunchConfig{Grid: jit.D1(l.Grid), Block: jit.D1(l.Block), SharedMem: l.SharedBytes, Stream: s}
+	if l.Cluster > 1 {
+		lc.Cluster = jit.D1(l.Cluster)
+	}
+	return lc, l, nil
 }
 
-// sm90OutMap allocates D (M x N of T, hp.Out) for the TMA-store epilogue and makes its
-// tensor map, (N, M) innermost first with hp.TMABoxD() and the 128-byte swizzle; read copies
-// D to the host as 16-bit words.
+// sm90OutMap allocates D (M x N of T) for the TMA-store epilogue and makes its tensor map as
+// the launch l specifies it (l.D); read copies D to the host as 16-bit words.
 func sm90OutMap[T interface {
 	jit.Elem
 	~uint16
-}](d *jit.Device, hp kernels.GemmSM90Config, m, n int) (buf any, tm jit.TensorMap, read func([]uint16) error, free func(), err error) {
-	b, err := jit.Alloc[T](d, m*n)
-	if err != nil {
-		return nil, tm, nil, nil, err
+}](d *jit.Device, l kernels.GemmSM90Launch) (ptr jit.AnyPtr, tm jit.TensorMap, read func([]uint16) error, free func(), err error) {
+	if !l.HasD {
+		return ptr, tm, nil, nil, fmt.Errorf("the configuration has no TMA store (no D map)")
 	}
-	box := hp.TMABoxD()
-	tm, err = jit.NewTensorMap(b, []uint64{uint64(n), uint64(m)}, []uint64{2 * uint64(n)}, []uint32{uint32(box[0]), uint32(box[1])}, jit.Swizzle128B)
+	b, err := jit.Alloc[T](d, int(l.D.Dims[0]*l.D.Dims[1]))
 	if err != nil {
+		return ptr, tm, nil, nil, err
+	}
+	if tm, err = tensorMap(b, l.D); err != nil {
 		b.Free()
-		return nil, tm, nil, nil, err
+		return ptr, tm, nil, nil, err
 	}
 	read = func(h []uint16) error { return b.CopyToHost(unsafe.Slice((*T)(unsafe.Pointer(&h[0])), len(h))) }
-	return b, tm, read, func() { b.Free() }, nil
+	return jit.AnyOf[T](b), tm, read, func() { b.Free() }, nil
 }
 
 // fullCheck compares every element of D (m x n, row-major, 16-bit values read by back)

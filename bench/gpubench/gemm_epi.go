@@ -164,10 +164,14 @@ func benchGemmEpi(d *jit.Device, s *jit.Stream, cfg kernels.GemmConfig, hp *kern
 	} else {
 		var tmA, tmB jit.TensorMap
 		var free func()
+		lc, l, err := sm90Launch(d, h, m, n, k, s)
+		if err != nil {
+			return err
+		}
 		if h.In == dsl.F16 {
-			tmA, tmB, free, err = sm90Maps[fp.F16](d, h, ha, hb, m, n, k)
+			tmA, tmB, free, err = sm90Maps[fp.F16](d, l, ha, hb)
 		} else {
-			tmA, tmB, free, err = sm90Maps[fp.BF16](d, h, ha, hb, m, n, k)
+			tmA, tmB, free, err = sm90Maps[fp.BF16](d, l, ha, hb)
 		}
 		if err != nil {
 			return err
@@ -175,13 +179,13 @@ func benchGemmEpi(d *jit.Device, s *jit.Stream, cfg kernels.GemmConfig, hp *kern
 		frees = append(frees, free)
 		args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po}
 		if h.TMAStore {
-			var ob any
+			var ob jit.AnyPtr
 			var tmD jit.TensorMap
 			var freeD func()
 			if h.Out == dsl.F16 {
-				ob, tmD, readD, freeD, err = sm90OutMap[fp.F16](d, h, m, n)
+				ob, tmD, readD, freeD, err = sm90OutMap[fp.F16](d, l)
 			} else {
-				ob, tmD, readD, freeD, err = sm90OutMap[fp.BF16](d, h, m, n)
+				ob, tmD, readD, freeD, err = sm90OutMap[fp.BF16](d, l)
 			}
 			if err != nil {
 				return err
@@ -190,7 +194,6 @@ func benchGemmEpi(d *jit.Device, s *jit.Stream, cfg kernels.GemmConfig, hp *kern
 			args = append(args[:7], ob, ob, tmD)
 		}
 		args = append(args, epiArgs...)
-		lc := sm90Launch(d, h, m, n, s)
 		launch = func() error { return fn.Launch(lc, args...) }
 	}
 	t, err := timeIt(d, s, reps, launch)

@@ -13,6 +13,7 @@ import (
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -79,34 +80,36 @@ func benchGemmFP8(d *jit.Device, hp kernels.GemmSM90Config, m, n, k, reps int, d
 		return err
 	}
 	bufs = append(bufs, out)
-	box := func(b [2]int) []uint32 { return []uint32{uint32(b[0]), uint32(b[1])} }
-	tmA, err := jit.NewTensorMap(a, []uint64{uint64(k), uint64(m)}, []uint64{uint64(k)}, box(hp.TMABoxA()), jit.Swizzle128B)
-	if err != nil {
-		return err
-	}
-	db := hp.TMADimsB(n, k)
-	tmB, err := jit.NewTensorMap(b, []uint64{uint64(db[0]), uint64(db[1])}, []uint64{uint64(k)}, box(hp.TMABoxB()), jit.Swizzle128B)
-	if err != nil {
-		return err
-	}
 	s, err := d.NewStream()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	lc := sm90Launch(d, hp, m, n, s)
+	lc, l, err := sm90Launch(d, hp, m, n, k, s)
+	if err != nil {
+		return err
+	}
+	tmA, err := tensorMap(a, l.A)
+	if err != nil {
+		return err
+	}
+	tmB, err := tensorMap(b, l.B)
+	if err != nil {
+		return err
+	}
 	po := jit.AnyPtr{Addr: out.DevPtr(), Elem: hp.Out} // bf16 patterns in a uint16 buffer
-	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), po, po}
+	var args any = launch.GemmSM90{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: po, D: po}
 	readD := out.CopyToHost
 	if hp.TMAStore {
-		ob, tmD, read, freeD, err := sm90OutMap[fp.BF16](d, hp, m, n)
+		ob, tmD, read, freeD, err := sm90OutMap[fp.BF16](d, l)
 		if err != nil {
 			return err
 		}
 		defer freeD()
-		args, readD = append(args[:7], ob, ob, tmD), read
+		args = launch.GemmSM90Store{TmA: tmA, TmB: tmB, M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1, C: ob, D: ob, TmD: tmD}
+		readD = read
 	}
-	t, err := timeIt(d, s, reps, func() error { return fn.Launch(lc, args...) })
+	t, err := timeIt(d, s, reps, func() error { return fn.LaunchArgs(lc, args) })
 	if err != nil {
 		return err
 	}

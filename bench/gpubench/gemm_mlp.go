@@ -114,27 +114,30 @@ func loadMLPGemm(d *jit.Device, e kernels.Epilogue, m, n, k int) (*mlpGemm, erro
 }
 
 // args are the GEMM's parameters for D (m x n) = A (m x k) * B (k x n), all bf16 buffers,
-// with the epilogue's operands after them.
-func (g *mlpGemm) args(a, b, dbuf *jit.Buffer[fp.BF16], m, n, k int, epi []any) ([]any, error) {
-	box := func(b [2]int) []uint32 { return []uint32{uint32(b[0]), uint32(b[1])} }
-	tmA, err := jit.NewTensorMap(a, []uint64{uint64(k), uint64(m)}, []uint64{2 * uint64(k)}, box(g.cfg.TMABoxA()), jit.Swizzle128B)
+// with the epilogue's operands after them, and its launch on sms multiprocessors.
+func (g *mlpGemm) args(a, b, dbuf *jit.Buffer[fp.BF16], m, n, k, sms int, epi []any) ([]any, kernels.GemmSM90Launch, error) {
+	l, err := g.cfg.Launch(m, n, k, sms)
 	if err != nil {
-		return nil, err
+		return nil, l, err
 	}
-	tmB, err := jit.NewTensorMap(b, []uint64{uint64(n), uint64(k)}, []uint64{2 * uint64(n)}, box(g.cfg.TMABoxB()), jit.Swizzle128B)
+	tmA, err := tensorMap(a, l.A)
 	if err != nil {
-		return nil, err
+		return nil, l, err
+	}
+	tmB, err := tensorMap(b, l.B)
+	if err != nil {
+		return nil, l, err
 	}
 	pd := jit.AnyPtr{Addr: dbuf.DevPtr(), Elem: dsl.BF16}
 	args := []any{tmA, tmB, uint32(m), uint32(n), uint32(k), float32(1), float32(0), pd, pd}
-	if g.cfg.TMAStore {
-		tmD, err := jit.NewTensorMap(dbuf, []uint64{uint64(n), uint64(m)}, []uint64{2 * uint64(n)}, box(g.cfg.TMABoxD()), jit.Swizzle128B)
+	if l.HasD {
+		tmD, err := tensorMap(dbuf, l.D)
 		if err != nil {
-			return nil, err
+			return nil, l, err
 		}
 		args = append(args, tmD)
 	}
-	return append(args, epi...), nil
+	return append(args, epi...), l, nil
 }
 
 // benchMLP runs the block for t tokens (see runMLP).
@@ -207,12 +210,13 @@ func benchMLP(d *jit.Device, t, hd, ff, reps int) error {
 		return err
 	}
 	defer down.mod.Close()
+	sms := max(d.Info().Multiproc, 1)
 	null32, null16 := jit.AnyPtr{Elem: dsl.F32}, jit.AnyPtr{Elem: dsl.BF16}
-	upArgs, err := up.args(x, w1, h, t, ff, hd, []any{jit.AnyPtr{Addr: b1.DevPtr(), Elem: dsl.F32}, null32, null32, null16})
+	upArgs, upL, err := up.args(x, w1, h, t, ff, hd, sms, []any{jit.AnyPtr{Addr: b1.DevPtr(), Elem: dsl.F32}, null32, null32, null16})
 	if err != nil {
 		return err
 	}
-	downArgs, err := down.args(h, w2, y, t, hd, ff, []any{null32, null32, null32, jit.AnyPtr{Addr: x.DevPtr(), Elem: dsl.BF16}})
+	downArgs, downL, err := down.args(h, w2, y, t, hd, ff, sms, []any{null32, null32, null32, jit.AnyPtr{Addr: x.DevPtr(), Elem: dsl.BF16}})
 	if err != nil {
 		return err
 	}
@@ -221,12 +225,14 @@ func benchMLP(d *jit.Device, t, hd, ff, reps int) error {
 		return err
 	}
 	defer s.Close()
-	sms := max(d.Info().Multiproc, 1)
-	launch := func(g *mlpGemm, m, n int, args []any) func() error {
-		lc := jit.LaunchConfig{Grid: jit.D1(g.cfg.Grid(m, n, sms)), Block: jit.D1(g.cfg.Threads()), SharedMem: g.cfg.SharedBytes(), Stream: s}
+	launch := func(g *mlpGemm, l kernels.GemmSM90Launch, args []any) func() error {
+		lc := jit.LaunchConfig{Grid: jit.D1(l.Grid), Block: jit.D1(l.Block), SharedMem: l.SharedBytes, Stream: s}
+		if l.Cluster > 1 {
+			lc.Cluster = jit.D1(l.Cluster)
+		}
 		return func() error { return g.fn.Launch(lc, args...) }
 	}
-	l1, l2 := launch(up, t, ff, upArgs), launch(down, t, hd, downArgs)
+	l1, l2 := launch(up, upL, upArgs), launch(down, downL, downArgs)
 	t1, err := timeIt(d, s, reps, l1)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@
 // parameter T) or jit.AnyPtr (collectives, whose dtype is chosen at run time), fixed-type
 // ones (a kgen type tag) as jit.Ptr of their Go type or jit.AnyPtr, scalars as T or their
 // Go type. A field's parameter name, when not its snake_case, is carried as a kgen name tag.
+// A kernel declaring several Args structs in order (joined) gets one flat twin of them all.
 package main
 
 import (
@@ -31,14 +32,40 @@ type twin struct {
 	name    string // the host struct's name
 	doc     string // its doc comment
 	generic bool   // element type T as a type parameter; else jit.AnyPtr pointers
-	args    reflect.Type
-	params  func(k *dsl.Kernel, dt dsl.Type)
+	parts   []part // the Args structs the kernel declares, in order
+}
+
+// part is one Args struct of a kernel's parameters.
+type part struct {
+	args   reflect.Type
+	params func(k *dsl.Kernel, dt dsl.Type)
+}
+
+func partOf[A any]() part {
+	return part{args: reflect.TypeFor[A](), params: func(k *dsl.Kernel, dt dsl.Type) { dsl.Params[A](k, dt) }}
 }
 
 func of[A any](name string, generic bool, doc string) twin {
-	return twin{name: name, doc: doc, generic: generic, args: reflect.TypeFor[A](),
-		params: func(k *dsl.Kernel, dt dsl.Type) { dsl.Params[A](k, dt) }}
+	return twin{name: name, doc: doc, generic: generic, parts: []part{partOf[A]()}}
 }
+
+// joined is the twin of a kernel whose parameters are several Args structs in order (a gemm's
+// arguments, then its output, then its epilogue's): one flat struct of jit.AnyPtr pointers,
+// as LaunchArgs takes it.
+func joined(name, doc string, parts ...part) twin {
+	return twin{name: name, doc: doc, parts: parts}
+}
+
+// The gemms' and fused kernels' parts.
+var (
+	gemmArgs     = partOf[kernels.GemmArgs]()
+	gemmOut      = partOf[kernels.GemmOut]()
+	gemmEpi      = partOf[kernels.GemmEpilogueArgs]()
+	gemmSM90Args = partOf[kernels.GemmSM90Args]()
+	gemmSM90TmD  = partOf[kernels.GemmSM90StoreArgs]()
+	fusedOut     = partOf[kernels.FusedOut]()
+	fusedOutMC   = partOf[kernels.FusedOutMC]()
+)
 
 var twins = []twin{
 	of[kernels.VectorAddArgs]("VectorAdd", true, "VectorAdd launches vector_add: C[i] = A[i] + B[i] for i < N."),
@@ -49,6 +76,9 @@ var twins = []twin{
 	of[kernels.SoftmaxArgs]("Softmax", true, "Softmax launches softmax: row r of Out = softmax of row r of In (Rows rows of Cols\ncolumns)."),
 	of[kernels.RowSumSplitArgs]("RowSumSplit", true, "RowSumSplit launches row_sum_split (long rows, Parts blocks a row, co-resident):\nOut[r] = the f32 sum of row r of In."),
 	of[kernels.SoftmaxSplitArgs]("SoftmaxSplit", true, "SoftmaxSplit launches softmax_split (long rows, Parts blocks a row, co-resident): row r\nof Out = softmax of row r of In."),
+	of[kernels.RowSumStridedArgs]("RowSumStrided", true, "RowSumStrided launches row_sum_strided: Out[r] = the f32 sum of row r of In (Rows rows of\nCols columns, Ld elements apart)."),
+	of[kernels.SoftmaxStridedArgs]("SoftmaxStrided", true, "SoftmaxStrided launches softmax_strided: row r of Out = softmax of row r of In (Rows rows\nof Cols columns, InLd and OutLd elements apart)."),
+	of[kernels.SumSlotsArgs]("SumSlots", false, "SumSlots launches sum_slots: Out[i] = the sum over s < NSlots of Slots[s*N + i]."),
 	of[kernels.GemmEpilogueArgs]("GemmEpilogue", true, "GemmEpilogue is the parameters a non-zero kernels.Epilogue adds after a gemm's own (gemm and\ngemm_sm90, after TmD with TMAStore), T the output type: Bias, ScaleA, ScaleB (f32) and Residual\n(M x N of T); those the options do not use may be null."),
 	of[kernels.P2POneShotArgs]("P2POneShot", false, "P2POneShot launches p2p_allreduce_1shot."),
 	of[kernels.P2PTwoShotArgs]("P2PTwoShot", false, "P2PTwoShot launches p2p_allreduce_2shot."),
@@ -70,16 +100,55 @@ var twins = []twin{
 	of[kernels.NVSHMEMRingSignalArgs]("NVSHMEMRingSignal", false, "NVSHMEMRingSignal launches nvshmem_ring_signal."),
 	of[kernels.HierArgs]("Hier", false, "Hier launches hier_allreduce, hier_reducescatter and hier_allgather."),
 	of[kernels.NVSHMEMCopyArgs]("NVSHMEMCopy", false, "NVSHMEMCopy launches nvshmem_alltoall_put and nvshmem_ring_get."),
+	joined("Gemm", "Gemm launches gemm (kernels.Gemm, zero Epilogue): D = Alpha*A*B + Beta*C; A and B point to\nthe input type, C and D to the output type (kernels.GemmArgs, then kernels.GemmOut).",
+		gemmArgs, gemmOut),
+	joined("GemmEpi", "GemmEpi launches gemm with a non-zero kernels.Epilogue (kernels.GemmArgs, kernels.GemmOut,\nthen kernels.GemmEpilogueArgs: the operands the options do not use may be null).",
+		gemmArgs, gemmOut, gemmEpi),
+	joined("GemmSM90", "GemmSM90 launches gemm_sm90 (kernels.GemmSM90, TMAStore off, zero Epilogue): the tensor maps\nof A and B as kernels.GemmSM90Config.Launch specifies them (kernels.GemmSM90Args, then\nkernels.GemmOut).",
+		gemmSM90Args, gemmOut),
+	joined("GemmSM90Epi", "GemmSM90Epi launches gemm_sm90 with a non-zero kernels.Epilogue, TMAStore off\n(kernels.GemmSM90Args, kernels.GemmOut, then kernels.GemmEpilogueArgs).",
+		gemmSM90Args, gemmOut, gemmEpi),
+	joined("GemmSM90Store", "GemmSM90Store launches gemm_sm90 with TMAStore, zero Epilogue: D's tensor map last\n(kernels.GemmSM90Args, kernels.GemmOut, then kernels.GemmSM90StoreArgs).",
+		gemmSM90Args, gemmOut, gemmSM90TmD),
+	joined("GemmSM90StoreEpi", "GemmSM90StoreEpi launches gemm_sm90 with TMAStore and a non-zero kernels.Epilogue\n(kernels.GemmSM90Args, kernels.GemmOut, kernels.GemmSM90StoreArgs, then\nkernels.GemmEpilogueArgs).",
+		gemmSM90Args, gemmOut, gemmSM90TmD, gemmEpi),
+	joined("AGGemm", "AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).",
+		partOf[kernels.AGGemmArgs](), fusedOut),
+	joined("GemmRS", "GemmRS launches gemm_rs (kernels.GemmRSArgs, then kernels.FusedOut) and gemm_ar\n(kernels.FusedOutTable: D is then the table of every GPU's D).",
+		partOf[kernels.GemmRSArgs](), fusedOut),
+	joined("GemmARMC", "GemmARMC launches gemm_ar_mc (kernels.GemmARMCArgs, then kernels.FusedOutMC).",
+		partOf[kernels.GemmARMCArgs](), fusedOutMC),
+	joined("AGGemmNVSHMEM", "AGGemmNVSHMEM launches ag_gemm_nvshmem (kernels.AGGemmNVSHMEMArgs, then kernels.FusedOut).",
+		partOf[kernels.AGGemmNVSHMEMArgs](), fusedOut),
+	joined("AGGemmSM90", "AGGemmSM90 launches ag_gemm_sm90 (kernels.AGGemmSM90Args, then kernels.FusedOut).",
+		partOf[kernels.AGGemmSM90Args](), fusedOut),
+	joined("GemmRSSM90", "GemmRSSM90 launches gemm_rs_sm90 (kernels.GemmRSSM90Args, then kernels.FusedOut) and\ngemm_ar_sm90 (kernels.FusedOutTable: D is then the table of every GPU's D).",
+		partOf[kernels.GemmRSSM90Args](), fusedOut),
+	joined("GemmARMCSM90", "GemmARMCSM90 launches gemm_ar_mc_sm90 (kernels.GemmARMCSM90Args, then kernels.FusedOutMC).",
+		partOf[kernels.GemmARMCSM90Args](), fusedOutMC),
 }
 
 // declared returns what dsl.Params declares for t's Args with element type dt.
 func declared(t twin, dt dsl.Type) ([]dsl.ParamInfo, error) {
 	k := dsl.New("twin")
-	t.params(k, dt)
+	for _, p := range t.parts {
+		p.params(k, dt)
+	}
 	if _, err := k.Build(); err != nil {
-		return nil, fmt.Errorf("%s: %w", t.args, err)
+		return nil, fmt.Errorf("%s: %w", t.name, err)
 	}
 	return k.Params(), nil
+}
+
+// structFields returns the fields of t's parts, in order.
+func structFields(t twin) []reflect.StructField {
+	var out []reflect.StructField
+	for _, p := range t.parts {
+		for i := 0; i < p.args.NumField(); i++ {
+			out = append(out, p.args.Field(i))
+		}
+	}
+	return out
 }
 
 // fields renders t's struct fields.
@@ -93,12 +162,13 @@ func fields(t twin) ([]jen.Code, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(a) != t.args.NumField() || len(b) != len(a) {
-		return nil, fmt.Errorf("%s: %d fields declare %d parameters", t.args, t.args.NumField(), len(a))
+	sfs := structFields(t)
+	if len(a) != len(sfs) || len(b) != len(a) {
+		return nil, fmt.Errorf("%s: %d fields declare %d parameters", t.name, len(sfs), len(a))
 	}
 	var out []jen.Code
 	for i, p := range a {
-		sf := t.args.Field(i)
+		sf := sfs[i]
 		dtTyped := p.Type != b[i].Type
 		var typ jen.Code
 		switch {
@@ -107,15 +177,15 @@ func fields(t twin) ([]jen.Code, error) {
 		case sf.Type == reflect.TypeFor[dsl.PeerTable]() && !t.generic, p.Pointer && !t.generic:
 			typ = jen.Qual(jitPkg, "AnyPtr")
 		case sf.Type == reflect.TypeFor[dsl.PeerTable]():
-			return nil, fmt.Errorf("%s.%s: a peer table in a generic twin (want jit.AnyPtr twins)", t.args, sf.Name)
+			return nil, fmt.Errorf("%s.%s: a peer table in a generic twin (want jit.AnyPtr twins)", t.name, sf.Name)
 		case dtTyped && t.generic:
 			typ = jen.Id("T")
 		case dtTyped:
-			return nil, fmt.Errorf("%s.%s: a scalar of the kernel's dtype needs a generic twin", t.args, sf.Name)
+			return nil, fmt.Errorf("%s.%s: a scalar of the kernel's dtype needs a generic twin", t.name, sf.Name)
 		default:
 			gt, err := gen.GoType(p.Type)
 			if err != nil {
-				return nil, fmt.Errorf("%s.%s: %w", t.args, sf.Name, err)
+				return nil, fmt.Errorf("%s.%s: %w", t.name, sf.Name, err)
 			}
 			typ = gt
 		}

@@ -74,6 +74,35 @@ type SoftmaxSplit[T jit.Elem] struct {
 	Parts   uint32
 }
 
+// RowSumStrided launches row_sum_strided: Out[r] = the f32 sum of row r of In (Rows rows of
+// Cols columns, Ld elements apart).
+type RowSumStrided[T jit.Elem] struct {
+	In   jit.Ptr[T]
+	Out  jit.Ptr[float32]
+	Rows uint32
+	Cols uint32
+	Ld   uint32
+}
+
+// SoftmaxStrided launches softmax_strided: row r of Out = softmax of row r of In (Rows rows
+// of Cols columns, InLd and OutLd elements apart).
+type SoftmaxStrided[T jit.Elem] struct {
+	In    jit.Ptr[T]
+	Out   jit.Ptr[T]
+	Rows  uint32
+	Cols  uint32
+	InLd  uint32
+	OutLd uint32
+}
+
+// SumSlots launches sum_slots: Out[i] = the sum over s < NSlots of Slots[s*N + i].
+type SumSlots struct {
+	Out    jit.AnyPtr
+	Slots  jit.AnyPtr
+	NSlots uint32
+	N      uint32
+}
+
 // GemmEpilogue is the parameters a non-zero kernels.Epilogue adds after a gemm's own (gemm and
 // gemm_sm90, after TmD with TMAStore), T the output type: Bias, ScaleA, ScaleB (f32) and Residual
 // (M x N of T); those the options do not use may be null.
@@ -308,4 +337,217 @@ type NVSHMEMCopy struct {
 	Dst jit.AnyPtr
 	Src jit.AnyPtr
 	N   uint32
+}
+
+// Gemm launches gemm (kernels.Gemm, zero Epilogue): D = Alpha*A*B + Beta*C; A and B point to
+// the input type, C and D to the output type (kernels.GemmArgs, then kernels.GemmOut).
+type Gemm struct {
+	A     jit.AnyPtr
+	B     jit.AnyPtr
+	M     uint32
+	N     uint32
+	K     uint32
+	Alpha float32
+	Beta  float32
+	C     jit.AnyPtr
+	D     jit.AnyPtr
+}
+
+// GemmEpi launches gemm with a non-zero kernels.Epilogue (kernels.GemmArgs, kernels.GemmOut,
+// then kernels.GemmEpilogueArgs: the operands the options do not use may be null).
+type GemmEpi struct {
+	A        jit.AnyPtr
+	B        jit.AnyPtr
+	M        uint32
+	N        uint32
+	K        uint32
+	Alpha    float32
+	Beta     float32
+	C        jit.AnyPtr
+	D        jit.AnyPtr
+	Bias     jit.AnyPtr
+	ScaleA   jit.AnyPtr
+	ScaleB   jit.AnyPtr
+	Residual jit.AnyPtr
+}
+
+// GemmSM90 launches gemm_sm90 (kernels.GemmSM90, TMAStore off, zero Epilogue): the tensor maps
+// of A and B as kernels.GemmSM90Config.Launch specifies them (kernels.GemmSM90Args, then
+// kernels.GemmOut).
+type GemmSM90 struct {
+	TmA   jit.TensorMap
+	TmB   jit.TensorMap
+	M     uint32
+	N     uint32
+	K     uint32
+	Alpha float32
+	Beta  float32
+	C     jit.AnyPtr
+	D     jit.AnyPtr
+}
+
+// GemmSM90Epi launches gemm_sm90 with a non-zero kernels.Epilogue, TMAStore off
+// (kernels.GemmSM90Args, kernels.GemmOut, then kernels.GemmEpilogueArgs).
+type GemmSM90Epi struct {
+	TmA      jit.TensorMap
+	TmB      jit.TensorMap
+	M        uint32
+	N        uint32
+	K        uint32
+	Alpha    float32
+	Beta     float32
+	C        jit.AnyPtr
+	D        jit.AnyPtr
+	Bias     jit.AnyPtr
+	ScaleA   jit.AnyPtr
+	ScaleB   jit.AnyPtr
+	Residual jit.AnyPtr
+}
+
+// GemmSM90Store launches gemm_sm90 with TMAStore, zero Epilogue: D's tensor map last
+// (kernels.GemmSM90Args, kernels.GemmOut, then kernels.GemmSM90StoreArgs).
+type GemmSM90Store struct {
+	TmA   jit.TensorMap
+	TmB   jit.TensorMap
+	M     uint32
+	N     uint32
+	K     uint32
+	Alpha float32
+	Beta  float32
+	C     jit.AnyPtr
+	D     jit.AnyPtr
+	TmD   jit.TensorMap
+}
+
+// GemmSM90StoreEpi launches gemm_sm90 with TMAStore and a non-zero kernels.Epilogue
+// (kernels.GemmSM90Args, kernels.GemmOut, kernels.GemmSM90StoreArgs, then
+// kernels.GemmEpilogueArgs).
+type GemmSM90StoreEpi struct {
+	TmA      jit.TensorMap
+	TmB      jit.TensorMap
+	M        uint32
+	N        uint32
+	K        uint32
+	Alpha    float32
+	Beta     float32
+	C        jit.AnyPtr
+	D        jit.AnyPtr
+	TmD      jit.TensorMap
+	Bias     jit.AnyPtr
+	ScaleA   jit.AnyPtr
+	ScaleB   jit.AnyPtr
+	Residual jit.AnyPtr
+}
+
+// AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).
+type AGGemm struct {
+	A        jit.AnyPtr
+	B        jit.AnyPtr
+	Gathered jit.AnyPtr
+	Signals  jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	M        uint32
+	N        uint32
+	K        uint32
+	Epoch    uint32
+	D        jit.AnyPtr
+}
+
+// GemmRS launches gemm_rs (kernels.GemmRSArgs, then kernels.FusedOut) and gemm_ar
+// (kernels.FusedOutTable: D is then the table of every GPU's D).
+type GemmRS struct {
+	A       jit.AnyPtr
+	B       jit.AnyPtr
+	Scratch jit.AnyPtr
+	Signals jit.AnyPtr
+	Rank    uint32
+	NGPUs   uint32
+	M       uint32
+	N       uint32
+	K       uint32
+	Epoch   uint32
+	D       jit.AnyPtr
+}
+
+// GemmARMC launches gemm_ar_mc (kernels.GemmARMCArgs, then kernels.FusedOutMC).
+type GemmARMC struct {
+	A         jit.AnyPtr
+	B         jit.AnyPtr
+	Scratch   jit.AnyPtr
+	ScratchMC jit.AnyPtr
+	Signals   jit.AnyPtr
+	SignalsMC jit.AnyPtr
+	Rank      uint32
+	NGPUs     uint32
+	M         uint32
+	N         uint32
+	K         uint32
+	Epoch     uint32
+	D         jit.AnyPtr
+	DMC       jit.AnyPtr
+}
+
+// AGGemmNVSHMEM launches ag_gemm_nvshmem (kernels.AGGemmNVSHMEMArgs, then kernels.FusedOut).
+type AGGemmNVSHMEM struct {
+	A        jit.AnyPtr
+	B        jit.AnyPtr
+	Gathered jit.AnyPtr
+	Signals  jit.AnyPtr
+	M        uint32
+	N        uint32
+	K        uint32
+	Epoch    uint64
+	D        jit.AnyPtr
+}
+
+// AGGemmSM90 launches ag_gemm_sm90 (kernels.AGGemmSM90Args, then kernels.FusedOut).
+type AGGemmSM90 struct {
+	TmA      jit.TensorMap
+	TmG      jit.TensorMap
+	TmB      jit.TensorMap
+	A        jit.AnyPtr
+	Gathered jit.AnyPtr
+	Signals  jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	M        uint32
+	N        uint32
+	K        uint32
+	Epoch    uint32
+	D        jit.AnyPtr
+}
+
+// GemmRSSM90 launches gemm_rs_sm90 (kernels.GemmRSSM90Args, then kernels.FusedOut) and
+// gemm_ar_sm90 (kernels.FusedOutTable: D is then the table of every GPU's D).
+type GemmRSSM90 struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	Scratch jit.AnyPtr
+	Signals jit.AnyPtr
+	Rank    uint32
+	NGPUs   uint32
+	M       uint32
+	N       uint32
+	K       uint32
+	Epoch   uint32
+	D       jit.AnyPtr
+}
+
+// GemmARMCSM90 launches gemm_ar_mc_sm90 (kernels.GemmARMCSM90Args, then kernels.FusedOutMC).
+type GemmARMCSM90 struct {
+	TmA       jit.TensorMap
+	TmB       jit.TensorMap
+	Scratch   jit.AnyPtr
+	ScratchMC jit.AnyPtr
+	Signals   jit.AnyPtr
+	SignalsMC jit.AnyPtr
+	Rank      uint32
+	NGPUs     uint32
+	M         uint32
+	N         uint32
+	K         uint32
+	Epoch     uint32
+	D         jit.AnyPtr
+	DMC       jit.AnyPtr
 }

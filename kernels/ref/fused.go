@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/nvshmem/shmemu"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -80,14 +81,18 @@ func RunFused(p FusedProblem) (Result, error) {
 	if build == nil {
 		return res, fmt.Errorf("RunFused: family %q is not a fused GEMM", p.Family)
 	}
-	mc := p.Family == kernels.FamilyGemmARMC
+	isMC := p.Family == kernels.FamilyGemmARMC
 	target := ptx.SM80
-	if mc {
+	if isMC {
 		target = ptx.SM90 // multimem
 	}
 	k := dsl.New(name, dsl.WithTarget(target))
 	build(k, cfg)
 	mod, err := k.Build()
+	if err != nil {
+		return res, err
+	}
+	fn, err := entry(mod, name)
 	if err != nil {
 		return res, err
 	}
@@ -100,7 +105,7 @@ func RunFused(p FusedProblem) (Result, error) {
 	ag := p.Family == kernels.FamilyAGGemm || shmem
 	// Per GPU: A_r (rows x K for ag_gemm, M x K for gemm_rs), B_r (K x N), D_r.
 	aLen, dLen, words := rows*K, M*N, kernels.AGGemmSignalWords(cfg, M, g)
-	ar := p.Family == kernels.FamilyGemmAR || mc
+	ar := p.Family == kernels.FamilyGemmAR || isMC
 	switch {
 	case ar:
 		aLen, dLen, words = M*K, M*N, kernels.GemmARSignalWords(cfg, M, N, g)
@@ -148,7 +153,7 @@ func RunFused(p FusedProblem) (Result, error) {
 			if ag && i >= words/2 {
 				w[i] = p.Epoch * uint32(tn)
 			}
-			if mc && i >= 2*kernels.CollMaxGPUs*tiles && i < 2*kernels.CollMaxGPUs*tiles+tiles {
+			if isMC && i >= 2*kernels.CollMaxGPUs*tiles && i < 2*kernels.CollMaxGPUs*tiles+tiles {
 				w[i] = p.Epoch * uint32(g) // gemm_ar_mc's done counters
 			}
 		}
@@ -182,19 +187,34 @@ func RunFused(p FusedProblem) (Result, error) {
 				return res, err
 			}
 		}
-		args := func(i int) []any {
-			d := bufD.On(i)
+		twin := func(i int) any {
+			a, b, n := on(bufA, i, cfg.In), on(bufB, i, cfg.In), uint32(g)
+			d := on(bufD, i, cfg.Out)
 			if ar {
-				d = dTab.On(i)
+				d = table(dTab, i)
 			}
-			if shmem {
-				return []any{bufA.On(i), bufB.On(i), xfer.On(i), sigs.On(i), uint32(M), uint32(N), uint32(K), uint64(epoch), d}
+			switch {
+			case shmem:
+				return launch.AGGemmNVSHMEM{A: a, B: b, Gathered: on(xfer, i, cfg.In), Signals: on(sigs, i, dsl.U64),
+					M: uint32(M), N: uint32(N), K: uint32(K), Epoch: uint64(epoch), D: d}
+			case isMC:
+				return launch.GemmARMC{A: a, B: b, Scratch: on(xfer, i, dsl.F32), ScratchMC: mc(xfer, dsl.F32), Signals: table(sigTab, i),
+					SignalsMC: mc(sigs, dsl.U32), Rank: uint32(i), NGPUs: n, M: uint32(M), N: uint32(N), K: uint32(K), Epoch: epoch,
+					D: on(bufD, i, cfg.Out), DMC: mc(bufD, cfg.Out)}
+			case ag:
+				return launch.AGGemm{A: a, B: b, Gathered: table(xferTab, i), Signals: table(sigTab, i),
+					Rank: uint32(i), NGPUs: n, M: uint32(M), N: uint32(N), K: uint32(K), Epoch: epoch, D: d}
 			}
-			if mc {
-				return []any{bufA.On(i), bufB.On(i), xfer.On(i), xfer.Multicast(), sigTab.On(i), sigs.Multicast(), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, bufD.On(i), bufD.Multicast()}
-			}
-			return []any{bufA.On(i), bufB.On(i), xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, d}
+			return launch.GemmRS{A: a, B: b, Scratch: table(xferTab, i), Signals: table(sigTab, i),
+				Rank: uint32(i), NGPUs: n, M: uint32(M), N: uint32(N), K: uint32(K), Epoch: epoch, D: d}
 		}
+		all := make([][]any, g)
+		for i := range all {
+			if all[i], err = emuArgs(fn, k.Params(), twin(i)); err != nil {
+				return res, err
+			}
+		}
+		args := func(i int) []any { return all[i] }
 		err = sys.Launch(emu.Launch{Module: mod, Entry: name, GPUs: sys.All(), Grid: emu.D1(kernels.FusedGrid(cfg, M, N, g)), Block: emu.D1(cfg.Threads()),
 			SharedBytes: cfg.SharedBytes(), ArgsFor: args, Options: emu.Options{Seed: p.Seed + int64(l), Weak: p.Weak}})
 		if err != nil {

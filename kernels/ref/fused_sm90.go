@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -80,14 +81,18 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	fn, err := entry(mod, name)
+	if err != nil {
+		return res, err
+	}
 	sys, err := emu.New(g)
 	if err != nil {
 		return res, err
 	}
 	M, N, K, rows := p.M, p.N, p.K, p.M/g
 	ag := p.Family == kernels.FamilyAGGemmSM90
-	mc := p.Family == kernels.FamilyGemmARMCSM90
-	ar := p.Family == kernels.FamilyGemmARSM90 || mc
+	isMC := p.Family == kernels.FamilyGemmARMCSM90
+	ar := p.Family == kernels.FamilyGemmARSM90 || isMC
 	tn := (N + cfg.BN - 1) / cfg.BN
 	gRows := kernels.AGGemmSM90GatheredRows(cfg, M, g)
 	// Per GPU: A_r (rows x K for ag_gemm, M x K otherwise), B_r (K x N), D_r.
@@ -129,7 +134,7 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 			if ag && i >= words/2 {
 				w[i] = p.Epoch * uint32(tn*cfg.Consumers)
 			}
-			if mc && i >= 2*kernels.CollMaxGPUs*tiles && i < 2*kernels.CollMaxGPUs*tiles+tiles {
+			if isMC && i >= 2*kernels.CollMaxGPUs*tiles && i < 2*kernels.CollMaxGPUs*tiles+tiles {
 				w[i] = p.Epoch * uint32(g)
 			}
 		}
@@ -172,22 +177,34 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 				return res, err
 			}
 		}
-		args := func(i int) []any {
+		all := make([][]any, g)
+		for i := range all {
 			tmA := tmap(bufA.On(i), K, aRows, cfg.TMABoxA())
 			tmB := tmap(bufB.On(i), N, K, cfg.TMABoxB())
-			if ag {
-				tmG := tmap(xfer.On(i), K, gRows, cfg.TMABoxA())
-				return []any{tmA, tmG, tmB, bufA.On(i), xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, bufD.On(i)}
-			}
-			if mc {
-				return []any{tmA, tmB, xfer.On(i), xfer.Multicast(), sigTab.On(i), sigs.Multicast(), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, bufD.On(i), bufD.Multicast()}
-			}
-			d := bufD.On(i)
+			n, d := uint32(g), on(bufD, i, cfg.Out)
 			if ar {
-				d = dTab.On(i)
+				d = table(dTab, i)
 			}
-			return []any{tmA, tmB, xferTab.On(i), sigTab.On(i), uint32(i), uint32(g), uint32(M), uint32(N), uint32(K), epoch, d}
+			var twin any
+			maps := []emu.TensorMap{tmA, tmB}
+			switch {
+			case ag:
+				maps = []emu.TensorMap{tmA, tmap(xfer.On(i), K, gRows, cfg.TMABoxA()), tmB}
+				twin = launch.AGGemmSM90{A: on(bufA, i, cfg.In), Gathered: table(xferTab, i), Signals: table(sigTab, i),
+					Rank: uint32(i), NGPUs: n, M: uint32(M), N: uint32(N), K: uint32(K), Epoch: epoch, D: d}
+			case isMC:
+				twin = launch.GemmARMCSM90{Scratch: on(xfer, i, dsl.F32), ScratchMC: mc(xfer, dsl.F32), Signals: table(sigTab, i),
+					SignalsMC: mc(sigs, dsl.U32), Rank: uint32(i), NGPUs: n, M: uint32(M), N: uint32(N), K: uint32(K), Epoch: epoch,
+					D: on(bufD, i, cfg.Out), DMC: mc(bufD, cfg.Out)}
+			default:
+				twin = launch.GemmRSSM90{Scratch: table(xferTab, i), Signals: table(sigTab, i),
+					Rank: uint32(i), NGPUs: n, M: uint32(M), N: uint32(N), K: uint32(K), Epoch: epoch, D: d}
+			}
+			if all[i], err = emuArgsMaps(fn, k.Params(), twin, maps, nil); err != nil {
+				return res, err
+			}
 		}
+		args := func(i int) []any { return all[i] }
 		err = sys.Launch(emu.Launch{Module: mod, Entry: name, GPUs: sys.All(), Grid: emu.D1(blocks), Block: emu.D1(cfg.Threads()),
 			SharedBytes: cfg.SharedBytes(), ArgsFor: args, Options: emu.Options{Seed: p.Seed + int64(l), Weak: p.Weak}})
 		if err != nil {

@@ -7,7 +7,9 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -103,10 +105,25 @@ func RunGemm(p GemmProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	fn, err := entry(mod, cfg.Name())
+	if err != nil {
+		return res, err
+	}
+	in, out := func(a uint64) jit.AnyPtr { return anyPtr(a, cfg.In) }, func(a uint64) jit.AnyPtr { return anyPtr(a, cfg.Out) }
+	var args []any
+	if cfg.Epilogue.IsZero() {
+		args, err = emuArgsMaps(fn, k.Params(), launch.Gemm{A: in(pa), B: in(pb), M: uint32(M), N: uint32(N), K: uint32(K),
+			Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: out(pc), D: out(pd)}, nil, epi.hookArgs)
+	} else {
+		e := epi.ptrs
+		args, err = emuArgs(fn, k.Params(), launch.GemmEpi{A: in(pa), B: in(pb), M: uint32(M), N: uint32(N), K: uint32(K),
+			Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: out(pc), D: out(pd), Bias: e[0], ScaleA: e[1], ScaleB: e[2], Residual: e[3]})
+	}
+	if err != nil {
+		return res, err
+	}
 	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(M, N)), Block: emu.D1(cfg.Threads()),
-		SharedBytes: cfg.SharedBytes(),
-		Args:        append([]any{pa, pb, uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), pc, pd}, epi.args...),
-		Options:     emu.Options{Seed: p.Seed}})
+		SharedBytes: cfg.SharedBytes(), Args: args, Options: emu.Options{Seed: p.Seed}})
 	if err != nil {
 		return res, err
 	}

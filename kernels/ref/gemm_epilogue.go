@@ -7,6 +7,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 )
 
@@ -43,7 +44,8 @@ type epiData struct {
 	hook                      *GemmHook
 	n                         int
 	bias, scaleA, scaleB, res []float64
-	args                      []any // the parameters after the gemm's
+	hookArgs                  []any         // a hook's parameters, after the gemm's
+	ptrs                      [4]jit.AnyPtr // the options' Bias, ScaleA, ScaleB, Residual (null when unused)
 }
 
 // newEpiData draws e's operands (bias and residual in [-1, 1], scales in [0.5, 2]) for an
@@ -52,7 +54,7 @@ type epiData struct {
 func newEpiData(sys *emu.System, e kernels.Epilogue, hook *GemmHook, out dsl.Type, m, n int, seed int64, resInD bool, dAddr uint64) (*epiData, error) {
 	d := &epiData{e: e, hook: hook, n: n}
 	if hook != nil {
-		d.args = hook.Args
+		d.hookArgs = hook.Args
 		return d, nil
 	}
 	if e.IsZero() {
@@ -100,7 +102,8 @@ func newEpiData(sys *emu.System, e kernels.Epilogue, hook *GemmHook, out dsl.Typ
 	} else if pr, err = put(e.Residual, out, d.res); err != nil {
 		return nil, err
 	}
-	d.args = []any{pb, psa, psb, pr}
+	f32 := func(a uint64) jit.AnyPtr { return jit.AnyPtr{Addr: jit.DevicePtr(a), Elem: dsl.F32} }
+	d.ptrs = [4]jit.AnyPtr{f32(pb), f32(psa), f32(psb), {Addr: jit.DevicePtr(pr), Elem: out}}
 	return d, nil
 }
 

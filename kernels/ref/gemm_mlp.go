@@ -7,7 +7,9 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -73,8 +75,9 @@ func RunMLP(p MLPProblem) ([2]Result, error) {
 	}
 	up := kernels.Epilogue{Bias: true, Act: kernels.SiLU}
 	down := kernels.Epilogue{Residual: true}
-	// gemm runs D (m x n) = A (m x k) * B (k x n) with the epilogue e and its operands.
-	gemm := func(e kernels.Epilogue, a, b, d uint64, m, n, k int, epi []any) (string, error) {
+	// gemm runs D (m x n) = A (m x k) * B (k x n) with the epilogue e and its operands (Bias,
+	// ScaleA, ScaleB, Residual).
+	gemm := func(e kernels.Epilogue, a, b, d uint64, m, n, k int, ops [4]jit.AnyPtr) (string, error) {
 		if p.SM90 {
 			cfg, err := kernels.GemmSM90For(dsl.BF16, dsl.BF16, m, n, k, sms)
 			if err != nil {
@@ -87,16 +90,28 @@ func RunMLP(p MLPProblem) ([2]Result, error) {
 			if err != nil {
 				return "", err
 			}
-			tm := func(g uint64, inner, outer int, box [2]int) emu.TensorMap {
-				return emu.TensorMap{Elem: ptx.Type(dsl.BF16), Rank: 2, Global: g, Dims: [5]uint64{uint64(inner), uint64(outer)},
-					Strides: [5]uint64{0, uint64(inner) * 2}, Box: [5]uint32{uint32(box[0]), uint32(box[1])}, Swizzle: 128}
+			l, err := cfg.Launch(m, n, k, sms)
+			if err != nil {
+				return "", err
 			}
-			args := []any{tm(a, k, m, cfg.TMABoxA()), tm(b, n, k, cfg.TMABoxB()), uint32(m), uint32(n), uint32(k), float32(1), float32(0), uint64(0), d}
-			if cfg.TMAStore {
-				args = append(args, tm(d, n, m, cfg.TMABoxD()))
+			maps := []emu.TensorMap{emuMap(a, l.A), emuMap(b, l.B)}
+			if l.HasD {
+				maps = append(maps, emuMap(d, l.D))
 			}
-			return cfg.Name(), sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(m, n, sms)), Block: emu.D1(cfg.Threads()),
-				SharedBytes: cfg.SharedBytes(), Args: append(args, epi...), Options: emu.Options{Seed: p.Seed}})
+			fn, err := entry(mod, cfg.Name())
+			if err != nil {
+				return "", err
+			}
+			args, err := gemmSM90Args(fn, kb.Params(), cfg, m, n, k, 1, 0, 0, d, maps, &epiData{ptrs: ops})
+			if err != nil {
+				return "", err
+			}
+			var cluster emu.Dim3
+			if l.Cluster > 1 {
+				cluster = emu.D1(l.Cluster)
+			}
+			return cfg.Name(), sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(l.Grid), Block: emu.D1(l.Block),
+				Cluster: cluster, SharedBytes: l.SharedBytes, Args: args, Options: emu.Options{Seed: p.Seed}})
 		}
 		cfg := kernels.GemmConfig{In: dsl.BF16, Out: dsl.BF16, BM: 64, BN: 64, BK: 32, WarpsM: 2, WarpsN: 2, Stages: 3,
 			Aligned: m%8 == 0 && n%8 == 0 && k%8 == 0, Epilogue: e}
@@ -106,16 +121,26 @@ func RunMLP(p MLPProblem) ([2]Result, error) {
 		if err != nil {
 			return "", err
 		}
-		args := append([]any{a, b, uint32(m), uint32(n), uint32(k), float32(1), float32(0), uint64(0), d}, epi...)
+		fn, err := entry(mod, cfg.Name())
+		if err != nil {
+			return "", err
+		}
+		bf := func(a uint64) jit.AnyPtr { return anyPtr(a, dsl.BF16) }
+		args, err := emuArgs(fn, kb.Params(), launch.GemmEpi{A: bf(a), B: bf(b), M: uint32(m), N: uint32(n), K: uint32(k), Alpha: 1,
+			C: bf(0), D: bf(d), Bias: ops[0], ScaleA: ops[1], ScaleB: ops[2], Residual: ops[3]})
+		if err != nil {
+			return "", err
+		}
 		return cfg.Name(), sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(m, n)), Block: emu.D1(cfg.Threads()),
 			SharedBytes: cfg.SharedBytes(), Args: args, Options: emu.Options{Seed: p.Seed}})
 	}
-	name1, err := gemm(up, px, pw1, ph, T, F, Hd, []any{pb1, uint64(0), uint64(0), uint64(0)})
+	null32, null16 := anyPtr(0, dsl.F32), anyPtr(0, dsl.BF16)
+	name1, err := gemm(up, px, pw1, ph, T, F, Hd, [4]jit.AnyPtr{anyPtr(pb1, dsl.F32), null32, null32, null16})
 	res[0] = Result{Kernel: name1, DType: dsl.BF16, Shape: fmt.Sprintf("%dx%dx%d", T, F, Hd)}
 	if err != nil {
 		return res, err
 	}
-	name2, err := gemm(down, ph, pw2, py, T, Hd, F, []any{uint64(0), uint64(0), uint64(0), px})
+	name2, err := gemm(down, ph, pw2, py, T, Hd, F, [4]jit.AnyPtr{null32, null32, null32, anyPtr(px, dsl.BF16)})
 	res[1] = Result{Kernel: name2, DType: dsl.BF16, Shape: fmt.Sprintf("%dx%dx%d", T, Hd, F)}
 	if err != nil {
 		return res, err

@@ -7,6 +7,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -78,36 +79,41 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 		return res, err
 	}
 	ptrs := g.ptrs
-	es := uint64(cfg.In.Bytes())
-	tmap := func(g uint64, inner, outer int, box [2]int) emu.TensorMap {
-		return emu.TensorMap{Elem: ptx.Type(cfg.In), Rank: 2, Global: g, Dims: [5]uint64{uint64(inner), uint64(outer)},
-			Strides: [5]uint64{0, uint64(inner) * es}, Box: [5]uint32{uint32(box[0]), uint32(box[1])}, Swizzle: cfg.SwizzleBytes()}
+	// The configuration's launch: block, shared memory, cluster and the maps (the grid is
+	// Blocks when set: sized as for a GPU of more multiprocessors than tiles).
+	l, err := cfg.Launch(M, N, K, 1<<20)
+	if err != nil {
+		return res, err
 	}
 	blocks := p.Blocks
 	if blocks <= 0 {
-		blocks = cfg.Grid(M, N, 1<<20)
+		blocks = l.Grid
 	}
-	if blocks%cfg.Cluster() != 0 {
-		return res, fmt.Errorf("%s: %d blocks is not a multiple of the cluster's %d", cfg.Name(), blocks, cfg.Cluster())
+	if blocks%l.Cluster != 0 {
+		return res, fmt.Errorf("%s: %d blocks is not a multiple of the cluster's %d", cfg.Name(), blocks, l.Cluster)
 	}
-	args := []any{tmap(ptrs[0], K, M, cfg.TMABoxA()), tmap(ptrs[1], cfg.TMADimsB(N, K)[0], cfg.TMADimsB(N, K)[1], cfg.TMABoxB()),
-		uint32(M), uint32(N), uint32(K), float32(p.Alpha), float32(p.Beta), ptrs[2], ptrs[3]}
-	if cfg.TMAStore { // D's map: (N, M) of Out elements
-		os := uint64(cfg.Out.Bytes())
-		args = append(args, emu.TensorMap{Elem: ptx.Type(cfg.Out), Rank: 2, Global: ptrs[3], Dims: [5]uint64{uint64(N), uint64(M)},
-			Strides: [5]uint64{0, uint64(N) * os}, Box: [5]uint32{uint32(cfg.TMABoxD()[0]), uint32(cfg.TMABoxD()[1])}, Swizzle: 128})
+	maps := []emu.TensorMap{emuMap(ptrs[0], l.A), emuMap(ptrs[1], l.B)}
+	if l.HasD { // D's map: (N, M) of Out elements
+		maps = append(maps, emuMap(ptrs[3], l.D))
 	}
 	epi, err := newEpiData(sys, cfg.Epilogue, p.Hook, cfg.Out, M, N, p.Seed, p.ResidualInD, ptrs[3])
 	if err != nil {
 		return res, err
 	}
-	args = append(args, epi.args...)
-	var cluster emu.Dim3
-	if cfg.Cluster() > 1 {
-		cluster = emu.D1(cfg.Cluster())
+	fn, err := entry(mod, cfg.Name())
+	if err != nil {
+		return res, err
 	}
-	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(blocks), Block: emu.D1(cfg.Threads()),
-		Cluster: cluster, SharedBytes: cfg.SharedBytes(), Args: args, Options: emu.Options{Seed: p.Seed}})
+	args, err := gemmSM90Args(fn, k.Params(), cfg, M, N, K, p.Alpha, p.Beta, ptrs[2], ptrs[3], maps, epi)
+	if err != nil {
+		return res, err
+	}
+	var cluster emu.Dim3
+	if l.Cluster > 1 {
+		cluster = emu.D1(l.Cluster)
+	}
+	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(blocks), Block: emu.D1(l.Block),
+		Cluster: cluster, SharedBytes: l.SharedBytes, Args: args, Options: emu.Options{Seed: p.Seed}})
 	if err != nil {
 		return res, err
 	}
@@ -124,4 +130,32 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 		return res, g.checkEpi(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, epi, at, bt)
 	}
 	return res, g.check(&res, cfg.Name(), cfg.Out, got, p.Alpha, p.Beta, at, bt)
+}
+
+// emuMap is the emulator's tensor map s (from GemmSM90Config.Launch) over the tensor at
+// address global.
+func emuMap(global uint64, s kernels.TMASpec) emu.TensorMap {
+	return emu.TensorMap{Elem: ptx.Type(s.Elem), Rank: 2, Global: global, Dims: [5]uint64{s.Dims[0], s.Dims[1]},
+		Strides: [5]uint64{0, s.Strides[0]}, Box: [5]uint32{s.Box[0], s.Box[1]}, Swizzle: s.Swizzle}
+}
+
+// gemmSM90Args is gemm_sm90's argument list on the emulator: the twin of cfg's variant
+// (launch.GemmSM90, GemmSM90Store, GemmSM90Epi or GemmSM90StoreEpi) with its tensor maps,
+// then a hook's own parameters.
+func gemmSM90Args(fn *ptx.Func, info []dsl.ParamInfo, cfg kernels.GemmSM90Config, m, n, k int, alpha, beta float64, c, d uint64,
+	maps []emu.TensorMap, epi *epiData) ([]any, error) {
+	M, N, K, a, b := uint32(m), uint32(n), uint32(k), float32(alpha), float32(beta)
+	C, D, e := anyPtr(c, cfg.Out), anyPtr(d, cfg.Out), epi.ptrs
+	var twin any
+	switch {
+	case cfg.Epilogue.IsZero() && !cfg.TMAStore:
+		twin = launch.GemmSM90{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D}
+	case cfg.Epilogue.IsZero():
+		twin = launch.GemmSM90Store{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D}
+	case !cfg.TMAStore:
+		twin = launch.GemmSM90Epi{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D, Bias: e[0], ScaleA: e[1], ScaleB: e[2], Residual: e[3]}
+	default:
+		twin = launch.GemmSM90StoreEpi{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D, Bias: e[0], ScaleA: e[1], ScaleB: e[2], Residual: e[3]}
+	}
+	return emuArgsMaps(fn, info, twin, maps, epi.hookArgs)
 }
