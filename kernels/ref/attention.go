@@ -100,8 +100,8 @@ func RunAttention(p AttentionProblem) (Result, error) {
 	}
 	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(B, H, SQ)), Block: emu.D1(cfg.Threads()),
 		SharedBytes: cfg.SharedBytes(),
-		Args: []any{ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK), float32(scale)},
-		Options: emu.Options{Seed: p.Seed}})
+		Args:        []any{ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK), float32(scale)},
+		Options:     emu.Options{Seed: p.Seed}})
 	if err != nil {
 		return res, err
 	}
