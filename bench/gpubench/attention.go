@@ -290,13 +290,13 @@ func attnSample(p attnProblem, cfg kernels.AttentionConfig, scale float64, hq, h
 			e := math.Abs(back(ho[qo+c])-x) / tol
 			worst = math.Max(worst, e)
 			if !(e <= 1) {
-				return worst, fmt.Errorf("O[b %d, s %d, h %d, d %d] = %v, want %v (tolerance %.3g)", b, i, h, c, back(ho[qo+c]), x, tol)
+				return worst, fmt.Errorf("sampled O[b %d, s %d, h %d, d %d] = %v, want %v (tolerance %.3g)", b, i, h, c, back(ho[qo+c]), x, tol)
 			}
 		}
 		want := m + math.Log(l)
 		got := float64(hl[(b*p.h+h)*p.sq+i])
 		if e := math.Abs(got-want) / (1e-5 * (1 + math.Abs(want))); !(e <= 1) {
-			return worst, fmt.Errorf("LSE[b %d, h %d, s %d] = %v, want %v", b, h, i, got, want)
+			return worst, fmt.Errorf("sampled LSE[b %d, h %d, s %d] = %v, want %v", b, h, i, got, want)
 		}
 	}
 	return worst, nil
