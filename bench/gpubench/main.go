@@ -8,6 +8,9 @@
 //	                                               residual, bf16) checked on samples (gemm_mlp.go)
 //	gpubench fused [-sizes ...] [-json]            ag_gemm, gemm_rs, gemm_ar vs kgen's unfused
 //	                                               pair and plain gemm, per rank (fused.go)
+//	gpubench attention [-b 16 -s 1024 -h 16 -d 128] [-tokens 16384] [-causal] [-dir DIR]
+//	                                               forward attention vs float64 samples; with
+//	                                               -dir, inputs for torch_attention.py (attention.go)
 //	gpubench collsim [-ranks 2,4] [-bytes ...] [-old DIR]  the p2p collectives with N ranks
 //	                                               simulated on one GPU, current vs old PTX
 //	                                               (see collsim.go)
@@ -34,13 +37,14 @@ import (
 
 // commands are gpubench's subcommands: each parses its own flags.
 var commands = map[string]func(args []string) error{
-	"copy":    runCopy,
-	"lib":     runLib,
-	"gemm":    runGemm,
-	"mlp":     runMLP,
-	"fused":   runFused,
-	"collsim": runCollsim,
-	"ops":     runOps,
+	"copy":      runCopy,
+	"lib":       runLib,
+	"gemm":      runGemm,
+	"mlp":       runMLP,
+	"fused":     runFused,
+	"collsim":   runCollsim,
+	"ops":       runOps,
+	"attention": runAttention,
 }
 
 func main() {

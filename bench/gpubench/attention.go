@@ -1,0 +1,303 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// runAttention is `gpubench attention`: times kgen's forward attention (kernels.Attention,
+// mma.sync FlashAttention-2) per sequence length with CUDA events (median), checks sampled
+// rows of O and LSE against float64, and with -dir writes Q, K, V, O and kgen.json per
+// problem for torch_attention.py, which times torch's scaled_dot_product_attention with
+// each backend on the same inputs and compares the outputs.
+func runAttention(args []string) error {
+	fs := flag.NewFlagSet("attention", flag.ExitOnError)
+	batch := fs.Int("b", 16, "batch (ignored with -tokens)")
+	seqs := fs.String("s", "1024", "sequence lengths (queries = keys), comma-separated")
+	tokens := fs.Int("tokens", 0, "when > 0, batch = tokens / seqlen for each -s (FA3's protocol: 16384)")
+	heads := fs.Int("h", 16, "query heads")
+	kvHeads := fs.Int("hkv", 0, "K/V heads (GQA; 0: = -h)")
+	hd := fs.Int("d", 128, "head dim: 64, 128 or 256")
+	causal := fs.Bool("causal", false, "causal mask")
+	dtype := fs.String("dtype", "bf16", "bf16 or f16")
+	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
+	dir := fs.String("dir", "", "write q, k, v, o and kgen.json per problem here for torch_attention.py")
+	cfg := kernels.DefaultAttentionConfig(dsl.BF16, 128, false)
+	bm := fs.Int("bm", 0, "query rows per block (0: the default for the head dim)")
+	bn := fs.Int("bn", 0, "keys per step (0: default)")
+	warps := fs.Int("warps", 0, "warps per block (0: default)")
+	stages := fs.Int("stages", 0, "cp.async stages of K/V (0: default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch *dtype {
+	case "bf16":
+	case "f16":
+		cfg.In = dsl.F16
+	default:
+		return fmt.Errorf("-dtype %q: want bf16 or f16", *dtype)
+	}
+	cfg = kernels.DefaultAttentionConfig(cfg.In, *hd, *causal)
+	for _, o := range []struct {
+		v *int
+		f *int
+	}{{bm, &cfg.BM}, {bn, &cfg.BN}, {warps, &cfg.Warps}, {stages, &cfg.Stages}} {
+		if *o.v > 0 {
+			*o.f = *o.v
+		}
+	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if *kvHeads == 0 {
+		*kvHeads = *heads
+	}
+	d, err := jit.Open(0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	target := ptx.Target(d.Info().Arch)
+	if !target.Valid() {
+		target = ptx.SM90
+	}
+	fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, cfg.Name(), cfg.Threads(), cfg.SharedBytes())
+	for _, s := range strings.Split(*seqs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-s: bad sequence length %q", s)
+		}
+		b := *batch
+		if *tokens > 0 {
+			b = max(*tokens/n, 1)
+		}
+		p := attnProblem{b: b, h: *heads, hkv: *kvHeads, sq: n, sk: n, d: *hd}
+		if err := benchAttention(d, target, cfg, p, *reps, *dir); err != nil {
+			return fmt.Errorf("b %d s %d: %w", b, n, err)
+		}
+	}
+	return nil
+}
+
+// attnProblem is one attention shape: batch, heads, K/V heads, query and key lengths,
+// head dim.
+type attnProblem struct{ b, h, hkv, sq, sk, d int }
+
+// attnRecord is what torch_attention.py reads back.
+type attnRecord struct {
+	B, H, HKV, SQ, SK, D int
+	Causal               bool
+	DType                string
+	Kernel               string
+	KgenUS               float64
+	TFLOPS               float64
+	SampleErr            float64 // the largest sampled |O - ref| / tolerance
+}
+
+// attnFlops is 4*b*h*sq*sk*d (two products), halved for causal (sq = sk).
+func attnFlops(p attnProblem, causal bool) float64 {
+	f := 4 * float64(p.b) * float64(p.h) * float64(p.sq) * float64(p.sk) * float64(p.d)
+	if causal {
+		f /= 2
+	}
+	return f
+}
+
+func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfig, p attnProblem, reps int, dir string) error {
+	if err := cfg.CheckShape(p.b, p.h, p.hkv, p.sq, p.sk); err != nil {
+		return err
+	}
+	kb := dsl.New(cfg.Name(), dsl.WithTarget(target))
+	kernels.Attention(kb, cfg)
+	mod, err := kb.Build()
+	if err != nil {
+		return err
+	}
+	jm, err := d.Load(jit.Source{Module: mod, Params: map[string][]jit.ParamInfo{cfg.Name(): jit.ParamInfos(kb.Params())}})
+	if err != nil {
+		return err
+	}
+	defer jm.Close()
+	fn, err := jm.Function(cfg.Name())
+	if err != nil {
+		return err
+	}
+	conv := func(x float32) uint16 {
+		if cfg.In == dsl.F16 {
+			return uint16(fp.F16Of(x))
+		}
+		return uint16(fp.BF16Of(x))
+	}
+	back := func(h uint16) float64 {
+		if cfg.In == dsl.F16 {
+			return float64(fp.F16(h).Float32())
+		}
+		return float64(fp.BF16(h).Float32())
+	}
+	rng := rand.New(rand.NewSource(int64(p.b*31 + p.sq*7 + p.d)))
+	host := func(n int) []uint16 {
+		v := make([]uint16, n)
+		for i := range v {
+			v[i] = conv(2*rng.Float32() - 1)
+		}
+		return v
+	}
+	nq, nk := p.b*p.sq*p.h*p.d, p.b*p.sk*p.hkv*p.d
+	hq, hk, hv := host(nq), host(nk), host(nk)
+	var bufs []*jit.Buffer[uint16]
+	defer func() {
+		for _, x := range bufs {
+			x.Free()
+		}
+	}()
+	dev := func(h []uint16, n int) (*jit.Buffer[uint16], error) {
+		x, err := jit.Alloc[uint16](d, n)
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, x)
+		if h != nil {
+			return x, x.CopyFromHost(h)
+		}
+		return x, nil
+	}
+	q, err := dev(hq, nq)
+	if err != nil {
+		return err
+	}
+	k, err := dev(hk, nk)
+	if err != nil {
+		return err
+	}
+	v, err := dev(hv, nk)
+	if err != nil {
+		return err
+	}
+	o, err := dev(nil, nq)
+	if err != nil {
+		return err
+	}
+	lse, err := jit.Alloc[float32](d, p.b*p.h*p.sq)
+	if err != nil {
+		return err
+	}
+	defer lse.Free()
+	s, err := d.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	scale := 1 / math.Sqrt(float64(p.d))
+	lc := jit.LaunchConfig{Grid: jit.D1(cfg.Grid(p.b, p.h, p.sq)), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: s}
+	ptr := func(x *jit.Buffer[uint16]) jit.AnyPtr { return jit.AnyPtr{Addr: x.DevPtr(), Elem: cfg.In} }
+	args := []any{ptr(q), ptr(k), ptr(v), ptr(o), jit.AnyPtr{Addr: lse.DevPtr(), Elem: dsl.F32},
+		uint32(p.b), uint32(p.h), uint32(p.hkv), uint32(p.sq), uint32(p.sk), float32(scale)}
+	t, err := timeIt(d, s, reps, func() error { return fn.Launch(lc, args...) })
+	if err != nil {
+		return err
+	}
+	ho := make([]uint16, nq)
+	if err := o.CopyToHost(ho); err != nil {
+		return err
+	}
+	hl := make([]float32, p.b*p.h*p.sq)
+	if err := lse.CopyToHost(hl); err != nil {
+		return err
+	}
+	worst, err := attnSample(p, cfg, scale, hq, hk, hv, ho, hl, back, rng)
+	if err != nil {
+		return err
+	}
+	us := float64(t.Nanoseconds()) / 1e3
+	tf := attnFlops(p, cfg.Causal) / t.Seconds() / 1e12
+	fmt.Printf("attention b %d h %d/%d s %d d %d %s causal %v: kgen %9.1f us %6.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
+		p.b, p.h, p.hkv, p.sq, p.d, cfg.In, cfg.Causal, us, tf, reps, worst)
+	if dir == "" {
+		return nil
+	}
+	sub := filepath.Join(dir, fmt.Sprintf("b%d_h%d_hkv%d_s%d_d%d", p.b, p.h, p.hkv, p.sq, p.d))
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		return err
+	}
+	for name, x := range map[string][]uint16{"q.bin": hq, "k.bin": hk, "v.bin": hv, "o.bin": ho} {
+		if err := os.WriteFile(filepath.Join(sub, name), unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 2*len(x)), 0o644); err != nil {
+			return err
+		}
+	}
+	rec, _ := json.Marshal(attnRecord{B: p.b, H: p.h, HKV: p.hkv, SQ: p.sq, SK: p.sk, D: p.d, Causal: cfg.Causal,
+		DType: cfg.In.String(), Kernel: cfg.Name(), KgenUS: us, TFLOPS: tf, SampleErr: worst})
+	return os.WriteFile(filepath.Join(sub, "kgen.json"), rec, 0o644)
+}
+
+// attnSample checks 64 random (batch, head, query) rows of O and LSE against float64
+// (tolerance as kernels/ref's AttentionTolerance: P rounded to the input type) and returns
+// the worst error relative to the tolerance; an error when one is outside.
+func attnSample(p attnProblem, cfg kernels.AttentionConfig, scale float64, hq, hk, hv, ho []uint16, hl []float32, back func(uint16) float64, rng *rand.Rand) (float64, error) {
+	u := 0x1p-11
+	if cfg.In == dsl.BF16 {
+		u = 0x1p-8
+	}
+	worst := 0.0
+	sc := make([]float64, p.sk)
+	for n := 0; n < 64; n++ {
+		b, h, i := rng.Intn(p.b), rng.Intn(p.h), rng.Intn(p.sq)
+		hk2 := h / (p.h / p.hkv)
+		qo := ((b*p.sq+i)*p.h + h) * p.d
+		kv := func(j int) int { return ((b*p.sk+j)*p.hkv + hk2) * p.d }
+		keys := p.sk
+		if cfg.Causal {
+			keys = max(0, min(p.sk, i+p.sk-p.sq+1))
+		}
+		if keys == 0 {
+			continue
+		}
+		m := math.Inf(-1)
+		for j := 0; j < keys; j++ {
+			x := 0.0
+			for c := 0; c < p.d; c++ {
+				x += back(hq[qo+c]) * back(hk[kv(j)+c])
+			}
+			sc[j] = x * scale
+			m = math.Max(m, sc[j])
+		}
+		l := 0.0
+		for j := 0; j < keys; j++ {
+			sc[j] = math.Exp(sc[j] - m)
+			l += sc[j]
+		}
+		for c := 0; c < p.d; c++ {
+			x, abs := 0.0, 0.0
+			for j := 0; j < keys; j++ {
+				x += sc[j] * back(hv[kv(j)+c])
+				abs += sc[j] * math.Abs(back(hv[kv(j)+c]))
+			}
+			x, abs = x/l, abs/l
+			tol := (u+0x1p-16)*abs + u*math.Abs(x) + 1e-30
+			e := math.Abs(back(ho[qo+c])-x) / tol
+			worst = math.Max(worst, e)
+			if !(e <= 1) {
+				return worst, fmt.Errorf("sampled O[b %d, s %d, h %d, d %d] = %v, want %v (tolerance %.3g)", b, i, h, c, back(ho[qo+c]), x, tol)
+			}
+		}
+		want := m + math.Log(l)
+		got := float64(hl[(b*p.h+h)*p.sq+i])
+		if e := math.Abs(got-want) / (1e-5 * (1 + math.Abs(want))); !(e <= 1) {
+			return worst, fmt.Errorf("sampled LSE[b %d, h %d, s %d] = %v, want %v", b, h, i, got, want)
+		}
+	}
+	return worst, nil
+}

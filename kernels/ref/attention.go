@@ -1,0 +1,231 @@
+package ref
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+func init() { registerOwn("attention", oneGPU, attentionHarness) }
+
+// AttentionProblem is one forward attention run on the emulator: Q [Batch, SeqQ, Heads, D],
+// K and V [Batch, SeqK, KVHeads, D] (D = Config.HeadDim), random in [-1, 1], softmax scale
+// Scale (0: 1/sqrt(D)).
+type AttentionProblem struct {
+	Config                            kernels.AttentionConfig
+	Target                            ptx.Target // zero: sm_90
+	Batch, Heads, KVHeads, SeqQ, SeqK int
+	Scale                             float64
+	Seed                              int64
+}
+
+// attentionHarness runs `kgen run attention`: the registry's kernel (head dim 128) on one
+// batch of 2 heads sharing a K/V head, seqQ 33 and seqK 141 (neither a tile multiple;
+// --size sets seqK).
+func attentionHarness(r *run) error {
+	seqK := 141
+	if r.p.Size > 0 {
+		seqK = r.p.Size
+	}
+	res, err := RunAttention(AttentionProblem{Config: kernels.DefaultAttentionConfig(r.p.DType, 128, false), Target: r.p.Target,
+		Batch: 1, Heads: 2, KVHeads: 1, SeqQ: 33, SeqK: seqK, Seed: r.p.Seed})
+	r.res = res
+	return err
+}
+
+// MaxEmuAttention bounds an emulated attention problem's score matrix
+// (batch*heads*seqQ*seqK, 2^22): the float64 reference and the emulator both walk it.
+const MaxEmuAttention = 1 << 22
+
+// RunAttention builds the problem's kernel, runs it on one emulated GPU and checks O and
+// LSE element by element against a float64 reference (AttentionTolerance).
+func RunAttention(p AttentionProblem) (Result, error) {
+	cfg := p.Config
+	res := Result{Kernel: cfg.Name(), DType: cfg.In,
+		Shape: fmt.Sprintf("b%d h%d/%d sq%d sk%d d%d", p.Batch, p.Heads, p.KVHeads, p.SeqQ, p.SeqK, cfg.HeadDim)}
+	if p.Target == "" {
+		p.Target = ptx.SM90
+	}
+	if err := cfg.Check(); err != nil {
+		return res, err
+	}
+	if err := cfg.CheckShape(p.Batch, p.Heads, p.KVHeads, p.SeqQ, p.SeqK); err != nil {
+		return res, err
+	}
+	if n := int64(p.Batch) * int64(p.Heads) * int64(p.SeqQ) * int64(p.SeqK); n > MaxEmuAttention {
+		return res, fmt.Errorf("attention %s: %d scores; the emulator harness takes at most %d (MaxEmuAttention)", res.Shape, n, MaxEmuAttention)
+	}
+	scale := p.Scale
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(cfg.HeadDim))
+	}
+	k := dsl.New(cfg.Name(), dsl.WithTarget(p.Target))
+	kernels.Attention(k, cfg)
+	mod, err := k.Build()
+	if err != nil {
+		return res, err
+	}
+	sys, err := emu.New(1)
+	if err != nil {
+		return res, err
+	}
+	B, H, HK, SQ, SK, D := p.Batch, p.Heads, p.KVHeads, p.SeqQ, p.SeqK, cfg.HeadDim
+	rng := rand.New(rand.NewSource(p.Seed + 1))
+	rnd := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = round(cfg.In, 2*rng.Float64()-1)
+		}
+		return v
+	}
+	q, kk, v := rnd(B*SQ*H*D), rnd(B*SK*HK*D), rnd(B*SK*HK*D)
+	var ptrs [5]uint64
+	for i, x := range []struct {
+		dt dsl.Type
+		v  []float64
+	}{{cfg.In, q}, {cfg.In, kk}, {cfg.In, v}, {cfg.In, make([]float64, B*SQ*H*D)}, {dsl.F32, make([]float64, B*H*SQ)}} {
+		addr, err := sys.Malloc(0, max(len(x.v)*x.dt.Bytes(), 1))
+		if err != nil {
+			return res, err
+		}
+		if err := write(sys, addr, x.dt, x.v); err != nil {
+			return res, err
+		}
+		ptrs[i] = addr
+	}
+	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(cfg.Grid(B, H, SQ)), Block: emu.D1(cfg.Threads()),
+		SharedBytes: cfg.SharedBytes(),
+		Args:        []any{ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK), float32(scale)},
+		Options:     emu.Options{Seed: p.Seed}})
+	if err != nil {
+		return res, err
+	}
+	gotO, err := read(sys, ptrs[3], cfg.In, B*SQ*H*D)
+	if err != nil {
+		return res, err
+	}
+	gotL, err := read(sys, ptrs[4], dsl.F32, B*H*SQ)
+	if err != nil {
+		return res, err
+	}
+	want := AttentionRef(q, kk, v, B, H, HK, SQ, SK, D, scale, cfg.Causal)
+	bad := 0
+	var first string
+	fail := func(s string) {
+		if bad == 0 {
+			first = s
+		}
+		bad++
+	}
+	for i, w := range want.O {
+		tol := AttentionTolerance(cfg.In, want.Abs[i/D], w)
+		d := math.Abs(gotO[i] - w)
+		res.MaxError = math.Max(res.MaxError, d/tol)
+		if !(d <= tol) {
+			b, s, h, c := i/(SQ*H*D), i/(H*D)%SQ, i/D%H, i%D
+			fail(fmt.Sprintf("O[b %d, s %d, h %d, d %d] = %v, want %v (tolerance %.3g)", b, s, h, c, gotO[i], w, tol))
+		}
+	}
+	for i, w := range want.LSE {
+		if math.IsInf(w, -1) {
+			if !math.IsInf(gotL[i], -1) {
+				fail(fmt.Sprintf("LSE[%d] = %v, want -Inf (a row that sees no key)", i, gotL[i]))
+			}
+			continue
+		}
+		tol := 1e-5 * (1 + math.Abs(w))
+		d := math.Abs(gotL[i] - w)
+		res.MaxError = math.Max(res.MaxError, d/tol)
+		if !(d <= tol) {
+			fail(fmt.Sprintf("LSE[b %d, h %d, s %d] = %v, want %v (tolerance %.3g)", i/(H*SQ), i/SQ%H, i%SQ, gotL[i], w, tol))
+		}
+	}
+	res.Checked = len(want.O) + len(want.LSE)
+	if bad > 0 {
+		return res, fmt.Errorf("%s %s: %d of %d values differ; first: %s", cfg.Name(), res.Shape, bad, res.Checked, first)
+	}
+	return res, nil
+}
+
+// AttentionOut is the float64 reference's result: O [batch, seqQ, heads, d], LSE [batch,
+// heads, seqQ] (natural log of the scaled softmax denominator; -Inf for a row that sees no
+// key, whose O is 0), and Abs, per (batch, seqQ, heads) row of O, sum_j p_j max_d |v_jd|:
+// the scale of the rounding errors of P (see AttentionTolerance).
+type AttentionOut struct {
+	O, LSE, Abs []float64
+}
+
+// AttentionRef computes attention in float64 with the kernel's conventions: BSHD q, k, v,
+// query head h reading K/V head h/(heads/kvHeads), causal keys j <= i + seqK - seqQ.
+func AttentionRef(q, k, v []float64, batch, heads, kvHeads, seqQ, seqK, d int, scale float64, causal bool) AttentionOut {
+	out := AttentionOut{O: make([]float64, batch*seqQ*heads*d), LSE: make([]float64, batch*heads*seqQ), Abs: make([]float64, batch*seqQ*heads)}
+	s := make([]float64, seqK)
+	vmax := make([]float64, seqK)
+	for b := 0; b < batch; b++ {
+		for h := 0; h < heads; h++ {
+			hk := h / (heads / kvHeads)
+			kv := func(j int) int { return ((b*seqK+j)*kvHeads + hk) * d }
+			for j := 0; j < seqK; j++ {
+				vmax[j] = 0
+				for c := 0; c < d; c++ {
+					vmax[j] = math.Max(vmax[j], math.Abs(v[kv(j)+c]))
+				}
+			}
+			for i := 0; i < seqQ; i++ {
+				qo := ((b*seqQ+i)*heads + h) * d
+				n := seqK
+				if causal {
+					n = max(0, min(seqK, i+seqK-seqQ+1))
+				}
+				m := math.Inf(-1)
+				for j := 0; j < n; j++ {
+					x := 0.0
+					for c := 0; c < d; c++ {
+						x += q[qo+c] * k[kv(j)+c]
+					}
+					s[j] = x * scale
+					m = math.Max(m, s[j])
+				}
+				l, abs := 0.0, 0.0
+				for j := 0; j < n; j++ {
+					s[j] = math.Exp(s[j] - m)
+					l += s[j]
+					abs += s[j] * vmax[j]
+				}
+				li := (b*heads+h)*seqQ + i
+				if n == 0 {
+					out.LSE[li] = math.Inf(-1)
+					continue
+				}
+				out.LSE[li] = m + math.Log(l)
+				out.Abs[qo/d] = abs / l
+				for c := 0; c < d; c++ {
+					x := 0.0
+					for j := 0; j < n; j++ {
+						x += s[j] * v[kv(j)+c]
+					}
+					out.O[qo+c] = x / l
+				}
+			}
+		}
+	}
+	return out
+}
+
+// AttentionTolerance bounds |O - exact| for one element of a row whose sum_j p_j |v_j| / l
+// is abs: P is rounded to the input type before P V (relative error u = 2^-8 for bf16,
+// 2^-11 for f16, each weight's error times |v_j|, summed: u*abs), the output is rounded
+// to it too (u*|want|); the f32 scores, exp2.approx and the f32 sums add relative errors
+// near 2^-20, covered by 2^-16*abs.
+func AttentionTolerance(in dsl.Type, abs, want float64) float64 {
+	u := 0x1p-11
+	if in == dsl.BF16 {
+		u = 0x1p-8
+	}
+	return (u+0x1p-16)*abs + u*math.Abs(want) + 1e-30
+}
