@@ -151,9 +151,9 @@ func planFailed(op string, d *jit.Device, err error) error {
 
 // ptrOf is t's first element as a typed kernel argument.
 // apart returns an error when t (named name; the zero Tensor is unset) shares bytes of
-// device memory with d, which op writes; sameOK allows t to be exactly d (the same
-// elements, the same layout).
-func apart[T, U jit.Elem](op, name string, t Tensor[T], d Tensor[U], sameOK bool) error {
+// device memory with d (named dname), which op writes; sameOK allows t to be exactly d (the
+// same elements, the same layout: each element read before it is written).
+func apart[T, U jit.Elem](op, name string, t Tensor[T], dname string, d Tensor[U], sameOK bool) error {
 	if t.buf == nil || d.buf == nil || t.buf.Memory() != d.buf.Memory() {
 		return nil // separate allocations never overlap
 	}
@@ -165,12 +165,12 @@ func apart[T, U jit.Elem](op, name string, t Tensor[T], d Tensor[U], sameOK bool
 	if sameOK && tlo == dlo && thi == dhi && elemBytes[T]() == elemBytes[U]() && t.rank == d.rank && t.shape == d.shape && t.strides == d.strides {
 		return nil
 	}
-	what := "must not share D's memory"
+	what := "must not share " + dname + "'s memory"
 	if sameOK {
-		what = "must be D itself (the same elements) or not share its memory"
+		what = "must be " + dname + " itself (the same elements) or not share its memory"
 	}
-	return fmt.Errorf("ops: %s: %s (bytes %d-%d of its buffer) overlaps D (bytes %d-%d), which the call writes: %s %s",
-		op, name, tlo-uint64(t.buf.DevPtr()), thi-uint64(t.buf.DevPtr()), dlo-uint64(d.buf.DevPtr()), dhi-uint64(d.buf.DevPtr()), name, what)
+	return fmt.Errorf("ops: %s: %s (bytes %d-%d of its buffer) overlaps %s (bytes %d-%d), which the call writes: %s %s",
+		op, name, tlo-uint64(t.buf.DevPtr()), thi-uint64(t.buf.DevPtr()), dname, dlo-uint64(d.buf.DevPtr()), dhi-uint64(d.buf.DevPtr()), name, what)
 }
 
 // byteSpan returns the device bytes [lo, hi) t's elements lie in (strides are at least 0

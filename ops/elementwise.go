@@ -13,7 +13,7 @@ import (
 
 // Add writes out = a + b element by element (f32 or f16; kernels.VectorAdd). The three
 // tensors have one shape and are contiguous and 16-byte aligned (the kernel moves 128-bit
-// vectors); out may be a or b.
+// vectors); out may be a or b, but not share part of their memory.
 func Add[T jit.Elem](ctx context.Context, s *jit.Stream, out, a, b Tensor[T]) error {
 	const op = "Add"
 	d, n, err := streamOperands(ctx, op, "vector_add", out, a, b)
@@ -21,6 +21,12 @@ func Add[T jit.Elem](ctx context.Context, s *jit.Stream, out, a, b Tensor[T]) er
 		return err
 	}
 	if err := streamOn(op, s, d); err != nil {
+		return err
+	}
+	if err := apart(op, "a", a, "out", out, true); err != nil {
+		return err
+	}
+	if err := apart(op, "b", b, "out", out, true); err != nil {
 		return err
 	}
 	p, err := streamPlan(ctx, d, "vector_add", jit.ElemType[T](), n)
@@ -39,7 +45,7 @@ func Add[T jit.Elem](ctx context.Context, s *jit.Stream, out, a, b Tensor[T]) er
 
 // Axpy computes y = alpha*x + y element by element (f32 or f16, one rounding; kernels.Axpy):
 // y is the output and an input. x and y have one shape and are contiguous and 16-byte
-// aligned.
+// aligned; x may be y itself, but not share part of its memory.
 func Axpy[T jit.Elem](ctx context.Context, s *jit.Stream, y, x Tensor[T], alpha T) error {
 	const op = "Axpy"
 	d, n, err := streamOperands(ctx, op, "axpy", y, x)
@@ -47,6 +53,9 @@ func Axpy[T jit.Elem](ctx context.Context, s *jit.Stream, y, x Tensor[T], alpha 
 		return err
 	}
 	if err := streamOn(op, s, d); err != nil {
+		return err
+	}
+	if err := apart(op, "x", x, "y", y, true); err != nil {
 		return err
 	}
 	p, err := streamPlan(ctx, d, "axpy", jit.ElemType[T](), n)
@@ -119,8 +128,9 @@ func streamPlan(ctx context.Context, d *jit.Device, family string, dt ptx.Type, 
 }
 
 // Transpose writes out = in^T for a rows x cols matrix in (f32 or f16; kernels.Transpose):
-// out is cols x rows. Both are contiguous row-major and 16-byte aligned. (A transposed view
-// costs nothing: Tensor.Transpose; this op moves the elements.)
+// out is cols x rows. Both are contiguous row-major and 16-byte aligned, and do not share
+// memory (no transpose in place). (A transposed view costs nothing: Tensor.Transpose; this
+// op moves the elements.)
 func Transpose[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) error {
 	const op = "Transpose"
 	if err := begin(ctx, op); err != nil {
@@ -164,6 +174,9 @@ func Transpose[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]
 		return fmt.Errorf("ops: %s: in has %d rows: transpose's grid takes at most %d (65535 tiles of 32 along y)", op, m, maxGridY*32)
 	}
 	if err := streamOn(op, s, d); err != nil {
+		return err
+	}
+	if err := apart(op, "in", in, "out", out, false); err != nil {
 		return err
 	}
 	st := stateOf(d)

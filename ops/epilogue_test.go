@@ -251,3 +251,38 @@ func TestMatmulOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOverlapOtherOps: every op refuses an input that shares part of its output's memory
+// (a race on a GPU), and takes the exact in-place forms its docs allow.
+func TestOverlapOtherOps(t *testing.T) {
+	d := emuDevice(t)
+	ctx := context.Background()
+	buf := upload[float32](t, d, make([]float64, 64*64+8))
+	sq, _ := New(buf, 64, 64)
+	v0, _ := Strided(buf, 0, []int{1024}, []int{1})
+	v4, _ := Strided(buf, 4, []int{1024}, []int{1})
+	r0, _ := Strided(buf, 0, []int{4, 8}, []int{16, 1})
+	r4, _ := Strided(buf, 4, []int{4, 8}, []int{16, 1})
+	sums, _ := Strided(buf, 8, []int{4}, []int{1})
+	for _, c := range []struct {
+		name string
+		err  error
+		want string // "" for no error
+	}{
+		{"transpose in place", Transpose(ctx, nil, sq, sq), "in (bytes 0-16384 of its buffer) overlaps out"},
+		{"add shifted", Add(ctx, nil, v4, v0, v0), "a (bytes 0-4096 of its buffer) overlaps out (bytes 16-4112)"},
+		{"add in place", Add(ctx, nil, v0, v0, v0), ""},
+		{"axpy shifted", Axpy(ctx, nil, v4, v0, float32(2)), "x (bytes 0-4096 of its buffer) overlaps y"},
+		{"axpy in place", Axpy(ctx, nil, v0, v0, float32(2)), ""},
+		{"softmax shifted", Softmax(ctx, nil, r4, r0), "in (bytes 0-224 of its buffer) overlaps out"},
+		{"softmax in place", Softmax(ctx, nil, r0, r0), ""},
+		{"rowsum into its rows", RowSum(ctx, nil, sums, r0), "in (bytes 0-224 of its buffer) overlaps out"},
+	} {
+		if c.want == "" && c.err != nil || c.want != "" && (c.err == nil || !strings.Contains(c.err.Error(), c.want)) {
+			t.Errorf("%s: %v; want %q", c.name, c.err, c.want)
+		}
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+}

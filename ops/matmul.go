@@ -221,14 +221,14 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	}
 	// D is written while every other operand is read: none may share D's bytes, but C and
 	// Residual may be D itself, whole (each element reads its own before it is written).
-	if err := apart(op, "A", a, d, false); err != nil {
+	if err := apart(op, "A", a, "D", d, false); err != nil {
 		return err
 	}
-	if err := apart(op, "B", b, d, false); err != nil {
+	if err := apart(op, "B", b, "D", d, false); err != nil {
 		return err
 	}
 	if beta != 0 {
-		if err := apart(op, "C", o.C, d, true); err != nil {
+		if err := apart(op, "C", o.C, "D", d, true); err != nil {
 			return err
 		}
 	}
@@ -237,11 +237,11 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 			name string
 			t    Tensor[float32]
 		}{{"Bias", o.Bias}, {"ScaleA", o.ScaleA}, {"ScaleB", o.ScaleB}} {
-			if err := apart(op, v.name, v.t, d, false); err != nil {
+			if err := apart(op, v.name, v.t, "D", d, false); err != nil {
 				return err
 			}
 		}
-		if err := apart(op, "Residual", o.Residual, d, true); err != nil {
+		if err := apart(op, "Residual", o.Residual, "D", d, true); err != nil {
 			return err
 		}
 	}

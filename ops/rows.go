@@ -59,6 +59,9 @@ func Softmax[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) 
 	if err := streamOn(op, s, d); err != nil {
 		return err
 	}
+	if err := apart(op, "in", in, "out", out, true); err != nil {
+		return err
+	}
 	st := stateOf(d)
 	key := planKey{op: "softmax", in: dt, dims: [3]int{rows, cols}, lds: [4]int{ldIn, ldOut}, target: st.target}
 	if aligned16(in) && aligned16(out) {
@@ -110,6 +113,9 @@ func RowSum[T jit.Elem](ctx context.Context, s *jit.Stream, out Tensor[float32],
 		return err
 	}
 	if err := streamOn(op, s, d); err != nil {
+		return err
+	}
+	if err := apart(op, "in", in, "out", out, false); err != nil {
 		return err
 	}
 	st := stateOf(d)
