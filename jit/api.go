@@ -176,7 +176,12 @@ func newDevice(impl device, opts []Option) *Device {
 }
 
 // Info describes the device.
-func (d *Device) Info() Info { return d.info }
+func (d *Device) Info() Info {
+	if d == nil {
+		return Info{}
+	}
+	return d.info
+}
 
 // ErrClosed is what a closed Device's methods report (wrapped with what was called).
 var ErrClosed = errors.New("closed")
@@ -196,7 +201,12 @@ func (d *Device) usable(op string) error {
 }
 
 // Cache returns the cubin cache the device uses.
-func (d *Device) Cache() *Cache { return d.cache }
+func (d *Device) Cache() *Cache {
+	if d == nil {
+		return nil
+	}
+	return d.cache
+}
 
 // Close unloads the device's modules and releases it. Memory still allocated is freed with
 // the device's context; NVSHMEM must be finalized first.
@@ -392,13 +402,26 @@ func (d *Device) Load(src Source) (*Module, error) {
 }
 
 // Stats says whether the module came from the cache and how long linking and loading took.
-func (m *Module) Stats() LoadStats { return m.stats }
+func (m *Module) Stats() LoadStats {
+	if m == nil {
+		return LoadStats{}
+	}
+	return m.stats
+}
 
 // Source returns the ptx.Module the module was loaded from.
-func (m *Module) Source() *ptx.Module { return m.src }
+func (m *Module) Source() *ptx.Module {
+	if m == nil {
+		return nil
+	}
+	return m.src
+}
 
 // Close unloads the module (after nvshmemx_cumodule_finalize when it calls NVSHMEM).
 func (m *Module) Close() error {
+	if m == nil {
+		return errors.New("jit: Close of a nil *Module")
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -420,6 +443,9 @@ func (m *Module) Close() error {
 // Function looks up a kernel by name. The first lookup of a name asks the backend (on a GPU,
 // cuModuleGetFunction and a check of every parameter); later ones return the same Function.
 func (m *Module) Function(name string) (*Function, error) {
+	if m == nil {
+		return nil, fmt.Errorf("jit: Function(%q) of a nil *Module", name)
+	}
 	m.mu.Lock()
 	f, ok := m.funcs[name]
 	closed := m.closed
@@ -474,10 +500,20 @@ type Function struct {
 }
 
 // Name returns the kernel's name.
-func (f *Function) Name() string { return f.sig.Name }
+func (f *Function) Name() string {
+	if f == nil || f.sig == nil {
+		return ""
+	}
+	return f.sig.Name
+}
 
 // Params returns the kernel's parameter list.
-func (f *Function) Params() []ptx.Param { return f.sig.Params }
+func (f *Function) Params() []ptx.Param {
+	if f == nil || f.sig == nil {
+		return nil
+	}
+	return f.sig.Params
+}
 
 // LaunchConfig is a launch's shape.
 type LaunchConfig struct {
@@ -703,15 +739,33 @@ type Memory struct {
 }
 
 // DevPtr returns the allocation's address.
-func (m *Memory) DevPtr() DevicePtr { return m.ptr }
+func (m *Memory) DevPtr() DevicePtr {
+	if m == nil {
+		return 0
+	}
+	return m.ptr
+}
 
 // Size returns the allocation's size in bytes.
-func (m *Memory) Size() int64 { return m.size }
+func (m *Memory) Size() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.size
+}
 
 // Device returns the device the memory lives on.
-func (m *Memory) Device() *Device { return m.d }
+func (m *Memory) Device() *Device {
+	if m == nil {
+		return nil
+	}
+	return m.d
+}
 
 func (m *Memory) isFreed() bool {
+	if m == nil {
+		return true
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.freed
@@ -860,13 +914,23 @@ func BufferOf[T Elem](m *Memory, n int) (*Buffer[T], error) {
 }
 
 // Len returns the number of values.
-func (b *Buffer[T]) Len() int { return b.n }
+func (b *Buffer[T]) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // Memory returns the underlying allocation.
-func (b *Buffer[T]) Memory() *Memory { return b.mem }
+func (b *Buffer[T]) Memory() *Memory {
+	if b == nil {
+		return nil
+	}
+	return b.mem
+}
 
 // DevPtr returns the buffer's address.
-func (b *Buffer[T]) DevPtr() DevicePtr { return b.mem.ptr }
+func (b *Buffer[T]) DevPtr() DevicePtr { return b.Memory().DevPtr() }
 
 // Free releases the buffer's memory.
 func (b *Buffer[T]) Free() error {

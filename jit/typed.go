@@ -21,12 +21,17 @@ type Ptr[T Elem] interface {
 	elem() T
 }
 
-func (b *Buffer[T]) elem() (z T)            { return z }
-func (b *Buffer[T]) elemType() ptx.Type     { return ElemType[T]() }
-func (p TypedPtr[T]) elem() (z T)           { return z }
-func (p TypedPtr[T]) elemType() ptx.Type    { return ElemType[T]() }
-func (p TypedPtr[T]) DevPtr() DevicePtr     { return DevicePtr(p) }
-func (b *Buffer[T]) At(i int) TypedPtr[T]   { return TypedPtr[T](b.DevPtr()).Add(i) }
+func (b *Buffer[T]) elem() (z T)         { return z }
+func (b *Buffer[T]) elemType() ptx.Type  { return ElemType[T]() }
+func (p TypedPtr[T]) elem() (z T)        { return z }
+func (p TypedPtr[T]) elemType() ptx.Type { return ElemType[T]() }
+func (p TypedPtr[T]) DevPtr() DevicePtr  { return DevicePtr(p) }
+func (b *Buffer[T]) At(i int) TypedPtr[T] {
+	if b.DevPtr() == 0 {
+		return 0
+	}
+	return TypedPtr[T](b.DevPtr()).Add(i)
+}
 func (b *Buffer[T]) Ptr() TypedPtr[T]       { return TypedPtr[T](b.DevPtr()) }
 func (p TypedPtr[T]) Add(n int) TypedPtr[T] { return p + TypedPtr[T](int64(n)*int64(sizeOf(*new(T)))) }
 
