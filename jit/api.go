@@ -868,12 +868,33 @@ func (d *Device) CopyDtoH(dst []byte, src DevicePtr) error {
 	return d.impl.copyDtoH(dst, src, nil)
 }
 
-// CopyDtoD copies n bytes between device addresses and waits.
+// CopyDtoD copies n bytes between device addresses and waits. Overlapping source and
+// destination ranges are an error (the copy is undefined there).
 func (d *Device) CopyDtoD(dst, src DevicePtr, n int64) error {
 	if err := d.usable("CopyDtoD"); err != nil {
 		return err
 	}
+	if err := disjoint("CopyDtoD", dst, src, n); err != nil {
+		return err
+	}
 	return d.impl.copyDtoD(dst, src, n, nil)
+}
+
+// disjoint refuses a copy of n bytes from src to dst whose ranges overlap: cuMemcpy's
+// result is undefined there.
+func disjoint(op string, dst, src DevicePtr, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	gap := uint64(dst) - uint64(src)
+	if src > dst {
+		gap = uint64(src) - uint64(dst)
+	}
+	if gap >= uint64(n) {
+		return nil
+	}
+	return fmt.Errorf("jit: %s: the destination [%#x, %#x) and the source [%#x, %#x) overlap (%d bytes each); a device copy between overlapping ranges is undefined: copy through a temporary buffer",
+		op, uint64(dst), uint64(dst)+uint64(n), uint64(src), uint64(src)+uint64(n), n)
 }
 
 // Elem is the element types of a Buffer.
@@ -1021,7 +1042,11 @@ func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
 		return err
 	}
 	var z T
-	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, int64(src.n)*int64(unsafe.Sizeof(z)), st)
+	n := int64(src.n) * int64(unsafe.Sizeof(z))
+	if err := disjoint("CopyFrom", b.mem.ptr, src.mem.ptr, n); err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, n, st)
 }
 
 // Stream is an ordered queue of device work.
@@ -1131,13 +1156,17 @@ func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
 	return s.d.impl.copyDtoH(dst, src, st)
 }
 
-// CopyDtoD enqueues a device-to-device copy.
+// CopyDtoD enqueues a device-to-device copy of n bytes. Overlapping source and destination
+// ranges are an error (the copy is undefined there).
 func (s *Stream) CopyDtoD(dst, src DevicePtr, n int64) error {
 	if s == nil {
 		return errors.New("jit: CopyDtoD on a nil *Stream")
 	}
 	st, err := s.use("Stream.CopyDtoD")
 	if err != nil {
+		return err
+	}
+	if err := disjoint("Stream.CopyDtoD", dst, src, n); err != nil {
 		return err
 	}
 	return s.d.impl.copyDtoD(dst, src, n, st)

@@ -68,7 +68,8 @@ func TestForeignBuffer(t *testing.T) {
 	if err := fn.Launch(cfg, b, uint32(64), uint32(1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CopyFrom(b); err != nil {
+	b3, _ := Alloc[uint32](d0, 64)
+	if err := b3.CopyFrom(b); err != nil {
 		t.Fatal(err)
 	}
 }
