@@ -636,8 +636,10 @@ type modalLauncher interface {
 // count, and each one's size and kind (pointers for .u64/.b64, Go scalars of the parameter's
 // width: float32 for .f32, uint16 bits for .f16/.bf16, int32/uint32 for 32-bit integers...).
 // A byte-array parameter wider than 8 bytes takes a TensorMap (a 64-byte-aligned 128-byte
-// tensor-map parameter of a map made on this device) or a []byte of its size. Launch does
-// not wait.
+// tensor-map parameter of a map made on this device) or a []byte of its size. A *Buffer or
+// *Memory argument must live on the function's device (an error names both); raw addresses
+// (DevicePtr, the TypedPtr of Buffer.Ptr and Buffer.At, AnyPtr) carry no device and cannot
+// be checked. Launch does not wait.
 func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	if f == nil || f.m == nil || f.sig == nil {
 		return errors.New("jit: Launch of a nil *Function (look kernels up with Module.Function)")
@@ -1037,6 +1039,10 @@ func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
 	if err := b.check("CopyFrom", src.n); err != nil {
 		return err
 	}
+	if sd := src.mem.d; sd != b.mem.d {
+		sn, dn := describePair(sd, b.mem.d)
+		return fmt.Errorf("jit: CopyFrom: the source buffer belongs to %s, the destination to %s: copy between devices through the host", sn, dn)
+	}
 	st, err := s.useOn("CopyFrom", b.mem.d)
 	if err != nil {
 		return err
@@ -1088,11 +1094,37 @@ func (s *Stream) useOn(op string, d *Device) (stream, error) {
 	if err != nil || s == nil || d == nil || s.d == d {
 		return st, err
 	}
-	sd, wd := s.d.describe(), d.describe()
-	if sd == wd {
-		sd = "another Open of " + sd
-	}
+	sd, wd := describePair(s.d, d)
 	return nil, fmt.Errorf("jit: %s: the stream belongs to %s, the work to %s: use a stream of the work's device (or nil, its default stream)", op, sd, wd)
+}
+
+// describePair describes two distinct devices, the first as "another Open of" the second
+// when both are Opens of one GPU.
+func describePair(a, b *Device) (string, string) {
+	ad, bd := a.describe(), b.describe()
+	if ad == bd {
+		ad = "another Open of " + ad
+	}
+	return ad, bd
+}
+
+// owner is the device a *Memory or *Buffer lives on (nil for nil).
+func (m *Memory) owner() *Device    { return m.Device() }
+func (b *Buffer[T]) owner() *Device { return b.Memory().Device() }
+
+// onDevice returns an error naming both devices when p is memory (*Memory, *Buffer) of a
+// device other than d, the launch's (nil: any). Raw addresses carry no device: unchecked.
+func onDevice(p any, d *Device) error {
+	o, ok := p.(interface{ owner() *Device })
+	if !ok || d == nil {
+		return nil
+	}
+	od := o.owner()
+	if od == nil || od == d {
+		return nil
+	}
+	md, wd := describePair(od, d)
+	return fmt.Errorf("the %T belongs to %s, the work to %s: pass memory of the launching device", p, md, wd)
 }
 
 // NewStream creates a stream.
