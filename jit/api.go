@@ -176,7 +176,12 @@ func newDevice(impl device, opts []Option) *Device {
 }
 
 // Info describes the device.
-func (d *Device) Info() Info { return d.info }
+func (d *Device) Info() Info {
+	if d == nil {
+		return Info{}
+	}
+	return d.info
+}
 
 // ErrClosed is what a closed Device's methods report (wrapped with what was called).
 var ErrClosed = errors.New("closed")
@@ -196,7 +201,12 @@ func (d *Device) usable(op string) error {
 }
 
 // Cache returns the cubin cache the device uses.
-func (d *Device) Cache() *Cache { return d.cache }
+func (d *Device) Cache() *Cache {
+	if d == nil {
+		return nil
+	}
+	return d.cache
+}
 
 // Close unloads the device's modules and releases it. Memory still allocated is freed with
 // the device's context; NVSHMEM must be finalized first.
@@ -392,13 +402,26 @@ func (d *Device) Load(src Source) (*Module, error) {
 }
 
 // Stats says whether the module came from the cache and how long linking and loading took.
-func (m *Module) Stats() LoadStats { return m.stats }
+func (m *Module) Stats() LoadStats {
+	if m == nil {
+		return LoadStats{}
+	}
+	return m.stats
+}
 
 // Source returns the ptx.Module the module was loaded from.
-func (m *Module) Source() *ptx.Module { return m.src }
+func (m *Module) Source() *ptx.Module {
+	if m == nil {
+		return nil
+	}
+	return m.src
+}
 
 // Close unloads the module (after nvshmemx_cumodule_finalize when it calls NVSHMEM).
 func (m *Module) Close() error {
+	if m == nil {
+		return errors.New("jit: Close of a nil *Module")
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -420,6 +443,9 @@ func (m *Module) Close() error {
 // Function looks up a kernel by name. The first lookup of a name asks the backend (on a GPU,
 // cuModuleGetFunction and a check of every parameter); later ones return the same Function.
 func (m *Module) Function(name string) (*Function, error) {
+	if m == nil {
+		return nil, fmt.Errorf("jit: Function(%q) of a nil *Module", name)
+	}
 	m.mu.Lock()
 	f, ok := m.funcs[name]
 	closed := m.closed
@@ -474,10 +500,20 @@ type Function struct {
 }
 
 // Name returns the kernel's name.
-func (f *Function) Name() string { return f.sig.Name }
+func (f *Function) Name() string {
+	if f == nil || f.sig == nil {
+		return ""
+	}
+	return f.sig.Name
+}
 
 // Params returns the kernel's parameter list.
-func (f *Function) Params() []ptx.Param { return f.sig.Params }
+func (f *Function) Params() []ptx.Param {
+	if f == nil || f.sig == nil {
+		return nil
+	}
+	return f.sig.Params
+}
 
 // LaunchConfig is a launch's shape.
 type LaunchConfig struct {
@@ -600,8 +636,10 @@ type modalLauncher interface {
 // count, and each one's size and kind (pointers for .u64/.b64, Go scalars of the parameter's
 // width: float32 for .f32, uint16 bits for .f16/.bf16, int32/uint32 for 32-bit integers...).
 // A byte-array parameter wider than 8 bytes takes a TensorMap (a 64-byte-aligned 128-byte
-// tensor-map parameter of a map made on this device) or a []byte of its size. Launch does
-// not wait.
+// tensor-map parameter of a map made on this device) or a []byte of its size. A *Buffer or
+// *Memory argument must live on the function's device (an error names both); raw addresses
+// (DevicePtr, the TypedPtr of Buffer.Ptr and Buffer.At, AnyPtr) carry no device and cannot
+// be checked. Launch does not wait.
 func (f *Function) Launch(cfg LaunchConfig, args ...any) error {
 	if f == nil || f.m == nil || f.sig == nil {
 		return errors.New("jit: Launch of a nil *Function (look kernels up with Module.Function)")
@@ -703,15 +741,33 @@ type Memory struct {
 }
 
 // DevPtr returns the allocation's address.
-func (m *Memory) DevPtr() DevicePtr { return m.ptr }
+func (m *Memory) DevPtr() DevicePtr {
+	if m == nil {
+		return 0
+	}
+	return m.ptr
+}
 
 // Size returns the allocation's size in bytes.
-func (m *Memory) Size() int64 { return m.size }
+func (m *Memory) Size() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.size
+}
 
 // Device returns the device the memory lives on.
-func (m *Memory) Device() *Device { return m.d }
+func (m *Memory) Device() *Device {
+	if m == nil {
+		return nil
+	}
+	return m.d
+}
 
 func (m *Memory) isFreed() bool {
+	if m == nil {
+		return true
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.freed
@@ -814,12 +870,33 @@ func (d *Device) CopyDtoH(dst []byte, src DevicePtr) error {
 	return d.impl.copyDtoH(dst, src, nil)
 }
 
-// CopyDtoD copies n bytes between device addresses and waits.
+// CopyDtoD copies n bytes between device addresses and waits. Overlapping source and
+// destination ranges are an error (the copy is undefined there).
 func (d *Device) CopyDtoD(dst, src DevicePtr, n int64) error {
 	if err := d.usable("CopyDtoD"); err != nil {
 		return err
 	}
+	if err := disjoint("CopyDtoD", dst, src, n); err != nil {
+		return err
+	}
 	return d.impl.copyDtoD(dst, src, n, nil)
+}
+
+// disjoint refuses a copy of n bytes from src to dst whose ranges overlap: cuMemcpy's
+// result is undefined there.
+func disjoint(op string, dst, src DevicePtr, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	gap := uint64(dst) - uint64(src)
+	if src > dst {
+		gap = uint64(src) - uint64(dst)
+	}
+	if gap >= uint64(n) {
+		return nil
+	}
+	return fmt.Errorf("jit: %s: the destination [%#x, %#x) and the source [%#x, %#x) overlap (%d bytes each); a device copy between overlapping ranges is undefined: copy through a temporary buffer",
+		op, uint64(dst), uint64(dst)+uint64(n), uint64(src), uint64(src)+uint64(n), n)
 }
 
 // Elem is the element types of a Buffer.
@@ -860,13 +937,23 @@ func BufferOf[T Elem](m *Memory, n int) (*Buffer[T], error) {
 }
 
 // Len returns the number of values.
-func (b *Buffer[T]) Len() int { return b.n }
+func (b *Buffer[T]) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // Memory returns the underlying allocation.
-func (b *Buffer[T]) Memory() *Memory { return b.mem }
+func (b *Buffer[T]) Memory() *Memory {
+	if b == nil {
+		return nil
+	}
+	return b.mem
+}
 
 // DevPtr returns the buffer's address.
-func (b *Buffer[T]) DevPtr() DevicePtr { return b.mem.ptr }
+func (b *Buffer[T]) DevPtr() DevicePtr { return b.Memory().DevPtr() }
 
 // Free releases the buffer's memory.
 func (b *Buffer[T]) Free() error {
@@ -952,12 +1039,20 @@ func (b *Buffer[T]) CopyFromAsync(src *Buffer[T], s *Stream) error {
 	if err := b.check("CopyFrom", src.n); err != nil {
 		return err
 	}
+	if sd := src.mem.d; sd != b.mem.d {
+		sn, dn := describePair(sd, b.mem.d)
+		return fmt.Errorf("jit: CopyFrom: the source buffer belongs to %s, the destination to %s: copy between devices through the host", sn, dn)
+	}
 	st, err := s.useOn("CopyFrom", b.mem.d)
 	if err != nil {
 		return err
 	}
 	var z T
-	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, int64(src.n)*int64(unsafe.Sizeof(z)), st)
+	n := int64(src.n) * int64(unsafe.Sizeof(z))
+	if err := disjoint("CopyFrom", b.mem.ptr, src.mem.ptr, n); err != nil {
+		return err
+	}
+	return b.mem.d.impl.copyDtoD(b.mem.ptr, src.mem.ptr, n, st)
 }
 
 // Stream is an ordered queue of device work.
@@ -999,11 +1094,37 @@ func (s *Stream) useOn(op string, d *Device) (stream, error) {
 	if err != nil || s == nil || d == nil || s.d == d {
 		return st, err
 	}
-	sd, wd := s.d.describe(), d.describe()
-	if sd == wd {
-		sd = "another Open of " + sd
-	}
+	sd, wd := describePair(s.d, d)
 	return nil, fmt.Errorf("jit: %s: the stream belongs to %s, the work to %s: use a stream of the work's device (or nil, its default stream)", op, sd, wd)
+}
+
+// describePair describes two distinct devices, the first as "another Open of" the second
+// when both are Opens of one GPU.
+func describePair(a, b *Device) (string, string) {
+	ad, bd := a.describe(), b.describe()
+	if ad == bd {
+		ad = "another Open of " + ad
+	}
+	return ad, bd
+}
+
+// owner is the device a *Memory or *Buffer lives on (nil for nil).
+func (m *Memory) owner() *Device    { return m.Device() }
+func (b *Buffer[T]) owner() *Device { return b.Memory().Device() }
+
+// onDevice returns an error naming both devices when p is memory (*Memory, *Buffer) of a
+// device other than d, the launch's (nil: any). Raw addresses carry no device: unchecked.
+func onDevice(p any, d *Device) error {
+	o, ok := p.(interface{ owner() *Device })
+	if !ok || d == nil {
+		return nil
+	}
+	od := o.owner()
+	if od == nil || od == d {
+		return nil
+	}
+	md, wd := describePair(od, d)
+	return fmt.Errorf("the %T belongs to %s, the work to %s: pass memory of the launching device", p, md, wd)
 }
 
 // NewStream creates a stream.
@@ -1067,13 +1188,17 @@ func (s *Stream) CopyDtoH(dst []byte, src DevicePtr) error {
 	return s.d.impl.copyDtoH(dst, src, st)
 }
 
-// CopyDtoD enqueues a device-to-device copy.
+// CopyDtoD enqueues a device-to-device copy of n bytes. Overlapping source and destination
+// ranges are an error (the copy is undefined there).
 func (s *Stream) CopyDtoD(dst, src DevicePtr, n int64) error {
 	if s == nil {
 		return errors.New("jit: CopyDtoD on a nil *Stream")
 	}
 	st, err := s.use("Stream.CopyDtoD")
 	if err != nil {
+		return err
+	}
+	if err := disjoint("Stream.CopyDtoD", dst, src, n); err != nil {
 		return err
 	}
 	return s.d.impl.copyDtoD(dst, src, n, st)

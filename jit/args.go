@@ -100,7 +100,7 @@ func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint6
 	if offs == nil {
 		slots := make([]uint64, len(args))
 		for i, p := range f.Params {
-			v, err := encodeArg(p, args[i], infoAt(info, i))
+			v, err := encodeArg(p, args[i], dev, infoAt(info, i))
 			if err != nil {
 				return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
 			}
@@ -122,7 +122,7 @@ func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint6
 				putBytes(words[offs[i]:], b)
 			}
 		} else {
-			words[offs[i]], err = encodeArg(p, args[i], infoAt(info, i))
+			words[offs[i]], err = encodeArg(p, args[i], dev, infoAt(info, i))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
@@ -195,7 +195,7 @@ func encodeWide(p ptx.Param, a any, dev *Device, info *ParamInfo) ([]byte, error
 // kernel declared for it: a pointer's element type and a scalar's type are then checked
 // against it as LaunchArgs checks a struct's fields. A scalar's value must also lie in the
 // range of the parameter's type (int32(-1) for a .u32 parameter is an error, not 2^32-1).
-func encodeArg(p ptx.Param, a any, info *ParamInfo) (uint64, error) {
+func encodeArg(p ptx.Param, a any, dev *Device, info *ParamInfo) (uint64, error) {
 	size := paramBytes(p)
 	if size > MaxArgBytes {
 		return 0, fmt.Errorf("the parameter is %d bytes: only byte arrays (.b8 name[N]) are wider than %d", size, MaxArgBytes)
@@ -223,7 +223,7 @@ func encodeArg(p ptx.Param, a any, info *ParamInfo) (uint64, error) {
 		return nil
 	}
 	if pv, ok := a.(Pointer); ok {
-		return encodePointer(pv, size, intOK, info)
+		return encodePointer(pv, size, intOK, dev, info)
 	}
 	var (
 		w   uint64
@@ -327,15 +327,18 @@ func inRange(t, ht ptx.Type, neg bool, w uint64) error {
 	return nil
 }
 
-// encodePointer encodes a device pointer argument; info, when known, says the parameter is a
-// pointer and to what: a typed pointer (*Buffer[T], TypedPtr[T]) or an AnyPtr must point to
-// that element type.
-func encodePointer(v Pointer, size int, intOK bool, info *ParamInfo) (uint64, error) {
+// encodePointer encodes a device pointer argument of a launch on dev (nil: any device); info,
+// when known, says the parameter is a pointer and to what: a typed pointer (*Buffer[T],
+// TypedPtr[T]) or an AnyPtr must point to that element type.
+func encodePointer(v Pointer, size int, intOK bool, dev *Device, info *ParamInfo) (uint64, error) {
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return 0, fmt.Errorf("got a nil %T", v)
 	}
 	if f, ok := v.(interface{ isFreed() bool }); ok && f.isFreed() {
 		return 0, fmt.Errorf("got a %T that was freed", v)
+	}
+	if err := onDevice(v, dev); err != nil {
+		return 0, err
 	}
 	if size != 8 || !intOK {
 		return 0, fmt.Errorf("got a device pointer, the parameter is not a 64-bit integer (.u64/.b64/.s64)")

@@ -82,7 +82,12 @@ func DefaultCache() *Cache {
 func ClearCache() error { return NewCache(DefaultCacheDir()).Clear() }
 
 // Dir returns the cache's folder.
-func (c *Cache) Dir() string { return c.dir }
+func (c *Cache) Dir() string {
+	if c == nil {
+		return ""
+	}
+	return c.dir
+}
 
 // Enabled reports whether the cache stores anything.
 func (c *Cache) Enabled() bool { return c != nil && !c.disabled && c.dir != "" }
@@ -345,6 +350,9 @@ func hasMagic(p string, empty bool) bool {
 
 // Len counts the entries (for tests and `kgen` diagnostics).
 func (c *Cache) Len() int {
+	if c == nil {
+		return 0
+	}
 	n := 0
 	c.walkOwn(func(_ string, entry bool) {
 		if entry {

@@ -164,6 +164,9 @@ func (c *capture) record(f *Function, cfg LaunchConfig, g, b Dim3, slots []uint6
 // Kernels lists the graph's kernel launches in capture order; their indices are the node
 // numbers GraphExec.SetArgs takes.
 func (g *Graph) Kernels() []GraphKernel {
+	if g == nil {
+		return nil
+	}
 	out := make([]GraphKernel, len(g.nodes))
 	for i, n := range g.nodes {
 		out[i] = GraphKernel{Name: n.fn.sig.Name, Grid: n.g, Block: n.b, SharedMem: n.cfg.SharedMem}
@@ -174,6 +177,9 @@ func (g *Graph) Kernels() []GraphKernel {
 // Instantiate makes an executable graph. A Graph may be instantiated several times; each
 // GraphExec keeps its own arguments.
 func (g *Graph) Instantiate() (*GraphExec, error) {
+	if g == nil {
+		return nil, errors.New("jit: Instantiate of a nil *Graph")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -193,6 +199,9 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 
 // Close destroys the graph (its GraphExecs stay usable).
 func (g *Graph) Close() error {
+	if g == nil {
+		return errors.New("jit: Close of a nil *Graph")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -205,6 +214,9 @@ func (g *Graph) Close() error {
 // Launch replays the graph on s (nil: the default stream). Like a kernel launch it does not
 // wait (on the emulator the graph's launches are enqueued on s).
 func (x *GraphExec) Launch(s *Stream) error {
+	if x == nil {
+		return errors.New("jit: Launch of a nil *GraphExec")
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
@@ -265,6 +277,9 @@ func (x *GraphExec) SetLaunchArgs(i int, args any) error {
 }
 
 func (x *GraphExec) node(i int) (*Function, error) {
+	if x == nil {
+		return nil, errors.New("jit: SetArgs of a nil *GraphExec")
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if i < 0 || i >= len(x.nodes) {
@@ -290,6 +305,9 @@ func (x *GraphExec) set(i int, slots []uint64) error {
 
 // Close destroys the executable graph.
 func (x *GraphExec) Close() error {
+	if x == nil {
+		return errors.New("jit: Close of a nil *GraphExec")
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {

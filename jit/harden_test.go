@@ -124,6 +124,7 @@ func TestClosedDevice(t *testing.T) {
 
 // TestNilReceivers checks that nil receivers and arguments are errors, not panics.
 func TestNilReceivers(t *testing.T) {
+	t.Run("every method", nilMethods)
 	var d *Device
 	wantErr(t, "nil Device.Close", d.Close(), "nil *Device")
 	_, err := d.Alloc(4)

@@ -5,6 +5,9 @@ import "os"
 // NVSHMEM returns the NVSHMEM running on d (InitNVSHMEM), or nil when none is; a finalized
 // one is nil too.
 func (d *Device) NVSHMEM() *NVSHMEM {
+	if d == nil {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.shmem == nil || d.shmem.finalized() {

@@ -46,7 +46,12 @@ const MaxLaunchRanks = 1024
 // exits 128+signal (143 for SIGTERM), as a shell reports it.
 type SignalError struct{ Signal syscall.Signal }
 
-func (e *SignalError) Error() string { return "stopped by " + e.Signal.String() }
+func (e *SignalError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	return "stopped by " + e.Signal.String()
+}
 
 // timeoutError is the cause of a launch stopped by LaunchOptions.Timeout.
 type timeoutError struct{ d time.Duration }

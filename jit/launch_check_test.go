@@ -45,8 +45,11 @@ func TestLaunchPositionalChecksTypes(t *testing.T) {
 		}
 	}
 	// Without declared parameters, the range is still checked against the PTX type.
-	_, bare := loadScale(t, dsl.F16, false)
-	if err := bare.Launch(cfg, x, y, float32(2), int32(-1)); err == nil || !strings.Contains(err.Error(), "argument 3 (.u32 n): got int32 -1: out of range") {
+	// (its own device's buffers: a launch refuses another device's.)
+	db, bare := loadScale(t, dsl.F16, false)
+	xb, _ := jit.Alloc[fp.F16](db, n)
+	yb, _ := jit.Alloc[fp.F16](db, n)
+	if err := bare.Launch(cfg, xb, yb, float32(2), int32(-1)); err == nil || !strings.Contains(err.Error(), "argument 3 (.u32 n): got int32 -1: out of range") {
 		t.Errorf("int32(-1) for .u32 without Source.Params: %v", err)
 	}
 }

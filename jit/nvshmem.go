@@ -39,12 +39,20 @@ type InitOptions struct {
 // MulticastError says why a multicast address is unavailable.
 type MulticastError struct{ Reason string }
 
-func (e *MulticastError) Error() string { return "jit: no NVSHMEM multicast address: " + e.Reason }
+func (e *MulticastError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	return "jit: no NVSHMEM multicast address: " + e.Reason
+}
 
 // VersionError reports a device library built from another NVSHMEM than the host library.
 type VersionError struct{ DevLib, Host, HostPath string }
 
 func (e *VersionError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("jit: NVSHMEM device library was built from NVSHMEM %s but the host library %s is %s; rebuild the device library (nvshmem/devlib) from the same NVSHMEM as the host library, or point NVSHMEM_HOME at the matching one", e.DevLib, e.HostPath, e.Host)
 }
 
@@ -139,6 +147,9 @@ func (s *NVSHMEM) finalized() bool {
 }
 
 func (s *NVSHMEM) live() error {
+	if s == nil {
+		return errors.New("jit: a nil *NVSHMEM (Device.NVSHMEM is nil when none runs: InitNVSHMEM)")
+	}
 	if s.finalized() {
 		return errors.New("jit: NVSHMEM was finalized")
 	}
@@ -146,19 +157,44 @@ func (s *NVSHMEM) live() error {
 }
 
 // MyPE returns this process's PE number.
-func (s *NVSHMEM) MyPE() int { return s.impl.myPE() }
+func (s *NVSHMEM) MyPE() int {
+	if s == nil {
+		return 0
+	}
+	return s.impl.myPE()
+}
 
 // NPEs returns the number of PEs.
-func (s *NVSHMEM) NPEs() int { return s.impl.nPEs() }
+func (s *NVSHMEM) NPEs() int {
+	if s == nil {
+		return 0
+	}
+	return s.impl.nPEs()
+}
 
 // Version returns the host library's NVSHMEM version ("3.4.5").
-func (s *NVSHMEM) Version() string { return s.host }
+func (s *NVSHMEM) Version() string {
+	if s == nil {
+		return ""
+	}
+	return s.host
+}
 
 // LibPath returns the host library that was loaded.
-func (s *NVSHMEM) LibPath() string { return s.libPath }
+func (s *NVSHMEM) LibPath() string {
+	if s == nil {
+		return ""
+	}
+	return s.libPath
+}
 
 // Device returns the device NVSHMEM runs on.
-func (s *NVSHMEM) Device() *Device { return s.d }
+func (s *NVSHMEM) Device() *Device {
+	if s == nil {
+		return nil
+	}
+	return s.d
+}
 
 func (s *NVSHMEM) checkDevLib(dl *DevLib) error {
 	if s.d.info.Backend == Emulator {
@@ -334,6 +370,9 @@ func (s *NVSHMEM) BarrierAllOnStream(st *Stream) error {
 // that call NVSHMEM, free the symmetric memory still allocated (newest first), then
 // nvshmemx_hostlib_finalize. Collective.
 func (s *NVSHMEM) Finalize() error {
+	if s == nil {
+		return errors.New("jit: Finalize of a nil *NVSHMEM")
+	}
 	s.mu.Lock()
 	if s.done {
 		s.mu.Unlock()

@@ -384,6 +384,9 @@ type RankError struct {
 }
 
 func (e *RankError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	if e.Rank < 0 {
 		return fmt.Sprintf("launch stopped (exit code %d): %v", e.ExitCode, e.Err)
 	}
@@ -391,7 +394,12 @@ func (e *RankError) Error() string {
 }
 
 // Unwrap returns how the rank ended.
-func (e *RankError) Unwrap() error { return e.Err }
+func (e *RankError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // ---- the in-process ranks' rendezvous ----
 

@@ -68,6 +68,9 @@ type startup struct {
 
 // Startup returns where the device's time to its first launch went so far.
 func (d *Device) Startup() Startup {
+	if d == nil {
+		return Startup{}
+	}
 	d.st.mu.Lock()
 	defer d.st.mu.Unlock()
 	s := d.st.s

@@ -172,7 +172,7 @@ func (s *tensorMapSpec) validate(size int64) error {
 	case len(s.box) != rank:
 		return fmt.Errorf("%d box dimensions for rank %d: want %d", len(s.box), rank, rank)
 	case s.elemStrides != nil && len(s.elemStrides) != rank:
-		return fmt.Errorf("%d element strides for rank %d: want %d", len(s.elemStrides), rank, rank)
+		return fmt.Errorf("WithElemStrides: %d element strides for rank %d: want %d", len(s.elemStrides), rank, rank)
 	case s.interleave != 0 && s.interleave != 16 && s.interleave != 32:
 		return fmt.Errorf("interleave %d: want 0, 16 or 32 bytes", s.interleave)
 	case s.interleave != 0 && rank < 3:
@@ -195,12 +195,12 @@ func (s *tensorMapSpec) validate(size int64) error {
 	}
 	if s.elemStrides == nil {
 		s.elemStrides = make([]uint32, rank)
+		for d := range s.elemStrides {
+			s.elemStrides[d] = 1
+		}
 	}
 	extent := uint64(es) // the last byte the tensor reaches, plus one
 	for d := 0; d < rank; d++ {
-		if s.elemStrides[d] == 0 {
-			s.elemStrides[d] = 1
-		}
 		stride := uint64(es)
 		if d > 0 {
 			stride = s.strides[d-1]
@@ -210,8 +210,8 @@ func (s *tensorMapSpec) validate(size int64) error {
 			return fmt.Errorf("dimension %d has %d elements: want 1 to 2^32", d, s.dims[d])
 		case s.box[d] == 0 || s.box[d] > 256:
 			return fmt.Errorf("box dimension %d is %d: want 1 to 256", d, s.box[d])
-		case s.elemStrides[d] > 8:
-			return fmt.Errorf("element stride %d of dimension %d: want 1 to 8", s.elemStrides[d], d)
+		case s.elemStrides[d] < 1 || s.elemStrides[d] > 8:
+			return fmt.Errorf("WithElemStrides: element stride %d of dimension %d: want 1 to 8", s.elemStrides[d], d)
 		case d > 0 && (stride%align != 0 || stride >= 1<<40):
 			return fmt.Errorf("stride of dimension %d (strides[%d]) is %d bytes: want a multiple of %d below 2^40", d, d-1, stride, align)
 		}

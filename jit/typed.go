@@ -21,12 +21,17 @@ type Ptr[T Elem] interface {
 	elem() T
 }
 
-func (b *Buffer[T]) elem() (z T)            { return z }
-func (b *Buffer[T]) elemType() ptx.Type     { return ElemType[T]() }
-func (p TypedPtr[T]) elem() (z T)           { return z }
-func (p TypedPtr[T]) elemType() ptx.Type    { return ElemType[T]() }
-func (p TypedPtr[T]) DevPtr() DevicePtr     { return DevicePtr(p) }
-func (b *Buffer[T]) At(i int) TypedPtr[T]   { return TypedPtr[T](b.DevPtr()).Add(i) }
+func (b *Buffer[T]) elem() (z T)         { return z }
+func (b *Buffer[T]) elemType() ptx.Type  { return ElemType[T]() }
+func (p TypedPtr[T]) elem() (z T)        { return z }
+func (p TypedPtr[T]) elemType() ptx.Type { return ElemType[T]() }
+func (p TypedPtr[T]) DevPtr() DevicePtr  { return DevicePtr(p) }
+func (b *Buffer[T]) At(i int) TypedPtr[T] {
+	if b.DevPtr() == 0 {
+		return 0
+	}
+	return TypedPtr[T](b.DevPtr()).Add(i)
+}
 func (b *Buffer[T]) Ptr() TypedPtr[T]       { return TypedPtr[T](b.DevPtr()) }
 func (p TypedPtr[T]) Add(n int) TypedPtr[T] { return p + TypedPtr[T](int64(n)*int64(sizeOf(*new(T)))) }
 
@@ -311,8 +316,9 @@ func (af *argField) check(ft reflect.Type) error {
 // TypedPtr[T]) or AnyPtr, scalars are sized Go numbers or fp types, a 128-byte tensor-map
 // parameter takes a TensorMap (NewTensorMap) made on the launching device. A field's type is checked
 // against the parameter once per struct type and kernel, and against the element types the
-// kernel declared when the module was loaded with Source.Params; errors name the field.
-// LaunchArgs does not wait.
+// kernel declared when the module was loaded with Source.Params; errors name the field. A
+// *Buffer field must live on the function's device; a TypedPtr or AnyPtr is a raw address
+// and cannot be checked. LaunchArgs does not wait.
 func (f *Function) LaunchArgs(cfg LaunchConfig, args any) error {
 	if f == nil || f.m == nil || f.sig == nil {
 		return errors.New("jit: LaunchArgs of a nil *Function (look kernels up with Module.Function)")
@@ -357,7 +363,7 @@ func (f *Function) encodeStruct(v reflect.Value) ([]uint64, error) {
 			if offs != nil {
 				w = offs[i]
 			}
-			slots[w], err = af.word(fv)
+			slots[w], err = af.word(fv, f.m.d)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("jit: kernel %s, field %s (parameter %s): %w", f.sig.Name, af.field, af.param.Name, err)
@@ -366,8 +372,8 @@ func (f *Function) encodeStruct(v reflect.Value) ([]uint64, error) {
 	return slots, nil
 }
 
-// word encodes one field's value.
-func (af *argField) word(fv reflect.Value) (uint64, error) {
+// word encodes one field's value for a launch on dev.
+func (af *argField) word(fv reflect.Value, dev *Device) (uint64, error) {
 	switch af.kind {
 	case argInt:
 		v := fv.Int()
@@ -407,6 +413,9 @@ func (af *argField) word(fv reflect.Value) (uint64, error) {
 	}
 	if fr, ok := p.(interface{ isFreed() bool }); ok && fr.isFreed() {
 		return 0, fmt.Errorf("a %T that was freed", p)
+	}
+	if err := onDevice(p, dev); err != nil {
+		return 0, err
 	}
 	return uint64(p.DevPtr()), nil
 }
