@@ -111,8 +111,10 @@ func GemmSM90For(in, out dsl.Type, m, n, k, sms int) (GemmSM90Config, error) {
 
 // Cycles is GemmSM90For's estimate of the configuration's time on an M x N x K problem, in
 // SM cycles of the busiest SM (see GemmSM90For): a model for choosing, not a prediction.
+// It is a cost, so what cannot run costs +Inf: a configuration Check refuses, an extent
+// m, n or k below 1, or fewer than 1 multiprocessor.
 func (c GemmSM90Config) Cycles(m, n, k, sms int) float64 {
-	if c.BN <= 0 || c.Consumers <= 0 || c.In.Bytes() == 0 {
+	if m < 1 || n < 1 || k < 1 || sms < 1 || c.Check() != nil {
 		return math.Inf(1)
 	}
 	// per element of K: tensor-core cycles (fp8 runs at twice the 16-bit rate) and load
@@ -122,7 +124,7 @@ func (c GemmSM90Config) Cycles(m, n, k, sms int) float64 {
 		mma /= 0.8
 	}
 	load := float64((c.BM()+c.BN)*c.In.Bytes()) / 48
-	waves := ceilDiv(c.Tiles(m, n), max(sms, 1))
+	waves := ceilDiv(c.Tiles(m, n), sms)
 	kSteps := ceilDiv(k, c.BK()) * c.BK()
 	return float64(waves) * (float64(kSteps)*max(mma, load) + gemmSM90TileOverhead)
 }
@@ -262,8 +264,12 @@ func (c GemmSM90Config) Check() error {
 // (TMA's coordinates are signed 32-bit; the epilogue's offsets into C and D are 64-bit, so
 // M*N may pass 2^32); TMA's global strides must be multiples of 16 bytes, so K (A's row
 // length) and N (B's) must be multiples of 8; for fp8, K (A's and B's row length) must be a
-// multiple of 16 and N of 8 (the epilogue's stores).
+// multiple of 16 and N of 8 (the epilogue's stores). A configuration Check refuses is
+// refused first, with Check's error.
 func (c GemmSM90Config) CheckShape(m, n, k int) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
 	switch {
 	case m <= 0 || n <= 0 || k <= 0:
 		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: every extent must be positive", m, n, k)

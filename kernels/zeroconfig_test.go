@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -47,5 +48,38 @@ func TestZeroConfigsDoNotPanic(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("GemmSM90For(%s, %s, %dx%dx%d, %d SMs) = %+v, %v; want an error naming %q", c.in, c.out, c.m, c.n, c.k, c.sms, cfg, err, c.want)
 		}
+	}
+}
+
+// TestZeroConfigShapeAndCycles: CheckShape refuses a configuration Check refuses (the zero
+// value included) with Check's error, and Cycles, a cost, is +Inf for what cannot run: such a
+// configuration, an extent below 1 or fewer than 1 multiprocessor.
+func TestZeroConfigShapeAndCycles(t *testing.T) {
+	zero := GemmSM90Config{}
+	want := zero.Check()
+	if want == nil {
+		t.Fatal("the zero GemmSM90Config passes Check")
+	}
+	if err := zero.CheckShape(64, 64, 64); err == nil || err.Error() != want.Error() {
+		t.Errorf("zero config CheckShape(64,64,64) = %v, want Check's %v", err, want)
+	}
+	good := DefaultGemmSM90Config(dsl.BF16)
+	if err := good.CheckShape(64, 64, 64); err != nil {
+		t.Errorf("default config CheckShape(64,64,64) = %v", err)
+	}
+	for _, c := range []struct {
+		cfg        GemmSM90Config
+		m, n, k, s int
+	}{
+		{good, -64, 64, 64, 132}, {good, 64, 0, 64, 132}, {good, 64, 64, -1, 132},
+		{good, 64, 64, 64, 0}, {good, 64, 64, 64, -1},
+		{zero, 64, 64, 64, 132}, {GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 2}, 64, 64, 64, 132},
+	} {
+		if got := c.cfg.Cycles(c.m, c.n, c.k, c.s); !math.IsInf(got, 1) {
+			t.Errorf("%+v.Cycles(%d,%d,%d,%d) = %v, want +Inf", c.cfg, c.m, c.n, c.k, c.s, got)
+		}
+	}
+	if got := good.Cycles(64, 64, 64, 132); math.IsInf(got, 0) || got <= 0 {
+		t.Errorf("default config Cycles(64,64,64,132) = %v, want a positive finite cost", got)
 	}
 }

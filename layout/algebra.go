@@ -344,6 +344,7 @@ func composition(a Layout, t Tiler) Layout {
 // does not cover (as C++ CuTe does).
 func Composition(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return composition(a, t), nil
 }
 
@@ -427,6 +428,7 @@ func ceilDivProduct(a IntTuple, b int) int {
 func Complement(l Layout) (Layout, error) {
 	var r Layout
 	err := catch(func() {
+		checkLayoutArg("layout", l)
 		fl := filter(l)
 		r = complementImpl(fl, Int(fl.cosize()))
 	})
@@ -437,13 +439,12 @@ func Complement(l Layout) (Layout, error) {
 // (an integer, or a shape whose extents are covered in order).
 func ComplementTo(l Layout, cotarget IntTuple) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkLayoutArg("layout", l)
 	return complementTo(l, cotarget), nil
 }
 
 func complementTo(l Layout, cotarget IntTuple) Layout {
-	if cotarget.hasHole() {
-		fail(ErrInvalid, "complement: cotarget %v", cotarget)
-	}
+	checkExtents("complement: cotarget", cotarget)
 	return complementImpl(filter(l), cotarget)
 }
 
@@ -542,4 +543,47 @@ func MaxCommonVector(a, b Layout) (int, error) {
 		}
 	})
 	return r, err
+}
+
+// checkExtents fails unless every leaf of t is an integer >= 1; what names
+// the operand (a target shape, a cotarget, a tiler).
+func checkExtents(what string, t IntTuple) {
+	var buf [16]int
+	if t.hasHole() {
+		fail(ErrInvalid, "%s %v contains _ (extents must be integers >= 1)", what, t)
+	}
+	for _, s := range t.appendInts(buf[:0]) {
+		if s < 1 {
+			fail(ErrInvalid, "%s %v has extent %d (extents must be >= 1)", what, t, s)
+		}
+	}
+}
+
+// checkLayoutArg fails unless every extent of l is >= 1 (the zero Layout,
+// 0:0, is not a layout); what names the operand.
+func checkLayoutArg(what string, l Layout) {
+	var buf [16]int
+	for _, s := range l.shape.appendInts(buf[:0]) {
+		if s < 1 {
+			fail(ErrInvalid, "%s %v has extent %d (extents must be >= 1)", what, l, s)
+		}
+	}
+}
+
+// checkArgs checks the layout a and the Layouts inside the tiler t (Tile
+// sizes are checked where they are used).
+func checkArgs(a Layout, t Tiler) {
+	checkLayoutArg("layout", a)
+	checkTilerArg(t)
+}
+
+func checkTilerArg(t Tiler) {
+	switch t := t.(type) {
+	case Layout:
+		checkLayoutArg("tiler", t)
+	case Modes:
+		for _, m := range t {
+			checkTilerArg(m)
+		}
+	}
 }

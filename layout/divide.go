@@ -95,6 +95,7 @@ func flatOf(z Layout) Layout {
 // divides mode by mode and keeps the modes it does not cover.
 func LogicalDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return logicalDivide(a, t), nil
 }
 
@@ -102,6 +103,7 @@ func LogicalDivide(a Layout, t Tiler) (result Layout, err error) {
 // rests in mode 1: ((tile...),(rest...)).
 func ZippedDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return tileUnzip(logicalDivide(a, t), t), nil
 }
 
@@ -109,6 +111,7 @@ func ZippedDivide(a Layout, t Tiler) (result Layout, err error) {
 // ((tile...),rest0,rest1,...).
 func TiledDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return tiledOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
 
@@ -116,6 +119,7 @@ func TiledDivide(a Layout, t Tiler) (result Layout, err error) {
 // (tile0,tile1,...,rest0,rest1,...).
 func FlatDivide(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return flatOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
 
@@ -146,24 +150,28 @@ func logicalProductLayout(a, t Layout) Layout {
 // for a Layout tiler; a by-mode tiler works mode by mode.
 func LogicalProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return logicalProduct(a, t), nil
 }
 
 // ZippedProduct is LogicalProduct gathered as ((block...),(repeats...)).
 func ZippedProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return tileUnzip(logicalProduct(a, t), t), nil
 }
 
 // TiledProduct is ZippedProduct with the repeat modes unpacked.
 func TiledProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return tiledOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
 
 // FlatProduct is ZippedProduct with both modes unpacked.
 func FlatProduct(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkArgs(a, t)
 	return flatOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
 
@@ -214,6 +222,8 @@ func rankedProduct(a, b Layout, raked bool) Layout {
 // mode i of the result is (a_i, b_i) (CuTe's blocked_product).
 func BlockedProduct(a, b Layout) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkLayoutArg("block", a)
+	checkLayoutArg("layout", b)
 	return rankedProduct(a, b, false), nil
 }
 
@@ -221,6 +231,8 @@ func BlockedProduct(a, b Layout) (result Layout, err error) {
 // (b_i, a_i) (CuTe's raked_product).
 func RakedProduct(a, b Layout) (result Layout, err error) {
 	defer recoverErr(&err)
+	checkLayoutArg("block", a)
+	checkLayoutArg("layout", b)
 	return rankedProduct(a, b, true), nil
 }
 
@@ -229,6 +241,8 @@ func RakedProduct(a, b Layout) (result Layout, err error) {
 func TileToShape(block Layout, target IntTuple) (Layout, error) {
 	var r Layout
 	err := catch(func() {
+		checkLayoutArg("tile_to_shape: block", block)
+		checkExtents("tile_to_shape: target", target)
 		R := target.Len()
 		if block.Rank() > R {
 			fail(ErrRank, "tile_to_shape: rank of %v exceeds rank of %v", block, target)
@@ -259,6 +273,8 @@ func MakeLayoutTV(thr, val Layout) (IntTuple, Layout, error) {
 	var tiler IntTuple
 	var tv Layout
 	err := catch(func() {
+		checkLayoutArg("thread layout", thr)
+		checkLayoutArg("value layout", val)
 		mn := rankedProduct(thr, val, true)
 		shape := Ints(product(thr.shape), product(val.shape))
 		st, _ := compactMajor(shape, 1, true)

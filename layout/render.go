@@ -19,8 +19,25 @@ func rank2(l Layout) (Layout, int, int, error) {
 	default:
 		return Layout{}, 0, 0, &Error{ErrRank, "rendering needs a rank-1 or rank-2 layout, got " + l.String()}
 	}
-	return l, product(l.shape.elems[0]), product(l.shape.elems[1]), nil
+	var M, N int
+	err := catch(func() {
+		M, N = product(l.shape.elems[0]), product(l.shape.elems[1])
+		if M < 1 || N < 1 {
+			fail(ErrInvalid, "layout %v has an extent below 1", l)
+		}
+		if cells := mul(M, N); cells > maxCells {
+			fail(ErrInvalid, "layout %v has %d cells, more than the %d that can be drawn", l, cells, maxCells)
+		}
+	})
+	if err != nil {
+		return Layout{}, 0, 0, err
+	}
+	return l, M, N, nil
 }
+
+// maxCells bounds the grids PrintLayout, WriteSVG, PrintTV and WriteTVSVG
+// draw.
+const maxCells = 1 << 20
 
 func at2(l Layout, m, n int) int {
 	return valueInt(m, l.shape.elems[0], l.stride.elems[0]) + valueInt(n, l.shape.elems[1], l.stride.elems[1])
@@ -52,9 +69,6 @@ func (c ComposedLayout) grid() (int, int, func(m, n int) int, int, error) {
 		if err := sw.check(); err != nil {
 			return 0, 0, nil, 0, err
 		}
-	}
-	if mul(M, N) > 1<<20 {
-		return 0, 0, nil, 0, &Error{ErrInvalid, fmt.Sprintf("layout %v too large to draw", c)}
 	}
 	at := func(m, n int) int {
 		v := c.Offset + at2(l2, m, n)
@@ -181,6 +195,7 @@ func WriteSVG(w io.Writer, l Drawable) error {
 // the last thread and value that land on it (-1 if none).
 func tvCells(tv Layout, tiler IntTuple) (M, N int, thr, val []int, err error) {
 	err = catch(func() {
+		checkExtents("tiler", tiler)
 		M, N = product(tiler.At(0)), 1
 		if tiler.kind == kindTuple {
 			if len(tiler.elems) > 2 {
@@ -193,8 +208,11 @@ func tvCells(tv Layout, tiler IntTuple) (M, N int, thr, val []int, err error) {
 		if tv.Rank() != 2 {
 			fail(ErrRank, "thread-value layout %v must be rank 2", tv)
 		}
-		if mul(M, N) > 1<<20 {
-			fail(ErrInvalid, "tile %v too large to draw", tiler)
+		if M < 1 || N < 1 {
+			fail(ErrInvalid, "tiler %v has an extent below 1", tiler)
+		}
+		if cells := mul(M, N); cells > maxCells {
+			fail(ErrInvalid, "tiler %v has %d cells, more than the %d that can be drawn", tiler, cells, maxCells)
 		}
 		T, V := product(tv.shape.elems[0]), product(tv.shape.elems[1])
 		thr = make([]int, M*N)

@@ -156,6 +156,9 @@ func ParseComposed(s string) (ComposedLayout, error) {
 	case 3:
 		off := strings.TrimPrefix(parts[1], "_")
 		n, err := strconv.Atoi(off)
+		if (err == nil && (n > limit || n < -limit)) || errors.Is(err, strconv.ErrRange) {
+			return c, &Error{ErrInvalid, fmt.Sprintf("parse %s: the offset %s is out of range (the magnitude must be at most 2^62)", excerpt.Quote(s), excerpt.Quote(parts[1]))}
+		}
 		if err != nil {
 			return c, &Error{ErrInvalid, fmt.Sprintf("parse %s: the offset %s is not an integer", excerpt.Quote(s), excerpt.Quote(parts[1]))}
 		}
