@@ -1,0 +1,315 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/fp"
+)
+
+// moeRouting is one rank's inputs: tokens, ids and weights.
+type moeRouting struct {
+	x   []float32 // [T, H], multiples of 1/4 in [-4, 4]
+	ids []int32   // [T, K]
+	w   []float32 // [T, K], multiples of 1/4 in [0, 1]
+}
+
+// moeInputs makes every rank's inputs (the same on every rank: one seed); skew sends every
+// pair to expert 0 (or the last expert), else ids are random in [-1, E), duplicates allowed.
+func moeInputs(rng *rand.Rand, g int, cfg MoEConfig, skew int) []moeRouting {
+	out := make([]moeRouting, g)
+	for r := range out {
+		x := make([]float32, cfg.Tokens*cfg.Hidden)
+		for i := range x {
+			x[i] = float32(rng.Intn(33)-16) / 4
+		}
+		ids := make([]int32, cfg.Tokens*cfg.TopK)
+		w := make([]float32, len(ids))
+		for i := range ids {
+			switch skew {
+			case 1:
+				ids[i] = 0
+			case 2:
+				ids[i] = int32(cfg.Experts - 1)
+			default:
+				ids[i] = int32(rng.Intn(cfg.Experts+1) - 1)
+			}
+			w[i] = float32(rng.Intn(5)) / 4
+		}
+		out[r] = moeRouting{x, ids, w}
+	}
+	return out
+}
+
+// moeWant is the Go reference of a dispatch: every GPU's received rows (x rows, in layout
+// order), their sources, and per-local-expert counts.
+func moeWant(in []moeRouting, cfg MoEConfig, g int) (rows [][][]float32, src [][]int32, counts [][]int32) {
+	el := cfg.Experts / g
+	rows, src, counts = make([][][]float32, g), make([][]int32, g), make([][]int32, g)
+	for d := 0; d < g; d++ {
+		counts[d] = make([]int32, el)
+		for j := 0; j < el; j++ {
+			e := int32(d*el + j)
+			for s := 0; s < g; s++ {
+				for i, id := range in[s].ids {
+					if id != e {
+						continue
+					}
+					t := i / cfg.TopK
+					rows[d] = append(rows[d], in[s].x[t*cfg.Hidden:(t+1)*cfg.Hidden])
+					src[d] = append(src[d], int32(s*len(in[s].ids)+i))
+					counts[d][j]++
+				}
+			}
+		}
+	}
+	return rows, src, counts
+}
+
+func bf16(x float64) float32 { return fp.BF16ToF32(fp.F32ToBF16(float32(x))) }
+
+// moeCheckDispatch compares this rank's Recv, Src, Counts and Offsets with the reference.
+func moeCheckDispatch(e *rankEnv, m *MoE, in []moeRouting) error {
+	cfg, g, r := m.Config(), e.c.NumGPUs(), e.c.Rank()
+	rows, src, counts := moeWant(in, cfg, g)
+	gotC, err := m.Counts().ReadF32()
+	if err != nil {
+		return err
+	}
+	gotO, err := m.Offsets().ReadF32()
+	if err != nil {
+		return err
+	}
+	off := 0
+	for j, c := range counts[r] {
+		if int(gotC[j]) != int(c) || int(gotO[j]) != off {
+			return fmt.Errorf("GPU %d expert %d: count %v offset %v, want %d %d", r, j, gotC[j], gotO[j], c, off)
+		}
+		off += int(c)
+	}
+	if int(gotO[len(counts[r])]) != off {
+		return fmt.Errorf("GPU %d: %v rows received, want %d", r, gotO[len(counts[r])], off)
+	}
+	recv, err := m.Recv().ReadF32()
+	if err != nil {
+		return err
+	}
+	gotS, err := m.Src().ReadF32()
+	if err != nil {
+		return err
+	}
+	for i, row := range rows[r] {
+		if int32(gotS[i]) != src[r][i] {
+			return fmt.Errorf("GPU %d row %d: source %v, want %d", r, i, gotS[i], src[r][i])
+		}
+		for c, x := range row {
+			if got := recv[i*cfg.Hidden+c]; got != x {
+				return fmt.Errorf("GPU %d row %d col %d: %v, want %v", r, i, c, got, x)
+			}
+		}
+	}
+	return nil
+}
+
+// moeExpert is the test's expert: y = x * (1 + j/4) - j/8 for local expert j (exact in bf16
+// for these inputs), applied on the host to Recv.
+func moeExpert(x float32, j int) float32 { return float32(float64(x)*(1+float64(j)/4) - float64(j)/8) }
+
+// moeWantCombine is out on GPU r: sum over k in order of w * expert(x), rounded once.
+func moeWantCombine(in []moeRouting, cfg MoEConfig, g, r int, expert func(x float32, e int) float32) []float32 {
+	out := make([]float32, cfg.Tokens*cfg.Hidden)
+	for t := 0; t < cfg.Tokens; t++ {
+		for c := 0; c < cfg.Hidden; c++ {
+			var acc float64
+			for k := 0; k < cfg.TopK; k++ {
+				id := in[r].ids[t*cfg.TopK+k]
+				if id < 0 || int(id) >= cfg.Experts {
+					continue
+				}
+				acc += float64(in[r].w[t*cfg.TopK+k]) * float64(expert(in[r].x[t*cfg.Hidden+c], int(id)))
+			}
+			out[t*cfg.Hidden+c] = bf16(acc)
+		}
+	}
+	return out
+}
+
+// moeRound runs one dispatch and combine on every rank and checks both against the
+// reference; identity makes y the receive buffer itself (no host step between the launches).
+func moeRound(ctx context.Context, e *rankEnv, m *MoE, in []moeRouting, identity bool) error {
+	cfg, g, r := m.Config(), e.c.NumGPUs(), e.c.Rank()
+	x, err := e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+	if err != nil {
+		return err
+	}
+	ids, _ := e.c.Alloc(dsl.I32, cfg.Tokens*cfg.TopK)
+	w, _ := e.c.Alloc(dsl.F32, cfg.Tokens*cfg.TopK)
+	out, _ := e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+	idf := make([]float32, len(in[r].ids))
+	for i, id := range in[r].ids {
+		idf[i] = float32(id)
+	}
+	for _, err := range []error{x.WriteF32(in[r].x), ids.WriteF32(idf), w.WriteF32(in[r].w)} {
+		if err != nil {
+			return err
+		}
+	}
+	if err := m.Dispatch(ctx, x, ids); err != nil {
+		return err
+	}
+	expert := func(x float32, e int) float32 { return x }
+	y := m.Recv()
+	if !identity {
+		if err := moeCheckDispatch(e, m, in); err != nil {
+			return err
+		}
+		if y, err = e.c.Alloc(dsl.BF16, cfg.Capacity*cfg.Hidden); err != nil {
+			return err
+		}
+		recv, _ := m.Recv().ReadF32()
+		off, _ := m.Offsets().ReadF32()
+		for j := 0; j < len(off)-1; j++ {
+			for row := int(off[j]); row < int(off[j+1]); row++ {
+				for c := 0; c < cfg.Hidden; c++ {
+					recv[row*cfg.Hidden+c] = moeExpert(recv[row*cfg.Hidden+c], j)
+				}
+			}
+		}
+		if err := y.WriteF32(recv); err != nil {
+			return err
+		}
+		el := cfg.Experts / g
+		expert = func(x float32, e int) float32 { return moeExpert(x, e%el) }
+	}
+	if err := m.Combine(ctx, y, w, out); err != nil {
+		return err
+	}
+	got, err := out.ReadF32()
+	if err != nil {
+		return err
+	}
+	want := moeWantCombine(in, cfg, g, r, expert)
+	for i := range want {
+		if got[i] != want[i] {
+			return fmt.Errorf("combine: GPU %d token %d col %d = %v, want %v", r, i/cfg.Hidden, i%cfg.Hidden, got[i], want[i])
+		}
+	}
+	return m.Check(ctx)
+}
+
+// TestMoE runs dispatch and combine on 1..8 emulated GPUs against the Go reference: random
+// routing with -1 and duplicates, every pair to one expert, k = 1 and 8, hidden 24 (not a
+// multiple of 16), back to back with other routings on one MoE.
+func TestMoE(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		gpus int
+		cfg  MoEConfig
+		skew []int // the rounds' routings
+		weak bool
+	}{
+		{1, MoEConfig{Tokens: 5, TopK: 2, Hidden: 16, Experts: 3}, []int{0, 1}, false},
+		{2, MoEConfig{Tokens: 7, TopK: 1, Hidden: 24, Experts: 4}, []int{0, 2, 0}, false},
+		{3, MoEConfig{Tokens: 4, TopK: 3, Hidden: 8, Experts: 6}, []int{0, 1}, true},
+		{4, MoEConfig{Tokens: 6, TopK: 8, Hidden: 24, Experts: 8}, []int{0, 1, 0}, true},
+		{8, MoEConfig{Tokens: 3, TopK: 2, Hidden: 8, Experts: 16}, []int{0, 2}, false},
+	} {
+		t.Run(fmt.Sprintf("g%d/k%d/h%d", c.gpus, c.cfg.TopK, c.cfg.Hidden), func(t *testing.T) {
+			runRanks(t, c.gpus, false, c.weak, 3, testOpts, func(e *rankEnv) error {
+				m, err := e.c.NewMoE(ctx, c.cfg)
+				if err != nil {
+					return err
+				}
+				rng := rand.New(rand.NewSource(int64(c.gpus)))
+				for round, skew := range c.skew {
+					in := moeInputs(rng, c.gpus, m.Config(), skew)
+					if err := moeRound(ctx, e, m, in, false); err != nil {
+						return fmt.Errorf("round %d: %w", round, err)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestMoEBackToBack runs dispatch, combine (the experts the identity: y is Recv),
+// dispatch with another routing, combine, with no host step between the ranks' launches.
+func TestMoEBackToBack(t *testing.T) {
+	ctx := context.Background()
+	cfg := MoEConfig{Tokens: 5, TopK: 2, Hidden: 24, Experts: 8}
+	runRanks(t, 4, false, true, 5, testOpts, func(e *rankEnv) error {
+		m, err := e.c.NewMoE(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		rng := rand.New(rand.NewSource(9))
+		for round := 0; round < 3; round++ {
+			in := moeInputs(rng, 4, m.Config(), round%2)
+			if err := moeRound(ctx, e, m, in, true); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestMoEErrors: bad shapes name the field; bad ids and a too small capacity are reported by
+// Check on every rank, and the rows that fit still arrive.
+func TestMoEErrors(t *testing.T) {
+	ctx := context.Background()
+	runRanks(t, 2, false, false, 1, testOpts, func(e *rankEnv) error {
+		for _, c := range []struct {
+			cfg  MoEConfig
+			want string
+		}{
+			{MoEConfig{Tokens: 4, TopK: 1, Hidden: 12, Experts: 2}, "Hidden 12"},
+			{MoEConfig{Tokens: 4, TopK: 1, Hidden: 8, Experts: 3}, "Experts 3"},
+			{MoEConfig{Tokens: 0, TopK: 1, Hidden: 8, Experts: 2}, "Tokens 0"},
+			{MoEConfig{Tokens: 4, TopK: 0, Hidden: 8, Experts: 2}, "TopK 0"},
+			{MoEConfig{Tokens: 4, TopK: 1, Hidden: 8, Experts: 2, Capacity: -1}, "Capacity -1"},
+		} {
+			if _, err := e.c.NewMoE(ctx, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+				return fmt.Errorf("NewMoE(%+v) = %v, want an error naming %q", c.cfg, err, c.want)
+			}
+		}
+		cfg := MoEConfig{Tokens: 4, TopK: 2, Hidden: 8, Experts: 2, Capacity: 3}
+		m, err := e.c.NewMoE(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		x, _ := e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+		ids, _ := e.c.Alloc(dsl.I32, cfg.Tokens*cfg.TopK)
+		small, _ := e.c.Alloc(dsl.I32, 1)
+		w, _ := e.c.Alloc(dsl.F32, cfg.Tokens*cfg.TopK)
+		if err := m.Dispatch(ctx, x, small); err == nil || !strings.Contains(err.Error(), "ids holds 1 s32") {
+			return fmt.Errorf("short ids: %v", err)
+		}
+		if err := m.Combine(ctx, m.Recv(), w, x); err == nil || !strings.Contains(err.Error(), "before any MoE.Dispatch") {
+			return fmt.Errorf("combine first: %v", err)
+		}
+		// Rank 0 sends one bad id (7) and -1s; rank 1 sends 5 rows to expert 0 (capacity 3).
+		v := []float32{7, -1, -1, -1, -1, -1, -1, -1}
+		if e.c.Rank() == 1 {
+			v = []float32{0, 0, 0, 0, 0, -1, -1, -1}
+		}
+		if err := ids.WriteF32(v); err != nil {
+			return err
+		}
+		if err := m.Dispatch(ctx, x, ids); err != nil {
+			return err
+		}
+		err = m.Check(ctx)
+		if err == nil || !strings.Contains(err.Error(), "1 expert ids outside [-1, 2)") || !strings.Contains(err.Error(), "receives 5 rows, past MoEConfig.Capacity 3") {
+			return fmt.Errorf("Check = %v, want the bad id and the capacity", err)
+		}
+		if err := m.Combine(ctx, m.Recv(), w, m.Recv()); err == nil || !strings.Contains(err.Error(), "out is y") {
+			return fmt.Errorf("out is y: %v", err)
+		}
+		return nil
+	})
+}
