@@ -10,6 +10,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -135,27 +136,6 @@ func (m *MoE) live(what string) error {
 	return nil
 }
 
-// moeCountLaunch, ... are the host twins of the MoE kernels' parameters (kernels/moe.go).
-type moeCountLaunch struct {
-	Ids, Pos, Cnt, Pads          jit.AnyPtr
-	Rank, NGPUs, Pairs, E, Epoch uint32
-}
-
-type moeLayoutLaunch struct {
-	Cnt, RowStart, Counts, Offsets, Status jit.AnyPtr
-	Rank, NGPUs, E, EL                     uint32
-}
-
-type moeSendLaunch struct {
-	X, Ids, Pos, RowStart, Route, Recv, Src, Pads jit.AnyPtr
-	Rank, NGPUs, Pairs, K, H, E, EL, Cap, Epoch   uint32
-}
-
-type moeCombineLaunch struct {
-	Y, Route, Weights, Out, Pads    jit.AnyPtr
-	Rank, NGPUs, Pairs, K, H, Epoch uint32
-}
-
 // checkBuf checks that b is a live buffer of this Comm holding at least n elements of dt.
 func (m *MoE) checkBuf(what, name string, b *Buffer, dt dsl.Type, n int) error {
 	if err := m.c.own(b, what+" "+name); err != nil {
@@ -188,17 +168,17 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 	id := func(f kernels.Family) kernels.ID { return kernels.ID{Family: f, DType: dsl.BF16} }
 	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
 	rank, g, e, el := uint32(c.rank), uint32(c.g), uint32(cfg.Experts), uint32(m.el)
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchCount), c.blocks(cfg.Experts+1), moeCountLaunch{
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchCount), c.blocks(cfg.Experts+1), launch.MoEDispatchCount{
 		Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), Cnt: m.cnt.table(), Pads: c.pads.table(),
 		Rank: rank, NGPUs: g, Pairs: uint32(pairs), E: e, Epoch: c.padEpoch}); err != nil {
 		return err
 	}
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), c.blocks(cfg.Experts+1), moeLayoutLaunch{
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), c.blocks(cfg.Experts+1), launch.MoEDispatchLayout{
 		Cnt: u32(m.cnt), RowStart: u32(m.rowStart), Counts: u32(m.counts.s), Offsets: u32(m.offsets.s), Status: u32(m.status),
 		Rank: rank, NGPUs: g, E: e, EL: el}); err != nil {
 		return err
 	}
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(pairs*cfg.Hidden/8), moeSendLaunch{
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(pairs*cfg.Hidden/8), launch.MoEDispatchSend{
 		X: x.s.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), RowStart: u32(m.rowStart), Route: u32(m.route),
 		Recv: m.recv.table(), Src: m.src.table(), Pads: c.pads.table(),
 		Rank: rank, NGPUs: g, Pairs: uint32(pairs), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
@@ -262,7 +242,7 @@ func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 		return errors.New("collectives: MoE.Combine before any MoE.Dispatch: no routes")
 	}
 	cl := &call{what: "MoE.Combine", dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
-	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, c.blocks(cfg.Tokens*cfg.Hidden/8), moeCombineLaunch{
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
 		Y: y.s.table(), Route: m.route.at(ptx.U32), Weights: weights.s.at(dsl.F32), Out: out.s.at(dsl.BF16), Pads: c.pads.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), Pairs: uint32(pairs), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch})
 }

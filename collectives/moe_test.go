@@ -115,9 +115,9 @@ func moeCheckDispatch(e *rankEnv, m *MoE, in []moeRouting) error {
 	return nil
 }
 
-// moeExpert is the test's expert: y = x * (1 + j/4) - j/8 for local expert j (exact in bf16
-// for these inputs), applied on the host to Recv.
-func moeExpert(x float32, j int) float32 { return float32(float64(x)*(1+float64(j)/4) - float64(j)/8) }
+// moeExpert is the test's expert: y = x * (1 + j%2) + (j%4)/4 for local expert j (exact in
+// bf16 for these inputs, and so are the combine's f32 sums), applied on the host to Recv.
+func moeExpert(x float32, j int) float32 { return x*float32(1+j%2) + float32(j%4)/4 }
 
 // moeWantCombine is out on GPU r: sum over k in order of w * expert(x), rounded once.
 func moeWantCombine(in []moeRouting, cfg MoEConfig, g, r int, expert func(x float32, e int) float32) []float32 {
@@ -217,8 +217,10 @@ func TestMoE(t *testing.T) {
 		{3, MoEConfig{Tokens: 4, TopK: 3, Hidden: 8, Experts: 6}, []int{0, 1}, true},
 		{4, MoEConfig{Tokens: 6, TopK: 8, Hidden: 24, Experts: 8}, []int{0, 1, 0}, true},
 		{8, MoEConfig{Tokens: 3, TopK: 2, Hidden: 8, Experts: 16}, []int{0, 2}, false},
+		// several blocks in every kernel: 513 count columns, 400 pairs x 3 vectors, 300 token vectors
+		{2, MoEConfig{Tokens: 100, TopK: 4, Hidden: 24, Experts: 512}, []int{0}, true},
 	} {
-		t.Run(fmt.Sprintf("g%d/k%d/h%d", c.gpus, c.cfg.TopK, c.cfg.Hidden), func(t *testing.T) {
+		t.Run(fmt.Sprintf("g%d/k%d/h%d/e%d", c.gpus, c.cfg.TopK, c.cfg.Hidden, c.cfg.Experts), func(t *testing.T) {
 			runRanks(t, c.gpus, false, c.weak, 3, testOpts, func(e *rankEnv) error {
 				m, err := e.c.NewMoE(ctx, c.cfg)
 				if err != nil {
