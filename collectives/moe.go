@@ -27,6 +27,10 @@ type MoEConfig struct {
 	Capacity int
 }
 
+func (c MoEConfig) String() string {
+	return fmt.Sprintf("(%d tokens x %d, top-%d of %d experts, capacity %d)", c.Tokens, c.Hidden, c.TopK, c.Experts, c.Capacity)
+}
+
 // MoE is the dispatch and combine of one MoEConfig on a Comm (one node, peer pointers): its
 // receive buffer, layout and routes, reused by every call. See docs/moe.md.
 type MoE struct {
@@ -79,7 +83,7 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 			int64(cfg.Capacity)*int64(cfg.Hidden), pairs*int64(cfg.Hidden)/8)
 	}
 	m := &MoE{c: c, cfg: cfg, el: cfg.Experts / g}
-	cl := &call{what: "NewMoE", dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
+	cl := &call{what: "NewMoE " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	var err error
 	alloc := func(bytes int, table bool) *sym {
 		if err != nil {
@@ -164,7 +168,7 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 		m.checkBuf("Dispatch", "ids", ids, dsl.I32, pairs)); err != nil {
 		return err
 	}
-	cl := &call{what: "MoE.Dispatch", dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
+	cl := &call{what: "MoE.Dispatch " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	id := func(f kernels.Family) kernels.ID { return kernels.ID{Family: f, DType: dsl.BF16} }
 	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
 	rank, g, e, el := uint32(c.rank), uint32(c.g), uint32(cfg.Experts), uint32(m.el)
@@ -241,7 +245,7 @@ func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 	if !m.dispatched {
 		return errors.New("collectives: MoE.Combine before any MoE.Dispatch: no routes")
 	}
-	cl := &call{what: "MoE.Combine", dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
+	cl := &call{what: "MoE.Combine " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
 		Y: y.s.table(), Route: m.route.at(ptx.U32), Weights: weights.s.at(dsl.F32), Out: out.s.at(dsl.BF16), Pads: c.pads.table(),
 		Rank: uint32(c.rank), NGPUs: uint32(c.g), Pairs: uint32(pairs), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch})

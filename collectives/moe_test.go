@@ -9,6 +9,10 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // moeRouting is one rank's inputs: tokens, ids and weights.
@@ -240,24 +244,42 @@ func TestMoE(t *testing.T) {
 }
 
 // TestMoEBackToBack runs dispatch, combine (the experts the identity: y is Recv),
-// dispatch with another routing, combine, with no host step between the ranks' launches.
+// dispatch with another routing, combine, with no host step between the ranks' launches, and
+// an all-reduce between rounds on the same Comm (with multicast: its flags and the MoE's
+// signal pads keep their epochs apart).
 func TestMoEBackToBack(t *testing.T) {
 	ctx := context.Background()
 	cfg := MoEConfig{Tokens: 5, TopK: 2, Hidden: 24, Experts: 8}
-	runRanks(t, 4, false, true, 5, testOpts, func(e *rankEnv) error {
-		m, err := e.c.NewMoE(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		rng := rand.New(rand.NewSource(9))
-		for round := 0; round < 3; round++ {
-			in := moeInputs(rng, 4, m.Config(), round%2)
-			if err := moeRound(ctx, e, m, in, true); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+	for _, mc := range []bool{false, true} {
+		runRanks(t, 4, mc, true, 5, testOpts, func(e *rankEnv) error {
+			m, err := e.c.NewMoE(ctx, cfg)
+			if err != nil {
+				return err
 			}
-		}
-		return nil
-	})
+			ar, err := e.c.Alloc(dsl.F32, 300)
+			if err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewSource(9))
+			for round := 0; round < 3; round++ {
+				in := moeInputs(rng, 4, m.Config(), round%2)
+				if err := moeRound(ctx, e, m, in, true); err != nil {
+					return fmt.Errorf("multicast %v round %d: %w", mc, round, err)
+				}
+				vals, err := e.fill(ar)
+				if err != nil {
+					return err
+				}
+				if err := e.c.AllReduce(ctx, ar, Sum); err != nil {
+					return err
+				}
+				if err := e.expect("AllReduce between MoE rounds", ar, func(_, i int) float64 { return reduce(Sum, dsl.F32, vals, i) }); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // TestMoEErrors: bad shapes name the field; bad ids and a too small capacity are reported by
@@ -311,6 +333,166 @@ func TestMoEErrors(t *testing.T) {
 		}
 		if err := m.Combine(ctx, m.Recv(), w, m.Recv()); err == nil || !strings.Contains(err.Error(), "out is y") {
 			return fmt.Errorf("out is y: %v", err)
+		}
+		return nil
+	})
+}
+
+// TestMoEQueued queues three rounds of dispatch and combine (identity experts) with every
+// input written first and every output read last: no host synchronization anywhere between
+// the launches, on any rank.
+func TestMoEQueued(t *testing.T) {
+	ctx := context.Background()
+	cfg := MoEConfig{Tokens: 6, TopK: 3, Hidden: 16, Experts: 6}
+	const rounds = 3
+	runRanks(t, 3, false, true, 8, testOpts, func(e *rankEnv) error {
+		m, err := e.c.NewMoE(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		r := e.c.Rank()
+		rng := rand.New(rand.NewSource(4))
+		type bufs struct{ x, ids, w, out *Buffer }
+		var ins [rounds][]moeRouting
+		var bs [rounds]bufs
+		for i := range bs {
+			ins[i] = moeInputs(rng, 3, m.Config(), i%3)
+			b := &bs[i]
+			for _, a := range []struct {
+				p  **Buffer
+				dt dsl.Type
+				n  int
+			}{{&b.x, dsl.BF16, cfg.Tokens * cfg.Hidden}, {&b.ids, dsl.I32, cfg.Tokens * cfg.TopK}, {&b.w, dsl.F32, cfg.Tokens * cfg.TopK}, {&b.out, dsl.BF16, cfg.Tokens * cfg.Hidden}} {
+				if *a.p, err = e.c.Alloc(a.dt, a.n); err != nil {
+					return err
+				}
+			}
+			idf := make([]float32, len(ins[i][r].ids))
+			for j, id := range ins[i][r].ids {
+				idf[j] = float32(id)
+			}
+			for _, err := range []error{b.x.WriteF32(ins[i][r].x), b.ids.WriteF32(idf), b.w.WriteF32(ins[i][r].w)} {
+				if err != nil {
+					return err
+				}
+			}
+		}
+		for i, b := range bs {
+			if err := m.Dispatch(ctx, b.x, b.ids); err != nil {
+				return fmt.Errorf("round %d: %w", i, err)
+			}
+			if err := m.Combine(ctx, m.Recv(), b.w, b.out); err != nil {
+				return fmt.Errorf("round %d: %w", i, err)
+			}
+		}
+		for i, b := range bs {
+			got, err := b.out.ReadF32()
+			if err != nil {
+				return err
+			}
+			want := moeWantCombine(ins[i], cfg, 3, r, func(x float32, _ int) float32 { return x })
+			for j := range want {
+				if got[j] != want[j] {
+					return fmt.Errorf("round %d: GPU %d token %d col %d = %v, want %v", i, r, j/cfg.Hidden, j%cfg.Hidden, got[j], want[j])
+				}
+			}
+		}
+		return m.Check(ctx)
+	})
+}
+
+// moeCopyExpert returns an expert that is a kernel of this rank's device (tiled_copy of the
+// receive buffer into y, in stream order before the combine): the combine's first barrier
+// must order it before the peers read y.
+func moeCopyExpert(e *rankEnv) (func(dst, src *Buffer) error, error) {
+	spec, err := kernels.Find(kernels.ID{Family: "tiled_copy", DType: dsl.F32})
+	if err != nil {
+		return nil, err
+	}
+	b, err := spec.BuildVariant(kernels.Config{Target: ptx.SM90, DType: dsl.F32})
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.r.Device.Load(jit.Source{Module: b.Module, Params: map[string][]jit.ParamInfo{b.Entry: jit.ParamInfos(b.Params)}})
+	if err != nil {
+		return nil, err
+	}
+	f, err := m.Function(b.Entry)
+	if err != nil {
+		return nil, err
+	}
+	return func(dst, src *Buffer) error {
+		words := src.Bytes() / 4 // bf16 pairs copied as f32 words: bit for bit
+		per := kernels.TiledCopyElems(dsl.F32)
+		return f.LaunchArgs(jit.LaunchConfig{Grid: jit.D1((words + per - 1) / per), Block: jit.D1(256)},
+			launch.Copy[float32]{Src: jit.TypedPtr[float32](src.DevPtr()), Dst: jit.TypedPtr[float32](dst.DevPtr()), N: uint32(words)})
+	}, nil
+}
+
+// TestMoEExpertKernel runs dispatch, an expert kernel writing y from the receive buffer,
+// and combine, three rounds queued with no host step, in the weak memory model.
+func TestMoEExpertKernel(t *testing.T) {
+	ctx := context.Background()
+	cfg := MoEConfig{Tokens: 7, TopK: 2, Hidden: 16, Experts: 3}
+	const rounds = 3
+	runRanks(t, 3, false, true, 12, testOpts, func(e *rankEnv) error {
+		m, err := e.c.NewMoE(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		expert, err := moeCopyExpert(e)
+		if err != nil {
+			return err
+		}
+		r := e.c.Rank()
+		y, err := e.c.Alloc(dsl.BF16, m.Config().Capacity*cfg.Hidden)
+		if err != nil {
+			return err
+		}
+		rng := rand.New(rand.NewSource(6))
+		var ins [rounds][]moeRouting
+		var outs [rounds]*Buffer
+		var xs, ids, ws [rounds]*Buffer
+		for i := range ins {
+			ins[i] = moeInputs(rng, 3, m.Config(), 0)
+			xs[i], _ = e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+			ids[i], _ = e.c.Alloc(dsl.I32, cfg.Tokens*cfg.TopK)
+			ws[i], _ = e.c.Alloc(dsl.F32, cfg.Tokens*cfg.TopK)
+			if outs[i], err = e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden); err != nil {
+				return err
+			}
+			idf := make([]float32, len(ins[i][r].ids))
+			for j, id := range ins[i][r].ids {
+				idf[j] = float32(id)
+			}
+			for _, err := range []error{xs[i].WriteF32(ins[i][r].x), ids[i].WriteF32(idf), ws[i].WriteF32(ins[i][r].w)} {
+				if err != nil {
+					return err
+				}
+			}
+		}
+		for i := range ins {
+			if err := m.Dispatch(ctx, xs[i], ids[i]); err != nil {
+				return err
+			}
+			if err := expert(y, m.Recv()); err != nil {
+				return err
+			}
+			if err := m.Combine(ctx, y, ws[i], outs[i]); err != nil {
+				return err
+			}
+		}
+		for i := range ins {
+			got, err := outs[i].ReadF32()
+			if err != nil {
+				return err
+			}
+			want := moeWantCombine(ins[i], cfg, 3, r, func(x float32, _ int) float32 { return x })
+			for j := range want {
+				if got[j] != want[j] {
+					return fmt.Errorf("round %d: GPU %d token %d col %d = %v, want %v", i, r, j/cfg.Hidden, j%cfg.Hidden, got[j], want[j])
+				}
+			}
 		}
 		return nil
 	})

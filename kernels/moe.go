@@ -35,7 +35,7 @@ func init() {
 	collFamilies[FamilyMoEDispatchCount] = struct {
 		multimem bool
 		barriers int
-	}{false, 2}
+	}{false, 1}
 	collFamilies[FamilyMoEDispatchLayout] = struct {
 		multimem bool
 		barriers int
@@ -50,7 +50,7 @@ func init() {
 	}{false, 2}
 	none := []ptx.Target{} // not pinned in golden/
 	register(&Spec{Name: string(FamilyMoEDispatchCount), Family: FamilyMoEDispatchCount, Golden: none,
-		Doc:    "MoE dispatch, phase 1: per-expert counts and each pair's position, stored into every GPU's count matrix; 2 barriers",
+		Doc:    "MoE dispatch, phase 1: per-expert counts and each pair's position, stored into every GPU's count matrix; 1 barrier",
 		DTypes: []dsl.Type{dsl.BF16}, New: MoEDispatchCount})
 	register(&Spec{Name: string(FamilyMoEDispatchLayout), Family: FamilyMoEDispatchLayout, Golden: none,
 		Doc:    "MoE dispatch, phase 2 (local): each expert's first row for this GPU, local counts and offsets, status",
@@ -82,14 +82,17 @@ func moeColumn(k *dsl.Kernel, id, e dsl.Value) dsl.Value {
 	return k.Select(u.Add(uint32(1)).Gt(e), e, u)
 }
 
-// MoEDispatchCount: a barrier (every GPU has finished its previous dispatch's reads of its
-// count matrix), then thread c of the grid (c <= e) scans the pairs in order, numbering those
+// MoEDispatchCount: thread c of the grid (c <= e) scans the pairs in order, numbering those
 // of column c (Pos, for experts) and storing the count into row rank of every GPU's count
-// matrix; a closing barrier makes the counts visible to every GPU's next launch.
+// matrix; a closing barrier makes the counts visible to every GPU's next launch. It needs no
+// opening barrier: the previous dispatch's readers of a GPU's count matrix (its
+// moe_dispatch_layout) finished before that GPU reached the previous moe_dispatch_send's
+// barrier, which this GPU passed. The closing barrier is also what frees every GPU's receive
+// buffer for moe_dispatch_send: a GPU reaches it only after its work before the dispatch (the
+// experts reading its rows, its combine reading the peers') is done.
 func MoEDispatchCount(k *dsl.Kernel, _ dsl.Type) {
 	a := dsl.Params[MoEDispatchCountArgs](k, dsl.U32)
 	cnts := peerTable(k, a.Cnt.Table(), a.NGPUs)
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 	gridLoop(k, a.E.Add(uint32(1)), func(c dsl.Value) {
 		n := k.Var(dsl.U32, uint32(0))
 		k.For(k.Const(dsl.U32, 0), a.Pairs, uint32(1), func(i dsl.Value) {
@@ -102,7 +105,7 @@ func MoEDispatchCount(k *dsl.Kernel, _ dsl.Type) {
 		at := a.Rank.Mul(a.E.Add(uint32(1))).Add(c)
 		forPeers(k, a.NGPUs, func(p int) { k.Store(ptrAt(k, cnts[p], dsl.U32).At(at), n) })
 	})
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 }
 
 // MoEDispatchLayoutArgs are moe_dispatch_layout's parameters: Cnt is this GPU's count

@@ -124,26 +124,25 @@ func moePipeline(r *run) error {
 			}
 		}
 		steps := []struct {
-			f        kernels.Family
-			blocks   int
-			barriers uint32
-			args     func(g int) any
+			f      kernels.Family
+			blocks int
+			args   func(g int) any
 		}{
-			{kernels.FamilyMoEDispatchCount, c.blocks(s.e + 1), 2, func(g int) any {
+			{kernels.FamilyMoEDispatchCount, c.blocks(s.e + 1), func(g int) any {
 				return launch.MoEDispatchCount{Ids: on(ids, g, dsl.I32), Pos: on(pos, g, dsl.U32), Cnt: table(cntTab, g), Pads: table(padTab, g),
 					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), E: uint32(s.e), Epoch: c.epoch}
 			}},
-			{kernels.FamilyMoEDispatchLayout, c.blocks(s.e + 1), 0, func(g int) any {
+			{kernels.FamilyMoEDispatchLayout, c.blocks(s.e + 1), func(g int) any {
 				return launch.MoEDispatchLayout{Cnt: on(cnt, g, dsl.U32), RowStart: on(rowStart, g, dsl.U32), Counts: on(counts, g, dsl.U32),
 					Offsets: on(offsets, g, dsl.U32), Status: on(status, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), E: uint32(s.e), EL: uint32(s.el)}
 			}},
-			{kernels.FamilyMoEDispatchSend, c.blocks(s.pairs * s.h / 8), 1, func(g int) any {
+			{kernels.FamilyMoEDispatchSend, c.blocks(s.pairs * s.h / 8), func(g int) any {
 				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: on(pos, g, dsl.U32), RowStart: on(rowStart, g, dsl.U32),
 					Route: on(route, g, dsl.U32), Recv: table(recvTab, g), Src: table(srcTab, g), Pads: table(padTab, g),
 					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
 					Cap: uint32(s.cap), Epoch: c.epoch}
 			}},
-			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), 2, func(g int) any {
+			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), func(g int) any {
 				return launch.MoECombine{Y: table(recvTab, g), Route: on(route, g, dsl.U32), Weights: on(w, g, dsl.F32), Out: on(out, g, dsl.BF16),
 					Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), K: uint32(s.k), H: uint32(s.h), Epoch: c.epoch}
 			}},
@@ -152,7 +151,8 @@ func moePipeline(r *run) error {
 			if err := c.launchMod(mods[st.f], string(st.f)+"_"+dsl.BF16.String(), st.blocks, st.args); err != nil {
 				return fmt.Errorf("round %d: %s: %w", l, st.f, err)
 			}
-			c.epoch += st.barriers
+			n, _, _ := kernels.CollBarriers(st.f)
+			c.epoch += uint32(n)
 		}
 		for d := 0; d < c.g; d++ {
 			if err := moeCheck(c, s, d, idv, xs, ws, counts, offsets, status, recv, src, out); err != nil {
