@@ -497,3 +497,19 @@ func TestMoEExpertKernel(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMoEAcrossNodes: the MoE kernels reach one node's GPUs only (peer pointers); across
+// emulated nodes NewMoE refuses, naming the ranks out of reach.
+func TestMoEAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	err := runNodesErr(4, 2, false, false, 1, testOpts, func(e *rankEnv) error {
+		_, err := e.c.NewMoE(ctx, MoEConfig{Tokens: 4, TopK: 1, Hidden: 8, Experts: 4})
+		if err == nil || !strings.Contains(err.Error(), "runs on one node only") {
+			return fmt.Errorf("NewMoE across 2 nodes: %v, want a refusal", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
