@@ -37,9 +37,12 @@ type MoE struct {
 	c   *Comm
 	cfg MoEConfig
 	el  int // experts per GPU
+	// The count kernel's chunks of pairs: nchunks blocks of chunk pairs.
+	chunk, nchunks int
 
 	cnt, recv, src  *sym // symmetric: count matrix, receive rows, their sources
-	pos, rowStart   *sym // local: each pair's position, each expert's first row
+	pos, rowStart   *sym // local: each pair's position in its chunk, each (chunk, expert)'s first row
+	tot             *sym // local: every GPU's total per expert
 	route, status   *sym // local: each pair's route, the last dispatch's status
 	counts          *Buffer
 	offsets         *Buffer
@@ -83,6 +86,9 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 			int64(cfg.Capacity)*int64(cfg.Hidden), pairs*int64(cfg.Hidden)/8)
 	}
 	m := &MoE{c: c, cfg: cfg, el: cfg.Experts / g}
+	nc := c.blocks(int(pairs))
+	m.chunk = (int(pairs) + nc - 1) / nc
+	m.nchunks = (int(pairs) + m.chunk - 1) / m.chunk
 	cl := &call{what: "NewMoE " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	var err error
 	alloc := func(bytes int, table bool) *sym {
@@ -94,11 +100,12 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 		return s
 	}
 	p := int(pairs)
-	m.cnt = alloc(4*kernels.CollMaxGPUs*(cfg.Experts+1), true)
+	m.cnt = alloc(4*kernels.CollMaxGPUs*m.nchunks*(cfg.Experts+1), true)
+	m.tot = alloc(4*kernels.CollMaxGPUs*(cfg.Experts+1), false)
 	m.recv = alloc(2*cfg.Capacity*cfg.Hidden, true)
 	m.src = alloc(4*cfg.Capacity, true)
 	m.pos = alloc(4*p, false)
-	m.rowStart = alloc(4*cfg.Experts, false)
+	m.rowStart = alloc(4*m.nchunks*cfg.Experts, false)
 	m.route = alloc(8*p, false)
 	m.status = alloc(8, false)
 	cs := alloc(4*m.el, true)
@@ -172,20 +179,20 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 	id := func(f kernels.Family) kernels.ID { return kernels.ID{Family: f, DType: dsl.BF16} }
 	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
 	rank, g, e, el := uint32(c.rank), uint32(c.g), uint32(cfg.Experts), uint32(m.el)
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchCount), c.blocks(cfg.Experts+1), launch.MoEDispatchCount{
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchCount), m.nchunks, launch.MoEDispatchCount{
 		Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), Cnt: m.cnt.table(), Pads: c.pads.table(),
-		Rank: rank, NGPUs: g, Pairs: uint32(pairs), E: e, Epoch: c.padEpoch}); err != nil {
+		Rank: rank, NGPUs: g, Pairs: uint32(pairs), Chunk: uint32(m.chunk), E: e, Epoch: c.padEpoch}); err != nil {
 		return err
 	}
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), c.blocks(cfg.Experts+1), launch.MoEDispatchLayout{
-		Cnt: u32(m.cnt), RowStart: u32(m.rowStart), Counts: u32(m.counts.s), Offsets: u32(m.offsets.s), Status: u32(m.status),
-		Rank: rank, NGPUs: g, E: e, EL: el}); err != nil {
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), 1, launch.MoEDispatchLayout{
+		Cnt: u32(m.cnt), Tot: u32(m.tot), RowStart: u32(m.rowStart), Counts: u32(m.counts.s), Offsets: u32(m.offsets.s), Status: u32(m.status),
+		Rank: rank, NGPUs: g, Chunks: uint32(m.nchunks), E: e, EL: el}); err != nil {
 		return err
 	}
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(pairs*cfg.Hidden/8), launch.MoEDispatchSend{
 		X: x.s.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), RowStart: u32(m.rowStart), Route: u32(m.route),
 		Recv: m.recv.table(), Src: m.src.table(), Pads: c.pads.table(),
-		Rank: rank, NGPUs: g, Pairs: uint32(pairs), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
+		Rank: rank, NGPUs: g, Pairs: uint32(pairs), Chunk: uint32(m.chunk), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
 		Cap: uint32(cfg.Capacity), Epoch: c.padEpoch}); err != nil {
 		return err
 	}

@@ -64,15 +64,17 @@ func init() {
 }
 
 // MoEDispatchCountArgs are moe_dispatch_count's parameters. Ids holds pairs = tokens*k
-// expert ids (-1: none); Pos gets each pair's position among this GPU's pairs of its expert;
-// Cnt is every GPU's count matrix of CollMaxGPUs rows of e+1 words (row g, written by GPU g:
-// its count per expert, then its number of bad ids).
+// expert ids (-1: none), split into chunks of Chunk pairs, chunk b to block b (launch
+// ceil(pairs/Chunk) blocks, the same on every GPU); Pos gets each pair's position among its
+// chunk's pairs of its expert; Cnt is every GPU's count matrix of CollMaxGPUs x blocks rows
+// of e+1 words (row (g, b), written by GPU g's block b: chunk b's count per expert, then its
+// number of bad ids).
 type MoEDispatchCountArgs struct {
-	Ids                          dsl.Ptr       `kgen:"s32"`
-	Pos                          dsl.Ptr       `kgen:"u32"`
-	Cnt                          dsl.PeerTable `kgen:"u32"`
-	Pads                         dsl.PeerTable `kgen:"u32"`
-	Rank, NGPUs, Pairs, E, Epoch dsl.Value     `kgen:"u32"`
+	Ids                                 dsl.Ptr       `kgen:"s32"`
+	Pos                                 dsl.Ptr       `kgen:"u32"`
+	Cnt                                 dsl.PeerTable `kgen:"u32"`
+	Pads                                dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, Pairs, Chunk, E, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // moeColumn is the count column of an expert id: the id for 0..e-1, e for a bad id (below
@@ -82,52 +84,71 @@ func moeColumn(k *dsl.Kernel, id, e dsl.Value) dsl.Value {
 	return k.Select(u.Add(uint32(1)).Gt(e), e, u)
 }
 
-// MoEDispatchCount: thread c of the grid (c <= e) scans the pairs in order, numbering those
-// of column c (Pos, for experts) and storing the count into row rank of every GPU's count
-// matrix; a closing barrier makes the counts visible to every GPU's next launch. It needs no
-// opening barrier: the previous dispatch's readers of a GPU's count matrix (its
-// moe_dispatch_layout) finished before that GPU reached the previous moe_dispatch_send's
-// barrier, which this GPU passed. The closing barrier is also what frees every GPU's receive
-// buffer for moe_dispatch_send: a GPU reaches it only after its work before the dispatch (the
-// experts reading its rows, its combine reading the peers') is done.
+// MoEDispatchCount: in block b, thread c (and c + the block size, ...; c <= e) scans chunk
+// b's pairs in order, numbering those of column c (Pos, for experts) and storing the count
+// into row (rank, b) of every GPU's count matrix; a closing barrier makes the counts visible
+// to every GPU's next launch. It needs no opening barrier: the previous dispatch's readers of
+// a GPU's count matrix (its moe_dispatch_layout) finished before that GPU reached the
+// previous moe_dispatch_send's barrier, which this GPU passed. The closing barrier is also
+// what frees every GPU's receive buffer for moe_dispatch_send: a GPU reaches it only after
+// its work before the dispatch (the experts reading its rows, its combine reading the
+// peers') is done.
 func MoEDispatchCount(k *dsl.Kernel, _ dsl.Type) {
 	a := dsl.Params[MoEDispatchCountArgs](k, dsl.U32)
 	cnts := peerTable(k, a.Cnt.Table(), a.NGPUs)
-	gridLoop(k, a.E.Add(uint32(1)), func(c dsl.Value) {
+	b := k.BlockIdx(dsl.X)
+	lo := b.Mul(a.Chunk).Min(a.Pairs)
+	hi := lo.Add(a.Chunk).Min(a.Pairs)
+	w := a.E.Add(uint32(1))
+	row := a.Rank.Mul(k.GridDim(dsl.X)).Add(b).Mul(w)
+	k.For(k.ThreadIdx(dsl.X), w, k.BlockDim(dsl.X), func(c dsl.Value) {
 		n := k.Var(dsl.U32, uint32(0))
-		k.For(k.Const(dsl.U32, 0), a.Pairs, uint32(1), func(i dsl.Value) {
+		k.For(lo, hi, uint32(1), func(i dsl.Value) {
 			col := moeColumn(k, k.Load(a.Ids.At(i)), a.E)
 			k.If(col.Eq(c), func() {
 				k.If(c.Lt(a.E), func() { k.Store(a.Pos.At(i), n) })
 				k.Set(n, n.Add(uint32(1)))
 			})
 		})
-		at := a.Rank.Mul(a.E.Add(uint32(1))).Add(c)
-		forPeers(k, a.NGPUs, func(p int) { k.Store(ptrAt(k, cnts[p], dsl.U32).At(at), n) })
+		forPeers(k, a.NGPUs, func(p int) { k.Store(ptrAt(k, cnts[p], dsl.U32).At(row.Add(c)), n) })
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 }
 
-// MoEDispatchLayoutArgs are moe_dispatch_layout's parameters: Cnt is this GPU's count
-// matrix (every GPU's row filled by moe_dispatch_count); RowStart gets, per expert, the row of
-// its GPU's receive buffer where this GPU's rows for it start; Counts and Offsets (el and
-// el+1 words) this GPU's received rows per local expert and where they start; Status two
-// words: the bad ids of every GPU, and the most rows any GPU receives.
+// MoEDispatchLayoutArgs are moe_dispatch_layout's parameters (one block of CollThreads):
+// Cnt is this GPU's count matrix (every GPU's rows filled by moe_dispatch_count's Chunks
+// blocks); Tot gets every GPU's total per column (ngpus x (e+1) words); RowStart, per chunk
+// and expert (Chunks x e words), the row of the expert's GPU where this GPU's rows of that
+// chunk start; Counts and Offsets (el and el+1 words) this GPU's received rows per local
+// expert and where they start; Status two words: the bad ids of every GPU, and the most rows
+// any GPU receives.
 type MoEDispatchLayoutArgs struct {
-	Cnt, RowStart, Counts, Offsets, Status dsl.Ptr   `kgen:"u32"`
-	Rank, NGPUs, E, EL                     dsl.Value `kgen:"u32"`
+	Cnt, Tot, RowStart, Counts, Offsets, Status dsl.Ptr   `kgen:"u32"`
+	Rank, NGPUs, Chunks, E, EL                  dsl.Value `kgen:"u32"`
 }
 
-// MoEDispatchLayout computes the layout from the count matrix (local loads only).
+// MoEDispatchLayout computes the layout from the count matrix (local loads only, one block:
+// the totals, a bar.sync, then the starts).
 func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 	a := dsl.Params[MoEDispatchLayoutArgs](k, dsl.U32)
 	w := a.E.Add(uint32(1))
-	cnt := func(s, e dsl.Value) dsl.Value { return k.Load(a.Cnt.At(s.Mul(w).Add(e))) }
 	zero := k.Const(dsl.U32, 0)
+	tid, nt := k.ThreadIdx(dsl.X), k.BlockDim(dsl.X)
+	// Totals: Tot[s][c] = the sum over chunks of Cnt[s][chunk][c].
+	k.For(tid, a.NGPUs.Mul(w), nt, func(q dsl.Value) {
+		s, c := q.Div(w), q.Rem(w)
+		t := k.Var(dsl.U32, uint32(0))
+		k.For(zero, a.Chunks, uint32(1), func(b dsl.Value) {
+			k.Set(t, t.Add(k.Load(a.Cnt.At(s.Mul(a.Chunks).Add(b).Mul(w).Add(c)))))
+		})
+		k.Store(a.Tot.At(q), t)
+	})
+	k.SyncThreads()
+	tot := func(s, c dsl.Value) dsl.Value { return k.Load(a.Tot.At(s.Mul(w).Add(c))) }
 	// expertTotal is the rows every GPU sends to expert e.
 	expertTotal := func(e dsl.Value) dsl.Value {
 		t := k.Var(dsl.U32, uint32(0))
-		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) { k.Set(t, t.Add(cnt(s, e))) })
+		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) { k.Set(t, t.Add(tot(s, e))) })
 		return t
 	}
 	// base is the first row of local expert j on GPU d.
@@ -136,18 +157,21 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 		k.For(zero, j, uint32(1), func(jj dsl.Value) { k.Set(b, b.Add(expertTotal(d.Mul(a.EL).Add(jj)))) })
 		return b
 	}
-	gridLoop(k, a.E, func(e dsl.Value) {
+	k.For(tid, a.E, nt, func(e dsl.Value) {
 		r := k.Var(dsl.U32, base(e.Div(a.EL), e.Rem(a.EL)))
-		k.For(zero, a.Rank, uint32(1), func(s dsl.Value) { k.Set(r, r.Add(cnt(s, e))) })
-		k.Store(a.RowStart.At(e), r)
+		k.For(zero, a.Rank, uint32(1), func(s dsl.Value) { k.Set(r, r.Add(tot(s, e))) })
+		k.For(zero, a.Chunks, uint32(1), func(b dsl.Value) {
+			k.Store(a.RowStart.At(b.Mul(a.E).Add(e)), r)
+			k.Set(r, r.Add(k.Load(a.Cnt.At(a.Rank.Mul(a.Chunks).Add(b).Mul(w).Add(e)))))
+		})
 	})
-	gridLoop(k, a.EL.Add(uint32(1)), func(j dsl.Value) {
+	k.For(tid, a.EL.Add(uint32(1)), nt, func(j dsl.Value) {
 		k.Store(a.Offsets.At(j), base(a.Rank, j))
 		k.If(j.Lt(a.EL), func() { k.Store(a.Counts.At(j), expertTotal(a.Rank.Mul(a.EL).Add(j))) })
 	})
-	k.If(k.GlobalThreadIdx(dsl.X).Eq(0), func() {
+	k.If(tid.Eq(0), func() {
 		bad := k.Var(dsl.U32, uint32(0))
-		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) { k.Set(bad, bad.Add(cnt(s, a.E))) })
+		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) { k.Set(bad, bad.Add(tot(s, a.E))) })
 		most := k.Var(dsl.U32, uint32(0))
 		k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) { k.Set(most, most.Max(base(d, a.EL))) })
 		k.Store(a.Status.At(0), bad)
@@ -156,21 +180,21 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 }
 
 // MoEDispatchSendArgs are moe_dispatch_send's parameters: X the tokens [pairs/kk, h] (bf16),
-// Ids, Pos and RowStart as above, Recv every GPU's receive buffer [cap, h], Src every GPU's
+// Ids, Pos, Chunk and RowStart as above, Recv every GPU's receive buffer [cap, h], Src every GPU's
 // source index per row, Route this GPU's route per pair (GPU in [0, pairs), row in [pairs,
 // 2*pairs); MoENone when the pair goes nowhere).
 type MoEDispatchSendArgs struct {
-	X                                           dsl.Ptr
-	Ids                                         dsl.Ptr       `kgen:"s32"`
-	Pos, RowStart, Route                        dsl.Ptr       `kgen:"u32"`
-	Recv                                        dsl.PeerTable // of dt
-	Src                                         dsl.PeerTable `kgen:"u32"`
-	Pads                                        dsl.PeerTable `kgen:"u32"`
-	Rank, NGPUs, Pairs, K, H, E, EL, Cap, Epoch dsl.Value     `kgen:"u32"`
+	X                                                  dsl.Ptr
+	Ids                                                dsl.Ptr       `kgen:"s32"`
+	Pos, RowStart, Route                               dsl.Ptr       `kgen:"u32"`
+	Recv                                               dsl.PeerTable // of dt
+	Src                                                dsl.PeerTable `kgen:"u32"`
+	Pads                                               dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, Pairs, Chunk, K, H, E, EL, Cap, Epoch dsl.Value     `kgen:"u32"`
 }
 
 // MoEDispatchSend copies every pair's token row (16-byte vectors, h a multiple of 8) into
-// row RowStart[e] + Pos[pair] of its expert's GPU, rows from cap on never written (the
+// row RowStart[chunk][e] + Pos[pair] of its expert's GPU, rows from cap on never written (the
 // layout's status reports them); a closing barrier makes every GPU's stores visible to the
 // next launch of each GPU.
 func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
@@ -182,7 +206,7 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 		col := moeColumn(k, k.Load(a.Ids.At(i)), a.E)
 		d := col.Div(a.EL)
 		row := k.Var(dsl.U32, uint32(MoENone))
-		k.If(col.Lt(a.E), func() { k.Set(row, k.Load(a.RowStart.At(col)).Add(k.Load(a.Pos.At(i)))) })
+		k.If(col.Lt(a.E), func() { k.Set(row, k.Load(a.RowStart.At(i.Div(a.Chunk).Mul(a.E).Add(col))).Add(k.Load(a.Pos.At(i)))) })
 		ok := row.Lt(a.Cap)
 		k.If(ok, func() {
 			t := i.Div(a.K)

@@ -211,6 +211,7 @@ type MoEDispatchCount struct {
 	Rank  uint32
 	NGPUs uint32
 	Pairs uint32
+	Chunk uint32
 	E     uint32
 	Epoch uint32
 }
@@ -218,12 +219,14 @@ type MoEDispatchCount struct {
 // MoEDispatchLayout launches moe_dispatch_layout.
 type MoEDispatchLayout struct {
 	Cnt      jit.AnyPtr
+	Tot      jit.AnyPtr
 	RowStart jit.AnyPtr
 	Counts   jit.AnyPtr
 	Offsets  jit.AnyPtr
 	Status   jit.AnyPtr
 	Rank     uint32
 	NGPUs    uint32
+	Chunks   uint32
 	E        uint32
 	EL       uint32
 }
@@ -241,6 +244,7 @@ type MoEDispatchSend struct {
 	Rank     uint32
 	NGPUs    uint32
 	Pairs    uint32
+	Chunk    uint32
 	K        uint32
 	H        uint32
 	E        uint32

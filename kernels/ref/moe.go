@@ -25,13 +25,15 @@ func init() {
 }
 
 // moeShape is the problem of a check of size n on g GPUs.
-type moeShape struct{ t, k, h, e, el, pairs, cap int }
+type moeShape struct{ t, k, h, e, el, pairs, cap, chunk, nchunks int }
 
 func newMoEShape(n, g int) moeShape {
 	s := moeShape{t: min(max(n/16, 1), 40), k: 1 + n%4, h: 8 * (1 + n%3), el: 1 + n%3}
 	s.e = s.el * g
 	s.pairs = s.t * s.k
 	s.cap = g * s.pairs
+	s.chunk = 1 + n%5 // several chunks (count blocks), some partial
+	s.nchunks = (s.pairs + s.chunk - 1) / s.chunk
 	return s
 }
 
@@ -55,7 +57,7 @@ func moeRef(ids [][]int32, s moeShape, d int) (srcs [][2]int, counts []int) {
 func moePipeline(r *run) error {
 	c := newColl(r)
 	s := newMoEShape(r.size(200), c.g)
-	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d gpus=%d", s.t, s.k, s.h, s.e, c.g)
+	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d chunks=%dx%d gpus=%d", s.t, s.k, s.h, s.e, s.nchunks, s.chunk, c.g)
 	mods := map[kernels.Family]*ptx.Module{}
 	for _, f := range []kernels.Family{kernels.FamilyMoEDispatchCount, kernels.FamilyMoEDispatchLayout,
 		kernels.FamilyMoEDispatchSend, kernels.FamilyMoECombine} {
@@ -88,8 +90,9 @@ func moePipeline(r *run) error {
 	ids, _ := sym(dsl.I32, s.pairs, false)
 	w, _ := sym(dsl.F32, s.pairs, false)
 	pos, _ := sym(dsl.U32, s.pairs, false)
-	cnt, cntTab := sym(dsl.U32, kernels.CollMaxGPUs*(s.e+1), true)
-	rowStart, _ := sym(dsl.U32, s.e, false)
+	cnt, cntTab := sym(dsl.U32, kernels.CollMaxGPUs*s.nchunks*(s.e+1), true)
+	tot, _ := sym(dsl.U32, kernels.CollMaxGPUs*(s.e+1), false)
+	rowStart, _ := sym(dsl.U32, s.nchunks*s.e, false)
 	counts, _ := sym(dsl.U32, s.el, false)
 	offsets, _ := sym(dsl.U32, s.el+1, false)
 	status, _ := sym(dsl.U32, 2, false)
@@ -128,18 +131,18 @@ func moePipeline(r *run) error {
 			blocks int
 			args   func(g int) any
 		}{
-			{kernels.FamilyMoEDispatchCount, c.blocks(s.e + 1), func(g int) any {
+			{kernels.FamilyMoEDispatchCount, s.nchunks, func(g int) any {
 				return launch.MoEDispatchCount{Ids: on(ids, g, dsl.I32), Pos: on(pos, g, dsl.U32), Cnt: table(cntTab, g), Pads: table(padTab, g),
-					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), E: uint32(s.e), Epoch: c.epoch}
+					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), Chunk: uint32(s.chunk), E: uint32(s.e), Epoch: c.epoch}
 			}},
-			{kernels.FamilyMoEDispatchLayout, c.blocks(s.e + 1), func(g int) any {
-				return launch.MoEDispatchLayout{Cnt: on(cnt, g, dsl.U32), RowStart: on(rowStart, g, dsl.U32), Counts: on(counts, g, dsl.U32),
-					Offsets: on(offsets, g, dsl.U32), Status: on(status, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), E: uint32(s.e), EL: uint32(s.el)}
+			{kernels.FamilyMoEDispatchLayout, 1, func(g int) any {
+				return launch.MoEDispatchLayout{Cnt: on(cnt, g, dsl.U32), Tot: on(tot, g, dsl.U32), RowStart: on(rowStart, g, dsl.U32), Counts: on(counts, g, dsl.U32),
+					Offsets: on(offsets, g, dsl.U32), Status: on(status, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), Chunks: uint32(s.nchunks), E: uint32(s.e), EL: uint32(s.el)}
 			}},
 			{kernels.FamilyMoEDispatchSend, c.blocks(s.pairs * s.h / 8), func(g int) any {
 				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: on(pos, g, dsl.U32), RowStart: on(rowStart, g, dsl.U32),
 					Route: on(route, g, dsl.U32), Recv: table(recvTab, g), Src: table(srcTab, g), Pads: table(padTab, g),
-					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
+					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), Chunk: uint32(s.chunk), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
 					Cap: uint32(s.cap), Epoch: c.epoch}
 			}},
 			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), func(g int) any {
