@@ -123,6 +123,9 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 // Config returns the MoE's shape (Capacity filled in).
 func (m *MoE) Config() MoEConfig { return m.cfg }
 
+// Recv, Src, Counts and Offsets belong to the MoE (freed with the Comm: do not Free them);
+// each Dispatch rewrites them.
+//
 // Recv is this GPU's receive buffer, [Capacity, Hidden] bf16: local expert j's rows at
 // [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k).
 func (m *MoE) Recv() *Buffer { return m.recvBuf }
