@@ -202,6 +202,72 @@ type P2PBarrier struct {
 	Epoch uint32
 }
 
+// MoEDispatchCount launches moe_dispatch_count.
+type MoEDispatchCount struct {
+	Ids   jit.AnyPtr
+	Pos   jit.AnyPtr
+	Cnt   jit.AnyPtr
+	Pads  jit.AnyPtr
+	Rank  uint32
+	NGPUs uint32
+	Pairs uint32
+	Chunk uint32
+	E     uint32
+	Epoch uint32
+}
+
+// MoEDispatchLayout launches moe_dispatch_layout.
+type MoEDispatchLayout struct {
+	Cnt      jit.AnyPtr
+	Tot      jit.AnyPtr
+	RowStart jit.AnyPtr
+	Counts   jit.AnyPtr
+	Offsets  jit.AnyPtr
+	Status   jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	Chunks   uint32
+	E        uint32
+	EL       uint32
+}
+
+// MoEDispatchSend launches moe_dispatch_send.
+type MoEDispatchSend struct {
+	X        jit.AnyPtr
+	Ids      jit.AnyPtr
+	Pos      jit.AnyPtr
+	RowStart jit.AnyPtr
+	Route    jit.AnyPtr
+	Recv     jit.AnyPtr
+	Src      jit.AnyPtr
+	Pads     jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	Pairs    uint32
+	Chunk    uint32
+	K        uint32
+	H        uint32
+	E        uint32
+	EL       uint32
+	Cap      uint32
+	Epoch    uint32
+}
+
+// MoECombine launches moe_combine.
+type MoECombine struct {
+	Y       jit.AnyPtr
+	Route   jit.AnyPtr
+	Weights jit.AnyPtr
+	Out     jit.AnyPtr
+	Pads    jit.AnyPtr
+	Rank    uint32
+	NGPUs   uint32
+	Pairs   uint32
+	K       uint32
+	H       uint32
+	Epoch   uint32
+}
+
 // MMOneShot launches mm_allreduce_1shot (and _fp8).
 type MMOneShot struct {
 	InMC    jit.AnyPtr

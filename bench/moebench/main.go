@@ -1,0 +1,223 @@
+// Command moebench times collectives.MoE's dispatch and combine (docs/moe.md) on every rank of
+// a multi-GPU program (one process per GPU: kgen launch -n N --backend cuda), issue #26's
+// shape by default: 4096 tokens per GPU, hidden 7168, top-8 of 32 experts, bf16.
+//
+// Each rank routes its tokens to -topk distinct experts drawn at random (seeded by rank:
+// every rank can rebuild every routing), checks one dispatch and combine first (identity
+// experts: y is the receive buffer, so out[t] = sum_k w[t,k] * x[t], exact for the inputs
+// used; the received counts against the routings), then times -iters dispatches back to back
+// between a pair of CUDA events on the Comm's stream, and -iters combines the same way. It
+// prints one line per rank: the mean times and the bytes this GPU sends to other GPUs per
+// call / time (issue #26's GB/s).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"math/rand"
+	"os"
+
+	"github.com/kgen-dev/kgen/collectives"
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/jit"
+)
+
+type config struct {
+	cfg           collectives.MoEConfig
+	iters, warmup int
+	blocks        int
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.cfg.Tokens, "tokens", 4096, "tokens per GPU")
+	flag.IntVar(&c.cfg.Hidden, "hidden", 7168, "hidden size (a multiple of 8)")
+	flag.IntVar(&c.cfg.Experts, "experts", 32, "experts in all (a multiple of the GPUs)")
+	flag.IntVar(&c.cfg.TopK, "topk", 8, "experts per token (distinct)")
+	flag.IntVar(&c.iters, "iters", 20, "timed calls")
+	flag.IntVar(&c.warmup, "warmup", 3, "warm-up calls")
+	flag.IntVar(&c.blocks, "blocks", 0, "Options.MaxBlocks (0: the default)")
+	flag.Parse()
+	if c.cfg.TopK > c.cfg.Experts {
+		log.Fatalf("moebench: -topk %d > -experts %d: the experts of a token are distinct", c.cfg.TopK, c.cfg.Experts)
+	}
+	err := jit.RunRanks(jit.RanksOptions{NVSHMEM: true}, func(r *jit.Rank) error { return run(r, c) })
+	if err != nil {
+		log.Fatalf("moebench: %v", err)
+	}
+}
+
+// routing is rank g's ids and weights ([T, K]) and tokens ([T, H]).
+func routing(g int, cfg collectives.MoEConfig) (ids []int32, w, x []float32) {
+	rng := rand.New(rand.NewSource(int64(g) + 1))
+	ids, w = make([]int32, cfg.Tokens*cfg.TopK), make([]float32, cfg.Tokens*cfg.TopK)
+	for t := 0; t < cfg.Tokens; t++ {
+		for k, e := range rng.Perm(cfg.Experts)[:cfg.TopK] {
+			ids[t*cfg.TopK+k] = int32(e)
+			w[t*cfg.TopK+k] = float32(rng.Intn(5)) / 4
+		}
+	}
+	x = make([]float32, cfg.Tokens*cfg.Hidden)
+	for i := range x {
+		x[i] = float32(rng.Intn(33)-16) / 4
+	}
+	return ids, w, x
+}
+
+func run(r *jit.Rank, c config) error {
+	ctx := context.Background()
+	s, err := r.Device.NewStream()
+	if err != nil {
+		return err
+	}
+	comm, err := collectives.New(ctx, r, collectives.Options{DisableMulticast: true, MaxBlocks: c.blocks, Stream: s,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
+	defer comm.Close()
+	g, rank, cfg := comm.NumGPUs(), comm.Rank(), c.cfg
+	m, err := comm.NewMoE(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	cfg = m.Config()
+	ids, w, xs := routing(rank, cfg)
+	x, err := comm.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+	if err != nil {
+		return err
+	}
+	idb, err := comm.Alloc(dsl.I32, len(ids))
+	if err != nil {
+		return err
+	}
+	wb, err := comm.Alloc(dsl.F32, len(w))
+	if err != nil {
+		return err
+	}
+	out, err := comm.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+	if err != nil {
+		return err
+	}
+	idf := make([]float32, len(ids))
+	for i, id := range ids {
+		idf[i] = float32(id)
+	}
+	for _, err := range []error{x.WriteF32(xs), idb.WriteF32(idf), wb.WriteF32(w)} {
+		if err != nil {
+			return err
+		}
+	}
+	// Check once.
+	if err := m.Dispatch(ctx, x, idb); err != nil {
+		return err
+	}
+	if err := m.Combine(ctx, m.Recv(), wb, out); err != nil {
+		return err
+	}
+	check := "ok"
+	if err := verify(m, out, rank, g, cfg, ids, w, xs); err != nil {
+		check = err.Error()
+	}
+	if err := m.Check(ctx); err != nil {
+		check = err.Error()
+	}
+	// Bytes this GPU sends to other GPUs per call: its pairs routed off-GPU, one row each.
+	el := cfg.Experts / g
+	remote := 0
+	for _, id := range ids {
+		if int(id)/el != rank {
+			remote++
+		}
+	}
+	bytes := float64(remote) * float64(cfg.Hidden) * 2
+	e0, err := r.Device.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e0.Close()
+	e1, err := r.Device.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e1.Close()
+	time := func(f func() error) (float64, error) {
+		for i := 0; i < c.warmup; i++ {
+			if err := f(); err != nil {
+				return 0, err
+			}
+		}
+		if err := e0.Record(s); err != nil {
+			return 0, err
+		}
+		for i := 0; i < c.iters; i++ {
+			if err := f(); err != nil {
+				return 0, err
+			}
+		}
+		if err := e1.Record(s); err != nil {
+			return 0, err
+		}
+		if err := e1.Synchronize(); err != nil {
+			return 0, err
+		}
+		d, err := e0.Elapsed(e1)
+		return float64(d.Nanoseconds()) / 1e3 / float64(c.iters), err
+	}
+	dus, err := time(func() error { return m.Dispatch(ctx, x, idb) })
+	if err != nil {
+		return err
+	}
+	cus, err := time(func() error { return m.Combine(ctx, m.Recv(), wb, out) })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("moebench rank=%d gpus=%d tokens=%d hidden=%d experts=%d topk=%d dispatch_us=%.1f combine_us=%.1f remote_bytes=%.0f dispatch_GBps=%.1f combine_GBps=%.1f check=%q\n",
+		rank, g, cfg.Tokens, cfg.Hidden, cfg.Experts, cfg.TopK, dus, cus, bytes, bytes/dus/1e3, bytes/cus/1e3, check)
+	return nil
+}
+
+// verify checks this rank's Counts against every rank's routing and out against
+// sum_k w * x (identity experts).
+func verify(m *collectives.MoE, out *collectives.Buffer, rank, g int, cfg collectives.MoEConfig, ids []int32, w, xs []float32) error {
+	el := cfg.Experts / g
+	want := make([]int, el)
+	for s := 0; s < g; s++ {
+		sids, _, _ := routing(s, cfg)
+		for _, id := range sids {
+			if int(id)/el == rank {
+				want[int(id)%el]++
+			}
+		}
+	}
+	got, err := m.Counts().ReadF32()
+	if err != nil {
+		return err
+	}
+	for j := range want {
+		if int(got[j]) != want[j] {
+			return fmt.Errorf("expert %d: %v rows, want %d", rank*el+j, got[j], want[j])
+		}
+	}
+	o, err := out.ReadF32()
+	if err != nil {
+		return err
+	}
+	for t := 0; t < cfg.Tokens; t++ {
+		var sw float64
+		for k := 0; k < cfg.TopK; k++ {
+			sw += float64(w[t*cfg.TopK+k])
+		}
+		for c := 0; c < cfg.Hidden; c++ {
+			i := t*cfg.Hidden + c
+			if x := fp.BF16ToF32(fp.F32ToBF16(float32(sw * float64(xs[i])))); o[i] != x {
+				return fmt.Errorf("token %d col %d: %v, want %v", t, c, o[i], x)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// MoEConfig is the shape of an expert-parallel MoE layer's dispatch and combine (the same on
+// every rank).
+type MoEConfig struct {
+	Tokens  int // tokens per GPU
+	TopK    int // experts per token
+	Hidden  int // a token's elements (bf16), a multiple of 8
+	Experts int // experts in all, a multiple of NumGPUs: expert e lives on GPU e/(Experts/NumGPUs)
+	// Capacity is the rows of each GPU's receive buffer; 0: NumGPUs*Tokens*TopK, which no
+	// routing exceeds. A dispatch whose rows do not fit fails (MoE.Check), never truncates
+	// silently.
+	Capacity int
+}
+
+func (c MoEConfig) String() string {
+	return fmt.Sprintf("(%d tokens x %d, top-%d of %d experts, capacity %d)", c.Tokens, c.Hidden, c.TopK, c.Experts, c.Capacity)
+}
+
+// MoE is the dispatch and combine of one MoEConfig on a Comm (one node, peer pointers): its
+// receive buffer, layout and routes, reused by every call. See docs/moe.md.
+type MoE struct {
+	c   *Comm
+	cfg MoEConfig
+	el  int // experts per GPU
+	// The count kernel's chunks of pairs: nchunks blocks of chunk pairs.
+	chunk, nchunks int
+
+	cnt, recv, src  *sym // symmetric: count matrix, receive rows, their sources
+	pos, rowStart   *sym // local: each pair's position in its chunk, each (chunk, expert)'s first row
+	tot             *sym // local: every GPU's total per expert
+	route, status   *sym // local: each pair's route, the last dispatch's status
+	counts          *Buffer
+	offsets         *Buffer
+	recvBuf, srcBuf *Buffer
+
+	dispatched bool
+}
+
+// NewMoE allocates the buffers of cfg (collective: every rank calls it with the same cfg).
+// Bad shapes fail naming the field and the rule.
+func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
+	if err := c.begin(ctx, "NewMoE"); err != nil {
+		return nil, err
+	}
+	g := c.g
+	switch {
+	case c.o.CaptureSafe:
+		return nil, errors.New("collectives: NewMoE: the MoE kernels have no graph variants (Options.CaptureSafe)")
+	case c.node.topo.Nodes > 1:
+		return nil, c.flatCheck("NewMoE", "MoE dispatch and combine (peer pointers)")
+	case cfg.Tokens < 1:
+		return nil, fmt.Errorf("collectives: MoEConfig.Tokens %d: want at least 1", cfg.Tokens)
+	case cfg.TopK < 1:
+		return nil, fmt.Errorf("collectives: MoEConfig.TopK %d: want at least 1", cfg.TopK)
+	case cfg.Hidden < 8 || cfg.Hidden%8 != 0:
+		return nil, fmt.Errorf("collectives: MoEConfig.Hidden %d: want a positive multiple of 8 (16-byte rows of bf16)", cfg.Hidden)
+	case cfg.Experts < 1 || cfg.Experts%g != 0:
+		return nil, fmt.Errorf("collectives: MoEConfig.Experts %d: want a positive multiple of the %d GPUs", cfg.Experts, g)
+	case cfg.Capacity < 0:
+		return nil, fmt.Errorf("collectives: MoEConfig.Capacity %d: want 0 (worst case) or a row count", cfg.Capacity)
+	}
+	pairs := int64(cfg.Tokens) * int64(cfg.TopK)
+	if cfg.Capacity == 0 {
+		cfg.Capacity = int(int64(g) * pairs)
+	}
+	switch {
+	case int64(g)*pairs >= math.MaxInt32:
+		return nil, fmt.Errorf("collectives: MoEConfig: NumGPUs*Tokens*TopK = %d: the source indices are 32-bit (below 2^31)", int64(g)*pairs)
+	case int64(cfg.Capacity)*int64(cfg.Hidden) >= math.MaxInt32, pairs*int64(cfg.Hidden)/8 >= math.MaxInt32:
+		return nil, fmt.Errorf("collectives: MoEConfig: Capacity*Hidden %d and Tokens*TopK*Hidden/8 %d must stay below 2^31 (32-bit indices)",
+			int64(cfg.Capacity)*int64(cfg.Hidden), pairs*int64(cfg.Hidden)/8)
+	}
+	m := &MoE{c: c, cfg: cfg, el: cfg.Experts / g}
+	nc := c.blocks(int(pairs))
+	m.chunk = (int(pairs) + nc - 1) / nc
+	m.nchunks = (int(pairs) + m.chunk - 1) / m.chunk
+	cl := &call{what: "NewMoE " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
+	var err error
+	alloc := func(bytes int, table bool) *sym {
+		if err != nil {
+			return nil
+		}
+		var s *sym
+		s, err = c.alloc(ctx, bytes, table)
+		return s
+	}
+	p := int(pairs)
+	m.cnt = alloc(4*kernels.CollMaxGPUs*m.nchunks*(cfg.Experts+1), true)
+	m.tot = alloc(4*kernels.CollMaxGPUs*(cfg.Experts+1), false)
+	m.recv = alloc(2*cfg.Capacity*cfg.Hidden, true)
+	m.src = alloc(4*cfg.Capacity, true)
+	m.pos = alloc(4*p, false)
+	m.rowStart = alloc(4*m.nchunks*cfg.Experts, false)
+	m.route = alloc(8*p, false)
+	m.status = alloc(8, false)
+	cs := alloc(4*m.el, true)
+	os := alloc(4*(m.el+1), true)
+	if err != nil {
+		return nil, cl.wrap(err)
+	}
+	m.counts = &Buffer{c: c, s: cs, dt: dsl.I32, n: m.el}
+	m.offsets = &Buffer{c: c, s: os, dt: dsl.I32, n: m.el + 1}
+	m.recvBuf = &Buffer{c: c, s: m.recv, dt: dsl.BF16, n: cfg.Capacity * cfg.Hidden}
+	m.srcBuf = &Buffer{c: c, s: m.src, dt: dsl.I32, n: cfg.Capacity}
+	return m, nil
+}
+
+// Config returns the MoE's shape (Capacity filled in).
+func (m *MoE) Config() MoEConfig { return m.cfg }
+
+// Recv, Src, Counts and Offsets belong to the MoE (freed with the Comm: do not Free them);
+// each Dispatch rewrites them.
+//
+// Recv is this GPU's receive buffer, [Capacity, Hidden] bf16: local expert j's rows at
+// [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k).
+func (m *MoE) Recv() *Buffer { return m.recvBuf }
+
+// Src is each received row's source: rank*Tokens*TopK + token*TopK + k (i32, Capacity).
+func (m *MoE) Src() *Buffer { return m.srcBuf }
+
+// Counts is this GPU's received rows per local expert (i32, Experts/NumGPUs).
+func (m *MoE) Counts() *Buffer { return m.counts }
+
+// Offsets is where each local expert's rows start in Recv (i32, Experts/NumGPUs+1; the
+// last: the rows received).
+func (m *MoE) Offsets() *Buffer { return m.offsets }
+
+func (m *MoE) live(what string) error {
+	if m == nil || m.c == nil {
+		return fmt.Errorf("collectives: MoE.%s of a nil or freed MoE", what)
+	}
+	if m.c.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// checkBuf checks that b is a live buffer of this Comm holding at least n elements of dt.
+func (m *MoE) checkBuf(what, name string, b *Buffer, dt dsl.Type, n int) error {
+	if err := m.c.own(b, what+" "+name); err != nil {
+		return err
+	}
+	if b.dt != dt || b.n < n {
+		return fmt.Errorf("collectives: MoE.%s: %s holds %d %s, want at least %d %s", what, name, b.n, b.dt, n, dt)
+	}
+	return nil
+}
+
+// Dispatch sends every (token, k) pair of this GPU's x ([Tokens, Hidden] bf16) to the GPU of
+// expert ids[token*TopK+k] (i32; -1: none), into that GPU's Recv, and fills Counts, Offsets
+// and Src (collective; three launches in stream order, no host synchronization). Ids
+// outside [-1, Experts) and rows past the capacity are not sent: Check reports them.
+func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
+	if err := m.live("Dispatch"); err != nil {
+		return err
+	}
+	c, cfg := m.c, m.cfg
+	if err := c.begin(ctx, "MoE.Dispatch"); err != nil {
+		return err
+	}
+	pairs := cfg.Tokens * cfg.TopK
+	if err := errors.Join(m.checkBuf("Dispatch", "x", x, dsl.BF16, cfg.Tokens*cfg.Hidden),
+		m.checkBuf("Dispatch", "ids", ids, dsl.I32, pairs)); err != nil {
+		return err
+	}
+	cl := &call{what: "MoE.Dispatch " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
+	id := func(f kernels.Family) kernels.ID { return kernels.ID{Family: f, DType: dsl.BF16} }
+	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
+	rank, g, e, el := uint32(c.rank), uint32(c.g), uint32(cfg.Experts), uint32(m.el)
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchCount), m.nchunks, launch.MoEDispatchCount{
+		Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), Cnt: m.cnt.table(), Pads: c.pads.table(),
+		Rank: rank, NGPUs: g, Pairs: uint32(pairs), Chunk: uint32(m.chunk), E: e, Epoch: c.padEpoch}); err != nil {
+		return err
+	}
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), 1, launch.MoEDispatchLayout{
+		Cnt: u32(m.cnt), Tot: u32(m.tot), RowStart: u32(m.rowStart), Counts: u32(m.counts.s), Offsets: u32(m.offsets.s), Status: u32(m.status),
+		Rank: rank, NGPUs: g, Chunks: uint32(m.nchunks), E: e, EL: el}); err != nil {
+		return err
+	}
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(pairs*cfg.Hidden/8), launch.MoEDispatchSend{
+		X: x.s.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), RowStart: u32(m.rowStart), Route: u32(m.route),
+		Recv: m.recv.table(), Src: m.src.table(), Pads: c.pads.table(),
+		Rank: rank, NGPUs: g, Pairs: uint32(pairs), Chunk: uint32(m.chunk), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
+		Cap: uint32(cfg.Capacity), Epoch: c.padEpoch}); err != nil {
+		return err
+	}
+	m.dispatched = true
+	return nil
+}
+
+// Check waits for this GPU's work and reports what the last Dispatch could not send, the
+// same on every rank: expert ids outside [-1, Experts) on any GPU, or a GPU receiving more
+// rows than Capacity (those rows were dropped; their pairs contribute nothing to Combine).
+func (m *MoE) Check(ctx context.Context) error {
+	if err := m.live("Check"); err != nil {
+		return err
+	}
+	if err := m.c.begin(ctx, "MoE.Check"); err != nil {
+		return err
+	}
+	p := make([]byte, 8)
+	if err := m.c.r.Device.Synchronize(); err != nil {
+		return err
+	}
+	if err := m.c.r.Device.CopyDtoH(p, m.status.own); err != nil {
+		return err
+	}
+	bad, most := binary.LittleEndian.Uint32(p), binary.LittleEndian.Uint32(p[4:])
+	var errs []error
+	if bad > 0 {
+		errs = append(errs, fmt.Errorf("collectives: MoE.Dispatch: %d expert ids outside [-1, %d) (ids: -1 or an expert of MoEConfig.Experts); those pairs were not sent", bad, m.cfg.Experts))
+	}
+	if int(most) > m.cfg.Capacity {
+		errs = append(errs, fmt.Errorf("collectives: MoE.Dispatch: a GPU receives %d rows, past MoEConfig.Capacity %d; the rows past it were not sent", most, m.cfg.Capacity))
+	}
+	return errors.Join(errs...)
+}
+
+// Combine writes into this GPU's out ([Tokens, Hidden] bf16) out[t] = sum over k, in order,
+// of weights[t*TopK+k] (f32) times the expert output of (t, k): row Src-wise of y ([Capacity,
+// Hidden] bf16 on the expert's GPU, in Recv's row order), accumulated in f32, rounded once
+// (collective; one launch after the last Dispatch). out must not be y.
+func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
+	if err := m.live("Combine"); err != nil {
+		return err
+	}
+	c, cfg := m.c, m.cfg
+	if err := c.begin(ctx, "MoE.Combine"); err != nil {
+		return err
+	}
+	if out == y && out != nil {
+		return errors.New("collectives: MoE.Combine: out is y: peers read y while this GPU writes out")
+	}
+	pairs := cfg.Tokens * cfg.TopK
+	if err := errors.Join(m.checkBuf("Combine", "y", y, dsl.BF16, cfg.Capacity*cfg.Hidden),
+		m.checkBuf("Combine", "weights", weights, dsl.F32, pairs),
+		m.checkBuf("Combine", "out", out, dsl.BF16, cfg.Tokens*cfg.Hidden)); err != nil {
+		return err
+	}
+	if !m.dispatched {
+		return errors.New("collectives: MoE.Combine before any MoE.Dispatch: no routes")
+	}
+	cl := &call{what: "MoE.Combine " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
+	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
+		Y: y.s.table(), Route: m.route.at(ptx.U32), Weights: weights.s.at(dsl.F32), Out: out.s.at(dsl.BF16), Pads: c.pads.table(),
+		Rank: uint32(c.rank), NGPUs: uint32(c.g), Pairs: uint32(pairs), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch})
+}
