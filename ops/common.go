@@ -187,3 +187,27 @@ func byteSpan[T jit.Elem](t Tensor[T]) (lo, hi uint64) {
 func ptrOf[T jit.Elem](t Tensor[T]) jit.AnyPtr {
 	return jit.AnyPtr{Addr: t.Ptr(), Elem: jit.ElemType[T]()}
 }
+
+// matrixOp checks what every op on a matrix in with output out checks first, in this order:
+// ctx, in's element type among allowed, in's device (out on the same one), in a 2-D matrix.
+// It returns the device and in's extents.
+func matrixOp[T, U jit.Elem](ctx context.Context, op string, out Tensor[U], in Tensor[T], allowed ...ptx.Type) (*jit.Device, int, int, error) {
+	if err := begin(ctx, op); err != nil {
+		return nil, 0, 0, err
+	}
+	if err := dtypeIn(op, "in", jit.ElemType[T](), allowed...); err != nil {
+		return nil, 0, 0, err
+	}
+	d, err := deviceOf(op, "in", in)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if err := sameDevice(op, "out", d, out); err != nil {
+		return nil, 0, 0, err
+	}
+	rows, cols, err := matrix(op, "in", in)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return d, rows, cols, nil
+}

@@ -133,24 +133,11 @@ func streamPlan(ctx context.Context, d *jit.Device, family string, dt ptx.Type, 
 // op moves the elements.)
 func Transpose[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) error {
 	const op = "Transpose"
-	if err := begin(ctx, op); err != nil {
+	d, m, n, err := matrixOp(ctx, op, out, in, ptx.F32, ptx.F16)
+	if err != nil {
 		return err
 	}
 	dt := jit.ElemType[T]()
-	if err := dtypeIn(op, "in", dt, ptx.F32, ptx.F16); err != nil {
-		return err
-	}
-	d, err := deviceOf(op, "in", in)
-	if err != nil {
-		return err
-	}
-	if err := sameDevice(op, "out", d, out); err != nil {
-		return err
-	}
-	m, n, err := matrix(op, "in", in)
-	if err != nil {
-		return err
-	}
 	if out.rank != 2 || out.shape[0] != n || out.shape[1] != m {
 		return fmt.Errorf("ops: %s: out has shape %v; want [%d %d] (in's transposed)", op, out.Shape(), n, m)
 	}

@@ -27,24 +27,11 @@ const (
 // run kernels.SoftmaxStrided (block or warp per row).
 func Softmax[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) error {
 	const op = "Softmax"
-	if err := begin(ctx, op); err != nil {
+	d, rows, cols, err := matrixOp(ctx, op, out, in, ptx.F32, ptx.F16, ptx.BF16)
+	if err != nil {
 		return err
 	}
 	dt := jit.ElemType[T]()
-	if err := dtypeIn(op, "in", dt, ptx.F32, ptx.F16, ptx.BF16); err != nil {
-		return err
-	}
-	d, err := deviceOf(op, "in", in)
-	if err != nil {
-		return err
-	}
-	if err := sameDevice(op, "out", d, out); err != nil {
-		return err
-	}
-	rows, cols, err := matrix(op, "in", in)
-	if err != nil {
-		return err
-	}
 	if err := sameShape(op, "out", out, "in", in); err != nil {
 		return err
 	}
@@ -84,24 +71,11 @@ func Softmax[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]) 
 // it (row_sum_split for few long rows); strided ones kernels.RowSumStrided.
 func RowSum[T jit.Elem](ctx context.Context, s *jit.Stream, out Tensor[float32], in Tensor[T]) error {
 	const op = "RowSum"
-	if err := begin(ctx, op); err != nil {
+	d, rows, cols, err := matrixOp(ctx, op, out, in, ptx.F32, ptx.F16, ptx.BF16)
+	if err != nil {
 		return err
 	}
 	dt := jit.ElemType[T]()
-	if err := dtypeIn(op, "in", dt, ptx.F32, ptx.F16, ptx.BF16); err != nil {
-		return err
-	}
-	d, err := deviceOf(op, "in", in)
-	if err != nil {
-		return err
-	}
-	if err := sameDevice(op, "out", d, out); err != nil {
-		return err
-	}
-	rows, cols, err := matrix(op, "in", in)
-	if err != nil {
-		return err
-	}
 	if out.rank != 1 || out.shape[0] != rows {
 		return fmt.Errorf("ops: %s: out has shape %v; want [%d] (one sum per row of in)", op, out.Shape(), rows)
 	}
