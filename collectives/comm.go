@@ -91,9 +91,14 @@ type Options struct {
 	// Matmuls says how AllGatherMatmul, MatmulReduceScatter and MatmulAllReduce run on one
 	// node: MatmulAuto (default: the measured choice of tuning.go), MatmulFused (the fused
 	// kernels), MatmulSplit (the collective, then the GEMM or the GEMM, then the
-	// collective, in stream order) or MatmulOverlap (AllGatherMatmul's all-gather on the
-	// copy engines beside chunked GEMMs, overlap.go). Across nodes they always run split.
+	// collective, in stream order) or MatmulOverlap (the communication on the copy engines
+	// beside chunked GEMMs, overlap.go). Across nodes they always run split.
 	Matmuls MatmulMode
+	// OverlapRounds, when positive, is the number of rounds of rows in which MatmulAllReduce
+	// runs on the copy engines (each round's all-gather beside the next round's GEMMs) where
+	// the overlap runs and M divides into rounds x NumGPUs parts; 0 lets the estimate
+	// choose 1, 2 or 4 (arOverlapRounds). Negative is refused.
+	OverlapRounds int
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). New refuses a
 	// model CostModel.Check refuses (a NaN, zero or infinite bandwidth). On one node
@@ -229,6 +234,9 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	}
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
+	}
+	if o.OverlapRounds < 0 {
+		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count", o.OverlapRounds)
 	}
 	if o.MaxBlocks <= 0 {
 		o.MaxBlocks = DefaultMaxBlocks

@@ -138,6 +138,9 @@ func (c *Comm) MatmulAllReduce(ctx context.Context, a, b, out *Buffer, s MatmulS
 		return err
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
+	if r := c.arOverlap(a.dt, s); r > 0 {
+		return c.gemmAROverlap(ctx, cl, a, b, out, s, r)
+	}
 	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {
 		return c.splitMatmul(ctx, cl, kernels.FamilyGemmAR, a, b, out, s)
 	}

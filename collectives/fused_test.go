@@ -172,7 +172,9 @@ func (e *rankEnv) prepRS(ctx context.Context, bufs [3]*Buffer, s MatmulShape, ou
 					sum += as[src][row*s.K+l] * bs[src][l*s.N+col]
 				}
 			}
-			if e.c.Topology().Nodes > 1 { // split: each GPU's product is rounded to out's type before the sum
+			// Split across nodes and the copy engines' rounds: each GPU's product is rounded
+			// to out's type before the sum.
+			if e.c.Topology().Nodes > 1 || strings.Contains(e.c.LastAlgorithm(), "+copy_engine_") {
 				sum = 0
 				for src := 0; src < g; src++ {
 					p := 0.0
@@ -347,6 +349,58 @@ func TestFusedMatmulsAcrossNodes(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// TestOverlapAllReduce runs MatmulAllReduce on the copy engines (gemmAROverlap: the
+// reduce-scatter overlap in rounds, each round's sums pushed by a second side stream) on 2,
+// 3 and 4 emulated GPUs, strict and weak, in 1, 2 and 4 rounds (the receive sets
+// alternate), f32 and bf16 out, three calls back to back with fresh inputs, against the
+// reference; then a MatmulReduceScatter between two all-reduces (the two share the side
+// stream, its events and the send buffers).
+func TestOverlapAllReduce(t *testing.T) {
+	ctx := context.Background()
+	for _, g := range []int{2, 3, 4} {
+		for _, weak := range []bool{false, true} {
+			for _, rounds := range []int{1, 2, 4} {
+				out := dsl.F32
+				if rounds == 2 {
+					out = dsl.BF16
+				}
+				t.Run(fmt.Sprintf("%dgpu/weak=%v/rounds=%d/%s", g, weak, rounds, out), func(t *testing.T) {
+					o := fusedOpts
+					o.Target, o.Matmuls, o.OverlapRounds = ptx.SM90a, MatmulOverlap, rounds
+					runRanks(t, g, false, weak, int64(g+rounds), Options{}, func(e *rankEnv) error {
+						return withStream(e, o, func(c *Comm, _ *jit.Stream) error {
+							shape := MatmulShape{M: g * 4 * 3, N: 40, K: 24}
+							ar, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M*shape.N, out)
+							if err != nil {
+								return err
+							}
+							rs, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M/g*shape.N, dsl.F32)
+							if err != nil {
+								return err
+							}
+							want := fmt.Sprintf("+copy_engine_allreduce_%d", rounds)
+							for call := 0; call < 3; call++ {
+								if err := e.checkRS(ctx, ar, shape, out, true); err != nil {
+									return fmt.Errorf("call %d: %w", call, err)
+								}
+								if got := c.LastAlgorithm(); !strings.HasPrefix(got, "gemm_sm90_") || !strings.HasSuffix(got, want) {
+									return fmt.Errorf("call %d: MatmulAllReduce ran %s, want gemm_sm90_...%s", call, got, want)
+								}
+								if call == 1 {
+									if err := e.checkRS(ctx, rs, shape, dsl.F32, false); err != nil {
+										return fmt.Errorf("MatmulReduceScatter between: %w", err)
+									}
+								}
+							}
+							return nil
+						})
+					})
+				})
+			}
+		}
 	}
 }
 

@@ -38,6 +38,16 @@ type overlapState struct {
 	bytes  int          // the size of each chunk buffer
 	peerA  map[jit.DevicePtr][]jit.DevicePtr
 	rs     *rsState // the reduce-scatter's buffers
+	ag     *agSide  // the all-reduce's all-gather stream
+}
+
+// agSide is the all-reduce overlap's second side stream, which pushes each round's sums to
+// the peers, and its events.
+type agSide struct {
+	stream    *jit.Stream
+	summed    *jit.Event // a round's sums are written
+	barriered *jit.Event // a round's pushes have landed everywhere
+	done      *jit.Event // the last round's sums are pushed
 }
 
 // overlapFor returns the overlap state with chunk buffers of at least bytes each.
@@ -81,6 +91,9 @@ func (o *overlapState) close() error {
 		return nil
 	}
 	errs := []error{o.side.Close(), o.start.Close(), o.end.Close()}
+	if o.ag != nil {
+		errs = append(errs, o.ag.stream.Close(), o.ag.summed.Close(), o.ag.barriered.Close(), o.ag.done.Close())
+	}
 	for _, e := range o.chunks {
 		errs = append(errs, e.Close())
 	}
@@ -134,6 +147,29 @@ func (c *Comm) overlapMatmul(ag bool, dt, out dsl.Type, s MatmulShape) bool {
 		return rsOverlapWins(c.g, c.r.Device.Info().Multiproc, dt, out, s)
 	}
 	return false
+}
+
+// arOverlap returns the rounds of MatmulAllReduce's copy-engine overlap for shape s (0:
+// split), under overlapMatmul's conditions; Options.OverlapRounds fixes the count where
+// it divides M into parts.
+func (c *Comm) arOverlap(dt dsl.Type, s MatmulShape) int {
+	if c.g == 1 || c.node.topo.Nodes > 1 || c.o.CaptureSafe || c.o.Stream == nil {
+		return 0
+	}
+	if ok, _ := kernels.UseSM90(c.o.Target, s.N, s.K); !ok {
+		return 0
+	}
+	switch r := c.o.OverlapRounds; {
+	case c.o.Matmuls != MatmulOverlap && c.o.Matmuls != MatmulAuto:
+		return 0
+	case r > 0 && s.M%(r*c.g) == 0:
+		return r
+	}
+	switch c.o.Matmuls {
+	case MatmulOverlap, MatmulAuto:
+		return arOverlapRounds(c.g, c.r.Device.Info().Multiproc, dt, s, c.o.Matmuls == MatmulOverlap)
+	}
+	return 0
 }
 
 // agGemmOverlap runs AllGatherMatmul on checked buffers with the copy engines (see above).
@@ -209,16 +245,18 @@ func (c *Comm) agGemmOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 // rsState is MatmulOverlap's reduce-scatter buffers for one chunk size.
 type rsState struct {
 	send  []*sym // send[q]: the partial product of GPU q's rows (nil for this GPU's)
-	recv  *sym   // g slots of a chunk: slot p from GPU p (slot rank: this GPU's own rows)
+	recv  *sym   // sets of g slots of a chunk: slot p from GPU p (slot rank: this GPU's own rows)
 	bytes int
+	sets  int
 }
 
-// rsFor returns the reduce-scatter buffers with chunks of at least bytes.
-func (c *Comm) rsFor(ctx context.Context, cl *call, o *overlapState, bytes int) (*rsState, error) {
-	if o.rs != nil && o.rs.bytes >= bytes {
+// rsFor returns the reduce-scatter buffers with chunks of at least bytes and at least sets
+// sets of receive slots.
+func (c *Comm) rsFor(ctx context.Context, cl *call, o *overlapState, bytes, sets int) (*rsState, error) {
+	if o.rs != nil && o.rs.bytes >= bytes && o.rs.sets >= sets {
 		return o.rs, nil
 	}
-	rs := &rsState{send: make([]*sym, c.g), bytes: bytes}
+	rs := &rsState{send: make([]*sym, c.g), bytes: bytes, sets: sets}
 	var err error
 	for q := range rs.send {
 		if q != c.rank {
@@ -227,7 +265,7 @@ func (c *Comm) rsFor(ctx context.Context, cl *call, o *overlapState, bytes int) 
 			}
 		}
 	}
-	if rs.recv, err = c.alloc(ctx, c.g*bytes, false); err != nil {
+	if rs.recv, err = c.alloc(ctx, sets*c.g*bytes, false); err != nil {
 		return nil, cl.wrap(err)
 	}
 	o.rs = rs
@@ -236,14 +274,12 @@ func (c *Comm) rsFor(ctx context.Context, cl *call, o *overlapState, bytes int) 
 
 // gemmRSOverlap runs MatmulReduceScatter on checked buffers with the copy engines (above).
 func (c *Comm) gemmRSOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s MatmulShape) error {
-	rows := s.M / c.g
-	n := rows * s.N
-	chunk := n * out.dt.Bytes()
+	chunk := s.M / c.g * s.N * out.dt.Bytes()
 	o, err := c.overlapFor(ctx, cl, 0)
 	if err != nil {
 		return err
 	}
-	rs, err := c.rsFor(ctx, cl, o, chunk)
+	rs, err := c.rsFor(ctx, cl, o, chunk, 1)
 	if err != nil {
 		return err
 	}
@@ -258,36 +294,198 @@ func (c *Comm) gemmRSOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 	if err := c.overlapBarrier(ctx, cl, o); err != nil {
 		return err
 	}
+	r := rsRound{o: o, rs: rs, recv: recv, a: a, b: b, out: out.dt, s: s, dst: out.s}
+	name, err := c.rsRound(ctx, cl, r)
+	if err != nil {
+		return err
+	}
+	c.last = name + "+copy_engine_reducescatter"
+	return nil
+}
+
+// rsRound is one reduce-scatter round of the copy-engine overlap: the product of rows
+// [row0, row0+s.M) of A (s.M x s.K of a larger A) summed over the GPUs, this GPU's part
+// (rows row0 + rank*s.M/g on) written to dst at element dOff, through receive set set.
+type rsRound struct {
+	o         *overlapState
+	rs        *rsState
+	recv      []jit.DevicePtr // every GPU's address of rs.recv
+	a, b      *Buffer
+	out       dsl.Type
+	s         MatmulShape
+	row0, set int
+	dst       *sym
+	dOff      int
+}
+
+// rsRound runs round r after the side stream's barrier that frees its receive set (see
+// gemmRSOverlap's timeline): the partial products for the other GPUs, each pushed by the
+// side stream while the next is computed, this GPU's own into its slot, the barrier that
+// says every push has landed, then sum_slots into dst on the compute stream. It returns
+// the GEMM's name.
+func (c *Comm) rsRound(ctx context.Context, cl *call, r rsRound) (string, error) {
+	o, rs, s := r.o, r.rs, r.s
+	rows := s.M / c.g
+	n := rows * s.N
+	chunk := n * r.out.Bytes()
+	set := r.set * c.g * chunk
+	main := c.o.Stream
 	part := MatmulShape{M: rows, N: s.N, K: s.K}
 	for j := 1; j < c.g; j++ {
 		q := (c.rank + j) % c.g
-		x := gemmOperands{a: a.s, b: b.s, d: rs.send[q], in: a.dt, out: out.dt, aOff: q * rows * s.K}
+		x := gemmOperands{a: r.a.s, b: r.b.s, d: rs.send[q], in: r.a.dt, out: r.out, aOff: (r.row0 + q*rows) * s.K}
 		if _, err := c.gemmSM90On(ctx, cl, x, part, main); err != nil {
-			return err
+			return "", err
 		}
 		if err := errors.Join(o.chunks[j].Record(main), o.side.WaitEvent(o.chunks[j])); err != nil {
-			return cl.wrap(err)
+			return "", cl.wrap(err)
 		}
-		dst := recv[q] + jit.DevicePtr(c.rank*chunk)
+		dst := r.recv[q] + jit.DevicePtr(set+c.rank*chunk)
 		if err := o.side.CopyDtoD(dst, rs.send[q].own, int64(chunk)); err != nil {
-			return cl.wrap(err)
+			return "", cl.wrap(err)
 		}
 	}
-	x := gemmOperands{a: a.s, b: b.s, d: rs.recv, in: a.dt, out: out.dt, aOff: c.rank * rows * s.K, dOff: c.rank * n}
+	x := gemmOperands{a: r.a.s, b: r.b.s, d: rs.recv, in: r.a.dt, out: r.out, aOff: (r.row0 + c.rank*rows) * s.K,
+		dOff: set/r.out.Bytes() + c.rank*n}
 	name, err := c.gemmSM90On(ctx, cl, x, part, main)
 	if err != nil {
+		return "", err
+	}
+	if err := c.overlapBarrier(ctx, cl, o); err != nil {
+		return "", err
+	}
+	if err := errors.Join(o.end.Record(o.side), main.WaitEvent(o.end)); err != nil {
+		return "", cl.wrap(err)
+	}
+	slots := rs.recv.own + jit.DevicePtr(set)
+	out := r.dst.own + jit.DevicePtr(r.dOff*r.out.Bytes())
+	if err := c.sumSlots(ctx, cl, main, r.out, out, slots, n); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// MatmulAllReduce with the copy engines (MatmulOverlap): the reduce-scatter overlap above
+// in rounds of rows, each round's sums pushed to every peer by a second side stream (ag)
+// while the SMs compute the next round. Per call, on GPU r of g, in C rounds of M/C rows
+// (round i receives into slot set i%2; q1, q2, ... = r+1, r+2, ...):
+//
+//	compute: record start ── gemm(q1) ── record c1 ── gemm(q2) ── ... ── gemm(own → slot r) ── wait barriered ── sum_slots(set i%2 → out part r) ── record summed ── next round ── ... ── wait end
+//	side:    wait start ── barrier ── wait c1 ── push q1 ── wait c2 ── ... ── barrier ── record barriered ── next round ── ... ── wait done ── barrier ── record end
+//	ag:      wait summed ── push out part r → every peer's out ── next round ── ... ── record done
+//
+// Round i's pushes into set i%2 are safe once every GPU passed round i-1's barrier: its side
+// stream reaches it after its gemms of round i-1, which its compute stream runs after the
+// sum of round i-2. Keeping the sums on the compute stream (rather than on multiprocessors
+// left free beside the GEMMs) measured as fast or faster on 4 x H100 (docs/bench.md). The
+// last barrier says every sum has landed everywhere.
+
+// arFor returns the overlap state with the all-reduce's ag stream and events.
+func (c *Comm) arFor(ctx context.Context, cl *call) (*overlapState, error) {
+	o, err := c.overlapFor(ctx, cl, 0)
+	if err != nil || o.ag != nil {
+		return o, err
+	}
+	ag := &agSide{}
+	if ag.stream, err = c.r.Device.NewStream(); err != nil {
+		return nil, cl.wrap(err)
+	}
+	evs := []**jit.Event{&ag.summed, &ag.barriered, &ag.done}
+	for i, e := range evs {
+		if *e, err = c.r.Device.NewEvent(); err != nil {
+			errs := []error{err, ag.stream.Close()}
+			for _, made := range evs[:i] {
+				errs = append(errs, (*made).Close())
+			}
+			return nil, cl.wrap(errors.Join(errs...))
+		}
+	}
+	o.ag = ag
+	return o, nil
+}
+
+// gemmAROverlap runs MatmulAllReduce on checked buffers with the copy engines in rounds
+// rounds (above); s.M is a multiple of rounds * NumGPUs.
+func (c *Comm) gemmAROverlap(ctx context.Context, cl *call, a, b, out *Buffer, s MatmulShape, rounds int) error {
+	rowsR := s.M / rounds
+	rows := rowsR / c.g
+	n := rows * s.N
+	chunk := n * out.dt.Bytes()
+	o, err := c.arFor(ctx, cl)
+	if err != nil {
 		return err
+	}
+	rs, err := c.rsFor(ctx, cl, o, chunk, min(rounds, 2))
+	if err != nil {
+		return err
+	}
+	recv, err := c.peers(o, rs.recv)
+	if err != nil {
+		return err
+	}
+	peerOut, err := c.peers(o, out.s)
+	if err != nil {
+		return err
+	}
+	main, side, ag := c.o.Stream, o.side, o.ag
+	if err := errors.Join(o.start.Record(main), side.WaitEvent(o.start)); err != nil {
+		return cl.wrap(err)
 	}
 	if err := c.overlapBarrier(ctx, cl, o); err != nil {
 		return err
 	}
-	if err := errors.Join(o.end.Record(o.side), main.WaitEvent(o.end)); err != nil {
+	part := MatmulShape{M: rows, N: s.N, K: s.K}
+	var name string
+	for i := range rounds {
+		set := i % 2 * c.g * chunk
+		for j := 1; j < c.g; j++ {
+			q := (c.rank + j) % c.g
+			x := gemmOperands{a: a.s, b: b.s, d: rs.send[q], in: a.dt, out: out.dt, aOff: (i*rowsR + q*rows) * s.K}
+			if _, err := c.gemmSM90On(ctx, cl, x, part, main); err != nil {
+				return err
+			}
+			if err := errors.Join(o.chunks[j].Record(main), side.WaitEvent(o.chunks[j])); err != nil {
+				return cl.wrap(err)
+			}
+			if err := side.CopyDtoD(recv[q]+jit.DevicePtr(set+c.rank*chunk), rs.send[q].own, int64(chunk)); err != nil {
+				return cl.wrap(err)
+			}
+		}
+		x := gemmOperands{a: a.s, b: b.s, d: rs.recv, in: a.dt, out: out.dt, aOff: (i*rowsR + c.rank*rows) * s.K,
+			dOff: set/out.dt.Bytes() + c.rank*n}
+		if name, err = c.gemmSM90On(ctx, cl, x, part, main); err != nil {
+			return err
+		}
+		if err := c.overlapBarrier(ctx, cl, o); err != nil {
+			return err
+		}
+		if err := errors.Join(ag.barriered.Record(side), main.WaitEvent(ag.barriered)); err != nil {
+			return cl.wrap(err)
+		}
+		at := jit.DevicePtr((i*rowsR + c.rank*rows) * s.N * out.dt.Bytes())
+		if err := c.sumSlots(ctx, cl, main, out.dt, out.s.own+at, rs.recv.own+jit.DevicePtr(set), n); err != nil {
+			return err
+		}
+		if err := errors.Join(ag.summed.Record(main), ag.stream.WaitEvent(ag.summed)); err != nil {
+			return cl.wrap(err)
+		}
+		for j := 1; j < c.g; j++ {
+			q := (c.rank + j) % c.g
+			if err := ag.stream.CopyDtoD(peerOut[q]+at, out.s.own+at, int64(chunk)); err != nil {
+				return cl.wrap(err)
+			}
+		}
+	}
+	if err := errors.Join(ag.done.Record(ag.stream), side.WaitEvent(ag.done)); err != nil {
 		return cl.wrap(err)
 	}
-	if err := c.sumSlots(ctx, cl, out, rs.recv, n); err != nil {
+	if err := c.overlapBarrier(ctx, cl, o); err != nil {
 		return err
 	}
-	c.last = name + "+copy_engine_reducescatter"
+	if err := errors.Join(o.end.Record(side), main.WaitEvent(o.end)); err != nil {
+		return cl.wrap(err)
+	}
+	c.last = fmt.Sprintf("%s+copy_engine_allreduce_%d", name, rounds)
 	return nil
 }
 
@@ -298,10 +496,9 @@ func (c *Comm) overlapBarrier(ctx context.Context, cl *call, o *overlapState) er
 		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Epoch: c.padEpoch})
 }
 
-// sumSlots writes out = the sum of the Comm's g slots of n elements at slots (sum_slots,
-// built once per type), on the Comm's stream.
-func (c *Comm) sumSlots(ctx context.Context, cl *call, out *Buffer, slots *sym, n int) error {
-	dt := out.dt
+// sumSlots writes n elements of dt at out = the sum of the Comm's g slots of n elements at
+// slots (sum_slots, built once per type) on stream.
+func (c *Comm) sumSlots(ctx context.Context, cl *call, stream *jit.Stream, dt dsl.Type, out, slots jit.DevicePtr, n int) error {
 	name := "sum_slots_" + dt.String()
 	key := fusedKey{f: kernels.Family(name), in: dt, out: dt}
 	fn, ok := c.fused[key]
@@ -313,8 +510,8 @@ func (c *Comm) sumSlots(ctx context.Context, cl *call, out *Buffer, slots *sym, 
 			return err
 		}
 	}
-	lc := jit.LaunchConfig{Grid: jit.D1(c.blocks((n*dt.Bytes() + 15) / 16)), Block: jit.D1(kernels.CollThreads), Stream: c.o.Stream, Context: ctx}
-	args := launch.SumSlots{Out: out.s.at(dt), Slots: slots.at(dt), NSlots: uint32(c.g), N: uint32(n)}
+	lc := jit.LaunchConfig{Grid: jit.D1(c.blocks((n*dt.Bytes() + 15) / 16)), Block: jit.D1(kernels.CollThreads), Stream: stream, Context: ctx}
+	args := launch.SumSlots{Out: jit.AnyPtr{Addr: out, Elem: dt}, Slots: jit.AnyPtr{Addr: slots, Elem: dt}, NSlots: uint32(c.g), N: uint32(n)}
 	if err := c.launchFn(fn, lc, args); err != nil {
 		return fmt.Errorf("collectives: %s (%s): %w", cl.what, name, err)
 	}

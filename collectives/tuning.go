@@ -104,9 +104,9 @@ const (
 	MatmulFused
 	// MatmulSplit runs the collective and the GEMM one after the other (splitMatmul).
 	MatmulSplit
-	// MatmulOverlap runs AllGatherMatmul with the all-gather on the copy engines, chunk by
-	// chunk beside the GEMMs (overlap.go; sm_90a shapes on one node with Options.Stream),
-	// and the other matmuls split.
+	// MatmulOverlap runs the communication of all three on the copy engines, chunk by chunk
+	// beside the GEMMs (overlap.go; sm_90a shapes on one node with Options.Stream); other
+	// shapes run split.
 	MatmulOverlap
 )
 
@@ -217,4 +217,40 @@ func rsOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
 	sum := float64(g+1) * chunk / localBytesPS * 1e6
 	overlap := max(float64(g)*us(s.M/g), rs) + sum + overlapOverheadUS
 	return overlap < us(s.M)+rs
+}
+
+// arOverlapRounds returns the rounds of MatmulAllReduce's copy-engine overlap
+// (gemmAROverlap) for shape s on g GPUs of sms multiprocessors, or 0 for split: the most of
+// 4, 2 and 1 rounds that divide M into whole parts whose GEMM pieces (M/(rounds*g) rows)
+// still have a wave of output tiles (pieceFillsGPU); force (MatmulOverlap) takes 1 round
+// where none does. Measured on 4 and 2 x H100 (bf16, docs/bench.md): the overlap beat split
+// at every shape whose pieces fill the GPU (8192 x 8192 x 7168 on 4 GPUs: 1543-1671 us
+// against 1864-1909), and pieces of half a wave lost (4096 x 8192 x 7168 in 4 rounds: 1084-1199
+// against 879-945 in 2).
+func arOverlapRounds(g, sms int, dt dsl.Type, s MatmulShape, force bool) int {
+	if g < 2 || s.M%g != 0 {
+		return 0
+	}
+	for _, r := range []int{4, 2, 1} {
+		if s.M%(r*g) == 0 && pieceFillsGPU(sms, dt, MatmulShape{M: s.M / (r * g), N: s.N, K: s.K}) {
+			return r
+		}
+	}
+	if force {
+		return 1
+	}
+	return 0
+}
+
+// pieceFillsGPU reports whether the piece s has at least 15/16 of a wave of gemm_sm90's
+// largest tiles (DefaultGemmSM90Config's, 128 x 256) on sms multiprocessors: 128 tiles on an
+// H100's 132. GemmSM90For picks smaller tiles for smaller pieces, which fill the GPU but
+// run slower (the measurements above).
+func pieceFillsGPU(sms int, dt dsl.Type, s MatmulShape) bool {
+	if sms < 1 || s.M < 1 || s.N < 1 || s.K < 1 {
+		return false
+	}
+	cfg := kernels.DefaultGemmSM90Config(dt)
+	tiles := (s.M + cfg.BM() - 1) / cfg.BM() * ((s.N + cfg.BN - 1) / cfg.BN)
+	return tiles*16 >= sms*15
 }

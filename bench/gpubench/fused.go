@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,12 +55,24 @@ func fused(w io.Writer, args []string) error {
 	reps := fs.Int("reps", 20, "timed repetitions (after 3 warm-ups)")
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
 	soak := fs.Int("soak", 0, "after timing each implementation, this many calls back to back (no host synchronize between them), the output checked after the last")
+	rounds := fs.String("ar-rounds", "", "also time MatmulAllReduce on the copy engines in these rounds (comma-separated counts: impl kgen/overlap-rN)")
 	sm90 := fs.Bool("sm90", false, "target sm_90a: the fused ops run ag_gemm_sm90, gemm_rs_sm90, gemm_ar_sm90 (TMA + wgmma) and the plain and unfused gemm is gemm_sm90")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	if *soak < 0 {
 		return usagef("-soak %d: want 0 or more calls", *soak)
+	}
+	var roundList []int
+	for _, f := range strings.Split(*rounds, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 1 {
+			return usagef("-ar-rounds %q: want positive round counts", *rounds)
+		}
+		roundList = append(roundList, r)
 	}
 	var probs [][3]int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -83,7 +96,7 @@ func fused(w io.Writer, args []string) error {
 		}
 		for _, p := range probs {
 			// A communicator per problem: closing it frees the problem's buffers.
-			fb, err := newFusedBench(r, sw, *reps, *asJSON, *sm90)
+			fb, err := newFusedBench(r, sw, *reps, *asJSON, *sm90, roundList)
 			if err != nil {
 				return err
 			}
@@ -144,7 +157,7 @@ type fusedBench struct {
 	w      io.Writer
 }
 
-func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool) (*fusedBench, error) {
+func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool, rounds []int) (*fusedBench, error) {
 	s, err := r.Device.NewStream()
 	if err != nil {
 		return nil, err
@@ -161,11 +174,17 @@ func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool) (*fuse
 		return nil, err
 	}
 	fb := &fusedBench{r: r, c: c, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
-	for _, x := range []struct {
-		impl string
-		mode collectives.MatmulMode
-	}{{"kgen/comm", collectives.MatmulAuto}, {"kgen/overlap", collectives.MatmulOverlap}} {
-		cm, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: x.mode})
+	type other struct {
+		impl   string
+		mode   collectives.MatmulMode
+		rounds int
+	}
+	others := []other{{"kgen/comm", collectives.MatmulAuto, 0}, {"kgen/overlap", collectives.MatmulOverlap, 0}}
+	for _, n := range rounds {
+		others = append(others, other{fmt.Sprintf("kgen/overlap-r%d", n), collectives.MatmulOverlap, n})
+	}
+	for _, x := range others {
+		cm, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: x.mode, OverlapRounds: x.rounds})
 		if err != nil {
 			return nil, errors.Join(err, fb.close())
 		}

@@ -21,6 +21,8 @@ func TestUsageErrors(t *testing.T) {
 		{"mlp", runMLP, []string{"-tokens", "0"}},
 		{"fused", runFused, []string{"-soak", "-5"}},
 		{"fused", runFused, []string{"-soak", "-1s"}},
+		{"fused", runFused, []string{"-ar-rounds", "2,x"}},
+		{"fused", runFused, []string{"-ar-rounds", "0"}},
 		{"fused", runFused, []string{"-sizes", "bogus"}},
 		{"gemm", runGemm, []string{"-epilogue", "bogus"}},
 		{"gemm", runGemm, []string{"-epilogue", "bias,", "-sm90"}},
