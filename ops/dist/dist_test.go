@@ -279,7 +279,9 @@ func TestMatmuls(t *testing.T) {
 					return dot(func(rr, kk int) float64 { return input(10, q, (rr%(m/g))*k+kk) }, func(kk, cc int) float64 { return input(11, r, kk*n+cc) }, row, col)
 				}},
 			{"MatmulReduceScatter", m, m / g,
-				func(o ops.Tensor[float32], a, b ops.Tensor[fp.BF16]) error { return MatmulReduceScatter(ctx, c, o, a, b) },
+				func(o ops.Tensor[float32], a, b ops.Tensor[fp.BF16]) error {
+					return MatmulReduceScatter(ctx, c, o, a, b)
+				},
 				func(o, a, b *collectives.Buffer) error { return c.MatmulReduceScatter(ctx, a, b, o, shape) },
 				func(i int) float64 {
 					row, col := r*(m/g)+i/n, i%n
