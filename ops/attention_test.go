@@ -310,3 +310,64 @@ func TestAttentionConfigFor(t *testing.T) {
 		t.Errorf("sm 75: error %v; want one naming compute capability 8.0", err)
 	}
 }
+
+// TestAttentionAllocs bounds the Go allocations of an Attention call whose plan and
+// arguments are cached (captured on the emulator, as TestCallAllocs does for the other ops):
+// no more than jit's Launch of its kernel with the same boxed arguments.
+func TestAttentionAllocs(t *testing.T) {
+	d := emuDevice(t)
+	c := attnCase{b: 1, h: 2, hk: 1, sq: 8, sk: 16, d: 64, causal: true}
+	o := newAttn[fp.BF16](t, d, c, 3)
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	opt := &AttentionOptions{Causal: true, LSE: o.lse}
+	call := func() error { return Attention(ctx, s, o.out, o.q, o.k, o.v, opt) }
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if g, err := s.EndCapture(); err == nil {
+			g.Close()
+		}
+	}()
+	var cerr error
+	n := testing.AllocsPerRun(50, func() {
+		if err := call(); err != nil {
+			cerr = err
+		}
+	})
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	// jit's Launch of the plan's kernel with the arguments the call boxed and kept.
+	var p *plan
+	st := stateOf(d)
+	st.mu.Lock()
+	for k, v := range st.plans {
+		if k.op == "attention" {
+			p = v
+		}
+	}
+	st.mu.Unlock()
+	args := p.last.Load().args
+	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
+	direct := testing.AllocsPerRun(50, func() {
+		if err := p.fn.Launch(lc, args...); err != nil {
+			cerr = err
+		}
+	})
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	t.Logf("Attention: %.0f allocations per call; Function.Launch of its kernel %.0f", n, direct)
+	if n > direct {
+		t.Errorf("Attention: %.0f allocations per call; Function.Launch of its kernel takes %.0f: the op must add none", n, direct)
+	}
+}
