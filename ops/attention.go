@@ -228,6 +228,9 @@ func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error
 	if err != nil {
 		return nil, err
 	}
+	if p := st.lookup(key); p != nil { // a concurrent call planned it meanwhile
+		return p, nil
+	}
 	// The kernel always stores the LSE; a call without one gives it this (written, never
 	// read: calls on several streams may write it at once).
 	lse, err := jit.Alloc[float32](st.d, batch*heads*seqQ)
