@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -369,5 +370,45 @@ func TestAttentionAllocs(t *testing.T) {
 	t.Logf("Attention: %.0f allocations per call; Function.Launch of its kernel %.0f", n, direct)
 	if n > direct {
 		t.Errorf("Attention: %.0f allocations per call; Function.Launch of its kernel takes %.0f: the op must add none", n, direct)
+	}
+}
+
+// TestAttentionConcurrent runs Attention from several goroutines on their own streams (one
+// plan, one kernel loaded, no LSE: the plan's scratch is shared) and checks each result.
+func TestAttentionConcurrent(t *testing.T) {
+	d := emuDevice(t)
+	c := attnCase{b: 1, h: 2, hk: 2, sq: 20, sk: 33, d: 64}
+	o := newAttn[fp.BF16](t, d, c, 11)
+	const g = 4
+	outs := make([]attnOperands[fp.BF16], g)
+	errs := make([]error, g)
+	var wg sync.WaitGroup
+	for i := range outs {
+		outs[i] = o
+		outs[i].outB = upload[fp.BF16](t, d, make([]float64, o.outB.Len()))
+		outs[i].out, _ = New(outs[i].outB, c.b, c.sq, c.h, c.d)
+		wg.Add(1)
+		go func(x attnOperands[fp.BF16], i int) {
+			defer wg.Done()
+			s, err := d.NewStream()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer s.Close()
+			if errs[i] = Attention(context.Background(), s, x.out, x.q, x.k, x.v, nil); errs[i] == nil {
+				errs[i] = s.Synchronize()
+			}
+		}(outs[i], i)
+	}
+	wg.Wait()
+	for i := range outs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		checkAttn(t, c, outs[i], false)
+	}
+	if n := len(Kernels(d)); n != 1 {
+		t.Errorf("%d kernels loaded (%v); want 1", n, Kernels(d))
 	}
 }
