@@ -63,7 +63,12 @@ func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, e
 	if err != nil {
 		return nil, err
 	}
-	return &Buffer{c: c, s: s, dt: dt, n: n}, nil
+	b := &Buffer{c: c, s: s, dt: dt, n: n}
+	if c.bufs == nil {
+		c.bufs = map[*jit.Memory]*Buffer{}
+	}
+	c.bufs[s.m] = b
+	return b, nil
 }
 
 // Free releases the buffer's symmetric memory on every GPU (collective: every rank frees
@@ -98,6 +103,7 @@ func (b *Buffer) Free() error {
 	if c.ovl != nil {
 		delete(c.ovl.peerA, b.s.own)
 	}
+	delete(c.bufs, b.s.m)
 	b.c, b.s = nil, nil
 	return errors.Join(errs...)
 }
@@ -118,6 +124,28 @@ func (b *Buffer) DevPtr() jit.DevicePtr {
 		return 0
 	}
 	return b.s.own
+}
+
+// Memory returns the symmetric allocation holding this GPU's copy (its first Bytes() bytes
+// are the elements), for viewing b with jit.BufferOf (package ops/dist makes tensors of
+// it); nil once freed or closed.
+func (b *Buffer) Memory() *jit.Memory {
+	if b.s == nil || b.c.closed {
+		return nil
+	}
+	return b.s.m
+}
+
+// BufferOf returns the live Buffer of this Comm whose copy on this GPU is m, or an error
+// saying that m is none (the collectives need the Comm's symmetric memory: Alloc).
+func (c *Comm) BufferOf(m *jit.Memory) (*Buffer, error) {
+	if c.closed {
+		return nil, errClosed
+	}
+	if b, ok := c.bufs[m]; ok && m != nil {
+		return b, nil
+	}
+	return nil, errors.New("collectives: the memory is no live Buffer of this Comm: collectives need the Comm's symmetric memory (Comm.Alloc)")
 }
 
 // live fails for a freed buffer, or one whose Comm is closed (Close frees its memory).

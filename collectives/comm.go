@@ -167,6 +167,7 @@ type Comm struct {
 	names       map[kernels.ID]string     // the kernels' registry names, for LastAlgorithm
 	mods        []*jit.Module
 	allocs      []*jit.Memory
+	bufs        map[*jit.Memory]*Buffer // the live Buffers by this GPU's copy (BufferOf)
 	last        string
 	closed      bool
 

@@ -412,6 +412,7 @@ func (b *opsBench) cases(small bool) []opCase {
 			func() (opCase, error) { return b.streamCase("add", 1<<14, false) },
 			func() (opCase, error) { return b.streamCase("axpy", 1<<14, true) },
 			func() (opCase, error) { return matmulCase(b, "matmul_bf16", 128, 128, 64, fp.BF16Of) },
+			func() (opCase, error) { return b.attentionCase("attention", 1, 2, 1, 70, 90, 64, true) },
 		}
 	} else {
 		ms = []mk{
@@ -426,6 +427,13 @@ func (b *opsBench) cases(small bool) []opCase {
 			func() (opCase, error) { return matmulCase(b, "matmul_bf16_8192", 8192, 8192, 8192, fp.BF16Of) },
 			func() (opCase, error) { return matmulCase(b, "matmul_bf16_skinny", 128, 14336, 4096, fp.BF16Of) },
 			func() (opCase, error) { return matmulCase(b, "matmul_e4m3_4096", 4096, 4096, 4096, fp.E4M3Of) },
+			func() (opCase, error) { return b.attentionCase("attention_d128_4k", 4, 16, 16, 4096, 4096, 128, false) },
+			func() (opCase, error) {
+				return b.attentionCase("attention_d128_4k_causal", 4, 16, 16, 4096, 4096, 128, true)
+			},
+			func() (opCase, error) {
+				return b.attentionCase("attention_decode_gqa8", 32, 32, 4, 1, 8192, 128, false)
+			},
 		}
 	}
 	var cs []opCase

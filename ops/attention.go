@@ -1,0 +1,243 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// AttentionOptions are Attention's less common settings. A nil *AttentionOptions means no
+// mask, Scale 1/sqrt(head dim) and no LSE.
+type AttentionOptions struct {
+	// Causal masks key j from query i unless j <= i + seqK - seqQ (aligned bottom-right,
+	// as FlashAttention does: with seqQ > seqK the first rows see no key, their O is 0 and
+	// their LSE -Inf).
+	Causal bool
+	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be finite.
+	Scale float32
+	// LSE, when set, receives each row's log-sum-exp: [batch, heads, seqQ] f32, contiguous,
+	// the natural log of the softmax denominator including the scale. The zero Tensor is
+	// unset (the kernel then writes a scratch buffer of the call's plan).
+	LSE Tensor[float32]
+}
+
+// Attention computes the forward attention out = softmax(scale * q k^T [+ causal mask]) v
+// per (batch, head) with f32 accumulation (kernels.Attention: FlashAttention-2 on
+// mma.sync). q and out are [batch, seqQ, heads, d] and k, v [batch, seqK, kvHeads, d], all
+// contiguous and 16-byte aligned, of fp.BF16 or fp.F16 (BSHD, FlashAttention's layout); d
+// is 64, 128 or 256; heads is a multiple of kvHeads (GQA: query head h reads K/V head
+// h / (heads/kvHeads); MQA with kvHeads 1). out may be q itself (each block reads its
+// queries before it writes their outputs) but shares no memory with k, v or the LSE.
+//
+// The configuration comes from AttentionConfigFor (the device's shared memory, the head
+// dim, short query sequences); the device needs compute capability 8.0 or newer.
+func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tensor[T], o *AttentionOptions) error {
+	const op = "Attention"
+	if err := begin(ctx, op); err != nil {
+		return err
+	}
+	dt := jit.ElemType[T]()
+	if err := dtypeIn(op, "q", dt, ptx.BF16, ptx.F16); err != nil {
+		return err
+	}
+	dev, err := deviceOf(op, "q", q)
+	if err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		name string
+		t    Tensor[T]
+	}{{"k", k}, {"v", v}, {"out", out}} {
+		if err := sameDevice(op, x.name, dev, x.t); err != nil {
+			return err
+		}
+	}
+	// Shapes: q [B, SQ, H, D], k and v [B, SK, HK, D], out q's.
+	for _, x := range []struct {
+		name, dims string
+		t          Tensor[T]
+	}{{"q", "[batch, seqQ, heads, d]", q}, {"k", "[batch, seqK, kvHeads, d]", k}, {"v", "[batch, seqK, kvHeads, d]", v}, {"out", "[batch, seqQ, heads, d] (q's)", out}} {
+		if x.t.rank != 4 {
+			return fmt.Errorf("ops: %s: %s has rank %d (shape %v); want %s", op, x.name, x.t.rank, x.t.Shape(), x.dims)
+		}
+	}
+	batch, seqQ, heads, hd := q.shape[0], q.shape[1], q.shape[2], q.shape[3]
+	seqK, kvHeads := k.shape[1], k.shape[2]
+	if hd != 64 && hd != 128 && hd != 256 {
+		return fmt.Errorf("ops: %s: q has head dim %d (shape %v); the kernel takes 64, 128 or 256", op, hd, q.Shape())
+	}
+	if k.shape[0] != batch || k.shape[3] != hd {
+		return fmt.Errorf("ops: %s: k has shape %v, q %v: k must be [batch, seqK, kvHeads, d] with q's batch %d and head dim %d", op, k.Shape(), q.Shape(), batch, hd)
+	}
+	if err := sameShape(op, "v", v, "k", k); err != nil {
+		return err
+	}
+	if err := sameShape(op, "out", out, "q", q); err != nil {
+		return err
+	}
+	if heads%kvHeads != 0 {
+		return fmt.Errorf("ops: %s: q has %d heads, k and v %d: heads must be a multiple of kvHeads (GQA shares each K/V head by heads/kvHeads query heads)", op, heads, kvHeads)
+	}
+	for _, x := range []struct {
+		name string
+		t    Tensor[T]
+	}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
+		if err := contiguous(op, x.name, "attention", x.t); err != nil {
+			return err
+		}
+		if err := need16(op, x.name, "attention (16-byte cp.async rows)", x.t); err != nil {
+			return err
+		}
+	}
+	var causal bool
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	lse := jit.AnyPtr{Elem: ptx.F32}
+	if o != nil {
+		causal = o.Causal
+		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) {
+			return fmt.Errorf("ops: %s: AttentionOptions.Scale %v: want a finite scale (0: 1/sqrt(d))", op, o.Scale)
+		}
+		if o.Scale != 0 {
+			scale = o.Scale
+		}
+		if o.LSE.buf != nil {
+			if err := sameDevice(op, "LSE", dev, o.LSE); err != nil {
+				return err
+			}
+			if o.LSE.rank != 3 || o.LSE.shape[0] != batch || o.LSE.shape[1] != heads || o.LSE.shape[2] != seqQ {
+				return fmt.Errorf("ops: %s: LSE has shape %v; want [%d %d %d] ([batch, heads, seqQ])", op, o.LSE.Shape(), batch, heads, seqQ)
+			}
+			if err := contiguous(op, "LSE", "attention", o.LSE); err != nil {
+				return err
+			}
+			lse = ptrOf(o.LSE)
+		}
+	}
+	if err := streamOn(op, s, dev); err != nil {
+		return err
+	}
+	// out is written while q, k, v are read: out may be q whole, nothing else may share it;
+	// the LSE shares nothing.
+	if err := apart(op, "q", q, "out", out, true); err != nil {
+		return err
+	}
+	if err := apart(op, "k", k, "out", out, false); err != nil {
+		return err
+	}
+	if err := apart(op, "v", v, "out", out, false); err != nil {
+		return err
+	}
+	if o != nil && o.LSE.buf != nil {
+		for _, x := range []struct {
+			name string
+			t    Tensor[T]
+		}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
+			if err := apart(op, x.name, x.t, "LSE", o.LSE, false); err != nil {
+				return err
+			}
+		}
+	}
+	st := stateOf(dev)
+	key := planKey{op: "attention", in: dt, dims: [3]int{seqQ, seqK, hd}, lds: [4]int{batch, heads, kvHeads}, target: st.target}
+	if causal {
+		key.flags = 1
+	}
+	p := st.lookup(key)
+	if p == nil {
+		if p, err = planAttention(ctx, st, key); err != nil {
+			if _, ok := err.(refusal); ok {
+				return fmt.Errorf("ops: %s: %w", op, err)
+			}
+			return planFailed(op, dev, err)
+		}
+	}
+	if lse.Addr == 0 {
+		lse = jit.AnyPtr{Addr: p.lse.DevPtr(), Elem: ptx.F32}
+	}
+	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
+	ak := argKey{ptr: [8]jit.DevicePtr{q.Ptr(), k.Ptr(), v.Ptr(), out.Ptr(), lse.Addr}, scalar: [2]uint64{uint64(math.Float32bits(scale))}}
+	if args := p.cached(&ak); args != nil {
+		return launch(op, dev, p.fn, lc, args...)
+	}
+	args := []any{ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(out), lse,
+		uint32(batch), uint32(heads), uint32(kvHeads), uint32(seqQ), uint32(seqK), scale}
+	p.keep(&ak, args)
+	return launch(op, dev, p.fn, lc, args...)
+}
+
+// attentionMinSM is the oldest compute capability the attention kernel runs on (mma.sync
+// m16n8k16 of bf16, cp.async, ldmatrix).
+const attentionMinSM = 80
+
+// maxSharedPerBlock is the dynamic shared memory a block may opt in to on compute
+// capability sm: 227 KiB on 9.0 and 10.x, 163 KiB on 8.0 and 8.7, 99 KiB elsewhere (8.6,
+// 8.9, 12.x).
+func maxSharedPerBlock(sm int) int {
+	switch sm {
+	case 90, 100, 101, 103:
+		return 227 << 10
+	case 80, 87:
+		return 163 << 10
+	}
+	return 99 << 10
+}
+
+// AttentionConfigFor returns the attention kernel Attention runs on a device described by
+// info for inputs of dt (ptx.BF16 or ptx.F16), head dim headDim and seqQ queries:
+// kernels.DefaultAttentionConfig; 64 query rows on 4 warps when seqQ is at most 64 (fewer
+// idle rows per block); 32 keys per step where the device's shared memory cannot hold the
+// default's tiles (head dim 256 on compute capability 8.6, 8.9 and 12.x).
+func AttentionConfigFor(info jit.Info, dt ptx.Type, headDim, seqQ int, causal bool) (kernels.AttentionConfig, error) {
+	if info.SM < attentionMinSM {
+		return kernels.AttentionConfig{}, fmt.Errorf("attention runs mma.sync m16n8k16, cp.async and ldmatrix: compute capability 8.0 or newer; %s is %d.%d", info.Name, info.SM/10, info.SM%10)
+	}
+	cfg := kernels.DefaultAttentionConfig(dsl.Type(dt), headDim, causal)
+	if seqQ <= 64 && cfg.BM > 64 {
+		cfg.BM, cfg.Warps = 64, 4
+	}
+	if cfg.SharedBytes() > maxSharedPerBlock(info.SM) {
+		cfg.BN = 32
+	}
+	if err := cfg.Check(); err != nil {
+		return cfg, err
+	}
+	if cfg.SharedBytes() > maxSharedPerBlock(info.SM) {
+		return cfg, fmt.Errorf("attention %s needs %d bytes of shared memory; compute capability %d.%d gives a block %d", cfg.Name(), cfg.SharedBytes(), info.SM/10, info.SM%10, maxSharedPerBlock(info.SM))
+	}
+	return cfg, nil
+}
+
+// planAttention chooses, builds and loads the attention kernel of key, with its scratch LSE
+// (for calls that pass none).
+func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error) {
+	seqQ, seqK, hd := key.dims[0], key.dims[1], key.dims[2]
+	batch, heads, kvHeads := key.lds[0], key.lds[1], key.lds[2]
+	cfg, err := AttentionConfigFor(st.d.Info(), key.in, hd, seqQ, key.flags == 1)
+	if err != nil {
+		return nil, refusal{err}
+	}
+	if err := cfg.CheckShape(batch, heads, kvHeads, seqQ, seqK); err != nil {
+		return nil, refusal{err}
+	}
+	fn, err := st.function(ctx, cfg.Name(), key.target, func(kb *dsl.Kernel) { kernels.Attention(kb, cfg) })
+	if err != nil {
+		return nil, err
+	}
+	if p := st.lookup(key); p != nil { // a concurrent call planned it meanwhile
+		return p, nil
+	}
+	// The kernel always stores the LSE; a call without one gives it this (written, never
+	// read: calls on several streams may write it at once).
+	lse, err := jit.Alloc[float32](st.d, batch*heads*seqQ)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{fn: fn, name: cfg.Name(), grid: cfg.Grid(batch, heads, seqQ), block: cfg.Threads(), shared: cfg.SharedBytes(), lse: lse}
+	st.store(key, p)
+	return p, nil
+}
