@@ -2,11 +2,14 @@ package collectives
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
 )
 
 // TestMoEHostileConfig: fields whose products overflow, or that the kernels' 32-bit
@@ -79,4 +82,72 @@ func TestMoEDispatchOwnBuffers(t *testing.T) {
 		}
 		return m.Check(ctx)
 	})
+}
+
+// TestCloseAfterStuckDispatch: a rank whose dispatch waits for a peer that never comes gives
+// up at its context's deadline, and its Comm's Close reports the device's sticky error once per
+// distinct message, with its repeats counted (before: once per buffer and module, 18 copies, 35 KB).
+func TestCloseAfterStuckDispatch(t *testing.T) {
+	done := make(chan struct{})
+	var closeErr error
+	err := jit.RunRanks(jit.RanksOptions{Backend: jit.Emulator, World: 2, NVSHMEM: true}, func(r *jit.Rank) error {
+		c, err := New(context.Background(), r, testOpts)
+		if err != nil {
+			return err
+		}
+		cfg := MoEConfig{Tokens: 4, TopK: 2, Hidden: 8, Experts: 4}
+		m, err := c.NewMoE(context.Background(), cfg)
+		if err != nil {
+			return err
+		}
+		x, err := c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+		if err != nil {
+			return err
+		}
+		ids, err := c.Alloc(dsl.I32, cfg.Tokens*cfg.TopK)
+		if err != nil {
+			return err
+		}
+		if r.Rank == 1 { // never dispatches; closes once rank 0 is done
+			<-done
+			c.Close() // its error is rank 0's kernel's, reported there
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		defer func() {
+			select {
+			case <-done:
+			default:
+				close(done)
+			}
+		}()
+		if err := m.Dispatch(ctx, x, ids); err != nil {
+			return err
+		}
+		if err := m.Check(ctx); err == nil {
+			return errors.New("Check with a peer missing = nil; want the deadline or the deadlock")
+		}
+		close(done)
+		closeErr = c.Close()
+		return nil
+	})
+	// RunRanks reports rank 0's device error (once): what matters here is Close's.
+	if err == nil || strings.Count(err.Error(), "no progress in kernel moe_dispatch_count_bf16") > 2 {
+		t.Fatalf("RunRanks = %v", err)
+	}
+	if closeErr == nil {
+		t.Fatal("Close after a stuck dispatch = nil; want the device's error")
+	}
+	msg := closeErr.Error()
+	if n := strings.Count(msg, "no progress in kernel moe_dispatch_count_bf16"); n < 1 || n > 2 || len(msg) > 8<<10 || !strings.Contains(msg, "more times") {
+		t.Fatalf("Close's error says the stuck kernel %d times in %d bytes; want it once or twice (the deadlock, the launch), with its repeats counted:\n%s", n, len(msg), excerptOf(msg))
+	}
+}
+
+func excerptOf(s string) string {
+	if len(s) > 2000 {
+		return s[:2000] + "..."
+	}
+	return s
 }
