@@ -361,8 +361,49 @@ func (c *Comm) CloseContext(ctx context.Context) error {
 		errs = append(errs, m.FreeContext(ctx))
 	}
 	c.mods, c.allocs, c.fns, c.fused = nil, nil, nil, nil
-	return errors.Join(errs...)
+	return joinDistinct(errs)
 }
+
+// joinDistinct is errors.Join of errs without the repeats of an error already in it: a
+// device's sticky error comes back from every free and unload, and is said once, with the
+// number of its repeats.
+func joinDistinct(errs []error) error {
+	var out []error
+	seen := map[string]int{}
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		msg := err.Error()
+		if i, ok := seen[msg]; ok {
+			out[i] = repeatedError{err: out[i]}.more()
+			continue
+		}
+		seen[msg] = len(out)
+		out = append(out, err)
+	}
+	return errors.Join(out...)
+}
+
+// repeatedError is an error that came back n+1 times.
+type repeatedError struct {
+	err error
+	n   int
+}
+
+// more returns e (or, for an error that is not yet a repeatedError, a new one) one repeat up.
+func (e repeatedError) more() error {
+	if r, ok := e.err.(repeatedError); ok {
+		r.n++
+		return r
+	}
+	return repeatedError{err: e.err, n: 1}
+}
+
+func (e repeatedError) Error() string {
+	return fmt.Sprintf("%v (and %d more times)", e.err, e.n)
+}
+func (e repeatedError) Unwrap() error { return e.err }
 
 // alloc makes a zeroed symmetric allocation of at least bytes (whole 16-byte units) with its
 // multicast address when the Comm uses multicast, and its peer table when asked. Collective.

@@ -74,8 +74,16 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	case cfg.Capacity < 0:
 		return nil, fmt.Errorf("collectives: MoEConfig.Capacity %d: want 0 (worst case) or a row count", cfg.Capacity)
 	}
+	// Every field is positive here; each is bounded before any product, so that none
+	// overflows (the kernels index in 32 bits, and expert ids are i32).
+	switch {
+	case cfg.Tokens >= math.MaxInt32, cfg.TopK >= math.MaxInt32, cfg.Hidden >= math.MaxInt32, cfg.Capacity >= math.MaxInt32:
+		return nil, fmt.Errorf("collectives: MoEConfig %v: Tokens, TopK, Hidden and Capacity must stay below 2^31 (32-bit indices)", cfg)
+	case cfg.Experts >= math.MaxInt32:
+		return nil, fmt.Errorf("collectives: MoEConfig.Experts %d: want fewer than 2^31 (expert ids are i32)", cfg.Experts)
+	}
 	pairs := int64(cfg.Tokens) * int64(cfg.TopK)
-	if cfg.Capacity == 0 {
+	if cfg.Capacity == 0 && int64(g)*pairs < math.MaxInt32 {
 		cfg.Capacity = int(int64(g) * pairs)
 	}
 	switch {
@@ -89,6 +97,12 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	nc := c.blocks(int(pairs))
 	m.chunk = (int(pairs) + nc - 1) / nc
 	m.nchunks = (int(pairs) + m.chunk - 1) / m.chunk
+	// The count matrix (CollMaxGPUs x chunks rows of Experts+1 words) and the row starts
+	// (chunks x Experts words) are indexed in 32 bits.
+	if words := int64(kernels.CollMaxGPUs) * int64(m.nchunks) * (int64(cfg.Experts) + 1); words >= math.MaxInt32 {
+		return nil, fmt.Errorf("collectives: MoEConfig.Experts %d: the count matrix (%d GPUs x %d chunks x %d columns = %d words) must stay below 2^31 words (32-bit indices)",
+			cfg.Experts, kernels.CollMaxGPUs, m.nchunks, cfg.Experts+1, words)
+	}
 	cl := &call{what: "NewMoE " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	var err error
 	alloc := func(bytes int, table bool) *sym {
@@ -161,6 +175,17 @@ func (m *MoE) checkBuf(what, name string, b *Buffer, dt dsl.Type, n int) error {
 	return nil
 }
 
+// notOwn refuses b when it is one of the MoE's own buffers (Recv, Src, Counts, Offsets),
+// which Dispatch rewrites while it reads its inputs.
+func (m *MoE) notOwn(what, name string, b *Buffer) error {
+	for _, o := range []*sym{m.recv, m.src, m.counts.s, m.offsets.s} {
+		if b.s == o {
+			return fmt.Errorf("collectives: MoE.%s: %s is one of the MoE's own buffers (Recv, Src, Counts, Offsets), which the dispatch rewrites while it reads %s: pass a buffer of your own", what, name, name)
+		}
+	}
+	return nil
+}
+
 // Dispatch sends every (token, k) pair of this GPU's x ([Tokens, Hidden] bf16) to the GPU of
 // expert ids[token*TopK+k] (i32; -1: none), into that GPU's Recv, and fills Counts, Offsets
 // and Src (collective; three launches in stream order, no host synchronization). Ids
@@ -176,6 +201,9 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 	pairs := cfg.Tokens * cfg.TopK
 	if err := errors.Join(m.checkBuf("Dispatch", "x", x, dsl.BF16, cfg.Tokens*cfg.Hidden),
 		m.checkBuf("Dispatch", "ids", ids, dsl.I32, pairs)); err != nil {
+		return err
+	}
+	if err := errors.Join(m.notOwn("Dispatch", "x", x), m.notOwn("Dispatch", "ids", ids)); err != nil {
 		return err
 	}
 	cl := &call{what: "MoE.Dispatch " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}

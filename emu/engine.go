@@ -529,6 +529,28 @@ func (e *engine) gridOf(i uint32) *launch {
 	return nil
 }
 
+// Cancel ends r, a kernel in flight, with a no-progress error saying why and where its
+// warps were (its blocks stop where they are), and returns that error; a kernel already
+// finished, or nil, is left as it is (nil). It is for a host that gave up waiting for r.
+func (s *System) Cancel(r *Running, why string) error {
+	e := s.eng
+	if e == nil || r == nil || r.done {
+		return nil
+	}
+	for _, l := range e.grids {
+		if l != r.l {
+			continue
+		}
+		x := l.stuck(KindNoProgress, why)
+		e.finish(l, x)
+		if len(e.grids) == 0 {
+			e.idle()
+		}
+		return x
+	}
+	return nil
+}
+
 // Abort ends every kernel in flight with the report of why they cannot go on (after Run
 // reported Stalled): a deadlock when every live warp is blocked, else no progress, naming
 // every kernel, its GPUs and the Go lines where its warps wait or spin. why, when not

@@ -342,6 +342,7 @@ func (d *emuDevice) synchronize() error {
 
 func (d *emuDevice) close() error {
 	unlock := d.lock()
+	d.cancelAbandoned()
 	err := d.syncAll(context.Background(), "Device.Close")
 	if err != nil && d.errSeen && errors.Is(err, d.err) {
 		err = nil // reported already
@@ -360,6 +361,26 @@ func (d *emuDevice) close() error {
 		errs = append(errs, d.m.sys.Free(uint64(p)))
 	}
 	return errors.Join(errs...)
+}
+
+// cancelAbandoned ends d's unfinished launches whose LaunchConfig.Context has ended (m.mu
+// held): nothing waits for them any more, and Close, which has no context of its own, would
+// otherwise wait for a kernel that never finishes (one that spins while storing is never
+// reported as stuck). Their error becomes the device's.
+func (d *emuDevice) cancelAbandoned() {
+	const why = "ended by Device.Close: the launch's LaunchConfig.Context had ended and the kernel had not finished"
+	for _, q := range d.queues {
+		for _, op := range q.ops {
+			if op.done || op.launch == nil || op.ctx == nil || op.ctx.Err() == nil {
+				continue
+			}
+			if op.run == nil { // not started: it never will be
+				op.done, op.err = true, fmt.Errorf("jit: %s: not started: %s", op.desc, why)
+				continue
+			}
+			d.m.sys.Cancel(op.run, why)
+		}
+	}
 }
 
 type emuModule struct {

@@ -374,11 +374,14 @@ func LocalTile(l Layout, tiler Tiler, coord IntTuple) (Layout, int, error) {
 // LocalPartition returns the part of l owned by thread idx of the thread
 // layout thr and its offset (CuTe's local_partition on a layout): l is
 // divided by the extents of thr's modes and the thread's flat coordinate
-// selects the element within each tile.
+// selects the element within each tile. idx must be in [0, thr.Size()).
 func LocalPartition(l Layout, thr Layout, idx int) (Layout, int, error) {
 	var r Layout
 	var off int
 	err := catch(func() {
+		if n := thr.Size(); idx < 0 || idx >= n {
+			fail(ErrInvalid, "local partition: thread %d of a thread layout of %d threads (want 0 <= idx < %d)", idx, n, n)
+		}
 		tiler := TilerOf(productEach(thr.shape))
 		z := tileUnzip(logicalDivide(l, tiler), tiler)
 		coord := flatCoord(thr, idx)

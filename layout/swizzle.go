@@ -27,7 +27,7 @@ func NewSwizzle(b, m, s int) (Swizzle, error) {
 
 func (sw Swizzle) check() error {
 	if sw.B < 0 || sw.M < 0 || abs(sw.S) < sw.B || sw.B > 30 || sw.M+abs(sw.S)+sw.B > 62 {
-		return &Error{ErrInvalid, fmt.Sprintf("invalid swizzle %v (need B >= 0, M >= 0, |S| >= B)", sw)}
+		return &Error{ErrInvalid, fmt.Sprintf("invalid swizzle %v (need B >= 0, M >= 0, |S| >= B, B <= 30 and B+M+|S| <= 62)", sw)}
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func ParseComposed(s string) (ComposedLayout, error) {
 		}
 		c.Offset = n
 	default:
-		return c, &Error{ErrInvalid, fmt.Sprintf("parse %s: a composed layout is written OUTER o OFFSET o INNER, e.g. Sw<3,0,3> o 0 o (8,8):(8,1)", excerpt.Quote(s))}
+		return c, &Error{ErrInvalid, fmt.Sprintf("parse %s: a composed layout is written OUTER o OFFSET o INNER, each o between spaces, e.g. Sw<3,0,3> o 0 o (8,8):(8,1)", excerpt.Quote(s))}
 	}
 	if strings.HasPrefix(parts[0], "Sw<") {
 		sw, err := ParseSwizzle(parts[0])

@@ -192,8 +192,11 @@ func (t Tensor[T]) Slice(dim, start, end int) (Tensor[T], error) {
 // Narrow returns the view of length indices from start along dim (Slice(dim, start,
 // start+length)).
 func (t Tensor[T]) Narrow(dim, start, length int) (Tensor[T], error) {
-	if length < 1 || start > math.MaxInt-length {
+	if length < 1 {
 		return Tensor[T]{}, fmt.Errorf("ops: Narrow: length %d from %d: want a length of at least 1", length, start)
+	}
+	if start > math.MaxInt-length {
+		return Tensor[T]{}, fmt.Errorf("ops: Narrow: length %d from %d along dimension %d: the end overflows an int (want 0 <= start < start+length <= extent)", length, start, dim)
 	}
 	return t.Slice(dim, start, start+length)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -100,7 +101,7 @@ func Verify(m *Module) error {
 			add(&Error{Msg: fmt.Sprintf("variable %s: %s", v.Name, msg)})
 		}
 		if v.Space == SpaceShared && !v.Extern && varBytes(v) > MaxStaticShared {
-			add(&Error{Msg: fmt.Sprintf("variable %s: %d bytes of static shared memory: a kernel holds at most %d (48 KiB; more is dynamic shared memory), so none can use it", v.Name, varBytes(v), MaxStaticShared)})
+			add(&Error{Msg: fmt.Sprintf("variable %s: %s bytes of static shared memory: a kernel holds at most %d (48 KiB; more is dynamic shared memory), so none can use it", v.Name, sizeText(varBytes(v)), MaxStaticShared)})
 		}
 	}
 	for _, f := range m.Funcs {
@@ -145,10 +146,10 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		}
 	}
 	if shared > MaxStaticShared {
-		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d bytes of static shared memory (function-scope .shared): ptxas allows at most %d (48 KiB; use dynamic shared memory, .extern .shared, for more)", shared, MaxStaticShared)})
+		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%s bytes of static shared memory (function-scope .shared): ptxas allows at most %d (48 KiB; use dynamic shared memory, .extern .shared, for more)", sizeText(shared), MaxStaticShared)})
 	}
 	if local > MaxLocal {
-		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d bytes of local memory per thread (.local): a GPU allows at most %d (512 KiB)", local, MaxLocal)})
+		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%s bytes of local memory per thread (.local): a GPU allows at most %d (512 KiB)", sizeText(local), MaxLocal)})
 	}
 	if f.Entry {
 		limit := MaxParamBytes
@@ -156,7 +157,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			limit = MaxParamBytesBefore81
 		}
 		if n := paramSpace(f.Params); n > int64(limit) {
-			add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d bytes of kernel parameters: PTX %v allows at most %d (32764 from PTX 8.1 on sm_70 and later, 4352 before)", n, m.Version, limit)})
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("%s bytes of kernel parameters: PTX %v allows at most %d (32764 from PTX 8.1 on sm_70 and later, 4352 before)", sizeText(n), m.Version, limit)})
 		}
 	}
 	if f.Extern {
@@ -625,6 +626,15 @@ func paramSpace(ps []Param) int64 {
 		off = satAdd(off, satMul(int64(max(p.Array, 1)), int64(max(p.Type.Bytes(), 1))))
 	}
 	return off
+}
+
+// sizeText prints a saturated size: the number, or "at least 2^50" at sizeCap (where the
+// arithmetic stopped counting).
+func sizeText(n int64) string {
+	if n >= sizeCap {
+		return "at least 2^50"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func satAdd(a, b int64) int64 { return min(a+b, sizeCap) } // a, b <= sizeCap: no overflow

@@ -128,7 +128,7 @@ func runLayout(e *env, args []string) error {
 		if composed(pos[0]) {
 			c, err := layout.ParseComposed(pos[0])
 			if err != nil {
-				return &usageError{"bad composed layout " + strings.TrimPrefix(err.Error(), "layout: parse ")}
+				return &usageError{"bad composed layout " + strings.TrimPrefix(strings.TrimPrefix(err.Error(), "layout: "), "parse ")}
 			}
 			l = c
 		} else {

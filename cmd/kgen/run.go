@@ -88,6 +88,10 @@ func runRun(e *env, args []string) error {
 		if *cols < 1 || *rows < 0 {
 			return usagef("--rows %d --cols %d: want --cols >= 1 and --rows >= 0", *rows, *cols)
 		}
+		// Each extent alone first, so that the products below cannot overflow.
+		if *cols > maxRunSize/dt.Bytes() || *rows > maxRunSize {
+			return usagef("--rows %d --cols %d of %s is over %d bytes (256 MiB: the emulator runs every thread on the CPU)", *rows, *cols, dt, maxRunSize)
+		}
 		if *rows > 0 && *size > 0 {
 			return usagef("--rows %d and --size %d: give one of them", *rows, *size)
 		}

@@ -37,6 +37,10 @@ type Problem struct {
 	Epoch uint32
 }
 
+// MaxEmuSize bounds Problem.Size and Problem.Cols (2^28 elements, the 256 MiB of `kgen run`
+// in 1-byte elements), so that a huge problem is refused before anything is allocated.
+const MaxEmuSize = 1 << 28
+
 // Result says what ran and how far the output was from the reference.
 type Result struct {
 	Kernel   string
@@ -132,11 +136,11 @@ func Run(p Problem) (Result, error) {
 	if p.Ranks == 0 {
 		p.Ranks = 1
 	}
-	if p.Size < 0 {
-		return Result{}, fmt.Errorf("size %d is negative", p.Size)
+	if p.Size < 0 || p.Size > MaxEmuSize {
+		return Result{}, fmt.Errorf("Problem.Size %d: want 0 (the default) to %d elements (MaxEmuSize: the harness keeps float64 copies on the CPU)", p.Size, MaxEmuSize)
 	}
-	if p.Cols < 0 {
-		return Result{}, fmt.Errorf("cols %d is negative", p.Cols)
+	if p.Cols < 0 || p.Cols > MaxEmuSize {
+		return Result{}, fmt.Errorf("Problem.Cols %d: want 0 (square-ish) to %d elements (MaxEmuSize)", p.Cols, MaxEmuSize)
 	}
 	if ok, why := SpansNodes(p.Kernel); !ok && p.Nodes > 1 {
 		return Result{}, fmt.Errorf("%s with %d nodes: %s, so the nodes would not be exercised; %s", p.Kernel, p.Nodes, why, nodesRule)
