@@ -61,7 +61,7 @@ type Options struct {
 	// by peer stores followed by an all-gather by peer stores (two kernels; NVLink writes
 	// only) instead of the two-shot kernel, whose reduce-scatter pulls with peer loads
 	// (0: the measured table of tuning.go, 128 MiB on 2 and 4 GPUs; negative: never).
-	// It has no graph variant: a CaptureSafe Comm runs two-shot.
+	// On a CaptureSafe Comm the pair runs the two kernels' graph variants.
 	PushMinBytes int
 	// ReduceScatterPullMinBytes is the smallest peer-to-peer reduce-scatter input (bytes)
 	// that runs p2p_reducescatter_pull (peer loads, no scratch) instead of

@@ -344,3 +344,79 @@ func TestGraphMisuse(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGraphPush captures the push all-reduce (the reduce-scatter's and the all-gather's graph
+// variants through the part buffer), out of place and in place, on 2 to 4 emulated GPUs,
+// replays it and checks replays 1, 2 and the last, then direct calls on the epochs the
+// replays left.
+func TestGraphPush(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		gpus, replays int
+		weak          bool
+	}{{2, 20, false}, {3, 10, true}, {4, 10, false}} {
+		t.Run(fmt.Sprintf("g%d/weak=%v", tc.gpus, tc.weak), func(t *testing.T) {
+			t.Parallel()
+			o := Options{MaxBlocks: 3, CaptureSafe: true, DisableMulticast: true, DisableLamport: true, PushMinBytes: 64}
+			runRanks(t, tc.gpus, false, tc.weak, int64(tc.gpus), Options{}, func(e *rankEnv) error {
+				return withStream(e, o, func(c *Comm, s *jit.Stream) error {
+					n := 24 * tc.gpus
+					if got := c.AllReduceAlgorithm(dsl.F32, Sum, n); got != "p2p_reducescatter_graph_sum+p2p_allgather_graph" {
+						return fmt.Errorf("AllReduceAlgorithm: %s, want the push pair's graph variants", got)
+					}
+					var bufs [3]*Buffer
+					for i := range bufs {
+						var err error
+						if bufs[i], err = c.Alloc(dsl.F32, n); err != nil {
+							return err
+						}
+					}
+					a, b, inPlace := bufs[0], bufs[1], bufs[2]
+					// A warm-up call of each kind keeps the part buffer's allocation and the
+					// kernels' loads out of the capture.
+					if err := errors.Join(c.AllReduceTo(ctx, b, a, Sum), c.AllReduce(ctx, inPlace, Sum)); err != nil {
+						return err
+					}
+					x, err := c.Capture(ctx, func() error {
+						return errors.Join(c.AllReduceTo(ctx, b, a, Sum), c.AllReduce(ctx, inPlace, Sum))
+					})
+					if err != nil {
+						return err
+					}
+					defer x.Close()
+					check := func(what string, run func() error) error {
+						ina, err := e.fill(a)
+						if err != nil {
+							return err
+						}
+						inp, err := e.fill(inPlace)
+						if err != nil {
+							return err
+						}
+						if err := run(); err != nil {
+							return err
+						}
+						if err := s.Synchronize(); err != nil {
+							return err
+						}
+						return errors.Join(
+							e.expect(what+": out of place", b, func(_, i int) float64 { return reduce(Sum, dsl.F32, ina, i) }),
+							e.expect(what+": in place", inPlace, func(_, i int) float64 { return reduce(Sum, dsl.F32, inp, i) }))
+					}
+					for rep := 1; rep <= tc.replays; rep++ {
+						if rep <= 2 || rep == tc.replays {
+							if err := check(fmt.Sprintf("replay %d", rep), func() error { return x.Launch(s) }); err != nil {
+								return err
+							}
+						} else if err := x.Launch(s); err != nil {
+							return err
+						}
+					}
+					return check("direct calls after the replays", func() error {
+						return errors.Join(c.AllReduceTo(ctx, b, a, Sum), c.AllReduce(ctx, inPlace, Sum))
+					})
+				})
+			})
+		})
+	}
+}

@@ -115,14 +115,19 @@ func (c *Comm) fp8Check(what string, fam kernels.Family, dt dsl.Type, op Op) err
 // allReducePlan is what an all-reduce runs: one kernel, or (push) a reduce-scatter and an
 // all-gather by peer stores.
 type allReducePlan struct {
-	k    kernels.ID
-	push bool
+	k     kernels.ID
+	push  bool
+	graph bool // the push pair's graph variants (CaptureSafe)
 }
 
 func (p allReducePlan) String() string {
 	if p.push {
-		return name(kernels.ID{Family: kernels.FamilyP2PReduceScatter, Op: p.k.Op, DType: p.k.DType}) + "+" +
-			name(kernels.ID{Family: kernels.FamilyP2PAllGather, DType: p.k.DType})
+		rs, ag := kernels.FamilyP2PReduceScatter, kernels.FamilyP2PAllGather
+		if p.graph {
+			rs, _ = kernels.GraphFamily(rs)
+			ag, _ = kernels.GraphFamily(ag)
+		}
+		return name(kernels.ID{Family: rs, Op: p.k.Op, DType: p.k.DType}) + "+" + name(kernels.ID{Family: ag, DType: p.k.DType})
 	}
 	return name(p.k)
 }
@@ -201,7 +206,7 @@ func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 	if err != nil {
 		return ""
 	}
-	if c.o.CaptureSafe {
+	if c.o.CaptureSafe && !p.push {
 		if p.k, err = graphVariant(&call{what: "AllReduce", dt: dt, n: n, op: op, reduces: true, root: -1}, p.k); err != nil {
 			return ""
 		}

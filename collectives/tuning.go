@@ -84,8 +84,8 @@ func chooseThresholds(o Options, gpus int, multicast bool) thresholds {
 		t.rsPull = o.ReduceScatterPullMinBytes
 	}
 	t.push = p.pushMin
-	if multicast || o.CaptureSafe {
-		t.push = 0 // multimem runs the large sums; the push pair has no graph variant
+	if multicast {
+		t.push = 0 // multimem runs the large sums
 	}
 	if o.PushMinBytes != 0 {
 		t.push = o.PushMinBytes

@@ -17,7 +17,7 @@ func TestThresholds(t *testing.T) {
 		{Options{}, 8, false, thresholds{256 << 10, 0, 0, 128 << 20}, "8 GPUs: the largest measured row"},
 		{Options{}, 4, true, thresholds{mcLamportMaxBytes, DefaultOneShotMaxBytes, 0, 0}, "multicast"},
 		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: -1, PushMinBytes: -1}, 4, false, thresholds{100, 7, -1, -1}, "options win"},
-		{Options{CaptureSafe: true}, 4, false, thresholds{256 << 10, 0, 0, 0}, "no push pair in graphs"},
+		{Options{CaptureSafe: true}, 4, false, thresholds{256 << 10, 0, 0, 128 << 20}, "the push pair in graphs too"},
 		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: 99, PushMinBytes: 5}, 4, true, thresholds{100, 7, 99, 5}, "options win with multicast"},
 	} {
 		if got := chooseThresholds(c.o, c.gpus, c.mc); got != c.want {

@@ -286,15 +286,14 @@ func operations(names []string, blocks int) ([]operation, error) {
 	oneshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes = true, huge })
 	twoshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, -1 })
 	rsPush := with(func(o *collectives.Options) { o.ReduceScatterPullMinBytes = -1 })
+	push := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, 1 })
 	all := map[string]operation{
 		// The graph variants take the same thresholds (graphPlan): Lamport's keeps its
 		// epoch and clear count on the device.
-		"lamport": {name: "lamport", op: "allreduce", maxBytes: 4 << 20, opts: lamport, graph: graph(lamport)},
-		"oneshot": {name: "oneshot", op: "allreduce", maxBytes: 64 << 20, opts: oneshot, graph: graph(oneshot)},
-		"twoshot": {name: "twoshot", op: "allreduce", maxBytes: huge, opts: twoshot, graph: graph(twoshot)},
-		"push": {name: "push", op: "allreduce", maxBytes: huge,
-			opts:    with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, 1 }),
-			noGraph: "the push all-reduce (two kernels, a part buffer) has no graph variant without multicast"},
+		"lamport":       {name: "lamport", op: "allreduce", maxBytes: 4 << 20, opts: lamport, graph: graph(lamport)},
+		"oneshot":       {name: "oneshot", op: "allreduce", maxBytes: 64 << 20, opts: oneshot, graph: graph(oneshot)},
+		"twoshot":       {name: "twoshot", op: "allreduce", maxBytes: huge, opts: twoshot, graph: graph(twoshot)},
+		"push":          {name: "push", op: "allreduce", maxBytes: huge, opts: push, graph: graph(push)},
 		"auto":          {name: "auto", op: "allreduce", maxBytes: huge, opts: base, graph: graph(base)},
 		"reducescatter": {name: "reducescatter", op: "reducescatter", maxBytes: huge, opts: base, graph: graph(base)},
 		// The push reduce-scatter (peer stores into scratch, local reduction), which the
