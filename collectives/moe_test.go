@@ -98,6 +98,9 @@ func moeCheckDispatch(e *rankEnv, m *MoE, in []moeRouting) error {
 	if int(gotO[len(counts[r])]) != off {
 		return fmt.Errorf("GPU %d: %v rows received, want %d", r, gotO[len(counts[r])], off)
 	}
+	if err := moeCheckTokens(e, m, in); err != nil {
+		return err
+	}
 	recv, err := m.Recv().ReadF32()
 	if err != nil {
 		return err
@@ -123,23 +126,97 @@ func moeCheckDispatch(e *rankEnv, m *MoE, in []moeRouting) error {
 // bf16 for these inputs, and so are the combine's f32 sums), applied on the host to Recv.
 func moeExpert(x float32, j int) float32 { return x*float32(1+j%2) + float32(j%4)/4 }
 
-// moeWantCombine is out on GPU r: sum over k in order of w * expert(x), rounded once.
+// moeWantCombine is out on GPU r: per GPU d in order, the sum over k in order of w *
+// expert(x) for the token's pairs on d, rounded; then the sum of those, rounded.
 func moeWantCombine(in []moeRouting, cfg MoEConfig, g, r int, expert func(x float32, e int) float32) []float32 {
 	out := make([]float32, cfg.Tokens*cfg.Hidden)
+	el := cfg.Experts / g
 	for t := 0; t < cfg.Tokens; t++ {
 		for c := 0; c < cfg.Hidden; c++ {
 			var acc float64
-			for k := 0; k < cfg.TopK; k++ {
-				id := in[r].ids[t*cfg.TopK+k]
-				if id < 0 || int(id) >= cfg.Experts {
-					continue
+			for d := 0; d < g; d++ {
+				var part float64
+				for k := 0; k < cfg.TopK; k++ {
+					id := in[r].ids[t*cfg.TopK+k]
+					if id < 0 || int(id) >= cfg.Experts || int(id)/el != d {
+						continue
+					}
+					part += float64(in[r].w[t*cfg.TopK+k]) * float64(expert(in[r].x[t*cfg.Hidden+c], int(id)))
 				}
-				acc += float64(in[r].w[t*cfg.TopK+k]) * float64(expert(in[r].x[t*cfg.Hidden+c], int(id)))
+				acc += float64(bf16(part))
 			}
 			out[t*cfg.Hidden+c] = bf16(acc)
 		}
 	}
 	return out
+}
+
+// moeOnGPU reports whether token t of routing in has an expert on GPU d.
+func moeOnGPU(in moeRouting, cfg MoEConfig, el, t, d int) bool {
+	for k := 0; k < cfg.TopK; k++ {
+		if id := int(in.ids[t*cfg.TopK+k]); id >= 0 && id < cfg.Experts && id/el == d {
+			return true
+		}
+	}
+	return false
+}
+
+// moeCheckTokens checks that this rank's token buffer holds each token bound for it exactly
+// once (by source rank, then token), and the status's tokens received and sent.
+func moeCheckTokens(e *rankEnv, m *MoE, in []moeRouting) error {
+	cfg, g, r := m.Config(), e.c.NumGPUs(), e.c.Rank()
+	el := cfg.Experts / g
+	var want [][2]int
+	for s := 0; s < g; s++ {
+		for t := 0; t < cfg.Tokens; t++ {
+			if moeOnGPU(in[s], cfg, el, t, r) {
+				want = append(want, [2]int{s, t})
+			}
+		}
+	}
+	sent := 0
+	for t := 0; t < cfg.Tokens; t++ {
+		for d := 0; d < g; d++ {
+			if d != r && moeOnGPU(in[r], cfg, el, t, d) {
+				sent++
+			}
+		}
+	}
+	st, err := (&Buffer{c: m.c, s: m.status, dt: dsl.I32, n: kernels.MoEStatusWords}).ReadF32()
+	if err != nil {
+		return err
+	}
+	if int(st[2]) != len(want) || int(st[3]) != sent {
+		return fmt.Errorf("GPU %d: status says %v tokens received, %v sent to other GPUs; want %d, %d", r, st[2], st[3], len(want), sent)
+	}
+	slots, err := (&Buffer{c: m.c, s: m.slotIdx, dt: dsl.I32, n: g * cfg.Tokens}).ReadF32()
+	if err != nil {
+		return err
+	}
+	tok, err := (&Buffer{c: m.c, s: m.tok, dt: dsl.BF16, n: g * cfg.Tokens * cfg.Hidden}).ReadF32()
+	if err != nil {
+		return err
+	}
+	wantSlot := make([]int32, g*cfg.Tokens)
+	for i := range wantSlot {
+		wantSlot[i] = -1 // MoENone as i32
+	}
+	for i, p := range want {
+		wantSlot[p[0]*cfg.Tokens+p[1]] = int32(i)
+	}
+	for i, w := range wantSlot {
+		if int32(slots[i]) != w {
+			return fmt.Errorf("GPU %d: rank %d token %d in token slot %v, want %d (-1: not sent here)", r, i/cfg.Tokens, i%cfg.Tokens, slots[i], w)
+		}
+	}
+	for i, p := range want {
+		for c := 0; c < cfg.Hidden; c++ {
+			if got, x := tok[i*cfg.Hidden+c], in[p[0]].x[p[1]*cfg.Hidden+c]; got != x {
+				return fmt.Errorf("GPU %d token slot %d col %d: %v, want %v", r, i, c, got, x)
+			}
+		}
+	}
+	return nil
 }
 
 // moeRound runs one dispatch and combine on every rank and checks both against the

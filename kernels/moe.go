@@ -231,7 +231,8 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 
 // MoEDispatchSendArgs are moe_dispatch_send's parameters: X the tokens [tokens, h] (dt);
 // Ids, Pos, TPos, TMask, Chunk and RowStart as above; Tok every GPU's token buffer
-// [ngpus*tokens, h]; SlotSrc every GPU's source of each token slot (rank*tokens + t);
+// [ngpus*tokens, h]; SlotIdx every GPU's slot of token t of GPU s at s*tokens+t (MoENone:
+// not sent there);
 // SlotRows every GPU's receive-buffer row of each slot's pair k ([ngpus*tokens, k],
 // MoENone: not on that GPU or past the capacity); SlotOf and Src every GPU's token slot and
 // source (rank*pairs + t*k + k) of each receive-buffer row; Route this GPU's slot of token t
@@ -241,7 +242,7 @@ type MoEDispatchSendArgs struct {
 	Ids                                                 dsl.Ptr       `kgen:"s32"`
 	Pos, TPos, TMask, RowStart, Route                   dsl.Ptr       `kgen:"u32"`
 	Tok                                                 dsl.PeerTable // of dt
-	SlotSrc, SlotRows, SlotOf, Src                      dsl.PeerTable `kgen:"u32"`
+	SlotIdx, SlotRows, SlotOf, Src                      dsl.PeerTable `kgen:"u32"`
 	Pads                                                dsl.PeerTable `kgen:"u32"`
 	Rank, NGPUs, Tokens, Chunk, K, H, E, EL, Cap, Epoch dsl.Value     `kgen:"u32"`
 }
@@ -275,14 +276,13 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 			})
 		})
 	})
-	// The slots' sources, and this GPU's routes.
+	// Every token's slot on every GPU (MoENone: not sent there), and this GPU's routes.
 	gridLoop(k, a.Tokens.Mul(a.NGPUs), func(q dsl.Value) {
 		t, d := q.Div(a.NGPUs), q.Rem(a.NGPUs)
-		k.If(moeBit(k.Load(a.TMask.At(t)), d), func() {
-			slot := slotOn(t, d)
-			k.Store(a.SlotSrc.Peer(d).At(slot), a.Rank.Mul(a.Tokens).Add(t))
-			k.Store(a.Route.At(q), slot)
-		})
+		slot := k.Var(dsl.U32, uint32(MoENone))
+		k.If(moeBit(k.Load(a.TMask.At(t)), d), func() { k.Set(slot, slotOn(t, d)) })
+		k.Store(a.SlotIdx.Peer(d).At(a.Rank.Mul(a.Tokens).Add(t)), slot)
+		k.Store(a.Route.At(q), slot)
 	})
 	// The pairs: their row (or MoENone) in every destination slot of their token, and the
 	// row's slot and source on their expert's GPU.
@@ -337,77 +337,88 @@ func MoEDispatchExpand(k *dsl.Kernel, dt dsl.Type) {
 
 // MoECombineArgs are moe_combine's parameters: Y this GPU's expert outputs [cap, h] in its
 // receive buffer's row order; Weights this GPU's [tokens, k] (f32); TMask and Route this
-// GPU's token masks and slots (moe_dispatch_count, moe_dispatch_send); SlotSrc, SlotRows and
-// Status this GPU's slot metadata and dispatch status (Status[2]: the slots received); SlotW
-// every GPU's weight per slot and k ([ngpus*tokens, k] f32); Part every GPU's partial rows
-// [ngpus*tokens, h] (row d*tokens+t: GPU d's sum for token t); Out this GPU's tokens
-// [tokens, h].
+// GPU's token masks and slots (moe_dispatch_count, moe_dispatch_send); SlotIdx and SlotRows
+// this GPU's slot metadata; SlotW every GPU's weight per slot and k ([ngpus*tokens, k] f32);
+// Part every GPU's partial rows [ngpus*tokens, h] (row d*tokens+t: GPU d's sum for token
+// t); Out this GPU's tokens [tokens, h].
 type MoECombineArgs struct {
-	Y                                       dsl.Ptr       // of dt
-	Weights                                 dsl.Ptr       `kgen:"f32"`
-	TMask, Route, SlotSrc, SlotRows, Status dsl.Ptr       `kgen:"u32"`
-	SlotW                                   dsl.PeerTable `kgen:"f32"`
-	Part                                    dsl.PeerTable // of dt
-	Out                                     dsl.Ptr
-	Pads                                    dsl.PeerTable `kgen:"u32"`
-	Rank, NGPUs, Tokens, K, H, Epoch        dsl.Value     `kgen:"u32"`
+	Y                                dsl.Ptr       // of dt
+	Weights                          dsl.Ptr       `kgen:"f32"`
+	TMask, Route, SlotIdx, SlotRows  dsl.Ptr       `kgen:"u32"`
+	SlotW                            dsl.PeerTable `kgen:"f32"`
+	Part                             dsl.PeerTable // of dt
+	Out                              dsl.Ptr
+	Pads                             dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, Tokens, K, H, Epoch dsl.Value     `kgen:"u32"`
 }
 
-// MoECombine: each token's weights go to the slots of its destination GPUs; a barrier (every
-// GPU's Y and weights are in place, every GPU's Part is free); then, per received slot,
-// part = sum over k in order of weight * Y(row of k), f32, rounded to dt once, pushed to the
-// token's GPU (16-byte peer stores); a barrier (every part has landed); then out[t] = sum
-// over GPUs d = 0..ngpus-1 in order (those of t's mask) of part(d, t), f32, rounded once.
+// MoECombine runs in three phases, each token t in block t mod (the grid) of every GPU (the
+// p2p barriers order block b of every GPU, not a GPU's blocks among themselves): t's
+// weights go to its slots on its destination GPUs; a barrier (every GPU's Y and weights are
+// in place, every GPU's Part is free); then, per source GPU s in order and its token t
+// received here, part = sum over k in order of weight * Y(row of k), f32, rounded to dt
+// once, pushed to GPU s (16-byte peer stores); a barrier (every part has landed); then
+// out[t] = sum over GPUs d = 0..ngpus-1 in order (those of t's mask) of part(d, t), f32,
+// rounded once.
 func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoECombineArgs](k, dt)
 	const vec = 8
 	hv := a.H.Div(uint32(vec))
 	zero := k.Const(dsl.U32, 0)
-	gridLoop(k, a.Tokens.Mul(a.NGPUs), func(q dsl.Value) {
-		t, d := q.Div(a.NGPUs), q.Rem(a.NGPUs)
-		k.If(moeBit(k.Load(a.TMask.At(t)), d), func() {
-			sw := a.SlotW.Peer(d)
-			slot := k.Load(a.Route.At(q))
-			k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
-				k.Store(sw.At(slot.Mul(a.K).Add(kk)), k.Load(a.Weights.At(t.Mul(a.K).Add(kk))))
+	b, nb := k.BlockIdx(dsl.X), k.GridDim(dsl.X)
+	tid, nt := k.ThreadIdx(dsl.X), k.BlockDim(dsl.X)
+	tokens := func(body func(t dsl.Value)) { k.For(b, a.Tokens, nb, body) }
+	tokens(func(t dsl.Value) {
+		m := k.Load(a.TMask.At(t))
+		k.For(tid, a.NGPUs.Mul(a.K), nt, func(q dsl.Value) {
+			d, kk := q.Div(a.K), q.Rem(a.K)
+			k.If(moeBit(m, d), func() {
+				slot := k.Load(a.Route.At(t.Mul(a.NGPUs).Add(d)))
+				k.Store(a.SlotW.Peer(d).At(slot.Mul(a.K).Add(kk)), k.Load(a.Weights.At(t.Mul(a.K).Add(kk))))
 			})
 		})
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 	sw := a.SlotW.Peer(a.Rank)
-	gridLoop(k, k.Load(a.Status.At(2)).Mul(hv), func(q dsl.Value) {
-		slot, v := q.Div(hv), q.Rem(hv)
-		col := v.Mul(uint32(vec))
-		st := k.Load(a.SlotSrc.At(slot))
-		s, t := st.Div(a.Tokens), st.Rem(a.Tokens)
-		acc := regs(k, dsl.F32, vec)
-		k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
-			row := k.Load(a.SlotRows.At(slot.Mul(a.K).Add(kk)))
-			k.If(row.Ne(uint32(MoENone)), func() {
-				wt := k.Load(sw.At(slot.Mul(a.K).Add(kk)))
-				y := loadN(k, a.Y, row.Mul(a.H).Add(col), vec)
-				for j := 0; j < vec; j++ {
-					k.Set(acc.Get(j), acc.Get(j).Add(wt.Mul(y.Get(j).To(dsl.F32))))
-				}
+	tokens(func(t dsl.Value) {
+		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) {
+			slot := k.Load(a.SlotIdx.At(s.Mul(a.Tokens).Add(t)))
+			k.If(slot.Ne(uint32(MoENone)), func() {
+				part := a.Part.Peer(s)
+				k.For(tid, hv, nt, func(v dsl.Value) {
+					col := v.Mul(uint32(vec))
+					acc := regs(k, dsl.F32, vec)
+					k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
+						row := k.Load(a.SlotRows.At(slot.Mul(a.K).Add(kk)))
+						k.If(row.Ne(uint32(MoENone)), func() {
+							wt := k.Load(sw.At(slot.Mul(a.K).Add(kk)))
+							y := loadN(k, a.Y, row.Mul(a.H).Add(col), vec)
+							for j := 0; j < vec; j++ {
+								k.Set(acc.Get(j), acc.Get(j).Add(wt.Mul(y.Get(j).To(dsl.F32))))
+							}
+						})
+					})
+					storeN(k, part, a.Rank.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), acc.To(dt))
+				})
 			})
 		})
-		storeN(k, a.Part.Peer(s), a.Rank.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), acc.To(dt))
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
 	part := a.Part.Peer(a.Rank)
-	gridLoop(k, a.Tokens.Mul(hv), func(q dsl.Value) {
-		t, v := q.Div(hv), q.Rem(hv)
-		col := v.Mul(uint32(vec))
+	tokens(func(t dsl.Value) {
 		m := k.Load(a.TMask.At(t))
-		acc := regs(k, dsl.F32, vec)
-		k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) {
-			k.If(moeBit(m, d), func() {
-				p := loadN(k, part, d.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), vec)
-				for j := 0; j < vec; j++ {
-					k.Set(acc.Get(j), acc.Get(j).Add(p.Get(j).To(dsl.F32)))
-				}
+		k.For(tid, hv, nt, func(v dsl.Value) {
+			col := v.Mul(uint32(vec))
+			acc := regs(k, dsl.F32, vec)
+			k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) {
+				k.If(moeBit(m, d), func() {
+					p := loadN(k, part, d.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), vec)
+					for j := 0; j < vec; j++ {
+						k.Set(acc.Get(j), acc.Get(j).Add(p.Get(j).To(dsl.F32)))
+					}
+				})
 			})
+			storeN(k, a.Out, t.Mul(a.H).Add(col), acc.To(dt))
 		})
-		storeN(k, a.Out, t.Mul(a.H).Add(col), acc.To(dt))
 	})
 }

@@ -245,7 +245,7 @@ type MoEDispatchSend struct {
 	RowStart jit.AnyPtr
 	Route    jit.AnyPtr
 	Tok      jit.AnyPtr
-	SlotSrc  jit.AnyPtr
+	SlotIdx  jit.AnyPtr
 	SlotRows jit.AnyPtr
 	SlotOf   jit.AnyPtr
 	Src      jit.AnyPtr
@@ -279,9 +279,8 @@ type MoECombine struct {
 	Weights  jit.AnyPtr
 	TMask    jit.AnyPtr
 	Route    jit.AnyPtr
-	SlotSrc  jit.AnyPtr
+	SlotIdx  jit.AnyPtr
 	SlotRows jit.AnyPtr
-	Status   jit.AnyPtr
 	SlotW    jit.AnyPtr
 	Part     jit.AnyPtr
 	Out      jit.AnyPtr

@@ -128,7 +128,7 @@ func moePipeline(r *run) error {
 	status, _ := sym(dsl.U32, kernels.MoEStatusWords, false)
 	route, _ := sym(dsl.U32, s.t*c.g, false)
 	tok, tokTab := sym(dsl.BF16, slots*s.h, true)
-	slotSrc, slotSrcTab := sym(dsl.U32, slots, true)
+	slotIdx, slotIdxTab := sym(dsl.U32, slots, true)
 	slotRows, slotRowsTab := sym(dsl.U32, slots*s.k, true)
 	_, slotWTab := sym(dsl.F32, slots*s.k, true)
 	_, partTab := sym(dsl.BF16, slots*s.h, true)
@@ -178,7 +178,7 @@ func moePipeline(r *run) error {
 			}},
 			{kernels.FamilyMoEDispatchSend, c.blocks(s.t * s.h / 8), func(g int) any {
 				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: u(pos, g), TPos: u(tpos, g), TMask: u(tmask, g),
-					RowStart: u(rowStart, g), Route: u(route, g), Tok: table(tokTab, g), SlotSrc: table(slotSrcTab, g), SlotRows: table(slotRowsTab, g),
+					RowStart: u(rowStart, g), Route: u(route, g), Tok: table(tokTab, g), SlotIdx: table(slotIdxTab, g), SlotRows: table(slotRowsTab, g),
 					SlotOf: table(slotOfTab, g), Src: table(srcTab, g), Pads: table(padTab, g),
 					Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), Chunk: uint32(s.chunk), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
 					Cap: uint32(s.cap), Epoch: c.epoch}
@@ -189,7 +189,7 @@ func moePipeline(r *run) error {
 			}},
 			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), func(g int) any {
 				return launch.MoECombine{Y: on(recv, g, dsl.BF16), Weights: on(w, g, dsl.F32), TMask: u(tmask, g), Route: u(route, g),
-					SlotSrc: u(slotSrc, g), SlotRows: u(slotRows, g), Status: u(status, g), SlotW: table(slotWTab, g), Part: table(partTab, g),
+					SlotIdx: u(slotIdx, g), SlotRows: u(slotRows, g), SlotW: table(slotWTab, g), Part: table(partTab, g),
 					Out: on(out, g, dsl.BF16), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), K: uint32(s.k), H: uint32(s.h), Epoch: c.epoch}
 			}},
 		}
@@ -201,7 +201,7 @@ func moePipeline(r *run) error {
 			c.epoch += uint32(n)
 		}
 		for d := 0; d < c.g; d++ {
-			b := moeBufs{counts, offsets, status, recv, src, out, tok, slotSrc}
+			b := moeBufs{counts, offsets, status, recv, src, out, tok, slotIdx}
 			if err := moeCheck(c, s, d, idv, xs, ws, b, l == 0); err != nil {
 				return fmt.Errorf("round %d: %w", l, err)
 			}
@@ -215,7 +215,7 @@ func moePipeline(r *run) error {
 const moeUnwritten = 0xFFFFFFFF
 
 // moeBufs are the buffers moeCheck reads.
-type moeBufs struct{ counts, offsets, status, recv, src, out, tok, slotSrc *emu.Symmetric }
+type moeBufs struct{ counts, offsets, status, recv, src, out, tok, slotIdx *emu.Symmetric }
 
 // moeCheck compares GPU d's layout, token buffer, received rows, sources and combined tokens
 // with the reference; first: no slot past the received tokens may have been written.
@@ -257,12 +257,16 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 	}
 	// The token buffer: each token bound for d once, by source, then token.
 	slots := moeTokens(ids, s, d)
-	var wantT, wantTS []float64
-	for _, p := range slots {
-		wantTS = append(wantTS, float64(p[0]*s.t+p[1]))
+	var wantT []float64
+	wantTS := make([]float64, c.g*s.t) // the slot of each (source, token)
+	for i := range wantTS {
+		wantTS[i] = kernels.MoENone
+	}
+	for i, p := range slots {
+		wantTS[p[0]*s.t+p[1]] = float64(i)
 		wantT = append(wantT, xs[p[0]][p[1]*s.h:(p[1]+1)*s.h]...)
 	}
-	gotTS, err := emu.ReadSlice[uint32](sys, b.slotSrc.On(d), len(slots))
+	gotTS, err := emu.ReadSlice[uint32](sys, b.slotIdx.On(d), len(wantTS))
 	if err != nil {
 		return err
 	}
@@ -333,7 +337,7 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 		c.r.check(fmt.Sprintf("GPU %d counts", d), f(gotC), wantC, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d offsets", d), f(gotO), wantO, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d status", d), f(st), []float64{0, float64(most), float64(len(slots)), float64(sent)}, 0, 0),
-		c.r.check(fmt.Sprintf("GPU %d slot sources", d), f(gotTS), wantTS, 0, 0),
+		c.r.check(fmt.Sprintf("GPU %d token slots", d), f(gotTS), wantTS, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d token rows", d), gotT, wantT, 0, 0),
 		unwritten,
 		c.r.check(fmt.Sprintf("GPU %d sources", d), f(gotS), wantS, 0, 0),
