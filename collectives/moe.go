@@ -296,7 +296,7 @@ func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 		return err
 	}
 	if out == y && out != nil {
-		return errors.New("collectives: MoE.Combine: out is y: peers read y while this GPU writes out")
+		return errors.New("collectives: MoE.Combine: out is y: the combine reads y while it writes out")
 	}
 	pairs := cfg.Tokens * cfg.TopK
 	if err := errors.Join(m.checkBuf("Combine", "y", y, dsl.BF16, cfg.Capacity*cfg.Hidden),
