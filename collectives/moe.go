@@ -237,7 +237,7 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 		return err
 	}
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoEDispatchSend{
-		X: x.s.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), TPos: u32(m.tpos), TMask: u32(m.tmask), RowStart: u32(m.rowStart), Route: u32(m.route),
+		X: x.s.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), TPos: u32(m.tpos), TMask: u32(m.tmask), RowStart: u32(m.rowStart), Route: u32(m.route),
 		Tok: m.tok.table(), SlotIdx: m.slotIdx.table(), SlotRows: m.slotRows.table(), SlotOf: m.slotOf.table(), Src: m.src.table(), Pads: c.pads.table(),
 		Rank: rank, NGPUs: g, Tokens: uint32(cfg.Tokens), Chunk: uint32(m.chunk), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
 		Cap: uint32(cfg.Capacity), Epoch: c.padEpoch}); err != nil {

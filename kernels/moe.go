@@ -11,9 +11,10 @@ import (
 //
 // A dispatch is four launches on every GPU: moe_dispatch_count (every GPU's per-expert row
 // counts and per-GPU token counts to every GPU), moe_dispatch_layout (local: where each
-// expert's rows and each GPU's tokens start), moe_dispatch_send (each token once per
-// destination GPU into that GPU's token buffer, with its rows' metadata, by peer stores) and
-// moe_dispatch_expand (local: token-buffer rows copied to the expert-major receive buffer).
+// expert's rows and each GPU's tokens start), moe_dispatch_send (each token once per other
+// destination GPU into that GPU's token buffer, with its rows' metadata, by peer stores; its
+// local pairs' rows straight into the receive buffer) and moe_dispatch_expand (local:
+// token-buffer rows copied to the expert-major receive buffer).
 // A combine is moe_combine: each expert GPU sums, per received token, its local experts'
 // weighted outputs (f32, k order, rounded to dt once) and pushes that one row to the token's
 // GPU, which sums the rows of the GPUs in GPU order (f32, rounded once more). Stream order
@@ -21,7 +22,7 @@ import (
 // GPU; the p2p barriers (signal pads) order the GPUs among themselves.
 //
 // Layout: GPU d owns experts [d*el, d*el+el) (el = e/ngpus). Its token buffer holds the
-// tokens it received, by source GPU, then by token; its receive buffer holds the rows of
+// tokens it received, by source GPU, then by token (the slots of its own tokens unwritten); its receive buffer holds the rows of
 // local expert j at [offsets[j], offsets[j]+counts[j]), expert-major; inside an expert, by
 // source GPU, then by (token, k) of the source. src[row] is the source of a row:
 // rank*pairs + t*kk + k.
@@ -230,6 +231,7 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 }
 
 // MoEDispatchSendArgs are moe_dispatch_send's parameters: X the tokens [tokens, h] (dt);
+// Recv this GPU's receive buffer [cap, h];
 // Ids, Pos, TPos, TMask, Chunk and RowStart as above; Tok every GPU's token buffer
 // [ngpus*tokens, h]; SlotIdx every GPU's slot of token t of GPU s at s*tokens+t (MoENone:
 // not sent there);
@@ -238,7 +240,7 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 // source (rank*pairs + t*k + k) of each receive-buffer row; Route this GPU's slot of token t
 // on GPU d at t*ngpus+d (for the combine).
 type MoEDispatchSendArgs struct {
-	X                                                   dsl.Ptr
+	X, Recv                                             dsl.Ptr       // of dt
 	Ids                                                 dsl.Ptr       `kgen:"s32"`
 	Pos, TPos, TMask, RowStart, Route                   dsl.Ptr       `kgen:"u32"`
 	Tok                                                 dsl.PeerTable // of dt
@@ -247,11 +249,14 @@ type MoEDispatchSendArgs struct {
 	Rank, NGPUs, Tokens, Chunk, K, H, E, EL, Cap, Epoch dsl.Value     `kgen:"u32"`
 }
 
-// MoEDispatchSend stores each token once into the token buffer of every GPU its mask names
-// (16-byte vectors, h a multiple of 8; the row loaded once), the slots' metadata (sources,
-// and per pair its receive-buffer row or MoENone), and per received row its slot and source;
-// rows from cap on are not written (the layout's status reports them). A closing barrier
-// makes every GPU's stores visible to the next launch of each GPU.
+// MoEDispatchSend stores each token once into the token buffer of every other GPU its mask
+// names (16-byte vectors, h a multiple of 8; the row loaded once) and directly into this
+// GPU's receive-buffer rows of its local pairs (the expand skips those: their SlotOf is
+// MoENone), the slots' metadata (every token's slot on every GPU, and per pair its
+// receive-buffer row or MoENone; this GPU's own tokens keep a slot, whose row is not
+// written, for the combine), and per received row its slot and source; rows from cap on are
+// not written (the layout's status reports them). A closing barrier makes every GPU's stores
+// visible to the next launch of each GPU.
 func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoEDispatchSendArgs](k, dt)
 	const vec = 8
@@ -261,7 +266,8 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 	slotOn := func(t, d dsl.Value) dsl.Value {
 		return k.Load(a.RowStart.At(t.Div(a.Chunk).Mul(rs).Add(a.E).Add(d))).Add(k.Load(a.TPos.At(t.Mul(a.NGPUs).Add(d))))
 	}
-	// The rows: one load, one store per destination GPU.
+	// The rows: one load, one store per other destination GPU, and one into this GPU's
+	// receive buffer per local pair (no token-buffer round trip for this GPU's own tokens).
 	gridLoop(k, a.Tokens.Mul(hv), func(q dsl.Value) {
 		t, v := q.Div(hv), q.Rem(hv)
 		m := k.Load(a.TMask.At(t))
@@ -269,9 +275,19 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 			col := v.Mul(uint32(vec))
 			x := loadN(k, a.X, t.Mul(a.H).Add(col), vec)
 			forPeers(k, a.NGPUs, func(p int) {
-				k.If(m.And(uint32(1)<<p).Ne(uint32(0)), func() {
+				k.If(m.And(uint32(1)<<p).Ne(uint32(0)).And(a.Rank.Ne(uint32(p))), func() {
 					d := k.Const(dsl.U32, p)
 					storeN(k, ptrAt(k, toks[p], dt), slotOn(t, d).Mul(a.H).Add(col), x)
+				})
+			})
+			k.If(moeBit(m, a.Rank), func() {
+				k.For(k.Const(dsl.U32, 0), a.K, uint32(1), func(kk dsl.Value) {
+					i := t.Mul(a.K).Add(kk)
+					c := moeColumn(k, k.Load(a.Ids.At(i)), a.E)
+					k.If(c.Lt(a.E).And(c.Div(a.EL).Eq(a.Rank)), func() {
+						r := k.Load(a.RowStart.At(t.Div(a.Chunk).Mul(rs).Add(c))).Add(k.Load(a.Pos.At(i)))
+						k.If(r.Lt(a.Cap), func() { storeN(k, a.Recv, r.Mul(a.H).Add(col), x) })
+					})
 				})
 			})
 		})
@@ -302,7 +318,7 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 				mine := row.Ne(uint32(MoENone)).And(d.Eq(dst))
 				k.Store(a.SlotRows.Peer(d).At(slot.Mul(a.K).Add(kk)), k.Select(mine, row, uint32(MoENone)))
 				k.If(mine, func() {
-					k.Store(a.SlotOf.Peer(d).At(row), slot)
+					k.Store(a.SlotOf.Peer(d).At(row), k.Select(d.Eq(a.Rank), uint32(MoENone), slot))
 					k.Store(a.Src.Peer(d).At(row), a.Rank.Mul(a.Tokens).Mul(a.K).Add(i))
 				})
 			})
@@ -320,8 +336,8 @@ type MoEDispatchExpandArgs struct {
 	EL, H, Cap      dsl.Value `kgen:"u32"`
 }
 
-// MoEDispatchExpand copies, for each received row below cap, its token's row from the token
-// buffer (16-byte vectors; local loads and stores only).
+// MoEDispatchExpand copies, for each received row below cap from another GPU, its token's
+// row from the token buffer (16-byte vectors; local loads and stores only).
 func MoEDispatchExpand(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoEDispatchExpandArgs](k, dt)
 	const vec = 8
@@ -331,7 +347,9 @@ func MoEDispatchExpand(k *dsl.Kernel, dt dsl.Type) {
 		row, v := q.Div(hv), q.Rem(hv)
 		col := v.Mul(uint32(vec))
 		slot := k.Load(a.SlotOf.At(row))
-		storeN(k, a.Recv, row.Mul(a.H).Add(col), loadN(k, a.Tok, slot.Mul(a.H).Add(col), vec))
+		k.If(slot.Ne(uint32(MoENone)), func() {
+			storeN(k, a.Recv, row.Mul(a.H).Add(col), loadN(k, a.Tok, slot.Mul(a.H).Add(col), vec))
+		})
 	})
 }
 

@@ -238,6 +238,7 @@ type MoEDispatchLayout struct {
 // MoEDispatchSend launches moe_dispatch_send.
 type MoEDispatchSend struct {
 	X        jit.AnyPtr
+	Recv     jit.AnyPtr
 	Ids      jit.AnyPtr
 	Pos      jit.AnyPtr
 	TPos     jit.AnyPtr

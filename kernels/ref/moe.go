@@ -6,6 +6,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/fp"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/launch"
@@ -17,8 +18,9 @@ import (
 // problem's GPUs, collLaunches rounds with fresh routings and no resets, against moeRef. The
 // experts are the identity (combine reads the receive buffer), so out[t] = the sum over GPUs d
 // in order of round(sum over k of t's pairs on d of w[t,k] * x[t]). Each GPU's token buffer
-// must hold each token bound for it exactly once (the first round also checks that no slot
-// past the received ones was written).
+// must hold each token of another GPU bound for it exactly once (the first round also checks
+// that no slot past the received ones, and none of its own tokens' slots, was written: those
+// go straight to the receive buffer).
 
 var moeFamilies = []kernels.Family{kernels.FamilyMoEDispatchCount, kernels.FamilyMoEDispatchLayout,
 	kernels.FamilyMoEDispatchSend, kernels.FamilyMoEDispatchExpand, kernels.FamilyMoECombine}
@@ -177,7 +179,7 @@ func moePipeline(r *run) error {
 					Offsets: u(offsets, g), Status: u(status, g), Rank: uint32(g), NGPUs: uint32(c.g), Chunks: uint32(s.nchunks), E: uint32(s.e), EL: uint32(s.el)}
 			}},
 			{kernels.FamilyMoEDispatchSend, c.blocks(s.t * s.h / 8), func(g int) any {
-				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: u(pos, g), TPos: u(tpos, g), TMask: u(tmask, g),
+				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Recv: on(recv, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: u(pos, g), TPos: u(tpos, g), TMask: u(tmask, g),
 					RowStart: u(rowStart, g), Route: u(route, g), Tok: table(tokTab, g), SlotIdx: table(slotIdxTab, g), SlotRows: table(slotRowsTab, g),
 					SlotOf: table(slotOfTab, g), Src: table(srcTab, g), Pads: table(padTab, g),
 					Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), Chunk: uint32(s.chunk), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
@@ -264,26 +266,31 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 	}
 	for i, p := range slots {
 		wantTS[p[0]*s.t+p[1]] = float64(i)
-		wantT = append(wantT, xs[p[0]][p[1]*s.h:(p[1]+1)*s.h]...)
+		if p[0] != d {
+			wantT = append(wantT, xs[p[0]][p[1]*s.h:(p[1]+1)*s.h]...)
+		}
 	}
 	gotTS, err := emu.ReadSlice[uint32](sys, b.slotIdx.On(d), len(wantTS))
 	if err != nil {
 		return err
 	}
-	gotT, err := read(sys, b.tok.On(d), dsl.BF16, len(wantT))
+	allT, err := emu.ReadSlice[uint16](sys, b.tok.On(d), c.g*s.t*s.h)
 	if err != nil {
 		return err
 	}
+	var gotT []float64
 	var unwritten error
-	if first {
-		rest, err := emu.ReadSlice[uint32](sys, b.tok.On(d)+uint64(2*len(wantT)), (c.g*s.t-len(slots))*s.h/2)
-		if err != nil {
-			return err
+	for i := 0; i < c.g*s.t; i++ {
+		row := allT[i*s.h : (i+1)*s.h]
+		if i < len(slots) && slots[i][0] != d {
+			for _, v := range row {
+				gotT = append(gotT, float64(fp.BF16ToF32(v)))
+			}
+			continue
 		}
-		for i, v := range rest {
-			if v != moeUnwritten {
-				unwritten = fmt.Errorf("GPU %d token buffer: slot %d written, past the %d tokens it receives", d, len(slots)+2*i/s.h, len(slots))
-				break
+		for _, v := range row {
+			if first && v != uint16(moeUnwritten&0xFFFF) && unwritten == nil {
+				unwritten = fmt.Errorf("GPU %d token buffer: slot %d written (of %d tokens received; its own tokens' slots stay unwritten)", d, i, len(slots))
 			}
 		}
 	}
