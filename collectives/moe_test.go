@@ -129,6 +129,12 @@ func moeExpert(x float32, j int) float32 { return x*float32(1+j%2) + float32(j%4
 // moeWantCombine is out on GPU r: per GPU d in order, the sum over k in order of w *
 // expert(x) for the token's pairs on d, rounded; then the sum of those, rounded.
 func moeWantCombine(in []moeRouting, cfg MoEConfig, g, r int, expert func(x float32, e int) float32) []float32 {
+	return moeWantCombineKept(in, cfg, g, r, expert, nil)
+}
+
+// moeWantCombineKept is moeWantCombine counting only the pairs i of GPU r with kept(i)
+// (nil: all).
+func moeWantCombineKept(in []moeRouting, cfg MoEConfig, g, r int, expert func(x float32, e int) float32, kept func(i int) bool) []float32 {
 	out := make([]float32, cfg.Tokens*cfg.Hidden)
 	el := cfg.Experts / g
 	for t := 0; t < cfg.Tokens; t++ {
@@ -138,7 +144,7 @@ func moeWantCombine(in []moeRouting, cfg MoEConfig, g, r int, expert func(x floa
 				var part float64
 				for k := 0; k < cfg.TopK; k++ {
 					id := in[r].ids[t*cfg.TopK+k]
-					if id < 0 || int(id) >= cfg.Experts || int(id)/el != d {
+					if id < 0 || int(id) >= cfg.Experts || int(id)/el != d || kept != nil && !kept(t*cfg.TopK+k) {
 						continue
 					}
 					part += float64(in[r].w[t*cfg.TopK+k]) * float64(expert(in[r].x[t*cfg.Hidden+c], int(id)))
@@ -593,4 +599,76 @@ func TestMoEAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMoECapacityCombine: with a Capacity that some GPU's rows exceed, the rows that fit
+// arrive in place, Check reports the rest, and the combine sums exactly the pairs that were
+// kept (a token whose every pair on a GPU was dropped still gets that GPU's zero partial).
+func TestMoECapacityCombine(t *testing.T) {
+	ctx := context.Background()
+	const g = 3
+	cfg := MoEConfig{Tokens: 9, TopK: 4, Hidden: 16, Experts: 6, Capacity: 20}
+	runRanks(t, g, false, true, 4, testOpts, func(e *rankEnv) error {
+		m, err := e.c.NewMoE(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		r := e.c.Rank()
+		in := moeInputs(rand.New(rand.NewSource(11)), g, cfg, 0)
+		for s := range in { // skew half the pairs to expert 0, so GPU 0 overflows
+			for i := 0; i < len(in[s].ids); i += 2 {
+				in[s].ids[i] = 0
+			}
+		}
+		_, src, _ := moeWant(in, cfg, g)
+		dropped := map[int32]bool{}
+		for d := range src {
+			for row, sidx := range src[d] {
+				if row >= cfg.Capacity {
+					dropped[sidx] = true
+				}
+			}
+		}
+		if len(dropped) == 0 {
+			return fmt.Errorf("the routing overflows no GPU: the test checks nothing")
+		}
+		x, _ := e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+		ids, _ := e.c.Alloc(dsl.I32, cfg.Tokens*cfg.TopK)
+		w, _ := e.c.Alloc(dsl.F32, cfg.Tokens*cfg.TopK)
+		out, err := e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+		if err != nil {
+			return err
+		}
+		idf := make([]float32, len(in[r].ids))
+		for i, id := range in[r].ids {
+			idf[i] = float32(id)
+		}
+		for _, err := range []error{x.WriteF32(in[r].x), ids.WriteF32(idf), w.WriteF32(in[r].w)} {
+			if err != nil {
+				return err
+			}
+		}
+		if err := m.Dispatch(ctx, x, ids); err != nil {
+			return err
+		}
+		if err := m.Combine(ctx, m.Recv(), w, out); err != nil {
+			return err
+		}
+		if err := m.Check(ctx); err == nil || !strings.Contains(err.Error(), "past MoEConfig.Capacity 20") {
+			return fmt.Errorf("Check = %v, want the capacity reported", err)
+		}
+		got, err := out.ReadF32()
+		if err != nil {
+			return err
+		}
+		pairs := int32(cfg.Tokens * cfg.TopK)
+		want := moeWantCombineKept(in, cfg, g, r, func(x float32, _ int) float32 { return x },
+			func(i int) bool { return !dropped[int32(r)*pairs+int32(i)] })
+		for j := range want {
+			if got[j] != want[j] {
+				return fmt.Errorf("GPU %d token %d col %d = %v, want %v", r, j/cfg.Hidden, j%cfg.Hidden, got[j], want[j])
+			}
+		}
+		return nil
+	})
 }
