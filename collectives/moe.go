@@ -37,13 +37,18 @@ type MoE struct {
 	c   *Comm
 	cfg MoEConfig
 	el  int // experts per GPU
-	// The count kernel's chunks of pairs: nchunks blocks of chunk pairs.
+	// The count kernel's chunks of tokens: nchunks blocks of chunk tokens.
 	chunk, nchunks int
 
 	cnt, recv, src  *sym // symmetric: count matrix, receive rows, their sources
-	pos, rowStart   *sym // local: each pair's position in its chunk, each (chunk, expert)'s first row
-	tot             *sym // local: every GPU's total per expert
-	route, status   *sym // local: each pair's route, the last dispatch's status
+	tok, slotOf     *sym // symmetric: token buffer (NumGPUs*Tokens rows), each receive row's token slot
+	slotIdx         *sym // symmetric: the slot of token t of GPU s at s*Tokens+t (or none)
+	slotRows, slotW *sym // symmetric: each slot's receive row and weight per k
+	part            *sym // symmetric: the combine's partial rows (row d*Tokens+t: GPU d's sum for token t)
+	pos, rowStart   *sym // local: each pair's position in its chunk, each (chunk, expert or GPU)'s first row or slot
+	tpos, tmask     *sym // local: each token's position per destination GPU, its destination GPUs
+	tot             *sym // local: every GPU's total per count column
+	route, status   *sym // local: each token's slot per GPU, the last dispatch's status
 	counts          *Buffer
 	offsets         *Buffer
 	recvBuf, srcBuf *Buffer
@@ -89,19 +94,20 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	switch {
 	case int64(g)*pairs >= math.MaxInt32:
 		return nil, fmt.Errorf("collectives: MoEConfig: NumGPUs*Tokens*TopK = %d: the source indices are 32-bit (below 2^31)", int64(g)*pairs)
-	case int64(cfg.Capacity)*int64(cfg.Hidden) >= math.MaxInt32, pairs*int64(cfg.Hidden)/8 >= math.MaxInt32:
-		return nil, fmt.Errorf("collectives: MoEConfig: Capacity*Hidden %d and Tokens*TopK*Hidden/8 %d must stay below 2^31 (32-bit indices)",
-			int64(cfg.Capacity)*int64(cfg.Hidden), pairs*int64(cfg.Hidden)/8)
+	case int64(cfg.Capacity)*int64(cfg.Hidden) >= math.MaxInt32, int64(g)*int64(cfg.Tokens)*int64(cfg.Hidden) >= math.MaxInt32:
+		return nil, fmt.Errorf("collectives: MoEConfig: Capacity*Hidden %d and NumGPUs*Tokens*Hidden %d (the token buffer) must stay below 2^31 (32-bit indices)",
+			int64(cfg.Capacity)*int64(cfg.Hidden), int64(g)*int64(cfg.Tokens)*int64(cfg.Hidden))
 	}
 	m := &MoE{c: c, cfg: cfg, el: cfg.Experts / g}
 	nc := c.blocks(int(pairs))
-	m.chunk = (int(pairs) + nc - 1) / nc
-	m.nchunks = (int(pairs) + m.chunk - 1) / m.chunk
-	// The count matrix (CollMaxGPUs x chunks rows of Experts+1 words) and the row starts
-	// (chunks x Experts words) are indexed in 32 bits.
-	if words := int64(kernels.CollMaxGPUs) * int64(m.nchunks) * (int64(cfg.Experts) + 1); words >= math.MaxInt32 {
+	m.chunk = (cfg.Tokens + nc - 1) / nc
+	m.nchunks = (cfg.Tokens + m.chunk - 1) / m.chunk
+	// The count matrix (CollMaxGPUs x chunks rows of Experts+1+NumGPUs words) and the row
+	// starts (chunks x Experts+NumGPUs words) are indexed in 32 bits.
+	w := cfg.Experts + 1 + g
+	if words := int64(kernels.CollMaxGPUs) * int64(m.nchunks) * int64(w); words >= math.MaxInt32 {
 		return nil, fmt.Errorf("collectives: MoEConfig.Experts %d: the count matrix (%d GPUs x %d chunks x %d columns = %d words) must stay below 2^31 words (32-bit indices)",
-			cfg.Experts, kernels.CollMaxGPUs, m.nchunks, cfg.Experts+1, words)
+			cfg.Experts, kernels.CollMaxGPUs, m.nchunks, w, words)
 	}
 	cl := &call{what: "NewMoE " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	var err error
@@ -113,15 +119,23 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 		s, err = c.alloc(ctx, bytes, table)
 		return s
 	}
-	p := int(pairs)
-	m.cnt = alloc(4*kernels.CollMaxGPUs*m.nchunks*(cfg.Experts+1), true)
-	m.tot = alloc(4*kernels.CollMaxGPUs*(cfg.Experts+1), false)
+	p, slots := int(pairs), g*cfg.Tokens
+	m.cnt = alloc(4*kernels.CollMaxGPUs*m.nchunks*w, true)
+	m.tot = alloc(4*kernels.CollMaxGPUs*w, false)
 	m.recv = alloc(2*cfg.Capacity*cfg.Hidden, true)
 	m.src = alloc(4*cfg.Capacity, true)
+	m.slotOf = alloc(4*cfg.Capacity, true)
+	m.tok = alloc(2*slots*cfg.Hidden, true)
+	m.part = alloc(2*slots*cfg.Hidden, true)
+	m.slotIdx = alloc(4*slots, true)
+	m.slotRows = alloc(4*slots*cfg.TopK, true)
+	m.slotW = alloc(4*slots*cfg.TopK, true)
 	m.pos = alloc(4*p, false)
-	m.rowStart = alloc(4*m.nchunks*cfg.Experts, false)
-	m.route = alloc(8*p, false)
-	m.status = alloc(8, false)
+	m.tpos = alloc(4*slots, false)
+	m.tmask = alloc(4*cfg.Tokens, false)
+	m.rowStart = alloc(4*m.nchunks*(cfg.Experts+g), false)
+	m.route = alloc(4*slots, false)
+	m.status = alloc(4*kernels.MoEStatusWords, false)
 	cs := alloc(4*m.el, true)
 	os := alloc(4*(m.el+1), true)
 	if err != nil {
@@ -188,8 +202,10 @@ func (m *MoE) notOwn(what, name string, b *Buffer) error {
 
 // Dispatch sends every (token, k) pair of this GPU's x ([Tokens, Hidden] bf16) to the GPU of
 // expert ids[token*TopK+k] (i32; -1: none), into that GPU's Recv, and fills Counts, Offsets
-// and Src (collective; three launches in stream order, no host synchronization). Ids
-// outside [-1, Experts) and rows past the capacity are not sent: Check reports them.
+// and Src (collective; four launches in stream order, no host synchronization). A token
+// crosses to a GPU once, however many of its experts live there: into that GPU's token
+// buffer, from which the GPU expands it into Recv's rows. Ids outside [-1, Experts) and rows
+// past the capacity are not sent: Check reports them.
 func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 	if err := m.live("Dispatch"); err != nil {
 		return err
@@ -211,8 +227,8 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
 	rank, g, e, el := uint32(c.rank), uint32(c.g), uint32(cfg.Experts), uint32(m.el)
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchCount), m.nchunks, launch.MoEDispatchCount{
-		Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), Cnt: m.cnt.table(), Pads: c.pads.table(),
-		Rank: rank, NGPUs: g, Pairs: uint32(pairs), Chunk: uint32(m.chunk), E: e, Epoch: c.padEpoch}); err != nil {
+		Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), TPos: u32(m.tpos), TMask: u32(m.tmask), Cnt: m.cnt.table(), Pads: c.pads.table(),
+		Rank: rank, NGPUs: g, Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), Chunk: uint32(m.chunk), E: e, EL: el, Epoch: c.padEpoch}); err != nil {
 		return err
 	}
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), 1, launch.MoEDispatchLayout{
@@ -220,11 +236,16 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 		Rank: rank, NGPUs: g, Chunks: uint32(m.nchunks), E: e, EL: el}); err != nil {
 		return err
 	}
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(pairs*cfg.Hidden/8), launch.MoEDispatchSend{
-		X: x.s.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), RowStart: u32(m.rowStart), Route: u32(m.route),
-		Recv: m.recv.table(), Src: m.src.table(), Pads: c.pads.table(),
-		Rank: rank, NGPUs: g, Pairs: uint32(pairs), Chunk: uint32(m.chunk), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoEDispatchSend{
+		X: x.s.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), TPos: u32(m.tpos), TMask: u32(m.tmask), RowStart: u32(m.rowStart), Route: u32(m.route),
+		Tok: m.tok.table(), SlotIdx: m.slotIdx.table(), SlotRows: m.slotRows.table(), SlotOf: m.slotOf.table(), Src: m.src.table(), Pads: c.pads.table(),
+		Rank: rank, NGPUs: g, Tokens: uint32(cfg.Tokens), Chunk: uint32(m.chunk), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
 		Cap: uint32(cfg.Capacity), Epoch: c.padEpoch}); err != nil {
+		return err
+	}
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchExpand), c.blocks(cfg.Capacity*cfg.Hidden/8), launch.MoEDispatchExpand{
+		Tok: m.tok.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), SlotOf: u32(m.slotOf), Offsets: u32(m.offsets.s),
+		EL: el, H: uint32(cfg.Hidden), Cap: uint32(cfg.Capacity)}); err != nil {
 		return err
 	}
 	m.dispatched = true
@@ -259,10 +280,13 @@ func (m *MoE) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Combine writes into this GPU's out ([Tokens, Hidden] bf16) out[t] = sum over k, in order,
-// of weights[t*TopK+k] (f32) times the expert output of (t, k): row Src-wise of y ([Capacity,
-// Hidden] bf16 on the expert's GPU, in Recv's row order), accumulated in f32, rounded once
-// (collective; one launch after the last Dispatch). out must not be y.
+// Combine writes into this GPU's out ([Tokens, Hidden] bf16) the weighted sum of token t's
+// expert outputs (the rows of y, [Capacity, Hidden] bf16 on each expert's GPU, in Recv's row
+// order), weights[t*TopK+k] (f32) for pair k (collective; one launch after the last
+// Dispatch). The order is fixed: on each GPU d, part_d = the f32 sum over k in order of t's
+// pairs on d, rounded to bf16 and sent to t's GPU as one row; there out[t] = the f32 sum of
+// the part_d over d = 0..NumGPUs-1, rounded once more (a token whose experts live on one GPU
+// is rounded once). out must not be y.
 func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 	if err := m.live("Combine"); err != nil {
 		return err
@@ -272,7 +296,7 @@ func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 		return err
 	}
 	if out == y && out != nil {
-		return errors.New("collectives: MoE.Combine: out is y: peers read y while this GPU writes out")
+		return errors.New("collectives: MoE.Combine: out is y: the combine reads y while it writes out")
 	}
 	pairs := cfg.Tokens * cfg.TopK
 	if err := errors.Join(m.checkBuf("Combine", "y", y, dsl.BF16, cfg.Capacity*cfg.Hidden),
@@ -284,7 +308,9 @@ func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 		return errors.New("collectives: MoE.Combine before any MoE.Dispatch: no routes")
 	}
 	cl := &call{what: "MoE.Combine " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
+	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
 	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
-		Y: y.s.table(), Route: m.route.at(ptx.U32), Weights: weights.s.at(dsl.F32), Out: out.s.at(dsl.BF16), Pads: c.pads.table(),
-		Rank: uint32(c.rank), NGPUs: uint32(c.g), Pairs: uint32(pairs), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch})
+		Y: y.s.at(dsl.BF16), Weights: weights.s.at(dsl.F32), TMask: u32(m.tmask), Route: u32(m.route), SlotIdx: u32(m.slotIdx),
+		SlotRows: u32(m.slotRows), SlotW: m.slotW.table(), Part: m.part.table(), Out: out.s.at(dsl.BF16),
+		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch})
 }

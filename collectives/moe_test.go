@@ -98,6 +98,9 @@ func moeCheckDispatch(e *rankEnv, m *MoE, in []moeRouting) error {
 	if int(gotO[len(counts[r])]) != off {
 		return fmt.Errorf("GPU %d: %v rows received, want %d", r, gotO[len(counts[r])], off)
 	}
+	if err := moeCheckTokens(e, m, in); err != nil {
+		return err
+	}
 	recv, err := m.Recv().ReadF32()
 	if err != nil {
 		return err
@@ -123,23 +126,107 @@ func moeCheckDispatch(e *rankEnv, m *MoE, in []moeRouting) error {
 // bf16 for these inputs, and so are the combine's f32 sums), applied on the host to Recv.
 func moeExpert(x float32, j int) float32 { return x*float32(1+j%2) + float32(j%4)/4 }
 
-// moeWantCombine is out on GPU r: sum over k in order of w * expert(x), rounded once.
+// moeWantCombine is out on GPU r: per GPU d in order, the sum over k in order of w *
+// expert(x) for the token's pairs on d, rounded; then the sum of those, rounded.
 func moeWantCombine(in []moeRouting, cfg MoEConfig, g, r int, expert func(x float32, e int) float32) []float32 {
+	return moeWantCombineKept(in, cfg, g, r, expert, nil)
+}
+
+// moeWantCombineKept is moeWantCombine counting only the pairs i of GPU r with kept(i)
+// (nil: all).
+func moeWantCombineKept(in []moeRouting, cfg MoEConfig, g, r int, expert func(x float32, e int) float32, kept func(i int) bool) []float32 {
 	out := make([]float32, cfg.Tokens*cfg.Hidden)
+	el := cfg.Experts / g
 	for t := 0; t < cfg.Tokens; t++ {
 		for c := 0; c < cfg.Hidden; c++ {
 			var acc float64
-			for k := 0; k < cfg.TopK; k++ {
-				id := in[r].ids[t*cfg.TopK+k]
-				if id < 0 || int(id) >= cfg.Experts {
-					continue
+			for d := 0; d < g; d++ {
+				var part float64
+				for k := 0; k < cfg.TopK; k++ {
+					id := in[r].ids[t*cfg.TopK+k]
+					if id < 0 || int(id) >= cfg.Experts || int(id)/el != d || kept != nil && !kept(t*cfg.TopK+k) {
+						continue
+					}
+					part += float64(in[r].w[t*cfg.TopK+k]) * float64(expert(in[r].x[t*cfg.Hidden+c], int(id)))
 				}
-				acc += float64(in[r].w[t*cfg.TopK+k]) * float64(expert(in[r].x[t*cfg.Hidden+c], int(id)))
+				acc += float64(bf16(part))
 			}
 			out[t*cfg.Hidden+c] = bf16(acc)
 		}
 	}
 	return out
+}
+
+// moeOnGPU reports whether token t of routing in has an expert on GPU d.
+func moeOnGPU(in moeRouting, cfg MoEConfig, el, t, d int) bool {
+	for k := 0; k < cfg.TopK; k++ {
+		if id := int(in.ids[t*cfg.TopK+k]); id >= 0 && id < cfg.Experts && id/el == d {
+			return true
+		}
+	}
+	return false
+}
+
+// moeCheckTokens checks that this rank's token buffer holds each token bound for it exactly
+// once (by source rank, then token; the slots of its own tokens are not written), and the
+// status's tokens received and sent.
+func moeCheckTokens(e *rankEnv, m *MoE, in []moeRouting) error {
+	cfg, g, r := m.Config(), e.c.NumGPUs(), e.c.Rank()
+	el := cfg.Experts / g
+	var want [][2]int
+	for s := 0; s < g; s++ {
+		for t := 0; t < cfg.Tokens; t++ {
+			if moeOnGPU(in[s], cfg, el, t, r) {
+				want = append(want, [2]int{s, t})
+			}
+		}
+	}
+	sent := 0
+	for t := 0; t < cfg.Tokens; t++ {
+		for d := 0; d < g; d++ {
+			if d != r && moeOnGPU(in[r], cfg, el, t, d) {
+				sent++
+			}
+		}
+	}
+	st, err := (&Buffer{c: m.c, s: m.status, dt: dsl.I32, n: kernels.MoEStatusWords}).ReadF32()
+	if err != nil {
+		return err
+	}
+	if int(st[2]) != len(want) || int(st[3]) != sent {
+		return fmt.Errorf("GPU %d: status says %v tokens received, %v sent to other GPUs; want %d, %d", r, st[2], st[3], len(want), sent)
+	}
+	slots, err := (&Buffer{c: m.c, s: m.slotIdx, dt: dsl.I32, n: g * cfg.Tokens}).ReadF32()
+	if err != nil {
+		return err
+	}
+	tok, err := (&Buffer{c: m.c, s: m.tok, dt: dsl.BF16, n: g * cfg.Tokens * cfg.Hidden}).ReadF32()
+	if err != nil {
+		return err
+	}
+	wantSlot := make([]int32, g*cfg.Tokens)
+	for i := range wantSlot {
+		wantSlot[i] = -1 // MoENone as i32
+	}
+	for i, p := range want {
+		wantSlot[p[0]*cfg.Tokens+p[1]] = int32(i)
+	}
+	for i, w := range wantSlot {
+		if int32(slots[i]) != w {
+			return fmt.Errorf("GPU %d: rank %d token %d in token slot %v, want %d (-1: not sent here)", r, i/cfg.Tokens, i%cfg.Tokens, slots[i], w)
+		}
+	}
+	for i, p := range want {
+		if p[0] == r {
+			continue // this GPU's own tokens go straight to Recv
+		}
+		for c := 0; c < cfg.Hidden; c++ {
+			if got, x := tok[i*cfg.Hidden+c], in[p[0]].x[p[1]*cfg.Hidden+c]; got != x {
+				return fmt.Errorf("GPU %d token slot %d col %d: %v, want %v", r, i, c, got, x)
+			}
+		}
+	}
+	return nil
 }
 
 // moeRound runs one dispatch and combine on every rank and checks both against the
@@ -512,4 +599,76 @@ func TestMoEAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMoECapacityCombine: with a Capacity that some GPU's rows exceed, the rows that fit
+// arrive in place, Check reports the rest, and the combine sums exactly the pairs that were
+// kept (a token whose every pair on a GPU was dropped still gets that GPU's zero partial).
+func TestMoECapacityCombine(t *testing.T) {
+	ctx := context.Background()
+	const g = 3
+	cfg := MoEConfig{Tokens: 9, TopK: 4, Hidden: 16, Experts: 6, Capacity: 20}
+	runRanks(t, g, false, true, 4, testOpts, func(e *rankEnv) error {
+		m, err := e.c.NewMoE(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		r := e.c.Rank()
+		in := moeInputs(rand.New(rand.NewSource(11)), g, cfg, 0)
+		for s := range in { // skew half the pairs to expert 0, so GPU 0 overflows
+			for i := 0; i < len(in[s].ids); i += 2 {
+				in[s].ids[i] = 0
+			}
+		}
+		_, src, _ := moeWant(in, cfg, g)
+		dropped := map[int32]bool{}
+		for d := range src {
+			for row, sidx := range src[d] {
+				if row >= cfg.Capacity {
+					dropped[sidx] = true
+				}
+			}
+		}
+		if len(dropped) == 0 {
+			return fmt.Errorf("the routing overflows no GPU: the test checks nothing")
+		}
+		x, _ := e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+		ids, _ := e.c.Alloc(dsl.I32, cfg.Tokens*cfg.TopK)
+		w, _ := e.c.Alloc(dsl.F32, cfg.Tokens*cfg.TopK)
+		out, err := e.c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+		if err != nil {
+			return err
+		}
+		idf := make([]float32, len(in[r].ids))
+		for i, id := range in[r].ids {
+			idf[i] = float32(id)
+		}
+		for _, err := range []error{x.WriteF32(in[r].x), ids.WriteF32(idf), w.WriteF32(in[r].w)} {
+			if err != nil {
+				return err
+			}
+		}
+		if err := m.Dispatch(ctx, x, ids); err != nil {
+			return err
+		}
+		if err := m.Combine(ctx, m.Recv(), w, out); err != nil {
+			return err
+		}
+		if err := m.Check(ctx); err == nil || !strings.Contains(err.Error(), "past MoEConfig.Capacity 20") {
+			return fmt.Errorf("Check = %v, want the capacity reported", err)
+		}
+		got, err := out.ReadF32()
+		if err != nil {
+			return err
+		}
+		pairs := int32(cfg.Tokens * cfg.TopK)
+		want := moeWantCombineKept(in, cfg, g, r, func(x float32, _ int) float32 { return x },
+			func(i int) bool { return !dropped[int32(r)*pairs+int32(i)] })
+		for j := range want {
+			if got[j] != want[j] {
+				return fmt.Errorf("GPU %d token %d col %d = %v, want %v", r, j/cfg.Hidden, j%cfg.Hidden, got[j], want[j])
+			}
+		}
+		return nil
+	})
 }

@@ -4,11 +4,12 @@
 //
 // Each rank routes its tokens to -topk distinct experts drawn at random (seeded by rank:
 // every rank can rebuild every routing), checks one dispatch and combine first (identity
-// experts: y is the receive buffer, so out[t] = sum_k w[t,k] * x[t], exact for the inputs
-// used; the received counts against the routings), then times -iters dispatches back to back
-// between a pair of CUDA events on the Comm's stream, and -iters combines the same way. It
-// prints one line per rank: the mean times and the bytes this GPU sends to other GPUs per
-// call / time (issue #26's GB/s).
+// experts: y is the receive buffer, so out[t] = the sum over GPUs d of round(sum_k w[t,k] *
+// x[t] over t's pairs on d), exact for the inputs used; the received counts against the
+// routings), then times -iters dispatches back to back between a pair of CUDA events on the
+// Comm's stream, and -iters combines the same way. It prints one line per rank: the mean
+// times and the bytes this GPU sends to other GPUs per call (one row per token and other GPU
+// holding one of its experts) / time (issue #26's GB/s).
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math/bits"
 	"math/rand"
 	"os"
 
@@ -126,13 +128,18 @@ func run(r *jit.Rank, c config) error {
 	if err := m.Check(ctx); err != nil {
 		check = err.Error()
 	}
-	// Bytes this GPU sends to other GPUs per call: its pairs routed off-GPU, one row each.
+	// Bytes this GPU sends to other GPUs per call: one row per (token, other GPU holding one
+	// of its experts), each way.
 	el := cfg.Experts / g
 	remote := 0
-	for _, id := range ids {
-		if int(id)/el != rank {
-			remote++
+	for t := 0; t < cfg.Tokens; t++ {
+		var on uint64
+		for _, id := range ids[t*cfg.TopK : (t+1)*cfg.TopK] {
+			if d := int(id) / el; d != rank {
+				on |= 1 << d
+			}
 		}
+		remote += bits.OnesCount64(on)
 	}
 	bytes := float64(remote) * float64(cfg.Hidden) * 2
 	e0, err := r.Device.NewEvent()
@@ -181,8 +188,9 @@ func run(r *jit.Rank, c config) error {
 	return nil
 }
 
-// verify checks this rank's Counts against every rank's routing and out against
-// sum_k w * x (identity experts).
+// verify checks this rank's Counts against every rank's routing and out against the
+// combine's sum with identity experts: per GPU d in order, round(sum over k of the token's
+// pairs on d of w * x), summed and rounded once more.
 func verify(m *collectives.MoE, out *collectives.Buffer, rank, g int, cfg collectives.MoEConfig, ids []int32, w, xs []float32) error {
 	el := cfg.Experts / g
 	want := make([]int, el)
@@ -207,14 +215,20 @@ func verify(m *collectives.MoE, out *collectives.Buffer, rank, g int, cfg collec
 	if err != nil {
 		return err
 	}
+	bf16 := func(x float64) float64 { return float64(fp.BF16ToF32(fp.F32ToBF16(float32(x)))) }
+	sw := make([]float64, g) // the token's weights per GPU
 	for t := 0; t < cfg.Tokens; t++ {
-		var sw float64
+		clear(sw)
 		for k := 0; k < cfg.TopK; k++ {
-			sw += float64(w[t*cfg.TopK+k])
+			sw[int(ids[t*cfg.TopK+k])/el] += float64(w[t*cfg.TopK+k])
 		}
 		for c := 0; c < cfg.Hidden; c++ {
 			i := t*cfg.Hidden + c
-			if x := fp.BF16ToF32(fp.F32ToBF16(float32(sw * float64(xs[i])))); o[i] != x {
+			var acc float64
+			for _, s := range sw {
+				acc += bf16(s * float64(xs[i]))
+			}
+			if x := float32(bf16(acc)); o[i] != x {
 				return fmt.Errorf("token %d col %d: %v, want %v", t, c, o[i], x)
 			}
 		}

@@ -91,6 +91,7 @@ var twins = []twin{
 	of[kernels.MoEDispatchCountArgs]("MoEDispatchCount", false, "MoEDispatchCount launches moe_dispatch_count."),
 	of[kernels.MoEDispatchLayoutArgs]("MoEDispatchLayout", false, "MoEDispatchLayout launches moe_dispatch_layout."),
 	of[kernels.MoEDispatchSendArgs]("MoEDispatchSend", false, "MoEDispatchSend launches moe_dispatch_send."),
+	of[kernels.MoEDispatchExpandArgs]("MoEDispatchExpand", false, "MoEDispatchExpand launches moe_dispatch_expand."),
 	of[kernels.MoECombineArgs]("MoECombine", false, "MoECombine launches moe_combine."),
 	of[kernels.MMOneShotArgs]("MMOneShot", false, "MMOneShot launches mm_allreduce_1shot (and _fp8)."),
 	of[kernels.MMTwoShotArgs]("MMTwoShot", false, "MMTwoShot launches mm_allreduce_2shot (and _fp8)."),

@@ -204,16 +204,20 @@ type P2PBarrier struct {
 
 // MoEDispatchCount launches moe_dispatch_count.
 type MoEDispatchCount struct {
-	Ids   jit.AnyPtr
-	Pos   jit.AnyPtr
-	Cnt   jit.AnyPtr
-	Pads  jit.AnyPtr
-	Rank  uint32
-	NGPUs uint32
-	Pairs uint32
-	Chunk uint32
-	E     uint32
-	Epoch uint32
+	Ids    jit.AnyPtr
+	Pos    jit.AnyPtr
+	TPos   jit.AnyPtr
+	TMask  jit.AnyPtr
+	Cnt    jit.AnyPtr
+	Pads   jit.AnyPtr
+	Rank   uint32
+	NGPUs  uint32
+	Tokens uint32
+	K      uint32
+	Chunk  uint32
+	E      uint32
+	EL     uint32
+	Epoch  uint32
 }
 
 // MoEDispatchLayout launches moe_dispatch_layout.
@@ -234,16 +238,22 @@ type MoEDispatchLayout struct {
 // MoEDispatchSend launches moe_dispatch_send.
 type MoEDispatchSend struct {
 	X        jit.AnyPtr
+	Recv     jit.AnyPtr
 	Ids      jit.AnyPtr
 	Pos      jit.AnyPtr
+	TPos     jit.AnyPtr
+	TMask    jit.AnyPtr
 	RowStart jit.AnyPtr
 	Route    jit.AnyPtr
-	Recv     jit.AnyPtr
+	Tok      jit.AnyPtr
+	SlotIdx  jit.AnyPtr
+	SlotRows jit.AnyPtr
+	SlotOf   jit.AnyPtr
 	Src      jit.AnyPtr
 	Pads     jit.AnyPtr
 	Rank     uint32
 	NGPUs    uint32
-	Pairs    uint32
+	Tokens   uint32
 	Chunk    uint32
 	K        uint32
 	H        uint32
@@ -253,19 +263,35 @@ type MoEDispatchSend struct {
 	Epoch    uint32
 }
 
+// MoEDispatchExpand launches moe_dispatch_expand.
+type MoEDispatchExpand struct {
+	Tok     jit.AnyPtr
+	Recv    jit.AnyPtr
+	SlotOf  jit.AnyPtr
+	Offsets jit.AnyPtr
+	EL      uint32
+	H       uint32
+	Cap     uint32
+}
+
 // MoECombine launches moe_combine.
 type MoECombine struct {
-	Y       jit.AnyPtr
-	Route   jit.AnyPtr
-	Weights jit.AnyPtr
-	Out     jit.AnyPtr
-	Pads    jit.AnyPtr
-	Rank    uint32
-	NGPUs   uint32
-	Pairs   uint32
-	K       uint32
-	H       uint32
-	Epoch   uint32
+	Y        jit.AnyPtr
+	Weights  jit.AnyPtr
+	TMask    jit.AnyPtr
+	Route    jit.AnyPtr
+	SlotIdx  jit.AnyPtr
+	SlotRows jit.AnyPtr
+	SlotW    jit.AnyPtr
+	Part     jit.AnyPtr
+	Out      jit.AnyPtr
+	Pads     jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	Tokens   uint32
+	K        uint32
+	H        uint32
+	Epoch    uint32
 }
 
 // MMOneShot launches mm_allreduce_1shot (and _fp8).

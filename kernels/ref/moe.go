@@ -6,25 +6,32 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
 // The MoE kernels' check: the whole pipeline (moe_dispatch_count, moe_dispatch_layout,
-// moe_dispatch_send, moe_combine, the run's kernel among them) on the problem's GPUs,
-// collLaunches rounds with fresh routings and no resets, against moeRef. The experts are the
-// identity (combine reads the receive buffer), so out[t] = sum_k w[t,k] * x[t] for the pairs
-// that were routed.
+// moe_dispatch_send, moe_dispatch_expand, moe_combine, the run's kernel among them) on the
+// problem's GPUs, collLaunches rounds with fresh routings and no resets, against moeRef. The
+// experts are the identity (combine reads the receive buffer), so out[t] = the sum over GPUs d
+// in order of round(sum over k of t's pairs on d of w[t,k] * x[t]). Each GPU's token buffer
+// must hold each token of another GPU bound for it exactly once (the first round also checks
+// that no slot past the received ones, and none of its own tokens' slots, was written: those
+// go straight to the receive buffer).
+
+var moeFamilies = []kernels.Family{kernels.FamilyMoEDispatchCount, kernels.FamilyMoEDispatchLayout,
+	kernels.FamilyMoEDispatchSend, kernels.FamilyMoEDispatchExpand, kernels.FamilyMoECombine}
 
 func init() {
-	for _, f := range []kernels.Family{kernels.FamilyMoEDispatchCount, kernels.FamilyMoEDispatchLayout,
-		kernels.FamilyMoEDispatchSend, kernels.FamilyMoECombine} {
+	for _, f := range moeFamilies {
 		register(string(f), moePipeline)
 	}
 }
 
-// moeShape is the problem of a check of size n on g GPUs.
+// moeShape is the problem of a check of size n on g GPUs (chunk: tokens per count block).
 type moeShape struct{ t, k, h, e, el, pairs, cap, chunk, nchunks int }
 
 func newMoEShape(n, g int) moeShape {
@@ -33,7 +40,7 @@ func newMoEShape(n, g int) moeShape {
 	s.pairs = s.t * s.k
 	s.cap = g * s.pairs
 	s.chunk = 1 + n%5 // several chunks (count blocks), some partial
-	s.nchunks = (s.pairs + s.chunk - 1) / s.chunk
+	s.nchunks = (s.t + s.chunk - 1) / s.chunk
 	return s
 }
 
@@ -54,13 +61,35 @@ func moeRef(ids [][]int32, s moeShape, d int) (srcs [][2]int, counts []int) {
 	return srcs, counts
 }
 
+// moeOn reports whether token t of a GPU with ids has an expert on GPU d.
+func moeOn(ids []int32, s moeShape, t, d int) bool {
+	for k := 0; k < s.k; k++ {
+		if id := int(ids[t*s.k+k]); id >= 0 && id < s.e && id/s.el == d {
+			return true
+		}
+	}
+	return false
+}
+
+// moeTokens is GPU d's token buffer in the reference: the (source GPU, token) of each slot,
+// by source, then token.
+func moeTokens(ids [][]int32, s moeShape, d int) (slots [][2]int) {
+	for g := range ids {
+		for t := 0; t < s.t; t++ {
+			if moeOn(ids[g], s, t, d) {
+				slots = append(slots, [2]int{g, t})
+			}
+		}
+	}
+	return slots
+}
+
 func moePipeline(r *run) error {
 	c := newColl(r)
 	s := newMoEShape(r.size(200), c.g)
 	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d chunks=%dx%d gpus=%d", s.t, s.k, s.h, s.e, s.nchunks, s.chunk, c.g)
 	mods := map[kernels.Family]*ptx.Module{}
-	for _, f := range []kernels.Family{kernels.FamilyMoEDispatchCount, kernels.FamilyMoEDispatchLayout,
-		kernels.FamilyMoEDispatchSend, kernels.FamilyMoECombine} {
+	for _, f := range moeFamilies {
 		if f == r.spec.Family {
 			mods[f] = r.mod
 			continue
@@ -86,25 +115,34 @@ func moePipeline(r *run) error {
 		}
 		return m, t
 	}
+	slots := c.g * s.t // token-buffer rows
 	x, _ := sym(dsl.BF16, s.t*s.h, false)
 	ids, _ := sym(dsl.I32, s.pairs, false)
 	w, _ := sym(dsl.F32, s.pairs, false)
 	pos, _ := sym(dsl.U32, s.pairs, false)
-	cnt, cntTab := sym(dsl.U32, kernels.CollMaxGPUs*s.nchunks*(s.e+1), true)
-	tot, _ := sym(dsl.U32, kernels.CollMaxGPUs*(s.e+1), false)
-	rowStart, _ := sym(dsl.U32, s.nchunks*s.e, false)
+	tpos, _ := sym(dsl.U32, s.t*c.g, false)
+	tmask, _ := sym(dsl.U32, s.t, false)
+	cnt, cntTab := sym(dsl.U32, kernels.CollMaxGPUs*s.nchunks*(s.e+1+c.g), true)
+	tot, _ := sym(dsl.U32, kernels.CollMaxGPUs*(s.e+1+c.g), false)
+	rowStart, _ := sym(dsl.U32, s.nchunks*(s.e+c.g), false)
 	counts, _ := sym(dsl.U32, s.el, false)
 	offsets, _ := sym(dsl.U32, s.el+1, false)
-	status, _ := sym(dsl.U32, 2, false)
-	route, _ := sym(dsl.U32, 2*s.pairs, false)
-	recv, recvTab := sym(dsl.BF16, s.cap*s.h, true)
+	status, _ := sym(dsl.U32, kernels.MoEStatusWords, false)
+	route, _ := sym(dsl.U32, s.t*c.g, false)
+	tok, tokTab := sym(dsl.BF16, slots*s.h, true)
+	slotIdx, slotIdxTab := sym(dsl.U32, slots, true)
+	slotRows, slotRowsTab := sym(dsl.U32, slots*s.k, true)
+	_, slotWTab := sym(dsl.F32, slots*s.k, true)
+	_, partTab := sym(dsl.BF16, slots*s.h, true)
+	slotOf, slotOfTab := sym(dsl.U32, s.cap, true)
+	recv, _ := sym(dsl.BF16, s.cap*s.h, false)
 	src, srcTab := sym(dsl.U32, s.cap, true)
 	out, _ := sym(dsl.BF16, s.t*s.h, false)
 	pads, padTab := sym(dsl.U32, kernels.PadWords, true)
 	if err != nil {
 		return err
 	}
-	if err := c.fill(pads, kernels.PadWords, c.epoch); err != nil {
+	if err := errors.Join(c.fill(pads, kernels.PadWords, c.epoch), c.fill(tok, slots*s.h/2, moeUnwritten)); err != nil {
 		return err
 	}
 	for l := 0; l < collLaunches; l++ {
@@ -126,28 +164,35 @@ func moePipeline(r *run) error {
 				return err
 			}
 		}
+		u := func(m *emu.Symmetric, g int) jit.AnyPtr { return on(m, g, dsl.U32) }
 		steps := []struct {
 			f      kernels.Family
 			blocks int
 			args   func(g int) any
 		}{
 			{kernels.FamilyMoEDispatchCount, s.nchunks, func(g int) any {
-				return launch.MoEDispatchCount{Ids: on(ids, g, dsl.I32), Pos: on(pos, g, dsl.U32), Cnt: table(cntTab, g), Pads: table(padTab, g),
-					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), Chunk: uint32(s.chunk), E: uint32(s.e), Epoch: c.epoch}
+				return launch.MoEDispatchCount{Ids: on(ids, g, dsl.I32), Pos: u(pos, g), TPos: u(tpos, g), TMask: u(tmask, g), Cnt: table(cntTab, g), Pads: table(padTab, g),
+					Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), K: uint32(s.k), Chunk: uint32(s.chunk), E: uint32(s.e), EL: uint32(s.el), Epoch: c.epoch}
 			}},
 			{kernels.FamilyMoEDispatchLayout, 1, func(g int) any {
-				return launch.MoEDispatchLayout{Cnt: on(cnt, g, dsl.U32), Tot: on(tot, g, dsl.U32), RowStart: on(rowStart, g, dsl.U32), Counts: on(counts, g, dsl.U32),
-					Offsets: on(offsets, g, dsl.U32), Status: on(status, g, dsl.U32), Rank: uint32(g), NGPUs: uint32(c.g), Chunks: uint32(s.nchunks), E: uint32(s.e), EL: uint32(s.el)}
+				return launch.MoEDispatchLayout{Cnt: u(cnt, g), Tot: u(tot, g), RowStart: u(rowStart, g), Counts: u(counts, g),
+					Offsets: u(offsets, g), Status: u(status, g), Rank: uint32(g), NGPUs: uint32(c.g), Chunks: uint32(s.nchunks), E: uint32(s.e), EL: uint32(s.el)}
 			}},
-			{kernels.FamilyMoEDispatchSend, c.blocks(s.pairs * s.h / 8), func(g int) any {
-				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: on(pos, g, dsl.U32), RowStart: on(rowStart, g, dsl.U32),
-					Route: on(route, g, dsl.U32), Recv: table(recvTab, g), Src: table(srcTab, g), Pads: table(padTab, g),
-					Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), Chunk: uint32(s.chunk), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
+			{kernels.FamilyMoEDispatchSend, c.blocks(s.t * s.h / 8), func(g int) any {
+				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Recv: on(recv, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: u(pos, g), TPos: u(tpos, g), TMask: u(tmask, g),
+					RowStart: u(rowStart, g), Route: u(route, g), Tok: table(tokTab, g), SlotIdx: table(slotIdxTab, g), SlotRows: table(slotRowsTab, g),
+					SlotOf: table(slotOfTab, g), Src: table(srcTab, g), Pads: table(padTab, g),
+					Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), Chunk: uint32(s.chunk), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
 					Cap: uint32(s.cap), Epoch: c.epoch}
 			}},
+			{kernels.FamilyMoEDispatchExpand, c.blocks(s.cap * s.h / 8), func(g int) any {
+				return launch.MoEDispatchExpand{Tok: on(tok, g, dsl.BF16), Recv: on(recv, g, dsl.BF16), SlotOf: u(slotOf, g), Offsets: u(offsets, g),
+					EL: uint32(s.el), H: uint32(s.h), Cap: uint32(s.cap)}
+			}},
 			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), func(g int) any {
-				return launch.MoECombine{Y: table(recvTab, g), Route: on(route, g, dsl.U32), Weights: on(w, g, dsl.F32), Out: on(out, g, dsl.BF16),
-					Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Pairs: uint32(s.pairs), K: uint32(s.k), H: uint32(s.h), Epoch: c.epoch}
+				return launch.MoECombine{Y: on(recv, g, dsl.BF16), Weights: on(w, g, dsl.F32), TMask: u(tmask, g), Route: u(route, g),
+					SlotIdx: u(slotIdx, g), SlotRows: u(slotRows, g), SlotW: table(slotWTab, g), Part: table(partTab, g),
+					Out: on(out, g, dsl.BF16), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), K: uint32(s.k), H: uint32(s.h), Epoch: c.epoch}
 			}},
 		}
 		for _, st := range steps {
@@ -158,7 +203,8 @@ func moePipeline(r *run) error {
 			c.epoch += uint32(n)
 		}
 		for d := 0; d < c.g; d++ {
-			if err := moeCheck(c, s, d, idv, xs, ws, counts, offsets, status, recv, src, out); err != nil {
+			b := moeBufs{counts, offsets, status, recv, src, out, tok, slotIdx}
+			if err := moeCheck(c, s, d, idv, xs, ws, b, l == 0); err != nil {
 				return fmt.Errorf("round %d: %w", l, err)
 			}
 		}
@@ -166,8 +212,16 @@ func moePipeline(r *run) error {
 	return nil
 }
 
-// moeCheck compares GPU d's layout, received rows, sources and combined tokens with moeRef.
-func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, counts, offsets, status, recv, src, out *emu.Symmetric) error {
+// moeUnwritten fills the token buffers before the first round: two bf16 NaNs a word, which
+// no token holds.
+const moeUnwritten = 0xFFFFFFFF
+
+// moeBufs are the buffers moeCheck reads.
+type moeBufs struct{ counts, offsets, status, recv, src, out, tok, slotIdx *emu.Symmetric }
+
+// moeCheck compares GPU d's layout, token buffer, received rows, sources and combined tokens
+// with the reference; first: no slot past the received tokens may have been written.
+func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b moeBufs, first bool) error {
 	sys := c.r.sys
 	srcs, cnts := moeRef(ids, s, d)
 	var wantC, wantO []float64
@@ -177,19 +231,19 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, cou
 		off += n
 	}
 	wantO = append(wantO, float64(off))
-	gotC, err := emu.ReadSlice[uint32](sys, counts.On(d), s.el)
+	gotC, err := emu.ReadSlice[uint32](sys, b.counts.On(d), s.el)
 	if err != nil {
 		return err
 	}
-	gotO, err := emu.ReadSlice[uint32](sys, offsets.On(d), s.el+1)
+	gotO, err := emu.ReadSlice[uint32](sys, b.offsets.On(d), s.el+1)
 	if err != nil {
 		return err
 	}
-	gotS, err := emu.ReadSlice[uint32](sys, src.On(d), len(srcs))
+	gotS, err := emu.ReadSlice[uint32](sys, b.src.On(d), len(srcs))
 	if err != nil {
 		return err
 	}
-	st, err := emu.ReadSlice[uint32](sys, status.On(d), 2)
+	st, err := emu.ReadSlice[uint32](sys, b.status.On(d), kernels.MoEStatusWords)
 	if err != nil {
 		return err
 	}
@@ -199,23 +253,74 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, cou
 		t := p[1] / s.k
 		wantR = append(wantR, xs[p[0]][t*s.h:(t+1)*s.h]...)
 	}
-	gotR, err := read(sys, recv.On(d), dsl.BF16, len(wantR))
+	gotR, err := read(sys, b.recv.On(d), dsl.BF16, len(wantR))
 	if err != nil {
 		return err
 	}
+	// The token buffer: each token bound for d once, by source, then token.
+	slots := moeTokens(ids, s, d)
+	var wantT []float64
+	wantTS := make([]float64, c.g*s.t) // the slot of each (source, token)
+	for i := range wantTS {
+		wantTS[i] = kernels.MoENone
+	}
+	for i, p := range slots {
+		wantTS[p[0]*s.t+p[1]] = float64(i)
+		if p[0] != d {
+			wantT = append(wantT, xs[p[0]][p[1]*s.h:(p[1]+1)*s.h]...)
+		}
+	}
+	gotTS, err := emu.ReadSlice[uint32](sys, b.slotIdx.On(d), len(wantTS))
+	if err != nil {
+		return err
+	}
+	allT, err := emu.ReadSlice[uint16](sys, b.tok.On(d), c.g*s.t*s.h)
+	if err != nil {
+		return err
+	}
+	var gotT []float64
+	var unwritten error
+	for i := 0; i < c.g*s.t; i++ {
+		row := allT[i*s.h : (i+1)*s.h]
+		if i < len(slots) && slots[i][0] != d {
+			for _, v := range row {
+				gotT = append(gotT, float64(fp.BF16ToF32(v)))
+			}
+			continue
+		}
+		for _, v := range row {
+			if first && v != uint16(moeUnwritten&0xFFFF) && unwritten == nil {
+				unwritten = fmt.Errorf("GPU %d token buffer: slot %d written (of %d tokens received; its own tokens' slots stay unwritten)", d, i, len(slots))
+			}
+		}
+	}
+	sent := 0
+	for t := 0; t < s.t; t++ {
+		for g := 0; g < c.g; g++ {
+			if g != d && moeOn(ids[d], s, t, g) {
+				sent++
+			}
+		}
+	}
+	// out[t]: per GPU g in order, the f32 sum over k of t's pairs on g, rounded; then their
+	// sum, rounded.
 	var wantOut []float64
 	for t := 0; t < s.t; t++ {
 		for col := 0; col < s.h; col++ {
 			var acc float64
-			for k := 0; k < s.k; k++ {
-				if ids[d][t*s.k+k] >= 0 {
-					acc += ws[d][t*s.k+k] * xs[d][t*s.h+col]
+			for g := 0; g < c.g; g++ {
+				var part float64
+				for k := 0; k < s.k; k++ {
+					if id := int(ids[d][t*s.k+k]); id >= 0 && id/s.el == g {
+						part += ws[d][t*s.k+k] * xs[d][t*s.h+col]
+					}
 				}
+				acc += round(dsl.BF16, part)
 			}
 			wantOut = append(wantOut, round(dsl.BF16, acc))
 		}
 	}
-	gotOut, err := read(sys, out.On(d), dsl.BF16, len(wantOut))
+	gotOut, err := read(sys, b.out.On(d), dsl.BF16, len(wantOut))
 	if err != nil {
 		return err
 	}
@@ -238,7 +343,10 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, cou
 	return errors.Join(
 		c.r.check(fmt.Sprintf("GPU %d counts", d), f(gotC), wantC, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d offsets", d), f(gotO), wantO, 0, 0),
-		c.r.check(fmt.Sprintf("GPU %d status", d), f(st), []float64{0, float64(most)}, 0, 0),
+		c.r.check(fmt.Sprintf("GPU %d status", d), f(st), []float64{0, float64(most), float64(len(slots)), float64(sent)}, 0, 0),
+		c.r.check(fmt.Sprintf("GPU %d token slots", d), f(gotTS), wantTS, 0, 0),
+		c.r.check(fmt.Sprintf("GPU %d token rows", d), gotT, wantT, 0, 0),
+		unwritten,
 		c.r.check(fmt.Sprintf("GPU %d sources", d), f(gotS), wantS, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d rows", d), gotR, wantR, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d out", d), gotOut, wantOut, 0, 0))
