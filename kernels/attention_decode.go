@@ -33,16 +33,12 @@ const MaxDecodeSplits = 256
 
 // DefaultAttentionDecodeConfig is the decode kernel for rows = qLen * heads/kvHeads query
 // rows per kv head: 16 rows a block (32 when rows > 16 and headDim <= 128), 64 keys per
-// step on 4 warps (16 keys a warp) and 3 stages; a step never crosses a page, so the step
-// shrinks to the page size below 64 (and the warps with it: each keeps 16 keys).
+// step on 4 warps (16 keys a warp), 3 stages (2 at head dim 256); a step over pages
+// smaller than 64 keys gathers 64/pageSize pages.
 func DefaultAttentionDecodeConfig(dt dsl.Type, headDim, pageSize, rows int) AttentionDecodeConfig {
 	c := AttentionDecodeConfig{In: dt, HeadDim: headDim, PageSize: pageSize, BM: 16, BN: 64, Warps: 4, Stages: 3}
 	if rows > 16 && headDim <= 128 {
 		c.BM = 32
-	}
-	if pageSize > 0 && pageSize < c.BN {
-		c.BN = max(pageSize, 16)
-		c.Warps = c.BN / 16
 	}
 	if headDim > 128 {
 		c.Stages = 2
@@ -155,9 +151,9 @@ func (c AttentionDecodeConfig) CheckShape(batch, qLen, heads, kvHeads, numPages,
 
 // AttentionDecodeArgs are the decode kernel's parameters. Q and O are [batch, qLen, heads,
 // headDim] of the In type; KCache and VCache are pages [numPages, PageSize, kvHeads,
-// headDim]; BlockTable is [batch, MaxPages] page ids (i32: key j of sequence b is slot
+// headDim]; BlockTable is [batch, MaxPages] page ids (s32: key j of sequence b is slot
 // j % PageSize of page BlockTable[b, j / PageSize]) and SeqLens [batch] the context
-// lengths (i32, keys 0..SeqLens[b]-1, the last QLen of which are the queries' own).
+// lengths (s32, keys 0..SeqLens[b]-1, the last QLen of which are the queries' own).
 // Query i of sequence b sees keys j < SeqLens[b] - QLen + i + 1. With NumSplits 1 the
 // kernel writes O and LSE ([batch, heads, qLen] f32, m*scale + ln l; -inf for a query
 // that sees no key, whose O is 0); with more it writes OPart ([batch*qLen*heads,
@@ -225,14 +221,14 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	sw := smemSwizzle(D)
 	rowMajor := func(n int) layout.Layout { return layout.Must(layout.New(layout.Ints(n, D), layout.Ints(D, 1))) }
 	vOff := cfg.Stages * BN * D
-	sK := k.MakeSwizzledTensor(smem, sw, rowMajor(BN))
-	sV := k.MakeSwizzledTensor(smem.At(vOff), sw, rowMajor(BN))
 	stageOf := func(t dsl.Tensor, st dsl.Value) dsl.Tensor {
 		return t.ShiftBase(k.Assume(st.Mul(int32(BN*D)), BN*D))
 	}
 
 	// K/V tile t of the split: BN/seg page segments of seg rows, each from its page.
 	seg := min(BN, PS)
+	sKseg := k.MakeSwizzledTensor(smem, sw, rowMajor(seg))
+	sVseg := k.MakeSwizzledTensor(smem.At(vOff), sw, rowMajor(seg))
 	c := min(D/8, nt)
 	cp := dsl.MakeTiledCopy(dsl.CpAsync16, layout.Must(layout.New(layout.Ints(nt/c, c), layout.Ints(c, 1))), []int{1, 8}).Slice(tid)
 	ldkv := k.Assume(a.KVHeads.Mul(uint32(D)), 8)
@@ -249,7 +245,7 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 			for _, x := range []struct {
 				cache dsl.Ptr
 				dst   dsl.Tensor
-			}{{a.KCache, sK}, {a.VCache, sV}} {
+			}{{a.KCache, sKseg}, {a.VCache, sVseg}} {
 				g := k.MakeTensorDyn(x.cache.At(base), []any{n, D}, []any{ldkv, 1}).LocalTile([]int{seg, D}, 0, 0)
 				cp.Copy(cp.PartitionS(g), cp.PartitionD(stageOf(x.dst, st).ShiftBase(s*seg*D)))
 			}
