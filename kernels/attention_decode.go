@@ -6,6 +6,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // AttentionDecodeConfig selects one paged-KV decode attention kernel (flash-decoding on
@@ -166,6 +167,24 @@ type AttentionDecodeArgs struct {
 	BlockTable, SeqLens                              dsl.Ptr   `kgen:"s32"`
 	Batch, QLen, Heads, KVHeads, MaxPages, NumSplits dsl.Value `kgen:"u32"`
 	Scale                                            dsl.Value `kgen:"f32"`
+}
+
+func init() {
+	targets := []ptx.Target{ptx.SM80, ptx.SM86, ptx.SM89, ptx.SM90, ptx.SM90a, ptx.SM100a, ptx.SM120a}
+	register(&Spec{
+		Name:    "attention_decode",
+		Doc:     "paged-KV decode attention (flash-decoding on mma.sync): qLen queries over block-table pages, causal in the last qLen keys, GQA rows in one block, split-KV partials; head dim 128, 16-key pages, 64-key steps on 4 warps",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: targets,
+		New:     func(k *dsl.Kernel, dt dsl.Type) { AttentionDecode(k, DefaultAttentionDecodeConfig(dt, 128, 16, 4)) },
+	})
+	register(&Spec{
+		Name:    "attention_decode_combine",
+		Doc:     "merges attention_decode's split partials by their LSEs into O and LSE; head dim 128",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: targets,
+		New:     func(k *dsl.Kernel, dt dsl.Type) { AttentionDecodeCombine(k, dt, 128) },
+	})
 }
 
 // AttentionDecode writes the decode kernel for cfg into k. Launch cfg.Grid(batch, qLen,

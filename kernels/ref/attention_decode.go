@@ -11,6 +11,26 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+func init() {
+	registerOwn("attention_decode", oneGPU, func(r *run) error { return decodeHarness(r, 1) })
+	registerOwn("attention_decode_combine", oneGPU, func(r *run) error { return decodeHarness(r, 3) })
+}
+
+// decodeHarness runs `kgen run attention_decode` (splits 1) and `kgen run
+// attention_decode_combine` (splits 3: the decode kernel's partials, then the combine): the
+// registry's configuration (head dim 128, 16-key pages, GQA 4) on two sequences of 141 and
+// 71 keys (--size sets the first; the second is half of it plus one), one query each.
+func decodeHarness(r *run, splits int) error {
+	ctx := 141
+	if r.p.Size > 0 {
+		ctx = r.p.Size
+	}
+	res, err := RunAttentionDecode(DecodeProblem{Config: kernels.DefaultAttentionDecodeConfig(r.p.DType, 128, 16, 4), Target: r.p.Target,
+		Batch: 2, QLen: 1, Heads: 4, KVHeads: 1, SeqLens: []int{ctx, ctx/2 + 1}, Splits: splits, Seed: r.p.Seed})
+	r.res = res
+	return err
+}
+
 // DecodeProblem is one paged decode-attention run on the emulator: Q [Batch, QLen, Heads,
 // D] (D = Config.HeadDim), one sequence per batch entry with context SeqLens[b] (its last
 // QLen keys are the queries' own), K and V in NumPages pages of Config.PageSize keys, given
