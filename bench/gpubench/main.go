@@ -11,6 +11,10 @@
 //	gpubench attention [-b 16 -s 1024 -h 16 -d 128] [-tokens 16384] [-causal] [-dir DIR]
 //	                                               forward attention vs float64 samples; with
 //	                                               -dir, inputs for torch_attention.py (attention.go)
+//	gpubench decode [-b 1,16,64 -ctx 1024,8192,32768 -q 1 -h 32 -hkv 8 -d 128 -page 16] [-dir DIR]
+//	                                               paged-KV decode attention (ops.AttentionDecode)
+//	                                               vs float64 samples; with -dir, inputs for
+//	                                               torch_decode.py (attention_decode.go)
 //	gpubench collsim [-ranks 2,4] [-bytes ...] [-old DIR]  the p2p collectives with N ranks
 //	                                               simulated on one GPU, current vs old PTX
 //	                                               (see collsim.go)
@@ -45,6 +49,7 @@ var commands = map[string]func(args []string) error{
 	"collsim":   runCollsim,
 	"ops":       runOps,
 	"attention": runAttention,
+	"decode":    runAttentionDecode,
 }
 
 func main() {

@@ -78,6 +78,8 @@ var twins = []twin{
 	of[kernels.SoftmaxSplitArgs]("SoftmaxSplit", true, "SoftmaxSplit launches softmax_split (long rows, Parts blocks a row, co-resident): row r\nof Out = softmax of row r of In."),
 	of[kernels.RowSumStridedArgs]("RowSumStrided", true, "RowSumStrided launches row_sum_strided: Out[r] = the f32 sum of row r of In (Rows rows of\nCols columns, Ld elements apart)."),
 	of[kernels.SoftmaxStridedArgs]("SoftmaxStrided", true, "SoftmaxStrided launches softmax_strided: row r of Out = softmax of row r of In (Rows rows\nof Cols columns, InLd and OutLd elements apart)."),
+	of[kernels.AttentionDecodeArgs]("AttentionDecode", true, "AttentionDecode launches attention_decode (kernels.AttentionDecode): paged-KV decode attention of\nQLen queries a sequence, one split of the keys a block; O and LSE with NumSplits 1, else the\nf32 partials OPart and LSEPart for AttentionDecodeCombine."),
+	of[kernels.AttentionDecodeCombineArgs]("AttentionDecodeCombine", true, "AttentionDecodeCombine launches attention_decode_combine: O and LSE from the decode kernel's\nNumSplits partials."),
 	of[kernels.SumSlotsArgs]("SumSlots", false, "SumSlots launches sum_slots: Out[i] = the sum over s < NSlots of Slots[s*N + i]."),
 	of[kernels.GemmEpilogueArgs]("GemmEpilogue", true, "GemmEpilogue is the parameters a non-zero kernels.Epilogue adds after a gemm's own (gemm and\ngemm_sm90, after TmD with TMAStore), T the output type: Bias, ScaleA, ScaleB (f32) and Residual\n(M x N of T); those the options do not use may be null."),
 	of[kernels.P2POneShotArgs]("P2POneShot", false, "P2POneShot launches p2p_allreduce_1shot."),

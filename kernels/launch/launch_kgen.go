@@ -95,6 +95,41 @@ type SoftmaxStrided[T jit.Elem] struct {
 	OutLd uint32
 }
 
+// AttentionDecode launches attention_decode (kernels.AttentionDecode): paged-KV decode attention of
+// QLen queries a sequence, one split of the keys a block; O and LSE with NumSplits 1, else the
+// f32 partials OPart and LSEPart for AttentionDecodeCombine.
+type AttentionDecode[T jit.Elem] struct {
+	Q          jit.Ptr[T]
+	KCache     jit.Ptr[T]
+	VCache     jit.Ptr[T]
+	O          jit.Ptr[T]
+	LSE        jit.Ptr[float32]
+	OPart      jit.Ptr[float32]
+	LSEPart    jit.Ptr[float32]
+	BlockTable jit.Ptr[int32]
+	SeqLens    jit.Ptr[int32]
+	Batch      uint32
+	QLen       uint32
+	Heads      uint32
+	KVHeads    uint32
+	MaxPages   uint32
+	NumSplits  uint32
+	Scale      float32
+}
+
+// AttentionDecodeCombine launches attention_decode_combine: O and LSE from the decode kernel's
+// NumSplits partials.
+type AttentionDecodeCombine[T jit.Elem] struct {
+	OPart     jit.Ptr[float32]
+	LSEPart   jit.Ptr[float32]
+	O         jit.Ptr[T]
+	LSE       jit.Ptr[float32]
+	Batch     uint32
+	QLen      uint32
+	Heads     uint32
+	NumSplits uint32
+}
+
 // SumSlots launches sum_slots: Out[i] = the sum over s < NSlots of Slots[s*N + i].
 type SumSlots struct {
 	Out    jit.AnyPtr

@@ -1,0 +1,587 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// AttentionDecodeConfig selects one paged-KV decode attention kernel (flash-decoding on
+// mma.sync, sm_80+): a few query tokens per sequence over a long K/V cache held in pages
+// (vLLM's paged attention, FlashInfer's decode). A block takes BM query rows of one
+// (batch, kv head) — the QLen tokens times the heads/kvHeads query heads that share the kv
+// head (GQA), so that K and V are read once for all of them — and one split of the
+// sequence's key tiles. Each of its Warps warps computes an online softmax over its own
+// BN/Warps keys of every BN-key tile (K and V arrive through cp.async, Stages tiles in
+// flight, a page at a time); the warps merge through shared memory at the end. With one
+// split the block writes O and LSE; with several it writes f32 partials that
+// AttentionDecodeCombine merges.
+type AttentionDecodeConfig struct {
+	In       dsl.Type
+	HeadDim  int // 64, 128 or 256
+	PageSize int // keys per page: a power of two, 16..1024
+	BM, BN   int // query rows per block (16 or 32), keys per step
+	Warps    int
+	Stages   int
+}
+
+// MaxDecodeSplits bounds the splits of one sequence (the combine kernel's loop, the
+// partials' size).
+const MaxDecodeSplits = 256
+
+// DefaultAttentionDecodeConfig is the decode kernel for rows = qLen * heads/kvHeads query
+// rows per kv head: 16 rows a block (32 when rows > 16 and headDim <= 128), 64 keys per
+// step on 4 warps (16 keys a warp), 3 stages (2 at head dim 256); a step over pages
+// smaller than 64 keys gathers 64/pageSize pages.
+func DefaultAttentionDecodeConfig(dt dsl.Type, headDim, pageSize, rows int) AttentionDecodeConfig {
+	c := AttentionDecodeConfig{In: dt, HeadDim: headDim, PageSize: pageSize, BM: 16, BN: 64, Warps: 4, Stages: 3}
+	if rows > 16 && headDim <= 128 {
+		c.BM = 32
+	}
+	if headDim > 128 {
+		c.Stages = 2
+	}
+	return c
+}
+
+// Name is the kernel's entry name: attention_decode_<in>_d<HeadDim>_p<PageSize>_<BM>x<BN>_<Warps>w<Stages>s.
+func (c AttentionDecodeConfig) Name() string {
+	return fmt.Sprintf("attention_decode_%s_d%d_p%d_%dx%d_%dw%ds", c.In, c.HeadDim, c.PageSize, c.BM, c.BN, c.Warps, c.Stages)
+}
+
+// Threads returns the block size.
+func (c AttentionDecodeConfig) Threads() int { return 32 * c.Warps }
+
+// mergePitch is the f32 row pitch of the warps' O tiles in the merge (D plus 8 words: the
+// quads' 8-byte stores of eight rows fall on distinct banks).
+func (c AttentionDecodeConfig) mergePitch() int { return c.HeadDim + 8 }
+
+// SharedBytes returns the dynamic shared memory a block needs: Stages tiles of K and of V,
+// reused after the main loop for the warps' running maxima, sums and O tiles.
+func (c AttentionDecodeConfig) SharedBytes() int {
+	kv := 2 * c.Stages * c.BN * c.HeadDim * c.In.Bytes()
+	merge := 4 * c.Warps * c.BM * (2 + c.mergePitch())
+	return max(kv, merge)
+}
+
+// RowTiles returns the blocks a (batch, kv head, split) needs for its qLen*group rows.
+func (c AttentionDecodeConfig) RowTiles(qLen, group int) int { return ceilDiv(qLen*group, c.BM) }
+
+// Grid returns the number of blocks (a 1-D grid: splits fastest, then row tiles, kv heads
+// and batches); 0 for an empty problem.
+func (c AttentionDecodeConfig) Grid(batch, qLen, heads, kvHeads, splits int) int {
+	if batch <= 0 || qLen <= 0 || heads <= 0 || kvHeads <= 0 || splits <= 0 || c.BM <= 0 {
+		return 0
+	}
+	return batch * kvHeads * c.RowTiles(qLen, heads/kvHeads) * splits
+}
+
+// Splits chooses how many splits each sequence's keys take, from the longest context
+// maxSeqLen and the SM count: 1 (no combine) when the (batch, kv head, row tile) blocks
+// already fill the SMs twice or the context has at most 4 key tiles; else enough to
+// reach two blocks per SM, each split keeping at least 2 key tiles, at most
+// MaxDecodeSplits.
+func (c AttentionDecodeConfig) Splits(batch, qLen, heads, kvHeads, maxSeqLen, sms int) int {
+	blocks := c.Grid(batch, qLen, heads, kvHeads, 1)
+	tiles := ceilDiv(maxSeqLen, c.BN)
+	if blocks <= 0 || sms <= 0 || tiles <= 4 || blocks >= 2*sms {
+		return 1
+	}
+	return max(1, min(ceilDiv(2*sms, blocks), tiles/2, MaxDecodeSplits))
+}
+
+// Check reports a configuration the kernel cannot build.
+func (c AttentionDecodeConfig) Check() error {
+	pow2 := func(x int) bool { return x > 0 && x&(x-1) == 0 }
+	switch {
+	case c.In != dsl.F16 && c.In != dsl.BF16:
+		return fmt.Errorf("attention_decode: input type %s (want f16 or bf16)", c.In)
+	case c.HeadDim != 64 && c.HeadDim != 128 && c.HeadDim != 256:
+		return fmt.Errorf("attention_decode: head dim %d (want 64, 128 or 256)", c.HeadDim)
+	case !pow2(c.PageSize) || c.PageSize < 16 || c.PageSize > 1024:
+		return fmt.Errorf("attention_decode: page size %d (want a power of two in 16..1024)", c.PageSize)
+	case c.BM != 16 && c.BM != 32:
+		return fmt.Errorf("attention_decode: BM %d (want 16 or 32 query rows a block)", c.BM)
+	case c.Warps <= 0 || c.Warps > 8 || !pow2(c.Warps):
+		return fmt.Errorf("attention_decode: %d warps (want a power of two, 1..8)", c.Warps)
+	case !pow2(c.BN) || c.BN%(16*c.Warps) != 0 || c.BN > 256:
+		return fmt.Errorf("attention_decode: BN %d: want a power of two up to 256 and a multiple of 16*Warps = %d (16 keys a warp at least)", c.BN, 16*c.Warps)
+	case c.BN%c.PageSize != 0 && c.PageSize%c.BN != 0:
+		return fmt.Errorf("attention_decode: BN %d and page size %d: one must divide the other", c.BN, c.PageSize)
+	case c.Stages < 2 || c.Stages > 8:
+		return fmt.Errorf("attention_decode: %d stages (want 2..8)", c.Stages)
+	}
+	// The 16-byte copies: threads lie along a row's HeadDim/8 chunks, whole rows at a time,
+	// and a page segment (min(BN, PageSize) rows) must take whole passes.
+	if rows := c.Threads() / min(c.HeadDim/8, c.Threads()); min(c.BN, c.PageSize)%rows != 0 {
+		return fmt.Errorf("attention_decode: %d threads copy %d rows at a time, which do not tile a %d-row page segment", c.Threads(), rows, min(c.BN, c.PageSize))
+	}
+	if c.SharedBytes() > 227*1024 {
+		return fmt.Errorf("attention_decode: %d bytes of shared memory (more than an H100's 227 KiB)", c.SharedBytes())
+	}
+	return nil
+}
+
+// CheckShape reports a problem the kernel cannot run: positive extents, heads a multiple
+// of kvHeads, splits in 1..MaxDecodeSplits, Q's batch*qLen*heads*headDim and the
+// partials' batch*qLen*heads*splits*headDim below 2^31 (32-bit offsets), the block
+// table's batch*maxPages and its capacity maxPages*PageSize below 2^31 and at most 2^31-1
+// blocks. The pages themselves take 64-bit offsets. What it cannot check lives on the
+// device: every page id a sequence uses must be in [0, numPages) (an id out of range reads
+// outside the cache), and a context length beyond maxPages*PageSize is clamped to it.
+func (c AttentionDecodeConfig) CheckShape(batch, qLen, heads, kvHeads, numPages, maxPages, splits int) error {
+	switch {
+	case batch <= 0 || qLen <= 0 || heads <= 0 || kvHeads <= 0 || numPages <= 0 || maxPages <= 0:
+		return fmt.Errorf("attention_decode: batch %d, qLen %d, heads %d, kv heads %d, pages %d, pages per sequence %d: every extent must be positive", batch, qLen, heads, kvHeads, numPages, maxPages)
+	case heads%kvHeads != 0:
+		return fmt.Errorf("attention_decode: %d heads are not a multiple of %d kv heads (GQA shares each K/V head by heads/kvHeads query heads)", heads, kvHeads)
+	case splits < 1 || splits > MaxDecodeSplits:
+		return fmt.Errorf("attention_decode: %d splits (want 1..%d)", splits, MaxDecodeSplits)
+	case int64(batch)*int64(qLen)*int64(heads)*int64(splits)*int64(c.HeadDim) >= 1<<31:
+		return fmt.Errorf("attention_decode: batch*qLen*heads*splits*headDim = %d reaches 2^31 (the 32-bit offsets of Q, O and the partials)", int64(batch)*int64(qLen)*int64(heads)*int64(splits)*int64(c.HeadDim))
+	case int64(batch)*int64(maxPages) >= 1<<31 || int64(maxPages)*int64(c.PageSize) >= 1<<31:
+		return fmt.Errorf("attention_decode: batch*maxPages = %d or maxPages*pageSize = %d reaches 2^31 (32-bit block-table offsets and key indices)", int64(batch)*int64(maxPages), int64(maxPages)*int64(c.PageSize))
+	case int64(c.Grid(batch, qLen, heads, kvHeads, splits)) > MaxGemmGrid:
+		return fmt.Errorf("attention_decode: %d blocks exceed the %d of a 1-D grid", c.Grid(batch, qLen, heads, kvHeads, splits), MaxGemmGrid)
+	}
+	return nil
+}
+
+// AttentionDecodeArgs are the decode kernel's parameters. Q and O are [batch, qLen, heads,
+// headDim] of the In type; KCache and VCache are pages [numPages, PageSize, kvHeads,
+// headDim]; BlockTable is [batch, MaxPages] page ids (s32: key j of sequence b is slot
+// j % PageSize of page BlockTable[b, j / PageSize]) and SeqLens [batch] the context
+// lengths (s32, keys 0..SeqLens[b]-1, the last QLen of which are the queries' own).
+// Query i of sequence b sees keys j < SeqLens[b] - QLen + i + 1. With NumSplits 1 the
+// kernel writes O and LSE ([batch, heads, qLen] f32, m*scale + ln l; -inf for a query
+// that sees no key, whose O is 0); with more it writes OPart ([batch*qLen*heads,
+// NumSplits, headDim] f32, each split's normalised O) and LSEPart ([batch*qLen*heads,
+// NumSplits] f32), which AttentionDecodeCombine merges. Query head h reads kv head
+// h / (Heads/KVHeads).
+type AttentionDecodeArgs struct {
+	Q, KCache, VCache, O                             dsl.Ptr
+	LSE, OPart, LSEPart                              dsl.Ptr   `kgen:"f32"`
+	BlockTable, SeqLens                              dsl.Ptr   `kgen:"s32"`
+	Batch, QLen, Heads, KVHeads, MaxPages, NumSplits dsl.Value `kgen:"u32"`
+	Scale                                            dsl.Value `kgen:"f32"`
+}
+
+func init() {
+	targets := []ptx.Target{ptx.SM80, ptx.SM86, ptx.SM89, ptx.SM90, ptx.SM90a, ptx.SM100a, ptx.SM120a}
+	register(&Spec{
+		Name:    "attention_decode",
+		Doc:     "paged-KV decode attention (flash-decoding on mma.sync): qLen queries over block-table pages, causal in the last qLen keys, GQA rows in one block, split-KV partials; head dim 128, 16-key pages, 64-key steps on 4 warps",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: targets,
+		New:     func(k *dsl.Kernel, dt dsl.Type) { AttentionDecode(k, DefaultAttentionDecodeConfig(dt, 128, 16, 4)) },
+	})
+	register(&Spec{
+		Name:    "attention_decode_combine",
+		Doc:     "merges attention_decode's split partials by their LSEs into O and LSE; head dim 128",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: targets,
+		New:     func(k *dsl.Kernel, dt dsl.Type) { AttentionDecodeCombine(k, dt, 128) },
+	})
+}
+
+// AttentionDecode writes the decode kernel for cfg into k. Launch cfg.Grid(batch, qLen,
+// heads, kvHeads, splits) blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of
+// dynamic shared memory (AttentionDecodeArgs; cfg.CheckShape says which shapes it takes),
+// then, with several splits, AttentionDecodeCombine.
+//
+// Each block: (split, row tile, kv head, batch) from its index; the split's share of the
+// sequence's BN-key tiles (tiles split evenly, so a split may be empty); Q's rows straight
+// from global memory into the mma.sync A registers (row r is token r / group, head
+// hkv*group + r % group); K and V tiles by cp.async one page segment at a time (the page id
+// from the block table, rows past the context zero-filled), Stages in flight. Warp w takes
+// keys [w*BN/Warps, (w+1)*BN/Warps) of each tile: S = Q K^T, the causal mask where a tile
+// crosses the first query's last key, the online softmax of kernels.Attention, P packed
+// into A registers, O += P V. At the end the warps' maxima, sums and O tiles meet in shared
+// memory and the block rescales and adds them.
+func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
+	if err := cfg.Check(); err != nil {
+		k.Errorf("%v", err)
+		return
+	}
+	a := dsl.Params[AttentionDecodeArgs](k, cfg.In)
+	D, BM, BN, W, PS := cfg.HeadDim, cfg.BM, cfg.BN, cfg.Warps, cfg.PageSize
+	KW := BN / W // keys per warp per tile
+	nt := cfg.Threads()
+	tid := k.ThreadIdx(dsl.X)
+	lane := tid.And(uint32(31))
+	warp := tid.Shr(uint32(5))
+
+	// Block -> (split, row tile, kv head, batch).
+	group := a.Heads.Div(a.KVHeads)
+	rows := a.QLen.Mul(group)
+	rowTiles := rows.Add(uint32(BM - 1)).Div(uint32(BM))
+	blk := k.BlockIdx(dsl.X)
+	split := blk.Rem(a.NumSplits)
+	rest := blk.Div(a.NumSplits)
+	rt := rest.Rem(rowTiles)
+	rest = rest.Div(rowTiles)
+	hkv, b := rest.Rem(a.KVHeads), rest.Div(a.KVHeads)
+
+	// The context, clamped to the block table's capacity; this split's key tiles.
+	seqLen := k.Load(a.SeqLens.At(b)).Max(int32(0)).Min(a.MaxPages.Mul(uint32(PS)).To(dsl.I32))
+	ns := a.NumSplits.To(dsl.I32)
+	nT := seqLen.Add(int32(BN - 1)).Div(int32(BN))
+	per := nT.Add(ns).Sub(int32(1)).Div(ns)
+	t0 := split.To(dsl.I32).Mul(per)
+	nKV := nT.Min(t0.Add(per)).Sub(t0).Max(int32(0))
+	qLen := a.QLen.To(dsl.I32)
+	diag := seqLen.Sub(qLen) // query i sees keys j <= diag + i
+
+	// Shared memory: Stages tiles of K, then of V, rows swizzled for ldmatrix.
+	smem := k.DynamicShared(cfg.In, 128)
+	sw := smemSwizzle(D)
+	rowMajor := func(n int) layout.Layout { return layout.Must(layout.New(layout.Ints(n, D), layout.Ints(D, 1))) }
+	vOff := cfg.Stages * BN * D
+	stageOf := func(t dsl.Tensor, st dsl.Value) dsl.Tensor {
+		return t.ShiftBase(k.Assume(st.Mul(int32(BN*D)), BN*D))
+	}
+
+	// K/V tile t of the split: BN/seg page segments of seg rows, each from its page.
+	seg := min(BN, PS)
+	sKseg := k.MakeSwizzledTensor(smem, sw, rowMajor(seg))
+	sVseg := k.MakeSwizzledTensor(smem.At(vOff), sw, rowMajor(seg))
+	c := min(D/8, nt)
+	cp := dsl.MakeTiledCopy(dsl.CpAsync16, layout.Must(layout.New(layout.Ints(nt/c, c), layout.Ints(c, 1))), []int{1, 8}).Slice(tid)
+	ldkv := k.Assume(a.KVHeads.Mul(uint32(D)), 8)
+	btRow := b.Mul(a.MaxPages).To(dsl.I32)
+	lastPage := a.MaxPages.To(dsl.I32).Sub(int32(1))
+	pipe := k.CpAsyncPipeline(cfg.Stages, nKV, func(st, t dsl.Value) {
+		key0 := t0.Add(t).Mul(int32(BN))
+		for s := 0; s < BN/seg; s++ {
+			kk := key0.Add(int32(s * seg))
+			n := seqLen.Sub(kk).Max(int32(0)).Min(int32(seg))
+			page := k.Load(a.BlockTable.At(btRow.Add(kk.Div(int32(PS)).Min(lastPage))))
+			slot := kk.And(int32(PS - 1))
+			base := k.Assume(page.To(dsl.U64).Mul(uint64(PS)).Add(slot.To(dsl.U64)).Mul(a.KVHeads.To(dsl.U64)).Add(hkv.To(dsl.U64)).Mul(uint64(D)), 8)
+			for _, x := range []struct {
+				cache dsl.Ptr
+				dst   dsl.Tensor
+			}{{a.KCache, sKseg}, {a.VCache, sVseg}} {
+				g := k.MakeTensorDyn(x.cache.At(base), []any{n, D}, []any{ldkv, 1}).LocalTile([]int{seg, D}, 0, 0)
+				cp.Copy(cp.PartitionS(g), cp.PartitionD(stageOf(x.dst, st).ShiftBase(s*seg*D)))
+			}
+		}
+	})
+	pipe.Start()
+
+	// One warp's MMA for both products; warp w's keys of a tile.
+	mma := dsl.MakeTiledMMA(gemmAtom(cfg.In), layout.Must(layout.New(layout.Ints(1, 1, 1), layout.Ints(1, 1, 0))), nil)
+	thr := mma.Slice(lane)
+	wOff := k.Assume(warp.Mul(uint32(KW*D)).To(dsl.I32), KW*D)
+	sKw := k.MakeSwizzledTensor(smem, sw, rowMajor(KW)).ShiftBase(wOff)
+	sVtw := k.MakeSwizzledTensor(smem.At(vOff), sw, layout.Must(layout.New(layout.Ints(D, KW), layout.Ints(1, D)))).ShiftBase(wOff)
+	tQ := thr.PartitionFragmentA(k.IdentityTensor(BM, D)) // (4, MM, D/16)
+	tK := thr.PartitionFragmentB(sKw)                     // (2, KW/8, D/16)
+	tV := thr.PartitionFragmentB(sVtw)                    // (2, D/8, KW/16)
+	tS := thr.PartitionFragmentC(k.IdentityTensor(BM, KW))
+	tP := thr.PartitionFragmentA(k.IdentityTensor(BM, KW))
+	tO := thr.PartitionFragmentC(k.IdentityTensor(BM, D))
+	ldK := dsl.MakeTiledCopyB(dsl.LdMatrixX4, mma).Slice(lane)
+	ldV := dsl.MakeTiledCopyB(dsl.LdMatrixX4, mma).Slice(lane)
+	tsK, tsV := ldK.PartitionS(sKw), ldV.PartitionS(sVtw)
+
+	MM := BM / 16
+	NS, NO := KW/8, D/8
+	nr := 2 * MM                                                            // rows a thread holds: (mm, half)
+	sIdx := func(r, n, c int) int { return c + 2*(r%2) + 4*(r/2) + 4*MM*n } // S and O register of row r, n-tile n, column c
+
+	// The thread's rows: local row, validity, token, causal limit and Q offset.
+	cO := thr.PartitionC(k.IdentityTensor(BM, D))
+	local := make([]dsl.Value, nr)
+	valid := make([]dsl.Value, nr)
+	limit := make([]dsl.Value, nr)
+	qOff := make([]dsl.Value, nr)
+	rowsI := rows.To(dsl.I32)
+	for r := range nr {
+		local[r] = cO.Coord(sIdx(r, 0, 0))[0]
+		row := rt.To(dsl.I32).Mul(int32(BM)).Add(local[r])
+		valid[r] = row.Lt(rowsI)
+		rc := row.Min(rowsI.Sub(int32(1))).To(dsl.U32)
+		qi, hg := rc.Div(group), rc.Rem(group)
+		limit[r] = diag.Add(qi.To(dsl.I32))
+		qOff[r] = b.Mul(a.QLen).Add(qi).Mul(a.Heads).Add(hkv.Mul(group)).Add(hg).Mul(uint32(D))
+	}
+	// Q straight into the A registers: register j of atom (mm, kb) holds row half j%2,
+	// two adjacent columns.
+	cQ := thr.PartitionA(k.IdentityTensor(BM, D))
+	pair := dsl.BF16x2
+	if cfg.In == dsl.F16 {
+		pair = dsl.F16x2
+	}
+	for kb := range D / 16 {
+		for mm := range MM {
+			for j := range 4 {
+				r := 2*mm + j%2
+				col := cQ.Coord(2*j + 8*(mm+MM*kb))[1]
+				w := k.Load(a.Q.At(qOff[r].Add(col.To(dsl.U32))).As(dsl.U32))
+				tQ.Set(j+4*(mm+MM*kb), k.Select(valid[r], w, uint32(0)).Bitcast(pair))
+			}
+		}
+	}
+
+	negInf := k.Const(dsl.F32, math.Inf(-1))
+	scaleLog2 := a.Scale.Mul(float32(math.Log2E))
+	mRow, lRow := make([]dsl.Value, nr), make([]dsl.Value, nr)
+	for r := range nr {
+		mRow[r] = k.Var(dsl.F32, negInf) // running max of the raw scores
+		lRow[r] = k.Var(dsl.F32, 0.0)    // this thread's part of the running sum
+	}
+	quadMax := func(x dsl.Value) dsl.Value {
+		x = x.Max(k.ShuffleXor(x, uint32(1)))
+		return x.Max(k.ShuffleXor(x, uint32(2)))
+	}
+	quadSum := func(x dsl.Value) dsl.Value {
+		x = x.Add(k.ShuffleXor(x, uint32(1)))
+		return x.Add(k.ShuffleXor(x, uint32(2)))
+	}
+	cS := thr.PartitionC(k.IdentityTensor(BM, KW))
+	wKey := warp.Mul(uint32(KW)).To(dsl.I32)
+
+	k.For(int32(0), nKV, int32(1), func(t dsl.Value) {
+		pipe.Wait(t)
+		pipe.Issue(t.Add(int32(cfg.Stages - 1)))
+		st := pipe.Stage(t)
+
+		// S = Q K^T over this warp's keys.
+		for i := range tS.Size() {
+			tS.Set(i, float32(0))
+		}
+		for kb := 0; kb < D/16; kb++ {
+			ldK.Copy(stageOf(tsK, st).Slice(2, kb), tK.Slice(2, kb))
+			k.Gemm(mma, tQ.Slice(2, kb), tK.Slice(2, kb), tS)
+		}
+
+		// Causal mask (keys past the context included), only where the warp's keys reach
+		// past the first query's last key.
+		key0 := t0.Add(t).Mul(int32(BN)).Add(wKey)
+		k.If(key0.Add(int32(KW-1)).Gt(diag), func() {
+			for r := range nr {
+				for n := range NS {
+					for c := range 2 {
+						i := sIdx(r, n, c)
+						ok := key0.Add(cS.Coord(i)[1]).Le(limit[r])
+						tS.Set(i, k.Select(ok, tS.Get(i), negInf))
+					}
+				}
+			}
+		})
+
+		// Online softmax, row by row (kernels.Attention's).
+		for r := range nr {
+			mx := mRow[r]
+			for n := range NS {
+				for c := range 2 {
+					mx = mx.Max(tS.Get(sIdx(r, n, c)))
+				}
+			}
+			mx = quadMax(mx)
+			ms := k.Select(mx.Eq(negInf), k.Const(dsl.F32, 0.0), mx.Mul(scaleLog2))
+			corr := k.FMA(mRow[r], scaleLog2, ms.Neg()).Exp2()
+			sum := k.Const(dsl.F32, 0.0)
+			for n := range NS {
+				for c := range 2 {
+					i := sIdx(r, n, c)
+					p := k.FMA(tS.Get(i), scaleLog2, ms.Neg()).Exp2()
+					tS.Set(i, p)
+					sum = sum.Add(p)
+				}
+			}
+			k.Set(lRow[r], k.FMA(lRow[r], corr, sum))
+			k.Set(mRow[r], mx)
+			for n := range NO {
+				for c := range 2 {
+					i := sIdx(r, n, c)
+					tO.Set(i, tO.Get(i).Mul(corr))
+				}
+			}
+		}
+
+		// P into A registers, O += P V.
+		for kb := range KW / 16 {
+			for mm := range MM {
+				for j := range 4 {
+					r, n := 2*mm+j%2, 2*kb+j/2
+					tP.Set(j+4*mm+4*MM*kb, k.Pack2(tS.Get(sIdx(r, n, 0)), tS.Get(sIdx(r, n, 1)), cfg.In))
+				}
+			}
+		}
+		for kb := 0; kb < KW/16; kb++ {
+			ldV.Copy(stageOf(tsV, st).Slice(2, kb), tV.Slice(2, kb))
+			k.Gemm(mma, tP.Slice(2, kb), tV.Slice(2, kb), tO)
+		}
+	})
+
+	// Merge the warps: every warp is done with the K/V tiles, whose memory now holds each
+	// warp's maxima and sums ([W][BM] each) and O tile ([W][BM][pitch] f32).
+	k.SyncThreads()
+	DP := cfg.mergePitch()
+	fs := k.DynamicShared(dsl.F32, 128)
+	mBuf, lBuf, oBuf := fs, fs.At(W*BM), fs.At(2*W*BM)
+	wRow := warp.Mul(uint32(BM))
+	lSum := make([]dsl.Value, nr)
+	for r := range nr { // every lane shuffles, outside the If
+		lSum[r] = quadSum(lRow[r])
+	}
+	k.If(lane.And(uint32(3)).Eq(uint32(0)), func() {
+		for r := range nr {
+			at := wRow.Add(local[r].To(dsl.U32))
+			k.Store(mBuf.At(at), mRow[r])
+			k.Store(lBuf.At(at), lSum[r])
+		}
+	})
+	sO := k.MakeTensor(oBuf, layout.Must(layout.New(layout.Ints(BM, D), layout.Ints(DP, 1)))).ShiftBase(k.Assume(warp.Mul(uint32(BM*DP)).To(dsl.I32), BM*DP))
+	k.Copy(tO, thr.PartitionC(sO))
+	k.SyncThreads()
+
+	// Each thread finishes 4 adjacent columns of a row at a time.
+	units := BM * D / 4
+	scale := a.Scale
+	for i := 0; i < ceilDiv(units, nt); i++ {
+		u := tid.Add(uint32(i * nt))
+		body := func() {
+			row := u.Div(uint32(D / 4))
+			c4 := u.Rem(uint32(D / 4)).Mul(uint32(4))
+			m := negInf
+			for w := range W {
+				m = m.Max(k.Load(mBuf.At(row.Add(uint32(w * BM)))))
+			}
+			ms := k.Select(m.Eq(negInf), k.Const(dsl.F32, 0.0), m.Mul(scaleLog2))
+			l := k.Const(dsl.F32, 0.0)
+			o := []dsl.Value{l, l, l, l}
+			for w := range W {
+				at := row.Add(uint32(w * BM))
+				cw := k.FMA(k.Load(mBuf.At(at)), scaleLog2, ms.Neg()).Exp2()
+				l = k.FMA(k.Load(lBuf.At(at)), cw, l)
+				ov := k.LoadVec(oBuf.At(at.Mul(uint32(DP)).Add(c4)), 4)
+				for j := range 4 {
+					o[j] = k.FMA(ov[j], cw, o[j])
+				}
+			}
+			inv := k.Select(l.Eq(float32(0)), k.Const(dsl.F32, 0.0), l.Rcp())
+			for j := range 4 {
+				o[j] = o[j].Mul(inv)
+			}
+			lse := k.Select(l.Eq(float32(0)), negInf, k.FMA(m, scale, l.Log2().Mul(float32(math.Ln2))))
+			gRow := rt.Mul(uint32(BM)).Add(row)
+			k.If(gRow.Lt(rows), func() {
+				qi, hg := gRow.Div(group), gRow.Rem(group)
+				h := hkv.Mul(group).Add(hg)
+				rowG := b.Mul(a.QLen).Add(qi).Mul(a.Heads).Add(h)
+				first := c4.Eq(uint32(0))
+				k.If(a.NumSplits.Eq(uint32(1)), func() {
+					out := make([]dsl.Value, 4)
+					for j := range 4 {
+						out[j] = o[j].To(cfg.In)
+					}
+					k.StoreVec(a.O.At(rowG.Mul(uint32(D)).Add(c4)), out)
+					k.If(first, func() {
+						k.Store(a.LSE.At(b.Mul(a.Heads).Add(h).Mul(a.QLen).Add(qi)), lse)
+					})
+				}).Else(func() {
+					at := rowG.Mul(a.NumSplits).Add(split)
+					k.StoreVec(a.OPart.At(at.Mul(uint32(D)).Add(c4)), o)
+					k.If(first, func() { k.Store(a.LSEPart.At(at), lse) })
+				})
+			})
+		}
+		if units%nt == 0 {
+			body()
+		} else {
+			k.If(u.Lt(uint32(units)), body)
+		}
+	}
+}
+
+// AttentionDecodeCombineArgs are the combine kernel's parameters: OPart and LSEPart as
+// AttentionDecodeArgs describes them (NumSplits splits of batch*qLen*heads rows), O
+// [batch, qLen, heads, headDim] of the output type and LSE [batch, heads, qLen] f32.
+type AttentionDecodeCombineArgs struct {
+	OPart, LSEPart                dsl.Ptr `kgen:"f32"`
+	O                             dsl.Ptr
+	LSE                           dsl.Ptr   `kgen:"f32"`
+	Batch, QLen, Heads, NumSplits dsl.Value `kgen:"u32"`
+}
+
+// AttentionDecodeCombineThreads is the combine kernel's block size.
+const AttentionDecodeCombineThreads = 128
+
+// AttentionDecodeCombineName is the combine kernel's entry name for output type dt and
+// head dim d: attention_decode_combine_<dt>_d<d>.
+func AttentionDecodeCombineName(dt dsl.Type, d int) string {
+	return fmt.Sprintf("attention_decode_combine_%s_d%d", dt, d)
+}
+
+// AttentionDecodeCombineGrid returns the combine kernel's blocks for rows = batch*qLen*heads
+// rows of head dim d (HeadDim/4 threads a row).
+func AttentionDecodeCombineGrid(rows, d int) int {
+	if rows <= 0 || d < 4 {
+		return 0
+	}
+	return ceilDiv(rows, AttentionDecodeCombineThreads/(d/4))
+}
+
+// AttentionDecodeCombine writes the kernel that merges the decode kernel's splits: for each
+// row, M = max over splits of LSEPart, w_s = exp(LSEPart_s - M), O = sum w_s OPart_s /
+// sum w_s (0 when every split is empty), LSE = M + ln(sum w_s) (-inf then). Launch
+// AttentionDecodeCombineGrid(batch*qLen*heads, d) blocks of AttentionDecodeCombineThreads
+// (AttentionDecodeCombineArgs); d is 64, 128 or 256 and dt f16 or bf16.
+func AttentionDecodeCombine(k *dsl.Kernel, dt dsl.Type, d int) {
+	if dt != dsl.F16 && dt != dsl.BF16 {
+		k.Errorf("attention_decode_combine: output type %s (want f16 or bf16)", dt)
+		return
+	}
+	if d != 64 && d != 128 && d != 256 {
+		k.Errorf("attention_decode_combine: head dim %d (want 64, 128 or 256)", d)
+		return
+	}
+	a := dsl.Params[AttentionDecodeCombineArgs](k, dt)
+	tpr := d / 4 // threads a row
+	tid := k.ThreadIdx(dsl.X)
+	row := k.BlockIdx(dsl.X).Mul(uint32(AttentionDecodeCombineThreads / tpr)).Add(tid.Div(uint32(tpr)))
+	c4 := tid.Rem(uint32(tpr)).Mul(uint32(4))
+	nRows := a.Batch.Mul(a.QLen).Mul(a.Heads)
+	negInf := k.Const(dsl.F32, math.Inf(-1))
+	k.If(row.Lt(nRows), func() {
+		ns := a.NumSplits
+		base := row.Mul(ns)
+		m := k.Var(dsl.F32, negInf)
+		k.For(uint32(0), ns, uint32(1), func(s dsl.Value) {
+			k.Set(m, m.Max(k.Load(a.LSEPart.At(base.Add(s)))))
+		})
+		ms := k.Select(m.Eq(negInf), k.Const(dsl.F32, 0.0), m)
+		l := k.Var(dsl.F32, 0.0)
+		o := make([]dsl.Value, 4)
+		for j := range o {
+			o[j] = k.Var(dsl.F32, 0.0)
+		}
+		k.For(uint32(0), ns, uint32(1), func(s dsl.Value) {
+			at := base.Add(s)
+			w := k.Load(a.LSEPart.At(at)).Sub(ms).Mul(float32(math.Log2E)).Exp2()
+			k.Set(l, l.Add(w))
+			ov := k.LoadVec(a.OPart.At(at.Mul(uint32(d)).Add(c4)), 4)
+			for j := range 4 {
+				k.Set(o[j], k.FMA(ov[j], w, o[j]))
+			}
+		})
+		inv := k.Select(l.Eq(float32(0)), k.Const(dsl.F32, 0.0), l.Rcp())
+		out := make([]dsl.Value, 4)
+		for j := range 4 {
+			out[j] = o[j].Mul(inv).To(dt)
+		}
+		k.StoreVec(a.O.At(row.Mul(uint32(d)).Add(c4)), out)
+		k.If(c4.Eq(uint32(0)), func() {
+			lse := k.Select(l.Eq(float32(0)), negInf, ms.Add(l.Log2().Mul(float32(math.Ln2))))
+			h, bq := row.Rem(a.Heads), row.Div(a.Heads)
+			qi, b := bq.Rem(a.QLen), bq.Div(a.QLen)
+			k.Store(a.LSE.At(b.Mul(a.Heads).Add(h).Mul(a.QLen).Add(qi)), lse)
+		})
+	})
+}
