@@ -73,8 +73,17 @@ func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, e
 
 // Free releases the buffer's symmetric memory on every GPU (collective: every rank frees
 // the same buffer at the same point, after the work that uses it; Free waits for the
-// device first). The buffer must not be used afterwards: calls naming it fail.
-func (b *Buffer) Free() error {
+// device first). The buffer must not be used afterwards: calls naming it fail. It is
+// FreeContext with no deadline.
+func (b *Buffer) Free() error { return b.FreeContext(context.Background()) }
+
+// FreeContext is Free bounded by ctx: the wait for the device and the collective free fail
+// when ctx ends first (see jit.Device.SynchronizeContext and jit.Memory.FreeContext for
+// what a GPU cannot abandon). The buffer stays allocated when the wait for the device fails.
+func (b *Buffer) FreeContext(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("collectives: Buffer.FreeContext: nil context")
+	}
 	if b == nil || b.c == nil {
 		return errors.New("collectives: Free of a nil or freed Buffer")
 	}
@@ -82,7 +91,7 @@ func (b *Buffer) Free() error {
 	if c.closed {
 		return errClosed
 	}
-	if err := c.r.Device.Synchronize(); err != nil {
+	if err := c.r.Device.SynchronizeContext(ctx); err != nil {
 		return fmt.Errorf("collectives: Free: %w", err)
 	}
 	var errs []error
@@ -93,7 +102,7 @@ func (b *Buffer) Free() error {
 		if i := slices.Index(c.allocs, m); i >= 0 {
 			c.allocs = slices.Delete(c.allocs, i, i+1)
 		}
-		errs = append(errs, m.Free())
+		errs = append(errs, m.FreeContext(ctx))
 	}
 	for k := range c.tmaps {
 		if k.at == b.s.own {
@@ -171,8 +180,15 @@ func (b *Buffer) Write(p []byte) error {
 }
 
 // Read copies this GPU's copy into p (at most Bytes()), after the device (and
-// Options.Stream) has finished its work.
-func (b *Buffer) Read(p []byte) error {
+// Options.Stream) has finished its work. It is ReadContext with no deadline.
+func (b *Buffer) Read(p []byte) error { return b.ReadContext(context.Background(), p) }
+
+// ReadContext is Read bounded by ctx: the wait for the device's work fails when ctx ends
+// first (see jit.Device.SynchronizeContext).
+func (b *Buffer) ReadContext(ctx context.Context, p []byte) error {
+	if ctx == nil {
+		return errors.New("collectives: Buffer.ReadContext: nil context")
+	}
 	if err := b.live("Read"); err != nil {
 		return err
 	}
@@ -180,11 +196,11 @@ func (b *Buffer) Read(p []byte) error {
 		return fmt.Errorf("collectives: %d bytes from a buffer of %d", len(p), b.Bytes())
 	}
 	if st := b.c.o.Stream; st != nil {
-		if err := st.Synchronize(); err != nil {
+		if err := st.SynchronizeContext(ctx); err != nil {
 			return err
 		}
 	}
-	if err := b.c.r.Device.Synchronize(); err != nil {
+	if err := b.c.r.Device.SynchronizeContext(ctx); err != nil {
 		return err
 	}
 	return b.c.r.Device.CopyDtoH(p, b.s.own)

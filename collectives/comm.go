@@ -432,7 +432,7 @@ func (c *Comm) allocFilled(ctx context.Context, bytes int, table bool, fill func
 // settle waits until this GPU's initialisation copies have landed and every GPU has reached
 // the same point (bounded by ctx).
 func (c *Comm) settle(ctx context.Context) error {
-	if err := c.r.Device.Synchronize(); err != nil {
+	if err := c.r.Device.SynchronizeContext(ctx); err != nil {
 		return fmt.Errorf("collectives: initialising symmetric memory: %w", err)
 	}
 	if err := c.r.NVSHMEM.BarrierAllContext(ctx); err != nil {

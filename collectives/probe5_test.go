@@ -1,0 +1,170 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestProbeOverlapHostileShapes runs MatmulAllReduce, AllGatherMatmul and
+// MatmulReduceScatter with MatmulOverlap on shapes the copy-engine paths handle at their
+// edges: M not divisible by OverlapRounds x GPUs, one row per GPU, N and K of 8, an odd N
+// (split), and f16/bf16/f32 out, each against the exact reference.
+func TestProbeOverlapHostileShapes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		g, rounds int
+		s         MatmulShape
+		out       dsl.Type
+	}{
+		{2, 4, MatmulShape{M: 6, N: 16, K: 8}, dsl.F32},   // 6 % 8 != 0: the rounds fall back
+		{2, 3, MatmulShape{M: 2, N: 8, K: 8}, dsl.F16},    // one row per GPU
+		{3, 2, MatmulShape{M: 9, N: 24, K: 16}, dsl.BF16}, // 9 % 6 != 0
+		{2, 1, MatmulShape{M: 4, N: 12, K: 8}, dsl.F32},   // N not a multiple of 8: split
+		{2, 1, MatmulShape{M: 4, N: 8, K: 12}, dsl.F16},   // K not a multiple of 8: split
+		{4, 5, MatmulShape{M: 4, N: 8, K: 8}, dsl.F32},    // more rounds than rows
+	} {
+		t.Run(fmt.Sprintf("%dgpu/r%d/%dx%dx%d/%s", tc.g, tc.rounds, tc.s.M, tc.s.N, tc.s.K, tc.out), func(t *testing.T) {
+			o := fusedOpts
+			o.Target, o.Matmuls, o.OverlapRounds = ptx.SM90a, MatmulOverlap, tc.rounds
+			runRanks(t, tc.g, false, false, 3, Options{}, func(e *rankEnv) error {
+				return withStream(e, o, func(c *Comm, _ *jit.Stream) error {
+					s := tc.s
+					ar, err := e.allocAll(dsl.BF16, s.M*s.K, s.K*s.N, s.M*s.N, tc.out)
+					if err != nil {
+						return err
+					}
+					if err := e.checkRS(ctx, ar, s, tc.out, true); err != nil {
+						return fmt.Errorf("MatmulAllReduce: %w (ran %s)", err, c.LastAlgorithm())
+					}
+					if e.c.Rank() == 0 {
+						t.Logf("AR ran %s", c.LastAlgorithm())
+					}
+					if false {
+						return fmt.Errorf("MatmulAllReduce: %w (ran %s)", err, c.LastAlgorithm())
+					}
+					ag, err := e.allocAll(dsl.F16, s.M/tc.g*s.K, s.K*s.N, s.M*s.N, tc.out)
+					if err != nil {
+						return err
+					}
+					if err := e.checkAG(ctx, ag, s, tc.out); err != nil {
+						return fmt.Errorf("AllGatherMatmul: %w (ran %s)", err, c.LastAlgorithm())
+					}
+					rs, err := e.allocAll(dsl.BF16, s.M*s.K, s.K*s.N, s.M/tc.g*s.N, tc.out)
+					if err != nil {
+						return err
+					}
+					if err := e.checkRS(ctx, rs, s, tc.out, false); err != nil {
+						return fmt.Errorf("MatmulReduceScatter: %w (ran %s)", err, c.LastAlgorithm())
+					}
+					return nil
+				})
+			})
+		})
+	}
+}
+
+// TestProbeOverlapAliasing passes out as a or b, and buffers of another Comm, to the
+// overlapped matmuls: each must be refused naming the rule.
+func TestProbeOverlapAliasing(t *testing.T) {
+	ctx := context.Background()
+	o := fusedOpts
+	o.Target, o.Matmuls = ptx.SM90a, MatmulOverlap
+	runRanks(t, 2, false, false, 3, Options{}, func(e *rankEnv) error {
+		other := e.c
+		ob, err := other.Alloc(dsl.BF16, 64)
+		if err != nil {
+			return err
+		}
+		return withStream(e, o, func(c *Comm, _ *jit.Stream) error {
+			s := MatmulShape{M: 8, N: 8, K: 8}
+			x, err := c.Alloc(dsl.BF16, 64)
+			if err != nil {
+				return err
+			}
+			y, err := c.Alloc(dsl.BF16, 64)
+			if err != nil {
+				return err
+			}
+			for _, tc := range []struct {
+				name string
+				err  error
+				want string
+			}{
+				{"out=a", c.MatmulAllReduce(ctx, x, y, x, s), "out must not be an input"},
+				{"out=b", c.MatmulAllReduce(ctx, x, y, y, s), "out must not be an input"},
+				{"other comm", c.MatmulAllReduce(ctx, x, ob, y, s), "another Comm"},
+				{"ag out=b", c.AllGatherMatmul(ctx, x, y, y, MatmulShape{M: 8, N: 8, K: 8}), ""},
+			} {
+				if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+					return fmt.Errorf("%s: error %v; want one containing %q", tc.name, tc.err, tc.want)
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// TestProbeWaitsHonourContext: with rank 1 never joining a dispatch, rank 0's MoE.Check,
+// Buffer.ReadContext and Buffer.FreeContext return at their context's deadline (before:
+// MoE.Check waited in Device.Synchronize until the emulator found the deadlock, and forever
+// on a GPU; Read and Free took no context).
+func TestProbeWaitsHonourContext(t *testing.T) {
+	done := make(chan struct{})
+	var errs [3]error
+	_ = jit.RunRanks(jit.RanksOptions{Backend: jit.Emulator, World: 2, NVSHMEM: true}, func(r *jit.Rank) error {
+		c, err := New(context.Background(), r, testOpts)
+		if err != nil {
+			return err
+		}
+		cfg := MoEConfig{Tokens: 4, TopK: 2, Hidden: 8, Experts: 4}
+		m, err := c.NewMoE(context.Background(), cfg)
+		if err != nil {
+			return err
+		}
+		x, err := c.Alloc(dsl.BF16, cfg.Tokens*cfg.Hidden)
+		if err != nil {
+			return err
+		}
+		ids, err := c.Alloc(dsl.I32, cfg.Tokens*cfg.TopK)
+		if err != nil {
+			return err
+		}
+		if r.Rank == 1 { // never dispatches
+			<-done
+			c.Close()
+			return nil
+		}
+		var once sync.Once
+		release := func() { once.Do(func() { close(done) }) }
+		defer release()
+		if err := m.Dispatch(context.Background(), x, ids); err != nil {
+			return err
+		}
+		for i, wait := range []func(context.Context) error{
+			m.Check,
+			func(ctx context.Context) error { return x.ReadContext(ctx, make([]byte, 8)) },
+			x.FreeContext,
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			errs[i] = wait(ctx)
+			cancel()
+		}
+		release()
+		c.Close()
+		return nil
+	})
+	for i, what := range []string{"MoE.Check", "Buffer.ReadContext", "Buffer.FreeContext"} {
+		if !errors.Is(errs[i], context.DeadlineExceeded) {
+			t.Errorf("%s with a peer missing = %v; want the context's deadline", what, errs[i])
+		}
+	}
+}
