@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/kgen-dev/kgen/emu"
 )
 
 // ctxSynchronizer is a backend device or stream whose waits take a context (the emulator).
@@ -89,4 +91,16 @@ func (s *emuStream) synchronizeContext(ctx context.Context) error {
 		return err
 	}
 	return d.sticky()
+}
+
+// checkDims checks a launch's grid g and block b against the GPU's per-dimension limits
+// (the GPU backend otherwise gets CUDA_ERROR_INVALID_VALUE, naming nothing).
+func checkDims(g, b Dim3) error {
+	switch {
+	case g.X > emu.MaxGridX || g.Y > emu.MaxGridYZ || g.Z > emu.MaxGridYZ:
+		return fmt.Errorf("grid %dx%dx%d: a GPU allows at most %d blocks in x and %d in y and z", g.X, g.Y, g.Z, emu.MaxGridX, emu.MaxGridYZ)
+	case b.Z > 64:
+		return fmt.Errorf("block %dx%dx%d: a GPU allows at most 64 threads in z", b.X, b.Y, b.Z)
+	}
+	return nil
 }
