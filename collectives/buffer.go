@@ -47,6 +47,9 @@ func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
 // ends (on the emulator, naming the ranks missing; on GPUs NVSHMEM's collective calls cannot
 // be abandoned once entered, see jit.NVSHMEM.BarrierAllContext).
 func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, error) {
+	if c == nil {
+		return nil, fmt.Errorf("collectives: Alloc: %w", errNilComm)
+	}
 	if ctx == nil {
 		return nil, errors.New("collectives: AllocContext: nil context")
 	}
@@ -118,18 +121,33 @@ func (b *Buffer) FreeContext(ctx context.Context) error {
 }
 
 // Len returns the number of elements.
-func (b *Buffer) Len() int { return b.n }
+func (b *Buffer) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // DType returns the element type.
-func (b *Buffer) DType() dsl.Type { return b.dt }
+func (b *Buffer) DType() dsl.Type {
+	if b == nil {
+		return 0
+	}
+	return b.dt
+}
 
 // Bytes returns the size of the elements in bytes (without the 16-byte padding).
-func (b *Buffer) Bytes() int { return b.n * b.dt.Bytes() }
+func (b *Buffer) Bytes() int {
+	if b == nil {
+		return 0
+	}
+	return b.n * b.dt.Bytes()
+}
 
 // DevPtr returns the address of this GPU's copy, for passing b to other kernels (a generated
 // launcher takes jit.TypedPtr[float32](b.DevPtr()), or jit.AnyPtr); 0 once freed.
 func (b *Buffer) DevPtr() jit.DevicePtr {
-	if b.s == nil || b.c.closed {
+	if b == nil || b.s == nil || b.c.closed {
 		return 0
 	}
 	return b.s.own
@@ -139,7 +157,7 @@ func (b *Buffer) DevPtr() jit.DevicePtr {
 // are the elements), for viewing b with jit.BufferOf (package ops/dist makes tensors of
 // it); nil once freed or closed.
 func (b *Buffer) Memory() *jit.Memory {
-	if b.s == nil || b.c.closed {
+	if b == nil || b.s == nil || b.c.closed {
 		return nil
 	}
 	return b.s.m
@@ -148,6 +166,9 @@ func (b *Buffer) Memory() *jit.Memory {
 // BufferOf returns the live Buffer of this Comm whose copy on this GPU is m, or an error
 // saying that m is none (the collectives need the Comm's symmetric memory: Alloc).
 func (c *Comm) BufferOf(m *jit.Memory) (*Buffer, error) {
+	if c == nil {
+		return nil, fmt.Errorf("collectives: BufferOf: %w", errNilComm)
+	}
 	if c.closed {
 		return nil, errClosed
 	}
@@ -159,6 +180,9 @@ func (c *Comm) BufferOf(m *jit.Memory) (*Buffer, error) {
 
 // live fails for a freed buffer, or one whose Comm is closed (Close frees its memory).
 func (b *Buffer) live(what string) error {
+	if b == nil {
+		return fmt.Errorf("collectives: %s of a nil *Buffer", what)
+	}
 	if b.c == nil || b.s == nil {
 		return fmt.Errorf("collectives: %s of a freed Buffer", what)
 	}
@@ -209,6 +233,9 @@ func (b *Buffer) ReadContext(ctx context.Context, p []byte) error {
 // WriteF32 writes float32 values (converted to the buffer's type, rounding to nearest even;
 // fp8 values out of range become NaN or Inf as cvt without .satfinite) to this GPU's copy.
 func (b *Buffer) WriteF32(v []float32) error {
+	if err := b.live("WriteF32"); err != nil {
+		return err
+	}
 	p := make([]byte, 0, len(v)*b.dt.Bytes())
 	for _, x := range v {
 		switch b.dt {
@@ -233,6 +260,9 @@ func (b *Buffer) WriteF32(v []float32) error {
 
 // ReadF32 reads this GPU's copy, converted to float32.
 func (b *Buffer) ReadF32() ([]float32, error) {
+	if err := b.live("ReadF32"); err != nil {
+		return nil, err
+	}
 	p := make([]byte, b.Bytes())
 	if err := b.Read(p); err != nil {
 		return nil, err

@@ -326,16 +326,36 @@ func deviceTarget(in jit.Info) ptx.Target {
 
 // Multicast reports whether the Comm uses the multimem (NVLink SHARP) algorithms, and if not,
 // why.
-func (c *Comm) Multicast() (bool, error) { return c.mc, c.mcWhy }
+func (c *Comm) Multicast() (bool, error) {
+	if c == nil {
+		return false, errNilComm
+	}
+	return c.mc, c.mcWhy
+}
 
 // LastAlgorithm returns the kernel the last collective ran ("mm_allreduce_1shot_sum", ...).
-func (c *Comm) LastAlgorithm() string { return c.last }
+func (c *Comm) LastAlgorithm() string {
+	if c == nil {
+		return ""
+	}
+	return c.last
+}
 
 // NumGPUs returns the group's size.
-func (c *Comm) NumGPUs() int { return c.g }
+func (c *Comm) NumGPUs() int {
+	if c == nil {
+		return 0
+	}
+	return c.g
+}
 
 // Rank returns this GPU's index in the group.
-func (c *Comm) Rank() int { return c.rank }
+func (c *Comm) Rank() int {
+	if c == nil {
+		return 0
+	}
+	return c.rank
+}
 
 // Close frees the Comm's memory and modules (collective), its Buffers' included: a Buffer
 // cannot be used once its Comm is closed (its methods and every call naming it fail). It is
@@ -346,6 +366,9 @@ func (c *Comm) Close() error { return c.CloseContext(context.Background()) }
 // rank that never closes fails the wait when ctx ends (on the emulator, naming the ranks
 // missing; see jit.Memory.FreeContext for GPUs). The Comm is closed either way.
 func (c *Comm) CloseContext(ctx context.Context) error {
+	if c == nil {
+		return fmt.Errorf("collectives: Close: %w", errNilComm)
+	}
 	if ctx == nil {
 		return errors.New("collectives: CloseContext: nil context")
 	}

@@ -168,3 +168,86 @@ func TestProbeWaitsHonourContext(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeNilComm calls every method of a nil *Comm: an error (or a zero value for the
+// accessors), never a panic (before: every one of them panicked).
+func TestProbeNilComm(t *testing.T) {
+	var c *Comm
+	ctx := context.Background()
+	s := MatmulShape{M: 8, N: 8, K: 8}
+	for name, f := range map[string]func() error{
+		"Alloc":               func() error { _, err := c.Alloc(dsl.F32, 4); return err },
+		"AllocContext":        func() error { _, err := c.AllocContext(ctx, dsl.F32, 4); return err },
+		"BufferOf":            func() error { _, err := c.BufferOf(nil); return err },
+		"Close":               func() error { return c.Close() },
+		"CloseContext":        func() error { return c.CloseContext(ctx) },
+		"MatmulAllReduce":     func() error { return c.MatmulAllReduce(ctx, nil, nil, nil, s) },
+		"AllGatherMatmul":     func() error { return c.AllGatherMatmul(ctx, nil, nil, nil, s) },
+		"MatmulReduceScatter": func() error { return c.MatmulReduceScatter(ctx, nil, nil, nil, s) },
+		"Capture":             func() error { _, err := c.Capture(ctx, func() error { return nil }); return err },
+		"NewMoE":              func() error { _, err := c.NewMoE(ctx, MoEConfig{}); return err },
+		"AllReduce":           func() error { return c.AllReduce(ctx, nil, Sum) },
+		"AllReduceTo":         func() error { return c.AllReduceTo(ctx, nil, nil, Sum) },
+		"ReduceScatter":       func() error { return c.ReduceScatter(ctx, nil, nil, Sum) },
+		"AllGather":           func() error { return c.AllGather(ctx, nil, nil) },
+		"Broadcast":           func() error { return c.Broadcast(ctx, nil, nil, 0) },
+		"Barrier":             func() error { return c.Barrier(ctx) },
+		"accessors": func() error {
+			_, _ = c.Multicast()
+			_, _ = c.NodeRank()
+			_ = c.LastAlgorithm() + c.AllReduceAlgorithm(dsl.F32, Sum, 4) + c.ReduceScatterAlgorithm(dsl.F32, Sum, 4) + c.AllGatherAlgorithm(dsl.F32, 4)
+			_ = c.NumGPUs() + c.Rank()
+			_ = c.Topology()
+			_, err := c.Multicast()
+			return err
+		},
+	} {
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			err = f()
+		}()
+		if err == nil || !strings.Contains(err.Error(), "nil *Comm") {
+			t.Errorf("%s of a nil *Comm: %v; want an error naming the nil Comm", name, err)
+		}
+	}
+}
+
+// TestProbeNilBuffer calls every method of a nil *Buffer: an error or a zero value, never
+// a panic (before: all but Free panicked).
+func TestProbeNilBuffer(t *testing.T) {
+	var b *Buffer
+	ctx := context.Background()
+	for name, f := range map[string]func() error{
+		"Write":       func() error { return b.Write(nil) },
+		"WriteF32":    func() error { return b.WriteF32([]float32{1}) },
+		"Read":        func() error { return b.Read(nil) },
+		"ReadContext": func() error { return b.ReadContext(ctx, nil) },
+		"ReadF32":     func() error { _, err := b.ReadF32(); return err },
+		"Free":        func() error { return b.Free() },
+		"FreeContext": func() error { return b.FreeContext(ctx) },
+		"accessors": func() error {
+			if b.Len() != 0 || b.Bytes() != 0 || b.DType() != 0 || b.DevPtr() != 0 || b.Memory() != nil {
+				return errors.New("nonzero")
+			}
+			return errors.New("nil")
+		},
+	} {
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			err = f()
+		}()
+		if err == nil || !strings.Contains(err.Error(), "nil") || strings.Contains(err.Error(), "panic") {
+			t.Errorf("%s of a nil *Buffer: %v; want an error naming the nil Buffer", name, err)
+		}
+	}
+}
