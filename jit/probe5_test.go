@@ -225,3 +225,75 @@ func TestProbeGraphAfterFree(t *testing.T) {
 	}
 	t.Logf("replay after free: %v", err)
 }
+
+// TestProbeEventsGraphsHostile: events never recorded, closed, or of another device, and
+// graph executables driven with bad indices, arguments, streams and after Close: each an
+// error naming the problem, never a panic or a made-up time.
+func TestProbeEventsGraphsHostile(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d2, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	mod, err := d.Load(Source{Module: vectorAdd(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := mod.Function("vector_add_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Alloc[float32](d, 64)
+	s, _ := d.NewStream()
+	s2, _ := d2.NewStream()
+	e0, _ := d.NewEvent()
+	e1, _ := d.NewEvent()
+	eo, _ := d2.NewEvent()
+	closedE, _ := d.NewEvent()
+	closedE.Close()
+	if err := s.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Launch(LaunchConfig{Grid: D1(1), Block: D1(64), Stream: s}, a, a, a, uint32(64)); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := g.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedX, _ := g.Instantiate()
+	closedX.Close()
+	for _, tc := range []struct {
+		name string
+		f    func() error
+		want string
+	}{
+		{"Elapsed unrecorded", func() error { _, err := e0.Elapsed(e1); return err }, "record"},
+		{"Elapsed other device", func() error { _, err := e0.Elapsed(eo); return err }, "another Open"},
+		{"Elapsed closed", func() error { _, err := e0.Elapsed(closedE); return err }, "closed"},
+		{"Record closed", func() error { return closedE.Record(s) }, "closed"},
+		{"WaitEvent closed", func() error { return s.WaitEvent(closedE) }, "closed"},
+		{"SetArgs -1", func() error { return x.SetArgs(-1, a, a, a, uint32(64)) }, "launch -1"},
+		{"SetArgs 1", func() error { return x.SetArgs(1, a, a, a, uint32(64)) }, "launch 1 of a graph of 1"},
+		{"SetArgs wrong", func() error { return x.SetArgs(0, a, a, a, float32(64)) }, "float32"},
+		{"SetArgs closed", func() error { return closedX.SetArgs(0, a, a, a, uint32(64)) }, "closed"},
+		{"Launch closed", func() error { return closedX.Launch(s) }, "closed"},
+		{"Launch other device stream", func() error { return x.Launch(s2) }, "belongs to"},
+		{"EndCapture not capturing", func() error { _, err := s.EndCapture(); return err }, "not capturing"},
+		{"BeginCapture default", func() error { var ns *Stream; return ns.BeginCapture() }, "default stream"},
+	} {
+		err := safely(tc.f)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
