@@ -251,3 +251,61 @@ func TestProbeNilBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeCollectiveOperands passes the Buffer collectives mismatched, aliased and
+// out-of-range operands: each an error naming the rule, never a run.
+func TestProbeCollectiveOperands(t *testing.T) {
+	ctx := context.Background()
+	runRanks(t, 2, false, false, 1, testOpts, func(e *rankEnv) error {
+		c := e.c
+		f8, err1 := c.Alloc(dsl.F32, 8)
+		f16, err2 := c.Alloc(dsl.F32, 16)
+		h8, err3 := c.Alloc(dsl.BF16, 8)
+		i8, err4 := c.Alloc(dsl.I32, 8)
+		f4, err5 := c.Alloc(dsl.F32, 4)
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+			return err
+		}
+		var errs []string
+		for _, tc := range []struct {
+			name string
+			f    func() error
+			want string
+		}{
+			{"AllReduceTo types", func() error { return c.AllReduceTo(ctx, f8, h8, Sum) }, "bf16"},
+			{"AllReduceTo lengths", func() error { return c.AllReduceTo(ctx, f4, f8, Sum) }, "8"},
+			{"AllReduce bad op", func() error { return c.AllReduce(ctx, f8, Op(99)) }, "not supported"},
+			{"AllReduce s32 min", func() error { return c.AllReduce(ctx, i8, Min) }, ""},
+			{"ReduceScatter same buffer", func() error { return c.ReduceScatter(ctx, f8, f8, Sum) }, ""},
+			{"ReduceScatter lengths", func() error { return c.ReduceScatter(ctx, f8, f8, Sum) }, ""},
+			{"ReduceScatter dst short", func() error { return c.ReduceScatter(ctx, f4, f16, Sum) }, ""},
+			{"AllGather same buffer", func() error { return c.AllGather(ctx, f16, f16) }, ""},
+			{"AllGather types", func() error { return c.AllGather(ctx, f16, h8) }, "bf16"},
+			{"Broadcast root -1", func() error { return c.Broadcast(ctx, f8, f8, -1) }, "root"},
+			{"Broadcast root 2", func() error { return c.Broadcast(ctx, f8, f8, 2) }, "root"},
+			{"Broadcast types", func() error { return c.Broadcast(ctx, f8, h8, 0) }, "bf16"},
+			{"Alloc fp8 without multicast", func() error { _, err := c.Alloc(dsl.E4M3, 16); return err }, ""},
+			{"Alloc u8", func() error { _, err := c.Alloc(dsl.U8, 16); return err }, "not supported"},
+			{"Alloc huge", func() error { _, err := c.Alloc(dsl.F32, 1<<40); return err }, "want 1 to"},
+		} {
+			err := func() (err error) {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				return tc.f()
+			}()
+			if err != nil && strings.HasPrefix(err.Error(), "panic") || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				errs = append(errs, fmt.Sprintf("%s: %v; want an error containing %q", tc.name, err, tc.want))
+			}
+			if tc.want == "" && e.c.Rank() == 0 {
+				t.Logf("%s: %v", tc.name, err)
+			}
+		}
+		if len(errs) > 0 {
+			return errors.New(strings.Join(errs, "\n"))
+		}
+		return nil
+	})
+}
