@@ -309,3 +309,36 @@ func TestProbeCollectiveOperands(t *testing.T) {
 		return nil
 	})
 }
+
+// TestProbeCapturePanic: a record function that panics leaves the Comm's stream out of
+// capture (before: the stream stayed capturing, so a later AllReduce on it returned nil
+// having only been recorded, and the next Synchronize failed).
+func TestProbeCapturePanic(t *testing.T) {
+	ctx := context.Background()
+	o := graphOpts
+	o.DisableMulticast = true
+	runRanks(t, 1, false, false, 0, Options{}, func(e *rankEnv) error {
+		return withStream(e, o, func(c *Comm, s *jit.Stream) error {
+			b, err := c.Alloc(dsl.F32, 64)
+			if err != nil {
+				return err
+			}
+			func() {
+				defer func() { _ = recover() }()
+				_, _ = c.Capture(ctx, func() error {
+					if err := c.AllReduce(ctx, b, Sum); err != nil {
+						return err
+					}
+					panic("record's own bug")
+				})
+			}()
+			if err := c.AllReduce(ctx, b, Sum); err != nil {
+				return fmt.Errorf("AllReduce after a panicking Capture: %w", err)
+			}
+			if err := s.Synchronize(); err != nil {
+				return fmt.Errorf("Synchronize after a panicking Capture: %w", err)
+			}
+			return nil
+		})
+	})
+}
