@@ -342,3 +342,63 @@ func TestProbeCapturePanic(t *testing.T) {
 		})
 	})
 }
+
+// TestProbeMatmulSameInput passes one buffer as both a and b (M = N = K) to the three
+// matmuls, overlapped on the copy engines and fused, against the exact reference: the
+// inputs are only read, so it must compute A * A.
+func TestProbeMatmulSameInput(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []MatmulMode{MatmulOverlap, MatmulFused} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			o := fusedOpts
+			o.Matmuls = mode
+			if mode == MatmulOverlap {
+				o.Target = ptx.SM90a
+			}
+			const g, n = 2, 16
+			runRanks(t, g, false, false, 5, Options{}, func(e *rankEnv) error {
+				return withStream(e, o, func(c *Comm, _ *jit.Stream) error {
+					s := MatmulShape{M: n, N: n, K: n}
+					a, err := c.Alloc(dsl.BF16, n*n)
+					if err != nil {
+						return err
+					}
+					as, err := e.matrices(a, n*n)
+					if err != nil {
+						return err
+					}
+					dot := func(src, row, col int) float64 {
+						sum := 0.0
+						for l := 0; l < n; l++ {
+							sum += as[src][row*n+l] * as[src][l*n+col]
+						}
+						return sum
+					}
+					out, err := c.Alloc(dsl.F32, n*n)
+					if err != nil {
+						return err
+					}
+					if err := c.MatmulAllReduce(ctx, a, a, out, s); err != nil {
+						return err
+					}
+					if err := e.expect("MatmulAllReduce(a, a)", out, func(_, i int) float64 {
+						return float64(float32(dot(0, i/n, i%n) + dot(1, i/n, i%n)))
+					}); err != nil {
+						return err
+					}
+					part, err := c.Alloc(dsl.F32, n*n/g)
+					if err != nil {
+						return err
+					}
+					if err := c.MatmulReduceScatter(ctx, a, a, part, s); err != nil {
+						return err
+					}
+					return e.expect("MatmulReduceScatter(a, a)", part, func(r, i int) float64 {
+						row := r*n/g + i/n
+						return float64(float32(dot(0, row, i%n) + dot(1, row, i%n)))
+					})
+				})
+			})
+		})
+	}
+}
