@@ -34,6 +34,10 @@ const (
 	DefaultMaxBlocks       = 128
 )
 
+// MaxOverlapRounds bounds Options.OverlapRounds: a round holds at least one row per GPU,
+// and M is below 2^31, so more rounds never divide M (and rounds x GPUs could overflow).
+const MaxOverlapRounds = 1 << 20
+
 // Options configure a Comm.
 type Options struct {
 	// Target is the GPU target the kernels are built for (default: the device's, sm_90a on
@@ -97,7 +101,8 @@ type Options struct {
 	// OverlapRounds, when positive, is the number of rounds of rows in which MatmulAllReduce
 	// runs on the copy engines (each round's all-gather beside the next round's GEMMs) where
 	// the overlap runs and M divides into rounds x NumGPUs parts; 0 lets the estimate
-	// choose 1, 2 or 4 (arOverlapRounds). Negative is refused.
+	// choose 1, 2 or 4 (arOverlapRounds). Negative, or more than MaxOverlapRounds, is
+	// refused.
 	OverlapRounds int
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). New refuses a
@@ -236,8 +241,8 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
 	}
-	if o.OverlapRounds < 0 {
-		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count", o.OverlapRounds)
+	if o.OverlapRounds < 0 || o.OverlapRounds > MaxOverlapRounds {
+		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count of at most %d (a round holds at least one row per GPU)", o.OverlapRounds, MaxOverlapRounds)
 	}
 	if o.MaxBlocks <= 0 {
 		o.MaxBlocks = DefaultMaxBlocks

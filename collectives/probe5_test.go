@@ -402,3 +402,37 @@ func TestProbeMatmulSameInput(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeOverlapRoundsHuge: Options.OverlapRounds so large that rounds x GPUs overflows
+// is refused by New naming the field (before: 2^62 on 4 GPUs divided by zero in
+// MatmulAllReduce, a panic; MaxInt ran 0-row rounds, "gemm_sm90: shape 0x8x8").
+func TestProbeOverlapRoundsHuge(t *testing.T) {
+	ctx := context.Background()
+	for _, rounds := range []int{1 << 62, 1<<63 - 1, 1 << 40} {
+		t.Run(fmt.Sprint(rounds), func(t *testing.T) {
+			o := fusedOpts
+			o.Target, o.Matmuls, o.OverlapRounds = ptx.SM90a, MatmulOverlap, rounds
+			runRanks(t, 4, false, false, 3, Options{}, func(e *rankEnv) error {
+				err := func() (err error) {
+					defer func() {
+						if p := recover(); p != nil {
+							err = fmt.Errorf("panic: %v", p)
+						}
+					}()
+					return withStream(e, o, func(c *Comm, _ *jit.Stream) error {
+						s := MatmulShape{M: 16, N: 8, K: 8}
+						ar, err := e.allocAll(dsl.BF16, s.M*s.K, s.K*s.N, s.M*s.N, dsl.F32)
+						if err != nil {
+							return err
+						}
+						return e.checkRS(ctx, ar, s, dsl.F32, true)
+					})
+				}()
+				if err == nil || !strings.Contains(err.Error(), "Options.OverlapRounds") {
+					return fmt.Errorf("OverlapRounds %d: %v; want New to refuse it", rounds, err)
+				}
+				return nil
+			})
+		})
+	}
+}
