@@ -34,6 +34,12 @@ const (
 	DefaultMaxBlocks       = 128
 )
 
+// MaxLamportBytes bounds Options.LamportMaxBytes: the Lamport buffers it sizes (3 x 8 x
+// LamportMaxBytes per element size, 384 MiB at the bound) stay allocatable and their
+// element counts far from overflowing. Lamport wins only for small all-reduces (up to
+// 256 KiB measured).
+const MaxLamportBytes = 16 << 20
+
 // MaxOverlapRounds bounds Options.OverlapRounds: a round holds at least one row per GPU,
 // and M is below 2^31, so more rounds never divide M (and rounds x GPUs could overflow).
 const MaxOverlapRounds = 1 << 20
@@ -59,7 +65,7 @@ type Options struct {
 	OneShotMaxBytes int
 	// LamportMaxBytes is the largest all-reduce that runs Lamport when there is no multicast
 	// (default: the measured table for the GPU count, tuning.go); it also sizes the Lamport
-	// buffers (3 x 8 x LamportMaxBytes per element size).
+	// buffers (3 x 8 x LamportMaxBytes per element size). At most MaxLamportBytes.
 	LamportMaxBytes int
 	// PushMinBytes is the smallest peer-to-peer all-reduce that runs as a reduce-scatter
 	// by peer stores followed by an all-gather by peer stores (two kernels; NVLink writes
@@ -240,6 +246,9 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	}
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
+	}
+	if o.LamportMaxBytes < 0 || o.LamportMaxBytes > MaxLamportBytes {
+		return nil, fmt.Errorf("collectives: Options.LamportMaxBytes %d: want 0 (the measured default) to %d (it sizes the Lamport buffers, 3 x 8 times it per element size)", o.LamportMaxBytes, MaxLamportBytes)
 	}
 	if o.OverlapRounds < 0 || o.OverlapRounds > MaxOverlapRounds {
 		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count of at most %d (a round holds at least one row per GPU)", o.OverlapRounds, MaxOverlapRounds)

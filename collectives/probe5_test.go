@@ -436,3 +436,57 @@ func TestProbeOverlapRoundsHuge(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeThresholdsHuge: size thresholds in Options so large that the scratch they size
+// overflows are refused by New naming the field (before: LamportMaxBytes 2^62 wrapped the
+// Lamport buffers' size and AllReduce returned nil with wrong sums; 2^40 failed the first
+// AllReduce asking whether the ranks' calls differ); thresholds that size nothing run.
+func TestProbeThresholdsHuge(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"lamport 2^62", Options{LamportMaxBytes: 1 << 62}, "Options.LamportMaxBytes"},
+		{"lamport 2^40", Options{LamportMaxBytes: 1 << 40}, "Options.LamportMaxBytes"},
+		{"lamport -1", Options{LamportMaxBytes: -1}, "Options.LamportMaxBytes"},
+		{"lamport max", Options{LamportMaxBytes: MaxLamportBytes}, ""},
+		{"one-shot 2^62", Options{OneShotMaxBytes: 1 << 62}, ""},
+		{"push 2^62", Options{PushMinBytes: 1 << 62}, ""},
+		{"pull 2^62", Options{ReduceScatterPullMinBytes: 1 << 62}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runRanks(t, 2, false, false, 1, Options{}, func(e *rankEnv) error {
+				o := tc.o
+				o.Logger, o.DisableMulticast = e.c.o.Logger, true
+				c, err := New(ctx, e.r, o)
+				if tc.want != "" {
+					if err == nil || !strings.Contains(err.Error(), tc.want) {
+						if err == nil {
+							c.Close()
+						}
+						return fmt.Errorf("New = %v; want an error naming %s", err, tc.want)
+					}
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				b, err := c.Alloc(dsl.F32, 64)
+				if err != nil {
+					return err
+				}
+				in, err := (&rankEnv{r: e.r, c: c, rng: e.rng}).fill(b)
+				if err != nil {
+					return err
+				}
+				if err := c.AllReduce(ctx, b, Sum); err != nil {
+					return fmt.Errorf("AllReduce (%s): %w", c.LastAlgorithm(), err)
+				}
+				return (&rankEnv{r: e.r, c: c}).expect("AllReduce", b, func(_, i int) float64 { return reduce(Sum, dsl.F32, in, i) })
+			})
+		})
+	}
+}
