@@ -47,6 +47,9 @@ func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
 // ends (on the emulator, naming the ranks missing; on GPUs NVSHMEM's collective calls cannot
 // be abandoned once entered, see jit.NVSHMEM.BarrierAllContext).
 func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, error) {
+	if c == nil {
+		return nil, fmt.Errorf("collectives: Alloc: %w", errNilComm)
+	}
 	if ctx == nil {
 		return nil, errors.New("collectives: AllocContext: nil context")
 	}
@@ -73,8 +76,17 @@ func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, e
 
 // Free releases the buffer's symmetric memory on every GPU (collective: every rank frees
 // the same buffer at the same point, after the work that uses it; Free waits for the
-// device first). The buffer must not be used afterwards: calls naming it fail.
-func (b *Buffer) Free() error {
+// device first). The buffer must not be used afterwards: calls naming it fail. It is
+// FreeContext with no deadline.
+func (b *Buffer) Free() error { return b.FreeContext(context.Background()) }
+
+// FreeContext is Free bounded by ctx: the wait for the device and the collective free fail
+// when ctx ends first (see jit.Device.SynchronizeContext and jit.Memory.FreeContext for
+// what a GPU cannot abandon). The buffer stays allocated when the wait for the device fails.
+func (b *Buffer) FreeContext(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("collectives: Buffer.FreeContext: nil context")
+	}
 	if b == nil || b.c == nil {
 		return errors.New("collectives: Free of a nil or freed Buffer")
 	}
@@ -82,7 +94,7 @@ func (b *Buffer) Free() error {
 	if c.closed {
 		return errClosed
 	}
-	if err := c.r.Device.Synchronize(); err != nil {
+	if err := c.r.Device.SynchronizeContext(ctx); err != nil {
 		return fmt.Errorf("collectives: Free: %w", err)
 	}
 	var errs []error
@@ -93,7 +105,7 @@ func (b *Buffer) Free() error {
 		if i := slices.Index(c.allocs, m); i >= 0 {
 			c.allocs = slices.Delete(c.allocs, i, i+1)
 		}
-		errs = append(errs, m.Free())
+		errs = append(errs, m.FreeContext(ctx))
 	}
 	for k := range c.tmaps {
 		if k.at == b.s.own {
@@ -109,18 +121,33 @@ func (b *Buffer) Free() error {
 }
 
 // Len returns the number of elements.
-func (b *Buffer) Len() int { return b.n }
+func (b *Buffer) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // DType returns the element type.
-func (b *Buffer) DType() dsl.Type { return b.dt }
+func (b *Buffer) DType() dsl.Type {
+	if b == nil {
+		return 0
+	}
+	return b.dt
+}
 
 // Bytes returns the size of the elements in bytes (without the 16-byte padding).
-func (b *Buffer) Bytes() int { return b.n * b.dt.Bytes() }
+func (b *Buffer) Bytes() int {
+	if b == nil {
+		return 0
+	}
+	return b.n * b.dt.Bytes()
+}
 
 // DevPtr returns the address of this GPU's copy, for passing b to other kernels (a generated
 // launcher takes jit.TypedPtr[float32](b.DevPtr()), or jit.AnyPtr); 0 once freed.
 func (b *Buffer) DevPtr() jit.DevicePtr {
-	if b.s == nil || b.c.closed {
+	if b == nil || b.s == nil || b.c.closed {
 		return 0
 	}
 	return b.s.own
@@ -130,7 +157,7 @@ func (b *Buffer) DevPtr() jit.DevicePtr {
 // are the elements), for viewing b with jit.BufferOf (package ops/dist makes tensors of
 // it); nil once freed or closed.
 func (b *Buffer) Memory() *jit.Memory {
-	if b.s == nil || b.c.closed {
+	if b == nil || b.s == nil || b.c.closed {
 		return nil
 	}
 	return b.s.m
@@ -139,6 +166,9 @@ func (b *Buffer) Memory() *jit.Memory {
 // BufferOf returns the live Buffer of this Comm whose copy on this GPU is m, or an error
 // saying that m is none (the collectives need the Comm's symmetric memory: Alloc).
 func (c *Comm) BufferOf(m *jit.Memory) (*Buffer, error) {
+	if c == nil {
+		return nil, fmt.Errorf("collectives: BufferOf: %w", errNilComm)
+	}
 	if c.closed {
 		return nil, errClosed
 	}
@@ -150,6 +180,9 @@ func (c *Comm) BufferOf(m *jit.Memory) (*Buffer, error) {
 
 // live fails for a freed buffer, or one whose Comm is closed (Close frees its memory).
 func (b *Buffer) live(what string) error {
+	if b == nil {
+		return fmt.Errorf("collectives: %s of a nil *Buffer", what)
+	}
 	if b.c == nil || b.s == nil {
 		return fmt.Errorf("collectives: %s of a freed Buffer", what)
 	}
@@ -171,8 +204,15 @@ func (b *Buffer) Write(p []byte) error {
 }
 
 // Read copies this GPU's copy into p (at most Bytes()), after the device (and
-// Options.Stream) has finished its work.
-func (b *Buffer) Read(p []byte) error {
+// Options.Stream) has finished its work. It is ReadContext with no deadline.
+func (b *Buffer) Read(p []byte) error { return b.ReadContext(context.Background(), p) }
+
+// ReadContext is Read bounded by ctx: the wait for the device's work fails when ctx ends
+// first (see jit.Device.SynchronizeContext).
+func (b *Buffer) ReadContext(ctx context.Context, p []byte) error {
+	if ctx == nil {
+		return errors.New("collectives: Buffer.ReadContext: nil context")
+	}
 	if err := b.live("Read"); err != nil {
 		return err
 	}
@@ -180,11 +220,11 @@ func (b *Buffer) Read(p []byte) error {
 		return fmt.Errorf("collectives: %d bytes from a buffer of %d", len(p), b.Bytes())
 	}
 	if st := b.c.o.Stream; st != nil {
-		if err := st.Synchronize(); err != nil {
+		if err := st.SynchronizeContext(ctx); err != nil {
 			return err
 		}
 	}
-	if err := b.c.r.Device.Synchronize(); err != nil {
+	if err := b.c.r.Device.SynchronizeContext(ctx); err != nil {
 		return err
 	}
 	return b.c.r.Device.CopyDtoH(p, b.s.own)
@@ -193,6 +233,9 @@ func (b *Buffer) Read(p []byte) error {
 // WriteF32 writes float32 values (converted to the buffer's type, rounding to nearest even;
 // fp8 values out of range become NaN or Inf as cvt without .satfinite) to this GPU's copy.
 func (b *Buffer) WriteF32(v []float32) error {
+	if err := b.live("WriteF32"); err != nil {
+		return err
+	}
 	p := make([]byte, 0, len(v)*b.dt.Bytes())
 	for _, x := range v {
 		switch b.dt {
@@ -217,6 +260,9 @@ func (b *Buffer) WriteF32(v []float32) error {
 
 // ReadF32 reads this GPU's copy, converted to float32.
 func (b *Buffer) ReadF32() ([]float32, error) {
+	if err := b.live("ReadF32"); err != nil {
+		return nil, err
+	}
 	p := make([]byte, b.Bytes())
 	if err := b.Read(p); err != nil {
 		return nil, err

@@ -34,6 +34,16 @@ const (
 	DefaultMaxBlocks       = 128
 )
 
+// MaxLamportBytes bounds Options.LamportMaxBytes: the Lamport buffers it sizes (3 x 8 x
+// LamportMaxBytes per element size, 384 MiB at the bound) stay allocatable and their
+// element counts far from overflowing. Lamport wins only for small all-reduces (up to
+// 256 KiB measured).
+const MaxLamportBytes = 16 << 20
+
+// MaxOverlapRounds bounds Options.OverlapRounds: a round holds at least one row per GPU,
+// and M is below 2^31, so more rounds never divide M (and rounds x GPUs could overflow).
+const MaxOverlapRounds = 1 << 20
+
 // Options configure a Comm.
 type Options struct {
 	// Target is the GPU target the kernels are built for (default: the device's, sm_90a on
@@ -55,7 +65,7 @@ type Options struct {
 	OneShotMaxBytes int
 	// LamportMaxBytes is the largest all-reduce that runs Lamport when there is no multicast
 	// (default: the measured table for the GPU count, tuning.go); it also sizes the Lamport
-	// buffers (3 x 8 x LamportMaxBytes per element size).
+	// buffers (3 x 8 x LamportMaxBytes per element size). At most MaxLamportBytes.
 	LamportMaxBytes int
 	// PushMinBytes is the smallest peer-to-peer all-reduce that runs as a reduce-scatter
 	// by peer stores followed by an all-gather by peer stores (two kernels; NVLink writes
@@ -97,7 +107,8 @@ type Options struct {
 	// OverlapRounds, when positive, is the number of rounds of rows in which MatmulAllReduce
 	// runs on the copy engines (each round's all-gather beside the next round's GEMMs) where
 	// the overlap runs and M divides into rounds x NumGPUs parts; 0 lets the estimate
-	// choose 1, 2 or 4 (arOverlapRounds). Negative is refused.
+	// choose 1, 2 or 4 (arOverlapRounds). Negative, or more than MaxOverlapRounds, is
+	// refused.
 	OverlapRounds int
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). New refuses a
@@ -236,8 +247,11 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if !o.Target.Valid() {
 		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
 	}
-	if o.OverlapRounds < 0 {
-		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count", o.OverlapRounds)
+	if o.LamportMaxBytes < 0 || o.LamportMaxBytes > MaxLamportBytes {
+		return nil, fmt.Errorf("collectives: Options.LamportMaxBytes %d: want 0 (the measured default) to %d (it sizes the Lamport buffers, 3 x 8 times it per element size)", o.LamportMaxBytes, MaxLamportBytes)
+	}
+	if o.OverlapRounds < 0 || o.OverlapRounds > MaxOverlapRounds {
+		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count of at most %d (a round holds at least one row per GPU)", o.OverlapRounds, MaxOverlapRounds)
 	}
 	if o.MaxBlocks <= 0 {
 		o.MaxBlocks = DefaultMaxBlocks
@@ -326,16 +340,36 @@ func deviceTarget(in jit.Info) ptx.Target {
 
 // Multicast reports whether the Comm uses the multimem (NVLink SHARP) algorithms, and if not,
 // why.
-func (c *Comm) Multicast() (bool, error) { return c.mc, c.mcWhy }
+func (c *Comm) Multicast() (bool, error) {
+	if c == nil {
+		return false, errNilComm
+	}
+	return c.mc, c.mcWhy
+}
 
 // LastAlgorithm returns the kernel the last collective ran ("mm_allreduce_1shot_sum", ...).
-func (c *Comm) LastAlgorithm() string { return c.last }
+func (c *Comm) LastAlgorithm() string {
+	if c == nil {
+		return ""
+	}
+	return c.last
+}
 
 // NumGPUs returns the group's size.
-func (c *Comm) NumGPUs() int { return c.g }
+func (c *Comm) NumGPUs() int {
+	if c == nil {
+		return 0
+	}
+	return c.g
+}
 
 // Rank returns this GPU's index in the group.
-func (c *Comm) Rank() int { return c.rank }
+func (c *Comm) Rank() int {
+	if c == nil {
+		return 0
+	}
+	return c.rank
+}
 
 // Close frees the Comm's memory and modules (collective), its Buffers' included: a Buffer
 // cannot be used once its Comm is closed (its methods and every call naming it fail). It is
@@ -346,6 +380,9 @@ func (c *Comm) Close() error { return c.CloseContext(context.Background()) }
 // rank that never closes fails the wait when ctx ends (on the emulator, naming the ranks
 // missing; see jit.Memory.FreeContext for GPUs). The Comm is closed either way.
 func (c *Comm) CloseContext(ctx context.Context) error {
+	if c == nil {
+		return fmt.Errorf("collectives: Close: %w", errNilComm)
+	}
 	if ctx == nil {
 		return errors.New("collectives: CloseContext: nil context")
 	}
@@ -432,7 +469,7 @@ func (c *Comm) allocFilled(ctx context.Context, bytes int, table bool, fill func
 // settle waits until this GPU's initialisation copies have landed and every GPU has reached
 // the same point (bounded by ctx).
 func (c *Comm) settle(ctx context.Context) error {
-	if err := c.r.Device.Synchronize(); err != nil {
+	if err := c.r.Device.SynchronizeContext(ctx); err != nil {
 		return fmt.Errorf("collectives: initialising symmetric memory: %w", err)
 	}
 	if err := c.r.NVSHMEM.BarrierAllContext(ctx); err != nil {

@@ -90,7 +90,16 @@ func (c *Comm) Capture(ctx context.Context, record func() error) (*jit.GraphExec
 	if err := s.BeginCapture(); err != nil {
 		return nil, fmt.Errorf("collectives: Capture: %w", err)
 	}
+	ended := false
+	defer func() {
+		if !ended { // record panicked: end the capture, so that later calls run, not record
+			if g, err := s.EndCapture(); err == nil {
+				g.Close()
+			}
+		}
+	}()
 	rerr := record()
+	ended = true
 	g, err := s.EndCapture()
 	if rerr != nil {
 		if g != nil {

@@ -263,7 +263,7 @@ func (m *MoE) Check(ctx context.Context) error {
 		return err
 	}
 	p := make([]byte, 8)
-	if err := m.c.r.Device.Synchronize(); err != nil {
+	if err := m.c.r.Device.SynchronizeContext(ctx); err != nil {
 		return err
 	}
 	if err := m.c.r.Device.CopyDtoH(p, m.status.own); err != nil {

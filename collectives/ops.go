@@ -15,6 +15,9 @@ import (
 
 var errClosed = errors.New("collectives: the Comm is closed")
 
+// errNilComm is what the methods of a nil *Comm report (wrapped with the call).
+var errNilComm = errors.New("nil *Comm (make one with New)")
+
 // flatAlgorithm names the flat algorithm in flatCheck's error (Options.Algorithm flat).
 const flatAlgorithm = "the flat algorithm (Options.Algorithm)"
 
@@ -65,6 +68,9 @@ func (c *call) attrs() []any {
 
 // begin checks what every call needs: an open Comm, a live context, buffers of this Comm.
 func (c *Comm) begin(ctx context.Context, what string, bufs ...*Buffer) error {
+	if c == nil {
+		return fmt.Errorf("collectives: %s: %w", what, errNilComm)
+	}
 	if ctx == nil {
 		return fmt.Errorf("collectives: %s: nil context", what)
 	}
@@ -191,7 +197,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
-	if n < 1 {
+	if c == nil || n < 1 {
 		return ""
 	}
 	if p := c.allReducePlanAcross(dt, n); p.alg != AlgFlat {
@@ -404,7 +410,7 @@ func (c *Comm) reduceScatterPlanAcross(dt dsl.Type, m int) plan {
 // nvshmem_reducescatter_ring (at most kernels.CollMaxGPUs ranks); on one node
 // mm_reducescatter with multicast (and a multimem form of op), else p2p_reducescatter.
 func (c *Comm) ReduceScatterAlgorithm(dt dsl.Type, op Op, m int) string {
-	if checkOp(op) != nil || m < 1 || !supported(dt) {
+	if c == nil || checkOp(op) != nil || m < 1 || !supported(dt) {
 		return ""
 	}
 	if p := c.reduceScatterPlanAcross(dt, m); p.alg != AlgFlat {
@@ -493,7 +499,7 @@ func (c *Comm) allGatherPlanAcross(dt dsl.Type, n int) plan {
 // nvshmem_allgather_ring; on one node mm_allgather with multicast and parts of a multiple
 // of 4 bytes, else p2p_allgather (fp8 only with the former).
 func (c *Comm) AllGatherAlgorithm(dt dsl.Type, n int) string {
-	if n < 1 || !supported(dt) {
+	if c == nil || n < 1 || !supported(dt) {
 		return ""
 	}
 	if p := c.allGatherPlanAcross(dt, n); p.alg != AlgFlat {

@@ -83,10 +83,20 @@ func rankList(ranks []int) string {
 
 // Topology returns how the Comm's ranks are spread over nodes (NVLink domains), as learnt at
 // New, and whether the multimem (NVLink SHARP) kernels are in use.
-func (c *Comm) Topology() Topology { return c.node.topo }
+func (c *Comm) Topology() Topology {
+	if c == nil {
+		return Topology{}
+	}
+	return c.node.topo
+}
 
 // NodeRank returns this rank's node and its index among the node's GPUs.
-func (c *Comm) NodeRank() (node, local int) { return c.node.index, c.node.local }
+func (c *Comm) NodeRank() (node, local int) {
+	if c == nil {
+		return 0, 0
+	}
+	return c.node.index, c.node.local
+}
 
 // flatCheck refuses a single-node (flat) kernel, or the flat algorithm, on a topology of
 // several nodes: it would dereference peer pointers of ranks on other nodes.

@@ -661,6 +661,9 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if n := b.X * b.Y * b.Z; n > 1024 {
 		return fmt.Errorf("jit: launch of %s: block %dx%dx%d has %d threads; the limit is 1024", f.sig.Name, b.X, b.Y, b.Z, n)
 	}
+	if err := checkDims(g, b); err != nil {
+		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
+	}
 	if cfg.SharedMem < 0 {
 		return fmt.Errorf("jit: launch of %s: negative dynamic shared memory %d", f.sig.Name, cfg.SharedMem)
 	}

@@ -211,10 +211,17 @@ func (s *NVSHMEM) Malloc(n int64) (*Memory, error) { return s.MallocContext(cont
 
 // MallocContext is Malloc whose wait for the other ranks ends with ctx (Background: no bound but
 // RanksOptions.Context) on the emulator, failing every rank and naming those that never
-// called it. On GPUs nvshmem_malloc's own wait cannot be interrupted.
+// called it. On GPUs nvshmem_malloc's own wait cannot be interrupted: an ended ctx is
+// refused before the call, as on the emulator.
 func (s *NVSHMEM) MallocContext(ctx context.Context, n int64) (*Memory, error) {
+	if ctx == nil {
+		return nil, errors.New("jit: NVSHMEM.MallocContext: nil context")
+	}
 	if err := s.live(); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("jit: NVSHMEM.Malloc: %w", err)
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("jit: NVSHMEM.Malloc(%d): size must be positive", n)
@@ -286,6 +293,9 @@ func (s *NVSHMEM) PeerPtr(p Pointer, pe int) (DevicePtr, error) {
 	if pe < 0 || pe >= s.NPEs() {
 		return 0, fmt.Errorf("jit: PeerPtr: PE %d out of range [0, %d)", pe, s.NPEs())
 	}
+	if err := s.onHeap("PeerPtr", p); err != nil {
+		return 0, err
+	}
 	q := s.impl.ptr(p.DevPtr(), pe)
 	if q == 0 {
 		if node := s.NodePEs(); !slices.Contains(node, pe) {
@@ -294,6 +304,24 @@ func (s *NVSHMEM) PeerPtr(p Pointer, pe int) (DevicePtr, error) {
 		return 0, fmt.Errorf("jit: PE %d's memory is not reachable by load/store from PE %d (nvshmem_ptr returned NULL): no peer access between the GPUs; use put/get", pe, s.MyPE())
 	}
 	return q, nil
+}
+
+// onHeap returns an error naming op unless p is an address inside a live allocation of
+// this PE's symmetric heap (Malloc, SymAlloc): nvshmem_ptr and nvshmemx_mc_ptr return NULL
+// for any other, which is no lack of peer access or multicast.
+func (s *NVSHMEM) onHeap(op string, p Pointer) error {
+	if p == nil {
+		return fmt.Errorf("jit: %s of a nil pointer: pass symmetric memory (NVSHMEM.Malloc, SymAlloc)", op)
+	}
+	a := p.DevPtr()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.mems {
+		if a >= m.ptr && uint64(a-m.ptr) < uint64(m.size) {
+			return nil
+		}
+	}
+	return fmt.Errorf("jit: %s: address %#x is not in a live allocation of NVSHMEM's symmetric heap (NVSHMEM.Malloc, SymAlloc): only symmetric memory has peer and multicast addresses", op, uint64(a))
 }
 
 // MulticastPtr returns the NVLink SHARP multicast address of symmetric memory p for the
@@ -318,6 +346,9 @@ const (
 
 func (s *NVSHMEM) mcPtr(p Pointer, team int) (DevicePtr, error) {
 	if err := s.live(); err != nil {
+		return 0, err
+	}
+	if err := s.onHeap("MulticastPtr", p); err != nil {
 		return 0, err
 	}
 	q := s.impl.mcPtr(p.DevPtr(), team)

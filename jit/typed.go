@@ -324,7 +324,10 @@ func (f *Function) LaunchArgs(cfg LaunchConfig, args any) error {
 		return errors.New("jit: LaunchArgs of a nil *Function (look kernels up with Module.Function)")
 	}
 	v := reflect.ValueOf(args)
-	if v.Kind() == reflect.Pointer && !v.IsNil() {
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return fmt.Errorf("jit: launch of %s: the arguments are a nil %s", f.sig.Name, v.Type())
+		}
 		v = v.Elem()
 	}
 	if !v.IsValid() {

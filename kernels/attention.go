@@ -84,6 +84,9 @@ func (c AttentionConfig) Check() error {
 	if rows := c.Threads() / min(c.HeadDim/8, c.Threads()); c.BN%rows != 0 || c.BM%rows != 0 {
 		return fmt.Errorf("attention: %d threads copy %d rows at a time, which do not tile %d x %d", c.Threads(), rows, c.BM, c.BN)
 	}
+	if c.BM > 1024 { // bounded before SharedBytes, whose product would overflow
+		return fmt.Errorf("attention: BM %d: want at most 1024 query rows (their tiles must fit an H100's 227 KiB of shared memory)", c.BM)
+	}
 	if c.SharedBytes() > 227*1024 {
 		return fmt.Errorf("attention: %d bytes of shared memory (more than an H100's 227 KiB)", c.SharedBytes())
 	}

@@ -107,12 +107,20 @@ func (c GemmConfig) Check() error {
 		return fmt.Errorf("gemm: output type %s (want f16, bf16 or f32)", c.Out)
 	case !pow2(c.BM) || !pow2(c.BN) || !pow2(c.BK) || c.BK < 16 || c.BK > 64 || c.DoubleBuffer && c.BK < 32:
 		return fmt.Errorf("gemm: tile %dx%dx%d: want powers of two, BK in 16..64 (32..64 double-buffered)", c.BM, c.BN, c.BK)
-	case c.WarpsM <= 0 || c.WarpsN <= 0 || c.BM%(16*c.WarpsM) != 0 || c.BN%(16*c.WarpsN) != 0:
+	case c.WarpsM <= 0 || c.WarpsN <= 0 || c.WarpsM > 32 || c.WarpsN > 32 || c.WarpsM*c.WarpsN > 32:
+		return fmt.Errorf("gemm: %dx%d warps: want 1 to 32 warps in all (a block has at most 1024 threads)", c.WarpsM, c.WarpsN)
+	case c.BM%(16*c.WarpsM) != 0 || c.BN%(16*c.WarpsN) != 0:
 		return fmt.Errorf("gemm: %dx%d warps do not tile %dx%d in 16x16 steps", c.WarpsM, c.WarpsN, c.BM, c.BN)
-	case c.Stages < 2:
-		return fmt.Errorf("gemm: %d stages (want at least 2)", c.Stages)
+	case c.Stages < 2 || c.Stages > 8:
+		return fmt.Errorf("gemm: %d stages (want 2..8)", c.Stages)
 	case c.MinBlocks < 0 || c.MinBlocks > 8:
 		return fmt.Errorf("gemm: %d blocks per SM (want 0..8)", c.MinBlocks)
+	case c.IssueAfter < 0:
+		return fmt.Errorf("gemm: IssueAfter %d: want 0 (right after the barrier) or more (a negative one never issues the next tiles' loads)", c.IssueAfter)
+	}
+	// BM, BN <= 2^20 keep SharedBytes' products far from overflowing.
+	if c.BM > 1<<20 || c.BN > 1<<20 || c.SharedBytes() > gemmSM90MaxShared {
+		return fmt.Errorf("gemm: %d stages of %dx%d and %dx%d tiles need more than the %d bytes of shared memory of an sm_90 block", c.Stages, c.BM, c.BK, c.BK, c.BN, gemmSM90MaxShared)
 	}
 	// The epilogue: threads cover whole rows of the tile in 16-byte runs.
 	if cols := c.BN / (16 / c.Out.Bytes()); cols > c.Threads() || c.BM%(c.Threads()/cols) != 0 {

@@ -398,8 +398,11 @@ func (g *GemmTimer) timeBatch(ctx context.Context, r *gemmRun, n int) (time.Dura
 	if err := g.e1.Record(g.s); err != nil {
 		return 0, Abort(err)
 	}
-	if err := g.e1.Synchronize(); err != nil { // a kernel fault: the device is lost
-		return 0, Abort(err)
+	if err := g.s.SynchronizeContext(ctx); err != nil { // e1 is the stream's last work
+		if ctx.Err() != nil {
+			return 0, err // the caller gave up (on GPUs the kernel runs on)
+		}
+		return 0, Abort(err) // a kernel fault: the device is lost
 	}
 	t, err := g.e0.Elapsed(g.e1)
 	if err != nil {
@@ -536,7 +539,10 @@ func (g *GemmTimer) check(ctx context.Context, r *gemmRun, name string) error {
 	if err := r.launch(ctx); err != nil {
 		return err
 	}
-	if err := g.s.Synchronize(); err != nil {
+	if err := g.s.SynchronizeContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
 		return Abort(err)
 	}
 	eps := map[dsl.Type]float64{dsl.BF16: 0x1p-7, dsl.F16: 0x1p-10, dsl.F32: 0x1p-20}[p.Out]

@@ -140,7 +140,8 @@ func runTune(e *env, args []string) error {
 		if err := p.Check(); err != nil {
 			return usagef("%s: %s", p, strings.TrimPrefix(err.Error(), "tune: "))
 		}
-		if b == jit.Emulator && int64(p.M)*int64(p.N)+int64(p.M)*int64(p.K)+int64(p.K)*int64(p.N) > maxEmuTuneElems {
+		// In float64: the int64 sum of three products of extents up to 2^31 wraps.
+		if b == jit.Emulator && float64(p.M)*float64(p.N)+float64(p.M)*float64(p.K)+float64(p.K)*float64(p.N) > maxEmuTuneElems {
 			return usagef("%s on the emulator: A, B and D hold more than %d elements (the emulator runs every thread on the CPU; use --backend cuda)", p, maxEmuTuneElems)
 		}
 	}

@@ -31,6 +31,9 @@ import (
 // it; collectives.Comm.AllocContext) and returns it as a row-major tensor of shape, with
 // the buffer (Free it, collectively, when done).
 func Alloc[T jit.Elem](ctx context.Context, c *collectives.Comm, shape ...int) (ops.Tensor[T], *collectives.Buffer, error) {
+	if c == nil {
+		return ops.Tensor[T]{}, nil, fmt.Errorf("dist: Alloc: nil Comm")
+	}
 	if len(shape) < 1 || len(shape) > ops.MaxRank {
 		return ops.Tensor[T]{}, nil, fmt.Errorf("dist: Alloc: rank %d: want 1 to %d dimensions", len(shape), ops.MaxRank)
 	}
