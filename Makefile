@@ -25,7 +25,7 @@ test-go:
 ## test-race: the race detector over the packages that build kernels or run ranks from several
 ## goroutines (jit runs under it in test-cuda); about 2 minutes on 2 cores
 test-race:
-	CGO_ENABLED=1 $(GO) test -count=1 -race ./dsl ./kernels ./collectives
+	CGO_ENABLED=1 $(GO) test -count=1 -race -timeout 30m ./dsl ./kernels ./collectives
 
 ## test-fuzz: every fuzzer for FUZZTIME each (seeded with small inputs; a failure writes its input under testdata/fuzz;
 ## scripts/fuzz.sh retries once Go 1.26's bare deadline race, go.dev/issue/75804)

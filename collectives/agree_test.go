@@ -137,6 +137,8 @@ func missingRank(t *testing.T, mc bool, what, want string, call func(e *rankEnv,
 	errs := map[int]error{}
 	release := make(chan struct{})
 	done := make(chan error, 1)
+	calling := make(chan struct{}) // closed when a rank begins the call: the deadline's clock starts
+	var once sync.Once
 	go func() {
 		done <- runRanksErr(3, mc, false, 0, testOpts, func(e *rankEnv) error {
 			b, err := e.c.Alloc(dsl.F32, 1000)
@@ -147,6 +149,7 @@ func missingRank(t *testing.T, mc bool, what, want string, call func(e *rankEnv,
 				<-release
 				return nil
 			}
+			once.Do(func() { close(calling) })
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
 			err = call(e, b, ctx)
@@ -159,13 +162,26 @@ func missingRank(t *testing.T, mc bool, what, want string, call func(e *rankEnv,
 			return err
 		})
 	}()
+	// Setup (the Comm, its kernels, the allocation) and teardown may take long under the race
+	// detector on a loaded machine: the deadline's check times the two calls alone (release
+	// closes when both have returned).
+	select {
+	case <-calling:
+	case err := <-done:
+		t.Fatalf("the ranks ended before the call: %v", err)
+	}
+	select {
+	case <-release:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not honour its context's deadline", what)
+	}
 	select {
 	case err := <-done:
 		if err == nil {
 			t.Fatal("every rank succeeded")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not honour its context's deadline", what)
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the ranks did not end after %s returned", what)
 	}
 	for r := 0; r < 2; r++ {
 		if err := errs[r]; err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
