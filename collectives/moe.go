@@ -148,25 +148,50 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	return m, nil
 }
 
-// Config returns the MoE's shape (Capacity filled in).
-func (m *MoE) Config() MoEConfig { return m.cfg }
+// Config returns the MoE's shape (Capacity filled in); the zero config for a nil MoE.
+func (m *MoE) Config() MoEConfig {
+	if m == nil {
+		return MoEConfig{}
+	}
+	return m.cfg
+}
 
 // Recv, Src, Counts and Offsets belong to the MoE (freed with the Comm: do not Free them);
-// each Dispatch rewrites them.
+// each Dispatch rewrites them. A nil MoE has none (nil).
 //
 // Recv is this GPU's receive buffer, [Capacity, Hidden] bf16: local expert j's rows at
 // [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k).
-func (m *MoE) Recv() *Buffer { return m.recvBuf }
+func (m *MoE) Recv() *Buffer {
+	if m == nil {
+		return nil
+	}
+	return m.recvBuf
+}
 
 // Src is each received row's source: rank*Tokens*TopK + token*TopK + k (i32, Capacity).
-func (m *MoE) Src() *Buffer { return m.srcBuf }
+func (m *MoE) Src() *Buffer {
+	if m == nil {
+		return nil
+	}
+	return m.srcBuf
+}
 
 // Counts is this GPU's received rows per local expert (i32, Experts/NumGPUs).
-func (m *MoE) Counts() *Buffer { return m.counts }
+func (m *MoE) Counts() *Buffer {
+	if m == nil {
+		return nil
+	}
+	return m.counts
+}
 
 // Offsets is where each local expert's rows start in Recv (i32, Experts/NumGPUs+1; the
 // last: the rows received).
-func (m *MoE) Offsets() *Buffer { return m.offsets }
+func (m *MoE) Offsets() *Buffer {
+	if m == nil {
+		return nil
+	}
+	return m.offsets
+}
 
 func (m *MoE) live(what string) error {
 	if m == nil || m.c == nil {

@@ -151,3 +151,22 @@ func excerptOf(s string) string {
 	}
 	return s
 }
+
+// TestNilMoE: a nil MoE's accessors return zero values and its calls return errors naming
+// it, never a panic.
+func TestNilMoE(t *testing.T) {
+	var m *MoE
+	if m.Config() != (MoEConfig{}) || m.Recv() != nil || m.Src() != nil || m.Counts() != nil || m.Offsets() != nil {
+		t.Error("a nil MoE's accessors returned something")
+	}
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"Dispatch": m.Dispatch(ctx, nil, nil),
+		"Combine":  m.Combine(ctx, nil, nil, nil),
+		"Check":    m.Check(ctx),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "nil or freed MoE") {
+			t.Errorf("%s on a nil MoE: %v", name, err)
+		}
+	}
+}
