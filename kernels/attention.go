@@ -233,21 +233,8 @@ func Attention(k *dsl.Kernel, cfg AttentionConfig) {
 	NS, NO := BN/8, D/8                                                     // n-tiles of S and of O
 	rows := 2 * MM                                                          // rows a thread holds: (mm, half)
 	sIdx := func(r, n, c int) int { return c + 2*(r%2) + 4*(r/2) + 4*MM*n } // S and O register of row r, n-tile n, column c
-	negInf := k.Const(dsl.F32, math.Inf(-1))
-	scaleLog2 := a.Scale.Mul(float32(math.Log2E))
-	mRow, lRow := make([]dsl.Value, rows), make([]dsl.Value, rows)
-	for r := range rows {
-		mRow[r] = k.Var(dsl.F32, negInf) // running max of the raw scores
-		lRow[r] = k.Var(dsl.F32, 0.0)    // this thread's part of the running sum
-	}
-	quadMax := func(x dsl.Value) dsl.Value {
-		x = x.Max(k.ShuffleXor(x, uint32(1)))
-		return x.Max(k.ShuffleXor(x, uint32(2)))
-	}
-	quadSum := func(x dsl.Value) dsl.Value {
-		x = x.Add(k.ShuffleXor(x, uint32(1)))
-		return x.Add(k.ShuffleXor(x, uint32(2)))
-	}
+	sm := newOnlineSoftmax(k, MM, a.Scale)
+	negInf, mRow, lRow, quadSum := sm.negInf, sm.m, sm.l, sm.quadSum
 
 	pipe.Wait(k.Const(dsl.I32, 0)) // Q (and key tile 0) landed
 	for kb := 0; kb < D/16; kb++ {
@@ -285,48 +272,9 @@ func Attention(k *dsl.Kernel, cfg AttentionConfig) {
 			}
 		})
 
-		// Online softmax, row by row.
-		for r := range rows {
-			mx := mRow[r]
-			for n := range NS {
-				for c := range 2 {
-					mx = mx.Max(tS.Get(sIdx(r, n, c)))
-				}
-			}
-			mx = quadMax(mx)
-			// exp2 offsets: 0 for a row with no key yet (m = -inf), so that its -inf
-			// scores give 0, not NaN.
-			ms := k.Select(mx.Eq(negInf), k.Const(dsl.F32, 0.0), mx.Mul(scaleLog2))
-			corr := k.FMA(mRow[r], scaleLog2, ms.Neg()).Exp2()
-			sum := k.Const(dsl.F32, 0.0)
-			for n := range NS {
-				for c := range 2 {
-					i := sIdx(r, n, c)
-					p := k.FMA(tS.Get(i), scaleLog2, ms.Neg()).Exp2()
-					tS.Set(i, p)
-					sum = sum.Add(p)
-				}
-			}
-			k.Set(lRow[r], k.FMA(lRow[r], corr, sum))
-			k.Set(mRow[r], mx)
-			for n := range NO {
-				for c := range 2 {
-					i := sIdx(r, n, c)
-					tO.Set(i, tO.Get(i).Mul(corr))
-				}
-			}
-		}
-
-		// P in the A registers: k-block kb is n-tiles 2kb and 2kb+1 of S; A register
-		// j of a 16-row atom holds row half j%2 of n-tile 2kb + j/2.
-		for kb := range BN / 16 {
-			for mm := range MM {
-				for j := range 4 {
-					r, n := 2*mm+j%2, 2*kb+j/2
-					tP.Set(j+4*mm+4*MM*kb, k.Pack2(tS.Get(sIdx(r, n, 0)), tS.Get(sIdx(r, n, 1)), cfg.In))
-				}
-			}
-		}
+		// Online softmax, row by row; P into the A registers.
+		sm.step(tS, tO, NS, NO)
+		sm.packP(tP, tS, BN/16, cfg.In)
 		// O += P V.
 		for kb := 0; kb < BN/16; kb++ {
 			ldV.Copy(stageOf(tsV, st).Slice(2, kb), tV.Slice(2, kb))

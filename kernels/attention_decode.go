@@ -327,21 +327,8 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 		}
 	}
 
-	negInf := k.Const(dsl.F32, math.Inf(-1))
-	scaleLog2 := a.Scale.Mul(float32(math.Log2E))
-	mRow, lRow := make([]dsl.Value, nr), make([]dsl.Value, nr)
-	for r := range nr {
-		mRow[r] = k.Var(dsl.F32, negInf) // running max of the raw scores
-		lRow[r] = k.Var(dsl.F32, 0.0)    // this thread's part of the running sum
-	}
-	quadMax := func(x dsl.Value) dsl.Value {
-		x = x.Max(k.ShuffleXor(x, uint32(1)))
-		return x.Max(k.ShuffleXor(x, uint32(2)))
-	}
-	quadSum := func(x dsl.Value) dsl.Value {
-		x = x.Add(k.ShuffleXor(x, uint32(1)))
-		return x.Add(k.ShuffleXor(x, uint32(2)))
-	}
+	sm := newOnlineSoftmax(k, MM, a.Scale)
+	negInf, scaleLog2, mRow, lRow, quadSum := sm.negInf, sm.scaleLog2, sm.m, sm.l, sm.quadSum
 	cS := thr.PartitionC(k.IdentityTensor(BM, KW))
 	wKey := warp.Mul(uint32(KW)).To(dsl.I32)
 
@@ -374,45 +361,9 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 			}
 		})
 
-		// Online softmax, row by row (kernels.Attention's).
-		for r := range nr {
-			mx := mRow[r]
-			for n := range NS {
-				for c := range 2 {
-					mx = mx.Max(tS.Get(sIdx(r, n, c)))
-				}
-			}
-			mx = quadMax(mx)
-			ms := k.Select(mx.Eq(negInf), k.Const(dsl.F32, 0.0), mx.Mul(scaleLog2))
-			corr := k.FMA(mRow[r], scaleLog2, ms.Neg()).Exp2()
-			sum := k.Const(dsl.F32, 0.0)
-			for n := range NS {
-				for c := range 2 {
-					i := sIdx(r, n, c)
-					p := k.FMA(tS.Get(i), scaleLog2, ms.Neg()).Exp2()
-					tS.Set(i, p)
-					sum = sum.Add(p)
-				}
-			}
-			k.Set(lRow[r], k.FMA(lRow[r], corr, sum))
-			k.Set(mRow[r], mx)
-			for n := range NO {
-				for c := range 2 {
-					i := sIdx(r, n, c)
-					tO.Set(i, tO.Get(i).Mul(corr))
-				}
-			}
-		}
-
-		// P into A registers, O += P V.
-		for kb := range KW / 16 {
-			for mm := range MM {
-				for j := range 4 {
-					r, n := 2*mm+j%2, 2*kb+j/2
-					tP.Set(j+4*mm+4*MM*kb, k.Pack2(tS.Get(sIdx(r, n, 0)), tS.Get(sIdx(r, n, 1)), cfg.In))
-				}
-			}
-		}
+		// Online softmax, row by row; P into the A registers; O += P V.
+		sm.step(tS, tO, NS, NO)
+		sm.packP(tP, tS, KW/16, cfg.In)
 		for kb := 0; kb < KW/16; kb++ {
 			ldV.Copy(stageOf(tsV, st).Slice(2, kb), tV.Slice(2, kb))
 			k.Gemm(mma, tP.Slice(2, kb), tV.Slice(2, kb), tO)
