@@ -244,20 +244,9 @@ func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, a
 	}
 	dA := desc(aAddr, opA.Desc)
 	dB := desc(b.addr.Add(uint64(b.off)), opB.Desc)
-	scaleD := ptx.Operand(ptx.IntImm(ptx.S64, 1))
-	if m.accumulate.k != nil {
-		if !k.own(m.accumulate, "Gemm") {
-			return
-		}
-		if m.accumulate.t != Bool {
-			k.errorf("Gemm: Accumulating takes a Bool, not %s", m.accumulate.t)
-			return
-		}
-		if m.accumulate.IsConst() {
-			scaleD = ptx.IntImm(ptx.S64, int64(m.accumulate.op.(ptx.Imm).Bits&1))
-		} else {
-			scaleD = k.operand(m.accumulate)
-		}
+	scaleD, ok := m.scaleD(k, "Gemm")
+	if !ok {
+		return
 	}
 	accs := make(ptx.Vec, len(acc.regs))
 	for i, r := range acc.regs {
@@ -278,6 +267,24 @@ func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, a
 			Types: []ptx.Type{ptx.F32, at.ptxA, at.ptxB}, Args: args})
 	}
 	k.emit(&ptx.Instr{Op: "wgmma.commit_group", Q: []string{"sync", "aligned"}})
+}
+
+// scaleD is the scale-d operand of the first K block: 1, or Accumulating's Bool.
+func (m TiledGMMA) scaleD(k *Kernel, what string) (ptx.Operand, bool) {
+	if m.accumulate.k == nil {
+		return ptx.IntImm(ptx.S64, 1), true
+	}
+	if !k.own(m.accumulate, what) {
+		return nil, false
+	}
+	if m.accumulate.t != Bool {
+		k.errorf("%s: Accumulating takes a Bool, not %s", what, m.accumulate.t)
+		return nil, false
+	}
+	if m.accumulate.IsConst() {
+		return ptx.IntImm(ptx.S64, int64(m.accumulate.op.(ptx.Imm).Bits&1)), true
+	}
+	return k.operand(m.accumulate), true
 }
 
 // WarpgroupRegAlloc raises the calling warpgroup's register limit to n (setmaxnreg.inc,
