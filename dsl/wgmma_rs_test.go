@@ -14,13 +14,18 @@ import (
 // attnChain is FA3's two-GEMM chain for one warpgroup: S = Q K^T (Q 64 x d, K kv x d, both
 // K-major in shared memory), P = bf16(S) in registers (AccToA), O = P V with V (kv x d,
 // row-major in global memory: an N-major B) in shared memory and P as wgmma's A registers.
-type attnChain struct{ d, kv int }
+// With softmax, P = exp2((S - rowmax) / 8) and O is divided by the row sums of P (the
+// AccView's RowReduce), and each thread stores its rows' max and sum at ml[4t + 2r + {0,1}].
+type attnChain struct {
+	d, kv   int
+	softmax bool
+}
 
 func (c attnChain) build(t testing.TB) *dsl.Kernel {
 	t.Helper()
 	k := dsl.New("chain", dsl.WithTarget(ptx.SM90a))
 	q, kk, v := k.PtrParam("q", dsl.BF16), k.PtrParam("k", dsl.BF16), k.PtrParam("v", dsl.BF16)
-	out := k.PtrParam("o", dsl.F32)
+	out, ml := k.PtrParam("o", dsl.F32), k.PtrParam("ml", dsl.F32)
 	tile := func(major dsl.GMMAMajor, mn, kext int) dsl.SharedTile {
 		la, err := dsl.GMMALayoutAtom(dsl.BF16, major, 128)
 		if err != nil {
@@ -65,12 +70,37 @@ func (c attnChain) build(t testing.TB) *dsl.Kernel {
 	accS := qk.Accumulators(k)
 	qk.Gemm(k, 0, sQ, sK, 0, accS)
 	k.WaitGroup(0)
-	p := qk.AccToA(k, accS, dsl.BF16)
+	pf := accS
+	var sums []dsl.Value
+	if c.softmax {
+		view := qk.AccView(k, tid)
+		mx := view.RowReduce(accS, dsl.Max)
+		e := make([]dsl.Value, atomS.AccRegs())
+		for r, regs := range view.Rows() {
+			for _, i := range regs {
+				e[i] = accS.Get(i).Sub(mx[r]).Mul(float32(0.125)).Exp2()
+			}
+		}
+		pf = k.FragmentOf(e...)
+		sums = view.RowReduce(pf, dsl.Sum)
+		for r := range sums {
+			k.Store(ml.At(tid.Mul(uint32(4)).Add(uint32(2*r))), mx[r])
+			k.Store(ml.At(tid.Mul(uint32(4)).Add(uint32(2*r+1))), sums[r])
+		}
+	}
+	p := qk.AccToA(k, pf, dsl.BF16)
 	accO := pv.Accumulators(k)
 	pv.Accumulating(k.Const(dsl.Bool, false)).GemmRS(k, p, sV, 0, accO)
 	k.WaitGroup(0)
-	for i, x := range accO.Values() {
-		k.Store(out.At(tid.Add(uint32(128*i))), x)
+	vo := pv.AccView(k, tid)
+	for r, regs := range vo.Rows() {
+		for _, i := range regs {
+			x := accO.Get(i)
+			if c.softmax {
+				x = x.Div(sums[r])
+			}
+			k.Store(out.At(tid.Add(uint32(128*i))), x)
+		}
 	}
 	return k
 }
@@ -83,7 +113,7 @@ func (c attnChain) run(t *testing.T) {
 	kf, kb := elems(dsl.BF16, c.kv*c.d, 2)
 	vf, vb := elems(dsl.BF16, c.kv*c.d, 3)
 	var ptrs []uint64
-	for _, b := range [][]byte{qb, kb, vb, make([]byte, 4*64*c.d)} {
+	for _, b := range [][]byte{qb, kb, vb, make([]byte, 4*64*c.d), make([]byte, 4*4*128)} {
 		p, err := sys.Malloc(0, len(b))
 		if err != nil {
 			t.Fatal(err)
@@ -94,22 +124,52 @@ func (c attnChain) run(t *testing.T) {
 		ptrs = append(ptrs, p)
 	}
 	if err := sys.Launch(emu.Launch{Module: m, Entry: "chain", Grid: emu.D1(1), Block: emu.D1(128),
-		Args: []any{ptrs[0], ptrs[1], ptrs[2], ptrs[3]}}); err != nil {
+		Args: []any{ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := emu.ReadSlice[float32](sys, ptrs[3], 64*c.d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The float64 reference: S exact (small multiples of 1/2), P = S rounded to bf16.
+	// The float64 reference: S exact (small multiples of 1/2), P = S (or its exp2) rounded to
+	// bf16, the row max exact and the row sum of the unrounded exp2.
 	p := make([]float64, 64*c.kv)
+	mx, sum := make([]float64, 64), make([]float64, 64)
 	for i := 0; i < 64; i++ {
+		mx[i] = math.Inf(-1)
 		for j := 0; j < c.kv; j++ {
 			s := 0.0
 			for x := 0; x < c.d; x++ {
 				s += qf[i*c.d+x] * kf[j*c.d+x]
 			}
-			p[i*c.kv+j] = float64(fp.BF16ToF32(fp.F32ToBF16(float32(s))))
+			p[i*c.kv+j] = s
+			mx[i] = max(mx[i], s)
+		}
+		for j := 0; j < c.kv; j++ {
+			if c.softmax {
+				p[i*c.kv+j] = math.Exp2((p[i*c.kv+j] - mx[i]) / 8)
+				sum[i] += p[i*c.kv+j]
+			}
+			p[i*c.kv+j] = float64(fp.BF16ToF32(fp.F32ToBF16(float32(p[i*c.kv+j]))))
+		}
+	}
+	tol := 1e-6
+	if c.softmax {
+		tol = 1e-3 // ex2.approx before the bf16 rounding
+		ml, err := emu.ReadSlice[float32](sys, ptrs[4], 4*128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tid := 0; tid < 128; tid++ {
+			for r := 0; r < 2; r++ {
+				row := 16*(tid/32) + tid%32/4 + 8*r
+				if g := float64(ml[4*tid+2*r]); g != mx[row] {
+					t.Fatalf("thread %d: row %d max %g, want %g", tid, row, g, mx[row])
+				}
+				if g := float64(ml[4*tid+2*r+1]); math.Abs(g-sum[row]) > 1e-5*sum[row] {
+					t.Fatalf("thread %d: row %d sum %g, want %g", tid, row, g, sum[row])
+				}
+			}
 		}
 	}
 	atom, _ := dsl.MakeGMMAAtom(dsl.BF16, c.d)
@@ -122,8 +182,11 @@ func (c attnChain) run(t *testing.T) {
 				want += p[row*c.kv+j] * vf[j*c.d+col]
 				mag += math.Abs(p[row*c.kv+j] * vf[j*c.d+col])
 			}
+			if c.softmax {
+				want, mag = want/sum[row], mag/sum[row]
+			}
 			g := float64(got[128*i+tid])
-			if math.Abs(g-want) > 1e-6*mag+1e-6 {
+			if math.Abs(g-want) > tol*mag+1e-6 {
 				if bad < 5 {
 					t.Errorf("O[%d][%d] = %g, want %g", row, col, g, want)
 				}
@@ -136,12 +199,16 @@ func (c attnChain) run(t *testing.T) {
 	}
 }
 
-// TestGemmRSChain runs S = Q K^T, P = bf16(S) from the accumulators, O = P V with P as
-// wgmma's A registers on the emulator against a float64 reference, and assembles it for
-// sm_90a.
+// TestGemmRSChain runs S = Q K^T, P = bf16(S) (or softmax's exp2 with the AccView's row
+// max and sum) from the accumulators, O = P V with P as wgmma's A registers on the emulator
+// against a float64 reference, and assembles it for sm_90a.
 func TestGemmRSChain(t *testing.T) {
-	for _, c := range []attnChain{{64, 64}, {64, 128}, {128, 64}} {
-		t.Run(fmt.Sprintf("d%d_kv%d", c.d, c.kv), c.run)
+	for _, c := range []attnChain{{64, 64, false}, {64, 128, false}, {128, 64, false}, {64, 64, true}, {64, 128, true}} {
+		name := fmt.Sprintf("d%d_kv%d", c.d, c.kv)
+		if c.softmax {
+			name += "_softmax"
+		}
+		t.Run(name, c.run)
 	}
 }
 
