@@ -248,6 +248,15 @@ func TestGemmRSMisuse(t *testing.T) {
 			acc := m.Accumulators(k)
 			return at(func() { m.GemmRS(k, acc, sB, 0, acc) })
 		}},
+		{"SS Gemm over tiles of different stage counts", "tile A has 1 stages, tile B 2; Gemm reads the same run-time stage of both", func(k *dsl.Kernel) int {
+			m, _, sB, _, _, p := hopperParts(k)
+			la, _ := dsl.GMMALayoutAtom(dsl.BF16, dsl.KMajor, 128)
+			l, _ := dsl.TileToShape(la, 64, 64)
+			sQ := k.SharedTile(dsl.BF16, l, 1)
+			st := p.ConsumerState()
+			acc := m.Accumulators(k)
+			return at(func() { m.Gemm(k, 0, sQ, sB, st.Index, acc) })
+		}},
 	}
 	checkMisuses(t, "dsl/wgmma_rs_test.go", cases, dsl.WithTarget(ptx.SM90a))
 }
