@@ -116,14 +116,7 @@ func testAttention(t *testing.T, kvLen int) {
 	attentionKernel(k, kvLen)
 	m, sys := onOneGPU(t, k)
 	assemble(t, m)
-	qf, qb := elems(dsl.BF16, 64*attnD, 1)
-	kf, kb := elems(dsl.BF16, kvLen*attnD, 2)
-	vf, vb := elems(dsl.BF16, kvLen*attnD, 3)
-	for i := range qf { // smaller scores: a softmax over several keys, not one
-		qf[i] /= 4
-		h := fp.F32ToBF16(float32(qf[i]))
-		qb[2*i], qb[2*i+1] = byte(h), byte(h>>8)
-	}
+	d := newAttnData(kvLen)
 	alloc := func(b []byte) uint64 {
 		p, err := sys.Malloc(0, len(b))
 		if err != nil {
@@ -134,29 +127,55 @@ func testAttention(t *testing.T, kvLen int) {
 		}
 		return p
 	}
-	gq, gk, gv, gout := alloc(qb), alloc(kb), alloc(vb), alloc(make([]byte, 4*64*attnD))
-	tmap := func(g uint64, rows int, box []int, swz int) emu.TensorMap {
+	gq, gk, gv, gout := alloc(d.qb), alloc(d.kb), alloc(d.vb), alloc(make([]byte, 4*64*attnD))
+	tmap := func(g uint64, rows int) emu.TensorMap {
 		return emu.TensorMap{Elem: ptx.BF16, Rank: 2, Global: g, Dims: [5]uint64{attnD, uint64(rows)},
-			Strides: [5]uint64{0, 2 * attnD}, Box: [5]uint32{uint32(box[0]), uint32(box[1])}, Swizzle: swz}
+			Strides: [5]uint64{0, 2 * attnD}, Box: [5]uint32{64, 64}, Swizzle: 128}
 	}
-	// Every map is (d, rows) innermost first: Q and K are K-major tiles, V an MN-major one
-	// over the same row-major storage. The boxes are the copies': 64 x 64 here.
-	box := []int{64, 64}
 	if err := sys.Launch(emu.Launch{Module: m, Entry: "attn", Grid: emu.D1(1), Block: emu.D1(256),
-		Args: []any{tmap(gq, 64, box, 128), tmap(gk, kvLen, box, 128), tmap(gv, kvLen, box, 128), gout}}); err != nil {
+		Args: []any{tmap(gq, 64), tmap(gk, kvLen), tmap(gv, kvLen), gout}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := emu.ReadSlice[float32](sys, gout, 64*attnD)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.check(t, got)
+}
+
+// attnData is attentionKernel's inputs as floats and bf16 bytes, row-major: Q (64 x attnD),
+// K and V (kvLen x attnD). Every tensor map is (attnD, rows) innermost first with 64 x 64
+// boxes and the 128-byte swizzle: Q and K K-major tiles, V an MN-major one over the same
+// row-major storage.
+type attnData struct {
+	kvLen      int
+	qf, kf, vf []float64
+	qb, kb, vb []byte
+}
+
+func newAttnData(kvLen int) attnData {
+	d := attnData{kvLen: kvLen}
+	d.qf, d.qb = elems(dsl.BF16, 64*attnD, 1)
+	d.kf, d.kb = elems(dsl.BF16, kvLen*attnD, 2)
+	d.vf, d.vb = elems(dsl.BF16, kvLen*attnD, 3)
+	for i := range d.qf { // smaller scores: a softmax over several keys, not one
+		d.qf[i] /= 4
+		h := fp.F32ToBF16(float32(d.qf[i]))
+		d.qb[2*i], d.qb[2*i+1] = byte(h), byte(h>>8)
+	}
+	return d
+}
+
+// check compares O (64 x attnD, row-major) with a float64 softmax attention.
+func (d attnData) check(t *testing.T, got []float32) {
+	t.Helper()
 	bad := 0
 	for i := 0; i < 64; i++ {
-		s := make([]float64, kvLen)
+		s := make([]float64, d.kvLen)
 		mx := math.Inf(-1)
 		for j := range s {
 			for x := 0; x < attnD; x++ {
-				s[j] += qf[i*attnD+x] * kf[j*attnD+x]
+				s[j] += d.qf[i*attnD+x] * d.kf[j*attnD+x]
 			}
 			mx = max(mx, s[j])
 		}
@@ -168,8 +187,8 @@ func testAttention(t *testing.T, kvLen int) {
 		for c := 0; c < attnD; c++ {
 			want, mag := 0.0, 0.0
 			for j := range s {
-				want += s[j] * vf[j*attnD+c]
-				mag += math.Abs(s[j] * vf[j*attnD+c])
+				want += s[j] * d.vf[j*attnD+c]
+				mag += math.Abs(s[j] * d.vf[j*attnD+c])
 			}
 			want, mag = want/sum, mag/sum
 			// P is rounded to bf16 (2^-9 relative) before P V.

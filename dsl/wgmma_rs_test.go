@@ -109,11 +109,9 @@ func (c attnChain) run(t *testing.T) {
 	k := c.build(t)
 	m, sys := onOneGPU(t, k)
 	assemble(t, m)
-	qf, qb := elems(dsl.BF16, 64*c.d, 1)
-	kf, kb := elems(dsl.BF16, c.kv*c.d, 2)
-	vf, vb := elems(dsl.BF16, c.kv*c.d, 3)
+	qf, kf, vf, in := c.inputs()
 	var ptrs []uint64
-	for _, b := range [][]byte{qb, kb, vb, make([]byte, 4*64*c.d), make([]byte, 4*4*128)} {
+	for _, b := range append(in, make([]byte, 4*64*c.d), make([]byte, 4*4*128)) {
 		p, err := sys.Malloc(0, len(b))
 		if err != nil {
 			t.Fatal(err)
@@ -131,6 +129,24 @@ func (c attnChain) run(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ml, err := emu.ReadSlice[float32](sys, ptrs[4], 4*128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.check(t, qf, kf, vf, got, ml)
+}
+
+// inputs returns Q, K and V as floats and as bf16 bytes (row-major).
+func (c attnChain) inputs() (qf, kf, vf []float64, bytes [][]byte) {
+	qf, qb := elems(dsl.BF16, 64*c.d, 1)
+	kf, kb := elems(dsl.BF16, c.kv*c.d, 2)
+	vf, vb := elems(dsl.BF16, c.kv*c.d, 3)
+	return qf, kf, vf, [][]byte{qb, kb, vb}
+}
+
+// check compares O (got) and the row statistics (ml) with the float64 reference.
+func (c attnChain) check(t *testing.T, qf, kf, vf []float64, got, ml []float32) {
+	t.Helper()
 	// The float64 reference: S exact (small multiples of 1/2), P = S (or its exp2) rounded to
 	// bf16, the row max exact and the row sum of the unrounded exp2.
 	p := make([]float64, 64*c.kv)
@@ -156,10 +172,6 @@ func (c attnChain) run(t *testing.T) {
 	tol := 1e-6
 	if c.softmax {
 		tol = 1e-3 // ex2.approx before the bf16 rounding
-		ml, err := emu.ReadSlice[float32](sys, ptrs[4], 4*128)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for tid := 0; tid < 128; tid++ {
 			for r := 0; r < 2; r++ {
 				row := 16*(tid/32) + tid%32/4 + 8*r
