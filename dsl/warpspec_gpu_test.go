@@ -74,8 +74,8 @@ func gpuFunction(t *testing.T, d *jit.Device, k *dsl.Kernel, entry string) *jit.
 func TestGPUGemmRSChain(t *testing.T) {
 	d := openHopper(t)
 	defer d.Close()
-	for _, c := range []attnChain{{64, 64, false}, {64, 128, false}, {128, 64, false}, {64, 64, true}, {64, 128, true}} {
-		t.Run(fmt.Sprintf("d%d_kv%d_softmax%v", c.d, c.kv, c.softmax), func(t *testing.T) {
+	for _, c := range attnChains {
+		t.Run(c.String(), func(t *testing.T) {
 			f := gpuFunction(t, d, c.build(t), "chain")
 			qf, kf, vf, in := c.inputs()
 			out, err := jit.Alloc[float32](d, 64*c.d)

@@ -19,15 +19,25 @@ import (
 type attnChain struct {
 	d, kv   int
 	softmax bool
+	f16     bool // F16 in place of BF16
+}
+
+// elem is the chain's input type.
+func (c attnChain) elem() dsl.Type {
+	if c.f16 {
+		return dsl.F16
+	}
+	return dsl.BF16
 }
 
 func (c attnChain) build(t testing.TB) *dsl.Kernel {
 	t.Helper()
 	k := dsl.New("chain", dsl.WithTarget(ptx.SM90a))
-	q, kk, v := k.PtrParam("q", dsl.BF16), k.PtrParam("k", dsl.BF16), k.PtrParam("v", dsl.BF16)
+	ab := c.elem()
+	q, kk, v := k.PtrParam("q", ab), k.PtrParam("k", ab), k.PtrParam("v", ab)
 	out, ml := k.PtrParam("o", dsl.F32), k.PtrParam("ml", dsl.F32)
 	tile := func(major dsl.GMMAMajor, mn, kext int) dsl.SharedTile {
-		la, err := dsl.GMMALayoutAtom(dsl.BF16, major, 128)
+		la, err := dsl.GMMALayoutAtom(ab, major, 128)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,14 +45,14 @@ func (c attnChain) build(t testing.TB) *dsl.Kernel {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return k.SharedTile(dsl.BF16, l, 1)
+		return k.SharedTile(ab, l, 1)
 	}
 	sQ, sK, sV := tile(dsl.KMajor, 64, c.d), tile(dsl.KMajor, c.kv, c.d), tile(dsl.MNMajor, c.d, c.kv)
-	atomS, err := dsl.MakeGMMAAtom(dsl.BF16, c.kv)
+	atomS, err := dsl.MakeGMMAAtom(ab, c.kv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	atomO, err := dsl.MakeGMMAAtom(dsl.BF16, c.d)
+	atomO, err := dsl.MakeGMMAAtom(ab, c.d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +98,7 @@ func (c attnChain) build(t testing.TB) *dsl.Kernel {
 			k.Store(ml.At(tid.Mul(uint32(4)).Add(uint32(2*r+1))), sums[r])
 		}
 	}
-	p := qk.AccToA(k, pf, dsl.BF16)
+	p := qk.AccToA(k, pf, ab)
 	accO := pv.Accumulators(k)
 	pv.Accumulating(k.Const(dsl.Bool, false)).GemmRS(k, p, sV, 0, accO)
 	k.WaitGroup(0)
@@ -138,9 +148,9 @@ func (c attnChain) run(t *testing.T) {
 
 // inputs returns Q, K and V as floats and as bf16 bytes (row-major).
 func (c attnChain) inputs() (qf, kf, vf []float64, bytes [][]byte) {
-	qf, qb := elems(dsl.BF16, 64*c.d, 1)
-	kf, kb := elems(dsl.BF16, c.kv*c.d, 2)
-	vf, vb := elems(dsl.BF16, c.kv*c.d, 3)
+	qf, qb := elems(c.elem(), 64*c.d, 1)
+	kf, kb := elems(c.elem(), c.kv*c.d, 2)
+	vf, vb := elems(c.elem(), c.kv*c.d, 3)
 	return qf, kf, vf, [][]byte{qb, kb, vb}
 }
 
@@ -166,7 +176,11 @@ func (c attnChain) check(t *testing.T, qf, kf, vf []float64, got, ml []float32) 
 				p[i*c.kv+j] = math.Exp2((p[i*c.kv+j] - mx[i]) / 8)
 				sum[i] += p[i*c.kv+j]
 			}
-			p[i*c.kv+j] = float64(fp.BF16ToF32(fp.F32ToBF16(float32(p[i*c.kv+j]))))
+			if c.f16 {
+				p[i*c.kv+j] = float64(fp.F16ToF32(fp.F32ToF16(float32(p[i*c.kv+j]))))
+			} else {
+				p[i*c.kv+j] = float64(fp.BF16ToF32(fp.F32ToBF16(float32(p[i*c.kv+j]))))
+			}
 		}
 	}
 	tol := 1e-6
@@ -184,7 +198,7 @@ func (c attnChain) check(t *testing.T, qf, kf, vf []float64, got, ml []float32) 
 			}
 		}
 	}
-	atom, _ := dsl.MakeGMMAAtom(dsl.BF16, c.d)
+	atom, _ := dsl.MakeGMMAAtom(c.elem(), c.d)
 	bad := 0
 	for tid := 0; tid < 128; tid++ {
 		for i := 0; i < atom.AccRegs(); i++ {
@@ -215,13 +229,21 @@ func (c attnChain) check(t *testing.T, qf, kf, vf []float64, got, ml []float32) 
 // max and sum) from the accumulators, O = P V with P as wgmma's A registers on the emulator
 // against a float64 reference, and assembles it for sm_90a.
 func TestGemmRSChain(t *testing.T) {
-	for _, c := range []attnChain{{64, 64, false}, {64, 128, false}, {128, 64, false}, {64, 64, true}, {64, 128, true}} {
-		name := fmt.Sprintf("d%d_kv%d", c.d, c.kv)
-		if c.softmax {
-			name += "_softmax"
-		}
-		t.Run(name, c.run)
+	for _, c := range attnChains {
+		t.Run(c.String(), c.run)
 	}
+}
+
+// attnChains are the chains TestGemmRSChain (and the GPU test) run.
+var attnChains = []attnChain{{64, 64, false, false}, {64, 128, false, false}, {128, 64, false, false},
+	{64, 64, true, false}, {64, 128, true, false}, {64, 64, false, true}, {64, 128, true, true}}
+
+func (c attnChain) String() string {
+	name := fmt.Sprintf("%s_d%d_kv%d", c.elem(), c.d, c.kv)
+	if c.softmax {
+		name += "_softmax"
+	}
+	return name
 }
 
 // TestGemmRSMisuse: RS wgmma misuse is reported by Build at the caller's line.
