@@ -6,8 +6,8 @@ import (
 	"slices"
 )
 
-// AccView places a thread's accumulator registers of a TiledGMMA in its warpgroup's 64 x N
-// tile, from the atom's C layout (CuTe's partition of an identity tensor by the thread's C
+// AccView places a thread's accumulator registers of a TiledGMMA in the 64 x N tile of its
+// warpgroup (or the TiledGMMA's whole tile, see TiledGMMA.AccView), from the atom's C layout (CuTe's partition of an identity tensor by the thread's C
 // layout): register i lies at row Row() + RowOff[i] and column Col() + ColOff[i]. Epilogues
 // index memory with it; softmax reduces over rows with Rows and RowReduce.
 type AccView struct {
@@ -23,9 +23,12 @@ type AccView struct {
 // thread index's top mode).
 type accTerm struct{ div, mod, mul int }
 
-// AccView returns the view of the calling thread's accumulators; t is its index in its
-// warpgroup (0..127, a U32 Value: the thread index & 127). A C layout whose thread and value
-// parts do not add (no GMMA atom has one) is an error.
+// AccView returns the view of the calling thread's accumulators; t (a U32 Value) is its
+// index among m's consumer threads, 0..128*WarpGroupsM-1, warpgroup w's first: then Row is
+// the row in the whole 64*WarpGroupsM x N tile (warpgroup w's rows 64w..64w+63); t & 127
+// gives the row in the warpgroup's own 64 rows. A thread index counting a producer
+// warpgroup first must subtract it (tid - 128). A C layout whose thread and value parts do
+// not add (no GMMA atom has one) is an error.
 func (m TiledGMMA) AccView(k *Kernel, t Value) AccView {
 	defer k.hold()()
 	v := AccView{k: k, t: t}

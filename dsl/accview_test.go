@@ -9,12 +9,17 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// TestAccView: on the emulator, every thread of a warpgroup stores (RowFrom(100) + RowOff[i],
-// ColFrom(1000) + ColOff[i]) for each register; they are the atom's C layout coordinates
-// (GMMAAtom.Coord) shifted by the origin, and Rows groups the registers by row.
+// TestAccView: on the emulator, every thread of two warpgroups stores (RowFrom(100) +
+// RowOff[i], ColFrom(1000) + ColOff[i]) for each register; they are the atom's C layout
+// coordinates (GMMAAtom.Coord) shifted by the origin, plus 64 rows for the second warpgroup
+// when the view takes the thread index unmasked (whole); Rows groups the registers by row.
 func TestAccView(t *testing.T) {
-	for _, n := range []int{8, 64, 256} {
-		t.Run(fmt.Sprint("N", n), func(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		whole bool
+	}{{8, false}, {64, false}, {256, false}, {64, true}} {
+		n := c.n
+		t.Run(fmt.Sprint("N", n, map[bool]string{true: "_whole"}[c.whole]), func(t *testing.T) {
 			atom, err := dsl.MakeGMMAAtom(dsl.BF16, n)
 			if err != nil {
 				t.Fatal(err)
@@ -23,7 +28,11 @@ func TestAccView(t *testing.T) {
 			k := dsl.New("view", dsl.WithTarget(ptx.SM90a))
 			out := k.PtrParam("out", dsl.U32)
 			tid := k.ThreadIdx(dsl.X)
-			v := m.AccView(k, tid.And(uint32(127)))
+			ti := tid.And(uint32(127))
+			if c.whole {
+				ti = tid
+			}
+			v := m.AccView(k, ti)
 			row, col := v.RowFrom(k.Const(dsl.U32, 100)), v.ColFrom(k.Const(dsl.U32, 1000))
 			base := tid.Mul(uint32(2 * atom.AccRegs()))
 			for i := 0; i < atom.AccRegs(); i++ {
@@ -44,10 +53,13 @@ func TestAccView(t *testing.T) {
 			}
 			for th := 0; th < 256; th++ {
 				for i := 0; i < atom.AccRegs(); i++ {
-					r, c := atom.Coord(th%128, i)
+					r, col := atom.Coord(th%128, i)
+					if c.whole {
+						r += 64 * (th / 128)
+					}
 					g := got[th*2*atom.AccRegs()+2*i:]
-					if int(g[0]) != 100+r || int(g[1]) != 1000+c {
-						t.Fatalf("thread %d register %d at (%d, %d), want (%d, %d)", th, i, g[0], g[1], 100+r, 1000+c)
+					if int(g[0]) != 100+r || int(g[1]) != 1000+col {
+						t.Fatalf("thread %d register %d at (%d, %d), want (%d, %d)", th, i, g[0], g[1], 100+r, 1000+col)
 					}
 				}
 			}
