@@ -3,11 +3,17 @@ package dsl_test
 import (
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/internal/fp"
+	"github.com/kgen-dev/kgen/internal/tooltest"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -35,6 +41,7 @@ func attentionKernel(k *dsl.Kernel, kvLen int) {
 	atomS, _ := dsl.MakeGMMAAtom(dsl.BF16, attnKV)
 	atomO, _ := dsl.MakeGMMAAtom(dsl.BF16, attnD)
 	qk, pv := dsl.MakeTiledGMMA(atomS, 1), dsl.MakeTiledGMMA(atomO, 1)
+	k.LaunchBounds(256, 1) // registers at entry fixed (65536 / 256), so ptxas honours setmaxnreg
 	tid := k.ThreadIdx(dsl.X)
 	qBar := k.Mbarriers(1).At(0)
 	k.If(tid.Eq(uint32(0)), func() { qBar.Init(1) })
@@ -202,5 +209,42 @@ func (d attnData) check(t *testing.T, got []float32) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of %d elements differ", bad, 64*attnD)
+	}
+}
+
+// TestWarpSpecializedPtxas assembles the attention kernel and the RS chains with ptxas -v:
+// no spills and no wgmma performance warning (serialized wgmmas, injected waits, setmaxnreg
+// ignored).
+func TestWarpSpecializedPtxas(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	spills := regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
+	check := func(name string, k *dsl.Kernel) {
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "k.ptx")
+		if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", f, "-o", f+".cubin").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: ptxas: %v: %s", name, err, out)
+		}
+		for _, w := range []string{"C7508", "C7517", "C7510", "Potential Performance Loss"} {
+			if strings.Contains(string(out), w) {
+				t.Errorf("%s: ptxas warns: %s", name, out)
+				break
+			}
+		}
+		if s := spills.FindStringSubmatch(string(out)); s == nil || s[1] != "0" || s[2] != "0" {
+			t.Errorf("%s: spills (or no counts) in ptxas -v: %s", name, out)
+		}
+	}
+	k := dsl.New("attn", dsl.WithTarget(ptx.SM90a))
+	attentionKernel(k, 1024)
+	check("attention", k)
+	for _, c := range attnChains {
+		check(c.String(), c.build(t))
 	}
 }
