@@ -98,6 +98,7 @@ type Kernel struct {
 	regScope [256][]int32
 	stale    map[uint64]bool // registers already reported by checkScope
 	smem     int64           // bytes of static shared memory (SharedArray) so far
+	bars     *namedBars      // barrier ids by name and used directly (NamedBarrierFor)
 	opSlab   []opBox         // instructions not yet used by op
 	nslab    int             // the length of the last slab
 }

@@ -234,10 +234,14 @@ func (v Value) Neg2() Value {
 }
 
 // NamedBarrier waits at barrier id (0..15) until threads threads (a multiple of 32, at most
-// 1024) arrive.
+// 1024) arrive. An id NamedBarrierFor gave a name is a build error: name barriers or number
+// them, not both.
 func (k *Kernel) NamedBarrier(id, threads int) {
 	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 || threads > 1024 {
 		k.errorf("NamedBarrier: id %d must be 0..15 and threads %d a multiple of 32 in 32..1024 (a block has at most 1024 threads)", id, threads)
+		return
+	}
+	if !k.useBarID("NamedBarrier", id, threads) {
 		return
 	}
 	k.emit(&ptx.Instr{Op: "barrier.sync", Args: []ptx.Operand{ptx.IntImm(ptx.U32, int64(id)), ptx.IntImm(ptx.U32, int64(threads))}})
@@ -247,6 +251,9 @@ func (k *Kernel) NamedBarrier(id, threads int) {
 func (k *Kernel) NamedBarrierArrive(id, threads int) {
 	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 || threads > 1024 {
 		k.errorf("NamedBarrierArrive: id %d must be 0..15 and threads %d a multiple of 32 in 32..1024 (a block has at most 1024 threads)", id, threads)
+		return
+	}
+	if !k.useBarID("NamedBarrierArrive", id, threads) {
 		return
 	}
 	k.emit(&ptx.Instr{Op: "barrier.arrive", Args: []ptx.Operand{ptx.IntImm(ptx.U32, int64(id)), ptx.IntImm(ptx.U32, int64(threads))}})

@@ -85,6 +85,15 @@ func (k *Kernel) alignedShared(what string, n, align int) Ptr {
 	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: U8, space: ptx.SpaceShared, align: align}
 }
 
+// StageView returns stage i (a Go int or integer Value) of s as a SharedTile of one stage:
+// for a Gemm whose operands sit at different stages (FA's Q, loaded once, against K's ring:
+// m.Gemm(k, wg, sQ, sK.StageView(st.Index), 0, acc)).
+func (s SharedTile) StageView(i any) SharedTile {
+	v := s
+	v.base, v.Stages = s.Stage(i), 1
+	return v
+}
+
 // Stage returns a pointer to stage i (a Go int or integer Value) of the tile.
 func (s SharedTile) Stage(i any) Ptr {
 	if v, ok := i.(Value); ok {
@@ -174,8 +183,9 @@ func (k *Kernel) WaitGroup(n int) {
 	k.emit(&ptx.Instr{Op: "wgmma.wait_group", Q: []string{"sync", "aligned"}, Args: []ptx.Operand{ptx.IntImm(ptx.S64, int64(n))}})
 }
 
-// Gemm issues acc += A * B over the K blocks of stage (a Go int or Value) of the tiles a
-// (64*WarpGroupsM x K) and b (N x K) for the warpgroup wg (a Go int or a Value, 0..WarpGroupsM-1): wgmma.fence, one
+// Gemm issues acc += A * B over the K blocks of stage (a Go int or Value; a Value needs
+// tiles of as many stages: StageView takes one) of the tiles a (64*WarpGroupsM x K) and b
+// (N x K) for the warpgroup wg (a Go int or a Value, 0..WarpGroupsM-1): wgmma.fence, one
 // wgmma.mma_async per K block, wgmma.commit_group. The descriptors come from the tiles'
 // layouts (MakeGMMAOperand); a layout no descriptor reads is an error at the caller's line.
 // Wait with WaitGroup before reading acc.
@@ -195,6 +205,10 @@ func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, a
 	}
 	if tileA.Elem != at.A || tileB.Elem != at.B {
 		k.errorf("Gemm: tiles of %s and %s; %s reads %s", tileA.Elem, tileB.Elem, at, at.A)
+		return
+	}
+	if _, runtime := stage.(Value); runtime && tileA.Stages != tileB.Stages {
+		k.errorf("Gemm: tile A has %d stages, tile B %d; Gemm reads the same run-time stage of both (pass one stage with StageView)", tileA.Stages, tileB.Stages)
 		return
 	}
 	if !acc.IsFragment() || acc.Elem() != F32 || len(acc.regs) != at.AccRegs() {
@@ -244,20 +258,9 @@ func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, a
 	}
 	dA := desc(aAddr, opA.Desc)
 	dB := desc(b.addr.Add(uint64(b.off)), opB.Desc)
-	scaleD := ptx.Operand(ptx.IntImm(ptx.S64, 1))
-	if m.accumulate.k != nil {
-		if !k.own(m.accumulate, "Gemm") {
-			return
-		}
-		if m.accumulate.t != Bool {
-			k.errorf("Gemm: Accumulating takes a Bool, not %s", m.accumulate.t)
-			return
-		}
-		if m.accumulate.IsConst() {
-			scaleD = ptx.IntImm(ptx.S64, int64(m.accumulate.op.(ptx.Imm).Bits&1))
-		} else {
-			scaleD = k.operand(m.accumulate)
-		}
+	scaleD, ok := m.scaleD(k, "Gemm")
+	if !ok {
+		return
 	}
 	accs := make(ptx.Vec, len(acc.regs))
 	for i, r := range acc.regs {
@@ -278,6 +281,24 @@ func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, a
 			Types: []ptx.Type{ptx.F32, at.ptxA, at.ptxB}, Args: args})
 	}
 	k.emit(&ptx.Instr{Op: "wgmma.commit_group", Q: []string{"sync", "aligned"}})
+}
+
+// scaleD is the scale-d operand of the first K block: 1, or Accumulating's Bool.
+func (m TiledGMMA) scaleD(k *Kernel, what string) (ptx.Operand, bool) {
+	if m.accumulate.k == nil {
+		return ptx.IntImm(ptx.S64, 1), true
+	}
+	if !k.own(m.accumulate, what) {
+		return nil, false
+	}
+	if m.accumulate.t != Bool {
+		k.errorf("%s: Accumulating takes a Bool, not %s", what, m.accumulate.t)
+		return nil, false
+	}
+	if m.accumulate.IsConst() {
+		return ptx.IntImm(ptx.S64, int64(m.accumulate.op.(ptx.Imm).Bits&1)), true
+	}
+	return k.operand(m.accumulate), true
 }
 
 // WarpgroupRegAlloc raises the calling warpgroup's register limit to n (setmaxnreg.inc,

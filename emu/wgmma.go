@@ -22,9 +22,9 @@ import (
 //
 // The operation is asynchronous: the inputs are read at issue; the results land in the D
 // registers when a wgmma.wait_group retires the commit group that holds it. An instruction
-// that reads or writes accumulator registers of a wgmma in flight (other than a later
-// wgmma.mma_async accumulating into them, which the hardware chains) is reported as
-// KindWgmma. Arithmetic is mma's (mma.go): exact products, a float64 sum in k order, one
+// that reads or writes accumulator registers, or the A registers of the register form, of a
+// wgmma in flight (other than a later wgmma.mma_async, which the hardware chains) is
+// reported as KindWgmma (the PTX ISA makes such an access undefined). Arithmetic is mma's (mma.go): exact products, a float64 sum in k order, one
 // rounding to the accumulator type.
 
 // KindWgmma: an instruction accessed the accumulator registers of a wgmma.mma_async before
@@ -113,11 +113,13 @@ type wgmmaSpec struct {
 	nd          int  // accumulator registers a lane
 }
 
-// wgOp is one wgmma in flight: the values it leaves in its accumulator slots.
+// wgOp is one wgmma in flight: the values it leaves in its accumulator slots, and the A
+// register slots it holds (register form).
 type wgOp struct {
-	in    *dinst
-	slots []int32
-	vals  [][32]uint64
+	in     *dinst
+	slots  []int32
+	vals   [][32]uint64
+	aSlots []int32
 }
 
 // wgState is a warp's wgmma operations in flight.
@@ -408,6 +410,14 @@ func execWgmma(w *warp, in *dinst, sp *wgmmaSpec) {
 		st.busy[s] = in
 		st.latest[s] = &op.vals[ri]
 	}
+	if !sp.aDesc {
+		op.aSlots = in.av[:4]
+		for _, s := range op.aSlots {
+			if _, acc := st.latest[s]; !acc {
+				st.busy[s] = in
+			}
+		}
+	}
 	st.pending = append(st.pending, op)
 	w.l.progressed()
 }
@@ -446,6 +456,11 @@ func (w *warp) wgWait(n int) {
 					delete(st.latest, s)
 				}
 			}
+			for _, s := range op.aSlots {
+				if _, acc := st.latest[s]; st.busy[s] == op.in && !acc {
+					delete(st.busy, s)
+				}
+			}
 		}
 		st.groups = st.groups[1:]
 	}
@@ -459,27 +474,89 @@ func (w *warp) wgTouches(in *dinst) bool {
 		return false
 	}
 	var hit *dinst
-	var slot int32
+	var name string
 	forSlots(in, func(p *int32, _ bool) {
-		if hit == nil {
-			if o := w.wg.busy[*p]; o != nil {
-				hit, slot = o, *p
-			}
+		o := w.wg.busy[*p]
+		if hit != nil || o == nil {
+			return
+		}
+		if n, ok := wgBusyName(o, *p, in); ok {
+			hit, name = o, n
 		}
 	})
 	if hit == nil {
 		return false
 	}
-	name := "an accumulator register"
-	for i, s := range hit.dv {
-		if s == slot {
-			if v, ok := hit.src.Args[0].(ptx.Vec); ok && i < len(v) {
-				if r, ok := v[i].(ptx.Reg); ok {
-					name = "accumulator " + ptx.RegName(r)
-				}
-			}
-		}
-	}
 	w.fault(in, 0, KindWgmma, fmt.Sprintf("%s of the wgmma.mma_async at %s is accessed before the wgmma.wait_group that retires it", name, posString(hit.src.Pos)))
 	return true
+}
+
+// wgBusyName names slot of the wgmma o in flight, which instruction in accesses: an
+// accumulator, or an A register of the register form. ok is false for an A slot that in
+// reaches under another virtual register (the slot reused once A's register was dead: the
+// wgmma read A at issue, and PTX registers are distinct).
+func wgBusyName(o *dinst, slot int32, in *dinst) (string, bool) {
+	reg := func(arg, i int) (ptx.Reg, bool) {
+		if o.src == nil || arg >= len(o.src.Args) {
+			return ptx.Reg{}, false
+		}
+		v, ok := o.src.Args[arg].(ptx.Vec)
+		if !ok || i >= len(v) {
+			return ptx.Reg{}, false
+		}
+		r, ok := v[i].(ptx.Reg)
+		return r, ok
+	}
+	for i, s := range o.dv {
+		if s == slot {
+			if r, ok := reg(0, i); ok {
+				return "accumulator " + ptx.RegName(r), true
+			}
+			return "an accumulator register", true
+		}
+	}
+	for i, s := range o.av[:min(4, len(o.av))] {
+		if s != slot {
+			continue
+		}
+		r, ok := reg(1, i)
+		if !ok || in.src == nil || !slices.Contains(instrRegs(in.src), r) {
+			return "", false
+		}
+		return "A register " + ptx.RegName(r), true
+	}
+	return "", false
+}
+
+// instrRegs returns the registers an instruction names (its guard and every operand).
+func instrRegs(in *ptx.Instr) []ptx.Reg {
+	var out []ptx.Reg
+	if in.Guard != nil {
+		out = append(out, *in.Guard)
+	}
+	var walk func(o ptx.Operand)
+	walk = func(o ptx.Operand) {
+		switch v := o.(type) {
+		case ptx.Reg:
+			out = append(out, v)
+		case ptx.Not:
+			out = append(out, v.P)
+		case ptx.Addr:
+			walk(v.Base)
+		case ptx.TensorAddr:
+			walk(v.Map)
+			walk(v.Coords)
+		case ptx.Vec:
+			for _, e := range v {
+				walk(e)
+			}
+		case ptx.Pair:
+			walk(v.A)
+			walk(v.B)
+		}
+	}
+	for _, a := range in.Args {
+		walk(a)
+	}
+	return out
 }

@@ -121,7 +121,7 @@ func wgKernel(c wgCase, steps, imgBytes int) string {
 {
 	.shared .align 1024 .b8 smem[%d];
 	.reg %s %%d<%d>;
-	.reg .b32 %%a<4>;
+	.reg .b32 %%a<%d>;
 	.reg .u64 %%rd<12>;
 	.reg .u32 %%r<8>;
 	.reg .pred %%p<2>;
@@ -151,7 +151,7 @@ LDONE:
 	add.u64 %%rd9, %%rd9, %%rd2;
 	setp.ne.u32 %%p1, %%r0, %%r0;
 	wgmma.fence.sync.aligned;
-`, imgBytes, accT, nd, imgBytes/4)
+`, imgBytes, accT, nd, 4*steps, imgBytes/4)
 	d := make([]string, nd)
 	for i := range d {
 		d[i] = fmt.Sprintf("%%d%d", i)
@@ -178,11 +178,11 @@ LDONE:
 	}
 	for s := 0; s < steps; s++ {
 		a := "%rd7"
-		if c.aRegs {
+		if c.aRegs { // registers of their own: those of a wgmma in flight are not to be touched
 			for i := 0; i < 4; i++ {
-				fmt.Fprintf(&b, "\tld.global.b32 %%a%d, [%%rd9+%d];\n", i, (s*4+i)*512)
+				fmt.Fprintf(&b, "\tld.global.b32 %%a%d, [%%rd9+%d];\n", 4*s+i, (s*4+i)*512)
 			}
-			a = "{%a0, %a1, %a2, %a3}"
+			a = fmt.Sprintf("{%%a%d, %%a%d, %%a%d, %%a%d}", 4*s, 4*s+1, 4*s+2, 4*s+3)
 		}
 		scale := "1"
 		if s == 0 && !c.big {

@@ -585,16 +585,16 @@ func gemmSM90LayoutB(cfg GemmSM90Config) (layout.ComposedLayout, error) {
 
 // gemmSM90Epilogue stores the warpgroup's 64 x BN accumulators at rows row0.. and columns
 // col0.. of D. Thread t of the warpgroup holds, as value i (wgmma's D fragment), row
-// 16*(t/32) + (t%32)/4 + 8*((i/2)%2) and column 2*(t%4) + 8*(i/4) + i%2 (GemmSM90AccCoord);
-// a pair of values is two adjacent columns, both inside N or both outside (N is even), stored
-// (and C read) as one 2-element vector. A plan p (nil: none) goes to gemmSM90EpiloguePlan,
+// 16*(t/32) + (t%32)/4 + 8*((i/2)%2) and column 2*(t%4) + 8*(i/4) + i%2 (the atom's AccView,
+// GemmSM90AccCoord): two rows 8 apart, and in each pairs of adjacent columns every 8; a pair
+// is both inside N or both outside (N is even), stored (and C read) as one 2-element vector. A plan p (nil: none) goes to gemmSM90EpiloguePlan,
 // which applies it to each pair inside D, its loads 2-element vectors too.
 func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value, p *epiPlan) {
-	r := row0.Add(t.Shr(uint32(5)).Mul(uint32(16))).Add(t.And(uint32(31)).Shr(uint32(2)))
-	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
+	view := gemmSM90AccView(k, cfg, t)
+	r, c := view.RowFrom(row0), view.ColFrom(col0)
 	vals := acc.Values()
 	if p != nil {
-		gemmSM90EpiloguePlan(k, cfg, a, o, vals, r, c, p)
+		gemmSM90EpiloguePlan(k, cfg, a, o, view, vals, r, c, p)
 		return
 	}
 	store := func(withC bool) {
@@ -614,7 +614,7 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 				}
 				for j := 0; j < cfg.BN/8; j++ {
 					k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
-						v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+						v := accPair(view, vals, half, j, a.Alpha)
 						if withC {
 							cv := k.LoadVec(cp.At(8*j), 2)
 							for e := range v {
@@ -633,7 +633,7 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 // gemmSM90EpiloguePlan is gemmSM90Epilogue with the plan p: per column pair (inside N), both
 // of the thread's rows in turn, so that the library's per-column loads (bias, scaleB) serve
 // both; loads read rows past M at row M-1 (no branch), the stores alone are guarded.
-func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, vals []dsl.Value, r, c dsl.Value, p *epiPlan) {
+func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, view dsl.AccView, vals []dsl.Value, r, c dsl.Value, p *epiPlan) {
 	store := func(withC bool) {
 		cache := map[epiKey][]dsl.Value{} // per branch: a load is not used outside its scope
 		type rowState struct {
@@ -665,7 +665,7 @@ func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o G
 			k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
 				for half := 0; half < 2; half++ {
 					h := &rs[half]
-					v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+					v := accPair(view, vals, half, j, a.Alpha)
 					f := sm90Frag(k, cfg, a, p, h.ld, j, h.rowv, &v)
 					if withC {
 						cv := k.LoadVec(h.cp.At(8*j), 2)
@@ -693,19 +693,24 @@ func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o G
 // to every pair, its loads predicated on the pair being inside D.
 func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, cD *dsl.TMACopy, sD dsl.SharedTile, acc dsl.Tensor, t, wg, row0, col0 dsl.Value, p *epiPlan) {
 	es := cfg.Out.Bytes()
-	w := 128 / es // columns of one 128-byte row
+	w := 128 / es                                                             // columns of one 128-byte row
+	bars := []dsl.NamedBar{k.NamedBarrierFor("epilogue of warpgroup 0", 128)} // each warpgroup's own
+	if cfg.Consumers > 1 {
+		bars = append(bars, k.NamedBarrierFor("epilogue of warpgroup 1", 128))
+	}
 	sync := func() {
 		if cfg.Consumers == 1 {
-			k.NamedBarrier(1, 128)
+			bars[0].Sync()
 			return
 		}
-		k.If(wg.Eq(uint32(0)), func() { k.NamedBarrier(1, 128) }).Else(func() { k.NamedBarrier(2, 128) })
+		k.If(wg.Eq(uint32(0)), bars[0].Sync).Else(bars[1].Sync)
 	}
 	first := t.Eq(uint32(0))
 	k.If(first, func() { k.BulkWait(0, true) })
 	sync()
-	r := t.Shr(uint32(5)).Mul(uint32(16)).Add(t.And(uint32(31)).Shr(uint32(2))) // row in the tile (half 0)
-	tc := t.And(uint32(3)).Mul(uint32(2 * es))                                  // byte of the thread's pair in 16 columns
+	view := gemmSM90AccView(k, cfg, t)
+	r := view.Row()                            // row in the tile (half 0)
+	tc := t.And(uint32(3)).Mul(uint32(2 * es)) // byte of the thread's pair in 16 columns
 	rowOff := r.Mul(uint32(128)).Add(tc.And(uint32(15)))
 	chunk, r7 := tc.Shr(uint32(4)), r.And(uint32(7))
 	base := sD.Stage(wg).As(dsl.U8)
@@ -722,7 +727,7 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 		var hs [2]halfState
 		setup := func(half int) {
 			h := &hs[half]
-			h.gcol = col0.Add(t.And(uint32(3)).Mul(uint32(2)))
+			h.gcol = view.ColFrom(col0)
 			if withC || p != nil {
 				grow := row0.Add(r).Add(uint32(8 * half))
 				h.rowIn = grow.Lt(a.M)
@@ -742,7 +747,7 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 		}
 		pair := func(half, j int) {
 			h := &hs[half]
-			v := []dsl.Value{vals[4*j+2*half].Mul(a.Alpha), vals[4*j+2*half+1].Mul(a.Alpha)}
+			v := accPair(view, vals, half, j, a.Alpha)
 			var f *EpilogueFrag
 			if p != nil {
 				h.ld.in = h.gcol.Add(uint32(8 * j)).Lt(a.N)
@@ -795,6 +800,30 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 		cD.Store(wg, row0, col0)
 		k.BulkCommit()
 	})
+}
+
+// gemmSM90AccView is the view of the consumer thread t's (0..127) accumulators.
+func gemmSM90AccView(k *dsl.Kernel, cfg GemmSM90Config, t dsl.Value) dsl.AccView {
+	atom, err := dsl.MakeGMMAAtom(cfg.In, cfg.BN)
+	if err != nil {
+		k.Errorf("gemm_sm90 epilogue: %v", err)
+	}
+	return dsl.MakeTiledGMMA(atom, cfg.Consumers).AccView(k, t)
+}
+
+// accPair returns alpha times the thread's pair of accumulators in row half (8*half past
+// its first) at columns 8j and 8j+1 past its first (zeros where the view failed: Build
+// reports why).
+func accPair(view dsl.AccView, vals []dsl.Value, half, j int, alpha dsl.Value) []dsl.Value {
+	out := make([]dsl.Value, 2)
+	for e := range out {
+		if i := view.Reg(8*half, 8*j+e); i >= 0 && i < len(vals) {
+			out[e] = vals[i].Mul(alpha)
+		} else {
+			out[e] = alpha.Mul(float32(0))
+		}
+	}
+	return out
 }
 
 // GemmSM90AccCoord returns the (row, column) in the warpgroup's 64 x N tile of accumulator
