@@ -119,6 +119,8 @@ var twins = []twin{
 		gemmSM90Args, gemmOut, gemmSM90TmD),
 	joined("GemmSM90StoreEpi", "GemmSM90StoreEpi launches gemm_sm90 with TMAStore and a non-zero kernels.Epilogue\n(kernels.GemmSM90Args, kernels.GemmOut, kernels.GemmSM90StoreArgs, then\nkernels.GemmEpilogueArgs).",
 		gemmSM90Args, gemmOut, gemmSM90TmD, gemmEpi),
+	joined("GemmSM90Grouped", "GemmSM90Grouped launches gemm_sm90_grouped (kernels.GemmSM90Grouped): the tensor maps of A and\nthe stacked B as kernels.GemmSM90GroupedConfig.Launch specifies them, Offsets the groups+1\nint32 row offsets (kernels.GemmSM90GroupedArgs, then kernels.GemmOut).",
+		partOf[kernels.GemmSM90GroupedArgs](), gemmOut),
 	joined("AGGemm", "AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).",
 		partOf[kernels.AGGemmArgs](), fusedOut),
 	joined("GemmRS", "GemmRS launches gemm_rs (kernels.GemmRSArgs, then kernels.FusedOut) and gemm_ar\n(kernels.FusedOutTable: D is then the table of every GPU's D).",
