@@ -11,9 +11,10 @@ import (
 // keeps the groups' row ranges and tile prefix in static shared memory.
 const GemmSM90MaxGroups = 256
 
-// gemmSM90GroupedStatic is the grouped gemm's static shared memory beside the stages: three
-// u32 tables of GemmSM90MaxGroups entries.
-const gemmSM90GroupedStatic = 3 * 4 * GemmSM90MaxGroups
+// gemmSM90GroupedStatic bounds the grouped gemm's static shared memory beside the stages:
+// three u32 tables of GemmSM90MaxGroups entries and the pipeline's mbarriers (two of 8
+// bytes per stage, at most 8 stages).
+const gemmSM90GroupedStatic = 3*4*GemmSM90MaxGroups + 2*8*8
 
 // GemmSM90GroupedConfig selects one grouped sm_90a gemm (MoE experts, contiguous layout):
 // for each group g, rows Offsets[g] <= r < Offsets[g+1] of D are alpha*A[r,:]*B[g] + beta*C[r,:],
@@ -247,4 +248,52 @@ func (s *groupedTiles) ForEach(body func(m, n dsl.Value)) {
 		k.Set(s.end, k.Load(s.hi.At(g)))
 		body(mt, n)
 	})
+}
+
+// GemmSM90GroupedFor returns the grouped configuration for rows rows of A in groups groups,
+// N = n and K = k on a GPU of sms multiprocessors: GemmSM90Candidates' tiles (TMA store off,
+// stages reduced until the group tables fit) by GemmSM90Config.Cycles' estimate, with the
+// row tiles the groups are expected to make (ceil(rows/BM) + groups/2: half a partial tile
+// per group), so that few rows per expert get smaller tiles. Ties go to the larger tile.
+// It returns an error for types no candidate builds, a shape CheckShape refuses or sms < 1.
+func GemmSM90GroupedFor(in, out dsl.Type, rows, n, k, groups, sms int) (GemmSM90GroupedConfig, error) {
+	if sms <= 0 {
+		return GemmSM90GroupedConfig{}, fmt.Errorf("GemmSM90GroupedFor: %d multiprocessors: want a positive count (the device's)", sms)
+	}
+	var best GemmSM90GroupedConfig
+	bestCost := 0.0
+	var why error
+	for _, c := range gemmSM90GroupedCandidates(in, out) {
+		if err := c.Check(); err != nil {
+			why = err
+			continue
+		}
+		mTiles := ceilDiv(max(rows, 0), c.BM()) + max(groups, 0)/2
+		cost := c.Cycles(max(mTiles, 1)*c.BM(), n, k, sms)
+		if best.BN == 0 || cost < bestCost {
+			best, bestCost = c, cost
+		}
+	}
+	if best.BN == 0 {
+		return GemmSM90GroupedConfig{}, fmt.Errorf("GemmSM90GroupedFor: no candidate for %s -> %s: %w", in, out, why)
+	}
+	if err := best.CheckShape(rows, n, k, groups); err != nil {
+		return GemmSM90GroupedConfig{}, err
+	}
+	return best, nil
+}
+
+// gemmSM90GroupedCandidates are GemmSM90GroupedFor's choices: GemmSM90Candidates without
+// the TMA store, stages reduced until the group tables fit.
+func gemmSM90GroupedCandidates(in, out dsl.Type) []GemmSM90GroupedConfig {
+	var cs []GemmSM90GroupedConfig
+	for _, base := range GemmSM90Candidates(in, out) {
+		c := GemmSM90GroupedConfig{base}
+		c.TMAStore = false
+		for c.Stages > 2 && c.SharedBytes()+gemmSM90GroupedStatic > gemmSM90MaxShared {
+			c.Stages--
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }

@@ -12,16 +12,13 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// TestGemmSM90GroupedPtxas assembles the grouped gemm's default and smaller tiles with
-// ptxas -v: no spills, no performance warning.
+// TestGemmSM90GroupedPtxas assembles every configuration GemmSM90GroupedFor can pick for
+// bf16 (and f16, bf16 -> f32 samples) with ptxas -v: no spills, no performance warning.
 func TestGemmSM90GroupedPtxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
-	for _, cfg := range []GemmSM90GroupedConfig{
-		DefaultGemmSM90GroupedConfig(dsl.BF16),
-		DefaultGemmSM90GroupedConfig(dsl.F16),
-		{GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 2, Stages: 5}},
-		{GemmSM90Config{In: dsl.BF16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}},
-	} {
+	cfgs := append(gemmSM90GroupedCandidates(dsl.BF16, dsl.BF16), DefaultGemmSM90GroupedConfig(dsl.F16),
+		GemmSM90GroupedConfig{GemmSM90Config{In: dsl.BF16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}})
+	for _, cfg := range cfgs {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		GemmSM90Grouped(k, cfg)
 		m, err := k.Build()
@@ -94,5 +91,35 @@ func TestGemmSM90GroupedCheck(t *testing.T) {
 	}
 	if l.B.Dims != [2]uint64{256, 512} || l.A.Dims != [2]uint64{128, 300} || l.HasD || l.Cluster != 1 {
 		t.Errorf("Launch: %+v", l)
+	}
+}
+
+// TestGemmSM90GroupedFor: large expert batches get the 128x256 tile, a few rows per expert
+// a smaller one; every pick passes Check; bad input is an error.
+func TestGemmSM90GroupedFor(t *testing.T) {
+	big, err := GemmSM90GroupedFor(dsl.BF16, dsl.BF16, 8*4096, 4096, 7168, 8, 132)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big.BM() != 128 || big.BN != 256 || big.TMAStore {
+		t.Errorf("8 x 4096 rows: %s, want 128x256 without TMA store", big.Name())
+	}
+	small, err := GemmSM90GroupedFor(dsl.BF16, dsl.BF16, 64, 4096, 7168, 8, 132)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.BM()*small.BN >= 128*256 {
+		t.Errorf("64 rows in 8 groups: %s, want a smaller tile", small.Name())
+	}
+	for _, c := range []GemmSM90GroupedConfig{big, small} {
+		if err := c.Check(); err != nil {
+			t.Errorf("%s: %v", c.Name(), err)
+		}
+	}
+	if _, err := GemmSM90GroupedFor(dsl.BF16, dsl.BF16, 64, 4096, 7168, 8, 0); err == nil {
+		t.Error("0 multiprocessors: no error")
+	}
+	if _, err := GemmSM90GroupedFor(dsl.E4M3, dsl.BF16, 64, 4096, 7168, 8, 132); err == nil || !strings.Contains(err.Error(), "fp8") {
+		t.Errorf("e4m3: %v, want fp8 refused", err)
 	}
 }
