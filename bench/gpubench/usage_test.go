@@ -34,3 +34,32 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedUsageErrors: bad grouped flags are usage errors before any device work.
+func TestGroupedUsageErrors(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	for _, args := range [][]string{
+		{"-groups", "0"},
+		{"-groups", "257"},
+		{"-counts", "4,x"},
+		{"-counts", "4,-1"},
+		{"-skew", "2"},
+		{"-n", "12"},
+		{"-k", "0"},
+		{"-reps", "0"},
+		{"-rows", "16777216", "-groups", "256"},
+	} {
+		if err := runGrouped(args); !errors.As(err, new(usageError)) {
+			t.Errorf("gpubench grouped %v: %v; want a usage error", args, err)
+		}
+	}
+}
+
+// TestGroupedRuns: gpubench grouped runs a small skewed problem on the emulator, its
+// sampled outputs within tolerance.
+func TestGroupedRuns(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	if err := runGrouped([]string{"-counts", "30,0,45", "-n", "24", "-k", "40", "-reps", "1"}); err != nil {
+		t.Fatal(err)
+	}
+}
