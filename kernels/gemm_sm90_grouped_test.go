@@ -13,11 +13,16 @@ import (
 )
 
 // TestGemmSM90GroupedPtxas assembles every configuration GemmSM90GroupedFor can pick for
-// bf16 (and f16, bf16 -> f32 samples) with ptxas -v: no spills, no performance warning.
+// bf16 and for e4m3 with Scales (and f16, scaled bf16 -> f32 samples) with ptxas -v: no
+// spills, no performance warning.
 func TestGemmSM90GroupedPtxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
 	cfgs := append(gemmSM90GroupedCandidates(dsl.BF16, dsl.BF16), DefaultGemmSM90GroupedConfig(dsl.F16),
-		GemmSM90GroupedConfig{GemmSM90Config{In: dsl.BF16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}})
+		GemmSM90GroupedConfig{GemmSM90Config: GemmSM90Config{In: dsl.BF16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}, Scales: true})
+	for _, c := range gemmSM90GroupedCandidates(dsl.E4M3, dsl.BF16) {
+		c.Scales = true
+		cfgs = append(cfgs, c)
+	}
 	for _, cfg := range cfgs {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		GemmSM90Grouped(k, cfg)
@@ -63,7 +68,9 @@ func TestGemmSM90GroupedCheck(t *testing.T) {
 		m, n, k, g int
 		want       string
 	}{
-		{bad(func(c *GemmSM90GroupedConfig) { c.In = dsl.E4M3 }), 8, 8, 16, 1, "fp8"},
+		{bad(func(c *GemmSM90GroupedConfig) { c.In = dsl.E4M3 }), 8, 8, 8, 1, "K must be a multiple of 16"},
+		{bad(func(c *GemmSM90GroupedConfig) { c.In, c.Out = dsl.E4M3, dsl.E4M3 }), 8, 8, 16, 1, "output type e4m3"},
+		{bad(func(c *GemmSM90GroupedConfig) { c.In = dsl.E4M3 }), 8, 1 << 24, 16, 256, "groups*N"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.TMAStore = true }), 8, 8, 16, 1, "TMAStore"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.ClusterM = 2 }), 8, 8, 16, 1, "ClusterM"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.Epilogue = Epilogue{Bias: true} }), 8, 8, 16, 1, "Epilogue"},
@@ -119,7 +126,15 @@ func TestGemmSM90GroupedFor(t *testing.T) {
 	if _, err := GemmSM90GroupedFor(dsl.BF16, dsl.BF16, 64, 4096, 7168, 8, 0); err == nil {
 		t.Error("0 multiprocessors: no error")
 	}
-	if _, err := GemmSM90GroupedFor(dsl.E4M3, dsl.BF16, 64, 4096, 7168, 8, 132); err == nil || !strings.Contains(err.Error(), "fp8") {
-		t.Errorf("e4m3: %v, want fp8 refused", err)
+	if _, err := GemmSM90GroupedFor(dsl.E4M3, dsl.E4M3, 64, 4096, 7168, 8, 132); err == nil || !strings.Contains(err.Error(), "output type") {
+		t.Errorf("e4m3 -> e4m3: %v, want the output type refused", err)
+	}
+	f8, err := GemmSM90GroupedFor(dsl.E4M3, dsl.BF16, 8*4096, 4096, 7168, 8, 132)
+	if err != nil || f8.BK() != 128 {
+		t.Errorf("e4m3: %s, %v", f8.Name(), err)
+	}
+	l8, err := DefaultGemmSM90GroupedConfig(dsl.E4M3).Launch(300, 256, 128, 4, 132)
+	if err != nil || l8.B.Dims != [2]uint64{128, 1024} || l8.B.Box != [2]uint32{128, 256} {
+		t.Errorf("e4m3 Launch: %+v, %v; want B's map (K, groups*N) = (128, 1024), box (128, 256)", l8, err)
 	}
 }

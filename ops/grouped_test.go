@@ -51,7 +51,7 @@ func groupedCase[TI, TO jit.Elem](t *testing.T, d *jit.Device, counts []int, lea
 	const alpha = 0.5
 	must(GroupedMatmul(context.Background(), nil, dt, a, b, off, &GroupedMatmulOptions[TO]{Alpha: alpha, Beta: beta, C: c}))
 	got := download(t, db)
-	want, scale := ref.GroupedMatmulRef(ah, bh, ch, offs, rows, n, k, alpha, float64(beta))
+	want, scale := ref.GroupedMatmulRef(ah, bh, ch, offs, rows, n, k, alpha, float64(beta), nil, nil)
 	var outT TO
 	for i := range want {
 		w := want[i]

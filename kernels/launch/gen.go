@@ -121,6 +121,8 @@ var twins = []twin{
 		gemmSM90Args, gemmOut, gemmSM90TmD, gemmEpi),
 	joined("GemmSM90Grouped", "GemmSM90Grouped launches gemm_sm90_grouped (kernels.GemmSM90Grouped): the tensor maps of A and\nthe stacked B as kernels.GemmSM90GroupedConfig.Launch specifies them, Offsets the groups+1\nint32 row offsets (kernels.GemmSM90GroupedArgs, then kernels.GemmOut).",
 		partOf[kernels.GemmSM90GroupedArgs](), gemmOut),
+	joined("GemmSM90GroupedScaled", "GemmSM90GroupedScaled launches gemm_sm90_grouped with Scales (kernels.GemmSM90GroupedArgs,\nkernels.GemmOut, then kernels.GemmSM90GroupedScaleArgs: ScaleA per row, ScaleB per group and\ncolumn).",
+		partOf[kernels.GemmSM90GroupedArgs](), gemmOut, partOf[kernels.GemmSM90GroupedScaleArgs]()),
 	joined("AGGemm", "AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).",
 		partOf[kernels.AGGemmArgs](), fusedOut),
 	joined("GemmRS", "GemmRS launches gemm_rs (kernels.GemmRSArgs, then kernels.FusedOut) and gemm_ar\n(kernels.FusedOutTable: D is then the table of every GPU's D).",

@@ -583,6 +583,25 @@ type GemmSM90Grouped struct {
 	D       jit.AnyPtr
 }
 
+// GemmSM90GroupedScaled launches gemm_sm90_grouped with Scales (kernels.GemmSM90GroupedArgs,
+// kernels.GemmOut, then kernels.GemmSM90GroupedScaleArgs: ScaleA per row, ScaleB per group and
+// column).
+type GemmSM90GroupedScaled struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	ScaleA  jit.AnyPtr
+	ScaleB  jit.AnyPtr
+}
+
 // AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).
 type AGGemm struct {
 	A        jit.AnyPtr

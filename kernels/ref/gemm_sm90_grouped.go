@@ -22,8 +22,9 @@ func gemmSM90GroupedHarness(r *run) error {
 	counts := []int{side + 3, 0, 2*side + 1, side/2 + 1}
 	n, kk := up8(side+17), up8(side+9)
 	if r.p.Size == 0 {
-		counts, n, kk = []int{70, 0, 131, 5}, 136, 72
+		counts, n, kk = []int{70, 0, 131, 5}, 136, 80
 	}
+	kk = (kk + 15) / 16 * 16 // fp8: K a multiple of 16
 	res, err := RunGemmSM90Grouped(GemmSM90GroupedProblem{Config: kernels.DefaultGemmSM90GroupedConfig(r.p.DType),
 		Counts: counts, Lead: 3, Tail: 2, N: n, K: kk, Alpha: 1.5, Beta: -0.5, Seed: r.p.Seed, Blocks: 2})
 	r.res = res
@@ -33,8 +34,10 @@ func gemmSM90GroupedHarness(r *run) error {
 // GemmSM90GroupedProblem is one grouped sm_90a gemm run on the emulator: group g has
 // Counts[g] rows of A and D, after Lead rows that belong to no group and before Tail such
 // rows (the offsets are Lead, Lead+Counts[0], ...; M = Lead + sum(Counts) + Tail). B holds
-// len(Counts) K x N matrices. D starts as a sentinel, which the rows outside every group
-// must keep. Blocks persistent blocks (0: Config.Grid for a GPU of 132 multiprocessors).
+// len(Counts) K x N matrices (N x K for fp8 inputs). With Config.Scales, ScaleA (per row)
+// and ScaleB (per group and column) are random in [0.5, 2). D starts as a sentinel, which the
+// rows outside every group must keep. Blocks persistent blocks (0: Config.Grid for a GPU of
+// 132 multiprocessors).
 type GemmSM90GroupedProblem struct {
 	Config      kernels.GemmSM90GroupedConfig
 	Counts      []int
@@ -92,15 +95,27 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 		return v
 	}
 	a, b, c := rnd(cfg.In, M*K), rnd(cfg.In, groups*K*N), rnd(cfg.Out, M*N)
+	var scaleA, scaleB []float64
+	if cfg.Scales {
+		scaleA, scaleB = make([]float64, M), make([]float64, groups*N)
+		for _, v := range [][]float64{scaleA, scaleB} {
+			for i := range v {
+				v[i] = 0.5 + 1.5*rng.Float64()
+			}
+		}
+	}
 	d0 := make([]float64, M*N)
 	for i := range d0 {
 		d0[i] = gemmSM90GroupedSentinel
 	}
-	var ptrs [5]uint64
+	var ptrs [7]uint64
 	for i, x := range []struct {
 		dt dsl.Type
 		v  []float64
-	}{{cfg.In, a}, {cfg.In, b}, {cfg.Out, c}, {cfg.Out, d0}} {
+	}{{cfg.In, a}, {cfg.In, b}, {cfg.Out, c}, {cfg.Out, d0}, {dsl.I32, nil}, {dsl.F32, scaleA}, {dsl.F32, scaleB}} {
+		if i == 4 { // the offsets: below
+			continue
+		}
 		if ptrs[i], err = sys.Malloc(0, max(len(x.v)*x.dt.Bytes(), 1)); err != nil {
 			return res, err
 		}
@@ -126,8 +141,13 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	twin := launch.GemmSM90Grouped{M: uint32(M), N: uint32(N), K: uint32(K), Groups: uint32(groups), Offsets: anyPtr(ptrs[4], dsl.I32),
+	var twin any = launch.GemmSM90Grouped{M: uint32(M), N: uint32(N), K: uint32(K), Groups: uint32(groups), Offsets: anyPtr(ptrs[4], dsl.I32),
 		Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: anyPtr(ptrs[2], cfg.Out), D: anyPtr(ptrs[3], cfg.Out)}
+	if cfg.Scales {
+		twin = launch.GemmSM90GroupedScaled{M: uint32(M), N: uint32(N), K: uint32(K), Groups: uint32(groups), Offsets: anyPtr(ptrs[4], dsl.I32),
+			Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: anyPtr(ptrs[2], cfg.Out), D: anyPtr(ptrs[3], cfg.Out),
+			ScaleA: anyPtr(ptrs[5], dsl.F32), ScaleB: anyPtr(ptrs[6], dsl.F32)}
+	}
 	args, err := emuArgsMaps(fn, k.Params(), twin, []emu.TensorMap{emuMap(ptrs[0], l.A), emuMap(ptrs[1], l.B)}, nil)
 	if err != nil {
 		return res, err
@@ -141,7 +161,18 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	want, scale := GroupedMatmulRef(a, b, c, offs, M, N, K, p.Alpha, p.Beta)
+	if cfg.FP8() { // the reference takes B K x N: b holds each group's N x K
+		bt := make([]float64, len(b))
+		for g := 0; g < groups; g++ {
+			for j := 0; j < N; j++ {
+				for l := 0; l < K; l++ {
+					bt[(g*K+l)*N+j] = b[(g*N+j)*K+l]
+				}
+			}
+		}
+		b = bt
+	}
+	want, scale := GroupedMatmulRef(a, b, c, offs, M, N, K, p.Alpha, p.Beta, scaleA, scaleB)
 	bad := 0
 	var first string
 	for i := range want {
@@ -168,9 +199,10 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 
 // GroupedMatmulRef is the float64 reference of the grouped gemm: for the rows
 // offs[g] <= r < offs[g+1] of group g, D[r,:] = alpha*A[r,:]*B[g] + beta*C[r,:] (A M x K,
-// B groups x K x N, C M x N, all row-major; C may be nil when beta is 0), and NaN on the
-// rows of no group. scale[i] is the sum of the absolute terms of D[i] (for GemmTolerance).
-func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta float64) (d, scale []float64) {
+// B groups x K x N, C M x N, all row-major; C may be nil when beta is 0), the product
+// scaled by scaleA[r]*scaleB[g*n+j] when scaleA is not nil, and NaN on the rows of no
+// group. scale[i] is the sum of the absolute terms of D[i] (for GemmTolerance).
+func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
 	d, scale = make([]float64, m*n), make([]float64, m*n)
 	for i := range d {
 		d[i] = math.NaN()
@@ -185,7 +217,11 @@ func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta 
 					s += x
 					abs += math.Abs(x)
 				}
-				v, sc := alpha*s, math.Abs(alpha)*abs
+				f := alpha
+				if scaleA != nil {
+					f *= scaleA[r] * scaleB[g*n+j]
+				}
+				v, sc := f*s, math.Abs(f)*abs
 				if beta != 0 {
 					v += beta * c[r*n+j]
 					sc += math.Abs(beta * c[r*n+j])

@@ -75,3 +75,23 @@ func TestGemmSM90GroupedRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmSM90GroupedFP8Emu runs e4m3 inputs (B groups x N x K, K-major) with the per-row
+// and per-group, per-column scales against float64: the default 128x256x128 tiles and small
+// 64x64 ones, N not a multiple of the tile (the next group's B rows load into columns past
+// N, never stored), empty groups, rows of no group, beta != 0.
+func TestGemmSM90GroupedFP8Emu(t *testing.T) {
+	small := kernels.GemmSM90GroupedConfig{GemmSM90Config: kernels.GemmSM90Config{In: dsl.E4M3, Out: dsl.BF16, BN: 64, Consumers: 1, Stages: 2}, Scales: true}
+	for _, p := range []GemmSM90GroupedProblem{
+		{Config: kernels.DefaultGemmSM90GroupedConfig(dsl.E4M3), Counts: []int{130, 0, 7, 61}, Lead: 1, Tail: 2, N: 264, K: 144, Alpha: 0.75, Beta: 0.25},
+		{Config: small, Counts: []int{5, 0, 66, 13, 0, 9, 1, 20}, N: 40, K: 48, Alpha: 1.5},
+		{Config: kernels.GemmSM90GroupedConfig{GemmSM90Config: small.GemmSM90Config}, Counts: []int{33, 12}, N: 24, K: 32, Alpha: 0.5},
+	} {
+		p.Seed, p.Blocks = 13, 3
+		res, err := RunGemmSM90Grouped(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s %s: max error %.3g of tolerance", res.Kernel, res.Shape, res.MaxError)
+	}
+}
