@@ -20,13 +20,19 @@ type GroupedMatmulOptions[TO jit.Elem] struct {
 	// C is read when Beta is not 0: [rows, N], contiguous and 16-byte aligned like D (it may
 	// be D itself). Only the groups' rows are read.
 	C Tensor[TO]
+	// ScaleA ([rows] f32) and ScaleB ([groups, N] f32), both or neither, scale the product:
+	// D[r, c] = Alpha*(A[r,:]*B[g])[c]*ScaleA[r]*ScaleB[g, c] + Beta*C[r, c] (e4m3's row-wise
+	// scales; any input type takes them). Contiguous, 16-byte aligned.
+	ScaleA, ScaleB Tensor[float32]
 }
 
 // GroupedMatmul computes the grouped (MoE experts') gemm: for each group g, the rows
 // offsets[g] <= r < offsets[g+1] of D are Alpha*A[r,:]*B[g] + Beta*C[r,:], with f32
 // accumulation. A is [rows, K] (every group's rows stacked, as the MoE dispatch's receive
 // buffer holds them, expert after expert), B is [groups, K, N] (each group's K x N weights,
-// row-major), C and D are [rows, N]; A and B are f16 or bf16, C and D f16, bf16 or f32.
+// row-major), C and D are [rows, N]; A and B are f16, bf16 or e4m3, C and D f16, bf16 or
+// f32. An e4m3 B is read K-major, as Matmul's: shape [groups, K, N] with strides
+// [N*K, 1, K] (each group's N x K row-major matrix; ops.Strided), and K a multiple of 16.
 // Offsets holds groups+1 int32 row offsets on the device (the dispatch's Offsets): the
 // kernel reads them, so the call needs no host round trip and can be captured in a graph.
 // Rows outside every group are not written; offsets outside [0, rows] are clamped to it and
@@ -44,7 +50,7 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		return err
 	}
 	in, out := jit.ElemType[TI](), jit.ElemType[TO]()
-	if err := dtypeIn(op, "A", in, ptx.F16, ptx.BF16); err != nil {
+	if err := dtypeIn(op, "A", in, ptx.F16, ptx.BF16, ptx.E4M3); err != nil {
 		return err
 	}
 	if err := dtypeIn(op, "D", out, ptx.F16, ptx.BF16, ptx.F32); err != nil {
@@ -85,16 +91,21 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	if offsets.rank != 1 || offsets.shape[0] != groups+1 {
 		return fmt.Errorf("ops: %s: offsets has shape %v; want [%d] (groups+1 row offsets)", op, offsets.Shape(), groups+1)
 	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[TI]
-	}{{"A", a}, {"B", b}} {
-		if err := contiguous(op, x.name, "gemm_sm90_grouped", x.t); err != nil {
-			return err
+	if err := contiguous(op, "A", "gemm_sm90_grouped", a); err != nil {
+		return err
+	}
+	if in == ptx.E4M3 {
+		if want := [3]int{n * k, 1, k}; (groups > 1 && b.strides[0] != want[0]) || b.strides[1] != 1 || b.strides[2] != k {
+			return fmt.Errorf("ops: %s: e4m3 B has strides %v; want %v (each group's N x K row-major matrix: wgmma reads fp8 B K-major)", op, b.Strides(), want[:])
 		}
-		if err := need16(op, x.name, "gemm_sm90_grouped", x.t); err != nil {
-			return err
-		}
+	} else if err := contiguous(op, "B", "gemm_sm90_grouped", b); err != nil {
+		return err
+	}
+	if err := need16(op, "A", "gemm_sm90_grouped", a); err != nil {
+		return err
+	}
+	if err := need16(op, "B", "gemm_sm90_grouped", b); err != nil {
+		return err
 	}
 	if err := contiguous(op, "D", "gemm_sm90_grouped", d); err != nil {
 		return err
@@ -128,6 +139,35 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		}
 		c = ptrOf(o.C)
 	}
+	var sa, sb jit.AnyPtr
+	scales := o != nil && (o.ScaleA.buf != nil || o.ScaleB.buf != nil)
+	if scales {
+		if o.ScaleA.buf == nil || o.ScaleB.buf == nil {
+			return fmt.Errorf("ops: %s: set both ScaleA ([rows] f32) and ScaleB ([groups, N] f32), or neither", op)
+		}
+		for _, x := range []struct {
+			name  string
+			t     Tensor[float32]
+			shape []int
+		}{{"ScaleA", o.ScaleA, []int{rows}}, {"ScaleB", o.ScaleB, []int{groups, n}}} {
+			if err := sameDevice(op, x.name, dev, x.t); err != nil {
+				return err
+			}
+			if fmt.Sprint(x.t.Shape()) != fmt.Sprint(x.shape) {
+				return fmt.Errorf("ops: %s: %s has shape %v; want %v", op, x.name, x.t.Shape(), x.shape)
+			}
+			if err := contiguous(op, x.name, "gemm_sm90_grouped", x.t); err != nil {
+				return err
+			}
+			if err := need16(op, x.name, "gemm_sm90_grouped", x.t); err != nil {
+				return err
+			}
+			if err := apart(op, x.name, x.t, "D", d, false); err != nil {
+				return err
+			}
+		}
+		sa, sb = ptrOf(o.ScaleA), ptrOf(o.ScaleB)
+	}
 	if err := apart(op, "A", a, "D", d, false); err != nil {
 		return err
 	}
@@ -145,6 +185,9 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		return fmt.Errorf("ops: %s: gemm_sm90_grouped needs sm_90a (compute capability 9.0); %s is %s", op, dev.Info().Name, st.gemm)
 	}
 	key := planKey{op: "grouped_matmul", in: in, out: out, dims: [3]int{rows, n, k}, lds: [4]int{groups}, target: ptx.SM90a}
+	if scales {
+		key.flags = 1
+	}
 	p := st.lookup(key)
 	if p == nil {
 		if p, err = planGroupedMatmul(ctx, st, key); err != nil {
@@ -159,7 +202,7 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
 	ak := argKey{
-		ptr:    [8]jit.DevicePtr{a.Ptr(), b.Ptr(), c.Addr, d.Ptr(), offsets.Ptr()},
+		ptr:    [8]jit.DevicePtr{a.Ptr(), b.Ptr(), c.Addr, d.Ptr(), offsets.Ptr(), sa.Addr, sb.Addr},
 		mem:    [3]*jit.Memory{a.buf.Memory(), b.buf.Memory(), d.buf.Memory()},
 		scalar: [2]uint64{uint64(math.Float32bits(alpha)), uint64(math.Float32bits(beta))},
 	}
@@ -175,6 +218,9 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
 	}
 	args := []any{tmA, tmB, uint32(rows), uint32(n), uint32(k), uint32(groups), ptrOf(offsets), alpha, beta, c, ptrOf(d)}
+	if scales {
+		args = append(args, sa, sb)
+	}
 	p.keep(&ak, args)
 	return launch(op, dev, p.fn, lc, args...)
 }
@@ -187,6 +233,7 @@ func planGroupedMatmul(ctx context.Context, st *devState, key planKey) (*plan, e
 	if err != nil {
 		return nil, refusal{err}
 	}
+	cfg.Scales = key.flags&1 != 0
 	l, err := cfg.Launch(rows, n, k, groups, sms)
 	if err != nil {
 		return nil, refusal{err}
