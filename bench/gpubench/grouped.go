@@ -19,8 +19,8 @@ import (
 	"github.com/kgen-dev/kgen/ops"
 )
 
-// runGrouped is `gpubench grouped`: times ops.GroupedMatmul (gemm_sm90_grouped, bf16, the
-// MoE experts' gemm) with CUDA events (median of -reps after 3 warm-ups) for -groups
+// runGrouped is `gpubench grouped`: times ops.GroupedMatmul (gemm_sm90_grouped, bf16, or
+// e4m3 -> bf16 with per-row and per-expert, per-column scales: the MoE experts' gemm) with CUDA events (median of -reps after 3 warm-ups) for -groups
 // experts of -rows rows each (or the -counts given, or with -skew random counts of the
 // same total), N x K weights per expert; checks 64 sampled outputs against float64 and
 // prints µs and TFLOP/s (2*rows*N*K). With -dir it writes kgen.json (the counts, shape, µs)
@@ -35,6 +35,7 @@ func runGrouped(args []string) error {
 	k := fs.Int("k", 7168, "K: each expert's input columns")
 	reps := fs.Int("reps", 30, "timed repetitions (after 3 warm-ups)")
 	dir := fs.String("dir", "", "write kgen.json here for torch_grouped.py")
+	dtype := fs.String("dtype", "bf16", "bf16, or e4m3 (B each expert's N x K, bf16 out, ScaleA and ScaleB)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +66,10 @@ func runGrouped(args []string) error {
 		return usagef("-n %d -k %d: want multiples of 8 up to 2^20", *n, *k)
 	case *reps < 1:
 		return usagef("-reps %d: want at least one timed repetition", *reps)
+	case *dtype != "bf16" && *dtype != "e4m3":
+		return usagef("-dtype %q: want bf16 or e4m3", *dtype)
+	case *dtype == "e4m3" && *k%16 != 0:
+		return usagef("-k %d: e4m3 wants a multiple of 16", *k)
 	}
 	if *skew > 0 {
 		skewCounts(counts, *skew, rand.New(rand.NewSource(1)))
@@ -82,7 +87,10 @@ func runGrouped(args []string) error {
 	}
 	defer d.Close()
 	fmt.Printf("device: %s (%s, %d SMs)\n", d.Info().Name, d.Info().Arch, d.Info().Multiproc)
-	return benchGrouped(d, counts, *n, *k, *reps, *dir)
+	if *dtype == "e4m3" {
+		return benchGrouped[fp.E4M3](d, counts, *n, *k, *reps, *dir, fp.E4M3Of)
+	}
+	return benchGrouped[fp.BF16](d, counts, *n, *k, *reps, *dir, fp.BF16Of)
 }
 
 // skewCounts redistributes counts' total at random, each count within (1 +- skew) of the
@@ -109,6 +117,7 @@ func skewCounts(counts []int, skew float64, rng *rand.Rand) {
 type groupedRecord struct {
 	Counts     []int
 	N, K       int
+	DType      string // bf16 or e4m3
 	Kernel     string
 	KgenUS     float64
 	TFLOPs     float64
@@ -116,7 +125,7 @@ type groupedRecord struct {
 	DeviceName string
 }
 
-func benchGrouped(d *jit.Device, counts []int, n, k, reps int, dir string) error {
+func benchGrouped[T interface{ fp.BF16 | fp.E4M3 }](d *jit.Device, counts []int, n, k, reps int, dir string, conv func(float32) T) error {
 	ctx := context.Background()
 	g := len(counts)
 	offs := make([]int32, g+1)
@@ -125,43 +134,98 @@ func benchGrouped(d *jit.Device, counts []int, n, k, reps int, dir string) error
 	}
 	total := int(offs[g])
 	rng := rand.New(rand.NewSource(int64(total*7 + n*3 + k)))
-	host := func(cnt int) []fp.BF16 {
-		v := make([]fp.BF16, cnt)
+	in := jit.ElemType[T]()
+	fp8 := in == jit.ElemType[fp.E4M3]()
+	host := func(cnt int) []T {
+		v := make([]T, cnt)
 		for i := range v {
-			v[i] = fp.BF16Of(2*rng.Float32() - 1)
+			v[i] = conv(2*rng.Float32() - 1)
 		}
 		return v
 	}
+	val := func(x T) float64 {
+		if v, ok := any(x).(fp.E4M3); ok {
+			return float64(v.Float32())
+		}
+		return float64(any(x).(fp.BF16).Float32())
+	}
+	// hb holds each expert's K x N matrix (bf16) or N x K (e4m3: B K-major).
 	ha, hb := host(total*k), host(g*k*n)
+	bAt := func(e, l, c int) float64 {
+		if fp8 {
+			return val(hb[(e*n+c)*k+l])
+		}
+		return val(hb[(e*k+l)*n+c])
+	}
 	var frees []func()
 	defer func() {
 		for _, f := range frees {
 			f()
 		}
 	}()
-	up := func(h []fp.BF16, shape ...int) (ops.Tensor[fp.BF16], *jit.Buffer[fp.BF16], error) {
-		b, err := jit.Alloc[fp.BF16](d, max(len(h), 1))
+	buffer := func(h []T) (*jit.Buffer[T], error) {
+		b, err := jit.Alloc[T](d, max(len(h), 1))
 		if err != nil {
-			return ops.Tensor[fp.BF16]{}, nil, err
+			return nil, err
 		}
 		frees = append(frees, func() { b.Free() })
-		if err := b.CopyFromHost(h); err != nil {
-			return ops.Tensor[fp.BF16]{}, nil, err
+		return b, b.CopyFromHost(h)
+	}
+	ab, err := buffer(ha)
+	if err != nil {
+		return err
+	}
+	a, err := ops.New(ab, total, k)
+	if err != nil {
+		return err
+	}
+	bb, err := buffer(hb)
+	if err != nil {
+		return err
+	}
+	b, err := ops.New(bb, g, k, n)
+	if fp8 { // each expert's N x K row-major matrix, seen as K x N
+		b, err = ops.Strided(bb, 0, []int{g, k, n}, []int{n * k, 1, k})
+	}
+	if err != nil {
+		return err
+	}
+	ob, err := jit.Alloc[fp.BF16](d, max(total*n, 1))
+	if err != nil {
+		return err
+	}
+	frees = append(frees, func() { ob.Free() })
+	out, err := ops.New(ob, total, n)
+	if err != nil {
+		return err
+	}
+	var opt *ops.GroupedMatmulOptions[fp.BF16]
+	var hsa, hsb []float32
+	if fp8 {
+		hsa, hsb = make([]float32, total), make([]float32, g*n)
+		for _, v := range [][]float32{hsa, hsb} {
+			for i := range v {
+				v[i] = 0.5 + 1.5*rng.Float32()
+			}
 		}
-		t, err := ops.New(b, shape...)
-		return t, b, err
-	}
-	a, _, err := up(ha, total, k)
-	if err != nil {
-		return err
-	}
-	b, _, err := up(hb, g, k, n)
-	if err != nil {
-		return err
-	}
-	out, ob, err := up(make([]fp.BF16, total*n), total, n)
-	if err != nil {
-		return err
+		opt = &ops.GroupedMatmulOptions[fp.BF16]{Alpha: 1}
+		for _, x := range []struct {
+			h     []float32
+			t     *ops.Tensor[float32]
+			shape []int
+		}{{hsa, &opt.ScaleA, []int{total}}, {hsb, &opt.ScaleB, []int{g, n}}} {
+			sb, err := jit.Alloc[float32](d, len(x.h))
+			if err != nil {
+				return err
+			}
+			frees = append(frees, func() { sb.Free() })
+			if err := sb.CopyFromHost(x.h); err != nil {
+				return err
+			}
+			if *x.t, err = ops.New(sb, x.shape...); err != nil {
+				return err
+			}
+		}
 	}
 	offBuf, err := jit.Alloc[int32](d, g+1)
 	if err != nil {
@@ -180,7 +244,7 @@ func benchGrouped(d *jit.Device, counts []int, n, k, reps int, dir string) error
 		return err
 	}
 	defer s.Close()
-	t, err := timeIt(d, s, reps, func() error { return ops.GroupedMatmul(ctx, s, out, a, b, off, nil) })
+	t, err := timeIt(d, s, reps, func() error { return ops.GroupedMatmul(ctx, s, out, a, b, off, opt) })
 	if err != nil {
 		return err
 	}
@@ -203,21 +267,26 @@ func benchGrouped(d *jit.Device, counts []int, n, k, reps int, dir string) error
 		e := grp(r)
 		want, abs := 0.0, 0.0
 		for l := 0; l < k; l++ {
-			x := float64(ha[r*k+l].Float32()) * float64(hb[(e*k+l)*n+c].Float32())
+			x := val(ha[r*k+l]) * bAt(e, l, c)
 			want += x
 			abs += math.Abs(x)
+		}
+		if fp8 {
+			f := float64(hsa[r]) * float64(hsb[e*n+c])
+			want, abs = want*f, abs*f
 		}
 		tol := ref.GemmTolerance(jit.ElemType[fp.BF16](), k, abs, want)
 		worst = math.Max(worst, math.Abs(float64(hd[r*n+c].Float32())-want)/tol)
 	}
 	us := float64(t.Nanoseconds()) / 1e3
 	tflops := 2 * float64(total) * float64(n) * float64(k) / (us * 1e-6) / 1e12
-	cfg, err := kernels.GemmSM90GroupedFor(jit.ElemType[fp.BF16](), jit.ElemType[fp.BF16](), total, n, k, g, max(d.Info().Multiproc, 1))
+	cfg, err := kernels.GemmSM90GroupedFor(in, jit.ElemType[fp.BF16](), total, n, k, g, max(d.Info().Multiproc, 1))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("grouped %d experts, %d rows (%v), N %d, K %d, bf16: %s: %9.1f us %7.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
-		g, total, counts, n, k, cfg.Name(), us, tflops, reps, worst)
+	cfg.Scales = fp8
+	fmt.Printf("grouped %d experts, %d rows (%v), N %d, K %d, %s: %s: %9.1f us %7.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
+		g, total, counts, n, k, in, cfg.Name(), us, tflops, reps, worst)
 	if worst > 1 {
 		return fmt.Errorf("sampled outputs wrong: worst %.3g of tolerance", worst)
 	}
@@ -227,7 +296,7 @@ func benchGrouped(d *jit.Device, counts []int, n, k, reps int, dir string) error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(groupedRecord{Counts: counts, N: n, K: k, Kernel: cfg.Name(), KgenUS: us, TFLOPs: tflops, SampleErr: worst, DeviceName: d.Info().Name}, "", "  ")
+	js, err := json.MarshalIndent(groupedRecord{Counts: counts, N: n, K: k, DType: in.String(), Kernel: cfg.Name(), KgenUS: us, TFLOPs: tflops, SampleErr: worst, DeviceName: d.Info().Name}, "", "  ")
 	if err != nil {
 		return err
 	}
