@@ -383,6 +383,10 @@ type gemmSM90Hooks struct {
 	// load runs in the producer's elected thread before the loads of tile (m, n) and
 	// returns the row of mapA the tile starts at (nil: m*BM).
 	load func(m, n dsl.Value) dsl.Value
+	// rowB, when set, runs in the producer's elected thread after load and returns the
+	// offset added to the row coordinate of the tile's B loads in B's map: K for a 16-bit
+	// B (K x N), N for fp8's N x K (the grouped gemm's group in its stacked B; nil: 0).
+	rowB func() dsl.Value
 	// producer runs in every producer thread (tid 0..127, after setmaxnreg.dec) once the
 	// elected thread's loop is built; the elected thread runs it after its loop.
 	producer func(tid dsl.Value)
@@ -500,14 +504,25 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 					m0 = m.Mul(uint32(BM))
 				}
 				n0 := n.Mul(uint32(BN))
+				n0B := n0
+				var kB dsl.Value
+				if h.rowB != nil && cfg.FP8() {
+					n0B = n0.Add(h.rowB())
+				} else if h.rowB != nil {
+					kB = h.rowB()
+				}
 				k.For(uint32(0), kTiles, uint32(1), func(kt dsl.Value) {
 					pipe.ProducerAcquire(st)
 					k0 := kt.Mul(uint32(BK))
 					pipe.Load(st, cA, m0, k0)
+					k0B := k0
+					if h.rowB != nil && !cfg.FP8() {
+						k0B = k0.Add(kB)
+					}
 					if cl > 1 {
-						pipe.LoadMulticast(st, cB, n0, k0, mask)
+						pipe.LoadMulticast(st, cB, n0B, k0B, mask)
 					} else {
-						pipe.Load(st, cB, n0, k0)
+						pipe.Load(st, cB, n0B, k0B)
 					}
 					pipe.ProducerCommit(st)
 					st.Advance()

@@ -15,6 +15,10 @@
 //	                                               paged-KV decode attention (ops.AttentionDecode)
 //	                                               vs float64 samples; with -dir, inputs for
 //	                                               torch_decode.py (attention_decode.go)
+//	gpubench grouped [-groups 8 -rows 4096 -n 4096 -k 7168] [-counts ..] [-skew 0.5] [-dir DIR]
+//	                                               the MoE experts' grouped gemm (ops.GroupedMatmul)
+//	                                               vs float64 samples; with -dir, kgen.json for
+//	                                               torch_grouped.py (grouped.go)
 //	gpubench collsim [-ranks 2,4] [-bytes ...] [-old DIR]  the p2p collectives with N ranks
 //	                                               simulated on one GPU, current vs old PTX
 //	                                               (see collsim.go)
@@ -50,6 +54,7 @@ var commands = map[string]func(args []string) error{
 	"ops":       runOps,
 	"attention": runAttention,
 	"decode":    runAttentionDecode,
+	"grouped":   runGrouped,
 }
 
 func main() {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +35,43 @@ func TestUsageErrors(t *testing.T) {
 		if !errors.As(err, new(usageError)) {
 			t.Errorf("gpubench %s %v: %v; want a usage error", c.name, c.args, err)
 		}
+	}
+}
+
+// TestGroupedUsageErrors: bad grouped flags are usage errors before any device work.
+func TestGroupedUsageErrors(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	for _, args := range [][]string{
+		{"-groups", "0"},
+		{"-groups", "257"},
+		{"-counts", "4,x"},
+		{"-counts", "4,-1"},
+		{"-skew", "2"},
+		{"-n", "12"},
+		{"-k", "0"},
+		{"-reps", "0"},
+		{"-rows", "16777216", "-groups", "256"},
+		{"-dtype", "f16"},
+		{"-dtype", "e4m3", "-k", "24"},
+	} {
+		if err := runGrouped(args); !errors.As(err, new(usageError)) {
+			t.Errorf("gpubench grouped %v: %v; want a usage error", args, err)
+		}
+	}
+}
+
+// TestGroupedRuns: gpubench grouped runs small bf16 and e4m3 problems on the emulator, its
+// sampled outputs within tolerance, and writes kgen.json.
+func TestGroupedRuns(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	if err := runGrouped([]string{"-counts", "30,0,45", "-n", "24", "-k", "40", "-reps", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := runGrouped([]string{"-counts", "7,70", "-n", "40", "-k", "48", "-reps", "1", "-dtype", "e4m3", "-dir", dir}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "kgen.json")); err != nil || !strings.Contains(string(b), `"DType": "e4m3"`) {
+		t.Errorf("kgen.json: %s, %v", b, err)
 	}
 }

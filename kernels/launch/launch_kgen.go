@@ -566,6 +566,42 @@ type GemmSM90StoreEpi struct {
 	Residual jit.AnyPtr
 }
 
+// GemmSM90Grouped launches gemm_sm90_grouped (kernels.GemmSM90Grouped): the tensor maps of A and
+// the stacked B as kernels.GemmSM90GroupedConfig.Launch specifies them, Offsets the groups+1
+// int32 row offsets (kernels.GemmSM90GroupedArgs, then kernels.GemmOut).
+type GemmSM90Grouped struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+}
+
+// GemmSM90GroupedScaled launches gemm_sm90_grouped with Scales (kernels.GemmSM90GroupedArgs,
+// kernels.GemmOut, then kernels.GemmSM90GroupedScaleArgs: ScaleA per row, ScaleB per group and
+// column).
+type GemmSM90GroupedScaled struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	ScaleA  jit.AnyPtr
+	ScaleB  jit.AnyPtr
+}
+
 // AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).
 type AGGemm struct {
 	A        jit.AnyPtr

@@ -1,0 +1,393 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// GemmSM90MaxGroups is the most groups (experts) one grouped sm_90a gemm takes: each block
+// keeps the groups' row ranges and tile prefix in static shared memory.
+const GemmSM90MaxGroups = 256
+
+// gemmSM90GroupedStatic bounds the grouped gemm's static shared memory beside the stages:
+// three u32 tables of GemmSM90MaxGroups entries and the pipeline's mbarriers (two of 8
+// bytes per stage, at most 8 stages).
+const gemmSM90GroupedStatic = 3*4*GemmSM90MaxGroups + 2*8*8
+
+// GemmSM90GroupedConfig selects one grouped sm_90a gemm (MoE experts, contiguous layout):
+// for each group g, rows Offsets[g] <= r < Offsets[g+1] of D are alpha*A[r,:]*B[g] + beta*C[r,:],
+// with A [M, K] (every group's rows stacked, row-major), B [groups, K, N] (row-major per
+// group, as GemmSM90Config's 16-bit B; for fp8 inputs [groups, N, K], each group's N x K
+// row-major, K-major as wgmma reads fp8) and C, D [M, N]. Offsets are int32 on the device
+// (groups+1 entries, as the MoE dispatch leaves them): the blocks read them at start, so no
+// host round trip sizes the launch. The embedded GemmSM90Config picks the tiles; the grouped
+// kernel stores from registers (TMAStore off), without clusters or Epilogue options.
+//
+// Scales multiplies the product by per-row and per-group, per-column f32 scales (fp8's
+// row-wise scales, GemmSM90GroupedScaleArgs): D = alpha*acc*ScaleA[r]*ScaleB[g, c] + beta*C.
+type GemmSM90GroupedConfig struct {
+	GemmSM90Config
+	Scales bool
+}
+
+// DefaultGemmSM90GroupedConfig is the grouped gemm for dt (f16, bf16 or e4m3): 128x256
+// tiles, 3 stages, out = in (bf16 for e4m3, with Scales).
+func DefaultGemmSM90GroupedConfig(dt dsl.Type) GemmSM90GroupedConfig {
+	c := GemmSM90GroupedConfig{GemmSM90Config: GemmSM90Config{In: dt, Out: dt, BN: 256, Consumers: 2, Stages: 3}}
+	if c.FP8() {
+		c.Out, c.Scales = dsl.BF16, true
+	}
+	return c
+}
+
+// Name is the kernel's entry name: gemm_sm90_grouped_<in>_<out>_<BM>x<BN>x<BK>_<stages>s,
+// then _scales with Scales.
+func (c GemmSM90GroupedConfig) Name() string {
+	n := fmt.Sprintf("gemm_sm90_grouped_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
+	if c.Scales {
+		n += "_scales"
+	}
+	return n
+}
+
+// Check reports a configuration the grouped kernel cannot build: one GemmSM90Config.Check
+// refuses, TMAStore (TMA would store rows of the next group), ClusterM 2, a non-zero
+// Epilogue, or stages that leave no room for the group tables in shared memory.
+func (c GemmSM90GroupedConfig) Check() error {
+	if err := c.GemmSM90Config.Check(); err != nil {
+		return fmt.Errorf("gemm_sm90_grouped: %w", err)
+	}
+	switch {
+	case c.TMAStore:
+		return fmt.Errorf("gemm_sm90_grouped: TMAStore: the grouped epilogue stores from registers (a TMA store would write past the group's last row)")
+	case c.Cluster() > 1:
+		return fmt.Errorf("gemm_sm90_grouped: ClusterM %d: the grouped scheduler runs without clusters (want 0 or 1)", c.ClusterM)
+	case !c.Epilogue.IsZero():
+		return fmt.Errorf("gemm_sm90_grouped: Epilogue %s: the grouped gemm takes no epilogue options", c.Epilogue)
+	case c.SharedBytes()+gemmSM90GroupedStatic > gemmSM90MaxShared:
+		return fmt.Errorf("gemm_sm90_grouped: %d stages need %d bytes of shared memory with the %d bytes of group tables; an sm_90 block has at most %d",
+			c.Stages, c.SharedBytes()+gemmSM90GroupedStatic, gemmSM90GroupedStatic, gemmSM90MaxShared)
+	}
+	return nil
+}
+
+// CheckShape reports a problem the kernel cannot run: m (A's and D's rows, every group's
+// together) may be 0 (no tiles) but n, k and groups must be positive; groups at most
+// GemmSM90MaxGroups; N and K multiples of 8 (TMA's 16-byte strides; for fp8 K of 16);
+// B's stacked rows, groups*K (groups*N for fp8), at most 2^31-1 (TMA's coordinates). A
+// configuration Check refuses is refused first.
+func (c GemmSM90GroupedConfig) CheckShape(m, n, k, groups int) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	switch {
+	case groups < 1 || groups > GemmSM90MaxGroups:
+		return fmt.Errorf("gemm_sm90_grouped: %d groups (want 1..%d)", groups, GemmSM90MaxGroups)
+	case m < 0 || n <= 0 || k <= 0:
+		return fmt.Errorf("gemm_sm90_grouped: shape %dx%dx%d: rows must be >= 0, N and K positive", m, n, k)
+	case m > MaxGemmExtent || n > MaxGemmExtent || k > MaxGemmExtent || int64(c.stackedB(n, k))*int64(groups) > MaxGemmExtent:
+		return fmt.Errorf("gemm_sm90_grouped: shape %dx%dx%d with %d groups: rows, N, K and B's stacked rows (groups*%s) must be at most 2^31-1 (TMA's coordinates are 32-bit signed)", m, n, k, groups, map[bool]string{false: "K", true: "N"}[c.FP8()])
+	case c.FP8() && (k%16 != 0 || n%8 != 0):
+		return fmt.Errorf("gemm_sm90_grouped: shape %dx%dx%d: K must be a multiple of 16 (TMA needs 16-byte-aligned row strides of the %s A and B) and N of 8", m, n, k, c.In)
+	case k%8 != 0 || n%8 != 0:
+		return fmt.Errorf("gemm_sm90_grouped: shape %dx%dx%d: K and N must be multiples of 8 (TMA needs 16-byte-aligned row strides of A and B)", m, n, k)
+	}
+	return nil
+}
+
+// stackedB is the rows each group adds to B's map: K of a K x N B, N of fp8's N x K.
+func (c GemmSM90GroupedConfig) stackedB(n, k int) int {
+	if c.FP8() {
+		return n
+	}
+	return k
+}
+
+// dimsB is the stacked B's map extents, innermost first: (N, groups*K), or (K, groups*N)
+// for fp8.
+func (c GemmSM90GroupedConfig) dimsB(n, k, groups int) [2]int {
+	if c.FP8() {
+		return [2]int{k, groups * n}
+	}
+	return [2]int{n, groups * k}
+}
+
+// Grid returns the number of persistent blocks for m rows in groups groups and N = n on a
+// GPU of sms multiprocessors: at most one per SM and one per tile the rows can make (each
+// group adds at most one partial row tile); at least 1 (the blocks find the tiles on the
+// device). 0 for a configuration Check refuses, n < 1 or sms < 1.
+func (c GemmSM90GroupedConfig) Grid(m, n, groups, sms int) int {
+	if c.Check() != nil || n < 1 || sms < 1 {
+		return 0
+	}
+	tiles := (ceilDiv(max(m, 0), c.BM()) + max(groups, 0)) * ceilDiv(n, c.BN)
+	return max(1, min(tiles, sms))
+}
+
+// Launch returns the launch of c for m rows of A and D, N = n, K = k and groups groups on a
+// GPU of sms multiprocessors: Grid blocks of Threads(), SharedBytes(), and the maps: A's
+// (K, M) with TMABoxA, B's (N, groups*K) with TMABoxB (the groups' K x N matrices stacked;
+// for fp8 (K, groups*N), the N x K ones), the 128-byte swizzle. A map of M = 0 rows is encoded as one row (TMA refuses an empty
+// extent; no tile reads it). It returns an error for what Check or CheckShape refuses or
+// sms < 1.
+func (c GemmSM90GroupedConfig) Launch(m, n, k, groups, sms int) (GemmSM90Launch, error) {
+	if err := c.CheckShape(m, n, k, groups); err != nil {
+		return GemmSM90Launch{}, err
+	}
+	if sms < 1 {
+		return GemmSM90Launch{}, fmt.Errorf("gemm_sm90_grouped: %d multiprocessors: want a positive count (the device's)", sms)
+	}
+	es := uint64(c.In.Bytes())
+	spec := func(dims [2]int, box [2]int) TMASpec {
+		return TMASpec{Elem: c.In, Dims: [2]uint64{uint64(dims[0]), uint64(dims[1])}, Strides: [1]uint64{uint64(dims[0]) * es},
+			Box: [2]uint32{uint32(box[0]), uint32(box[1])}, Swizzle: c.SwizzleBytes()}
+	}
+	return GemmSM90Launch{Grid: c.Grid(m, n, groups, sms), Block: c.Threads(), SharedBytes: c.SharedBytes(), Cluster: 1,
+		A: spec([2]int{k, max(m, 1)}, c.TMABoxA()), B: spec(c.dimsB(n, k, groups), c.TMABoxB())}, nil
+}
+
+// GemmSM90GroupedArgs are the grouped sm_90a gemm's parameters: the tensor maps of A and of
+// the stacked B, M (A's and D's rows), N, K, the number of groups, Offsets (groups+1 int32
+// row offsets into A and D, on the device), alpha and beta; then GemmOut's C and D (C may be
+// null when beta is 0).
+type GemmSM90GroupedArgs struct {
+	TmA, TmB    dsl.TensorMap
+	M, N, K     dsl.Value `kgen:"u32"`
+	Groups      dsl.Value `kgen:"u32"`
+	Offsets     dsl.Ptr   `kgen:"s32"`
+	Alpha, Beta dsl.Value `kgen:"f32"`
+}
+
+// GemmSM90GroupedScaleArgs are the grouped gemm's last parameters with Scales: ScaleA, M
+// f32 values (one per row of A), and ScaleB, groups x N f32 values (one per group and
+// column, row-major).
+type GemmSM90GroupedScaleArgs struct {
+	ScaleA, ScaleB dsl.Ptr `kgen:"f32"`
+}
+
+func init() {
+	register(&Spec{
+		Name:    "gemm_sm90_grouped",
+		Doc:     "grouped D[rows of g] = alpha*A[rows of g]*B[g] + beta*C on sm_90a (MoE experts): group row offsets read on the device, TMA + wgmma, persistent; 128x256 tiles; K, N multiples of 8; f16/bf16; e4m3: B is groups x N x K, D bf16, row and group-column scales",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16, dsl.E4M3},
+		Targets: []ptx.Target{ptx.SM90a},
+		Golden:  []ptx.Target{ptx.SM90a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmSM90Grouped(k, DefaultGemmSM90GroupedConfig(dt)) },
+	})
+}
+
+// GemmSM90Grouped writes the grouped sm_90a gemm for cfg into k (target sm_90a). Launch
+// cfg.Launch's grid, block and shared memory with its tensor maps (GemmSM90GroupedArgs, then
+// GemmOut, then with Scales GemmSM90GroupedScaleArgs).
+//
+// Each block first reads the groups' offsets (one thread per group), clamps them to
+// 0 <= Offsets[g] <= Offsets[g+1] <= M (decreasing or out-of-range offsets cannot make it
+// write outside D; rows outside every group are not written) and scans ceil(rows_g/BM) into
+// a tile prefix in shared memory. It then walks the linear tiles (row tile, column tile) of
+// all groups, row tiles of group 0 first, as gemm_sm90's persistent blocks do (block b takes
+// tiles b, b+gridDim, ...; empty groups have no tiles). A row tile of group g starts at row
+// Offsets[g] + BM*i of A; its rows past the group's end are loaded (the next group's rows,
+// or zeros past M) but not stored, and C is read only for the group's rows. B's loads take
+// the group's K rows, g*K on, of the stacked B (fp8: its N rows, g*N on); where K is not a
+// multiple of BK the last K step's B rows past K are the next group's first rows,
+// multiplied by A's zero-filled columns past K (exact for finite weights; fp8's K-major B
+// has no such rows: its map's K is exact).
+func GemmSM90Grouped(k *dsl.Kernel, cfg GemmSM90GroupedConfig) {
+	if err := cfg.Check(); err != nil {
+		k.Errorf("%v", err)
+		return
+	}
+	if k.Target() != ptx.SM90a {
+		k.Errorf("gemm_sm90_grouped: wgmma and setmaxnreg need sm_90a; the kernel targets %s", k.Target())
+		return
+	}
+	k.LaunchBounds(cfg.Threads(), 1)
+	ga := dsl.Params[GemmSM90GroupedArgs](k, cfg.In)
+	o := dsl.Params[GemmOut](k, cfg.Out)
+	var sc *GemmSM90GroupedScaleArgs
+	if cfg.Scales {
+		p := dsl.Params[GemmSM90GroupedScaleArgs](k, dsl.F32)
+		sc = &p
+	}
+	a := GemmSM90Args{TmA: ga.TmA, TmB: ga.TmB, M: ga.M, N: ga.N, K: ga.K, Alpha: ga.Alpha, Beta: ga.Beta}
+	sched := newGroupedTiles(k, cfg, ga)
+	BN := cfg.BN
+	h := gemmSM90Hooks{tiles: sched}
+	h.load = func(m, n dsl.Value) dsl.Value { return sched.row0 }
+	h.rowB = func() dsl.Value {
+		if cfg.FP8() {
+			return sched.group.Mul(ga.N)
+		}
+		return sched.group.Mul(ga.K)
+	}
+	h.epilogue = func(acc dsl.Tensor, t, wg, m, n dsl.Value) {
+		ag := a
+		ag.M = sched.end // rows past the group's end are not stored, C not read there
+		row0, col0 := sched.row0.Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
+		if sc != nil {
+			groupedScaledEpilogue(k, cfg, ag, o, *sc, sched.group, acc, t, row0, col0)
+			return
+		}
+		gemmSM90Epilogue(k, cfg.GemmSM90Config, ag, o, acc, t, row0, col0, nil)
+	}
+	gemmSM90Body(k, cfg.GemmSM90Config, a, o, h)
+}
+
+// groupedTiles is the grouped gemm's tile scheduler: the groups' row ranges and the
+// inclusive prefix of their row tiles in shared memory, and per tile (in ForEach) the
+// group, its first row and end row in registers for the loads and the epilogue.
+type groupedTiles struct {
+	k                *dsl.Kernel
+	lo, hi, ends     dsl.Ptr   // shared: group g's rows [lo, hi); ends[g]: row tiles of groups 0..g
+	tilesN           dsl.Value // column tiles
+	group, row0, end dsl.Value // the current tile's group, first row and the group's end row
+	bm               int
+}
+
+// newGroupedTiles reads the offsets and scans the tile prefix (every thread of the block
+// takes part: block barriers).
+func newGroupedTiles(k *dsl.Kernel, cfg GemmSM90GroupedConfig, a GemmSM90GroupedArgs) *groupedTiles {
+	const maxG = GemmSM90MaxGroups
+	BM := cfg.BM()
+	s := &groupedTiles{k: k, bm: BM,
+		lo: k.SharedArray(dsl.U32, maxG), hi: k.SharedArray(dsl.U32, maxG), ends: k.SharedArray(dsl.U32, maxG)}
+	s.tilesN = a.N.Add(uint32(cfg.BN - 1)).Div(uint32(cfg.BN))
+	tid := k.ThreadIdx(dsl.X)
+	groups := a.Groups.Min(uint32(maxG))
+	// Offsets as rows in [0, M]: a negative one is 0.
+	row := func(i dsl.Value) dsl.Value {
+		return k.Load(a.Offsets.At(i)).Max(int32(0)).To(dsl.U32).Min(a.M)
+	}
+	tiles := k.Var(dsl.U32, 0)
+	k.If(tid.Lt(groups), func() {
+		lo := row(tid)
+		hi := row(tid.Add(uint32(1))).Max(lo)
+		k.Store(s.lo.At(tid), lo)
+		k.Store(s.hi.At(tid), hi)
+		k.Set(tiles, hi.Sub(lo).Add(uint32(BM-1)).Div(uint32(BM)))
+	})
+	// Inclusive scan of the tile counts (Hillis-Steele: threads 0..maxG-1, zeros past the
+	// last group).
+	inScan := tid.Lt(uint32(maxG))
+	k.If(inScan, func() { k.Store(s.ends.At(tid), tiles) })
+	for d := 1; d < maxG; d *= 2 {
+		k.SyncThreads()
+		v := k.Var(dsl.U32, 0)
+		k.If(inScan.And(tid.Ge(uint32(d))), func() { k.Set(v, k.Load(s.ends.At(tid.Sub(uint32(d))))) })
+		k.SyncThreads()
+		k.If(inScan, func() { k.Store(s.ends.At(tid), k.Load(s.ends.At(tid)).Add(v)) })
+	}
+	k.SyncThreads()
+	s.group, s.row0, s.end = k.Var(dsl.U32, 0), k.Var(dsl.U32, 0), k.Var(dsl.U32, 0)
+	return s
+}
+
+// ForEach runs body(m, n) for each of the calling block's tiles, m the linear row tile over
+// all groups, with group, row0 and end set for it. A block's row tiles only grow, so the
+// group advances by a scan from the last one.
+func (s *groupedTiles) ForEach(body func(m, n dsl.Value)) {
+	k := s.k
+	g, first := k.Var(dsl.U32, 0), k.Var(dsl.U32, 0) // first: the group's first row tile
+	total := k.Load(s.ends.At(GemmSM90MaxGroups - 1)).Mul(s.tilesN)
+	k.For(k.BlockIdx(dsl.X), total, k.GridDim(dsl.X), func(t dsl.Value) {
+		mt, n := t.Div(s.tilesN), t.Rem(s.tilesN)
+		k.While(func() dsl.Value { return k.Load(s.ends.At(g)).Le(mt) }, func() {
+			k.Set(first, k.Load(s.ends.At(g)))
+			k.Set(g, g.Add(uint32(1)))
+		})
+		k.Set(s.group, g)
+		k.Set(s.row0, k.Load(s.lo.At(g)).Add(mt.Sub(first).Mul(uint32(s.bm))))
+		k.Set(s.end, k.Load(s.hi.At(g)))
+		body(mt, n)
+	})
+}
+
+// GemmSM90GroupedFor returns the grouped configuration for rows rows of A in groups groups,
+// N = n and K = k on a GPU of sms multiprocessors: GemmSM90Candidates' tiles (TMA store off,
+// stages reduced until the group tables fit) by GemmSM90Config.Cycles' estimate, with the
+// row tiles the groups are expected to make (ceil(rows/BM) + groups/2: half a partial tile
+// per group), so that few rows per expert get smaller tiles. Ties go to the larger tile.
+// It returns an error for types no candidate builds, a shape CheckShape refuses or sms < 1.
+func GemmSM90GroupedFor(in, out dsl.Type, rows, n, k, groups, sms int) (GemmSM90GroupedConfig, error) {
+	if sms <= 0 {
+		return GemmSM90GroupedConfig{}, fmt.Errorf("GemmSM90GroupedFor: %d multiprocessors: want a positive count (the device's)", sms)
+	}
+	var best GemmSM90GroupedConfig
+	bestCost := 0.0
+	var why error
+	for _, c := range gemmSM90GroupedCandidates(in, out) {
+		if err := c.Check(); err != nil {
+			why = err
+			continue
+		}
+		mTiles := ceilDiv(max(rows, 0), c.BM()) + max(groups, 0)/2
+		cost := c.Cycles(max(mTiles, 1)*c.BM(), n, k, sms)
+		if best.BN == 0 || cost < bestCost {
+			best, bestCost = c, cost
+		}
+	}
+	if best.BN == 0 {
+		return GemmSM90GroupedConfig{}, fmt.Errorf("GemmSM90GroupedFor: no candidate for %s -> %s: %w", in, out, why)
+	}
+	if err := best.CheckShape(rows, n, k, groups); err != nil {
+		return GemmSM90GroupedConfig{}, err
+	}
+	return best, nil
+}
+
+// gemmSM90GroupedCandidates are GemmSM90GroupedFor's choices: GemmSM90Candidates without
+// the TMA store, stages reduced until the group tables fit.
+func gemmSM90GroupedCandidates(in, out dsl.Type) []GemmSM90GroupedConfig {
+	var cs []GemmSM90GroupedConfig
+	for _, base := range GemmSM90Candidates(in, out) {
+		c := GemmSM90GroupedConfig{GemmSM90Config: base}
+		c.TMAStore = false
+		for c.Stages > 2 && c.SharedBytes()+gemmSM90GroupedStatic > gemmSM90MaxShared {
+			c.Stages--
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// groupedScaledEpilogue is gemmSM90Epilogue with the grouped scales: the warpgroup's 64 x BN
+// accumulators at rows row0.. (below a.M, the group's end) and columns col0.. (below N) of
+// D become alpha*acc*ScaleA[row]*ScaleB[group, col] (+ beta*C when beta != 0), stored as
+// 2-element vectors (GemmSM90AccCoord's layout).
+func groupedScaledEpilogue(k *dsl.Kernel, cfg GemmSM90GroupedConfig, a GemmSM90Args, o GemmOut, sc GemmSM90GroupedScaleArgs, group dsl.Value, acc dsl.Tensor, t, row0, col0 dsl.Value) {
+	r := row0.Add(t.Shr(uint32(5)).Mul(uint32(16))).Add(t.And(uint32(31)).Shr(uint32(2)))
+	c := col0.Add(t.And(uint32(3)).Mul(uint32(2)))
+	vals := acc.Values()
+	sb := sc.ScaleB.At(group.MulWide(a.N)).At(c) // the group's row of ScaleB, the thread's columns
+	store := func(withC bool) {
+		dc := o.D.At(c)
+		for half := 0; half < 2; half++ {
+			row := r.Add(uint32(8 * half))
+			k.If(row.Lt(a.M), func() {
+				at := row.MulWide(a.N)
+				d := dc.At(at)
+				var cp dsl.Ptr
+				if withC {
+					cp = o.C.At(c).At(at)
+				}
+				sa := k.Load(sc.ScaleA.At(row)).Mul(a.Alpha)
+				for j := 0; j < cfg.BN/8; j++ {
+					k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
+						s := k.LoadVec(sb.At(8*j), 2)
+						v := []dsl.Value{vals[4*j+2*half].Mul(sa).Mul(s[0]), vals[4*j+2*half+1].Mul(sa).Mul(s[1])}
+						if withC {
+							cv := k.LoadVec(cp.At(8*j), 2)
+							for e := range v {
+								v[e] = k.FMA(cv[e].To(dsl.F32), a.Beta, v[e])
+							}
+						}
+						k.StoreVec(d.At(8*j), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+					})
+				}
+			})
+		}
+	}
+	k.If(a.Beta.Eq(float32(0)), func() { store(false) }).Else(func() { store(true) })
+}

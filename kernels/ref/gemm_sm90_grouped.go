@@ -1,0 +1,234 @@
+package ref
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+func init() { registerOwn("gemm_sm90_grouped", oneGPU, gemmSM90GroupedHarness) }
+
+// gemmSM90GroupedHarness runs `kgen run gemm_sm90_grouped`: 4 groups of random row counts
+// (one of them empty) of about size rows in all, N and K multiples of 8, on two blocks.
+func gemmSM90GroupedHarness(r *run) error {
+	side := max(int(math.Cbrt(float64(r.size(0)))), 1)
+	up8 := func(x int) int { return (x + 7) / 8 * 8 }
+	counts := []int{side + 3, 0, 2*side + 1, side/2 + 1}
+	n, kk := up8(side+17), up8(side+9)
+	if r.p.Size == 0 {
+		counts, n, kk = []int{70, 0, 131, 5}, 136, 80
+	}
+	kk = (kk + 15) / 16 * 16 // fp8: K a multiple of 16
+	res, err := RunGemmSM90Grouped(GemmSM90GroupedProblem{Config: kernels.DefaultGemmSM90GroupedConfig(r.p.DType),
+		Counts: counts, Lead: 3, Tail: 2, N: n, K: kk, Alpha: 1.5, Beta: -0.5, Seed: r.p.Seed, Blocks: 2})
+	r.res = res
+	return err
+}
+
+// GemmSM90GroupedProblem is one grouped sm_90a gemm run on the emulator: group g has
+// Counts[g] rows of A and D, after Lead rows that belong to no group and before Tail such
+// rows (the offsets are Lead, Lead+Counts[0], ...; M = Lead + sum(Counts) + Tail). B holds
+// len(Counts) K x N matrices (N x K for fp8 inputs). With Config.Scales, ScaleA (per row)
+// and ScaleB (per group and column) are random in [0.5, 2). D starts as a sentinel, which the
+// rows outside every group must keep. Blocks persistent blocks (0: Config.Grid for a GPU of
+// 132 multiprocessors).
+type GemmSM90GroupedProblem struct {
+	Config      kernels.GemmSM90GroupedConfig
+	Counts      []int
+	Lead, Tail  int
+	N, K        int
+	Alpha, Beta float64
+	Seed        int64
+	Blocks      int
+}
+
+// gemmSM90GroupedSentinel is what D holds before the launch (exact in 16-bit types).
+const gemmSM90GroupedSentinel = 7.0
+
+// RunGemmSM90Grouped builds the problem's kernel, runs it on one emulated GPU with random
+// inputs and checks every element of D against the float64 reference within
+// GemmTolerance: alpha*A*B[g] + beta*C on each group's rows, the sentinel elsewhere.
+func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
+	cfg := p.Config
+	groups := len(p.Counts)
+	offs := make([]int32, groups+1)
+	offs[0] = int32(p.Lead)
+	for g, c := range p.Counts {
+		if c < 0 {
+			return Result{}, fmt.Errorf("gemm_sm90_grouped: Counts[%d] = %d: want >= 0", g, c)
+		}
+		offs[g+1] = offs[g] + int32(c)
+	}
+	if p.Lead < 0 || p.Tail < 0 {
+		return Result{}, fmt.Errorf("gemm_sm90_grouped: Lead %d, Tail %d: want >= 0", p.Lead, p.Tail)
+	}
+	M, N, K := int(offs[groups])+p.Tail, p.N, p.K
+	res := Result{Kernel: cfg.Name(), DType: cfg.In, Shape: fmt.Sprintf("%dx%dx%d/%d groups", M, N, K, groups)}
+	if err := cfg.CheckShape(M, N, K, groups); err != nil {
+		return res, err
+	}
+	if err := checkEmuGemm(cfg.Name(), max(M, 1), N, K*groups, 1); err != nil {
+		return res, err
+	}
+	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
+	kernels.GemmSM90Grouped(k, cfg)
+	mod, err := k.Build()
+	if err != nil {
+		return res, err
+	}
+	sys, err := emu.New(1)
+	if err != nil {
+		return res, err
+	}
+	rng := rand.New(rand.NewSource(p.Seed + 1))
+	rnd := func(dt dsl.Type, n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = round(dt, 2*rng.Float64()-1)
+		}
+		return v
+	}
+	a, b, c := rnd(cfg.In, M*K), rnd(cfg.In, groups*K*N), rnd(cfg.Out, M*N)
+	var scaleA, scaleB []float64
+	if cfg.Scales {
+		scaleA, scaleB = make([]float64, M), make([]float64, groups*N)
+		for _, v := range [][]float64{scaleA, scaleB} {
+			for i := range v {
+				v[i] = 0.5 + 1.5*rng.Float64()
+			}
+		}
+	}
+	d0 := make([]float64, M*N)
+	for i := range d0 {
+		d0[i] = gemmSM90GroupedSentinel
+	}
+	var ptrs [7]uint64
+	for i, x := range []struct {
+		dt dsl.Type
+		v  []float64
+	}{{cfg.In, a}, {cfg.In, b}, {cfg.Out, c}, {cfg.Out, d0}, {dsl.I32, nil}, {dsl.F32, scaleA}, {dsl.F32, scaleB}} {
+		if i == 4 { // the offsets: below
+			continue
+		}
+		if ptrs[i], err = sys.Malloc(0, max(len(x.v)*x.dt.Bytes(), 1)); err != nil {
+			return res, err
+		}
+		if err := write(sys, ptrs[i], x.dt, x.v); err != nil {
+			return res, err
+		}
+	}
+	if ptrs[4], err = sys.Malloc(0, 4*len(offs)); err != nil {
+		return res, err
+	}
+	if err := emu.WriteSlice(sys, ptrs[4], offs); err != nil {
+		return res, err
+	}
+	l, err := cfg.Launch(M, N, K, groups, 132)
+	if err != nil {
+		return res, err
+	}
+	blocks := p.Blocks
+	if blocks <= 0 {
+		blocks = l.Grid
+	}
+	fn, err := entry(mod, cfg.Name())
+	if err != nil {
+		return res, err
+	}
+	var twin any = launch.GemmSM90Grouped{M: uint32(M), N: uint32(N), K: uint32(K), Groups: uint32(groups), Offsets: anyPtr(ptrs[4], dsl.I32),
+		Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: anyPtr(ptrs[2], cfg.Out), D: anyPtr(ptrs[3], cfg.Out)}
+	if cfg.Scales {
+		twin = launch.GemmSM90GroupedScaled{M: uint32(M), N: uint32(N), K: uint32(K), Groups: uint32(groups), Offsets: anyPtr(ptrs[4], dsl.I32),
+			Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: anyPtr(ptrs[2], cfg.Out), D: anyPtr(ptrs[3], cfg.Out),
+			ScaleA: anyPtr(ptrs[5], dsl.F32), ScaleB: anyPtr(ptrs[6], dsl.F32)}
+	}
+	args, err := emuArgsMaps(fn, k.Params(), twin, []emu.TensorMap{emuMap(ptrs[0], l.A), emuMap(ptrs[1], l.B)}, nil)
+	if err != nil {
+		return res, err
+	}
+	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(blocks), Block: emu.D1(l.Block),
+		SharedBytes: l.SharedBytes, Args: args, Options: emu.Options{Seed: p.Seed}})
+	if err != nil {
+		return res, err
+	}
+	got, err := read(sys, ptrs[3], cfg.Out, M*N)
+	if err != nil {
+		return res, err
+	}
+	if cfg.FP8() { // the reference takes B K x N: b holds each group's N x K
+		bt := make([]float64, len(b))
+		for g := 0; g < groups; g++ {
+			for j := 0; j < N; j++ {
+				for l := 0; l < K; l++ {
+					bt[(g*K+l)*N+j] = b[(g*N+j)*K+l]
+				}
+			}
+		}
+		b = bt
+	}
+	want, scale := GroupedMatmulRef(a, b, c, offs, M, N, K, p.Alpha, p.Beta, scaleA, scaleB)
+	bad := 0
+	var first string
+	for i := range want {
+		w := want[i]
+		if math.IsNaN(w) { // outside every group: untouched
+			w = gemmSM90GroupedSentinel
+		}
+		tol := GemmTolerance(cfg.Out, K, scale[i], w)
+		d := math.Abs(got[i] - w)
+		res.MaxError = math.Max(res.MaxError, d/tol)
+		if !(d <= tol) {
+			if bad == 0 {
+				first = fmt.Sprintf("D[%d,%d] = %v, want %v (tolerance %.3g)", i/max(N, 1), i%max(N, 1), got[i], w, tol)
+			}
+			bad++
+		}
+	}
+	res.Checked = M * N
+	if bad > 0 {
+		return res, fmt.Errorf("%s %s: %d of %d elements wrong; first %s", cfg.Name(), res.Shape, bad, M*N, first)
+	}
+	return res, nil
+}
+
+// GroupedMatmulRef is the float64 reference of the grouped gemm: for the rows
+// offs[g] <= r < offs[g+1] of group g, D[r,:] = alpha*A[r,:]*B[g] + beta*C[r,:] (A M x K,
+// B groups x K x N, C M x N, all row-major; C may be nil when beta is 0), the product
+// scaled by scaleA[r]*scaleB[g*n+j] when scaleA is not nil, and NaN on the rows of no
+// group. scale[i] is the sum of the absolute terms of D[i] (for GemmTolerance).
+func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
+	d, scale = make([]float64, m*n), make([]float64, m*n)
+	for i := range d {
+		d[i] = math.NaN()
+	}
+	for g := 0; g+1 < len(offs); g++ {
+		bg := b[g*k*n:]
+		for r := int(offs[g]); r < int(offs[g+1]); r++ {
+			for j := 0; j < n; j++ {
+				s, abs := 0.0, 0.0
+				for l := 0; l < k; l++ {
+					x := a[r*k+l] * bg[l*n+j]
+					s += x
+					abs += math.Abs(x)
+				}
+				f := alpha
+				if scaleA != nil {
+					f *= scaleA[r] * scaleB[g*n+j]
+				}
+				v, sc := f*s, math.Abs(f)*abs
+				if beta != 0 {
+					v += beta * c[r*n+j]
+					sc += math.Abs(beta * c[r*n+j])
+				}
+				d[r*n+j], scale[r*n+j] = v, sc
+			}
+		}
+	}
+	return d, scale
+}

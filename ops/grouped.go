@@ -1,0 +1,248 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// GroupedMatmulOptions are GroupedMatmul's less common settings. A nil
+// *GroupedMatmulOptions means Alpha 1, Beta 0.
+type GroupedMatmulOptions[TO jit.Elem] struct {
+	// Alpha and Beta scale the product and C: D = Alpha*A*B[g] + Beta*C on group g's rows
+	// (both as given: set Alpha, 0 is a valid scale).
+	Alpha, Beta float32
+	// C is read when Beta is not 0: [rows, N], contiguous and 16-byte aligned like D (it may
+	// be D itself). Only the groups' rows are read.
+	C Tensor[TO]
+	// ScaleA ([rows] f32) and ScaleB ([groups, N] f32), both or neither, scale the product:
+	// D[r, c] = Alpha*(A[r,:]*B[g])[c]*ScaleA[r]*ScaleB[g, c] + Beta*C[r, c] (e4m3's row-wise
+	// scales; any input type takes them). Contiguous, 16-byte aligned.
+	ScaleA, ScaleB Tensor[float32]
+}
+
+// GroupedMatmul computes the grouped (MoE experts') gemm: for each group g, the rows
+// offsets[g] <= r < offsets[g+1] of D are Alpha*A[r,:]*B[g] + Beta*C[r,:], with f32
+// accumulation. A is [rows, K] (every group's rows stacked, as the MoE dispatch's receive
+// buffer holds them, expert after expert), B is [groups, K, N] (each group's K x N weights,
+// row-major), C and D are [rows, N]; A and B are f16, bf16 or e4m3, C and D f16, bf16 or
+// f32. An e4m3 B is read K-major, as Matmul's: shape [groups, K, N] with strides
+// [N*K, 1, K] (each group's N x K row-major matrix; ops.Strided), and K a multiple of 16.
+// Offsets holds groups+1 int32 row offsets on the device (the dispatch's Offsets): the
+// kernel reads them, so the call needs no host round trip and can be captured in a graph.
+// Rows outside every group are not written; offsets outside [0, rows] are clamped to it and
+// a decreasing one ends its group empty (the kernel never writes outside D), but groups
+// must not overlap for D to be the product.
+//
+// It runs gemm_sm90_grouped (TMA + wgmma, kernels.GemmSM90Grouped) in the configuration
+// kernels.GemmSM90GroupedFor picks for the shape and the device's multiprocessors, so the
+// device must be of compute capability 9.0 (sm_90a; the emulator is). Every tensor is
+// contiguous and starts on 16 bytes (offsets on 4); N and K are multiples of 8; groups is
+// at most kernels.GemmSM90MaxGroups.
+func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a, b Tensor[TI], offsets Tensor[int32], o *GroupedMatmulOptions[TO]) error {
+	const op = "GroupedMatmul"
+	if err := begin(ctx, op); err != nil {
+		return err
+	}
+	in, out := jit.ElemType[TI](), jit.ElemType[TO]()
+	if err := dtypeIn(op, "A", in, ptx.F16, ptx.BF16, ptx.E4M3); err != nil {
+		return err
+	}
+	if err := dtypeIn(op, "D", out, ptx.F16, ptx.BF16, ptx.F32); err != nil {
+		return err
+	}
+	dev, err := deviceOf(op, "D", d)
+	if err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		name string
+		t    Tensor[TI]
+	}{{"A", a}, {"B", b}} {
+		if err := sameDevice(op, x.name, dev, x.t); err != nil {
+			return err
+		}
+	}
+	if err := sameDevice(op, "offsets", dev, offsets); err != nil {
+		return err
+	}
+	rows, k, err := matrix(op, "A", a)
+	if err != nil {
+		return err
+	}
+	if b.rank != 3 {
+		return fmt.Errorf("ops: %s: B has rank %d (shape %v); want [groups, K, N]", op, b.rank, b.Shape())
+	}
+	groups, kb, n := b.shape[0], b.shape[1], b.shape[2]
+	if kb != k {
+		return fmt.Errorf("ops: %s: A is %d x %d, B %v: B's second extent must match A's columns (K)", op, rows, k, b.Shape())
+	}
+	if _, _, err := matrix(op, "D", d); err != nil {
+		return err
+	}
+	if d.shape[0] != rows || d.shape[1] != n {
+		return fmt.Errorf("ops: %s: D is %v; want [%d %d] (A's rows by B's columns)", op, d.Shape(), rows, n)
+	}
+	if offsets.rank != 1 || offsets.shape[0] != groups+1 {
+		return fmt.Errorf("ops: %s: offsets has shape %v; want [%d] (groups+1 row offsets)", op, offsets.Shape(), groups+1)
+	}
+	if err := contiguous(op, "A", "gemm_sm90_grouped", a); err != nil {
+		return err
+	}
+	if in == ptx.E4M3 {
+		if want := [3]int{n * k, 1, k}; (groups > 1 && b.strides[0] != want[0]) || b.strides[1] != 1 || b.strides[2] != k {
+			return fmt.Errorf("ops: %s: e4m3 B has strides %v; want %v (each group's N x K row-major matrix: wgmma reads fp8 B K-major)", op, b.Strides(), want[:])
+		}
+	} else if err := contiguous(op, "B", "gemm_sm90_grouped", b); err != nil {
+		return err
+	}
+	if err := need16(op, "A", "gemm_sm90_grouped", a); err != nil {
+		return err
+	}
+	if err := need16(op, "B", "gemm_sm90_grouped", b); err != nil {
+		return err
+	}
+	if err := contiguous(op, "D", "gemm_sm90_grouped", d); err != nil {
+		return err
+	}
+	if err := need16(op, "D", "gemm_sm90_grouped", d); err != nil {
+		return err
+	}
+	if err := contiguous(op, "offsets", "gemm_sm90_grouped", offsets); err != nil {
+		return err
+	}
+	alpha, beta := float32(1), float32(0)
+	if o != nil {
+		alpha, beta = o.Alpha, o.Beta
+	}
+	c := ptrOf(d)
+	if beta != 0 {
+		if err := sameDevice(op, "C (Beta is not 0)", dev, o.C); err != nil {
+			return err
+		}
+		if err := sameShape(op, "C", o.C, "D", d); err != nil {
+			return err
+		}
+		if err := contiguous(op, "C", "gemm_sm90_grouped", o.C); err != nil {
+			return err
+		}
+		if err := need16(op, "C", "gemm_sm90_grouped", o.C); err != nil {
+			return err
+		}
+		if err := apart(op, "C", o.C, "D", d, true); err != nil {
+			return err
+		}
+		c = ptrOf(o.C)
+	}
+	var sa, sb jit.AnyPtr
+	scales := o != nil && (o.ScaleA.buf != nil || o.ScaleB.buf != nil)
+	if scales {
+		if o.ScaleA.buf == nil || o.ScaleB.buf == nil {
+			return fmt.Errorf("ops: %s: set both ScaleA ([rows] f32) and ScaleB ([groups, N] f32), or neither", op)
+		}
+		for _, x := range []struct {
+			name  string
+			t     Tensor[float32]
+			shape []int
+		}{{"ScaleA", o.ScaleA, []int{rows}}, {"ScaleB", o.ScaleB, []int{groups, n}}} {
+			if err := sameDevice(op, x.name, dev, x.t); err != nil {
+				return err
+			}
+			if fmt.Sprint(x.t.Shape()) != fmt.Sprint(x.shape) {
+				return fmt.Errorf("ops: %s: %s has shape %v; want %v", op, x.name, x.t.Shape(), x.shape)
+			}
+			if err := contiguous(op, x.name, "gemm_sm90_grouped", x.t); err != nil {
+				return err
+			}
+			if err := need16(op, x.name, "gemm_sm90_grouped", x.t); err != nil {
+				return err
+			}
+			if err := apart(op, x.name, x.t, "D", d, false); err != nil {
+				return err
+			}
+		}
+		sa, sb = ptrOf(o.ScaleA), ptrOf(o.ScaleB)
+	}
+	if err := apart(op, "A", a, "D", d, false); err != nil {
+		return err
+	}
+	if err := apart(op, "B", b, "D", d, false); err != nil {
+		return err
+	}
+	if err := apart(op, "offsets", offsets, "D", d, false); err != nil {
+		return err
+	}
+	if err := streamOn(op, s, dev); err != nil {
+		return err
+	}
+	st := stateOf(dev)
+	if st.gemm != ptx.SM90a {
+		return fmt.Errorf("ops: %s: gemm_sm90_grouped needs sm_90a (compute capability 9.0); %s is %s", op, dev.Info().Name, st.gemm)
+	}
+	key := planKey{op: "grouped_matmul", in: in, out: out, dims: [3]int{rows, n, k}, lds: [4]int{groups}, target: ptx.SM90a}
+	if scales {
+		key.flags = 1
+	}
+	p := st.lookup(key)
+	if p == nil {
+		if p, err = planGroupedMatmul(ctx, st, key); err != nil {
+			if _, ok := err.(refusal); ok {
+				return fmt.Errorf("ops: %s: %w", op, err)
+			}
+			return planFailed(op, dev, err)
+		}
+	}
+	if rows == 0 {
+		return nil // no row of any group
+	}
+	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
+	ak := argKey{
+		ptr:    [8]jit.DevicePtr{a.Ptr(), b.Ptr(), c.Addr, d.Ptr(), offsets.Ptr(), sa.Addr, sb.Addr},
+		mem:    [3]*jit.Memory{a.buf.Memory(), b.buf.Memory(), d.buf.Memory()},
+		scalar: [2]uint64{uint64(math.Float32bits(alpha)), uint64(math.Float32bits(beta))},
+	}
+	if args := p.cached(&ak); args != nil {
+		return launch(op, dev, p.fn, lc, args...)
+	}
+	tmA, err := tensorMap(st, p.sm90.A, a.buf, a.off)
+	if err != nil {
+		return planFailed(op, dev, fmt.Errorf("operand A's tensor map: %w", err))
+	}
+	tmB, err := tensorMap(st, p.sm90.B, b.buf, b.off)
+	if err != nil {
+		return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
+	}
+	args := []any{tmA, tmB, uint32(rows), uint32(n), uint32(k), uint32(groups), ptrOf(offsets), alpha, beta, c, ptrOf(d)}
+	if scales {
+		args = append(args, sa, sb)
+	}
+	p.keep(&ak, args)
+	return launch(op, dev, p.fn, lc, args...)
+}
+
+// planGroupedMatmul chooses, builds and loads the grouped gemm of key.
+func planGroupedMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
+	rows, n, k, groups := key.dims[0], key.dims[1], key.dims[2], key.lds[0]
+	sms := max(st.d.Info().Multiproc, 1)
+	cfg, err := kernels.GemmSM90GroupedFor(dsl.Type(key.in), dsl.Type(key.out), rows, n, k, groups, sms)
+	if err != nil {
+		return nil, refusal{err}
+	}
+	cfg.Scales = key.flags&1 != 0
+	l, err := cfg.Launch(rows, n, k, groups, sms)
+	if err != nil {
+		return nil, refusal{err}
+	}
+	fn, err := st.function(ctx, cfg.Name(), ptx.SM90a, func(kb *dsl.Kernel) { kernels.GemmSM90Grouped(kb, cfg) })
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{fn: fn, name: cfg.Name(), grid: l.Grid, block: l.Block, shared: l.SharedBytes, cluster: 1, sm90: l, kind: gemmSM90}
+	st.store(key, p)
+	return p, nil
+}
