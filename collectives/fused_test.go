@@ -371,7 +371,7 @@ func TestOverlapAllReduce(t *testing.T) {
 					o := fusedOpts
 					o.Target, o.Matmuls, o.OverlapRounds = ptx.SM90a, MatmulOverlap, rounds
 					runRanks(t, g, false, weak, int64(g+rounds), Options{}, func(e *rankEnv) error {
-						return withStream(e, o, func(c *Comm, _ *jit.Stream) error {
+						return withStream(e, o, func(c *Comm, s *jit.Stream) error {
 							shape := MatmulShape{M: g * 4 * 3, N: 40, K: 24}
 							ar, err := e.allocAll(dsl.BF16, shape.M*shape.K, shape.K*shape.N, shape.M*shape.N, out)
 							if err != nil {
@@ -381,10 +381,36 @@ func TestOverlapAllReduce(t *testing.T) {
 							if err != nil {
 								return err
 							}
+							snap, err := c.Alloc(out, shape.M*shape.N)
+							if err != nil {
+								return err
+							}
 							want := fmt.Sprintf("+copy_engine_allreduce_%d", rounds)
 							for call := 0; call < 3; call++ {
 								if err := e.checkRS(ctx, ar, shape, out, true); err != nil {
 									return fmt.Errorf("call %d: %w", call, err)
+								}
+								// A consumer on the Comm's stream right after the call sees every
+								// GPU's sums (the last barrier follows every peer's pushes).
+								x, err := e.prepRS(ctx, ar, shape, out, true)
+								if err != nil {
+									return err
+								}
+								if err := x.run(); err != nil {
+									return err
+								}
+								if err := s.CopyDtoD(snap.DevPtr(), ar[2].DevPtr(), int64(ar[2].Bytes())); err != nil {
+									return err
+								}
+								seen := make([]byte, snap.Bytes())
+								if err := snap.Read(seen); err != nil {
+									return err
+								}
+								if err := ar[2].Write(seen); err != nil {
+									return err
+								}
+								if err := x.check(); err != nil {
+									return fmt.Errorf("call %d, read on the stream: %w", call, err)
 								}
 								if got := c.LastAlgorithm(); !strings.HasPrefix(got, "gemm_sm90_") || !strings.HasSuffix(got, want) {
 									return fmt.Errorf("call %d: MatmulAllReduce ran %s, want gemm_sm90_...%s", call, got, want)
