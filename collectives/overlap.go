@@ -44,10 +44,9 @@ type overlapState struct {
 // agSide is the all-reduce overlap's second side stream, which pushes each round's sums to
 // the peers, and its events.
 type agSide struct {
-	stream    *jit.Stream
-	summed    *jit.Event // a round's sums are written
-	barriered *jit.Event // a round's pushes have landed everywhere
-	done      *jit.Event // the last round's sums are pushed
+	stream *jit.Stream
+	summed *jit.Event // a round's sums are written
+	done   *jit.Event // the last round's sums are pushed
 }
 
 // overlapFor returns the overlap state with chunk buffers of at least bytes each.
@@ -92,7 +91,7 @@ func (o *overlapState) close() error {
 	}
 	errs := []error{o.side.Close(), o.start.Close(), o.end.Close()}
 	if o.ag != nil {
-		errs = append(errs, o.ag.stream.Close(), o.ag.summed.Close(), o.ag.barriered.Close(), o.ag.done.Close())
+		errs = append(errs, o.ag.stream.Close(), o.ag.summed.Close(), o.ag.done.Close())
 	}
 	for _, e := range o.chunks {
 		errs = append(errs, e.Close())
@@ -370,8 +369,8 @@ func (c *Comm) rsRound(ctx context.Context, cl *call, r rsRound) (string, error)
 // while the SMs compute the next round. Per call, on GPU r of g, in C rounds of M/C rows
 // (round i receives into slot set i%2; q1, q2, ... = r+1, r+2, ...):
 //
-//	compute: record start ── gemm(q1) ── record c1 ── gemm(q2) ── ... ── gemm(own → slot r) ── wait barriered ── sum_slots(set i%2 → out part r) ── record summed ── next round ── ... ── wait end
-//	side:    wait start ── barrier ── wait c1 ── push q1 ── wait c2 ── ... ── barrier ── record barriered ── next round ── ... ── wait done ── barrier ── record end
+//	compute: record start ── gemm(q1) ── record c1 ── gemm(q2) ── ... ── gemm(own → slot r) ── wait end ── sum_slots(set i%2 → out part r) ── record summed ── next round ── ... ── wait end
+//	side:    wait start ── barrier ── wait c1 ── push q1 ── wait c2 ── ... ── barrier ── record end ── next round ── ... ── wait done ── barrier ── record end
 //	ag:      wait summed ── push out part r → every peer's out ── next round ── ... ── record done
 //
 // Round i's pushes into set i%2 are safe once every GPU passed round i-1's barrier: its side
@@ -390,7 +389,7 @@ func (c *Comm) arFor(ctx context.Context, cl *call) (*overlapState, error) {
 	if ag.stream, err = c.r.Device.NewStream(); err != nil {
 		return nil, cl.wrap(err)
 	}
-	evs := []**jit.Event{&ag.summed, &ag.barriered, &ag.done}
+	evs := []**jit.Event{&ag.summed, &ag.done}
 	for i, e := range evs {
 		if *e, err = c.r.Device.NewEvent(); err != nil {
 			errs := []error{err, ag.stream.Close()}
@@ -434,36 +433,14 @@ func (c *Comm) gemmAROverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 	if err := c.overlapBarrier(ctx, cl, o); err != nil {
 		return err
 	}
-	part := MatmulShape{M: rows, N: s.N, K: s.K}
 	var name string
 	for i := range rounds {
-		set := i % 2 * c.g * chunk
-		for j := 1; j < c.g; j++ {
-			q := (c.rank + j) % c.g
-			x := gemmOperands{a: a.s, b: b.s, d: rs.send[q], in: a.dt, out: out.dt, aOff: (i*rowsR + q*rows) * s.K}
-			if _, err := c.gemmSM90On(ctx, cl, x, part, main); err != nil {
-				return err
-			}
-			if err := errors.Join(o.chunks[j].Record(main), side.WaitEvent(o.chunks[j])); err != nil {
-				return cl.wrap(err)
-			}
-			if err := side.CopyDtoD(recv[q]+jit.DevicePtr(set+c.rank*chunk), rs.send[q].own, int64(chunk)); err != nil {
-				return cl.wrap(err)
-			}
-		}
-		x := gemmOperands{a: a.s, b: b.s, d: rs.recv, in: a.dt, out: out.dt, aOff: (i*rowsR + c.rank*rows) * s.K,
-			dOff: set/out.dt.Bytes() + c.rank*n}
-		if name, err = c.gemmSM90On(ctx, cl, x, part, main); err != nil {
-			return err
-		}
-		if err := c.overlapBarrier(ctx, cl, o); err != nil {
-			return err
-		}
-		if err := errors.Join(ag.barriered.Record(side), main.WaitEvent(ag.barriered)); err != nil {
-			return cl.wrap(err)
-		}
+		// The round's pieces, pushes, barrier and sum, as MatmulReduceScatter's (rsRound),
+		// into out's rows of this round that this GPU owns.
 		at := jit.DevicePtr((i*rowsR + c.rank*rows) * s.N * out.dt.Bytes())
-		if err := c.sumSlots(ctx, cl, main, out.dt, out.s.own+at, rs.recv.own+jit.DevicePtr(set), n); err != nil {
+		r := rsRound{o: o, rs: rs, recv: recv, a: a, b: b, out: out.dt, s: MatmulShape{M: rowsR, N: s.N, K: s.K},
+			row0: i * rowsR, set: i % 2, dst: out.s, dOff: (i*rowsR + c.rank*rows) * s.N}
+		if name, err = c.rsRound(ctx, cl, r); err != nil {
 			return err
 		}
 		if err := errors.Join(ag.summed.Record(main), ag.stream.WaitEvent(ag.summed)); err != nil {
