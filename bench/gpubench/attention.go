@@ -16,6 +16,7 @@ import (
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -247,10 +248,6 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 // (tolerance as kernels/ref's AttentionTolerance: P rounded to the input type) and returns
 // the worst error relative to the tolerance; an error when one is outside.
 func attnSample(p attnProblem, cfg kernels.AttentionConfig, scale float64, hq, hk, hv, ho []uint16, hl []float32, back func(uint16) float64, rng *rand.Rand) (float64, error) {
-	u := 0x1p-11
-	if cfg.In == dsl.BF16 {
-		u = 0x1p-8
-	}
 	worst := 0.0
 	sc := make([]float64, p.sk)
 	for n := 0; n < 64; n++ {
@@ -262,42 +259,60 @@ func attnSample(p attnProblem, cfg kernels.AttentionConfig, scale float64, hq, h
 		if cfg.Causal {
 			keys = max(0, min(p.sk, i+p.sk-p.sq+1))
 		}
-		if keys == 0 {
-			continue
+		w, err := attnRowCheck(cfg.In, p.d, keys, scale,
+			func(c int) float64 { return back(hq[qo+c]) },
+			func(j, c int) float64 { return back(hk[kv(j)+c]) },
+			func(j, c int) float64 { return back(hv[kv(j)+c]) },
+			func(c int) float64 { return back(ho[qo+c]) },
+			float64(hl[(b*p.h+h)*p.sq+i]), sc)
+		worst = max(worst, w)
+		if err != nil {
+			return worst, fmt.Errorf("sampled row (b %d, s %d, h %d): %w", b, i, h, err)
 		}
-		m := math.Inf(-1)
+	}
+	return worst, nil
+}
+
+// attnRowCheck checks one query row of attention against float64: o (d values) and lse
+// against softmax(scale * q·k_j) · v_j over the keys j < keys, O within kernels/ref's
+// AttentionTolerance for inputs of in and the LSE within 1e-5 relative. It returns the
+// worst O error relative to its tolerance, and an error naming the first value outside.
+// sc is scratch of at least keys values. A row with no key has nothing to check.
+func attnRowCheck(in dsl.Type, d, keys int, scale float64, q func(c int) float64, k, v func(j, c int) float64, o func(c int) float64, lse float64, sc []float64) (float64, error) {
+	if keys == 0 {
+		return 0, nil
+	}
+	m := math.Inf(-1)
+	for j := 0; j < keys; j++ {
+		x := 0.0
+		for c := 0; c < d; c++ {
+			x += q(c) * k(j, c)
+		}
+		sc[j] = x * scale
+		m = math.Max(m, sc[j])
+	}
+	l := 0.0
+	for j := 0; j < keys; j++ {
+		sc[j] = math.Exp(sc[j] - m)
+		l += sc[j]
+	}
+	worst := 0.0
+	for c := 0; c < d; c++ {
+		x, abs := 0.0, 0.0
 		for j := 0; j < keys; j++ {
-			x := 0.0
-			for c := 0; c < p.d; c++ {
-				x += back(hq[qo+c]) * back(hk[kv(j)+c])
-			}
-			sc[j] = x * scale
-			m = math.Max(m, sc[j])
+			x += sc[j] * v(j, c)
+			abs += sc[j] * math.Abs(v(j, c))
 		}
-		l := 0.0
-		for j := 0; j < keys; j++ {
-			sc[j] = math.Exp(sc[j] - m)
-			l += sc[j]
+		x, abs = x/l, abs/l
+		tol := ref.AttentionTolerance(in, abs, x)
+		e := math.Abs(o(c)-x) / tol
+		worst = math.Max(worst, e)
+		if !(e <= 1) {
+			return worst, fmt.Errorf("output at d %d = %v, want %v (tolerance %.3g)", c, o(c), x, tol)
 		}
-		for c := 0; c < p.d; c++ {
-			x, abs := 0.0, 0.0
-			for j := 0; j < keys; j++ {
-				x += sc[j] * back(hv[kv(j)+c])
-				abs += sc[j] * math.Abs(back(hv[kv(j)+c]))
-			}
-			x, abs = x/l, abs/l
-			tol := (u+0x1p-16)*abs + u*math.Abs(x) + 1e-30
-			e := math.Abs(back(ho[qo+c])-x) / tol
-			worst = math.Max(worst, e)
-			if !(e <= 1) {
-				return worst, fmt.Errorf("sampled O[b %d, s %d, h %d, d %d] = %v, want %v (tolerance %.3g)", b, i, h, c, back(ho[qo+c]), x, tol)
-			}
-		}
-		want := m + math.Log(l)
-		got := float64(hl[(b*p.h+h)*p.sq+i])
-		if e := math.Abs(got-want) / (1e-5 * (1 + math.Abs(want))); !(e <= 1) {
-			return worst, fmt.Errorf("sampled LSE[b %d, h %d, s %d] = %v, want %v", b, h, i, got, want)
-		}
+	}
+	if want := m + math.Log(l); !(math.Abs(lse-want)/(1e-5*(1+math.Abs(want))) <= 1) {
+		return worst, fmt.Errorf("the LSE = %v, want %v", lse, want)
 	}
 	return worst, nil
 }

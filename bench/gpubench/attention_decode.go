@@ -266,10 +266,6 @@ func benchDecode[T interface{ fp.F16 | fp.BF16 }](d *jit.Device, p decProblem, r
 // AttentionTolerance) and returns the worst error relative to the tolerance; an error when
 // one is outside.
 func decSample[T interface{ fp.F16 | fp.BF16 }](p decProblem, dt dsl.Type, hq, hk, hv []T, table []int32, ho []T, hl []float32, rng *rand.Rand) (float64, error) {
-	u := 0x1p-11
-	if dt == dsl.BF16 {
-		u = 0x1p-8
-	}
 	f := func(x T) float64 {
 		if h, ok := any(x).(fp.F16); ok {
 			return float64(h.Float32())
@@ -288,41 +284,15 @@ func decSample[T interface{ fp.F16 | fp.BF16 }](p decProblem, dt dsl.Type, hq, h
 			return ((page*p.page+j%p.page)*p.hkv + hk2) * p.d
 		}
 		keys := max(0, min(p.ctx, p.ctx-p.q+i+1))
-		if keys == 0 {
-			continue
-		}
-		m := math.Inf(-1)
-		for j := 0; j < keys; j++ {
-			x := 0.0
-			for c := 0; c < p.d; c++ {
-				x += f(hq[qo+c]) * f(hk[kv(j)+c])
-			}
-			sc[j] = x * scale
-			m = math.Max(m, sc[j])
-		}
-		l := 0.0
-		for j := 0; j < keys; j++ {
-			sc[j] = math.Exp(sc[j] - m)
-			l += sc[j]
-		}
-		for c := 0; c < p.d; c++ {
-			x, abs := 0.0, 0.0
-			for j := 0; j < keys; j++ {
-				x += sc[j] * f(hv[kv(j)+c])
-				abs += sc[j] * math.Abs(f(hv[kv(j)+c]))
-			}
-			x, abs = x/l, abs/l
-			tol := (u+0x1p-16)*abs + u*math.Abs(x) + 1e-30
-			e := math.Abs(f(ho[qo+c])-x) / tol
-			worst = math.Max(worst, e)
-			if !(e <= 1) {
-				return worst, fmt.Errorf("sampled O[b %d, q %d, h %d, d %d] = %v, want %v (tolerance %.3g)", b, i, h, c, f(ho[qo+c]), x, tol)
-			}
-		}
-		want := m + math.Log(l)
-		got := float64(hl[(b*p.h+h)*p.q+i])
-		if e := math.Abs(got-want) / (1e-5 * (1 + math.Abs(want))); !(e <= 1) {
-			return worst, fmt.Errorf("sampled LSE[b %d, h %d, q %d] = %v, want %v", b, h, i, got, want)
+		w, err := attnRowCheck(dt, p.d, keys, scale,
+			func(c int) float64 { return f(hq[qo+c]) },
+			func(j, c int) float64 { return f(hk[kv(j)+c]) },
+			func(j, c int) float64 { return f(hv[kv(j)+c]) },
+			func(c int) float64 { return f(ho[qo+c]) },
+			float64(hl[(b*p.h+h)*p.q+i]), sc)
+		worst = max(worst, w)
+		if err != nil {
+			return worst, fmt.Errorf("sampled row (b %d, q %d, h %d): %w", b, i, h, err)
 		}
 	}
 	return worst, nil
