@@ -602,15 +602,18 @@ func p2pAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 		})
 	}
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
-	// Phase 2: this GPU's slice, reduced, into every GPU's output.
+	// Phase 2: this GPU's slice, reduced, into every GPU's output (eachVecReduce: two
+	// vectors' loads in flight a thread, vector v still on thread v mod the grid's threads).
 	lo, n := slice(a.Rank)
-	eachVec(k, zero, n, vec, 1, func(j dsl.Value, w int) {
-		sum := reducePeers(k, dt, op, a.NGPUs, w, func(p int, dst dsl.Tensor) {
+	eachVecReduce(k, dt, op, a.NGPUs, zero, n, vec,
+		func(p int, j dsl.Value, dst dsl.Tensor) {
 			k.If(a.Rank.Eq(uint32(p)), func() { loadTo(k, a.In, lo.Add(j), dst) }).
 				Else(func() { loadTo(k, own, size.Mul(uint32(p)).Add(j), dst) })
-		}).To(dt)
-		forPeers(k, a.NGPUs, func(p int) { storeGuarded(k, ptrAt(k, outs[p], dt), lo.Add(j), lo.Add(n), sum, w) })
-	})
+		},
+		func(j dsl.Value, w int, sum dsl.Tensor) {
+			res := sum.To(dt)
+			forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), lo.Add(j), res) })
+		})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
 	ew.end(k, epoch.Add(2))
 }
