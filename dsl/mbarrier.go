@@ -230,6 +230,7 @@ func (k *Kernel) ClusterSync() {
 		k.errorf("ClusterSync: clusters need sm_90; the kernel targets %s", k.target)
 		return
 	}
+	k.uniformBarrier("ClusterSync")
 	defer k.hold()()
 	k.emit(&ptx.Instr{Op: "barrier.cluster.arrive", Q: []string{"release", "aligned"}})
 	k.emit(&ptx.Instr{Op: "barrier.cluster.wait", Q: []string{"acquire", "aligned"}})
