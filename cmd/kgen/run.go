@@ -58,7 +58,7 @@ func runRun(e *env, args []string) error {
 	if nodesSet && *nodes < 1 { // 0 is the flag's default only when left out
 		return usagef("--nodes %d: want at least 1 node (leave --nodes out for $%s, else 1)", *nodes, jit.EmuNodesEnv)
 	}
-	if *nodes == 0 {                               // the environment's, as jit.RunRanks takes it
+	if *nodes == 0 { // the environment's, as jit.RunRanks takes it
 		if *nodes, err = jit.EmuNodes(); err != nil {
 			return &usageError{err.Error()}
 		}
