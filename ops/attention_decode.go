@@ -346,12 +346,15 @@ type decodeKey struct {
 // the split-row kernels' scratch, which must stay zero.
 var decodeBufs sync.Map
 
-// decodeScratch returns stream s's f32 scratch of words words for the decode partials
-// (written before they are read: never zeroed). Launches on one stream run in order, so
-// they share it; each stream has its own. Entries of closed devices are dropped when a new
-// one is made.
+// decodeScratch returns stream s's f32 scratch of at least words words for the decode
+// partials (written before they are read: never zeroed). Launches on one stream run in
+// order, so they share it; each stream has its own. Sizes are rounded up to a power of two,
+// so that calls whose batch changes every step keep a few buffers a stream, not one per
+// size (a captured graph may still use any of them: none is freed). Entries of closed
+// devices are dropped when a new one is made.
 func decodeScratch(d *jit.Device, s *jit.Stream, words int) (*jit.Buffer[float32], error) {
-	key := decodeKey{d, s, words}
+	key := decodeKey{d, s, ceilPow2(words)}
+	words = key.words
 	if b, ok := decodeBufs.Load(key); ok {
 		return b.(*jit.Buffer[float32]), nil
 	}
