@@ -16,7 +16,9 @@ import (
 // *AttentionDecodeOptions means Scale 1/sqrt(head dim), no LSE and splits chosen for
 // contexts up to the block table's capacity.
 type AttentionDecodeOptions struct {
-	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be finite.
+	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be positive and finite (a
+	// negative one turned the masked keys' -Inf into +Inf: NaN), and the scaled scores
+	// must stay well below 2^31 in magnitude (the online softmax's exp2 of f32 products).
 	Scale float32
 	// LSE, when set, receives each query's log-sum-exp: [batch, heads, qLen] f32,
 	// contiguous (the natural log of the softmax denominator including the scale; -Inf for
@@ -136,8 +138,8 @@ func AttentionDecode[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, kCa
 	lse := jit.AnyPtr{Elem: ptx.F32}
 	maxSeq, splits := maxPages*pageSize, 0
 	if o != nil {
-		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) {
-			return fmt.Errorf("ops: %s: AttentionDecodeOptions.Scale %v: want a finite scale (0: 1/sqrt(d))", op, o.Scale)
+		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) || o.Scale < 0 {
+			return fmt.Errorf("ops: %s: AttentionDecodeOptions.Scale %v: want a positive finite scale (0: 1/sqrt(d))", op, o.Scale)
 		}
 		if o.Scale != 0 {
 			scale = o.Scale

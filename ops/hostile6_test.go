@@ -169,3 +169,20 @@ func TestGroupedHostileOffsets(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeScaleRefused: a negative scale is refused naming the field (before: every
+// output was NaN, silently: the masked keys' -Inf times a negative scale is +Inf); a
+// large positive one still computes the hard max.
+func TestDecodeScaleRefused(t *testing.T) {
+	d := emuDevice(t)
+	c := decCase{q: 1, h: 2, hk: 1, d: 64, ps: 16, ctx: []int{20, 30}}
+	o := newDecode[fp.BF16](t, d, c, 1)
+	for _, sc := range []float32{-1, -1e-30, float32(math.Inf(-1))} {
+		err := AttentionDecode(context.Background(), nil, o.out, o.q, o.kc, o.vc, o.table, o.lens, &AttentionDecodeOptions{Scale: sc})
+		if err == nil || !strings.Contains(err.Error(), "AttentionDecodeOptions.Scale") || !strings.Contains(err.Error(), "positive finite scale") {
+			t.Errorf("Scale %v: %v; want a refusal naming AttentionDecodeOptions.Scale", sc, err)
+		}
+	}
+	c.scale, c.splits = 300, 2
+	runDecode[fp.BF16](t, d, c, true)
+}
