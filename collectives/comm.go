@@ -142,6 +142,8 @@ type Comm struct {
 	rank int
 	emu  bool // on the emulator: launches carry their call for the ranks to compare
 
+	inCapture bool // Capture's record function is running
+
 	mc    bool  // multimem algorithms in use
 	mcWhy error // why not
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
@@ -85,25 +86,33 @@ func (c *Comm) Capture(ctx context.Context, record func() error) (*jit.GraphExec
 	if s == nil {
 		return nil, errors.New("collectives: Capture: the Comm has no stream (set Options.Stream): the default stream cannot capture")
 	}
+	if c.inCapture {
+		return nil, errors.New("collectives: Capture: called inside another Capture's record function (the Comm's stream is capturing)")
+	}
 	if err := s.BeginCapture(); err != nil {
 		return nil, fmt.Errorf("collectives: Capture: %w", err)
 	}
 	ended := false
 	defer func() {
 		if !ended { // record panicked: end the capture, so that later calls run, not record
+			c.inCapture = false
 			if g, err := s.EndCapture(); err == nil {
 				g.Close()
 			}
 		}
 	}()
+	c.inCapture = true
 	rerr := record()
-	ended = true
+	c.inCapture, ended = false, true
 	g, err := s.EndCapture()
 	if rerr != nil {
 		if g != nil {
 			err = g.Close()
 		}
-		return nil, errors.Join(fmt.Errorf("collectives: Capture: %w", rerr), err)
+		if !strings.HasPrefix(rerr.Error(), "collectives: Capture: ") { // a nested Capture's says it
+			rerr = fmt.Errorf("collectives: Capture: %w", rerr)
+		}
+		return nil, errors.Join(rerr, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("collectives: Capture: %w", err)
