@@ -20,6 +20,8 @@ func init() {
 		register("p2p_allreduce_1shot_"+op, p2pOneShot)
 		register("p2p_allreduce_2shot_"+op, p2pTwoShot)
 		register("p2p_allreduce_lamport_"+op, p2pLamport)
+		register("p2p_allreduce_push_"+op, p2pPush)
+		register("p2p_allreduce_push_graph_"+op, p2pPush)
 	}
 	for _, op := range []string{"sum", "min", "max"} {
 		rs := func(r *run) error {
@@ -146,6 +148,64 @@ func p2pTwoShot(r *run) error {
 		}
 		err := c.launch(c.blocks(n), func(g int) any {
 			return launch.P2PTwoShot{Ins: table(inTab, g), Outs: table(dstTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
+		})
+		if err != nil {
+			return fmt.Errorf("launch %d: %w", l, err)
+		}
+		c.advance()
+		want := make([]float64, n)
+		for i := range want {
+			want[i] = c.reduce(op, vals, i)
+		}
+		for g := 0; g < c.g; g++ {
+			if err := c.expect("out", g, dst.On(g), want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// p2pPush alternates out-of-place and in-place launches of the push all-reduce, its
+// scratch (ngpus regions of a slice) never cleared between them.
+func p2pPush(r *run) error {
+	c := newColl(r)
+	n := r.size(1000)
+	op := r.spec.Op
+	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
+	in, inTab, _, padTab, err := c.p2pSetup(n)
+	if err != nil {
+		return err
+	}
+	out, err := c.sym(c.dt, n)
+	if err != nil {
+		return err
+	}
+	outTab, err := c.table(out)
+	if err != nil {
+		return err
+	}
+	vec := 16 / c.dt.Bytes()
+	slice := ((n+c.g-1)/c.g + vec - 1) / vec * vec
+	scratch, err := c.sym(c.dt, c.g*slice)
+	if err != nil {
+		return err
+	}
+	scratchTab, err := c.table(scratch)
+	if err != nil {
+		return err
+	}
+	for l := 0; l < collLaunches; l++ {
+		vals := c.inputs(n)
+		if err := c.writeInputs(in, vals); err != nil {
+			return err
+		}
+		dst, dstTab := out, outTab
+		if l%2 == 1 {
+			dst, dstTab = in, inTab
+		}
+		err := c.launch(c.blocks(n), func(g int) any {
+			return launch.P2PPush{In: on(in, g, c.dt), Outs: table(dstTab, g), Scratch: table(scratchTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
 		})
 		if err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
