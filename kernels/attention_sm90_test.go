@@ -1,0 +1,176 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/ref"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// sm90Problem is one attention problem for AttentionSM90 on the emulator.
+type sm90Problem struct {
+	cfg              kernels.AttentionSM90Config
+	b, h, hk, sq, sk int
+	scale            float64 // 0: 1/sqrt(d)
+}
+
+func (p sm90Problem) String() string {
+	return fmt.Sprintf("%s/b%dh%d-%dsq%dsk%d", p.cfg.Name(), p.b, p.h, p.hk, p.sq, p.sk)
+}
+
+// runSM90 runs p on one emulated GPU (tensor maps from cfg.Launch over the same buffers as
+// AttentionArgs) and checks O and LSE element by element against ref.AttentionRef within
+// ref.AttentionTolerance (LSE within 1e-5 relative).
+func runSM90(t *testing.T, p sm90Problem, seed int64) {
+	t.Helper()
+	cfg := p.cfg
+	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
+	kernels.AttentionSM90(k, cfg)
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := cfg.Launch(p.b, p.h, p.hk, p.sq, p.sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := emu.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	B, H, HK, SQ, SK, D := p.b, p.h, p.hk, p.sq, p.sk, cfg.HeadDim
+	scale := p.scale
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(D))
+	}
+	rng := rand.New(rand.NewSource(seed))
+	rnd := func(n int) ([]float64, []uint16) {
+		f, bits := make([]float64, n), make([]uint16, n)
+		for i := range f {
+			x := float32(2*rng.Float64() - 1)
+			if cfg.In == dsl.BF16 {
+				h := fp.BF16Of(x)
+				f[i], bits[i] = float64(h.Float32()), uint16(h)
+			} else {
+				h := fp.F16Of(x)
+				f[i], bits[i] = float64(h.Float32()), uint16(h)
+			}
+		}
+		return f, bits
+	}
+	q, qb := rnd(B * SQ * H * D)
+	kk, kb := rnd(B * SK * HK * D)
+	v, vb := rnd(B * SK * HK * D)
+	alloc := func(n int) uint64 {
+		addr, err := sys.Malloc(0, max(n, 16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return addr
+	}
+	put := func(bits []uint16) uint64 {
+		addr := alloc(2 * len(bits))
+		if err := emu.WriteSlice(sys, addr, bits); err != nil {
+			t.Fatal(err)
+		}
+		return addr
+	}
+	gq, gk, gv := put(qb), put(kb), put(vb)
+	gO := put(make([]uint16, B*SQ*H*D))
+	gL := alloc(4 * B * H * SQ)
+	tmap := func(addr uint64, s kernels.TMASpec) emu.TensorMap {
+		return emu.TensorMap{Elem: ptx.Type(s.Elem), Rank: 2, Global: addr, Dims: [5]uint64{s.Dims[0], s.Dims[1]},
+			Strides: [5]uint64{0, s.Strides[0]}, Box: [5]uint32{s.Box[0], s.Box[1]}, Swizzle: s.Swizzle}
+	}
+	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(lc.Grid), Block: emu.D1(lc.Block), SharedBytes: lc.SharedBytes,
+		Args: []any{gq, gk, gv, gO, gL, uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK), float32(scale),
+			tmap(gq, lc.Q), tmap(gk, lc.K), tmap(gv, lc.V)},
+		Options: emu.Options{Seed: seed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := emu.ReadSlice[uint16](sys, gO, B*SQ*H*D)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotL, err := emu.ReadSlice[float32](sys, gL, B*H*SQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ref.AttentionRef(q, kk, v, B, H, HK, SQ, SK, D, scale, cfg.Causal)
+	bad := 0
+	fail := func(format string, a ...any) {
+		if bad < 5 {
+			t.Errorf(format, a...)
+		}
+		bad++
+	}
+	for i, w := range want.O {
+		var g float64
+		if cfg.In == dsl.BF16 {
+			g = float64(fp.BF16(ob[i]).Float32())
+		} else {
+			g = float64(fp.F16(ob[i]).Float32())
+		}
+		if tol := ref.AttentionTolerance(cfg.In, want.Abs[i/D], w); !(math.Abs(g-w) <= tol) {
+			fail("O[b %d, s %d, h %d, d %d] = %v, want %v (tolerance %.3g)", i/(SQ*H*D), i/(H*D)%SQ, i/D%H, i%D, g, w, tol)
+		}
+	}
+	for i, w := range want.LSE {
+		g := float64(gotL[i])
+		if math.IsInf(w, -1) {
+			if !math.IsInf(g, -1) {
+				fail("LSE[%d] = %v, want -Inf (a row that sees no key)", i, g)
+			}
+			continue
+		}
+		if tol := 1e-5 * (1 + math.Abs(w)); !(math.Abs(g-w) <= tol) {
+			fail("LSE[b %d, h %d, s %d] = %v, want %v", i/(H*SQ), i/SQ%H, i%SQ, g, w)
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values differ", p, bad, len(want.O)+len(want.LSE))
+	}
+}
+
+// sm90Cfg is the library's configuration for dt, d and causal with the FlashAttention-3
+// overlaps set as given.
+func sm90Cfg(dt dsl.Type, d int, causal, overlap, pingPong bool) kernels.AttentionSM90Config {
+	c := kernels.DefaultAttentionSM90Config(dt, d, causal)
+	c.Overlap, c.PingPong = overlap, pingPong
+	return c
+}
+
+// TestAttentionSM90 checks the sm_90a attention on the emulator against float64 at odd
+// shapes: one token, sequence lengths off the tiles (70, 90, 130, 200), GQA 1 and 4, causal
+// with seqQ < seqK and seqQ > seqK (rows that see no key), f16 and bf16, head dims 64 and
+// 128, one consumer warpgroup and two, each FlashAttention-3 overlap alone and both.
+func TestAttentionSM90(t *testing.T) {
+	bf, f16 := dsl.BF16, dsl.F16
+	var cases []sm90Problem
+	for _, o := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		cases = append(cases,
+			sm90Problem{cfg: sm90Cfg(bf, 64, false, o[0], o[1]), b: 1, h: 1, hk: 1, sq: 130, sk: 200, scale: 0.5},
+			sm90Problem{cfg: sm90Cfg(bf, 64, true, o[0], o[1]), b: 1, h: 4, hk: 1, sq: 70, sk: 200},
+		)
+	}
+	one := sm90Cfg(f16, 64, false, true, false)
+	one.Consumers, one.BN = 1, 64
+	cases = append(cases,
+		sm90Problem{cfg: sm90Cfg(bf, 64, false, false, false), b: 2, h: 1, hk: 1, sq: 1, sk: 90},
+		sm90Problem{cfg: sm90Cfg(f16, 64, true, true, true), b: 1, h: 1, hk: 1, sq: 130, sk: 90, scale: 0.5},
+		sm90Problem{cfg: sm90Cfg(bf, 128, false, true, true), b: 1, h: 2, hk: 2, sq: 70, sk: 130},
+		sm90Problem{cfg: sm90Cfg(f16, 128, true, true, true), b: 1, h: 4, hk: 1, sq: 90, sk: 200},
+		sm90Problem{cfg: one, b: 1, h: 2, hk: 1, sq: 70, sk: 90},
+	)
+	for _, c := range cases {
+		t.Run(c.String(), func(t *testing.T) { runSM90(t, c, 5) })
+	}
+}
