@@ -325,16 +325,16 @@ func attentionSM90ConsumerRegs(consumers int) int {
 
 // attnSM90Block is what the consumers of one block work on.
 type attnSM90Block struct {
-	sQ, sK, sV   dsl.SharedTile
-	qk, pv       dsl.TiledGMMA
-	pK, pV       *dsl.TMAPipeline
-	qBar         dsl.Mbarrier
-	t            dsl.Value // the thread among the consumers, 0..128*Consumers-1 (U32)
-	mIdx         dsl.Value // the query tile (I32)
-	h, b, bh     dsl.Value // head, batch, batch*heads + head (U32)
-	nKV          dsl.Value // key tiles the block walks (I32)
-	diag         dsl.Value // seqK - seqQ (I32)
-	seqQ, seqK   dsl.Value // I32
+	sQ, sK, sV dsl.SharedTile
+	qk, pv     dsl.TiledGMMA
+	pK, pV     *dsl.TMAPipeline
+	qBar       dsl.Mbarrier
+	t          dsl.Value // the thread among the consumers, 0..128*Consumers-1 (U32)
+	mIdx       dsl.Value // the query tile (I32)
+	h, b, bh   dsl.Value // head, batch, batch*heads + head (U32)
+	nKV        dsl.Value // key tiles the block walks (I32)
+	diag       dsl.Value // seqK - seqQ (I32)
+	seqQ, seqK dsl.Value // I32
 }
 
 // attentionSM90Consumer is a consumer warpgroup's part: the key tiles through S, the

@@ -4,11 +4,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/internal/tooltest"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
@@ -172,5 +178,67 @@ func TestAttentionSM90(t *testing.T) {
 	)
 	for _, c := range cases {
 		t.Run(c.String(), func(t *testing.T) { runSM90(t, c, 5) })
+	}
+}
+
+// sm90Variants is every configuration the library and the benchmark use: both dtypes, head
+// dims 64, 128 and 256, causal or not, each FlashAttention-3 overlap on or off.
+func sm90Variants() []kernels.AttentionSM90Config {
+	var cfgs []kernels.AttentionSM90Config
+	for _, dt := range []dsl.Type{dsl.BF16, dsl.F16} {
+		for _, d := range []int{64, 128, 256} {
+			for _, causal := range []bool{false, true} {
+				for _, o := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+					if dt == dsl.F16 && (o != [2]bool{true, true}) {
+						continue // f16 differs from bf16 in the conversions only
+					}
+					cfgs = append(cfgs, sm90Cfg(dt, d, causal, o[0], o[1]))
+				}
+			}
+		}
+	}
+	return cfgs
+}
+
+var (
+	sm90SpillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
+	sm90UsedRE  = regexp.MustCompile(`Used \d+ registers[^\n]*`)
+)
+
+// TestAttentionSM90Ptxas assembles every variant for sm_90a with ptxas -v: no spills, no
+// wgmma performance warning (serialized wgmmas, injected waits, setmaxnreg ignored); it logs
+// the register counts.
+func TestAttentionSM90Ptxas(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	dir := t.TempDir()
+	for _, cfg := range sm90Variants() {
+		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
+		kernels.AttentionSM90(k, cfg)
+		m, err := k.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, cfg.Name()+".ptx")
+		if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", f, "-o", f+".cubin").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: ptxas: %v: %s", cfg.Name(), err, out)
+		}
+		for _, w := range []string{"C7508", "C7517", "C7510", "Potential Performance Loss"} {
+			if strings.Contains(string(out), w) {
+				t.Errorf("%s: ptxas warns: %s", cfg.Name(), out)
+				break
+			}
+		}
+		s := sm90SpillRE.FindStringSubmatch(string(out))
+		if s == nil {
+			t.Fatalf("%s: no spill counts in ptxas -v: %s", cfg.Name(), out)
+		}
+		if s[1] != "0" || s[2] != "0" {
+			t.Errorf("%s spills: %s", cfg.Name(), s[0])
+		}
+		t.Logf("%s: %s", cfg.Name(), sm90UsedRE.FindString(string(out)))
 	}
 }
