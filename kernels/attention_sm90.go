@@ -391,24 +391,79 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 	}
 	release := func(p *dsl.TMAPipeline, st dsl.PipelineState) { k.If(lane0, func() { p.ConsumerRelease(st) }) }
 
+	// Ping-pong: a warpgroup issues its GEMMs in its turn (turn), then hands the turn to
+	// the other (pass), so one's softmax runs while the other's GEMMs do. Warpgroup 1 gives
+	// warpgroup 0 the first turn and skips its pass after its last section, so that every
+	// arrival meets a sync.
+	turn, pass := func() {}, func(last dsl.Value) {}
+	if cfg.PingPong {
+		bars := [2]dsl.NamedBar{k.NamedBarrierFor("attention_sm90: warpgroup 0's turn", 256), k.NamedBarrierFor("attention_sm90: warpgroup 1's turn", 256)}
+		first := wg.Eq(uint32(0))
+		turn = func() { k.If(first, bars[0].Sync).Else(bars[1].Sync) }
+		pass = func(last dsl.Value) {
+			k.If(first, bars[1].Arrive).Else(func() { k.If(last.Not(), bars[0].Arrive) })
+		}
+		k.If(first.Not().And(blk.nKV.Gt(int32(0))), bars[0].Arrive)
+	}
+
 	blk.qBar.Wait(0)
 	stK, stV := pK.ConsumerState(), pV.ConsumerState()
-	sFirst := qk.Accumulating(k.Const(dsl.Bool, false))
-	k.For(int32(0), blk.nKV, int32(1), func(j dsl.Value) {
+	sFirst := qk.Accumulating(k.Const(dsl.Bool, false)) // S overwrites the accumulators
+	gemmS := func() {
 		pK.ConsumerWait(stK)
 		sFirst.Gemm(k, wg, blk.sQ, blk.sK.StageView(stK.Index), 0, accS) // S = Q K^T
-		k.WaitGroup(0)
-		release(pK, stK)
-		stK.Advance()
-		p, corr := scores(j)
-		sm.rescale(vo, accO, corr)
-		packP(p)
+	}
+	gemmPV := func() {
 		pV.ConsumerWait(stV)
 		pv.GemmRS(k, pFrag, blk.sV, stV.Index, accO) // O += P V
-		k.WaitGroup(0)
-		release(pV, stV)
-		stV.Advance()
-	})
+	}
+	retireS := func() { release(pK, stK); stK.Advance() }
+	retirePV := func() { release(pV, stV); stV.Advance() }
+	if !cfg.Overlap {
+		k.For(int32(0), blk.nKV, int32(1), func(j dsl.Value) {
+			turn()
+			gemmS()
+			pass(j.Eq(blk.nKV.Sub(int32(1))))
+			k.WaitGroup(0)
+			retireS()
+			p, corr := scores(j)
+			sm.rescale(vo, accO, corr)
+			packP(p)
+			gemmPV()
+			k.WaitGroup(0)
+			retirePV()
+		})
+	} else {
+		// Tile j's section issues S_j and then P_{j-1} V_{j-1}; the softmax of S_j runs
+		// while P V does, O's rescale and P_j's registers wait for it.
+		k.If(blk.nKV.Gt(int32(0)), func() {
+			turn()
+			gemmS()
+			pass(k.Const(dsl.Bool, false))
+			k.WaitGroup(0)
+			retireS()
+			p, _ := scores(k.Const(dsl.I32, 0)) // O is 0: no rescale
+			packP(p)
+			k.For(int32(1), blk.nKV, int32(1), func(j dsl.Value) {
+				turn()
+				gemmS()
+				gemmPV()
+				pass(k.Const(dsl.Bool, false))
+				k.WaitGroup(1) // S_j
+				retireS()
+				p, corr := scores(j)
+				k.WaitGroup(0) // P_{j-1} V_{j-1}
+				retirePV()
+				sm.rescale(vo, accO, corr)
+				packP(p)
+			})
+			turn()
+			gemmPV()
+			pass(k.Const(dsl.Bool, true))
+			k.WaitGroup(0)
+			retirePV()
+		})
+	}
 
 	// O /= l (0 for a row that saw no key), stored in pairs of adjacent columns; LSE =
 	// m*scale + ln l by the thread holding column 0 of the row.
