@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
-	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/internal/tooltest"
+	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
@@ -31,10 +31,25 @@ func (p sm90Problem) String() string {
 	return fmt.Sprintf("%s/b%dh%d-%dsq%dsk%d", p.cfg.Name(), p.b, p.h, p.hk, p.sq, p.sk)
 }
 
-// runSM90 runs p on one emulated GPU (tensor maps from cfg.Launch over the same buffers as
-// AttentionArgs) and checks O and LSE element by element against ref.AttentionRef within
-// ref.AttentionTolerance (LSE within 1e-5 relative).
-func runSM90(t *testing.T, p sm90Problem, seed int64) {
+// runSM90 runs p on d (the emulator or a GPU) and checks O and LSE against the float64
+// reference.
+func runSM90(t *testing.T, d *jit.Device, p sm90Problem, seed int64) {
+	t.Helper()
+	if p.cfg.In == dsl.F16 {
+		runSM90T[fp.F16](t, d, p, seed)
+		return
+	}
+	runSM90T[fp.BF16](t, d, p, seed)
+}
+
+// runSM90T builds and loads p's kernel on d, launches it with random inputs in [-1, 1] and
+// the tensor maps of cfg.Launch over the same buffers as AttentionArgs, and checks O and
+// LSE element by element against ref.AttentionRef within ref.AttentionTolerance (LSE within
+// 1e-5 relative; -Inf where a row sees no key).
+func runSM90T[T interface {
+	fp.BF16 | fp.F16
+	Float32() float32
+}](t *testing.T, d *jit.Device, p sm90Problem, seed int64) {
 	t.Helper()
 	cfg := p.cfg
 	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
@@ -43,11 +58,16 @@ func runSM90(t *testing.T, p sm90Problem, seed int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := cfg.Launch(p.b, p.h, p.hk, p.sq, p.sk)
+	jm, err := d.Load(jit.Source{Module: mod, Params: map[string][]jit.ParamInfo{cfg.Name(): jit.ParamInfos(k.Params())}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := emu.New(1)
+	defer jm.Close()
+	fn, err := jm.Function(cfg.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := cfg.Launch(p.b, p.h, p.hk, p.sq, p.sk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,57 +77,53 @@ func runSM90(t *testing.T, p sm90Problem, seed int64) {
 		scale = 1 / math.Sqrt(float64(D))
 	}
 	rng := rand.New(rand.NewSource(seed))
-	rnd := func(n int) ([]float64, []uint16) {
-		f, bits := make([]float64, n), make([]uint16, n)
+	rnd := func(n int) ([]float64, []T) {
+		f, h := make([]float64, n), make([]T, n)
 		for i := range f {
-			x := float32(2*rng.Float64() - 1)
-			if cfg.In == dsl.BF16 {
-				h := fp.BF16Of(x)
-				f[i], bits[i] = float64(h.Float32()), uint16(h)
-			} else {
-				h := fp.F16Of(x)
-				f[i], bits[i] = float64(h.Float32()), uint16(h)
-			}
+			h[i] = fp.Of[T](float32(2*rng.Float64() - 1))
+			f[i] = float64(h[i].Float32())
 		}
-		return f, bits
+		return f, h
 	}
-	q, qb := rnd(B * SQ * H * D)
-	kk, kb := rnd(B * SK * HK * D)
-	v, vb := rnd(B * SK * HK * D)
-	alloc := func(n int) uint64 {
-		addr, err := sys.Malloc(0, max(n, 16))
+	q, qh := rnd(B * SQ * H * D)
+	kk, kh := rnd(B * SK * HK * D)
+	v, vh := rnd(B * SK * HK * D)
+	buf := func(h []T) *jit.Buffer[T] {
+		x, err := jit.Alloc[T](d, len(h))
+		if err == nil {
+			err = x.CopyFromHost(h)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		return addr
+		t.Cleanup(func() { x.Free() })
+		return x
 	}
-	put := func(bits []uint16) uint64 {
-		addr := alloc(2 * len(bits))
-		if err := emu.WriteSlice(sys, addr, bits); err != nil {
+	gq, gk, gv, gO := buf(qh), buf(kh), buf(vh), buf(make([]T, B*SQ*H*D))
+	gL, err := jit.Alloc[float32](d, B*H*SQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gL.Free()
+	tmap := func(x *jit.Buffer[T], s kernels.TMASpec) jit.TensorMap {
+		m, err := jit.NewTensorMap(x, s.Dims[:], s.Strides[:], s.Box[:], jit.Swizzle(s.Swizzle))
+		if err != nil {
 			t.Fatal(err)
 		}
-		return addr
+		return m
 	}
-	gq, gk, gv := put(qb), put(kb), put(vb)
-	gO := put(make([]uint16, B*SQ*H*D))
-	gL := alloc(4 * B * H * SQ)
-	tmap := func(addr uint64, s kernels.TMASpec) emu.TensorMap {
-		return emu.TensorMap{Elem: ptx.Type(s.Elem), Rank: 2, Global: addr, Dims: [5]uint64{s.Dims[0], s.Dims[1]},
-			Strides: [5]uint64{0, s.Strides[0]}, Box: [5]uint32{s.Box[0], s.Box[1]}, Swizzle: s.Swizzle}
-	}
-	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(lc.Grid), Block: emu.D1(lc.Block), SharedBytes: lc.SharedBytes,
-		Args: []any{gq, gk, gv, gO, gL, uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK), float32(scale),
-			tmap(gq, lc.Q), tmap(gk, lc.K), tmap(gv, lc.V)},
-		Options: emu.Options{Seed: seed}})
+	err = fn.Launch(jit.LaunchConfig{Grid: jit.D1(lc.Grid), Block: jit.D1(lc.Block), SharedMem: lc.SharedBytes},
+		gq, gk, gv, gO, gL, uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK), float32(scale),
+		tmap(gq, lc.Q), tmap(gk, lc.K), tmap(gv, lc.V))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := emu.ReadSlice[uint16](sys, gO, B*SQ*H*D)
-	if err != nil {
+	oh := make([]T, B*SQ*H*D)
+	gotL := make([]float32, B*H*SQ)
+	if err := gO.CopyToHost(oh); err != nil {
 		t.Fatal(err)
 	}
-	gotL, err := emu.ReadSlice[float32](sys, gL, B*H*SQ)
-	if err != nil {
+	if err := gL.CopyToHost(gotL); err != nil {
 		t.Fatal(err)
 	}
 	want := ref.AttentionRef(q, kk, v, B, H, HK, SQ, SK, D, scale, cfg.Causal)
@@ -119,12 +135,7 @@ func runSM90(t *testing.T, p sm90Problem, seed int64) {
 		bad++
 	}
 	for i, w := range want.O {
-		var g float64
-		if cfg.In == dsl.BF16 {
-			g = float64(fp.BF16(ob[i]).Float32())
-		} else {
-			g = float64(fp.F16(ob[i]).Float32())
-		}
+		g := float64(oh[i].Float32())
 		if tol := ref.AttentionTolerance(cfg.In, want.Abs[i/D], w); !(math.Abs(g-w) <= tol) {
 			fail("O[b %d, s %d, h %d, d %d] = %v, want %v (tolerance %.3g)", i/(SQ*H*D), i/(H*D)%SQ, i/D%H, i%D, g, w, tol)
 		}
@@ -169,15 +180,75 @@ func TestAttentionSM90(t *testing.T) {
 	}
 	one := sm90Cfg(f16, 64, false, true, false)
 	one.Consumers, one.BN = 1, 64
+	three := sm90Cfg(bf, 64, true, true, true) // a 3-stage ring, 32 keys per step: many tiles
+	three.Stages, three.BN = 3, 32
 	cases = append(cases,
 		sm90Problem{cfg: sm90Cfg(bf, 64, false, false, false), b: 2, h: 1, hk: 1, sq: 1, sk: 90},
 		sm90Problem{cfg: sm90Cfg(f16, 64, true, true, true), b: 1, h: 1, hk: 1, sq: 130, sk: 90, scale: 0.5},
 		sm90Problem{cfg: sm90Cfg(bf, 128, false, true, true), b: 1, h: 2, hk: 2, sq: 70, sk: 130},
 		sm90Problem{cfg: sm90Cfg(f16, 128, true, true, true), b: 1, h: 4, hk: 1, sq: 90, sk: 200},
 		sm90Problem{cfg: one, b: 1, h: 2, hk: 1, sq: 70, sk: 90},
+		sm90Problem{cfg: sm90Cfg(bf, 256, false, true, true), b: 1, h: 1, hk: 1, sq: 70, sk: 130, scale: 0.2},
+		sm90Problem{cfg: sm90Cfg(bf, 256, true, false, false), b: 1, h: 2, hk: 1, sq: 130, sk: 70},
+		sm90Problem{cfg: three, b: 2, h: 1, hk: 1, sq: 65, sk: 200, scale: 0.5},
 	)
+	d, err := jit.OpenBackend(jit.Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	for _, c := range cases {
-		t.Run(c.String(), func(t *testing.T) { runSM90(t, c, 5) })
+		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 5) })
+	}
+}
+
+// TestAttentionSM90Refuses: configurations the kernel cannot build and shapes it cannot run
+// are errors naming the rule (Check and CheckShape, and Build for a bad target).
+func TestAttentionSM90Refuses(t *testing.T) {
+	base := kernels.DefaultAttentionSM90Config(dsl.BF16, 128, false)
+	mod := func(f func(*kernels.AttentionSM90Config)) kernels.AttentionSM90Config {
+		c := base
+		f(&c)
+		return c
+	}
+	for _, c := range []struct {
+		cfg  kernels.AttentionSM90Config
+		want string
+	}{
+		{mod(func(c *kernels.AttentionSM90Config) { c.In = dsl.F32 }), "input type f32"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim = 96 }), "head dim 96"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers = 3; c.PingPong = false }), "3 consumer warpgroups"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.BN = 72 }), "BN 72"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Stages = 1 }), "1 stages"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers, c.BN = 1, 64 }), "PingPong alternates two"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim = 256 }), "accumulator and P registers"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Stages = 4 }), "shared memory"},
+	} {
+		if err := c.cfg.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: Check = %v, want an error naming %q", c.cfg, err, c.want)
+		}
+		k := dsl.New("a", dsl.WithTarget(ptx.SM90a))
+		kernels.AttentionSM90(k, c.cfg)
+		if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: Build = %v, want an error naming %q", c.cfg, err, c.want)
+		}
+	}
+	k := dsl.New("a", dsl.WithTarget(ptx.SM90))
+	kernels.AttentionSM90(k, base)
+	if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "sm_90a") {
+		t.Errorf("on sm_90: Build = %v, want an error naming sm_90a", err)
+	}
+	for _, s := range []struct {
+		b, h, hk, sq, sk int
+		want             string
+	}{
+		{0, 1, 1, 1, 1, "must be positive"},
+		{1, 6, 4, 1, 1, "not a multiple of 4 kv heads"},
+		{1 << 12, 1, 1, 1, 1 << 19, "batch*seqK"},
+	} {
+		if _, err := base.Launch(s.b, s.h, s.hk, s.sq, s.sk); err == nil || !strings.Contains(err.Error(), s.want) {
+			t.Errorf("Launch(%d, %d, %d, %d, %d) = %v, want an error naming %q", s.b, s.h, s.hk, s.sq, s.sk, err, s.want)
+		}
 	}
 }
 
