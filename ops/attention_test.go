@@ -97,9 +97,9 @@ func checkAttn[T jit.Elem](t *testing.T, c attnCase, o attnOperands[T], withLSE 
 	}
 }
 
-func runAttn[T jit.Elem](t *testing.T, d *jit.Device, c attnCase, withLSE bool) {
+func runAttn[T jit.Elem](t *testing.T, d *jit.Device, c attnCase, withLSE bool, kernel AttentionKernel) {
 	o := newAttn[T](t, d, c, int64(c.sq*131+c.sk))
-	opt := &AttentionOptions{Causal: c.causal, Scale: c.scale}
+	opt := &AttentionOptions{Causal: c.causal, Scale: c.scale, Kernel: kernel}
 	if withLSE {
 		opt.LSE = o.lse
 	}
@@ -112,7 +112,8 @@ func runAttn[T jit.Elem](t *testing.T, d *jit.Device, c attnCase, withLSE bool) 
 // TestAttention runs Attention on the emulator against the float64 reference at odd
 // shapes: sequence lengths off the tiles, one token, GQA ratios 1, 4 and 8, causal with
 // seqQ below and above seqK (rows that see no key), both dtypes, head dims 64, 128 and 256,
-// with and without the LSE.
+// with and without the LSE; each with the sm_90a kernel (the emulator's pick: it is a
+// compute capability 9.0 device) and with FlashAttention-2 forced.
 func TestAttention(t *testing.T) {
 	d := emuDevice(t)
 	cases := []struct {
@@ -131,17 +132,20 @@ func TestAttention(t *testing.T) {
 		{c: attnCase{b: 1, h: 2, hk: 1, sq: 66, sk: 70, d: 256}, lse: true},
 	}
 	for _, tc := range cases {
-		name := fmt.Sprintf("b%dh%d-%dsq%dsk%dd%d-causal%v-f16%v", tc.c.b, tc.c.h, tc.c.hk, tc.c.sq, tc.c.sk, tc.c.d, tc.c.causal, tc.f16)
-		t.Run(name, func(t *testing.T) {
-			if tc.f16 {
-				runAttn[fp.F16](t, d, tc.c, tc.lse)
-			} else {
-				runAttn[fp.BF16](t, d, tc.c, tc.lse)
-			}
-		})
+		for _, kernel := range []AttentionKernel{AttentionAuto, AttentionFA2} {
+			name := fmt.Sprintf("b%dh%d-%dsq%dsk%dd%d-causal%v-f16%v-%s", tc.c.b, tc.c.h, tc.c.hk, tc.c.sq, tc.c.sk, tc.c.d, tc.c.causal, tc.f16, kernel)
+			t.Run(name, func(t *testing.T) {
+				if tc.f16 {
+					runAttn[fp.F16](t, d, tc.c, tc.lse, kernel)
+				} else {
+					runAttn[fp.BF16](t, d, tc.c, tc.lse, kernel)
+				}
+			})
+		}
 	}
 	names := strings.Join(Kernels(d), " ")
-	for _, want := range []string{"attention_bf16_d64_64x64_4w2s", "attention_f16_d64_128x64_8w2s_causal", "attention_bf16_d128_128x64_8w2s_causal"} {
+	for _, want := range []string{"attention_bf16_d64_64x64_4w2s", "attention_f16_d64_128x64_8w2s_causal", "attention_bf16_d128_128x64_8w2s_causal",
+		"attention_sm90_bf16_d64_64x128_2s_ov", "attention_sm90_f16_d64_128x128_2s_causal_ov_pp", "attention_sm90_bf16_d256_128x64_2s_ov_pp"} {
 		if !strings.Contains(names, want) {
 			t.Errorf("loaded kernels %q; want %s among them", names, want)
 		}
