@@ -87,8 +87,9 @@ func (c AttentionSM90Config) Grid(batch, heads, seqQ int) int {
 	return ceilDiv(seqQ, c.BM()) * heads * batch
 }
 
-// TMABox returns the box of every tensor map, innermost first: 64 elements of the head dim
-// (one 128-byte swizzle row) by BM rows for Q, by BN rows for K and V.
+// TMABox returns the first two extents of every tensor map's box, innermost first: 64
+// elements of the head dim (one 128-byte swizzle row) by BM rows for Q, by BN rows for K
+// and V (the box is 1 along the batch).
 func (c AttentionSM90Config) TMABox() (q, kv [2]int) {
 	return [2]int{64, c.BM()}, [2]int{64, c.BN}
 }
@@ -122,26 +123,35 @@ func (c AttentionSM90Config) Check() error {
 	return nil
 }
 
-// CheckShape reports a problem the kernel cannot run: AttentionConfig.CheckShape's rules,
-// and batch*seqQ and batch*seqK below 2^31 (the TMA row coordinates are 32-bit).
+// CheckShape reports a problem the kernel cannot run: AttentionConfig.CheckShape's rules
+// (which also keep the TMA coordinates within 32 bits).
 func (c AttentionSM90Config) CheckShape(batch, heads, kvHeads, seqQ, seqK int) error {
 	if err := (AttentionConfig{HeadDim: c.HeadDim, BM: c.BM()}).CheckShape(batch, heads, kvHeads, seqQ, seqK); err != nil {
 		return fmt.Errorf("attention_sm90%s", err.Error()[len("attention"):])
-	}
-	if int64(batch)*int64(seqQ) >= 1<<31 || int64(batch)*int64(seqK) >= 1<<31 {
-		return fmt.Errorf("attention_sm90: batch*seqQ = %d or batch*seqK = %d reaches 2^31 (TMA coordinates are 32-bit)", int64(batch)*int64(seqQ), int64(batch)*int64(seqK))
 	}
 	return nil
 }
 
 // AttentionSM90Maps are the sm_90a attention's tensor maps, passed after AttentionArgs.
-// Each views its tensor as a 2-D matrix of (heads*HeadDim) columns by (batch*seq) rows
-// (row stride heads*HeadDim elements; kvHeads for K and V), innermost first, with the
-// boxes of AttentionSM90Config.TMABox and the 128-byte swizzle: a tile of one head is the
-// box at column head*HeadDim (plus 64 per box along the head dim) and row b*seq + first.
+// Each views its tensor as (heads*HeadDim, seq, batch), innermost first (kvHeads for K and
+// V), with the boxes of AttentionSM90Config.TMABox (extent 1 along the batch) and the
+// 128-byte swizzle: a tile of one head is the box at column head*HeadDim (plus 64 per box
+// along the head dim), row first, batch b, and TMA zero-fills the rows past the sequence.
 // AttentionSM90Launch gives them as data.
 type AttentionSM90Maps struct {
 	TmQ, TmK, TmV dsl.TensorMap
+}
+
+// AttentionTMASpec describes one of the sm_90a attention's rank-3 tensor maps as plain
+// data, for the caller to encode (jit.NewTensorMap(buf, Dims[:], Strides[:], Box[:],
+// jit.Swizzle(Swizzle))): the extents innermost first, the byte strides of dimensions 1 and
+// 2 (dimension 0 is dense), the box and the swizzle in bytes.
+type AttentionTMASpec struct {
+	Elem    dsl.Type
+	Dims    [3]uint64 // heads*HeadDim, seq, batch
+	Strides [2]uint64 // bytes between rows, between batches
+	Box     [3]uint32
+	Swizzle int
 }
 
 // AttentionSM90Launch is a launch of one sm_90a attention configuration: Grid blocks of
@@ -149,7 +159,7 @@ type AttentionSM90Maps struct {
 // (AttentionSM90Maps' order), each over the buffer of the same name in AttentionArgs.
 type AttentionSM90Launch struct {
 	Grid, Block, SharedBytes int
-	Q, K, V                  TMASpec
+	Q, K, V                  AttentionTMASpec
 }
 
 // Launch returns the launch of c for a problem of AttentionArgs' shapes, or an error (Check's
@@ -163,13 +173,13 @@ func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (Atte
 	}
 	es := uint64(c.In.Bytes())
 	bq, bkv := c.TMABox()
-	spec := func(h, rows int, box [2]int) TMASpec {
+	spec := func(h, seq int, box [2]int) AttentionTMASpec {
 		cols := uint64(h * c.HeadDim)
-		return TMASpec{Elem: c.In, Dims: [2]uint64{cols, uint64(rows)}, Strides: [1]uint64{cols * es},
-			Box: [2]uint32{uint32(box[0]), uint32(box[1])}, Swizzle: 128}
+		return AttentionTMASpec{Elem: c.In, Dims: [3]uint64{cols, uint64(seq), uint64(batch)}, Strides: [2]uint64{cols * es, cols * es * uint64(seq)},
+			Box: [3]uint32{uint32(box[0]), uint32(box[1]), 1}, Swizzle: 128}
 	}
 	return AttentionSM90Launch{Grid: c.Grid(batch, heads, seqQ), Block: c.Threads(), SharedBytes: c.SharedBytes(),
-		Q: spec(heads, batch*seqQ, bq), K: spec(kvHeads, batch*seqK, bkv), V: spec(kvHeads, batch*seqK, bkv)}, nil
+		Q: spec(heads, seqQ, bq), K: spec(kvHeads, seqK, bkv), V: spec(kvHeads, seqK, bkv)}, nil
 }
 
 // AttentionSM90 writes the kernel for cfg into k (target sm_90a). Launch cfg.Grid(batch,
@@ -186,9 +196,7 @@ func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (Atte
 // registers, then the lanes sharing the row; exp2 with scale*log2(e) folded in; O rescaled
 // by exp2(m_old - m_new)), P converted in registers to the A operand of O += P V (wgmma with
 // A from registers). Finally O /= l, stored from the accumulators, and the LSE.
-//
-// Rows of a tile past the sequence are whatever the 2-D maps hold there (the next batch's
-// rows, or TMA's zeros past the last): their keys are masked and their queries not stored.
+// Rows of a tile past the sequence are TMA's zeros (the maps are per batch).
 func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
@@ -271,19 +279,17 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	k.If(tid.Lt(uint32(128)), func() { // the producer warpgroup
 		k.WarpgroupRegDealloc(attentionSM90ProducerRegs(C))
 		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
-			qRow := b.Mul(a.SeqQ).Add(mt.Mul(uint32(BM)))
-			kvRow := b.Mul(a.SeqK)
 			qCol, kvCol := h.Mul(uint32(D)), hkv.Mul(uint32(D))
 			qBar.ArriveExpectTx(cQ.Bytes)
-			cQ.Load(qBar, 0, qRow, qCol)
+			cQ.LoadOuter(qBar, 0, mt.Mul(uint32(BM)), qCol, b)
 			st := pK.ProducerState() // V's ring walks the same stages
 			k.For(int32(0), nKV, int32(1), func(j dsl.Value) {
-				row := kvRow.Add(j.To(dsl.U32).Mul(uint32(BN)))
+				row := j.Mul(int32(BN))
 				pK.ProducerAcquire(st)
-				pK.Load(st, cK, row, kvCol)
+				pK.LoadOuter(st, cK, row, kvCol, b)
 				pK.ProducerCommit(st)
 				pV.ProducerAcquire(st)
-				pV.Load(st, cV, kvCol, row)
+				pV.LoadOuter(st, cV, kvCol, row, b)
 				pV.ProducerCommit(st)
 				st.Advance()
 			})

@@ -29,5 +29,5 @@ func ExampleAttentionSM90Config_Launch() {
 	// Output:
 	// attention_sm90_bf16_d128_128x128_2s_causal_ov_pp
 	// grid 256, block 384, shared 164864 bytes
-	// Q map [2048 2000] box [64 128]; K and V maps [512 2000] box [64 128]
+	// Q map [2048 1000 2] box [64 128 1]; K and V maps [512 1000 2] box [64 128 1]
 }

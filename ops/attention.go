@@ -213,12 +213,17 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	args := []any{ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(out), lse,
 		uint32(batch), uint32(heads), uint32(kvHeads), uint32(seqQ), uint32(seqK), scale}
 	if p.kind == attnSM90 {
+		// The maps are encoded once per set of operands: the call's arguments are kept.
 		for _, x := range []struct {
 			name string
-			spec kernels.TMASpec
+			spec kernels.AttentionTMASpec
 			t    Tensor[T]
 		}{{"q", p.attn.Q, q}, {"k", p.attn.K, k}, {"v", p.attn.V, v}} {
-			tm, err := tensorMap(st, x.spec, x.t.buf, x.t.off)
+			var opts []jit.TensorMapOption
+			if x.t.off > 0 {
+				opts = append(opts, jit.WithOffset(uint64(x.t.off)))
+			}
+			tm, err := jit.NewTensorMap(x.t.buf, x.spec.Dims[:], x.spec.Strides[:], x.spec.Box[:], jit.Swizzle(x.spec.Swizzle), opts...)
 			if err != nil {
 				return planFailed(op, dev, fmt.Errorf("%s's tensor map: %w", x.name, err))
 			}

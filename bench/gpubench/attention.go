@@ -320,7 +320,7 @@ func attnMaps[T fp.BF16 | fp.F16](d *jit.Device, l kernels.AttentionSM90Launch, 
 	var maps []any
 	for _, x := range []struct {
 		h    []uint16
-		spec kernels.TMASpec
+		spec kernels.AttentionTMASpec
 	}{{hq, l.Q}, {hk, l.K}, {hv, l.V}} {
 		b, err := jit.Alloc[T](d, len(x.h))
 		if err != nil {
