@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // AccView places a thread's accumulator registers of a TiledGMMA in the 64 x N tile of its
@@ -44,7 +45,7 @@ func (m TiledGMMA) AccView(k *Kernel, t Value) AccView {
 		k.errorf("AccView: thread index is %s; want U32", t.t)
 		return v
 	}
-	rt, ct, quad, err := accThreadTerms(at)
+	rt, ct, quad, err := accThreadTermsCached(at)
 	if err != nil {
 		k.errorf("AccView: %v", err)
 		return v
@@ -56,6 +57,29 @@ func (m TiledGMMA) AccView(k *Kernel, t Value) AccView {
 		v.RowOff, v.ColOff = append(v.RowOff, r-r0), append(v.ColOff, c-c0)
 	}
 	return v
+}
+
+// accTerms caches accThreadTerms (a pure function of the atom; checking every thread and
+// value costs about 2 ms for an N = 128 atom).
+var accTerms sync.Map
+
+type accTermsResult struct {
+	rows, cols []accTerm
+	quad       []int
+	err        error
+}
+
+// accThreadTermsCached is accThreadTerms through accTerms (the slices are shared: callers
+// only read them).
+func accThreadTermsCached(a GMMAAtom) (rows, cols []accTerm, quad []int, err error) {
+	key := fmt.Sprintf("%v %v", a, a.CLayout)
+	if r, ok := accTerms.Load(key); ok {
+		r := r.(accTermsResult)
+		return r.rows, r.cols, r.quad, r.err
+	}
+	rows, cols, quad, err = accThreadTerms(a)
+	accTerms.Store(key, accTermsResult{rows, cols, quad, err})
+	return rows, cols, quad, err
 }
 
 // accThreadTerms splits the thread mode of a's C layout into row and column terms (a mode's

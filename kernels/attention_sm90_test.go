@@ -346,3 +346,18 @@ func TestAttentionSM90Ptxas(t *testing.T) {
 		t.Logf("%s: %s", cfg.Name(), sm90UsedRE.FindString(string(out)))
 	}
 }
+
+// BenchmarkAttentionSM90Build builds and prints the library's sm_90a attention (bf16, head
+// dim 128, causal; issue 27: under 5 ms).
+func BenchmarkAttentionSM90Build(b *testing.B) {
+	cfg := kernels.DefaultAttentionSM90Config(dsl.BF16, 128, true)
+	for b.Loop() {
+		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
+		kernels.AttentionSM90(k, cfg)
+		m, err := k.Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.String()
+	}
+}
