@@ -182,6 +182,17 @@ func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (Atte
 		Q: spec(heads, seqQ, bq), K: spec(kvHeads, seqK, bkv), V: spec(kvHeads, seqK, bkv)}, nil
 }
 
+func init() {
+	register(&Spec{
+		Name:    "attention_sm90",
+		Doc:     "forward attention (FlashAttention-3 on wgmma and TMA, warp-specialized, sm_90a): AttentionArgs, then the rank-3 TMA maps of Q, K, V (AttentionSM90Config.Launch); head dim 128, 128x128 tiles, 2 consumer warpgroups, 2 stages, intra-warpgroup overlap and ping-pong",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: []ptx.Target{ptx.SM90a},
+		Golden:  []ptx.Target{ptx.SM90a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { AttentionSM90(k, DefaultAttentionSM90Config(dt, 128, false)) },
+	})
+}
+
 // AttentionSM90 writes the kernel for cfg into k (target sm_90a). Launch cfg.Grid(batch,
 // heads, seqQ) blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic
 // shared memory; the parameters are AttentionArgs, then AttentionSM90Maps (cfg.Launch gives
