@@ -286,7 +286,8 @@ func TestAttentionSM90Refuses(t *testing.T) {
 }
 
 // sm90Variants is every configuration the library and the benchmark use: both dtypes, head
-// dims 64, 128 and 256, causal or not, each FlashAttention-3 overlap on or off.
+// dims 64, 128 and 256, causal or not, each FlashAttention-3 overlap on or off, and one
+// consumer warpgroup.
 func sm90Variants() []kernels.AttentionSM90Config {
 	var cfgs []kernels.AttentionSM90Config
 	for _, dt := range []dsl.Type{dsl.BF16, dsl.F16} {
@@ -297,6 +298,11 @@ func sm90Variants() []kernels.AttentionSM90Config {
 						continue // f16 differs from bf16 in the conversions only
 					}
 					cfgs = append(cfgs, sm90Cfg(dt, d, causal, o[0], o[1]))
+				}
+				if dt == dsl.BF16 { // ops' choice for seqQ <= 64
+					one := sm90Cfg(dt, d, causal, true, false)
+					one.Consumers = 1
+					cfgs = append(cfgs, one)
 				}
 			}
 		}
