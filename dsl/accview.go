@@ -225,8 +225,8 @@ func (v AccView) Rows() [][]int {
 
 // RowReduce combines, for each row the thread holds (Rows' order), the values of acc (a
 // fragment of the view's registers, e.g. the accumulators or a Map of them) over the whole
-// row of the tile with op: over the thread's registers, then over the lanes holding the same
-// row (shuffles). Every such thread gets the result: softmax's row max and row sum.
+// row of the tile with op: over the thread's registers (pairwise, in column order), then
+// over the lanes holding the same row (shuffles). Every such thread gets the result: softmax's row max and row sum.
 func (v AccView) RowReduce(acc Tensor, op ReduceOp) []Value {
 	k := v.k
 	if k == nil {
@@ -242,10 +242,23 @@ func (v AccView) RowReduce(acc Tensor, op ReduceOp) []Value {
 		if !k.checkReduce("RowReduce", op, acc.regs[regs[0]]) {
 			return nil
 		}
-		r := acc.regs[regs[0]]
-		for _, i := range regs[1:] {
-			r = op.combine(r, acc.regs[i])
+		// Pairwise: a tree of log2(n) dependent steps, not a chain of n (softmax's critical
+		// path; ptxas does not reassociate floating point).
+		vals := make([]Value, len(regs))
+		for j, i := range regs {
+			vals[j] = acc.regs[i]
 		}
+		for len(vals) > 1 {
+			next := vals[:0:0]
+			for j := 0; j+1 < len(vals); j += 2 {
+				next = append(next, op.combine(vals[j], vals[j+1]))
+			}
+			if len(vals)%2 == 1 {
+				next = append(next, vals[len(vals)-1])
+			}
+			vals = next
+		}
+		r := vals[0]
 		for _, mask := range v.quad {
 			r = op.combine(r, k.ShuffleXor(r, mask))
 		}

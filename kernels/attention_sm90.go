@@ -534,15 +534,30 @@ func (s *sm90Softmax) update(v dsl.AccView, acc dsl.Tensor) (p, corr []dsl.Value
 		// give 0, not NaN.
 		ms := k.Select(m.Eq(s.negInf), k.Const(dsl.F32, 0.0), m.Mul(s.scaleLog2)).Neg()
 		corr[r] = k.FMA(s.m[r], s.scaleLog2, ms).Exp2()
-		sum := k.Const(dsl.F32, 0.0)
-		for _, i := range regs {
+		row := make([]dsl.Value, len(regs))
+		for j, i := range regs {
 			p[i] = k.FMA(acc.Get(i), s.scaleLog2, ms).Exp2()
-			sum = sum.Add(p[i])
+			row[j] = p[i]
 		}
-		k.Set(s.l[r], k.FMA(s.l[r], corr[r], sum))
+		k.Set(s.l[r], k.FMA(s.l[r], corr[r], pairwiseSum(row)))
 		k.Set(s.m[r], m)
 	}
 	return p, corr
+}
+
+// pairwiseSum adds xs as a tree (log2(n) dependent adds, not n).
+func pairwiseSum(xs []dsl.Value) dsl.Value {
+	for len(xs) > 1 {
+		next := make([]dsl.Value, 0, (len(xs)+1)/2)
+		for j := 0; j+1 < len(xs); j += 2 {
+			next = append(next, xs[j].Add(xs[j+1]))
+		}
+		if len(xs)%2 == 1 {
+			next = append(next, xs[len(xs)-1])
+		}
+		xs = next
+	}
+	return xs[0]
 }
 
 // rescale multiplies each row of acc (view v's registers) by its correction.
