@@ -65,7 +65,8 @@ const (
 // Attention computes the forward attention out = softmax(scale * q k^T [+ causal mask]) v
 // per (batch, head) with f32 accumulation: on compute capability 9.0
 // kernels.AttentionSM90 (FlashAttention-3 on wgmma, TMA and warp specialization), elsewhere
-// kernels.Attention (FlashAttention-2 on mma.sync); AttentionOptions.Kernel forces one. q and out are [batch, seqQ, heads, d] and k, v [batch, seqK, kvHeads, d], all
+// kernels.Attention (FlashAttention-2 on mma.sync); AttentionOptions.Kernel forces one. q
+// and out are [batch, seqQ, heads, d] and k, v [batch, seqK, kvHeads, d], all
 // contiguous and 16-byte aligned, of fp.BF16 or fp.F16 (BSHD, FlashAttention's layout); d
 // is 64, 128 or 256; heads is a multiple of kvHeads (GQA: query head h reads K/V head
 // h / (heads/kvHeads); MQA with kvHeads 1). out may be q itself (each block reads its
