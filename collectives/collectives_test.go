@@ -15,6 +15,7 @@ import (
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/internal/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 )
 
 // rankEnv is one rank of a test: its Comm, its log, and the generator every rank shares
@@ -429,65 +430,74 @@ func TestSM80(t *testing.T) {
 	})
 }
 
-// TestPushAllReduce runs the push all-reduce (reduce-scatter then all-gather by peer stores)
-// in place and out of place, strict and weak, several times in a row.
+// TestPushAllReduce runs the push all-reduce (p2p_allreduce_push: peer stores into the
+// scratch, local sums stored into every GPU's output) in place and out of place, strict and
+// weak, several times in a row at sizes that split into whole vectors per GPU and sizes
+// that do not, with a push reduce-scatter (which reads its scratch after its last barrier)
+// between calls.
 func TestPushAllReduce(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		gpus int
 		weak bool
 		seed int64
-	}{{2, false, 0}, {4, true, 3}, {8, true, 6}} {
+	}{{2, false, 0}, {3, true, 1}, {4, true, 3}, {8, true, 6}} {
 		for _, dt := range DTypes() {
 			t.Run(fmt.Sprintf("g%d/weak=%v/%s", tc.gpus, tc.weak, dt), func(t *testing.T) {
 				t.Parallel()
 				o := testOpts
-				o.PushMinBytes, o.OneShotMaxBytes, o.DisableLamport = 1, 1, true
+				o.PushMinBytes, o.OneShotMaxBytes, o.DisableLamport, o.ReduceScatterPullMinBytes = 1, 1, true, -1
 				runRanks(t, tc.gpus, false, tc.weak, tc.seed, o, func(e *rankEnv) error {
-					n := tc.gpus * (16 / dt.Bytes()) * 5
-					a, err := e.c.Alloc(dt, n)
-					if err != nil {
-						return err
-					}
-					b, err := e.c.Alloc(dt, n)
-					if err != nil {
-						return err
-					}
-					for call, op := range []Op{Sum, Max, Min, Sum} {
-						in, err := e.fill(a)
+					vec := 16 / dt.Bytes()
+					for _, n := range []int{tc.gpus * vec * 5, tc.gpus*vec*5 + 1, 3*vec + 5, 1, tc.gpus*vec*(2*kernels.CollThreads+3) + 7} {
+						a, err := e.c.Alloc(dt, n)
 						if err != nil {
 							return err
 						}
-						dst := b
-						if call%2 == 1 {
-							dst = a
-						}
-						if err := e.c.AllReduceTo(ctx, dst, a, op); err != nil {
+						b, err := e.c.Alloc(dt, n)
+						if err != nil {
 							return err
 						}
-						if got := e.c.LastAlgorithm(); !strings.HasSuffix(got, "+p2p_allgather") {
-							return fmt.Errorf("ran %s, want the push all-reduce", got)
+						parts, err := e.c.Alloc(dt, tc.gpus*n)
+						if err != nil {
+							return err
 						}
-						if err := e.expect(fmt.Sprintf("call %d", call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) }); err != nil {
+						part, err := e.c.Alloc(dt, n)
+						if err != nil {
+							return err
+						}
+						for call, op := range []Op{Sum, Max, Min, Sum} {
+							in, err := e.fill(a)
+							if err != nil {
+								return err
+							}
+							dst := b
+							if call%2 == 1 {
+								dst = a
+							}
+							if err := e.c.AllReduceTo(ctx, dst, a, op); err != nil {
+								return err
+							}
+							if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, "p2p_allreduce_push") {
+								return fmt.Errorf("n %d: ran %s, want the push all-reduce", n, got)
+							}
+							if err := e.expect(fmt.Sprintf("n %d call %d", n, call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) }); err != nil {
+								return err
+							}
+							if call == 1 {
+								if _, err := e.fill(parts); err != nil {
+									return err
+								}
+								if err := e.c.ReduceScatter(ctx, part, parts, Sum); err != nil {
+									return err
+								}
+							}
+						}
+						if err := errors.Join(a.Free(), b.Free(), parts.Free(), part.Free()); err != nil {
 							return err
 						}
 					}
-					// A size that does not split into whole vectors per GPU takes the two-shot kernel.
-					c, err := e.c.Alloc(dt, n+1)
-					if err != nil {
-						return err
-					}
-					in, err := e.fill(c)
-					if err != nil {
-						return err
-					}
-					if err := e.c.AllReduce(ctx, c, Sum); err != nil {
-						return err
-					}
-					if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, "p2p_allreduce_2shot") {
-						return fmt.Errorf("odd size ran %s", got)
-					}
-					return e.expect("odd size", c, func(_, i int) float64 { return reduce(Sum, dt, in, i) })
+					return nil
 				})
 			})
 		}

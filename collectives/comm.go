@@ -142,6 +142,8 @@ type Comm struct {
 	rank int
 	emu  bool // on the emulator: launches carry their call for the ranks to compare
 
+	inCapture bool // Capture's record function is running
+
 	mc    bool  // multimem algorithms in use
 	mcWhy error // why not
 
@@ -164,11 +166,12 @@ type Comm struct {
 	flagEpoch uint32
 
 	scratch *sym // staging and reduce-scatter scratch
+	pushes  *sym // p2p_allreduce_push's scratch: no other kernel may use it (the kernel starts without a barrier)
 
 	lamport map[int]*lamportState // by element size
 	ovl     *overlapState         // MatmulOverlap's side stream, events and chunk buffers
 	thr     thresholds            // the all-reduce's size limits (tuning.go)
-	parts   map[partKey]*Buffer   // reduce-scatter results of the push all-reduce
+	parts   map[partKey]*Buffer   // per-size part buffers (partBuffer)
 	fns     map[kernels.ID]*jit.Function
 	// fused holds the fused matmul kernels loaded, fusedStates their buffers, signals and
 	// epochs (fused.go).
@@ -207,7 +210,7 @@ func (s *sym) table() jit.AnyPtr { return jit.AnyPtr{Addr: s.tab, Elem: ptx.U64}
 // multicast is the multicast address as a pointer to dt.
 func (s *sym) multicast(dt dsl.Type) jit.AnyPtr { return jit.AnyPtr{Addr: s.mc, Elem: dt} }
 
-// partKey names a per-GPU part buffer of the push all-reduce.
+// partKey names a per-GPU part buffer (partBuffer).
 type partKey struct {
 	dt dsl.Type
 	n  int
@@ -633,6 +636,20 @@ func (c *Comm) ensureScratch(ctx context.Context, cl *call, bytes int) error {
 		return cl.wrap(err)
 	}
 	c.scratch = s
+	return nil
+}
+
+// ensurePushScratch makes p2p_allreduce_push's scratch at least bytes long. A larger one
+// replaces it; the old one stays allocated until Close, like the other scratch.
+func (c *Comm) ensurePushScratch(ctx context.Context, cl *call, bytes int) error {
+	if c.pushes != nil && c.pushes.bytes() >= bytes {
+		return nil
+	}
+	s, err := c.alloc(ctx, max(bytes, 64<<10), true)
+	if err != nil {
+		return cl.wrap(err)
+	}
+	c.pushes = s
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
@@ -34,10 +35,9 @@ func graphVariant(cl *call, k kernels.ID) (kernels.ID, error) {
 
 // graphPlan is allReducePlan on a CaptureSafe Comm: the same size thresholds, Lamport's
 // graph variant (its epoch and clear count kept in state words after its slots, one grid
-// for every launch), the push pair from PushMinBytes (the reduce-scatter's and the
-// all-gather's graph variants, through the Comm's part buffer), and no staging (a copy per
+// for every launch), p2p_allreduce_push's from PushMinBytes, and no staging (a copy per
 // call): an in-place all-reduce past Lamport's sizes runs two-shot, which reads and writes
-// the same slice, or the push pair.
+// the same slice, or the push all-reduce.
 func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan, error) {
 	if isFP8(dt) {
 		return allReducePlan{}, fmt.Errorf("collectives: AllReduce of %s: the fp8 kernels have no graph variant (CaptureSafe)", dt)
@@ -55,9 +55,8 @@ func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan
 		fam = kernels.FamilyP2PAllReduceLamport // in place or not
 	case oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
-	case !c.mc && c.thr.push > 0 && n*dt.Bytes() >= c.thr.push && n%(c.g*16/dt.Bytes()) == 0:
-		// The push pair: the graph variants of the reduce-scatter and the all-gather.
-		return allReducePlan{k: kernels.ID{Family: kernels.FamilyP2PReduceScatter, Op: op, DType: dt}, push: true, graph: true}, nil
+	case !c.mc && c.thr.push > 0 && n*dt.Bytes() >= c.thr.push:
+		fam = kernels.FamilyP2PAllReducePush
 	default:
 		fam = kernels.FamilyP2PAllReduce2Shot
 	}
@@ -87,25 +86,33 @@ func (c *Comm) Capture(ctx context.Context, record func() error) (*jit.GraphExec
 	if s == nil {
 		return nil, errors.New("collectives: Capture: the Comm has no stream (set Options.Stream): the default stream cannot capture")
 	}
+	if c.inCapture {
+		return nil, errors.New("collectives: Capture: called inside another Capture's record function (the Comm's stream is capturing)")
+	}
 	if err := s.BeginCapture(); err != nil {
 		return nil, fmt.Errorf("collectives: Capture: %w", err)
 	}
 	ended := false
 	defer func() {
 		if !ended { // record panicked: end the capture, so that later calls run, not record
+			c.inCapture = false
 			if g, err := s.EndCapture(); err == nil {
 				g.Close()
 			}
 		}
 	}()
+	c.inCapture = true
 	rerr := record()
-	ended = true
+	c.inCapture, ended = false, true
 	g, err := s.EndCapture()
 	if rerr != nil {
 		if g != nil {
 			err = g.Close()
 		}
-		return nil, errors.Join(fmt.Errorf("collectives: Capture: %w", rerr), err)
+		if !strings.HasPrefix(rerr.Error(), "collectives: Capture: ") { // a nested Capture's says it
+			rerr = fmt.Errorf("collectives: Capture: %w", rerr)
+		}
+		return nil, errors.Join(rerr, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("collectives: Capture: %w", err)

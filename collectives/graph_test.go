@@ -345,8 +345,8 @@ func TestGraphMisuse(t *testing.T) {
 	})
 }
 
-// TestGraphPush captures the push all-reduce (the reduce-scatter's and the all-gather's graph
-// variants through the part buffer), out of place and in place, on 2 to 4 emulated GPUs,
+// TestGraphPush captures the push all-reduce (p2p_allreduce_push's graph variant), out of
+// place and in place, on 2 to 4 emulated GPUs,
 // replays it and checks replays 1, 2 and the last, then direct calls on the epochs the
 // replays left.
 func TestGraphPush(t *testing.T) {
@@ -361,8 +361,8 @@ func TestGraphPush(t *testing.T) {
 			runRanks(t, tc.gpus, false, tc.weak, int64(tc.gpus), Options{}, func(e *rankEnv) error {
 				return withStream(e, o, func(c *Comm, s *jit.Stream) error {
 					n := 24 * tc.gpus
-					if got := c.AllReduceAlgorithm(dsl.F32, Sum, n); got != "p2p_reducescatter_graph_sum+p2p_allgather_graph" {
-						return fmt.Errorf("AllReduceAlgorithm: %s, want the push pair's graph variants", got)
+					if got := c.AllReduceAlgorithm(dsl.F32, Sum, n); got != "p2p_allreduce_push_graph_sum" {
+						return fmt.Errorf("AllReduceAlgorithm: %s, want the push all-reduce's graph variant", got)
 					}
 					var bufs [3]*Buffer
 					for i := range bufs {

@@ -118,25 +118,12 @@ func (c *Comm) fp8Check(what string, fam kernels.Family, dt dsl.Type, op Op) err
 	return nil
 }
 
-// allReducePlan is what an all-reduce runs: one kernel, or (push) a reduce-scatter and an
-// all-gather by peer stores.
+// allReducePlan is what an all-reduce runs: one kernel.
 type allReducePlan struct {
-	k     kernels.ID
-	push  bool
-	graph bool // the push pair's graph variants (CaptureSafe)
+	k kernels.ID
 }
 
-func (p allReducePlan) String() string {
-	if p.push {
-		rs, ag := kernels.FamilyP2PReduceScatter, kernels.FamilyP2PAllGather
-		if p.graph {
-			rs, _ = kernels.GraphFamily(rs)
-			ag, _ = kernels.GraphFamily(ag)
-		}
-		return name(kernels.ID{Family: rs, Op: p.k.Op, DType: p.k.DType}) + "+" + name(kernels.ID{Family: ag, DType: p.k.DType})
-	}
-	return name(p.k)
-}
+func (p allReducePlan) String() string { return name(p.k) }
 
 // allReducePlan chooses the all-reduce of n elements of dt by op, in place or not. See
 // AllReduceAlgorithm.
@@ -164,8 +151,8 @@ func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int, inPlace bool) (allReduce
 		fam = kernels.FamilyP2PAllReduceLamport
 	case bytes <= c.thr.oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
-	case c.thr.push > 0 && bytes >= c.thr.push && n%(c.g*16/dt.Bytes()) == 0:
-		return allReducePlan{k: kernels.ID{Family: kernels.FamilyP2PReduceScatter, Op: op, DType: dt}, push: true}, nil
+	case c.thr.push > 0 && bytes >= c.thr.push:
+		fam = kernels.FamilyP2PAllReducePush
 	default:
 		fam = kernels.FamilyP2PAllReduce2Shot
 	}
@@ -192,7 +179,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // mm_allreduce_push (multicast stores, local reduction) up to OneShotMaxBytes and the
 // peer-to-peer two-shot above. Without multicast: p2p_allreduce_lamport for floats up to
 // LamportMaxBytes, then p2p_allreduce_1shot up to OneShotMaxBytes, then p2p_allreduce_2shot
-// (or, from PushMinBytes, p2p_reducescatter+p2p_allgather). fp8 (e4m3, e5m2) runs
+// (or, from PushMinBytes, p2p_allreduce_push). fp8 (e4m3, e5m2) runs
 // mm_allreduce_1shot_fp8 up to OneShotMaxBytes, else mm_allreduce_2shot_fp8, and has no
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
@@ -212,7 +199,7 @@ func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 	if err != nil {
 		return ""
 	}
-	if c.o.CaptureSafe && !p.push {
+	if c.o.CaptureSafe {
 		if p.k, err = graphVariant(&call{what: "AllReduce", dt: dt, n: n, op: op, reduces: true, root: -1}, p.k); err != nil {
 			return ""
 		}
@@ -248,20 +235,6 @@ func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
 	cl := &call{what: "AllReduce", dt: src.dt, n: src.n, op: op, reduces: true, root: -1, inPlace: dst == src}
 	if c.mc && !mmReduces(src.dt, op) && c.debug(ctx) {
 		c.log.DebugContext(ctx, "collectives: multimem.ld_reduce has no f32 "+kernels.OpName(op)+"; using "+p.String())
-	}
-	if p.push {
-		// Push all-reduce: reduce-scatter by peer stores into a part buffer, then all-gather
-		// of the parts by peer stores (stream order keeps the second after the first).
-		part, err := c.partBuffer(ctx, cl, src.dt, src.n/c.g)
-		if err != nil {
-			return err
-		}
-		if err := c.reduceScatter(ctx, cl, part, src, op); err != nil {
-			return err
-		}
-		err = c.allGather(ctx, cl, dst, part)
-		c.last = p.String()
-		return err
 	}
 	return c.allReduce(ctx, cl, p.k, dst, src)
 }
@@ -303,6 +276,14 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 	case kernels.FamilyP2PAllReduce2Shot:
 		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), launch.P2PTwoShot{
 			Ins: src.s.table(), Outs: dst.s.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
+	case kernels.FamilyP2PAllReducePush:
+		// ngpus regions of a slice: ceil(n/g) rounded up to whole 16-byte vectors.
+		slice := ((src.n+c.g-1)/c.g + 16/dt.Bytes() - 1) / (16 / dt.Bytes()) * (16 / dt.Bytes())
+		if err := c.ensurePushScratch(ctx, cl, c.g*slice*dt.Bytes()); err != nil {
+			return err
+		}
+		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), launch.P2PPush{
+			In: src.s.at(dt), Outs: dst.s.table(), Scratch: c.pushes.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
 	}
 	// Lamport: in place is safe (each thread reads its input before it writes its output,
 	// and peers never read this GPU's input).
@@ -325,7 +306,8 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 	return nil
 }
 
-// partBuffer returns the Comm's buffer of n elements of dt for the push all-reduce.
+// partBuffer returns the Comm's buffer of n elements of dt (one per size and type: the
+// hierarchical all-reduce's part, the split matmuls' gathered operand and product).
 func (c *Comm) partBuffer(ctx context.Context, cl *call, dt dsl.Type, n int) (*Buffer, error) {
 	k := partKey{dt, n}
 	if b, ok := c.parts[k]; ok {

@@ -11,13 +11,13 @@ func TestThresholds(t *testing.T) {
 		want      thresholds
 		situation string
 	}{
-		{Options{}, 1, false, thresholds{256 << 10, 0, 0, 128 << 20}, "1 GPU: the smallest measured count"},
-		{Options{}, 2, false, thresholds{256 << 10, 0, 0, 128 << 20}, "2 GPUs, measured"},
-		{Options{}, 3, false, thresholds{256 << 10, 0, 0, 128 << 20}, "3 GPUs: 2's row"},
-		{Options{}, 8, false, thresholds{256 << 10, 0, 0, 128 << 20}, "8 GPUs: the largest measured row"},
+		{Options{}, 1, false, thresholds{256 << 10, 0, 0, 512 << 10}, "1 GPU: the smallest measured count"},
+		{Options{}, 2, false, thresholds{256 << 10, 0, 0, 512 << 10}, "2 GPUs, measured"},
+		{Options{}, 3, false, thresholds{256 << 10, 0, 0, 512 << 10}, "3 GPUs: 2's row"},
+		{Options{}, 8, false, thresholds{256 << 10, 0, 0, 8 << 20}, "8 GPUs: the largest measured row"},
 		{Options{}, 4, true, thresholds{mcLamportMaxBytes, DefaultOneShotMaxBytes, 0, 0}, "multicast"},
 		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: -1, PushMinBytes: -1}, 4, false, thresholds{100, 7, -1, -1}, "options win"},
-		{Options{CaptureSafe: true}, 4, false, thresholds{256 << 10, 0, 0, 128 << 20}, "the push pair in graphs too"},
+		{Options{CaptureSafe: true}, 4, false, thresholds{256 << 10, 0, 0, 8 << 20}, "the push all-reduce in graphs too"},
 		{Options{LamportMaxBytes: 100, OneShotMaxBytes: 7, ReduceScatterPullMinBytes: 99, PushMinBytes: 5}, 4, true, thresholds{100, 7, 99, 5}, "options win with multicast"},
 	} {
 		if got := chooseThresholds(c.o, c.gpus, c.mc); got != c.want {

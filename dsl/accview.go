@@ -31,6 +31,12 @@ type accTerm struct{ div, mod, mul int }
 // warpgroup first must subtract it (tid - 128). A C layout whose thread and value parts do
 // not add (no GMMA atom has one) is an error.
 func (m TiledGMMA) AccView(k *Kernel, t Value) AccView {
+	if k == nil {
+		if t.k != nil {
+			t.k.errorf("AccView: nil kernel")
+		}
+		return AccView{}
+	}
 	defer k.hold()()
 	v := AccView{k: k, t: t}
 	at := m.Atom

@@ -5,6 +5,7 @@ import "github.com/kgen-dev/kgen/ptx"
 // IfStmt is a runtime if; Else adds the other branch.
 type IfStmt struct {
 	k      *Kernel
+	cond   Value  // the condition (its Else's branch diverges alike)
 	end    string // the label closing the then-branch
 	index  int    // the position of that label in the body
 	done   bool   // no Else may be added (the If failed, or Else was called)
@@ -47,9 +48,9 @@ func (k *Kernel) If(cond Value, then func()) *IfStmt {
 	if !k.branchUnless(cond, end) {
 		return &IfStmt{k: k, done: true, failed: true}
 	}
-	k.scoped(then)
+	k.inCond(cond, then)
 	k.place(end)
-	return &IfStmt{k: k, end: end, index: len(k.fn.Body) - 1}
+	return &IfStmt{k: k, cond: cond, end: end, index: len(k.fn.Body) - 1}
 }
 
 // Else runs els when the If's condition was false. Call it directly on If's result.
@@ -79,7 +80,7 @@ func (s *IfStmt) Else(els func()) {
 	k.fn.Body = k.fn.Body[:s.index]
 	k.emit(&ptx.Instr{Op: "bra", Q: []string{"uni"}, Args: []ptx.Operand{ptx.Sym(join)}})
 	k.place(s.end)
-	k.scoped(els)
+	k.inCond(s.cond, els)
 	k.place(join)
 }
 

@@ -99,6 +99,7 @@ type Kernel struct {
 	stale    map[uint64]bool // registers already reported by checkScope
 	smem     int64           // bytes of static shared memory (SharedArray) so far
 	bars     *namedBars      // barrier ids by name and used directly (NamedBarrierFor)
+	div      divState        // open Ifs on the thread index (SyncThreads inside them)
 	opSlab   []opBox         // instructions not yet used by op
 	nslab    int             // the length of the last slab
 }

@@ -38,8 +38,15 @@ func (b Mbarriers) Len() int { return b.n }
 // At returns barrier i (a Go int or an integer Value).
 func (b Mbarriers) At(i any) Mbarrier {
 	k := b.k
+	if k == nil {
+		return Mbarrier{} // the zero Mbarriers: its Mbarrier's uses do nothing
+	}
 	if v, ok := i.(Value); ok {
 		if !k.own(v, "Mbarriers.At") {
+			return Mbarrier{k: k, addr: b.base}
+		}
+		if !isInt(v.t) {
+			k.errorf("Mbarriers.At: the index is a %s Value; want an integer", v.t)
 			return Mbarrier{k: k, addr: b.base}
 		}
 		return Mbarrier{k: k, addr: b.base.Add(v.To(U64).Mul(uint64(8)))}
@@ -223,6 +230,7 @@ func (k *Kernel) ClusterSync() {
 		k.errorf("ClusterSync: clusters need sm_90; the kernel targets %s", k.target)
 		return
 	}
+	k.uniformBarrier("ClusterSync")
 	defer k.hold()()
 	k.emit(&ptx.Instr{Op: "barrier.cluster.arrive", Q: []string{"release", "aligned"}})
 	k.emit(&ptx.Instr{Op: "barrier.cluster.wait", Q: []string{"acquire", "aligned"}})

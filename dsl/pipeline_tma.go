@@ -86,24 +86,56 @@ func (k *Kernel) makeTMAPipeline(what string, stages, consumers, cluster int, co
 
 // ClusterSize is the number of cluster blocks whose consumers free each stage (1 but for
 // MakeTMAPipelineCluster).
-func (p *TMAPipeline) ClusterSize() int { return max(p.cluster, 1) }
+func (p *TMAPipeline) ClusterSize() int {
+	if p == nil {
+		return 1
+	}
+	return max(p.cluster, 1)
+}
 
 // Stages returns the number of stages.
-func (p *TMAPipeline) Stages() int { return p.stages }
+func (p *TMAPipeline) Stages() int {
+	if p == nil {
+		return 0
+	}
+	return p.stages
+}
 
 // TxBytes is what each stage's full barrier expects: the sum of the copies' Bytes.
-func (p *TMAPipeline) TxBytes() int { return p.tx }
+func (p *TMAPipeline) TxBytes() int {
+	if p == nil {
+		return 0
+	}
+	return p.tx
+}
 
 // ProducerState returns the producer's start: stage 0, waiting on the empty barriers' phase
 // parity 1, which a fresh barrier reports complete (every stage starts empty).
-func (p *TMAPipeline) ProducerState() PipelineState { return p.k.pipelineState(p.stages, 1) }
+func (p *TMAPipeline) ProducerState() PipelineState {
+	if p.dead() {
+		return PipelineState{}
+	}
+	return p.k.pipelineState(p.stages, 1)
+}
+
+// dead reports a nil pipeline, whose uses do nothing (there is no kernel to record an
+// error on).
+func (p *TMAPipeline) dead() bool { return p == nil || p.k == nil }
 
 // ConsumerState returns the consumers' start: stage 0, parity 0.
-func (p *TMAPipeline) ConsumerState() PipelineState { return p.k.pipelineState(p.stages, 0) }
+func (p *TMAPipeline) ConsumerState() PipelineState {
+	if p.dead() {
+		return PipelineState{}
+	}
+	return p.k.pipelineState(p.stages, 0)
+}
 
 // ProducerAcquire waits until stage s is empty and arms its full barrier with TxBytes (one
 // producer thread calls it).
 func (p *TMAPipeline) ProducerAcquire(s PipelineState) {
+	if p.dead() {
+		return
+	}
 	defer p.k.hold()()
 	p.empty.At(s.Index).Wait(s.Phase)
 	p.full.At(s.Index).ArriveExpectTx(p.tx)
@@ -113,9 +145,16 @@ func (p *TMAPipeline) ProducerAcquire(s PipelineState) {
 // Load issues copy c of stage s at the tile coordinates (mn, kk) onto the stage's full
 // barrier.
 func (p *TMAPipeline) Load(s PipelineState, c *TMACopy, mn, kk any) {
+	if p.dead() {
+		return
+	}
 	defer p.k.hold()()
 	if !p.acquired {
 		p.k.errorf("TMAPipeline.Load: no ProducerAcquire before it")
+	}
+	if c == nil {
+		p.k.errorf("TMAPipeline.Load: nil TMACopy")
+		return
 	}
 	p.loaded += c.Bytes
 	c.Load(p.full.At(s.Index), s.Index, mn, kk)
@@ -134,9 +173,16 @@ func (p *TMAPipeline) LoadOuter(s PipelineState, c *TMACopy, mn, kk any, outer .
 // LoadMulticast is Load multicast to the cluster's blocks in mask (of a copy made by
 // MakeTMACopyMulticast: the calling block's part of it).
 func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mask Value) {
+	if p.dead() {
+		return
+	}
 	defer p.k.hold()()
 	if !p.acquired {
 		p.k.errorf("TMAPipeline.LoadMulticast: no ProducerAcquire before it")
+	}
+	if c == nil {
+		p.k.errorf("TMAPipeline.LoadMulticast: nil TMACopy")
+		return
 	}
 	p.loaded += c.Bytes
 	c.LoadMulticast(p.full.At(s.Index), s.Index, mn, kk, mask)
@@ -146,6 +192,9 @@ func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mas
 // themselves; the build checks that the loads issued since ProducerAcquire bring exactly
 // the bytes the barrier expects (a mismatch would hang the consumers).
 func (p *TMAPipeline) ProducerCommit(s PipelineState) {
+	if p.dead() {
+		return
+	}
 	if !p.acquired {
 		p.k.errorf("TMAPipeline.ProducerCommit: no ProducerAcquire before it")
 		return
@@ -158,6 +207,9 @@ func (p *TMAPipeline) ProducerCommit(s PipelineState) {
 
 // ConsumerWait waits until stage s is full.
 func (p *TMAPipeline) ConsumerWait(s PipelineState) {
+	if p.dead() {
+		return
+	}
 	defer p.k.hold()()
 	p.full.At(s.Index).Wait(s.Phase)
 }
@@ -165,6 +217,9 @@ func (p *TMAPipeline) ConsumerWait(s PipelineState) {
 // ConsumerRelease arrives on stage s's empty barrier (each of the consumers once); in a
 // cluster pipeline on the barrier of every block of the cluster (Mbarrier.ArriveCluster).
 func (p *TMAPipeline) ConsumerRelease(s PipelineState) {
+	if p.dead() {
+		return
+	}
 	defer p.k.hold()()
 	if p.cluster <= 1 {
 		p.empty.At(s.Index).Arrive()
@@ -176,7 +231,17 @@ func (p *TMAPipeline) ConsumerRelease(s PipelineState) {
 }
 
 // Full returns stage i's full barrier; Empty its empty barrier.
-func (p *TMAPipeline) Full(i any) Mbarrier { return p.full.At(i) }
+func (p *TMAPipeline) Full(i any) Mbarrier {
+	if p.dead() {
+		return Mbarrier{}
+	}
+	return p.full.At(i)
+}
 
 // Empty returns stage i's empty barrier.
-func (p *TMAPipeline) Empty(i any) Mbarrier { return p.empty.At(i) }
+func (p *TMAPipeline) Empty(i any) Mbarrier {
+	if p.dead() {
+		return Mbarrier{}
+	}
+	return p.empty.At(i)
+}

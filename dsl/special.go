@@ -66,6 +66,7 @@ func (k *Kernel) GridStride(a Axis) Value { return k.BlockDim(a).Mul(k.GridDim(a
 
 // SyncThreads emits bar.sync 0: a barrier for every thread of the block.
 func (k *Kernel) SyncThreads() {
+	k.uniformBarrier("SyncThreads")
 	k.emit(&ptx.Instr{Op: "bar.sync", Args: []ptx.Operand{ptx.IntImm(ptx.U32, 0)}})
 }
 

@@ -32,6 +32,9 @@ func (k *Kernel) MakeTileScheduler(tilesM, tilesN any, group int) TileScheduler 
 // Tile returns the tile coordinates (m, n) of linear tile t (a U32 Value).
 func (s TileScheduler) Tile(t Value) (m, n Value) {
 	k := s.k
+	if k == nil {
+		return Value{}, Value{} // the zero TileScheduler
+	}
 	defer k.hold()()
 	perGroup := s.tilesN.Mul(uint32(s.group))
 	gid := t.Div(perGroup)
@@ -68,6 +71,9 @@ func (k *Kernel) MakeClusterTileScheduler(tilesM, tilesN any, group, clusterM in
 // ForEach runs body(m, n) at run time for each of the calling block's tiles.
 func (s TileScheduler) ForEach(body func(m, n Value)) {
 	k := s.k
+	if k == nil {
+		return // the zero TileScheduler: nothing to record an error on
+	}
 	if s.tilesM.k == nil {
 		k.errorf("TileScheduler.ForEach: the scheduler failed to build (see MakeTileScheduler's error)")
 		return

@@ -89,6 +89,9 @@ func (k *Kernel) alignedShared(what string, n, align int) Ptr {
 // for a Gemm whose operands sit at different stages (FA's Q, loaded once, against K's ring:
 // m.Gemm(k, wg, sQ, sK.StageView(st.Index), 0, acc)).
 func (s SharedTile) StageView(i any) SharedTile {
+	if s.k == nil {
+		return s // the zero SharedTile: nothing to record an error on; its users report it
+	}
 	v := s
 	v.base, v.Stages = s.Stage(i), 1
 	return v
@@ -96,7 +99,17 @@ func (s SharedTile) StageView(i any) SharedTile {
 
 // Stage returns a pointer to stage i (a Go int or integer Value) of the tile.
 func (s SharedTile) Stage(i any) Ptr {
+	if s.k == nil {
+		return Ptr{} // the zero SharedTile
+	}
 	if v, ok := i.(Value); ok {
+		if !s.k.own(v, "SharedTile.Stage") {
+			return s.base
+		}
+		if !isInt(v.t) {
+			s.k.errorf("SharedTile.Stage: the stage is a %s Value; want an integer", v.t)
+			return s.base
+		}
 		return s.base.At(v.To(I32).Mul(int32(s.StageBytes / memType(s.Elem).Bytes())))
 	}
 	n, ok := i.(int)
@@ -110,6 +123,9 @@ func (s SharedTile) Stage(i any) Ptr {
 // Tensor views stage i as an (MN, K) tensor with the tile's swizzle, for ordinary loads and
 // stores (an epilogue, a check).
 func (s SharedTile) Tensor(i any) Tensor {
+	if s.k == nil {
+		return Tensor{} // the zero SharedTile
+	}
 	sw, _ := s.Layout.Outer.(layout.Swizzle)
 	return s.k.MakeSwizzledTensor(s.Stage(i), sw, s.Layout.Inner)
 }
@@ -139,6 +155,9 @@ func MakeTiledGMMA(atom GMMAAtom, warpGroupsM int) TiledGMMA {
 // Accumulators returns the calling thread's zeroed f32 accumulators of the atom (N/2 values
 // in CLayout's value order).
 func (m TiledGMMA) Accumulators(k *Kernel) Tensor {
+	if k == nil {
+		return Tensor{} // nothing to record an error on: the Tensor's users report it
+	}
 	defer k.hold()()
 	if m.Atom.N == 0 {
 		k.errorf("Accumulators: zero GMMA atom (use MakeGMMAAtom)")
@@ -190,6 +209,12 @@ func (k *Kernel) WaitGroup(n int) {
 // layouts (MakeGMMAOperand); a layout no descriptor reads is an error at the caller's line.
 // Wait with WaitGroup before reading acc.
 func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, acc Tensor) {
+	if k == nil {
+		if acc.k != nil {
+			acc.k.errorf("Gemm: nil kernel")
+		}
+		return
+	}
 	defer k.hold()()
 	if !k.checkWgmma("Gemm") {
 		return

@@ -41,6 +41,7 @@ const (
 	FamilyP2PAllReduce1Shot    Family = "p2p_allreduce_1shot"
 	FamilyP2PAllReduce2Shot    Family = "p2p_allreduce_2shot"
 	FamilyP2PAllReduceLamport  Family = "p2p_allreduce_lamport"
+	FamilyP2PAllReducePush     Family = "p2p_allreduce_push"
 	FamilyP2PReduceScatter     Family = "p2p_reducescatter"
 	FamilyP2PReduceScatterPull Family = "p2p_reducescatter_pull"
 	FamilyP2PAllGather         Family = "p2p_allgather"
@@ -65,7 +66,7 @@ var collFamilies = map[Family]struct {
 	multimem bool
 	barriers int
 }{
-	FamilyP2PAllReduce1Shot: {false, 2}, FamilyP2PAllReduce2Shot: {false, 2}, FamilyP2PAllReduceLamport: {false, 0},
+	FamilyP2PAllReduce1Shot: {false, 2}, FamilyP2PAllReduce2Shot: {false, 2}, FamilyP2PAllReduceLamport: {false, 0}, FamilyP2PAllReducePush: {false, 2},
 	FamilyP2PReduceScatter: {false, 2}, FamilyP2PReduceScatterPull: {false, 2}, FamilyP2PAllGather: {false, 2}, FamilyP2PBroadcast: {false, 2}, FamilyP2PBarrier: {false, 1},
 	FamilyMMAllReduce1Shot: {true, 2}, FamilyMMAllReduce2Shot: {true, 2}, FamilyMMAllReducePush: {true, 2}, FamilyMMReduceScatter: {true, 2},
 	FamilyMMAllReduce1ShotFP8: {true, 2}, FamilyMMAllReduce2ShotFP8: {true, 2}, FamilyMMReduceScatterFP8: {true, 2},

@@ -35,6 +35,13 @@ func init() {
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReduceTwoShot(k, dt, op) },
 		})
 		register(&Spec{
+			Name:   string(FamilyP2PAllReducePush) + "_" + o.name,
+			Family: FamilyP2PAllReducePush, Reduces: true, Op: op,
+			Doc:    "push all-reduce (" + o.name + "): GPU r stores slice g of its input into GPU g's scratch, then reduces its slice locally and stores it into every GPU's output; peer stores only; 2 barriers",
+			DTypes: collDTypes,
+			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReducePush(k, dt, op) },
+		})
+		register(&Spec{
 			Name:   string(FamilyP2PAllReduceLamport) + "_" + o.name,
 			Family: FamilyP2PAllReduceLamport, Reduces: true, Op: op,
 			Doc:    "one-shot Lamport all-reduce (" + o.name + "): push to every peer's slot, poll own slots until no -0.0 sentinel is left; 3 rotating slots, no barrier",
@@ -217,11 +224,16 @@ func p2pEpoch(k *dsl.Kernel, graph bool, pads dsl.PeerTable, rank, arg dsl.Value
 // twoShotSlice returns GPU rank's slice [lo, hi) of n elements split into ngpus slices of
 // whole vectors (the last slices shorter or empty).
 func twoShotSlice(k *dsl.Kernel, rank, ngpus, n dsl.Value, vec int) (lo, hi dsl.Value) {
-	per := n.Add(ngpus).Sub(1).Div(ngpus)
-	size := per.Add(uint32(vec - 1)).Div(uint32(vec)).Mul(uint32(vec))
+	size := twoShotSize(n, ngpus, vec)
 	lo = rank.Mul(size).Min(n)
 	hi = lo.Add(size).Min(n)
 	return lo, hi
+}
+
+// twoShotSize is twoShotSlice's slice length: ceil(n/ngpus) rounded up to whole vectors.
+func twoShotSize(n, ngpus dsl.Value, vec int) dsl.Value {
+	per := n.Add(ngpus).Sub(1).Div(ngpus)
+	return per.Add(uint32(vec - 1)).Div(uint32(vec)).Mul(uint32(vec))
 }
 
 // P2PTwoShotArgs are p2p_allreduce_2shot's parameters.
@@ -520,6 +532,92 @@ func p2pReduceScatterPull(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph boo
 	ew.end(k, epoch.Add(2))
 }
 
+// P2PPushArgs are p2p_allreduce_push's parameters.
+type P2PPushArgs struct {
+	In                    dsl.Ptr       // this GPU's input, of dt
+	Outs                  dsl.PeerTable // every GPU's output, of dt
+	Scratch               dsl.PeerTable // every GPU's scratch: ngpus regions of a slice, of dt
+	Pads                  dsl.PeerTable `kgen:"u32"`
+	Rank, NGPUs, N, Epoch dsl.Value     `kgen:"u32"`
+}
+
+// P2PAllReducePush writes outs[g][0:n] = op over GPUs of their in[0:n] on every GPU g with
+// peer stores only (NVLink writes outrun reads): n splits into ngpus slices of whole
+// vectors (twoShotSlice); GPU r stores slice p of its input into region r of GPU p's
+// scratch for every peer p, a barrier (block b's pushes have landed on every GPU: each GPU's
+// block b covers the same elements of every slice in both phases), then reduces its slice
+// from its own input and its scratch's regions and stores the sums into every GPU's output;
+// a last barrier (every store has landed). No barrier first: the previous launch's last
+// reader of a scratch region finished before that launch's last barrier, so stream order
+// frees it; an output is only written after the first barrier, when its GPU has reached
+// the launch. outs may equal in: GPU q reads slice p of its input before the first
+// barrier, and only GPU p writes it, after. scratch holds ngpus regions of
+// ceil(n/ngpus) (rounded up to a vector) elements on every GPU.
+func P2PAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	p2pAllReducePush(k, dt, op, false)
+}
+
+func p2pAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
+	a := dsl.Params[P2PPushArgs](k, dt)
+	outs := peerTable(k, a.Outs.Table(), a.NGPUs)
+	scratch := peerTable(k, a.Scratch.Table(), a.NGPUs)
+	own := a.Scratch.Peer(a.Rank)
+	vec := vecOf(dt)
+	zero := k.Const(dsl.U32, 0)
+	size := twoShotSize(a.N, a.NGPUs, vec)
+	slice := func(p dsl.Value) (lo, n dsl.Value) {
+		lo = p.Mul(size).Min(a.N)
+		return lo, lo.Add(size).Min(a.N).Sub(lo)
+	}
+	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
+	// Phase 1: slice p of the input into region rank of GPU p's scratch, every peer's
+	// vector j from the same thread (pushes to one peer at a time would all land on one GPU
+	// at once: measured 1.4x slower on 4 GPUs), in eachVec's order over the slices (whole
+	// vectors, then the tail element by element) so that block b pushes what block b
+	// reduces in phase 2.
+	region := a.Rank.Mul(size)
+	los, ns := make([]dsl.Value, CollMaxGPUs), make([]dsl.Value, CollMaxGPUs)
+	for p := range los {
+		los[p], ns[p] = slice(k.Const(dsl.U32, p))
+	}
+	peers := func(body func(p int)) {
+		forPeers(k, a.NGPUs, func(p int) { k.If(a.Rank.Ne(uint32(p)), func() { body(p) }) })
+	}
+	gridLoop(k, size.Div(uint32(vec)), func(v dsl.Value) {
+		j := k.Assume(v.Mul(uint32(vec)), vec)
+		peers(func(p int) {
+			k.If(j.Add(uint32(vec)).Le(ns[p]), func() {
+				storeN(k, ptrAt(k, scratch[p], dt), region.Add(j), loadN(k, a.In, los[p].Add(j), vec))
+			})
+		})
+	})
+	if vec > 1 {
+		gridLoop(k, k.Const(dsl.U32, vec), func(t dsl.Value) {
+			peers(func(p int) {
+				j := ns[p].Div(uint32(vec)).Mul(uint32(vec)).Add(t)
+				k.If(j.Lt(ns[p]), func() {
+					k.Store(ptrAt(k, scratch[p], dt).At(region.Add(j)), k.Load(a.In.At(los[p].Add(j))))
+				})
+			})
+		})
+	}
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
+	// Phase 2: this GPU's slice, reduced, into every GPU's output (eachVecReduce: two
+	// vectors' loads in flight a thread, vector v still on thread v mod the grid's threads).
+	lo, n := slice(a.Rank)
+	eachVecReduce(k, dt, op, a.NGPUs, zero, n, vec,
+		func(p int, j dsl.Value, dst dsl.Tensor) {
+			k.If(a.Rank.Eq(uint32(p)), func() { loadTo(k, a.In, lo.Add(j), dst) }).
+				Else(func() { loadTo(k, own, size.Mul(uint32(p)).Add(j), dst) })
+		},
+		func(j dsl.Value, w int, sum dsl.Tensor) {
+			res := sum.To(dt)
+			forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), lo.Add(j), res) })
+		})
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
+	ew.end(k, epoch.Add(2))
+}
+
 // P2PBroadcastArgs are p2p_broadcast's parameters.
 type P2PBroadcastArgs struct {
 	In                          dsl.Ptr       // the root's input, of dt
@@ -568,6 +666,9 @@ func registerP2PGraph() {
 		case FamilyP2PAllReduce2Shot:
 			op := s.Op
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReduceTwoShot(k, dt, op, true) })
+		case FamilyP2PAllReducePush:
+			op := s.Op
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReducePush(k, dt, op, true) })
 		case FamilyP2PReduceScatter:
 			op := s.Op
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pReduceScatter(k, dt, op, ordered, true) })

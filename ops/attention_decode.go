@@ -16,7 +16,9 @@ import (
 // *AttentionDecodeOptions means Scale 1/sqrt(head dim), no LSE and splits chosen for
 // contexts up to the block table's capacity.
 type AttentionDecodeOptions struct {
-	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be finite.
+	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be positive and finite (a
+	// negative one turned the masked keys' -Inf into +Inf: NaN), and the scaled scores
+	// must stay well below 2^31 in magnitude (the online softmax's exp2 of f32 products).
 	Scale float32
 	// LSE, when set, receives each query's log-sum-exp: [batch, heads, qLen] f32,
 	// contiguous (the natural log of the softmax denominator including the scale; -Inf for
@@ -136,8 +138,8 @@ func AttentionDecode[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, kCa
 	lse := jit.AnyPtr{Elem: ptx.F32}
 	maxSeq, splits := maxPages*pageSize, 0
 	if o != nil {
-		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) {
-			return fmt.Errorf("ops: %s: AttentionDecodeOptions.Scale %v: want a finite scale (0: 1/sqrt(d))", op, o.Scale)
+		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) || o.Scale < 0 {
+			return fmt.Errorf("ops: %s: AttentionDecodeOptions.Scale %v: want a positive finite scale (0: 1/sqrt(d))", op, o.Scale)
 		}
 		if o.Scale != 0 {
 			scale = o.Scale
@@ -346,12 +348,15 @@ type decodeKey struct {
 // the split-row kernels' scratch, which must stay zero.
 var decodeBufs sync.Map
 
-// decodeScratch returns stream s's f32 scratch of words words for the decode partials
-// (written before they are read: never zeroed). Launches on one stream run in order, so
-// they share it; each stream has its own. Entries of closed devices are dropped when a new
-// one is made.
+// decodeScratch returns stream s's f32 scratch of at least words words for the decode
+// partials (written before they are read: never zeroed). Launches on one stream run in
+// order, so they share it; each stream has its own. Sizes are rounded up to a power of two,
+// so that calls whose batch changes every step keep a few buffers a stream, not one per
+// size (a captured graph may still use any of them: none is freed). Entries of closed
+// devices are dropped when a new one is made.
 func decodeScratch(d *jit.Device, s *jit.Stream, words int) (*jit.Buffer[float32], error) {
-	key := decodeKey{d, s, words}
+	key := decodeKey{d, s, ceilPow2(words)}
+	words = key.words
 	if b, ok := decodeBufs.Load(key); ok {
 		return b.(*jit.Buffer[float32]), nil
 	}

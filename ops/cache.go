@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -313,10 +314,13 @@ func newTensorMap[T jit.Elem](st *devState, key tmapKey, spec kernels.TMASpec, b
 	return tm, nil
 }
 
-// scratchFor returns stream s's zeroed scratch of words u32 words (allocated and zeroed on
-// first use; the split kernels leave it ready for the next launch). Launches on one stream
-// run in order, so they share it safely; each stream has its own.
+// scratchFor returns stream s's zeroed scratch of at least words u32 words (allocated and
+// zeroed on first use; the split kernels leave it ready for the next launch). Launches on
+// one stream run in order, so they share it safely; each stream has its own. Sizes are
+// rounded up to a power of two: a few buffers a stream however many shapes its calls take
+// (none is freed: a captured graph may use it).
 func (st *devState) scratchFor(s *jit.Stream, words int) (*jit.Buffer[uint32], error) {
+	words = ceilPow2(words)
 	key := scratchKey{s, words}
 	st.mu.Lock()
 	b, ok := st.scratch[key]
@@ -340,6 +344,14 @@ func (st *devState) scratchFor(s *jit.Stream, words int) (*jit.Buffer[uint32], e
 	}
 	st.scratch[key] = b
 	return b, nil
+}
+
+// ceilPow2 returns the least power of two >= n (n >= 1).
+func ceilPow2(n int) int {
+	if n <= 1 {
+		return 1
+	}
+	return 1 << bits.Len(uint(n-1))
 }
 
 // Kernels lists, sorted, the kernels ops has loaded on d (one entry name each): what the

@@ -54,6 +54,9 @@ func runDevlib(e *env, args []string) error {
 		}
 		o.Target = t
 	}
+	if o.List && o.Signatures {
+		return usagef("give either --list or --signatures, not both")
+	}
 	if o.EachDir != "" && o.Output != "" {
 		return usagef("give either -o FILE or --each DIR, not both")
 	}

@@ -87,7 +87,10 @@ func runLaunch(e *env, args []string) error {
 	if b == jit.Emulator && *n > emu.MaxGPUs {
 		return usagef("-n %d: the emulator simulates at most %d ranks", *n, emu.MaxGPUs)
 	}
-	if *nodes < 1 || *n%*nodes != 0 {
+	if *nodes < 1 {
+		return usagef("--nodes %d: want at least 1 node", *nodes)
+	}
+	if *n%*nodes != 0 {
 		return usagef("--nodes %d: -n %d ranks do not split into %d nodes of equal size", *nodes, *n, *nodes)
 	}
 	if b == jit.Emulator {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,13 @@ func runLayout(e *env, args []string) error {
 	parse := func(s string) (layout.Layout, error) {
 		l, err := layout.Parse(s)
 		if err != nil {
-			return l, &usageError{"bad layout " + strings.TrimPrefix(err.Error(), "layout: parse ")}
+			// A syntax error quotes the text itself; another (an overflow) does not, and says
+			// "layout: " already.
+			msg, ok := strings.CutPrefix(err.Error(), "layout: parse ")
+			if !ok {
+				msg = excerpt.Quote(s) + ": " + strings.TrimPrefix(err.Error(), "layout: ")
+			}
+			return l, &usageError{"bad layout " + msg}
 		}
 		n := 1
 		for _, x := range l.Shape().Leaves() {

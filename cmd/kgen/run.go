@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/kgen-dev/kgen/emu"
@@ -52,7 +53,12 @@ func runRun(e *env, args []string) error {
 		return usagef("--ranks %d: want 1..8", *ranks)
 	}
 	nodesFrom := fmt.Sprintf("--nodes %d", *nodes) // where the node count came from, for messages
-	if *nodes == 0 {                               // the environment's, as jit.RunRanks takes it
+	nodesSet := false
+	fs.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
+	if nodesSet && *nodes < 1 { // 0 is the flag's default only when left out
+		return usagef("--nodes %d: want at least 1 node (leave --nodes out for $%s, else 1)", *nodes, jit.EmuNodesEnv)
+	}
+	if *nodes == 0 { // the environment's, as jit.RunRanks takes it
 		if *nodes, err = jit.EmuNodes(); err != nil {
 			return &usageError{err.Error()}
 		}

@@ -228,6 +228,9 @@ const maxPrintedErr = 1 << 10
 func parseShape(s string) ([3]int, error) {
 	var mnk [3]int
 	f := strings.Split(strings.TrimSpace(s), "x")
+	if strings.TrimSpace(s) == "llm" {
+		return mnk, usagef("-shapes: llm stands alone (-shapes llm: docs/bench.md's nine shapes), not in a list of MxNxK")
+	}
 	if len(f) != 3 {
 		return mnk, usagef("-shapes: %s is not MxNxK", excerpt.Quote(s))
 	}

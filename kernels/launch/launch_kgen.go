@@ -170,6 +170,18 @@ type P2PTwoShot struct {
 	Epoch uint32
 }
 
+// P2PPush launches p2p_allreduce_push.
+type P2PPush struct {
+	In      jit.AnyPtr
+	Outs    jit.AnyPtr
+	Scratch jit.AnyPtr
+	Pads    jit.AnyPtr
+	Rank    uint32
+	NGPUs   uint32
+	N       uint32
+	Epoch   uint32
+}
+
 // P2PLamport launches p2p_allreduce_lamport.
 type P2PLamport struct {
 	In     jit.AnyPtr
