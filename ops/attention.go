@@ -18,7 +18,9 @@ type AttentionOptions struct {
 	// as FlashAttention does: with seqQ > seqK the first rows see no key, their O is 0 and
 	// their LSE -Inf).
 	Causal bool
-	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be finite.
+	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be positive and finite (the
+	// kernels' running max is of the raw scores, and a negative scale turns the masked keys'
+	// -Inf into +Inf: NaN).
 	Scale float32
 	// LSE, when set, receives each row's log-sum-exp: [batch, heads, seqQ] f32, contiguous,
 	// the natural log of the softmax denominator including the scale. The zero Tensor is
@@ -142,8 +144,8 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 		if kernel < AttentionAuto || kernel > AttentionSM90 {
 			return fmt.Errorf("ops: %s: AttentionOptions.Kernel %v: want AttentionAuto, AttentionFA2 or AttentionSM90", op, kernel)
 		}
-		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) {
-			return fmt.Errorf("ops: %s: AttentionOptions.Scale %v: want a finite scale (0: 1/sqrt(d))", op, o.Scale)
+		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) || o.Scale < 0 {
+			return fmt.Errorf("ops: %s: AttentionOptions.Scale %v: want a positive finite scale (0: 1/sqrt(d))", op, o.Scale)
 		}
 		if o.Scale != 0 {
 			scale = o.Scale

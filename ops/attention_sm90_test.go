@@ -30,14 +30,20 @@ func TestAttentionSM90ConfigFor(t *testing.T) {
 	}
 }
 
-// TestAttentionKernelOption: a Kernel outside the enumeration is an error naming the field;
-// each kernel, forced or picked, matches the float64 reference.
+// TestAttentionKernelOption: a Kernel outside the enumeration and a negative Scale are errors
+// naming the field; each kernel, forced or picked, matches the float64 reference.
 func TestAttentionKernelOption(t *testing.T) {
 	d := emuDevice(t)
 	o := newAttn[fp.BF16](t, d, attnCase{b: 1, h: 2, hk: 1, sq: 5, sk: 9, d: 64}, 1)
 	err := Attention(context.Background(), nil, o.out, o.q, o.k, o.v, &AttentionOptions{Kernel: AttentionKernel(7)})
 	if err == nil || !strings.Contains(err.Error(), "AttentionOptions.Kernel AttentionKernel(7)") {
 		t.Errorf("Kernel 7: %v, want an error naming AttentionOptions.Kernel", err)
+	}
+	for _, sc := range []float32{-1, -1e-30} { // the masked keys' -Inf would become +Inf: NaN
+		err := Attention(context.Background(), nil, o.out, o.q, o.k, o.v, &AttentionOptions{Scale: sc})
+		if err == nil || !strings.Contains(err.Error(), "AttentionOptions.Scale") || !strings.Contains(err.Error(), "positive finite scale") {
+			t.Errorf("Scale %v: %v; want a refusal naming AttentionOptions.Scale", sc, err)
+		}
 	}
 	for _, k := range []AttentionKernel{AttentionSM90, AttentionFA2, AttentionAuto} {
 		if err := Attention(context.Background(), nil, o.out, o.q, o.k, o.v, &AttentionOptions{Kernel: k}); err != nil {

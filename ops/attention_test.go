@@ -273,7 +273,7 @@ func TestAttentionMisuse(t *testing.T) {
 			"q (shape [1 8 4 64], strides [2048 64 512 1]) is not contiguous"},
 		{"align", Attention(ctx, nil, view(New(o.outB, 1, 4, 4, 64)), view(Strided(qb, 4, []int{1, 4, 4, 64}, []int{1024, 256, 64, 1})), o.k, o.v, nil),
 			"q starts 8 bytes past a 16-byte boundary"},
-		{"scale", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{Scale: float32(math.Inf(1))}), "AttentionOptions.Scale +Inf: want a finite scale"},
+		{"scale", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{Scale: float32(math.Inf(1))}), "AttentionOptions.Scale +Inf: want a positive finite scale"},
 		{"lse shape", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{LSE: lseBad}), "LSE has shape [1 4 4]; want [1 4 8]"},
 		{"lse strides", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{LSE: lseStrided}), "LSE (shape [1 4 8], strides [32 1 4]) is not contiguous"},
 		{"stream", Attention(ctx, s2, o.out, o.q, o.k, o.v, nil), "the stream belongs to"},
