@@ -197,7 +197,7 @@ func init() {
 // heads, seqQ) blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic
 // shared memory; the parameters are AttentionArgs, then AttentionSM90Maps (cfg.Launch gives
 // the maps). The results are Attention's: O, and LSE (m*scale + ln l; -inf and O 0 for a
-// row that sees no key).
+// row that sees no key). Scale must be positive (the running max is of the raw scores).
 //
 // Warpgroup 0 produces: one elected thread loads the Q tile (TMA, one mbarrier) and then the
 // block's K and V tiles through two TMA pipelines of Stages stages. The consumer warpgroups
