@@ -17,6 +17,7 @@ import (
 	"github.com/kgen-dev/kgen/internal/tooltest"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
+	"github.com/kgen-dev/kgen/kernels/launch"
 	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -74,8 +75,9 @@ func sm90Ref(key refKey, compute func() ref.AttentionOut) ref.AttentionOut {
 	return r
 }
 
-// runSM90T builds and loads p's kernel on d, launches it with random inputs in [-1, 1] and
-// the tensor maps of cfg.Launch over the same buffers as AttentionArgs, and checks O and
+// runSM90T builds and loads p's kernel on d, launches it (through its kernels/launch twin)
+// with random inputs in [-1, 1] and the tensor maps of cfg.Launch over the same buffers as
+// AttentionArgs, and checks O and
 // LSE element by element against ref.AttentionRef within ref.AttentionTolerance (LSE within
 // 1e-5 relative; -Inf where a row sees no key).
 func runSM90T[T interface {
@@ -144,9 +146,9 @@ func runSM90T[T interface {
 		}
 		return m
 	}
-	err = fn.Launch(jit.LaunchConfig{Grid: jit.D1(lc.Grid), Block: jit.D1(lc.Block), SharedMem: lc.SharedBytes},
-		gq, gk, gv, gO, gL, uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK), float32(scale),
-		tmap(gq, lc.Q), tmap(gk, lc.K), tmap(gv, lc.V))
+	err = fn.LaunchArgs(jit.LaunchConfig{Grid: jit.D1(lc.Grid), Block: jit.D1(lc.Block), SharedMem: lc.SharedBytes},
+		launch.AttentionSM90[T]{Q: gq, K: gk, V: gv, O: gO, LSE: gL, Batch: uint32(B), Heads: uint32(H), KVHeads: uint32(HK),
+			SeqQ: uint32(SQ), SeqK: uint32(SK), Scale: float32(scale), TmQ: tmap(gq, lc.Q), TmK: tmap(gk, lc.K), TmV: tmap(gv, lc.V)})
 	if err != nil {
 		t.Fatal(err)
 	}
