@@ -202,7 +202,7 @@ func sm90Cfg(dt dsl.Type, d int, causal, overlap, pingPong bool) kernels.Attenti
 }
 
 // TestAttentionSM90 checks the sm_90a attention on the emulator against float64 at odd
-// shapes: one token, sequence lengths off the tiles (70, 90, 130, 200), GQA 1 and 4, causal
+// shapes: one token, sequence lengths off the tiles (70, 90, 130, 200), GQA 1, 4 and 8, causal
 // with seqQ < seqK and seqQ > seqK (rows that see no key), f16 and bf16, head dims 64 and
 // 128 (and 256), one consumer warpgroup and two, each FlashAttention-3 overlap alone and
 // both, 3 stages, and blocks that see no key.
@@ -228,6 +228,7 @@ func TestAttentionSM90(t *testing.T) {
 		sm90Problem{cfg: sm90Cfg(bf, 256, false, true, true), b: 1, h: 1, hk: 1, sq: 70, sk: 130, scale: 0.2},
 		sm90Problem{cfg: sm90Cfg(bf, 256, true, false, false), b: 1, h: 2, hk: 1, sq: 130, sk: 70},
 		sm90Problem{cfg: three, b: 2, h: 1, hk: 1, sq: 65, sk: 200, scale: 0.5},
+		sm90Problem{cfg: sm90Cfg(f16, 64, false, true, true), b: 1, h: 8, hk: 1, sq: 33, sk: 70}, // GQA 8
 		// Causal, seqQ far above seqK: the first block sees no key at all (no tiles; O 0,
 		// LSE -Inf), with and without the overlaps.
 		sm90Problem{cfg: sm90Cfg(bf, 64, true, true, true), b: 1, h: 1, hk: 1, sq: 200, sk: 20},
