@@ -34,12 +34,6 @@ const (
 	FamilyGemmARMCSM90 Family = "gemm_ar_mc_sm90"
 )
 
-// Named barriers of the fused sm_90a kernels (0 is bar.sync, the pipeline's set-up).
-const (
-	sm90ConsumerBar = 1 // the consumer warpgroups
-	sm90PusherBar   = 2 // ag_gemm's pushing warps 1-3 of the producer warpgroup
-)
-
 // AGGemmSM90Args are ag_gemm_sm90's parameters (tensors of the input type): the tensor maps
 // of this GPU's rows of A ((K, M/NGPUs)), of the Gathered buffer ((K,
 // AGGemmSM90GatheredRows)) and of B ((N, K)), with GemmSM90Config's boxes and swizzle; A
@@ -322,13 +316,14 @@ func agGemmSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 		k.If(tid.Ge(uint32(32)).And(a.NGPUs.Gt(1)), func() {
 			pt := tid.Sub(uint32(32))
 			const pushers, vec = 96, 8 // 16-byte accesses of 16-bit elements
+			pushBar := k.NamedBarrierFor("ag_gemm pushers (producer warps 1-3)", pushers)
 			order.forRuns(k.Const(dsl.U32, 1), func(m, n dsl.Value) {
 				k.If(n.Eq(0), func() {
 					_, bm := order.tile(m)
 					k.If(pt.Lt(a.NGPUs).And(pt.Ne(a.Rank)), func() {
 						sig.waitFor(consumed(pt, bm), a.Epoch.Mul(perLaunch))
 					})
-					k.NamedBarrier(sm90PusherBar, pushers)
+					pushBar.Sync()
 					r0 := bm.Mul(uint32(BM))
 					cnt := k.Assume(rows.Sub(r0).Min(uint32(BM)).Mul(a.K), vec)
 					src := a.A.At(k.Assume(r0.Mul(a.K), vec))
@@ -340,7 +335,7 @@ func agGemmSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 							})
 						})
 					})
-					k.NamedBarrier(sm90PusherBar, pushers)
+					pushBar.Sync()
 					k.If(pt.Lt(a.NGPUs).And(pt.Ne(a.Rank)), func() { sig.setOn(pt, ready(a.Rank, bm), sig.Target()) })
 				})
 			})
@@ -407,6 +402,7 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 	k.Assume(a.K, 8)
 	BM, BN := cfg.BM(), cfg.BN
 	consumers := 128 * cfg.Consumers
+	consumerBar := k.NamedBarrierFor("consumer warpgroups", consumers)
 	sig := NewTileSignals(k, a.Signals, a.Rank, a.Epoch)
 	sig.ord = ord
 	rows := a.M.Div(a.NGPUs)
@@ -462,17 +458,17 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 		k.If(a.NGPUs.Eq(1), toD).Else(func() {
 			k.If(owner.Ne(a.Rank), func() {
 				k.If(ct.Eq(0), func() { sig.waitFor(free(owner, tile), a.Epoch) })
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				dst := part(owner, a.Rank)
 				each(storePairs(k, dst, vals))
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				k.If(ct.Eq(0), func() { sig.setOn(owner, ready(tile, a.Rank), sig.Target()) })
 			}).Else(func() {
 				waitPeers(func(g dsl.Value) dsl.Value { return ready(tile, g) })
 				if allReduce {
 					waitPeers(arrived)
 				}
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				mine := a.Scratch.Peer(a.Rank)
 				// Each pair's sum in rank order goes to D (gemm_rs) or replaces the accumulators
 				// (gemm_ar; the next tile's first K step overwrites them), which toD then stores.
@@ -502,7 +498,7 @@ func gemmRSSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder, allReduce b
 				if allReduce {
 					toD()
 				}
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() { sig.setOn(ct, free(a.Rank, tile), sig.Target()) })
 				if allReduce {
 					k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() { sig.setOn(ct, done(a.Rank, tile), sig.Target()) })
@@ -544,6 +540,7 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 	k.Assume(a.K, 8)
 	BM, BN := cfg.BM(), cfg.BN
 	consumers := 128 * cfg.Consumers
+	consumerBar := k.NamedBarrierFor("consumer warpgroups", consumers)
 	sig := NewTileSignals(k, a.Signals, a.Rank, a.Epoch)
 	sig.ord = ord
 	rows := a.M.Div(a.NGPUs)
@@ -587,7 +584,7 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 		}).Else(func() {
 			k.If(owner.Ne(a.Rank), func() {
 				k.If(ct.Eq(0), func() { sig.waitFor(free(owner, tile), a.Epoch) })
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				stage()
 				// The owner reads the partial through the multicast alias: the writers fence
 				// the alias proxy too (the owner fences after its acquire). The broken variant
@@ -595,7 +592,7 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 				if ord == ordered {
 					k.FenceProxyAlias()
 				}
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				k.If(ct.Eq(0), func() { sig.setOn(owner, ready(tile, a.Rank), sig.Target()) })
 			}).Else(func() {
 				stage()
@@ -603,7 +600,7 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 					sig.waitFor(ready(tile, ct), sig.Target())
 					sig.waitFor(arrived(ct), sig.Target())
 				})
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				// The partials were written through unicast addresses (this thread's own, the
 				// peers' before their releases); ld_reduce reads them through the multicast one.
 				k.FenceProxyAlias()
@@ -614,7 +611,7 @@ func gemmARMCSM90(k *dsl.Kernel, cfg GemmSM90Config, ord barrierOrder) {
 						k.MultimemStore(d.At(off), []dsl.Value{sum[0].To(cfg.Out), sum[1].To(cfg.Out)})
 					}
 				})
-				k.NamedBarrier(sm90ConsumerBar, consumers)
+				consumerBar.Sync()
 				k.If(ct.Lt(a.NGPUs).And(ct.Ne(a.Rank)), func() { sig.setOn(ct, free(a.Rank, tile), sig.Target()) })
 				k.If(ct.Eq(0), func() {
 					order := dsl.Release(dsl.System)
