@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // AccView places a thread's accumulator registers of a TiledGMMA in the 64 x N tile of its
@@ -50,7 +51,7 @@ func (m TiledGMMA) AccView(k *Kernel, t Value) AccView {
 		k.errorf("AccView: thread index is %s; want U32", t.t)
 		return v
 	}
-	rt, ct, quad, err := accThreadTerms(at)
+	rt, ct, quad, err := accThreadTermsCached(at)
 	if err != nil {
 		k.errorf("AccView: %v", err)
 		return v
@@ -62,6 +63,29 @@ func (m TiledGMMA) AccView(k *Kernel, t Value) AccView {
 		v.RowOff, v.ColOff = append(v.RowOff, r-r0), append(v.ColOff, c-c0)
 	}
 	return v
+}
+
+// accTerms caches accThreadTerms (a pure function of the atom; checking every thread and
+// value costs about 2 ms for an N = 128 atom).
+var accTerms sync.Map
+
+type accTermsResult struct {
+	rows, cols []accTerm
+	quad       []int
+	err        error
+}
+
+// accThreadTermsCached is accThreadTerms through accTerms (the slices are shared: callers
+// only read them).
+func accThreadTermsCached(a GMMAAtom) (rows, cols []accTerm, quad []int, err error) {
+	key := fmt.Sprintf("%v %v", a, a.CLayout)
+	if r, ok := accTerms.Load(key); ok {
+		r := r.(accTermsResult)
+		return r.rows, r.cols, r.quad, r.err
+	}
+	rows, cols, quad, err = accThreadTerms(a)
+	accTerms.Store(key, accTermsResult{rows, cols, quad, err})
+	return rows, cols, quad, err
 }
 
 // accThreadTerms splits the thread mode of a's C layout into row and column terms (a mode's
@@ -207,8 +231,8 @@ func (v AccView) Rows() [][]int {
 
 // RowReduce combines, for each row the thread holds (Rows' order), the values of acc (a
 // fragment of the view's registers, e.g. the accumulators or a Map of them) over the whole
-// row of the tile with op: over the thread's registers, then over the lanes holding the same
-// row (shuffles). Every such thread gets the result: softmax's row max and row sum.
+// row of the tile with op: over the thread's registers (pairwise, in column order), then
+// over the lanes holding the same row (shuffles). Every such thread gets the result: softmax's row max and row sum.
 func (v AccView) RowReduce(acc Tensor, op ReduceOp) []Value {
 	k := v.k
 	if k == nil {
@@ -224,10 +248,23 @@ func (v AccView) RowReduce(acc Tensor, op ReduceOp) []Value {
 		if !k.checkReduce("RowReduce", op, acc.regs[regs[0]]) {
 			return nil
 		}
-		r := acc.regs[regs[0]]
-		for _, i := range regs[1:] {
-			r = op.combine(r, acc.regs[i])
+		// Pairwise: a tree of log2(n) dependent steps, not a chain of n (softmax's critical
+		// path; ptxas does not reassociate floating point).
+		vals := make([]Value, len(regs))
+		for j, i := range regs {
+			vals[j] = acc.regs[i]
 		}
+		for len(vals) > 1 {
+			next := vals[:0:0]
+			for j := 0; j+1 < len(vals); j += 2 {
+				next = append(next, op.combine(vals[j], vals[j+1]))
+			}
+			if len(vals)%2 == 1 {
+				next = append(next, vals[len(vals)-1])
+			}
+			vals = next
+		}
+		r := vals[0]
 		for _, mask := range v.quad {
 			r = op.combine(r, k.ShuffleXor(r, mask))
 		}

@@ -160,6 +160,16 @@ func (p *TMAPipeline) Load(s PipelineState, c *TMACopy, mn, kk any) {
 	c.Load(p.full.At(s.Index), s.Index, mn, kk)
 }
 
+// LoadOuter is Load from a map of rank 2 + len(outer) (TMACopy.LoadOuter).
+func (p *TMAPipeline) LoadOuter(s PipelineState, c *TMACopy, mn, kk any, outer ...any) {
+	defer p.k.hold()()
+	if !p.acquired {
+		p.k.errorf("TMAPipeline.LoadOuter: no ProducerAcquire before it")
+	}
+	p.loaded += c.Bytes
+	c.LoadOuter(p.full.At(s.Index), s.Index, mn, kk, outer...)
+}
+
 // LoadMulticast is Load multicast to the cluster's blocks in mask (of a copy made by
 // MakeTMACopyMulticast: the calling block's part of it).
 func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mask Value) {

@@ -212,17 +212,25 @@ func (c *TMACopy) Major() GMMAMajor { return c.major }
 // Go ints) into stage of the tile, completing bar's transaction bytes (c.Bytes). Call it
 // from one thread, after bar's ArriveExpectTx.
 func (c *TMACopy) Load(bar Mbarrier, stage any, mn, kk any) {
-	c.load("TMACopy.Load", bar, stage, mn, kk, nil)
+	c.load("TMACopy.Load", bar, stage, mn, kk, nil, nil)
+}
+
+// LoadOuter is Load from a map of rank 2 + len(outer) (at most 5) whose boxes have extent 1
+// in the dimensions past the first two: outer (U32 or I32 Values or Go ints) gives those
+// coordinates, e.g. the batch of a [batch, seq, heads*d] tensor, so that TMA zero-fills the
+// rows past each batch's sequence instead of reading the next batch's.
+func (c *TMACopy) LoadOuter(bar Mbarrier, stage any, mn, kk any, outer ...any) {
+	c.load("TMACopy.LoadOuter", bar, stage, mn, kk, nil, outer)
 }
 
 // LoadMulticast is Load into the same shared offsets of every block of the cluster in mask
 // (a U16 Value; bit i is the block of rank i), completing each block's barrier at the same
 // offset (.multicast::cluster, sm_90a).
 func (c *TMACopy) LoadMulticast(bar Mbarrier, stage any, mn, kk any, mask Value) {
-	c.load("TMACopy.LoadMulticast", bar, stage, mn, kk, &mask)
+	c.load("TMACopy.LoadMulticast", bar, stage, mn, kk, &mask, nil)
 }
 
-func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *Value) {
+func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *Value, outer []any) {
 	k := c.k
 	if k == nil || c.boxes == nil {
 		if k != nil {
@@ -252,8 +260,31 @@ func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *V
 	if !ok {
 		return
 	}
+	if len(outer) > 3 {
+		k.errorf("%s: %d outer coordinates; a tensor map has at most 5 dimensions (2 + 3)", what, len(outer))
+		return
+	}
+	var extra []Value
+	for i, x := range outer {
+		if v, isVal := x.(Value); isVal {
+			if !k.own(v, what) {
+				return
+			}
+			if v.t != U32 && v.t != I32 {
+				k.errorf("%s: outer coordinate %d is %s, not U32 or I32", what, i, v.t)
+				return
+			}
+			extra = append(extra, v.To(I32))
+			continue
+		}
+		v, ok := k.val(x, I32, what)
+		if !ok {
+			return
+		}
+		extra = append(extra, v)
+	}
 	dst := c.tile.Stage(stage)
-	q := []string{"2d", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"}
+	q := []string{fmt.Sprintf("%dd", 2+len(extra)), "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes"}
 	if mask != nil {
 		q = append(q, "multicast::cluster")
 	}
@@ -278,7 +309,7 @@ func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *V
 	}
 	for _, b := range boxes {
 		args := []ptx.Operand{ptx.Addr{Base: k.operand(dst.addr), Off: dst.off + int64(b.smem)},
-			c.tensorAddr(in, out, b),
+			c.tensorAddr(in, out, b, extra...),
 			bar.mem()}
 		if mask != nil {
 			args = append(args, k.operand(*mask))
@@ -324,8 +355,9 @@ func (c *TMACopy) coords(what string, mn, kk any) (in, out Value, ok bool) {
 	return in, out, true
 }
 
-// tensorAddr is the [map, {c0, c1}] operand of box b at the tile coordinates (in, out).
-func (c *TMACopy) tensorAddr(in, out Value, b tmaBox) ptx.TensorAddr {
+// tensorAddr is the [map, {c0, c1, extra...}] operand of box b at the tile coordinates
+// (in, out) and the outer coordinates extra.
+func (c *TMACopy) tensorAddr(in, out Value, b tmaBox, extra ...Value) ptx.TensorAddr {
 	k := c.k
 	reg := func(v Value) ptx.Operand {
 		if v.IsConst() {
@@ -335,7 +367,11 @@ func (c *TMACopy) tensorAddr(in, out Value, b tmaBox) ptx.TensorAddr {
 		}
 		return k.operand(v)
 	}
-	return ptx.TensorAddr{Map: k.operand(c.m), Coords: ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}}
+	coords := ptx.Vec{reg(in.Add(int32(b.c0))), reg(out.Add(int32(b.c1)))}
+	for _, v := range extra {
+		coords = append(coords, reg(v))
+	}
+	return ptx.TensorAddr{Map: k.operand(c.m), Coords: coords}
 }
 
 // Store writes stage of the tile to the global tensor at the tile coordinates (mn, kk) (TMA

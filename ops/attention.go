@@ -18,24 +18,65 @@ type AttentionOptions struct {
 	// as FlashAttention does: with seqQ > seqK the first rows see no key, their O is 0 and
 	// their LSE -Inf).
 	Causal bool
-	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be finite.
+	// Scale multiplies Q K^T; 0 means 1/sqrt(head dim). It must be positive and finite (the
+	// kernels' running max is of the raw scores, and a negative scale turns the masked keys'
+	// -Inf into +Inf: NaN).
 	Scale float32
 	// LSE, when set, receives each row's log-sum-exp: [batch, heads, seqQ] f32, contiguous,
 	// the natural log of the softmax denominator including the scale. The zero Tensor is
 	// unset (the kernel then writes a scratch buffer of the call's plan).
 	LSE Tensor[float32]
+	// Kernel picks the kernel: AttentionAuto (the zero value) the best the device runs,
+	// AttentionFA2 or AttentionSM90 that one (a device or head dim it cannot take is an
+	// error).
+	Kernel AttentionKernel
 }
 
+// AttentionKernel names Attention's kernels.
+type AttentionKernel int
+
+const (
+	// AttentionAuto picks AttentionSM90 on compute capability 9.0 for the head dims and
+	// types it takes, AttentionFA2 elsewhere.
+	AttentionAuto AttentionKernel = iota
+	// AttentionFA2 is kernels.Attention (FlashAttention-2 on mma.sync, sm_80+).
+	AttentionFA2
+	// AttentionSM90 is kernels.AttentionSM90 (FlashAttention-3 on wgmma and TMA, sm_90a).
+	AttentionSM90
+)
+
+// String returns "auto", "fa2" or "sm90".
+func (a AttentionKernel) String() string {
+	switch a {
+	case AttentionAuto:
+		return "auto"
+	case AttentionFA2:
+		return "fa2"
+	case AttentionSM90:
+		return "sm90"
+	}
+	return fmt.Sprintf("AttentionKernel(%d)", int(a))
+}
+
+// Attention's plan kinds: which argument list the kernel takes.
+const (
+	attnFA2  = iota // AttentionArgs
+	attnSM90        // AttentionArgs, then the maps of Q, K, V (kernels.AttentionSM90Maps)
+)
+
 // Attention computes the forward attention out = softmax(scale * q k^T [+ causal mask]) v
-// per (batch, head) with f32 accumulation (kernels.Attention: FlashAttention-2 on
-// mma.sync). q and out are [batch, seqQ, heads, d] and k, v [batch, seqK, kvHeads, d], all
+// per (batch, head) with f32 accumulation: on compute capability 9.0
+// kernels.AttentionSM90 (FlashAttention-3 on wgmma, TMA and warp specialization), elsewhere
+// kernels.Attention (FlashAttention-2 on mma.sync); AttentionOptions.Kernel forces one. q
+// and out are [batch, seqQ, heads, d] and k, v [batch, seqK, kvHeads, d], all
 // contiguous and 16-byte aligned, of fp.BF16 or fp.F16 (BSHD, FlashAttention's layout); d
 // is 64, 128 or 256; heads is a multiple of kvHeads (GQA: query head h reads K/V head
 // h / (heads/kvHeads); MQA with kvHeads 1). out may be q itself (each block reads its
 // queries before it writes their outputs) but shares no memory with k, v or the LSE.
 //
-// The configuration comes from AttentionConfigFor (the device's shared memory, the head
-// dim, short query sequences); the device needs compute capability 8.0 or newer.
+// The configuration comes from AttentionSM90ConfigFor or AttentionConfigFor (the device's
+// shared memory, the head dim, short query sequences); the device needs compute capability
+// 8.0 or newer.
 func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tensor[T], o *AttentionOptions) error {
 	const op = "Attention"
 	if err := begin(ctx, op); err != nil {
@@ -95,12 +136,16 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 		}
 	}
 	var causal bool
+	var kernel AttentionKernel
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	lse := jit.AnyPtr{Elem: ptx.F32}
 	if o != nil {
-		causal = o.Causal
-		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) {
-			return fmt.Errorf("ops: %s: AttentionOptions.Scale %v: want a finite scale (0: 1/sqrt(d))", op, o.Scale)
+		causal, kernel = o.Causal, o.Kernel
+		if kernel < AttentionAuto || kernel > AttentionSM90 {
+			return fmt.Errorf("ops: %s: AttentionOptions.Kernel %v: want AttentionAuto, AttentionFA2 or AttentionSM90", op, kernel)
+		}
+		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) || o.Scale < 0 {
+			return fmt.Errorf("ops: %s: AttentionOptions.Scale %v: want a positive finite scale (0: 1/sqrt(d))", op, o.Scale)
 		}
 		if o.Scale != 0 {
 			scale = o.Scale
@@ -147,6 +192,7 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	if causal {
 		key.flags = 1
 	}
+	key.flags |= uint32(kernel) << 1
 	p := st.lookup(key)
 	if p == nil {
 		if p, err = planAttention(ctx, st, key); err != nil {
@@ -161,11 +207,32 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
 	ak := argKey{ptr: [8]jit.DevicePtr{q.Ptr(), k.Ptr(), v.Ptr(), out.Ptr(), lse.Addr}, scalar: [2]uint64{uint64(math.Float32bits(scale))}}
+	if p.kind == attnSM90 {
+		ak.mem = [3]*jit.Memory{q.buf.Memory(), k.buf.Memory(), v.buf.Memory()}
+	}
 	if args := p.cached(&ak); args != nil {
 		return launch(op, dev, p.fn, lc, args...)
 	}
 	args := []any{ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(out), lse,
 		uint32(batch), uint32(heads), uint32(kvHeads), uint32(seqQ), uint32(seqK), scale}
+	if p.kind == attnSM90 {
+		// The maps are encoded once per set of operands: the call's arguments are kept.
+		for _, x := range []struct {
+			name string
+			spec kernels.AttentionTMASpec
+			t    Tensor[T]
+		}{{"q", p.attn.Q, q}, {"k", p.attn.K, k}, {"v", p.attn.V, v}} {
+			var opts []jit.TensorMapOption
+			if x.t.off > 0 {
+				opts = append(opts, jit.WithOffset(uint64(x.t.off)))
+			}
+			tm, err := jit.NewTensorMap(x.t.buf, x.spec.Dims[:], x.spec.Strides[:], x.spec.Box[:], jit.Swizzle(x.spec.Swizzle), opts...)
+			if err != nil {
+				return planFailed(op, dev, fmt.Errorf("%s's tensor map: %w", x.name, err))
+			}
+			args = append(args, tm)
+		}
+	}
 	p.keep(&ak, args)
 	return launch(op, dev, p.fn, lc, args...)
 }
@@ -212,24 +279,65 @@ func AttentionConfigFor(info jit.Info, dt ptx.Type, headDim, seqQ int, causal bo
 	return cfg, nil
 }
 
+// AttentionSM90ConfigFor returns the sm_90a attention Attention runs on a device described
+// by info for inputs of dt, head dim headDim and seqQ queries:
+// kernels.DefaultAttentionSM90Config, with one consumer warpgroup (64 query rows, no
+// ping-pong) when seqQ is at most 64. It is an error on a device other than compute
+// capability 9.0 or for a configuration the kernel refuses.
+func AttentionSM90ConfigFor(info jit.Info, dt ptx.Type, headDim, seqQ int, causal bool) (kernels.AttentionSM90Config, error) {
+	cfg := kernels.DefaultAttentionSM90Config(dsl.Type(dt), headDim, causal)
+	if info.SM != 90 {
+		return cfg, fmt.Errorf("attention_sm90 runs wgmma and TMA of sm_90a: compute capability 9.0; %s is %d.%d", info.Name, info.SM/10, info.SM%10)
+	}
+	if seqQ <= 64 {
+		cfg.Consumers, cfg.PingPong = 1, false
+	}
+	return cfg, cfg.Check()
+}
+
 // planAttention chooses, builds and loads the attention kernel of key, with its scratch LSE
 // (for calls that pass none).
 func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	seqQ, seqK, hd := key.dims[0], key.dims[1], key.dims[2]
 	batch, heads, kvHeads := key.lds[0], key.lds[1], key.lds[2]
-	cfg, err := AttentionConfigFor(st.d.Info(), key.in, hd, seqQ, key.flags == 1)
-	if err != nil {
-		return nil, refusal{err}
+	causal, kernel := key.flags&1 != 0, AttentionKernel(key.flags>>1)
+	var p *plan
+	if kernel != AttentionFA2 {
+		cfg, err := AttentionSM90ConfigFor(st.d.Info(), key.in, hd, seqQ, causal)
+		var l kernels.AttentionSM90Launch
+		if err == nil && st.gemm != ptx.SM90a {
+			err = fmt.Errorf("attention_sm90 needs the sm_90a target; the device's kernels target %s", st.gemm)
+		}
+		if err == nil {
+			l, err = cfg.Launch(batch, heads, kvHeads, seqQ, seqK)
+		}
+		switch {
+		case err != nil && kernel == AttentionSM90:
+			return nil, refusal{fmt.Errorf("AttentionOptions.Kernel sm90: %w", err)}
+		case err == nil:
+			fn, err := st.function(ctx, cfg.Name(), ptx.SM90a, func(kb *dsl.Kernel) { kernels.AttentionSM90(kb, cfg) })
+			if err != nil {
+				return nil, err
+			}
+			p = &plan{fn: fn, name: cfg.Name(), grid: l.Grid, block: l.Block, shared: l.SharedBytes, attn: l, kind: attnSM90}
+		}
 	}
-	if err := cfg.CheckShape(batch, heads, kvHeads, seqQ, seqK); err != nil {
-		return nil, refusal{err}
+	if p == nil {
+		cfg, err := AttentionConfigFor(st.d.Info(), key.in, hd, seqQ, causal)
+		if err != nil {
+			return nil, refusal{err}
+		}
+		if err := cfg.CheckShape(batch, heads, kvHeads, seqQ, seqK); err != nil {
+			return nil, refusal{err}
+		}
+		fn, err := st.function(ctx, cfg.Name(), key.target, func(kb *dsl.Kernel) { kernels.Attention(kb, cfg) })
+		if err != nil {
+			return nil, err
+		}
+		p = &plan{fn: fn, name: cfg.Name(), grid: cfg.Grid(batch, heads, seqQ), block: cfg.Threads(), shared: cfg.SharedBytes(), kind: attnFA2}
 	}
-	fn, err := st.function(ctx, cfg.Name(), key.target, func(kb *dsl.Kernel) { kernels.Attention(kb, cfg) })
-	if err != nil {
-		return nil, err
-	}
-	if p := st.lookup(key); p != nil { // a concurrent call planned it meanwhile
-		return p, nil
+	if q := st.lookup(key); q != nil { // a concurrent call planned it meanwhile
+		return q, nil
 	}
 	// The kernel always stores the LSE; a call without one gives it this (written, never
 	// read: calls on several streams may write it at once).
@@ -237,7 +345,7 @@ func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{fn: fn, name: cfg.Name(), grid: cfg.Grid(batch, heads, seqQ), block: cfg.Threads(), shared: cfg.SharedBytes(), lse: lse}
+	p.lse = lse
 	st.store(key, p)
 	return p, nil
 }

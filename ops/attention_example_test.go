@@ -12,7 +12,8 @@ import (
 
 // Attention of 3 query tokens over 5 keys, 2 query heads sharing one K/V head (GQA), head
 // dim 64, causal (query i sees keys j <= i + 2), with the LSE, checked against a float64
-// reference.
+// reference. The emulator is a compute capability 9.0 device: Attention runs the sm_90a
+// kernel (kernels.AttentionSM90).
 func ExampleAttention() {
 	ctx := context.Background()
 	dev, err := jit.OpenBackend(jit.Emulator, 0) // or jit.Open(0)
@@ -87,6 +88,6 @@ func ExampleAttention() {
 	fmt.Println(ops.Kernels(dev))
 	fmt.Println("O within 2^-8 of float64:", worst < 1.0/256, "LSE within 1e-5:", worstLSE < 1e-5)
 	// Output:
-	// [attention_bf16_d64_64x64_4w2s_causal]
+	// [attention_sm90_bf16_d64_64x128_2s_causal_ov]
 	// O within 2^-8 of float64: true LSE within 1e-5: true
 }

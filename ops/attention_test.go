@@ -97,9 +97,9 @@ func checkAttn[T jit.Elem](t *testing.T, c attnCase, o attnOperands[T], withLSE 
 	}
 }
 
-func runAttn[T jit.Elem](t *testing.T, d *jit.Device, c attnCase, withLSE bool) {
+func runAttn[T jit.Elem](t *testing.T, d *jit.Device, c attnCase, withLSE bool, kernel AttentionKernel) {
 	o := newAttn[T](t, d, c, int64(c.sq*131+c.sk))
-	opt := &AttentionOptions{Causal: c.causal, Scale: c.scale}
+	opt := &AttentionOptions{Causal: c.causal, Scale: c.scale, Kernel: kernel}
 	if withLSE {
 		opt.LSE = o.lse
 	}
@@ -112,7 +112,8 @@ func runAttn[T jit.Elem](t *testing.T, d *jit.Device, c attnCase, withLSE bool) 
 // TestAttention runs Attention on the emulator against the float64 reference at odd
 // shapes: sequence lengths off the tiles, one token, GQA ratios 1, 4 and 8, causal with
 // seqQ below and above seqK (rows that see no key), both dtypes, head dims 64, 128 and 256,
-// with and without the LSE.
+// with and without the LSE; each with the sm_90a kernel (the emulator's pick: it is a
+// compute capability 9.0 device) and with FlashAttention-2 forced.
 func TestAttention(t *testing.T) {
 	d := emuDevice(t)
 	cases := []struct {
@@ -131,17 +132,20 @@ func TestAttention(t *testing.T) {
 		{c: attnCase{b: 1, h: 2, hk: 1, sq: 66, sk: 70, d: 256}, lse: true},
 	}
 	for _, tc := range cases {
-		name := fmt.Sprintf("b%dh%d-%dsq%dsk%dd%d-causal%v-f16%v", tc.c.b, tc.c.h, tc.c.hk, tc.c.sq, tc.c.sk, tc.c.d, tc.c.causal, tc.f16)
-		t.Run(name, func(t *testing.T) {
-			if tc.f16 {
-				runAttn[fp.F16](t, d, tc.c, tc.lse)
-			} else {
-				runAttn[fp.BF16](t, d, tc.c, tc.lse)
-			}
-		})
+		for _, kernel := range []AttentionKernel{AttentionAuto, AttentionFA2} {
+			name := fmt.Sprintf("b%dh%d-%dsq%dsk%dd%d-causal%v-f16%v-%s", tc.c.b, tc.c.h, tc.c.hk, tc.c.sq, tc.c.sk, tc.c.d, tc.c.causal, tc.f16, kernel)
+			t.Run(name, func(t *testing.T) {
+				if tc.f16 {
+					runAttn[fp.F16](t, d, tc.c, tc.lse, kernel)
+				} else {
+					runAttn[fp.BF16](t, d, tc.c, tc.lse, kernel)
+				}
+			})
+		}
 	}
 	names := strings.Join(Kernels(d), " ")
-	for _, want := range []string{"attention_bf16_d64_64x64_4w2s", "attention_f16_d64_128x64_8w2s_causal", "attention_bf16_d128_128x64_8w2s_causal"} {
+	for _, want := range []string{"attention_bf16_d64_64x64_4w2s", "attention_f16_d64_128x64_8w2s_causal", "attention_bf16_d128_128x64_8w2s_causal",
+		"attention_sm90_bf16_d64_64x128_2s_ov", "attention_sm90_f16_d64_128x128_2s_causal_ov_pp", "attention_sm90_bf16_d256_128x64_2s_ov_pp"} {
 		if !strings.Contains(names, want) {
 			t.Errorf("loaded kernels %q; want %s among them", names, want)
 		}
@@ -269,7 +273,7 @@ func TestAttentionMisuse(t *testing.T) {
 			"q (shape [1 8 4 64], strides [2048 64 512 1]) is not contiguous"},
 		{"align", Attention(ctx, nil, view(New(o.outB, 1, 4, 4, 64)), view(Strided(qb, 4, []int{1, 4, 4, 64}, []int{1024, 256, 64, 1})), o.k, o.v, nil),
 			"q starts 8 bytes past a 16-byte boundary"},
-		{"scale", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{Scale: float32(math.Inf(1))}), "AttentionOptions.Scale +Inf: want a finite scale"},
+		{"scale", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{Scale: float32(math.Inf(1))}), "AttentionOptions.Scale +Inf: want a positive finite scale"},
 		{"lse shape", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{LSE: lseBad}), "LSE has shape [1 4 4]; want [1 4 8]"},
 		{"lse strides", Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{LSE: lseStrided}), "LSE (shape [1 4 8], strides [32 1 4]) is not contiguous"},
 		{"stream", Attention(ctx, s2, o.out, o.q, o.k, o.v, nil), "the stream belongs to"},

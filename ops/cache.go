@@ -73,6 +73,7 @@ type plan struct {
 	coResident  bool
 	split       kernels.SplitShape // the split-row kernels' (coResident)
 	sm90        kernels.GemmSM90Launch
+	attn        kernels.AttentionSM90Launch
 	kind        int                  // which argument list the op passes (per op)
 	rows, cols  int                  // the row kernels' matrix
 	lse         *jit.Buffer[float32] // Attention's LSE for calls that pass none

@@ -20,8 +20,9 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// runAttention is `gpubench attention`: times kgen's forward attention (kernels.Attention,
-// mma.sync FlashAttention-2) per sequence length with CUDA events (median), checks sampled
+// runAttention is `gpubench attention`: times kgen's forward attention (-kernel: auto picks
+// kernels.AttentionSM90, FlashAttention-3 on wgmma, on an sm_90 device and kernels.Attention,
+// mma.sync FlashAttention-2, elsewhere; sm90 or fa2 force one) per sequence length with CUDA events (median), checks sampled
 // rows of O and LSE against float64, and with -dir writes Q, K, V, O and kgen.json per
 // problem for torch_attention.py, which times torch's scaled_dot_product_attention with
 // each backend on the same inputs and compares the outputs.
@@ -42,6 +43,10 @@ func runAttention(args []string) error {
 	bn := fs.Int("bn", 0, "keys per step (0: default)")
 	warps := fs.Int("warps", 0, "warps per block (0: default)")
 	stages := fs.Int("stages", 0, "cp.async stages of K/V (0: default)")
+	kernel := fs.String("kernel", "auto", "auto (sm90 on an sm_90 device, else fa2), sm90 or fa2")
+	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining)")
+	pingPong := fs.Bool("pingpong", true, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong)")
+	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1 or 2 (0: default); -bn and -stages apply to sm90 too")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,7 +81,37 @@ func runAttention(args []string) error {
 	if !target.Valid() {
 		target = ptx.SM90
 	}
-	fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, cfg.Name(), cfg.Threads(), cfg.SharedBytes())
+	var sm90 *kernels.AttentionSM90Config
+	switch *kernel {
+	case "auto", "sm90":
+		if d.Info().SM != 90 {
+			if *kernel == "sm90" {
+				return fmt.Errorf("-kernel sm90: %s is %s; the kernel needs sm_90a", d.Info().Name, d.Info().Arch)
+			}
+			break
+		}
+		c := kernels.DefaultAttentionSM90Config(cfg.In, *hd, *causal)
+		c.Overlap, c.PingPong = *overlap, *pingPong
+		for _, o := range []struct {
+			v *int
+			f *int
+		}{{bn, &c.BN}, {stages, &c.Stages}, {consumers, &c.Consumers}} {
+			if *o.v > 0 {
+				*o.f = *o.v
+			}
+		}
+		if err := c.Check(); err != nil {
+			return err
+		}
+		sm90 = &c
+		fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, c.Name(), c.Threads(), c.SharedBytes())
+	case "fa2":
+	default:
+		return fmt.Errorf("-kernel %q: want auto, sm90 or fa2", *kernel)
+	}
+	if sm90 == nil {
+		fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, cfg.Name(), cfg.Threads(), cfg.SharedBytes())
+	}
 	for _, s := range strings.Split(*seqs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -87,7 +122,7 @@ func runAttention(args []string) error {
 			b = max(*tokens/n, 1)
 		}
 		p := attnProblem{b: b, h: *heads, hkv: *kvHeads, sq: n, sk: n, d: *hd}
-		if err := benchAttention(d, target, cfg, p, *reps, *dir); err != nil {
+		if err := benchAttention(d, target, cfg, sm90, p, *reps, *dir); err != nil {
 			return fmt.Errorf("b %d s %d: %w", b, n, err)
 		}
 	}
@@ -118,22 +153,36 @@ func attnFlops(p attnProblem, causal bool) float64 {
 	return f
 }
 
-func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfig, p attnProblem, reps int, dir string) error {
-	if err := cfg.CheckShape(p.b, p.h, p.hkv, p.sq, p.sk); err != nil {
-		return err
+// benchAttention times cfg's kernel on p, or sm90's when it is set (cfg then gives the
+// dtype and the mask).
+func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfig, sm90 *kernels.AttentionSM90Config, p attnProblem, reps int, dir string) error {
+	name := cfg.Name()
+	var l90 kernels.AttentionSM90Launch
+	kb := dsl.New(name, dsl.WithTarget(target))
+	if sm90 != nil {
+		var err error
+		if l90, err = sm90.Launch(p.b, p.h, p.hkv, p.sq, p.sk); err != nil {
+			return err
+		}
+		name = sm90.Name()
+		kb = dsl.New(name, dsl.WithTarget(ptx.SM90a))
+		kernels.AttentionSM90(kb, *sm90)
+	} else {
+		if err := cfg.CheckShape(p.b, p.h, p.hkv, p.sq, p.sk); err != nil {
+			return err
+		}
+		kernels.Attention(kb, cfg)
 	}
-	kb := dsl.New(cfg.Name(), dsl.WithTarget(target))
-	kernels.Attention(kb, cfg)
 	mod, err := kb.Build()
 	if err != nil {
 		return err
 	}
-	jm, err := d.Load(jit.Source{Module: mod, Params: map[string][]jit.ParamInfo{cfg.Name(): jit.ParamInfos(kb.Params())}})
+	jm, err := d.Load(jit.Source{Module: mod, Params: map[string][]jit.ParamInfo{name: jit.ParamInfos(kb.Params())}})
 	if err != nil {
 		return err
 	}
 	defer jm.Close()
-	fn, err := jm.Function(cfg.Name())
+	fn, err := jm.Function(name)
 	if err != nil {
 		return err
 	}
@@ -207,6 +256,21 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 	ptr := func(x *jit.Buffer[uint16]) jit.AnyPtr { return jit.AnyPtr{Addr: x.DevPtr(), Elem: cfg.In} }
 	args := []any{ptr(q), ptr(k), ptr(v), ptr(o), jit.AnyPtr{Addr: lse.DevPtr(), Elem: dsl.F32},
 		uint32(p.b), uint32(p.h), uint32(p.hkv), uint32(p.sq), uint32(p.sk), float32(scale)}
+	if sm90 != nil {
+		lc = jit.LaunchConfig{Grid: jit.D1(l90.Grid), Block: jit.D1(l90.Block), SharedMem: l90.SharedBytes, Stream: s}
+		var maps []any
+		var free func()
+		if cfg.In == dsl.F16 {
+			maps, free, err = attnMaps[fp.F16](d, l90, hq, hk, hv)
+		} else {
+			maps, free, err = attnMaps[fp.BF16](d, l90, hq, hk, hv)
+		}
+		if err != nil {
+			return err
+		}
+		defer free()
+		args = append(args, maps...)
+	}
 	t, err := timeIt(d, s, reps, func() error { return fn.Launch(lc, args...) })
 	if err != nil {
 		return err
@@ -225,8 +289,8 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 	}
 	us := float64(t.Nanoseconds()) / 1e3
 	tf := attnFlops(p, cfg.Causal) / t.Seconds() / 1e12
-	fmt.Printf("attention b %d h %d/%d s %d d %d %s causal %v: kgen %9.1f us %6.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
-		p.b, p.h, p.hkv, p.sq, p.d, cfg.In, cfg.Causal, us, tf, reps, worst)
+	fmt.Printf("attention %s b %d h %d/%d s %d d %d %s causal %v: kgen %9.1f us %6.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
+		name, p.b, p.h, p.hkv, p.sq, p.d, cfg.In, cfg.Causal, us, tf, reps, worst)
 	if dir == "" {
 		return nil
 	}
@@ -240,8 +304,42 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 		}
 	}
 	rec, _ := json.Marshal(attnRecord{B: p.b, H: p.h, HKV: p.hkv, SQ: p.sq, SK: p.sk, D: p.d, Causal: cfg.Causal,
-		DType: cfg.In.String(), Kernel: cfg.Name(), KgenUS: us, TFLOPS: tf, SampleErr: worst})
+		DType: cfg.In.String(), Kernel: name, KgenUS: us, TFLOPS: tf, SampleErr: worst})
 	return os.WriteFile(filepath.Join(sub, "kgen.json"), rec, 0o644)
+}
+
+// attnMaps returns the sm_90a attention's tensor maps of Q, K and V (l's specs) over
+// typed device copies of hq, hk and hv (16-bit bits of T), and a function freeing them.
+func attnMaps[T fp.BF16 | fp.F16](d *jit.Device, l kernels.AttentionSM90Launch, hq, hk, hv []uint16) ([]any, func(), error) {
+	var bufs []*jit.Buffer[T]
+	free := func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}
+	var maps []any
+	for _, x := range []struct {
+		h    []uint16
+		spec kernels.AttentionTMASpec
+	}{{hq, l.Q}, {hk, l.K}, {hv, l.V}} {
+		b, err := jit.Alloc[T](d, len(x.h))
+		if err != nil {
+			free()
+			return nil, nil, err
+		}
+		bufs = append(bufs, b)
+		if err := b.CopyFromHost(unsafe.Slice((*T)(unsafe.Pointer(&x.h[0])), len(x.h))); err != nil {
+			free()
+			return nil, nil, err
+		}
+		m, err := jit.NewTensorMap(b, x.spec.Dims[:], x.spec.Strides[:], x.spec.Box[:], jit.Swizzle(x.spec.Swizzle))
+		if err != nil {
+			free()
+			return nil, nil, err
+		}
+		maps = append(maps, m)
+	}
+	return maps, free, nil
 }
 
 // attnSample checks 64 random (batch, head, query) rows of O and LSE against float64

@@ -40,7 +40,7 @@ func (b *opsBench) attentionCase(name string, batch, heads, kvHeads, seqQ, seqK,
 	tv, _ := ops.New(v, batch, seqK, kvHeads, d)
 	to, _ := ops.New(o, batch, seqQ, heads, d)
 	tl, _ := ops.New(lse, batch, heads, seqQ)
-	opt := &ops.AttentionOptions{Causal: causal, LSE: tl}
+	opt := &ops.AttentionOptions{Causal: causal, LSE: tl, Kernel: ops.AttentionFA2} // the kernel launched directly below
 	c := opCase{name: name, call: func() error { return ops.Attention(b.ctx, b.s, to, tq, tk, tv, opt) }}
 	cfg, err := ops.AttentionConfigFor(b.d.Info(), ptx.BF16, d, seqQ, causal)
 	if err != nil {

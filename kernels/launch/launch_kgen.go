@@ -117,6 +117,41 @@ type AttentionDecode[T jit.Elem] struct {
 	Scale      float32
 }
 
+// Attention launches attention (kernels.Attention, FlashAttention-2 on mma.sync): Q, K, V, O of
+// the input type, the f32 LSE, the shapes and the scale.
+type Attention[T jit.Elem] struct {
+	Q       jit.Ptr[T]
+	K       jit.Ptr[T]
+	V       jit.Ptr[T]
+	O       jit.Ptr[T]
+	LSE     jit.Ptr[float32]
+	Batch   uint32
+	Heads   uint32
+	KVHeads uint32
+	SeqQ    uint32
+	SeqK    uint32
+	Scale   float32
+}
+
+// AttentionSM90 launches attention_sm90 (kernels.AttentionSM90): kernels.AttentionArgs, then the
+// tensor maps of Q, K and V as kernels.AttentionSM90Config.Launch specifies them.
+type AttentionSM90[T jit.Elem] struct {
+	Q       jit.Ptr[T]
+	K       jit.Ptr[T]
+	V       jit.Ptr[T]
+	O       jit.Ptr[T]
+	LSE     jit.Ptr[float32]
+	Batch   uint32
+	Heads   uint32
+	KVHeads uint32
+	SeqQ    uint32
+	SeqK    uint32
+	Scale   float32
+	TmQ     jit.TensorMap
+	TmK     jit.TensorMap
+	TmV     jit.TensorMap
+}
+
 // AttentionDecodeCombine launches attention_decode_combine: O and LSE from the decode kernel's
 // NumSplits partials.
 type AttentionDecodeCombine[T jit.Elem] struct {

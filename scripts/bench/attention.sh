@@ -11,7 +11,9 @@
 # backend on them and compares every output with a float32 reference; the directory is then
 # removed (about 1.6 GB each). DIMS (default "64 128"), SEQS (default
 # 512,1024,2048,4096,8192,16384), CAUSAL (default "0 1"), DTYPE (default bf16) and REPS
-# (default 20) override; logs go to $OUT (default /tmp/attn).
+# (default 20) override; KERNEL (auto, sm90 or fa2; default auto: sm90 on an H100/H200) picks
+# gpubench's kernel and ATTN_FLAGS adds gpubench flags (e.g. "-overlap=false -pingpong=false");
+# logs go to $OUT (default /tmp/attn).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:?usage: attention.sh BINDIR}" && pwd)
@@ -28,7 +30,9 @@ for d in ${DIMS:-64 128}; do
 		name=d${d}_c${c}
 		dir=/tmp/attn-$name
 		rm -rf "$dir"; mkdir -p "$dir"
-		flags=(-tokens 16384 -h $((2048 / d)) -d "$d" -s "$seqs" -dtype "${DTYPE:-bf16}" -reps "$reps" -dir "$dir")
+		flags=(-tokens 16384 -h $((2048 / d)) -d "$d" -s "$seqs" -dtype "${DTYPE:-bf16}" -reps "$reps" -dir "$dir" -kernel "${KERNEL:-auto}")
+		# shellcheck disable=SC2206
+		flags+=(${ATTN_FLAGS:-})
 		[ "$c" = 1 ] && flags+=(-causal)
 		echo "== gpubench attention ${flags[*]}" | tee -a "$out/$name.log"
 		timeout 300 "$bin/gpubench" attention "${flags[@]}" 2>&1 | tee -a "$out/$name.log" || status=1

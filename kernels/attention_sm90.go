@@ -1,0 +1,591 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// AttentionSM90Config selects one FlashAttention-3-class forward attention kernel for
+// sm_90a: a warp-specialized block of one producer warpgroup (TMA loads of the Q tile and
+// of a ring of Stages K and V tiles) and Consumers consumer warpgroups of 64 query rows each
+// (BM = 64*Consumers), which compute S = Q K^T on wgmma from shared memory, the online
+// softmax over the accumulator rows and O += P V on wgmma with P from registers. It takes
+// the arguments of Attention (AttentionArgs) and, after them, the tensor maps of
+// AttentionSM90Maps.
+type AttentionSM90Config struct {
+	In        dsl.Type
+	HeadDim   int // 64, 128 or 256
+	BN        int // keys per step: a multiple of 16, 16..256
+	Stages    int // K and V tiles in flight: 2..8
+	Consumers int // consumer warpgroups: 1 or 2 (BM 64 or 128)
+	Causal    bool
+	// Overlap issues S_{j+1} = Q K_{j+1}^T before the softmax of tile j's scores and P_j V_j
+	// after it (FlashAttention-3's intra-warpgroup pipelining, section 3.2): the tensor
+	// cores work on one tile while the warpgroup's exp2s run on the other.
+	Overlap bool
+	// PingPong orders the consumer warpgroups' GEMMs with two named barriers (FlashAttention-3's
+	// inter-warpgroup ping-pong, section 3.1): one warpgroup's softmax runs while the other's
+	// GEMMs run. It needs two consumers.
+	PingPong bool
+}
+
+// DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
+// consumer warpgroups (128 query rows), 128 keys per step (64 at head dim 256, for the
+// registers of O), two stages, both FlashAttention-3 overlaps on.
+func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
+	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true, PingPong: true}
+	if headDim > 128 {
+		c.BN = 64
+	}
+	return c
+}
+
+// BM returns the query rows of a block: 64 per consumer warpgroup.
+func (c AttentionSM90Config) BM() int { return 64 * c.Consumers }
+
+// Name is the kernel's entry name:
+// attention_sm90_<in>_d<HeadDim>_<BM>x<BN>_<Stages>s{_causal}{_ov}{_pp}.
+func (c AttentionSM90Config) Name() string {
+	s := fmt.Sprintf("attention_sm90_%s_d%d_%dx%d_%ds", c.In, c.HeadDim, c.BM(), c.BN, c.Stages)
+	if c.Causal {
+		s += "_causal"
+	}
+	if c.Overlap {
+		s += "_ov"
+	}
+	if c.PingPong {
+		s += "_pp"
+	}
+	return s
+}
+
+// Threads returns the block size: the producer warpgroup and the consumers.
+func (c AttentionSM90Config) Threads() int { return 128 * (1 + c.Consumers) }
+
+// tileBytes is the bytes of a rows x HeadDim tile of In, rounded up to 1024 (a SharedTile's
+// stage).
+func (c AttentionSM90Config) tileBytes(rows int) int {
+	return (rows*c.HeadDim*c.In.Bytes() + 1023) / 1024 * 1024
+}
+
+// SharedBytes returns the dynamic shared memory a block needs: the Q tile, Stages tiles of
+// K and of V, and dsl.DynamicSharedTilePad to align them to 1024 bytes at run time.
+func (c AttentionSM90Config) SharedBytes() int {
+	return c.tileBytes(c.BM()) + 2*c.Stages*c.tileBytes(c.BN) + dsl.DynamicSharedTilePad
+}
+
+// Grid returns the number of blocks (a 1-D grid: query tiles fastest, then heads, then
+// batches; causal blocks take the longest tiles first); 0 for an empty problem.
+func (c AttentionSM90Config) Grid(batch, heads, seqQ int) int {
+	if batch <= 0 || heads <= 0 || seqQ <= 0 || c.Consumers <= 0 {
+		return 0
+	}
+	return ceilDiv(seqQ, c.BM()) * heads * batch
+}
+
+// TMABox returns the first two extents of every tensor map's box, innermost first: 64
+// elements of the head dim (one 128-byte swizzle row) by BM rows for Q, by BN rows for K
+// and V (the box is 1 along the batch).
+func (c AttentionSM90Config) TMABox() (q, kv [2]int) {
+	return [2]int{64, c.BM()}, [2]int{64, c.BN}
+}
+
+// attentionSM90AccRegs bounds a consumer thread's accumulators and P registers
+// (BN/2 + HeadDim/2 + BN/4) so that the kernel fits the 240 registers its consumers get.
+const attentionSM90AccRegs = 176
+
+// Check reports a configuration the kernel cannot build.
+func (c AttentionSM90Config) Check() error {
+	switch {
+	case c.In != dsl.F16 && c.In != dsl.BF16:
+		return fmt.Errorf("attention_sm90: input type %s (want f16 or bf16)", c.In)
+	case c.HeadDim != 64 && c.HeadDim != 128 && c.HeadDim != 256:
+		return fmt.Errorf("attention_sm90: head dim %d (want 64, 128 or 256)", c.HeadDim)
+	case c.Consumers != 1 && c.Consumers != 2:
+		return fmt.Errorf("attention_sm90: %d consumer warpgroups (want 1 or 2: BM 64 or 128)", c.Consumers)
+	case c.BN < 16 || c.BN > 256 || c.BN%16 != 0:
+		return fmt.Errorf("attention_sm90: BN %d: want a multiple of 16 in 16..256 (wgmma's N, P's K blocks)", c.BN)
+	case c.Stages < 2 || c.Stages > 8:
+		return fmt.Errorf("attention_sm90: %d stages (want 2..8)", c.Stages)
+	case c.PingPong && c.Consumers != 2:
+		return fmt.Errorf("attention_sm90: PingPong alternates two consumer warpgroups; the configuration has %d", c.Consumers)
+	}
+	if r := c.BN/2 + c.HeadDim/2 + c.BN/4; r > attentionSM90AccRegs {
+		return fmt.Errorf("attention_sm90: BN %d at head dim %d holds %d accumulator and P registers a thread (BN/2 + HeadDim/2 + BN/4); at most %d fit the consumers' 240 without spills", c.BN, c.HeadDim, r, attentionSM90AccRegs)
+	}
+	if c.SharedBytes() > 227*1024 {
+		return fmt.Errorf("attention_sm90: %d bytes of shared memory (more than an H100's 227 KiB)", c.SharedBytes())
+	}
+	return nil
+}
+
+// CheckShape reports a problem the kernel cannot run: AttentionConfig.CheckShape's rules
+// (which also keep the TMA coordinates within 32 bits).
+func (c AttentionSM90Config) CheckShape(batch, heads, kvHeads, seqQ, seqK int) error {
+	if err := (AttentionConfig{HeadDim: c.HeadDim, BM: c.BM()}).CheckShape(batch, heads, kvHeads, seqQ, seqK); err != nil {
+		return fmt.Errorf("attention_sm90%s", err.Error()[len("attention"):])
+	}
+	return nil
+}
+
+// AttentionSM90Maps are the sm_90a attention's tensor maps, passed after AttentionArgs.
+// Each views its tensor as (heads*HeadDim, seq, batch), innermost first (kvHeads for K and
+// V), with the boxes of AttentionSM90Config.TMABox (extent 1 along the batch) and the
+// 128-byte swizzle: a tile of one head is the box at column head*HeadDim (plus 64 per box
+// along the head dim), row first, batch b, and TMA zero-fills the rows past the sequence.
+// AttentionSM90Launch gives them as data.
+type AttentionSM90Maps struct {
+	TmQ, TmK, TmV dsl.TensorMap
+}
+
+// AttentionTMASpec describes one of the sm_90a attention's rank-3 tensor maps as plain
+// data, for the caller to encode (jit.NewTensorMap(buf, Dims[:], Strides[:], Box[:],
+// jit.Swizzle(Swizzle))): the extents innermost first, the byte strides of dimensions 1 and
+// 2 (dimension 0 is dense), the box and the swizzle in bytes.
+type AttentionTMASpec struct {
+	Elem    dsl.Type
+	Dims    [3]uint64 // heads*HeadDim, seq, batch
+	Strides [2]uint64 // bytes between rows, between batches
+	Box     [3]uint32
+	Swizzle int
+}
+
+// AttentionSM90Launch is a launch of one sm_90a attention configuration: Grid blocks of
+// Block threads, SharedBytes of dynamic shared memory, and the tensor maps of Q, K and V
+// (AttentionSM90Maps' order), each over the buffer of the same name in AttentionArgs.
+type AttentionSM90Launch struct {
+	Grid, Block, SharedBytes int
+	Q, K, V                  AttentionTMASpec
+}
+
+// Launch returns the launch of c for a problem of AttentionArgs' shapes, or an error (Check's
+// or CheckShape's) naming the rule it breaks.
+func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (AttentionSM90Launch, error) {
+	if err := c.Check(); err != nil {
+		return AttentionSM90Launch{}, err
+	}
+	if err := c.CheckShape(batch, heads, kvHeads, seqQ, seqK); err != nil {
+		return AttentionSM90Launch{}, err
+	}
+	es := uint64(c.In.Bytes())
+	bq, bkv := c.TMABox()
+	spec := func(h, seq int, box [2]int) AttentionTMASpec {
+		cols := uint64(h * c.HeadDim)
+		return AttentionTMASpec{Elem: c.In, Dims: [3]uint64{cols, uint64(seq), uint64(batch)}, Strides: [2]uint64{cols * es, cols * es * uint64(seq)},
+			Box: [3]uint32{uint32(box[0]), uint32(box[1]), 1}, Swizzle: 128}
+	}
+	return AttentionSM90Launch{Grid: c.Grid(batch, heads, seqQ), Block: c.Threads(), SharedBytes: c.SharedBytes(),
+		Q: spec(heads, seqQ, bq), K: spec(kvHeads, seqK, bkv), V: spec(kvHeads, seqK, bkv)}, nil
+}
+
+func init() {
+	register(&Spec{
+		Name:    "attention_sm90",
+		Doc:     "forward attention (FlashAttention-3 on wgmma and TMA, warp-specialized, sm_90a): AttentionArgs, then the rank-3 TMA maps of Q, K, V (AttentionSM90Config.Launch); head dim 128, 128x128 tiles, 2 consumer warpgroups, 2 stages, intra-warpgroup overlap and ping-pong",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
+		Targets: []ptx.Target{ptx.SM90a},
+		Golden:  []ptx.Target{ptx.SM90a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { AttentionSM90(k, DefaultAttentionSM90Config(dt, 128, false)) },
+	})
+}
+
+// AttentionSM90 writes the kernel for cfg into k (target sm_90a). Launch cfg.Grid(batch,
+// heads, seqQ) blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic
+// shared memory; the parameters are AttentionArgs, then AttentionSM90Maps (cfg.Launch gives
+// the maps). The results are Attention's: O, and LSE (m*scale + ln l; -inf and O 0 for a
+// row that sees no key). Scale must be positive (the running max is of the raw scores).
+//
+// Warpgroup 0 produces: one elected thread loads the Q tile (TMA, one mbarrier) and then the
+// block's K and V tiles through two TMA pipelines of Stages stages. The consumer warpgroups
+// each own 64 query rows: per key tile S = Q K^T (wgmma, both operands in shared memory),
+// keys past seqK and (causal) past the diagonal masked to -inf in the tiles that have any,
+// the online softmax over the accumulator rows (AccView: row max and sum over a thread's
+// registers, then the lanes sharing the row; exp2 with scale*log2(e) folded in; O rescaled
+// by exp2(m_old - m_new)), P converted in registers to the A operand of O += P V (wgmma with
+// A from registers). Finally O /= l, stored from the accumulators, and the LSE.
+// Rows of a tile past the sequence are TMA's zeros (the maps are per batch).
+func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
+	if err := cfg.Check(); err != nil {
+		k.Errorf("%v", err)
+		return
+	}
+	if k.Target() != ptx.SM90a {
+		k.Errorf("attention_sm90: wgmma and setmaxnreg need sm_90a; the kernel targets %s", k.Target())
+		return
+	}
+	// Registers at entry fixed (65536 over the block) so that ptxas honours setmaxnreg.
+	k.LaunchBounds(cfg.Threads(), 1)
+	a := dsl.Params[AttentionArgs](k, cfg.In)
+	maps := dsl.Params[AttentionSM90Maps](k, cfg.In)
+	D, BM, BN, C := cfg.HeadDim, cfg.BM(), cfg.BN, cfg.Consumers
+
+	// Shared tiles: Q (BM x D) and K (BN x D) K-major, V (D x BN) MN-major over V's
+	// row-major storage (the N x K operand B of P V), in blocks of 64 columns of D that
+	// each hold all BN keys: one TMA box each.
+	laK, err := dsl.GMMALayoutAtom(cfg.In, dsl.KMajor, 128)
+	if err != nil {
+		k.Errorf("attention_sm90: %v", err)
+		return
+	}
+	laMN, err := dsl.GMMALayoutAtom(cfg.In, dsl.MNMajor, 128)
+	if err != nil {
+		k.Errorf("attention_sm90: %v", err)
+		return
+	}
+	lQ, errQ := dsl.TileToShape(laK, BM, D)
+	lK, errK := dsl.TileToShape(laK, BN, D)
+	lVi, errV := layout.Parse(fmt.Sprintf("((64,%d),(8,%d)):((1,%d),(64,512))", D/64, BN/8, 64*BN))
+	if errQ != nil || errK != nil || errV != nil {
+		k.Errorf("attention_sm90: shared layouts: %v %v %v", errQ, errK, errV)
+		return
+	}
+	lV := layout.ComposedLayout{Outer: laMN.Outer, Offset: laMN.Offset, Inner: lVi}
+	sQ := k.DynamicSharedTile(cfg.In, lQ, 1, 0)
+	sK := k.DynamicSharedTile(cfg.In, lK, cfg.Stages, sQ.StageBytes)
+	sV := k.DynamicSharedTile(cfg.In, lV, cfg.Stages, sQ.StageBytes+cfg.Stages*sK.StageBytes)
+	cQ, cK, cV := k.MakeTMACopy(maps.TmQ, sQ), k.MakeTMACopy(maps.TmK, sK), k.MakeTMACopy(maps.TmV, sV)
+	bq, bkv := cfg.TMABox()
+	if cQ.Box != bq || cK.Box != bkv || cV.Box != bkv || cQ.Major() != dsl.KMajor || cK.Major() != dsl.KMajor || cV.Major() != dsl.MNMajor {
+		k.Errorf("attention_sm90: TMA boxes Q %v, K %v, V %v (%v-major); the host builds the maps with %v and %v", cQ.Box, cK.Box, cV.Box, cV.Major(), bq, bkv)
+		return
+	}
+	atomS, errS := dsl.MakeGMMAAtom(cfg.In, BN)
+	atomO, errO := dsl.MakeGMMAAtom(cfg.In, D)
+	if errS != nil || errO != nil {
+		k.Errorf("attention_sm90: wgmma atoms: %v %v", errS, errO)
+		return
+	}
+	qk, pv := dsl.MakeTiledGMMA(atomS, C), dsl.MakeTiledGMMA(atomO, C)
+
+	tid := k.ThreadIdx(dsl.X)
+	qBar := k.Mbarriers(1).At(0)
+	k.If(tid.Eq(uint32(0)), func() { qBar.Init(1) })
+	// One arrival per consumer warp frees a stage (lane 0, after the warp's wait_group).
+	pK := k.MakeTMAPipeline(cfg.Stages, 4*C, cK) // also makes qBar's init visible (SyncThreads)
+	pV := k.MakeTMAPipeline(cfg.Stages, 4*C, cV)
+
+	// Block -> (query tile, head, batch), as Attention.
+	blk := k.BlockIdx(dsl.X)
+	tilesM := a.SeqQ.Add(uint32(BM - 1)).Div(uint32(BM))
+	mt := blk.Rem(tilesM)
+	if cfg.Causal {
+		mt = tilesM.Sub(uint32(1)).Sub(mt)
+	}
+	bh := blk.Div(tilesM)
+	h, b := bh.Rem(a.Heads), bh.Div(a.Heads)
+	hkv := h.Div(a.Heads.Div(a.KVHeads))
+	seqQ, seqK := a.SeqQ.To(dsl.I32), a.SeqK.To(dsl.I32)
+	mIdx := mt.To(dsl.I32)
+	diag := seqK.Sub(seqQ) // query i sees keys j <= i + diag
+	nKV := seqK.Add(int32(BN - 1)).Div(int32(BN))
+	if cfg.Causal {
+		lastKey := mIdx.Add(int32(1)).Mul(int32(BM)).Min(seqQ).Sub(int32(1)).Add(diag)
+		nKV = k.Select(lastKey.Lt(int32(0)), k.Const(dsl.I32, 0), nKV.Min(lastKey.Div(int32(BN)).Add(int32(1))))
+	}
+
+	k.If(tid.Lt(uint32(128)), func() { // the producer warpgroup
+		k.WarpgroupRegDealloc(attentionSM90ProducerRegs(C))
+		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
+			qCol, kvCol := h.Mul(uint32(D)), hkv.Mul(uint32(D))
+			qBar.ArriveExpectTx(cQ.Bytes)
+			cQ.LoadOuter(qBar, 0, mt.Mul(uint32(BM)), qCol, b)
+			st := pK.ProducerState() // V's ring walks the same stages
+			k.For(int32(0), nKV, int32(1), func(j dsl.Value) {
+				row := j.Mul(int32(BN))
+				pK.ProducerAcquire(st)
+				pK.LoadOuter(st, cK, row, kvCol, b)
+				pK.ProducerCommit(st)
+				pV.ProducerAcquire(st)
+				pV.LoadOuter(st, cV, kvCol, row, b)
+				pV.ProducerCommit(st)
+				st.Advance()
+			})
+		})
+	}).Else(func() { // the consumer warpgroups
+		k.WarpgroupRegAlloc(attentionSM90ConsumerRegs(C))
+		attentionSM90Consumer(k, cfg, a, attnSM90Block{
+			sQ: sQ, sK: sK, sV: sV, qk: qk, pv: pv, pK: pK, pV: pV, qBar: qBar,
+			t: tid.Sub(uint32(128)), mIdx: mIdx, h: h, b: b, bh: bh, nKV: nKV, diag: diag, seqQ: seqQ, seqK: seqK,
+		})
+	})
+}
+
+// attentionSM90ProducerRegs and attentionSM90ConsumerRegs are the setmaxnreg budgets of the
+// producer and the consumer warpgroups: 128*(producer + Consumers*consumer) <= 65536.
+func attentionSM90ProducerRegs(consumers int) int {
+	if consumers == 1 {
+		return 40
+	}
+	return 24
+}
+
+func attentionSM90ConsumerRegs(consumers int) int {
+	if consumers == 1 {
+		return 232
+	}
+	return 240
+}
+
+// attnSM90Block is what the consumers of one block work on.
+type attnSM90Block struct {
+	sQ, sK, sV dsl.SharedTile
+	qk, pv     dsl.TiledGMMA
+	pK, pV     *dsl.TMAPipeline
+	qBar       dsl.Mbarrier
+	t          dsl.Value // the thread among the consumers, 0..128*Consumers-1 (U32)
+	mIdx       dsl.Value // the query tile (I32)
+	h, b, bh   dsl.Value // head, batch, batch*heads + head (U32)
+	nKV        dsl.Value // key tiles the block walks (I32)
+	diag       dsl.Value // seqK - seqQ (I32)
+	seqQ, seqK dsl.Value // I32
+}
+
+// attentionSM90Consumer is a consumer warpgroup's part: the key tiles through S, the
+// softmax and P V, then O and LSE.
+func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionArgs, blk attnSM90Block) {
+	BM, BN, D := cfg.BM(), cfg.BN, cfg.HeadDim
+	qk, pv, pK, pV := blk.qk, blk.pv, blk.pK, blk.pV
+	t := blk.t
+	wg := t.Shr(uint32(7))
+	vs, vo := qk.AccView(k, t), pv.AccView(k, t) // rows of S and of O: the same two per thread
+	rowsS, rowsO := vs.Rows(), vo.Rows()
+	accS, accO := qk.Accumulators(k), pv.Accumulators(k)
+	sm := newSM90Softmax(k, len(rowsS), a.Scale)
+	negInf := sm.negInf
+	lane0 := t.And(uint32(31)).Eq(uint32(0))
+
+	// The block's first query row and this warpgroup's, in the sequence (I32).
+	row0 := blk.mIdx.Mul(int32(BM))
+	wgRow0 := row0.Add(wg.To(dsl.I32).Mul(int32(64)))
+	rowS, colS := vs.RowFrom(row0.To(dsl.U32)).To(dsl.I32), vs.Col().To(dsl.I32)
+
+	// scores turns the retired accS of key tile j into probabilities p (f32, masked keys
+	// 0) and returns each row's correction of O.
+	scores := func(j dsl.Value) (p []dsl.Value, corr []dsl.Value) {
+		key0 := j.Mul(int32(BN))
+		need := key0.Add(int32(BN)).Gt(blk.seqK)
+		if cfg.Causal { // the warpgroup's first row sees keys up to wgRow0 + diag
+			need = need.Or(key0.Add(int32(BN - 1)).Gt(wgRow0.Add(blk.diag)))
+		}
+		k.If(need, func() {
+			for i := range atomRegs(qk) {
+				key := key0.Add(colS).Add(int32(vs.ColOff[i]))
+				ok := key.Lt(blk.seqK)
+				if cfg.Causal {
+					ok = ok.And(key.Le(rowS.Add(int32(vs.RowOff[i])).Add(blk.diag)))
+				}
+				k.Set(accS.Get(i), k.Select(ok, accS.Get(i), negInf))
+			}
+		})
+		return sm.update(vs, accS)
+	}
+	// P's A registers of P V: variables, so that P V may read one tile's while the next
+	// is computed (Overlap).
+	pk := k.Pack2(k.Const(dsl.F32, 0.0), k.Const(dsl.F32, 0.0), cfg.In)
+	pVars := make([]dsl.Value, atomRegs(qk)/2)
+	for i := range pVars {
+		pVars[i] = k.Var(pk.Type(), pk)
+	}
+	pFrag := k.FragmentOf(pVars...)
+	packP := func(p []dsl.Value) {
+		for i, v := range qk.AccToA(k, k.FragmentOf(p...), cfg.In).Values() {
+			k.Set(pVars[i], v)
+		}
+	}
+	release := func(p *dsl.TMAPipeline, st dsl.PipelineState) { k.If(lane0, func() { p.ConsumerRelease(st) }) }
+
+	// Ping-pong: a warpgroup issues its GEMMs in its turn (turn), then hands the turn to
+	// the other (pass), so one's softmax runs while the other's GEMMs do. Warpgroup 1 gives
+	// warpgroup 0 the first turn and skips its pass after its last section, so that every
+	// arrival meets a sync.
+	turn, pass := func() {}, func(last dsl.Value) {}
+	if cfg.PingPong {
+		bars := [2]dsl.NamedBar{k.NamedBarrierFor("attention_sm90: warpgroup 0's turn", 256), k.NamedBarrierFor("attention_sm90: warpgroup 1's turn", 256)}
+		first := wg.Eq(uint32(0))
+		turn = func() { k.If(first, bars[0].Sync).Else(bars[1].Sync) }
+		pass = func(last dsl.Value) {
+			k.If(first, bars[1].Arrive).Else(func() { k.If(last.Not(), bars[0].Arrive) })
+		}
+		k.If(first.Not().And(blk.nKV.Gt(int32(0))), bars[0].Arrive)
+	}
+
+	blk.qBar.Wait(0)
+	stK, stV := pK.ConsumerState(), pV.ConsumerState()
+	sFirst := qk.Accumulating(k.Const(dsl.Bool, false)) // S overwrites the accumulators
+	gemmS := func() {
+		pK.ConsumerWait(stK)
+		sFirst.Gemm(k, wg, blk.sQ, blk.sK.StageView(stK.Index), 0, accS) // S = Q K^T
+	}
+	gemmPV := func() {
+		pV.ConsumerWait(stV)
+		pv.GemmRS(k, pFrag, blk.sV, stV.Index, accO) // O += P V
+	}
+	retireS := func() { release(pK, stK); stK.Advance() }
+	retirePV := func() { release(pV, stV); stV.Advance() }
+	if !cfg.Overlap {
+		k.For(int32(0), blk.nKV, int32(1), func(j dsl.Value) {
+			turn()
+			gemmS()
+			pass(j.Eq(blk.nKV.Sub(int32(1))))
+			k.WaitGroup(0)
+			retireS()
+			p, corr := scores(j)
+			sm.rescale(vo, accO, corr)
+			packP(p)
+			gemmPV()
+			k.WaitGroup(0)
+			retirePV()
+		})
+	} else {
+		// Tile j's section issues S_j and then P_{j-1} V_{j-1}; the softmax of S_j runs
+		// while P V does, O's rescale and P_j's registers wait for it.
+		k.If(blk.nKV.Gt(int32(0)), func() {
+			turn()
+			gemmS()
+			pass(k.Const(dsl.Bool, false))
+			k.WaitGroup(0)
+			retireS()
+			p, _ := scores(k.Const(dsl.I32, 0)) // O is 0: no rescale
+			packP(p)
+			k.For(int32(1), blk.nKV, int32(1), func(j dsl.Value) {
+				turn()
+				gemmS()
+				gemmPV()
+				pass(k.Const(dsl.Bool, false))
+				k.WaitGroup(1) // S_j
+				retireS()
+				p, corr := scores(j)
+				k.WaitGroup(0) // P_{j-1} V_{j-1}
+				retirePV()
+				sm.rescale(vo, accO, corr)
+				packP(p)
+			})
+			turn()
+			gemmPV()
+			pass(k.Const(dsl.Bool, true))
+			k.WaitGroup(0)
+			retirePV()
+		})
+	}
+
+	// O /= l (0 for a row that saw no key), stored in pairs of adjacent columns; LSE =
+	// m*scale + ln l by the thread holding column 0 of the row.
+	inv, lse := sm.finish(vs)
+	ldq := a.Heads.Mul(uint32(D))
+	qBase := blk.b.MulWide(a.SeqQ).Mul(a.Heads.To(dsl.U64)).Add(blk.h.To(dsl.U64)).Mul(uint64(D))
+	oRow := vo.RowFrom(row0.To(dsl.U32))
+	col := vo.Col()
+	oPtr := a.O.At(qBase).At(col)
+	for r, regs := range rowsO {
+		s := oRow.Add(uint32(vo.RowOff[regs[0]]))
+		k.If(s.Lt(a.SeqQ), func() {
+			o := oPtr.At(s.Mul(ldq))
+			for x := 0; x+1 < len(regs); x += 2 {
+				i0, i1 := regs[x], regs[x+1]
+				v0, v1 := accO.Get(i0).Mul(inv[r]), accO.Get(i1).Mul(inv[r])
+				k.StoreVec(o.At(vo.ColOff[i0]), []dsl.Value{v0.To(cfg.In), v1.To(cfg.In)})
+			}
+			k.If(col.Eq(uint32(0)), func() {
+				k.Store(a.LSE.At(blk.bh.Mul(a.SeqQ).Add(s)), lse[r])
+			})
+		})
+	}
+}
+
+func atomRegs(m dsl.TiledGMMA) int { return m.Atom.AccRegs() }
+
+// sm90Softmax is FlashAttention's running softmax over the rows of a wgmma accumulator
+// (AccView's rows): per row the running max m of the raw scores and this thread's part of
+// the running sum l, exp2 with scale*log2(e) folded in.
+type sm90Softmax struct {
+	k         *dsl.Kernel
+	m, l      []dsl.Value
+	negInf    dsl.Value
+	scale     dsl.Value
+	scaleLog2 dsl.Value
+}
+
+func newSM90Softmax(k *dsl.Kernel, rows int, scale dsl.Value) *sm90Softmax {
+	s := &sm90Softmax{k: k, m: make([]dsl.Value, rows), l: make([]dsl.Value, rows), scale: scale}
+	s.negInf = k.Const(dsl.F32, math.Inf(-1))
+	s.scaleLog2 = scale.Mul(float32(math.Log2E))
+	for r := range s.m {
+		s.m[r] = k.Var(dsl.F32, s.negInf)
+		s.l[r] = k.Var(dsl.F32, 0.0)
+	}
+	return s
+}
+
+// update takes the masked scores acc (view v's registers): it updates m and l and returns
+// the probabilities exp2(scale*(S - m)) (register order) and each row's correction
+// exp2(scale*(m_old - m_new)) of O and l.
+func (s *sm90Softmax) update(v dsl.AccView, acc dsl.Tensor) (p, corr []dsl.Value) {
+	k := s.k
+	mx := v.RowReduce(acc, dsl.Max)
+	p = make([]dsl.Value, len(acc.Values()))
+	corr = make([]dsl.Value, len(s.m))
+	for r, regs := range v.Rows() {
+		m := s.m[r].Max(mx[r])
+		// exp2 offsets: 0 for a row with no key yet (m = -inf), so that its -inf scores
+		// give 0, not NaN.
+		ms := k.Select(m.Eq(s.negInf), k.Const(dsl.F32, 0.0), m.Mul(s.scaleLog2)).Neg()
+		corr[r] = k.FMA(s.m[r], s.scaleLog2, ms).Exp2()
+		row := make([]dsl.Value, len(regs))
+		for j, i := range regs {
+			p[i] = k.FMA(acc.Get(i), s.scaleLog2, ms).Exp2()
+			row[j] = p[i]
+		}
+		k.Set(s.l[r], k.FMA(s.l[r], corr[r], pairwiseSum(row)))
+		k.Set(s.m[r], m)
+	}
+	return p, corr
+}
+
+// pairwiseSum adds xs as a tree (log2(n) dependent adds, not n).
+func pairwiseSum(xs []dsl.Value) dsl.Value {
+	for len(xs) > 1 {
+		next := make([]dsl.Value, 0, (len(xs)+1)/2)
+		for j := 0; j+1 < len(xs); j += 2 {
+			next = append(next, xs[j].Add(xs[j+1]))
+		}
+		if len(xs)%2 == 1 {
+			next = append(next, xs[len(xs)-1])
+		}
+		xs = next
+	}
+	return xs[0]
+}
+
+// rescale multiplies each row of acc (view v's registers) by its correction.
+func (s *sm90Softmax) rescale(v dsl.AccView, acc dsl.Tensor, corr []dsl.Value) {
+	for r, regs := range v.Rows() {
+		for _, i := range regs {
+			s.k.Set(acc.Get(i), acc.Get(i).Mul(corr[r]))
+		}
+	}
+}
+
+// finish sums l over the lanes sharing each row and returns per row 1/l (0 for a row that
+// saw no key) and the LSE m*scale + ln l.
+func (s *sm90Softmax) finish(v dsl.AccView) (inv, lse []dsl.Value) {
+	k := s.k
+	rows := v.Rows()
+	part := make([]dsl.Value, len(v.RowOff))
+	zero := k.Const(dsl.F32, 0.0)
+	for i := range part {
+		part[i] = zero
+	}
+	for r, regs := range rows {
+		part[regs[0]] = s.l[r]
+	}
+	l := v.RowReduce(k.FragmentOf(part...), dsl.Sum)
+	for r := range rows {
+		inv = append(inv, k.Select(l[r].Eq(float32(0)), zero, l[r].Rcp()))
+		lse = append(lse, k.FMA(s.m[r], s.scale, l[r].Log2().Mul(float32(math.Ln2))))
+	}
+	return inv, lse
+}

@@ -1,0 +1,49 @@
+//go:build cuda
+
+package kernels_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
+)
+
+// TestGPUAttentionSM90 runs the sm_90a attention on GPU 0 (an sm_90 part; skipped
+// elsewhere, failed with KGEN_REQUIRE_GPU=1 when there is no GPU) at real shapes, every
+// FlashAttention-3 overlap combination at head dim 128 and the library's configuration at
+// 64 and 256, causal and not, with GQA and lengths off the tiles, against the float64
+// reference element by element (the harness of TestAttentionSM90).
+func TestGPUAttentionSM90(t *testing.T) {
+	d, err := jit.OpenBackend(jit.GPU, 0)
+	if err != nil {
+		if os.Getenv("KGEN_REQUIRE_GPU") == "1" || (!strings.Contains(err.Error(), "no CUDA driver") && !strings.Contains(err.Error(), "cuInit failed") && !strings.Contains(err.Error(), "no GPU")) {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	defer d.Close()
+	if d.Info().SM != 90 {
+		t.Skipf("%s is %s; the kernel needs sm_90a", d.Info().Name, d.Info().Arch)
+	}
+	bf, f16 := dsl.BF16, dsl.F16
+	var cases []sm90Problem
+	for _, o := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		for _, causal := range []bool{false, true} {
+			cases = append(cases, sm90Problem{cfg: sm90Cfg(bf, 128, causal, o[0], o[1]), b: 2, h: 16, hk: 16, sq: 1024, sk: 1024})
+		}
+	}
+	cases = append(cases,
+		sm90Problem{cfg: sm90Cfg(bf, 64, false, true, true), b: 2, h: 16, hk: 16, sq: 1024, sk: 1024},
+		sm90Problem{cfg: sm90Cfg(bf, 64, true, true, true), b: 2, h: 16, hk: 4, sq: 1000, sk: 1100},
+		sm90Problem{cfg: sm90Cfg(bf, 256, false, true, true), b: 1, h: 8, hk: 8, sq: 1024, sk: 1024},
+		sm90Problem{cfg: sm90Cfg(bf, 256, true, true, true), b: 1, h: 8, hk: 2, sq: 1024, sk: 1024},
+		sm90Problem{cfg: sm90Cfg(f16, 128, true, true, true), b: 3, h: 4, hk: 1, sq: 777, sk: 333},
+		sm90Problem{cfg: sm90Cfg(bf, 128, false, true, true), b: 4, h: 2, hk: 2, sq: 1, sk: 4097},
+	)
+	for _, c := range cases {
+		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 11) })
+	}
+}

@@ -1,0 +1,54 @@
+package ops
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestAttentionSM90ConfigFor: the sm_90a attention is compute capability 9.0's only, one
+// consumer warpgroup for short query sequences, two with ping-pong otherwise.
+func TestAttentionSM90ConfigFor(t *testing.T) {
+	if _, err := AttentionSM90ConfigFor(jit.Info{Name: "A100", SM: 80}, ptx.BF16, 128, 1024, false); err == nil || !strings.Contains(err.Error(), "compute capability 9.0; A100 is 8.0") {
+		t.Errorf("on sm_80: %v, want an error naming compute capability 9.0", err)
+	}
+	for _, c := range []struct {
+		sq, consumers int
+		pingPong      bool
+	}{{1, 1, false}, {64, 1, false}, {65, 2, true}, {4096, 2, true}} {
+		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, 128, c.sq, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Consumers != c.consumers || cfg.PingPong != c.pingPong || !cfg.Overlap || !cfg.Causal {
+			t.Errorf("seqQ %d: %+v; want %d consumers, ping-pong %v, overlap, causal", c.sq, cfg, c.consumers, c.pingPong)
+		}
+	}
+}
+
+// TestAttentionKernelOption: a Kernel outside the enumeration and a negative Scale are errors
+// naming the field; each kernel, forced or picked, matches the float64 reference.
+func TestAttentionKernelOption(t *testing.T) {
+	d := emuDevice(t)
+	o := newAttn[fp.BF16](t, d, attnCase{b: 1, h: 2, hk: 1, sq: 5, sk: 9, d: 64}, 1)
+	err := Attention(context.Background(), nil, o.out, o.q, o.k, o.v, &AttentionOptions{Kernel: AttentionKernel(7)})
+	if err == nil || !strings.Contains(err.Error(), "AttentionOptions.Kernel AttentionKernel(7)") {
+		t.Errorf("Kernel 7: %v, want an error naming AttentionOptions.Kernel", err)
+	}
+	for _, sc := range []float32{-1, -1e-30} { // the masked keys' -Inf would become +Inf: NaN
+		err := Attention(context.Background(), nil, o.out, o.q, o.k, o.v, &AttentionOptions{Scale: sc})
+		if err == nil || !strings.Contains(err.Error(), "AttentionOptions.Scale") || !strings.Contains(err.Error(), "positive finite scale") {
+			t.Errorf("Scale %v: %v; want a refusal naming AttentionOptions.Scale", sc, err)
+		}
+	}
+	for _, k := range []AttentionKernel{AttentionSM90, AttentionFA2, AttentionAuto} {
+		if err := Attention(context.Background(), nil, o.out, o.q, o.k, o.v, &AttentionOptions{Kernel: k}); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		checkAttn(t, attnCase{b: 1, h: 2, hk: 1, sq: 5, sk: 9, d: 64}, o, false)
+	}
+}
