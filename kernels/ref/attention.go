@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"runtime"
+	"sync"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
@@ -168,60 +170,83 @@ type AttentionOut struct {
 }
 
 // AttentionRef computes attention in float64 with the kernel's conventions: BSHD q, k, v,
-// query head h reading K/V head h/(heads/kvHeads), causal keys j <= i + seqK - seqQ.
+// query head h reading K/V head h/(heads/kvHeads), causal keys j <= i + seqK - seqQ. The
+// (batch, head) pairs run on GOMAXPROCS goroutines (each writes its own rows); the sums
+// run in key order, so the result does not depend on the schedule.
 func AttentionRef(q, k, v []float64, batch, heads, kvHeads, seqQ, seqK, d int, scale float64, causal bool) AttentionOut {
 	out := AttentionOut{O: make([]float64, batch*seqQ*heads*d), LSE: make([]float64, batch*heads*seqQ), Abs: make([]float64, batch*seqQ*heads)}
-	s := make([]float64, seqK)
-	vmax := make([]float64, seqK)
+	pairs := make(chan [2]int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), batch*heads); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, vmax, acc := make([]float64, seqK), make([]float64, seqK), make([]float64, d)
+			for bh := range pairs {
+				attentionRefHead(q, k, v, out, bh[0], bh[1], heads, kvHeads, seqQ, seqK, d, scale, causal, s, vmax, acc)
+			}
+		}()
+	}
 	for b := 0; b < batch; b++ {
 		for h := 0; h < heads; h++ {
-			hk := h / (heads / kvHeads)
-			kv := func(j int) int { return ((b*seqK+j)*kvHeads + hk) * d }
-			for j := 0; j < seqK; j++ {
-				vmax[j] = 0
-				for c := 0; c < d; c++ {
-					vmax[j] = math.Max(vmax[j], math.Abs(v[kv(j)+c]))
-				}
-			}
-			for i := 0; i < seqQ; i++ {
-				qo := ((b*seqQ+i)*heads + h) * d
-				n := seqK
-				if causal {
-					n = max(0, min(seqK, i+seqK-seqQ+1))
-				}
-				m := math.Inf(-1)
-				for j := 0; j < n; j++ {
-					x := 0.0
-					for c := 0; c < d; c++ {
-						x += q[qo+c] * k[kv(j)+c]
-					}
-					s[j] = x * scale
-					m = math.Max(m, s[j])
-				}
-				l, abs := 0.0, 0.0
-				for j := 0; j < n; j++ {
-					s[j] = math.Exp(s[j] - m)
-					l += s[j]
-					abs += s[j] * vmax[j]
-				}
-				li := (b*heads+h)*seqQ + i
-				if n == 0 {
-					out.LSE[li] = math.Inf(-1)
-					continue
-				}
-				out.LSE[li] = m + math.Log(l)
-				out.Abs[qo/d] = abs / l
-				for c := 0; c < d; c++ {
-					x := 0.0
-					for j := 0; j < n; j++ {
-						x += s[j] * v[kv(j)+c]
-					}
-					out.O[qo+c] = x / l
-				}
-			}
+			pairs <- [2]int{b, h}
 		}
 	}
+	close(pairs)
+	wg.Wait()
 	return out
+}
+
+// attentionRefHead is AttentionRef for batch b and head h, with scratch s and vmax (seqK)
+// and acc (d).
+func attentionRefHead(q, k, v []float64, out AttentionOut, b, h, heads, kvHeads, seqQ, seqK, d int, scale float64, causal bool, s, vmax, acc []float64) {
+	hk := h / (heads / kvHeads)
+	kv := func(j int) int { return ((b*seqK+j)*kvHeads + hk) * d }
+	for j := 0; j < seqK; j++ {
+		vmax[j] = 0
+		for c := 0; c < d; c++ {
+			vmax[j] = math.Max(vmax[j], math.Abs(v[kv(j)+c]))
+		}
+	}
+	for i := 0; i < seqQ; i++ {
+		qo := ((b*seqQ+i)*heads + h) * d
+		n := seqK
+		if causal {
+			n = max(0, min(seqK, i+seqK-seqQ+1))
+		}
+		m := math.Inf(-1)
+		for j := 0; j < n; j++ {
+			x := 0.0
+			for c := 0; c < d; c++ {
+				x += q[qo+c] * k[kv(j)+c]
+			}
+			s[j] = x * scale
+			m = math.Max(m, s[j])
+		}
+		l, abs := 0.0, 0.0
+		for j := 0; j < n; j++ {
+			s[j] = math.Exp(s[j] - m)
+			l += s[j]
+			abs += s[j] * vmax[j]
+		}
+		li := (b*heads+h)*seqQ + i
+		if n == 0 {
+			out.LSE[li] = math.Inf(-1)
+			continue
+		}
+		out.LSE[li] = m + math.Log(l)
+		out.Abs[qo/d] = abs / l
+		clear(acc)
+		for j := 0; j < n; j++ {
+			vj := v[kv(j) : kv(j)+d]
+			for c, x := range vj {
+				acc[c] += s[j] * x
+			}
+		}
+		for c := 0; c < d; c++ {
+			out.O[qo+c] = acc[c] / l
+		}
+	}
 }
 
 // AttentionTolerance bounds |O - exact| for one element of a row whose sum_j p_j |v_j| / l
