@@ -121,54 +121,37 @@ func p2pOneShot(r *run) error {
 
 // p2pTwoShot alternates out-of-place and in-place launches.
 func p2pTwoShot(r *run) error {
-	c := newColl(r)
-	n := r.size(1000)
-	op := r.spec.Op
-	r.res.Shape = fmt.Sprintf("n=%d gpus=%d", n, c.g)
-	in, inTab, _, padTab, err := c.p2pSetup(n)
-	if err != nil {
-		return err
-	}
-	out, err := c.sym(c.dt, n)
-	if err != nil {
-		return err
-	}
-	outTab, err := c.table(out)
-	if err != nil {
-		return err
-	}
-	for l := 0; l < collLaunches; l++ {
-		vals := c.inputs(n)
-		if err := c.writeInputs(in, vals); err != nil {
-			return err
-		}
-		dst, dstTab := out, outTab
-		if l%2 == 1 {
-			dst, dstTab = in, inTab
-		}
-		err := c.launch(c.blocks(n), func(g int) any {
+	return p2pAllReduceInOut(r, func(c *coll, n int) (func(g int, in, inTab, dstTab, padTab *emu.Symmetric) any, error) {
+		return func(g int, in, inTab, dstTab, padTab *emu.Symmetric) any {
 			return launch.P2PTwoShot{Ins: table(inTab, g), Outs: table(dstTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
-		})
-		if err != nil {
-			return fmt.Errorf("launch %d: %w", l, err)
-		}
-		c.advance()
-		want := make([]float64, n)
-		for i := range want {
-			want[i] = c.reduce(op, vals, i)
-		}
-		for g := 0; g < c.g; g++ {
-			if err := c.expect("out", g, dst.On(g), want); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		}, nil
+	})
 }
 
 // p2pPush alternates out-of-place and in-place launches of the push all-reduce, its
 // scratch (ngpus regions of a slice) never cleared between them.
 func p2pPush(r *run) error {
+	return p2pAllReduceInOut(r, func(c *coll, n int) (func(g int, in, inTab, dstTab, padTab *emu.Symmetric) any, error) {
+		vec := 16 / c.dt.Bytes()
+		slice := ((n+c.g-1)/c.g + vec - 1) / vec * vec
+		scratch, err := c.sym(c.dt, c.g*slice)
+		if err != nil {
+			return nil, err
+		}
+		scratchTab, err := c.table(scratch)
+		if err != nil {
+			return nil, err
+		}
+		return func(g int, in, inTab, dstTab, padTab *emu.Symmetric) any {
+			return launch.P2PPush{In: on(in, g, c.dt), Outs: table(dstTab, g), Scratch: table(scratchTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
+		}, nil
+	})
+}
+
+// p2pAllReduceInOut runs an all-reduce harness: collLaunches launches with fresh inputs,
+// out of place then in place in turn, every GPU's output checked. setup allocates what
+// the kernel needs beside the inputs, outputs and pads and returns GPU g's arguments.
+func p2pAllReduceInOut(r *run, setup func(c *coll, n int) (func(g int, in, inTab, dstTab, padTab *emu.Symmetric) any, error)) error {
 	c := newColl(r)
 	n := r.size(1000)
 	op := r.spec.Op
@@ -185,13 +168,7 @@ func p2pPush(r *run) error {
 	if err != nil {
 		return err
 	}
-	vec := 16 / c.dt.Bytes()
-	slice := ((n+c.g-1)/c.g + vec - 1) / vec * vec
-	scratch, err := c.sym(c.dt, c.g*slice)
-	if err != nil {
-		return err
-	}
-	scratchTab, err := c.table(scratch)
+	args, err := setup(c, n)
 	if err != nil {
 		return err
 	}
@@ -204,10 +181,7 @@ func p2pPush(r *run) error {
 		if l%2 == 1 {
 			dst, dstTab = in, inTab
 		}
-		err := c.launch(c.blocks(n), func(g int) any {
-			return launch.P2PPush{In: on(in, g, c.dt), Outs: table(dstTab, g), Scratch: table(scratchTab, g), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), N: uint32(n), Epoch: c.arg()}
-		})
-		if err != nil {
+		if err := c.launch(c.blocks(n), func(g int) any { return args(g, in, inTab, dstTab, padTab) }); err != nil {
 			return fmt.Errorf("launch %d: %w", l, err)
 		}
 		c.advance()
