@@ -31,6 +31,11 @@ type AttentionSM90Config struct {
 	// inter-warpgroup ping-pong, section 3.1): one warpgroup's softmax runs while the other's
 	// GEMMs run. It needs two consumers.
 	PingPong bool
+	// VarLen packs the batch's sequences (FlashAttention's varlen): Q and O are [totalQ,
+	// heads, d], K and V [totalK, kvHeads, d], sequence b's queries rows CuQ[b]..CuQ[b+1] and
+	// keys CuK[b]..CuK[b+1] (AttentionVarLenArgs, after the maps), SeqQ the longest query
+	// sequence (the grid's), SeqK unused; LSE is [heads, totalQ].
+	VarLen bool
 }
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
@@ -50,7 +55,7 @@ func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) Attention
 func (c AttentionSM90Config) BM() int { return 64 * c.Consumers }
 
 // Name is the kernel's entry name:
-// attention_sm90_<in>_d<HeadDim>_<BM>x<BN>_<Stages>s{_causal}{_ov}{_pp}.
+// attention_sm90_<in>_d<HeadDim>_<BM>x<BN>_<Stages>s{_causal}{_ov}{_pp}{_varlen}.
 func (c AttentionSM90Config) Name() string {
 	s := fmt.Sprintf("attention_sm90_%s_d%d_%dx%d_%ds", c.In, c.HeadDim, c.BM(), c.BN, c.Stages)
 	if c.Causal {
@@ -61,6 +66,9 @@ func (c AttentionSM90Config) Name() string {
 	}
 	if c.PingPong {
 		s += "_pp"
+	}
+	if c.VarLen {
+		s += "_varlen"
 	}
 	return s
 }
@@ -170,6 +178,9 @@ func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (Atte
 	if err := c.Check(); err != nil {
 		return AttentionSM90Launch{}, err
 	}
+	if c.VarLen {
+		return AttentionSM90Launch{}, fmt.Errorf("attention_sm90: %s packs its sequences: its launch is LaunchVarLen's", c.Name())
+	}
 	if err := c.CheckShape(batch, heads, kvHeads, seqQ, seqK); err != nil {
 		return AttentionSM90Launch{}, err
 	}
@@ -210,6 +221,12 @@ func init() {
 // by exp2(m_old - m_new)), P converted in registers to the A operand of O += P V (wgmma with
 // A from registers). Finally O /= l, stored from the accumulators, and the LSE.
 // Rows of a tile past the sequence are TMA's zeros (the maps are per batch).
+//
+// With cfg.VarLen the parameters end with AttentionVarLenArgs (cfg.LaunchVarLen gives the
+// maps, over the packed tensors): a block reads its sequence's offsets, returns at once when
+// its query tile starts past the sequence, and loads its tiles at the sequence's first row.
+// The rows a tile reads past the sequence are the next sequence's: keys there are masked
+// like keys past seqK, and query rows there are not stored.
 func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
@@ -223,6 +240,10 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	k.LaunchBounds(cfg.Threads(), 1)
 	a := dsl.Params[AttentionArgs](k, cfg.In)
 	maps := dsl.Params[AttentionSM90Maps](k, cfg.In)
+	var vl AttentionVarLenArgs
+	if cfg.VarLen {
+		vl = dsl.Params[AttentionVarLenArgs](k, cfg.In)
+	}
 	D, BM, BN, C := cfg.HeadDim, cfg.BM(), cfg.BN, cfg.Consumers
 
 	// Shared tiles: Q (BM x D) and K (BN x D) K-major, V (D x BN) MN-major over V's
@@ -282,6 +303,13 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	hkv := h.Div(a.Heads.Div(a.KVHeads))
 	seqQ, seqK := a.SeqQ.To(dsl.I32), a.SeqK.To(dsl.I32)
 	mIdx := mt.To(dsl.I32)
+	var seqs attnVarLenSeq
+	if cfg.VarLen {
+		seqs = attentionVarLenSeq(k, vl, b)
+		seqQ, seqK = seqs.seqQ, seqs.seqK
+		// The whole block leaves (before any barrier) when its tile starts past the sequence.
+		k.If(mIdx.Mul(int32(BM)).Ge(seqQ), k.Return)
+	}
 	diag := seqK.Sub(seqQ) // query i sees keys j <= i + diag
 	nKV := seqK.Add(int32(BN - 1)).Div(int32(BN))
 	if cfg.Causal {
@@ -294,15 +322,23 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
 			qCol, kvCol := h.Mul(uint32(D)), hkv.Mul(uint32(D))
 			qBar.ArriveExpectTx(cQ.Bytes)
-			cQ.LoadOuter(qBar, 0, mt.Mul(uint32(BM)), qCol, b)
+			qRow, bt := mt.Mul(uint32(BM)), b
+			var kRow0 dsl.Value
+			if cfg.VarLen { // one packed "batch": the sequence starts at row q0 (k0)
+				qRow, kRow0, bt = qRow.To(dsl.I32).Add(seqs.q0), seqs.k0, k.Const(dsl.U32, 0)
+			}
+			cQ.LoadOuter(qBar, 0, qRow, qCol, bt)
 			st := pK.ProducerState() // V's ring walks the same stages
 			k.For(int32(0), nKV, int32(1), func(j dsl.Value) {
 				row := j.Mul(int32(BN))
+				if cfg.VarLen {
+					row = row.Add(kRow0)
+				}
 				pK.ProducerAcquire(st)
-				pK.LoadOuter(st, cK, row, kvCol, b)
+				pK.LoadOuter(st, cK, row, kvCol, bt)
 				pK.ProducerCommit(st)
 				pV.ProducerAcquire(st)
-				pV.LoadOuter(st, cV, kvCol, row, b)
+				pV.LoadOuter(st, cV, kvCol, row, bt)
 				pV.ProducerCommit(st)
 				st.Advance()
 			})
@@ -311,7 +347,7 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 		k.WarpgroupRegAlloc(attentionSM90ConsumerRegs(C))
 		attentionSM90Consumer(k, cfg, a, attnSM90Block{
 			sQ: sQ, sK: sK, sV: sV, qk: qk, pv: pv, pK: pK, pV: pV, qBar: qBar,
-			t: tid.Sub(uint32(128)), mIdx: mIdx, h: h, b: b, bh: bh, nKV: nKV, diag: diag, seqQ: seqQ, seqK: seqK,
+			t: tid.Sub(uint32(128)), mIdx: mIdx, h: h, b: b, bh: bh, nKV: nKV, diag: diag, seqQ: seqQ, seqK: seqK, vl: vl, seqs: seqs,
 		})
 	})
 }
@@ -344,6 +380,8 @@ type attnSM90Block struct {
 	nKV        dsl.Value // key tiles the block walks (I32)
 	diag       dsl.Value // seqK - seqQ (I32)
 	seqQ, seqK dsl.Value // I32
+	vl         AttentionVarLenArgs
+	seqs       attnVarLenSeq // VarLen: the block's sequence
 }
 
 // attentionSM90Consumer is a consumer warpgroup's part: the key tiles through S, the
@@ -478,13 +516,22 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 	// m*scale + ln l by the thread holding column 0 of the row.
 	inv, lse := sm.finish(vs)
 	ldq := a.Heads.Mul(uint32(D))
-	qBase := blk.b.MulWide(a.SeqQ).Mul(a.Heads.To(dsl.U64)).Add(blk.h.To(dsl.U64)).Mul(uint64(D))
+	var qBase dsl.Value
+	rowsQ, lseAt := a.SeqQ, func(s dsl.Value) dsl.Value { return blk.bh.Mul(a.SeqQ).Add(s) }
+	if cfg.VarLen { // row q0 of the packed tensors; LSE [heads, totalQ]
+		q0 := blk.seqs.q0.To(dsl.U32)
+		qBase = q0.MulWide(a.Heads).Add(blk.h.To(dsl.U64)).Mul(uint64(D))
+		rowsQ = blk.seqQ.To(dsl.U32)
+		lseAt = func(s dsl.Value) dsl.Value { return blk.h.Mul(blk.vl.TotalQ).Add(q0).Add(s) }
+	} else {
+		qBase = blk.b.MulWide(a.SeqQ).Mul(a.Heads.To(dsl.U64)).Add(blk.h.To(dsl.U64)).Mul(uint64(D))
+	}
 	oRow := vo.RowFrom(row0.To(dsl.U32))
 	col := vo.Col()
 	oPtr := a.O.At(qBase).At(col)
 	for r, regs := range rowsO {
 		s := oRow.Add(uint32(vo.RowOff[regs[0]]))
-		k.If(s.Lt(a.SeqQ), func() {
+		k.If(s.Lt(rowsQ), func() {
 			o := oPtr.At(s.Mul(ldq))
 			for x := 0; x+1 < len(regs); x += 2 {
 				i0, i1 := regs[x], regs[x+1]
@@ -492,7 +539,7 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 				k.StoreVec(o.At(vo.ColOff[i0]), []dsl.Value{v0.To(cfg.In), v1.To(cfg.In)})
 			}
 			k.If(col.Eq(uint32(0)), func() {
-				k.Store(a.LSE.At(blk.bh.Mul(a.SeqQ).Add(s)), lse[r])
+				k.Store(a.LSE.At(lseAt(s)), lse[r])
 			})
 		})
 	}

@@ -15,7 +15,8 @@ import (
 // elsewhere, failed with KGEN_REQUIRE_GPU=1 when there is no GPU) at real shapes, every
 // FlashAttention-3 overlap combination at head dim 128 and the library's configuration at
 // 64 and 256, causal and not, with GQA and lengths off the tiles, against the float64
-// reference element by element (the harness of TestAttentionSM90).
+// reference element by element (the harness of TestAttentionSM90), and the VarLen kernel
+// over packed sequences (TestAttentionSM90VarLen's harness).
 func TestGPUAttentionSM90(t *testing.T) {
 	d, err := jit.OpenBackend(jit.GPU, 0)
 	if err != nil {
@@ -45,5 +46,15 @@ func TestGPUAttentionSM90(t *testing.T) {
 	)
 	for _, c := range cases {
 		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 11) })
+	}
+	// VarLen: packed sequences off the tiles, an empty one, one of one key, GQA 4.
+	lq, lk := []int{1, 700, 0, 1300, 513}, []int{900, 1, 5, 2000, 513}
+	for _, vc := range []sm90VarLenProblem{
+		{cfg: sm90VarLenCfg(bf, 128, false, false, true), h: 16, hk: 4, lensQ: lq, lensK: lk},
+		{cfg: sm90VarLenCfg(bf, 128, true, false, true), h: 16, hk: 4, lensQ: lq, lensK: lk},
+		{cfg: sm90VarLenCfg(f16, 64, true, false, true), h: 8, hk: 2, lensQ: lq, lensK: lk},
+		{cfg: sm90VarLenCfg(bf, 256, false, false, true), h: 4, hk: 1, lensQ: lq, lensK: lk},
+	} {
+		t.Run(vc.String(), func(t *testing.T) { runSM90VarLen(t, d, vc, 11) })
 	}
 }

@@ -294,8 +294,8 @@ func TestAttentionSM90Refuses(t *testing.T) {
 }
 
 // sm90Variants is every configuration the library and the benchmark use: both dtypes, head
-// dims 64, 128 and 256, causal or not, each FlashAttention-3 overlap on or off, and one
-// consumer warpgroup.
+// dims 64, 128 and 256, causal or not, each FlashAttention-3 overlap on or off, one
+// consumer warpgroup, and the VarLen ones ops.AttentionVarLen picks.
 func sm90Variants() []kernels.AttentionSM90Config {
 	var cfgs []kernels.AttentionSM90Config
 	for _, dt := range []dsl.Type{dsl.BF16, dsl.F16} {
@@ -313,6 +313,15 @@ func sm90Variants() []kernels.AttentionSM90Config {
 					cfgs = append(cfgs, one)
 				}
 			}
+		}
+	}
+	for _, d := range []int{64, 128, 256} {
+		for _, causal := range []bool{false, true} {
+			vl := kernels.DefaultAttentionSM90Config(dsl.BF16, d, causal)
+			vl.VarLen = true
+			one := vl
+			one.Consumers, one.PingPong = 1, false
+			cfgs = append(cfgs, vl, one)
 		}
 	}
 	return cfgs

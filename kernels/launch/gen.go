@@ -82,6 +82,8 @@ var twins = []twin{
 	of[kernels.AttentionArgs]("Attention", true, "Attention launches attention (kernels.Attention, FlashAttention-2 on mma.sync): Q, K, V, O of\nthe input type, the f32 LSE, the shapes and the scale."),
 	{name: "AttentionSM90", generic: true, doc: "AttentionSM90 launches attention_sm90 (kernels.AttentionSM90): kernels.AttentionArgs, then the\ntensor maps of Q, K and V as kernels.AttentionSM90Config.Launch specifies them.",
 		parts: []part{partOf[kernels.AttentionArgs](), partOf[kernels.AttentionSM90Maps]()}},
+	{name: "AttentionSM90VarLen", generic: true, doc: "AttentionSM90VarLen launches attention_sm90's VarLen variants: kernels.AttentionArgs, the tensor\nmaps of kernels.AttentionSM90Config.LaunchVarLen, then kernels.AttentionVarLenArgs.",
+		parts: []part{partOf[kernels.AttentionArgs](), partOf[kernels.AttentionSM90Maps](), partOf[kernels.AttentionVarLenArgs]()}},
 	of[kernels.AttentionDecodeCombineArgs]("AttentionDecodeCombine", true, "AttentionDecodeCombine launches attention_decode_combine: O and LSE from the decode kernel's\nNumSplits partials."),
 	of[kernels.SumSlotsArgs]("SumSlots", false, "SumSlots launches sum_slots: Out[i] = the sum over s < NSlots of Slots[s*N + i]."),
 	of[kernels.GemmEpilogueArgs]("GemmEpilogue", true, "GemmEpilogue is the parameters a non-zero kernels.Epilogue adds after a gemm's own (gemm and\ngemm_sm90, after TmD with TMAStore), T the output type: Bias, ScaleA, ScaleB (f32) and Residual\n(M x N of T); those the options do not use may be null."),

@@ -152,6 +152,29 @@ type AttentionSM90[T jit.Elem] struct {
 	TmV     jit.TensorMap
 }
 
+// AttentionSM90VarLen launches attention_sm90's VarLen variants: kernels.AttentionArgs, the tensor
+// maps of kernels.AttentionSM90Config.LaunchVarLen, then kernels.AttentionVarLenArgs.
+type AttentionSM90VarLen[T jit.Elem] struct {
+	Q       jit.Ptr[T]
+	K       jit.Ptr[T]
+	V       jit.Ptr[T]
+	O       jit.Ptr[T]
+	LSE     jit.Ptr[float32]
+	Batch   uint32
+	Heads   uint32
+	KVHeads uint32
+	SeqQ    uint32
+	SeqK    uint32
+	Scale   float32
+	TmQ     jit.TensorMap
+	TmK     jit.TensorMap
+	TmV     jit.TensorMap
+	CuQ     jit.Ptr[int32]
+	CuK     jit.Ptr[int32]
+	TotalQ  uint32
+	TotalK  uint32
+}
+
 // AttentionDecodeCombine launches attention_decode_combine: O and LSE from the decode kernel's
 // NumSplits partials.
 type AttentionDecodeCombine[T jit.Elem] struct {
