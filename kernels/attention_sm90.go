@@ -40,11 +40,12 @@ type AttentionSM90Config struct {
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
 // consumer warpgroups (128 query rows), 128 keys per step (64 at head dim 256, for the
-// registers of O), two stages, the ping-pong on and the intra-warpgroup Overlap off: the
-// fastest of the four on an H100 at head dim 128 (bf16, 16k tokens; docs/bench.md): 509
-// TFLOP/s at seqlen 16k, 541 causal, where both overlaps on took 413 and 410.
+// registers of O), two stages and FlashAttention-3's choice of overlaps: the intra-warpgroup
+// Overlap always, the ping-pong at head dims up to 128. Before the Overlap's wait fix (docs/
+// attention.md) an H100 gave, at head dim 128 (bf16, 16k tokens): ping-pong alone 509 TFLOP/s
+// (541 causal), both 413 (410); scripts/bench/attention_sm90.sh times the four against cuDNN.
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
-	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, PingPong: true}
+	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true, PingPong: headDim <= 128}
 	if headDim > 128 {
 		c.BN = 64
 	}
