@@ -40,12 +40,11 @@ type AttentionSM90Config struct {
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
 // consumer warpgroups (128 query rows), 128 keys per step (64 at head dim 256, for the
-// registers of O), two stages and FlashAttention-3's choice of overlaps: the intra-warpgroup
-// Overlap always, the ping-pong at head dims up to 128. Before the Overlap's wait fix (docs/
-// attention.md) an H100 gave, at head dim 128 (bf16, 16k tokens): ping-pong alone 509 TFLOP/s
-// (541 causal), both 413 (410); scripts/bench/attention_sm90.sh times the four against cuDNN.
+// registers of O), two stages, the ping-pong on and the intra-warpgroup Overlap off: the
+// fastest of the four on an H100 at head dim 128 (bf16, 16k tokens; docs/bench.md): 509
+// TFLOP/s at seqlen 16k, 541 causal, where both overlaps on took 413 and 410.
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
-	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true, PingPong: headDim <= 128}
+	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, PingPong: true}
 	if headDim > 128 {
 		c.BN = 64
 	}
@@ -468,24 +467,19 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 	retireS := func() { release(pK, stK); stK.Advance() }
 	retirePV := func() { release(pV, stV); stV.Advance() }
 	if !cfg.Overlap {
-		// A turn holds P_j V_j and S_{j+1} (FlashAttention-3's order): the tensor cores
-		// run one warpgroup's two GEMMs back to back while the other's softmax runs.
-		k.If(blk.nKV.Gt(int32(0)), turn)
 		k.For(int32(0), blk.nKV, int32(1), func(j dsl.Value) {
+			turn()
 			gemmS()
-			pass(k.Const(dsl.Bool, false))
+			pass(j.Eq(blk.nKV.Sub(int32(1))))
 			k.WaitGroup(0)
 			retireS()
 			p, corr := scores(j)
 			sm.rescale(vo, accO, corr)
 			packP(p)
-			pV.ConsumerWait(stV) // before the turn, as K's before S
-			turn()
 			gemmPV()
 			k.WaitGroup(0)
 			retirePV()
 		})
-		k.If(blk.nKV.Gt(int32(0)), func() { pass(k.Const(dsl.Bool, true)) })
 	} else {
 		// Tile j's section issues S_j and then P_{j-1} V_{j-1}; the softmax of S_j runs
 		// while P V does, O's rescale and P_j's registers wait for it.
@@ -505,10 +499,6 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 				k.WaitGroup(1) // S_j
 				retireS()
 				p, corr := scores(j)
-				// K_{j+1}'s wait here ends the softmax's basic block: ptxas schedules a
-				// wgmma.wait_group at the top of its block, and before the softmax it
-				// would serialize P_{j-1} V_{j-1} with it.
-				k.If(j.Add(int32(1)).Lt(blk.nKV), func() { pK.ConsumerWait(stK) })
 				k.WaitGroup(0) // P_{j-1} V_{j-1}
 				retirePV()
 				sm.rescale(vo, accO, corr)

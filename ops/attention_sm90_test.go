@@ -12,7 +12,7 @@ import (
 
 // TestAttentionSM90ConfigFor: the sm_90a attention is compute capability 9.0's only, one
 // consumer warpgroup for short query sequences, two with ping-pong otherwise; the
-// intra-warpgroup overlap on (FlashAttention-3's choice at head dim 128).
+// intra-warpgroup overlap off (the slower on an H100).
 func TestAttentionSM90ConfigFor(t *testing.T) {
 	if _, err := AttentionSM90ConfigFor(jit.Info{Name: "A100", SM: 80}, ptx.BF16, 128, 1024, false); err == nil || !strings.Contains(err.Error(), "compute capability 9.0; A100 is 8.0") {
 		t.Errorf("on sm_80: %v, want an error naming compute capability 9.0", err)
@@ -25,8 +25,8 @@ func TestAttentionSM90ConfigFor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Consumers != c.consumers || cfg.PingPong != c.pingPong || !cfg.Overlap || !cfg.Causal {
-			t.Errorf("seqQ %d: %+v; want %d consumers, ping-pong %v, the overlap, causal", c.sq, cfg, c.consumers, c.pingPong)
+		if cfg.Consumers != c.consumers || cfg.PingPong != c.pingPong || cfg.Overlap || !cfg.Causal {
+			t.Errorf("seqQ %d: %+v; want %d consumers, ping-pong %v, no overlap, causal", c.sq, cfg, c.consumers, c.pingPong)
 		}
 	}
 }
