@@ -40,13 +40,15 @@ type AttentionSM90Config struct {
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
 // consumer warpgroups (128 query rows), 128 keys per step (64 at head dim 256, for the
-// registers of O), two stages, the ping-pong on and the intra-warpgroup Overlap off: the
-// fastest of the four on an H100 at head dim 128 (bf16, 16k tokens; docs/bench.md): 509
-// TFLOP/s at seqlen 16k, 541 causal, where both overlaps on took 413 and 410.
+// registers of O), two stages, the intra-warpgroup Overlap off, and the ping-pong on up to
+// head dim 128 only: the fastest measured on an H100 (bf16, 16k tokens; docs/attention.md):
+// at d 128 seqlen 16k the ping-pong took 507-539 TFLOP/s (541 causal) where both overlaps
+// took 413 and 410; at d 256 it cost a quarter (261 against 350 without it, 252 against
+// 300 causal).
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
 	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, PingPong: true}
 	if headDim > 128 {
-		c.BN = 64
+		c.BN, c.PingPong = 64, false
 	}
 	return c
 }
