@@ -84,6 +84,9 @@ func (d *decoder) decodeBar(di *dinst, in *ptx.Instr, toks tokens) error {
 		if di.b, err = d.src(args[1], ptx.U32); err != nil {
 			return err
 		}
+		if _, imm := args[1].(ptx.Imm); !imm {
+			di.flags |= barRegCount // ptx.Verify checks an immediate count; a register's at run time
+		}
 	}
 	return nil
 }

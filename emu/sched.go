@@ -461,6 +461,9 @@ const (
 	barRed
 )
 
+// barRegCount flags a barrier whose thread count is a register.
+const barRegCount = 2
+
 // bar.red operations
 const (
 	redPopc uint8 = iota
@@ -482,6 +485,10 @@ func (w *warp) barrier(in *dinst, pc int32, g, m uint32) bool {
 	}
 	if id >= len(b.bars) {
 		w.fault(in, l0, KindBarrier, fmt.Sprintf("barrier id %d out of range (0..15)", id))
+		return true
+	}
+	if in.flags&barRegCount != 0 && (count == 0 || count%32 != 0) {
+		w.fault(in, l0, KindBarrier, fmt.Sprintf("barrier %d: thread count %d must be a positive multiple of 32 (the warp size)", id, count))
 		return true
 	}
 	if count > b.nthreads && l.sanitize {

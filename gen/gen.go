@@ -46,7 +46,8 @@ import (
 // Kernel is one kernel of a generated package.
 type Kernel struct {
 	// Name is the PTX entry name ("vector_add_f32"); the Go launcher is its CamelCase
-	// ("VectorAddF32").
+	// ("VectorAddF32"). It is a PTX identifier without $ (the go command refuses the PTX
+	// file's name) whose Go names clash with nothing else the generated file declares.
 	Name string
 	// Doc is a sentence for the launcher's doc comment (optional).
 	Doc string
@@ -149,17 +150,30 @@ func Files(p Package) ([]File, error) {
 		gen = "go generate"
 	}
 	seen := map[string]bool{}
+	decls := map[string]string{"Kernels": "", "Load": "", "Close": "", "NVSHMEMVersion": "", "nvshmemDevLib": ""}
+	for _, t := range targets {
+		decls[targetVar("devlib", t)] = ""
+	}
 	var out []File
 	var kernels []built
 	for _, kd := range p.Kernels {
 		if !ptx.ValidIdent(kd.Name) || kd.Build == nil {
 			return nil, fmt.Errorf("gen: kernel %q needs a PTX identifier as its name and a Build function", kd.Name)
 		}
+		if strings.Contains(kd.Name, "$") {
+			return nil, fmt.Errorf("gen: kernel %q: a generated package embeds %s.<target>.ptx, and the go command refuses a file name with $ (\"invalid input file name\"): rename the kernel", kd.Name, kd.Name)
+		}
 		goName := camel(kd.Name)
+		if !token.IsIdentifier(goName) || !token.IsExported(goName) {
+			return nil, fmt.Errorf("gen: kernel %q: its Go name %q is not an exported Go identifier (the name must have a letter after its leading _)", kd.Name, goName)
+		}
 		if seen[goName] {
 			return nil, fmt.Errorf("gen: two kernels are named %s", goName)
 		}
 		seen[goName] = true
+		if err := declare(decls, kd.Name, goName, targets); err != nil {
+			return nil, err
+		}
 		b := built{Kernel: kd, goName: goName}
 		for _, t := range targets {
 			k := dsl.New(kd.Name, dsl.WithTarget(t))
@@ -185,7 +199,41 @@ func Files(p Package) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, File{Name: p.Name + "_kgen.go", Data: src}), nil
+	out = append(out, File{Name: p.Name + "_kgen.go", Data: src})
+	files := map[string]bool{}
+	for _, f := range out {
+		if files[f.Name] {
+			return nil, fmt.Errorf("gen: two generated files are named %s (a kernel's name clashes with the package's or the device library's files)", f.Name)
+		}
+		files[f.Name] = true
+	}
+	return out, nil
+}
+
+// declare records the package-level Go names the kernel named name (Go name goName)
+// declares in the generated file, and says which earlier declaration one clashes with.
+func declare(decls map[string]string, name, goName string, targets []ptx.Target) error {
+	ids := []string{goName, goName + "Args", "ptx" + goName, "params" + goName}
+	for _, t := range targets {
+		ids = append(ids, targetVar("ptx"+goName, t))
+	}
+	for _, id := range ids {
+		if by, ok := decls[id]; ok {
+			if by == "" {
+				return fmt.Errorf("gen: kernel %q would declare %s, which the generated file declares for itself: rename the kernel", name, id)
+			}
+			return fmt.Errorf("gen: kernels %q and %q would both declare %s in the generated file: rename one", by, name, id)
+		}
+	}
+	for _, id := range ids {
+		decls[id] = name
+	}
+	return nil
+}
+
+// targetVar is the name of the variable embedding prefix's PTX for t ("ptxVaddSM90").
+func targetVar(prefix string, t ptx.Target) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(string(t), "_", ""))
 }
 
 type targetFile struct {
@@ -214,7 +262,7 @@ func goFile(pkg, generator string, kernels []built, lib *builtLib) ([]byte, erro
 	for _, k := range kernels {
 		dict := jen.Dict{}
 		for _, tf := range k.files {
-			v := "ptx" + k.goName + strings.ToUpper(strings.ReplaceAll(string(tf.target), "_", ""))
+			v := targetVar("ptx"+k.goName, tf.target)
 			f.Comment("//go:embed " + tf.file)
 			f.Var().Id(v).String()
 			dict[jen.Qual("github.com/kgen-dev/kgen/ptx", "Target").Call(jen.Lit(string(tf.target)))] = jen.Id(v)

@@ -97,7 +97,7 @@ func defaultDevLib() func(ptx.Target, []string) ([]byte, string, error) {
 func (lib *builtLib) render(f *jen.File) {
 	dict := jen.Dict{}
 	for _, tf := range lib.files {
-		v := "devlib" + strings.ToUpper(strings.ReplaceAll(string(tf.target), "_", ""))
+		v := targetVar("devlib", tf.target)
 		f.Comment("//go:embed " + tf.file)
 		f.Var().Id(v).String()
 		dict[jen.Qual(ptxPkg, "Target").Call(jen.Lit(string(tf.target)))] = jen.Id(v)

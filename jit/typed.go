@@ -25,15 +25,28 @@ func (b *Buffer[T]) elem() (z T)         { return z }
 func (b *Buffer[T]) elemType() ptx.Type  { return ElemType[T]() }
 func (p TypedPtr[T]) elem() (z T)        { return z }
 func (p TypedPtr[T]) elemType() ptx.Type { return ElemType[T]() }
-func (p TypedPtr[T]) DevPtr() DevicePtr  { return DevicePtr(p) }
+
+// DevPtr returns the address.
+func (p TypedPtr[T]) DevPtr() DevicePtr { return DevicePtr(p) }
+
+// At returns the address of element i, 0 <= i <= Len() (Len() is the end, as a
+// slice's bound); outside that range, or for a nil or freed buffer, it returns 0,
+// the null address, never an address in another allocation.
 func (b *Buffer[T]) At(i int) TypedPtr[T] {
-	if b.DevPtr() == 0 {
+	if b.DevPtr() == 0 || b.isFreed() || i < 0 || i > b.n {
 		return 0
 	}
 	return TypedPtr[T](b.DevPtr()).Add(i)
 }
-func (b *Buffer[T]) Ptr() TypedPtr[T]       { return TypedPtr[T](b.DevPtr()) }
-func (p TypedPtr[T]) Add(n int) TypedPtr[T] { return p + TypedPtr[T](int64(n)*int64(sizeOf(*new(T)))) }
+
+// Ptr returns the address of the first element (0 for a nil buffer).
+func (b *Buffer[T]) Ptr() TypedPtr[T] { return TypedPtr[T](b.DevPtr()) }
+
+// Add returns the address n elements after p (before it for n < 0); it does not
+// check bounds: p carries none.
+func (p TypedPtr[T]) Add(n int) TypedPtr[T] {
+	return p + TypedPtr[T](int64(n)*int64(sizeOf(*new(T))))
+}
 
 // TypedPtr is a device address of T values that is not a whole Buffer: an element of one
 // (Buffer.At), or an address from elsewhere, converted: jit.TypedPtr[float32](addr).

@@ -155,7 +155,7 @@ func coalesceProfile(l Layout, profile IntTuple) Layout {
 // merged, keeping the function on the domain and the size. The result has
 // depth <= 1; 1:0 when everything has extent 1.
 func Coalesce(l Layout) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	return coalesce(l), nil
 }
 
@@ -163,7 +163,7 @@ func Coalesce(l Layout) (result Layout, err error) {
 // modes of l (recursively), the remaining modes are kept; an integer
 // profile coalesces the whole layout.
 func CoalesceProfile(l Layout, profile IntTuple) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	return coalesceProfile(l, profile), nil
 }
 
@@ -196,13 +196,13 @@ func filterProfile(l Layout, profile IntTuple) Layout {
 
 // Filter removes the stride-0 and extent-1 modes of l and coalesces it.
 func Filter(l Layout) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	return filter(l), nil
 }
 
 // FilterProfile filters l by mode, like CoalesceProfile.
 func FilterProfile(l Layout, profile IntTuple) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	return filterProfile(l, profile), nil
 }
 
@@ -343,7 +343,7 @@ func composition(a Layout, t Tiler) Layout {
 // A by-mode tiler composes mode i of a with t[i] and drops the modes of a it
 // does not cover (as C++ CuTe does).
 func Composition(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return composition(a, t), nil
 }
@@ -438,7 +438,7 @@ func Complement(l Layout) (Layout, error) {
 // ComplementTo returns the complement of l with respect to the cotarget
 // (an integer, or a shape whose extents are covered in order).
 func ComplementTo(l Layout, cotarget IntTuple) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkLayoutArg("layout", l)
 	return complementTo(l, cotarget), nil
 }
@@ -496,7 +496,7 @@ func rightInverse(l Layout) Layout {
 // RightInverse returns R such that l(R(i)) == i for all i < size(R), with R
 // as large as possible (CuTe's right_inverse).
 func RightInverse(l Layout) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	return rightInverse(l), nil
 }
 
@@ -510,6 +510,9 @@ func leftInverse(l Layout) Layout {
 	for _, i := range order {
 		if stride[i] == 0 {
 			continue
+		}
+		if stride[i] < 0 {
+			fail(ErrInvalid, "left_inverse: %v has stride %d (a left inverse needs strides >= 0)", l, stride[i])
 		}
 		if stride[i]%size != 0 {
 			fail(ErrNotInjective, "left_inverse: %v is not injective (left inverse divisibility condition)", l)
@@ -526,7 +529,7 @@ func leftInverse(l Layout) Layout {
 // is injective (CuTe's left_inverse, a quasi-inverse otherwise: modes that
 // l never reaches map to 0).
 func LeftInverse(l Layout) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	return leftInverse(l), nil
 }
 

@@ -94,7 +94,7 @@ func flatOf(z Layout) Layout {
 // a Layout tiler T gives a ∘ (T, complement(T, shape(a))); a by-mode tiler
 // divides mode by mode and keeps the modes it does not cover.
 func LogicalDivide(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return logicalDivide(a, t), nil
 }
@@ -102,7 +102,7 @@ func LogicalDivide(a Layout, t Tiler) (result Layout, err error) {
 // ZippedDivide is LogicalDivide with the tiles gathered in mode 0 and the
 // rests in mode 1: ((tile...),(rest...)).
 func ZippedDivide(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return tileUnzip(logicalDivide(a, t), t), nil
 }
@@ -110,7 +110,7 @@ func ZippedDivide(a Layout, t Tiler) (result Layout, err error) {
 // TiledDivide is ZippedDivide with the rest modes unpacked:
 // ((tile...),rest0,rest1,...).
 func TiledDivide(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return tiledOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
@@ -118,7 +118,7 @@ func TiledDivide(a Layout, t Tiler) (result Layout, err error) {
 // FlatDivide is ZippedDivide with both modes unpacked:
 // (tile0,tile1,...,rest0,rest1,...).
 func FlatDivide(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return flatOf(tileUnzip(logicalDivide(a, t), t)), nil
 }
@@ -149,28 +149,28 @@ func logicalProductLayout(a, t Layout) Layout {
 // LogicalProduct repeats the block a over the tiler: (a, complement(a) ∘ t)
 // for a Layout tiler; a by-mode tiler works mode by mode.
 func LogicalProduct(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return logicalProduct(a, t), nil
 }
 
 // ZippedProduct is LogicalProduct gathered as ((block...),(repeats...)).
 func ZippedProduct(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return tileUnzip(logicalProduct(a, t), t), nil
 }
 
 // TiledProduct is ZippedProduct with the repeat modes unpacked.
 func TiledProduct(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return tiledOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
 
 // FlatProduct is ZippedProduct with both modes unpacked.
 func FlatProduct(a Layout, t Tiler) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkArgs(a, t)
 	return flatOf(tileUnzip(logicalProduct(a, t), t)), nil
 }
@@ -221,7 +221,7 @@ func rankedProduct(a, b Layout, raked bool) Layout {
 // BlockedProduct repeats the block a over the layout b, mode by mode:
 // mode i of the result is (a_i, b_i) (CuTe's blocked_product).
 func BlockedProduct(a, b Layout) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkLayoutArg("block", a)
 	checkLayoutArg("layout", b)
 	return rankedProduct(a, b, false), nil
@@ -230,7 +230,7 @@ func BlockedProduct(a, b Layout) (result Layout, err error) {
 // RakedProduct interleaves the repeats of a over b: mode i of the result is
 // (b_i, a_i) (CuTe's raked_product).
 func RakedProduct(a, b Layout) (result Layout, err error) {
-	defer recoverErr(&err)
+	defer recoverLayout(&result, &err)
 	checkLayoutArg("block", a)
 	checkLayoutArg("layout", b)
 	return rankedProduct(a, b, true), nil

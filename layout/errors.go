@@ -68,6 +68,24 @@ func recoverErr(err *error) {
 	}
 }
 
+// recoverLayout is deferred by exported functions that return a layout: as
+// recoverErr, and a result whose size or cosize overflows is an error, never
+// a layout whose Size lies.
+func recoverLayout(result *Layout, err *error) {
+	if r := recover(); r != nil {
+		if e, ok := r.(*Error); ok {
+			*result, *err = Layout{}, e
+			return
+		}
+		panic(r)
+	}
+	if *err == nil {
+		if e, ok := catch(result.validate).(*Error); ok {
+			*result, *err = Layout{}, &Error{Kind: e.Kind, Msg: "the result " + result.String() + ": " + e.Msg}
+		}
+	}
+}
+
 func mul(a, b int) int {
 	hi, lo := bits.Mul64(uint64(abs(a)), uint64(abs(b)))
 	if hi != 0 || lo > 1<<62 {

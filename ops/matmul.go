@@ -345,7 +345,7 @@ func planMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	case !ok:
 		why = fmt.Errorf("gemm_sm90: %s", reason)
 	case aL != kernels.RowMajor:
-		why = fmt.Errorf("operand A (strides %s) must be row-major for gemm_sm90 (TMA reads its rows)", describe(aL, lda))
+		why = fmt.Errorf("operand A (%s) must be row-major for gemm_sm90 (TMA reads its rows)", describe(aL, lda))
 	case lda*es%16 != 0:
 		why = fmt.Errorf("operand A's rows are %d elements (%d bytes) apart; gemm_sm90's TMA needs a multiple of 16 bytes", lda, lda*es)
 	case fp8 && bL != kernels.ColMajor:
@@ -425,5 +425,5 @@ func describe(l kernels.MatrixLayout, ld int) string {
 	case kernels.ColMajor:
 		return fmt.Sprintf("column-major, columns %d apart", ld)
 	}
-	return "neither rows nor columns contiguous"
+	return "neither row- nor column-major: no unit stride whose rows or columns lie apart (a stride below the extent it spans overlaps them)"
 }
