@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -22,15 +23,26 @@ const gemmSM90GroupedStatic = 3*4*GemmSM90MaxGroups + 2*8*8
 // group, as GemmSM90Config's 16-bit B; for fp8 inputs [groups, N, K], each group's N x K
 // row-major, K-major as wgmma reads fp8) and C, D [M, N]. Offsets are int32 on the device
 // (groups+1 entries, as the MoE dispatch leaves them): the blocks read them at start, so no
-// host round trip sizes the launch. The embedded GemmSM90Config picks the tiles; the grouped
-// kernel stores from registers (TMAStore off), without clusters or Epilogue options.
+// host round trip sizes the launch. The embedded GemmSM90Config picks the tiles and
+// TMAStore (a warpgroup's 64 rows inside its group go through shared memory and a TMA store;
+// those that cross the group's end are stored from registers, masked at the end), without
+// clusters or Epilogue options.
 //
 // Scales multiplies the product by per-row and per-group, per-column f32 scales (fp8's
 // row-wise scales, GemmSM90GroupedScaleArgs): D = alpha*acc*ScaleA[r]*ScaleB[g, c] + beta*C.
+//
+// BandM orders the tiles the persistent blocks take: 0 walks them row tile by row tile (a
+// row tile's column tiles in turn, n fastest); b >= 1 walks bands of b row tiles (over all
+// groups' row tiles) column by column, m fastest within a band, as gemm_sm90's scheduler
+// does with 8: a wave of blocks then shares fewer B columns per row of A.
 type GemmSM90GroupedConfig struct {
 	GemmSM90Config
 	Scales bool
+	BandM  int
 }
+
+// gemmSM90GroupedMaxBand bounds BandM.
+const gemmSM90GroupedMaxBand = 64
 
 // DefaultGemmSM90GroupedConfig is the grouped gemm for dt (f16, bf16 or e4m3): 128x256
 // tiles, 3 stages, out = in (bf16 for e4m3, with Scales).
@@ -43,9 +55,15 @@ func DefaultGemmSM90GroupedConfig(dt dsl.Type) GemmSM90GroupedConfig {
 }
 
 // Name is the kernel's entry name: gemm_sm90_grouped_<in>_<out>_<BM>x<BN>x<BK>_<stages>s,
-// then _scales with Scales.
+// then _tmastore with TMAStore, _band<b> with BandM b and _scales with Scales.
 func (c GemmSM90GroupedConfig) Name() string {
 	n := fmt.Sprintf("gemm_sm90_grouped_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
+	if c.TMAStore {
+		n += "_tmastore"
+	}
+	if c.BandM > 0 {
+		n += fmt.Sprintf("_band%d", c.BandM)
+	}
 	if c.Scales {
 		n += "_scales"
 	}
@@ -53,22 +71,22 @@ func (c GemmSM90GroupedConfig) Name() string {
 }
 
 // Check reports a configuration the grouped kernel cannot build: one GemmSM90Config.Check
-// refuses, TMAStore (TMA would store rows of the next group), ClusterM 2, a non-zero
-// Epilogue, or stages that leave no room for the group tables in shared memory.
+// refuses, ClusterM 2, a non-zero Epilogue, BandM outside 0..64, or stages (and the
+// TMA-store tile) that leave no room for the group tables in shared memory.
 func (c GemmSM90GroupedConfig) Check() error {
 	if err := c.GemmSM90Config.Check(); err != nil {
 		return fmt.Errorf("gemm_sm90_grouped: %w", err)
 	}
 	switch {
-	case c.TMAStore:
-		return fmt.Errorf("gemm_sm90_grouped: TMAStore: the grouped epilogue stores from registers (a TMA store would write past the group's last row)")
+	case c.BandM < 0 || c.BandM > gemmSM90GroupedMaxBand:
+		return fmt.Errorf("gemm_sm90_grouped: BandM %d: want 0 (row tile by row tile) or a band of 1..%d row tiles", c.BandM, gemmSM90GroupedMaxBand)
 	case c.Cluster() > 1:
 		return fmt.Errorf("gemm_sm90_grouped: ClusterM %d: the grouped scheduler runs without clusters (want 0 or 1)", c.ClusterM)
 	case !c.Epilogue.IsZero():
 		return fmt.Errorf("gemm_sm90_grouped: Epilogue %s: the grouped gemm takes no epilogue options", c.Epilogue)
 	case c.SharedBytes()+gemmSM90GroupedStatic > gemmSM90MaxShared:
-		return fmt.Errorf("gemm_sm90_grouped: %d stages need %d bytes of shared memory with the %d bytes of group tables; an sm_90 block has at most %d",
-			c.Stages, c.SharedBytes()+gemmSM90GroupedStatic, gemmSM90GroupedStatic, gemmSM90MaxShared)
+		return fmt.Errorf("gemm_sm90_grouped: %d stages (and %d bytes of TMA-store tile) need %d bytes of shared memory with the %d bytes of group tables; an sm_90 block has at most %d",
+			c.Stages, c.storeBytes(), c.SharedBytes()+gemmSM90GroupedStatic, gemmSM90GroupedStatic, gemmSM90MaxShared)
 	}
 	return nil
 }
@@ -129,8 +147,9 @@ func (c GemmSM90GroupedConfig) Grid(m, n, groups, sms int) int {
 // Launch returns the launch of c for m rows of A and D, N = n, K = k and groups groups on a
 // GPU of sms multiprocessors: Grid blocks of Threads(), SharedBytes(), and the maps: A's
 // (K, M) with TMABoxA, B's (N, groups*K) with TMABoxB (the groups' K x N matrices stacked;
-// for fp8 (K, groups*N), the N x K ones), the 128-byte swizzle. A map of M = 0 rows is encoded as one row (TMA refuses an empty
-// extent; no tile reads it). It returns an error for what Check or CheckShape refuses or
+// for fp8 (K, groups*N), the N x K ones), with TMAStore D's (N, M) with TMABoxD (HasD), the
+// 128-byte swizzle. A map of M = 0 rows is encoded as one row (TMA refuses an empty extent;
+// no tile reads or writes it). It returns an error for what Check or CheckShape refuses or
 // sms < 1.
 func (c GemmSM90GroupedConfig) Launch(m, n, k, groups, sms int) (GemmSM90Launch, error) {
 	if err := c.CheckShape(m, n, k, groups); err != nil {
@@ -139,13 +158,16 @@ func (c GemmSM90GroupedConfig) Launch(m, n, k, groups, sms int) (GemmSM90Launch,
 	if sms < 1 {
 		return GemmSM90Launch{}, fmt.Errorf("gemm_sm90_grouped: %d multiprocessors: want a positive count (the device's)", sms)
 	}
-	es := uint64(c.In.Bytes())
-	spec := func(dims [2]int, box [2]int) TMASpec {
-		return TMASpec{Elem: c.In, Dims: [2]uint64{uint64(dims[0]), uint64(dims[1])}, Strides: [1]uint64{uint64(dims[0]) * es},
+	spec := func(dt dsl.Type, dims [2]int, box [2]int) TMASpec {
+		return TMASpec{Elem: dt, Dims: [2]uint64{uint64(dims[0]), uint64(dims[1])}, Strides: [1]uint64{uint64(dims[0]) * uint64(dt.Bytes())},
 			Box: [2]uint32{uint32(box[0]), uint32(box[1])}, Swizzle: c.SwizzleBytes()}
 	}
-	return GemmSM90Launch{Grid: c.Grid(m, n, groups, sms), Block: c.Threads(), SharedBytes: c.SharedBytes(), Cluster: 1,
-		A: spec([2]int{k, max(m, 1)}, c.TMABoxA()), B: spec(c.dimsB(n, k, groups), c.TMABoxB())}, nil
+	l := GemmSM90Launch{Grid: c.Grid(m, n, groups, sms), Block: c.Threads(), SharedBytes: c.SharedBytes(), Cluster: 1,
+		A: spec(c.In, [2]int{k, max(m, 1)}, c.TMABoxA()), B: spec(c.In, c.dimsB(n, k, groups), c.TMABoxB())}
+	if c.TMAStore {
+		l.D, l.HasD = spec(c.Out, [2]int{n, max(m, 1)}, c.TMABoxD()), true
+	}
+	return l, nil
 }
 
 // GemmSM90GroupedArgs are the grouped sm_90a gemm's parameters: the tensor maps of A and of
@@ -180,20 +202,25 @@ func init() {
 
 // GemmSM90Grouped writes the grouped sm_90a gemm for cfg into k (target sm_90a). Launch
 // cfg.Launch's grid, block and shared memory with its tensor maps (GemmSM90GroupedArgs, then
-// GemmOut, then with Scales GemmSM90GroupedScaleArgs).
+// GemmOut, then with TMAStore GemmSM90StoreArgs, then with Scales GemmSM90GroupedScaleArgs).
 //
 // Each block first reads the groups' offsets (one thread per group), clamps them to
 // 0 <= Offsets[g] <= Offsets[g+1] <= M (decreasing or out-of-range offsets cannot make it
 // write outside D; rows outside every group are not written) and scans ceil(rows_g/BM) into
-// a tile prefix in shared memory. It then walks the linear tiles (row tile, column tile) of
-// all groups, row tiles of group 0 first, as gemm_sm90's persistent blocks do (block b takes
-// tiles b, b+gridDim, ...; empty groups have no tiles). A row tile of group g starts at row
-// Offsets[g] + BM*i of A; its rows past the group's end are loaded (the next group's rows,
-// or zeros past M) but not stored, and C is read only for the group's rows. B's loads take
-// the group's K rows, g*K on, of the stacked B (fp8: its N rows, g*N on); where K is not a
-// multiple of BK the last K step's B rows past K are the next group's first rows,
-// multiplied by A's zero-filled columns past K (exact for finite weights; fp8's K-major B
-// has no such rows: its map's K is exact).
+// a tile prefix in shared memory. It then walks the linear tiles of all groups in cfg's
+// order (BandM), as gemm_sm90's persistent blocks do (block b takes tiles b, b+gridDim, ...;
+// empty groups have no tiles), each tile's group found by a binary search of the prefix. A
+// row tile of group g starts at row Offsets[g] + BM*i of A; its rows past the group's end are
+// loaded (the next group's rows, or zeros past M) but not stored, and C is read only for the
+// group's rows. B's loads take the group's K rows, g*K on, of the stacked B (fp8: its N rows,
+// g*N on); where K is not a multiple of BK the last K step's B rows past K are the next
+// group's first rows, multiplied by A's zero-filled columns past K (exact for finite
+// weights; fp8's K-major B has no such rows: its map's K is exact).
+//
+// With TMAStore a consumer warpgroup whose 64 rows all lie inside the tile's group stores
+// them as gemm_sm90's TMA-store epilogue does (through its shared tile, one TMA store, which
+// clips only at D's M); a warpgroup whose rows cross the group's end stores from registers,
+// each row guarded by the group's end, so the next group's rows are never written.
 func GemmSM90Grouped(k *dsl.Kernel, cfg GemmSM90GroupedConfig) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
@@ -206,6 +233,10 @@ func GemmSM90Grouped(k *dsl.Kernel, cfg GemmSM90GroupedConfig) {
 	k.LaunchBounds(cfg.Threads(), 1)
 	ga := dsl.Params[GemmSM90GroupedArgs](k, cfg.In)
 	o := dsl.Params[GemmOut](k, cfg.Out)
+	var tmD dsl.TensorMap
+	if cfg.TMAStore {
+		tmD = dsl.Params[GemmSM90StoreArgs](k, cfg.Out).TmD
+	}
 	var sc *GemmSM90GroupedScaleArgs
 	if cfg.Scales {
 		p := dsl.Params[GemmSM90GroupedScaleArgs](k, dsl.F32)
@@ -222,17 +253,86 @@ func GemmSM90Grouped(k *dsl.Kernel, cfg GemmSM90GroupedConfig) {
 		}
 		return sched.group.Mul(ga.K)
 	}
+	var st *groupedStore
+	if cfg.TMAStore {
+		if st = newGroupedStore(k, cfg, tmD, sc, sched); st == nil {
+			return
+		}
+		sched.drain = true
+	}
 	h.epilogue = func(acc dsl.Tensor, t, wg, m, n dsl.Value) {
 		ag := a
 		ag.M = sched.end // rows past the group's end are not stored, C not read there
 		row0, col0 := sched.row0.Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
-		if sc != nil {
-			groupedScaledEpilogue(k, cfg, ag, o, *sc, sched.group, acc, t, row0, col0)
+		regs := func() {
+			if sc != nil {
+				groupedScaledEpilogue(k, cfg, ag, o, *sc, sched.group, acc, t, row0, col0)
+				return
+			}
+			gemmSM90Epilogue(k, cfg.GemmSM90Config, ag, o, acc, t, row0, col0, nil)
+		}
+		if st == nil {
+			regs()
 			return
 		}
-		gemmSM90Epilogue(k, cfg.GemmSM90Config, ag, o, acc, t, row0, col0, nil)
+		k.If(row0.Add(uint32(64)).Le(sched.end), func() {
+			if sc != nil {
+				st.scaleB = sc.ScaleB.At(sched.group.MulWide(ga.N))
+			}
+			gemmSM90StoreEpilogue(k, cfg.GemmSM90Config, ag, o, st.cD, st.sD, acc, t, wg, row0, col0, st.plan)
+		}).Else(regs)
 	}
-	gemmSM90Body(k, cfg.GemmSM90Config, a, o, h)
+	body := cfg.GemmSM90Config
+	body.TMAStore = false // the grouped epilogue above owns D's tile and its TMA stores
+	gemmSM90Body(k, body, a, o, h)
+}
+
+// groupedStore is the grouped gemm's TMA-store epilogue: D's shared tiles (one 64 x BN
+// tile per consumer warpgroup, after the stages, as gemm_sm90 places them), the TMA copy
+// of D's map into them and, with Scales, the plan that scales the accumulators.
+type groupedStore struct {
+	sD     dsl.SharedTile
+	cD     *dsl.TMACopy
+	plan   *epiPlan
+	scaleB dsl.Ptr // the tile's group's row of ScaleB (set per tile before the plan runs)
+}
+
+// newGroupedStore lays out D's shared tiles and copy for cfg (nil after an error recorded
+// on k).
+func newGroupedStore(k *dsl.Kernel, cfg GemmSM90GroupedConfig, tmD dsl.TensorMap, sc *GemmSM90GroupedScaleArgs, sched *groupedTiles) *groupedStore {
+	laD, err := dsl.GMMALayoutAtom(cfg.Out, dsl.KMajor, 128)
+	var lD layout.ComposedLayout
+	if err == nil {
+		lD, err = dsl.TileToShape(laD, 64, cfg.BN)
+	}
+	if err != nil {
+		k.Errorf("gemm_sm90_grouped: D's shared layout: %v", err)
+		return nil
+	}
+	up := func(b int) int { return (b + 1023) / 1024 * 1024 } // DynamicSharedTile's stage size
+	es := cfg.In.Bytes()
+	stages := cfg.Stages * (up(cfg.BM()*cfg.BK()*es) + up(cfg.BN*cfg.BK()*es))
+	st := &groupedStore{sD: k.DynamicSharedTile(cfg.Out, lD, cfg.Consumers, stages)}
+	st.cD = k.MakeTMACopy(tmD, st.sD)
+	if st.cD.Box != cfg.TMABoxD() || st.cD.SwizzleBytes != 128 || st.cD.Major() != dsl.KMajor {
+		k.Errorf("gemm_sm90_grouped: TMA store of D: %v-major box %v; the host builds the map with %v", st.cD.Major(), st.cD.Box, cfg.TMABoxD())
+		return nil
+	}
+	if sc != nil {
+		// alpha*acc*ScaleA[row]*ScaleB[group, col], as groupedScaledEpilogue computes it.
+		st.plan = &epiPlan{
+			rowv: func(ld epiLoader) []dsl.Value { return []dsl.Value{ld.row(sc.ScaleA)} },
+			scale: func(f *EpilogueFrag, rowv []dsl.Value) []dsl.Value {
+				sb := epiF32s(f.ld.colsKeyed("grouped_scale_b", st.scaleB, len(f.V)))
+				v := make([]dsl.Value, len(f.V))
+				for i := range v {
+					v[i] = f.V[i].Mul(rowv[0]).Mul(sb[i])
+				}
+				return v
+			},
+		}
+	}
+	return st
 }
 
 // groupedTiles is the grouped gemm's tile scheduler: the groups' row ranges and the
@@ -243,7 +343,10 @@ type groupedTiles struct {
 	lo, hi, ends     dsl.Ptr   // shared: group g's rows [lo, hi); ends[g]: row tiles of groups 0..g
 	tilesN           dsl.Value // column tiles
 	group, row0, end dsl.Value // the current tile's group, first row and the group's end row
-	bm               int
+	bm, band         int
+	// drain: after its last tile, thread 0 of each consumer warpgroup waits for its TMA
+	// stores to finish reading shared memory (the TMA-store epilogue).
+	drain bool
 }
 
 // newGroupedTiles reads the offsets and scans the tile prefix (every thread of the block
@@ -251,7 +354,7 @@ type groupedTiles struct {
 func newGroupedTiles(k *dsl.Kernel, cfg GemmSM90GroupedConfig, a GemmSM90GroupedArgs) *groupedTiles {
 	const maxG = GemmSM90MaxGroups
 	BM := cfg.BM()
-	s := &groupedTiles{k: k, bm: BM,
+	s := &groupedTiles{k: k, bm: BM, band: cfg.BandM,
 		lo: k.SharedArray(dsl.U32, maxG), hi: k.SharedArray(dsl.U32, maxG), ends: k.SharedArray(dsl.U32, maxG)}
 	s.tilesN = a.N.Add(uint32(cfg.BN - 1)).Div(uint32(cfg.BN))
 	tid := k.ThreadIdx(dsl.X)
@@ -284,31 +387,53 @@ func newGroupedTiles(k *dsl.Kernel, cfg GemmSM90GroupedConfig, a GemmSM90Grouped
 	return s
 }
 
+// tile returns the row tile (over all groups) and column tile of linear tile t in the
+// scheduler's order (band: see GemmSM90GroupedConfig.BandM), total row tiles tilesM.
+func (s *groupedTiles) tile(t, tilesM dsl.Value) (mt, n dsl.Value) {
+	if s.band == 0 {
+		return t.Div(s.tilesN), t.Rem(s.tilesN)
+	}
+	perBand := s.tilesN.Mul(uint32(s.band))
+	first := t.Div(perBand).Mul(uint32(s.band))
+	size := tilesM.Sub(first).Min(uint32(s.band)) // the last band may be narrower
+	in := t.Rem(perBand)
+	return first.Add(in.Rem(size)), in.Div(size)
+}
+
 // ForEach runs body(m, n) for each of the calling block's tiles, m the linear row tile over
-// all groups, with group, row0 and end set for it. A block's row tiles only grow, so the
-// group advances by a scan from the last one.
+// all groups, with group, row0 and end set for it: the group is the first whose inclusive
+// tile prefix passes m (a binary search of the 256 entries: any tile order works).
 func (s *groupedTiles) ForEach(body func(m, n dsl.Value)) {
 	k := s.k
-	g, first := k.Var(dsl.U32, 0), k.Var(dsl.U32, 0) // first: the group's first row tile
-	total := k.Load(s.ends.At(GemmSM90MaxGroups - 1)).Mul(s.tilesN)
+	tilesM := k.Load(s.ends.At(GemmSM90MaxGroups - 1))
+	total := tilesM.Mul(s.tilesN)
 	k.For(k.BlockIdx(dsl.X), total, k.GridDim(dsl.X), func(t dsl.Value) {
-		mt, n := t.Div(s.tilesN), t.Rem(s.tilesN)
-		k.While(func() dsl.Value { return k.Load(s.ends.At(g)).Le(mt) }, func() {
-			k.Set(first, k.Load(s.ends.At(g)))
-			k.Set(g, g.Add(uint32(1)))
-		})
+		mt, n := s.tile(t, tilesM)
+		g := k.Var(dsl.U32, 0)
+		for step := GemmSM90MaxGroups / 2; step >= 1; step /= 2 {
+			// ends is non-decreasing: skip step entries while the last of them is <= mt.
+			k.If(k.Load(s.ends.At(g.Add(uint32(step-1)))).Le(mt), func() { k.Set(g, g.Add(uint32(step))) })
+		}
+		first := k.Var(dsl.U32, 0) // the group's first row tile
+		k.If(g.Gt(uint32(0)), func() { k.Set(first, k.Load(s.ends.At(g.Sub(uint32(1))))) })
 		k.Set(s.group, g)
 		k.Set(s.row0, k.Load(s.lo.At(g)).Add(mt.Sub(first).Mul(uint32(s.bm))))
 		k.Set(s.end, k.Load(s.hi.At(g)))
 		body(mt, n)
 	})
+	if s.drain {
+		// The last tile's TMA stores complete before the block's shared memory goes.
+		tid := k.ThreadIdx(dsl.X)
+		k.If(tid.Ge(uint32(128)).And(tid.And(uint32(127)).Eq(uint32(0))), func() { k.BulkWait(0, false) })
+	}
 }
 
 // GemmSM90GroupedFor returns the grouped configuration for rows rows of A in groups groups,
-// N = n and K = k on a GPU of sms multiprocessors: GemmSM90Candidates' tiles (TMA store off,
-// stages reduced until the group tables fit) by GemmSM90Config.Cycles' estimate, with the
-// row tiles the groups are expected to make (ceil(rows/BM) + groups/2: half a partial tile
-// per group), so that few rows per expert get smaller tiles. Ties go to the larger tile.
+// N = n and K = k on a GPU of sms multiprocessors: GemmSM90Candidates' tiles (with their TMA
+// store for 16-bit inputs, stages reduced until the rest fits; bands of
+// 8 row tiles, BandM 8, gemm_sm90's order) by GemmSM90Config.Cycles' estimate, with the row
+// tiles the groups are expected to make (ceil(rows/BM) + groups/2: half a partial tile per
+// group), so that few rows per expert get smaller tiles. Ties go to the larger tile.
 // It returns an error for types no candidate builds, a shape CheckShape refuses or sms < 1.
 func GemmSM90GroupedFor(in, out dsl.Type, rows, n, k, groups, sms int) (GemmSM90GroupedConfig, error) {
 	if sms <= 0 {
@@ -337,13 +462,20 @@ func GemmSM90GroupedFor(in, out dsl.Type, rows, n, k, groups, sms int) (GemmSM90
 	return best, nil
 }
 
-// gemmSM90GroupedCandidates are GemmSM90GroupedFor's choices: GemmSM90Candidates without
-// the TMA store, stages reduced until the group tables fit.
+// gemmSM90GroupedBand is GemmSM90GroupedFor's BandM: gemm_sm90's scheduler's band.
+const gemmSM90GroupedBand = 8
+
+// gemmSM90GroupedCandidates are GemmSM90GroupedFor's choices: GemmSM90Candidates with
+// BandM 8, the TMA store kept where it fits beside the group tables (not for fp8 inputs:
+// with Scales, the TMA store and the masked register store of crossing tiles spill 4-16
+// bytes at 128x256 under ptxas 13), stages reduced until the rest fits.
 func gemmSM90GroupedCandidates(in, out dsl.Type) []GemmSM90GroupedConfig {
 	var cs []GemmSM90GroupedConfig
 	for _, base := range GemmSM90Candidates(in, out) {
-		c := GemmSM90GroupedConfig{GemmSM90Config: base}
-		c.TMAStore = false
+		c := GemmSM90GroupedConfig{GemmSM90Config: base, BandM: gemmSM90GroupedBand}
+		if c.TMAStore && (c.FP8() || c.SharedBytes()+gemmSM90GroupedStatic > gemmSM90MaxShared) {
+			c.TMAStore = false
+		}
 		for c.Stages > 2 && c.SharedBytes()+gemmSM90GroupedStatic > gemmSM90MaxShared {
 			c.Stages--
 		}

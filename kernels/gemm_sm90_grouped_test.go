@@ -13,12 +13,21 @@ import (
 )
 
 // TestGemmSM90GroupedPtxas assembles every configuration GemmSM90GroupedFor can pick for
-// bf16 and for e4m3 with Scales (and f16, scaled bf16 -> f32 samples) with ptxas -v: no
-// spills, no performance warning.
+// bf16 and for e4m3 with Scales (and f16, scaled bf16 -> f32 samples, and the bench's
+// variants of the 128x256 tile: register or TMA store, row-tile or banded order) with
+// ptxas -v: no spills, no performance warning.
 func TestGemmSM90GroupedPtxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
 	cfgs := append(gemmSM90GroupedCandidates(dsl.BF16, dsl.BF16), DefaultGemmSM90GroupedConfig(dsl.F16),
 		GemmSM90GroupedConfig{GemmSM90Config: GemmSM90Config{In: dsl.BF16, Out: dsl.F32, BN: 64, Consumers: 1, Stages: 4}, Scales: true})
+	for _, v := range []struct {
+		store bool
+		band  int
+	}{{false, 0}, {true, 0}, {false, 8}, {true, 16}} {
+		c := DefaultGemmSM90GroupedConfig(dsl.BF16)
+		c.TMAStore, c.BandM = v.store, v.band
+		cfgs = append(cfgs, c)
+	}
 	for _, c := range gemmSM90GroupedCandidates(dsl.E4M3, dsl.BF16) {
 		c.Scales = true
 		cfgs = append(cfgs, c)
@@ -71,7 +80,9 @@ func TestGemmSM90GroupedCheck(t *testing.T) {
 		{bad(func(c *GemmSM90GroupedConfig) { c.In = dsl.E4M3 }), 8, 8, 8, 1, "K must be a multiple of 16"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.In, c.Out = dsl.E4M3, dsl.E4M3 }), 8, 8, 16, 1, "output type e4m3"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.In = dsl.E4M3 }), 8, 1 << 24, 16, 256, "groups*N"},
-		{bad(func(c *GemmSM90GroupedConfig) { c.TMAStore = true }), 8, 8, 16, 1, "TMAStore"},
+		{bad(func(c *GemmSM90GroupedConfig) { c.BandM = -1 }), 8, 8, 16, 1, "BandM -1"},
+		{bad(func(c *GemmSM90GroupedConfig) { c.BandM = 65 }), 8, 8, 16, 1, "BandM 65"},
+		{bad(func(c *GemmSM90GroupedConfig) { c.TMAStore, c.Stages = true, 4 }), 8, 8, 16, 1, "65536 bytes of epilogue tile"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.ClusterM = 2 }), 8, 8, 16, 1, "ClusterM"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.Epilogue = Epilogue{Bias: true} }), 8, 8, 16, 1, "Epilogue"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.BN = 96 }), 8, 8, 16, 1, "BN 96"},
@@ -99,6 +110,18 @@ func TestGemmSM90GroupedCheck(t *testing.T) {
 	if l.B.Dims != [2]uint64{256, 512} || l.A.Dims != [2]uint64{128, 300} || l.HasD || l.Cluster != 1 {
 		t.Errorf("Launch: %+v", l)
 	}
+	st := def
+	st.TMAStore = true
+	if err := st.Check(); err != nil {
+		t.Fatalf("128x256 3s with the TMA store: %v", err)
+	}
+	l, err = st.Launch(300, 256, 128, 4, 132)
+	if err != nil || !l.HasD || l.D.Dims != [2]uint64{256, 300} || l.D.Box != [2]uint32{64, 64} || l.D.Elem != dsl.BF16 || l.SharedBytes != st.SharedBytes() {
+		t.Errorf("TMA-store Launch: %+v, %v; want D's map (N, M) = (256, 300), box (64, 64)", l, err)
+	}
+	if n := st.Name(); n != "gemm_sm90_grouped_bf16_bf16_128x256x64_3s_tmastore" {
+		t.Errorf("Name: %s", n)
+	}
 }
 
 // TestGemmSM90GroupedFor: large expert batches get the 128x256 tile, a few rows per expert
@@ -108,8 +131,12 @@ func TestGemmSM90GroupedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if big.BM() != 128 || big.BN != 256 || big.TMAStore {
-		t.Errorf("8 x 4096 rows: %s, want 128x256 without TMA store", big.Name())
+	if big.BM() != 128 || big.BN != 256 || !big.TMAStore || big.BandM != 8 || big.Stages != 3 {
+		t.Errorf("8 x 4096 rows: %s, want 128x256 3s with the TMA store, bands of 8", big.Name())
+	}
+	down, err := GemmSM90GroupedFor(dsl.BF16, dsl.BF16, 8*4096, 7168, 2048, 8, 132)
+	if err != nil || down.BM() != 128 || down.BN != 256 || !down.TMAStore {
+		t.Errorf("the down projection (K 2048 -> N 7168): %s, %v; want 128x256 with the TMA store", down.Name(), err)
 	}
 	small, err := GemmSM90GroupedFor(dsl.BF16, dsl.BF16, 64, 4096, 7168, 8, 132)
 	if err != nil {

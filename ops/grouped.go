@@ -24,6 +24,11 @@ type GroupedMatmulOptions[TO jit.Elem] struct {
 	// D[r, c] = Alpha*(A[r,:]*B[g])[c]*ScaleA[r]*ScaleB[g, c] + Beta*C[r, c] (e4m3's row-wise
 	// scales; any input type takes them). Contiguous, 16-byte aligned.
 	ScaleA, ScaleB Tensor[float32]
+	// Config, when its BN is not 0, is the kernel configuration to run in place of
+	// kernels.GemmSM90GroupedFor's pick (tiles, stages, TMAStore, BandM: for timing variants).
+	// Its In and Out must be A's and D's element types; its Scales is set from ScaleA and
+	// ScaleB.
+	Config kernels.GemmSM90GroupedConfig
 }
 
 // GroupedMatmul computes the grouped (MoE experts') gemm: for each group g, the rows
@@ -40,7 +45,8 @@ type GroupedMatmulOptions[TO jit.Elem] struct {
 // must not overlap for D to be the product.
 //
 // It runs gemm_sm90_grouped (TMA + wgmma, kernels.GemmSM90Grouped) in the configuration
-// kernels.GemmSM90GroupedFor picks for the shape and the device's multiprocessors, so the
+// kernels.GemmSM90GroupedFor picks for the shape and the device's multiprocessors (or
+// Options.Config), so the
 // device must be of compute capability 9.0 (sm_90a; the emulator is). Every tensor is
 // contiguous and starts on 16 bytes (offsets on 4); N and K are multiples of 8; groups is
 // at most kernels.GemmSM90MaxGroups.
@@ -188,9 +194,22 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	if scales {
 		key.flags = 1
 	}
+	var force *kernels.GemmSM90GroupedConfig
+	if o != nil && o.Config.BN != 0 {
+		cfg := o.Config
+		if cfg.In != dsl.Type(in) || cfg.Out != dsl.Type(out) {
+			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Config is %s -> %s; A and D are %s and %s", op, cfg.In, cfg.Out, in, out)
+		}
+		cfg.Scales = scales
+		if err := cfg.CheckShape(rows, n, k, groups); err != nil {
+			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Config: %w", op, err)
+		}
+		force = &cfg
+		key.op += "/" + cfg.Name()
+	}
 	p := st.lookup(key)
 	if p == nil {
-		if p, err = planGroupedMatmul(ctx, st, key); err != nil {
+		if p, err = planGroupedMatmul(ctx, st, key, force); err != nil {
 			if _, ok := err.(refusal); ok {
 				return fmt.Errorf("ops: %s: %w", op, err)
 			}
@@ -218,6 +237,13 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
 	}
 	args := []any{tmA, tmB, uint32(rows), uint32(n), uint32(k), uint32(groups), ptrOf(offsets), alpha, beta, c, ptrOf(d)}
+	if p.sm90.HasD {
+		tmD, err := tensorMap(st, p.sm90.D, d.buf, d.off)
+		if err != nil {
+			return planFailed(op, dev, fmt.Errorf("operand D's tensor map: %w", err))
+		}
+		args = append(args, tmD)
+	}
 	if scales {
 		args = append(args, sa, sb)
 	}
@@ -225,13 +251,18 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	return launch(op, dev, p.fn, lc, args...)
 }
 
-// planGroupedMatmul chooses, builds and loads the grouped gemm of key.
-func planGroupedMatmul(ctx context.Context, st *devState, key planKey) (*plan, error) {
+// planGroupedMatmul chooses (or takes force), builds and loads the grouped gemm of key.
+func planGroupedMatmul(ctx context.Context, st *devState, key planKey, force *kernels.GemmSM90GroupedConfig) (*plan, error) {
 	rows, n, k, groups := key.dims[0], key.dims[1], key.dims[2], key.lds[0]
 	sms := max(st.d.Info().Multiproc, 1)
-	cfg, err := kernels.GemmSM90GroupedFor(dsl.Type(key.in), dsl.Type(key.out), rows, n, k, groups, sms)
-	if err != nil {
-		return nil, refusal{err}
+	var cfg kernels.GemmSM90GroupedConfig
+	if force != nil {
+		cfg = *force
+	} else {
+		var err error
+		if cfg, err = kernels.GemmSM90GroupedFor(dsl.Type(key.in), dsl.Type(key.out), rows, n, k, groups, sms); err != nil {
+			return nil, refusal{err}
+		}
 	}
 	cfg.Scales = key.flags&1 != 0
 	l, err := cfg.Launch(rows, n, k, groups, sms)

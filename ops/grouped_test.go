@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -17,6 +19,12 @@ import (
 // of no group) and checks D against ref.GroupedMatmulRef: the rows of no group keep D's
 // sentinel.
 func groupedCase[TI, TO jit.Elem](t *testing.T, d *jit.Device, counts []int, lead, tail, n, k int, beta float32, scales bool, seed int64) {
+	t.Helper()
+	groupedCaseWith[TI, TO](t, d, kernels.GemmSM90GroupedConfig{}, counts, lead, tail, n, k, beta, scales, seed)
+}
+
+// groupedCaseWith is groupedCase with GroupedMatmulOptions.Config cfg (zero: the pick).
+func groupedCaseWith[TI, TO jit.Elem](t *testing.T, d *jit.Device, cfg kernels.GemmSM90GroupedConfig, counts []int, lead, tail, n, k int, beta float32, scales bool, seed int64) {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	g := len(counts)
@@ -59,7 +67,7 @@ func groupedCase[TI, TO jit.Elem](t *testing.T, d *jit.Device, counts []int, lea
 	c, err := New(upload[TO](t, d, ch), rows, n)
 	must(err)
 	var sa, sb []float64
-	opt := &GroupedMatmulOptions[TO]{Alpha: 0.5, Beta: beta, C: c}
+	opt := &GroupedMatmulOptions[TO]{Alpha: 0.5, Beta: beta, C: c, Config: cfg}
 	if scales {
 		sa, sb = make([]float64, rows), make([]float64, g*n)
 		for _, v := range [][]float64{sa, sb} {
@@ -112,6 +120,44 @@ func TestGroupedMatmul(t *testing.T) {
 	}
 	groupedCase[fp.BF16, fp.BF16](t, d, counts, 0, 0, 8, 16, 0, false, 4)
 	groupedCase[fp.BF16, fp.BF16](t, d, []int{1}, 0, 0, 8, 8, 0, false, 5)
+}
+
+// TestGroupedMatmulConfig runs GroupedMatmul with forced configurations (the bench's
+// variants) against the float64 reference on the emulator: the TMA-store epilogue with
+// crossing tiles and rows of no group after the last group, banded and row-tile orders,
+// bf16 -> bf16 and e4m3 with scales; a configuration of other types, or one the shape
+// cannot run, is an error naming GroupedMatmulOptions.Config.
+func TestGroupedMatmulConfig(t *testing.T) {
+	d := emuDevice(t)
+	small := kernels.GemmSM90GroupedConfig{GemmSM90Config: kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 64, Consumers: 1, Stages: 2, TMAStore: true}}
+	groupedCaseWith[fp.BF16, fp.BF16](t, d, small, []int{5, 0, 70, 13}, 2, 9, 64, 64, 0, false, 1)
+	small.BandM = 2
+	groupedCaseWith[fp.BF16, fp.BF16](t, d, small, []int{64, 130, 0, 1}, 0, 70, 136, 40, -0.5, false, 2)
+	big := kernels.DefaultGemmSM90GroupedConfig(dsl.BF16)
+	big.TMAStore, big.BandM = true, 8
+	groupedCaseWith[fp.BF16, fp.BF16](t, d, big, []int{200, 0, 60}, 1, 5, 264, 64, 0, false, 3)
+	f8 := kernels.DefaultGemmSM90GroupedConfig(dsl.E4M3)
+	f8.TMAStore, f8.BandM, f8.BN, f8.Stages = true, 4, 64, 4
+	groupedCaseWith[fp.E4M3, fp.BF16](t, d, f8, []int{9, 0, 70, 3}, 1, 2, 40, 48, 0.25, true, 6)
+
+	ctx := context.Background()
+	buf := func(n int) *jit.Buffer[fp.BF16] { return upload[fp.BF16](t, d, make([]float64, n)) }
+	a, _ := New(buf(16*8), 16, 8)
+	b, _ := New(buf(2*8*8), 2, 8, 8)
+	out, _ := New(buf(16*8), 16, 8)
+	off, _ := New(uploadInts(t, d, []int32{0, 8, 16}), 3)
+	for _, tc := range []struct {
+		cfg  kernels.GemmSM90GroupedConfig
+		want string
+	}{
+		{kernels.DefaultGemmSM90GroupedConfig(dsl.F16), "Config is f16 -> f16"},
+		{kernels.GemmSM90GroupedConfig{GemmSM90Config: small.GemmSM90Config, BandM: 99}, "BandM 99"},
+	} {
+		err := GroupedMatmul(ctx, nil, out, a, b, off, &GroupedMatmulOptions[fp.BF16]{Alpha: 1, Config: tc.cfg})
+		if err == nil || !strings.Contains(err.Error(), "GroupedMatmulOptions.Config") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Config %s: %v; want an error naming GroupedMatmulOptions.Config and %q", tc.cfg.Name(), err, tc.want)
+		}
+	}
 }
 
 // TestGroupedMatmulRefuses: each bad operand is an error naming it and the rule.

@@ -16,9 +16,10 @@
 //	                                               vs float64 samples; with -dir, inputs for
 //	                                               torch_decode.py (attention_decode.go)
 //	gpubench grouped [-groups 8 -rows 4096 -n 4096 -k 7168] [-counts ..] [-skew 0.5] [-dir DIR]
+//	                 [-variants pick,128x256:3s:tma:band8,..] [-dense]
 //	                                               the MoE experts' grouped gemm (ops.GroupedMatmul)
-//	                                               vs float64 samples; with -dir, kgen.json for
-//	                                               torch_grouped.py (grouped.go)
+//	                                               in each configuration vs float64 samples; with
+//	                                               -dir, kgen.json for torch_grouped.py (grouped.go)
 //	gpubench collsim [-ranks 2,4] [-bytes ...] [-old DIR]  the p2p collectives with N ranks
 //	                                               simulated on one GPU, current vs old PTX
 //	                                               (see collsim.go)

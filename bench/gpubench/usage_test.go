@@ -53,6 +53,14 @@ func TestGroupedUsageErrors(t *testing.T) {
 		{"-rows", "16777216", "-groups", "256"},
 		{"-dtype", "f16"},
 		{"-dtype", "e4m3", "-k", "24"},
+		{"-variants", ""},
+		{"-variants", "pick,96x256:3s"},
+		{"-variants", "128x256"},
+		{"-variants", "128x256:3"},
+		{"-variants", "128x256:3s:fast"},
+		{"-variants", "128x256:3s:bandx"},
+		{"-variants", "128x256:3s:band99"},
+		{"-variants", "128x256:5s:tma"},
 	} {
 		if err := runGrouped(args); !errors.As(err, new(usageError)) {
 			t.Errorf("gpubench grouped %v: %v; want a usage error", args, err)
@@ -73,5 +81,20 @@ func TestGroupedRuns(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "kgen.json")); err != nil || !strings.Contains(string(b), `"DType": "e4m3"`) {
 		t.Errorf("kgen.json: %s, %v", b, err)
+	}
+	// The variants (TMA store, bands) and the dense gemm, each checked, all in kgen.json.
+	dir = t.TempDir()
+	if err := runGrouped([]string{"-counts", "70,0,45,130", "-n", "72", "-k", "40", "-reps", "1", "-dense", "-dir", dir,
+		"-variants", "pick,64x64:2s,64x64:2s:tma,64x64:2s:tma:band2,128x256:3s:tma:band8"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "kgen.json"))
+	for _, want := range []string{`"Variant": "64x64:2s:tma:band2"`, `"Kernel": "gemm_sm90_grouped_bf16_bf16_128x256x64_3s_tmastore_band8"`, `"Variant": "dense"`} {
+		if err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("kgen.json lacks %s: %s, %v", want, b, err)
+		}
+	}
+	if err := runGrouped([]string{"-counts", "7,70", "-n", "40", "-k", "48", "-reps", "1", "-dtype", "e4m3", "-dense", "-variants", "64x64:2s:tma:band3"}); err != nil {
+		t.Fatal(err)
 	}
 }

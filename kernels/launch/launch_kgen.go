@@ -672,6 +672,43 @@ type GemmSM90GroupedScaled struct {
 	ScaleB  jit.AnyPtr
 }
 
+// GemmSM90GroupedStore launches gemm_sm90_grouped with TMAStore: D's tensor map after
+// kernels.GemmOut (kernels.GemmSM90GroupedArgs, kernels.GemmOut, then kernels.GemmSM90StoreArgs).
+type GemmSM90GroupedStore struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	TmD     jit.TensorMap
+}
+
+// GemmSM90GroupedScaledStore launches gemm_sm90_grouped with TMAStore and Scales
+// (kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90StoreArgs, then
+// kernels.GemmSM90GroupedScaleArgs).
+type GemmSM90GroupedScaledStore struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	TmD     jit.TensorMap
+	ScaleA  jit.AnyPtr
+	ScaleB  jit.AnyPtr
+}
+
 // AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).
 type AGGemm struct {
 	A        jit.AnyPtr

@@ -141,14 +141,26 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	var twin any = launch.GemmSM90Grouped{M: uint32(M), N: uint32(N), K: uint32(K), Groups: uint32(groups), Offsets: anyPtr(ptrs[4], dsl.I32),
-		Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: anyPtr(ptrs[2], cfg.Out), D: anyPtr(ptrs[3], cfg.Out)}
-	if cfg.Scales {
-		twin = launch.GemmSM90GroupedScaled{M: uint32(M), N: uint32(N), K: uint32(K), Groups: uint32(groups), Offsets: anyPtr(ptrs[4], dsl.I32),
-			Alpha: float32(p.Alpha), Beta: float32(p.Beta), C: anyPtr(ptrs[2], cfg.Out), D: anyPtr(ptrs[3], cfg.Out),
-			ScaleA: anyPtr(ptrs[5], dsl.F32), ScaleB: anyPtr(ptrs[6], dsl.F32)}
+	u := func(x int) uint32 { return uint32(x) }
+	offp, cp, dp := anyPtr(ptrs[4], dsl.I32), anyPtr(ptrs[2], cfg.Out), anyPtr(ptrs[3], cfg.Out)
+	sa, sb := anyPtr(ptrs[5], dsl.F32), anyPtr(ptrs[6], dsl.F32)
+	al, be := float32(p.Alpha), float32(p.Beta)
+	var twin any
+	switch {
+	case cfg.Scales && cfg.TMAStore:
+		twin = launch.GemmSM90GroupedScaledStore{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: offp, Alpha: al, Beta: be, C: cp, D: dp, ScaleA: sa, ScaleB: sb}
+	case cfg.Scales:
+		twin = launch.GemmSM90GroupedScaled{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: offp, Alpha: al, Beta: be, C: cp, D: dp, ScaleA: sa, ScaleB: sb}
+	case cfg.TMAStore:
+		twin = launch.GemmSM90GroupedStore{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: offp, Alpha: al, Beta: be, C: cp, D: dp}
+	default:
+		twin = launch.GemmSM90Grouped{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: offp, Alpha: al, Beta: be, C: cp, D: dp}
 	}
-	args, err := emuArgsMaps(fn, k.Params(), twin, []emu.TensorMap{emuMap(ptrs[0], l.A), emuMap(ptrs[1], l.B)}, nil)
+	maps := []emu.TensorMap{emuMap(ptrs[0], l.A), emuMap(ptrs[1], l.B)}
+	if l.HasD {
+		maps = append(maps, emuMap(ptrs[3], l.D))
+	}
+	args, err := emuArgsMaps(fn, k.Params(), twin, maps, nil)
 	if err != nil {
 		return res, err
 	}

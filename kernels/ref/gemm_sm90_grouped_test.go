@@ -95,3 +95,43 @@ func TestGemmSM90GroupedFP8Emu(t *testing.T) {
 		t.Logf("%s %s: max error %.3g of tolerance", res.Kernel, res.Shape, res.MaxError)
 	}
 }
+
+// TestGemmSM90GroupedTMAStoreEmu runs the TMA-store epilogue (TMAStore: warpgroups inside
+// their group store through shared memory and TMA, those crossing its end from registers)
+// and the banded tile orders against float64: counts not multiples of BM (a tile's first
+// warpgroup inside, its second crossing or empty), empty groups, all rows in one group, rows
+// of no group after the last one (the sentinel must stay: a TMA store of a crossing tile
+// would overwrite them), beta != 0, e4m3 with scales, on blocks fewer than the tiles.
+func TestGemmSM90GroupedTMAStoreEmu(t *testing.T) {
+	small := groupedSmall
+	small.TMAStore = true
+	def := kernels.DefaultGemmSM90GroupedConfig(dsl.BF16)
+	def.TMAStore, def.BandM = true, 8
+	f8 := kernels.DefaultGemmSM90GroupedConfig(dsl.E4M3)
+	f8.TMAStore, f8.BandM = true, 2
+	band := func(c kernels.GemmSM90GroupedConfig, b int) kernels.GemmSM90GroupedConfig { c.BandM = b; return c }
+	for _, tc := range []struct {
+		name string
+		p    GemmSM90GroupedProblem
+	}{
+		{"one group, all rows", GemmSM90GroupedProblem{Config: small, Counts: []int{150}, Tail: 5, N: 72, K: 64}},
+		{"all rows in one of 4", GemmSM90GroupedProblem{Config: small, Counts: []int{0, 0, 97, 0}, Tail: 3, N: 64, K: 40}},
+		{"crossing tiles", GemmSM90GroupedProblem{Config: small, Counts: []int{64, 70, 0, 13, 128, 1}, Lead: 3, Tail: 7, N: 136, K: 72, Beta: -0.5}},
+		{"all empty", GemmSM90GroupedProblem{Config: small, Counts: []int{0, 0, 0}, Tail: 5, N: 16, K: 8}},
+		{"band 1", GemmSM90GroupedProblem{Config: band(small, 1), Counts: []int{64, 70, 0, 13, 128, 1}, Lead: 2, Tail: 66, N: 200, K: 24}},
+		{"band 3", GemmSM90GroupedProblem{Config: band(small, 3), Counts: []int{5, 0, 66, 13, 200, 9, 1}, Tail: 9, N: 200, K: 24, Beta: 0.25}},
+		{"band 3, register store", GemmSM90GroupedProblem{Config: band(groupedSmall, 3), Counts: []int{5, 0, 66, 13, 200, 9, 1}, Tail: 9, N: 200, K: 24}},
+		{"128x256, band 8", GemmSM90GroupedProblem{Config: def, Counts: []int{130, 0, 7, 200, 64}, Lead: 1, Tail: 70, N: 264, K: 72, Beta: 0.25}},
+		{"e4m3 scales 128x256, band 2", GemmSM90GroupedProblem{Config: f8, Counts: []int{130, 0, 7, 192}, Lead: 1, Tail: 2, N: 264, K: 144, Beta: 0.25}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			p.Alpha, p.Seed, p.Blocks = 0.75, 17, 3
+			res, err := RunGemmSM90Grouped(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s %s: %d checked, max error %.3g of tolerance", res.Kernel, res.Shape, res.Checked, res.MaxError)
+		})
+	}
+}

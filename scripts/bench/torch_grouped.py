@@ -14,7 +14,9 @@ of B, bf16 out):
     offs=offs, out_dtype=bf16), where the installed torch has it;
   - a loop of torch._scaled_mm over the experts (its row-wise scales).
 Checks each path against the loop (max |diff| / max |ref|) and prints µs, TFLOP/s
-(2*rows*N*K) and kgen / path (a ratio below 1 means kgen is faster).
+(2*rows*N*K) and kgen / path (a ratio below 1 means kgen is faster); then each of kgen's
+variants (`gpubench grouped -variants`, and the dense gemm of `-dense`) against the best
+torch path.
 
     python torch_grouped.py DIR [REPS]
 """
@@ -85,6 +87,9 @@ def main():
         print(f"{name:56s} {us:10.1f} us {flops / us / 1e6:8.1f} TFLOP/s  kgen/path {kus / us:6.3f}  max|diff|/max|ref| {err:.2e}")
     if best is not None:
         print(f"kgen / best torch path: {kus / best:.3f}")
+        for v in rec.get("Variants") or []:
+            print(f"  variant {v['Variant']:26s} {v['Kernel']:58s} {v['US']:10.1f} us {flops / v['US'] / 1e6:8.1f} TFLOP/s"
+                  f"  kgen/torch {v['US'] / best:6.3f}  (sampled error {v['SampleErr']:.3g})")
 
 
 def bf16_paths(a, b, counts, starts, ends, out):
