@@ -305,14 +305,96 @@ type epiPlan struct {
 	scale func(f *EpilogueFrag, rowv []dsl.Value) []dsl.Value
 	post  EpilogueFunc
 	// keyed are the per-column vectors the plan reads with colsKeyed (scaleB, bias), which
-	// the sm_90a register epilogue loads ahead, several column pairs at once (prefetchPairs).
+	// the sm_90a epilogues load at the start of each tile, before its mainloop (epiPre), or
+	// several column pairs ahead (prefetchPairs).
 	keyed []epiCol
+	// lin, set for the library's options without Scales, is how the sm_90a epilogues apply
+	// them in fewer instructions.
+	lin *epiLin
 }
 
-// epiCol is a per-column f32 vector a plan reads under key.
+// epiCol is a per-column f32 vector a plan reads under key; epiLin's bias pairs are its
+// values times scale (1 but for SiLU's bias).
 type epiCol struct {
-	key string
-	p   dsl.Ptr
+	key   string
+	p     dsl.Ptr
+	scale float32
+}
+
+// epiLin is the library's epilogue without Scales in fused form: the value before the
+// activation is one FMA per value, h = acc*(alpha*scale) + bias[col]*scale (+
+// (beta*scale)*C), and act takes h = scale*v. SiLU's scale is 1/2: silu(v) = h + h*tanh(h)
+// with h = v/2, one FMA, a tanh and an FMA in all, where alpha*acc, + bias and /2 were three
+// instructions. (The scaling by 1/2 is exact; h rounds once where v rounded twice.)
+type epiLin struct {
+	bias  *epiCol // nil: no bias
+	scale float32
+	act   Activation
+	// post adds the residual (when the options have one) to the activation's values.
+	post func(f *EpilogueFrag, v []dsl.Value) []dsl.Value
+}
+
+// pair returns the epilogue's values of one pair of accumulators acc (f32): h = FMA(acc,
+// alphaS, b) (b the pair's bias times scale; nil: none), + betaS*c (c nil: beta is 0), then
+// the activation and the residual (f's loads).
+func (l *epiLin) pair(f *EpilogueFrag, acc []dsl.Value, alphaS, betaS dsl.Value, b, c []dsl.Value) []dsl.Value {
+	k := f.K
+	v := make([]dsl.Value, len(acc))
+	for i, x := range acc {
+		if b != nil {
+			v[i] = k.FMA(x, alphaS, b[i])
+		} else {
+			v[i] = x.Mul(alphaS)
+		}
+		if c != nil {
+			v[i] = k.FMA(c[i].To(dsl.F32), betaS, v[i])
+		}
+		if l.act == SiLU && l.scale == 0.5 {
+			v[i] = k.FMA(v[i], v[i].Tanh(), v[i])
+		} else {
+			v[i] = l.act.Apply(v[i])
+		}
+	}
+	if l.post != nil {
+		f.V = v
+		v = l.post(f, v)
+	}
+	return v
+}
+
+// epiScaled returns b times s (b itself for s 1).
+func epiScaled(b []dsl.Value, s float32) []dsl.Value {
+	if s == 1 || b == nil {
+		return b
+	}
+	out := make([]dsl.Value, len(b))
+	for i, x := range b {
+		out[i] = x.Mul(s)
+	}
+	return out
+}
+
+// keyedCols is how many per-column f32 vectors the options read (bias, scaleB): what the
+// TMA-store epilogue stages in shared memory per tile.
+func (e Epilogue) keyedCols() int {
+	n := 0
+	if e.Bias {
+		n++
+	}
+	if e.Scales {
+		n++
+	}
+	return n
+}
+
+// epiPre is what a tile's epilogue loaded at the tile's start (gemmSM90EpiloguePreload):
+// its plan's keyed vectors at the tile's columns, their latency under the mainloop.
+type epiPre struct {
+	// regs (the register epilogue): the thread's column pairs, by key and column offset.
+	regs map[epiKey][]dsl.Value
+	// share (the TMA-store epilogue): per keyed vector, the thread's elements of the tile's
+	// columns (t + 128i), which the epilogue stages in shared memory.
+	share [][]dsl.Value
 }
 
 // prefetchPairs loads the plan's keyed vectors for the thread's column pairs j0..j1-1
@@ -349,7 +431,7 @@ func (e Epilogue) plan(k *dsl.Kernel, out dsl.Type) *epiPlan {
 	a := dsl.Params[GemmEpilogueArgs](k, out)
 	p := &epiPlan{}
 	if e.Scales {
-		p.keyed = append(p.keyed, epiCol{"scale_b", a.ScaleB})
+		p.keyed = append(p.keyed, epiCol{"scale_b", a.ScaleB, 1})
 		p.rowv = func(ld epiLoader) []dsl.Value { return []dsl.Value{ld.row(a.ScaleA)} }
 		p.scale = func(f *EpilogueFrag, rowv []dsl.Value) []dsl.Value {
 			sb := epiF32s(f.ld.colsKeyed("scale_b", a.ScaleB, len(f.V)))
@@ -360,8 +442,32 @@ func (e Epilogue) plan(k *dsl.Kernel, out dsl.Type) *epiPlan {
 			return v
 		}
 	}
+	if !e.Scales {
+		p.lin = &epiLin{scale: 1, act: e.Act}
+		if e.Act == SiLU {
+			p.lin.scale = 0.5
+		}
+		if e.Residual {
+			p.lin.post = func(f *EpilogueFrag, v []dsl.Value) []dsl.Value {
+				r := f.Tile(a.Residual)
+				out := make([]dsl.Value, len(v))
+				for i := range v {
+					out[i] = v[i].Add(r[i])
+				}
+				return out
+			}
+		}
+	}
 	if e.Bias {
-		p.keyed = append(p.keyed, epiCol{"bias", a.Bias})
+		s := float32(1)
+		if p.lin != nil {
+			s = p.lin.scale
+		}
+		b := epiCol{"bias", a.Bias, s}
+		p.keyed = append(p.keyed, b)
+		if p.lin != nil {
+			p.lin.bias = &b
+		}
 	}
 	if e.Bias || e.Act != ActNone || e.Residual {
 		p.post = func(f *EpilogueFrag) []dsl.Value {

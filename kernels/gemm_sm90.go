@@ -168,7 +168,16 @@ func (c GemmSM90Config) Threads() int { return 128 * (1 + c.Consumers) }
 // SharedBytes returns the dynamic shared memory a block needs: the stages of A and B, and
 // dsl.DynamicSharedTilePad to align them to 1024 bytes at run time.
 func (c GemmSM90Config) SharedBytes() int {
-	return c.Stages*(c.BM()+c.BN)*c.BK()*c.In.Bytes() + c.storeBytes() + dsl.DynamicSharedTilePad
+	return c.Stages*(c.BM()+c.BN)*c.BK()*c.In.Bytes() + c.storeBytes() + c.epiBytes() + dsl.DynamicSharedTilePad
+}
+
+// epiBytes is where the TMA-store epilogue stages the Epilogue's per-column vectors (bias,
+// scaleB) of a tile: BN f32 values each, per consumer warpgroup, after D's tile.
+func (c GemmSM90Config) epiBytes() int {
+	if !c.TMAStore {
+		return 0
+	}
+	return c.Consumers * c.BN * 4 * c.Epilogue.keyedCols()
 }
 
 // storeBytes is the TMA-store epilogue's shared tile: BM x BN of Out.
@@ -255,7 +264,7 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: ClusterM %d (want 0, 1 or 2)", c.ClusterM)
 	case c.SharedBytes() > gemmSM90MaxShared:
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles (and %d bytes of epilogue tile) need %d bytes of shared memory; an sm_90 block has at most %d",
-			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.storeBytes(), c.SharedBytes(), gemmSM90MaxShared)
+			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.storeBytes()+c.epiBytes(), c.SharedBytes(), gemmSM90MaxShared)
 	}
 	return c.Epilogue.check("gemm_sm90", c.FP8())
 }
@@ -540,6 +549,11 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		lane0 := tid.And(uint32(31)).Eq(uint32(0))
 		release := func() { k.If(lane0, func() { pipe.ConsumerRelease(rel) }) }
 		sched.ForEach(func(m, n dsl.Value) {
+			var pre *epiPre
+			if h.epilogue == nil && h.epi != nil && len(h.epi.keyed) > 0 {
+				// The epilogue's per-column vectors, loading while the mainloop runs.
+				pre = gemmSM90EpiloguePreload(k, cfg, a, h.epi, tid.And(uint32(127)), n.Mul(uint32(BN)))
+			}
 			// The first K step overwrites the previous tile's accumulators (scale-d 0).
 			pipe.ConsumerWait(st)
 			mma.Accumulating(k.Const(dsl.Bool, false)).Gemm(k, wg, sA, sB, st.Index, acc)
@@ -562,10 +576,14 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 			t := tid.And(uint32(127))
 			row0, col0 := m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
 			if cfg.TMAStore {
-				gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0, h.epi)
+				if pre == nil {
+					gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0, h.epi)
+				} else {
+					gemmSM90StoreEpiloguePre(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0, h.epi, pre)
+				}
 				return
 			}
-			gemmSM90Epilogue(k, cfg, a, o, acc, t, row0, col0, h.epi)
+			gemmSM90EpiloguePre(k, cfg, a, o, acc, t, row0, col0, h.epi, pre)
 		})
 		if cfg.TMAStore {
 			// The last tile's stores complete before the block's shared memory goes.
@@ -605,11 +623,17 @@ func gemmSM90LayoutB(cfg GemmSM90Config) (layout.ComposedLayout, error) {
 // is both inside N or both outside (N is even), stored (and C read) as one 2-element vector. A plan p (nil: none) goes to gemmSM90EpiloguePlan,
 // which applies it to each pair inside D, its loads 2-element vectors too.
 func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value, p *epiPlan) {
+	gemmSM90EpiloguePre(k, cfg, a, o, acc, t, row0, col0, p, nil)
+}
+
+// gemmSM90EpiloguePre is gemmSM90Epilogue with what gemmSM90EpiloguePreload loaded at the
+// tile's start (nil: the epilogue loads its vectors itself).
+func gemmSM90EpiloguePre(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, acc dsl.Tensor, t, row0, col0 dsl.Value, p *epiPlan, pre *epiPre) {
 	view := gemmSM90AccView(k, cfg, t)
 	r, c := view.RowFrom(row0), view.ColFrom(col0)
 	vals := acc.Values()
 	if p != nil {
-		gemmSM90EpiloguePlan(k, cfg, a, o, view, vals, r, c, p)
+		gemmSM90EpiloguePlan(k, cfg, a, o, view, vals, r, c, p, pre)
 		return
 	}
 	store := func(withC bool) {
@@ -647,10 +671,18 @@ func gemmSM90Epilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmO
 
 // gemmSM90EpiloguePlan is gemmSM90Epilogue with the plan p: per column pair (inside N), both
 // of the thread's rows in turn, so that the library's per-column loads (bias, scaleB) serve
-// both; loads read rows past M at row M-1 (no branch), the stores alone are guarded.
-func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, view dsl.AccView, vals []dsl.Value, r, c dsl.Value, p *epiPlan) {
+// both; loads read rows past M at row M-1 (no branch), the stores alone are guarded. The
+// per-column vectors come from pre (loaded at the tile's start) or are loaded here, several
+// pairs ahead.
+func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, view dsl.AccView, vals []dsl.Value, r, c dsl.Value, p *epiPlan, pre *epiPre) {
+	alphaS, betaS := epiLinScalars(p, a)
 	store := func(withC bool) {
 		cache := map[epiKey][]dsl.Value{} // per branch: a load is not used outside its scope
+		if pre != nil {
+			for key, v := range pre.regs { // loaded before the branch: valid in both
+				cache[key] = v
+			}
+		}
 		type rowState struct {
 			in    dsl.Value
 			d, cp dsl.Ptr
@@ -678,6 +710,26 @@ func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o G
 				p.prefetchPairs(k, cache, c, a.N, j, min(j+epiPrefetchPairs, cfg.BN/8))
 			}
 			k.If(c.Add(uint32(8*j)).Lt(a.N), func() {
+				if l := p.lin; l != nil {
+					var b []dsl.Value
+					if l.bias != nil {
+						ld := rs[0].ld
+						ld.colOff = 8 * j
+						b = epiScaled(ld.colsKeyed(l.bias.key, l.bias.p, 2), l.bias.scale)
+					}
+					for half := 0; half < 2; half++ {
+						h := &rs[half]
+						acc := accRaw(k, view, vals, half, j)
+						f := sm90Frag(k, cfg, a, p, h.ld, j, h.rowv, &acc)
+						var cv []dsl.Value
+						if withC {
+							cv = k.LoadVec(h.cp.At(8*j), 2)
+						}
+						v := l.pair(f, acc, alphaS, betaS, b, cv)
+						k.If(h.in, func() { k.StoreVec(h.d.At(8*j), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)}) })
+					}
+					return
+				}
 				for half := 0; half < 2; half++ {
 					h := &rs[half]
 					v := accPair(view, vals, half, j, a.Alpha)
@@ -707,6 +759,19 @@ func gemmSM90EpiloguePlan(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o G
 // and columns outside D clipped) and commits the bulk group. The plan p (nil: none) applies
 // to every pair, its loads predicated on the pair being inside D.
 func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, cD *dsl.TMACopy, sD dsl.SharedTile, acc dsl.Tensor, t, wg, row0, col0 dsl.Value, p *epiPlan) {
+	gemmSM90StoreEpiloguePre(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0, p, nil)
+}
+
+// gemmSM90StoreEpiloguePre is gemmSM90StoreEpilogue with what gemmSM90EpiloguePreload loaded
+// at the tile's start (nil: the epilogue loads its vectors itself). The warpgroup stages
+// those in shared memory after D's tiles (cfg.epiBytes: its vectors of BN f32 values, bias
+// times its scale) before its first barrier, and each thread reads its pairs there. The
+// previous tile's readers are done: they met at the barrier before its TMA store.
+func gemmSM90StoreEpiloguePre(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, cD *dsl.TMACopy, sD dsl.SharedTile, acc dsl.Tensor, t, wg, row0, col0 dsl.Value, p *epiPlan, pre *epiPre) {
+	if pre != nil && (p == nil || len(pre.share) != len(p.keyed) || len(pre.share) != cfg.Epilogue.keyedCols()) {
+		k.Errorf("gemm_sm90: the TMA-store epilogue's staged vectors (%d) are not its plan's (%d bytes of shared memory for %d)", len(pre.share), cfg.epiBytes(), cfg.Epilogue.keyedCols())
+		return
+	}
 	es := cfg.Out.Bytes()
 	w := 128 / es                                                             // columns of one 128-byte row
 	bars := []dsl.NamedBar{k.NamedBarrierFor("epilogue of warpgroup 0", 128)} // each warpgroup's own
@@ -722,6 +787,24 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 	}
 	first := t.Eq(uint32(0))
 	k.If(first, func() { k.BulkWait(0, true) })
+	var staged dsl.Ptr // the warpgroup's staged vectors, BN f32 values each
+	if pre != nil {
+		staged = sD.Stage(0).As(dsl.U8).At(cfg.Consumers * sD.StageBytes).At(wg.Mul(uint32(len(pre.share) * cfg.BN * 4))).As(dsl.F32)
+		for ci, share := range pre.share {
+			for i, v := range share {
+				e := t.Add(uint32(128 * i))
+				if s := p.keyed[ci].scale; s != 1 {
+					v = v.Mul(s)
+				}
+				st := func() { k.Store(staged.At(e).At(ci*cfg.BN), v) }
+				if cfg.BN-128*i < 128 {
+					k.If(e.Lt(uint32(cfg.BN)), st)
+				} else {
+					st()
+				}
+			}
+		}
+	}
 	sync()
 	view := gemmSM90AccView(k, cfg, t)
 	r := view.Row()                            // row in the tile (half 0)
@@ -730,6 +813,21 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 	chunk, r7 := tc.Shr(uint32(4)), r.And(uint32(7))
 	base := sD.Stage(wg).As(dsl.U8)
 	vals := acc.Values()
+	alphaS, betaS := epiLinScalars(p, a)
+	var stagedCol dsl.Value
+	if pre != nil {
+		stagedCol = view.Col() // the thread's first column in the tile
+	}
+	// fromStage reads pair j of staged vector ci.
+	fromStage := func(ci, j int) []dsl.Value { return k.LoadVec(staged.At(stagedCol).At(ci*cfg.BN+8*j), 2) }
+	// storePair writes the values of the thread's pair j of row half into the tile: byte of
+	// (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of 64 rows, 16-byte
+	// chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
+	storePair := func(half, j int, v []dsl.Value) {
+		cb := (8 * j % w) * es
+		off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))
+		k.StoreVec(base.At(off).As(cfg.Out), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+	}
 	write := func(withC bool) {
 		cache := map[epiKey][]dsl.Value{} // per branch: a load is not used outside its scope
 		type halfState struct {
@@ -760,8 +858,25 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 				}
 			}
 		}
-		pair := func(half, j int) {
+		pair := func(half, j int, b []dsl.Value) {
 			h := &hs[half]
+			if p != nil && p.lin != nil {
+				h.ld.in = h.gcol.Add(uint32(8 * j)).Lt(a.N)
+				acc := accRaw(k, view, vals, half, j)
+				f := sm90Frag(k, cfg, a, p, h.ld, j, h.rowv, &acc)
+				var cv []dsl.Value
+				if withC {
+					cv = []dsl.Value{k.Var(cfg.Out, 0), k.Var(cfg.Out, 0)}
+					k.If(h.rowIn.And(h.ld.in), func() {
+						got := k.LoadVec(h.cp.At(8*j), 2)
+						k.Set(cv[0], got[0])
+						k.Set(cv[1], got[1])
+					})
+				}
+				v := p.lin.pair(f, acc, alphaS, betaS, b, cv)
+				storePair(half, j, v)
+				return
+			}
 			v := accPair(view, vals, half, j, a.Alpha)
 			var f *EpilogueFrag
 			if p != nil {
@@ -784,17 +899,13 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 				f.V = v
 				v = p.apply(f)
 			}
-			// Byte of (row, column 8j + pair) in the 128-byte-swizzled tile: box 8j/w of
-			// 64 rows, 16-byte chunk ((8j % w)*es/16 + chunk) ^ (row % 8).
-			cb := (8 * j % w) * es
-			off := rowOff.Add(uint32(8*j/w*64*128 + 1024*half)).Add(chunk.Add(uint32(cb / 16)).Xor(r7).Shl(uint32(4)))
-			k.StoreVec(base.At(off).As(cfg.Out), []dsl.Value{v[0].To(cfg.Out), v[1].To(cfg.Out)})
+			storePair(half, j, v)
 		}
 		if p == nil {
 			for half := 0; half < 2; half++ {
 				setup(half)
 				for j := 0; j < cfg.BN/8; j++ {
-					pair(half, j)
+					pair(half, j, nil)
 				}
 			}
 			return
@@ -804,8 +915,21 @@ func gemmSM90StoreEpilogue(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o 
 		setup(0)
 		setup(1)
 		for j := 0; j < cfg.BN/8; j++ { // no prefetch here: its registers cost more (docs/bench.md)
-			pair(0, j)
-			pair(1, j)
+			var b []dsl.Value // the pair's bias times its scale (p.lin)
+			switch {
+			case pre != nil && p.lin != nil && p.lin.bias != nil:
+				b = fromStage(epiKeyIndex(p, p.lin.bias.key), j)
+			case p.lin != nil && p.lin.bias != nil:
+				ld := hs[0].ld
+				ld.colOff, ld.in = 8*j, hs[0].gcol.Add(uint32(8*j)).Lt(a.N)
+				b = epiScaled(ld.colsKeyed(p.lin.bias.key, p.lin.bias.p, 2), p.lin.bias.scale)
+			case pre != nil:
+				for ci, c := range p.keyed {
+					cache[epiKey{c.key, 8 * j}] = fromStage(ci, j)
+				}
+			}
+			pair(0, j, b)
+			pair(1, j, b)
 		}
 	}
 	k.If(a.Beta.Eq(float32(0)), func() { write(false) }).Else(func() { write(true) })
@@ -824,6 +948,20 @@ func gemmSM90AccView(k *dsl.Kernel, cfg GemmSM90Config, t dsl.Value) dsl.AccView
 		k.Errorf("gemm_sm90 epilogue: %v", err)
 	}
 	return dsl.MakeTiledGMMA(atom, cfg.Consumers).AccView(k, t)
+}
+
+// accRaw returns the thread's pair of accumulators in row half at columns 8j and 8j+1 past
+// its first (see accPair).
+func accRaw(k *dsl.Kernel, view dsl.AccView, vals []dsl.Value, half, j int) []dsl.Value {
+	out := make([]dsl.Value, 2)
+	for e := range out {
+		if i := view.Reg(8*half, 8*j+e); i >= 0 && i < len(vals) {
+			out[e] = vals[i]
+		} else {
+			out[e] = k.Const(dsl.F32, float32(0))
+		}
+	}
+	return out
 }
 
 // accPair returns alpha times the thread's pair of accumulators in row half (8*half past
@@ -934,4 +1072,73 @@ func sm90Frag(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, p *epiPlan, ld 
 		*v = p.scale(f, rowv)
 	}
 	return f
+}
+
+// epiPreloadRegs is the most registers a thread of the register epilogue gives the column
+// pairs gemmSM90EpiloguePreload loads into registers: BN 256's bias (64, beside 128
+// accumulators) fits without spills (ptxas 13.0); more (BN 256's bias and scaleB) load in
+// the epilogue, several pairs ahead.
+const epiPreloadRegs = 64
+
+// gemmSM90EpiloguePreload issues, at the start of a tile (before its mainloop), the loads of
+// p's per-column vectors (bias, scaleB) at the tile's columns col0.. for thread t of a
+// consumer warpgroup, so that their latency (DRAM's at a tile's first touch) passes under
+// the mainloop instead of at the epilogue's start: for the register epilogue the thread's
+// own pairs (while they fit in epiPreloadRegs), for the TMA-store one the thread's share of
+// the tile's BN columns (t + 128i), which that epilogue stages in shared memory. Columns
+// past N read zero. nil: nothing to load.
+func gemmSM90EpiloguePreload(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, p *epiPlan, t, col0 dsl.Value) *epiPre {
+	if p == nil || len(p.keyed) == 0 {
+		return nil
+	}
+	pre := &epiPre{}
+	if cfg.TMAStore {
+		for _, c := range p.keyed {
+			var share []dsl.Value
+			for i := 0; i < cfg.BN; i += 128 {
+				e := t.Add(uint32(i))
+				in := col0.Add(e).Lt(a.N)
+				if cfg.BN-i < 128 {
+					in = e.Lt(uint32(cfg.BN)).And(in)
+				}
+				v := k.Var(dsl.F32, float32(0))
+				k.If(in, func() { k.Set(v, k.Load(c.p.At(col0).At(e))) })
+				share = append(share, v)
+			}
+			pre.share = append(pre.share, share)
+		}
+		return pre
+	}
+	if len(p.keyed)*cfg.BN/4 > epiPreloadRegs {
+		return nil
+	}
+	c := gemmSM90AccView(k, cfg, t).ColFrom(col0)
+	pre.regs = map[epiKey][]dsl.Value{}
+	for _, v := range p.keyed {
+		for j := 0; j < cfg.BN/8; j++ {
+			pre.regs[epiKey{v.key, 8 * j}] = sm90LoadIf(k, v.p.At(c).At(8*j), 2, c.Add(uint32(8*j)).Lt(a.N))
+		}
+	}
+	return pre
+}
+
+// epiLinScalars returns alpha and beta times p.lin's scale (zero Values without p.lin).
+func epiLinScalars(p *epiPlan, a GemmSM90Args) (alphaS, betaS dsl.Value) {
+	if p == nil || p.lin == nil {
+		return
+	}
+	if p.lin.scale == 1 {
+		return a.Alpha, a.Beta
+	}
+	return a.Alpha.Mul(p.lin.scale), a.Beta.Mul(p.lin.scale)
+}
+
+// epiKeyIndex is the index of key in p.keyed.
+func epiKeyIndex(p *epiPlan, key string) int {
+	for i, c := range p.keyed {
+		if c.key == key {
+			return i
+		}
+	}
+	return -1
 }

@@ -14,6 +14,10 @@
 #    with addmm, on the same inputs, compared element by element;
 # 3) `gpubench mlp`: the MLP block H = SiLU(X*W1 + b1), Y = H*W2 + X (bf16, hidden 4096, ff
 #    14336, 128/1024/8192 tokens), timed and checked on samples against float64 (step "mlp").
+# 4) "ab" (not by default): the table's shapes with AB_EPILOGUE (default bias,silu) beside the
+#    plain gemm, by this BINDIR's gpubench and then by BASE's (a gpubench built at the commit
+#    to compare with), no torch: a markdown table of both plain/epilogue ratios per shape.
+#    STEPS="odd ab" BASE=BASEDIR bash scripts/bench/gemm_epi.sh BINDIR (about 2 minutes on an H100).
 # The torch lines end with a markdown table; logs go to $OUT. STEPS (default "odd table mlp")
 # picks steps.
 set -uo pipefail
@@ -54,6 +58,33 @@ if [[ " $steps " == *" table "* ]]; then
 	for e in $epilogues; do
 		step "table-${e//,/-}" 420 -sm90 -epilogue "$e" -sizes "$sizes" -reps 20
 	done
+fi
+if [[ " $steps " == *" ab "* ]]; then
+	[ -n "${BASE:-}" ] || { echo "step ab needs BASE: a directory with a gpubench built at the commit to compare"; exit 2; }
+	base=$(cd "$BASE" && pwd)
+	for who in new base; do
+		b=$bin
+		[ "$who" = base ] && b=$base
+		echo "== ab-$who: $b/gpubench gemm -sm90 -epilogue ${AB_EPILOGUE:-bias,silu}"
+		timeout 300 "$b/gpubench" gemm -sm90 -epilogue "${AB_EPILOGUE:-bias,silu}" -sizes "$sizes" -reps "${AB_REPS:-20}" 2>&1 | tee "$out/ab-$who.txt"
+		[ "${PIPESTATUS[0]}" = 0 ] || { echo "FAILED: ab-$who"; status=1; }
+	done
+	# gemm MxNxK bf16 +bias+silu: kgen E us ...; plain P us: plain/epilogue speed R; ...
+	awk 'function grab(line, who,   s, e, p, r) {
+			s = line; sub(/^gemm /, "", s); sub(/ .*/, "", s)
+			e = line; sub(/.*: kgen +/, "", e); sub(/ us.*/, "", e)
+			p = line; sub(/.*; plain +/, "", p); sub(/ us.*/, "", p)
+			r = line; sub(/.*plain\/epilogue speed /, "", r); sub(/;.*/, "", r)
+			if (!(s in seen)) { seen[s] = 1; order[++n] = s }
+			v[s, who] = p " | " e " | " r
+		}
+		FNR == 1 { who = FILENAME ~ /ab-base/ ? "base" : "new" }
+		/plain\/epilogue speed/ { grab($0, who) }
+		END {
+			print "| M x N x K | new plain us | new epilogue us | new plain/epilogue | base plain us | base epilogue us | base plain/epilogue |"
+			print "|---|---|---|---|---|---|---|"
+			for (i = 1; i <= n; i++) print "| " order[i] " | " v[order[i], "new"] " | " v[order[i], "base"] " |"
+		}' "$out/ab-new.txt" "$out/ab-base.txt" | tee "$out/ab.md"
 fi
 if [[ " $steps " == *" mlp "* ]]; then
 	echo "== mlp: gpubench mlp"
