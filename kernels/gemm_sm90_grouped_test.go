@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,8 +58,15 @@ func TestGemmSM90GroupedPtxas(t *testing.T) {
 		if s == nil {
 			t.Fatalf("%s: no spill counts in ptxas -v: %s", cfg.Name(), out)
 		}
-		if s[1] != "0" || s[2] != "0" {
-			t.Errorf("%s spills: %s", cfg.Name(), s[0])
+		// fp8 with scales and the TMA store keeps a few spilled bytes at 128x256 (8 stored,
+		// 16 loaded under ptxas 13): measured 1.14-1.69x faster than the register store
+		// that does not spill (docs/moe.md), so it is picked; anything more is an error.
+		limit := 0
+		if cfg.FP8() && cfg.TMAStore {
+			limit = 32
+		}
+		if st, ld := atoiOr(s[1]), atoiOr(s[2]); st > limit || ld > limit {
+			t.Errorf("%s spills: %s (allowed %d bytes)", cfg.Name(), s[0], limit)
 		}
 		t.Logf("%s: %s", cfg.Name(), usedRE.FindString(string(out)))
 	}
@@ -164,4 +172,14 @@ func TestGemmSM90GroupedFor(t *testing.T) {
 	if err != nil || l8.B.Dims != [2]uint64{128, 1024} || l8.B.Box != [2]uint32{128, 256} {
 		t.Errorf("e4m3 Launch: %+v, %v; want B's map (K, groups*N) = (128, 1024), box (128, 256)", l8, err)
 	}
+}
+
+// atoiOr is s as an int, or a large number when it is not one (a spill count ptxas printed
+// oddly fails the test).
+func atoiOr(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 1 << 30
+	}
+	return n
 }
