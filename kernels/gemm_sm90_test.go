@@ -248,3 +248,21 @@ func TestFusedSM90Misuse(t *testing.T) {
 		t.Error("fusedSM90Build took the sm_80 family ag_gemm")
 	}
 }
+
+// TestGemmSM90SharedCountsBarriers: a configuration whose dynamic shared memory alone is
+// exactly 227 KiB (f32 out, 128x256, 2 stages, TMA store, bias) but whose static mbarriers
+// push the block past it is refused by Check naming the barriers, not left to fail at
+// launch; one stage of 64-wide tiles less fits.
+func TestGemmSM90SharedCountsBarriers(t *testing.T) {
+	c := GemmSM90Config{In: dsl.BF16, Out: dsl.F32, BN: 256, Consumers: 2, Stages: 2, TMAStore: true, Epilogue: Epilogue{Bias: true}}
+	if c.SharedBytes() != gemmSM90MaxShared {
+		t.Fatalf("the case's dynamic bytes are %d; it probes the barriers only at exactly %d", c.SharedBytes(), gemmSM90MaxShared)
+	}
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "32 of barriers") {
+		t.Fatalf("Check = %v; want a refusal naming the 32 bytes of barriers", err)
+	}
+	c.Epilogue = Epilogue{}
+	if err := c.Check(); err != nil {
+		t.Fatalf("without the bias's staged vector the block fits, but Check = %v", err)
+	}
+}
