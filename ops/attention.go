@@ -166,26 +166,12 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	if err := streamOn(op, s, dev); err != nil {
 		return err
 	}
-	// out is written while q, k, v are read: out may be q whole, nothing else may share it;
-	// the LSE shares nothing.
-	if err := apart(op, "q", q, "out", out, true); err != nil {
-		return err
+	var lseT Tensor[float32]
+	if o != nil {
+		lseT = o.LSE
 	}
-	if err := apart(op, "k", k, "out", out, false); err != nil {
+	if err := attentionApart(op, q, out, [2]named[T]{{"k", k}, {"v", v}}, [2]named[int32]{}, lseT); err != nil {
 		return err
-	}
-	if err := apart(op, "v", v, "out", out, false); err != nil {
-		return err
-	}
-	if o != nil && o.LSE.buf != nil {
-		for _, x := range []struct {
-			name string
-			t    Tensor[T]
-		}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
-			if err := apart(op, x.name, x.t, "LSE", o.LSE, false); err != nil {
-				return err
-			}
-		}
 	}
 	st := stateOf(dev)
 	key := planKey{op: "attention", in: dt, dims: [3]int{seqQ, seqK, hd}, lds: [4]int{batch, heads, kvHeads}, target: st.target}

@@ -170,41 +170,12 @@ func AttentionDecode[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, kCa
 	if err := streamOn(op, s, dev); err != nil {
 		return err
 	}
-	// out is written while everything else is read: out may be q whole; the LSE shares
-	// nothing.
-	if err := apart(op, "q", q, "out", out, true); err != nil {
+	var lseT Tensor[float32]
+	if o != nil {
+		lseT = o.LSE
+	}
+	if err := attentionApart(op, q, out, [2]named[T]{{"kCache", kCache}, {"vCache", vCache}}, [2]named[int32]{{"blockTable", blockTable}, {"seqLens", seqLens}}, lseT); err != nil {
 		return err
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[T]
-	}{{"kCache", kCache}, {"vCache", vCache}} {
-		if err := apart(op, x.name, x.t, "out", out, false); err != nil {
-			return err
-		}
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[int32]
-	}{{"blockTable", blockTable}, {"seqLens", seqLens}} {
-		if err := apart(op, x.name, x.t, "out", out, false); err != nil {
-			return err
-		}
-		if o != nil && o.LSE.buf != nil {
-			if err := apart(op, x.name, x.t, "LSE", o.LSE, false); err != nil {
-				return err
-			}
-		}
-	}
-	if o != nil && o.LSE.buf != nil {
-		for _, x := range []struct {
-			name string
-			t    Tensor[T]
-		}{{"q", q}, {"kCache", kCache}, {"vCache", vCache}, {"out", out}} {
-			if err := apart(op, x.name, x.t, "LSE", o.LSE, false); err != nil {
-				return err
-			}
-		}
 	}
 
 	st := stateOf(dev)

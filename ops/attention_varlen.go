@@ -160,39 +160,12 @@ func AttentionVarLen[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, 
 	if err := streamOn(op, s, dev); err != nil {
 		return err
 	}
-	if err := apart(op, "q", q, "out", out, true); err != nil {
+	var lseT Tensor[float32]
+	if o != nil {
+		lseT = o.LSE
+	}
+	if err := attentionApart(op, q, out, [2]named[T]{{"k", k}, {"v", v}}, [2]named[int32]{{"cuQ", cuQ}, {"cuK", cuK}}, lseT); err != nil {
 		return err
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[T]
-	}{{"k", k}, {"v", v}} {
-		if err := apart(op, x.name, x.t, "out", out, false); err != nil {
-			return err
-		}
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[int32]
-	}{{"cuQ", cuQ}, {"cuK", cuK}} {
-		if err := apart(op, x.name, x.t, "out", out, false); err != nil {
-			return err
-		}
-		if o != nil && o.LSE.buf != nil {
-			if err := apart(op, x.name, x.t, "LSE", o.LSE, false); err != nil {
-				return err
-			}
-		}
-	}
-	if o != nil && o.LSE.buf != nil {
-		for _, x := range []struct {
-			name string
-			t    Tensor[T]
-		}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
-			if err := apart(op, x.name, x.t, "LSE", o.LSE, false); err != nil {
-				return err
-			}
-		}
 	}
 	st := stateOf(dev)
 	key := planKey{op: "attention_varlen", in: dt, dims: [3]int{maxQ, totalQ, hd}, lds: [4]int{batch, heads, kvHeads, totalK}, target: st.target}

@@ -135,12 +135,27 @@ func TestAttentionVarLenRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An LSE over q's memory and one over cuQ's (reinterpreted views of the same bytes).
+	lseOverQ, err := jit.BufferOf[float32](q.buf.Memory(), 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lseQ, _ := New(lseOverQ, 4, 10)
+	cuL := ints(0, 4, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	cuShort, _ := cuL.Slice(0, 0, 3)
+	lseOverCu, err := jit.BufferOf[float32](cuL.buf.Memory(), 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lseCu, _ := New(lseOverCu, 4, 10)
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
 		err  error
 		want string
 	}{
+		{"lse over q", AttentionVarLen(ctx, nil, out, q, k, k, cu, cu, &AttentionVarLenOptions{LSE: lseQ}), "q (bytes 0-"},
+		{"lse over cuQ", AttentionVarLen(ctx, nil, out, q, k, k, cuShort, cu, &AttentionVarLenOptions{LSE: lseCu}), "cuQ (bytes 0-12 of its buffer) overlaps LSE"},
 		{"rank", AttentionVarLen(ctx, nil, out, bf(1, 10, 4, 64), k, k, cu, cu, nil), "q has rank 4"},
 		{"head dim", AttentionVarLen(ctx, nil, bf(10, 4, 96), bf(10, 4, 96), bf(12, 1, 96), bf(12, 1, 96), cu, cu, nil), "head dim 96"},
 		{"k's d", AttentionVarLen(ctx, nil, out, q, bf(12, 1, 128), bf(12, 1, 128), cu, cu, nil), "k must be [totalK, kvHeads, d]"},

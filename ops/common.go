@@ -211,3 +211,44 @@ func matrixOp[T, U jit.Elem](ctx context.Context, op string, out Tensor[U], in T
 	}
 	return d, rows, cols, nil
 }
+
+// named is an operand and the name errors give it.
+type named[T jit.Elem] struct {
+	name string
+	t    Tensor[T]
+}
+
+// attentionApart checks the aliasing rule of the attention ops: out is written while q,
+// kv (keys and values) and idx (int32 offsets or tables; entries without a name are
+// absent) are read, so out may be q itself, whole, and shares nothing with the others; the
+// LSE (when set) shares nothing with any. Arrays, not slices: a call allocates nothing.
+func attentionApart[T jit.Elem](op string, q, out Tensor[T], kv [2]named[T], idx [2]named[int32], lse Tensor[float32]) error {
+	if err := apart(op, "q", q, "out", out, true); err != nil {
+		return err
+	}
+	for _, x := range kv {
+		if err := apart(op, x.name, x.t, "out", out, false); err != nil {
+			return err
+		}
+	}
+	for _, x := range idx {
+		if x.name == "" {
+			continue
+		}
+		if err := apart(op, x.name, x.t, "out", out, false); err != nil {
+			return err
+		}
+		if err := apart(op, x.name, x.t, "LSE", lse, false); err != nil {
+			return err
+		}
+	}
+	if lse.buf == nil {
+		return nil
+	}
+	for _, x := range [4]named[T]{{"q", q}, kv[0], kv[1], {"out", out}} {
+		if err := apart(op, x.name, x.t, "LSE", lse, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
