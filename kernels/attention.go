@@ -158,16 +158,7 @@ func Attention(k *dsl.Kernel, cfg AttentionConfig) {
 	nt := cfg.Threads()
 	tid := k.ThreadIdx(dsl.X)
 
-	// Block -> (query tile, head, batch); causal blocks run the longest tiles first.
-	blk := k.BlockIdx(dsl.X)
-	tilesM := a.SeqQ.Add(uint32(BM - 1)).Div(uint32(BM))
-	mt := blk.Rem(tilesM)
-	if cfg.Causal {
-		mt = tilesM.Sub(uint32(1)).Sub(mt)
-	}
-	bh := blk.Div(tilesM)
-	h, b := bh.Rem(a.Heads), bh.Div(a.Heads)
-	hkv := h.Div(a.Heads.Div(a.KVHeads))
+	mt, bh, h, b, hkv := attentionBlock(k, a, BM, cfg.Causal)
 	mIdx := mt.To(dsl.I32)
 
 	// Global views of this (batch, head): seq x D matrices with row strides heads*D and
@@ -313,4 +304,18 @@ func Attention(k *dsl.Kernel, cfg AttentionConfig) {
 			})
 		}
 	})
+}
+
+// attentionBlock maps the block to its (query tile mt, batch*heads+head bh, head h, batch
+// b, K/V head hkv), query tiles fastest; causal blocks take the longest tiles first.
+func attentionBlock(k *dsl.Kernel, a AttentionArgs, bm int, causal bool) (mt, bh, h, b, hkv dsl.Value) {
+	blk := k.BlockIdx(dsl.X)
+	tilesM := a.SeqQ.Add(uint32(bm - 1)).Div(uint32(bm))
+	mt = blk.Rem(tilesM)
+	if causal {
+		mt = tilesM.Sub(uint32(1)).Sub(mt)
+	}
+	bh = blk.Div(tilesM)
+	h, b = bh.Rem(a.Heads), bh.Div(a.Heads)
+	return mt, bh, h, b, h.Div(a.Heads.Div(a.KVHeads))
 }

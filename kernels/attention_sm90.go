@@ -294,15 +294,7 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	pV := k.MakeTMAPipeline(cfg.Stages, 4*C, cV)
 
 	// Block -> (query tile, head, batch), as Attention.
-	blk := k.BlockIdx(dsl.X)
-	tilesM := a.SeqQ.Add(uint32(BM - 1)).Div(uint32(BM))
-	mt := blk.Rem(tilesM)
-	if cfg.Causal {
-		mt = tilesM.Sub(uint32(1)).Sub(mt)
-	}
-	bh := blk.Div(tilesM)
-	h, b := bh.Rem(a.Heads), bh.Div(a.Heads)
-	hkv := h.Div(a.Heads.Div(a.KVHeads))
+	mt, bh, h, b, hkv := attentionBlock(k, a, BM, cfg.Causal)
 	seqQ, seqK := a.SeqQ.To(dsl.I32), a.SeqK.To(dsl.I32)
 	mIdx := mt.To(dsl.I32)
 	var seqs attnVarLenSeq
