@@ -41,8 +41,8 @@ func (v Value) String() string {
 
 // Const returns a constant of type t. Integers must be representable in t; a float constant
 // of an integer type, or a value out of range, is an error. Float constants round to nearest
-// even in t; for fp8 (E4M3, E5M2) a value that rounds above the largest finite one (448,
-// 57344) is an error, as is an infinity of E4M3 (it has none); NaN is allowed.
+// even in t; a finite value that rounds above t's largest finite one (65504 for f16, 448 and
+// 57344 for fp8) is an error, as is an infinity of E4M3 (it has none); NaN is allowed.
 func (k *Kernel) Const(t Type, x any) Value {
 	v, err := constOf(k, t, x)
 	if err != nil {
@@ -128,7 +128,12 @@ func constOf(k *Kernel, t Type, x any) (Value, error) {
 		} else if isUint {
 			f = float64(u)
 		}
-		return floatConst(k, t, f)
+		v, err := floatConst(k, t, f)
+		if err == nil && !math.IsInf(f, 0) && math.IsInf(constFloat(v), 0) {
+			// Go rejects float32(1e39); a Go number here is a constant too.
+			return Value{}, fmt.Errorf("constant %v overflows %s (largest finite %v)", f, t, maxFinite[t])
+		}
+		return v, err
 	case t.IsInt():
 		if isFloat {
 			return Value{}, fmt.Errorf("float constant %v used as %s (convert explicitly)", f, t)
@@ -161,6 +166,10 @@ func constOf(k *Kernel, t Type, x any) (Value, error) {
 	}
 	return Value{}, fmt.Errorf("cannot make a constant of type %s", t)
 }
+
+// maxFinite is the largest finite value of each float type that rounds Go constants to
+// infinity (fp8 types report their own).
+var maxFinite = map[Type]float64{F16: 65504, BF16: 0x1.fep127, F32: math.MaxFloat32}
 
 // floatConst keeps float constants as f64 bits of the exact value rounded to t.
 func floatConst(k *Kernel, t Type, f float64) (Value, error) {

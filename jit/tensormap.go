@@ -69,7 +69,7 @@ func WithOffset(elems uint64) TensorMapOption {
 // default all 1): a box then holds ceil(box[d]/stride[d]) elements along d. Dimension 0's is
 // ignored without interleave, as the driver does.
 func WithElemStrides(s ...uint32) TensorMapOption {
-	return func(t *tensorMapSpec) { t.elemStrides = append([]uint32(nil), s...) }
+	return func(t *tensorMapSpec) { t.elemStrides = append(make([]uint32, 0, len(s)), s...) } // none: a count error, not the default
 }
 
 // tensorMapSpec is everything cuTensorMapEncodeTiled takes.

@@ -72,6 +72,9 @@ func runGen(e *env, args []string) error {
 				return usagef("--targets: kernel %s does not support %s (its targets: %s)", s.Name, t, joinTargets(s.Targets))
 			}
 		}
+		if *dtype != "" && !slices.ContainsFunc(s.DTypes, func(t dsl.Type) bool { return t.String() == *dtype }) {
+			return usagef("--dtype %q: kernel %s has no such dtype (its dtypes: %s)", *dtype, s.Name, dtypeNames([]string{name}))
+		}
 		for _, dt := range s.DTypes {
 			if *dtype != "" && dt.String() != *dtype {
 				continue

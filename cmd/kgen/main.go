@@ -158,6 +158,9 @@ var helps sync.Map
 // value from an unset variable) is a usage error: it would otherwise mean the default
 // silently. The flag package's messages quote whole values; long ones are cut to excerpts.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := onceEach(fs, args); err != nil {
+		return err
+	}
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
@@ -180,6 +183,39 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	return &usageError{err.Error()}
+}
+
+// onceEach returns a usage error for a flag of fs given twice in args (the flag package
+// keeps the last, so `--pkg a ... --pkg b` would mean b silently). It reads args as Parse
+// does: a flag that is not boolean and has no =value takes the next argument, -- ends the
+// flags, and other arguments are operands between flags.
+func onceEach(fs *flag.FlagSet, args []string) error {
+	seen := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name, v, eq := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // Parse reports it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !eq && ok && b.IsBoolFlag() {
+			v = "true"
+		} else if !eq && i+1 < len(args) {
+			i++
+			v = args[i]
+		}
+		if first, ok := seen[name]; ok {
+			return usagef("-%s given twice (%q, then %q): give it once", name, first, v)
+		}
+		seen[name] = v
+	}
+	return nil
 }
 
 // clipInputs replaces every long piece of the command line that msg quotes (an argument,
