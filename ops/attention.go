@@ -79,33 +79,12 @@ const (
 // 8.0 or newer.
 func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tensor[T], o *AttentionOptions) error {
 	const op = "Attention"
-	if err := begin(ctx, op); err != nil {
-		return err
-	}
 	dt := jit.ElemType[T]()
-	if err := dtypeIn(op, "q", dt, ptx.BF16, ptx.F16); err != nil {
-		return err
-	}
-	dev, err := deviceOf(op, "q", q)
+	// Shapes: q [B, SQ, H, D], k and v [B, SK, HK, D], out q's.
+	dev, err := attentionOperands(ctx, op, q, out, [2]named[T]{{"k", k}, {"v", v}}, [2]named[int32]{}, 4,
+		[4]string{"[batch, seqQ, heads, d]", "[batch, seqK, kvHeads, d]", "[batch, seqK, kvHeads, d]", "[batch, seqQ, heads, d] (q's)"})
 	if err != nil {
 		return err
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[T]
-	}{{"k", k}, {"v", v}, {"out", out}} {
-		if err := sameDevice(op, x.name, dev, x.t); err != nil {
-			return err
-		}
-	}
-	// Shapes: q [B, SQ, H, D], k and v [B, SK, HK, D], out q's.
-	for _, x := range []struct {
-		name, dims string
-		t          Tensor[T]
-	}{{"q", "[batch, seqQ, heads, d]", q}, {"k", "[batch, seqK, kvHeads, d]", k}, {"v", "[batch, seqK, kvHeads, d]", v}, {"out", "[batch, seqQ, heads, d] (q's)", out}} {
-		if x.t.rank != 4 {
-			return fmt.Errorf("ops: %s: %s has rank %d (shape %v); want %s", op, x.name, x.t.rank, x.t.Shape(), x.dims)
-		}
 	}
 	batch, seqQ, heads, hd := q.shape[0], q.shape[1], q.shape[2], q.shape[3]
 	seqK, kvHeads := k.shape[1], k.shape[2]

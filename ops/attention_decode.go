@@ -53,40 +53,11 @@ type AttentionDecodeOptions struct {
 // the stream (launches on one stream run in order).
 func AttentionDecode[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, kCache, vCache Tensor[T], blockTable, seqLens Tensor[int32], o *AttentionDecodeOptions) error {
 	const op = "AttentionDecode"
-	if err := begin(ctx, op); err != nil {
-		return err
-	}
 	dt := jit.ElemType[T]()
-	if err := dtypeIn(op, "q", dt, ptx.BF16, ptx.F16); err != nil {
-		return err
-	}
-	dev, err := deviceOf(op, "q", q)
+	dev, err := attentionOperands(ctx, op, q, out, [2]named[T]{{"kCache", kCache}, {"vCache", vCache}}, [2]named[int32]{{"blockTable", blockTable}, {"seqLens", seqLens}}, 4,
+		[4]string{"[batch, qLen, heads, d]", "[numPages, pageSize, kvHeads, d]", "[numPages, pageSize, kvHeads, d]", "[batch, qLen, heads, d] (q's)"})
 	if err != nil {
 		return err
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[T]
-	}{{"kCache", kCache}, {"vCache", vCache}, {"out", out}} {
-		if err := sameDevice(op, x.name, dev, x.t); err != nil {
-			return err
-		}
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[int32]
-	}{{"blockTable", blockTable}, {"seqLens", seqLens}} {
-		if err := sameDevice(op, x.name, dev, x.t); err != nil {
-			return err
-		}
-	}
-	for _, x := range []struct {
-		name, dims string
-		t          Tensor[T]
-	}{{"q", "[batch, qLen, heads, d]", q}, {"kCache", "[numPages, pageSize, kvHeads, d]", kCache}, {"vCache", "[numPages, pageSize, kvHeads, d]", vCache}, {"out", "[batch, qLen, heads, d] (q's)", out}} {
-		if x.t.rank != 4 {
-			return fmt.Errorf("ops: %s: %s has rank %d (shape %v); want %s", op, x.name, x.t.rank, x.t.Shape(), x.dims)
-		}
 	}
 	batch, qLen, heads, hd := q.shape[0], q.shape[1], q.shape[2], q.shape[3]
 	numPages, pageSize, kvHeads := kCache.shape[0], kCache.shape[1], kCache.shape[2]

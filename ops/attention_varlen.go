@@ -48,40 +48,11 @@ type AttentionVarLenOptions struct {
 // itself but shares no memory with k, v, cuQ, cuK or the LSE.
 func AttentionVarLen[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tensor[T], cuQ, cuK Tensor[int32], o *AttentionVarLenOptions) error {
 	const op = "AttentionVarLen"
-	if err := begin(ctx, op); err != nil {
-		return err
-	}
 	dt := jit.ElemType[T]()
-	if err := dtypeIn(op, "q", dt, ptx.BF16, ptx.F16); err != nil {
-		return err
-	}
-	dev, err := deviceOf(op, "q", q)
+	dev, err := attentionOperands(ctx, op, q, out, [2]named[T]{{"k", k}, {"v", v}}, [2]named[int32]{{"cuQ", cuQ}, {"cuK", cuK}}, 3,
+		[4]string{"[totalQ, heads, d]", "[totalK, kvHeads, d]", "[totalK, kvHeads, d]", "[totalQ, heads, d] (q's)"})
 	if err != nil {
 		return err
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[T]
-	}{{"k", k}, {"v", v}, {"out", out}} {
-		if err := sameDevice(op, x.name, dev, x.t); err != nil {
-			return err
-		}
-	}
-	for _, x := range []struct {
-		name string
-		t    Tensor[int32]
-	}{{"cuQ", cuQ}, {"cuK", cuK}} {
-		if err := sameDevice(op, x.name, dev, x.t); err != nil {
-			return err
-		}
-	}
-	for _, x := range []struct {
-		name, dims string
-		t          Tensor[T]
-	}{{"q", "[totalQ, heads, d]", q}, {"k", "[totalK, kvHeads, d]", k}, {"v", "[totalK, kvHeads, d]", v}, {"out", "[totalQ, heads, d] (q's)", out}} {
-		if x.t.rank != 3 {
-			return fmt.Errorf("ops: %s: %s has rank %d (shape %v); want %s", op, x.name, x.t.rank, x.t.Shape(), x.dims)
-		}
 	}
 	totalQ, heads, hd := q.shape[0], q.shape[1], q.shape[2]
 	totalK, kvHeads := k.shape[0], k.shape[1]

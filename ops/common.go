@@ -252,3 +252,38 @@ func attentionApart[T jit.Elem](op string, q, out Tensor[T], kv [2]named[T], idx
 	}
 	return nil
 }
+
+// attentionOperands runs the attention ops' common checks: the context, q's element type
+// (bf16 or f16), every operand on q's device, and q, kv and out (dims[0..3], in that
+// order: the shapes the errors say are wanted) of the given rank. It returns the device.
+func attentionOperands[T jit.Elem](ctx context.Context, op string, q, out Tensor[T], kv [2]named[T], idx [2]named[int32], rank int, dims [4]string) (*jit.Device, error) {
+	if err := begin(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := dtypeIn(op, "q", jit.ElemType[T](), ptx.BF16, ptx.F16); err != nil {
+		return nil, err
+	}
+	dev, err := deviceOf(op, "q", q)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range [3]named[T]{kv[0], kv[1], {"out", out}} {
+		if err := sameDevice(op, x.name, dev, x.t); err != nil {
+			return nil, err
+		}
+	}
+	for _, x := range idx {
+		if x.name == "" {
+			continue
+		}
+		if err := sameDevice(op, x.name, dev, x.t); err != nil {
+			return nil, err
+		}
+	}
+	for i, x := range [4]named[T]{{"q", q}, kv[0], kv[1], {"out", out}} {
+		if x.t.rank != rank {
+			return nil, fmt.Errorf("ops: %s: %s has rank %d (shape %v); want %s", op, x.name, x.t.rank, x.t.Shape(), dims[i])
+		}
+	}
+	return dev, nil
+}
