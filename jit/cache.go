@@ -41,12 +41,18 @@ type CacheKey struct {
 	DevLib [32]byte // sha256 over the device library (PTX, archive, version); zero when none
 	Arch   string   // "sm_90"
 	Driver int      // the driver's CUDA version, cuDriverGetVersion
+	// Compiler is the ptxas that compiled the PTX (its --version line; PtxasEnv), empty for
+	// the driver's JIT compiler.
+	Compiler string
 }
 
 // String is the key as a file name: a sha256 over all fields, in hex.
 func (k CacheKey) String() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "kgen-jit-cubin v1\nptx %x\ndevlib %x\narch %s\ndriver %d\n", k.PTX, k.DevLib, k.Arch, k.Driver)
+	if k.Compiler != "" {
+		fmt.Fprintf(h, "compiler %s\n", k.Compiler)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

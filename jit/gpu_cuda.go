@@ -186,18 +186,50 @@ func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, er
 	if err != nil {
 		return nil, st, err
 	}
+	px, err := ptxasFromEnv()
+	if err != nil {
+		return nil, st, err
+	}
+	if px != nil {
+		key.Compiler = px.version
+	}
+	mode, err := jitModeFromEnv()
+	if err != nil {
+		return nil, st, err
+	}
+	if mode == jitWhole && req.devlib == nil && px == nil {
+		return d.loadWhole(req)
+	}
+	// Without a device library, auto falls back to a whole-program compile when the
+	// relocatable one serialized wgmma instructions (remembered in the cache, under keys of
+	// their own: a link-mode load never finds that entry).
+	fallback := mode == jitAuto && req.devlib == nil && px == nil
+	if fallback {
+		key.Compiler = autoCompiler
+	}
 	if cache.Enabled() {
 		st.Key = key.String()
 	}
 	var linkTime time.Duration
 	img, hit, err := cachedLink(cache, key, func() ([]byte, error) {
 		t0 := time.Now()
-		b, err := d.link(req)
+		b, log, err := d.link(req, px, fallback)
 		linkTime = time.Since(t0)
+		if err == nil && fallback && serializedWGMMA(log) {
+			return wholeProgramEntry, nil
+		}
 		return b, err
 	})
 	if err != nil {
 		return nil, st, err
+	}
+	if bytes.Equal(img, wholeProgramEntry) {
+		if !fallback {
+			return nil, st, fmt.Errorf("jit: module %s: the cache entry %s says to compile a whole program, which %s=link or a device library rules out; clear the cache (%s)", req.name, key, JITModeEnv, DefaultCacheDir())
+		}
+		w, wst, err := d.loadWhole(req)
+		wst.CacheHit, wst.Link, wst.Key = hit, linkTime, st.Key
+		return w, wst, err
 	}
 	st.CacheHit, st.Link, st.CubinLen = hit, linkTime, len(img)
 	t0 := time.Now()
@@ -214,20 +246,63 @@ func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, er
 	return &cudaModule{d: d, mod: mod, src: req.mod}, st, nil
 }
 
+// loadWhole has the driver compile req's PTX as a whole program (cuModuleLoadDataEx): not
+// cached by kgen (the driver keeps its own compute cache); Stats().Load includes the compile.
+func (d *cudaDevice) loadWhole(req *loadRequest) (module, LoadStats, error) {
+	var st LoadStats
+	errLog := make([]byte, 32<<10)
+	t0 := time.Now()
+	var mod cu.Module
+	err := d.do(func() error {
+		var e error
+		mod, e = cu.LoadDataEx(string(req.ptx)+"\x00", &cu.JITErrorLogBuffer{Buffer: errLog})
+		return e
+	})
+	st.Load = time.Since(t0)
+	if err != nil {
+		if log := cstr(errLog); log != "" {
+			return nil, st, fmt.Errorf("jit: module %s: the driver's compile for %s (cuModuleLoadDataEx): %v:\n%s", req.name, d.inf.Arch, err, log)
+		}
+		return nil, st, fmt.Errorf("jit: module %s: the driver's compile for %s (cuModuleLoadDataEx): %v", req.name, d.inf.Arch, err)
+	}
+	return &cudaModule{d: d, mod: mod, src: req.mod}, st, nil
+}
+
 // link runs cuLinkCreate -> AddData(kernel PTX) [-> AddData(devlib PTX) -> AddFile(archive,
-// CU_JIT_INPUT_LIBRARY)] -> cuLinkComplete and returns the cubin.
-func (d *cudaDevice) link(req *loadRequest) ([]byte, error) {
+// CU_JIT_INPUT_LIBRARY)] -> cuLinkComplete and returns the cubin. With px the kernel's PTX is
+// compiled by that ptxas: its cubin is the result, or (with a device library) goes to the
+// linker in the PTX's place.
+func (d *cudaDevice) link(req *loadRequest, px *ptxasCompiler, verbose bool) (cubin []byte, infoLog string, err error) {
+	arch := d.inf.Arch
+	if req.mod != nil && req.mod.Target != "" {
+		arch = string(req.mod.Target)
+	}
+	var kernelCubin []byte
+	if px != nil {
+		b, err := px.compile(req.name, req.ptx, arch, req.devlib != nil)
+		if err != nil {
+			return nil, "", err
+		}
+		if req.devlib == nil {
+			return b, "", nil
+		}
+		kernelCubin = b
+	}
 	var out []byte
 	errLog := make([]byte, 32<<10)
-	infoLog := make([]byte, 32<<10)
-	err := d.do(func() error {
-		lk, err := cu.NewLink(&cu.JITErrorLogBuffer{Buffer: errLog}, &cu.JITInfoLogBuffer{Buffer: infoLog},
-			&cu.JITLogVerbose{Enabled: false})
+	info := make([]byte, 64<<10)
+	err = d.do(func() error {
+		lk, err := cu.NewLink(&cu.JITErrorLogBuffer{Buffer: errLog}, &cu.JITInfoLogBuffer{Buffer: info},
+			&cu.JITLogVerbose{Enabled: verbose})
 		if err != nil {
 			return fmt.Errorf("cuLinkCreate: %v", err)
 		}
 		defer lk.Destroy()
-		if err := lk.AddData(cu.JITInputPTX, string(req.ptx)+"\x00", req.name+".ptx"); err != nil {
+		if kernelCubin != nil {
+			if err := lk.AddData(cu.JITInputCUBIN, string(kernelCubin), req.name+".cubin"); err != nil {
+				return fmt.Errorf("cuLinkAddData(kernel cubin from %s): %v", px.path, err)
+			}
+		} else if err := lk.AddData(cu.JITInputPTX, string(req.ptx)+"\x00", req.name+".ptx"); err != nil {
 			return fmt.Errorf("cuLinkAddData(kernel PTX): %v", err)
 		}
 		if req.devlib != nil {
@@ -262,14 +337,14 @@ func (d *cudaDevice) link(req *loadRequest) ([]byte, error) {
 	if err != nil {
 		log := cstr(errLog)
 		if log == "" {
-			log = cstr(infoLog)
+			log = cstr(info)
 		}
 		if log != "" {
-			return nil, fmt.Errorf("jit: linking module %s for %s: %v:\n%s", req.name, d.inf.Arch, err, log)
+			return nil, "", fmt.Errorf("jit: linking module %s for %s: %v:\n%s", req.name, d.inf.Arch, err, log)
 		}
-		return nil, fmt.Errorf("jit: linking module %s for %s: %v", req.name, d.inf.Arch, err)
+		return nil, "", fmt.Errorf("jit: linking module %s for %s: %v", req.name, d.inf.Arch, err)
 	}
-	return out, nil
+	return out, cstr(info), nil
 }
 
 func cstr(b []byte) string {

@@ -57,6 +57,8 @@ func timing(t *testing.T, format string, a ...any) {
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }
 
 func TestGPUVectorAdd(t *testing.T) {
+	// kgen's cubin cache holds what cuLink produces.
+	t.Setenv(JITModeEnv, "link")
 	cache := NewCache(t.TempDir())
 	d := openGPUOrSkip(t, 0, WithCache(cache))
 	defer d.Close()
@@ -144,6 +146,16 @@ func TestGPUVectorAdd(t *testing.T) {
 		t.Fatalf("cache off: hit=%v err=%v", m3 != nil && m3.Stats().CacheHit, err)
 	}
 	timing(t, "vector_add cache off: link %s, load %s", ms(m3.Stats().Link), ms(m3.Stats().Load))
+	// Whole program: the driver compiles; kgen's cache is not consulted.
+	t.Setenv(JITModeEnv, "whole")
+	m4, err := d2.Load(src)
+	if err != nil || m4.Stats().CacheHit || m4.Stats().Key != "" || m4.Stats().Load <= 0 {
+		t.Fatalf("whole-program load: %+v, %v (want no cache key, a compile in Load)", m4 != nil && m4.Stats().CacheHit, err)
+	}
+	if _, err := m4.Function("vector_add_f32"); err != nil {
+		t.Fatal(err)
+	}
+	timing(t, "vector_add whole program: load %s", ms(m4.Stats().Load))
 
 	// Streams, async copies and events.
 	s, err := d.NewStream()

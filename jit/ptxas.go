@@ -1,0 +1,136 @@
+package jit
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// PtxasEnv names the environment variable that makes the GPU backend compile PTX with that
+// ptxas (a path) instead of the driver's compiler: whole modules straight to a cubin (cached
+// by kgen, keyed by the ptxas's version), or, for a module that links NVSHMEM's device
+// library, relocatable code for the driver's linker. For a toolkit newer (or older) than the
+// driver's, or to pin the compiler.
+const PtxasEnv = "KGEN_PTXAS"
+
+// JITModeEnv names the environment variable that picks how the GPU backend compiles a
+// module that does not link NVSHMEM (PtxasEnv takes precedence):
+//   - unset or "auto": through the driver's linker (cuLink*, cached by kgen), which
+//     compiles PTX as relocatable code; when its ptxas reports serialized wgmma
+//     instructions there, the driver compiles the module as a whole program instead.
+//   - "whole": always as a whole program (cuModuleLoadDataEx; not cached by kgen).
+//   - "link": always through the linker.
+//
+// Relocatable code makes ptxas ignore setmaxnreg; on an H200 that made the sm_90a GEMMs 2-4%
+// faster, but it serialized every wgmma of the sm_90a attention (0.4-0.9 times the whole
+// program's speed; docs/facts.md).
+const JITModeEnv = "KGEN_JIT"
+
+type jitMode int
+
+const (
+	jitAuto jitMode = iota
+	jitWhole
+	jitLink
+)
+
+// jitModeFromEnv reads JITModeEnv.
+func jitModeFromEnv() (jitMode, error) {
+	switch m := os.Getenv(JITModeEnv); m {
+	case "", "auto":
+		return jitAuto, nil
+	case "whole":
+		return jitWhole, nil
+	case "link":
+		return jitLink, nil
+	default:
+		return 0, fmt.Errorf("jit: %s=%q: want auto, whole or link", JITModeEnv, m)
+	}
+}
+
+// autoCompiler is CacheKey.Compiler in the auto mode, whose entries may be
+// wholeProgramEntry.
+const autoCompiler = "driver: linked, or whole where relocatable code serializes wgmma"
+
+// wholeProgramEntry is what the cache holds for a module whose relocatable compile
+// serialized its wgmma instructions: the load compiles it as a whole program.
+var wholeProgramEntry = []byte("kgen: compile as a whole program\n")
+
+// serializedWGMMA reports whether a ptxas log says it serialized wgmma instructions (C7509,
+// C7510: "wgmma.mma_async instructions are serialized due to ...").
+func serializedWGMMA(log string) bool {
+	return strings.Contains(log, "wgmma.mma_async instructions are serialized")
+}
+
+// ptxasCompiler is an external ptxas: its path and its version (part of the cache key).
+type ptxasCompiler struct {
+	path, version string
+}
+
+var ptxasVersions sync.Map // path -> version line or error
+
+// ptxasFromEnv returns the ptxas PtxasEnv names, nil when unset, or an error naming the
+// variable when it is not an executable ptxas.
+func ptxasFromEnv() (*ptxasCompiler, error) {
+	p := os.Getenv(PtxasEnv)
+	if p == "" {
+		return nil, nil
+	}
+	if v, ok := ptxasVersions.Load(p); ok {
+		if err, bad := v.(error); bad {
+			return nil, err
+		}
+		return &ptxasCompiler{path: p, version: v.(string)}, nil
+	}
+	out, err := exec.Command(p, "--version").CombinedOutput()
+	var res any
+	if err != nil {
+		res = fmt.Errorf("jit: %s=%s: running it with --version: %v %s", PtxasEnv, p, err, strings.TrimSpace(string(out)))
+	} else {
+		// The release and build lines: "Cuda compilation tools, release 13.0, V13.0.88; Build ...".
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		res = strings.TrimSpace(strings.Join(lines[max(len(lines)-2, 0):], "; "))
+		if !strings.Contains(string(out), "ptxas") {
+			res = fmt.Errorf("jit: %s=%s: not a ptxas (its --version says %q)", PtxasEnv, p, res)
+		}
+	}
+	ptxasVersions.Store(p, res)
+	if e, bad := res.(error); bad {
+		return nil, e
+	}
+	return &ptxasCompiler{path: p, version: res.(string)}, nil
+}
+
+// compile runs ptxas over text for arch (the module's .target, e.g. sm_90a), relocatable
+// (-c) when the result goes to the driver's linker, and returns the cubin.
+func (c *ptxasCompiler) compile(name string, text []byte, arch string, relocatable bool) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "kgen-ptxas-")
+	if err != nil {
+		return nil, fmt.Errorf("jit: module %s: ptxas: %v", name, err)
+	}
+	defer os.RemoveAll(dir)
+	in, out := filepath.Join(dir, "m.ptx"), filepath.Join(dir, "m.cubin")
+	if err := os.WriteFile(in, text, 0o600); err != nil {
+		return nil, fmt.Errorf("jit: module %s: ptxas: %v", name, err)
+	}
+	args := []string{"-arch=" + arch, "-O3", in, "-o", out}
+	if relocatable {
+		args = append([]string{"-c"}, args...)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(c.path, args...)
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("jit: module %s: %s for %s: %v:\n%s", name, c.path, arch, err, strings.TrimSpace(stderr.String()))
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return nil, fmt.Errorf("jit: module %s: ptxas output: %v", name, err)
+	}
+	return b, nil
+}
