@@ -40,15 +40,14 @@ type AttentionSM90Config struct {
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
 // consumer warpgroups (128 query rows), 128 keys per step (64 at head dim 256, for the
-// registers of O), two stages, the intra-warpgroup Overlap off, and the ping-pong on up to
-// head dim 128 only: the fastest measured on an H100 (bf16, 16k tokens; docs/attention.md):
-// at d 128 seqlen 16k the ping-pong took 507-539 TFLOP/s (541 causal) where both overlaps
-// took 413 and 410; at d 256 it cost a quarter (261 against 350 without it, 252 against
-// 300 causal).
+// registers of O), two stages, the intra-warpgroup Overlap on and the ping-pong off: the
+// fastest variant at every head dim on an H200 (bf16, 2k and 16k tokens, causal or not;
+// docs/attention.md), e.g. at d 128 seqlen 16k 691 TFLOP/s against 687 with the ping-pong
+// too and 590 with the ping-pong alone.
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
-	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, PingPong: true}
+	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true}
 	if headDim > 128 {
-		c.BN, c.PingPong = 64, false
+		c.BN = 64
 	}
 	return c
 }
@@ -200,7 +199,7 @@ func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (Atte
 func init() {
 	register(&Spec{
 		Name:    "attention_sm90",
-		Doc:     "forward attention (FlashAttention-3 on wgmma and TMA, warp-specialized, sm_90a): AttentionArgs, then the rank-3 TMA maps of Q, K, V (AttentionSM90Config.Launch); head dim 128, 128x128 tiles, 2 consumer warpgroups, 2 stages, intra-warpgroup overlap and ping-pong",
+		Doc:     "forward attention (FlashAttention-3 on wgmma and TMA, warp-specialized, sm_90a): AttentionArgs, then the rank-3 TMA maps of Q, K, V (AttentionSM90Config.Launch); head dim 128, 128x128 tiles, 2 consumer warpgroups, 2 stages, intra-warpgroup overlap",
 		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
 		Targets: []ptx.Target{ptx.SM90a},
 		Golden:  []ptx.Target{ptx.SM90a},

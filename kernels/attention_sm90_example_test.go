@@ -27,7 +27,7 @@ func ExampleAttentionSM90Config_Launch() {
 	fmt.Printf("grid %d, block %d, shared %d bytes\n", l.Grid, l.Block, l.SharedBytes)
 	fmt.Printf("Q map %v box %v; K and V maps %v box %v\n", l.Q.Dims, l.Q.Box, l.K.Dims, l.K.Box)
 	// Output:
-	// attention_sm90_bf16_d128_128x128_2s_causal_pp
+	// attention_sm90_bf16_d128_128x128_2s_causal_ov
 	// grid 256, block 384, shared 164864 bytes
 	// Q map [2048 1000 2] box [64 128 1]; K and V maps [512 1000 2] box [64 128 1]
 }

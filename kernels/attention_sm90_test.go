@@ -262,7 +262,7 @@ func TestAttentionSM90Refuses(t *testing.T) {
 		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers = 3; c.PingPong = false }), "3 consumer warpgroups"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.BN = 72 }), "BN 72"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.Stages = 1 }), "1 stages"},
-		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers, c.BN = 1, 64 }), "PingPong alternates two"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers, c.BN, c.PingPong = 1, 64, true }), "PingPong alternates two"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim = 256 }), "accumulator and P registers"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.Stages = 4 }), "shared memory"},
 	} {

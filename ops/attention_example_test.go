@@ -88,6 +88,6 @@ func ExampleAttention() {
 	fmt.Println(ops.Kernels(dev))
 	fmt.Println("O within 2^-8 of float64:", worst < 1.0/256, "LSE within 1e-5:", worstLSE < 1e-5)
 	// Output:
-	// [attention_sm90_bf16_d64_64x128_2s_causal]
+	// [attention_sm90_bf16_d64_64x128_2s_causal_ov]
 	// O within 2^-8 of float64: true LSE within 1e-5: true
 }
