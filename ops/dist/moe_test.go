@@ -285,7 +285,7 @@ func testMoELayer(t *testing.T, lc layerCase) {
 			}
 			want := layerRef(lc, w13, w2, in[i], r.Rank)
 			var ss, worst float64 // sum of squares of the intervals' middles; the widest interval
-			exact := 0             // intervals of one value
+			exact := 0            // intervals of one value
 			for j, g := range got {
 				v, w := float64(g.Float32()), want[j]
 				if !(w.lo <= v && v <= w.hi) {
