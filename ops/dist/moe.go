@@ -148,7 +148,7 @@ func (l *MoELayer) MoE() *collectives.MoE { return l.m }
 // up): Dispatch, GateUp, SwiGLU, Down, Combine in stream order (collective; no host
 // synchronization: call Check, or read out, to wait). x [Tokens, Hidden] bf16, ids [Tokens,
 // TopK] int32 (-1: none), weights [Tokens, TopK] f32 and out are Comm buffers viewed whole
-// (Alloc); out is not x.
+// (Alloc).
 func (l *MoELayer) Forward(ctx context.Context, out, x ops.Tensor[fp.BF16], ids ops.Tensor[int32], weights ops.Tensor[float32]) error {
 	if err := l.Dispatch(ctx, x, ids); err != nil {
 		return err
