@@ -22,6 +22,12 @@ type layerCase struct {
 	name                                  string
 	g, tokens, hidden, ffn, experts, topK int
 	route                                 func(rng *rand.Rand, i, r, t, k int) int32
+	// capacity is MoEConfig.Capacity (0: the worst case); dropped says that rank r's pairs
+	// of round i fall past it (the reference leaves them out), and overflow is what Check
+	// then reports.
+	capacity int
+	dropped  func(i, r int) bool
+	overflow string
 }
 
 // randomRoute sends each pair to a random expert or none (-1), repeats allowed.
@@ -177,6 +183,13 @@ func TestMoELayer(t *testing.T) {
 		{name: "4gpu", g: 4, tokens: 16, hidden: 64, ffn: 48, experts: 8, topK: 4, route: randomRoute(8)},
 		{name: "4gpu-skewed", g: 4, tokens: 12, hidden: 32, ffn: 16, experts: 8, topK: 1,
 			route: func(_ *rand.Rand, i, _, _, _ int) int32 { return int32(5 - 5*i) }}, // all to expert 5, then 0
+		// Every token to one expert, twice the rows its GPU's receive buffer holds: GPU 0's
+		// rows come first (by source GPU), so GPU 1's pairs are dropped, Check says so on
+		// every rank and GPU 1's tokens come back 0.
+		{name: "2gpu-overflow", g: 2, tokens: 6, hidden: 16, ffn: 16, experts: 4, topK: 1, capacity: 6,
+			route:    func(_ *rand.Rand, i, _, _, _ int) int32 { return int32(1 + 2*i) }, // expert 1 (GPU 0), then 3 (GPU 1)
+			dropped:  func(_, r int) bool { return r == 1 },
+			overflow: "a GPU receives 12 rows, past MoEConfig.Capacity 6"},
 	}
 	for _, lc := range cases {
 		t.Run(lc.name, func(t *testing.T) { testMoELayer(t, lc) })
@@ -212,7 +225,7 @@ func testMoELayer(t *testing.T, lc layerCase) {
 			in[i].x, in[i].ids, in[i].w = append(in[i].x, x), append(in[i].ids, ids), append(in[i].w, w)
 		}
 	}
-	cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: lc.tokens, TopK: lc.topK, Hidden: h, Experts: lc.experts}, FFN: f}
+	cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: lc.tokens, TopK: lc.topK, Hidden: h, Experts: lc.experts, Capacity: lc.capacity}, FFN: f}
 	ro := jit.RanksOptions{Backend: jit.Emulator, World: lc.g, NVSHMEM: true}
 	err := jit.RunRanks(ro, func(r *jit.Rank) error {
 		c, err := collectives.New(ctx, r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -275,15 +288,25 @@ func testMoELayer(t *testing.T, lc layerCase) {
 				return fmt.Errorf("round %d: %w", i, err)
 			}
 		}
-		if err := l.Check(ctx); err != nil {
+		if err := l.Check(ctx); lc.overflow == "" && err != nil {
 			return err
+		} else if lc.overflow != "" && (err == nil || !strings.Contains(err.Error(), lc.overflow)) {
+			return fmt.Errorf("Check: %v; want an error containing %q", err, lc.overflow)
 		}
 		for i := range in {
 			got := make([]fp.BF16, lc.tokens*h)
 			if err := outs[i].Buffer().CopyToHost(got); err != nil {
 				return err
 			}
-			want := layerRef(lc, w13, w2, in[i], r.Rank)
+			ri := in[i]
+			if lc.dropped != nil && lc.dropped(i, r.Rank) {
+				ri.ids = append([][]int32(nil), ri.ids...)
+				ri.ids[r.Rank] = make([]int32, len(ri.ids[r.Rank]))
+				for j := range ri.ids[r.Rank] {
+					ri.ids[r.Rank][j] = -1 // dropped: not combined
+				}
+			}
+			want := layerRef(lc, w13, w2, ri, r.Rank)
 			var ss, worst float64 // sum of squares of the intervals' middles; the widest interval
 			exact := 0            // intervals of one value
 			for j, g := range got {
@@ -300,7 +323,7 @@ func testMoELayer(t *testing.T, lc layerCase) {
 			}
 			// The intervals must be narrow beside the outputs for the check to mean anything.
 			rms := math.Sqrt(ss / float64(len(got)))
-			if rms == 0 {
+			if rms == 0 && (lc.dropped == nil || !lc.dropped(i, r.Rank)) {
 				return fmt.Errorf("GPU %d round %d: every output is 0: the test checks nothing", r.Rank, i)
 			}
 			if worst > 0.05*rms {
