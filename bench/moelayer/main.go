@@ -26,12 +26,16 @@ import (
 	"math/rand"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/kgen-dev/kgen/collectives"
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ops"
 	"github.com/kgen-dev/kgen/ops/dist"
 )
@@ -53,14 +57,55 @@ func main() {
 	flag.IntVar(&c.iters, "iters", 20, "timed layers")
 	flag.IntVar(&c.warmup, "warmup", 3, "warm-up layers")
 	flag.IntVar(&c.check, "check", 2, "tokens per rank checked against float64 (0: none)")
+	gateUp := flag.String("gateup", "pick", "the gate/up grouped GEMM: pick or BMxBN:<stages>s[:tma][:band<b>] (as gpubench grouped -variants)")
+	down := flag.String("down", "pick", "the down grouped GEMM: pick or BMxBN:<stages>s[:tma][:band<b>]")
 	flag.Parse()
+	var err error
+	if c.cfg.GateUp, err = parseGrouped(*gateUp); err != nil {
+		log.Fatalf("moelayer: -gateup: %v", err)
+	}
+	if c.cfg.Down, err = parseGrouped(*down); err != nil {
+		log.Fatalf("moelayer: -down: %v", err)
+	}
 	if c.cfg.TopK > c.cfg.Experts {
 		log.Fatalf("moelayer: -topk %d > -experts %d: the experts of a token are distinct", c.cfg.TopK, c.cfg.Experts)
 	}
-	err := jit.RunRanks(jit.RanksOptions{NVSHMEM: true}, func(r *jit.Rank) error { return run(r, c) })
+	err = jit.RunRanks(jit.RanksOptions{NVSHMEM: true}, func(r *jit.Rank) error { return run(r, c) })
 	if err != nil {
 		log.Fatalf("moelayer: %v", err)
 	}
+}
+
+// parseGrouped reads "pick" (the zero configuration) or BMxBN:<stages>s[:tma][:band<b>], a
+// bf16 grouped GEMM configuration, checked by its Check.
+func parseGrouped(s string) (kernels.GemmSM90GroupedConfig, error) {
+	var c kernels.GemmSM90GroupedConfig
+	if s == "pick" {
+		return c, nil
+	}
+	f := strings.Split(s, ":")
+	var bm, bn int
+	if _, err := fmt.Sscanf(f[0], "%dx%d", &bm, &bn); err != nil || (bm != 64 && bm != 128) || len(f) < 2 || !strings.HasSuffix(f[1], "s") {
+		return c, fmt.Errorf("%q: want pick or BMxBN:<stages>s[:tma][:band<b>] with BM 64 or 128 (e.g. 128x256:3s:tma:band8)", s)
+	}
+	stages, err := strconv.Atoi(strings.TrimSuffix(f[1], "s"))
+	if err != nil {
+		return c, fmt.Errorf("%q: stages are <n>s", s)
+	}
+	c = kernels.GemmSM90GroupedConfig{GemmSM90Config: kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: bn, Consumers: bm / 64, Stages: stages}}
+	for _, o := range f[2:] {
+		switch {
+		case o == "tma":
+			c.TMAStore = true
+		case strings.HasPrefix(o, "band"):
+			if c.BandM, err = strconv.Atoi(strings.TrimPrefix(o, "band")); err != nil {
+				return c, fmt.Errorf("%q: band<b> takes a number of row tiles", s)
+			}
+		default:
+			return c, fmt.Errorf("%q: option %q (want tma or band<b>)", s, o)
+		}
+	}
+	return c, c.Check()
 }
 
 // hash is splitmix64's finalizer: a stateless random word of x.
@@ -306,10 +351,18 @@ func run(r *jit.Rank, c config) error {
 		sum += p
 	}
 	flops := 6 * float64(rows) * float64(h) * float64(f)
-	fmt.Printf("moelayer rank=%d gpus=%d tokens=%d hidden=%d ffn=%d experts=%d topk=%d capacity=%d rows=%d layer_us=%.1f dispatch_us=%.1f gateup_us=%.1f swiglu_us=%.1f down_us=%.1f combine_us=%.1f steps_us=%.1f expert_TFLOPs=%.1f setup_s=%.1f check=%q\n",
+	fmt.Printf("moelayer rank=%d gpus=%d tokens=%d hidden=%d ffn=%d experts=%d topk=%d capacity=%d rows=%d layer_us=%.1f dispatch_us=%.1f gateup_us=%.1f swiglu_us=%.1f down_us=%.1f combine_us=%.1f steps_us=%.1f expert_TFLOPs=%.1f setup_s=%.1f gateup=%s down=%s check=%q\n",
 		rank, g, cfg.Tokens, h, f, cfg.Experts, cfg.TopK, cfg.Capacity, rows, layer, per[0], per[1], per[2], per[3], per[4], sum,
-		flops/layer/1e6, setup.Seconds(), verdict)
+		flops/layer/1e6, setup.Seconds(), name(cfg.GateUp), name(cfg.Down), verdict)
 	return nil
+}
+
+// name is a configuration's kernel name, "pick" for the zero one.
+func name(c kernels.GemmSM90GroupedConfig) string {
+	if c.BN == 0 {
+		return "pick"
+	}
+	return c.Name()
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

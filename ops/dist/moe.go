@@ -6,8 +6,10 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/collectives"
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ops"
 )
 
@@ -19,6 +21,10 @@ type MoELayerConfig struct {
 	// FFN is each expert's intermediate size F (a multiple of 8): W13 maps Hidden to 2F
 	// (gate, up), W2 maps F back to Hidden.
 	FFN int
+	// GateUp and Down, when their BN is not 0, are the two grouped GEMMs' kernel
+	// configurations in place of kernels.GemmSM90GroupedFor's picks
+	// (ops.GroupedMatmulOptions.Config: for timing variants); In and Out are bf16.
+	GateUp, Down kernels.GemmSM90GroupedConfig
 }
 
 // MoELayer is an expert-parallel MoE layer on a Comm (docs/moe.md, "The whole layer"): its
@@ -96,6 +102,21 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 		}
 		if !x.t.IsContiguous() {
 			return nil, fmt.Errorf("dist: %s: %s (strides %v) is not contiguous; the grouped GEMM takes row-major weights", what, x.name, x.t.Strides())
+		}
+	}
+	for _, x := range []struct {
+		name string
+		cfg  kernels.GemmSM90GroupedConfig
+		n, k int
+	}{{"GateUp", cfg.GateUp, 2 * f, hid}, {"Down", cfg.Down, hid, f}} {
+		if x.cfg.BN == 0 {
+			continue
+		}
+		if x.cfg.In != dsl.BF16 || x.cfg.Out != dsl.BF16 {
+			return nil, fmt.Errorf("dist: %s: MoELayerConfig.%s is %s -> %s; want bf16 -> bf16", what, x.name, x.cfg.In, x.cfg.Out)
+		}
+		if err := x.cfg.CheckShape(max(cfg.Capacity, 1), x.n, x.k, el); err != nil {
+			return nil, fmt.Errorf("dist: %s: MoELayerConfig.%s: %w", what, x.name, err)
 		}
 	}
 	m, err := c.NewMoE(ctx, cfg.MoEConfig)
@@ -202,7 +223,7 @@ func (l *MoELayer) GateUp(ctx context.Context) error {
 	if err := l.begin(ctx, "MoELayer.GateUp", stepDispatch); err != nil {
 		return err
 	}
-	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.gu, l.recv, l.w13, l.offs, nil); err != nil {
+	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.gu, l.recv, l.w13, l.offs, gemmOptions(l.cfg.GateUp)); err != nil {
 		return err
 	}
 	l.step = stepGateUp
@@ -230,7 +251,7 @@ func (l *MoELayer) Down(ctx context.Context) error {
 	if err := l.begin(ctx, "MoELayer.Down", stepSwiGLU); err != nil {
 		return err
 	}
-	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.y, l.h, l.w2, l.offs, nil); err != nil {
+	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.y, l.h, l.w2, l.offs, gemmOptions(l.cfg.Down)); err != nil {
 		return err
 	}
 	l.step = stepDown
@@ -313,6 +334,14 @@ func (l *MoELayer) begin(ctx context.Context, what string, after int) error {
 		return fmt.Errorf("dist: %s: run MoELayer.%s first (each step reads the previous one's output; Forward runs them in order)", what, stepNames[l.step+1])
 	}
 	return nil
+}
+
+// gemmOptions runs cfg in place of the pick when its BN is not 0 (nil: the pick).
+func gemmOptions(cfg kernels.GemmSM90GroupedConfig) *ops.GroupedMatmulOptions[fp.BF16] {
+	if cfg.BN == 0 {
+		return nil
+	}
+	return &ops.GroupedMatmulOptions[fp.BF16]{Alpha: 1, Config: cfg}
 }
 
 // shaped checks that an operand is [rows, cols].

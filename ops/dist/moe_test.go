@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/collectives"
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ops"
 	"github.com/kgen-dev/kgen/ops/dist"
 )
@@ -28,6 +30,8 @@ type layerCase struct {
 	capacity int
 	dropped  func(i, r int) bool
 	overflow string
+	// gateUp and down force the grouped GEMMs' configurations (BN 0: the pick).
+	gateUp, down kernels.GemmSM90GroupedConfig
 }
 
 // randomRoute sends each pair to a random expert or none (-1), repeats allowed.
@@ -173,6 +177,9 @@ func TestMoELayer(t *testing.T) {
 	cases := []layerCase{
 		{name: "1gpu", g: 1, tokens: 6, hidden: 16, ffn: 16, experts: 4, topK: 2, route: randomRoute(4)},
 		{name: "2gpu", g: 2, tokens: 8, hidden: 32, ffn: 24, experts: 4, topK: 2, route: randomRoute(4)},
+		{name: "2gpu-configs", g: 2, tokens: 8, hidden: 32, ffn: 24, experts: 4, topK: 2, route: randomRoute(4),
+			gateUp: kernels.GemmSM90GroupedConfig{GemmSM90Config: kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 64, Consumers: 1, Stages: 4, TMAStore: true}, BandM: 8},
+			down:   kernels.GemmSM90GroupedConfig{GemmSM90Config: kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 128, Consumers: 2, Stages: 3}}},
 		{name: "2gpu-sparse", g: 2, tokens: 7, hidden: 24, ffn: 32, experts: 8, topK: 4,
 			route: func(rng *rand.Rand, i, r, t, k int) int32 {
 				if t == 3 || k >= 2 { // token 3 goes nowhere; two pairs of each token are empty
@@ -225,7 +232,8 @@ func testMoELayer(t *testing.T, lc layerCase) {
 			in[i].x, in[i].ids, in[i].w = append(in[i].x, x), append(in[i].ids, ids), append(in[i].w, w)
 		}
 	}
-	cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: lc.tokens, TopK: lc.topK, Hidden: h, Experts: lc.experts, Capacity: lc.capacity}, FFN: f}
+	cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: lc.tokens, TopK: lc.topK, Hidden: h, Experts: lc.experts, Capacity: lc.capacity}, FFN: f,
+		GateUp: lc.gateUp, Down: lc.down}
 	ro := jit.RanksOptions{Backend: jit.Emulator, World: lc.g, NVSHMEM: true}
 	err := jit.RunRanks(ro, func(r *jit.Rank) error {
 		c, err := collectives.New(ctx, r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -379,6 +387,15 @@ func TestMoELayerErrors(t *testing.T) {
 		}
 		_, err = dist.NewMoELayer(ctx, c, bad, w13, w2)
 		add("FFN", err, "FFN 12: want a positive multiple of 8")
+		f16 := cfg
+		f16.GateUp = kernels.DefaultGemmSM90GroupedConfig(dsl.F16)
+		_, err = dist.NewMoELayer(ctx, c, f16, w13, w2)
+		add("GateUp dtype", err, "MoELayerConfig.GateUp is f16 -> f16; want bf16 -> bf16")
+		badTile := cfg
+		badTile.Down = kernels.DefaultGemmSM90GroupedConfig(dsl.BF16)
+		badTile.Down.Stages = 99
+		_, err = dist.NewMoELayer(ctx, c, badTile, w13, w2)
+		add("Down config", err, "MoELayerConfig.Down: ")
 		_, err = dist.NewMoELayer(ctx, c, cfg, local(experts, hidden, ffn), w2)
 		add("w13 shape", err, "w13 has shape [2 16 8]; want [2 16 16]")
 		_, err = dist.NewMoELayer(ctx, c, cfg, w13, ops.Tensor[fp.BF16]{})

@@ -11,7 +11,8 @@
 # Then on the device, from the repository root: NG=4 bash scripts/bench/moe_layer.sh (NG=2 on
 # two GPUs). FLAGS passes shape flags to both (kgen's spelling, -name value: -tokens 4096
 # -hidden 7168 -ffn 2048 -experts 32 -topk 8 are the defaults); ITERS (20). Logs in $OUT
-# (/tmp/moelayer). About a minute at the default shape (setup and the checks on the host
+# (/tmp/moelayer); KFLAGS goes to kgen alone (-gateup 128x256:3s:tma:band8, -down ...: the
+# grouped GEMMs' configurations in place of the picks; -capacity). About a minute at the default shape (setup and the checks on the host
 # included).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,13 +24,14 @@ ng=${NG:-$(nvidia-smi -L | wc -l)}
 out=${OUT:-/tmp/moelayer}
 iters=${ITERS:-20}
 flags=(${FLAGS:-})
+kflags=(${KFLAGS:-})
 mkdir -p "$out"
 py=${PYTHON:-python3}
 if [ -x /opt/torch/.venv/bin/python ] && [ -z "${PYTHON:-}" ]; then py=/opt/torch/.venv/bin/python; fi
 tr=("$py" -m torch.distributed.run)
 nvidia-smi --query-gpu=index,name --format=csv,noheader | head -n "$ng"
 status=0
-timeout 300 ./.gpu/kgen launch -n "$ng" --backend cuda -- ./.gpu/moelayer -iters "$iters" "${flags[@]}" >"$out/kgen.txt" 2>"$out/kgen.err" || { status=1; tail -30 "$out/kgen.err"; }
+timeout 300 ./.gpu/kgen launch -n "$ng" --backend cuda -- ./.gpu/moelayer -iters "$iters" "${flags[@]}" "${kflags[@]}" >"$out/kgen.txt" 2>"$out/kgen.err" || { status=1; tail -30 "$out/kgen.err"; }
 cat "$out/kgen.txt"
 # torch_moe_layer.py takes --name value for the same -name value flags (the shape flags
 # only: -tokens, -hidden, -ffn, -experts, -topk, -check).
