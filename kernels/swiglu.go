@@ -43,10 +43,11 @@ func SwiGLUCheckShape(rows, f int) error {
 }
 
 // SwiGLUShape is swiglu's launch over rows x F: blocks of 256 threads, a thread per 16-byte
-// vector of Out, at most 32 blocks per multiprocessor (the grid-stride loop covers the
-// rest, so rows past a device row count cost a block's exit, not a pass).
+// vector of Out, at most 8 blocks per multiprocessor (2048 threads: one resident wave; the
+// grid-stride loop covers the rest, and stops at a device row count, so the rows past it
+// cost nothing).
 func SwiGLUShape(rows, f, sms int) Shape {
-	return Shape{Grid: max(1, min(ceilDiv(rows*(f/8), streamThreads), 32*max(sms, 1))), Block: streamThreads}
+	return Shape{Grid: max(1, min(ceilDiv(rows*(f/8), streamThreads), 8*max(sms, 1))), Block: streamThreads}
 }
 
 // SwiGLU writes out[r, c] = silu(g) * u with g = gateUp[r, c], u = gateUp[r, F+c], in f32:
