@@ -30,7 +30,8 @@ type MoELayerConfig struct {
 // MoELayer is an expert-parallel MoE layer on a Comm (docs/moe.md, "The whole layer"): its
 // dispatch and combine (a collectives.MoE), this GPU's experts' weights and the scratch
 // between the steps. Forward runs the five steps on the Comm's stream with no host
-// synchronization: counts and offsets stay on the device.
+// synchronization: counts and offsets stay on the device. A MoELayer is used by one
+// goroutine at a time.
 type MoELayer struct {
 	c    *collectives.Comm
 	m    *collectives.MoE

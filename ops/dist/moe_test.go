@@ -25,11 +25,11 @@ type layerCase struct {
 	g, tokens, hidden, ffn, experts, topK int
 	route                                 func(rng *rand.Rand, i, r, t, k int) int32
 	// capacity is MoEConfig.Capacity (0: the worst case); dropped says that rank r's pairs
-	// of round i fall past it (the reference leaves them out), and overflow is what Check
-	// then reports.
+	// of round i fall past it (the reference leaves them out); checkErr is what Check then
+	// reports (past the capacity, or bad ids).
 	capacity int
 	dropped  func(i, r int) bool
-	overflow string
+	checkErr string
 	// gateUp and down force the grouped GEMMs' configurations (BN 0: the pick).
 	gateUp, down kernels.GemmSM90GroupedConfig
 }
@@ -139,8 +139,8 @@ func layerRef(lc layerCase, w13, w2 []float32, in layerRound, r int) []iv {
 		ws := make([][]float64, lc.g)
 		for kk := 0; kk < k; kk++ {
 			e := int(in.ids[r][tok*k+kk])
-			if e < 0 {
-				continue
+			if e < 0 || e >= lc.experts {
+				continue // none, or a bad id: not sent, not combined
 			}
 			d := e / el
 			ys[d] = append(ys[d], expertRef(lc, w13, w2, e, in.x[r][tok*h:(tok+1)*h]))
@@ -190,13 +190,26 @@ func TestMoELayer(t *testing.T) {
 		{name: "4gpu", g: 4, tokens: 16, hidden: 64, ffn: 48, experts: 8, topK: 4, route: randomRoute(8)},
 		{name: "4gpu-skewed", g: 4, tokens: 12, hidden: 32, ffn: 16, experts: 8, topK: 1,
 			route: func(_ *rand.Rand, i, _, _, _ int) int32 { return int32(5 - 5*i) }}, // all to expert 5, then 0
+		// Ids outside [-1, Experts): Check reports them on every rank, and those pairs are
+		// neither sent nor combined.
+		{name: "2gpu-badids", g: 2, tokens: 6, hidden: 16, ffn: 8, experts: 4, topK: 2,
+			route: func(rng *rand.Rand, i, r, t, k int) int32 {
+				switch {
+				case t == 1 && k == 0:
+					return 4 // one past the last expert
+				case t == 2 && k == 1:
+					return -7
+				}
+				return int32(rng.Intn(4))
+			},
+			checkErr: "expert ids outside [-1, 4)"},
 		// Every token to one expert, twice the rows its GPU's receive buffer holds: GPU 0's
 		// rows come first (by source GPU), so GPU 1's pairs are dropped, Check says so on
 		// every rank and GPU 1's tokens come back 0.
 		{name: "2gpu-overflow", g: 2, tokens: 6, hidden: 16, ffn: 16, experts: 4, topK: 1, capacity: 6,
 			route:    func(_ *rand.Rand, i, _, _, _ int) int32 { return int32(1 + 2*i) }, // expert 1 (GPU 0), then 3 (GPU 1)
 			dropped:  func(_, r int) bool { return r == 1 },
-			overflow: "a GPU receives 12 rows, past MoEConfig.Capacity 6"},
+			checkErr: "a GPU receives 12 rows, past MoEConfig.Capacity 6"},
 	}
 	for _, lc := range cases {
 		t.Run(lc.name, func(t *testing.T) { testMoELayer(t, lc) })
@@ -296,10 +309,10 @@ func testMoELayer(t *testing.T, lc layerCase) {
 				return fmt.Errorf("round %d: %w", i, err)
 			}
 		}
-		if err := l.Check(ctx); lc.overflow == "" && err != nil {
+		if err := l.Check(ctx); lc.checkErr == "" && err != nil {
 			return err
-		} else if lc.overflow != "" && (err == nil || !strings.Contains(err.Error(), lc.overflow)) {
-			return fmt.Errorf("Check: %v; want an error containing %q", err, lc.overflow)
+		} else if lc.checkErr != "" && (err == nil || !strings.Contains(err.Error(), lc.checkErr)) {
+			return fmt.Errorf("Check: %v; want an error containing %q", err, lc.checkErr)
 		}
 		for i := range in {
 			got := make([]fp.BF16, lc.tokens*h)
