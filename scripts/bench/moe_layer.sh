@@ -16,7 +16,7 @@
 # included).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
+export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 # The symmetric heap holds the receive rows and the experts' output rows (2 x Capacity x
 # hidden bf16: 3.8 GB at the default shape on 4 GPUs) and the token and partial buffers.
 export NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-12884901888}
