@@ -84,6 +84,9 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	if cfg.Experts < 1 || g < 1 || cfg.Experts%g != 0 {
 		return nil, fmt.Errorf("dist: %s: MoELayerConfig.Experts %d: want a positive multiple of the %d GPUs", what, cfg.Experts, g)
 	}
+	if cfg.Hidden < 8 || cfg.Hidden%8 != 0 {
+		return nil, fmt.Errorf("dist: %s: MoELayerConfig.Hidden %d: want a positive multiple of 8 (16-byte rows of bf16)", what, cfg.Hidden)
+	}
 	el, f, hid := cfg.Experts/g, cfg.FFN, cfg.Hidden
 	for _, x := range []struct {
 		name  string
@@ -136,13 +139,15 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	if l.rows, err = l.offs.Narrow(0, el, 1); err != nil {
 		return nil, err
 	}
+	dev := m.Recv().Memory().Device()
+	if w13.Buffer().Memory().Device() != dev || w2.Buffer().Memory().Device() != dev {
+		return nil, fmt.Errorf("dist: %s: w13 and w2 must live on this rank's device (%s)", what, dev.Info().Name)
+	}
 	if l.y, l.yb, err = Alloc[fp.BF16](ctx, c, capa, hid); err != nil {
 		return nil, fmt.Errorf("dist: %s: the experts' output rows: %w", what, err)
 	}
-	dev := l.yb.Memory().Device()
-	if w13.Buffer().Memory().Device() != dev || w2.Buffer().Memory().Device() != dev {
-		return nil, errors.Join(fmt.Errorf("dist: %s: w13 and w2 must live on this rank's device (%s)", what, dev.Info().Name), l.yb.FreeContext(ctx))
-	}
+	// From here a failure frees only this rank's own scratch (the Comm buffer y, freed
+	// collectively, goes with the Comm's Close, as the MoE's buffers do).
 	local := func(cols int) (ops.Tensor[fp.BF16], error) {
 		b, err := jit.Alloc[fp.BF16](dev, capa*cols)
 		if err != nil {
@@ -154,7 +159,10 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 		l.h, err = local(f)
 	}
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dist: %s: scratch: %w", what, err), l.free(ctx))
+		if b := l.gu.Buffer(); b != nil {
+			err = errors.Join(err, b.Free())
+		}
+		return nil, fmt.Errorf("dist: %s: scratch: %w", what, err)
 	}
 	return l, nil
 }
@@ -300,23 +308,8 @@ func (l *MoELayer) Free(ctx context.Context) error {
 	if l == nil || l.m == nil {
 		return errors.New("dist: MoELayer.Free of a nil or freed MoELayer")
 	}
-	err := l.free(ctx)
 	l.m = nil
-	return err
-}
-
-// free releases what New allocated.
-func (l *MoELayer) free(ctx context.Context) error {
-	var errs []error
-	for _, t := range []ops.Tensor[fp.BF16]{l.gu, l.h} {
-		if b := t.Buffer(); b != nil {
-			errs = append(errs, b.Free())
-		}
-	}
-	if l.yb != nil {
-		errs = append(errs, l.yb.FreeContext(ctx))
-	}
-	return errors.Join(errs...)
+	return errors.Join(l.gu.Buffer().Free(), l.h.Buffer().Free(), l.yb.FreeContext(ctx))
 }
 
 // begin checks ctx, that the layer is live and that step after ran since the last

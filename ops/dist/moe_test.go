@@ -411,6 +411,19 @@ func TestMoELayerErrors(t *testing.T) {
 		add("Down config", err, "MoELayerConfig.Down: ")
 		_, err = dist.NewMoELayer(ctx, c, cfg, local(experts, hidden, ffn), w2)
 		add("w13 shape", err, "w13 has shape [2 16 8]; want [2 16 16]")
+		other, err := jit.OpenBackend(jit.Emulator, 0)
+		if err != nil {
+			return err
+		}
+		defer other.Close()
+		ob, _ := jit.Alloc[fp.BF16](other, experts*ffn*hidden)
+		elsewhere, _ := ops.New(ob, experts, ffn, hidden)
+		_, err = dist.NewMoELayer(ctx, c, cfg, w13, elsewhere)
+		add("w2 on another device", err, "w13 and w2 must live on this rank's device")
+		hid := cfg
+		hid.Hidden = 12
+		_, err = dist.NewMoELayer(ctx, c, hid, w13, w2)
+		add("Hidden", err, "MoELayerConfig.Hidden 12: want a positive multiple of 8")
 		_, err = dist.NewMoELayer(ctx, c, cfg, w13, ops.Tensor[fp.BF16]{})
 		add("w2 zero", err, "w2 is the zero Tensor")
 		l, err := dist.NewMoELayer(ctx, c, cfg, w13, w2)
