@@ -374,6 +374,15 @@ func (c *Comm) Rank() int {
 	return c.rank
 }
 
+// Stream returns the stream the Comm's kernels run on (Options.Stream; nil: the device's
+// default stream): ops calls that produce or consume its buffers go on it too.
+func (c *Comm) Stream() *jit.Stream {
+	if c == nil {
+		return nil
+	}
+	return c.o.Stream
+}
+
 // Close frees the Comm's memory and modules (collective), its Buffers' included: a Buffer
 // cannot be used once its Comm is closed (its methods and every call naming it fail). It is
 // CloseContext with no deadline: it waits for every rank to close.

@@ -23,11 +23,12 @@
 // wgmma) on compute capability 9.0 (the emulator reports 9.0 and runs it too) and the
 // mma.sync gemm elsewhere; Softmax and RowSum run the library's row kernels as
 // kernels.ChooseRowKernel picks them for dense rows, and strided variants for views; Add,
-// Axpy and Transpose run vector_add, axpy and transpose; Attention runs the forward
+// Axpy and Transpose run vector_add, axpy and transpose; SwiGLU runs swiglu; Attention runs the forward
 // attention kernels.Attention in the configuration AttentionConfigFor picks. An operand a kernel cannot take (a
 // dtype, a shape, strides, an alignment) is an error naming the operand and the rule; a call
 // on a closed device reports jit.ErrClosed and drops that device's cache.
 //
 // Package ops/dist runs a collectives.Comm's collectives and fused matmuls on tensors of the
-// Comm's symmetric memory, which these ops read and write too.
+// Comm's symmetric memory, which these ops read and write too, and a whole MoE layer
+// (dist.MoELayer: dispatch, GroupedMatmul, SwiGLU, GroupedMatmul, combine).
 package ops

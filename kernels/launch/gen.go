@@ -70,6 +70,7 @@ var (
 var twins = []twin{
 	of[kernels.VectorAddArgs]("VectorAdd", true, "VectorAdd launches vector_add: C[i] = A[i] + B[i] for i < N."),
 	of[kernels.AxpyArgs]("Axpy", true, "Axpy launches axpy: Y[i] = Alpha*X[i] + Y[i] for i < N."),
+	of[kernels.SwiGLUArgs]("SwiGLU", true, "SwiGLU launches swiglu: Out[r, c] = silu(GateUp[r, c]) * GateUp[r, F+c] for the first\nRows rows (min(Rows, Count[0]) when HasCount is not 0)."),
 	of[kernels.CopyArgs]("Copy", true, "Copy launches tiled_copy: Dst[i] = Src[i] for i < N."),
 	of[kernels.TransposeArgs]("Transpose", true, "Transpose launches transpose: Out (N x M) = In (M x N) transposed, row-major."),
 	of[kernels.RowSumArgs]("RowSum", true, "RowSum launches row_sum: Out[r] = the f32 sum of row r of In (Rows rows of Cols columns)."),

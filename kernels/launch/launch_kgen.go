@@ -20,6 +20,17 @@ type Axpy[T jit.Elem] struct {
 	N     uint32
 }
 
+// SwiGLU launches swiglu: Out[r, c] = silu(GateUp[r, c]) * GateUp[r, F+c] for the first
+// Rows rows (min(Rows, Count[0]) when HasCount is not 0).
+type SwiGLU[T jit.Elem] struct {
+	GateUp   jit.Ptr[T]
+	Out      jit.Ptr[T]
+	Count    jit.Ptr[int32]
+	Rows     uint32
+	F        uint32
+	HasCount uint32
+}
+
 // Copy launches tiled_copy: Dst[i] = Src[i] for i < N.
 type Copy[T jit.Elem] struct {
 	Src jit.Ptr[T]

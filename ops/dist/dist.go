@@ -14,6 +14,9 @@
 // makes the same calls in the same order. They run on the Comm's stream
 // (collectives.Options.Stream, nil: the default stream): give ops calls that produce or
 // consume the tensors the same stream, or order the streams.
+//
+// MoELayer runs a whole expert-parallel MoE layer (dispatch, the experts' grouped GEMMs and
+// SwiGLU, combine) with no host step between them (docs/moe.md, "The whole layer").
 package dist
 
 import (
