@@ -16,7 +16,9 @@ func TestProbe9NVSHMEMNodes(t *testing.T) {
 	err := RunRanks(RanksOptions{Backend: Emulator, World: 4, Nodes: 2, NVSHMEM: true}, func(r *Rank) error {
 		s := r.NVSHMEM
 		var errs []string
-		note := func(format string, a ...any) { errs = append(errs, fmt.Sprintf("rank %d: ", r.Rank)+fmt.Sprintf(format, a...)) }
+		note := func(format string, a ...any) {
+			errs = append(errs, fmt.Sprintf("rank %d: ", r.Rank)+fmt.Sprintf(format, a...))
+		}
 		sym, err := s.Malloc(256)
 		if err != nil {
 			return err
@@ -50,12 +52,10 @@ func TestProbe9NVSHMEMNodes(t *testing.T) {
 			}
 		}
 		// An interior address maps to the same offset of the peer's copy.
-		if me := r.Rank; true {
-			base, err1 := s.PeerPtr(sym, me)
-			mid, err2 := s.PeerPtr(sym.DevPtr()+100, me)
-			if err1 != nil || err2 != nil || mid != base+100 {
-				note("PeerPtr of base+100 on myself: %#x, %v (base %#x, %v)", mid, err2, base, err1)
-			}
+		base, err1 := s.PeerPtr(sym, r.Rank)
+		mid, err2 := s.PeerPtr(sym.DevPtr()+100, r.Rank)
+		if err1 != nil || err2 != nil || mid != base+100 {
+			note("PeerPtr of base+100 on myself: %#x, %v (base %#x, %v)", mid, err2, base, err1)
 		}
 		if p, err := safelyPtr(func() (DevicePtr, error) { return s.PeerPtr(sym.DevPtr()+DevicePtr(1<<40), r.Rank) }); err == nil {
 			note("PeerPtr 1 TiB past the allocation = %#x, want an error", p)
