@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -36,24 +37,47 @@ var DefaultNetwork = Network{Latency: 2 * time.Microsecond, BytesPerSecond: 50e9
 
 // Steps returns the logical time a transfer of n bytes occupies the link (n/BytesPerSecond)
 // and its latency, in steps (at least 1 each when positive).
+// A time past the clock's range is math.MaxInt64 (never a wrapped, negative one).
 func (n Network) Steps(bytes int) (busy, latency int64) {
 	latency = int64(n.Latency / StepTime)
 	if n.BytesPerSecond > 0 && bytes > 0 {
-		busy = int64(float64(bytes) / n.BytesPerSecond * float64(time.Second/StepTime))
-		busy = max(busy, 1)
+		f := float64(bytes) / n.BytesPerSecond * float64(time.Second/StepTime)
+		if f >= math.MaxInt64 || f != f {
+			busy = math.MaxInt64
+		} else {
+			busy = max(int64(f), 1)
+		}
 	}
 	return busy, max(latency, 0)
+}
+
+// Check returns an error naming the field and its range when n is outside SetNetwork's bounds.
+func (n Network) Check() error {
+	if n.Latency < 0 || n.Latency > MaxLatency {
+		return fmt.Errorf("emu: network latency %v: want 0 to %v", n.Latency, MaxLatency)
+	}
+	if n.BytesPerSecond != n.BytesPerSecond || n.BytesPerSecond < 0 || n.BytesPerSecond > 0 && n.BytesPerSecond < MinBytesPerSecond {
+		return fmt.Errorf("emu: network bandwidth %g bytes/s: want 0 (unlimited) or at least %g", n.BytesPerSecond, MinBytesPerSecond)
+	}
+	return nil
 }
 
 func (n Network) String() string {
 	return fmt.Sprintf("latency %v, %.3g bytes/s", n.Latency, n.BytesPerSecond)
 }
 
-// SetNetwork sets how data moves between nodes. The latency must not be negative; a
-// BytesPerSecond of 0 means unlimited bandwidth.
+// Bounds of a Network: a latency of at most MaxLatency, and a bandwidth of 0 (unlimited) or
+// at least MinBytesPerSecond, so that a run's logical clock stays far from overflowing.
+const (
+	MaxLatency        = time.Hour
+	MinBytesPerSecond = 1.0
+)
+
+// SetNetwork sets how data moves between nodes. The latency is 0 to MaxLatency; a
+// BytesPerSecond of 0 means unlimited bandwidth, else it is at least MinBytesPerSecond.
 func (s *System) SetNetwork(n Network) error {
-	if n.Latency < 0 || n.BytesPerSecond < 0 || n.BytesPerSecond != n.BytesPerSecond {
-		return fmt.Errorf("emu: network %s: want a latency >= 0 and bytes/s >= 0", n)
+	if err := n.Check(); err != nil {
+		return err
 	}
 	s.net = &n
 	return nil

@@ -334,6 +334,7 @@ func (m *emuMachine) await(d *emuDevice, ctx context.Context, what string, cond 
 			return nil
 		}
 		if ctx != nil && ctx.Err() != nil {
+			d.told(ctx)
 			return fmt.Errorf("jit: rank %d gave up waiting in %s: %w", rank, what, ctx.Err())
 		}
 		if err := d.giveUp(); err != nil {
@@ -362,6 +363,7 @@ func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond 
 			return fmt.Errorf("jit: %s on GPU %d waits for work that was never enqueued", what, d.gpu)
 		}
 		if ctx != nil && ctx.Err() != nil {
+			d.told(ctx)
 			return fmt.Errorf("jit: GPU %d gave up waiting in %s: %w", d.gpu, what, ctx.Err())
 		}
 		if err := d.giveUp(); err != nil {
@@ -527,6 +529,18 @@ func (d *emuDevice) giveUp() error {
 	err := d.expired()
 	op.ctxTold = true
 	return err
+}
+
+// told marks d's ops of context ctx as reported: a waiter has just returned ctx's end, so a
+// later wait (another stream's, with a live context) does not fail for them again (m.mu held).
+func (d *emuDevice) told(ctx context.Context) {
+	for _, q := range d.queues {
+		for _, op := range q.ops {
+			if op.ctx == ctx {
+				op.ctxTold = true
+			}
+		}
+	}
 }
 
 // idle reports whether none of d's streams has work.

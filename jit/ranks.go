@@ -271,7 +271,8 @@ func EmuNetwork() (*emu.Network, error) {
 	return n, nil
 }
 
-// ParseNetwork reads "LATENCY,BYTES_PER_SECOND" (e.g. "2us,50e9").
+// ParseNetwork reads "LATENCY,BYTES_PER_SECOND" (e.g. "2us,50e9") within emu.Network.Check's
+// bounds.
 func ParseNetwork(v string) (*emu.Network, error) {
 	lat, bw, ok := strings.Cut(v, ",")
 	if !ok {
@@ -284,6 +285,12 @@ func ParseNetwork(v string) (*emu.Network, error) {
 	b, err := strconv.ParseFloat(strings.TrimSpace(bw), 64)
 	if err != nil || b < 0 || b != b {
 		return nil, fmt.Errorf("bandwidth %q: want bytes per second >= 0 (e.g. 50e9; 0: unlimited)", bw)
+	}
+	if d > emu.MaxLatency {
+		return nil, fmt.Errorf("latency %q: want at most %v", lat, emu.MaxLatency)
+	}
+	if b > 0 && b < emu.MinBytesPerSecond {
+		return nil, fmt.Errorf("bandwidth %q: want 0 (unlimited) or at least %g bytes per second", bw, emu.MinBytesPerSecond)
 	}
 	return &emu.Network{Latency: d, BytesPerSecond: b}, nil
 }

@@ -4,6 +4,8 @@ package layout
 // complement and the inverses. Internals report failures with fail; the
 // exported functions turn them into errors.
 
+import "fmt"
+
 // makeLayout concatenates layouts as modes of a new layout (CuTe's
 // make_layout(L0, L1, ...)).
 func makeLayout(ls ...Layout) Layout {
@@ -376,7 +378,7 @@ func complementImpl(fl Layout, cotarget IntTuple) Layout {
 		newShape := minStride / resD[i]
 		newStride := mul(minStride, shape[mi])
 		if newShape <= 0 {
-			fail(ErrNotInjective, "complement: layout %v is not injective", fl)
+			failInjective(fl, "complement", fmt.Sprintf("stride %d is below %d, the span of the smaller strides", minStride, resD[i]))
 		}
 		shape = append(shape[:mi], shape[mi+1:]...)
 		stride = append(stride[:mi], stride[mi+1:]...)
@@ -388,7 +390,7 @@ func complementImpl(fl Layout, cotarget IntTuple) Layout {
 	}
 	newShape := stride[0] / resD[R-1]
 	if newShape <= 0 {
-		fail(ErrNotInjective, "complement: layout %v is not injective", fl)
+		failInjective(fl, "complement", fmt.Sprintf("stride %d is below %d, the span of the smaller strides", stride[0], resD[R-1]))
 	}
 	resS = append(resS, newShape)
 	newStride := mul(stride[0], shape[0])
@@ -500,6 +502,25 @@ func RightInverse(l Layout) (result Layout, err error) {
 	return rightInverse(l), nil
 }
 
+// failInjective fails op on l, whose strides break op's condition (why):
+// ErrNotInjective when l maps two coordinates to one index, else (an
+// injective l of another form, such as (4,4):(5,3)) ErrDivisibility.
+func failInjective(l Layout, op, why string) {
+	const limit = 1 << 16 // layouts checked by enumeration
+	if size, err := Product(l.shape); err == nil && size <= limit {
+		seen := make(map[int]bool, size)
+		for i := 0; i < size; i++ {
+			v := l.Apply(i)
+			if seen[v] {
+				fail(ErrNotInjective, "%s: %v is not injective (it maps two coordinates to %d)", op, l, v)
+			}
+			seen[v] = true
+		}
+		fail(ErrDivisibility, "%s: %v is injective but %s (CuTe's divisibility condition)", op, l, why)
+	}
+	fail(ErrNotInjective, "%s: %v is not injective or %s (CuTe's divisibility condition)", op, l, why)
+}
+
 func leftInverse(l Layout) Layout {
 	shape, stride := coalesce(l).flatInts()
 	pre := prefixProducts(shape)
@@ -515,7 +536,7 @@ func leftInverse(l Layout) Layout {
 			fail(ErrInvalid, "left_inverse: %v has stride %d (a left inverse needs strides >= 0)", l, stride[i])
 		}
 		if stride[i]%size != 0 {
-			fail(ErrNotInjective, "left_inverse: %v is not injective (left inverse divisibility condition)", l)
+			failInjective(l, "left_inverse", fmt.Sprintf("stride %d is not a multiple of %d, the stride below it", stride[i], size))
 		}
 		resS = append(resS, stride[i]/size)
 		size = mul(size, stride[i]/size)

@@ -33,6 +33,9 @@ func sameDevice[T jit.Elem](op, name string, d *jit.Device, t Tensor[T]) error {
 		return err
 	}
 	if td != d {
+		if tn, dn := td.Info().Name, d.Info().Name; tn == dn {
+			return fmt.Errorf("ops: %s: %s lives on another *jit.Device than the other operands (both %s: a second Open of that GPU, or one since closed): every operand must be on one device", op, name, tn)
+		}
 		return fmt.Errorf("ops: %s: %s lives on %s, the other operands on %s: every operand must be on one device", op, name, td.Info().Name, d.Info().Name)
 	}
 	return nil

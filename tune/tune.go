@@ -151,15 +151,17 @@ type Schedule struct {
 	Reps   int // rounds of one timed call per candidate (0: DefaultReps)
 }
 
-// The default schedule.
+// The default schedule, and the largest counts a Schedule may ask for (every rep keeps a
+// sample per candidate).
 const (
 	DefaultWarmup = 2
 	DefaultReps   = 15
+	MaxCount      = 1 << 20
 )
 
 func (s Schedule) norm() (Schedule, error) {
-	if s.Warmup < 0 || s.Reps < 0 {
-		return s, fmt.Errorf("tune: schedule Warmup %d, Reps %d: want non-negative counts (0: the defaults %d and %d)", s.Warmup, s.Reps, DefaultWarmup, DefaultReps)
+	if s.Warmup < 0 || s.Reps < 0 || s.Warmup > MaxCount || s.Reps > MaxCount {
+		return s, fmt.Errorf("tune: schedule Warmup %d, Reps %d: want counts from 0 to %d (0: the defaults %d and %d)", s.Warmup, s.Reps, MaxCount, DefaultWarmup, DefaultReps)
 	}
 	if s.Warmup == 0 {
 		s.Warmup = DefaultWarmup

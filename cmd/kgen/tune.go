@@ -126,8 +126,8 @@ func runTune(e *env, args []string) error {
 	if *timeout < 0 {
 		return usagef("-timeout %v: want a positive duration (or 0: no limit)", *timeout)
 	}
-	if *warmup < 0 || *reps < 0 {
-		return usagef("-warmup %d -reps %d: want non-negative counts (0: the defaults)", *warmup, *reps)
+	if *warmup < 0 || *reps < 0 || *warmup > tune.MaxCount || *reps > tune.MaxCount {
+		return usagef("-warmup %d -reps %d: want counts from 0 to %d (0: the defaults)", *warmup, *reps, tune.MaxCount)
 	}
 	if *device < 0 {
 		return usagef("-device %d: want a device ordinal, 0 or more", *device)

@@ -2,6 +2,7 @@ package shmemu
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kgen-dev/kgen/emu"
 )
@@ -33,20 +34,35 @@ func (e *Emulator) crossNode(from, to int) bool {
 	return to >= 0 && to < e.npes && !e.sys.SameNode(from, to)
 }
 
-// arrival returns when n bytes sent now from PE from to PE to arrive, and books the link.
-func (e *Emulator) arrival(from, to, n int) int64 {
+// arrival returns when n bytes sent now from PE from to PE to arrive, and books the link;
+// an arrival past the logical clock's range is an error (it wrapped to the past).
+func (e *Emulator) arrival(from, to, n int) (int64, error) {
 	busy, lat := e.sys.Network().Steps(n)
 	k := [2]int{from, to}
 	start := max(e.sys.Now(), e.link[k])
+	if start > math.MaxInt64-busy || start+busy > math.MaxInt64-lat {
+		return 0, fmt.Errorf("PE %d to PE %d: %d bytes sent at step %d would arrive after the emulator's logical clock ends (network %s)", from, to, n, start, e.sys.Network())
+	}
 	e.link[k] = start + busy
-	return start + busy + lat
+	return start + busy + lat, nil
+}
+
+// at schedules f when n bytes from PE from reach PE to; a transfer that cannot arrive
+// faults now.
+func (e *Emulator) at(from, to, n int, f emu.Action) {
+	t, err := e.arrival(from, to, n)
+	if err != nil {
+		e.sys.At(e.sys.Now(), func(*emu.Delivery) error { return err })
+		return
+	}
+	e.sys.At(t, f)
 }
 
 // send delivers an operation of n bytes from PE from to PE to of another node: f runs when
 // it arrives; until then it counts as in flight for from.
 func (e *Emulator) send(from, to, n int, f emu.Action) {
 	e.inflight[from]++
-	e.sys.At(e.arrival(from, to, n), func(d *emu.Delivery) error {
+	e.at(from, to, n, func(d *emu.Delivery) error {
 		e.inflight[from]--
 		return f(d)
 	})
@@ -79,7 +95,7 @@ func (e *Emulator) fetch(pe int32, n int, at func(c *emu.ExternCall, m remoteIO)
 			}
 			st = &fetchState{}
 			g.st = st
-			e.sys.At(e.arrival(c.GPU, int(pe), n), func(d *emu.Delivery) error {
+			e.at(c.GPU, int(pe), n, func(d *emu.Delivery) error {
 				st.res, st.err = at(c, d)
 				st.done = true
 				return nil
