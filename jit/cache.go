@@ -121,6 +121,14 @@ func (c *Cache) Get(k CacheKey) ([]byte, bool) {
 	return data, ok
 }
 
+// entryFits refuses data that Get would never serve (an entry over maxEntry with its header).
+func entryFits(n int) error {
+	if n > maxEntry-entryHeadMax {
+		return fmt.Errorf("jit cache: a %d-byte cubin is over the cache's %d-byte entry limit; not stored", n, maxEntry-entryHeadMax)
+	}
+	return nil
+}
+
 // maxEntry bounds an entry (the NVSHMEM acceptance module's cubin is 8.7 MB); entryHeadMax
 // bounds its header: the magic, a 64-digit key and checksum, and a decimal length.
 const (
@@ -224,6 +232,9 @@ func decodeEntry(key string, b []byte) ([]byte, bool) {
 func (c *Cache) Put(k CacheKey, data []byte) error {
 	if !c.Enabled() {
 		return nil
+	}
+	if err := entryFits(len(data)); err != nil {
+		return err
 	}
 	key := k.String()
 	p := c.path(key)

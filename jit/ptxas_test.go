@@ -139,3 +139,14 @@ func TestRelocatableSerializesAttention(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheEntryLimit: Put refuses data Get would never serve (probe 9: it was stored, then
+// every lookup silently missed).
+func TestCacheEntryLimit(t *testing.T) {
+	if err := entryFits(maxEntry - entryHeadMax); err != nil {
+		t.Errorf("at the limit: %v", err)
+	}
+	if err := entryFits(maxEntry - entryHeadMax + 1); err == nil || !strings.Contains(err.Error(), "entry limit") {
+		t.Errorf("past the limit: %v (want an error naming the entry limit)", err)
+	}
+}

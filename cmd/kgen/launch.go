@@ -65,7 +65,7 @@ func runLaunch(e *env, args []string) error {
 		return err
 	}
 	pos := fs.Args()
-	if len(pos) == 0 {
+	if len(pos) == 0 || strings.TrimSpace(pos[0]) == "" {
 		return usagef("no program given: kgen launch -n N [--backend cuda|emu] -- PROG [ARGS...]")
 	}
 	if *n < 1 || *n > jit.MaxLaunchRanks {

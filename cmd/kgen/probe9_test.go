@@ -59,6 +59,7 @@ func TestProbe9Flags(t *testing.T) {
 		{[]string{"run", "nvshmem_allgather_ring", "--ranks", "8", "--nodes", "4", "--network", "1us,1e-300"}, []string{`bandwidth "1e-300"`, "at least 1"}},
 		{[]string{"run", "hier_allreduce_sum", "--ranks", "8", "--nodes", "1099511627776"}, []string{"--nodes 1099511627776"}},
 		{[]string{"launch", "-n", "2", "--nodes", "1099511627776", "--backend", "emu", "--", "true"}, []string{"--nodes 1099511627776"}},
+		{[]string{"launch", "-n", "2", "--backend", "emu", "--", ""}, []string{"no program given"}},
 		{[]string{"tune", "gemm", "-shapes", "64x64x64,", "--backend", "emu"}, []string{`"" is not MxNxK`}},
 		{[]string{"tune", "gemm", "-shapes", "9223372036854775807x64x64", "--backend", "emu"}, []string{"at most 2^31-1"}},
 	} {
