@@ -25,10 +25,21 @@ type MoEConfig struct {
 	// routing exceeds. A dispatch whose rows do not fit fails (MoE.Check), never truncates
 	// silently.
 	Capacity int
+	// LowLatency selects the low-latency mode (docs/moe.md, "Low-latency mode"): one kernel
+	// per Dispatch and per Combine, no host synchronization and no host epoch (so both run
+	// on a CaptureSafe Comm and inside Comm.Capture), fixed buffers of Tokens tokens per GPU
+	// (the most a call sends: DispatchTokens sends fewer), and the masked layout (local
+	// expert j's rows at Offsets[j] = j*NumGPUs*Tokens, Counts[j] of them). Capacity must be
+	// 0 (it is set to Experts*Tokens: NumGPUs*Tokens rows per local expert).
+	LowLatency bool
 }
 
 func (c MoEConfig) String() string {
-	return fmt.Sprintf("(%d tokens x %d, top-%d of %d experts, capacity %d)", c.Tokens, c.Hidden, c.TopK, c.Experts, c.Capacity)
+	ll := ""
+	if c.LowLatency {
+		ll = ", low latency"
+	}
+	return fmt.Sprintf("(%d tokens x %d, top-%d of %d experts, capacity %d%s)", c.Tokens, c.Hidden, c.TopK, c.Experts, c.Capacity, ll)
 }
 
 // MoE is the dispatch and combine of one MoEConfig on a Comm (one node, peer pointers): its
@@ -52,6 +63,7 @@ type MoE struct {
 	counts          *Buffer
 	offsets         *Buffer
 	recvBuf, srcBuf *Buffer
+	ll              *moeLL // the low-latency mode's state (nil: the normal mode)
 
 	dispatched bool
 }
@@ -64,8 +76,8 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	}
 	g := c.g
 	switch {
-	case c.o.CaptureSafe:
-		return nil, errors.New("collectives: NewMoE: the MoE kernels have no graph variants (Options.CaptureSafe)")
+	case c.o.CaptureSafe && !cfg.LowLatency:
+		return nil, errors.New("collectives: NewMoE: the normal-mode MoE kernels have no graph variants (Options.CaptureSafe): set MoEConfig.LowLatency")
 	case c.node.topo.Nodes > 1:
 		return nil, c.flatCheck("NewMoE", "MoE dispatch and combine (peer pointers)")
 	case cfg.Tokens < 1:
@@ -86,6 +98,9 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 		return nil, fmt.Errorf("collectives: MoEConfig %v: Tokens, TopK, Hidden and Capacity must stay below 2^31 (32-bit indices)", cfg)
 	case cfg.Experts >= math.MaxInt32:
 		return nil, fmt.Errorf("collectives: MoEConfig.Experts %d: want fewer than 2^31 (expert ids are i32)", cfg.Experts)
+	}
+	if cfg.LowLatency {
+		return c.newMoELL(ctx, cfg)
 	}
 	pairs := int64(cfg.Tokens) * int64(cfg.TopK)
 	if cfg.Capacity == 0 && int64(g)*pairs < math.MaxInt32 {
@@ -235,6 +250,9 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 	if err := m.live("Dispatch"); err != nil {
 		return err
 	}
+	if m.ll != nil {
+		return m.dispatchLL(ctx, x, ids, m.cfg.Tokens)
+	}
 	c, cfg := m.c, m.cfg
 	if err := c.begin(ctx, "MoE.Dispatch"); err != nil {
 		return err
@@ -315,6 +333,9 @@ func (m *MoE) Check(ctx context.Context) error {
 func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 	if err := m.live("Combine"); err != nil {
 		return err
+	}
+	if m.ll != nil {
+		return m.combineLL(ctx, y, weights, out)
 	}
 	c, cfg := m.c, m.cfg
 	if err := c.begin(ctx, "MoE.Combine"); err != nil {
