@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
 )
 
 // moeLLWant is the Go reference of a low-latency dispatch on GPU d: per local expert j, the
@@ -256,29 +257,91 @@ func TestMoELowLatencyQueued(t *testing.T) {
 	})
 }
 
-// TestMoELowLatencyCapture captures a dispatch and a combine on a CaptureSafe Comm and
-// replays the graph three times back to back with no host step, then checks the last
-// replay's output; a direct call follows. The inputs are the same in every replay (a graph
-// freezes the buffers), so the call counts on the device, not the data, are what differs.
+// TestMoELowLatencyCapture captures a dispatch and a combine (identity experts) on a
+// CaptureSafe Comm at 2 and 4 ranks (weak memory) and replays the graph three times back to
+// back with no host step, then with other inputs in the same buffers (every pair to one
+// expert), then calls both directly; each time out is checked against the reference. The
+// call counts live on the device, so replays and direct calls mix.
 func TestMoELowLatencyCapture(t *testing.T) {
 	ctx := context.Background()
-	const g = 2
-	cfg := MoEConfig{Tokens: 5, TopK: 2, Hidden: 16, Experts: 4, LowLatency: true}
-	for _, gpus := range []int{2, 4} {
-		o := testOpts
-		o.CaptureSafe = true
-		runRanks(t, gpus, false, true, 2, o, func(e *rankEnv) error {
-			s, err := e.r.Device.NewStream()
-			if err != nil {
-				return err
-			}
-			_ = s
-			return nil
+	for _, g := range []int{2, 4} {
+		cfg := MoEConfig{Tokens: 5, TopK: 3, Hidden: 16, Experts: 2 * g, LowLatency: true}
+		runRanks(t, g, false, true, int64(g), Options{}, func(e *rankEnv) error {
+			return withStream(e, graphOpts, func(c *Comm, s *jit.Stream) error {
+				m, err := c.NewMoE(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				r := c.Rank()
+				rng := rand.New(rand.NewSource(5))
+				in := moeInputs(rng, g, m.Config(), 0)
+				b, err := moeLLInputs(e, m.Config(), in[r])
+				if err != nil {
+					return err
+				}
+				full := make([]int, g)
+				for i := range full {
+					full[i] = cfg.Tokens
+				}
+				identity := func(x float32, _ int) float32 { return x }
+				call := func() error {
+					if err := m.Dispatch(ctx, b.x, b.ids); err != nil {
+						return err
+					}
+					return m.Combine(ctx, m.Recv(), b.w, b.out)
+				}
+				if err := call(); err != nil { // warm-up: loads the kernels outside the capture
+					return err
+				}
+				x, err := c.Capture(ctx, call)
+				if err != nil {
+					return err
+				}
+				defer x.Close()
+				if last := c.LastAlgorithm(); last != "moe_ll_combine" {
+					return fmt.Errorf("captured %s, want moe_ll_combine", last)
+				}
+				for rep := 0; rep < 3; rep++ {
+					if err := x.Launch(s); err != nil {
+						return fmt.Errorf("replay %d: %w", rep, err)
+					}
+				}
+				if err := moeLLCheckOut(e, m.Config(), in, full, b.out, identity); err != nil {
+					return fmt.Errorf("after 3 replays: %w", err)
+				}
+				// Other inputs in the same buffers: meet first, so that no rank still replays.
+				if err := e.r.NVSHMEM.BarrierAll(); err != nil {
+					return err
+				}
+				in = moeInputs(rng, g, m.Config(), 1)
+				idf := make([]float32, len(in[r].ids))
+				for i, id := range in[r].ids {
+					idf[i] = float32(id)
+				}
+				for _, err := range []error{b.x.WriteF32(in[r].x), b.ids.WriteF32(idf), b.w.WriteF32(in[r].w)} {
+					if err != nil {
+						return err
+					}
+				}
+				if err := e.r.NVSHMEM.BarrierAll(); err != nil {
+					return err
+				}
+				if err := x.Launch(s); err != nil {
+					return err
+				}
+				if err := moeLLCheckOut(e, m.Config(), in, full, b.out, identity); err != nil {
+					return fmt.Errorf("replay with other inputs: %w", err)
+				}
+				if err := call(); err != nil {
+					return err
+				}
+				if err := moeLLCheckOut(e, m.Config(), in, full, b.out, identity); err != nil {
+					return fmt.Errorf("direct call after the replays: %w", err)
+				}
+				return m.Check(ctx)
+			})
 		})
-		_ = g
 	}
-	_ = cfg
-	_ = ctx
 }
 
 // TestMoELowLatencyErrors: bad configurations and calls are refused naming the field or
