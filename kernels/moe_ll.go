@@ -47,6 +47,14 @@ const (
 	MoELLStateWords  = MoELLSigParts + CollMaxGPUs
 )
 
+// The 16-byte vectors a thread has in flight per iteration: in the sends and the combine's
+// loops (hidden 7168 is 896 vectors: one iteration of 256 threads), and in the dispatch's
+// local copy (several rows per block).
+const (
+	llUnroll     = 4
+	llCopyUnroll = 8
+)
+
 func init() {
 	for _, f := range []Family{FamilyMoELLDispatch, FamilyMoELLCombine} {
 		collFamilies[f] = struct {
@@ -94,6 +102,23 @@ func llSignal(k *dsl.Kernel, state dsl.PeerTable, rank, ngpus dsl.Value, word in
 		k.WaitUntil(state.Peer(rank).At(tid.Add(uint32(word))), dsl.GeWrap, target, dsl.Acquire(dsl.System))
 	})
 	k.SyncThreads()
+}
+
+// llVecs runs body over the 16-byte vectors [0, n) of a block's work, u vectors per thread
+// per iteration (vectors v0 + i*blockDim, i < u): body gets their indices, clamped to n-1 so
+// that every load is in bounds, and ok[i], whether vector i is real (store only those). The
+// u loads of an iteration are independent, so a thread has u in flight, not one.
+func llVecs(k *dsl.Kernel, n dsl.Value, u int, body func(vs, ok []dsl.Value)) {
+	tid, nt := k.ThreadIdx(dsl.X), k.BlockDim(dsl.X)
+	last := n.Sub(uint32(1))
+	k.For(tid, n, nt.Mul(uint32(u)), func(v0 dsl.Value) {
+		vs, ok := make([]dsl.Value, u), make([]dsl.Value, u)
+		for i := range vs {
+			v := v0.Add(nt.Mul(uint32(i)))
+			vs[i], ok[i] = v.Min(last), v.Lt(n)
+		}
+		body(vs, ok)
+	})
 }
 
 // blockScan returns v's exclusive prefix sum over the block's threads in thread order and
@@ -158,12 +183,16 @@ func MoELLDispatch(k *dsl.Kernel, dt dsl.Type) {
 			k.Store(a.TokIds.Peer(d).At(mine.Add(t).Mul(a.K).Add(kk)), id)
 		})
 		k.If(m.Ne(uint32(0)), func() {
-			k.For(tid, hv, nt, func(v dsl.Value) {
-				col := v.Mul(uint32(vec))
-				x := loadN(k, a.X, t.Mul(a.H).Add(col), vec)
+			llVecs(k, hv, llUnroll, func(vs, ok []dsl.Value) {
+				xs := make([]dsl.Tensor, len(vs))
+				for i, v := range vs {
+					xs[i] = loadN(k, a.X, t.Mul(a.H).Add(v.Mul(uint32(vec))), vec)
+				}
 				forPeers(k, a.NGPUs, func(p int) {
 					k.If(m.And(uint32(1)<<p).Ne(uint32(0)), func() {
-						storeN(k, ptrAt(k, toks[p], dt), mine.Add(t).Mul(a.H).Add(col), x)
+						for i, v := range vs {
+							k.If(ok[i], func() { storeN(k, ptrAt(k, toks[p], dt), mine.Add(t).Mul(a.H).Add(v.Mul(uint32(vec))), xs[i]) })
+						}
 					})
 				})
 			})
@@ -208,11 +237,20 @@ func MoELLDispatch(k *dsl.Kernel, dt dsl.Type) {
 		})
 		k.If(gi.Eq(0).And(tid.Eq(0)), func() { k.Store(a.Counts.At(j), n) })
 		k.SyncThreads() // RowSlot of this block's rows
-		k.For(gi, n, ng, func(row dsl.Value) {
-			q := k.Load(a.RowSlot.At(first.Add(row)))
-			k.For(tid, hv, nt, func(v dsl.Value) {
-				col := v.Mul(uint32(vec))
-				storeN(k, a.Recv, first.Add(row).Mul(a.H).Add(col), loadN(k, tok, base.Add(q).Mul(a.H).Add(col), vec))
+		// This block's rows gi, gi+ng, ... below n, flattened with their vectors.
+		mrows := n.Add(ng).Sub(uint32(1)).Sub(gi).Div(ng)
+		k.If(n.Gt(gi), func() {
+			llVecs(k, mrows.Mul(hv), llCopyUnroll, func(vs, ok []dsl.Value) {
+				dst, xs := make([]dsl.Value, len(vs)), make([]dsl.Tensor, len(vs))
+				for i, v := range vs {
+					row := first.Add(gi.Add(v.Div(hv).Mul(ng)))
+					col := v.Rem(hv).Mul(uint32(vec))
+					dst[i] = row.Mul(a.H).Add(col)
+					xs[i] = loadN(k, tok, base.Add(k.Load(a.RowSlot.At(row))).Mul(a.H).Add(col), vec)
+				}
+				for i := range vs {
+					k.If(ok[i], func() { storeN(k, a.Recv, dst[i], xs[i]) })
+				}
 			})
 		})
 	})
@@ -285,20 +323,29 @@ func MoELLCombine(k *dsl.Kernel, dt dsl.Type) {
 		k.If(has.Ne(uint32(0)), func() {
 			s, t := q.Div(a.MaxT), q.Rem(a.MaxT)
 			part := a.Part.Peer(s)
-			k.For(tid, hv, nt, func(v dsl.Value) {
-				col := v.Mul(uint32(vec))
-				acc := regs(k, dsl.F32, vec)
+			llVecs(k, hv, llUnroll, func(vs, ok []dsl.Value) {
+				accs := make([]dsl.Tensor, len(vs))
+				for i := range accs {
+					accs[i] = regs(k, dsl.F32, vec)
+				}
 				k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
 					row := k.Load(a.SlotRows.At(q.Mul(a.K).Add(kk)))
 					k.If(row.Ne(uint32(MoENone)), func() {
 						wt := k.Load(w.At(base.Add(q).Mul(a.K).Add(kk)))
-						y := loadN(k, a.Y, row.Mul(a.H).Add(col), vec)
-						for j := 0; j < vec; j++ {
-							k.Set(acc.Get(j), acc.Get(j).Add(wt.Mul(y.Get(j).To(dsl.F32))))
+						ys := make([]dsl.Tensor, len(vs))
+						for i, v := range vs {
+							ys[i] = loadN(k, a.Y, row.Mul(a.H).Add(v.Mul(uint32(vec))), vec)
+						}
+						for i := range vs {
+							for j := 0; j < vec; j++ {
+								k.Set(accs[i].Get(j), accs[i].Get(j).Add(wt.Mul(ys[i].Get(j).To(dsl.F32))))
+							}
 						}
 					})
 				})
-				storeN(k, part, base.Add(a.Rank.Mul(a.MaxT)).Add(t).Mul(a.H).Add(col), acc.To(dt))
+				for i, v := range vs {
+					k.If(ok[i], func() { storeN(k, part, mine.Add(t).Mul(a.H).Add(v.Mul(uint32(vec))), accs[i].To(dt)) })
+				}
 			})
 		})
 	})
@@ -307,18 +354,27 @@ func MoELLCombine(k *dsl.Kernel, dt dsl.Type) {
 	part := a.Part.Peer(a.Rank)
 	k.For(b, a.Tokens, nb, func(t dsl.Value) {
 		m := k.Load(a.TMask.At(t))
-		k.For(tid, hv, nt, func(v dsl.Value) {
-			col := v.Mul(uint32(vec))
-			acc := regs(k, dsl.F32, vec)
+		llVecs(k, hv, llUnroll, func(vs, ok []dsl.Value) {
+			accs := make([]dsl.Tensor, len(vs))
+			for i := range accs {
+				accs[i] = regs(k, dsl.F32, vec)
+			}
 			k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) {
 				k.If(moeBit(m, d), func() {
-					p := loadN(k, part, base.Add(d.Mul(a.MaxT)).Add(t).Mul(a.H).Add(col), vec)
-					for j := 0; j < vec; j++ {
-						k.Set(acc.Get(j), acc.Get(j).Add(p.Get(j).To(dsl.F32)))
+					ps := make([]dsl.Tensor, len(vs))
+					for i, v := range vs {
+						ps[i] = loadN(k, part, base.Add(d.Mul(a.MaxT)).Add(t).Mul(a.H).Add(v.Mul(uint32(vec))), vec)
+					}
+					for i := range vs {
+						for j := 0; j < vec; j++ {
+							k.Set(accs[i].Get(j), accs[i].Get(j).Add(ps[i].Get(j).To(dsl.F32)))
+						}
 					}
 				})
 			})
-			storeN(k, a.Out, t.Mul(a.H).Add(col), acc.To(dt))
+			for i, v := range vs {
+				k.If(ok[i], func() { storeN(k, a.Out, t.Mul(a.H).Add(v.Mul(uint32(vec))), accs[i].To(dt)) })
+			}
 		})
 	})
 	k.SyncThreads()
