@@ -33,6 +33,9 @@ func (c *Comm) newMoELL(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	if cfg.Capacity != 0 {
 		return nil, fmt.Errorf("collectives: MoEConfig.Capacity %d with LowLatency: want 0 (the low-latency mode's receive buffer is fixed: NumGPUs*Tokens rows per local expert)", cfg.Capacity)
 	}
+	if cfg.TopK > kernels.MoELLMaxTopK {
+		return nil, fmt.Errorf("collectives: MoEConfig.TopK %d with LowLatency: want at most %d (the combine keeps a token's rows and weights in shared memory)", cfg.TopK, kernels.MoELLMaxTopK)
+	}
 	el := cfg.Experts / g
 	slots := int64(g) * int64(cfg.Tokens)
 	rows := int64(el) * slots

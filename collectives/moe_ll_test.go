@@ -352,6 +352,9 @@ func TestMoELowLatencyErrors(t *testing.T) {
 		if _, err := e.c.NewMoE(ctx, MoEConfig{Tokens: 4, TopK: 1, Hidden: 8, Experts: 2, Capacity: 8, LowLatency: true}); err == nil || !strings.Contains(err.Error(), "Capacity 8 with LowLatency") {
 			return fmt.Errorf("Capacity with LowLatency: %v", err)
 		}
+		if _, err := e.c.NewMoE(ctx, MoEConfig{Tokens: 4, TopK: 65, Hidden: 8, Experts: 66, LowLatency: true}); err == nil || !strings.Contains(err.Error(), "TopK 65 with LowLatency: want at most 64") {
+			return fmt.Errorf("TopK 65: %v", err)
+		}
 		if _, err := e.c.NewMoE(ctx, MoEConfig{Tokens: 4, TopK: 1, Hidden: 12, Experts: 2, LowLatency: true}); err == nil || !strings.Contains(err.Error(), "Hidden 12") {
 			return fmt.Errorf("Hidden 12: %v", err)
 		}

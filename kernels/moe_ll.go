@@ -47,6 +47,10 @@ const (
 	MoELLStateWords  = MoELLSigParts + CollMaxGPUs
 )
 
+// MoELLMaxTopK is the most experts per token the low-latency combine takes (a slot's rows and
+// weights sit in shared memory).
+const MoELLMaxTopK = 64
+
 // The 16-byte vectors a thread has in flight per iteration: in the sends and the combine's
 // loops (hidden 7168 is 896 vectors: one iteration of 256 threads), and in the dispatch's
 // local copy (several rows per block).
@@ -121,6 +125,22 @@ func llVecs(k *dsl.Kernel, n dsl.Value, u int, body func(vs, ok []dsl.Value)) {
 	})
 }
 
+// llEach runs body over [0, n) in runtime steps of u: body gets u indices (clamped to n-1,
+// so loads through them are in bounds) and whether each is real. A body that loads all u
+// first and uses them after has u loads in flight (a runtime loop of one load per trip
+// waits out a memory latency per trip).
+func llEach(k *dsl.Kernel, from, n, step dsl.Value, u int, body func(is, ok []dsl.Value)) {
+	last := n.Sub(uint32(1))
+	k.For(from, n, step.Mul(uint32(u)), func(i0 dsl.Value) {
+		is, ok := make([]dsl.Value, u), make([]dsl.Value, u)
+		for j := range is {
+			i := i0.Add(step.Mul(uint32(j)))
+			is[j], ok[j] = i.Min(last), i.Lt(n)
+		}
+		body(is, ok)
+	})
+}
+
 // blockScan returns v's exclusive prefix sum over the block's threads in thread order and
 // the block's total (u32; a one-dimensional block of whole warps). It contains barriers:
 // every thread of the block calls it.
@@ -170,9 +190,15 @@ func MoELLDispatch(k *dsl.Kernel, dt dsl.Type) {
 	k.For(b, a.MaxT, nb, func(t dsl.Value) {
 		m := k.Var(dsl.U32, uint32(0))
 		k.If(t.Lt(a.Tokens), func() {
-			k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
-				col := moeColumn(k, k.Load(a.Ids.At(t.Mul(a.K).Add(kk))), a.E)
-				k.If(col.Lt(a.E), func() { k.Set(m, m.Or(k.Const(dsl.U32, 1).Shl(col.Div(a.EL)))) })
+			one := k.Const(dsl.U32, 1)
+			llEach(k, zero, a.K, one, llUnroll, func(kks, ok []dsl.Value) {
+				cols := make([]dsl.Value, len(kks))
+				for i, kk := range kks {
+					cols[i] = moeColumn(k, k.Load(a.Ids.At(t.Mul(a.K).Add(kk))), a.E)
+				}
+				for i, col := range cols {
+					k.Set(m, m.Or(k.Select(ok[i].And(col.Lt(a.E)), one.Shl(col.Div(a.EL)), zero)))
+				}
 			})
 			k.If(tid.Eq(0), func() { k.Store(a.TMask.At(t), m) })
 		})
@@ -215,8 +241,14 @@ func MoELLDispatch(k *dsl.Kernel, dt dsl.Type) {
 			q := c0.Add(tid)
 			kf := k.Var(dsl.U32, uint32(MoENone)) // the first k naming expert j
 			k.If(q.Lt(slots), func() {
-				k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
-					k.If(kf.Eq(uint32(MoENone)).And(k.Load(ids.At(base.Add(q).Mul(a.K).Add(kk))).Eq(eg)), func() { k.Set(kf, kk) })
+				llEach(k, zero, a.K, k.Const(dsl.U32, 1), llUnroll, func(kks, ok []dsl.Value) {
+					vs := make([]dsl.Value, len(kks))
+					for i, kk := range kks {
+						vs[i] = k.Load(ids.At(base.Add(q).Mul(a.K).Add(kk)))
+					}
+					for i, kk := range kks {
+						k.Set(kf, k.Select(kf.Eq(uint32(MoENone)).And(ok[i]).And(vs[i].Eq(eg)), kk, kf))
+					}
 				})
 			})
 			f := k.Select(kf.Ne(uint32(MoENone)), k.Const(dsl.U32, 1), zero)
@@ -226,10 +258,14 @@ func MoELLDispatch(k *dsl.Kernel, dt dsl.Type) {
 				k.If(row.Rem(ng).Eq(gi), func() { k.Store(a.RowSlot.At(first.Add(row)), q) })
 				k.If(gi.Eq(0), func() {
 					k.Store(a.Src.At(first.Add(row)), q.Mul(a.K).Add(kf)) // q = s*MaxT + t
-					k.For(kf, a.K, uint32(1), func(kk dsl.Value) {
-						k.If(k.Load(ids.At(base.Add(q).Mul(a.K).Add(kk))).Eq(eg), func() {
-							k.Store(a.SlotRows.At(q.Mul(a.K).Add(kk)), first.Add(row))
-						})
+					llEach(k, kf, a.K, k.Const(dsl.U32, 1), llUnroll, func(kks, ok []dsl.Value) {
+						vs := make([]dsl.Value, len(kks))
+						for i, kk := range kks {
+							vs[i] = k.Load(ids.At(base.Add(q).Mul(a.K).Add(kk)))
+						}
+						for i, kk := range kks {
+							k.If(ok[i].And(vs[i].Eq(eg)), func() { k.Store(a.SlotRows.At(q.Mul(a.K).Add(kk)), first.Add(row)) })
+						}
 					})
 				})
 			})
@@ -258,10 +294,16 @@ func MoELLDispatch(k *dsl.Kernel, dt dsl.Type) {
 	k.If(b.Eq(0), func() {
 		lo := a.Rank.Mul(a.EL)
 		bad := k.Var(dsl.U32, uint32(0))
-		k.For(tid, slots.Mul(a.K), nt, func(i dsl.Value) {
-			col := moeColumn(k, k.Load(ids.At(base.Mul(a.K).Add(i))), a.E)
-			k.If(col.Eq(a.E), func() { k.Set(bad, bad.Add(uint32(1))) })
-			k.If(col.Lt(lo).Or(col.Ge(lo.Add(a.EL))), func() { k.Store(a.SlotRows.At(i), uint32(MoENone)) })
+		llEach(k, tid, slots.Mul(a.K), nt, llCopyUnroll, func(is, ok []dsl.Value) {
+			cols := make([]dsl.Value, len(is))
+			for j, i := range is {
+				cols[j] = moeColumn(k, k.Load(ids.At(base.Mul(a.K).Add(i))), a.E)
+			}
+			for j, i := range is {
+				col := cols[j]
+				k.Set(bad, bad.Add(k.Select(ok[j].And(col.Eq(a.E)), k.Const(dsl.U32, 1), zero)))
+				k.If(ok[j].And(col.Lt(lo).Or(col.Ge(lo.Add(a.EL)))), func() { k.Store(a.SlotRows.At(i), uint32(MoENone)) })
+			}
 		})
 		tot := k.BlockReduce(bad, dsl.Sum)
 		k.If(tid.Eq(0), func() { k.Store(a.Status.At(0), tot) })
@@ -315,10 +357,17 @@ func MoELLCombine(k *dsl.Kernel, dt dsl.Type) {
 	llSignal(k, a.State, a.Rank, a.NGPUs, MoELLSigWeights, target)
 
 	w := a.W.Peer(a.Rank)
+	shRows, shW := k.SharedArray(dsl.U32, MoELLMaxTopK), k.SharedArray(dsl.F32, MoELLMaxTopK)
 	k.For(b, slots, nb, func(q dsl.Value) {
+		k.SyncThreads()            // the last slot's readers are done with shRows and shW
+		k.If(tid.Lt(a.K), func() { // the slot's rows and weights, one load each, in parallel
+			k.Store(shRows.At(tid), k.Load(a.SlotRows.At(q.Mul(a.K).Add(tid))))
+			k.Store(shW.At(tid), k.Load(w.At(base.Add(q).Mul(a.K).Add(tid))))
+		})
+		k.SyncThreads()
 		has := k.Var(dsl.U32, uint32(0))
 		k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
-			k.If(k.Load(a.SlotRows.At(q.Mul(a.K).Add(kk))).Ne(uint32(MoENone)), func() { k.Set(has, uint32(1)) })
+			k.If(k.Load(shRows.At(kk)).Ne(uint32(MoENone)), func() { k.Set(has, uint32(1)) })
 		})
 		k.If(has.Ne(uint32(0)), func() {
 			s, t := q.Div(a.MaxT), q.Rem(a.MaxT)
@@ -329,9 +378,9 @@ func MoELLCombine(k *dsl.Kernel, dt dsl.Type) {
 					accs[i] = regs(k, dsl.F32, vec)
 				}
 				k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
-					row := k.Load(a.SlotRows.At(q.Mul(a.K).Add(kk)))
+					row := k.Load(shRows.At(kk))
 					k.If(row.Ne(uint32(MoENone)), func() {
-						wt := k.Load(w.At(base.Add(q).Mul(a.K).Add(kk)))
+						wt := k.Load(shW.At(kk))
 						ys := make([]dsl.Tensor, len(vs))
 						for i, v := range vs {
 							ys[i] = loadN(k, a.Y, row.Mul(a.H).Add(v.Mul(uint32(vec))), vec)
