@@ -175,7 +175,9 @@ func (m *MoE) Config() MoEConfig {
 // each Dispatch rewrites them. A nil MoE has none (nil).
 //
 // Recv is this GPU's receive buffer, [Capacity, Hidden] bf16: local expert j's rows at
-// [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k).
+// [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k). In the
+// low-latency mode (masked layout) Offsets[j] = j*NumGPUs*Tokens, fixed, and a token that
+// names expert j twice has one row there; the rows past Counts[j] are stale.
 func (m *MoE) Recv() *Buffer {
 	if m == nil {
 		return nil
@@ -183,7 +185,8 @@ func (m *MoE) Recv() *Buffer {
 	return m.recvBuf
 }
 
-// Src is each received row's source: rank*Tokens*TopK + token*TopK + k (i32, Capacity).
+// Src is each received row's source: rank*Tokens*TopK + token*TopK + k (i32, Capacity; in
+// the low-latency mode the first k of the token naming the row's expert).
 func (m *MoE) Src() *Buffer {
 	if m == nil {
 		return nil
@@ -200,7 +203,7 @@ func (m *MoE) Counts() *Buffer {
 }
 
 // Offsets is where each local expert's rows start in Recv (i32, Experts/NumGPUs+1; the
-// last: the rows received).
+// last: the rows received; in the low-latency mode j*NumGPUs*Tokens, written once).
 func (m *MoE) Offsets() *Buffer {
 	if m == nil {
 		return nil
