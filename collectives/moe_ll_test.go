@@ -399,3 +399,29 @@ func TestMoELowLatencyErrors(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMoELowLatencyNoTokens: a rank that sends no tokens (n = 0) still takes part (its
+// counters, its experts' rows from the others), at 2 and 3 ranks, for three rounds.
+func TestMoELowLatencyNoTokens(t *testing.T) {
+	ctx := context.Background()
+	for _, g := range []int{2, 3} {
+		runRanks(t, g, false, true, 6, testOpts, func(e *rankEnv) error {
+			m, err := e.c.NewMoE(ctx, MoEConfig{Tokens: 4, TopK: 2, Hidden: 8, Experts: 2 * g, LowLatency: true})
+			if err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewSource(int64(g)))
+			for round := 0; round < 3; round++ {
+				n := make([]int, g)
+				for s := range n {
+					n[s] = 4
+				}
+				n[round%g] = 0
+				if err := moeLLRound(ctx, e, m, moeInputs(rng, g, m.Config(), 0), n, round == 1); err != nil {
+					return fmt.Errorf("round %d (GPU %d sends nothing): %w", round, round%g, err)
+				}
+			}
+			return nil
+		})
+	}
+}
