@@ -268,6 +268,11 @@ func TestMoELowLatencyCapture(t *testing.T) {
 		cfg := MoEConfig{Tokens: 5, TopK: 3, Hidden: 16, Experts: 2 * g, LowLatency: true}
 		runRanks(t, g, false, true, int64(g), Options{}, func(e *rankEnv) error {
 			return withStream(e, graphOpts, func(c *Comm, s *jit.Stream) error {
+				normal := cfg
+				normal.LowLatency = false
+				if _, err := c.NewMoE(ctx, normal); err == nil || !strings.Contains(err.Error(), "set MoEConfig.LowLatency") {
+					return fmt.Errorf("a normal-mode MoE on a CaptureSafe Comm: %v, want a refusal naming LowLatency", err)
+				}
 				m, err := c.NewMoE(ctx, cfg)
 				if err != nil {
 					return err
