@@ -25,10 +25,21 @@ type MoEConfig struct {
 	// routing exceeds. A dispatch whose rows do not fit fails (MoE.Check), never truncates
 	// silently.
 	Capacity int
+	// LowLatency selects the low-latency mode (docs/moe.md, "Low-latency mode"): one kernel
+	// per Dispatch and per Combine, no host synchronization and no host epoch (so both run
+	// on a CaptureSafe Comm and inside Comm.Capture), fixed buffers of Tokens tokens per GPU
+	// (the most a call sends: DispatchTokens sends fewer), and the masked layout (local
+	// expert j's rows at Offsets[j] = j*NumGPUs*Tokens, Counts[j] of them). Capacity must be
+	// 0 (it is set to Experts*Tokens: NumGPUs*Tokens rows per local expert).
+	LowLatency bool
 }
 
 func (c MoEConfig) String() string {
-	return fmt.Sprintf("(%d tokens x %d, top-%d of %d experts, capacity %d)", c.Tokens, c.Hidden, c.TopK, c.Experts, c.Capacity)
+	ll := ""
+	if c.LowLatency {
+		ll = ", low latency"
+	}
+	return fmt.Sprintf("(%d tokens x %d, top-%d of %d experts, capacity %d%s)", c.Tokens, c.Hidden, c.TopK, c.Experts, c.Capacity, ll)
 }
 
 // MoE is the dispatch and combine of one MoEConfig on a Comm (one node, peer pointers): its
@@ -52,6 +63,7 @@ type MoE struct {
 	counts          *Buffer
 	offsets         *Buffer
 	recvBuf, srcBuf *Buffer
+	ll              *moeLL // the low-latency mode's state (nil: the normal mode)
 
 	dispatched bool
 }
@@ -64,8 +76,8 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	}
 	g := c.g
 	switch {
-	case c.o.CaptureSafe:
-		return nil, errors.New("collectives: NewMoE: the MoE kernels have no graph variants (Options.CaptureSafe)")
+	case c.o.CaptureSafe && !cfg.LowLatency:
+		return nil, errors.New("collectives: NewMoE: the normal-mode MoE kernels have no graph variants (Options.CaptureSafe): set MoEConfig.LowLatency")
 	case c.node.topo.Nodes > 1:
 		return nil, c.flatCheck("NewMoE", "MoE dispatch and combine (peer pointers)")
 	case cfg.Tokens < 1:
@@ -86,6 +98,9 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 		return nil, fmt.Errorf("collectives: MoEConfig %v: Tokens, TopK, Hidden and Capacity must stay below 2^31 (32-bit indices)", cfg)
 	case cfg.Experts >= math.MaxInt32:
 		return nil, fmt.Errorf("collectives: MoEConfig.Experts %d: want fewer than 2^31 (expert ids are i32)", cfg.Experts)
+	}
+	if cfg.LowLatency {
+		return c.newMoELL(ctx, cfg)
 	}
 	pairs := int64(cfg.Tokens) * int64(cfg.TopK)
 	if cfg.Capacity == 0 && int64(g)*pairs < math.MaxInt32 {
@@ -160,7 +175,9 @@ func (m *MoE) Config() MoEConfig {
 // each Dispatch rewrites them. A nil MoE has none (nil).
 //
 // Recv is this GPU's receive buffer, [Capacity, Hidden] bf16: local expert j's rows at
-// [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k).
+// [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k). In the
+// low-latency mode (masked layout) Offsets[j] = j*NumGPUs*Tokens, fixed, and a token that
+// names expert j twice has one row there; the rows past Counts[j] are stale.
 func (m *MoE) Recv() *Buffer {
 	if m == nil {
 		return nil
@@ -168,7 +185,8 @@ func (m *MoE) Recv() *Buffer {
 	return m.recvBuf
 }
 
-// Src is each received row's source: rank*Tokens*TopK + token*TopK + k (i32, Capacity).
+// Src is each received row's source: rank*Tokens*TopK + token*TopK + k (i32, Capacity; in
+// the low-latency mode the first k of the token naming the row's expert).
 func (m *MoE) Src() *Buffer {
 	if m == nil {
 		return nil
@@ -185,7 +203,7 @@ func (m *MoE) Counts() *Buffer {
 }
 
 // Offsets is where each local expert's rows start in Recv (i32, Experts/NumGPUs+1; the
-// last: the rows received).
+// last: the rows received; in the low-latency mode j*NumGPUs*Tokens, written once).
 func (m *MoE) Offsets() *Buffer {
 	if m == nil {
 		return nil
@@ -234,6 +252,9 @@ func (m *MoE) notOwn(what, name string, b *Buffer) error {
 func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 	if err := m.live("Dispatch"); err != nil {
 		return err
+	}
+	if m.ll != nil {
+		return m.dispatchLL(ctx, x, ids, m.cfg.Tokens)
 	}
 	c, cfg := m.c, m.cfg
 	if err := c.begin(ctx, "MoE.Dispatch"); err != nil {
@@ -315,6 +336,9 @@ func (m *MoE) Check(ctx context.Context) error {
 func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 	if err := m.live("Combine"); err != nil {
 		return err
+	}
+	if m.ll != nil {
+		return m.combineLL(ctx, y, weights, out)
 	}
 	c, cfg := m.c, m.cfg
 	if err := c.begin(ctx, "MoE.Combine"); err != nil {

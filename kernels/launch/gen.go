@@ -102,6 +102,8 @@ var twins = []twin{
 	of[kernels.MoEDispatchSendArgs]("MoEDispatchSend", false, "MoEDispatchSend launches moe_dispatch_send."),
 	of[kernels.MoEDispatchExpandArgs]("MoEDispatchExpand", false, "MoEDispatchExpand launches moe_dispatch_expand."),
 	of[kernels.MoECombineArgs]("MoECombine", false, "MoECombine launches moe_combine."),
+	of[kernels.MoELLDispatchArgs]("MoELLDispatch", false, "MoELLDispatch launches moe_ll_dispatch."),
+	of[kernels.MoELLCombineArgs]("MoELLCombine", false, "MoELLCombine launches moe_ll_combine."),
 	of[kernels.MMOneShotArgs]("MMOneShot", false, "MMOneShot launches mm_allreduce_1shot (and _fp8)."),
 	of[kernels.MMTwoShotArgs]("MMTwoShot", false, "MMTwoShot launches mm_allreduce_2shot (and _fp8)."),
 	of[kernels.MMPushArgs]("MMPush", false, "MMPush launches mm_allreduce_push."),

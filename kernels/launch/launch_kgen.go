@@ -410,6 +410,48 @@ type MoECombine struct {
 	Epoch    uint32
 }
 
+// MoELLDispatch launches moe_ll_dispatch.
+type MoELLDispatch struct {
+	X        jit.AnyPtr
+	Recv     jit.AnyPtr
+	Ids      jit.AnyPtr
+	Counts   jit.AnyPtr
+	Src      jit.AnyPtr
+	SlotRows jit.AnyPtr
+	TMask    jit.AnyPtr
+	RowSlot  jit.AnyPtr
+	Status   jit.AnyPtr
+	Tok      jit.AnyPtr
+	TokIds   jit.AnyPtr
+	State    jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	Tokens   uint32
+	MaxT     uint32
+	K        uint32
+	H        uint32
+	E        uint32
+	EL       uint32
+}
+
+// MoELLCombine launches moe_ll_combine.
+type MoELLCombine struct {
+	Y        jit.AnyPtr
+	Out      jit.AnyPtr
+	Weights  jit.AnyPtr
+	SlotRows jit.AnyPtr
+	TMask    jit.AnyPtr
+	W        jit.AnyPtr
+	Part     jit.AnyPtr
+	State    jit.AnyPtr
+	Rank     uint32
+	NGPUs    uint32
+	Tokens   uint32
+	MaxT     uint32
+	K        uint32
+	H        uint32
+}
+
 // MMOneShot launches mm_allreduce_1shot (and _fp8).
 type MMOneShot struct {
 	InMC    jit.AnyPtr
