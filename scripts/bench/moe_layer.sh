@@ -41,7 +41,9 @@ timeout 300 "${tr[@]}" --nproc-per-node "$ng" scripts/bench/torch_moe_layer.py -
 cat "$out/torch.jsonl"
 "$py" - "$out/kgen.txt" "$out/torch.jsonl" <<'EOF' || status=1
 import json, shlex, sys
-kg = [dict(kv.split("=", 1) for kv in shlex.split(l)[1:]) for l in open(sys.argv[1]) if l.startswith("moelayer ")]
+# kgen launch prefixes each rank's lines with "[rank N] ".
+lines = [l.split("] ", 1)[1] if l.startswith("[rank ") else l for l in open(sys.argv[1])]
+kg = [dict(kv.split("=", 1) for kv in shlex.split(l)[1:]) for l in lines if l.startswith("moelayer ")]
 tc = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
 if not kg or not tc:
     sys.exit("missing results: kgen %d ranks, torch %d ranks" % (len(kg), len(tc)))
