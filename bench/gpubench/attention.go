@@ -44,8 +44,8 @@ func runAttention(args []string) error {
 	warps := fs.Int("warps", 0, "warps per block (0: default)")
 	stages := fs.Int("stages", 0, "cp.async stages of K/V (0: default)")
 	kernel := fs.String("kernel", "auto", "auto (sm90 on an sm_90 device, else fa2), sm90 or fa2")
-	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining)")
-	pingPong := fs.Bool("pingpong", true, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong)")
+	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining; unset: the library's default)")
+	pingPong := fs.Bool("pingpong", false, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong; unset: the library's default)")
 	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1 or 2 (0: default); -bn and -stages apply to sm90 too")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,7 +91,14 @@ func runAttention(args []string) error {
 			break
 		}
 		c := kernels.DefaultAttentionSM90Config(cfg.In, *hd, *causal)
-		c.Overlap, c.PingPong = *overlap, *pingPong
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "overlap":
+				c.Overlap = *overlap
+			case "pingpong":
+				c.PingPong = *pingPong
+			}
+		})
 		for _, o := range []struct {
 			v *int
 			f *int
