@@ -61,6 +61,7 @@ func TestProbe9Flags(t *testing.T) {
 		{[]string{"launch", "-n", "2", "--nodes", "1099511627776", "--backend", "emu", "--", "true"}, []string{"--nodes 1099511627776"}},
 		{[]string{"launch", "-n", "2", "--backend", "emu", "--", ""}, []string{"no program given"}},
 		{[]string{"tune", "gemm", "-shapes", "64x64x64,", "--backend", "emu"}, []string{`"" is not MxNxK`}},
+		{[]string{"tune", "gemm", "-shapes", "+64x64x64", "--backend", "emu"}, []string{`"+64" is not a positive extent`}},
 		{[]string{"tune", "gemm", "-shapes", "9223372036854775807x64x64", "--backend", "emu"}, []string{"at most 2^31-1"}},
 	} {
 		code, out, errs := kgenWithin(t, time.Minute, c.args...)

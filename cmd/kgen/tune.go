@@ -236,7 +236,7 @@ func parseShape(s string) ([3]int, error) {
 	}
 	for i, v := range f {
 		x, err := strconv.Atoi(v)
-		if err != nil || x <= 0 {
+		if err != nil || x <= 0 || v[0] < '0' || v[0] > '9' { // digits only: no sign
 			return mnk, usagef("-shapes: %s: %s is not a positive extent", excerpt.Quote(s), excerpt.Quote(v))
 		}
 		mnk[i] = x
