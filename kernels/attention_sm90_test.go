@@ -299,6 +299,36 @@ func TestAttentionSM90Refuses(t *testing.T) {
 			t.Errorf("%+v: Build = %v, want an error naming %q", c.cfg, err, c.want)
 		}
 	}
+	pers := base
+	pers.Persistent = true
+	if _, err := pers.Launch(1, 1, 1, 1, 1); err == nil || !strings.Contains(err.Error(), "LaunchPersistent") {
+		t.Errorf("Persistent Launch = %v, want an error naming LaunchPersistent", err)
+	}
+	if _, err := pers.LaunchPersistent(1, 1, 1, 1, 1, 0); err == nil || !strings.Contains(err.Error(), "0 SMs") {
+		t.Errorf("LaunchPersistent on 0 SMs = %v, want an error naming the SM count", err)
+	}
+	if _, err := pers.LaunchPersistent(1, 6, 4, 1, 1, 132); err == nil || !strings.Contains(err.Error(), "not a multiple of 4 kv heads") {
+		t.Errorf("LaunchPersistent(heads 6, kv 4) = %v, want CheckShape's error", err)
+	}
+	if l, err := base.LaunchPersistent(2, 16, 16, 2048, 2048, 132); err != nil || l.Grid != 512 {
+		t.Errorf("LaunchPersistent without Persistent = grid %d, %v; want Launch's 512 blocks", l.Grid, err)
+	}
+	if l, err := pers.LaunchPersistent(2, 16, 16, 2048, 2048, 132); err != nil || l.Grid != 132 || l.SharedBytes != base.SharedBytes()+32*1024 {
+		t.Errorf("LaunchPersistent = grid %d, %d B shared, %v; want 132 blocks and a second Q tile (%d B)", l.Grid, l.SharedBytes, err, base.SharedBytes()+32*1024)
+	}
+	// Every head dim's Persistent default fits an H100's 227 KiB; at d 256 with one Q tile.
+	for _, d := range []int{64, 128, 256} {
+		c := kernels.DefaultAttentionSM90Config(dsl.BF16, d, false)
+		p := c
+		p.Persistent = true
+		q := 128 * d * 2
+		if d == 256 {
+			q = 0
+		}
+		if err := p.Check(); err != nil || p.SharedBytes() != c.SharedBytes()+q {
+			t.Errorf("d %d Persistent: %d B shared (%v), want %d + %d", d, p.SharedBytes(), err, c.SharedBytes(), q)
+		}
+	}
 	k := dsl.New("a", dsl.WithTarget(ptx.SM90))
 	kernels.AttentionSM90(k, base)
 	if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "sm_90a") {
