@@ -469,7 +469,8 @@ func TestAttentionSM90Persistent(t *testing.T) {
 	}
 	one := sm90Persist(sm90Cfg(f16, 64, false, true, false))
 	one.Consumers, one.BN = 1, 64
-	three := sm90Persist(sm90Cfg(bf, 64, true, true, true)) // a 3-stage ring, 32 keys per step
+	// A 3-stage ring, 32 keys per step: 6 tiles over 5 blocks.
+	three := sm90Persist(sm90Cfg(bf, 64, true, true, true))
 	three.Stages, three.BN = 3, 32
 	cases = append(cases,
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, false, true, false)), b: 11, h: 1, hk: 1, sq: 1, sk: 90, sms: 3},
@@ -477,8 +478,8 @@ func TestAttentionSM90Persistent(t *testing.T) {
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, false, true, false)), b: 2, h: 4, hk: 2, sq: 70, sk: 130, sms: 3},
 		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 128, true, true, true)), b: 2, h: 4, hk: 1, sq: 90, sk: 200, sms: 3},
 		sm90Problem{cfg: one, b: 2, h: 2, hk: 1, sq: 70, sk: 90, sms: 3},
-		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, false, true, false)), b: 2, h: 2, hk: 1, sq: 70, sk: 130, scale: 0.2, sms: 3},
-		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, true, false, false)), b: 1, h: 3, hk: 1, sq: 130, sk: 70, sms: 4},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, false, true, false)), b: 2, h: 4, hk: 1, sq: 70, sk: 130, scale: 0.2, sms: 3},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, true, false, false)), b: 2, h: 3, hk: 1, sq: 130, sk: 70, sms: 5},
 		sm90Problem{cfg: three, b: 3, h: 2, hk: 2, sq: 65, sk: 200, scale: 0.5, sms: 5},
 		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 64, false, true, true)), b: 1, h: 8, hk: 1, sq: 33, sk: 70, sms: 3}, // GQA 8
 		// Causal, seqQ far above seqK: tiles that see no key (O 0, LSE -Inf) between ones
