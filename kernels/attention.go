@@ -309,7 +309,12 @@ func Attention(k *dsl.Kernel, cfg AttentionConfig) {
 // attentionBlock maps the block to its (query tile mt, batch*heads+head bh, head h, batch
 // b, K/V head hkv), query tiles fastest; causal blocks take the longest tiles first.
 func attentionBlock(k *dsl.Kernel, a AttentionArgs, bm int, causal bool) (mt, bh, h, b, hkv dsl.Value) {
-	blk := k.BlockIdx(dsl.X)
+	return attentionTile(k, a, bm, causal, k.BlockIdx(dsl.X))
+}
+
+// attentionTile is attentionBlock's mapping of linear work tile blk (U32), for persistent
+// blocks that walk several.
+func attentionTile(k *dsl.Kernel, a AttentionArgs, bm int, causal bool, blk dsl.Value) (mt, bh, h, b, hkv dsl.Value) {
 	tilesM := a.SeqQ.Add(uint32(bm - 1)).Div(uint32(bm))
 	mt = blk.Rem(tilesM)
 	if causal {

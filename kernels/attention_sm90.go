@@ -36,6 +36,11 @@ type AttentionSM90Config struct {
 	// keys CuK[b]..CuK[b+1] (AttentionVarLenArgs, after the maps), SeqQ the longest query
 	// sequence (the grid's), SeqK unused; LSE is [heads, totalQ].
 	VarLen bool
+	// Persistent launches at most one block an SM (LaunchPersistent), each walking work
+	// tiles blockIdx, blockIdx + gridDim, ... in Grid's order: the producer runs ahead
+	// across tiles (the K/V rings run on; the next Q loads into a second buffer where
+	// shared memory holds one), so one tile's epilogue overlaps the next tile's loads.
+	Persistent bool
 }
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
@@ -56,7 +61,7 @@ func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) Attention
 func (c AttentionSM90Config) BM() int { return 64 * c.Consumers }
 
 // Name is the kernel's entry name:
-// attention_sm90_<in>_d<HeadDim>_<BM>x<BN>_<Stages>s{_causal}{_ov}{_pp}{_varlen}.
+// attention_sm90_<in>_d<HeadDim>_<BM>x<BN>_<Stages>s{_causal}{_ov}{_pp}{_varlen}{_persist}.
 func (c AttentionSM90Config) Name() string {
 	s := fmt.Sprintf("attention_sm90_%s_d%d_%dx%d_%ds", c.In, c.HeadDim, c.BM(), c.BN, c.Stages)
 	if c.Causal {
@@ -71,6 +76,9 @@ func (c AttentionSM90Config) Name() string {
 	if c.VarLen {
 		s += "_varlen"
 	}
+	if c.Persistent {
+		s += "_persist"
+	}
 	return s
 }
 
@@ -83,19 +91,42 @@ func (c AttentionSM90Config) tileBytes(rows int) int {
 	return (rows*c.HeadDim*c.In.Bytes() + 1023) / 1024 * 1024
 }
 
-// SharedBytes returns the dynamic shared memory a block needs: the Q tile, Stages tiles of
-// K and of V, and dsl.DynamicSharedTilePad to align them to 1024 bytes at run time.
+// SharedBytes returns the dynamic shared memory a block needs: the Q tile (two with
+// Persistent where they fit in 227 KiB: at head dim 64 and 128 in the default
+// configurations, not at 256), Stages tiles of K and of V, and dsl.DynamicSharedTilePad to
+// align them to 1024 bytes at run time.
 func (c AttentionSM90Config) SharedBytes() int {
-	return c.tileBytes(c.BM()) + 2*c.Stages*c.tileBytes(c.BN) + dsl.DynamicSharedTilePad
+	return c.qStages()*c.tileBytes(c.BM()) + 2*c.Stages*c.tileBytes(c.BN) + dsl.DynamicSharedTilePad
 }
 
-// Grid returns the number of blocks (a 1-D grid: query tiles fastest, then heads, then
-// batches; causal blocks take the longest tiles first); 0 for an empty problem.
+// qStages is the Q buffers of a block: two with Persistent where shared memory holds them
+// (the next tile's Q then loads while this tile's S GEMMs still read its own), else one.
+func (c AttentionSM90Config) qStages() int {
+	if c.Persistent && 2*c.tileBytes(c.BM())+2*c.Stages*c.tileBytes(c.BN)+dsl.DynamicSharedTilePad <= 227*1024 {
+		return 2
+	}
+	return 1
+}
+
+// Grid returns the number of work tiles, the blocks of a launch without Persistent (a 1-D
+// grid: query tiles fastest, then heads, then batches; causal blocks take the longest tiles
+// first); 0 for an empty problem.
 func (c AttentionSM90Config) Grid(batch, heads, seqQ int) int {
 	if batch <= 0 || heads <= 0 || seqQ <= 0 || c.Consumers <= 0 {
 		return 0
 	}
 	return ceilDiv(seqQ, c.BM()) * heads * batch
+}
+
+// PersistentGrid returns the blocks of a launch on a device of sms multiprocessors: with
+// Persistent Grid's tiles but at most sms (one block an SM: a block takes an SM's registers),
+// each walking tiles blockIdx, blockIdx + gridDim, ...; without it Grid.
+func (c AttentionSM90Config) PersistentGrid(batch, heads, seqQ, sms int) int {
+	g := c.Grid(batch, heads, seqQ)
+	if c.Persistent && sms > 0 {
+		return min(g, sms)
+	}
+	return g
 }
 
 // TMABox returns the first two extents of every tensor map's box, innermost first: 64
@@ -124,6 +155,8 @@ func (c AttentionSM90Config) Check() error {
 		return fmt.Errorf("attention_sm90: %d stages (want 2..8)", c.Stages)
 	case c.PingPong && c.Consumers != 2:
 		return fmt.Errorf("attention_sm90: PingPong alternates two consumer warpgroups; the configuration has %d", c.Consumers)
+	case c.Persistent && c.Overlap && c.PingPong && c.HeadDim > 128:
+		return fmt.Errorf("attention_sm90: Persistent with Overlap and PingPong at head dim %d: the consumers' 240 registers (O's %d a thread, two tiles of S) leave too few for the tile loop (ptxas spills); drop one of the three", c.HeadDim, c.HeadDim/2)
 	}
 	if r := c.BN/2 + c.HeadDim/2 + c.BN/4; r > attentionSM90AccRegs {
 		return fmt.Errorf("attention_sm90: BN %d at head dim %d holds %d accumulator and P registers a thread (BN/2 + HeadDim/2 + BN/4); at most %d fit the consumers' 240 without spills", c.BN, c.HeadDim, r, attentionSM90AccRegs)
@@ -174,8 +207,25 @@ type AttentionSM90Launch struct {
 }
 
 // Launch returns the launch of c for a problem of AttentionArgs' shapes, or an error (Check's
-// or CheckShape's) naming the rule it breaks.
+// or CheckShape's) naming the rule it breaks. A Persistent configuration's launch is
+// LaunchPersistent's (its grid depends on the device).
 func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (AttentionSM90Launch, error) {
+	if c.Persistent {
+		return AttentionSM90Launch{}, fmt.Errorf("attention_sm90: %s walks its tiles persistently: its launch is LaunchPersistent's (the grid depends on the SM count)", c.Name())
+	}
+	return c.launch(batch, heads, kvHeads, seqQ, seqK, 0)
+}
+
+// LaunchPersistent is Launch on a device of sms multiprocessors (jit.Info.Multiproc): the
+// grid is PersistentGrid's. Without Persistent it is Launch's and sms is not used.
+func (c AttentionSM90Config) LaunchPersistent(batch, heads, kvHeads, seqQ, seqK, sms int) (AttentionSM90Launch, error) {
+	if c.Persistent && sms < 1 {
+		return AttentionSM90Launch{}, fmt.Errorf("attention_sm90: %s on %d SMs: want the device's multiprocessor count (at least 1)", c.Name(), sms)
+	}
+	return c.launch(batch, heads, kvHeads, seqQ, seqK, sms)
+}
+
+func (c AttentionSM90Config) launch(batch, heads, kvHeads, seqQ, seqK, sms int) (AttentionSM90Launch, error) {
 	if err := c.Check(); err != nil {
 		return AttentionSM90Launch{}, err
 	}
@@ -192,7 +242,7 @@ func (c AttentionSM90Config) Launch(batch, heads, kvHeads, seqQ, seqK int) (Atte
 		return AttentionTMASpec{Elem: c.In, Dims: [3]uint64{cols, uint64(seq), uint64(batch)}, Strides: [2]uint64{cols * es, cols * es * uint64(seq)},
 			Box: [3]uint32{uint32(box[0]), uint32(box[1]), 1}, Swizzle: 128}
 	}
-	return AttentionSM90Launch{Grid: c.Grid(batch, heads, seqQ), Block: c.Threads(), SharedBytes: c.SharedBytes(),
+	return AttentionSM90Launch{Grid: c.PersistentGrid(batch, heads, seqQ, sms), Block: c.Threads(), SharedBytes: c.SharedBytes(),
 		Q: spec(heads, seqQ, bq), K: spec(kvHeads, seqK, bkv), V: spec(kvHeads, seqK, bkv)}, nil
 }
 
@@ -228,6 +278,13 @@ func init() {
 // its query tile starts past the sequence, and loads its tiles at the sequence's first row.
 // The rows a tile reads past the sequence are the next sequence's: keys there are masked
 // like keys past seqK, and query rows there are not stored.
+//
+// With cfg.Persistent (launched by LaunchPersistent or LaunchVarLenPersistent) each block
+// walks work tiles blockIdx, blockIdx + gridDim, ... of Grid's order. Q goes through a ring
+// of its own (full and empty mbarriers, one or two buffers: SharedBytes) that the consumers
+// free once the tile's last S has retired; the K/V rings run on from tile to tile, so the
+// producer loads the next tile while the consumers finish this one. A tile that sees no key
+// loads nothing; a VarLen tile past its sequence is skipped by both roles.
 func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
@@ -268,9 +325,10 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 		return
 	}
 	lV := layout.ComposedLayout{Outer: laMN.Outer, Offset: laMN.Offset, Inner: lVi}
-	sQ := k.DynamicSharedTile(cfg.In, lQ, 1, 0)
-	sK := k.DynamicSharedTile(cfg.In, lK, cfg.Stages, sQ.StageBytes)
-	sV := k.DynamicSharedTile(cfg.In, lV, cfg.Stages, sQ.StageBytes+cfg.Stages*sK.StageBytes)
+	qs := cfg.qStages()
+	sQ := k.DynamicSharedTile(cfg.In, lQ, qs, 0)
+	sK := k.DynamicSharedTile(cfg.In, lK, cfg.Stages, qs*sQ.StageBytes)
+	sV := k.DynamicSharedTile(cfg.In, lV, cfg.Stages, qs*sQ.StageBytes+cfg.Stages*sK.StageBytes)
 	cQ, cK, cV := k.MakeTMACopy(maps.TmQ, sQ), k.MakeTMACopy(maps.TmK, sK), k.MakeTMACopy(maps.TmV, sV)
 	bq, bkv := cfg.TMABox()
 	if cQ.Box != bq || cK.Box != bkv || cV.Box != bkv || cQ.Major() != dsl.KMajor || cK.Major() != dsl.KMajor || cV.Major() != dsl.MNMajor {
@@ -286,63 +344,138 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	qk, pv := dsl.MakeTiledGMMA(atomS, C), dsl.MakeTiledGMMA(atomO, C)
 
 	tid := k.ThreadIdx(dsl.X)
-	qBar := k.Mbarriers(1).At(0)
-	k.If(tid.Eq(uint32(0)), func() { qBar.Init(1) })
+	var qBar dsl.Mbarrier
+	var pQ *dsl.TMAPipeline
+	if cfg.Persistent { // Q full / Q empty per buffer; one arrival per consumer warp frees it
+		pQ = k.MakeTMAPipeline(qs, 4*C, cQ)
+	} else {
+		qBar = k.Mbarriers(1).At(0)
+		k.If(tid.Eq(uint32(0)), func() { qBar.Init(1) })
+	}
 	// One arrival per consumer warp frees a stage (lane 0, after the warp's wait_group).
 	pK := k.MakeTMAPipeline(cfg.Stages, 4*C, cK) // also makes qBar's init visible (SyncThreads)
 	pV := k.MakeTMAPipeline(cfg.Stages, 4*C, cV)
 
-	// Block -> (query tile, head, batch), as Attention.
-	mt, bh, h, b, hkv := attentionBlock(k, a, BM, cfg.Causal)
-	seqQ, seqK := a.SeqQ.To(dsl.I32), a.SeqK.To(dsl.I32)
-	mIdx := mt.To(dsl.I32)
-	var seqs attnVarLenSeq
-	if cfg.VarLen {
-		seqs = attentionVarLenSeq(k, vl, b)
-		seqQ, seqK = seqs.seqQ, seqs.seqK
-		// The whole block leaves (before any barrier) when its tile starts past the sequence.
-		k.If(mIdx.Mul(int32(BM)).Ge(seqQ), k.Return)
+	// tileOf maps work tile t (U32) to (query tile, head, batch), as Attention's grid does,
+	// and to the keys it sees. Without Persistent a VarLen block whose tile starts past its
+	// sequence leaves here, before any barrier.
+	tileOf := func(t dsl.Value) attnSM90Tile {
+		var tl attnSM90Tile
+		tl.mt, tl.bh, tl.h, tl.b, tl.hkv = attentionTile(k, a, BM, cfg.Causal, t)
+		tl.seqQ, tl.seqK = a.SeqQ.To(dsl.I32), a.SeqK.To(dsl.I32)
+		tl.mIdx = tl.mt.To(dsl.I32)
+		if cfg.VarLen {
+			tl.seqs = attentionVarLenSeq(k, vl, tl.b)
+			tl.seqQ, tl.seqK = tl.seqs.seqQ, tl.seqs.seqK
+			tl.past = tl.mIdx.Mul(int32(BM)).Ge(tl.seqQ)
+			if !cfg.Persistent {
+				k.If(tl.past, k.Return)
+			}
+		}
+		tl.diag = tl.seqK.Sub(tl.seqQ) // query i sees keys j <= i + diag
+		tl.nKV = tl.seqK.Add(int32(BN - 1)).Div(int32(BN))
+		if cfg.Causal {
+			lastKey := tl.mIdx.Add(int32(1)).Mul(int32(BM)).Min(tl.seqQ).Sub(int32(1)).Add(tl.diag)
+			tl.nKV = k.Select(lastKey.Lt(int32(0)), k.Const(dsl.I32, 0), tl.nKV.Min(lastKey.Div(int32(BN)).Add(int32(1))))
+		}
+		return tl
 	}
-	diag := seqK.Sub(seqQ) // query i sees keys j <= i + diag
-	nKV := seqK.Add(int32(BN - 1)).Div(int32(BN))
-	if cfg.Causal {
-		lastKey := mIdx.Add(int32(1)).Mul(int32(BM)).Min(seqQ).Sub(int32(1)).Add(diag)
-		nKV = k.Select(lastKey.Lt(int32(0)), k.Const(dsl.I32, 0), nKV.Min(lastKey.Div(int32(BN)).Add(int32(1))))
+	// forTiles runs body for each of the block's tiles (Persistent), skipping VarLen tiles
+	// past their sequence.
+	forTiles := func(body func(tl attnSM90Tile)) {
+		tiles := a.SeqQ.Add(uint32(BM - 1)).Div(uint32(BM)).Mul(a.Heads).Mul(a.Batch)
+		k.For(k.BlockIdx(dsl.X), tiles, k.GridDim(dsl.X), func(t dsl.Value) {
+			tl := tileOf(t)
+			if cfg.VarLen {
+				k.If(tl.past.Not(), func() { body(tl) })
+				return
+			}
+			body(tl)
+		})
+	}
+	var blkTile attnSM90Tile
+	if !cfg.Persistent {
+		blkTile = tileOf(k.BlockIdx(dsl.X))
 	}
 
 	k.If(tid.Lt(uint32(128)), func() { // the producer warpgroup
 		k.WarpgroupRegDealloc(attentionSM90ProducerRegs(C))
 		k.If(tid.Lt(uint32(32)).And(k.ElectOne()), func() {
-			qCol, kvCol := h.Mul(uint32(D)), hkv.Mul(uint32(D))
-			qBar.ArriveExpectTx(cQ.Bytes)
-			qRow, bt := mt.Mul(uint32(BM)), b
-			var kRow0 dsl.Value
-			if cfg.VarLen { // one packed "batch": the sequence starts at row q0 (k0)
-				qRow, kRow0, bt = qRow.To(dsl.I32).Add(seqs.q0), seqs.k0, k.Const(dsl.U32, 0)
-			}
-			cQ.LoadOuter(qBar, 0, qRow, qCol, bt)
-			st := pK.ProducerState() // V's ring walks the same stages
-			k.For(int32(0), nKV, int32(1), func(j dsl.Value) {
-				row := j.Mul(int32(BN))
-				if cfg.VarLen {
-					row = row.Add(kRow0)
+			// rows returns tile tl's first query row, first key row (VarLen) and batch
+			// coordinate of the maps.
+			rows := func(tl attnSM90Tile) (qRow, kRow0, bt dsl.Value) {
+				qRow, bt = tl.mt.Mul(uint32(BM)), tl.b
+				if cfg.VarLen { // one packed "batch": the sequence starts at row q0 (k0)
+					qRow, kRow0, bt = qRow.To(dsl.I32).Add(tl.seqs.q0), tl.seqs.k0, k.Const(dsl.U32, 0)
 				}
-				pK.ProducerAcquire(st)
-				pK.LoadOuter(st, cK, row, kvCol, bt)
-				pK.ProducerCommit(st)
-				pV.ProducerAcquire(st)
-				pV.LoadOuter(st, cV, kvCol, row, bt)
-				pV.ProducerCommit(st)
-				st.Advance()
+				return qRow, kRow0, bt
+			}
+			// loadKV loads tile tl's K and V tiles through the rings from st on (V's ring
+			// walks K's stages).
+			loadKV := func(tl attnSM90Tile, st dsl.PipelineState, kvCol, kRow0, bt dsl.Value) {
+				k.For(int32(0), tl.nKV, int32(1), func(j dsl.Value) {
+					row := j.Mul(int32(BN))
+					if cfg.VarLen {
+						row = row.Add(kRow0)
+					}
+					pK.ProducerAcquire(st)
+					pK.LoadOuter(st, cK, row, kvCol, bt)
+					pK.ProducerCommit(st)
+					pV.ProducerAcquire(st)
+					pV.LoadOuter(st, cV, kvCol, row, bt)
+					pV.ProducerCommit(st)
+					st.Advance()
+				})
+			}
+			if !cfg.Persistent {
+				tl := blkTile
+				qCol, kvCol := tl.h.Mul(uint32(D)), tl.hkv.Mul(uint32(D))
+				qBar.ArriveExpectTx(cQ.Bytes)
+				qRow, kRow0, bt := rows(tl)
+				cQ.LoadOuter(qBar, 0, qRow, qCol, bt)
+				loadKV(tl, pK.ProducerState(), kvCol, kRow0, bt)
+				return
+			}
+			stQ, advQ := attnQState(k, pQ, true)
+			st := pK.ProducerState()
+			forTiles(func(tl attnSM90Tile) {
+				k.If(tl.nKV.Gt(int32(0)), func() { // a tile that sees no key loads nothing
+					qCol, kvCol := tl.h.Mul(uint32(D)), tl.hkv.Mul(uint32(D))
+					qRow, kRow0, bt := rows(tl)
+					pQ.ProducerAcquire(stQ) // the consumers have freed the buffer
+					pQ.LoadOuter(stQ, cQ, qRow, qCol, bt)
+					pQ.ProducerCommit(stQ)
+					advQ()
+					loadKV(tl, st, kvCol, kRow0, bt)
+				})
 			})
 		})
 	}).Else(func() { // the consumer warpgroups
 		k.WarpgroupRegAlloc(attentionSM90ConsumerRegs(C))
 		attentionSM90Consumer(k, cfg, a, attnSM90Block{
-			sQ: sQ, sK: sK, sV: sV, qk: qk, pv: pv, pK: pK, pV: pV, qBar: qBar,
-			t: tid.Sub(uint32(128)), mIdx: mIdx, h: h, b: b, bh: bh, nKV: nKV, diag: diag, seqQ: seqQ, seqK: seqK, vl: vl, seqs: seqs,
+			sQ: sQ, sK: sK, sV: sV, qk: qk, pv: pv, pQ: pQ, pK: pK, pV: pV, qBar: qBar,
+			t: tid.Sub(uint32(128)), vl: vl, tile: blkTile, forTiles: forTiles,
 		})
 	})
+}
+
+// attnQState returns the producer's or the consumers' state in the Persistent Q ring p and
+// the function that advances it. With one buffer the index is the constant 0 and only the
+// phase flips per tile: the barriers' addresses stay constants, which saves registers the
+// consumers lack at head dim 256.
+func attnQState(k *dsl.Kernel, p *dsl.TMAPipeline, producer bool) (dsl.PipelineState, func()) {
+	if p.Stages() > 1 {
+		st := p.ConsumerState()
+		if producer {
+			st = p.ProducerState()
+		}
+		return st, st.Advance
+	}
+	phase := k.Var(dsl.U32, 0) // ConsumerState's parity; the producer's starts at 1
+	if producer {
+		phase = k.Var(dsl.U32, 1)
+	}
+	return dsl.PipelineState{Index: k.Const(dsl.U32, 0), Phase: phase}, func() { k.Set(phase, phase.Xor(uint32(1))) }
 }
 
 // attentionSM90ProducerRegs and attentionSM90ConsumerRegs are the setmaxnreg budgets of the
@@ -361,55 +494,71 @@ func attentionSM90ConsumerRegs(consumers int) int {
 	return 240
 }
 
+// attnSM90Tile is one work tile: a query tile of one head and batch, and the keys it sees.
+type attnSM90Tile struct {
+	mt, bh, h, b, hkv dsl.Value     // query tile, batch*heads + head, head, batch, K/V head (U32)
+	mIdx              dsl.Value     // the query tile (I32)
+	nKV               dsl.Value     // key tiles the tile walks (I32)
+	diag              dsl.Value     // seqK - seqQ (I32)
+	seqQ, seqK        dsl.Value     // I32
+	seqs              attnVarLenSeq // VarLen: the tile's sequence
+	past              dsl.Value     // VarLen: the tile starts past its sequence (Bool)
+}
+
 // attnSM90Block is what the consumers of one block work on.
 type attnSM90Block struct {
 	sQ, sK, sV dsl.SharedTile
 	qk, pv     dsl.TiledGMMA
+	pQ         *dsl.TMAPipeline // Persistent: the Q ring
 	pK, pV     *dsl.TMAPipeline
-	qBar       dsl.Mbarrier
-	t          dsl.Value // the thread among the consumers, 0..128*Consumers-1 (U32)
-	mIdx       dsl.Value // the query tile (I32)
-	h, b, bh   dsl.Value // head, batch, batch*heads + head (U32)
-	nKV        dsl.Value // key tiles the block walks (I32)
-	diag       dsl.Value // seqK - seqQ (I32)
-	seqQ, seqK dsl.Value // I32
+	qBar       dsl.Mbarrier // without Persistent: Q's barrier
+	t          dsl.Value    // the thread among the consumers, 0..128*Consumers-1 (U32)
 	vl         AttentionVarLenArgs
-	seqs       attnVarLenSeq // VarLen: the block's sequence
+	tile       attnSM90Tile                // without Persistent: the block's tile
+	forTiles   func(func(tl attnSM90Tile)) // Persistent: the block's tiles
 }
 
-// attentionSM90Consumer is a consumer warpgroup's part: the key tiles through S, the
-// softmax and P V, then O and LSE.
+// attentionSM90Consumer is a consumer warpgroup's part: per tile the key tiles through S,
+// the softmax and P V, then O and LSE.
 func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionArgs, blk attnSM90Block) {
-	BM, BN, D := cfg.BM(), cfg.BN, cfg.HeadDim
+	BM, BN := cfg.BM(), cfg.BN
 	qk, pv, pK, pV := blk.qk, blk.pv, blk.pK, blk.pV
 	t := blk.t
 	wg := t.Shr(uint32(7))
 	vs, vo := qk.AccView(k, t), pv.AccView(k, t) // rows of S and of O: the same two per thread
-	rowsS, rowsO := vs.Rows(), vo.Rows()
+	rowsS := vs.Rows()
 	accS, accO := qk.Accumulators(k), pv.Accumulators(k)
 	sm := newSM90Softmax(k, len(rowsS), a.Scale)
 	negInf := sm.negInf
 	lane0 := t.And(uint32(31)).Eq(uint32(0))
 
-	// The block's first query row and this warpgroup's, in the sequence (I32).
-	row0 := blk.mIdx.Mul(int32(BM))
-	wgRow0 := row0.Add(wg.To(dsl.I32).Mul(int32(64)))
-	rowS, colS := vs.RowFrom(row0.To(dsl.U32)).To(dsl.I32), vs.Col().To(dsl.I32)
+	// The tile whose code is being written, set before it is.
+	tl := blk.tile
+	// The tile's first query row and this warpgroup's, in the sequence (I32).
+	var row0, wgRow0, rowS, colS dsl.Value
+	tileRows := func() {
+		row0 = tl.mIdx.Mul(int32(BM))
+		wgRow0 = row0.Add(wg.To(dsl.I32).Mul(int32(64)))
+		rowS, colS = vs.RowFrom(row0.To(dsl.U32)).To(dsl.I32), vs.Col().To(dsl.I32)
+	}
+	if !cfg.Persistent {
+		tileRows()
+	}
 
 	// scores turns the retired accS of key tile j into probabilities p (f32, masked keys
 	// 0) and returns each row's correction of O.
 	scores := func(j dsl.Value) (p []dsl.Value, corr []dsl.Value) {
 		key0 := j.Mul(int32(BN))
-		need := key0.Add(int32(BN)).Gt(blk.seqK)
+		need := key0.Add(int32(BN)).Gt(tl.seqK)
 		if cfg.Causal { // the warpgroup's first row sees keys up to wgRow0 + diag
-			need = need.Or(key0.Add(int32(BN - 1)).Gt(wgRow0.Add(blk.diag)))
+			need = need.Or(key0.Add(int32(BN - 1)).Gt(wgRow0.Add(tl.diag)))
 		}
 		k.If(need, func() {
 			for i := range atomRegs(qk) {
 				key := key0.Add(colS).Add(int32(vs.ColOff[i]))
-				ok := key.Lt(blk.seqK)
+				ok := key.Lt(tl.seqK)
 				if cfg.Causal {
-					ok = ok.And(key.Le(rowS.Add(int32(vs.RowOff[i])).Add(blk.diag)))
+					ok = ok.And(key.Le(rowS.Add(int32(vs.RowOff[i])).Add(tl.diag)))
 				}
 				k.Set(accS.Get(i), k.Select(ok, accS.Get(i), negInf))
 			}
@@ -433,9 +582,9 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 
 	// Ping-pong: a warpgroup issues its GEMMs in its turn (turn), then hands the turn to
 	// the other (pass), so one's softmax runs while the other's GEMMs do. Warpgroup 1 gives
-	// warpgroup 0 the first turn and skips its pass after its last section, so that every
-	// arrival meets a sync.
-	turn, pass := func() {}, func(last dsl.Value) {}
+	// warpgroup 0 the first turn of each tile (start) and skips its pass after the tile's
+	// last section, so that every arrival meets a sync.
+	turn, pass, start := func() {}, func(last dsl.Value) {}, func() {}
 	if cfg.PingPong {
 		bars := [2]dsl.NamedBar{k.NamedBarrierFor("attention_sm90: warpgroup 0's turn", 256), k.NamedBarrierFor("attention_sm90: warpgroup 1's turn", 256)}
 		first := wg.Eq(uint32(0))
@@ -443,15 +592,25 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 		pass = func(last dsl.Value) {
 			k.If(first, bars[1].Arrive).Else(func() { k.If(last.Not(), bars[0].Arrive) })
 		}
-		k.If(first.Not().And(blk.nKV.Gt(int32(0))), bars[0].Arrive)
+		start = func() { k.If(first.Not().And(tl.nKV.Gt(int32(0))), bars[0].Arrive) }
 	}
 
-	blk.qBar.Wait(0)
+	// Q: one buffer on qBar, or (Persistent) the Q ring, freed after the tile's last S.
+	sQ, releaseQ := blk.sQ, func() {}
+	var stQ dsl.PipelineState
+	if cfg.Persistent {
+		var advQ func()
+		stQ, advQ = attnQState(k, blk.pQ, false)
+		releaseQ = func() { release(blk.pQ, stQ); advQ() }
+	} else {
+		start()
+		blk.qBar.Wait(0)
+	}
 	stK, stV := pK.ConsumerState(), pV.ConsumerState()
 	sFirst := qk.Accumulating(k.Const(dsl.Bool, false)) // S overwrites the accumulators
 	gemmS := func() {
 		pK.ConsumerWait(stK)
-		sFirst.Gemm(k, wg, blk.sQ, blk.sK.StageView(stK.Index), 0, accS) // S = Q K^T
+		sFirst.Gemm(k, wg, sQ, blk.sK.StageView(stK.Index), 0, accS) // S = Q K^T
 	}
 	gemmPV := func() {
 		pV.ConsumerWait(stV)
@@ -459,70 +618,102 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 	}
 	retireS := func() { release(pK, stK); stK.Advance() }
 	retirePV := func() { release(pV, stV); stV.Advance() }
-	if !cfg.Overlap {
-		k.For(int32(0), blk.nKV, int32(1), func(j dsl.Value) {
-			turn()
-			gemmS()
-			pass(j.Eq(blk.nKV.Sub(int32(1))))
-			k.WaitGroup(0)
-			retireS()
-			p, corr := scores(j)
-			sm.rescale(vo, accO, corr)
-			packP(p)
-			gemmPV()
-			k.WaitGroup(0)
-			retirePV()
-		})
-	} else {
-		// Tile j's section issues S_j and then P_{j-1} V_{j-1}; the softmax of S_j runs
-		// while P V does, O's rescale and P_j's registers wait for it.
-		k.If(blk.nKV.Gt(int32(0)), func() {
-			turn()
-			gemmS()
-			pass(k.Const(dsl.Bool, false))
-			k.WaitGroup(0)
-			retireS()
-			p, _ := scores(k.Const(dsl.I32, 0)) // O is 0: no rescale
-			packP(p)
-			k.For(int32(1), blk.nKV, int32(1), func(j dsl.Value) {
+
+	// tile writes the consumers' code of tile tl: its key tiles, then O and LSE.
+	tile := func() {
+		if !cfg.Overlap {
+			k.For(int32(0), tl.nKV, int32(1), func(j dsl.Value) {
 				turn()
 				gemmS()
-				gemmPV()
-				pass(k.Const(dsl.Bool, false))
-				k.WaitGroup(1) // S_j
+				pass(j.Eq(tl.nKV.Sub(int32(1))))
+				k.WaitGroup(0)
 				retireS()
 				p, corr := scores(j)
-				k.WaitGroup(0) // P_{j-1} V_{j-1}
-				retirePV()
 				sm.rescale(vo, accO, corr)
 				packP(p)
+				gemmPV()
+				k.WaitGroup(0)
+				retirePV()
 			})
-			turn()
-			gemmPV()
-			pass(k.Const(dsl.Bool, true))
-			k.WaitGroup(0)
-			retirePV()
-		})
+			if cfg.Persistent {
+				k.If(tl.nKV.Gt(int32(0)), releaseQ)
+			}
+		} else {
+			// Tile j's section issues S_j and then P_{j-1} V_{j-1}; the softmax of S_j runs
+			// while P V does, O's rescale and P_j's registers wait for it.
+			k.If(tl.nKV.Gt(int32(0)), func() {
+				turn()
+				gemmS()
+				pass(k.Const(dsl.Bool, false))
+				k.WaitGroup(0)
+				retireS()
+				p, _ := scores(k.Const(dsl.I32, 0)) // O is 0: no rescale
+				packP(p)
+				k.For(int32(1), tl.nKV, int32(1), func(j dsl.Value) {
+					turn()
+					gemmS()
+					gemmPV()
+					pass(k.Const(dsl.Bool, false))
+					k.WaitGroup(1) // S_j
+					retireS()
+					p, corr := scores(j)
+					k.WaitGroup(0) // P_{j-1} V_{j-1}
+					retirePV()
+					sm.rescale(vo, accO, corr)
+					packP(p)
+				})
+				releaseQ() // the last S has retired
+				turn()
+				gemmPV()
+				pass(k.Const(dsl.Bool, true))
+				k.WaitGroup(0)
+				retirePV()
+			})
+		}
+		attentionSM90Epilogue(k, cfg, a, blk, tl, sm, vs, vo, accO, row0)
 	}
+	if !cfg.Persistent {
+		tile()
+		return
+	}
+	zero := k.Const(dsl.F32, 0.0)
+	blk.forTiles(func(x attnSM90Tile) {
+		tl = x
+		tileRows()
+		sm.reset()
+		for i := range accO.Values() { // O starts at 0 (the last tile's P V has retired)
+			k.Set(accO.Get(i), zero)
+		}
+		start()
+		k.If(tl.nKV.Gt(int32(0)), func() { blk.pQ.ConsumerWait(stQ) })
+		if cfg.qStages() > 1 {
+			sQ = blk.sQ.StageView(stQ.Index)
+		}
+		tile()
+	})
+}
 
-	// O /= l (0 for a row that saw no key), stored in pairs of adjacent columns; LSE =
-	// m*scale + ln l by the thread holding column 0 of the row.
+// attentionSM90Epilogue writes tile tl's O /= l (0 for a row that saw no key), stored in
+// pairs of adjacent columns, and LSE = m*scale + ln l by the thread holding column 0 of the
+// row; row0 is the tile's first query row (I32).
+func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionArgs, blk attnSM90Block, tl attnSM90Tile, sm *sm90Softmax, vs, vo dsl.AccView, accO dsl.Tensor, row0 dsl.Value) {
+	D := cfg.HeadDim
 	inv, lse := sm.finish(vs)
 	ldq := a.Heads.Mul(uint32(D))
 	var qBase dsl.Value
-	rowsQ, lseAt := a.SeqQ, func(s dsl.Value) dsl.Value { return blk.bh.Mul(a.SeqQ).Add(s) }
+	rowsQ, lseAt := a.SeqQ, func(s dsl.Value) dsl.Value { return tl.bh.Mul(a.SeqQ).Add(s) }
 	if cfg.VarLen { // row q0 of the packed tensors; LSE [heads, totalQ]
-		q0 := blk.seqs.q0.To(dsl.U32)
-		qBase = q0.MulWide(a.Heads).Add(blk.h.To(dsl.U64)).Mul(uint64(D))
-		rowsQ = blk.seqQ.To(dsl.U32)
-		lseAt = func(s dsl.Value) dsl.Value { return blk.h.Mul(blk.vl.TotalQ).Add(q0).Add(s) }
+		q0 := tl.seqs.q0.To(dsl.U32)
+		qBase = q0.MulWide(a.Heads).Add(tl.h.To(dsl.U64)).Mul(uint64(D))
+		rowsQ = tl.seqQ.To(dsl.U32)
+		lseAt = func(s dsl.Value) dsl.Value { return tl.h.Mul(blk.vl.TotalQ).Add(q0).Add(s) }
 	} else {
-		qBase = blk.b.MulWide(a.SeqQ).Mul(a.Heads.To(dsl.U64)).Add(blk.h.To(dsl.U64)).Mul(uint64(D))
+		qBase = tl.b.MulWide(a.SeqQ).Mul(a.Heads.To(dsl.U64)).Add(tl.h.To(dsl.U64)).Mul(uint64(D))
 	}
 	oRow := vo.RowFrom(row0.To(dsl.U32))
 	col := vo.Col()
 	oPtr := a.O.At(qBase).At(col)
-	for r, regs := range rowsO {
+	for r, regs := range vo.Rows() {
 		s := oRow.Add(uint32(vo.RowOff[regs[0]]))
 		k.If(s.Lt(rowsQ), func() {
 			o := oPtr.At(s.Mul(ldq))
@@ -608,6 +799,15 @@ func (s *sm90Softmax) rescale(v dsl.AccView, acc dsl.Tensor, corr []dsl.Value) {
 		for _, i := range regs {
 			s.k.Set(acc.Get(i), acc.Get(i).Mul(corr[r]))
 		}
+	}
+}
+
+// reset starts a tile: m -inf, l 0.
+func (s *sm90Softmax) reset() {
+	zero := s.k.Const(dsl.F32, 0.0)
+	for r := range s.m {
+		s.k.Set(s.m[r], s.negInf)
+		s.k.Set(s.l[r], zero)
 	}
 }
 

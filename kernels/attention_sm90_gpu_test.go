@@ -16,7 +16,8 @@ import (
 // FlashAttention-3 overlap combination at head dim 128 and the library's configuration at
 // 64 and 256, causal and not, with GQA and lengths off the tiles, against the float64
 // reference element by element (the harness of TestAttentionSM90), and the VarLen kernel
-// over packed sequences (TestAttentionSM90VarLen's harness).
+// over packed sequences (TestAttentionSM90VarLen's harness); Persistent cases on the device's
+// SM count and on 7 blocks.
 func TestGPUAttentionSM90(t *testing.T) {
 	d, err := jit.OpenBackend(jit.GPU, 0)
 	if err != nil {
@@ -44,6 +45,16 @@ func TestGPUAttentionSM90(t *testing.T) {
 		sm90Problem{cfg: sm90Cfg(f16, 128, true, true, true), b: 3, h: 4, hk: 1, sq: 777, sk: 333},
 		sm90Problem{cfg: sm90Cfg(bf, 128, false, true, true), b: 4, h: 2, hk: 2, sq: 1, sk: 4097},
 	)
+	// Persistent on the device's SMs (and on 7, so that blocks walk many tiles).
+	sms := d.Info().Multiproc
+	cases = append(cases,
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, false, true, false)), b: 2, h: 16, hk: 16, sq: 1024, sk: 1024, sms: sms},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, true, true, false)), b: 2, h: 16, hk: 16, sq: 1024, sk: 1024, sms: sms},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, true, true, true)), b: 2, h: 16, hk: 4, sq: 1000, sk: 1100, sms: 7},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, true, false, true)), b: 2, h: 16, hk: 4, sq: 1000, sk: 1100, sms: sms},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, true, true, false)), b: 1, h: 8, hk: 2, sq: 1024, sk: 1024, sms: sms},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 128, true, true, false)), b: 3, h: 4, hk: 1, sq: 777, sk: 333, sms: 7},
+	)
 	for _, c := range cases {
 		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 11) })
 	}
@@ -54,6 +65,8 @@ func TestGPUAttentionSM90(t *testing.T) {
 		{cfg: sm90VarLenCfg(bf, 128, true, false, true), h: 16, hk: 4, lensQ: lq, lensK: lk},
 		{cfg: sm90VarLenCfg(f16, 64, true, false, true), h: 8, hk: 2, lensQ: lq, lensK: lk},
 		{cfg: sm90VarLenCfg(bf, 256, false, false, true), h: 4, hk: 1, lensQ: lq, lensK: lk},
+		{cfg: sm90Persist(sm90VarLenCfg(bf, 128, true, true, false)), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: sms},
+		{cfg: sm90Persist(sm90VarLenCfg(bf, 128, false, true, false)), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: 7},
 	} {
 		t.Run(vc.String(), func(t *testing.T) { runSM90VarLen(t, d, vc, 11) })
 	}

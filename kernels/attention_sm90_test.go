@@ -27,10 +27,36 @@ type sm90Problem struct {
 	cfg              kernels.AttentionSM90Config
 	b, h, hk, sq, sk int
 	scale            float64 // 0: 1/sqrt(d)
+	sms              int     // Persistent: the SMs LaunchPersistent is given
 }
 
 func (p sm90Problem) String() string {
-	return fmt.Sprintf("%s/b%dh%d-%dsq%dsk%d", p.cfg.Name(), p.b, p.h, p.hk, p.sq, p.sk)
+	s := fmt.Sprintf("%s/b%dh%d-%dsq%dsk%d", p.cfg.Name(), p.b, p.h, p.hk, p.sq, p.sk)
+	if p.cfg.Persistent {
+		s += fmt.Sprintf("/sms%d", p.sms)
+	}
+	return s
+}
+
+// sm90Launch is cfg.Launch, or LaunchPersistent on sms SMs for a Persistent cfg (checked to
+// give min(tiles, sms) blocks).
+func sm90Launch(t *testing.T, cfg kernels.AttentionSM90Config, b, h, hk, sq, sk, sms int) kernels.AttentionSM90Launch {
+	t.Helper()
+	if !cfg.Persistent {
+		lc, err := cfg.Launch(b, h, hk, sq, sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lc
+	}
+	lc, err := cfg.LaunchPersistent(b, h, hk, sq, sk, sms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tiles := cfg.Grid(b, h, sq); lc.Grid != min(tiles, sms) {
+		t.Fatalf("LaunchPersistent on %d SMs: grid %d, want min(%d tiles, %d)", sms, lc.Grid, tiles, sms)
+	}
+	return lc
 }
 
 // runSM90 runs p on d (the emulator or a GPU) and checks O and LSE against the float64
@@ -101,10 +127,7 @@ func runSM90T[T interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := cfg.Launch(p.b, p.h, p.hk, p.sq, p.sk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lc := sm90Launch(t, cfg, p.b, p.h, p.hk, p.sq, p.sk, p.sms)
 	B, H, HK, SQ, SK, D := p.b, p.h, p.hk, p.sq, p.sk, cfg.HeadDim
 	scale := p.scale
 	if scale == 0 {
@@ -265,6 +288,7 @@ func TestAttentionSM90Refuses(t *testing.T) {
 		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers, c.BN, c.PingPong = 1, 64, true }), "PingPong alternates two"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim = 256 }), "accumulator and P registers"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.Stages = 4 }), "shared memory"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim, c.BN, c.PingPong, c.Persistent = 256, 64, true, true }), "Persistent with Overlap and PingPong"},
 	} {
 		if err := c.cfg.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: Check = %v, want an error naming %q", c.cfg, err, c.want)
@@ -273,6 +297,36 @@ func TestAttentionSM90Refuses(t *testing.T) {
 		kernels.AttentionSM90(k, c.cfg)
 		if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: Build = %v, want an error naming %q", c.cfg, err, c.want)
+		}
+	}
+	pers := base
+	pers.Persistent = true
+	if _, err := pers.Launch(1, 1, 1, 1, 1); err == nil || !strings.Contains(err.Error(), "LaunchPersistent") {
+		t.Errorf("Persistent Launch = %v, want an error naming LaunchPersistent", err)
+	}
+	if _, err := pers.LaunchPersistent(1, 1, 1, 1, 1, 0); err == nil || !strings.Contains(err.Error(), "0 SMs") {
+		t.Errorf("LaunchPersistent on 0 SMs = %v, want an error naming the SM count", err)
+	}
+	if _, err := pers.LaunchPersistent(1, 6, 4, 1, 1, 132); err == nil || !strings.Contains(err.Error(), "not a multiple of 4 kv heads") {
+		t.Errorf("LaunchPersistent(heads 6, kv 4) = %v, want CheckShape's error", err)
+	}
+	if l, err := base.LaunchPersistent(2, 16, 16, 2048, 2048, 132); err != nil || l.Grid != 512 {
+		t.Errorf("LaunchPersistent without Persistent = grid %d, %v; want Launch's 512 blocks", l.Grid, err)
+	}
+	if l, err := pers.LaunchPersistent(2, 16, 16, 2048, 2048, 132); err != nil || l.Grid != 132 || l.SharedBytes != base.SharedBytes()+32*1024 {
+		t.Errorf("LaunchPersistent = grid %d, %d B shared, %v; want 132 blocks and a second Q tile (%d B)", l.Grid, l.SharedBytes, err, base.SharedBytes()+32*1024)
+	}
+	// Every head dim's Persistent default fits an H100's 227 KiB; at d 256 with one Q tile.
+	for _, d := range []int{64, 128, 256} {
+		c := kernels.DefaultAttentionSM90Config(dsl.BF16, d, false)
+		p := c
+		p.Persistent = true
+		q := 128 * d * 2
+		if d == 256 {
+			q = 0
+		}
+		if err := p.Check(); err != nil || p.SharedBytes() != c.SharedBytes()+q {
+			t.Errorf("d %d Persistent: %d B shared (%v), want %d + %d", d, p.SharedBytes(), err, c.SharedBytes(), q)
 		}
 	}
 	k := dsl.New("a", dsl.WithTarget(ptx.SM90))
@@ -295,7 +349,7 @@ func TestAttentionSM90Refuses(t *testing.T) {
 
 // sm90Variants is every configuration the library and the benchmark use: both dtypes, head
 // dims 64, 128 and 256, causal or not, each FlashAttention-3 overlap on or off, one
-// consumer warpgroup, and the VarLen ones ops.AttentionVarLen picks.
+// consumer warpgroup, and the VarLen ones ops.AttentionVarLen picks; each also Persistent.
 func sm90Variants() []kernels.AttentionSM90Config {
 	var cfgs []kernels.AttentionSM90Config
 	for _, dt := range []dsl.Type{dsl.BF16, dsl.F16} {
@@ -322,6 +376,11 @@ func sm90Variants() []kernels.AttentionSM90Config {
 			one := vl
 			one.Consumers, one.PingPong = 1, false
 			cfgs = append(cfgs, vl, one)
+		}
+	}
+	for _, c := range cfgs { // each with Persistent, as gpubench -persistent runs them
+		if p := sm90Persist(c); p.Check() == nil { // not Overlap + PingPong at d 256
+			cfgs = append(cfgs, p)
 		}
 	}
 	return cfgs
@@ -382,5 +441,60 @@ func BenchmarkAttentionSM90Build(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = m.String()
+	}
+}
+
+// sm90Persist is c with Persistent.
+func sm90Persist(c kernels.AttentionSM90Config) kernels.AttentionSM90Config {
+	c.Persistent = true
+	return c
+}
+
+// TestAttentionSM90Persistent checks the Persistent sm_90a attention on the emulator against
+// float64 with grids smaller than the tile count, so that blocks walk several tiles across
+// heads and batches (the K/V rings and the Q ring running on from tile to tile) and the
+// tile count is not a multiple of the grid: odd lengths, one token, GQA 4 and 8, causal with
+// seqQ < seqK and seqQ > seqK (tiles that see no key), f16 and bf16, head dims 64, 128 and
+// 256 (one Q buffer there, two below), every overlap combination, one consumer, 3 stages.
+func TestAttentionSM90Persistent(t *testing.T) {
+	bf, f16 := dsl.BF16, dsl.F16
+	var cases []sm90Problem
+	for _, o := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		cases = append(cases,
+			// 2 x 3 x 2 = 12 tiles over 5 blocks.
+			sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, false, o[0], o[1])), b: 2, h: 3, hk: 3, sq: 130, sk: 200, scale: 0.5, sms: 5},
+			// 2 x 4 x 2 = 16 tiles over 3 blocks, GQA 4.
+			sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, true, o[0], o[1])), b: 2, h: 4, hk: 1, sq: 200, sk: 130, sms: 3},
+		)
+	}
+	one := sm90Persist(sm90Cfg(f16, 64, false, true, false))
+	one.Consumers, one.BN = 1, 64
+	// A 3-stage ring, 32 keys per step: 6 tiles over 5 blocks.
+	three := sm90Persist(sm90Cfg(bf, 64, true, true, true))
+	three.Stages, three.BN = 3, 32
+	cases = append(cases,
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, false, true, false)), b: 11, h: 1, hk: 1, sq: 1, sk: 90, sms: 3},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 64, true, true, true)), b: 3, h: 2, hk: 2, sq: 130, sk: 90, scale: 0.5, sms: 4},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, false, true, false)), b: 2, h: 4, hk: 2, sq: 70, sk: 130, sms: 3},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 128, true, true, true)), b: 2, h: 4, hk: 1, sq: 90, sk: 200, sms: 3},
+		sm90Problem{cfg: one, b: 2, h: 2, hk: 1, sq: 70, sk: 90, sms: 3},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, false, true, false)), b: 2, h: 4, hk: 1, sq: 70, sk: 130, scale: 0.2, sms: 3},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, true, false, false)), b: 2, h: 3, hk: 1, sq: 130, sk: 70, sms: 5},
+		sm90Problem{cfg: three, b: 3, h: 2, hk: 2, sq: 65, sk: 200, scale: 0.5, sms: 5},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 64, false, true, true)), b: 1, h: 8, hk: 1, sq: 33, sk: 70, sms: 3}, // GQA 8
+		// Causal, seqQ far above seqK: tiles that see no key (O 0, LSE -Inf) between ones
+		// that do, on the same blocks.
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, true, true, false)), b: 3, h: 2, hk: 2, sq: 300, sk: 20, sms: 4},
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, true, false, true)), b: 3, h: 2, hk: 2, sq: 300, sk: 20, sms: 4},
+		// More SMs than tiles: one tile a block, as without Persistent.
+		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, true, true, false)), b: 1, h: 2, hk: 2, sq: 130, sk: 130, sms: 132},
+	)
+	d, err := jit.OpenBackend(jit.Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range cases {
+		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 5) })
 	}
 }

@@ -56,8 +56,25 @@ func (c AttentionSM90Config) CheckVarLenShape(batch, heads, kvHeads, maxSeqQ, to
 // LaunchVarLen returns the launch of the VarLen configuration c: Grid(batch, heads,
 // maxSeqQ) blocks and the tensor maps of the packed Q [totalQ, heads, d], K and V [totalK,
 // kvHeads, d], each viewed as (heads*d, total, 1) (at least one row, so that an empty
-// tensor still has a map; no block loads it). The error names the rule broken.
+// tensor still has a map; no block loads it). The error names the rule broken. A Persistent
+// configuration's launch is LaunchVarLenPersistent's.
 func (c AttentionSM90Config) LaunchVarLen(batch, heads, kvHeads, maxSeqQ, totalQ, totalK int) (AttentionSM90Launch, error) {
+	if c.Persistent {
+		return AttentionSM90Launch{}, fmt.Errorf("attention_sm90: %s walks its tiles persistently: its launch is LaunchVarLenPersistent's (the grid depends on the SM count)", c.Name())
+	}
+	return c.launchVarLen(batch, heads, kvHeads, maxSeqQ, totalQ, totalK, 0)
+}
+
+// LaunchVarLenPersistent is LaunchVarLen on a device of sms multiprocessors: the grid is
+// PersistentGrid(batch, heads, maxSeqQ, sms). Without Persistent it is LaunchVarLen's.
+func (c AttentionSM90Config) LaunchVarLenPersistent(batch, heads, kvHeads, maxSeqQ, totalQ, totalK, sms int) (AttentionSM90Launch, error) {
+	if c.Persistent && sms < 1 {
+		return AttentionSM90Launch{}, fmt.Errorf("attention_sm90: %s on %d SMs: want the device's multiprocessor count (at least 1)", c.Name(), sms)
+	}
+	return c.launchVarLen(batch, heads, kvHeads, maxSeqQ, totalQ, totalK, sms)
+}
+
+func (c AttentionSM90Config) launchVarLen(batch, heads, kvHeads, maxSeqQ, totalQ, totalK, sms int) (AttentionSM90Launch, error) {
 	if err := c.Check(); err != nil {
 		return AttentionSM90Launch{}, err
 	}
@@ -71,6 +88,6 @@ func (c AttentionSM90Config) LaunchVarLen(batch, heads, kvHeads, maxSeqQ, totalQ
 		return AttentionTMASpec{Elem: c.In, Dims: [3]uint64{cols, n, 1}, Strides: [2]uint64{cols * es, cols * es * n},
 			Box: [3]uint32{uint32(box[0]), uint32(box[1]), 1}, Swizzle: 128}
 	}
-	return AttentionSM90Launch{Grid: c.Grid(batch, heads, maxSeqQ), Block: c.Threads(), SharedBytes: c.SharedBytes(),
+	return AttentionSM90Launch{Grid: c.PersistentGrid(batch, heads, maxSeqQ, sms), Block: c.Threads(), SharedBytes: c.SharedBytes(),
 		Q: spec(heads, totalQ, bq), K: spec(kvHeads, totalK, bkv), V: spec(kvHeads, totalK, bkv)}, nil
 }

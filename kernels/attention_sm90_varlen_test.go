@@ -26,6 +26,7 @@ type sm90VarLenProblem struct {
 	cuQ, cuK       []int32
 	totalQ, totalK int
 	scale          float64
+	sms            int // Persistent: the SMs LaunchVarLenPersistent is given
 }
 
 func (p sm90VarLenProblem) String() string {
@@ -87,6 +88,12 @@ func runSM90VarLenT[T interface {
 	cuQ, cuK, TQ, TK, maxQ := p.offsets()
 	B, H, HK, D := len(cuQ)-1, p.h, p.hk, cfg.HeadDim
 	lc, err := cfg.LaunchVarLen(B, H, HK, maxQ, TQ, TK)
+	if cfg.Persistent {
+		lc, err = cfg.LaunchVarLenPersistent(B, H, HK, maxQ, TQ, TK, p.sms)
+		if tiles := cfg.Grid(B, H, maxQ); err == nil && lc.Grid != min(tiles, p.sms) {
+			t.Fatalf("LaunchVarLenPersistent on %d SMs: grid %d, want min(%d tiles, %d)", p.sms, lc.Grid, tiles, p.sms)
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,6 +260,35 @@ func TestAttentionSM90VarLen(t *testing.T) {
 	}
 }
 
+// TestAttentionSM90VarLenPersistent is TestAttentionSM90VarLen's packed problems with
+// Persistent on grids of 2-5 blocks: blocks walk tiles of several sequences and heads, and
+// skip (both roles alike) the tiles that start past their sequence.
+func TestAttentionSM90VarLenPersistent(t *testing.T) {
+	bf, f16 := dsl.BF16, dsl.F16
+	lq, lk := []int{1, 70, 0, 130}, []int{90, 1, 5, 200}
+	p := func(c kernels.AttentionSM90Config) kernels.AttentionSM90Config { c.Persistent = true; return c }
+	one := p(sm90VarLenCfg(f16, 64, true, true, false))
+	one.Consumers, one.BN = 1, 64
+	cases := []sm90VarLenProblem{
+		{cfg: p(sm90VarLenCfg(bf, 64, false, false, true)), h: 4, hk: 1, lensQ: lq, lensK: lk, sms: 3},
+		{cfg: p(sm90VarLenCfg(bf, 64, true, true, false)), h: 4, hk: 1, lensQ: lq, lensK: lk, sms: 5},
+		{cfg: p(sm90VarLenCfg(bf, 128, false, true, true)), h: 4, hk: 1, lensQ: lq, lensK: lk, scale: 0.3, sms: 3},
+		{cfg: p(sm90VarLenCfg(f16, 128, true, false, false)), h: 4, hk: 1, lensQ: lq, lensK: lk, sms: 2},
+		{cfg: p(sm90VarLenCfg(bf, 256, true, true, false)), h: 2, hk: 1, lensQ: lq, lensK: lk, sms: 3},
+		{cfg: one, h: 2, hk: 2, lensQ: []int{130, 33, 64}, lensK: []int{20, 0, 64}, sms: 4},
+		{cfg: p(sm90VarLenCfg(bf, 64, true, false, true)), h: 1, hk: 1, cuQ: []int32{-5, 10, 30, 20}, cuK: []int32{-5, 40, 20, 90},
+			totalQ: 40, totalK: 60, sms: 2},
+	}
+	d, err := jit.OpenBackend(jit.Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/sms%d", c, c.sms), func(t *testing.T) { runSM90VarLen(t, d, c, 9) })
+	}
+}
+
 // TestAttentionSM90VarLenRefuses: a VarLen configuration has no dense launch, a dense one no
 // packed launch, and bad packed shapes are errors naming the rule.
 func TestAttentionSM90VarLenRefuses(t *testing.T) {
@@ -263,6 +299,14 @@ func TestAttentionSM90VarLenRefuses(t *testing.T) {
 	dense := kernels.DefaultAttentionSM90Config(dsl.BF16, 128, false)
 	if _, err := dense.LaunchVarLen(1, 1, 1, 1, 1, 1); err == nil || !strings.Contains(err.Error(), "not a VarLen") {
 		t.Errorf("dense LaunchVarLen = %v, want an error naming VarLen", err)
+	}
+	pvl := vl
+	pvl.Persistent = true
+	if _, err := pvl.LaunchVarLen(1, 1, 1, 1, 1, 1); err == nil || !strings.Contains(err.Error(), "LaunchVarLenPersistent") {
+		t.Errorf("Persistent LaunchVarLen = %v, want an error naming LaunchVarLenPersistent", err)
+	}
+	if _, err := pvl.LaunchVarLenPersistent(1, 1, 1, 1, 1, 1, 0); err == nil || !strings.Contains(err.Error(), "0 SMs") {
+		t.Errorf("LaunchVarLenPersistent on 0 SMs = %v, want an error naming the SM count", err)
 	}
 	for _, s := range []struct {
 		b, h, hk, maxQ, tq, tk int

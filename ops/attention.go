@@ -274,7 +274,7 @@ func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error
 			err = fmt.Errorf("attention_sm90 needs the sm_90a target; the device's kernels target %s", st.gemm)
 		}
 		if err == nil {
-			l, err = cfg.Launch(batch, heads, kvHeads, seqQ, seqK)
+			l, err = cfg.LaunchPersistent(batch, heads, kvHeads, seqQ, seqK, max(st.d.Info().Multiproc, 1)) // the grid of a Persistent config: one block an SM
 		}
 		switch {
 		case err != nil && kernel == AttentionSM90:

@@ -196,7 +196,7 @@ func planAttentionVarLen(ctx context.Context, st *devState, key planKey) (*plan,
 		return nil, refusal{fmt.Errorf("the varlen attention runs the sm_90a kernel only: %w", err)}
 	}
 	cfg.VarLen = true
-	l, err := cfg.LaunchVarLen(batch, heads, kvHeads, maxQ, totalQ, totalK)
+	l, err := cfg.LaunchVarLenPersistent(batch, heads, kvHeads, maxQ, totalQ, totalK, max(st.d.Info().Multiproc, 1))
 	if err != nil {
 		return nil, refusal{err}
 	}

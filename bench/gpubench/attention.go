@@ -47,6 +47,7 @@ func runAttention(args []string) error {
 	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining; unset: the library's default)")
 	pingPong := fs.Bool("pingpong", false, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong; unset: the library's default)")
 	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1 or 2 (0: default); -bn and -stages apply to sm90 too")
+	persistent := fs.Bool("persistent", false, "sm90: one block an SM, each walking several (query tile, head, batch) tiles (AttentionSM90Config.Persistent)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,6 +98,8 @@ func runAttention(args []string) error {
 				c.Overlap = *overlap
 			case "pingpong":
 				c.PingPong = *pingPong
+			case "persistent":
+				c.Persistent = *persistent
 			}
 		})
 		for _, o := range []struct {
@@ -168,7 +171,7 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 	kb := dsl.New(name, dsl.WithTarget(target))
 	if sm90 != nil {
 		var err error
-		if l90, err = sm90.Launch(p.b, p.h, p.hkv, p.sq, p.sk); err != nil {
+		if l90, err = sm90.LaunchPersistent(p.b, p.h, p.hkv, p.sq, p.sk, d.Info().Multiproc); err != nil {
 			return err
 		}
 		name = sm90.Name()
