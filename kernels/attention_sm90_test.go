@@ -217,10 +217,10 @@ func runSM90T[T interface {
 }
 
 // sm90Cfg is the library's configuration for dt, d and causal with the FlashAttention-3
-// overlaps set as given.
+// overlaps set as given, not persistent (TestAttentionSM90Persistent has those).
 func sm90Cfg(dt dsl.Type, d int, causal, overlap, pingPong bool) kernels.AttentionSM90Config {
 	c := kernels.DefaultAttentionSM90Config(dt, d, causal)
-	c.Overlap, c.PingPong = overlap, pingPong
+	c.Overlap, c.PingPong, c.Persistent = overlap, pingPong, false
 	return c
 }
 
@@ -271,6 +271,7 @@ func TestAttentionSM90(t *testing.T) {
 // are errors naming the rule (Check and CheckShape, and Build for a bad target).
 func TestAttentionSM90Refuses(t *testing.T) {
 	base := kernels.DefaultAttentionSM90Config(dsl.BF16, 128, false)
+	base.Persistent = false
 	mod := func(f func(*kernels.AttentionSM90Config)) kernels.AttentionSM90Config {
 		c := base
 		f(&c)
@@ -319,6 +320,7 @@ func TestAttentionSM90Refuses(t *testing.T) {
 	// Every head dim's Persistent default fits an H100's 227 KiB; at d 256 with one Q tile.
 	for _, d := range []int{64, 128, 256} {
 		c := kernels.DefaultAttentionSM90Config(dsl.BF16, d, false)
+		c.Persistent = false
 		p := c
 		p.Persistent = true
 		q := 128 * d * 2
@@ -372,7 +374,7 @@ func sm90Variants() []kernels.AttentionSM90Config {
 	for _, d := range []int{64, 128, 256} {
 		for _, causal := range []bool{false, true} {
 			vl := kernels.DefaultAttentionSM90Config(dsl.BF16, d, causal)
-			vl.VarLen = true
+			vl.VarLen, vl.Persistent = true, false
 			one := vl
 			one.Consumers, one.PingPong = 1, false
 			cfgs = append(cfgs, vl, one)

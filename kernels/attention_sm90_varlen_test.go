@@ -297,6 +297,7 @@ func TestAttentionSM90VarLenRefuses(t *testing.T) {
 		t.Errorf("VarLen Launch = %v, want an error naming LaunchVarLen", err)
 	}
 	dense := kernels.DefaultAttentionSM90Config(dsl.BF16, 128, false)
+	dense.Persistent = false
 	if _, err := dense.LaunchVarLen(1, 1, 1, 1, 1, 1); err == nil || !strings.Contains(err.Error(), "not a VarLen") {
 		t.Errorf("dense LaunchVarLen = %v, want an error naming VarLen", err)
 	}

@@ -195,7 +195,9 @@ func planAttentionVarLen(ctx context.Context, st *devState, key planKey) (*plan,
 	if err != nil {
 		return nil, refusal{fmt.Errorf("the varlen attention runs the sm_90a kernel only: %w", err)}
 	}
-	cfg.VarLen = true
+	// Not persistent (not measured so): sequences of unequal length strided over the blocks
+	// would balance like causal tiles, which ran a third slower so (docs/attention.md).
+	cfg.VarLen, cfg.Persistent = true, false
 	l, err := cfg.LaunchVarLenPersistent(batch, heads, kvHeads, maxQ, totalQ, totalK, max(st.d.Info().Multiproc, 1))
 	if err != nil {
 		return nil, refusal{err}

@@ -23,7 +23,8 @@ func attentionSM90Harness(r *run) error {
 	if n := int64(B) * int64(H) * int64(SQ) * int64(SK); n > MaxEmuAttention {
 		return fmt.Errorf("attention %s: %d scores; the emulator harness takes at most %d (MaxEmuAttention)", r.res.Shape, n, MaxEmuAttention)
 	}
-	l, err := cfg.Launch(B, H, HK, SQ, SK)
+	// The registry's kernel is persistent: 3 "SMs", so that a block walks two of the 4 tiles.
+	l, err := cfg.LaunchPersistent(B, H, HK, SQ, SK, 3)
 	if err != nil {
 		return err
 	}
