@@ -79,7 +79,9 @@ type Options struct {
 	// table (tuning.go); negative: never.
 	ReduceScatterPullMinBytes int
 	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
-	// DefaultMaxBlocks).
+	// DefaultMaxBlocks). It must be the same on every rank: kernels that count the peers'
+	// blocks (the MoE's low-latency mode, the multimem barriers) wait for as many blocks as
+	// their own grid has.
 	MaxBlocks int
 	// Matmul sets the tiles, warps and stages of the fused matmuls (AllGatherMatmul,
 	// MatmulReduceScatter); their types, layouts and alignment come from each call. Zero:
@@ -372,6 +374,14 @@ func (c *Comm) Rank() int {
 		return 0
 	}
 	return c.rank
+}
+
+// Device returns this rank's device (nil for a nil Comm).
+func (c *Comm) Device() *jit.Device {
+	if c == nil || c.r == nil {
+		return nil
+	}
+	return c.r.Device
 }
 
 // Stream returns the stream the Comm's kernels run on (Options.Stream; nil: the device's

@@ -215,7 +215,7 @@ func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, er
 		t0 := time.Now()
 		b, log, err := d.link(req, px, fallback)
 		linkTime = time.Since(t0)
-		if err == nil && fallback && serializedWGMMA(log) {
+		if err == nil && fallback && serializedWGMMA(log, linkInfoLog) {
 			return wholeProgramEntry, nil
 		}
 		return b, err
@@ -268,6 +268,9 @@ func (d *cudaDevice) loadWhole(req *loadRequest) (module, LoadStats, error) {
 	return &cudaModule{d: d, mod: mod, src: req.mod}, st, nil
 }
 
+// linkInfoLog is the size of the linker's info log buffer.
+const linkInfoLog = 64 << 10
+
 // link runs cuLinkCreate -> AddData(kernel PTX) [-> AddData(devlib PTX) -> AddFile(archive,
 // CU_JIT_INPUT_LIBRARY)] -> cuLinkComplete and returns the cubin. With px the kernel's PTX is
 // compiled by that ptxas: its cubin is the result, or (with a device library) goes to the
@@ -290,7 +293,7 @@ func (d *cudaDevice) link(req *loadRequest, px *ptxasCompiler, verbose bool) (cu
 	}
 	var out []byte
 	errLog := make([]byte, 32<<10)
-	info := make([]byte, 64<<10)
+	info := make([]byte, linkInfoLog)
 	err = d.do(func() error {
 		lk, err := cu.NewLink(&cu.JITErrorLogBuffer{Buffer: errLog}, &cu.JITInfoLogBuffer{Buffer: info},
 			&cu.JITLogVerbose{Enabled: verbose})

@@ -61,9 +61,10 @@ const autoCompiler = "driver: linked, or whole where relocatable code serializes
 var wholeProgramEntry = []byte("kgen: compile as a whole program\n")
 
 // serializedWGMMA reports whether a ptxas log says it serialized wgmma instructions (C7509,
-// C7510: "wgmma.mma_async instructions are serialized due to ...").
-func serializedWGMMA(log string) bool {
-	return strings.Contains(log, "wgmma.mma_async instructions are serialized")
+// C7510: "wgmma.mma_async instructions are serialized due to ..."), or may have said so past
+// the end of a log that filled its buffer of size capacity.
+func serializedWGMMA(log string, capacity int) bool {
+	return strings.Contains(log, "wgmma.mma_async instructions are serialized") || len(log) >= capacity-1
 }
 
 // ptxasCompiler is an external ptxas: its path and its version (part of the cache key).

@@ -103,8 +103,11 @@ func TestJITMode(t *testing.T) {
 		t.Errorf("bad mode: %v (want an error naming %s)", err, JITModeEnv)
 	}
 	serial := "ptxas info    : (C7509) Potential Performance Loss: wgmma.mma_async instructions are serialized due to the presence of Extern calls in the function 'k'"
-	if !serializedWGMMA("ptxas info    : Used 168 registers\n"+serial) || serializedWGMMA("ptxas info    : (C7504) Potential Performance Loss: 'setmaxnreg' ignored") {
+	if !serializedWGMMA("ptxas info    : Used 168 registers\n"+serial, 1<<16) || serializedWGMMA("ptxas info    : (C7504) Potential Performance Loss: 'setmaxnreg' ignored", 1<<16) {
 		t.Error("serializedWGMMA misreads ptxas's log")
+	}
+	if !serializedWGMMA(strings.Repeat("x", 99), 100) {
+		t.Error("a log that filled its buffer may have lost the report: want the whole-program compile")
 	}
 	if bytes.HasPrefix(wholeProgramEntry, []byte("\x7fELF")) {
 		t.Error("the whole-program cache entry reads as a cubin")
@@ -134,7 +137,7 @@ func TestRelocatableSerializesAttention(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ptxas: %v %s", err, out)
 		}
-		if got := serializedWGMMA(string(out)); got != reloc {
+		if got := serializedWGMMA(string(out), 1<<16); got != reloc {
 			t.Errorf("relocatable %v: serialized wgmma reported %v:\n%s", reloc, got, out)
 		}
 	}

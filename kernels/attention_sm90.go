@@ -251,7 +251,7 @@ func (c AttentionSM90Config) launch(batch, heads, kvHeads, seqQ, seqK, sms int) 
 func init() {
 	register(&Spec{
 		Name:    "attention_sm90",
-		Doc:     "forward attention (FlashAttention-3 on wgmma and TMA, warp-specialized, sm_90a): AttentionArgs, then the rank-3 TMA maps of Q, K, V (AttentionSM90Config.Launch); head dim 128, 128x128 tiles, 2 consumer warpgroups, 2 stages, intra-warpgroup overlap",
+		Doc:     "forward attention (FlashAttention-3 on wgmma and TMA, warp-specialized, sm_90a): AttentionArgs, then the rank-3 TMA maps of Q, K, V (AttentionSM90Config.LaunchPersistent); head dim 128, 128x128 tiles, 2 consumer warpgroups, 2 stages, intra-warpgroup overlap, persistent",
 		DTypes:  []dsl.Type{dsl.F16, dsl.BF16},
 		Targets: []ptx.Target{ptx.SM90a},
 		Golden:  []ptx.Target{ptx.SM90a},
@@ -260,9 +260,9 @@ func init() {
 }
 
 // AttentionSM90 writes the kernel for cfg into k (target sm_90a). Launch cfg.Grid(batch,
-// heads, seqQ) blocks of cfg.Threads() threads with cfg.SharedBytes() bytes of dynamic
-// shared memory; the parameters are AttentionArgs, then AttentionSM90Maps (cfg.Launch gives
-// the maps). The results are Attention's: O, and LSE (m*scale + ln l; -inf and O 0 for a
+// heads, seqQ) blocks (Persistent: PersistentGrid's) of cfg.Threads() threads with
+// cfg.SharedBytes() bytes of dynamic shared memory; the parameters are AttentionArgs, then
+// AttentionSM90Maps (cfg.Launch, or LaunchPersistent, gives the grid and the maps). The results are Attention's: O, and LSE (m*scale + ln l; -inf and O 0 for a
 // row that sees no key). Scale must be positive (the running max is of the raw scores).
 //
 // Warpgroup 0 produces: one elected thread loads the Q tile (TMA, one mbarrier) and then the

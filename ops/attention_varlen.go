@@ -198,7 +198,7 @@ func planAttentionVarLen(ctx context.Context, st *devState, key planKey) (*plan,
 	// Not persistent (not measured so): sequences of unequal length strided over the blocks
 	// would balance like causal tiles, which ran a third slower so (docs/attention.md).
 	cfg.VarLen, cfg.Persistent = true, false
-	l, err := cfg.LaunchVarLenPersistent(batch, heads, kvHeads, maxQ, totalQ, totalK, max(st.d.Info().Multiproc, 1))
+	l, err := cfg.LaunchVarLen(batch, heads, kvHeads, maxQ, totalQ, totalK)
 	if err != nil {
 		return nil, refusal{err}
 	}

@@ -44,10 +44,10 @@ func runAttention(args []string) error {
 	warps := fs.Int("warps", 0, "warps per block (0: default)")
 	stages := fs.Int("stages", 0, "cp.async stages of K/V (0: default)")
 	kernel := fs.String("kernel", "auto", "auto (sm90 on an sm_90 device, else fa2), sm90 or fa2")
-	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining; unset: the library's default)")
-	pingPong := fs.Bool("pingpong", false, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong; unset: the library's default)")
+	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining; default: the library's)")
+	pingPong := fs.Bool("pingpong", false, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong; default: the library's)")
 	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1 or 2 (0: default); -bn and -stages apply to sm90 too")
-	persistent := fs.Bool("persistent", false, "sm90: one block an SM, each walking several (query tile, head, batch) tiles (AttentionSM90Config.Persistent)")
+	persistent := fs.Bool("persistent", false, "sm90: one block an SM, each walking several (query tile, head, batch) tiles (AttentionSM90Config.Persistent; default: the library's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -108,6 +108,21 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 			return nil, fmt.Errorf("dist: %s: %s (strides %v) is not contiguous; the grouped GEMM takes row-major weights", what, x.name, x.t.Strides())
 		}
 	}
+	// Checked before NewMoE, which every rank enters (collective): a rank that returned
+	// after it would leave the others waiting in the next collective allocation.
+	dev := c.Device()
+	if w13.Buffer().Memory().Device() != dev || w2.Buffer().Memory().Device() != dev {
+		return nil, fmt.Errorf("dist: %s: w13 and w2 must live on this rank's device (%s)", what, dev.Info().Name)
+	}
+	if cfg.LowLatency {
+		return nil, fmt.Errorf("dist: %s: MoEConfig.LowLatency: the layer runs the normal mode only (the low-latency layout would make the GEMMs and SwiGLU compute every slot)", what)
+	}
+	// Capacity as NewMoE fills it in (the same on every rank), so that a configuration the
+	// real row count breaks is refused here, not at the first Forward.
+	capa := cfg.Capacity
+	if capa == 0 {
+		capa = c.NumGPUs() * cfg.Tokens * cfg.TopK
+	}
 	for _, x := range []struct {
 		name string
 		cfg  kernels.GemmSM90GroupedConfig
@@ -119,7 +134,7 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 		if x.cfg.In != dsl.BF16 || x.cfg.Out != dsl.BF16 {
 			return nil, fmt.Errorf("dist: %s: MoELayerConfig.%s is %s -> %s; want bf16 -> bf16", what, x.name, x.cfg.In, x.cfg.Out)
 		}
-		if err := x.cfg.CheckShape(max(cfg.Capacity, 1), x.n, x.k, el); err != nil {
+		if err := x.cfg.CheckShape(max(capa, 1), x.n, x.k, el); err != nil {
 			return nil, fmt.Errorf("dist: %s: MoELayerConfig.%s: %w", what, x.name, err)
 		}
 	}
@@ -128,20 +143,18 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 		return nil, fmt.Errorf("dist: %s: %w", what, err)
 	}
 	cfg.MoEConfig = m.Config() // Capacity filled in
-	capa := cfg.Capacity
+	if cfg.Capacity != capa {
+		return nil, fmt.Errorf("dist: %s: the MoE's Capacity %d is not the %d the layer checked (NumGPUs*Tokens*TopK)", what, cfg.Capacity, capa)
+	}
 	l := &MoELayer{c: c, m: m, cfg: cfg, el: el, w13: w13, w2: w2}
 	if l.recv, err = Tensor[fp.BF16](m.Recv(), capa, hid); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dist: %s: %w", what, err)
 	}
 	if l.offs, err = Tensor[int32](m.Offsets(), el+1); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dist: %s: %w", what, err)
 	}
 	if l.rows, err = l.offs.Narrow(0, el, 1); err != nil {
-		return nil, err
-	}
-	dev := m.Recv().Memory().Device()
-	if w13.Buffer().Memory().Device() != dev || w2.Buffer().Memory().Device() != dev {
-		return nil, fmt.Errorf("dist: %s: w13 and w2 must live on this rank's device (%s)", what, dev.Info().Name)
+		return nil, fmt.Errorf("dist: %s: %w", what, err)
 	}
 	if l.y, l.yb, err = Alloc[fp.BF16](ctx, c, capa, hid); err != nil {
 		return nil, fmt.Errorf("dist: %s: the experts' output rows: %w", what, err)
