@@ -108,8 +108,8 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 			return nil, fmt.Errorf("dist: %s: %s (strides %v) is not contiguous; the grouped GEMM takes row-major weights", what, x.name, x.t.Strides())
 		}
 	}
-	// Checked before NewMoE, which every rank enters (collective): a rank that returned
-	// after it would leave the others waiting in the next collective allocation.
+	// Checked before NewMoE (collective), so that a refused layer allocates nothing. A rank
+	// alone refusing still leaves the others in NewMoE until their context ends.
 	dev := c.Device()
 	if w13.Buffer().Memory().Device() != dev || w2.Buffer().Memory().Device() != dev {
 		return nil, fmt.Errorf("dist: %s: w13 and w2 must live on this rank's device (%s)", what, dev.Info().Name)
