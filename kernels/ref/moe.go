@@ -84,27 +84,36 @@ func moeTokens(ids [][]int32, s moeShape, d int) (slots [][2]int) {
 	return slots
 }
 
-func moePipeline(r *run) error {
-	c := newColl(r)
-	s := newMoEShape(r.size(200), c.g)
-	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d chunks=%dx%d gpus=%d", s.t, s.k, s.h, s.e, s.nchunks, s.chunk, c.g)
+// familyModules builds the bf16 kernel of every family in fams for r's target: r's own
+// module for r's family (the pipelines run several kernels of one protocol).
+func familyModules(r *run, fams []kernels.Family) (map[kernels.Family]*ptx.Module, error) {
 	mods := map[kernels.Family]*ptx.Module{}
-	for _, f := range moeFamilies {
+	for _, f := range fams {
 		if f == r.spec.Family {
 			mods[f] = r.mod
 			continue
 		}
 		spec, err := kernels.Find(kernels.ID{Family: f, DType: dsl.BF16})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		b, err := spec.BuildVariant(kernels.Config{Target: r.p.Target, DType: dsl.BF16})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		mods[f] = b.Module
 	}
-	var err error
+	return mods, nil
+}
+
+func moePipeline(r *run) error {
+	c := newColl(r)
+	s := newMoEShape(r.size(200), c.g)
+	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d chunks=%dx%d gpus=%d", s.t, s.k, s.h, s.e, s.nchunks, s.chunk, c.g)
+	mods, err := familyModules(r, moeFamilies)
+	if err != nil {
+		return err
+	}
 	sym := func(dt dsl.Type, n int, tab bool) (*emu.Symmetric, *emu.Symmetric) {
 		if err != nil {
 			return nil, nil

@@ -9,7 +9,6 @@ import (
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/launch"
-	"github.com/kgen-dev/kgen/ptx"
 )
 
 // The low-latency MoE kernels' check: moe_ll_dispatch then moe_ll_combine (the run's kernel
@@ -52,23 +51,10 @@ func moeLLPipeline(r *run) error {
 	s := newMoEShape(r.size(200), c.g)
 	grid := 1 + r.size(200)%3
 	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d gpus=%d grid=%d", s.t, s.k, s.h, s.e, c.g, grid)
-	mods := map[kernels.Family]*ptx.Module{}
-	for _, f := range moeLLFamilies {
-		if f == r.spec.Family {
-			mods[f] = r.mod
-			continue
-		}
-		spec, err := kernels.Find(kernels.ID{Family: f, DType: dsl.BF16})
-		if err != nil {
-			return err
-		}
-		b, err := spec.BuildVariant(kernels.Config{Target: r.p.Target, DType: dsl.BF16})
-		if err != nil {
-			return err
-		}
-		mods[f] = b.Module
+	mods, err := familyModules(r, moeLLFamilies)
+	if err != nil {
+		return err
 	}
-	var err error
 	sym := func(dt dsl.Type, n int, tab bool) (*emu.Symmetric, *emu.Symmetric) {
 		if err != nil {
 			return nil, nil
