@@ -225,7 +225,7 @@ func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, er
 	}
 	if bytes.Equal(img, wholeProgramEntry) {
 		if !fallback {
-			return nil, st, fmt.Errorf("jit: module %s: the cache entry %s says to compile a whole program, which %s=link or a device library rules out; clear the cache (%s)", req.name, key, JITModeEnv, DefaultCacheDir())
+			return nil, st, fmt.Errorf("jit: module %s: the cache entry %s says to compile a whole program, which %s=link, %s or a device library rules out; clear the cache (%s)", req.name, key, JITModeEnv, PtxasEnv, DefaultCacheDir())
 		}
 		w, wst, err := d.loadWhole(req)
 		wst.CacheHit, wst.Link, wst.Key = hit, linkTime, st.Key

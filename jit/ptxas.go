@@ -2,12 +2,15 @@ package jit
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/kgen-dev/kgen/internal/cachefile"
 )
 
 // PtxasEnv names the environment variable that makes the GPU backend compile PTX with that
@@ -81,6 +84,17 @@ func ptxasFromEnv() (*ptxasCompiler, error) {
 	if p == "" {
 		return nil, nil
 	}
+	// Resolved once to an absolute path (a bare name through PATH): the version found is the
+	// cache key of what compile runs, which a relative path would not stay when the working
+	// folder changes.
+	abs, err := exec.LookPath(p)
+	if err == nil {
+		abs, err = filepath.Abs(abs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jit: %s=%s: %v", PtxasEnv, p, err)
+	}
+	p = abs
 	if v, ok := ptxasVersions.Load(p); ok {
 		if err, bad := v.(error); bad {
 			return nil, err
@@ -129,9 +143,16 @@ func (c *ptxasCompiler) compile(name string, text []byte, arch string, relocatab
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("jit: module %s: %s for %s: %v:\n%s", name, c.path, arch, err, strings.TrimSpace(stderr.String()))
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		return nil, fmt.Errorf("jit: module %s: ptxas output: %v", name, err)
+	// Only a regular file, no longer than a cache entry (a FIFO would block the read, a link
+	// to /dev/zero would never end it).
+	b, err := cachefile.Read(out, int64(maxEntry-entryHeadMax), 0, nil)
+	switch {
+	case errors.Is(err, cachefile.ErrTooLarge):
+		return nil, fmt.Errorf("jit: module %s: %s wrote a cubin over the %d-byte limit of a cache entry: %v", name, c.path, maxEntry-entryHeadMax, err)
+	case err != nil:
+		return nil, fmt.Errorf("jit: module %s: %s's output: %v", name, c.path, err)
+	case len(b) == 0:
+		return nil, fmt.Errorf("jit: module %s: %s exited 0 but wrote an empty cubin", name, c.path)
 	}
 	return b, nil
 }

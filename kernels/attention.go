@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/layout"
@@ -97,17 +98,18 @@ func (c AttentionConfig) Check() error {
 // of kvHeads, every per-(batch, head) offset (seq x heads x headDim) below 2^31, LSE's
 // batch*heads*seqQ below 2^31 and at most 2^31-1 blocks.
 func (c AttentionConfig) CheckShape(batch, heads, kvHeads, seqQ, seqK int) error {
+	// Products saturate (satMul): extents near 2^63 must not wrap a product below a limit.
 	switch {
 	case batch <= 0 || heads <= 0 || kvHeads <= 0 || seqQ <= 0 || seqK <= 0:
 		return fmt.Errorf("attention: batch %d, heads %d, kv heads %d, seqQ %d, seqK %d: every extent must be positive", batch, heads, kvHeads, seqQ, seqK)
 	case heads%kvHeads != 0:
 		return fmt.Errorf("attention: %d heads are not a multiple of %d kv heads (GQA shares each K/V head by heads/kvHeads query heads)", heads, kvHeads)
-	case int64(seqQ)*int64(heads)*int64(c.HeadDim) >= 1<<31 || int64(seqK)*int64(kvHeads)*int64(c.HeadDim) >= 1<<31:
-		return fmt.Errorf("attention: seqQ*heads*headDim = %d or seqK*kvHeads*headDim = %d reaches 2^31 (the tile offsets are 32-bit)", int64(seqQ)*int64(heads)*int64(c.HeadDim), int64(seqK)*int64(kvHeads)*int64(c.HeadDim))
-	case int64(batch)*int64(heads)*int64(seqQ) >= 1<<31:
-		return fmt.Errorf("attention: batch*heads*seqQ = %d reaches 2^31 (LSE's offsets are 32-bit)", int64(batch)*int64(heads)*int64(seqQ))
-	case int64(ceilDiv(seqQ, c.BM))*int64(heads)*int64(batch) > MaxGemmGrid:
-		return fmt.Errorf("attention: %d blocks exceed the %d of a 1-D grid", int64(ceilDiv(seqQ, c.BM))*int64(heads)*int64(batch), MaxGemmGrid)
+	case satMul(seqQ, heads, c.HeadDim) >= 1<<31 || satMul(seqK, kvHeads, c.HeadDim) >= 1<<31:
+		return fmt.Errorf("attention: seqQ*heads*headDim = %s or seqK*kvHeads*headDim = %s reaches 2^31 (the tile offsets are 32-bit)", satString(seqQ, heads, c.HeadDim), satString(seqK, kvHeads, c.HeadDim))
+	case satMul(batch, heads, seqQ) >= 1<<31:
+		return fmt.Errorf("attention: batch*heads*seqQ = %s reaches 2^31 (LSE's offsets are 32-bit)", satString(batch, heads, seqQ))
+	case satMul(ceilDiv(seqQ, c.BM), heads, batch) > MaxGemmGrid:
+		return fmt.Errorf("attention: %s blocks exceed the %d of a 1-D grid", satString(ceilDiv(seqQ, c.BM), heads, batch), MaxGemmGrid)
 	}
 	return nil
 }
@@ -323,4 +325,29 @@ func attentionTile(k *dsl.Kernel, a AttentionArgs, bm int, causal bool, blk dsl.
 	bh = blk.Div(tilesM)
 	h, b = bh.Rem(a.Heads), bh.Div(a.Heads)
 	return mt, bh, h, b, h.Div(a.Heads.Div(a.KVHeads))
+}
+
+// satMul returns the product of non-negative v, or math.MaxInt64 where it overflows int64
+// (so that a bound on it cannot be passed by a wrapped product); 0 if any is negative.
+func satMul(v ...int) int64 {
+	p := int64(1)
+	for _, x := range v {
+		if x < 0 {
+			return 0
+		}
+		if x != 0 && p > math.MaxInt64/int64(x) {
+			p = math.MaxInt64
+			continue
+		}
+		p *= int64(x)
+	}
+	return p
+}
+
+// satString prints satMul(v...), "over 2^63" where it saturated.
+func satString(v ...int) string {
+	if p := satMul(v...); p < math.MaxInt64 {
+		return strconv.FormatInt(p, 10)
+	}
+	return "over 2^63"
 }

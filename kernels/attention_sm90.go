@@ -112,12 +112,13 @@ func (c AttentionSM90Config) qStages() int {
 
 // Grid returns the number of work tiles, the blocks of a launch without Persistent (a 1-D
 // grid: query tiles fastest, then heads, then batches; causal blocks take the longest tiles
-// first); 0 for an empty problem.
+// first); 0 for an empty problem, math.MaxInt where the count overflows int (CheckShape
+// refuses such shapes).
 func (c AttentionSM90Config) Grid(batch, heads, seqQ int) int {
 	if batch <= 0 || heads <= 0 || seqQ <= 0 || c.Consumers <= 0 {
 		return 0
 	}
-	return ceilDiv(seqQ, c.BM()) * heads * batch
+	return int(min(satMul(ceilDiv(seqQ, c.BM()), heads, batch), math.MaxInt))
 }
 
 // PersistentGrid returns the blocks of a launch on a device of sms multiprocessors: with

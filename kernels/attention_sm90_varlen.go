@@ -46,8 +46,8 @@ func (c AttentionSM90Config) CheckVarLenShape(batch, heads, kvHeads, maxSeqQ, to
 		return fmt.Errorf("attention_sm90: %s is not a VarLen configuration", c.Name())
 	case totalQ < 0 || totalK < 0:
 		return fmt.Errorf("attention_sm90: totalQ %d, totalK %d: the packed rows must not be negative", totalQ, totalK)
-	case int64(totalQ)*int64(heads)*int64(c.HeadDim) >= 1<<31 || int64(totalK)*int64(kvHeads)*int64(c.HeadDim) >= 1<<31:
-		return fmt.Errorf("attention_sm90: totalQ*heads*headDim = %d or totalK*kvHeads*headDim = %d reaches 2^31 (the offsets are 32-bit)", int64(totalQ)*int64(heads)*int64(c.HeadDim), int64(totalK)*int64(kvHeads)*int64(c.HeadDim))
+	case satMul(totalQ, heads, c.HeadDim) >= 1<<31 || satMul(totalK, kvHeads, c.HeadDim) >= 1<<31:
+		return fmt.Errorf("attention_sm90: totalQ*heads*headDim = %s or totalK*kvHeads*headDim = %s reaches 2^31 (the offsets are 32-bit)", satString(totalQ, heads, c.HeadDim), satString(totalK, kvHeads, c.HeadDim))
 	}
 	// The dense rules over the grid's extents (seqK does not shape the grid).
 	return c.CheckShape(batch, heads, kvHeads, maxSeqQ, 1)

@@ -144,6 +144,9 @@ func ceilDiv(a, b int) int {
 	if b <= 0 {
 		return 0 // a configuration with an empty tile (its Check refuses it): no tiles, no panic
 	}
+	if a > 0 {
+		return (a-1)/b + 1 // a+b-1 would wrap for a near math.MaxInt
+	}
 	return (a + b - 1) / b
 }
 
