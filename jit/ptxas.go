@@ -1,7 +1,7 @@
 package jit
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kgen-dev/kgen/internal/cachefile"
 )
@@ -75,7 +76,7 @@ type ptxasCompiler struct {
 	path, version string
 }
 
-var ptxasVersions sync.Map // path -> version line or error
+var ptxasVersions sync.Map // absolute path -> version (successes only)
 
 // ptxasFromEnv returns the ptxas PtxasEnv names, nil when unset, or an error naming the
 // variable when it is not an executable ptxas.
@@ -96,15 +97,18 @@ func ptxasFromEnv() (*ptxasCompiler, error) {
 	}
 	p = abs
 	if v, ok := ptxasVersions.Load(p); ok {
-		if err, bad := v.(error); bad {
-			return nil, err
-		}
 		return &ptxasCompiler{path: p, version: v.(string)}, nil
 	}
-	out, err := exec.Command(p, "--version").CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := &headWriter{max: 4 << 10}
+	cmd := exec.CommandContext(ctx, p, "--version")
+	cmd.Stdout, cmd.Stderr, cmd.WaitDelay = w, w, time.Second
+	err = cmd.Run()
+	out := w.b
 	var res any
 	if err != nil {
-		res = fmt.Errorf("jit: %s=%s: running it with --version: %v %s", PtxasEnv, p, err, strings.TrimSpace(string(out)))
+		res = fmt.Errorf("jit: %s=%s: running it with --version: %v %s", PtxasEnv, p, err, strings.TrimSpace(w.String()))
 	} else {
 		// The release and build lines: "Cuda compilation tools, release 13.0, V13.0.88; Build ...".
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -113,11 +117,35 @@ func ptxasFromEnv() (*ptxasCompiler, error) {
 			res = fmt.Errorf("jit: %s=%s: not a ptxas (its --version says %q)", PtxasEnv, p, res)
 		}
 	}
-	ptxasVersions.Store(p, res)
 	if e, bad := res.(error); bad {
-		return nil, e
+		return nil, e // not remembered: the next load asks again
 	}
+	ptxasVersions.Store(p, res)
 	return &ptxasCompiler{path: p, version: res.(string)}, nil
+}
+
+// ptxasTimeout bounds an external ptxas run (Load has no context to honour).
+var ptxasTimeout = 10 * time.Minute
+
+// headWriter keeps the first max bytes written to it and counts the rest.
+type headWriter struct {
+	max     int
+	b       []byte
+	dropped int64
+}
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	n := min(len(p), w.max-len(w.b))
+	w.b = append(w.b, p[:n]...)
+	w.dropped += int64(len(p) - n)
+	return len(p), nil
+}
+
+func (w *headWriter) String() string {
+	if w.dropped > 0 {
+		return fmt.Sprintf("%s\n... (%d more bytes)", w.b, w.dropped)
+	}
+	return string(w.b)
 }
 
 // compile runs ptxas over text for arch (the module's .target, e.g. sm_90a), relocatable
@@ -136,11 +164,16 @@ func (c *ptxasCompiler) compile(name string, text []byte, arch string, relocatab
 	if relocatable {
 		args = append([]string{"-c"}, args...)
 	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(c.path, args...)
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
+	ctx, cancel := context.WithTimeout(context.Background(), ptxasTimeout)
+	defer cancel()
+	stderr := &headWriter{max: 64 << 10}
+	cmd := exec.CommandContext(ctx, c.path, args...)
+	// WaitDelay: a child the ptxas left behind holding its output open ends the wait too.
+	cmd.Stderr, cmd.Stdout, cmd.WaitDelay = stderr, stderr, time.Second
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("killed after %v (jit.Load takes no context; an external ptxas gets this long)", ptxasTimeout)
+		}
 		return nil, fmt.Errorf("jit: module %s: %s for %s: %v:\n%s", name, c.path, arch, err, strings.TrimSpace(stderr.String()))
 	}
 	// Only a regular file, no longer than a cache entry (a FIFO would block the read, a link

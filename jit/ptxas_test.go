@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kgen-dev/kgen/internal/tooltest"
 )
@@ -151,5 +152,43 @@ func TestCacheEntryLimit(t *testing.T) {
 	}
 	if err := entryFits(maxEntry - entryHeadMax + 1); err == nil || !strings.Contains(err.Error(), "entry limit") {
 		t.Errorf("past the limit: %v (want an error naming the entry limit)", err)
+	}
+}
+
+// TestPtxasBounded: an external ptxas that hangs is killed after ptxasTimeout, one that
+// prints without end is kept to its first 64 KiB in the error, and a failed --version is
+// asked again on the next load (not remembered).
+func TestPtxasBounded(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'ptxas: fake, V0.0'; exit 0; fi\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	defer func(d time.Duration) { ptxasTimeout = d }(ptxasTimeout)
+	ptxasTimeout = 300 * time.Millisecond
+	hang := &ptxasCompiler{path: script("hang", "exec sleep 30\n"), version: "fake"}
+	t0 := time.Now()
+	_, err := hang.compile("k", []byte(ptxasTestPTX), "sm_90a", false)
+	if err == nil || !strings.Contains(err.Error(), "killed after") || time.Since(t0) > 10*time.Second {
+		t.Errorf("hanging ptxas: %v after %v (want killed after %v)", err, time.Since(t0), ptxasTimeout)
+	}
+	loud := &ptxasCompiler{path: script("loud", "head -c 3000000 /dev/zero | tr '\\0' x; exit 1\n"), version: "fake"}
+	_, err = loud.compile("k", []byte(ptxasTestPTX), "sm_90a", false)
+	if err == nil || len(err.Error()) > 70<<10 || !strings.Contains(err.Error(), "more bytes") {
+		t.Errorf("3 MB of output: %d-byte error (want at most ~64 KiB and the count of the rest)", len(err.Error()))
+	}
+	flaky := filepath.Join(dir, "flaky")
+	t.Setenv(PtxasEnv, flaky)
+	if _, err := ptxasFromEnv(); err == nil {
+		t.Fatal("a missing ptxas was accepted")
+	}
+	if err := os.WriteFile(flaky, []byte("#!/bin/sh\necho 'ptxas: fake, V0.0'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ptxasFromEnv(); err != nil || c == nil {
+		t.Errorf("after the ptxas appeared: %v, %v (a failure was remembered)", c, err)
 	}
 }
