@@ -114,13 +114,13 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	if w13.Buffer().Memory().Device() != dev || w2.Buffer().Memory().Device() != dev {
 		return nil, fmt.Errorf("dist: %s: w13 and w2 must live on this rank's device (%s)", what, dev.Info().Name)
 	}
-	if cfg.LowLatency {
-		return nil, fmt.Errorf("dist: %s: MoEConfig.LowLatency: the layer runs the normal mode only (the low-latency layout would make the GEMMs and SwiGLU compute every slot)", what)
-	}
 	// Capacity as NewMoE fills it in (the same on every rank), so that a configuration the
 	// real row count breaks is refused here, not at the first Forward.
 	capa := cfg.Capacity
-	if capa == 0 {
+	switch {
+	case capa == 0 && cfg.LowLatency:
+		capa = cfg.Experts * cfg.Tokens // the masked layout: every expert's slots
+	case capa == 0:
 		capa = c.NumGPUs() * cfg.Tokens * cfg.TopK
 	}
 	for _, x := range []struct {
@@ -144,7 +144,7 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	}
 	cfg.MoEConfig = m.Config() // Capacity filled in
 	if cfg.Capacity != capa {
-		return nil, fmt.Errorf("dist: %s: the MoE's Capacity %d is not the %d the layer checked (NumGPUs*Tokens*TopK)", what, cfg.Capacity, capa)
+		return nil, fmt.Errorf("dist: %s: the MoE's Capacity %d is not the %d the layer checked its GEMMs at", what, cfg.Capacity, capa)
 	}
 	l := &MoELayer{c: c, m: m, cfg: cfg, el: el, w13: w13, w2: w2}
 	if l.recv, err = Tensor[fp.BF16](m.Recv(), capa, hid); err != nil {

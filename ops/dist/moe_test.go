@@ -420,10 +420,6 @@ func TestMoELayerErrors(t *testing.T) {
 		elsewhere, _ := ops.New(ob, experts, ffn, hidden)
 		_, err = dist.NewMoELayer(ctx, c, cfg, w13, elsewhere)
 		add("w2 on another device", err, "w13 and w2 must live on this rank's device")
-		ll := cfg
-		ll.LowLatency = true
-		_, err = dist.NewMoELayer(ctx, c, ll, w13, w2)
-		add("LowLatency", err, "MoEConfig.LowLatency: the layer runs the normal mode only")
 		hid := cfg
 		hid.Hidden = 12
 		_, err = dist.NewMoELayer(ctx, c, hid, w13, w2)
