@@ -10,6 +10,30 @@ import (
 )
 
 // bumpKernel adds delta to p[i] for i < n.
+// emuBump opens an emulated GPU (closed at the test's end) with bumpKernel loaded: its
+// function and a 4-word buffer for it.
+func emuBump(t testing.TB) (*Device, *Function, *Buffer[uint32]) {
+	t.Helper()
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	m, err := d.Load(Source{Module: bumpKernel(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := m.Function("bump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := Alloc[uint32](d, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, fn, buf
+}
+
 func bumpKernel(t testing.TB) *ptx.Module {
 	k := dsl.New("bump", dsl.WithTarget(ptx.SM90))
 	p := k.PtrParam("p", dsl.U32)

@@ -11,20 +11,7 @@ import (
 // limit, or 2^31 is refused naming the size and the limit; the limit itself is taken
 // (nothing found).
 func TestProbe9SharedLimit(t *testing.T) {
-	d, err := OpenBackend(Emulator, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	m, err := d.Load(Source{Module: bumpKernel(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, _ := m.Function("bump")
-	buf, err := Alloc[uint32](d, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fn, buf := emuBump(t)
 	limit := emu.MaxSharedBytes
 	for _, n := range []int{-1, limit + 1, 1 << 31} {
 		err := safely(func() error {

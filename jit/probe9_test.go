@@ -118,20 +118,7 @@ func TestProbe9CacheEntries(t *testing.T) {
 // stream launching during a capture, EndCapture twice and a graph replayed
 // on a closed stream all return an error or work, promptly, never panic.
 func TestProbe9CaptureMisuse(t *testing.T) {
-	d, err := OpenBackend(Emulator, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	m, err := d.Load(Source{Module: bumpKernel(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, _ := m.Function("bump")
-	buf, err := Alloc[uint32](d, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fn, buf := emuBump(t)
 	launch := func(s *Stream, delta uint32) error {
 		return fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(4), Stream: s}, buf, uint32(4), delta)
 	}

@@ -313,22 +313,7 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 	}
 	// out[t]: per GPU g in order, the f32 sum over k of t's pairs on g, rounded; then their
 	// sum, rounded.
-	var wantOut []float64
-	for t := 0; t < s.t; t++ {
-		for col := 0; col < s.h; col++ {
-			var acc float64
-			for g := 0; g < c.g; g++ {
-				var part float64
-				for k := 0; k < s.k; k++ {
-					if id := int(ids[d][t*s.k+k]); id >= 0 && id/s.el == g {
-						part += ws[d][t*s.k+k] * xs[d][t*s.h+col]
-					}
-				}
-				acc += round(dsl.BF16, part)
-			}
-			wantOut = append(wantOut, round(dsl.BF16, acc))
-		}
-	}
+	wantOut := moeCombineWant(s, c.g, ids[d], ws[d], xs[d], s.t)
 	gotOut, err := read(sys, b.out.On(d), dsl.BF16, len(wantOut))
 	if err != nil {
 		return err
@@ -359,4 +344,27 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 		c.r.check(fmt.Sprintf("GPU %d sources", d), f(gotS), wantS, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d rows", d), gotR, wantR, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d out", d), gotOut, wantOut, 0, 0))
+}
+
+// moeCombineWant is GPU d's combined output for its first n tokens (ids, ws, xs: d's own):
+// per GPU g in order, the f32 sum over k of each token's pairs on g, rounded to bf16; then
+// their sum, rounded. Both MoE pipelines (normal and low-latency) combine this way.
+func moeCombineWant(s moeShape, gpus int, ids []int32, ws, xs []float64, n int) []float64 {
+	var want []float64
+	for t := 0; t < n; t++ {
+		for col := 0; col < s.h; col++ {
+			var acc float64
+			for g := 0; g < gpus; g++ {
+				var part float64
+				for k := 0; k < s.k; k++ {
+					if id := int(ids[t*s.k+k]); id >= 0 && id/s.el == g {
+						part += ws[t*s.k+k] * xs[t*s.h+col]
+					}
+				}
+				acc += round(dsl.BF16, part)
+			}
+			want = append(want, round(dsl.BF16, acc))
+		}
+	}
+	return want
 }

@@ -190,22 +190,7 @@ func moeLLCheck(c *coll, s moeShape, d int, n []int, ids [][]int32, xs, ws [][]f
 			}
 		}
 	}
-	var wantOut []float64
-	for t := 0; t < n[d]; t++ {
-		for col := 0; col < s.h; col++ {
-			var acc float64
-			for g := 0; g < c.g; g++ {
-				var part float64
-				for k := 0; k < s.k; k++ {
-					if id := int(ids[d][t*s.k+k]); id >= 0 && id/s.el == g {
-						part += ws[d][t*s.k+k] * xs[d][t*s.h+col]
-					}
-				}
-				acc += round(dsl.BF16, part)
-			}
-			wantOut = append(wantOut, round(dsl.BF16, acc))
-		}
-	}
+	wantOut := moeCombineWant(s, c.g, ids[d], ws[d], xs[d], n[d])
 	gotOut, err := read(sys, b.out.On(d), dsl.BF16, len(wantOut))
 	if err != nil {
 		return err
