@@ -221,6 +221,9 @@ func runSM90T[T interface {
 func sm90Cfg(dt dsl.Type, d int, causal, overlap, pingPong bool) kernels.AttentionSM90Config {
 	c := kernels.DefaultAttentionSM90Config(dt, d, causal)
 	c.Overlap, c.PingPong, c.Persistent = overlap, pingPong, false
+	if pingPong && d > 128 { // the ping-pong's register bound: 64 keys a step at d 256
+		c.BN = 64
+	}
 	return c
 }
 
@@ -371,6 +374,9 @@ func sm90Variants() []kernels.AttentionSM90Config {
 				if dt == dsl.BF16 { // ops' choice for seqQ <= 64
 					one := sm90Cfg(dt, d, causal, true, false)
 					one.Consumers = 1
+					if d > 128 { // one consumer's register bound
+						one.BN = 64
+					}
 					cfgs = append(cfgs, one)
 				}
 			}
@@ -382,6 +388,9 @@ func sm90Variants() []kernels.AttentionSM90Config {
 			vl.VarLen, vl.Persistent = true, false
 			one := vl
 			one.Consumers, one.PingPong = 1, false
+			if d > 128 { // one consumer's register bound
+				one.BN = 64
+			}
 			cfgs = append(cfgs, vl, one)
 		}
 	}
