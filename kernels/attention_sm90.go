@@ -44,8 +44,9 @@ type AttentionSM90Config struct {
 }
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
-// consumer warpgroups (128 query rows), 128 keys per step (64 at head dim 256, for the
-// registers of O), two stages, the intra-warpgroup Overlap on and the ping-pong off: the
+// consumer warpgroups (128 query rows), 128 keys per step (80 at head dim 256, for the
+// registers of O: 3-8% faster than 64 on an H200, causal or not, 1k to 16k tokens), two
+// stages, the intra-warpgroup Overlap on and the ping-pong off: the
 // fastest variant at every head dim on an H200 (bf16, 2k and 16k tokens, causal or not;
 // docs/attention.md), e.g. at d 128 seqlen 16k 691 TFLOP/s against 687 with the ping-pong
 // too and 590 with the ping-pong alone. Persistent when not causal: 2-14% faster there (d
@@ -54,7 +55,33 @@ type AttentionSM90Config struct {
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
 	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true, Persistent: !causal}
 	if headDim > 128 {
-		c.BN = 64
+		c.BN = 80
+	}
+	return c
+}
+
+// AttentionSM90ConfigForShape is DefaultAttentionSM90Config fitted to seqQ queries over
+// seqK keys (0: not known): one consumer warpgroup (64 query rows, no ping-pong; 64 keys a
+// step at head dim 256, for its registers) when seqQ is at most 64, and without a causal
+// mask longer key steps where the keys are many (H200, bf16, one call, TFLOP/s at BN 128
+// against the longer step): d 64 BN 192 from 2k keys (440 / 448 at 2k), BN 224 from 4k
+// (483 / 502 at 16k); d 128 BN 160 from 4k (735 / 750 at 16k). Fewer keys ran faster at
+// BN 128, and causal tiles at BN 128 at every length.
+func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, seqK int) AttentionSM90Config {
+	c := DefaultAttentionSM90Config(dt, headDim, causal)
+	switch {
+	case seqQ <= 64:
+		c.Consumers, c.PingPong = 1, false
+		if headDim > 128 {
+			c.BN = 64
+		}
+	case causal:
+	case headDim == 64 && seqK >= 4096:
+		c.BN = 224
+	case headDim == 64 && seqK >= 2048:
+		c.BN = 192
+	case headDim == 128 && seqK >= 4096:
+		c.BN = 160
 	}
 	return c
 }
@@ -139,9 +166,22 @@ func (c AttentionSM90Config) TMABox() (q, kv [2]int) {
 	return [2]int{64, c.BM()}, [2]int{64, c.BN}
 }
 
-// attentionSM90AccRegs bounds a consumer thread's accumulators and P registers
-// (BN/2 + HeadDim/2 + BN/4) so that the kernel fits the 240 registers its consumers get.
-const attentionSM90AccRegs = 176
+// attentionSM90AccRegs bounds a consumer thread's accumulators and P registers (BN/2 +
+// HeadDim/2 + BN/4) so that the kernel fits the registers its consumers get (240, or 232
+// with one consumer) without spills. ptxas 13.0 spills nothing up to 208 (d 128 at BN 192),
+// with PingPong (its turn barriers keep more values live across the GEMMs) up to 184 (d 128
+// at BN 160; Persistent causal spills at 196), and with one consumer up to 176 (Persistent
+// spills at d 256 and BN 80, 188). TestAttentionSM90Ptxas assembles the widest BN each
+// bound admits.
+func attentionSM90AccRegs(pingPong bool, consumers int) int {
+	switch {
+	case pingPong:
+		return 184
+	case consumers == 1:
+		return 176
+	}
+	return 208
+}
 
 // Check reports a configuration the kernel cannot build.
 func (c AttentionSM90Config) Check() error {
@@ -161,8 +201,8 @@ func (c AttentionSM90Config) Check() error {
 	case c.Persistent && c.Overlap && c.PingPong && c.HeadDim > 128:
 		return fmt.Errorf("attention_sm90: Persistent with Overlap and PingPong at head dim %d: the consumers' 240 registers (O's %d a thread, two tiles of S) leave too few for the tile loop (ptxas spills); drop one of the three", c.HeadDim, c.HeadDim/2)
 	}
-	if r := c.BN/2 + c.HeadDim/2 + c.BN/4; r > attentionSM90AccRegs {
-		return fmt.Errorf("attention_sm90: BN %d at head dim %d holds %d accumulator and P registers a thread (BN/2 + HeadDim/2 + BN/4); at most %d fit the consumers' 240 without spills", c.BN, c.HeadDim, r, attentionSM90AccRegs)
+	if r, most := c.BN/2+c.HeadDim/2+c.BN/4, attentionSM90AccRegs(c.PingPong, c.Consumers); r > most {
+		return fmt.Errorf("attention_sm90: BN %d at head dim %d holds %d accumulator and P registers a thread (BN/2 + HeadDim/2 + BN/4); at most %d fit %d consumer warpgroup(s) with PingPong %v without spills", c.BN, c.HeadDim, r, most, c.Consumers, c.PingPong)
 	}
 	if c.SharedBytes() > 227*1024 {
 		return fmt.Errorf("attention_sm90: %d bytes of shared memory (more than an H100's 227 KiB)", c.SharedBytes())

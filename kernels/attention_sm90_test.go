@@ -221,6 +221,9 @@ func runSM90T[T interface {
 func sm90Cfg(dt dsl.Type, d int, causal, overlap, pingPong bool) kernels.AttentionSM90Config {
 	c := kernels.DefaultAttentionSM90Config(dt, d, causal)
 	c.Overlap, c.PingPong, c.Persistent = overlap, pingPong, false
+	if pingPong && d > 128 { // the ping-pong's register bound: 64 keys a step at d 256
+		c.BN = 64
+	}
 	return c
 }
 
@@ -242,7 +245,12 @@ func TestAttentionSM90(t *testing.T) {
 	one.Consumers, one.BN = 1, 64
 	three := sm90Cfg(bf, 64, true, true, true) // a 3-stage ring, 32 keys per step: many tiles
 	three.Stages, three.BN = 3, 32
+	// The widest key tiles the register bound admits (80 keys at d 256: not a power of two).
+	wide256, wide128 := sm90Cfg(bf, 256, true, true, false), sm90Cfg(bf, 128, false, true, false)
+	wide256.BN, wide128.BN = 80, 192
 	cases = append(cases,
+		sm90Problem{cfg: wide256, b: 1, h: 2, hk: 1, sq: 130, sk: 200, scale: 0.2},
+		sm90Problem{cfg: wide128, b: 1, h: 1, hk: 1, sq: 70, sk: 200},
 		sm90Problem{cfg: sm90Cfg(bf, 64, false, false, false), b: 2, h: 1, hk: 1, sq: 1, sk: 90},
 		sm90Problem{cfg: sm90Cfg(f16, 64, true, true, true), b: 1, h: 1, hk: 1, sq: 130, sk: 90, scale: 0.5},
 		sm90Problem{cfg: sm90Cfg(bf, 128, false, true, true), b: 1, h: 2, hk: 2, sq: 70, sk: 130},
@@ -366,6 +374,9 @@ func sm90Variants() []kernels.AttentionSM90Config {
 				if dt == dsl.BF16 { // ops' choice for seqQ <= 64
 					one := sm90Cfg(dt, d, causal, true, false)
 					one.Consumers = 1
+					if d > 128 { // one consumer's register bound
+						one.BN = 64
+					}
 					cfgs = append(cfgs, one)
 				}
 			}
@@ -377,7 +388,29 @@ func sm90Variants() []kernels.AttentionSM90Config {
 			vl.VarLen, vl.Persistent = true, false
 			one := vl
 			one.Consumers, one.PingPong = 1, false
+			if d > 128 { // one consumer's register bound
+				one.BN = 64
+			}
 			cfgs = append(cfgs, vl, one)
+		}
+	}
+	// The widest BN Check admits at each head dim, with and without PingPong and with one
+	// consumer: the register rule's edge (attentionSM90AccRegs).
+	for _, d := range []int{64, 128, 256} {
+		for _, causal := range []bool{false, true} {
+			for _, v := range []struct {
+				pp        bool
+				consumers int
+			}{{false, 2}, {true, 2}, {false, 1}} {
+				c := sm90Cfg(dsl.BF16, d, causal, true, v.pp)
+				c.Consumers = v.consumers
+				for bn := 256; bn >= 16; bn -= 16 {
+					if c.BN = bn; c.Check() == nil {
+						break
+					}
+				}
+				cfgs = append(cfgs, c)
+			}
 		}
 	}
 	for _, c := range cfgs { // each with Persistent, as gpubench -persistent runs them

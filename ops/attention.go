@@ -245,17 +245,14 @@ func AttentionConfigFor(info jit.Info, dt ptx.Type, headDim, seqQ int, causal bo
 }
 
 // AttentionSM90ConfigFor returns the sm_90a attention Attention runs on a device described
-// by info for inputs of dt, head dim headDim and seqQ queries:
-// kernels.DefaultAttentionSM90Config, with one consumer warpgroup (64 query rows, no
-// ping-pong) when seqQ is at most 64. It is an error on a device other than compute
-// capability 9.0 or for a configuration the kernel refuses.
-func AttentionSM90ConfigFor(info jit.Info, dt ptx.Type, headDim, seqQ int, causal bool) (kernels.AttentionSM90Config, error) {
-	cfg := kernels.DefaultAttentionSM90Config(dsl.Type(dt), headDim, causal)
+// by info for inputs of dt, head dim headDim, seqQ queries and seqK keys (0: not known):
+// kernels.AttentionSM90ConfigForShape (one consumer warpgroup when seqQ is at most 64,
+// longer key steps for many keys without a mask). It is an error on a device other than
+// compute capability 9.0 or for a configuration the kernel refuses.
+func AttentionSM90ConfigFor(info jit.Info, dt ptx.Type, headDim, seqQ, seqK int, causal bool) (kernels.AttentionSM90Config, error) {
+	cfg := kernels.AttentionSM90ConfigForShape(dsl.Type(dt), headDim, causal, seqQ, seqK)
 	if info.SM != 90 {
 		return cfg, fmt.Errorf("attention_sm90 runs wgmma and TMA of sm_90a: compute capability 9.0; %s is %d.%d", info.Name, info.SM/10, info.SM%10)
-	}
-	if seqQ <= 64 {
-		cfg.Consumers, cfg.PingPong = 1, false
 	}
 	return cfg, cfg.Check()
 }
@@ -268,7 +265,7 @@ func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error
 	causal, kernel := key.flags&1 != 0, AttentionKernel(key.flags>>1)
 	var p *plan
 	if kernel != AttentionFA2 {
-		cfg, err := AttentionSM90ConfigFor(st.d.Info(), key.in, hd, seqQ, causal)
+		cfg, err := AttentionSM90ConfigFor(st.d.Info(), key.in, hd, seqQ, seqK, causal)
 		var l kernels.AttentionSM90Launch
 		if err == nil && st.gemm != ptx.SM90a {
 			err = fmt.Errorf("attention_sm90 needs the sm_90a target; the device's kernels target %s", st.gemm)

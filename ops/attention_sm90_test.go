@@ -14,19 +14,40 @@ import (
 // consumer warpgroup for short query sequences, two otherwise; the intra-warpgroup overlap
 // on and the ping-pong off (the fastest on an H200, docs/attention.md).
 func TestAttentionSM90ConfigFor(t *testing.T) {
-	if _, err := AttentionSM90ConfigFor(jit.Info{Name: "A100", SM: 80}, ptx.BF16, 128, 1024, false); err == nil || !strings.Contains(err.Error(), "compute capability 9.0; A100 is 8.0") {
+	if _, err := AttentionSM90ConfigFor(jit.Info{Name: "A100", SM: 80}, ptx.BF16, 128, 1024, 1024, false); err == nil || !strings.Contains(err.Error(), "compute capability 9.0; A100 is 8.0") {
 		t.Errorf("on sm_80: %v, want an error naming compute capability 9.0", err)
 	}
 	for _, c := range []struct {
 		sq, consumers int
 		pingPong      bool
 	}{{1, 1, false}, {64, 1, false}, {65, 2, false}, {4096, 2, false}} {
-		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, 128, c.sq, true)
+		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, 128, c.sq, c.sq, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cfg.Consumers != c.consumers || cfg.PingPong != c.pingPong || !cfg.Overlap || !cfg.Causal {
 			t.Errorf("seqQ %d: %+v; want %d consumers, ping-pong %v, overlap, causal", c.sq, cfg, c.consumers, c.pingPong)
+		}
+	}
+	// Key steps: longer without a mask where keys are many; every pick builds (Check).
+	for _, c := range []struct {
+		d, sq, sk int
+		causal    bool
+		bn        int
+	}{
+		{64, 1024, 1024, false, 128}, {64, 2048, 2048, false, 192}, {64, 16384, 16384, false, 224},
+		{64, 16384, 16384, true, 128}, {64, 16, 16384, false, 128},
+		{128, 2048, 2048, false, 128}, {128, 4096, 4096, false, 160}, {128, 4096, 4096, true, 128},
+		{256, 1024, 1024, false, 80}, {256, 16384, 16384, true, 80}, {256, 64, 16384, false, 64},
+		{128, 2048, 0, false, 128}, // keys not known (VarLen): the default step
+	} {
+		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, c.d, c.sq, c.sk, c.causal)
+		if err != nil {
+			t.Errorf("d %d seqQ %d seqK %d causal %v: %v", c.d, c.sq, c.sk, c.causal, err)
+			continue
+		}
+		if cfg.BN != c.bn {
+			t.Errorf("d %d seqQ %d seqK %d causal %v: BN %d, want %d", c.d, c.sq, c.sk, c.causal, cfg.BN, c.bn)
 		}
 	}
 }

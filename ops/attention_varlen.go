@@ -44,7 +44,7 @@ type AttentionVarLenOptions struct {
 // reach a row's output (0 * Inf).
 //
 // It runs kernels.AttentionSM90 with VarLen (compute capability 9.0; elsewhere it is an
-// error), configured as Attention's (AttentionSM90ConfigFor over MaxSeqQ). out may be q
+// error), configured as Attention's (AttentionSM90ConfigFor over MaxSeqQ, keys not known). out may be q
 // itself but shares no memory with k, v, cuQ, cuK or the LSE.
 func AttentionVarLen[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tensor[T], cuQ, cuK Tensor[int32], o *AttentionVarLenOptions) error {
 	const op = "AttentionVarLen"
@@ -188,7 +188,7 @@ func AttentionVarLen[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, 
 func planAttentionVarLen(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	maxQ, totalQ, hd := key.dims[0], key.dims[1], key.dims[2]
 	batch, heads, kvHeads, totalK := key.lds[0], key.lds[1], key.lds[2], key.lds[3]
-	cfg, err := AttentionSM90ConfigFor(st.d.Info(), key.in, hd, maxQ, key.flags&1 != 0)
+	cfg, err := AttentionSM90ConfigFor(st.d.Info(), key.in, hd, maxQ, 0, key.flags&1 != 0) // keys per sequence vary: the default step
 	if err == nil && st.gemm != ptx.SM90a {
 		err = fmt.Errorf("attention_sm90 needs the sm_90a target; the device's kernels target %s", st.gemm)
 	}

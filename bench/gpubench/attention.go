@@ -85,7 +85,9 @@ func runAttention(args []string) error {
 	if !target.Valid() {
 		target = ptx.SM90
 	}
-	var sm90 *kernels.AttentionSM90Config
+	// sm90For is the sm_90a kernel of a problem: the library's pick for its shape
+	// (kernels.AttentionSM90ConfigForShape, as ops.Attention runs it), then the flags given.
+	var sm90For func(p attnProblem) (*kernels.AttentionSM90Config, error)
 	switch *kernel {
 	case "auto", "sm90":
 		if d.Info().SM != 90 {
@@ -94,35 +96,34 @@ func runAttention(args []string) error {
 			}
 			break
 		}
-		c := kernels.DefaultAttentionSM90Config(cfg.In, *hd, *causal)
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "overlap":
-				c.Overlap = *overlap
-			case "pingpong":
-				c.PingPong = *pingPong
-			case "persistent":
-				c.Persistent = *persistent
+		sm90For = func(p attnProblem) (*kernels.AttentionSM90Config, error) {
+			c := kernels.AttentionSM90ConfigForShape(cfg.In, *hd, *causal, p.sq, p.sk)
+			fs.Visit(func(f *flag.Flag) {
+				switch f.Name {
+				case "overlap":
+					c.Overlap = *overlap
+				case "pingpong":
+					c.PingPong = *pingPong
+				case "persistent":
+					c.Persistent = *persistent
+				}
+			})
+			for _, o := range []struct {
+				v *int
+				f *int
+			}{{bn, &c.BN}, {stages, &c.Stages}, {consumers, &c.Consumers}} {
+				if *o.v > 0 {
+					*o.f = *o.v
+				}
 			}
-		})
-		for _, o := range []struct {
-			v *int
-			f *int
-		}{{bn, &c.BN}, {stages, &c.Stages}, {consumers, &c.Consumers}} {
-			if *o.v > 0 {
-				*o.f = *o.v
-			}
+			return &c, c.Check()
 		}
-		if err := c.Check(); err != nil {
-			return err
-		}
-		sm90 = &c
-		fmt.Printf("device: %s (%s); kernel %s, %d threads, %d B shared\n", d.Info().Name, d.Info().Arch, c.Name(), c.Threads(), c.SharedBytes())
+		fmt.Printf("device: %s (%s); kernel sm90 (the library's pick per shape unless flags override)\n", d.Info().Name, d.Info().Arch)
 	case "fa2":
 	default:
 		return fmt.Errorf("-kernel %q: want auto, sm90 or fa2", *kernel)
 	}
-	if sm90 == nil {
+	if sm90For == nil {
 		if err := cfg.Check(); err != nil {
 			return err
 		}
@@ -138,6 +139,12 @@ func runAttention(args []string) error {
 			b = max(*tokens/n, 1)
 		}
 		p := attnProblem{b: b, h: *heads, hkv: *kvHeads, sq: n, sk: n, d: *hd}
+		var sm90 *kernels.AttentionSM90Config
+		if sm90For != nil {
+			if sm90, err = sm90For(p); err != nil {
+				return err
+			}
+		}
 		if err := benchAttention(d, target, cfg, sm90, p, *reps, *dir); err != nil {
 			return fmt.Errorf("b %d s %d: %w", b, n, err)
 		}
