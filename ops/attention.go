@@ -57,7 +57,8 @@ const (
 	AttentionScheduleLPT
 	// AttentionScheduleDynamic is Persistent with kernels.AttentionDynamic: the tile
 	// counter is the stream's (zeroed once; launches on one stream run in order and share
-	// it, each stream has its own).
+	// it, each stream has its own). A graph captured on a stream keeps that stream's
+	// counter: replay it where no other launch with that counter runs at once.
 	AttentionScheduleDynamic
 )
 
