@@ -37,11 +37,23 @@ type AttentionSM90Config struct {
 	// sequence (the grid's), SeqK unused; LSE is [heads, totalQ].
 	VarLen bool
 	// Persistent launches at most one block an SM (LaunchPersistent), each walking work
-	// tiles blockIdx, blockIdx + gridDim, ... in Grid's order: the producer runs ahead
-	// across tiles (the K/V rings run on; the next Q loads into a second buffer where
-	// shared memory holds one), so one tile's epilogue overlaps the next tile's loads.
+	// tiles as Schedule says (blockIdx, blockIdx + gridDim, ... in Grid's order for
+	// AttentionStrided): the producer runs ahead across tiles (the K/V rings run on; the
+	// next Q loads into a second buffer where shared memory holds one), so one tile's
+	// epilogue overlaps the next tile's loads.
 	Persistent bool
+	// Schedule orders the work tiles and, with Persistent, how the blocks take them:
+	// AttentionStrided (the zero value), AttentionLPT (longest first across the heads, a
+	// snake walk) or AttentionDynamic (Persistent only: a tile counter in global memory,
+	// AttentionSchedArgs after the other parameters). The causal tiles' costs differ (a
+	// query tile's key tiles), so the strided walk balances them badly.
+	Schedule AttentionSchedule
 }
+
+// causalPersistent is whether DefaultAttentionSM90Config makes causal attention Persistent
+// (with AttentionLPT). Off until the balanced schedules have been timed on a GPU against the
+// non-persistent launch (docs/attention.md: the A/B).
+const causalPersistent = false
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
 // consumer warpgroups (128 query rows), 128 keys per step (80 at head dim 256, for the
@@ -51,9 +63,14 @@ type AttentionSM90Config struct {
 // docs/attention.md), e.g. at d 128 seqlen 16k 691 TFLOP/s against 687 with the ping-pong
 // too and 590 with the ping-pong alone. Persistent when not causal: 2-14% faster there (d
 // 128 2k 661 against 580 TFLOP/s), while causal tiles of unequal length strided over the
-// blocks ran a third slower at 16k (482 against 714) than the GPU's own block order.
+// blocks ran a third slower at 16k (482 against 714) than the GPU's own block order. Causal
+// is not Persistent (causalPersistent: AttentionLPT and AttentionDynamic balance the tiles,
+// not yet timed on a GPU).
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
 	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true, Persistent: !causal}
+	if causal && causalPersistent {
+		c.Persistent, c.Schedule = true, AttentionLPT
+	}
 	if headDim > 128 {
 		c.BN = 80
 	}
@@ -90,7 +107,7 @@ func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, se
 func (c AttentionSM90Config) BM() int { return 64 * c.Consumers }
 
 // Name is the kernel's entry name:
-// attention_sm90_<in>_d<HeadDim>_<BM>x<BN>_<Stages>s{_causal}{_ov}{_pp}{_varlen}{_persist}.
+// attention_sm90_<in>_d<HeadDim>_<BM>x<BN>_<Stages>s{_causal}{_ov}{_pp}{_varlen}{_persist}{_lpt|_dyn}.
 func (c AttentionSM90Config) Name() string {
 	s := fmt.Sprintf("attention_sm90_%s_d%d_%dx%d_%ds", c.In, c.HeadDim, c.BM(), c.BN, c.Stages)
 	if c.Causal {
@@ -107,6 +124,15 @@ func (c AttentionSM90Config) Name() string {
 	}
 	if c.Persistent {
 		s += "_persist"
+	}
+	switch c.Schedule {
+	case AttentionStrided:
+	case AttentionLPT:
+		s += "_lpt"
+	case AttentionDynamic:
+		s += "_dyn"
+	default:
+		s += fmt.Sprintf("_sched%d", int(c.Schedule))
 	}
 	return s
 }
@@ -138,9 +164,9 @@ func (c AttentionSM90Config) qStages() int {
 }
 
 // Grid returns the number of work tiles, the blocks of a launch without Persistent (a 1-D
-// grid: query tiles fastest, then heads, then batches; causal blocks take the longest tiles
-// first); 0 for an empty problem, math.MaxInt where the count overflows int (CheckShape
-// refuses such shapes).
+// grid in Schedule's order: for AttentionStrided query tiles fastest, then heads, then
+// batches, causal blocks taking a head's longest tiles first); 0 for an empty problem,
+// math.MaxInt where the count overflows int (CheckShape refuses such shapes).
 func (c AttentionSM90Config) Grid(batch, heads, seqQ int) int {
 	if batch <= 0 || heads <= 0 || seqQ <= 0 || c.Consumers <= 0 {
 		return 0
@@ -150,7 +176,7 @@ func (c AttentionSM90Config) Grid(batch, heads, seqQ int) int {
 
 // PersistentGrid returns the blocks of a launch on a device of sms multiprocessors: with
 // Persistent Grid's tiles but at most sms (one block an SM: a block takes an SM's registers),
-// each walking tiles blockIdx, blockIdx + gridDim, ...; without it Grid.
+// each walking several (Schedule); without it Grid.
 func (c AttentionSM90Config) PersistentGrid(batch, heads, seqQ, sms int) int {
 	g := c.Grid(batch, heads, seqQ)
 	if c.Persistent && sms > 0 {
@@ -198,6 +224,10 @@ func (c AttentionSM90Config) Check() error {
 		return fmt.Errorf("attention_sm90: %d stages (want 2..8)", c.Stages)
 	case c.PingPong && c.Consumers != 2:
 		return fmt.Errorf("attention_sm90: PingPong alternates two consumer warpgroups; the configuration has %d", c.Consumers)
+	case c.Schedule < AttentionStrided || c.Schedule > AttentionDynamic:
+		return fmt.Errorf("attention_sm90: schedule %v (want AttentionStrided, AttentionLPT or AttentionDynamic)", c.Schedule)
+	case c.Schedule == AttentionDynamic && !c.Persistent:
+		return fmt.Errorf("attention_sm90: AttentionDynamic hands tiles to Persistent blocks; the configuration is not Persistent (AttentionLPT orders a grid of one block a tile)")
 	case c.Persistent && c.Overlap && c.PingPong && c.HeadDim > 128:
 		return fmt.Errorf("attention_sm90: Persistent with Overlap and PingPong at head dim %d: the consumers' 240 registers (O's %d a thread, two tiles of S) leave too few for the tile loop (ptxas spills); drop one of the three", c.HeadDim, c.HeadDim/2)
 	}
@@ -244,9 +274,21 @@ type AttentionTMASpec struct {
 // AttentionSM90Launch is a launch of one sm_90a attention configuration: Grid blocks of
 // Block threads, SharedBytes of dynamic shared memory, and the tensor maps of Q, K and V
 // (AttentionSM90Maps' order), each over the buffer of the same name in AttentionArgs.
+// SchedWords is the u32 words of AttentionSchedArgs.Sched the launch takes last
+// (AttentionDynamic: AttentionSchedWords, zeroed before the first launch; else 0: no such
+// parameter).
 type AttentionSM90Launch struct {
 	Grid, Block, SharedBytes int
 	Q, K, V                  AttentionTMASpec
+	SchedWords               int
+}
+
+// schedWords is AttentionSM90Launch.SchedWords of c.
+func (c AttentionSM90Config) schedWords() int {
+	if c.Schedule == AttentionDynamic {
+		return AttentionSchedWords
+	}
+	return 0
 }
 
 // Launch returns the launch of c for a problem of AttentionArgs' shapes, or an error (Check's
@@ -286,7 +328,7 @@ func (c AttentionSM90Config) launch(batch, heads, kvHeads, seqQ, seqK, sms int) 
 			Box: [3]uint32{uint32(box[0]), uint32(box[1]), 1}, Swizzle: 128}
 	}
 	return AttentionSM90Launch{Grid: c.PersistentGrid(batch, heads, seqQ, sms), Block: c.Threads(), SharedBytes: c.SharedBytes(),
-		Q: spec(heads, seqQ, bq), K: spec(kvHeads, seqK, bkv), V: spec(kvHeads, seqK, bkv)}, nil
+		Q: spec(heads, seqQ, bq), K: spec(kvHeads, seqK, bkv), V: spec(kvHeads, seqK, bkv), SchedWords: c.schedWords()}, nil
 }
 
 func init() {
@@ -323,10 +365,13 @@ func init() {
 // like keys past seqK, and query rows there are not stored.
 //
 // With cfg.Persistent (launched by LaunchPersistent or LaunchVarLenPersistent) each block
-// walks work tiles blockIdx, blockIdx + gridDim, ... of Grid's order. Q goes through a ring
-// of its own (full and empty mbarriers, one or two buffers: SharedBytes) that the consumers
-// free once the tile's last S has retired; the K/V rings run on from tile to tile, so the
-// producer loads the next tile while the consumers finish this one. A tile that sees no key
+// walks the work tiles cfg.Schedule gives it (AttentionStrided: blockIdx, blockIdx +
+// gridDim, ... of Grid's order; AttentionLPT: a snake over the longest-first order;
+// AttentionDynamic: the producer takes them from a counter, AttentionSchedArgs, and passes
+// each index to the consumers through shared memory). Q goes through a ring of its own
+// (full and empty mbarriers, one or two buffers: SharedBytes) that the consumers free once
+// the tile's last S has retired; the K/V rings run on from tile to tile, so the producer
+// loads the next tile while the consumers finish this one. A tile that sees no key
 // loads nothing; a VarLen tile past its sequence is skipped by both roles.
 func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	if err := cfg.Check(); err != nil {
@@ -344,6 +389,10 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	var vl AttentionVarLenArgs
 	if cfg.VarLen {
 		vl = dsl.Params[AttentionVarLenArgs](k, cfg.In)
+	}
+	var sch AttentionSchedArgs
+	if cfg.Schedule == AttentionDynamic {
+		sch = dsl.Params[AttentionSchedArgs](k, cfg.In)
 	}
 	D, BM, BN, C := cfg.HeadDim, cfg.BM(), cfg.BN, cfg.Consumers
 
@@ -395,16 +444,21 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 		qBar = k.Mbarriers(1).At(0)
 		k.If(tid.Eq(uint32(0)), func() { qBar.Init(1) })
 	}
+	var ring attnTileRing
+	if cfg.Schedule == AttentionDynamic { // every consumer thread frees a slot once it has read it
+		ring = makeAttnTileRing(k, 128*C)
+	}
 	// One arrival per consumer warp frees a stage (lane 0, after the warp's wait_group).
-	pK := k.MakeTMAPipeline(cfg.Stages, 4*C, cK) // also makes qBar's init visible (SyncThreads)
+	pK := k.MakeTMAPipeline(cfg.Stages, 4*C, cK) // also makes qBar's and the ring's inits visible (SyncThreads)
 	pV := k.MakeTMAPipeline(cfg.Stages, 4*C, cV)
 
-	// tileOf maps work tile t (U32) to (query tile, head, batch), as Attention's grid does,
-	// and to the keys it sees. Without Persistent a VarLen block whose tile starts past its
-	// sequence leaves here, before any barrier.
+	// tileOf maps work tile t (U32) to (query tile, head, batch) in the schedule's order
+	// (AttentionStrided: as Attention's grid does), and to the keys it sees. Without
+	// Persistent a VarLen block whose tile starts past its sequence leaves here, before any
+	// barrier.
 	tileOf := func(t dsl.Value) attnSM90Tile {
 		var tl attnSM90Tile
-		tl.mt, tl.bh, tl.h, tl.b, tl.hkv = attentionTile(k, a, BM, cfg.Causal, t)
+		tl.mt, tl.bh, tl.h, tl.b, tl.hkv = attnTileMap(k, a, BM, cfg.Causal, cfg.Schedule, t)
 		tl.seqQ, tl.seqK = a.SeqQ.To(dsl.I32), a.SeqK.To(dsl.I32)
 		tl.mIdx = tl.mt.To(dsl.I32)
 		if cfg.VarLen {
@@ -423,17 +477,54 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 		}
 		return tl
 	}
-	// forTiles runs body for each of the block's tiles (Persistent), skipping VarLen tiles
-	// past their sequence.
-	forTiles := func(body func(tl attnSM90Tile)) {
+	// visit runs body for work tile t, unless it is a VarLen tile past its sequence.
+	visit := func(t dsl.Value, body func(tl attnSM90Tile)) {
+		tl := tileOf(t)
+		if cfg.VarLen {
+			k.If(tl.past.Not(), func() { body(tl) })
+			return
+		}
+		body(tl)
+	}
+	// forTiles runs body for each of the block's tiles (Persistent): a static schedule's
+	// walk in both roles; AttentionDynamic's tiles are taken by the producer thread
+	// (producer), which passes each index on through the ring before it loads the tile, and
+	// the consumer threads read them there. The producer stops at the first index past the
+	// last tile and passes attnNoTile on for it, where the consumers stop.
+	forTiles := func(producer bool, body func(tl attnSM90Tile)) {
+		if !producer && cfg.Schedule == AttentionDynamic { // no tile count: the end is attnNoTile
+			pos := ring.pos(false)
+			t := k.Var(dsl.U32, ring.get(pos))
+			k.While(func() dsl.Value { return t.Ne(uint32(attnNoTile)) }, func() {
+				visit(t, body)
+				k.Set(t, ring.get(pos))
+			})
+			return
+		}
 		tiles := a.SeqQ.Add(uint32(BM - 1)).Div(uint32(BM)).Mul(a.Heads).Mul(a.Batch)
-		k.For(k.BlockIdx(dsl.X), tiles, k.GridDim(dsl.X), func(t dsl.Value) {
-			tl := tileOf(t)
-			if cfg.VarLen {
-				k.If(tl.past.Not(), func() { body(tl) })
-				return
-			}
-			body(tl)
+		if cfg.Schedule != AttentionDynamic {
+			attnStaticWalk(k, cfg.Schedule, tiles, func(t dsl.Value) { visit(t, body) })
+			return
+		}
+		grid := k.GridDim(dsl.X)
+		pos := ring.pos(true)
+		t := k.Var(dsl.U32, k.BlockIdx(dsl.X)) // the first tile is the block's own
+		// put passes t on, or attnNoTile past the last tile.
+		put := func() { ring.put(pos, k.Select(t.Lt(tiles), t, uint32(attnNoTile))) }
+		put()
+		k.While(func() dsl.Value { return t.Lt(tiles) }, func() {
+			visit(t, body)
+			// The next tile once this one's loads are issued: the K/V ring still holds
+			// Stages key tiles for the consumers while the atomic returns.
+			k.Set(t, k.Atomic(dsl.AtomAdd, sch.Sched, uint32(1)).Add(grid))
+			put()
+		})
+		// The block has taken its last index (no more adds to word 0 from it): count it
+		// (acq_rel), and the last block of the launch zeroes both words for the next.
+		done := k.Atomic(dsl.AtomAdd, sch.Sched.At(1), uint32(1), dsl.AcqRel(dsl.GPU))
+		k.If(done.Eq(grid.Sub(uint32(1))), func() {
+			k.Store(sch.Sched, uint32(0), dsl.Relaxed(dsl.GPU))
+			k.Store(sch.Sched.At(1), uint32(0), dsl.Relaxed(dsl.GPU))
 		})
 	}
 	var blkTile attnSM90Tile
@@ -481,7 +572,7 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 			}
 			stQ, advQ := attnQState(k, pQ, true)
 			st := pK.ProducerState()
-			forTiles(func(tl attnSM90Tile) {
+			forTiles(true, func(tl attnSM90Tile) {
 				k.If(tl.nKV.Gt(int32(0)), func() { // a tile that sees no key loads nothing
 					qCol, kvCol := tl.h.Mul(uint32(D)), tl.hkv.Mul(uint32(D))
 					qRow, kRow0, bt := rows(tl)
@@ -497,7 +588,8 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 		k.WarpgroupRegAlloc(attentionSM90ConsumerRegs(C))
 		attentionSM90Consumer(k, cfg, a, attnSM90Block{
 			sQ: sQ, sK: sK, sV: sV, qk: qk, pv: pv, pQ: pQ, pK: pK, pV: pV, qBar: qBar,
-			t: tid.Sub(uint32(128)), vl: vl, tile: blkTile, forTiles: forTiles,
+			t: tid.Sub(uint32(128)), vl: vl, tile: blkTile,
+			forTiles: func(body func(tl attnSM90Tile)) { forTiles(false, body) },
 		})
 	})
 }

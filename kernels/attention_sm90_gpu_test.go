@@ -9,6 +9,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 )
 
 // TestGPUAttentionSM90 runs the sm_90a attention on GPU 0 (an sm_90 part; skipped
@@ -17,7 +18,7 @@ import (
 // 64 and 256, causal and not, with GQA and lengths off the tiles, against the float64
 // reference element by element (the harness of TestAttentionSM90), and the VarLen kernel
 // over packed sequences (TestAttentionSM90VarLen's harness); Persistent cases on the device's
-// SM count and on 7 blocks.
+// SM count and on 7 blocks, also with AttentionLPT and AttentionDynamic.
 func TestGPUAttentionSM90(t *testing.T) {
 	d, err := jit.OpenBackend(jit.GPU, 0)
 	if err != nil {
@@ -55,6 +56,16 @@ func TestGPUAttentionSM90(t *testing.T) {
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 256, true, true, false)), b: 1, h: 8, hk: 2, sq: 1024, sk: 1024, sms: sms},
 		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 128, true, true, false)), b: 3, h: 4, hk: 1, sq: 777, sk: 333, sms: 7},
 	)
+	// The balanced schedules: AttentionLPT (Persistent and as the grid's order) and
+	// AttentionDynamic (a tile counter of its own per case), causal.
+	for _, s := range []kernels.AttentionSchedule{kernels.AttentionLPT, kernels.AttentionDynamic} {
+		cases = append(cases,
+			sm90Problem{cfg: sm90WithSched(sm90Persist(sm90Cfg(bf, 128, true, true, false)), s), b: 2, h: 16, hk: 16, sq: 1024, sk: 1024, sms: sms},
+			sm90Problem{cfg: sm90WithSched(sm90Persist(sm90Cfg(bf, 64, true, false, true)), s), b: 2, h: 16, hk: 4, sq: 1000, sk: 1100, sms: 7},
+			sm90Problem{cfg: sm90WithSched(sm90Persist(sm90Cfg(bf, 256, true, true, false)), s), b: 1, h: 8, hk: 2, sq: 1024, sk: 1024, sms: sms},
+		)
+	}
+	cases = append(cases, sm90Problem{cfg: sm90WithSched(sm90Cfg(bf, 128, true, true, false), kernels.AttentionLPT), b: 2, h: 16, hk: 16, sq: 1024, sk: 1024})
 	for _, c := range cases {
 		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 11) })
 	}
@@ -67,6 +78,8 @@ func TestGPUAttentionSM90(t *testing.T) {
 		{cfg: sm90VarLenCfg(bf, 256, false, false, true), h: 4, hk: 1, lensQ: lq, lensK: lk},
 		{cfg: sm90Persist(sm90VarLenCfg(bf, 128, true, true, false)), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: sms},
 		{cfg: sm90Persist(sm90VarLenCfg(bf, 128, false, true, false)), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: 7},
+		{cfg: sm90WithSched(sm90VarLenCfg(bf, 128, true, true, false), kernels.AttentionDynamic), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: sms},
+		{cfg: sm90WithSched(sm90Persist(sm90VarLenCfg(bf, 128, true, true, false)), kernels.AttentionLPT), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: 7},
 	} {
 		t.Run(vc.String(), func(t *testing.T) { runSM90VarLen(t, d, vc, 11) })
 	}

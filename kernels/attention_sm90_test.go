@@ -60,14 +60,53 @@ func sm90Launch(t *testing.T, cfg kernels.AttentionSM90Config, b, h, hk, sq, sk,
 }
 
 // runSM90 runs p on d (the emulator or a GPU) and checks O and LSE against the float64
-// reference.
+// reference; an AttentionDynamic p gets a zeroed tile counter of its own.
 func runSM90(t *testing.T, d *jit.Device, p sm90Problem, seed int64) {
 	t.Helper()
-	if p.cfg.In == dsl.F16 {
-		runSM90T[fp.F16](t, d, p, seed)
-		return
+	r := prepSM90(t, d, p, seed)
+	var sched *jit.Buffer[uint32]
+	if p.cfg.Schedule == kernels.AttentionDynamic {
+		sched = sm90Sched(t, d)
 	}
-	runSM90T[fp.BF16](t, d, p, seed)
+	if err := r.launch(nil, sched); err != nil {
+		t.Fatal(err)
+	}
+	r.check(t)
+}
+
+// sm90Sched returns a zeroed AttentionSchedArgs buffer on d, freed with the test.
+func sm90Sched(t *testing.T, d *jit.Device) *jit.Buffer[uint32] {
+	t.Helper()
+	x, err := jit.Alloc[uint32](d, kernels.AttentionSchedWords)
+	if err == nil {
+		err = x.CopyFromHost(make([]uint32, kernels.AttentionSchedWords))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Free() })
+	return x
+}
+
+// sm90Runner is one attention problem's kernel, inputs and outputs on a device: launch
+// enqueues the kernel on s (nil: the default stream) with sched as its AttentionSchedArgs
+// (AttentionDynamic only); compare copies O and LSE back and counts the values that differ
+// from the float64 reference (reporting the first few when report is set); check is
+// compare, reporting; reset sets the outputs back to their values before the first launch.
+type sm90Runner interface {
+	launch(s *jit.Stream, sched *jit.Buffer[uint32]) error
+	compare(t *testing.T, report bool) int
+	check(t *testing.T)
+	reset() error
+}
+
+// prepSM90 builds and loads p's kernel on d and allocates its random inputs and outputs.
+func prepSM90(t *testing.T, d *jit.Device, p sm90Problem, seed int64) sm90Runner {
+	t.Helper()
+	if p.cfg.In == dsl.F16 {
+		return prepSM90T[fp.F16](t, d, p, seed)
+	}
+	return prepSM90T[fp.BF16](t, d, p, seed)
 }
 
 // refKey identifies a reference result: the inputs are a function of the dtype, the shape
@@ -101,15 +140,28 @@ func sm90Ref(key refKey, compute func() ref.AttentionOut) ref.AttentionOut {
 	return r
 }
 
-// runSM90T builds and loads p's kernel on d, launches it (through its kernels/launch twin)
-// with random inputs in [-1, 1] and the tensor maps of cfg.Launch over the same buffers as
-// AttentionArgs, and checks O and
-// LSE element by element against ref.AttentionRef within ref.AttentionTolerance (LSE within
-// 1e-5 relative; -Inf where a row sees no key).
-func runSM90T[T interface {
+// sm90Run is prepSM90's runner for element type T.
+type sm90Run[T interface {
 	fp.BF16 | fp.F16
 	Float32() float32
-}](t *testing.T, d *jit.Device, p sm90Problem, seed int64) {
+}] struct {
+	p        sm90Problem
+	fn       *jit.Function
+	lc       kernels.AttentionSM90Launch
+	args     launch.AttentionSM90[T]
+	gO       *jit.Buffer[T]
+	gL       *jit.Buffer[float32]
+	q, kk, v []float64
+	scale    float64
+	seed     int64
+}
+
+// prepSM90T builds and loads p's kernel on d, makes random inputs in [-1, 1] and the tensor
+// maps of cfg.Launch (LaunchPersistent) over the same buffers as AttentionArgs.
+func prepSM90T[T interface {
+	fp.BF16 | fp.F16
+	Float32() float32
+}](t *testing.T, d *jit.Device, p sm90Problem, seed int64) *sm90Run[T] {
 	t.Helper()
 	cfg := p.cfg
 	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
@@ -122,12 +174,19 @@ func runSM90T[T interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer jm.Close()
+	t.Cleanup(func() { jm.Close() })
 	fn, err := jm.Function(cfg.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	lc := sm90Launch(t, cfg, p.b, p.h, p.hk, p.sq, p.sk, p.sms)
+	want := 0
+	if cfg.Schedule == kernels.AttentionDynamic {
+		want = kernels.AttentionSchedWords
+	}
+	if lc.SchedWords != want {
+		t.Fatalf("%s: launch SchedWords %d, want %d", cfg.Name(), lc.SchedWords, want)
+	}
 	B, H, HK, SQ, SK, D := p.b, p.h, p.hk, p.sq, p.sk, cfg.HeadDim
 	scale := p.scale
 	if scale == 0 {
@@ -161,7 +220,7 @@ func runSM90T[T interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gL.Free()
+	t.Cleanup(func() { gL.Free() })
 	tmap := func(x *jit.Buffer[T], s kernels.AttentionTMASpec) jit.TensorMap {
 		m, err := jit.NewTensorMap(x, s.Dims[:], s.Strides[:], s.Box[:], jit.Swizzle(s.Swizzle))
 		if err != nil {
@@ -169,26 +228,53 @@ func runSM90T[T interface {
 		}
 		return m
 	}
-	err = fn.LaunchArgs(jit.LaunchConfig{Grid: jit.D1(lc.Grid), Block: jit.D1(lc.Block), SharedMem: lc.SharedBytes},
-		launch.AttentionSM90[T]{Q: gq, K: gk, V: gv, O: gO, LSE: gL, Batch: uint32(B), Heads: uint32(H), KVHeads: uint32(HK),
-			SeqQ: uint32(SQ), SeqK: uint32(SK), Scale: float32(scale), TmQ: tmap(gq, lc.Q), TmK: tmap(gk, lc.K), TmV: tmap(gv, lc.V)})
-	if err != nil {
-		t.Fatal(err)
+	args := launch.AttentionSM90[T]{Q: gq, K: gk, V: gv, O: gO, LSE: gL, Batch: uint32(B), Heads: uint32(H), KVHeads: uint32(HK),
+		SeqQ: uint32(SQ), SeqK: uint32(SK), Scale: float32(scale), TmQ: tmap(gq, lc.Q), TmK: tmap(gk, lc.K), TmV: tmap(gv, lc.V)}
+	return &sm90Run[T]{p: p, fn: fn, lc: lc, args: args, gO: gO, gL: gL, q: q, kk: kk, v: v, scale: scale, seed: seed}
+}
+
+func (r *sm90Run[T]) launch(s *jit.Stream, sched *jit.Buffer[uint32]) error {
+	lc := jit.LaunchConfig{Grid: jit.D1(r.lc.Grid), Block: jit.D1(r.lc.Block), SharedMem: r.lc.SharedBytes, Stream: s}
+	if r.p.cfg.Schedule != kernels.AttentionDynamic {
+		return r.fn.LaunchArgs(lc, r.args)
 	}
+	a := r.args
+	return r.fn.LaunchArgs(lc, launch.AttentionSM90Dynamic[T]{Q: a.Q, K: a.K, V: a.V, O: a.O, LSE: a.LSE, Batch: a.Batch, Heads: a.Heads,
+		KVHeads: a.KVHeads, SeqQ: a.SeqQ, SeqK: a.SeqK, Scale: a.Scale, TmQ: a.TmQ, TmK: a.TmK, TmV: a.TmV, Sched: sched})
+}
+
+func (r *sm90Run[T]) reset() error {
+	if err := r.gO.CopyFromHost(make([]T, r.gO.Len())); err != nil {
+		return err
+	}
+	return r.gL.CopyFromHost(make([]float32, r.gL.Len()))
+}
+
+func (r *sm90Run[T]) check(t *testing.T) {
+	t.Helper()
+	r.compare(t, true)
+}
+
+// compare compares O and LSE element by element with ref.AttentionRef within
+// ref.AttentionTolerance (LSE within 1e-5 relative; -Inf where a row sees no key).
+func (r *sm90Run[T]) compare(t *testing.T, report bool) int {
+	t.Helper()
+	p, cfg := r.p, r.p.cfg
+	B, H, HK, SQ, SK, D := p.b, p.h, p.hk, p.sq, p.sk, cfg.HeadDim
 	oh := make([]T, B*SQ*H*D)
 	gotL := make([]float32, B*H*SQ)
-	if err := gO.CopyToHost(oh); err != nil {
+	if err := r.gO.CopyToHost(oh); err != nil {
 		t.Fatal(err)
 	}
-	if err := gL.CopyToHost(gotL); err != nil {
+	if err := r.gL.CopyToHost(gotL); err != nil {
 		t.Fatal(err)
 	}
-	want := sm90Ref(refKey{cfg.In, B, H, HK, SQ, SK, D, scale, cfg.Causal, seed}, func() ref.AttentionOut {
-		return ref.AttentionRef(q, kk, v, B, H, HK, SQ, SK, D, scale, cfg.Causal)
+	want := sm90Ref(refKey{cfg.In, B, H, HK, SQ, SK, D, r.scale, cfg.Causal, r.seed}, func() ref.AttentionOut {
+		return ref.AttentionRef(r.q, r.kk, r.v, B, H, HK, SQ, SK, D, r.scale, cfg.Causal)
 	})
 	bad := 0
 	fail := func(format string, a ...any) {
-		if bad < 5 {
+		if report && bad < 5 {
 			t.Errorf(format, a...)
 		}
 		bad++
@@ -211,9 +297,10 @@ func runSM90T[T interface {
 			fail("LSE[b %d, h %d, s %d] = %v, want %v", i/(H*SQ), i/SQ%H, i%SQ, g, w)
 		}
 	}
-	if bad > 0 {
+	if report && bad > 0 {
 		t.Errorf("%s: %d of %d values differ", p, bad, len(want.O)+len(want.LSE))
 	}
+	return bad
 }
 
 // sm90Cfg is the library's configuration for dt, d and causal with the FlashAttention-3
@@ -298,6 +385,9 @@ func TestAttentionSM90Refuses(t *testing.T) {
 		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim = 256 }), "accumulator and P registers"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.Stages = 4 }), "shared memory"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim, c.BN, c.PingPong, c.Persistent = 256, 64, true, true }), "Persistent with Overlap and PingPong"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Schedule = kernels.AttentionDynamic }), "AttentionDynamic hands tiles to Persistent blocks"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Schedule, c.Persistent = 3, true }), "schedule AttentionSchedule(3)"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Schedule = -1 }), "schedule AttentionSchedule(-1)"},
 	} {
 		if err := c.cfg.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: Check = %v, want an error naming %q", c.cfg, err, c.want)
@@ -359,7 +449,9 @@ func TestAttentionSM90Refuses(t *testing.T) {
 
 // sm90Variants is every configuration the library and the benchmark use: both dtypes, head
 // dims 64, 128 and 256, causal or not, each FlashAttention-3 overlap on or off, one
-// consumer warpgroup, and the VarLen ones ops.AttentionVarLen picks; each also Persistent.
+// consumer warpgroup, and the VarLen ones ops.AttentionVarLen picks; each also Persistent,
+// and that with AttentionLPT and AttentionDynamic (the causal bf16 ones also with
+// AttentionLPT's grid order).
 func sm90Variants() []kernels.AttentionSM90Config {
 	var cfgs []kernels.AttentionSM90Config
 	for _, dt := range []dsl.Type{dsl.BF16, dsl.F16} {
@@ -416,6 +508,19 @@ func sm90Variants() []kernels.AttentionSM90Config {
 	for _, c := range cfgs { // each with Persistent, as gpubench -persistent runs them
 		if p := sm90Persist(c); p.Check() == nil { // not Overlap + PingPong at d 256
 			cfgs = append(cfgs, p)
+		}
+	}
+	for _, c := range cfgs { // each Persistent one with the balanced schedules (gpubench -schedule)
+		if c.Persistent {
+			for _, s := range []kernels.AttentionSchedule{kernels.AttentionLPT, kernels.AttentionDynamic} {
+				x := c
+				x.Schedule = s
+				cfgs = append(cfgs, x)
+			}
+		} else if c.Causal && c.In == dsl.BF16 { // AttentionLPT's grid order
+			x := c
+			x.Schedule = kernels.AttentionLPT
+			cfgs = append(cfgs, x)
 		}
 	}
 	return cfgs
@@ -492,6 +597,18 @@ func sm90Persist(c kernels.AttentionSM90Config) kernels.AttentionSM90Config {
 // seqQ < seqK and seqQ > seqK (tiles that see no key), f16 and bf16, head dims 64, 128 and
 // 256 (one Q buffer there, two below), every overlap combination, one consumer, 3 stages.
 func TestAttentionSM90Persistent(t *testing.T) {
+	d, err := jit.OpenBackend(jit.Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range sm90PersistentCases() {
+		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 5) })
+	}
+}
+
+// sm90PersistentCases are TestAttentionSM90Persistent's problems (AttentionStrided).
+func sm90PersistentCases() []sm90Problem {
 	bf, f16 := dsl.BF16, dsl.F16
 	var cases []sm90Problem
 	for _, o := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
@@ -524,12 +641,5 @@ func TestAttentionSM90Persistent(t *testing.T) {
 		// More SMs than tiles: one tile a block, as without Persistent.
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, true, true, false)), b: 1, h: 2, hk: 2, sq: 130, sk: 130, sms: 132},
 	)
-	d, err := jit.OpenBackend(jit.Emulator, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	for _, c := range cases {
-		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 5) })
-	}
+	return cases
 }

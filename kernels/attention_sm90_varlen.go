@@ -89,5 +89,5 @@ func (c AttentionSM90Config) launchVarLen(batch, heads, kvHeads, maxSeqQ, totalQ
 			Box: [3]uint32{uint32(box[0]), uint32(box[1]), 1}, Swizzle: 128}
 	}
 	return AttentionSM90Launch{Grid: c.PersistentGrid(batch, heads, maxSeqQ, sms), Block: c.Threads(), SharedBytes: c.SharedBytes(),
-		Q: spec(heads, totalQ, bq), K: spec(kvHeads, totalK, bkv), V: spec(kvHeads, totalK, bkv)}, nil
+		Q: spec(heads, totalQ, bq), K: spec(kvHeads, totalK, bkv), V: spec(kvHeads, totalK, bkv), SchedWords: c.schedWords()}, nil
 }

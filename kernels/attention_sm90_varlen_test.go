@@ -54,20 +54,50 @@ func (p sm90VarLenProblem) offsets() (cuQ, cuK []int32, totalQ, totalK, maxQ int
 }
 
 // runSM90VarLen runs p on d and checks every element of O and LSE against
-// ref.AttentionVarLenRef; O starts at a sentinel that rows of no sequence keep.
+// ref.AttentionVarLenRef; O starts at a sentinel that rows of no sequence keep. An
+// AttentionDynamic p gets a zeroed tile counter of its own.
 func runSM90VarLen(t *testing.T, d *jit.Device, p sm90VarLenProblem, seed int64) {
 	t.Helper()
-	if p.cfg.In == dsl.F16 {
-		runSM90VarLenT[fp.F16](t, d, p, seed)
-		return
+	r := prepSM90VarLen(t, d, p, seed)
+	var sched *jit.Buffer[uint32]
+	if p.cfg.Schedule == kernels.AttentionDynamic {
+		sched = sm90Sched(t, d)
 	}
-	runSM90VarLenT[fp.BF16](t, d, p, seed)
+	if err := r.launch(nil, sched); err != nil {
+		t.Fatal(err)
+	}
+	r.check(t)
 }
 
-func runSM90VarLenT[T interface {
+// prepSM90VarLen builds and loads p's kernel on d and allocates its random inputs, its
+// offsets and its outputs.
+func prepSM90VarLen(t *testing.T, d *jit.Device, p sm90VarLenProblem, seed int64) sm90Runner {
+	t.Helper()
+	if p.cfg.In == dsl.F16 {
+		return prepSM90VarLenT[fp.F16](t, d, p, seed)
+	}
+	return prepSM90VarLenT[fp.BF16](t, d, p, seed)
+}
+
+// sm90VarLenRun is prepSM90VarLen's runner for element type T.
+type sm90VarLenRun[T interface {
 	fp.BF16 | fp.F16
 	Float32() float32
-}](t *testing.T, d *jit.Device, p sm90VarLenProblem, seed int64) {
+}] struct {
+	p        sm90VarLenProblem
+	fn       *jit.Function
+	lc       kernels.AttentionSM90Launch
+	args     launch.AttentionSM90VarLen[T]
+	gO       *jit.Buffer[T]
+	gL       *jit.Buffer[float32]
+	q, kk, v []float64
+	scale    float64
+}
+
+func prepSM90VarLenT[T interface {
+	fp.BF16 | fp.F16
+	Float32() float32
+}](t *testing.T, d *jit.Device, p sm90VarLenProblem, seed int64) *sm90VarLenRun[T] {
 	t.Helper()
 	cfg := p.cfg
 	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
@@ -80,7 +110,7 @@ func runSM90VarLenT[T interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer jm.Close()
+	t.Cleanup(func() { jm.Close() })
 	fn, err := jm.Function(cfg.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +143,7 @@ func runSM90VarLenT[T interface {
 	q, qh := rnd(TQ * H * D)
 	kk, kh := rnd(TK * HK * D)
 	v, vh := rnd(TK * HK * D)
-	const sentinel = 7
+	const sentinel = sm90VarLenSentinel
 	oInit := make([]T, TQ*H*D)
 	for i := range oInit {
 		oInit[i] = fp.Of[T](sentinel)
@@ -145,7 +175,7 @@ func runSM90VarLenT[T interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gL.Free()
+	t.Cleanup(func() { gL.Free() })
 	tmap := func(x *jit.Buffer[T], s kernels.AttentionTMASpec) jit.TensorMap {
 		m, err := jit.NewTensorMap(x, s.Dims[:], s.Strides[:], s.Box[:], jit.Swizzle(s.Swizzle))
 		if err != nil {
@@ -153,13 +183,50 @@ func runSM90VarLenT[T interface {
 		}
 		return m
 	}
-	err = fn.LaunchArgs(jit.LaunchConfig{Grid: jit.D1(lc.Grid), Block: jit.D1(lc.Block), SharedMem: lc.SharedBytes},
-		launch.AttentionSM90VarLen[T]{Q: gq, K: gk, V: gv, O: gO, LSE: gL, Batch: uint32(B), Heads: uint32(H), KVHeads: uint32(HK),
-			SeqQ: uint32(maxQ), SeqK: 0, Scale: float32(scale), TmQ: tmap(gq, lc.Q), TmK: tmap(gk, lc.K), TmV: tmap(gv, lc.V),
-			CuQ: ints(cuQ), CuK: ints(cuK), TotalQ: uint32(TQ), TotalK: uint32(TK)})
-	if err != nil {
-		t.Fatal(err)
+	args := launch.AttentionSM90VarLen[T]{Q: gq, K: gk, V: gv, O: gO, LSE: gL, Batch: uint32(B), Heads: uint32(H), KVHeads: uint32(HK),
+		SeqQ: uint32(maxQ), SeqK: 0, Scale: float32(scale), TmQ: tmap(gq, lc.Q), TmK: tmap(gk, lc.K), TmV: tmap(gv, lc.V),
+		CuQ: ints(cuQ), CuK: ints(cuK), TotalQ: uint32(TQ), TotalK: uint32(TK)}
+	return &sm90VarLenRun[T]{p: p, fn: fn, lc: lc, args: args, gO: gO, gL: gL, q: q, kk: kk, v: v, scale: scale}
+}
+
+func (r *sm90VarLenRun[T]) launch(s *jit.Stream, sched *jit.Buffer[uint32]) error {
+	lc := jit.LaunchConfig{Grid: jit.D1(r.lc.Grid), Block: jit.D1(r.lc.Block), SharedMem: r.lc.SharedBytes, Stream: s}
+	if r.p.cfg.Schedule != kernels.AttentionDynamic {
+		return r.fn.LaunchArgs(lc, r.args)
 	}
+	a := r.args
+	return r.fn.LaunchArgs(lc, launch.AttentionSM90VarLenDynamic[T]{Q: a.Q, K: a.K, V: a.V, O: a.O, LSE: a.LSE, Batch: a.Batch,
+		Heads: a.Heads, KVHeads: a.KVHeads, SeqQ: a.SeqQ, SeqK: a.SeqK, Scale: a.Scale, TmQ: a.TmQ, TmK: a.TmK, TmV: a.TmV,
+		CuQ: a.CuQ, CuK: a.CuK, TotalQ: a.TotalQ, TotalK: a.TotalK, Sched: sched})
+}
+
+// sm90VarLenSentinel is O's value before the launch, which rows of no sequence keep.
+const sm90VarLenSentinel = 7
+
+func (r *sm90VarLenRun[T]) reset() error {
+	o := make([]T, r.gO.Len())
+	for i := range o {
+		o[i] = fp.Of[T](sm90VarLenSentinel)
+	}
+	if err := r.gO.CopyFromHost(o); err != nil {
+		return err
+	}
+	return r.gL.CopyFromHost(make([]float32, r.gL.Len()))
+}
+
+func (r *sm90VarLenRun[T]) check(t *testing.T) {
+	t.Helper()
+	r.compare(t, true)
+}
+
+// compare compares every element of O and LSE with ref.AttentionVarLenRef.
+func (r *sm90VarLenRun[T]) compare(t *testing.T, report bool) int {
+	t.Helper()
+	p, cfg := r.p, r.p.cfg
+	cuQ, cuK, TQ, _, _ := p.offsets()
+	B, H, HK, D := len(cuQ)-1, p.h, p.hk, cfg.HeadDim
+	q, kk, v, scale, gO, gL := r.q, r.kk, r.v, r.scale, r.gO, r.gL
+	const sentinel = sm90VarLenSentinel
 	oh := make([]T, TQ*H*D)
 	gotL := make([]float32, H*TQ)
 	if TQ > 0 {
@@ -180,7 +247,7 @@ func runSM90VarLenT[T interface {
 	}
 	bad := 0
 	fail := func(format string, a ...any) {
-		if bad < 5 {
+		if report && bad < 5 {
 			t.Errorf(format, a...)
 		}
 		bad++
@@ -212,9 +279,10 @@ func runSM90VarLenT[T interface {
 			fail("LSE[h %d, row %d] = %v, want %v", i/TQ, i%TQ, g, w)
 		}
 	}
-	if bad > 0 {
+	if report && bad > 0 {
 		t.Errorf("%s: %d of %d values differ", p, bad, len(want.O)+len(want.LSE))
 	}
+	return bad
 }
 
 // sm90VarLenCfg is sm90Cfg with VarLen.
@@ -264,12 +332,25 @@ func TestAttentionSM90VarLen(t *testing.T) {
 // Persistent on grids of 2-5 blocks: blocks walk tiles of several sequences and heads, and
 // skip (both roles alike) the tiles that start past their sequence.
 func TestAttentionSM90VarLenPersistent(t *testing.T) {
+	d, err := jit.OpenBackend(jit.Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range sm90VarLenPersistentCases() {
+		t.Run(fmt.Sprintf("%s/sms%d", c, c.sms), func(t *testing.T) { runSM90VarLen(t, d, c, 9) })
+	}
+}
+
+// sm90VarLenPersistentCases are TestAttentionSM90VarLenPersistent's problems
+// (AttentionStrided).
+func sm90VarLenPersistentCases() []sm90VarLenProblem {
 	bf, f16 := dsl.BF16, dsl.F16
 	lq, lk := []int{1, 70, 0, 130}, []int{90, 1, 5, 200}
 	p := func(c kernels.AttentionSM90Config) kernels.AttentionSM90Config { c.Persistent = true; return c }
 	one := p(sm90VarLenCfg(f16, 64, true, true, false))
 	one.Consumers, one.BN = 1, 64
-	cases := []sm90VarLenProblem{
+	return []sm90VarLenProblem{
 		{cfg: p(sm90VarLenCfg(bf, 64, false, false, true)), h: 4, hk: 1, lensQ: lq, lensK: lk, sms: 3},
 		{cfg: p(sm90VarLenCfg(bf, 64, true, true, false)), h: 4, hk: 1, lensQ: lq, lensK: lk, sms: 5},
 		{cfg: p(sm90VarLenCfg(bf, 128, false, true, true)), h: 4, hk: 1, lensQ: lq, lensK: lk, scale: 0.3, sms: 3},
@@ -278,14 +359,6 @@ func TestAttentionSM90VarLenPersistent(t *testing.T) {
 		{cfg: one, h: 2, hk: 2, lensQ: []int{130, 33, 64}, lensK: []int{20, 0, 64}, sms: 4},
 		{cfg: p(sm90VarLenCfg(bf, 64, true, false, true)), h: 1, hk: 1, cuQ: []int32{-5, 10, 30, 20}, cuK: []int32{-5, 40, 20, 90},
 			totalQ: 40, totalK: 60, sms: 2},
-	}
-	d, err := jit.OpenBackend(jit.Emulator, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s/sms%d", c, c.sms), func(t *testing.T) { runSM90VarLen(t, d, c, 9) })
 	}
 }
 

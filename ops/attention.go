@@ -30,6 +30,60 @@ type AttentionOptions struct {
 	// AttentionFA2 or AttentionSM90 that one (a device or head dim it cannot take is an
 	// error).
 	Kernel AttentionKernel
+	// Schedule picks how the sm_90a kernel's blocks take their work tiles, for timing the
+	// schedules against each other: AttentionScheduleAuto (the zero value) is the
+	// library's. Any other is an error where the call would run the FA2 kernel.
+	Schedule AttentionSchedule
+}
+
+// AttentionSchedule names the sm_90a attention's launches: one block a work tile (a query
+// tile of one batch and head), or one block an SM walking several (Persistent), and the
+// order of the tiles (kernels.AttentionSchedule).
+type AttentionSchedule int
+
+const (
+	// AttentionScheduleAuto is kernels.DefaultAttentionSM90Config's: Persistent with
+	// kernels.AttentionStrided when not causal, one block a tile when causal.
+	AttentionScheduleAuto AttentionSchedule = iota
+	// AttentionScheduleGrid is one block a tile in kernels.AttentionStrided's order.
+	AttentionScheduleGrid
+	// AttentionScheduleGridLPT is one block a tile in kernels.AttentionLPT's order
+	// (longest first across the heads).
+	AttentionScheduleGridLPT
+	// AttentionScheduleStrided is Persistent with kernels.AttentionStrided.
+	AttentionScheduleStrided
+	// AttentionScheduleLPT is Persistent with kernels.AttentionLPT (longest first, a snake
+	// walk).
+	AttentionScheduleLPT
+	// AttentionScheduleDynamic is Persistent with kernels.AttentionDynamic: the tile
+	// counter is the stream's (zeroed once; launches on one stream run in order and share
+	// it, each stream has its own). A graph captured on a stream keeps that stream's
+	// counter: replay it where no other launch with that counter runs at once.
+	AttentionScheduleDynamic
+)
+
+// String returns "auto", "grid", "grid-lpt", "strided", "lpt" or "dynamic".
+func (s AttentionSchedule) String() string {
+	if s >= AttentionScheduleAuto && s <= AttentionScheduleDynamic {
+		return [...]string{"auto", "grid", "grid-lpt", "strided", "lpt", "dynamic"}[s]
+	}
+	return fmt.Sprintf("AttentionSchedule(%d)", int(s))
+}
+
+// apply sets cfg's Persistent and Schedule to s's (Auto leaves them).
+func (s AttentionSchedule) apply(cfg *kernels.AttentionSM90Config) {
+	switch s {
+	case AttentionScheduleGrid:
+		cfg.Persistent, cfg.Schedule = false, kernels.AttentionStrided
+	case AttentionScheduleGridLPT:
+		cfg.Persistent, cfg.Schedule = false, kernels.AttentionLPT
+	case AttentionScheduleStrided:
+		cfg.Persistent, cfg.Schedule = true, kernels.AttentionStrided
+	case AttentionScheduleLPT:
+		cfg.Persistent, cfg.Schedule = true, kernels.AttentionLPT
+	case AttentionScheduleDynamic:
+		cfg.Persistent, cfg.Schedule = true, kernels.AttentionDynamic
+	}
 }
 
 // AttentionKernel names Attention's kernels.
@@ -116,12 +170,19 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	}
 	var causal bool
 	var kernel AttentionKernel
+	var sched AttentionSchedule
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	lse := jit.AnyPtr{Elem: ptx.F32}
 	if o != nil {
-		causal, kernel = o.Causal, o.Kernel
+		causal, kernel, sched = o.Causal, o.Kernel, o.Schedule
 		if kernel < AttentionAuto || kernel > AttentionSM90 {
 			return fmt.Errorf("ops: %s: AttentionOptions.Kernel %v: want AttentionAuto, AttentionFA2 or AttentionSM90", op, kernel)
+		}
+		if sched < AttentionScheduleAuto || sched > AttentionScheduleDynamic {
+			return fmt.Errorf("ops: %s: AttentionOptions.Schedule %v: want AttentionScheduleAuto, Grid, GridLPT, Strided, LPT or Dynamic", op, sched)
+		}
+		if sched != AttentionScheduleAuto && kernel == AttentionFA2 {
+			return fmt.Errorf("ops: %s: AttentionOptions.Schedule %v is the sm_90a kernel's; AttentionOptions.Kernel is fa2 (one block a tile)", op, sched)
 		}
 		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) || o.Scale < 0 {
 			return fmt.Errorf("ops: %s: AttentionOptions.Scale %v: want a positive finite scale (0: 1/sqrt(d))", op, o.Scale)
@@ -157,7 +218,7 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	if causal {
 		key.flags = 1
 	}
-	key.flags |= uint32(kernel) << 1
+	key.flags |= uint32(kernel)<<1 | uint32(sched)<<3
 	p := st.lookup(key)
 	if p == nil {
 		if p, err = planAttention(ctx, st, key); err != nil {
@@ -174,6 +235,9 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	ak := argKey{ptr: [8]jit.DevicePtr{q.Ptr(), k.Ptr(), v.Ptr(), out.Ptr(), lse.Addr}, scalar: [2]uint64{uint64(math.Float32bits(scale))}}
 	if p.kind == attnSM90 {
 		ak.mem = [3]*jit.Memory{q.buf.Memory(), k.buf.Memory(), v.buf.Memory()}
+	}
+	if p.attn.SchedWords > 0 { // the stream's tile counter
+		ak.s = s
 	}
 	if args := p.cached(&ak); args != nil {
 		return launch(op, dev, p.fn, lc, args...)
@@ -197,6 +261,13 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 			}
 			args = append(args, tm)
 		}
+	}
+	if p.attn.SchedWords > 0 {
+		sc, err := st.scratchFor(s, p.attn.SchedWords)
+		if err != nil {
+			return planFailed(op, dev, err)
+		}
+		args = append(args, sc)
 	}
 	p.keep(&ak, args)
 	return launch(op, dev, p.fn, lc, args...)
@@ -262,10 +333,14 @@ func AttentionSM90ConfigFor(info jit.Info, dt ptx.Type, headDim, seqQ, seqK int,
 func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error) {
 	seqQ, seqK, hd := key.dims[0], key.dims[1], key.dims[2]
 	batch, heads, kvHeads := key.lds[0], key.lds[1], key.lds[2]
-	causal, kernel := key.flags&1 != 0, AttentionKernel(key.flags>>1)
+	causal, kernel, sched := key.flags&1 != 0, AttentionKernel(key.flags>>1&3), AttentionSchedule(key.flags>>3)
 	var p *plan
 	if kernel != AttentionFA2 {
 		cfg, err := AttentionSM90ConfigFor(st.d.Info(), key.in, hd, seqQ, seqK, causal)
+		if err == nil && sched != AttentionScheduleAuto {
+			sched.apply(&cfg)
+			err = cfg.Check()
+		}
 		var l kernels.AttentionSM90Launch
 		if err == nil && st.gemm != ptx.SM90a {
 			err = fmt.Errorf("attention_sm90 needs the sm_90a target; the device's kernels target %s", st.gemm)
@@ -276,6 +351,8 @@ func planAttention(ctx context.Context, st *devState, key planKey) (*plan, error
 		switch {
 		case err != nil && kernel == AttentionSM90:
 			return nil, refusal{fmt.Errorf("AttentionOptions.Kernel sm90: %w", err)}
+		case err != nil && sched != AttentionScheduleAuto: // not FA2: it has no schedule
+			return nil, refusal{fmt.Errorf("AttentionOptions.Schedule %v: %w", sched, err)}
 		case err == nil:
 			fn, err := st.function(ctx, cfg.Name(), ptx.SM90a, func(kb *dsl.Kernel) { kernels.AttentionSM90(kb, cfg) })
 			if err != nil {

@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,5 +74,57 @@ func TestAttentionKernelOption(t *testing.T) {
 			t.Fatalf("%s: %v", k, err)
 		}
 		checkAttn(t, attnCase{b: 1, h: 2, hk: 1, sq: 5, sk: 9, d: 64}, o, false)
+	}
+}
+
+// TestAttentionScheduleOption: a Schedule outside the enumeration, or with the FA2 kernel
+// forced, is an error naming the field; each schedule, causal and not, matches the float64
+// reference with more tiles than the emulator's 16 SMs (Persistent blocks walk several) and
+// runs the kernel it names. AttentionScheduleDynamic runs twice back to back on one stream
+// and once on another (each stream's own tile counter), each call checked.
+func TestAttentionScheduleOption(t *testing.T) {
+	d := emuDevice(t)
+	ctx := context.Background()
+	c := attnCase{b: 2, h: 4, hk: 1, sq: 300, sk: 260, d: 64}
+	o := newAttn[fp.BF16](t, d, c, 3)
+	if err := Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{Schedule: AttentionSchedule(9)}); err == nil || !strings.Contains(err.Error(), "AttentionOptions.Schedule AttentionSchedule(9)") {
+		t.Errorf("Schedule 9: %v, want an error naming AttentionOptions.Schedule", err)
+	}
+	if err := Attention(ctx, nil, o.out, o.q, o.k, o.v, &AttentionOptions{Schedule: AttentionScheduleLPT, Kernel: AttentionFA2}); err == nil || !strings.Contains(err.Error(), "AttentionOptions.Schedule lpt is the sm_90a kernel's") {
+		t.Errorf("Schedule lpt with FA2: %v, want an error naming AttentionOptions.Schedule", err)
+	}
+	s2, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	suffix := map[AttentionSchedule]string{AttentionScheduleGrid: "_ov", AttentionScheduleGridLPT: "_ov_lpt",
+		AttentionScheduleStrided: "_ov_persist", AttentionScheduleLPT: "_ov_persist_lpt", AttentionScheduleDynamic: "_ov_persist_dyn"}
+	for _, causal := range []bool{false, true} {
+		c.causal = causal
+		for s := AttentionScheduleAuto; s <= AttentionScheduleDynamic; s++ {
+			calls := []*jit.Stream{nil}
+			if s == AttentionScheduleDynamic {
+				calls = []*jit.Stream{nil, nil, s2}
+			}
+			for i, st := range calls {
+				if err := o.outB.CopyFromHost(make([]fp.BF16, o.outB.Len())); err != nil {
+					t.Fatal(err)
+				}
+				if err := Attention(ctx, st, o.out, o.q, o.k, o.v, &AttentionOptions{Causal: causal, Schedule: s}); err != nil {
+					t.Fatalf("causal %v %s call %d: %v", causal, s, i, err)
+				}
+				if err := d.Synchronize(); err != nil {
+					t.Fatal(err)
+				}
+				checkAttn(t, c, o, false)
+			}
+			if want := suffix[s]; want != "" {
+				name := fmt.Sprintf("attention_sm90_bf16_d64_128x128_2s%s%s", map[bool]string{true: "_causal"}[causal], want)
+				if !slices.Contains(Kernels(d), name) {
+					t.Errorf("causal %v %s: loaded %v, want %s", causal, s, Kernels(d), name)
+				}
+			}
+		}
 	}
 }

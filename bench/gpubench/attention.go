@@ -47,7 +47,8 @@ func runAttention(args []string) error {
 	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining; default: the library's)")
 	pingPong := fs.Bool("pingpong", false, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong; default: the library's)")
 	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1 or 2 (0: default); -bn and -stages apply to sm90 too")
-	persistent := fs.Bool("persistent", false, "sm90: one block an SM, each walking several (query tile, head, batch) tiles (AttentionSM90Config.Persistent; default: the library's)")
+	persistent := fs.Bool("persistent", false, "sm90: one block an SM, each walking several (query tile, head, batch) tiles (AttentionSM90Config.Persistent; -persistent=false forces one block a tile; default: the library's)")
+	schedule := fs.String("schedule", "", "sm90: the work tiles' order and walk (AttentionSM90Config.Schedule): strided, lpt (longest first across the heads; a snake walk with -persistent, else the grid's order) or dynamic (a tile counter; implies -persistent unless -persistent=false is given); default: the library's")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,6 +99,8 @@ func runAttention(args []string) error {
 		}
 		sm90For = func(p attnProblem) (*kernels.AttentionSM90Config, error) {
 			c := kernels.AttentionSM90ConfigForShape(cfg.In, *hd, *causal, p.sq, p.sk)
+			persistentSet := false
+			var schedErr error
 			fs.Visit(func(f *flag.Flag) {
 				switch f.Name {
 				case "overlap":
@@ -105,9 +108,17 @@ func runAttention(args []string) error {
 				case "pingpong":
 					c.PingPong = *pingPong
 				case "persistent":
-					c.Persistent = *persistent
+					c.Persistent, persistentSet = *persistent, true
+				case "schedule":
+					c.Schedule, schedErr = kernels.ParseAttentionSchedule(*schedule)
 				}
 			})
+			if schedErr != nil {
+				return nil, fmt.Errorf("-schedule: %w", schedErr)
+			}
+			if c.Schedule == kernels.AttentionDynamic && !persistentSet {
+				c.Persistent = true
+			}
 			for _, o := range []struct {
 				v *int
 				f *int
@@ -294,6 +305,17 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 		defer free()
 		args = append(args, maps...)
 	}
+	if sm90 != nil && l90.SchedWords > 0 { // AttentionDynamic's tile counter: zeroed once, the kernel resets it
+		sched, err := jit.Alloc[uint32](d, l90.SchedWords)
+		if err != nil {
+			return err
+		}
+		defer sched.Free()
+		if err := sched.CopyFromHost(make([]uint32, l90.SchedWords)); err != nil {
+			return err
+		}
+		args = append(args, sched)
+	}
 	t, err := timeIt(d, s, reps, func() error { return fn.Launch(lc, args...) })
 	if err != nil {
 		return err
@@ -312,8 +334,14 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 	}
 	us := float64(t.Nanoseconds()) / 1e3
 	tf := attnFlops(p, cfg.Causal) / t.Seconds() / 1e12
-	fmt.Printf("attention %s b %d h %d/%d s %d d %d %s causal %v: kgen %9.1f us %6.1f TFLOP/s (median of %d), sampled error %.3g of tolerance\n",
-		name, p.b, p.h, p.hkv, p.sq, p.d, cfg.In, cfg.Causal, us, tf, reps, worst)
+	model := ""
+	if sm90 != nil {
+		if sum := sm90.ModelKeyTiles(p.b, p.h, p.sq, p.sk, d.Info().Multiproc); len(sum) > 0 {
+			model = fmt.Sprintf("; key tiles per SM max/mean %.3f (cost model, %d SMs)", maxOverMean(sum), d.Info().Multiproc)
+		}
+	}
+	fmt.Printf("attention %s b %d h %d/%d s %d d %d %s causal %v: kgen %9.1f us %6.1f TFLOP/s (median of %d), sampled error %.3g of tolerance%s\n",
+		name, p.b, p.h, p.hkv, p.sq, p.d, cfg.In, cfg.Causal, us, tf, reps, worst, model)
 	if dir == "" {
 		return nil
 	}
@@ -329,6 +357,19 @@ func benchAttention(d *jit.Device, target ptx.Target, cfg kernels.AttentionConfi
 	rec, _ := json.Marshal(attnRecord{B: p.b, H: p.h, HKV: p.hkv, SQ: p.sq, SK: p.sk, D: p.d, Causal: cfg.Causal,
 		DType: cfg.In.String(), Kernel: name, KgenUS: us, TFLOPS: tf, SampleErr: worst})
 	return os.WriteFile(filepath.Join(sub, "kgen.json"), rec, 0o644)
+}
+
+// maxOverMean is the largest of sum over its mean.
+func maxOverMean(sum []int) float64 {
+	total, most := 0, 0
+	for _, x := range sum {
+		total += x
+		most = max(most, x)
+	}
+	if total == 0 {
+		return 1
+	}
+	return float64(most) * float64(len(sum)) / float64(total)
 }
 
 // attnMaps returns the sm_90a attention's tensor maps of Q, K and V (l's specs) over

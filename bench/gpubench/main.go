@@ -9,6 +9,7 @@
 //	gpubench fused [-sizes ...] [-json]            ag_gemm, gemm_rs, gemm_ar vs kgen's unfused
 //	                                               pair and plain gemm, per rank (fused.go)
 //	gpubench attention [-b 16 -s 1024 -h 16 -d 128] [-tokens 16384] [-causal] [-dir DIR]
+//	                   [-persistent[=false]] [-schedule strided|lpt|dynamic]
 //	                                               forward attention vs float64 samples; with
 //	                                               -dir, inputs for torch_attention.py (attention.go)
 //	gpubench decode [-b 1,16,64 -ctx 1024,8192,32768 -q 1 -h 32 -hkv 8 -d 128 -page 16] [-dir DIR]

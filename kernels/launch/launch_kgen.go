@@ -186,6 +186,50 @@ type AttentionSM90VarLen[T jit.Elem] struct {
 	TotalK  uint32
 }
 
+// AttentionSM90Dynamic launches attention_sm90 with kernels.AttentionDynamic: AttentionSM90's
+// parameters, then kernels.AttentionSchedArgs (the tile counter, zero before the first launch).
+type AttentionSM90Dynamic[T jit.Elem] struct {
+	Q       jit.Ptr[T]
+	K       jit.Ptr[T]
+	V       jit.Ptr[T]
+	O       jit.Ptr[T]
+	LSE     jit.Ptr[float32]
+	Batch   uint32
+	Heads   uint32
+	KVHeads uint32
+	SeqQ    uint32
+	SeqK    uint32
+	Scale   float32
+	TmQ     jit.TensorMap
+	TmK     jit.TensorMap
+	TmV     jit.TensorMap
+	Sched   jit.Ptr[uint32]
+}
+
+// AttentionSM90VarLenDynamic launches attention_sm90's VarLen variants with
+// kernels.AttentionDynamic: AttentionSM90VarLen's parameters, then kernels.AttentionSchedArgs.
+type AttentionSM90VarLenDynamic[T jit.Elem] struct {
+	Q       jit.Ptr[T]
+	K       jit.Ptr[T]
+	V       jit.Ptr[T]
+	O       jit.Ptr[T]
+	LSE     jit.Ptr[float32]
+	Batch   uint32
+	Heads   uint32
+	KVHeads uint32
+	SeqQ    uint32
+	SeqK    uint32
+	Scale   float32
+	TmQ     jit.TensorMap
+	TmK     jit.TensorMap
+	TmV     jit.TensorMap
+	CuQ     jit.Ptr[int32]
+	CuK     jit.Ptr[int32]
+	TotalQ  uint32
+	TotalK  uint32
+	Sched   jit.Ptr[uint32]
+}
+
 // AttentionDecodeCombine launches attention_decode_combine: O and LSE from the decode kernel's
 // NumSplits partials.
 type AttentionDecodeCombine[T jit.Elem] struct {
