@@ -267,12 +267,13 @@ func gemmSM90GroupedMaskedGolden(dt dsl.Type) GemmSM90GroupedConfig {
 // write outside D; rows outside every group are not written) and scans ceil(rows_g/BM) into
 // a tile prefix in shared memory. With Masked it reads the counts instead: group g's rows
 // are [g*Stride, g*Stride + min(max(Counts[g], 0), Stride)), clamped to M (a count above
-// Stride cannot reach the next group's slots, nor one past M outside D). It then walks the linear tiles of all groups in cfg's
-// order (BandM), as gemm_sm90's persistent blocks do (block b takes tiles b, b+gridDim, ...;
-// empty groups have no tiles), each tile's group found by a binary search of the prefix. A
-// row tile of group g starts at row Offsets[g] + BM*i of A; its rows past the group's end are
-// loaded (the next group's rows, or zeros past M) but not stored, and C is read only for the
-// group's rows. B's loads take the group's K rows, g*K on, of the stacked B (fp8: its N rows,
+// Stride cannot reach the next group's slots, nor one past M outside D). It then walks the
+// linear tiles of all groups in cfg's order (BandM), as gemm_sm90's persistent blocks do
+// (block b takes tiles b, b+gridDim, ...; empty groups have no tiles), each tile's group
+// found by a binary search of the prefix. A row tile of group g starts at row Offsets[g] +
+// BM*i of A (g*Stride + BM*i with Masked); its rows past the group's end are loaded (the
+// next group's rows, a masked group's stale slots, or zeros past M) but not stored, and C is
+// read only for the group's rows. B's loads take the group's K rows, g*K on, of the stacked B (fp8: its N rows,
 // g*N on); where K is not a multiple of BK the last K step's B rows past K are the next
 // group's first rows, multiplied by A's zero-filled columns past K (exact for finite
 // weights; fp8's K-major B has no such rows: its map's K is exact).
