@@ -177,7 +177,9 @@ func (m *MoE) Config() MoEConfig {
 // Recv is this GPU's receive buffer, [Capacity, Hidden] bf16: local expert j's rows at
 // [Offsets[j], Offsets[j]+Counts[j]), by source GPU, then by the source's (token, k). In the
 // low-latency mode (masked layout) Offsets[j] = j*NumGPUs*Tokens, fixed, and a token that
-// names expert j twice has one row there; the rows past Counts[j] are stale.
+// names expert j twice has one row there; the rows past Counts[j] are stale (ops'
+// GroupedMatmul and SwiGLU skip them given Counts and the stride NumGPUs*Tokens: their
+// Counts and Stride options).
 func (m *MoE) Recv() *Buffer {
 	if m == nil {
 		return nil

@@ -35,10 +35,18 @@ const gemmSM90GroupedStatic = 3*4*GemmSM90MaxGroups + 2*8*8
 // row tile's column tiles in turn, n fastest); b >= 1 walks bands of b row tiles (over all
 // groups' row tiles) column by column, m fastest within a band, as gemm_sm90's scheduler
 // does with 8: a wave of blocks then shares fewer B columns per row of A.
+//
+// Masked selects the masked layout (the MoE low-latency dispatch's, docs/moe.md): group g's
+// rows start at g*Stride of A and D, a fixed stride (its slots), and only the first
+// Counts[g] of them are the group's; Counts (groups int32) and Stride come in
+// GemmSM90GroupedMaskArgs, and Offsets is not read. The blocks build their tile tables from
+// the counts, so the tiles cover only the groups' rows: the slots past a group's count are
+// neither computed (no tile starts there) nor written (as rows past a group's end).
 type GemmSM90GroupedConfig struct {
 	GemmSM90Config
 	Scales bool
 	BandM  int
+	Masked bool
 }
 
 // gemmSM90GroupedMaxBand bounds BandM.
@@ -55,7 +63,8 @@ func DefaultGemmSM90GroupedConfig(dt dsl.Type) GemmSM90GroupedConfig {
 }
 
 // Name is the kernel's entry name: gemm_sm90_grouped_<in>_<out>_<BM>x<BN>x<BK>_<stages>s,
-// then _tmastore with TMAStore, _band<b> with BandM b and _scales with Scales.
+// then _tmastore with TMAStore, _band<b> with BandM b, _scales with Scales and _masked with
+// Masked.
 func (c GemmSM90GroupedConfig) Name() string {
 	n := fmt.Sprintf("gemm_sm90_grouped_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
 	if c.TMAStore {
@@ -66,6 +75,9 @@ func (c GemmSM90GroupedConfig) Name() string {
 	}
 	if c.Scales {
 		n += "_scales"
+	}
+	if c.Masked {
+		n += "_masked"
 	}
 	return n
 }
@@ -111,6 +123,25 @@ func (c GemmSM90GroupedConfig) CheckShape(m, n, k, groups int) error {
 		return fmt.Errorf("gemm_sm90_grouped: shape %dx%dx%d: K must be a multiple of 16 (TMA needs 16-byte-aligned row strides of the %s A and B) and N of 8", m, n, k, c.In)
 	case k%8 != 0 || n%8 != 0:
 		return fmt.Errorf("gemm_sm90_grouped: shape %dx%dx%d: K and N must be multiples of 8 (TMA needs 16-byte-aligned row strides of A and B)", m, n, k)
+	}
+	return nil
+}
+
+// CheckMasked reports a masked problem the kernel cannot run: what CheckShape refuses, a
+// configuration without Masked (it reads offsets, not counts), a stride below 1, or groups
+// whose slots (stride*groups rows) do not fit in A's and D's m rows. The counts live on the
+// device and are not checked here: the kernel clamps each to [0, stride].
+func (c GemmSM90GroupedConfig) CheckMasked(m, n, k, groups, stride int) error {
+	if err := c.CheckShape(m, n, k, groups); err != nil {
+		return err
+	}
+	switch {
+	case !c.Masked:
+		return fmt.Errorf("gemm_sm90_grouped: a row stride (%d) for %s: the configuration is not Masked (it reads groups+1 offsets, not counts)", stride, c.Name())
+	case stride < 1:
+		return fmt.Errorf("gemm_sm90_grouped: stride %d: want a positive row stride (each group's slots)", stride)
+	case int64(stride)*int64(groups) > int64(m):
+		return fmt.Errorf("gemm_sm90_grouped: stride %d x %d groups = %d rows: the groups' slots must lie inside A's and D's %d rows", stride, groups, int64(stride)*int64(groups), m)
 	}
 	return nil
 }
@@ -172,14 +203,24 @@ func (c GemmSM90GroupedConfig) Launch(m, n, k, groups, sms int) (GemmSM90Launch,
 
 // GemmSM90GroupedArgs are the grouped sm_90a gemm's parameters: the tensor maps of A and of
 // the stacked B, M (A's and D's rows), N, K, the number of groups, Offsets (groups+1 int32
-// row offsets into A and D, on the device), alpha and beta; then GemmOut's C and D (C may be
-// null when beta is 0).
+// row offsets into A and D, on the device; not read with Masked, which takes
+// GemmSM90GroupedMaskArgs' counts), alpha and beta; then GemmOut's C and D (C may be null
+// when beta is 0).
 type GemmSM90GroupedArgs struct {
 	TmA, TmB    dsl.TensorMap
 	M, N, K     dsl.Value `kgen:"u32"`
 	Groups      dsl.Value `kgen:"u32"`
 	Offsets     dsl.Ptr   `kgen:"s32"`
 	Alpha, Beta dsl.Value `kgen:"f32"`
+}
+
+// GemmSM90GroupedMaskArgs are the grouped gemm's last parameters with Masked (after
+// GemmSM90GroupedScaleArgs with Scales): Counts, groups int32 row counts on the device
+// (each clamped to [0, Stride] and to the rows left before M), and Stride, the rows between
+// two groups' first rows. GemmSM90GroupedArgs.Offsets is then not read (it may be null).
+type GemmSM90GroupedMaskArgs struct {
+	Counts dsl.Ptr   `kgen:"s32"`
+	Stride dsl.Value `kgen:"u32"`
 }
 
 // GemmSM90GroupedScaleArgs are the grouped gemm's last parameters with Scales: ScaleA, M
@@ -198,21 +239,41 @@ func init() {
 		Golden:  []ptx.Target{ptx.SM90a},
 		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmSM90Grouped(k, DefaultGemmSM90GroupedConfig(dt)) },
 	})
+	register(&Spec{
+		Name:    "gemm_sm90_grouped_masked",
+		Doc:     "gemm_sm90_grouped on the masked layout (MoE low-latency): group g's rows at g*stride, Counts[g] of them read on the device, tiles only over those; 128x256 tiles, TMA store, bands of 8 row tiles (the pick's shape); f16/bf16; e4m3 with scales",
+		DTypes:  []dsl.Type{dsl.F16, dsl.BF16, dsl.E4M3},
+		Targets: []ptx.Target{ptx.SM90a},
+		Golden:  []ptx.Target{ptx.SM90a},
+		New:     func(k *dsl.Kernel, dt dsl.Type) { GemmSM90Grouped(k, gemmSM90GroupedMaskedGolden(dt)) },
+	})
+}
+
+// gemmSM90GroupedMaskedGolden is gemm_sm90_grouped_masked's configuration: the default
+// tiles with the TMA store, BandM 8 and Masked.
+func gemmSM90GroupedMaskedGolden(dt dsl.Type) GemmSM90GroupedConfig {
+	c := DefaultGemmSM90GroupedConfig(dt)
+	c.TMAStore, c.BandM, c.Masked = true, gemmSM90GroupedBand, true
+	return c
 }
 
 // GemmSM90Grouped writes the grouped sm_90a gemm for cfg into k (target sm_90a). Launch
 // cfg.Launch's grid, block and shared memory with its tensor maps (GemmSM90GroupedArgs, then
-// GemmOut, then with TMAStore GemmSM90StoreArgs, then with Scales GemmSM90GroupedScaleArgs).
+// GemmOut, then with TMAStore GemmSM90StoreArgs, then with Scales GemmSM90GroupedScaleArgs,
+// then with Masked GemmSM90GroupedMaskArgs).
 //
 // Each block first reads the groups' offsets (one thread per group), clamps them to
 // 0 <= Offsets[g] <= Offsets[g+1] <= M (decreasing or out-of-range offsets cannot make it
 // write outside D; rows outside every group are not written) and scans ceil(rows_g/BM) into
-// a tile prefix in shared memory. It then walks the linear tiles of all groups in cfg's
-// order (BandM), as gemm_sm90's persistent blocks do (block b takes tiles b, b+gridDim, ...;
-// empty groups have no tiles), each tile's group found by a binary search of the prefix. A
-// row tile of group g starts at row Offsets[g] + BM*i of A; its rows past the group's end are
-// loaded (the next group's rows, or zeros past M) but not stored, and C is read only for the
-// group's rows. B's loads take the group's K rows, g*K on, of the stacked B (fp8: its N rows,
+// a tile prefix in shared memory. With Masked it reads the counts instead: group g's rows
+// are [g*Stride, g*Stride + min(max(Counts[g], 0), Stride)), clamped to M (a count above
+// Stride cannot reach the next group's slots, nor one past M outside D). It then walks the
+// linear tiles of all groups in cfg's order (BandM), as gemm_sm90's persistent blocks do
+// (block b takes tiles b, b+gridDim, ...; empty groups have no tiles), each tile's group
+// found by a binary search of the prefix. A row tile of group g starts at row Offsets[g] +
+// BM*i of A (g*Stride + BM*i with Masked); its rows past the group's end are loaded (the
+// next group's rows, a masked group's stale slots, or zeros past M) but not stored, and C is
+// read only for the group's rows. B's loads take the group's K rows, g*K on, of the stacked B (fp8: its N rows,
 // g*N on); where K is not a multiple of BK the last K step's B rows past K are the next
 // group's first rows, multiplied by A's zero-filled columns past K (exact for finite
 // weights; fp8's K-major B has no such rows: its map's K is exact).
@@ -242,8 +303,13 @@ func GemmSM90Grouped(k *dsl.Kernel, cfg GemmSM90GroupedConfig) {
 		p := dsl.Params[GemmSM90GroupedScaleArgs](k, dsl.F32)
 		sc = &p
 	}
+	var mask *GemmSM90GroupedMaskArgs
+	if cfg.Masked {
+		p := dsl.Params[GemmSM90GroupedMaskArgs](k, dsl.U32)
+		mask = &p
+	}
 	a := GemmSM90Args{TmA: ga.TmA, TmB: ga.TmB, M: ga.M, N: ga.N, K: ga.K, Alpha: ga.Alpha, Beta: ga.Beta}
-	sched := newGroupedTiles(k, cfg, ga)
+	sched := newGroupedTiles(k, cfg, ga, mask)
 	BN := cfg.BN
 	h := gemmSM90Hooks{tiles: sched}
 	h.load = func(m, n dsl.Value) dsl.Value { return sched.row0 }
@@ -349,9 +415,9 @@ type groupedTiles struct {
 	drain bool
 }
 
-// newGroupedTiles reads the offsets and scans the tile prefix (every thread of the block
-// takes part: block barriers).
-func newGroupedTiles(k *dsl.Kernel, cfg GemmSM90GroupedConfig, a GemmSM90GroupedArgs) *groupedTiles {
+// newGroupedTiles reads the offsets (with mask, the counts at its stride) and scans the
+// tile prefix (every thread of the block takes part: block barriers).
+func newGroupedTiles(k *dsl.Kernel, cfg GemmSM90GroupedConfig, a GemmSM90GroupedArgs, mask *GemmSM90GroupedMaskArgs) *groupedTiles {
 	const maxG = GemmSM90MaxGroups
 	BM := cfg.BM()
 	s := &groupedTiles{k: k, bm: BM, band: cfg.BandM,
@@ -363,10 +429,22 @@ func newGroupedTiles(k *dsl.Kernel, cfg GemmSM90GroupedConfig, a GemmSM90Grouped
 	row := func(i dsl.Value) dsl.Value {
 		return k.Load(a.Offsets.At(i)).Max(int32(0)).To(dsl.U32).Min(a.M)
 	}
+	// The masked layout's rows of group g: from g*Stride (in 64 bits: no wrap; at most M),
+	// min(max(Counts[g], 0), Stride) of them, at most up to M.
+	masked := func(g dsl.Value) (lo, hi dsl.Value) {
+		lo = g.MulWide(mask.Stride).Min(a.M.To(dsl.U64)).To(dsl.U32)
+		n := k.Load(mask.Counts.At(g)).Max(int32(0)).To(dsl.U32).Min(mask.Stride).Min(a.M.Sub(lo))
+		return lo, lo.Add(n)
+	}
 	tiles := k.Var(dsl.U32, 0)
 	k.If(tid.Lt(groups), func() {
-		lo := row(tid)
-		hi := row(tid.Add(uint32(1))).Max(lo)
+		var lo, hi dsl.Value
+		if mask != nil {
+			lo, hi = masked(tid)
+		} else {
+			lo = row(tid)
+			hi = row(tid.Add(uint32(1))).Max(lo)
+		}
 		k.Store(s.lo.At(tid), lo)
 		k.Store(s.hi.At(tid), hi)
 		k.Set(tiles, hi.Sub(lo).Add(uint32(BM-1)).Div(uint32(BM)))

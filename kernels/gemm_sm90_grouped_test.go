@@ -14,9 +14,9 @@ import (
 )
 
 // TestGemmSM90GroupedPtxas assembles every configuration GemmSM90GroupedFor can pick for
-// bf16 and for e4m3 with Scales (and f16, scaled bf16 -> f32 samples, and the bench's
-// variants of the 128x256 tile: register or TMA store, row-tile or banded order) with
-// ptxas -v: no spills, no performance warning.
+// bf16 and for e4m3 with Scales, each also Masked (and f16, scaled bf16 -> f32 samples, and
+// the bench's variants of the 128x256 tile: register or TMA store, row-tile or banded order)
+// with ptxas -v: no spills, no performance warning.
 func TestGemmSM90GroupedPtxas(t *testing.T) {
 	ptxas := tooltest.Ptxas(t)
 	cfgs := append(gemmSM90GroupedCandidates(dsl.BF16, dsl.BF16), DefaultGemmSM90GroupedConfig(dsl.F16),
@@ -33,6 +33,12 @@ func TestGemmSM90GroupedPtxas(t *testing.T) {
 		c.Scales = true
 		cfgs = append(cfgs, c)
 	}
+	// The masked layout of every pick (the low-latency MoE layer's) and the golden one.
+	for _, c := range append(gemmSM90GroupedCandidates(dsl.BF16, dsl.BF16), gemmSM90GroupedCandidates(dsl.E4M3, dsl.BF16)...) {
+		c.Scales, c.Masked = c.FP8(), true
+		cfgs = append(cfgs, c)
+	}
+	cfgs = append(cfgs, gemmSM90GroupedMaskedGolden(dsl.F16))
 	for _, cfg := range cfgs {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		GemmSM90Grouped(k, cfg)

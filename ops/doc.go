@@ -23,7 +23,8 @@
 // wgmma) on compute capability 9.0 (the emulator reports 9.0 and runs it too) and the
 // mma.sync gemm elsewhere; Softmax and RowSum run the library's row kernels as
 // kernels.ChooseRowKernel picks them for dense rows, and strided variants for views; Add,
-// Axpy and Transpose run vector_add, axpy and transpose; SwiGLU runs swiglu; Attention runs the forward
+// Axpy and Transpose run vector_add, axpy and transpose; SwiGLU runs swiglu (swiglu_masked on
+// the masked layout); GroupedMatmul runs gemm_sm90_grouped; Attention runs the forward
 // attention kernels.Attention in the configuration AttentionConfigFor picks. An operand a kernel cannot take (a
 // dtype, a shape, strides, an alignment) is an error naming the operand and the rule; a call
 // on a closed device reports jit.ErrClosed and drops that device's cache.

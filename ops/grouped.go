@@ -27,8 +27,19 @@ type GroupedMatmulOptions[TO jit.Elem] struct {
 	// Config, when its BN is not 0, is the kernel configuration to run in place of
 	// kernels.GemmSM90GroupedFor's pick (tiles, stages, TMAStore, BandM: for timing variants).
 	// Its In and Out must be A's and D's element types; its Scales is set from ScaleA and
-	// ScaleB.
+	// ScaleB, its Masked from Counts.
 	Config kernels.GemmSM90GroupedConfig
+	// Counts, when set, selects the masked layout (an MoE low-latency dispatch's,
+	// collectives.MoEConfig.LowLatency): group g's rows are g*Stride <= r < g*Stride +
+	// Counts[g], groups at a fixed stride with a row count each, and the offsets argument
+	// must be the zero Tensor. Counts is [groups] int32 on the device (MoE.Counts), read by
+	// the kernel (no host round trip: the call can be captured in a graph); only tiles over
+	// counted rows are computed, and the other rows of D are not written. Stride is positive
+	// and Stride*groups at most A's rows. Device counts are not checked on the host (that
+	// would need a synchronization): the kernel clamps each to [0, Stride], so a bad count
+	// computes at most its group's slots and never writes outside them.
+	Counts Tensor[int32]
+	Stride int
 }
 
 // GroupedMatmul computes the grouped (MoE experts') gemm: for each group g, the rows
@@ -42,7 +53,9 @@ type GroupedMatmulOptions[TO jit.Elem] struct {
 // kernel reads them, so the call needs no host round trip and can be captured in a graph.
 // Rows outside every group are not written; offsets outside [0, rows] are clamped to it and
 // a decreasing one ends its group empty (the kernel never writes outside D), but groups
-// must not overlap for D to be the product.
+// must not overlap for D to be the product. With Options.Counts the groups are in the masked
+// layout instead (offsets is then the zero Tensor): group g's rows start at g*Stride, and
+// only the first Counts[g] are computed and written.
 //
 // It runs gemm_sm90_grouped (TMA + wgmma, kernels.GemmSM90Grouped) in the configuration
 // kernels.GemmSM90GroupedFor picks for the shape and the device's multiprocessors (or
@@ -74,7 +87,18 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 			return err
 		}
 	}
-	if err := sameDevice(op, "offsets", dev, offsets); err != nil {
+	masked := o != nil && o.Counts.buf != nil
+	if o != nil && !masked && o.Stride != 0 {
+		return fmt.Errorf("ops: %s: GroupedMatmulOptions.Stride %d without Counts: the masked layout takes both (Counts: the groups' row counts)", op, o.Stride)
+	}
+	if masked {
+		if offsets.buf != nil {
+			return fmt.Errorf("ops: %s: offsets and GroupedMatmulOptions.Counts are both set: the masked layout (Counts, Stride) takes no offsets; pass the zero Tensor", op)
+		}
+		if err := sameDevice(op, "Counts", dev, o.Counts); err != nil {
+			return err
+		}
+	} else if err := sameDevice(op, "offsets", dev, offsets); err != nil {
 		return err
 	}
 	rows, k, err := matrix(op, "A", a)
@@ -94,7 +118,19 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	if d.shape[0] != rows || d.shape[1] != n {
 		return fmt.Errorf("ops: %s: D is %v; want [%d %d] (A's rows by B's columns)", op, d.Shape(), rows, n)
 	}
-	if offsets.rank != 1 || offsets.shape[0] != groups+1 {
+	// idx is the kernel's group table: the offsets, or the masked layout's counts.
+	idx, idxName := offsets, "offsets"
+	if masked {
+		idx, idxName = o.Counts, "Counts"
+		switch {
+		case o.Counts.rank != 1 || o.Counts.shape[0] != groups:
+			return fmt.Errorf("ops: %s: Counts has shape %v; want [%d] (one row count per group of B)", op, o.Counts.Shape(), groups)
+		case o.Stride < 1:
+			return fmt.Errorf("ops: %s: Stride %d: want a positive row stride (each group's slots)", op, o.Stride)
+		case int64(o.Stride)*int64(groups) > int64(rows):
+			return fmt.Errorf("ops: %s: Stride %d x %d groups = %d rows: the groups' slots must lie inside A's and D's %d rows", op, o.Stride, groups, int64(o.Stride)*int64(groups), rows)
+		}
+	} else if offsets.rank != 1 || offsets.shape[0] != groups+1 {
 		return fmt.Errorf("ops: %s: offsets has shape %v; want [%d] (groups+1 row offsets)", op, offsets.Shape(), groups+1)
 	}
 	if err := contiguous(op, "A", "gemm_sm90_grouped", a); err != nil {
@@ -119,7 +155,7 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	if err := need16(op, "D", "gemm_sm90_grouped", d); err != nil {
 		return err
 	}
-	if err := contiguous(op, "offsets", "gemm_sm90_grouped", offsets); err != nil {
+	if err := contiguous(op, idxName, "gemm_sm90_grouped", idx); err != nil {
 		return err
 	}
 	alpha, beta := float32(1), float32(0)
@@ -180,7 +216,7 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	if err := apart(op, "B", b, "D", d, false); err != nil {
 		return err
 	}
-	if err := apart(op, "offsets", offsets, "D", d, false); err != nil {
+	if err := apart(op, idxName, idx, "D", d, false); err != nil {
 		return err
 	}
 	if err := streamOn(op, s, dev); err != nil {
@@ -192,7 +228,11 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	}
 	key := planKey{op: "grouped_matmul", in: in, out: out, dims: [3]int{rows, n, k}, lds: [4]int{groups}, target: ptx.SM90a}
 	if scales {
-		key.flags = 1
+		key.flags |= 1
+	}
+	if masked {
+		key.flags |= 2
+		key.lds[1] = o.Stride
 	}
 	var force *kernels.GemmSM90GroupedConfig
 	if o != nil && o.Config.BN != 0 {
@@ -200,7 +240,7 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		if cfg.In != dsl.Type(in) || cfg.Out != dsl.Type(out) {
 			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Config is %s -> %s; A and D are %s and %s", op, cfg.In, cfg.Out, in, out)
 		}
-		cfg.Scales = scales
+		cfg.Scales, cfg.Masked = scales, masked
 		if err := cfg.CheckShape(rows, n, k, groups); err != nil {
 			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Config: %w", op, err)
 		}
@@ -221,7 +261,7 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
 	ak := argKey{
-		ptr:    [8]jit.DevicePtr{a.Ptr(), b.Ptr(), c.Addr, d.Ptr(), offsets.Ptr(), sa.Addr, sb.Addr},
+		ptr:    [8]jit.DevicePtr{a.Ptr(), b.Ptr(), c.Addr, d.Ptr(), idx.Ptr(), sa.Addr, sb.Addr},
 		mem:    [3]*jit.Memory{a.buf.Memory(), b.buf.Memory(), d.buf.Memory()},
 		scalar: [2]uint64{uint64(math.Float32bits(alpha)), uint64(math.Float32bits(beta))},
 	}
@@ -236,7 +276,11 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	if err != nil {
 		return planFailed(op, dev, fmt.Errorf("operand B's tensor map: %w", err))
 	}
-	args := []any{tmA, tmB, uint32(rows), uint32(n), uint32(k), uint32(groups), ptrOf(offsets), alpha, beta, c, ptrOf(d)}
+	offp := jit.AnyPtr{Elem: ptx.S32} // masked: not read, null
+	if !masked {
+		offp = ptrOf(offsets)
+	}
+	args := []any{tmA, tmB, uint32(rows), uint32(n), uint32(k), uint32(groups), offp, alpha, beta, c, ptrOf(d)}
 	if p.sm90.HasD {
 		tmD, err := tensorMap(st, p.sm90.D, d.buf, d.off)
 		if err != nil {
@@ -246,6 +290,9 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	}
 	if scales {
 		args = append(args, sa, sb)
+	}
+	if masked {
+		args = append(args, ptrOf(o.Counts), uint32(o.Stride))
 	}
 	p.keep(&ak, args)
 	return launch(op, dev, p.fn, lc, args...)
@@ -264,7 +311,12 @@ func planGroupedMatmul(ctx context.Context, st *devState, key planKey, force *ke
 			return nil, refusal{err}
 		}
 	}
-	cfg.Scales = key.flags&1 != 0
+	cfg.Scales, cfg.Masked = key.flags&1 != 0, key.flags&2 != 0
+	if cfg.Masked {
+		if err := cfg.CheckMasked(rows, n, k, groups, key.lds[1]); err != nil {
+			return nil, refusal{err}
+		}
+	}
 	l, err := cfg.Launch(rows, n, k, groups, sms)
 	if err != nil {
 		return nil, refusal{err}

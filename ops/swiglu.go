@@ -18,13 +18,24 @@ type SwiGLUOptions struct {
 	// is such a count: the call then costs the rows received, not the capacity, with no host
 	// round trip.
 	Rows Tensor[int32]
+	// Counts and Stride, when Counts is set, select the masked layout (an MoE low-latency
+	// dispatch's, as ops.GroupedMatmulOptions.Counts): group g's rows are g*Stride <= r <
+	// g*Stride + Counts[g] for g < len(Counts), and only those are computed (the call costs
+	// the rows counted, not len(Counts)*Stride) and written. Counts is [groups] int32 on the
+	// device (at most kernels.SwiGLUMaxGroups), each clamped to [0, Stride] by the kernel
+	// (device data is not checked on the host); Stride is positive and Stride*groups at most
+	// the rows. Rows must then be unset.
+	Counts Tensor[int32]
+	Stride int
 }
 
 // SwiGLU writes out[r, c] = silu(gateUp[r, c]) * gateUp[r, F+c], the gated activation of a
 // feed-forward block (kernels.SwiGLU): gateUp is [rows, 2F], each row its F gate values
 // then its F up values (x times the stacked [W1 | W3] weights, [K, 2F]: gate columns
 // first), out is [rows, F]; bf16 or f16, computed in f32 and rounded once. F is a multiple
-// of 8; both tensors are contiguous, start on 16 bytes and do not share memory.
+// of 8; both tensors are contiguous, start on 16 bytes and do not share memory. With
+// Options.Counts it runs swiglu_masked (kernels.SwiGLUMasked) over the masked layout's
+// counted rows only.
 func SwiGLU[T jit.Elem](ctx context.Context, s *jit.Stream, out, gateUp Tensor[T], o *SwiGLUOptions) error {
 	const op = "SwiGLU"
 	d, rows, f2, err := matrixOp(ctx, op, out, gateUp, ptx.BF16, ptx.F16)
@@ -52,6 +63,12 @@ func SwiGLU[T jit.Elem](ctx context.Context, s *jit.Stream, out, gateUp Tensor[T
 		if err := need16(op, x.name, "swiglu", x.t); err != nil {
 			return err
 		}
+	}
+	if o != nil && o.Counts.buf != nil {
+		return swigluMasked(ctx, s, d, out, gateUp, rows, f, o)
+	}
+	if o != nil && o.Stride != 0 {
+		return fmt.Errorf("ops: %s: SwiGLUOptions.Stride %d without Counts: the masked layout takes both (Counts: the groups' row counts)", op, o.Stride)
 	}
 	count, has := jit.AnyPtr{Elem: ptx.S32}, uint32(0)
 	if o != nil && o.Rows.buf != nil {
@@ -89,6 +106,58 @@ func SwiGLU[T jit.Elem](ctx context.Context, s *jit.Stream, out, gateUp Tensor[T
 	args := p.cached(&ak)
 	if args == nil {
 		args = []any{ptrOf(gateUp), ptrOf(out), count, uint32(rows), uint32(f), has}
+		p.keep(&ak, args)
+	}
+	return launch(op, d, p.fn, lc, args...)
+}
+
+// swigluMasked is SwiGLU over the masked layout of o.Counts and o.Stride (the shapes and
+// the tensors' layout already checked).
+func swigluMasked[T jit.Elem](ctx context.Context, s *jit.Stream, d *jit.Device, out, gateUp Tensor[T], rows, f int, o *SwiGLUOptions) error {
+	const op = "SwiGLU"
+	dt := jit.ElemType[T]()
+	if o.Rows.buf != nil {
+		return fmt.Errorf("ops: %s: SwiGLUOptions.Rows and Counts are both set: the masked layout (Counts, Stride) takes no row count", op)
+	}
+	if err := sameDevice(op, "Counts", d, o.Counts); err != nil {
+		return err
+	}
+	if o.Counts.rank != 1 {
+		return fmt.Errorf("ops: %s: Counts has shape %v; want [groups] (one row count per group)", op, o.Counts.Shape())
+	}
+	groups := o.Counts.shape[0]
+	if err := kernels.SwiGLUMaskedCheckShape(rows, f, groups, o.Stride); err != nil {
+		return fmt.Errorf("ops: %s: SwiGLUOptions.Counts %v and Stride %d over %d rows: %w", op, o.Counts.Shape(), o.Stride, rows, err)
+	}
+	if err := contiguous(op, "Counts", "swiglu_masked", o.Counts); err != nil {
+		return err
+	}
+	if err := apart(op, "Counts", o.Counts, "out", out, false); err != nil {
+		return err
+	}
+	if err := streamOn(op, s, d); err != nil {
+		return err
+	}
+	if err := apart(op, "gateUp", gateUp, "out", out, false); err != nil {
+		return err
+	}
+	st := stateOf(d)
+	key := planKey{op: "swiglu_masked", in: dt, dims: [3]int{rows, f}, target: st.target}
+	p := st.lookup(key)
+	if p == nil {
+		fn, name, err := st.registered(ctx, kernels.ID{Family: kernels.FamilySwiGLUMasked, DType: dsl.Type(dt)}, key.target)
+		if err != nil {
+			return planFailed(op, d, err)
+		}
+		sh := kernels.SwiGLUShape(rows, f, d.Info().Multiproc)
+		p = &plan{fn: fn, name: name, grid: sh.Grid, block: sh.Block}
+		st.store(key, p)
+	}
+	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
+	ak := argKey{ptr: [8]jit.DevicePtr{gateUp.Ptr(), out.Ptr(), o.Counts.Ptr()}, scalar: [2]uint64{uint64(groups), uint64(o.Stride)}}
+	args := p.cached(&ak)
+	if args == nil {
+		args = []any{ptrOf(gateUp), ptrOf(out), ptrOf(o.Counts), uint32(rows), uint32(f), uint32(groups), uint32(o.Stride)}
 		p.keep(&ak, args)
 	}
 	return launch(op, d, p.fn, lc, args...)

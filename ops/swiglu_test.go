@@ -10,6 +10,7 @@ import (
 
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 )
 
 // swigluRef is silu(g)*u in float64.
@@ -149,6 +150,121 @@ func TestSwiGLUErrors(t *testing.T) {
 	} {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("%s: %v; want an error containing %q", c.name, c.err, c.want)
+		}
+	}
+}
+
+// testSwiGLUMasked runs SwiGLU on the masked layout (Options.Counts, Stride: len(counts)
+// groups at stride rows, then tail rows of no group; counts as the device holds them,
+// clamped by the kernel to [0, stride]) and checks the counted rows bit for bit against
+// SwiGLU over every row, every other row keeping the sentinel.
+func testSwiGLUMasked[T jit.Elem](t *testing.T, d *jit.Device, counts []int32, stride, tail, f int) {
+	t.Helper()
+	ctx := context.Background()
+	g := len(counts)
+	rows := g*stride + tail
+	rng := rand.New(rand.NewSource(int64(rows*100 + f)))
+	gu := make([]float64, rows*2*f)
+	for i := range gu {
+		gu[i] = value(of[T](8*rng.Float64() - 4))
+	}
+	const sentinel = 7
+	init := make([]float64, rows*f)
+	for i := range init {
+		init[i] = sentinel
+	}
+	in, _ := New(upload[T](t, d, gu), rows, 2*f)
+	mb, ab := upload[T](t, d, init), upload[T](t, d, init)
+	masked, _ := New(mb, rows, f)
+	all, _ := New(ab, rows, f)
+	cnt, _ := New(uploadInts(t, d, counts), g)
+	if err := SwiGLU(ctx, nil, masked, in, &SwiGLUOptions{Counts: cnt, Stride: stride}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SwiGLU(ctx, nil, all, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, a := make([]T, rows*f), make([]T, rows*f)
+	if err := mb.CopyToHost(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := ab.CopyToHost(a); err != nil {
+		t.Fatal(err)
+	}
+	computed := 0
+	for r := 0; r < rows; r++ {
+		e := r / stride
+		counted := e < g && r-e*stride < int(min(max(counts[e], 0), int32(stride)))
+		for c := 0; c < f; c++ {
+			i := r*f + c
+			switch {
+			case counted && m[i] != a[i]:
+				t.Fatalf("counts %v stride %d: row %d col %d: %v masked, %v over every row: not the same bits", counts, stride, r, c, value(m[i]), value(a[i]))
+			case !counted && value(m[i]) != sentinel:
+				t.Fatalf("counts %v stride %d: row %d col %d (not counted): %v, want the sentinel", counts, stride, r, c, value(m[i]))
+			case counted:
+				computed++
+			}
+		}
+	}
+	if computed == 0 && len(counts) > 1 {
+		t.Fatalf("counts %v: nothing computed: the test checks nothing", counts)
+	}
+}
+
+// TestSwiGLUMasked checks SwiGLU's masked layout in bf16 and f16: counts 0, 1, the stride,
+// stride-1, negative and past the stride (clamped), 1 to 33 groups, rows after the last
+// group's slots, F 8 to 136.
+func TestSwiGLUMasked(t *testing.T) {
+	d := emuDevice(t)
+	c33 := make([]int32, 33)
+	for i := range c33 {
+		c33[i] = int32(i%13 - 2)
+	}
+	for _, tc := range []struct {
+		counts          []int32
+		stride, tail, f int
+	}{
+		{[]int32{1}, 1, 0, 8},
+		{[]int32{5}, 9, 3, 24},
+		{[]int32{0, 1, 40, 39, 17, -3, 45}, 40, 2, 16},
+		{c33, 9, 1, 136},
+	} {
+		testSwiGLUMasked[fp.BF16](t, d, tc.counts, tc.stride, tc.tail, tc.f)
+		testSwiGLUMasked[fp.F16](t, d, tc.counts, tc.stride, tc.tail, tc.f)
+	}
+}
+
+// TestSwiGLUMaskedErrors: each bad masked operand is an error naming it and the rule.
+func TestSwiGLUMaskedErrors(t *testing.T) {
+	ctx := context.Background()
+	d := emuDevice(t)
+	gu, _ := New(upload[fp.BF16](t, d, make([]float64, 8*32)), 8, 32)
+	out, _ := New(upload[fp.BF16](t, d, make([]float64, 8*16)), 8, 16)
+	ints := func(shape ...int) Tensor[int32] {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		x, _ := New(uploadInts(t, d, make([]int32, n)), shape...)
+		return x
+	}
+	one, _ := ints(2).Narrow(0, 0, 1)
+	for _, c := range []struct {
+		name string
+		o    *SwiGLUOptions
+		want string
+	}{
+		{"rows too", &SwiGLUOptions{Rows: one, Counts: ints(2), Stride: 4}, "SwiGLUOptions.Rows and Counts are both set"},
+		{"stride alone", &SwiGLUOptions{Stride: 4}, "SwiGLUOptions.Stride 4 without Counts"},
+		{"counts rank", &SwiGLUOptions{Counts: ints(2, 2), Stride: 4}, "Counts has shape [2 2]; want [groups]"},
+		{"stride 0", &SwiGLUOptions{Counts: ints(2), Stride: 0}, "stride 0: want a positive row stride"},
+		{"slots past rows", &SwiGLUOptions{Counts: ints(3), Stride: 3}, "stride 3 x 3 groups = 9 rows: the groups' slots must lie inside the 8 rows"},
+		{"too many groups", &SwiGLUOptions{Counts: ints(kernels.SwiGLUMaxGroups + 1), Stride: 1}, "257 groups: want 1..256"},
+	} {
+		err := SwiGLU(ctx, nil, out, gu, c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error containing %q", c.name, err, c.want)
 		}
 	}
 }

@@ -5,6 +5,11 @@
 // host step. Issue #26's shape by default: 4096 tokens per GPU, hidden 7168, FFN 2048
 // (DeepSeek-V3's expert size), top-8 of 32 experts, bf16.
 //
+// With -ll the MoE runs in the low-latency mode (MoEConfig.LowLatency: the masked layout,
+// every local expert's NumGPUs*tokens slots), whose grouped GEMMs and SwiGLU compute only the
+// rows received (the masked kernels); -allslots runs them over every slot instead, as the
+// layer did before the masked kernels (MoELayerConfig.AllSlots), for a before/after timing.
+//
 // Each rank routes its tokens to -topk distinct experts drawn at random (seeded by rank);
 // the weights of expert e are a hash of (e, row, column), so every rank can rebuild any
 // expert's. It runs the layer once and checks -check sampled tokens of its own (every
@@ -57,6 +62,8 @@ func main() {
 	flag.IntVar(&c.iters, "iters", 20, "timed layers")
 	flag.IntVar(&c.warmup, "warmup", 3, "warm-up layers")
 	flag.IntVar(&c.check, "check", 2, "tokens per rank checked against float64 (0: none)")
+	flag.BoolVar(&c.cfg.LowLatency, "ll", false, "the low-latency MoE (masked layout; -capacity must be 0)")
+	flag.BoolVar(&c.cfg.AllSlots, "allslots", false, "with -ll: the grouped GEMMs and SwiGLU over every slot of the masked layout (the layer before the masked kernels)")
 	gateUp := flag.String("gateup", "pick", "the gate/up grouped GEMM: pick or BMxBN:<stages>s[:tma][:band<b>] (as gpubench grouped -variants)")
 	down := flag.String("down", "pick", "the down grouped GEMM: pick or BMxBN:<stages>s[:tma][:band<b>]")
 	flag.Parse()
@@ -250,6 +257,8 @@ func run(r *jit.Rank, c config) error {
 	if err := l.Check(ctx); err != nil {
 		verdict = err.Error()
 	}
+	// The rows received: Offsets[el], or in the low-latency mode (whose masked layout has
+	// fixed offsets, the last one the capacity) the counts' sum.
 	offs := make([]int32, el+1)
 	ot, err := dist.Tensor[int32](l.MoE().Offsets(), el+1)
 	if err != nil {
@@ -259,6 +268,20 @@ func run(r *jit.Rank, c config) error {
 		return err
 	}
 	rows := int(offs[el])
+	if cfg.LowLatency {
+		counts := make([]int32, el)
+		ct, err := dist.Tensor[int32](l.MoE().Counts(), el)
+		if err != nil {
+			return err
+		}
+		if err := ct.Buffer().CopyToHost(counts); err != nil {
+			return err
+		}
+		rows = 0
+		for _, n := range counts {
+			rows += int(n)
+		}
+	}
 	if c.check > 0 && verdict == "ok" {
 		got := make([]fp.BF16, cfg.Tokens*h)
 		if err := out.Buffer().CopyToHost(got); err != nil {
@@ -351,8 +374,15 @@ func run(r *jit.Rank, c config) error {
 		sum += p
 	}
 	flops := 6 * float64(rows) * float64(h) * float64(f)
-	fmt.Printf("moelayer rank=%d gpus=%d tokens=%d hidden=%d ffn=%d experts=%d topk=%d capacity=%d rows=%d layer_us=%.1f dispatch_us=%.1f gateup_us=%.1f swiglu_us=%.1f down_us=%.1f combine_us=%.1f steps_us=%.1f expert_TFLOPs=%.1f setup_s=%.1f gateup=%s down=%s check=%q\n",
-		rank, g, cfg.Tokens, h, f, cfg.Experts, cfg.TopK, cfg.Capacity, rows, layer, per[0], per[1], per[2], per[3], per[4], sum,
+	mode := "normal"
+	switch {
+	case cfg.LowLatency && cfg.AllSlots:
+		mode = "ll-allslots"
+	case cfg.LowLatency:
+		mode = "ll"
+	}
+	fmt.Printf("moelayer rank=%d gpus=%d mode=%s tokens=%d hidden=%d ffn=%d experts=%d topk=%d capacity=%d rows=%d layer_us=%.1f dispatch_us=%.1f gateup_us=%.1f swiglu_us=%.1f down_us=%.1f combine_us=%.1f steps_us=%.1f expert_TFLOPs=%.1f setup_s=%.1f gateup=%s down=%s check=%q\n",
+		rank, g, mode, cfg.Tokens, h, f, cfg.Experts, cfg.TopK, cfg.Capacity, rows, layer, per[0], per[1], per[2], per[3], per[4], sum,
 		flops/layer/1e6, setup.Seconds(), name(cfg.GateUp), name(cfg.Down), verdict)
 	return nil
 }

@@ -63,6 +63,7 @@ var (
 	gemmEpi      = partOf[kernels.GemmEpilogueArgs]()
 	gemmSM90Args = partOf[kernels.GemmSM90Args]()
 	gemmSM90TmD  = partOf[kernels.GemmSM90StoreArgs]()
+	gemmSM90Mask = partOf[kernels.GemmSM90GroupedMaskArgs]()
 	fusedOut     = partOf[kernels.FusedOut]()
 	fusedOutMC   = partOf[kernels.FusedOutMC]()
 )
@@ -71,6 +72,7 @@ var twins = []twin{
 	of[kernels.VectorAddArgs]("VectorAdd", true, "VectorAdd launches vector_add: C[i] = A[i] + B[i] for i < N."),
 	of[kernels.AxpyArgs]("Axpy", true, "Axpy launches axpy: Y[i] = Alpha*X[i] + Y[i] for i < N."),
 	of[kernels.SwiGLUArgs]("SwiGLU", true, "SwiGLU launches swiglu: Out[r, c] = silu(GateUp[r, c]) * GateUp[r, F+c] for the first\nRows rows (min(Rows, Count[0]) when HasCount is not 0)."),
+	of[kernels.SwiGLUMaskedArgs]("SwiGLUMasked", true, "SwiGLUMasked launches swiglu_masked: SwiGLU's Out on the rows of the masked layout's groups,\ng*Stride + [0, Counts[g]) for g < Groups (kernels.SwiGLUMasked)."),
 	of[kernels.CopyArgs]("Copy", true, "Copy launches tiled_copy: Dst[i] = Src[i] for i < N."),
 	of[kernels.TransposeArgs]("Transpose", true, "Transpose launches transpose: Out (N x M) = In (M x N) transposed, row-major."),
 	of[kernels.RowSumArgs]("RowSum", true, "RowSum launches row_sum: Out[r] = the f32 sum of row r of In (Rows rows of Cols columns)."),
@@ -140,6 +142,14 @@ var twins = []twin{
 		partOf[kernels.GemmSM90GroupedArgs](), gemmOut, gemmSM90TmD),
 	joined("GemmSM90GroupedScaledStore", "GemmSM90GroupedScaledStore launches gemm_sm90_grouped with TMAStore and Scales\n(kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90StoreArgs, then\nkernels.GemmSM90GroupedScaleArgs).",
 		partOf[kernels.GemmSM90GroupedArgs](), gemmOut, gemmSM90TmD, partOf[kernels.GemmSM90GroupedScaleArgs]()),
+	joined("GemmSM90GroupedMasked", "GemmSM90GroupedMasked launches gemm_sm90_grouped with Masked (kernels.GemmSM90GroupedArgs,\nOffsets not read, kernels.GemmOut, then kernels.GemmSM90GroupedMaskArgs: the groups' row counts\nand their row stride).",
+		partOf[kernels.GemmSM90GroupedArgs](), gemmOut, gemmSM90Mask),
+	joined("GemmSM90GroupedScaledMasked", "GemmSM90GroupedScaledMasked launches gemm_sm90_grouped with Scales and Masked\n(kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90GroupedScaleArgs, then\nkernels.GemmSM90GroupedMaskArgs).",
+		partOf[kernels.GemmSM90GroupedArgs](), gemmOut, partOf[kernels.GemmSM90GroupedScaleArgs](), gemmSM90Mask),
+	joined("GemmSM90GroupedStoreMasked", "GemmSM90GroupedStoreMasked launches gemm_sm90_grouped with TMAStore and Masked\n(kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90StoreArgs, then\nkernels.GemmSM90GroupedMaskArgs).",
+		partOf[kernels.GemmSM90GroupedArgs](), gemmOut, gemmSM90TmD, gemmSM90Mask),
+	joined("GemmSM90GroupedScaledStoreMasked", "GemmSM90GroupedScaledStoreMasked launches gemm_sm90_grouped with TMAStore, Scales and Masked\n(kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90StoreArgs,\nkernels.GemmSM90GroupedScaleArgs, then kernels.GemmSM90GroupedMaskArgs).",
+		partOf[kernels.GemmSM90GroupedArgs](), gemmOut, gemmSM90TmD, partOf[kernels.GemmSM90GroupedScaleArgs](), gemmSM90Mask),
 	joined("AGGemm", "AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).",
 		partOf[kernels.AGGemmArgs](), fusedOut),
 	joined("GemmRS", "GemmRS launches gemm_rs (kernels.GemmRSArgs, then kernels.FusedOut) and gemm_ar\n(kernels.FusedOutTable: D is then the table of every GPU's D).",

@@ -31,6 +31,18 @@ type SwiGLU[T jit.Elem] struct {
 	HasCount uint32
 }
 
+// SwiGLUMasked launches swiglu_masked: SwiGLU's Out on the rows of the masked layout's groups,
+// g*Stride + [0, Counts[g]) for g < Groups (kernels.SwiGLUMasked).
+type SwiGLUMasked[T jit.Elem] struct {
+	GateUp jit.Ptr[T]
+	Out    jit.Ptr[T]
+	Counts jit.Ptr[int32]
+	Rows   uint32
+	F      uint32
+	Groups uint32
+	Stride uint32
+}
+
 // Copy launches tiled_copy: Dst[i] = Src[i] for i < N.
 type Copy[T jit.Elem] struct {
 	Src jit.Ptr[T]
@@ -804,6 +816,88 @@ type GemmSM90GroupedScaledStore struct {
 	TmD     jit.TensorMap
 	ScaleA  jit.AnyPtr
 	ScaleB  jit.AnyPtr
+}
+
+// GemmSM90GroupedMasked launches gemm_sm90_grouped with Masked (kernels.GemmSM90GroupedArgs,
+// Offsets not read, kernels.GemmOut, then kernels.GemmSM90GroupedMaskArgs: the groups' row counts
+// and their row stride).
+type GemmSM90GroupedMasked struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	Counts  jit.AnyPtr
+	Stride  uint32
+}
+
+// GemmSM90GroupedScaledMasked launches gemm_sm90_grouped with Scales and Masked
+// (kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90GroupedScaleArgs, then
+// kernels.GemmSM90GroupedMaskArgs).
+type GemmSM90GroupedScaledMasked struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	ScaleA  jit.AnyPtr
+	ScaleB  jit.AnyPtr
+	Counts  jit.AnyPtr
+	Stride  uint32
+}
+
+// GemmSM90GroupedStoreMasked launches gemm_sm90_grouped with TMAStore and Masked
+// (kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90StoreArgs, then
+// kernels.GemmSM90GroupedMaskArgs).
+type GemmSM90GroupedStoreMasked struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	TmD     jit.TensorMap
+	Counts  jit.AnyPtr
+	Stride  uint32
+}
+
+// GemmSM90GroupedScaledStoreMasked launches gemm_sm90_grouped with TMAStore, Scales and Masked
+// (kernels.GemmSM90GroupedArgs, kernels.GemmOut, kernels.GemmSM90StoreArgs,
+// kernels.GemmSM90GroupedScaleArgs, then kernels.GemmSM90GroupedMaskArgs).
+type GemmSM90GroupedScaledStoreMasked struct {
+	TmA     jit.TensorMap
+	TmB     jit.TensorMap
+	M       uint32
+	N       uint32
+	K       uint32
+	Groups  uint32
+	Offsets jit.AnyPtr
+	Alpha   float32
+	Beta    float32
+	C       jit.AnyPtr
+	D       jit.AnyPtr
+	TmD     jit.TensorMap
+	ScaleA  jit.AnyPtr
+	ScaleB  jit.AnyPtr
+	Counts  jit.AnyPtr
+	Stride  uint32
 }
 
 // AGGemm launches ag_gemm (kernels.AGGemmArgs, then kernels.FusedOut).

@@ -12,7 +12,10 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-func init() { registerOwn("gemm_sm90_grouped", oneGPU, gemmSM90GroupedHarness) }
+func init() {
+	registerOwn("gemm_sm90_grouped", oneGPU, gemmSM90GroupedHarness)
+	registerOwn("gemm_sm90_grouped_masked", oneGPU, gemmSM90GroupedMaskedHarness)
+}
 
 // gemmSM90GroupedHarness runs `kgen run gemm_sm90_grouped`: 4 groups of random row counts
 // (one of them empty) of about size rows in all, N and K multiples of 8, on two blocks.
@@ -31,6 +34,26 @@ func gemmSM90GroupedHarness(r *run) error {
 	return err
 }
 
+// gemmSM90GroupedMaskedHarness runs `kgen run gemm_sm90_grouped_masked`: 5 groups at a
+// stride of about size^(1/3)+9 rows, their counts 0, the stride, one past it (clamped),
+// stride-1 and a few rows, and -3 (clamped to 0), on two blocks.
+func gemmSM90GroupedMaskedHarness(r *run) error {
+	side := max(int(math.Cbrt(float64(r.size(0)))), 1)
+	up8 := func(x int) int { return (x + 7) / 8 * 8 }
+	stride, n, kk := side+9, up8(side+17), up8(side+9)
+	if r.p.Size == 0 {
+		stride, n, kk = 150, 136, 80
+	}
+	kk = (kk + 15) / 16 * 16 // fp8: K a multiple of 16
+	// As kernels registers gemm_sm90_grouped_masked: the default tiles, TMA store, bands of 8.
+	cfg := kernels.DefaultGemmSM90GroupedConfig(r.p.DType)
+	cfg.TMAStore, cfg.BandM, cfg.Masked = true, 8, true
+	res, err := RunGemmSM90Grouped(GemmSM90GroupedProblem{Config: cfg, Stride: stride,
+		Counts: []int{0, stride, stride + 1, stride - 1, side/2 + 1, -3}, Tail: 2, N: n, K: kk, Alpha: 1.5, Beta: -0.5, Seed: r.p.Seed, Blocks: 2})
+	r.res = res
+	return err
+}
+
 // GemmSM90GroupedProblem is one grouped sm_90a gemm run on the emulator: group g has
 // Counts[g] rows of A and D, after Lead rows that belong to no group and before Tail such
 // rows (the offsets are Lead, Lead+Counts[0], ...; M = Lead + sum(Counts) + Tail). B holds
@@ -38,10 +61,17 @@ func gemmSM90GroupedHarness(r *run) error {
 // and ScaleB (per group and column) are random in [0.5, 2). D starts as a sentinel, which the
 // rows outside every group must keep. Blocks persistent blocks (0: Config.Grid for a GPU of
 // 132 multiprocessors).
+//
+// With Config.Masked the groups lie in the masked layout instead: group g's slots are rows
+// g*Stride.. of A and D (M = len(Counts)*Stride + Tail; Lead must be 0), Counts are the
+// device counts (any int32: the kernel clamps them to [0, Stride], and so does the
+// reference), and A's rows outside every group hold NaN, so that a tile that read them into
+// a stored row, or a store of such a row, fails the check.
 type GemmSM90GroupedProblem struct {
 	Config      kernels.GemmSM90GroupedConfig
 	Counts      []int
 	Lead, Tail  int
+	Stride      int
 	N, K        int
 	Alpha, Beta float64
 	Seed        int64
@@ -57,20 +87,39 @@ const gemmSM90GroupedSentinel = 7.0
 func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 	cfg := p.Config
 	groups := len(p.Counts)
-	offs := make([]int32, groups+1)
-	offs[0] = int32(p.Lead)
-	for g, c := range p.Counts {
-		if c < 0 {
-			return Result{}, fmt.Errorf("gemm_sm90_grouped: Counts[%d] = %d: want >= 0", g, c)
+	if p.Lead < 0 || p.Tail < 0 || (cfg.Masked && p.Lead != 0) {
+		return Result{}, fmt.Errorf("gemm_sm90_grouped: Lead %d, Tail %d: want >= 0 (Lead 0 with Masked)", p.Lead, p.Tail)
+	}
+	// lo, hi: each group's rows; dev: what the kernel reads (offsets, or the masked counts).
+	lo, hi := make([]int, groups), make([]int, groups)
+	var dev []int32
+	M := p.Lead
+	if cfg.Masked {
+		M = groups*p.Stride + p.Tail
+		for g, c := range p.Counts {
+			lo[g], hi[g] = g*p.Stride, g*p.Stride+min(max(c, 0), p.Stride)
+			dev = append(dev, int32(c))
 		}
-		offs[g+1] = offs[g] + int32(c)
+	} else {
+		dev = append(dev, int32(p.Lead))
+		for g, c := range p.Counts {
+			if c < 0 {
+				return Result{}, fmt.Errorf("gemm_sm90_grouped: Counts[%d] = %d: want >= 0", g, c)
+			}
+			lo[g], hi[g] = M, M+c
+			M += c
+			dev = append(dev, int32(M))
+		}
+		M += p.Tail
 	}
-	if p.Lead < 0 || p.Tail < 0 {
-		return Result{}, fmt.Errorf("gemm_sm90_grouped: Lead %d, Tail %d: want >= 0", p.Lead, p.Tail)
-	}
-	M, N, K := int(offs[groups])+p.Tail, p.N, p.K
+	N, K := p.N, p.K
 	res := Result{Kernel: cfg.Name(), DType: cfg.In, Shape: fmt.Sprintf("%dx%dx%d/%d groups", M, N, K, groups)}
-	if err := cfg.CheckShape(M, N, K, groups); err != nil {
+	if cfg.Masked {
+		res.Shape += fmt.Sprintf(" at stride %d", p.Stride)
+		if err := cfg.CheckMasked(M, N, K, groups, p.Stride); err != nil {
+			return res, err
+		}
+	} else if err := cfg.CheckShape(M, N, K, groups); err != nil {
 		return res, err
 	}
 	if err := checkEmuGemm(cfg.Name(), max(M, 1), N, K*groups, 1); err != nil {
@@ -95,6 +144,19 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 		return v
 	}
 	a, b, c := rnd(cfg.In, M*K), rnd(cfg.In, groups*K*N), rnd(cfg.Out, M*N)
+	if cfg.Masked {
+		in := make([]bool, M)
+		for g := range lo {
+			for r := lo[g]; r < hi[g]; r++ {
+				in[r] = true
+			}
+		}
+		for r, ok := range in {
+			for l := 0; !ok && l < K; l++ {
+				a[r*K+l] = math.NaN()
+			}
+		}
+	}
 	var scaleA, scaleB []float64
 	if cfg.Scales {
 		scaleA, scaleB = make([]float64, M), make([]float64, groups*N)
@@ -123,10 +185,10 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 			return res, err
 		}
 	}
-	if ptrs[4], err = sys.Malloc(0, 4*len(offs)); err != nil {
+	if ptrs[4], err = sys.Malloc(0, 4*len(dev)); err != nil {
 		return res, err
 	}
-	if err := emu.WriteSlice(sys, ptrs[4], offs); err != nil {
+	if err := emu.WriteSlice(sys, ptrs[4], dev); err != nil {
 		return res, err
 	}
 	l, err := cfg.Launch(M, N, K, groups, 132)
@@ -146,7 +208,16 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 	sa, sb := anyPtr(ptrs[5], dsl.F32), anyPtr(ptrs[6], dsl.F32)
 	al, be := float32(p.Alpha), float32(p.Beta)
 	var twin any
+	st, none := u(p.Stride), anyPtr(0, dsl.I32) // with Masked the offsets are not read: null
 	switch {
+	case cfg.Masked && cfg.Scales && cfg.TMAStore:
+		twin = launch.GemmSM90GroupedScaledStoreMasked{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: none, Alpha: al, Beta: be, C: cp, D: dp, ScaleA: sa, ScaleB: sb, Counts: offp, Stride: st}
+	case cfg.Masked && cfg.Scales:
+		twin = launch.GemmSM90GroupedScaledMasked{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: none, Alpha: al, Beta: be, C: cp, D: dp, ScaleA: sa, ScaleB: sb, Counts: offp, Stride: st}
+	case cfg.Masked && cfg.TMAStore:
+		twin = launch.GemmSM90GroupedStoreMasked{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: none, Alpha: al, Beta: be, C: cp, D: dp, Counts: offp, Stride: st}
+	case cfg.Masked:
+		twin = launch.GemmSM90GroupedMasked{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: none, Alpha: al, Beta: be, C: cp, D: dp, Counts: offp, Stride: st}
 	case cfg.Scales && cfg.TMAStore:
 		twin = launch.GemmSM90GroupedScaledStore{M: u(M), N: u(N), K: u(K), Groups: u(groups), Offsets: offp, Alpha: al, Beta: be, C: cp, D: dp, ScaleA: sa, ScaleB: sb}
 	case cfg.Scales:
@@ -169,6 +240,7 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	res.WarpInstructions = sys.LastStats().WarpInstructions
 	got, err := read(sys, ptrs[3], cfg.Out, M*N)
 	if err != nil {
 		return res, err
@@ -184,7 +256,7 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 		}
 		b = bt
 	}
-	want, scale := GroupedMatmulRef(a, b, c, offs, M, N, K, p.Alpha, p.Beta, scaleA, scaleB)
+	want, scale := groupedMatmulRows(a, b, c, lo, hi, M, N, K, p.Alpha, p.Beta, scaleA, scaleB)
 	bad := 0
 	var first string
 	for i := range want {
@@ -215,13 +287,34 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 // scaled by scaleA[r]*scaleB[g*n+j] when scaleA is not nil, and NaN on the rows of no
 // group. scale[i] is the sum of the absolute terms of D[i] (for GemmTolerance).
 func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
+	g := max(len(offs)-1, 0)
+	lo, hi := make([]int, g), make([]int, g)
+	for i := range lo {
+		lo[i], hi[i] = int(offs[i]), int(offs[i+1])
+	}
+	return groupedMatmulRows(a, b, c, lo, hi, m, n, k, alpha, beta, scaleA, scaleB)
+}
+
+// MaskedGroupedMatmulRef is GroupedMatmulRef over the masked layout: group g's rows are
+// g*stride <= r < g*stride + counts[g], each count clamped to [0, stride] as the kernel
+// clamps it; NaN on every other row.
+func MaskedGroupedMatmulRef(a, b, c []float64, counts []int32, stride, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
+	lo, hi := make([]int, len(counts)), make([]int, len(counts))
+	for g, cnt := range counts {
+		lo[g], hi[g] = g*stride, g*stride+min(max(int(cnt), 0), stride)
+	}
+	return groupedMatmulRows(a, b, c, lo, hi, m, n, k, alpha, beta, scaleA, scaleB)
+}
+
+// groupedMatmulRows is the grouped reference for group g's rows lo[g] <= r < hi[g].
+func groupedMatmulRows(a, b, c []float64, lo, hi []int, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
 	d, scale = make([]float64, m*n), make([]float64, m*n)
 	for i := range d {
 		d[i] = math.NaN()
 	}
-	for g := 0; g+1 < len(offs); g++ {
+	for g := range lo {
 		bg := b[g*k*n:]
-		for r := int(offs[g]); r < int(offs[g+1]); r++ {
+		for r := lo[g]; r < hi[g]; r++ {
 			for j := 0; j < n; j++ {
 				s, abs := 0.0, 0.0
 				for l := 0; l < k; l++ {

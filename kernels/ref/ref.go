@@ -48,6 +48,9 @@ type Result struct {
 	Shape    string  // the problem shape, e.g. "n=4099" or "37x65"
 	Checked  int     // output elements compared
 	MaxError float64 // the largest error relative to the tolerance's scale
+	// WarpInstructions is the kernel's warp instructions on the emulator (emu.Stats), where
+	// the harness reports them (RunGemmSM90Grouped); 0 elsewhere.
+	WarpInstructions int64
 }
 
 func (r Result) String() string {

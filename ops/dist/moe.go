@@ -25,6 +25,12 @@ type MoELayerConfig struct {
 	// configurations in place of kernels.GemmSM90GroupedFor's picks
 	// (ops.GroupedMatmulOptions.Config: for timing variants); In and Out are bf16.
 	GateUp, Down kernels.GemmSM90GroupedConfig
+	// AllSlots, with LowLatency, runs the grouped GEMMs and SwiGLU over every slot of the
+	// masked layout (Capacity rows, on the MoE's fixed Offsets), as the layer did before it
+	// read the counts, in place of the masked kernels that compute only the rows received:
+	// for timing the two (the outputs are the same). NewMoELayer refuses it without
+	// LowLatency.
+	AllSlots bool
 }
 
 // MoELayer is an expert-parallel MoE layer on a Comm (docs/moe.md, "The whole layer"): its
@@ -46,6 +52,10 @@ type MoELayer struct {
 	h    ops.Tensor[fp.BF16] // [Capacity, F]
 	y    ops.Tensor[fp.BF16] // [Capacity, H]: a Comm buffer (the combine reads peers' rows)
 	yb   *collectives.Buffer
+	// The low-latency mode's masked layout (stride 0: the normal mode, or AllSlots): local
+	// expert j's rows start at j*stride, cnts[j] ([el]: the MoE's Counts) of them.
+	cnts   ops.Tensor[int32]
+	stride int
 	// step is the last step run since the last Dispatch (0: none): each step reads the
 	// previous one's output.
 	step int
@@ -87,6 +97,9 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	if cfg.Hidden < 8 || cfg.Hidden%8 != 0 {
 		return nil, fmt.Errorf("dist: %s: MoELayerConfig.Hidden %d: want a positive multiple of 8 (16-byte rows of bf16)", what, cfg.Hidden)
 	}
+	if cfg.AllSlots && !cfg.LowLatency {
+		return nil, fmt.Errorf("dist: %s: MoELayerConfig.AllSlots without LowLatency: only the low-latency mode's masked layout has slots past the rows received", what)
+	}
 	el, f, hid := cfg.Experts/g, cfg.FFN, cfg.Hidden
 	for _, x := range []struct {
 		name  string
@@ -123,6 +136,10 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	case capa == 0:
 		capa = c.NumGPUs() * cfg.Tokens * cfg.TopK
 	}
+	stride := 0 // the masked GEMMs' and SwiGLU's row stride (0: offsets)
+	if cfg.LowLatency && !cfg.AllSlots {
+		stride = g * cfg.Tokens
+	}
 	for _, x := range []struct {
 		name string
 		cfg  kernels.GemmSM90GroupedConfig
@@ -134,7 +151,13 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 		if x.cfg.In != dsl.BF16 || x.cfg.Out != dsl.BF16 {
 			return nil, fmt.Errorf("dist: %s: MoELayerConfig.%s is %s -> %s; want bf16 -> bf16", what, x.name, x.cfg.In, x.cfg.Out)
 		}
-		if err := x.cfg.CheckShape(max(capa, 1), x.n, x.k, el); err != nil {
+		err := x.cfg.CheckShape(max(capa, 1), x.n, x.k, el)
+		if stride > 0 {
+			mc := x.cfg
+			mc.Masked = true
+			err = mc.CheckMasked(capa, x.n, x.k, el, stride)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("dist: %s: MoELayerConfig.%s: %w", what, x.name, err)
 		}
 	}
@@ -146,7 +169,7 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	if cfg.Capacity != capa {
 		return nil, fmt.Errorf("dist: %s: the MoE's Capacity %d is not the %d the layer checked its GEMMs at", what, cfg.Capacity, capa)
 	}
-	l := &MoELayer{c: c, m: m, cfg: cfg, el: el, w13: w13, w2: w2}
+	l := &MoELayer{c: c, m: m, cfg: cfg, el: el, w13: w13, w2: w2, stride: stride}
 	if l.recv, err = Tensor[fp.BF16](m.Recv(), capa, hid); err != nil {
 		return nil, fmt.Errorf("dist: %s: %w", what, err)
 	}
@@ -155,6 +178,11 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	}
 	if l.rows, err = l.offs.Narrow(0, el, 1); err != nil {
 		return nil, fmt.Errorf("dist: %s: %w", what, err)
+	}
+	if stride > 0 {
+		if l.cnts, err = Tensor[int32](m.Counts(), el); err != nil {
+			return nil, fmt.Errorf("dist: %s: %w", what, err)
+		}
 	}
 	if l.y, l.yb, err = Alloc[fp.BF16](ctx, c, capa, hid); err != nil {
 		return nil, fmt.Errorf("dist: %s: the experts' output rows: %w", what, err)
@@ -240,12 +268,16 @@ func (l *MoELayer) Dispatch(ctx context.Context, x ops.Tensor[fp.BF16], ids ops.
 
 // GateUp is Forward's second step: the grouped GEMM of the received rows by each local
 // expert's W13, [Capacity, Hidden] x [Hidden, 2F] -> [Capacity, 2F] bf16 (ops.GroupedMatmul
-// on the device offsets; rows past those received are neither computed nor written).
+// on the device offsets; rows past those received are neither computed nor written). In the
+// low-latency mode it runs on the masked layout (ops.GroupedMatmulOptions.Counts: the MoE's
+// Counts at a stride of NumGPUs*Tokens rows), so its tiles cover the rows received, not
+// every expert's slots (unless AllSlots).
 func (l *MoELayer) GateUp(ctx context.Context) error {
 	if err := l.begin(ctx, "MoELayer.GateUp", stepDispatch); err != nil {
 		return err
 	}
-	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.gu, l.recv, l.w13, l.offs, gemmOptions(l.cfg.GateUp)); err != nil {
+	offs, o := l.gemmArgs(l.cfg.GateUp)
+	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.gu, l.recv, l.w13, offs, o); err != nil {
 		return err
 	}
 	l.step = stepGateUp
@@ -253,13 +285,18 @@ func (l *MoELayer) GateUp(ctx context.Context) error {
 }
 
 // SwiGLU is Forward's third step: silu(gate) * up of the rows received ([Capacity, F]
-// bf16; ops.SwiGLU with the dispatch's row count on the device, so it costs the rows
+// bf16; ops.SwiGLU with the dispatch's row count on the device, or in the low-latency mode
+// its counts per expert (SwiGLUOptions.Counts, the masked layout), so it costs the rows
 // received, not the capacity).
 func (l *MoELayer) SwiGLU(ctx context.Context) error {
 	if err := l.begin(ctx, "MoELayer.SwiGLU", stepGateUp); err != nil {
 		return err
 	}
-	if err := ops.SwiGLU(ctx, l.c.Stream(), l.h, l.gu, &ops.SwiGLUOptions{Rows: l.rows}); err != nil {
+	o := &ops.SwiGLUOptions{Rows: l.rows}
+	if l.stride > 0 {
+		o = &ops.SwiGLUOptions{Counts: l.cnts, Stride: l.stride}
+	}
+	if err := ops.SwiGLU(ctx, l.c.Stream(), l.h, l.gu, o); err != nil {
 		return err
 	}
 	l.step = stepSwiGLU
@@ -268,12 +305,13 @@ func (l *MoELayer) SwiGLU(ctx context.Context) error {
 
 // Down is Forward's fourth step: the grouped GEMM of SwiGLU's rows by each local expert's
 // W2, [Capacity, F] x [F, Hidden] -> [Capacity, Hidden] bf16, into the rows the combine
-// reads.
+// reads (masked in the low-latency mode, as GateUp).
 func (l *MoELayer) Down(ctx context.Context) error {
 	if err := l.begin(ctx, "MoELayer.Down", stepSwiGLU); err != nil {
 		return err
 	}
-	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.y, l.h, l.w2, l.offs, gemmOptions(l.cfg.Down)); err != nil {
+	offs, o := l.gemmArgs(l.cfg.Down)
+	if err := ops.GroupedMatmul(ctx, l.c.Stream(), l.y, l.h, l.w2, offs, o); err != nil {
 		return err
 	}
 	l.step = stepDown
@@ -343,12 +381,19 @@ func (l *MoELayer) begin(ctx context.Context, what string, after int) error {
 	return nil
 }
 
-// gemmOptions runs cfg in place of the pick when its BN is not 0 (nil: the pick).
-func gemmOptions(cfg kernels.GemmSM90GroupedConfig) *ops.GroupedMatmulOptions[fp.BF16] {
-	if cfg.BN == 0 {
-		return nil
+// gemmArgs is a grouped GEMM's offsets and options: the MoE's offsets, or in the masked
+// layout the zero Tensor and the counts at the layer's stride; cfg in place of the pick
+// when its BN is not 0 (nil options: the pick on the offsets).
+func (l *MoELayer) gemmArgs(cfg kernels.GemmSM90GroupedConfig) (ops.Tensor[int32], *ops.GroupedMatmulOptions[fp.BF16]) {
+	var o *ops.GroupedMatmulOptions[fp.BF16]
+	if cfg.BN != 0 || l.stride > 0 {
+		o = &ops.GroupedMatmulOptions[fp.BF16]{Alpha: 1, Config: cfg}
 	}
-	return &ops.GroupedMatmulOptions[fp.BF16]{Alpha: 1, Config: cfg}
+	if l.stride > 0 {
+		o.Counts, o.Stride = l.cnts, l.stride
+		return ops.Tensor[int32]{}, o
+	}
+	return l.offs, o
 }
 
 // shaped checks that an operand is [rows, cols].

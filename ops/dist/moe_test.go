@@ -32,6 +32,9 @@ type layerCase struct {
 	checkErr string
 	// gateUp and down force the grouped GEMMs' configurations (BN 0: the pick).
 	gateUp, down kernels.GemmSM90GroupedConfig
+	// lowLatency runs the low-latency MoE (the masked layout: the masked grouped GEMMs and
+	// SwiGLU over the rows received); allSlots their previous form over every slot.
+	lowLatency, allSlots bool
 }
 
 // randomRoute sends each pair to a random expert or none (-1), repeats allowed.
@@ -172,7 +175,9 @@ func layerRef(lc layerCase, w13, w2 []float32, in layerRound, r int) []iv {
 // step between them (each its own inputs and out), and checks every output of every rank
 // against a float64 reference of the layer within the bound the roundings derive
 // (layerRef): random routing with -1 and repeated experts, top-1 to top-4, every token to
-// one expert (the others empty), tokens with no expert (out 0 exactly).
+// one expert (the others empty), tokens with no expert (out 0 exactly); the normal mode and
+// the low-latency one (masked layout: masked GEMMs and SwiGLU, forced configurations
+// included, and AllSlots).
 func TestMoELayer(t *testing.T) {
 	cases := []layerCase{
 		{name: "1gpu", g: 1, tokens: 6, hidden: 16, ffn: 16, experts: 4, topK: 2, route: randomRoute(4)},
@@ -211,6 +216,14 @@ func TestMoELayer(t *testing.T) {
 			dropped:  func(_, r int) bool { return r == 1 },
 			checkErr: "a GPU receives 12 rows, past MoEConfig.Capacity 6"},
 	}
+	ll := func(lc layerCase, name string) layerCase {
+		lc.name, lc.lowLatency = name, true
+		return lc
+	}
+	allSlots := ll(cases[1], "2gpu-ll-allslots")
+	allSlots.allSlots = true
+	cases = append(cases, ll(cases[0], "1gpu-ll"), ll(cases[1], "2gpu-ll"), ll(cases[2], "2gpu-ll-configs"), ll(cases[3], "2gpu-ll-sparse"),
+		ll(cases[4], "4gpu-ll"), ll(cases[5], "4gpu-ll-skewed"), allSlots)
 	for _, lc := range cases {
 		t.Run(lc.name, func(t *testing.T) { testMoELayer(t, lc) })
 	}
@@ -245,8 +258,8 @@ func testMoELayer(t *testing.T, lc layerCase) {
 			in[i].x, in[i].ids, in[i].w = append(in[i].x, x), append(in[i].ids, ids), append(in[i].w, w)
 		}
 	}
-	cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: lc.tokens, TopK: lc.topK, Hidden: h, Experts: lc.experts, Capacity: lc.capacity}, FFN: f,
-		GateUp: lc.gateUp, Down: lc.down}
+	cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: lc.tokens, TopK: lc.topK, Hidden: h, Experts: lc.experts, Capacity: lc.capacity, LowLatency: lc.lowLatency}, FFN: f,
+		GateUp: lc.gateUp, Down: lc.down, AllSlots: lc.allSlots}
 	ro := jit.RanksOptions{Backend: jit.Emulator, World: lc.g, NVSHMEM: true}
 	err := jit.RunRanks(ro, func(r *jit.Rank) error {
 		c, err := collectives.New(ctx, r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -362,7 +375,8 @@ func testMoELayer(t *testing.T, lc layerCase) {
 }
 
 // TestMoELayerErrors checks that misuse fails naming the operand and the rule: bad
-// weights, FFN, steps out of order, operands that are no Comm buffers or of the wrong shape.
+// weights, FFN, AllSlots without LowLatency, steps out of order, operands that are no Comm
+// buffers or of the wrong shape.
 func TestMoELayerErrors(t *testing.T) {
 	ctx := context.Background()
 	const tokens, topK, hidden, experts, ffn = 4, 2, 16, 2, 8
@@ -426,6 +440,10 @@ func TestMoELayerErrors(t *testing.T) {
 		add("Hidden", err, "MoELayerConfig.Hidden 12: want a positive multiple of 8")
 		_, err = dist.NewMoELayer(ctx, c, cfg, w13, ops.Tensor[fp.BF16]{})
 		add("w2 zero", err, "w2 is the zero Tensor")
+		slots := cfg
+		slots.AllSlots = true
+		_, err = dist.NewMoELayer(ctx, c, slots, w13, w2)
+		add("AllSlots", err, "MoELayerConfig.AllSlots without LowLatency")
 		l, err := dist.NewMoELayer(ctx, c, cfg, w13, w2)
 		if err != nil {
 			return err
@@ -462,3 +480,141 @@ func TestMoELayerErrors(t *testing.T) {
 
 // nilCtx is a nil context: the misuse tested.
 func nilCtx() context.Context { return nil }
+
+// TestMoELayerMaskedSameBits: the low-latency layer on the masked kernels (GEMMs and SwiGLU
+// over the rows received) gives out bit for bit what it gave before them, over every slot
+// (AllSlots), and what the normal-mode layer gives, on 2 emulated GPUs, two rounds of random
+// routing, with the pick and with forced 64-row tiles (TMA store: warpgroups inside a group
+// and crossing its count).
+func TestMoELayerMaskedSameBits(t *testing.T) {
+	ctx := context.Background()
+	const g, tokens, topK, hidden, experts, ffn, rounds = 2, 40, 2, 64, 4, 32, 2
+	el := experts / g
+	small := kernels.GemmSM90GroupedConfig{GemmSM90Config: kernels.GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 64, Consumers: 1, Stages: 2, TMAStore: true}, BandM: 8}
+	rng := rand.New(rand.NewSource(12))
+	bf := func(v float64) float32 { return fp.BF16Of(float32(v)).Float32() }
+	w13, w2 := make([]float32, experts*hidden*2*ffn), make([]float32, experts*ffn*hidden)
+	for i := range w13 {
+		w13[i] = bf((2*rng.Float64() - 1) / 4)
+	}
+	for i := range w2 {
+		w2[i] = bf((2*rng.Float64() - 1) / 4)
+	}
+	type input struct {
+		x, w []float32
+		ids  []int32
+	}
+	in := make([][g]input, rounds)
+	for i := range in {
+		for r := range in[i] {
+			x, ids, w := make([]float32, tokens*hidden), make([]int32, tokens*topK), make([]float32, tokens*topK)
+			for j := range x {
+				x[j] = float32(rng.Intn(33)-16) / 8
+			}
+			for j := range ids {
+				ids[j], w[j] = int32(rng.Intn(experts+1)-1), rng.Float32()
+			}
+			in[i][r] = input{x, w, ids}
+		}
+	}
+	variants := []struct {
+		name     string
+		ll, all  bool
+		gu, down kernels.GemmSM90GroupedConfig
+	}{
+		{"normal", false, false, kernels.GemmSM90GroupedConfig{}, kernels.GemmSM90GroupedConfig{}},
+		{"ll all slots", true, true, kernels.GemmSM90GroupedConfig{}, kernels.GemmSM90GroupedConfig{}},
+		{"ll masked", true, false, kernels.GemmSM90GroupedConfig{}, kernels.GemmSM90GroupedConfig{}},
+		{"ll all slots, 64-row tiles", true, true, small, small},
+		{"ll masked, 64-row tiles", true, false, small, small},
+	}
+	outs := make([][g][rounds][]fp.BF16, len(variants))
+	ro := jit.RanksOptions{Backend: jit.Emulator, World: g, NVSHMEM: true}
+	err := jit.RunRanks(ro, func(r *jit.Rank) error {
+		c, err := collectives.New(ctx, r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		weights := func(h []float32, shape ...int) (ops.Tensor[fp.BF16], error) {
+			b, err := jit.Alloc[fp.BF16](r.Device, len(h))
+			if err != nil {
+				return ops.Tensor[fp.BF16]{}, err
+			}
+			if err := b.CopyFromHost(fp.From[fp.BF16](h)); err != nil {
+				return ops.Tensor[fp.BF16]{}, err
+			}
+			return ops.New(b, shape...)
+		}
+		lw13, err := weights(w13[r.Rank*el*hidden*2*ffn:(r.Rank+1)*el*hidden*2*ffn], el, hidden, 2*ffn)
+		if err != nil {
+			return err
+		}
+		lw2, err := weights(w2[r.Rank*el*ffn*hidden:(r.Rank+1)*el*ffn*hidden], el, ffn, hidden)
+		if err != nil {
+			return err
+		}
+		x, xb, _ := dist.Alloc[fp.BF16](ctx, c, tokens, hidden)
+		ids, ib, _ := dist.Alloc[int32](ctx, c, tokens, topK)
+		w, wb, _ := dist.Alloc[float32](ctx, c, tokens, topK)
+		out, _, err := dist.Alloc[fp.BF16](ctx, c, tokens, hidden)
+		if err != nil {
+			return err
+		}
+		for v, vr := range variants {
+			cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: tokens, TopK: topK, Hidden: hidden, Experts: experts, LowLatency: vr.ll},
+				FFN: ffn, GateUp: vr.gu, Down: vr.down, AllSlots: vr.all}
+			l, err := dist.NewMoELayer(ctx, c, cfg, lw13, lw2)
+			if err != nil {
+				return fmt.Errorf("%s: %w", vr.name, err)
+			}
+			for i := range in {
+				is := make([]float32, len(in[i][r.Rank].ids))
+				for j, id := range in[i][r.Rank].ids {
+					is[j] = float32(id)
+				}
+				for _, err := range []error{xb.WriteF32(in[i][r.Rank].x), ib.WriteF32(is), wb.WriteF32(in[i][r.Rank].w)} {
+					if err != nil {
+						return err
+					}
+				}
+				if err := l.Forward(ctx, out, x, ids, w); err != nil {
+					return fmt.Errorf("%s round %d: %w", vr.name, i, err)
+				}
+				if err := l.Check(ctx); err != nil {
+					return fmt.Errorf("%s round %d: %w", vr.name, i, err)
+				}
+				outs[v][r.Rank][i] = make([]fp.BF16, tokens*hidden)
+				if err := out.Buffer().CopyToHost(outs[v][r.Rank][i]); err != nil {
+					return err
+				}
+			}
+			if err := l.Free(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonzero := 0
+	for v := 1; v < len(variants); v++ {
+		for r := 0; r < g; r++ {
+			for i := 0; i < rounds; i++ {
+				for j, want := range outs[0][r][i] {
+					if got := outs[v][r][i][j]; got != want {
+						t.Fatalf("%s: GPU %d round %d token %d col %d: %v (bits %#04x), the normal layer %v (%#04x)", variants[v].name, r, i, j/hidden, j%hidden, got.Float32(), uint16(got), want.Float32(), uint16(want))
+					}
+					if v == 1 && want != 0 {
+						nonzero++
+					}
+				}
+			}
+		}
+	}
+	if nonzero == 0 {
+		t.Fatal("every output is 0: the comparison proves nothing")
+	}
+	t.Logf("%d variants x %d GPUs x %d rounds: every output bit-identical (%d nonzero)", len(variants), g, rounds, nonzero)
+}

@@ -12,7 +12,10 @@
 # two GPUs). FLAGS passes shape flags to both (kgen's spelling, -name value: -tokens 4096
 # -hidden 7168 -ffn 2048 -experts 32 -topk 8 are the defaults); ITERS (20). Logs in $OUT
 # (/tmp/moelayer); KFLAGS goes to kgen alone (-gateup 128x256:3s:tma:band8, -down ...: the
-# grouped GEMMs' configurations in place of the picks; -capacity). About a minute at the default shape (setup and the checks on the host
+# grouped GEMMs' configurations in place of the picks; -capacity; -ll: the low-latency MoE,
+# whose masked layout the grouped GEMMs and SwiGLU run over the rows received, -ll -allslots:
+# over every slot, as before the masked kernels; torch has no such mode, so compare kgen's
+# lines of two runs). About a minute at the default shape (setup and the checks on the host
 # included).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
