@@ -26,6 +26,11 @@ type AttentionDecodeConfig struct {
 	BM, BN   int // query rows per block (16 or 32), keys per step
 	Warps    int
 	Stages   int
+	// PrefetchPages loads a tile's page ids from the block table one tile ahead (into
+	// registers, during the tile before), so that issuing a tile's copies waits for no
+	// load; without it the issue waits for its ids' load every tile. A candidate to time
+	// (gpubench decode -prefetch); not the default yet.
+	PrefetchPages bool
 }
 
 // MaxDecodeSplits bounds the splits of one sequence (the combine kernel's loop, the
@@ -47,9 +52,15 @@ func DefaultAttentionDecodeConfig(dt dsl.Type, headDim, pageSize, rows int) Atte
 	return c
 }
 
-// Name is the kernel's entry name: attention_decode_<in>_d<HeadDim>_p<PageSize>_<BM>x<BN>_<Warps>w<Stages>s.
+// Name is the kernel's entry name:
+// attention_decode_<in>_d<HeadDim>_p<PageSize>_<BM>x<BN>_<Warps>w<Stages>s, and _pf with
+// PrefetchPages.
 func (c AttentionDecodeConfig) Name() string {
-	return fmt.Sprintf("attention_decode_%s_d%d_p%d_%dx%d_%dw%ds", c.In, c.HeadDim, c.PageSize, c.BM, c.BN, c.Warps, c.Stages)
+	pf := ""
+	if c.PrefetchPages {
+		pf = "_pf"
+	}
+	return fmt.Sprintf("attention_decode_%s_d%d_p%d_%dx%d_%dw%ds%s", c.In, c.HeadDim, c.PageSize, c.BM, c.BN, c.Warps, c.Stages, pf)
 }
 
 // Threads returns the block size.
@@ -79,18 +90,154 @@ func (c AttentionDecodeConfig) Grid(batch, qLen, heads, kvHeads, splits int) int
 	return batch * kvHeads * c.RowTiles(qLen, heads/kvHeads) * splits
 }
 
+// Registers is the registers a thread of the kernel is taken to hold when BlocksPerSM
+// counts what fits an SM: ptxas's count for 16 keys a warp (the default tilings; at sm_80
+// and sm_90, the larger), rounded up to the allocation unit of 8: 112 at head dim 64 and
+// 16 rows, 168 at 64 and 32 rows or 128 and 16 rows, 256 (the limit) at 128 and 32 rows and
+// at head dim 256. TestAttentionDecodeAssembles checks these against ptxas.
+func (c AttentionDecodeConfig) Registers() int {
+	switch {
+	case c.HeadDim <= 64 && c.BM <= 16:
+		return 112
+	case c.HeadDim <= 128 && (c.HeadDim <= 64 || c.BM <= 16):
+		return 168
+	}
+	return 256
+}
+
+// SMLimits are the resources of one SM that bound how many blocks it holds at once (the
+// occupancy calculator's inputs).
+type SMLimits struct {
+	Shared         int // bytes of shared memory the SM gives its resident blocks
+	SharedReserved int // bytes each resident block takes besides its own (the system's)
+	Threads        int // resident threads
+	Blocks         int // resident blocks
+	Registers      int // 32-bit registers, allocated 256 a warp
+}
+
+// SMLimitsOf returns the limits of compute capability sm (90 for 9.0), as the CUDA
+// programming guide's table of compute capabilities gives them: 228 KiB of shared memory,
+// 2048 threads and 32 blocks on 9.0 and 10.x; 164 KiB, 2048 and 32 on 8.0; 164 KiB, 1536
+// and 16 on 8.7; 100 KiB and 1536 threads on 8.6 (16 blocks), 8.9 and 12.x (24 blocks);
+// 1 KiB reserved a block, 64 Ki registers. Other capabilities get 8.6's (the smallest).
+func SMLimitsOf(sm int) SMLimits {
+	l := SMLimits{Shared: 100 << 10, SharedReserved: 1 << 10, Threads: 1536, Blocks: 16, Registers: 64 << 10}
+	switch sm {
+	case 90, 100, 101, 103:
+		l.Shared, l.Threads, l.Blocks = 228<<10, 2048, 32
+	case 80:
+		l.Shared, l.Threads, l.Blocks = 164<<10, 2048, 32
+	case 87:
+		l.Shared = 164 << 10
+	case 89, 120, 121:
+		l.Blocks = 24
+	}
+	return l
+}
+
+// BlocksPerSM returns how many blocks of the kernel an SM of limits l holds at once: the
+// least that its shared memory (SharedBytes and l.SharedReserved a block), threads, block
+// slots and registers (Registers a thread, 256 a warp at a time) allow; at least 1. The
+// default at head dim 128 holds 2 on sm_90 (98 KiB of shared memory a block; registers
+// would allow 3), the 2-stage one 3.
+func (c AttentionDecodeConfig) BlocksPerSM(l SMLimits) int {
+	n := min(l.Blocks, l.Threads/max(c.Threads(), 1))
+	if sh := c.SharedBytes() + l.SharedReserved; sh > 0 {
+		n = min(n, l.Shared/sh)
+	}
+	warpRegs := ceilDiv(c.Registers()*32, 256) * 256
+	n = min(n, l.Registers/warpRegs/max(c.Warps, 1))
+	return max(n, 1)
+}
+
+// The split choice's cost model (Splits), in key tiles of one block (the time a block takes
+// for one BN-key tile when the SMs are full: on an H200 about 2 us at the default tiles).
+const (
+	// decodeBlockTiles is a block's cost besides its tiles: the context length's and the
+	// first pages' loads before the first copy, the pipeline's fill, the warps' merge and
+	// the stores.
+	decodeBlockTiles = 3
+	// decodeCombineTiles is the combine kernel's cost, its launch included.
+	decodeCombineTiles = 2
+	// decodeMinSplitTiles is the fewest key tiles a split takes.
+	decodeMinSplitTiles = 2
+	// decodeSplitTie is how much slower (a fraction) a choice of fewer splits may be
+	// estimated and still be taken.
+	decodeSplitTie = 0.03
+)
+
+// SplitCost is Splits' estimate of the decode's time with splits splits, in key tiles of one
+// block (a model for choosing, not a prediction): the waves of blocks, ceil(blocks*splits /
+// (sms*perSM)), times the tiles of a split, ceil(tiles/splits), plus a block's fixed cost
+// (decodeBlockTiles), plus the combine's (decodeCombineTiles) when splits > 1. blocks is
+// Grid at one split, tiles the longest context's key tiles and perSM BlocksPerSM. A
+// wave-quantized model: the kernel is bound by each block's latency, so a partial wave
+// takes about as long as a full one (on an H200, 1.45 waves of 264 blocks ran at 3.42 TB/s:
+// about 2.3 TB/s in the last 0.45 if the first drew batch 64's 4.3).
+func SplitCost(blocks, tiles, sms, perSM, splits int) float64 {
+	if blocks <= 0 || tiles <= 0 || sms <= 0 || perSM <= 0 || splits <= 0 {
+		return math.Inf(1)
+	}
+	waves := ceilDiv(blocks*splits, sms*perSM)
+	cost := float64(waves * (ceilDiv(tiles, splits) + decodeBlockTiles))
+	if splits > 1 {
+		cost += decodeCombineTiles
+	}
+	return cost
+}
+
 // Splits chooses how many splits each sequence's keys take, from the longest context
-// maxSeqLen and the SM count: 1 (no combine) when the (batch, kv head, row tile) blocks
-// already fill the SMs twice or the context has at most 4 key tiles; else enough to
-// reach two blocks per SM, each split keeping at least 2 key tiles, at most
-// MaxDecodeSplits.
-func (c AttentionDecodeConfig) Splits(batch, qLen, heads, kvHeads, maxSeqLen, sms int) int {
+// maxSeqLen, the SM count sms and the blocks an SM holds (perSM: BlocksPerSM of the
+// device's SMLimitsOf). It minimises SplitCost: whole waves of sms*perSM blocks (a 0.48
+// wave runs about as long as a full one), enough blocks to fill them (all SMs pulling K/V), few
+// tiles a block, each block's fixed cost and the combine's. Of the choices estimated within
+// decodeSplitTie of the best it takes the fewest splits (the combine reads less). A split
+// keeps at least decodeMinSplitTiles key tiles; there are at most MaxDecodeSplits, and few
+// enough for CheckShape's 32-bit offsets of the partials.
+//
+// Only the largest split count of each number of waves, floor(waves*sms*perSM/blocks), can
+// be best, and of the counts with its tiles a split the fewest; so it weighs one candidate a
+// wave, and stops when the waves' fixed costs alone pass the best estimate. On 132 SMs of 2
+// blocks (an H200 at the default head dim 128): batch 1 and 8 kv heads get 32 splits at
+// 32k keys (256 blocks, 16 tiles each: one wave), batch 16 gets 2 (256 blocks, 0.97 of a
+// wave; 3 took 1.45 waves, the worst), batch 64 one (1.94 waves).
+func (c AttentionDecodeConfig) Splits(batch, qLen, heads, kvHeads, maxSeqLen, sms, perSM int) int {
 	blocks := c.Grid(batch, qLen, heads, kvHeads, 1)
 	tiles := ceilDiv(maxSeqLen, c.BN)
-	if blocks <= 0 || sms <= 0 || tiles <= 4 || blocks >= 2*sms {
+	most := min(MaxDecodeSplits, tiles/decodeMinSplitTiles)
+	if blocks <= 0 || sms <= 0 || perSM <= 0 || most <= 1 {
 		return 1
 	}
-	return max(1, min(ceilDiv(2*sms, blocks), tiles/2, MaxDecodeSplits))
+	most = min(most, int((1<<31-1)/(int64(batch)*int64(qLen)*int64(heads)*int64(c.HeadDim)))) // CheckShape's bound on the partials
+	if most <= 1 {
+		return 1
+	}
+	slots := sms * perSM
+	ideal := float64(blocks) * float64(tiles) / float64(slots) // waves*tiles a split never go below it
+	// candidates calls f with each candidate split count, in increasing order.
+	candidates := func(f func(s int)) {
+		f(1)
+		prev, best := 1, SplitCost(blocks, tiles, sms, perSM, 1)
+		for w := 1; prev < most && ideal+float64(w*decodeBlockTiles) < best; w++ {
+			s := min(w*slots/blocks, most)
+			if s <= prev {
+				continue
+			}
+			prev = s
+			s = ceilDiv(tiles, ceilDiv(tiles, s)) // the fewest splits of as many tiles each
+			best = min(best, SplitCost(blocks, tiles, sms, perSM, s))
+			f(s)
+		}
+	}
+	best := math.Inf(1)
+	candidates(func(s int) { best = min(best, SplitCost(blocks, tiles, sms, perSM, s)) })
+	choice := 0
+	candidates(func(s int) {
+		if choice == 0 && SplitCost(blocks, tiles, sms, perSM, s) <= best*(1+decodeSplitTie) {
+			choice = s
+		}
+	})
+	return max(choice, 1)
 }
 
 // Check reports a configuration the kernel cannot build.
@@ -253,12 +400,37 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	ldkv := k.Assume(a.KVHeads.Mul(uint32(D)), 8)
 	btRow := b.Mul(a.MaxPages).To(dsl.I32)
 	lastPage := a.MaxPages.To(dsl.I32).Sub(int32(1))
+	// pageOf loads the id of the page holding key kk (the index clamped to the table's row: a
+	// segment past the context copies nothing from its page).
+	pageOf := func(kk dsl.Value) dsl.Value {
+		return k.Load(a.BlockTable.At(btRow.Add(kk.Div(int32(PS)).Min(lastPage))))
+	}
+	pagesOf := func(t dsl.Value) []dsl.Value {
+		ps := make([]dsl.Value, BN/seg)
+		for s := range ps {
+			ps[s] = pageOf(t0.Add(t).Mul(int32(BN)).Add(int32(s * seg)))
+		}
+		return ps
+	}
+	// With PrefetchPages, next holds the page ids of the next tile to issue, loaded one issue
+	// ahead.
+	var next []dsl.Value
+	if cfg.PrefetchPages {
+		for _, p := range pagesOf(k.Const(dsl.I32, 0)) {
+			next = append(next, k.Var(dsl.I32, p))
+		}
+	}
 	pipe := k.CpAsyncPipeline(cfg.Stages, nKV, func(st, t dsl.Value) {
 		key0 := t0.Add(t).Mul(int32(BN))
 		for s := 0; s < BN/seg; s++ {
 			kk := key0.Add(int32(s * seg))
 			n := seqLen.Sub(kk).Max(int32(0)).Min(int32(seg))
-			page := k.Load(a.BlockTable.At(btRow.Add(kk.Div(int32(PS)).Min(lastPage))))
+			var page dsl.Value
+			if cfg.PrefetchPages {
+				page = next[s]
+			} else {
+				page = pageOf(kk)
+			}
 			slot := kk.And(int32(PS - 1))
 			base := k.Assume(page.To(dsl.U64).Mul(uint64(PS)).Add(slot.To(dsl.U64)).Mul(a.KVHeads.To(dsl.U64)).Add(hkv.To(dsl.U64)).Mul(uint64(D)), 8)
 			for _, x := range []struct {
@@ -267,6 +439,11 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 			}{{a.KCache, sKseg}, {a.VCache, sVseg}} {
 				g := k.MakeTensorDyn(x.cache.At(base), []any{n, D}, []any{ldkv, 1}).LocalTile([]int{seg, D}, 0, 0)
 				cp.Copy(cp.PartitionS(g), cp.PartitionD(stageOf(x.dst, st).ShiftBase(s*seg*D)))
+			}
+		}
+		if cfg.PrefetchPages { // tile t+1's ids: loaded now, used by the next issue
+			for s, p := range pagesOf(t.Add(int32(1))) {
+				k.Set(next[s], p)
 			}
 		}
 	})
@@ -464,6 +641,10 @@ type AttentionDecodeCombineArgs struct {
 // AttentionDecodeCombineThreads is the combine kernel's block size.
 const AttentionDecodeCombineThreads = 128
 
+// combineUnroll is the splits one thread group of the combine kernel loads per round: every
+// load of a round is issued before the first is used.
+const combineUnroll = 8
+
 // AttentionDecodeCombineName is the combine kernel's entry name for output type dt and
 // head dim d: attention_decode_combine_<dt>_d<d>.
 func AttentionDecodeCombineName(dt dsl.Type, d int) string {
@@ -471,19 +652,30 @@ func AttentionDecodeCombineName(dt dsl.Type, d int) string {
 }
 
 // AttentionDecodeCombineGrid returns the combine kernel's blocks for rows = batch*qLen*heads
-// rows of head dim d (HeadDim/4 threads a row).
+// rows of head dim d: one block a row.
 func AttentionDecodeCombineGrid(rows, d int) int {
 	if rows <= 0 || d < 4 {
 		return 0
 	}
-	return ceilDiv(rows, AttentionDecodeCombineThreads/(d/4))
+	return rows
 }
 
 // AttentionDecodeCombine writes the kernel that merges the decode kernel's splits: for each
 // row, M = max over splits of LSEPart, w_s = exp(LSEPart_s - M), O = sum w_s OPart_s /
 // sum w_s (0 when every split is empty), LSE = M + ln(sum w_s) (-inf then). Launch
 // AttentionDecodeCombineGrid(batch*qLen*heads, d) blocks of AttentionDecodeCombineThreads
-// (AttentionDecodeCombineArgs); d is 64, 128 or 256 and dt f16 or bf16.
+// (AttentionDecodeCombineArgs); d is 64, 128 or 256, dt f16 or bf16 and NumSplits at
+// least 1.
+//
+// One block takes one row, its splits in parallel. Its threads form groups of min(d/4, 32)
+// threads, each thread 4 (8 at d 256) columns of the row; group g takes splits g, g+G,
+// g+2G, ... of the G groups, combineUnroll a round with every load of the round issued
+// before the first is used. Meanwhile every warp loads the row's LSEs itself (lane l
+// those of splits l, l+32, ...) and reduces M and sum w_s by shuffles, so no barrier waits
+// for them; the first round's loads are issued before that reduction. The groups' partial
+// sums meet in shared memory (one barrier), and d/4 threads add them, scale by 1/sum w_s
+// and store O (and thread 0 the LSE). All loads are 16-byte ones but the LSEs' (a warp
+// reads one address at a time: a broadcast).
 func AttentionDecodeCombine(k *dsl.Kernel, dt dsl.Type, d int) {
 	if dt != dsl.F16 && dt != dsl.BF16 {
 		k.Errorf("attention_decode_combine: output type %s (want f16 or bf16)", dt)
@@ -494,45 +686,141 @@ func AttentionDecodeCombine(k *dsl.Kernel, dt dsl.Type, d int) {
 		return
 	}
 	a := dsl.Params[AttentionDecodeCombineArgs](k, dt)
-	tpr := d / 4 // threads a row
+	const nt, U = AttentionDecodeCombineThreads, combineUnroll
+	tpr := min(d/4, 32) // threads across a row: 16 at d 64, 32 at d 128 and 256
+	cpt := d / tpr      // columns a thread: 4, 4 and 8 (one or two 16-byte loads)
+	G := nt / tpr       // split groups: 8, 4 and 4
 	tid := k.ThreadIdx(dsl.X)
-	row := k.BlockIdx(dsl.X).Mul(uint32(AttentionDecodeCombineThreads / tpr)).Add(tid.Div(uint32(tpr)))
-	c4 := tid.Rem(uint32(tpr)).Mul(uint32(4))
+	lane := tid.And(uint32(31))
+	g := tid.Div(uint32(tpr))
+	c0 := tid.Rem(uint32(tpr)).Mul(uint32(cpt))
+	row := k.BlockIdx(dsl.X)
+	ns := a.NumSplits
 	nRows := a.Batch.Mul(a.QLen).Mul(a.Heads)
 	negInf := k.Const(dsl.F32, math.Inf(-1))
-	k.If(row.Lt(nRows), func() {
-		ns := a.NumSplits
-		base := row.Mul(ns)
-		m := k.Var(dsl.F32, negInf)
-		k.For(uint32(0), ns, uint32(1), func(s dsl.Value) {
-			k.Set(m, m.Max(k.Load(a.LSEPart.At(base.Add(s)))))
-		})
-		ms := k.Select(m.Eq(negInf), k.Const(dsl.F32, 0.0), m)
-		l := k.Var(dsl.F32, 0.0)
-		o := make([]dsl.Value, 4)
-		for j := range o {
-			o[j] = k.Var(dsl.F32, 0.0)
+	zero := k.Const(dsl.F32, 0.0)
+	log2e := float32(math.Log2E)
+
+	// loadIf returns the n values at p when ok, else n copies of def: a guarded load into
+	// registers (ptxas predicates it; nothing waits for it until a value is used).
+	loadIf := func(ok dsl.Value, p dsl.Ptr, n int, def dsl.Value) []dsl.Value {
+		vs := make([]dsl.Value, n)
+		for i := range vs {
+			vs[i] = k.Var(dsl.F32, def)
 		}
-		k.For(uint32(0), ns, uint32(1), func(s dsl.Value) {
-			at := base.Add(s)
-			w := k.Load(a.LSEPart.At(at)).Sub(ms).Mul(float32(math.Log2E)).Exp2()
-			k.Set(l, l.Add(w))
-			ov := k.LoadVec(a.OPart.At(at.Mul(uint32(d)).Add(c4)), 4)
-			for j := range 4 {
-				k.Set(o[j], k.FMA(ov[j], w, o[j]))
+		k.If(ok, func() {
+			var x []dsl.Value
+			if n == 1 {
+				x = []dsl.Value{k.Load(p)}
+			}
+			for i := 0; i+4 <= n; i += 4 {
+				x = append(x, k.LoadVec(p.At(uint32(i)), 4)...)
+			}
+			for i := range vs {
+				k.Set(vs[i], x[i])
 			}
 		})
-		inv := k.Select(l.Eq(float32(0)), k.Const(dsl.F32, 0.0), l.Rcp())
-		out := make([]dsl.Value, 4)
-		for j := range 4 {
-			out[j] = o[j].Mul(inv).To(dt)
+		return vs
+	}
+
+	k.If(row.Lt(nRows), func() { // the block's row: uniform, so its barrier is every thread's
+		base := row.Mul(ns)
+		// This lane's LSEs (splits lane, lane+32, ...: MaxDecodeSplits/32 guarded loads;
+		// later chunks of 256, if any, in loops below).
+		const chunk = MaxDecodeSplits
+		lseL := make([]dsl.Value, chunk/32)
+		for j := range lseL {
+			s := lane.Add(uint32(32 * j))
+			lseL[j] = loadIf(s.Lt(ns), a.LSEPart.At(base.Add(s)), 1, negInf)[0]
 		}
-		k.StoreVec(a.O.At(row.Mul(uint32(d)).Add(c4)), out)
-		k.If(c4.Eq(uint32(0)), func() {
-			lse := k.Select(l.Eq(float32(0)), negInf, ms.Add(l.Log2().Mul(float32(math.Ln2))))
-			h, bq := row.Rem(a.Heads), row.Div(a.Heads)
-			qi, b := bq.Rem(a.QLen), bq.Div(a.QLen)
-			k.Store(a.LSE.At(b.Mul(a.Heads).Add(h).Mul(a.QLen).Add(qi)), lse)
+		// A round of group g: splits r*G*U + g + G*u for u < U, their LSEs and columns.
+		round := func(r dsl.Value) (lse []dsl.Value, o [][]dsl.Value) {
+			s0 := r.Mul(uint32(G * U)).Add(g)
+			for u := range U {
+				s := s0.Add(uint32(G * u))
+				ok := s.Lt(ns)
+				lse = append(lse, loadIf(ok, a.LSEPart.At(base.Add(s)), 1, negInf)[0])
+				o = append(o, loadIf(ok, a.OPart.At(base.Add(s).Mul(uint32(d)).Add(c0)), cpt, zero))
+			}
+			return lse, o
+		}
+		lse0, o0 := round(k.Const(dsl.U32, 0))
+
+		// M and sum w_s, every warp on its own.
+		nChunks := ns.Add(uint32(chunk - 1)).Div(uint32(chunk))
+		mv := k.Var(dsl.F32, negInf)
+		m := lseL[0]
+		for _, x := range lseL[1:] {
+			m = m.Max(x)
+		}
+		k.Set(mv, m)
+		k.For(uint32(1), nChunks, uint32(1), func(c dsl.Value) {
+			k.For(uint32(0), uint32(chunk/32), uint32(1), func(j dsl.Value) {
+				s := c.Mul(uint32(chunk)).Add(j.Mul(uint32(32))).Add(lane)
+				k.If(s.Lt(ns), func() { k.Set(mv, mv.Max(k.Load(a.LSEPart.At(base.Add(s))))) })
+			})
+		})
+		M := k.WarpReduce(mv, dsl.Max)
+		ms := k.Select(M.Eq(negInf), zero, M) // every split empty: the weights are all 0
+		weight := func(lse dsl.Value) dsl.Value { return lse.Sub(ms).Mul(log2e).Exp2() }
+		lv := k.Var(dsl.F32, zero)
+		l := weight(lseL[0])
+		for _, x := range lseL[1:] {
+			l = l.Add(weight(x))
+		}
+		k.Set(lv, l)
+		k.For(uint32(1), nChunks, uint32(1), func(c dsl.Value) {
+			k.For(uint32(0), uint32(chunk/32), uint32(1), func(j dsl.Value) {
+				s := c.Mul(uint32(chunk)).Add(j.Mul(uint32(32))).Add(lane)
+				k.If(s.Lt(ns), func() { k.Set(lv, lv.Add(weight(k.Load(a.LSEPart.At(base.Add(s)))))) })
+			})
+		})
+		L := k.WarpReduce(lv, dsl.Sum)
+
+		// The group's weighted sum of its splits' columns, a round at a time.
+		acc := make([]dsl.Value, cpt)
+		for i := range acc {
+			acc[i] = k.Var(dsl.F32, zero)
+		}
+		add := func(lse []dsl.Value, o [][]dsl.Value) {
+			for u := range lse {
+				w := weight(lse[u])
+				for i := range acc {
+					k.Set(acc[i], k.FMA(o[u][i], w, acc[i]))
+				}
+			}
+		}
+		add(lse0, o0)
+		k.For(uint32(1), ns.Add(uint32(G*U-1)).Div(uint32(G*U)), uint32(1), func(r dsl.Value) { add(round(r)) })
+
+		// The groups meet in shared memory; d/4 threads finish 4 columns each.
+		red := k.SharedArray(dsl.F32, G*d)
+		at := g.Mul(uint32(d)).Add(c0)
+		for i := 0; i < cpt; i += 4 {
+			k.StoreVec(red.At(at.Add(uint32(i))), acc[i:i+4])
+		}
+		k.SyncThreads()
+		k.If(tid.Lt(uint32(d/4)), func() {
+			c4 := tid.Mul(uint32(4))
+			sum := k.LoadVec(red.At(c4), 4)
+			for gg := 1; gg < G; gg++ {
+				v := k.LoadVec(red.At(c4.Add(uint32(gg*d))), 4)
+				for j := range sum {
+					sum[j] = sum[j].Add(v[j])
+				}
+			}
+			inv := k.Select(L.Eq(float32(0)), zero, L.Rcp())
+			out := make([]dsl.Value, 4)
+			for j := range out {
+				out[j] = sum[j].Mul(inv).To(dt)
+			}
+			k.StoreVec(a.O.At(row.Mul(uint32(d)).Add(c4)), out)
+			k.If(tid.Eq(uint32(0)), func() {
+				lse := k.Select(L.Eq(float32(0)), negInf, ms.Add(L.Log2().Mul(float32(math.Ln2))))
+				h, bq := row.Rem(a.Heads), row.Div(a.Heads)
+				qi, b := bq.Rem(a.QLen), bq.Div(a.QLen)
+				k.Store(a.LSE.At(b.Mul(a.Heads).Add(h).Mul(a.QLen).Add(qi)), lse)
+			})
 		})
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -31,6 +32,11 @@ type AttentionDecodeOptions struct {
 	// Splits, when non-zero, forces the number of splits of each sequence's keys
 	// (1..kernels.MaxDecodeSplits; 1 runs no combine kernel).
 	Splits int
+	// Config, when set, forces the decode kernel's configuration (a benchmark's or a
+	// tuner's candidate) in place of AttentionDecodeConfigFor's: its In, HeadDim and
+	// PageSize must be the operands', and it must pass Check and fit the device's shared
+	// memory.
+	Config *kernels.AttentionDecodeConfig
 }
 
 // AttentionDecode computes decode attention over a paged K/V cache (flash-decoding:
@@ -108,7 +114,9 @@ func AttentionDecode[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, kCa
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	lse := jit.AnyPtr{Elem: ptx.F32}
 	maxSeq, splits := maxPages*pageSize, 0
+	var forced *kernels.AttentionDecodeConfig
 	if o != nil {
+		forced = o.Config
 		if math.IsNaN(float64(o.Scale)) || math.IsInf(float64(o.Scale), 0) || o.Scale < 0 {
 			return fmt.Errorf("ops: %s: AttentionDecodeOptions.Scale %v: want a positive finite scale (0: 1/sqrt(d))", op, o.Scale)
 		}
@@ -150,15 +158,22 @@ func AttentionDecode[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, kCa
 	}
 
 	st := stateOf(dev)
-	cfg, err := AttentionDecodeConfigFor(dev.Info(), dt, hd, pageSize, qLen*(heads/kvHeads))
+	info := dev.Info()
+	cfg, err := AttentionDecodeConfigFor(info, dt, hd, pageSize, qLen*(heads/kvHeads))
 	if err != nil {
 		return fmt.Errorf("ops: %s: %w", op, err)
 	}
+	if forced != nil {
+		if err := forcedDecodeConfig(info, *forced, cfg); err != nil {
+			return fmt.Errorf("ops: %s: %w", op, err)
+		}
+		cfg = *forced
+	}
 	if splits == 0 {
-		splits = cfg.Splits(batch, qLen, heads, kvHeads, maxSeq, dev.Info().Multiproc)
+		splits = cfg.Splits(batch, qLen, heads, kvHeads, maxSeq, info.Multiproc, cfg.BlocksPerSM(kernels.SMLimitsOf(info.SM)))
 	}
 	key := planKey{op: "attention_decode", in: dt, dims: [3]int{qLen, hd, pageSize}, lds: [4]int{batch, heads, kvHeads, maxPages},
-		flags: uint32(splits), target: st.target}
+		flags: uint32(splits) | decodeConfigBits(cfg)<<decodeSplitBits, target: st.target}
 	p := st.lookup(key)
 	if p == nil {
 		if p, err = planAttentionDecode(ctx, st, key, cfg, numPages); err != nil {
@@ -235,12 +250,46 @@ func AttentionDecodeConfigFor(info jit.Info, dt ptx.Type, headDim, pageSize, row
 	return cfg, nil
 }
 
+// forcedDecodeConfig reports a forced configuration (AttentionDecodeOptions.Config) that
+// the call cannot run: one for other operands than def's (AttentionDecodeConfigFor's), one
+// Check refuses, or one needing more shared memory than the device gives a block.
+func forcedDecodeConfig(info jit.Info, c, def kernels.AttentionDecodeConfig) error {
+	if c.In != def.In || c.HeadDim != def.HeadDim || c.PageSize != def.PageSize {
+		return fmt.Errorf("AttentionDecodeOptions.Config is for %s, head dim %d, %d-key pages; the operands are %s, %d, %d", c.In, c.HeadDim, c.PageSize, def.In, def.HeadDim, def.PageSize)
+	}
+	if err := c.Check(); err != nil {
+		return fmt.Errorf("AttentionDecodeOptions.Config: %w", err)
+	}
+	if c.SharedBytes() > maxSharedPerBlock(info.SM) {
+		return fmt.Errorf("AttentionDecodeOptions.Config %s needs %d bytes of shared memory; compute capability %d.%d gives a block %d", c.Name(), c.SharedBytes(), info.SM/10, info.SM%10, maxSharedPerBlock(info.SM))
+	}
+	return nil
+}
+
+// decodeSplitBits is the low bits of a decode plan key's flags, the split count's
+// (1..kernels.MaxDecodeSplits).
+const decodeSplitBits = 9
+
+// decodeConfigBits packs the tiling of a decode configuration (which, with the plan key's
+// type, head dim and page size, names its kernel) above the split count in the plan key's
+// flags: log2 BN (4 bits), log2 Warps (2), Stages (4), BM 32 and PrefetchPages (1 each).
+func decodeConfigBits(c kernels.AttentionDecodeConfig) uint32 {
+	x := uint32(bits.TrailingZeros(uint(c.BN))) | uint32(bits.TrailingZeros(uint(c.Warps)))<<4 | uint32(c.Stages)<<6
+	if c.BM == 32 {
+		x |= 1 << 10
+	}
+	if c.PrefetchPages {
+		x |= 1 << 11
+	}
+	return x
+}
+
 // planAttentionDecode builds and loads the decode kernel of key (cfg), with its scratch
 // LSE (for calls that pass none).
 func planAttentionDecode(ctx context.Context, st *devState, key planKey, cfg kernels.AttentionDecodeConfig, numPages int) (*plan, error) {
 	qLen := key.dims[0]
 	batch, heads, kvHeads, maxPages := key.lds[0], key.lds[1], key.lds[2], key.lds[3]
-	splits := int(key.flags)
+	splits := int(key.flags & (1<<decodeSplitBits - 1))
 	if err := cfg.CheckShape(batch, qLen, heads, kvHeads, numPages, maxPages, splits); err != nil {
 		return nil, refusal{err}
 	}

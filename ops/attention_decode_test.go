@@ -11,6 +11,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
 )
 
@@ -323,5 +324,44 @@ func TestAttentionDecodeMisuse(t *testing.T) {
 	q3 := view(New(upload[fp.BF16](t, d, make([]float64, 2*3*64)), 2, 1, 3, 64))
 	if err := AttentionDecode(ctx, nil, q3, q3, o.kc, o.vc, o.table, o.lens, nil); err == nil || !strings.Contains(err.Error(), "multiple of kvHeads") {
 		t.Errorf("3 heads over 2 kv heads: error %v", err)
+	}
+}
+
+// TestAttentionDecodeForcedConfig runs AttentionDecode with AttentionDecodeOptions.Config
+// (gpubench decode's -bn, -stages, -prefetch): a 2-warp, 2-stage configuration loading page
+// ids a tile ahead, then the chosen one on the same shape (a plan each), and refuses
+// configurations for other operands or that Check refuses.
+func TestAttentionDecodeForcedConfig(t *testing.T) {
+	d := emuDevice(t)
+	c := decCase{q: 2, h: 4, hk: 1, d: 64, ps: 16, ctx: []int{300, 17}, splits: 3}
+	forced := kernels.AttentionDecodeConfig{In: dsl.BF16, HeadDim: 64, PageSize: 16, BM: 16, BN: 32, Warps: 2, Stages: 2, PrefetchPages: true}
+	for _, cfg := range []*kernels.AttentionDecodeConfig{&forced, nil} {
+		o := newDecode[fp.BF16](t, d, c, 7)
+		if err := AttentionDecode(context.Background(), nil, o.out, o.q, o.kc, o.vc, o.table, o.lens, &AttentionDecodeOptions{LSE: o.lse, Splits: 3, Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+		checkDecode(t, c, o, true)
+	}
+	ks := strings.Join(Kernels(d), " ")
+	for _, want := range []string{forced.Name(), "attention_decode_bf16_d64_p16_16x64_4w3s"} {
+		if !strings.Contains(ks, want) {
+			t.Errorf("loaded kernels %s: no %s", ks, want)
+		}
+	}
+	o := newDecode[fp.BF16](t, d, c, 8)
+	for _, x := range []struct {
+		f    func(*kernels.AttentionDecodeConfig)
+		want string
+	}{
+		{func(k *kernels.AttentionDecodeConfig) { k.HeadDim = 128 }, "the operands are bf16, 64, 16"},
+		{func(k *kernels.AttentionDecodeConfig) { k.Stages = 1 }, "stages"},
+		{func(k *kernels.AttentionDecodeConfig) { k.BN = 48 }, "BN 48"},
+	} {
+		bad := forced
+		x.f(&bad)
+		err := AttentionDecode(context.Background(), nil, o.out, o.q, o.kc, o.vc, o.table, o.lens, &AttentionDecodeOptions{Config: &bad})
+		if err == nil || !strings.Contains(err.Error(), x.want) {
+			t.Errorf("Config %+v: error %v; want one containing %q", bad, err, x.want)
+		}
 	}
 }

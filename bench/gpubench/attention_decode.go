@@ -16,6 +16,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ops"
 )
 
@@ -23,10 +24,13 @@ import (
 // flash-decoding: kernels.AttentionDecode and, split, its combine kernel) per (batch,
 // context) with CUDA events (median), every sequence of the batch at the same context, its
 // pages shuffled over the cache; checks 32 sampled (sequence, token, head) rows of O and
-// LSE against float64; prints µs and the K/V bytes read per second. With -dir it writes
-// Q, the caches, the block table, the lengths, O and kgen.json per problem for
-// scripts/bench/torch_decode.py, which times torch's SDPA on the gathered K/V (and
-// flash_attn_with_kvcache when importable) on the same inputs.
+// LSE against float64; prints µs, the K/V bytes read per second, the splits and the waves
+// of blocks they make (BlocksPerSM a SM). -splits forces the splits and -bm, -bn, -warps,
+// -stages and -prefetch the decode kernel's tiling (AttentionDecodeOptions.Config), for
+// A/B runs against ops's choice. With -dir it writes Q, the caches, the block table, the
+// lengths, O and kgen.json per problem for scripts/bench/torch_decode.py, which times
+// torch's SDPA on the gathered K/V (and flash_attn_with_kvcache when importable) on the
+// same inputs.
 func runAttentionDecode(args []string) error {
 	fs := flag.NewFlagSet("decode", flag.ExitOnError)
 	batches := fs.String("b", "1,16,64", "batches, comma-separated")
@@ -37,6 +41,11 @@ func runAttentionDecode(args []string) error {
 	hd := fs.Int("d", 128, "head dim: 64, 128 or 256")
 	page := fs.Int("page", 16, "keys a page: a power of two, 16..1024")
 	splits := fs.Int("splits", 0, "splits a sequence (0: chosen by ops from the context and the SM count)")
+	bm := fs.Int("bm", 0, "decode kernel: query rows a block, 16 or 32 (0: ops's choice)")
+	bn := fs.Int("bn", 0, "decode kernel: keys a step (0: ops's choice)")
+	warps := fs.Int("warps", 0, "decode kernel: warps a block (0: ops's choice)")
+	stages := fs.Int("stages", 0, "decode kernel: cp.async stages of K/V (0: ops's choice)")
+	prefetch := fs.Bool("prefetch", false, "decode kernel: load each tile's page ids one tile ahead (AttentionDecodeConfig.PrefetchPages)")
 	dtype := fs.String("dtype", "bf16", "bf16 or f16")
 	reps := fs.Int("reps", 50, "timed repetitions (after 3 warm-ups)")
 	maxGB := fs.Float64("max-gb", 24, "skip problems whose K/V caches exceed this many GB")
@@ -72,6 +81,8 @@ func runAttentionDecode(args []string) error {
 		return usagef("-reps %d: want at least one timed repetition", *reps)
 	case *splits < 0:
 		return usagef("-splits %d: want 0 (chosen) or more", *splits)
+	case *bm < 0 || *bn < 0 || *warps < 0 || *stages < 0:
+		return usagef("-bm %d -bn %d -warps %d -stages %d: want 0 (ops's choice) or a positive value", *bm, *bn, *warps, *stages)
 	case *dtype != "bf16" && *dtype != "f16":
 		return usagef("-dtype %q: want bf16 or f16", *dtype)
 	case *hd != 64 && *hd != 128 && *hd != 256:
@@ -85,7 +96,8 @@ func runAttentionDecode(args []string) error {
 	fmt.Printf("device: %s (%s, %d SMs)\n", d.Info().Name, d.Info().Arch, d.Info().Multiproc)
 	for _, b := range bs {
 		for _, c := range cs {
-			p := decProblem{b: b, q: *qLen, h: *heads, hkv: *kvHeads, d: *hd, page: *page, ctx: c, splits: *splits}
+			p := decProblem{b: b, q: *qLen, h: *heads, hkv: *kvHeads, d: *hd, page: *page, ctx: c, splits: *splits,
+				tiling: decTiling{bm: *bm, bn: *bn, warps: *warps, stages: *stages, prefetch: *prefetch}}
 			if gb := float64(p.kvBytes()) / 1e9; gb > *maxGB {
 				fmt.Printf("decode b %d ctx %d: skipped (%.1f GB of K/V > -max-gb %.0f)\n", b, c, gb, *maxGB)
 				continue
@@ -105,8 +117,30 @@ func runAttentionDecode(args []string) error {
 }
 
 // decProblem is one decode shape: batch, query tokens, heads, kv heads, head dim, page
-// size, context (every sequence), forced splits (0: chosen).
-type decProblem struct{ b, q, h, hkv, d, page, ctx, splits int }
+// size, context (every sequence), forced splits (0: chosen) and the decode kernel's forced
+// tiling (zero: ops's choice).
+type decProblem struct {
+	b, q, h, hkv, d, page, ctx, splits int
+	tiling                             decTiling
+}
+
+// decTiling is gpubench decode's -bm, -bn, -warps, -stages and -prefetch: the fields of
+// ops's configuration to replace (0 and false: keep).
+type decTiling struct {
+	bm, bn, warps, stages int
+	prefetch              bool
+}
+
+// apply returns cfg with t's fields replaced, and whether any was.
+func (t decTiling) apply(cfg kernels.AttentionDecodeConfig) (kernels.AttentionDecodeConfig, bool) {
+	for _, x := range []struct{ v, to *int }{{&t.bm, &cfg.BM}, {&t.bn, &cfg.BN}, {&t.warps, &cfg.Warps}, {&t.stages, &cfg.Stages}} {
+		if *x.v != 0 {
+			*x.to = *x.v
+		}
+	}
+	cfg.PrefetchPages = cfg.PrefetchPages || t.prefetch
+	return cfg, t != decTiling{}
+}
 
 // pages is the pages a sequence takes.
 func (p decProblem) pages() int { return (p.ctx + p.page - 1) / p.page }
@@ -217,11 +251,14 @@ func benchDecode[T interface{ fp.F16 | fp.BF16 }](d *jit.Device, p decProblem, r
 	if err != nil {
 		return err
 	}
+	opt := &ops.AttentionDecodeOptions{LSE: lse, MaxSeqLen: p.ctx, Splits: p.splits}
+	if c, forced := p.tiling.apply(cfg); forced {
+		cfg, opt.Config = c, &c
+	}
 	splits := p.splits
 	if splits == 0 {
-		splits = cfg.Splits(p.b, p.q, p.h, p.hkv, p.ctx, d.Info().Multiproc)
+		splits = cfg.Splits(p.b, p.q, p.h, p.hkv, p.ctx, d.Info().Multiproc, cfg.BlocksPerSM(kernels.SMLimitsOf(d.Info().SM)))
 	}
-	opt := &ops.AttentionDecodeOptions{LSE: lse, MaxSeqLen: p.ctx, Splits: p.splits}
 	t, err := timeIt(d, s, reps, func() error { return ops.AttentionDecode(ctx, s, out, q, kc, vc, bt, sl, opt) })
 	if err != nil {
 		return err
@@ -240,8 +277,10 @@ func benchDecode[T interface{ fp.F16 | fp.BF16 }](d *jit.Device, p decProblem, r
 	}
 	us := float64(t.Nanoseconds()) / 1e3
 	gbs := float64(p.kvBytes()) / t.Seconds() / 1e9
-	fmt.Printf("decode b %d q %d h %d/%d d %d page %d ctx %d %s: %s splits %d: %9.1f us %7.1f GB/s of K/V (median of %d), sampled error %.3g of tolerance\n",
-		p.b, p.q, p.h, p.hkv, p.d, p.page, p.ctx, dt, cfg.Name(), splits, us, gbs, reps, worst)
+	perSM := cfg.BlocksPerSM(kernels.SMLimitsOf(d.Info().SM))
+	waves := float64(cfg.Grid(p.b, p.q, p.h, p.hkv, splits)) / float64(d.Info().Multiproc*perSM)
+	fmt.Printf("decode b %d q %d h %d/%d d %d page %d ctx %d %s: %s splits %d (%.2f waves of %d a SM): %9.1f us %7.1f GB/s of K/V (median of %d), sampled error %.3g of tolerance\n",
+		p.b, p.q, p.h, p.hkv, p.d, p.page, p.ctx, dt, cfg.Name(), splits, waves, perSM, us, gbs, reps, worst)
 	if dir == "" {
 		return nil
 	}

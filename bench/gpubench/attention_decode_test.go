@@ -17,6 +17,8 @@ func TestDecodeUsageErrors(t *testing.T) {
 		{"-dtype", "f32"},
 		{"-d", "96"},
 		{"-splits", "-1"},
+		{"-bn", "-64"},
+		{"-stages", "-1"},
 	} {
 		if err := runAttentionDecode(args); !errors.As(err, new(usageError)) {
 			t.Errorf("gpubench decode %v: %v; want a usage error", args, err)

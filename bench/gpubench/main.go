@@ -13,9 +13,11 @@
 //	                                               forward attention vs float64 samples; with
 //	                                               -dir, inputs for torch_attention.py (attention.go)
 //	gpubench decode [-b 1,16,64 -ctx 1024,8192,32768 -q 1 -h 32 -hkv 8 -d 128 -page 16] [-dir DIR]
+//	                [-splits N] [-bm 16 -bn 64 -warps 4 -stages 3 -prefetch]
 //	                                               paged-KV decode attention (ops.AttentionDecode)
-//	                                               vs float64 samples; with -dir, inputs for
-//	                                               torch_decode.py (attention_decode.go)
+//	                                               vs float64 samples, forced splits or tiling to
+//	                                               A/B; with -dir, inputs for torch_decode.py
+//	                                               (attention_decode.go)
 //	gpubench grouped [-groups 8 -rows 4096 -n 4096 -k 7168] [-counts ..] [-skew 0.5] [-dir DIR]
 //	                 [-variants pick,128x256:3s:tma:band8,..] [-dense]
 //	                                               the MoE experts' grouped gemm (ops.GroupedMatmul)

@@ -12,6 +12,7 @@
 # (32 query heads over 8 kv heads) by default. BATCHES (default 1,16,64), CTXS (default
 # 1024,8192,32768), QLENS (default "1 4"), DIMS (default 128), PAGE (default 16), HEADS (32),
 # KVHEADS (8), DTYPE (bf16), REPS (50) and MAXGB (4.5: larger K/V caches are skipped) override;
+# EXTRA adds gpubench decode flags (an A/B: EXTRA="-splits 3", EXTRA="-prefetch -stages 2");
 # logs go to $OUT (default /tmp/decode). One qLen takes up to ~9 minutes: within a 10-minute
 # device call, run QLENS=1 and QLENS=4 as two calls.
 set -uo pipefail
@@ -31,6 +32,8 @@ for q in ${QLENS:-1 4}; do
 		rm -rf "$dir"; mkdir -p "$dir"
 		flags=(-b "${BATCHES:-1,16,64}" -ctx "${CTXS:-1024,8192,32768}" -q "$q" -h "${HEADS:-32}" -hkv "${KVHEADS:-8}"
 			-d "$d" -page "${PAGE:-16}" -dtype "${DTYPE:-bf16}" -reps "$reps" -max-gb "${MAXGB:-4.5}" -dir "$dir")
+		read -r -a extra <<< "${EXTRA:-}"
+		flags+=(${extra[@]+"${extra[@]}"})
 		echo "== gpubench decode ${flags[*]}" | tee -a "$out/$name.log"
 		timeout 250 "$bin/gpubench" decode "${flags[@]}" 2>&1 | tee -a "$out/$name.log" || status=1
 		timeout 280 "$py" "$here/torch_decode.py" "$dir" "$reps" 2>&1 | tee -a "$out/$name.log" || status=1
