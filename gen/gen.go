@@ -32,6 +32,8 @@ import (
 	"errors"
 	"fmt"
 	"go/token"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +75,10 @@ const runtimePkg = "github.com/kgen-dev/kgen/gen/genrt"
 
 // Generate builds every kernel for every target and writes the PTX files and the Go file.
 // It returns the first problem: a kernel that fails to build (with the DSL's file:line
-// errors), a bad name or an unknown target. Nothing is written unless everything builds.
+// errors), a bad name or an unknown target. Nothing is written unless everything builds,
+// and unless whatever already sits at the output paths is a regular file (a FIFO, device,
+// folder or symbolic link there is refused naming it; files are replaced by renaming, not
+// written through).
 func Generate(p Package) error {
 	files, err := Files(p)
 	if err != nil {
@@ -85,6 +90,11 @@ func Generate(p Package) error {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("gen: %w", err)
+	}
+	for _, f := range files { // every path first: a FIFO at the last one leaves none written
+		if _, err := existingFile(filepath.Join(dir, f.Name)); err != nil {
+			return err
+		}
 	}
 	for _, f := range files {
 		if err := writeIfChanged(filepath.Join(dir, f.Name), f.Data); err != nil {
@@ -466,9 +476,76 @@ func fieldName(s string, used map[string]bool) string {
 	return s
 }
 
-func writeIfChanged(path string, data []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return nil
+// existingFile returns path's file information, nil when nothing is there. Anything there
+// must be a regular file: a FIFO, device, folder or symbolic link is an error naming it
+// (reading a FIFO to compare blocked for ever, a link to /dev/zero read without end, and a
+// link was written through, overwriting whatever it pointed at).
+func existingFile(path string) (fs.FileInfo, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("gen: %w", err)
+	case fi.Mode().IsRegular():
+		return fi, nil
 	}
-	return os.WriteFile(path, data, 0o644)
+	what := "a " + fi.Mode().Type().String()
+	switch t := fi.Mode().Type(); {
+	case t&fs.ModeSymlink != 0:
+		what = "a symbolic link"
+	case t&fs.ModeDir != 0:
+		what = "a folder"
+	case t&fs.ModeNamedPipe != 0:
+		what = "a FIFO"
+	case t&fs.ModeDevice != 0:
+		what = "a device"
+	case t&fs.ModeSocket != 0:
+		what = "a socket"
+	}
+	return nil, fmt.Errorf("gen: %s is %s, not a regular file: remove it to let kgen write the generated file there", path, what)
+}
+
+// writeIfChanged writes data to path unless path already holds exactly data; an existing
+// path must be a regular file (existingFile). The new contents go to a temporary file in
+// the same folder, renamed over path, so a failed write leaves the old file whole.
+func writeIfChanged(path string, data []byte) error {
+	fi, err := existingFile(path)
+	if err != nil {
+		return err
+	}
+	if fi != nil && fi.Size() == int64(len(data)) {
+		if old, err := readAtMost(path, len(data)); err == nil && bytes.Equal(old, data) {
+			return nil
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("gen: %w", err)
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("gen: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// readAtMost reads path's first n+1 bytes at most.
+func readAtMost(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, int64(n)+1))
 }
