@@ -406,6 +406,9 @@ func devLibHash(dl *DevLib) ([32]byte, error) {
 		if err != nil {
 			return [32]byte{}, fmt.Errorf("jit: NVSHMEM device archive: %w", err)
 		}
+		if !fi.Mode().IsRegular() { // a FIFO blocked the read below, /dev/zero never ended it
+			return [32]byte{}, fmt.Errorf("jit: NVSHMEM device archive %s is not a regular file (%s)", dl.Archive, fi.Mode().Type())
+		}
 		memo := fmt.Sprintf("%s|%d|%d", dl.Archive, fi.Size(), fi.ModTime().UnixNano())
 		var as [32]byte
 		if v, ok := archiveHashes.Load(memo); ok {
