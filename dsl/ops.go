@@ -817,6 +817,11 @@ func (v Value) To(t Type) Value {
 	if k.target.SM() < 90 && (v.t == BF16 || t == BF16) {
 		return k.convertBF16(v, t)
 	}
+	if t == BF16 && v.t.Bits() == 8 || v.t == BF16 && t.Bits() == 8 {
+		// PTX has no cvt between .bf16 and 8-bit integers: go through f32 (exact for 8-bit
+		// values; f32 to an integer saturates as a direct cvt would).
+		return v.To(F32).To(t)
+	}
 	var rnd []string
 	switch {
 	case isFloat(v.t) && isInt(t):
@@ -849,7 +854,9 @@ func (v Value) To(t Type) Value {
 func (k *Kernel) convertBF16(v Value, t Type) Value {
 	if v.t == BF16 {
 		u := k.reg(U32)
-		k.emit(&ptx.Instr{Op: "cvt", Types: []ptx.Type{ptx.U32, ptx.U16}, Args: []ptx.Operand{u, v.op}})
+		// k.operand: a BF16 constant's op holds its value, not its bits (the low 16 bits of
+		// -1.5's float64 are 0: its conversion to an integer gave 0).
+		k.emit(&ptx.Instr{Op: "cvt", Types: []ptx.Type{ptx.U32, ptx.U16}, Args: []ptx.Operand{u, k.operand(v)}})
 		s := k.reg(U32)
 		k.op("shl", nil, ptx.B32, s, u, ptx.IntImm(ptx.U32, 16))
 		f := k.reg(F32)
@@ -858,6 +865,6 @@ func (k *Kernel) convertBF16(v Value, t Type) Value {
 	}
 	f := v.To(F32)
 	d := k.reg(BF16)
-	k.emit(&ptx.Instr{Op: "cvt", Q: []string{"rn"}, Types: []ptx.Type{ptx.BF16, ptx.F32}, Args: []ptx.Operand{d, f.op}})
+	k.emit(&ptx.Instr{Op: "cvt", Q: []string{"rn"}, Types: []ptx.Type{ptx.BF16, ptx.F32}, Args: []ptx.Operand{d, k.operand(f)}})
 	return Value{k: k, t: BF16, op: d}
 }
