@@ -45,7 +45,7 @@ var probe11Ops = []probe11Op{
 	{"FMA", func(a, b dsl.Value) dsl.Value { return a.Kernel().FMA(a, b, b) }},
 }
 
-// TestProbe11ConstantFolding: every operation on constants gives what the same operation
+// TestProbe11ConstantFolding: on sm_80 and sm_90, every operation on constants gives what the same operation
 // computes at run time (on the emulator) on the same values, for each integer and float
 // type at its edges (0, ±1, the extremes, 2^63, NaN, ±0, ±Inf, subnormals); NaNs compare
 // equal whatever their sign and payload. Operations a type does not have, and integer
@@ -73,72 +73,74 @@ func TestProbe11ConstantFolding(t *testing.T) {
 		{dsl.F16, []any{0.0, negZero, 1.0, -1.5, nan, math.Inf(1), math.Inf(-1), 65504.0, 6e-8}},
 		{dsl.BF16, []any{0.0, negZero, 1.0, -1.5, nan, math.Inf(1), math.Inf(-1), 3e38, 1e-40}},
 	} {
-		t.Run(ty.t.String(), func(t *testing.T) {
-			isFloat := ty.t.Kind() == ptx.KindFloat
-			k := dsl.New("fold", dsl.WithTarget(ptx.SM90))
-			in, run, fold := k.PtrParam("in", ty.t), k.PtrParam("run", ty.t), k.PtrParam("fold", ty.t)
-			for i, v := range ty.vals { // the inputs, written by the kernel itself
-				k.Store(in.At(i), k.Const(ty.t, v))
-			}
-			k.SyncThreads()
-			var names []string
-			for _, op := range probe11Ops {
-				try := dsl.New("try", dsl.WithTarget(ptx.SM90))
-				p := try.PtrParam("p", ty.t)
-				try.Store(p, op.f(try.Load(p), try.Load(p.At(1))))
-				if _, err := try.Build(); err != nil {
-					continue // not an operation of this type
+		for _, target := range []ptx.Target{ptx.SM80, ptx.SM90} {
+			t.Run(string(target)+"/"+ty.t.String(), func(t *testing.T) {
+				isFloat := ty.t.Kind() == ptx.KindFloat
+				k := dsl.New("fold", dsl.WithTarget(target))
+				in, run, fold := k.PtrParam("in", ty.t), k.PtrParam("run", ty.t), k.PtrParam("fold", ty.t)
+				for i, v := range ty.vals { // the inputs, written by the kernel itself
+					k.Store(in.At(i), k.Const(ty.t, v))
 				}
-				for i, a := range ty.vals {
-					for j, b := range ty.vals {
-						if !isFloat && j == 0 && (op.name == "Div" || op.name == "Rem") {
-							continue
+				k.SyncThreads()
+				var names []string
+				for _, op := range probe11Ops {
+					try := dsl.New("try", dsl.WithTarget(target))
+					p := try.PtrParam("p", ty.t)
+					try.Store(p, op.f(try.Load(p), try.Load(p.At(1))))
+					if _, err := try.Build(); err != nil {
+						continue // not an operation of this type
+					}
+					for i, a := range ty.vals {
+						for j, b := range ty.vals {
+							if !isFloat && j == 0 && (op.name == "Div" || op.name == "Rem") {
+								continue
+							}
+							at := len(names)
+							k.Store(run.At(at), op.f(k.Load(in.At(i), dsl.Volatile()), k.Load(in.At(j), dsl.Volatile())))
+							k.Store(fold.At(at), op.f(k.Const(ty.t, a), k.Const(ty.t, b)))
+							names = append(names, fmt.Sprintf("%s(%v, %v)", op.name, a, b))
 						}
-						at := len(names)
-						k.Store(run.At(at), op.f(k.Load(in.At(i), dsl.Volatile()), k.Load(in.At(j), dsl.Volatile())))
-						k.Store(fold.At(at), op.f(k.Const(ty.t, a), k.Const(ty.t, b)))
-						names = append(names, fmt.Sprintf("%s(%v, %v)", op.name, a, b))
 					}
 				}
-			}
-			m, err := k.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sys, err := emu.New(1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			es := ty.t.Bits() / 8
-			addr := func(n int) uint64 {
-				a, err := sys.Malloc(0, n*es)
+				m, err := k.Build()
 				if err != nil {
 					t.Fatal(err)
 				}
-				return a
-			}
-			inA, runA, foldA := addr(len(ty.vals)), addr(len(names)), addr(len(names))
-			if err := sys.Launch(emu.Launch{Module: m, Entry: "fold", Grid: emu.D1(1), Block: emu.D1(1), Args: []any{inA, runA, foldA}}); err != nil {
-				t.Fatal(err)
-			}
-			rb, fb := make([]byte, len(names)*es), make([]byte, len(names)*es)
-			if err := sys.Read(runA, rb); err != nil {
-				t.Fatal(err)
-			}
-			if err := sys.Read(foldA, fb); err != nil {
-				t.Fatal(err)
-			}
-			bad := 0
-			for x, name := range names {
-				r, f := rb[x*es:(x+1)*es], fb[x*es:(x+1)*es]
-				if string(r) == string(f) || isFloat && isNaNBits(ty.t, r) && isNaNBits(ty.t, f) {
-					continue
+				sys, err := emu.New(1)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if bad++; bad <= 20 {
-					t.Errorf("%s %s: at run time % x, folded % x", ty.t, name, r, f)
+				es := ty.t.Bits() / 8
+				addr := func(n int) uint64 {
+					a, err := sys.Malloc(0, n*es)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return a
 				}
-			}
-		})
+				inA, runA, foldA := addr(len(ty.vals)), addr(len(names)), addr(len(names))
+				if err := sys.Launch(emu.Launch{Module: m, Entry: "fold", Grid: emu.D1(1), Block: emu.D1(1), Args: []any{inA, runA, foldA}}); err != nil {
+					t.Fatal(err)
+				}
+				rb, fb := make([]byte, len(names)*es), make([]byte, len(names)*es)
+				if err := sys.Read(runA, rb); err != nil {
+					t.Fatal(err)
+				}
+				if err := sys.Read(foldA, fb); err != nil {
+					t.Fatal(err)
+				}
+				bad := 0
+				for x, name := range names {
+					r, f := rb[x*es:(x+1)*es], fb[x*es:(x+1)*es]
+					if string(r) == string(f) || isFloat && isNaNBits(ty.t, r) && isNaNBits(ty.t, f) {
+						continue
+					}
+					if bad++; bad <= 20 {
+						t.Errorf("%s %s: at run time % x, folded % x", ty.t, name, r, f)
+					}
+				}
+			})
+		}
 	}
 }
 
