@@ -8,6 +8,7 @@ import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -225,5 +226,52 @@ func TestProbe11NarrowIndex(t *testing.T) {
 	f.For(f.Const(dsl.U64, 0), f.Param("n", dsl.U64), f.Const(dsl.U64, uint64(1<<63)), func(i dsl.Value) { f.Store(p, i) })
 	if _, err := f.Build(); err != nil {
 		t.Errorf("For with a u64 step of 2^63: %v", err)
+	}
+}
+
+// TestProbe11Tensor64: a 64-bit run-time Value given to a tensor as an extent, stride,
+// coordinate or thread index is a Build error at its line naming the role and the 32-bit
+// offsets; 32-bit Values and 64-bit constants that fit are taken. Before: each was cut to its
+// low 32 bits by a silent To(I32), so a u64 row stride of 2^32+1 indexed as a stride of 1,
+// and a u64 coordinate of 2^32 read element 0.
+func TestProbe11Tensor64(t *testing.T) {
+	checkMisuses(t, "dsl/probe11_test.go", []misuse{
+		{"u64 stride", "MakeTensorDyn: the stride is a u64 Value, but tensor offsets are 32-bit signed", func(k *dsl.Kernel) int {
+			p, n := k.PtrParam("p", dsl.F32), k.Param("n", dsl.U64)
+			return at(func() { k.MakeTensorDyn(p, []any{4, 4}, []any{n, 1}) })
+		}},
+		{"s64 extent", "MakeTensorDyn: the extent is a s64 Value", func(k *dsl.Kernel) int {
+			p, n := k.PtrParam("p", dsl.F32), k.Param("n", dsl.I64)
+			return at(func() { k.MakeTensorDyn(p, []any{n, 4}, []any{4, 1}) })
+		}},
+		{"u64 coordinate", "At: the coordinate is a u64 Value", func(k *dsl.Kernel) int {
+			p, i := k.PtrParam("p", dsl.F32), k.Param("i", dsl.U64)
+			x := k.MakeTensor(p, layout.MustParse("(4,4):(4,1)"))
+			return at(func() { x.At(i, 0) })
+		}},
+		{"u64 tile coordinate", "LocalTile", func(k *dsl.Kernel) int {
+			p, i := k.PtrParam("p", dsl.F32), k.Param("i", dsl.U64)
+			x := k.MakeTensor(p, layout.MustParse("(64,64):(64,1)"))
+			return at(func() { x.LocalTile([]int{16, 16}, i, 0) })
+		}},
+		{"u64 thread index", "LocalPartition: the thread index is a u64 Value", func(k *dsl.Kernel) int {
+			p, i := k.PtrParam("p", dsl.F32), k.Param("i", dsl.U64)
+			x := k.MakeTensor(p, layout.MustParse("(16,16):(16,1)"))
+			return at(func() { x.LocalPartition(layout.MustParse("(4,8):(8,1)"), i) })
+		}},
+		{"u64 ElemLess extent", "ElemLess: the extent is a u64 Value", func(k *dsl.Kernel) int {
+			m := k.Param("m", dsl.U64)
+			c := k.IdentityTensor(16, 16)
+			return at(func() { c.ElemLess(0, m, 16) })
+		}},
+	}, dsl.WithTarget(ptx.SM90))
+
+	k := dsl.New("ok", dsl.WithTarget(ptx.SM90))
+	p := k.PtrParam("p", dsl.F32)
+	n, i := k.Param("n", dsl.U32), k.Param("i", dsl.I32)
+	x := k.MakeTensorDyn(p, []any{k.Const(dsl.U64, 64), n}, []any{n, k.Const(dsl.I64, 1)})
+	k.Store(x.LocalTile([]int{16, 16}, i, k.Const(dsl.U64, 1)).At(0, 0), 1.0)
+	if _, err := k.Build(); err != nil {
+		t.Fatalf("32-bit Values and 64-bit constants: %v", err)
 	}
 }
