@@ -3,6 +3,8 @@ package jit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,114 @@ func TestProbe11BootstrapTimeout(t *testing.T) {
 			s.Finalize()
 		}
 		t.Errorf("InitNVSHMEM with Timeout -1s: %v; want an error naming InitOptions.Timeout", err)
+	}
+}
+
+// TestProbe11BootstrapHostile: the unique-ID exchange with connections that are not kgen
+// ranks, and with contexts that end without a deadline. A connection that closes at once,
+// sends an HTTP request or stays silent is skipped by rank 0, which serves the real rank
+// beside it; rank 0 waiting on a silent connection, and a rank whose server never replies,
+// return promptly when their context (with no deadline) is cancelled. Before: rank 0 failed
+// the exchange at the first stray connection ("not a kgen rank", "reading a peer's hello:
+// EOF"), a silent one held it until the context's deadline, and without a deadline both
+// sides blocked for ever in a read, deaf to the cancelled context.
+func TestProbe11BootstrapHostile(t *testing.T) {
+	addrOf := func() string {
+		port, err := freePort("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	dial := func(addr string) net.Conn {
+		for i := 0; i < 200; i++ {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				return c
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("cannot connect to %s", addr)
+		return nil
+	}
+	within := func(what string, d time.Duration, f func() error) error {
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(d):
+			t.Fatalf("%s: no answer in %v", what, d)
+			return nil
+		}
+	}
+
+	// Stray connections before the real rank: skipped.
+	for _, stray := range []struct {
+		name string
+		do   func(c net.Conn)
+	}{
+		{"closes at once", func(c net.Conn) { c.Close() }},
+		{"sends HTTP", func(c net.Conn) { c.Write([]byte("GET / HTTP/1.0\r\n\r\n")); c.Close() }},
+		{"stays silent", func(c net.Conn) {}},
+	} {
+		addr := addrOf()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res := make(chan error, 1)
+		go func() {
+			_, err := ExchangeUniqueID(ctx, Rendezvous{Rank: 0, WorldSize: 2, Addr: addr}, []byte("uid"))
+			res <- err
+		}()
+		c := dial(addr)
+		stray.do(c)
+		uid, err := ExchangeUniqueID(ctx, Rendezvous{Rank: 1, WorldSize: 2, Addr: addr}, nil)
+		if err != nil || string(uid) != "uid" {
+			t.Errorf("a stray connection that %s, then rank 1: rank 1 got %q, %v", stray.name, uid, err)
+		}
+		if err := within("rank 0", 30*time.Second, func() error { return <-res }); err != nil {
+			t.Errorf("a stray connection that %s, then rank 1: rank 0: %v", stray.name, err)
+		}
+		c.Close()
+		cancel()
+	}
+
+	// Rank 0 held by a silent connection, its context cancelled (no deadline).
+	addr := addrOf()
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() {
+		_, err := ExchangeUniqueID(ctx, Rendezvous{Rank: 0, WorldSize: 2, Addr: addr}, []byte("uid"))
+		res <- err
+	}()
+	c := dial(addr)
+	defer c.Close()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := within("rank 0 with a silent peer, cancelled", 10*time.Second, func() error { return <-res }); err == nil {
+		t.Error("rank 0 with a silent peer, cancelled: nil; want an error")
+	}
+
+	// A rank whose server accepts and never replies, its context cancelled (no deadline).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { time.Sleep(200 * time.Millisecond); cancel2() }()
+	err = within("rank 1 against a mute server, cancelled", 10*time.Second, func() error {
+		_, err := ExchangeUniqueID(ctx2, Rendezvous{Rank: 1, WorldSize: 2, Addr: ln.Addr().String()}, nil)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "rank 0 did not serve") {
+		t.Errorf("rank 1 against a mute server, cancelled: %v; want the timeout's error", err)
 	}
 }
