@@ -275,3 +275,30 @@ func TestProbe11Tensor64(t *testing.T) {
 		t.Fatalf("32-bit Values and 64-bit constants: %v", err)
 	}
 }
+
+// TestProbe11LaunchBoundsTwice: LaunchBounds declared again with other bounds is a Build
+// error at the second call naming the first; the same bounds again are taken. Before: the
+// last call won silently, so a helper's LaunchBounds(128, 1), which its code relied on, was
+// replaced by a later (256, 1) and the launch checked only that.
+func TestProbe11LaunchBoundsTwice(t *testing.T) {
+	checkMisuses(t, "dsl/probe11_test.go", []misuse{
+		{"other threads", "LaunchBounds(256, 1): the kernel's bounds were already declared as (128, 1) at dsl/probe11_test.go:", func(k *dsl.Kernel) int {
+			k.LaunchBounds(128, 1)
+			return at(func() { k.LaunchBounds(256, 1) })
+		}},
+		{"other blocks", "already declared as (128, 1)", func(k *dsl.Kernel) int {
+			k.LaunchBounds(128, 1)
+			return at(func() { k.LaunchBounds(128, 2) })
+		}},
+	}, dsl.WithTarget(ptx.SM90))
+	k := dsl.New("k", dsl.WithTarget(ptx.SM90))
+	k.LaunchBounds(128, 1)
+	k.LaunchBounds(128, 1)
+	m, err := k.Build()
+	if err != nil {
+		t.Fatalf("the same bounds twice: %v", err)
+	}
+	if f := m.Funcs[len(m.Funcs)-1]; f.MaxNTID[0] != 128 || f.MinNCTA != 1 {
+		t.Errorf("bounds %v, %d; want 128, 1", f.MaxNTID, f.MinNCTA)
+	}
+}
