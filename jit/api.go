@@ -152,6 +152,9 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	if open == nil {
 		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
 	}
+	if err := cacheEnvErr(); err != nil {
+		return nil, err
+	}
 	var eo emu.Options
 	if b == Emulator {
 		var err error

@@ -19,8 +19,8 @@ import (
 // spinning launch still ends at its context's deadline. Before: WithEmuOptions(Quantum:
 // 2^40) gave a spinning kernel turns of 2^40 instructions, so its launch with a 300 ms
 // context did not return in 20 s and Device.Close blocked behind it;
-// KGEN_EMU_SEED=0x10 ran the deterministic schedule and KGEN_EMU_WEAK=maybe the strong
-// memory model, silently.
+// KGEN_EMU_SEED=0x10 ran the deterministic schedule, KGEN_EMU_WEAK=maybe the strong
+// memory model and KGEN_CACHE=of kept the cache on, silently.
 func TestProbe11EmuOptions(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -33,6 +33,7 @@ func TestProbe11EmuOptions(t *testing.T) {
 		{"KGEN_EMU_SEED hex", nil, [2]string{"KGEN_EMU_SEED", "0x10"}, `KGEN_EMU_SEED="0x10": want a decimal integer`},
 		{"KGEN_EMU_SEED past int64", nil, [2]string{"KGEN_EMU_SEED", "99999999999999999999"}, "KGEN_EMU_SEED"},
 		{"KGEN_EMU_WEAK maybe", nil, [2]string{"KGEN_EMU_WEAK", "maybe"}, `KGEN_EMU_WEAK="maybe"`},
+		{"KGEN_CACHE of", nil, [2]string{"KGEN_CACHE", "of"}, `KGEN_CACHE="of": want off`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.env[0] != "" {
@@ -56,6 +57,7 @@ func TestProbe11EmuOptions(t *testing.T) {
 	// Accepted spellings: the environment's switch in any case, a seed with spaces around.
 	t.Setenv("KGEN_EMU_SEED", " 7 ")
 	t.Setenv("KGEN_EMU_WEAK", "ON")
+	t.Setenv("KGEN_CACHE", " Yes")
 	d, err := OpenBackend(Emulator, 0)
 	if err != nil {
 		t.Fatalf("KGEN_EMU_SEED=' 7 ', KGEN_EMU_WEAK=ON: %v", err)

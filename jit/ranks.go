@@ -330,6 +330,9 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	if nodes < 1 || n%nodes != 0 {
 		return fmt.Errorf("jit: RunRanks: %d ranks do not split into %d nodes of equal size (RanksOptions.Nodes or %s)", n, nodes, EmuNodesEnv)
 	}
+	if err := cacheEnvErr(); err != nil {
+		return err
+	}
 	eo, err := emuOptions(o.Open)
 	if err != nil {
 		return err
