@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/gen"
@@ -53,7 +55,7 @@ func runGen(e *env, args []string) error {
 			return usagef("kernel %s named twice", name)
 		}
 	}
-	p := gen.Package{Name: *pkg, Dir: *dir, Generator: "kgen gen " + strings.Join(args, " ")}
+	p := gen.Package{Name: *pkg, Dir: *dir, Generator: "kgen gen " + quoteArgs(args)}
 	for _, t := range strings.Split(*targets, ",") {
 		tt, err := ptx.ParseTarget(strings.TrimSpace(t))
 		if err != nil {
@@ -94,6 +96,22 @@ func runGen(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "kgen gen: wrote %d kernels x %d targets and %s_kgen.go to %s\n", len(p.Kernels), len(p.Targets), *pkg, *dir)
 	return nil
+}
+
+// quoteArgs joins a command line for the generated file's one-line header: an argument
+// holding anything but letters, digits and _ . / , = : @ + - is Go-quoted, so a line break
+// or a "*/" in a folder's name stays text of the comment.
+func quoteArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./,=:@+-", r)))
+		}) {
+			q[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(q, " ")
 }
 
 // holdsCommand reports whether dir holds a Go file (other than a generated *_kgen.go) of
