@@ -35,3 +35,45 @@ func TestProbe11CvtF16BF16(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe11FileNames: a source file name with non-ASCII letters, a quote, a backslash, a
+// percent sign, two spaces or a control character gives a .file line ptxas assembles, and
+// Parse reads back the same name. Before: the name was Go-quoted into the .file line, and
+// ptxas refused a module built in a folder named données ("Unexpected non-ASCII character")
+// or a"b ("Parsing error"), so no kernel built there assembled; Parse turned two spaces into
+// one.
+func TestProbe11FileNames(t *testing.T) {
+	names := []string{"données/k.go", `a"b/k.go`, `a\b.go`, "100%/k.go", "two  spaces.go", "tab\there.go", "日本/k.go", "plain/k.go"}
+	srcs := make([]string, len(names))
+	for i, name := range names {
+		m := formsModule(SM90, 90, nil)
+		for _, in := range m.Funcs[len(m.Funcs)-1].Body {
+			in.Pos = Pos{File: name, Line: 7}
+		}
+		srcs[i] = m.String()
+		back, err := Parse(srcs[i])
+		if err != nil {
+			t.Errorf("source file %q: Parse: %v", name, err)
+			continue
+		}
+		got := ""
+		for _, in := range back.Funcs[len(back.Funcs)-1].Body {
+			if in.Pos.File != "" {
+				got = in.Pos.File
+				break
+			}
+		}
+		if got != name {
+			t.Errorf("source file %q: Parse read back %q", name, got)
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	p := newPtxas(t) // skips here when there is no ptxas
+	for i, name := range names {
+		if out, ok := p.assemble(SM90, srcs[i]); !ok {
+			t.Errorf("source file %q: ptxas: %s", name, out)
+		}
+	}
+}
