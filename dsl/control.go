@@ -150,7 +150,7 @@ func (k *Kernel) For(from, to, step any, body func(i Value)) {
 		return
 	}
 	// A constant step must be positive; a runtime step is the caller's promise.
-	if s, ok := step.(Value); ok && s.IsConst() && constInt(s) <= 0 || isNonPositive(step) {
+	if s, ok := step.(Value); ok && s.IsConst() && (constInt(s) == 0 || constInt(s) < 0 && s.t.Kind() == ptx.KindSigned) || isNonPositive(step) {
 		k.errorf("For: step must be positive")
 		return
 	}

@@ -118,6 +118,9 @@ func (t Tensor) ElemLess(i int, extents ...any) Value {
 				k.errorf("ElemLess: extent %d is %s, not an integer", m, e.t)
 				return k.poison(Bool)
 			}
+			if !k.fits32(e, "ElemLess", "extent") {
+				return k.poison(Bool)
+			}
 			b = e.To(I32)
 		default:
 			k.errorf("ElemLess: extent %d must be a Go int or an integer Value, got %T", m, x)

@@ -75,7 +75,9 @@ type Kernel struct {
 	errs   []error
 	built  bool
 	params map[string]bool
-	divs   map[ptx.Reg]int64 // known divisors of runtime values (Assume)
+	// boundsAt is where LaunchBounds declared the kernel's bounds (zero: not declared).
+	boundsAt ptx.Pos
+	divs     map[ptx.Reg]int64 // known divisors of runtime values (Assume)
 	// memos holds the pure computations done so far (common subexpressions), visible in the
 	// scope of runtime control flow that made them and the scopes nested in it; nested lists
 	// the keys made inside runtime control flow, innermost scope last, and scopes where each

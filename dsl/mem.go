@@ -168,7 +168,7 @@ func (p Ptr) At(i any) Ptr {
 			bytes = k.memo("bytes", U64, []Value{x, sz}, func(d ptx.Reg) {
 				k.op("mul", qLo, ptx.U64, d, x.op, immOp(ptx.U64, uint64(size)))
 			})
-		case 32, 16:
+		case 32:
 			wt := U64
 			if x.t.Kind() == ptx.KindSigned {
 				wt = I64
@@ -176,7 +176,10 @@ func (p Ptr) At(i any) Ptr {
 			bytes = k.memo("bytes", wt, []Value{x, sz}, func(d ptx.Reg) {
 				k.op("mul", qWide, x.t, d, x.op, immOp(x.t, uint64(size)))
 			})
-		default:
+		default: // 8 and 16 bits: widen to 32 keeping the sign (mul.wide of 16 bits gives 32)
+			if x.t.Kind() == ptx.KindSigned {
+				return p.At(x.To(I32))
+			}
 			return p.At(x.To(U32))
 		}
 		base := p.addr

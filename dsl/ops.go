@@ -270,9 +270,18 @@ func simple(op string, q ...string) func(k *Kernel, t Type, d ptx.Reg, a, b ptx.
 	return func(k *Kernel, t Type, d ptx.Reg, a, b ptx.Operand) { k.op(op, q, t, d, a, b) }
 }
 
-// foldArith folds integer and float arithmetic; integers wrap to their width.
-func foldArith(fi func(a, b int64) (int64, bool), ff func(a, b float64) float64) func(a, b Value) (Value, bool) {
+// foldArith folds integer and float arithmetic; integers wrap to their width. fu, when not
+// nil, folds unsigned integers (Div, Rem, Min and Max differ from the signed operations on
+// a u64 of 2^63 or more, which fi would see negative); fi folds them otherwise.
+func foldArith(fi func(a, b int64) (int64, bool), fu func(a, b uint64) (uint64, bool), ff func(a, b float64) float64) func(a, b Value) (Value, bool) {
 	return func(a, b Value) (Value, bool) {
+		if isInt(a.t) && a.t.Kind() == ptx.KindUnsigned && fu != nil {
+			r, ok := fu(uint64(constInt(a)), uint64(constInt(b)))
+			if !ok {
+				return Value{}, false
+			}
+			return wrapInt(a.k, a.t, int64(r)), true
+		}
 		if isInt(a.t) && fi != nil {
 			r, ok := fi(constInt(a), constInt(b))
 			if !ok {
@@ -286,6 +295,28 @@ func foldArith(fi func(a, b int64) (int64, bool), ff func(a, b float64) float64)
 		}
 		return Value{}, false
 	}
+}
+
+// ptxMin and ptxMax fold min and max as PTX computes them: a NaN operand gives the other
+// operand (math.Min and math.Max give NaN), and -0 is below +0.
+func ptxMin(a, b float64) float64 {
+	switch {
+	case math.IsNaN(a):
+		return b
+	case math.IsNaN(b):
+		return a
+	}
+	return math.Min(a, b)
+}
+
+func ptxMax(a, b float64) float64 {
+	switch {
+	case math.IsNaN(a):
+		return b
+	case math.IsNaN(b):
+		return a
+	}
+	return math.Max(a, b)
 }
 
 func wrapInt(k *Kernel, t Type, r int64) Value {
@@ -305,7 +336,7 @@ func (v Value) Add(x any) Value {
 			return
 		}
 		k.op("add", nil, t, d, a, b)
-	}, foldArith(func(a, b int64) (int64, bool) { return a + b, true }, func(a, b float64) float64 { return a + b }))
+	}, foldArith(func(a, b int64) (int64, bool) { return a + b, true }, nil, func(a, b float64) float64 { return a + b }))
 }
 
 // Sub returns v - x.
@@ -317,7 +348,7 @@ func (v Value) Sub(x any) Value {
 			return
 		}
 		k.op("sub", nil, t, d, a, b)
-	}, foldArith(func(a, b int64) (int64, bool) { return a - b, true }, func(a, b float64) float64 { return a - b }))
+	}, foldArith(func(a, b int64) (int64, bool) { return a - b, true }, nil, func(a, b float64) float64 { return a - b }))
 }
 
 // Mul returns v * x (the low half for integers).
@@ -334,7 +365,7 @@ func (v Value) Mul(x any) Value {
 		default:
 			k.op("mul", nil, t, d, a, b)
 		}
-	}, foldArith(func(a, b int64) (int64, bool) { return a * b, true }, func(a, b float64) float64 { return a * b }))
+	}, foldArith(func(a, b int64) (int64, bool) { return a * b, true }, nil, func(a, b float64) float64 { return a * b }))
 }
 
 // MulWide returns the full 64-bit product of 32-bit integers v and x (mul.wide): U64 for
@@ -390,6 +421,11 @@ func (v Value) Div(x any) Value {
 				return 0, false
 			}
 			return a / b, true
+		}, func(a, b uint64) (uint64, bool) {
+			if b == 0 {
+				return 0, false
+			}
+			return a / b, true
 		}, func(a, b float64) float64 { return a / b }))
 }
 
@@ -400,17 +436,22 @@ func (v Value) Rem(x any) Value {
 			return 0, false
 		}
 		return a % b, true
+	}, func(a, b uint64) (uint64, bool) {
+		if b == 0 {
+			return 0, false
+		}
+		return a % b, true
 	}, nil))
 }
 
 // Min returns the smaller of v and x.
 func (v Value) Min(x any) Value {
-	return v.binary("Min", x, isNum, simple("min"), foldArith(func(a, b int64) (int64, bool) { return min(a, b), true }, math.Min))
+	return v.binary("Min", x, isNum, simple("min"), foldArith(func(a, b int64) (int64, bool) { return min(a, b), true }, func(a, b uint64) (uint64, bool) { return min(a, b), true }, ptxMin))
 }
 
 // Max returns the larger of v and x.
 func (v Value) Max(x any) Value {
-	return v.binary("Max", x, isNum, simple("max"), foldArith(func(a, b int64) (int64, bool) { return max(a, b), true }, math.Max))
+	return v.binary("Max", x, isNum, simple("max"), foldArith(func(a, b int64) (int64, bool) { return max(a, b), true }, func(a, b uint64) (uint64, bool) { return max(a, b), true }, ptxMax))
 }
 
 // And returns the bitwise (or logical, for Bool) and of v and x.
@@ -776,6 +817,11 @@ func (v Value) To(t Type) Value {
 	if k.target.SM() < 90 && (v.t == BF16 || t == BF16) {
 		return k.convertBF16(v, t)
 	}
+	if t == BF16 && v.t.Bits() == 8 || v.t == BF16 && t.Bits() == 8 {
+		// PTX has no cvt between .bf16 and 8-bit integers: go through f32 (exact for 8-bit
+		// values; f32 to an integer saturates as a direct cvt would).
+		return v.To(F32).To(t)
+	}
 	var rnd []string
 	switch {
 	case isFloat(v.t) && isInt(t):
@@ -808,7 +854,9 @@ func (v Value) To(t Type) Value {
 func (k *Kernel) convertBF16(v Value, t Type) Value {
 	if v.t == BF16 {
 		u := k.reg(U32)
-		k.emit(&ptx.Instr{Op: "cvt", Types: []ptx.Type{ptx.U32, ptx.U16}, Args: []ptx.Operand{u, v.op}})
+		// k.operand: a BF16 constant's op holds its value, not its bits (the low 16 bits of
+		// -1.5's float64 are 0: its conversion to an integer gave 0).
+		k.emit(&ptx.Instr{Op: "cvt", Types: []ptx.Type{ptx.U32, ptx.U16}, Args: []ptx.Operand{u, k.operand(v)}})
 		s := k.reg(U32)
 		k.op("shl", nil, ptx.B32, s, u, ptx.IntImm(ptx.U32, 16))
 		f := k.reg(F32)
@@ -817,6 +865,6 @@ func (k *Kernel) convertBF16(v Value, t Type) Value {
 	}
 	f := v.To(F32)
 	d := k.reg(BF16)
-	k.emit(&ptx.Instr{Op: "cvt", Q: []string{"rn"}, Types: []ptx.Type{ptx.BF16, ptx.F32}, Args: []ptx.Operand{d, f.op}})
+	k.emit(&ptx.Instr{Op: "cvt", Q: []string{"rn"}, Types: []ptx.Type{ptx.BF16, ptx.F32}, Args: []ptx.Operand{d, k.operand(f)}})
 	return Value{k: k, t: BF16, op: d}
 }

@@ -94,6 +94,9 @@ func (t Tensor) PartitionByTV(tiler layout.IntTuple, tv layout.Layout, tid Value
 
 	// Move to the thread's values: tid's colexicographic coordinate over the thread mode's
 	// leaves, each leaf a stride in the tile's index space.
+	if !tid.IsConst() && !k.fits32(tid, "PartitionByTV", "thread index") {
+		return t
+	}
 	id := tid.To(I32)
 	ts, td := thrMode.FlatShape(), thrMode.FlatStride()
 	div := int64(1)

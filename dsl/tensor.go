@@ -150,7 +150,10 @@ func leavesOf(m layout.Layout, mode int) []leaf {
 // MakeTensorDyn views global memory at p as a tensor with runtime extents and strides:
 // shape and strides give one entry per mode, each a Go int or an integer Value. Modes with a
 // runtime extent must be tiled (LocalTile) before use; accesses to the tiles are predicated
-// on the extents.
+// on the extents. A tensor's run-time offsets are 32-bit signed, as CuTe's: an element offset
+// of 2^31 or more wraps (start such a tensor at a 64-bit base, Ptr.At with Value.MulWide, as
+// the library's kernels do per tile), and a 64-bit Value as an extent, stride or coordinate
+// is a Build error rather than cut to 32 bits.
 func (k *Kernel) MakeTensorDyn(p Ptr, shape, strides []any) Tensor {
 	defer k.hold()()
 	if !k.checkPtr(p, "MakeTensorDyn") {
@@ -172,8 +175,10 @@ func (k *Kernel) MakeTensorDyn(p Ptr, shape, strides []any) Tensor {
 			}
 			if s.IsConst() {
 				l.shape = int(constInt(s))
-			} else {
+			} else if k.fits32(s, "MakeTensorDyn", "extent") {
 				bound = s.To(I32)
+			} else {
+				return k.badTensor(p.elem)
 			}
 		case int:
 			l.shape = s
@@ -208,6 +213,9 @@ func (k *Kernel) strideOf(x any, what string) (stride, bool) {
 		}
 		if s.IsConst() {
 			return stride{c: constInt(s)}, true
+		}
+		if !k.fits32(s, what, "stride") {
+			return stride{}, false
 		}
 		d := s.To(I32)
 		if div := k.divOf(s); div > 1 && d.op != s.op {

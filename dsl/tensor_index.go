@@ -20,10 +20,24 @@ func (k *Kernel) coordOf(x any, what string) (coord, bool) {
 		if c.IsConst() {
 			return coord{c: constInt(c)}, true
 		}
+		if !k.fits32(c, what, "coordinate") {
+			return coord{}, false
+		}
 		return coord{dyn: c.To(I32)}, true
 	}
 	k.errorf("%s: coordinate must be a Go int or an integer Value, got %T", what, x)
 	return coord{}, false
+}
+
+// fits32 reports whether run-time value v (a coordinate, extent or stride) may take part in
+// a tensor's offsets, which are 32-bit signed: a 64-bit Value is a Build error naming what,
+// not a silent truncation to its low 32 bits.
+func (k *Kernel) fits32(v Value, what, role string) bool {
+	if v.t.Bits() == 64 {
+		k.errorf("%s: the %s is a %s Value, but tensor offsets are 32-bit signed (its high bits would be dropped): convert it with To(dsl.I32) where it fits, or start the tensor at a 64-bit base (Ptr.At with the large part)", what, role, v.t)
+		return false
+	}
+	return true
 }
 
 // advance moves the tensor's origin by coordinate c along the leaves ls (a colexicographic

@@ -168,6 +168,9 @@ func (t Tensor) LocalPartition(thr layout.Layout, tid Value, val ...int) Tensor 
 		k.errorf("LocalPartition: thread index is %s, not an integer", tid.t)
 		return t
 	}
+	if !tid.IsConst() && !k.fits32(tid, "LocalPartition", "thread index") {
+		return t
+	}
 	id := tid.To(I32)
 	u := t.clone()
 	for m := range t.modes {

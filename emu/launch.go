@@ -49,8 +49,30 @@ type Options struct {
 	// MaxDelay is, in weak mode, the most warp-instructions a buffered store may stay
 	// invisible without a fence (0: 20000).
 	MaxDelay int
-	// Quantum is how many instructions a warp runs before the scheduler moves on (0: 256).
+	// Quantum is how many instructions a warp runs before the scheduler moves on (0: 256;
+	// at most MaxQuantum, so that the step budget and a host's wait are checked between
+	// turns).
 	Quantum int
+}
+
+// MaxQuantum is the largest Options.Quantum: a warp's turn of more instructions would run
+// past the step budget's and the host's checks (a spinning warp given 2^40 ran for hours
+// inside one turn, deaf to its no-progress budget and to its launch's context).
+const MaxQuantum = 1 << 16
+
+// Check reports an option out of its range, naming the field: a negative StepBudget,
+// MaxDelay or Quantum (0 asks for the default; a negative value is no budget, delay or
+// quantum the emulator can honour), or a Quantum above MaxQuantum.
+func (o Options) Check() error {
+	switch {
+	case o.StepBudget < 0:
+		return fmt.Errorf("Options.StepBudget %d is negative (0 means the default, 1<<26)", o.StepBudget)
+	case o.MaxDelay < 0:
+		return fmt.Errorf("Options.MaxDelay %d is negative (0 means the default, 20000)", o.MaxDelay)
+	case o.Quantum < 0 || o.Quantum > MaxQuantum:
+		return fmt.Errorf("Options.Quantum %d is outside 0..%d (0 means the default, 256)", o.Quantum, MaxQuantum)
+	}
+	return nil
 }
 
 // Launch describes one kernel launch: on one GPU, or collectively on several (every GPU's
@@ -141,6 +163,9 @@ func (s *System) prepare(k Launch) (*launch, error) {
 	if k.Module == nil {
 		return nil, launchErr(k.Entry, "no module")
 	}
+	if err := k.Options.Check(); err != nil {
+		return nil, launchErr(k.Entry, "%v", err)
+	}
 	p, err := s.program(k.Module)
 	if err != nil {
 		return nil, err
@@ -193,7 +218,7 @@ func (s *System) prepare(k Launch) (*launch, error) {
 	}
 	l := &launch{prog: p, fn: fn, grid: grid, blk: blk, dynShared: k.SharedBytes,
 		gpus: gpus, params: map[int][]byte{}, cdim: Dim3{1, 1, 1}, quantum: k.Options.Quantum}
-	if l.quantum <= 0 {
+	if l.quantum == 0 {
 		l.quantum = 256
 	}
 	if k.Cluster != (Dim3{}) {

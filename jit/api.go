@@ -79,8 +79,9 @@ type Options struct {
 	// The emulator does not link and ignores it.
 	Cache *Cache
 	// Emu sets the emulator's launch options (schedule seed, weak-memory mode, step budget);
-	// nil means the defaults, which $KGEN_EMU_SEED and $KGEN_EMU_WEAK=1 change. The GPU
-	// backend ignores it.
+	// nil means the defaults, which $KGEN_EMU_SEED and $KGEN_EMU_WEAK=1 change. Options out
+	// of range (emu.Options.Check), and those variables set to something else than a seed
+	// or a switch, fail Open on the emulator. The GPU backend ignores it.
 	Emu *emu.Options
 }
 
@@ -151,10 +152,23 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	if open == nil {
 		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
 	}
+	if err := cacheEnvErr(); err != nil {
+		return nil, err
+	}
+	var eo emu.Options
+	if b == Emulator {
+		var err error
+		if eo, err = emuOptions(opts); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	impl, err := open(ordinal)
 	if err != nil {
 		return nil, err
+	}
+	if ed, ok := impl.(*emuDevice); ok {
+		ed.opts = eo
 	}
 	d := newDevice(impl, opts)
 	d.noteOpen(start)
@@ -168,9 +182,6 @@ func newDevice(impl device, opts []Option) *Device {
 	}
 	if o.Cache == nil {
 		o.Cache = DefaultCache()
-	}
-	if ed, ok := impl.(*emuDevice); ok && o.Emu != nil {
-		ed.opts = *o.Emu
 	}
 	return &Device{impl: impl, info: impl.info(), cache: o.Cache, modules: map[*Module]struct{}{}}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -129,46 +130,120 @@ func listenAddr(addr string) string {
 	return net.JoinHostPort("", port) // MASTER_ADDR names this host as others see it
 }
 
+// helloWait bounds how long rank 0 waits for a connection's hello: a connection silent for
+// longer is not a kgen rank (a rank sends its hello as soon as it connects).
+const helloWait = 5 * time.Second
+
+// serveUniqueID serves uid to ranks 1..WorldSize-1. Each connection is served on its own,
+// so one that stays silent holds up no other; a connection that is not a kgen rank (it
+// closes, is silent past helloWait or sends something else) is dropped and counted, not
+// fatal: a port scanner or health check must not fail the job. A rank that states another
+// WORLD_SIZE is. Every connection is closed when ctx ends.
 func serveUniqueID(ctx context.Context, rv Rendezvous, uid []byte) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listenAddr(rv.Addr))
 	if err != nil {
 		return fmt.Errorf("jit: bootstrap: rank 0 cannot listen on %s: %w (is MASTER_PORT free? set KGEN_BOOTSTRAP_PORT to use another)", rv.Addr, err)
 	}
-	defer ln.Close()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	seen := map[int]bool{}
-	for len(seen) < rv.WorldSize-1 {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("jit: bootstrap: ranks %v did not connect to %s in time (did they start? did one fail?)", missingRanks(rv.WorldSize, seen), rv.Addr)
+	type served struct {
+		rank         int
+		err, strayed error
+	}
+	results := make(chan served)
+	done := make(chan struct{})
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	closeAll := func() {
+		ln.Close()
+		mu.Lock()
+		for c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+	}
+	stop := context.AfterFunc(ctx, closeAll)
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		close(done)
+		closeAll()
+		wg.Wait()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
 			}
-			return fmt.Errorf("jit: bootstrap: accept on %s: %w", rv.Addr, err)
+			mu.Lock()
+			open[c] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rank, err, strayed := serveOne(ctx, c, rv, uid)
+				c.Close()
+				mu.Lock()
+				delete(open, c)
+				mu.Unlock()
+				select {
+				case results <- served{rank, err, strayed}:
+				case <-done:
+				}
+			}()
 		}
-		rank, err := serveOne(ctx, c, rv, uid)
-		c.Close()
-		if err != nil {
-			return err
+	}()
+	seen := map[int]bool{}
+	strays := 0
+	var firstStray error
+	for len(seen) < rv.WorldSize-1 {
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("jit: bootstrap: ranks %v did not connect to %s in time (did they start? did one fail?)", missingRanks(rv.WorldSize, seen), rv.Addr)
+			if strays > 0 {
+				msg += fmt.Sprintf("; %d connection(s) that were not kgen ranks were dropped, the first: %v", strays, firstStray)
+			}
+			return errors.New(msg)
+		case r := <-results:
+			switch {
+			case r.strayed != nil:
+				if strays++; firstStray == nil {
+					firstStray = r.strayed
+				}
+			case r.err != nil:
+				return r.err
+			default:
+				seen[r.rank] = true
+			}
 		}
-		seen[rank] = true
 	}
 	return nil
 }
 
-func serveOne(ctx context.Context, c net.Conn, rv Rendezvous, uid []byte) (int, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
+// serveOne reads a connection's hello and answers it. strayed, when not nil, says why the
+// connection is not a kgen rank; err is a kgen rank's problem (another WORLD_SIZE, a failed
+// reply).
+func serveOne(ctx context.Context, c net.Conn, rv Rendezvous, uid []byte) (rank int, err, strayed error) {
+	dl := time.Now().Add(helloWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
 	}
+	c.SetDeadline(dl)
 	var hello [len(bootstrapMagic) + 8]byte
 	if _, err := io.ReadFull(c, hello[:]); err != nil {
-		return 0, fmt.Errorf("jit: bootstrap: reading a peer's hello: %w", err)
+		return 0, nil, fmt.Errorf("reading a hello from %s: %w", c.RemoteAddr(), err)
 	}
 	if string(hello[:len(bootstrapMagic)]) != bootstrapMagic {
-		return 0, fmt.Errorf("jit: bootstrap: a connection to %s is not a kgen rank (port in use by something else?)", rv.Addr)
+		return 0, nil, fmt.Errorf("%s sent %q, not a kgen rank's hello (port in use by something else?)", c.RemoteAddr(), hello[:])
 	}
-	rank := int(binary.LittleEndian.Uint32(hello[len(bootstrapMagic):]))
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	} else {
+		c.SetDeadline(time.Time{})
+	}
+	rank = int(binary.LittleEndian.Uint32(hello[len(bootstrapMagic):]))
 	world := int(binary.LittleEndian.Uint32(hello[len(bootstrapMagic)+4:]))
 	var reply []byte
 	var rerr error
@@ -182,7 +257,7 @@ func serveOne(ctx context.Context, c net.Conn, rv Rendezvous, uid []byte) (int, 
 	if _, err := c.Write(reply); err != nil && rerr == nil {
 		rerr = fmt.Errorf("jit: bootstrap: sending the unique ID to rank %d: %w", rank, err)
 	}
-	return rank, rerr
+	return rank, rerr, nil
 }
 
 func missingRanks(n int, seen map[int]bool) []int {
@@ -228,6 +303,10 @@ func fetchOne(ctx context.Context, c net.Conn, rv Rendezvous) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
+	// A context that ends without a deadline ends the reads too (a server that accepts
+	// and never replies held this rank for ever).
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
 	hello := append([]byte(bootstrapMagic), make([]byte, 8)...)
 	binary.LittleEndian.PutUint32(hello[len(bootstrapMagic):], uint32(rv.Rank))
 	binary.LittleEndian.PutUint32(hello[len(bootstrapMagic)+4:], uint32(rv.WorldSize))

@@ -72,11 +72,22 @@ func DefaultCacheDir() string {
 
 // CacheDisabled reports whether KGEN_CACHE turns the default cache off ("off", "0", "false").
 func CacheDisabled() bool {
-	switch strings.ToLower(os.Getenv("KGEN_CACHE")) {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("KGEN_CACHE"))) {
 	case "off", "0", "false", "no":
 		return true
 	}
 	return false
+}
+
+// cacheEnvErr reports a KGEN_CACHE that is neither an off switch (CacheDisabled) nor an on
+// one (1, true, yes, on): a typo such as "of" kept the cache on, silently.
+func cacheEnvErr() error {
+	v := os.Getenv("KGEN_CACHE")
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "off", "0", "false", "no", "on", "1", "true", "yes":
+		return nil
+	}
+	return fmt.Errorf("jit: KGEN_CACHE=%q: want off, 0, false or no (no cubin cache) or on, 1, true or yes", v)
 }
 
 // DefaultCache returns the cache in DefaultCacheDir, disabled when KGEN_CACHE=off.
@@ -405,6 +416,9 @@ func devLibHash(dl *DevLib) ([32]byte, error) {
 		fi, err := os.Stat(dl.Archive)
 		if err != nil {
 			return [32]byte{}, fmt.Errorf("jit: NVSHMEM device archive: %w", err)
+		}
+		if !fi.Mode().IsRegular() { // a FIFO blocked the read below, /dev/zero never ended it
+			return [32]byte{}, fmt.Errorf("jit: NVSHMEM device archive %s is not a regular file (%s)", dl.Archive, fi.Mode().Type())
 		}
 		memo := fmt.Sprintf("%s|%d|%d", dl.Archive, fi.Size(), fi.ModTime().UnixNano())
 		var as [32]byte

@@ -105,11 +105,11 @@ func openEmu(ordinal int) (device, error) {
 	if ordinal >= defaultMachine.n {
 		return nil, fmt.Errorf("jit: no emulated GPU %d: the emulated machine has %d (set KGEN_EMU_GPUS for more, or run ranks with jit.RunRanks)", ordinal, defaultMachine.n)
 	}
-	return newEmuDevice(defaultMachine, ordinal), nil
+	return newEmuDevice(defaultMachine, ordinal, emu.Options{}), nil // OpenBackend sets its options
 }
 
-func newEmuDevice(m *emuMachine, gpu int) *emuDevice {
-	d := &emuDevice{m: m, gpu: gpu, opts: emuEnvOptions(), allocs: map[DevicePtr]bool{}}
+func newEmuDevice(m *emuMachine, gpu int, opts emu.Options) *emuDevice {
+	d := &emuDevice{m: m, gpu: gpu, opts: opts, allocs: map[DevicePtr]bool{}}
 	d.defq = &emuQueue{d: d, def: true}
 	d.queues = []*emuQueue{d.defq}
 	m.lock()
@@ -118,19 +118,43 @@ func newEmuDevice(m *emuMachine, gpu int) *emuDevice {
 	return d
 }
 
-// emuEnvOptions reads $KGEN_EMU_SEED (a schedule seed) and $KGEN_EMU_WEAK=1 (weak memory).
-func emuEnvOptions() emu.Options {
+// emuEnvOptions reads $KGEN_EMU_SEED (a schedule seed, a decimal int64) and
+// $KGEN_EMU_WEAK (weak memory: 1, true, yes or on; 0, false, no, off or unset: not). A value
+// of another form is an error naming the variable: a mistyped seed or switch would
+// otherwise run the default schedule or the strong memory model, silently.
+func emuEnvOptions() (emu.Options, error) {
 	var o emu.Options
 	if v := os.Getenv("KGEN_EMU_SEED"); v != "" {
-		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-			o.Seed = s
+		s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return o, fmt.Errorf("jit: KGEN_EMU_SEED=%q: want a decimal integer (a schedule seed; 0 or unset: the deterministic schedule)", v)
 		}
+		o.Seed = s
 	}
-	switch strings.ToLower(os.Getenv("KGEN_EMU_WEAK")) {
+	switch v := os.Getenv("KGEN_EMU_WEAK"); strings.ToLower(strings.TrimSpace(v)) {
 	case "1", "true", "yes", "on":
 		o.Weak = true
+	case "", "0", "false", "no", "off":
+	default:
+		return o, fmt.Errorf("jit: KGEN_EMU_WEAK=%q: want 1, true, yes or on (weak memory) or 0, false, no or off", v)
 	}
-	return o
+	return o, nil
+}
+
+// emuOptions are the emulator options a device opened with opts runs under: those of
+// WithEmuOptions, checked, else those of the environment.
+func emuOptions(opts []Option) (emu.Options, error) {
+	var o Options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.Emu == nil {
+		return emuEnvOptions()
+	}
+	if err := o.Emu.Check(); err != nil {
+		return emu.Options{}, fmt.Errorf("jit: WithEmuOptions: %w", err)
+	}
+	return *o.Emu, nil
 }
 
 var hostMemOnce = sync.OnceValue(func() int64 {

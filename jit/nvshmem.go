@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -84,8 +85,14 @@ func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 			return nil, err
 		}
 	}
-	if o.Timeout == 0 {
-		o.Timeout = bootstrapTimeout()
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("jit: InitNVSHMEM: InitOptions.Timeout %v is negative (0 means $KGEN_BOOTSTRAP_TIMEOUT or 60s)", o.Timeout)
+	}
+	if o.Timeout == 0 && !inProc {
+		var err error
+		if o.Timeout, err = bootstrapTimeout(); err != nil {
+			return nil, err
+		}
 	}
 	sd, ok := d.impl.(shmemDevice)
 	if !ok {
@@ -131,13 +138,19 @@ func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 	return s, nil
 }
 
-func bootstrapTimeout() time.Duration {
-	if v := os.Getenv("KGEN_BOOTSTRAP_TIMEOUT"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			return d
-		}
+// bootstrapTimeout is $KGEN_BOOTSTRAP_TIMEOUT, a positive Go duration ("90s"), or 60s when
+// unset. Another value is an error naming the variable: "90" (no unit) or "-1s" would
+// otherwise wait the default, silently.
+func bootstrapTimeout() (time.Duration, error) {
+	v := os.Getenv("KGEN_BOOTSTRAP_TIMEOUT")
+	if v == "" {
+		return 60 * time.Second, nil
 	}
-	return 60 * time.Second
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("jit: KGEN_BOOTSTRAP_TIMEOUT=%q: want a positive duration such as 90s or 5m", v)
+	}
+	return d, nil
 }
 
 func (s *NVSHMEM) finalized() bool {

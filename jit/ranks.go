@@ -330,6 +330,13 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	if nodes < 1 || n%nodes != 0 {
 		return fmt.Errorf("jit: RunRanks: %d ranks do not split into %d nodes of equal size (RanksOptions.Nodes or %s)", n, nodes, EmuNodesEnv)
 	}
+	if err := cacheEnvErr(); err != nil {
+		return err
+	}
+	eo, err := emuOptions(o.Open)
+	if err != nil {
+		return err
+	}
 	m, err := newEmuMachine(n, true)
 	if err != nil {
 		return err
@@ -350,14 +357,6 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	w := m.w
 	w.ctx = o.Context
 	if n > 1 {
-		var oo Options
-		for _, f := range o.Open {
-			f(&oo)
-		}
-		eo := emuEnvOptions()
-		if oo.Emu != nil {
-			eo = *oo.Emu
-		}
 		w.onFail = m.signal
 		w.onDone = m.unparkAll
 		m.startSched(eo.Seed)
@@ -368,7 +367,7 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 		go func(rank int) {
 			defer wg.Done()
 			start := time.Now()
-			d := newDevice(newEmuDevice(m, rank), o.Open)
+			d := newDevice(newEmuDevice(m, rank, eo), o.Open)
 			d.noteOpen(start)
 			rk := &Rank{Rank: rank, World: n, LocalRank: rank % size, Node: rank / size, Backend: Emulator, Device: d}
 			err := runRank(rk, o, f, Rendezvous{Rank: rank, WorldSize: n, LocalRank: rank % size}, func(err error) { w.failRank(rank, err) })

@@ -344,6 +344,14 @@ func composition(a Layout, t Tiler) Layout {
 // R(c) = a(t(c)) for every coordinate c of t, and R has t's shape profile.
 // A by-mode tiler composes mode i of a with t[i] and drops the modes of a it
 // does not cover (as C++ CuTe does).
+//
+// R(c) = a(t(c)) holds where each stride of t divides, or is divided by, the
+// extents of a it steps across (pycute's divisibility condition), and t is
+// injective. Like C++ CuTe, whose answers the conformance vectors pin,
+// Composition checks a weaker condition: it also takes a stride below an
+// extent that it does not divide, and then R follows a only while t's images
+// stay within that extent. (4,5):(3,100) ∘ 4:3 is (2,2):(9,100), whose value
+// at 2 is 100 where a(t(2)) = a(6) = 106; pycute refuses it.
 func Composition(a Layout, t Tiler) (result Layout, err error) {
 	defer recoverLayout(&result, &err)
 	checkArgs(a, t)

@@ -134,13 +134,20 @@ func (p *parser) module() error {
 				return p.errorf("only .address_size 64 is supported")
 			}
 		case strings.HasPrefix(s, ".file "):
-			f := strings.Fields(s)
-			if len(f) < 3 {
+			num, quoted, found := strings.Cut(strings.TrimPrefix(s, ".file "), " ")
+			if !found {
 				return p.errorf("bad .file line")
 			}
-			n, err := strconv.Atoi(f[1])
-			name, err2 := strconv.Unquote(strings.Join(f[2:], " "))
-			if err != nil || err2 != nil || n < 1 || name == "" {
+			n, err := strconv.Atoi(num)
+			name, ok := "", len(quoted) >= 2 && quoted[0] == '"' && quoted[len(quoted)-1] == '"'
+			if ok && strings.Contains(quoted, `\`) { // another tool's C-style escapes (Print writes none)
+				var uerr error
+				name, uerr = strconv.Unquote(quoted)
+				ok = uerr == nil
+			} else if ok {
+				name, ok = fileUnescape(quoted[1 : len(quoted)-1])
+			}
+			if err != nil || !ok || n < 1 || name == "" {
 				return p.errorf("bad .file line %q (want .file N \"name\", N from 1)", s)
 			}
 			if _, dup := p.files[n]; dup {

@@ -127,8 +127,52 @@ func (p *printer) fileTable(m *Module) {
 	}
 	p.s("\n")
 	for i, n := range names {
-		p.s(".file " + strconv.Itoa(i+1) + " " + strconv.Quote(n) + "\n")
+		p.s(".file " + strconv.Itoa(i+1) + " \"" + fileEscape(n) + "\"\n")
 	}
+}
+
+// fileEscape writes a source file name as ptxas reads it: printable ASCII but for '"', '\'
+// and '%' as it is, every other byte as %XX (URL-style; Parse decodes it). ptxas refuses a
+// non-ASCII character anywhere in a module ("Unexpected non-ASCII character") and takes no
+// escape for '"', so a module built in a folder named données or a"b did not assemble.
+func fileEscape(name string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// fileUnescape decodes fileEscape; ok is false for a '%' not followed by two hex digits.
+func fileUnescape(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), true
 }
 
 func (p *printer) variable(v *Var, indent string) {

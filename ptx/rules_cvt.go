@@ -83,6 +83,10 @@ func init() {
 				if rnd == "" || isInt {
 					return "a narrowing float cvt needs a rounding modifier (.rn .rz .rm .rp)"
 				}
+			} else if d.Bits() == a.Bits() { // .f16 <-> .bf16: either loses bits; ptxas takes .rn .rz .rm .rp or none
+				if isInt {
+					return "a cvt between .f16 and .bf16 rounds with .rn .rz .rm .rp only"
+				}
 			} else if rnd != "" {
 				return "a widening float cvt takes no rounding modifier"
 			}

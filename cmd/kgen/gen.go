@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/gen"
@@ -51,7 +55,7 @@ func runGen(e *env, args []string) error {
 			return usagef("kernel %s named twice", name)
 		}
 	}
-	p := gen.Package{Name: *pkg, Dir: *dir, Generator: "kgen gen " + strings.Join(args, " ")}
+	p := gen.Package{Name: *pkg, Dir: *dir, Generator: "kgen gen " + quoteArgs(args)}
 	for _, t := range strings.Split(*targets, ",") {
 		tt, err := ptx.ParseTarget(strings.TrimSpace(t))
 		if err != nil {
@@ -94,17 +98,61 @@ func runGen(e *env, args []string) error {
 	return nil
 }
 
+// quoteArgs joins a command line for the generated file's one-line header: an argument
+// holding anything but letters, digits and _ . / , = : @ + - is Go-quoted, so a line break
+// or a "*/" in a folder's name stays text of the comment.
+func quoteArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./,=:@+-", r)))
+		}) {
+			q[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(q, " ")
+}
+
 // holdsCommand reports whether dir holds a Go file (other than a generated *_kgen.go) of
-// package main: a command the launchers of --pkg main can join.
+// package main: a command the launchers of --pkg main can join. Only regular files (or
+// links to them) count, and only their first maxClauseBytes are read: a FIFO named a.go
+// blocked kgen gen for ever, and a link to /dev/zero was read without end.
 func holdsCommand(dir string) bool {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 	for _, f := range files {
 		if strings.HasSuffix(f, "_kgen.go") || strings.HasSuffix(f, "_test.go") {
 			continue
 		}
-		if af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly); err == nil && af.Name.Name == "main" {
+		if packageClause(f) == "main" {
 			return true
 		}
 	}
 	return false
+}
+
+// maxClauseBytes bounds how much of a Go file packageClause reads: the package clause
+// follows at most the file's leading comments.
+const maxClauseBytes = 1 << 20
+
+// packageClause returns the package name Go file f declares, or "" when f is not a regular
+// file or declares none within its first maxClauseBytes.
+func packageClause(f string) string {
+	if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	h, err := os.Open(f)
+	if err != nil {
+		return ""
+	}
+	defer h.Close()
+	src, err := io.ReadAll(io.LimitReader(h, maxClauseBytes))
+	if err != nil {
+		return ""
+	}
+	af, err := parser.ParseFile(token.NewFileSet(), f, src, parser.PackageClauseOnly)
+	if err != nil {
+		return ""
+	}
+	return af.Name.Name
 }

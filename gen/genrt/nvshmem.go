@@ -66,19 +66,21 @@ func LoadNVSHMEM(d *jit.Device, entry string, texts map[ptx.Target]string, param
 	return load(d, entry, t, texts[t], params, dl)
 }
 
-// deviceArchive finds libnvshmem_device.a for the host library at hostLib.
+// deviceArchive finds libnvshmem_device.a for the host library at hostLib: a regular file
+// (or a link to one). A FIFO or device there is no archive (the cache key hashes the whole
+// file: a FIFO blocked the load, /dev/zero read without end).
 func deviceArchive(hostLib string) (string, error) {
 	var tried []string
 	try := func(p string) bool {
 		tried = append(tried, p)
 		fi, err := os.Stat(p)
-		return err == nil && !fi.IsDir()
+		return err == nil && fi.Mode().IsRegular()
 	}
 	if p := os.Getenv(ArchiveEnv); p != "" {
 		if try(p) {
 			return p, nil
 		}
-		return "", fmt.Errorf("$%s=%s is not a file", ArchiveEnv, p)
+		return "", fmt.Errorf("$%s=%s is not a regular file", ArchiveEnv, p)
 	}
 	if h := os.Getenv("NVSHMEM_HOME"); h != "" && try(filepath.Join(h, "lib", "libnvshmem_device.a")) {
 		return filepath.Join(h, "lib", "libnvshmem_device.a"), nil
