@@ -50,27 +50,17 @@ type AttentionSM90Config struct {
 	Schedule AttentionSchedule
 }
 
-// causalPersistent is whether DefaultAttentionSM90Config makes causal attention Persistent
-// (with AttentionLPT). Off until the balanced schedules have been timed on a GPU against the
-// non-persistent launch (docs/attention.md: the A/B).
-const causalPersistent = false
-
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
 // consumer warpgroups (128 query rows), 128 keys per step (80 at head dim 256, for the
 // registers of O: 3-8% faster than 64 on an H200, causal or not, 1k to 16k tokens), two
-// stages, the intra-warpgroup Overlap on and the ping-pong off: the
-// fastest variant at every head dim on an H200 (bf16, 2k and 16k tokens, causal or not;
-// docs/attention.md), e.g. at d 128 seqlen 16k 691 TFLOP/s against 687 with the ping-pong
-// too and 590 with the ping-pong alone. Persistent when not causal: 2-14% faster there (d
-// 128 2k 661 against 580 TFLOP/s), while causal tiles of unequal length strided over the
-// blocks ran a third slower at 16k (482 against 714) than the GPU's own block order. Causal
-// is not Persistent (causalPersistent: AttentionLPT and AttentionDynamic balance the tiles,
-// not yet timed on a GPU).
+// stages, the intra-warpgroup Overlap on and the ping-pong off: the fastest variant at every
+// head dim on an H200 (bf16, 2k and 16k tokens, causal or not; docs/attention.md), e.g. at
+// d 128 seqlen 16k 691 TFLOP/s against 687 with the ping-pong too and 590 with the
+// ping-pong alone. Persistent when not causal: 2-14% faster there (d 128 2k 661 against 580
+// TFLOP/s). Causal tiles are unequal; AttentionSM90ConfigForShape makes them Persistent
+// with AttentionLPT where that measured faster.
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
 	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true, Persistent: !causal}
-	if causal && causalPersistent {
-		c.Persistent, c.Schedule = true, AttentionLPT
-	}
 	if headDim > 128 {
 		c.BN = 80
 	}
@@ -78,12 +68,16 @@ func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) Attention
 }
 
 // AttentionSM90ConfigForShape is DefaultAttentionSM90Config fitted to seqQ queries over
-// seqK keys (0: not known): one consumer warpgroup (64 query rows, no ping-pong; 64 keys a
-// step at head dim 256, for its registers) when seqQ is at most 64, and without a causal
-// mask longer key steps where the keys are many (H200, bf16, one call, TFLOP/s at BN 128
-// against the longer step): d 64 BN 192 from 2k keys (440 / 448 at 2k), BN 224 from 4k
-// (483 / 502 at 16k); d 128 BN 160 from 4k (735 / 750 at 16k). Fewer keys ran faster at
-// BN 128, and causal tiles at BN 128 at every length.
+// seqK keys (0: not known), from one-call A/Bs on an H200 (bf16, 16k tokens, docs/attention.md):
+//   - seqQ at most 64: one consumer warpgroup (64 query rows, no ping-pong; 64 keys a step
+//     at head dim 256, for its registers);
+//   - causal: Persistent with AttentionLPT at d 64 (1k-16k tokens: 298-509 TFLOP/s against
+//     242-487 one block a tile) and at d 128 and 256 from 4k to 8k queries (d 256 4k 647
+//     against 613); one block a tile otherwise (d 128 1k 337 against 336, d 256 16k 799
+//     against 780);
+//   - not causal, many keys: longer key steps, d 64 BN 192 from 2k keys (440 / 448 TFLOP/s
+//     at 2k), BN 224 from 4k (483 / 502 at 16k); d 128 BN 160 from 4k (735 / 750 at 16k).
+//     Fewer keys ran faster at BN 128, and causal tiles at BN 128 at every length.
 func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, seqK int) AttentionSM90Config {
 	c := DefaultAttentionSM90Config(dt, headDim, causal)
 	switch {
@@ -92,6 +86,8 @@ func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, se
 		if headDim > 128 {
 			c.BN = 64
 		}
+	case causal && (headDim == 64 || seqQ >= 4096 && seqQ < 16384):
+		c.Persistent, c.Schedule = true, AttentionLPT
 	case causal:
 	case headDim == 64 && seqK >= 4096:
 		c.BN = 224

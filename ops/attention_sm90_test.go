@@ -9,6 +9,7 @@ import (
 
 	"github.com/kgen-dev/kgen/fp"
 	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -29,6 +30,21 @@ func TestAttentionSM90ConfigFor(t *testing.T) {
 		}
 		if cfg.Consumers != c.consumers || cfg.PingPong != c.pingPong || !cfg.Overlap || !cfg.Causal {
 			t.Errorf("seqQ %d: %+v; want %d consumers, ping-pong %v, overlap, causal", c.sq, cfg, c.consumers, c.pingPong)
+		}
+	}
+	// Causal: Persistent + AttentionLPT at d 64, and from 4k to 8k queries at d 128 and 256.
+	for _, c := range []struct {
+		d, sq   int
+		persist bool
+	}{{64, 1024, true}, {64, 16384, true}, {128, 2048, false}, {128, 4096, true}, {128, 8192, true},
+		{128, 16384, false}, {256, 1024, false}, {256, 4096, true}, {256, 16384, false}, {64, 64, false}} {
+		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, c.d, c.sq, c.sq, true)
+		if err != nil {
+			t.Errorf("causal d %d seqQ %d: %v", c.d, c.sq, err)
+			continue
+		}
+		if cfg.Persistent != c.persist || c.persist && cfg.Schedule != kernels.AttentionLPT {
+			t.Errorf("causal d %d seqQ %d: Persistent %v schedule %v, want Persistent %v (AttentionLPT)", c.d, c.sq, cfg.Persistent, cfg.Schedule, c.persist)
 		}
 	}
 	// Key steps: longer without a mask where keys are many; every pick builds (Check).

@@ -47,7 +47,16 @@ import json, shlex, sys
 # kgen launch prefixes each rank's lines with "[rank N] ".
 lines = [l.split("] ", 1)[1] if l.startswith("[rank ") else l for l in open(sys.argv[1])]
 kg = [dict(kv.split("=", 1) for kv in shlex.split(l)[1:]) for l in lines if l.startswith("moelayer ")]
-tc = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+# The ranks print at once: two objects can share a line ("{...}{...}"), so scan the text.
+text, dec, tc, i = open(sys.argv[2]).read(), json.JSONDecoder(), [], 0
+while (i := text.find("{", i)) >= 0:
+    try:
+        obj, i = dec.raw_decode(text, i)
+    except json.JSONDecodeError:
+        i += 1
+        continue
+    if isinstance(obj, dict) and "layer_us" in obj:
+        tc.append(obj)
 if not kg or not tc:
     sys.exit("missing results: kgen %d ranks, torch %d ranks" % (len(kg), len(tc)))
 steps = ["layer", "dispatch", "gateup", "swiglu", "down", "combine"]
