@@ -77,8 +77,8 @@ func Open(home string) (*Library, error) {
 		if err != nil {
 			return nil, fmt.Errorf("devlib: %s is not an NVSHMEM 3 installation: %w", home, err)
 		}
-		if fi.IsDir() {
-			return nil, fmt.Errorf("devlib: %s is a folder, not a file", p)
+		if !fi.Mode().IsRegular() { // a FIFO would block the hash below, a device never end it
+			return nil, fmt.Errorf("devlib: %s is not a regular file (%s)", p, fi.Mode().Type())
 		}
 	}
 	h, err := hashFile(l.Path)
@@ -101,7 +101,7 @@ func Open(home string) (*Library, error) {
 }
 
 func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
+	f, err := openRegular(p)
 	if err != nil {
 		return "", err
 	}
@@ -125,9 +125,12 @@ func headerVersion(home string) (string, error) {
 		filepath.Join(home, "include", "non_abi", "nvshmem_version.h"),
 		filepath.Join(home, "include", "nvshmem_version.h"),
 	} {
-		if src, err = os.ReadFile(p); err == nil {
+		if src, err = readRegular(p, maxHeaderBytes); err == nil {
 			path = p
 			break
+		}
+		if !errors.Is(err, os.ErrNotExist) { // there, but not a header: a FIFO, a folder
+			return "", err
 		}
 	}
 	if err != nil {
@@ -390,4 +393,49 @@ func alternatives(n string) []string {
 		out = append(out, "nvshmem_"+n, "nvshmemx_"+n)
 	}
 	return out
+}
+
+// maxHeaderBytes bounds the version header's read (NVSHMEM's is under 1 KiB).
+const maxHeaderBytes = 1 << 20
+
+// openRegular opens p (symlinks followed: installations link their files) when it is a
+// regular file, checked again on the open file; a FIFO, device or folder is an error naming
+// it, never a blocked or endless read.
+func openRegular(p string) (*os.File, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// readRegular reads the regular file p, at most max bytes (a longer one is an error).
+func readRegular(p string, max int64) ([]byte, error) {
+	f, err := openRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is longer than %d bytes", p, max)
+	}
+	return b, nil
 }
