@@ -360,9 +360,13 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 			}
 		}
 		for _, b0 := range bases {
-			sb, f := w.sharedSpan(swizzleAddr(b0+uint64(i*es), tm.Swizzle), es)
+			sa := swizzleAddr(b0+uint64(i*es), tm.Swizzle)
+			sb, f := w.sharedSpan(sa, es)
 			if f != nil {
 				w.memFault(in, ln, f)
+				return false
+			}
+			if in.op == tmaLoad && !w.bulkWriteOK(in, ln, sa, es) {
 				return false
 			}
 			switch {
