@@ -127,18 +127,41 @@ func (b Mbarrier) ArriveCluster(rank any) {
 
 // ArriveExpectTx counts one arrival and expects bytes more transaction bytes in the current
 // phase (mbarrier.arrive.expect_tx): the TMA copies completing on the barrier must bring
-// exactly that many, or the phase never completes.
-func (b Mbarrier) ArriveExpectTx(bytes int) {
+// exactly that many, or the phase never completes. bytes is a Go int (checked: 0 to 2^20-1)
+// or a U32 Value (the run-time size of a BulkLoad, below 2^20).
+func (b Mbarrier) ArriveExpectTx(bytes any) {
 	if !b.ok("Mbarrier.ArriveExpectTx") {
 		return
 	}
-	defer b.k.hold()()
-	if bytes < 0 || bytes >= 1<<20 {
-		b.k.errorf("Mbarrier.ArriveExpectTx: %d bytes; a transaction count is 0 to 2^20-1", bytes)
+	k := b.k
+	defer k.hold()()
+	var n ptx.Operand
+	switch x := bytes.(type) {
+	case int:
+		if x < 0 || x >= 1<<20 {
+			k.errorf("Mbarrier.ArriveExpectTx: %d bytes; a transaction count is 0 to 2^20-1", x)
+			return
+		}
+		n = ptx.IntImm(ptx.B64, int64(x))
+	case Value:
+		if !k.own(x, "Mbarrier.ArriveExpectTx") {
+			return
+		}
+		if x.t != U32 {
+			k.errorf("Mbarrier.ArriveExpectTx: the byte count is a %s Value; want U32 (convert with To)", x.t)
+			return
+		}
+		if x.IsConst() && constInt(x) >= 1<<20 {
+			k.errorf("Mbarrier.ArriveExpectTx: %d bytes; a transaction count is 0 to 2^20-1", constInt(x))
+			return
+		}
+		n = k.operand(x)
+	default:
+		k.errorf("Mbarrier.ArriveExpectTx: the byte count must be a Go int or a U32 Value, got %T", bytes)
 		return
 	}
-	b.k.emit(&ptx.Instr{Op: "mbarrier.arrive", Q: []string{"expect_tx", "shared"}, Types: []ptx.Type{ptx.B64},
-		Args: []ptx.Operand{b.k.reg(U64), b.mem(), ptx.IntImm(ptx.B64, int64(bytes))}})
+	k.emit(&ptx.Instr{Op: "mbarrier.arrive", Q: []string{"expect_tx", "shared"}, Types: []ptx.Type{ptx.B64},
+		Args: []ptx.Operand{k.reg(U64), b.mem(), n}})
 }
 
 // Wait spins until the phase with the given parity (a U32 Value or Go int, 0 or 1) has

@@ -254,8 +254,9 @@ func spacesOf(toks tokens) []uint8 {
 	return out
 }
 
-// decodeBulk: cp.async.bulk and cp.reduce.async.bulk copy (or reduce) at once and then
-// complete their mbarrier transaction; bulk groups complete immediately.
+// decodeBulk: cp.async.bulk and cp.reduce.async.bulk into shared memory copy (or reduce) at
+// once and then complete their mbarrier transaction; into global memory they join the
+// thread's bulk groups (bulk.go).
 func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool) error {
 	args := in.Args
 	sp := spacesOf(toks)
@@ -303,15 +304,39 @@ func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool)
 	}
 	di.sub = []*dinst{dst, src, bar}
 	di.b = size
+	toGlobal := sp[0] == spGlobal
 	di.exec = func(w *warp, in *dinst, m uint32) {
 		dst, src, bar := in.sub[0], in.sub[1], in.sub[2]
 		for x := m; x != 0; x &= x - 1 {
 			ln := bits.TrailingZeros32(x)
 			n := int(w.r[in.b+int32(ln)] & 0xffffffff)
-			sb, _, _, f := w.span(src, ln, w.ea(src, ln), n)
+			// The GPU faults on a size or an address off the 16-byte rule.
+			da, sa := w.ea(dst, ln), w.ea(src, ln)
+			switch {
+			case n%16 != 0:
+				w.fault(in, ln, KindMisaligned, fmt.Sprintf("a bulk copy of %d bytes: the size must be a multiple of 16", n))
+				return
+			case da%16 != 0 || sa%16 != 0:
+				w.fault(in, ln, KindMisaligned, fmt.Sprintf("a bulk copy from %#x to %#x: both addresses must be 16-byte aligned", sa, da))
+				return
+			}
+			sb, swh, soff, f := w.span(src, ln, sa, n)
 			if f != nil {
 				w.memFault(in, ln, f)
 				return
+			}
+			if toGlobal { // a store or reduction: queued in the thread's bulk groups (bulk.go)
+				if swh != whShared || soff > clusterOffMask {
+					w.fault(in, ln, KindBadAddress, fmt.Sprintf("the source %#x of a bulk copy to global memory is not in the block's shared memory", sa))
+					return
+				}
+				db, _, _, f := w.span(dst, ln, da, n)
+				if f != nil {
+					w.memFault(in, ln, f)
+					return
+				}
+				w.bulkIssue(in, ln, soff, n, db, reduce, op, t)
+				continue
 			}
 			if in.c >= 0 {
 				if !w.multicastCopy(in, ln, sb, dst, bar) {
@@ -319,9 +344,12 @@ func (d *decoder) decodeBulk(di *dinst, in *ptx.Instr, toks tokens, reduce bool)
 				}
 				continue
 			}
-			db, _, _, f := w.span(dst, ln, w.ea(dst, ln), n)
+			db, dwh, doff, f := w.span(dst, ln, da, n)
 			if f != nil {
 				w.memFault(in, ln, f)
+				return
+			}
+			if dwh == whShared && !w.bulkWriteOK(in, ln, doff, n) {
 				return
 			}
 			if reduce {

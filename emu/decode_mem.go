@@ -321,7 +321,21 @@ func (d *decoder) decodeCp(di *dinst, in *ptx.Instr, toks tokens) error {
 	if !toks.has("bulk") {
 		return d.decodeCpAsync(di, in, toks)
 	}
-	if toks.any("commit_group", "wait_group", "wait_all") != "" || toks.has("prefetch") {
+	switch {
+	case toks.has("commit_group"):
+		di.op, di.exec = bulkCommit, execBulkGroup
+		return nil
+	case toks.has("wait_group"):
+		im, ok := firstImm(in.Args)
+		if !ok || int64(im.Bits) < 0 {
+			return errors.New("cp.async.bulk.wait_group takes a non-negative integer immediate")
+		}
+		di.op, di.imm, di.exec = bulkWait, im.Bits, execBulkGroup
+		if toks.has("read") {
+			di.op = bulkWaitRead
+		}
+		return nil
+	case toks.has("wait_all") || toks.has("prefetch"):
 		di.exec = execNop
 		return nil
 	}

@@ -297,6 +297,9 @@ func execSt(w *warp, in *dinst, m uint32) {
 			if l.sanitize && in.sem == semWeak && !w.race(in, ln, off, tot, true) {
 				return
 			}
+			if !w.bulkWriteOK(in, ln, off, tot) {
+				return
+			}
 		case whGlobal:
 			if l.gRace && in.sem == semWeak && !w.gRaceCheck(in, ln, off, tot, true) {
 				return
@@ -459,6 +462,9 @@ func execAtom(w *warp, in *dinst, m uint32) {
 		}
 		if wh == whParam {
 			w.fault(in, ln, KindBadAddress, "atomic on the kernel's parameters")
+			return
+		}
+		if wh == whShared && !w.bulkWriteOK(in, ln, off, tot) {
 			return
 		}
 		if l.gRace && in.sem >= semAcquire {

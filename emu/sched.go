@@ -50,12 +50,13 @@ type block struct {
 	nwide     int               // entries of wide not yet visible
 	obs       map[obsKey]obsVal // weak mode: out-of-order stores its threads have seen
 	obsGen    uint32
-	cp        *cpState // cp.async copies in flight (cpasync.go)
-	gnum      uint32   // the block's number in its launch (race detector)
-	gs        *gsync   // race detector: its releases and acquires (nil: none yet)
-	lastBar   uint32   // race detector: the stamp of its last completed barrier
-	cl        *cluster // its cluster (nil: a cluster of one; cluster.go)
-	rank      int      // its rank in the cluster
+	cp        *cpState   // cp.async copies in flight (cpasync.go)
+	bulk      *bulkState // bulk stores in flight (bulk.go)
+	gnum      uint32     // the block's number in its launch (race detector)
+	gs        *gsync     // race detector: its releases and acquires (nil: none yet)
+	lastBar   uint32     // race detector: the stamp of its last completed barrier
+	cl        *cluster   // its cluster (nil: a cluster of one; cluster.go)
+	rank      int        // its rank in the cluster
 }
 
 type warp struct {
@@ -423,6 +424,9 @@ func (w *warp) exitLanes(in *dinst, ex uint32) {
 	}
 	b.exited += bits.OnesCount32(ex)
 	l.progressed()
+	if b.bulk != nil && !w.bulkExit(in, ex) {
+		return
+	}
 	if l.sanitize {
 		for ln := 0; ln < 32; ln++ {
 			if w.st[ln] == lsSync && w.wmask[ln]&ex != 0 {

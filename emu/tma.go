@@ -16,8 +16,8 @@ import (
 // applied to the shared addresses as wgmma's descriptors expect it), writing zeros (or NaN,
 // with OOBNaN) for elements outside the tensor, and completes the box's byte count as a
 // transaction on the mbarrier; a store writes the in-bounds elements of the box back; a
-// reduction combines them with the global ones. Copies complete at issue, as cp.async.bulk's
-// do here. .multicast::cluster writes the box (and completes the transaction on the mbarrier
+// reduction combines them with the global ones. Copies complete at issue, as cp.async.bulk
+// loads do here (bulk stores join bulk groups: bulk.go). .multicast::cluster writes the box (and completes the transaction on the mbarrier
 // at the same offset) in every block of the cluster that ctaMask names (cluster.go).
 
 // TensorMap is what the emulator reads from a tensor map's 128 bytes: the arguments of
@@ -360,9 +360,13 @@ func (w *warp) tensorCopy(in *dinst, ln int) bool {
 			}
 		}
 		for _, b0 := range bases {
-			sb, f := w.sharedSpan(swizzleAddr(b0+uint64(i*es), tm.Swizzle), es)
+			sa := swizzleAddr(b0+uint64(i*es), tm.Swizzle)
+			sb, f := w.sharedSpan(sa, es)
 			if f != nil {
 				w.memFault(in, ln, f)
+				return false
+			}
+			if in.op == tmaLoad && !w.bulkWriteOK(in, ln, sa, es) {
 				return false
 			}
 			switch {
