@@ -37,7 +37,7 @@ type GemmSM90Config struct {
 	ClusterM  int  // blocks per cluster along M: 0 or 1 (no clusters) or 2
 	TMAStore  bool // the epilogue stores D with TMA from shared memory
 	// PingPong gives each of the two consumer warpgroups its own 64 x BN tiles (BM 64),
-	// alternating their mainloops; Consumers must be 2, ClusterM 0 or 1.
+	// alternating their mainloops; Consumers must be 2.
 	PingPong bool
 	// Epilogue adds the library's epilogue options (bias, activation, residual, fp8
 	// scales; GemmEpilogueArgs after the other parameters). Zero: the plain epilogue.
@@ -291,8 +291,6 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: ClusterM %d (want 0, 1 or 2)", c.ClusterM)
 	case c.PingPong && c.Consumers != 2:
 		return fmt.Errorf("gemm_sm90: PingPong alternates two consumer warpgroups; the configuration has %d", c.Consumers)
-	case c.PingPong && c.Cluster() > 1:
-		return fmt.Errorf("gemm_sm90: PingPong with ClusterM %d: the ping-pong schedule runs without clusters (want ClusterM 0 or 1)", c.ClusterM)
 	case c.blockShared() > gemmSM90MaxShared:
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles (and %d bytes of epilogue tile, %d of barriers) need %d bytes of shared memory; an sm_90 block has at most %d",
 			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.storeBytes()+c.epiBytes(), c.blockShared()-c.SharedBytes(), c.blockShared(), gemmSM90MaxShared)
@@ -532,10 +530,11 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 	}
 	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
 	sched := h.tiles
-	var own dsl.TileScheduler // the gemm's own scheduler without clusters (PingPong's)
+	var own dsl.TileScheduler // the gemm's own scheduler (PingPong's)
 	switch {
 	case sched == nil && cl > 1:
-		sched = k.MakeClusterTileScheduler(tilesM, tilesN, 8/cl, cl)
+		own = k.MakeClusterTileScheduler(tilesM, tilesN, 8/cl, cl)
+		sched = own
 	case sched == nil:
 		own = k.MakeTileScheduler(tilesM, tilesN, 8)
 		sched = own
@@ -632,7 +631,7 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 			gemmSM90EpiloguePre(k, cfg, a, o, acc, t, row0, col0, h.epi, pre)
 		}
 		if cfg.PingPong {
-			gemmSM90PingPong(k, own, tilesM.Mul(tilesN), pipe, wg, kTiles, st, rel, func(m, n dsl.Value, issued func()) {
+			gemmSM90PingPong(k, own, tilesM, tilesN, cl, pipe, wg, kTiles, st, rel, func(m, n dsl.Value, issued func()) {
 				pre := preload(n)
 				mainloop(k.Const(dsl.U32, uint32(0)), issued)
 				epilogue(tid.And(uint32(127)), m.Mul(uint32(BM)), n.Mul(uint32(BN)), pre)
@@ -661,10 +660,14 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 }
 
 // gemmSM90PingPong runs the ping-pong schedule's consumer warpgroup wg (0 or 1): of the
-// block's tiles (of sched's total, its linear tiles blockIdx, blockIdx + gridDim, ...: the order the
+// block's tiles of the tilesM x tilesN tiles (sched's linear tiles blockIdx, blockIdx +
+// gridDim, ...; with clusters of cl blocks, sched's (MakeClusterTileScheduler) clusterIdx,
+// clusterIdx + the clusters, ..., row cl*m + the block's rank: the order in which the
 // producer loads them, each tile's kTiles K steps in turn into the stage ring), warpgroup 0
 // takes the 1st, 3rd, ... and warpgroup 1 the 2nd, 4th, ...; tile(m, n, issued) writes one
 // tile's mainloop and epilogue, calling issued once the mainloop's last wgmma is issued.
+// The blocks of a cluster run as many tiles each, so their warpgroups take the same stages
+// of the ring and release them on both blocks' empty barriers.
 //
 // The consumer states st and rel start at the warpgroup's first tile's stages (warpgroup 1
 // skips the first tile's kTiles) and skip the other warpgroup's tile after each of its own.
@@ -679,8 +682,13 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 // the other warpgroup has no next tile, so every arrival meets a sync. The epilogues of the
 // two are not ordered: each has its own registers, its own D tile and barrier for the TMA
 // store.
-func gemmSM90PingPong(k *dsl.Kernel, sched dsl.TileScheduler, total dsl.Value, pipe *dsl.TMAPipeline, wg, kTiles dsl.Value, st, rel dsl.PipelineState, tile func(m, n dsl.Value, issued func())) {
-	grid, bid := k.GridDim(dsl.X), k.BlockIdx(dsl.X)
+func gemmSM90PingPong(k *dsl.Kernel, sched dsl.TileScheduler, tilesM, tilesN dsl.Value, cl int, pipe *dsl.TMAPipeline, wg, kTiles dsl.Value, st, rel dsl.PipelineState, tile func(m, n dsl.Value, issued func())) {
+	total, grid, bid := tilesM.Mul(tilesN), k.GridDim(dsl.X), k.BlockIdx(dsl.X)
+	var rank dsl.Value
+	if cl > 1 {
+		total = tilesM.Add(uint32(cl - 1)).Div(uint32(cl)).Mul(tilesN)
+		grid, bid, rank = k.ClusterGridDim(dsl.X), k.ClusterIdx(dsl.X), k.BlockRankInCluster()
+	}
 	first := wg.Eq(uint32(0))
 	bars := [2]dsl.NamedBar{k.NamedBarrierFor("gemm_sm90 ping-pong: warpgroup 0's mainloop turn", 256), k.NamedBarrierFor("gemm_sm90 ping-pong: warpgroup 1's mainloop turn", 256)}
 	skip := func() {
@@ -693,6 +701,9 @@ func gemmSM90PingPong(k *dsl.Kernel, sched dsl.TileScheduler, total dsl.Value, p
 	})
 	k.For(bid.Add(wg.Mul(grid)), total, grid.Mul(uint32(2)), func(lin dsl.Value) {
 		m, n := sched.Tile(lin)
+		if cl > 1 {
+			m = m.Mul(uint32(cl)).Add(rank)
+		}
 		k.If(first, bars[0].Sync).Else(bars[1].Sync)
 		tile(m, n, func() {
 			k.If(lin.Add(grid).Lt(total), func() { k.If(first, bars[1].Arrive).Else(bars[0].Arrive) })

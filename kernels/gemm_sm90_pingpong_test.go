@@ -10,7 +10,7 @@ import (
 
 // TestGemmSM90PingPongPtxas assembles the ping-pong schedule (bf16 64x256 and 64x128 tiles
 // per consumer warpgroup, plain and with bias+SiLU, register and TMA-store epilogues; f16 ->
-// f32, e4m3 with scales) with ptxas -v: no spills, no setmaxnreg or wgmma serialization
+// f32, e4m3 with scales; clusters of 2) with ptxas -v: no spills, no setmaxnreg or wgmma serialization
 // warning.
 func TestGemmSM90PingPongPtxas(t *testing.T) {
 	var cfgs []GemmSM90Config
@@ -30,6 +30,8 @@ func TestGemmSM90PingPongPtxas(t *testing.T) {
 		GemmSM90Config{In: dsl.F16, Out: dsl.F32, BN: 128, Consumers: 2, Stages: 4, PingPong: true, Epilogue: Epilogue{Bias: true, Act: GELU, Residual: true}},
 		GemmSM90Config{In: dsl.E4M3, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 3, PingPong: true, Epilogue: Epilogue{Scales: true, Bias: true, Act: SiLU}},
 		GemmSM90Config{In: dsl.E4M3, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 2, PingPong: true, TMAStore: true, Epilogue: Epilogue{Scales: true, Bias: true, Act: SiLU}},
+		GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 4, PingPong: true, ClusterM: 2, Epilogue: bs},
+		GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 3, PingPong: true, ClusterM: 2, TMAStore: true, Epilogue: bs},
 	)
 	gemmSM90Ptxas(t, cfgs)
 }
@@ -64,7 +66,6 @@ func TestGemmSM90PingPongConfig(t *testing.T) {
 		want string
 	}{
 		{GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 1, Stages: 4, PingPong: true}, "two consumer warpgroups"},
-		{GemmSM90Config{In: dsl.BF16, Out: dsl.BF16, BN: 256, Consumers: 2, Stages: 4, PingPong: true, ClusterM: 2}, "without clusters"},
 	} {
 		if err := bad.cfg.Check(); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%+v: Check %v, want %q", bad.cfg, err, bad.want)
