@@ -120,7 +120,10 @@ func GemmSM90For(in, out dsl.Type, m, n, k, sms int) (GemmSM90Config, error) {
 // Cycles is GemmSM90For's estimate of the configuration's time on an M x N x K problem, in
 // SM cycles of the busiest SM (see GemmSM90For): a model for choosing, not a prediction.
 // It is a cost, so what cannot run costs +Inf: a configuration Check refuses, an extent
-// m, n or k below 1, or fewer than 1 multiprocessor.
+// m, n or k below 1, or fewer than 1 multiprocessor. A PingPong configuration is costed as
+// a two-consumer one of 64-row tiles: the model sees its loads (B per 64 rows: load-bound
+// at 64 x 256, 13.3 load cycles against 8 tensor-core cycles per K element of bf16) but not
+// the epilogue it hides, which is why GemmSM90Candidates holds none (not measured yet).
 func (c GemmSM90Config) Cycles(m, n, k, sms int) float64 {
 	if m < 1 || n < 1 || k < 1 || sms < 1 || c.Check() != nil {
 		return math.Inf(1)
@@ -360,6 +363,16 @@ func init() {
 // beta*C when beta != 0, a run-time branch) from the registers, predicated at the edges,
 // while the producer already loads the next tile. A non-zero cfg.Epilogue applies its
 // options there (GemmEpilogueArgs follow the other parameters).
+//
+// By default (cooperative) both consumer warpgroups work on one BM x BN tile, 64 rows each,
+// and run its epilogue at the same time, the tensor cores idle meanwhile. With
+// cfg.PingPong each consumer warpgroup owns whole 64 x BN tiles, the 1st, 3rd, ... of the
+// block's tiles for warpgroup 0, the 2nd, 4th, ... for warpgroup 1; the producer loads them
+// in that order, and two named barriers hand the mainloop's turn from one warpgroup to the
+// other once it has issued its last wgmma, so one's epilogue (either store path, every
+// Epilogue option) runs under the other's mainloop (gemmSM90PingPong). The registers are the
+// cooperative kernel's (a 64 x BN accumulator tile a warpgroup, setmaxnreg 40/232); each
+// K step loads B for 64 rows of A instead of 128 (ClusterM 2 shares it between two blocks).
 func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) { gemmSM90(k, cfg, nil) }
 
 // GemmSM90With writes the sm_90a gemm for cfg with a user-written epilogue: hook runs
