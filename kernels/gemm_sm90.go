@@ -24,6 +24,11 @@ import (
 // tiles: each loads its half of the shared B tile with .multicast::cluster into both
 // blocks (MakeTMACopyMulticast, MakeTMAPipelineCluster). TMAStore writes D through a
 // shared-memory tile and TMA stores (D's tensor map is a parameter, GemmSM90StoreArgs).
+//
+// PingPong changes the schedule (CUTLASS's KernelTmaWarpSpecializedPingpong): the two
+// consumer warpgroups do not share a 128-row tile but each owns whole 64 x BN tiles, taking
+// the block's tiles in turn, so that one's epilogue runs while the other's wgmmas do (see
+// GemmSM90).
 type GemmSM90Config struct {
 	In, Out   dsl.Type
 	BN        int // 64, 128 or 256
@@ -31,6 +36,9 @@ type GemmSM90Config struct {
 	Stages    int
 	ClusterM  int  // blocks per cluster along M: 0 or 1 (no clusters) or 2
 	TMAStore  bool // the epilogue stores D with TMA from shared memory
+	// PingPong gives each of the two consumer warpgroups its own 64 x BN tiles (BM 64),
+	// alternating their mainloops; Consumers must be 2.
+	PingPong bool
 	// Epilogue adds the library's epilogue options (bias, activation, residual, fp8
 	// scales; GemmEpilogueArgs after the other parameters). Zero: the plain epilogue.
 	Epilogue Epilogue
@@ -112,7 +120,10 @@ func GemmSM90For(in, out dsl.Type, m, n, k, sms int) (GemmSM90Config, error) {
 // Cycles is GemmSM90For's estimate of the configuration's time on an M x N x K problem, in
 // SM cycles of the busiest SM (see GemmSM90For): a model for choosing, not a prediction.
 // It is a cost, so what cannot run costs +Inf: a configuration Check refuses, an extent
-// m, n or k below 1, or fewer than 1 multiprocessor.
+// m, n or k below 1, or fewer than 1 multiprocessor. A PingPong configuration is costed as
+// a two-consumer one of 64-row tiles: the model sees its loads (B per 64 rows: load-bound
+// at 64 x 256, 13.3 load cycles against 8 tensor-core cycles per K element of bf16) but not
+// the epilogue it hides, which is why GemmSM90Candidates holds none (not measured yet).
 func (c GemmSM90Config) Cycles(m, n, k, sms int) float64 {
 	if m < 1 || n < 1 || k < 1 || sms < 1 || c.Check() != nil {
 		return math.Inf(1)
@@ -150,14 +161,24 @@ func (c GemmSM90Config) BK() int { return 128 / max(c.In.Bytes(), 1) }
 // FP8 reports fp8 inputs, whose B is N x K row-major (K-major; see GemmSM90Config).
 func (c GemmSM90Config) FP8() bool { return c.In == dsl.E4M3 || c.In == dsl.E5M2 }
 
-// BM returns the block's row tile.
-func (c GemmSM90Config) BM() int { return 64 * c.Consumers }
+// BM returns the rows of an output tile: the block's 64*Consumers rows, or with PingPong
+// one consumer warpgroup's 64.
+func (c GemmSM90Config) BM() int {
+	if c.PingPong {
+		return 64
+	}
+	return 64 * c.Consumers
+}
 
-// Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x<BK>_<stages>s, then _c2
-// for clusters of 2, _tmastore for the TMA-store epilogue and _ep_<options> for a non-zero
+// Name is the kernel's entry name: gemm_sm90_<in>_<out>_<BM>x<BN>x<BK>_<stages>s, then
+// _pingpong for the ping-pong schedule (BM is then one warpgroup's 64 rows), _c2 for
+// clusters of 2, _tmastore for the TMA-store epilogue and _ep_<options> for a non-zero
 // Epilogue (_ep_bias_silu).
 func (c GemmSM90Config) Name() string {
 	n := fmt.Sprintf("gemm_sm90_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
+	if c.PingPong {
+		n += "_pingpong"
+	}
 	if c.Cluster() > 1 {
 		n += fmt.Sprintf("_c%d", c.Cluster())
 	}
@@ -188,12 +209,13 @@ func (c GemmSM90Config) epiBytes() int {
 	return c.Consumers * c.BN * 4 * c.Epilogue.keyedCols()
 }
 
-// storeBytes is the TMA-store epilogue's shared tile: BM x BN of Out.
+// storeBytes is the TMA-store epilogue's shared tiles: one 64 x BN tile of Out per
+// consumer warpgroup (BM x BN without PingPong).
 func (c GemmSM90Config) storeBytes() int {
 	if !c.TMAStore {
 		return 0
 	}
-	return c.BM() * c.BN * max(c.Out.Bytes(), 1)
+	return 64 * c.Consumers * c.BN * max(c.Out.Bytes(), 1)
 }
 
 // Tiles returns the number of output tiles of an M x N problem; 0 for a configuration
@@ -270,6 +292,8 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: %d stages (want 2..8)", c.Stages)
 	case c.ClusterM < 0 || c.ClusterM > 2:
 		return fmt.Errorf("gemm_sm90: ClusterM %d (want 0, 1 or 2)", c.ClusterM)
+	case c.PingPong && c.Consumers != 2:
+		return fmt.Errorf("gemm_sm90: PingPong alternates two consumer warpgroups; the configuration has %d", c.Consumers)
 	case c.blockShared() > gemmSM90MaxShared:
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles (and %d bytes of epilogue tile, %d of barriers) need %d bytes of shared memory; an sm_90 block has at most %d",
 			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.storeBytes()+c.epiBytes(), c.blockShared()-c.SharedBytes(), c.blockShared(), gemmSM90MaxShared)
@@ -339,6 +363,16 @@ func init() {
 // beta*C when beta != 0, a run-time branch) from the registers, predicated at the edges,
 // while the producer already loads the next tile. A non-zero cfg.Epilogue applies its
 // options there (GemmEpilogueArgs follow the other parameters).
+//
+// By default (cooperative) both consumer warpgroups work on one BM x BN tile, 64 rows each,
+// and run its epilogue at the same time, the tensor cores idle meanwhile. With
+// cfg.PingPong each consumer warpgroup owns whole 64 x BN tiles, the 1st, 3rd, ... of the
+// block's tiles for warpgroup 0, the 2nd, 4th, ... for warpgroup 1; the producer loads them
+// in that order, and two named barriers hand the mainloop's turn from one warpgroup to the
+// other once it has issued its last wgmma, so one's epilogue (either store path, every
+// Epilogue option) runs under the other's mainloop (gemmSM90PingPong). The registers are the
+// cooperative kernel's (a 64 x BN accumulator tile a warpgroup, setmaxnreg 40/232); each
+// K step loads B for 64 rows of A instead of 128 (ClusterM 2 shares it between two blocks).
 func GemmSM90(k *dsl.Kernel, cfg GemmSM90Config) { gemmSM90(k, cfg, nil) }
 
 // GemmSM90With writes the sm_90a gemm for cfg with a user-written epilogue: hook runs
@@ -434,6 +468,10 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		k.Errorf("gemm_sm90: Epilogue %s: only GemmSM90 applies epilogue options (the fused kernels take none)", cfg.Epilogue)
 		return
 	}
+	if cfg.PingPong && (h.tiles != nil || h.mapA != nil || h.load != nil || h.rowB != nil || h.producer != nil || h.epilogue != nil) {
+		k.Errorf("gemm_sm90: PingPong needs the gemm's own tile scheduler, loads and epilogue (GemmSM90; the grouped and fused kernels run the cooperative schedule)")
+		return
+	}
 	k.Assume(a.N, 8)
 	k.Assume(a.K, 16/cfg.In.Bytes())
 
@@ -489,9 +527,13 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		}
 	}
 	// One arrival per consumer warp (of each block of the cluster) frees a stage (lane 0,
-	// after the warp's wait_group).
-	pipe := k.MakeTMAPipelineCluster(cfg.Stages, 4*cfg.Consumers, cl, cA, cB)
-	mma := dsl.MakeTiledGMMA(atom, cfg.Consumers)
+	// after the warp's wait_group); with PingPong a stage belongs to one warpgroup's tile.
+	readers := cfg.Consumers
+	if cfg.PingPong {
+		readers = 1
+	}
+	pipe := k.MakeTMAPipelineCluster(cfg.Stages, 4*readers, cl, cA, cB)
+	mma := dsl.MakeTiledGMMA(atom, readers)
 
 	tid := k.ThreadIdx(dsl.X)
 	var tilesM, tilesN dsl.Value
@@ -501,11 +543,14 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 	}
 	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
 	sched := h.tiles
+	var own dsl.TileScheduler // the gemm's own scheduler (PingPong's)
 	switch {
 	case sched == nil && cl > 1:
-		sched = k.MakeClusterTileScheduler(tilesM, tilesN, 8/cl, cl)
+		own = k.MakeClusterTileScheduler(tilesM, tilesN, 8/cl, cl)
+		sched = own
 	case sched == nil:
-		sched = k.MakeTileScheduler(tilesM, tilesN, 8)
+		own = k.MakeTileScheduler(tilesM, tilesN, 8)
+		sched = own
 	}
 	mask := k.Const(dsl.U16, uint16(1<<cl-1))
 
@@ -556,33 +601,38 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		st, rel := pipe.ConsumerState(), pipe.ConsumerState()
 		lane0 := tid.And(uint32(31)).Eq(uint32(0))
 		release := func() { k.If(lane0, func() { pipe.ConsumerRelease(rel) }) }
-		sched.ForEach(func(m, n dsl.Value) {
-			var pre *epiPre
+		// preload loads the epilogue's per-column vectors at the tile's start, so that they
+		// arrive while the mainloop runs (nil: nothing to load).
+		preload := func(n dsl.Value) *epiPre {
 			if h.epilogue == nil && h.epi != nil && len(h.epi.keyed) > 0 {
-				// The epilogue's per-column vectors, loading while the mainloop runs.
-				pre = gemmSM90EpiloguePreload(k, cfg, a, h.epi, tid.And(uint32(127)), n.Mul(uint32(BN)))
+				return gemmSM90EpiloguePreload(k, cfg, a, h.epi, tid.And(uint32(127)), n.Mul(uint32(BN)))
 			}
+			return nil
+		}
+		// mainloop runs the tile's K steps on the warpgroup's accumulators; mmaWG is the
+		// warpgroup's index in mma (its rows of the A stage), issued the hook that runs
+		// once the last K step's wgmma is issued, before it is waited for.
+		mainloop := func(mmaWG dsl.Value, issued func()) {
 			// The first K step overwrites the previous tile's accumulators (scale-d 0).
 			pipe.ConsumerWait(st)
-			mma.Accumulating(k.Const(dsl.Bool, false)).Gemm(k, wg, sA, sB, st.Index, acc)
+			mma.Accumulating(k.Const(dsl.Bool, false)).Gemm(k, mmaWG, sA, sB, st.Index, acc)
 			st.Advance()
 			k.For(uint32(1), kTiles, uint32(1), func(kt dsl.Value) {
 				pipe.ConsumerWait(st)
-				mma.Gemm(k, wg, sA, sB, st.Index, acc)
+				mma.Gemm(k, mmaWG, sA, sB, st.Index, acc)
 				k.WaitGroup(1)
 				release()
 				st.Advance()
 				rel.Advance()
 			})
+			issued()
 			k.WaitGroup(0)
 			release()
 			rel.Advance()
-			if h.epilogue != nil {
-				h.epilogue(acc, tid.And(uint32(127)), wg, m, n)
-				return
-			}
-			t := tid.And(uint32(127))
-			row0, col0 := m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN))
+		}
+		// epilogue stores the warpgroup's 64 x BN accumulators at rows row0.. and columns
+		// col0.. of D; t is the thread in the warpgroup.
+		epilogue := func(t, row0, col0 dsl.Value, pre *epiPre) {
 			if cfg.TMAStore {
 				if pre == nil {
 					gemmSM90StoreEpilogue(k, cfg, a, o, cD, sD, acc, t, wg, row0, col0, h.epi)
@@ -592,7 +642,25 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 				return
 			}
 			gemmSM90EpiloguePre(k, cfg, a, o, acc, t, row0, col0, h.epi, pre)
-		})
+		}
+		if cfg.PingPong {
+			gemmSM90PingPong(k, own, tilesM, tilesN, cl, pipe, wg, kTiles, st, rel, func(m, n dsl.Value, issued func()) {
+				pre := preload(n)
+				mainloop(k.Const(dsl.U32, uint32(0)), issued)
+				epilogue(tid.And(uint32(127)), m.Mul(uint32(BM)), n.Mul(uint32(BN)), pre)
+			})
+		} else {
+			sched.ForEach(func(m, n dsl.Value) {
+				pre := preload(n)
+				mainloop(wg, func() {})
+				if h.epilogue != nil {
+					h.epilogue(acc, tid.And(uint32(127)), wg, m, n)
+					return
+				}
+				t := tid.And(uint32(127))
+				epilogue(t, m.Mul(uint32(BM)).Add(wg.Mul(uint32(64))), n.Mul(uint32(BN)), pre)
+			})
+		}
 		if cfg.TMAStore {
 			// The last tile's stores complete before the block's shared memory goes.
 			k.If(tid.And(uint32(127)).Eq(uint32(0)), func() { k.BulkWait(0, false) })
@@ -602,6 +670,66 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		// No block exits while another may still arrive on its empty barriers.
 		k.ClusterSync()
 	}
+}
+
+// gemmSM90PingPong runs the ping-pong schedule's consumer warpgroup wg (0 or 1): of the
+// block's tiles of the tilesM x tilesN tiles (sched's linear tiles blockIdx, blockIdx +
+// gridDim, ...; with clusters of cl blocks, sched's (MakeClusterTileScheduler) clusterIdx,
+// clusterIdx + the clusters, ..., row cl*m + the block's rank: the order in which the
+// producer loads them, each tile's kTiles K steps in turn into the stage ring), warpgroup 0
+// takes the 1st, 3rd, ... and warpgroup 1 the 2nd, 4th, ...; tile(m, n, issued) writes one
+// tile's mainloop and epilogue, calling issued once the mainloop's last wgmma is issued.
+// The blocks of a cluster run as many tiles each, so their warpgroups take the same stages
+// of the ring and release them on both blocks' empty barriers.
+//
+// The consumer states st and rel start at the warpgroup's first tile's stages (warpgroup 1
+// skips the first tile's kTiles) and skip the other warpgroup's tile after each of its own.
+// Two named barriers of 256 threads, one per warpgroup, hand the mainloop's turn over (the
+// order barrier of CUTLASS's ping-pong kernel, FlashAttention-3's warp scheduler barriers):
+// a warpgroup syncs on its own before its first K step and arrives on the other's once it
+// has issued its last, then waits for its wgmmas and runs its epilogue while the other's
+// mainloop runs. So the warpgroups take the ring's stages in the order the producer fills
+// them (a warpgroup waiting on a stage of its next tile while the other still reads the
+// ring could otherwise see a phase of the same parity complete). Warpgroup 1 gives
+// warpgroup 0 the first turn (where the block has a tile), and an arrival is skipped where
+// the other warpgroup has no next tile, so every arrival meets a sync. The epilogues of the
+// two are not ordered: each has its own registers, its own D tile and barrier for the TMA
+// store.
+func gemmSM90PingPong(k *dsl.Kernel, sched dsl.TileScheduler, tilesM, tilesN dsl.Value, cl int, pipe *dsl.TMAPipeline, wg, kTiles dsl.Value, st, rel dsl.PipelineState, tile func(m, n dsl.Value, issued func())) {
+	total, grid, bid := tilesM.Mul(tilesN), k.GridDim(dsl.X), k.BlockIdx(dsl.X)
+	var rank dsl.Value
+	if cl > 1 {
+		total = tilesM.Add(uint32(cl - 1)).Div(uint32(cl)).Mul(tilesN)
+		grid, bid, rank = k.ClusterGridDim(dsl.X), k.ClusterIdx(dsl.X), k.BlockRankInCluster()
+	}
+	first := wg.Eq(uint32(0))
+	bars := [2]dsl.NamedBar{k.NamedBarrierFor("gemm_sm90 ping-pong: warpgroup 0's mainloop turn", 256), k.NamedBarrierFor("gemm_sm90 ping-pong: warpgroup 1's mainloop turn", 256)}
+	skip := func() {
+		pipelineAdvanceBy(k, st, pipe.Stages(), kTiles)
+		pipelineAdvanceBy(k, rel, pipe.Stages(), kTiles)
+	}
+	k.If(first.Not(), func() {
+		skip()
+		k.If(bid.Lt(total), bars[0].Arrive)
+	})
+	k.For(bid.Add(wg.Mul(grid)), total, grid.Mul(uint32(2)), func(lin dsl.Value) {
+		m, n := sched.Tile(lin)
+		if cl > 1 {
+			m = m.Mul(uint32(cl)).Add(rank)
+		}
+		k.If(first, bars[0].Sync).Else(bars[1].Sync)
+		tile(m, n, func() {
+			k.If(lin.Add(grid).Lt(total), func() { k.If(first, bars[1].Arrive).Else(bars[0].Arrive) })
+		})
+		skip()
+	})
+}
+
+// pipelineAdvanceBy moves s (a ring of stages) n (a U32 Value) stages on: Advance n times.
+func pipelineAdvanceBy(k *dsl.Kernel, s dsl.PipelineState, stages int, n dsl.Value) {
+	next := s.Index.Add(n)
+	k.Set(s.Phase, s.Phase.Xor(next.Div(uint32(stages)).And(uint32(1))))
+	k.Set(s.Index, next.Rem(uint32(stages)))
 }
 
 // gemmSM90LayoutB is B's stage layout, (N, K) in elements with the 128-byte swizzle: for

@@ -23,6 +23,8 @@ func TestGemmEpilogueOnEmulator(t *testing.T) {
 	}{
 		{[]string{"-sm90", "-epilogue", "bias,silu"}, "200x136x72", "gemm_sm90_bf16_bf16_"},
 		{[]string{"-sm90", "-sm90-tma-store", "-epilogue", "bias+gelu+residual"}, "136x264x64", "_tmastore_ep_bias_gelu_residual"},
+		{[]string{"-sm90", "-sm90-bn", "256", "-sm90-consumers", "2", "-sm90-stages", "3", "-sm90-tma-store", "-sm90-pingpong", "-epilogue", "bias,silu"}, "200x264x72", "64x256x64_3s_pingpong_tmastore_ep_bias_silu"},
+		{[]string{"-sm90", "-sm90-pingpong", "-epilogue", "residual"}, "200x136x72", "_pingpong_ep_residual"},
 		{[]string{"-epilogue", "relu,residual", "-bm", "64", "-bn", "64", "-bk", "32"}, "136x72x40", "gemm_bf16_bf16_rr_64x64x32_2x2w3s_a_ep_relu_residual"},
 	} {
 		dir := t.TempDir()

@@ -53,7 +53,8 @@ func TestGemmSM90OnEmulator(t *testing.T) {
 }
 
 // TestGemmSM90OptionsOnEmulator runs `gpubench gemm -sm90` with -sm90-cluster 2 and
-// -sm90-tma-store (alone and together; bf16 and e4m3) on the emulator at odd shapes: the
+// -sm90-tma-store (alone and together), -sm90-pingpong (alone, with the TMA store, with clusters; bf16
+// and e4m3) on the emulator at odd shapes: the
 // launch passes the cluster dims and D's tensor map, the sampled check passes and the record
 // names the option's kernel.
 func TestGemmSM90OptionsOnEmulator(t *testing.T) {
@@ -65,6 +66,9 @@ func TestGemmSM90OptionsOnEmulator(t *testing.T) {
 		{[]string{"-sm90-cluster", "2"}, "_c2"},
 		{[]string{"-sm90-tma-store"}, "_tmastore"},
 		{[]string{"-sm90-cluster", "2", "-sm90-tma-store"}, "_c2_tmastore"},
+		{[]string{"-sm90-pingpong"}, "_pingpong"},
+		{[]string{"-sm90-pingpong", "-sm90-tma-store"}, "_pingpong_tmastore"},
+		{[]string{"-sm90-pingpong", "-sm90-cluster", "2"}, "_pingpong_c2"},
 	} {
 		for _, dt := range []string{"bf16", "e4m3"} {
 			dir := t.TempDir()
