@@ -253,7 +253,7 @@ func init() {
 // tiles with the TMA store, BandM 8 and Masked.
 func gemmSM90GroupedMaskedGolden(dt dsl.Type) GemmSM90GroupedConfig {
 	c := DefaultGemmSM90GroupedConfig(dt)
-	c.TMAStore, c.BandM, c.Masked = true, gemmSM90GroupedBand, true
+	c.TMAStore, c.BandM, c.Masked = true, 8, true
 	return c
 }
 
@@ -509,7 +509,7 @@ func (s *groupedTiles) ForEach(body func(m, n dsl.Value)) {
 // GemmSM90GroupedFor returns the grouped configuration for rows rows of A in groups groups,
 // N = n and K = k on a GPU of sms multiprocessors: GemmSM90Candidates' tiles (with their TMA
 // store for 16-bit inputs, stages reduced until the rest fits; bands of
-// 8 row tiles, BandM 8, gemm_sm90's order) by GemmSM90Config.Cycles' estimate, with the row
+// 16 row tiles, gemmSM90GroupedBand) by GemmSM90Config.Cycles' estimate, with the row
 // tiles the groups are expected to make (ceil(rows/BM) + groups/2: half a partial tile per
 // group), so that few rows per expert get smaller tiles. Ties go to the larger tile.
 // It returns an error for types no candidate builds, a shape CheckShape refuses or sms < 1.
@@ -540,11 +540,14 @@ func GemmSM90GroupedFor(in, out dsl.Type, rows, n, k, groups, sms int) (GemmSM90
 	return best, nil
 }
 
-// gemmSM90GroupedBand is GemmSM90GroupedFor's BandM: gemm_sm90's scheduler's band.
-const gemmSM90GroupedBand = 8
+// gemmSM90GroupedBand is GemmSM90GroupedFor's BandM. Bands of 16 row tiles against 8 (gemm_sm90's
+// scheduler's), bf16, 8 experts x 4096 rows at 128x256 with the TMA store: 7168 -> 4096 2548.9
+// against 2630.9-2668.2 us on an H200 and 2530.7 against 2521.2-2541.1 on an H100; 2048 -> 7168
+// 1271.2 against 1280.6-1281.8 and 1278.2 against 1283.4-1305.8 (docs/bench.md, docs/moe.md).
+const gemmSM90GroupedBand = 16
 
 // gemmSM90GroupedCandidates are GemmSM90GroupedFor's choices: GemmSM90Candidates with
-// BandM 8, the TMA store kept where it fits beside the group tables, stages reduced until
+// BandM gemmSM90GroupedBand, the TMA store kept where it fits beside the group tables, stages reduced until
 // the rest fits. For fp8 with Scales the TMA store spills 8 bytes at 128x256 under ptxas 13
 // and still ran 1.14-1.69x faster than the register store on an H100 (docs/moe.md).
 func gemmSM90GroupedCandidates(in, out dsl.Type) []GemmSM90GroupedConfig {

@@ -145,8 +145,8 @@ func TestGemmSM90GroupedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if big.BM() != 128 || big.BN != 256 || !big.TMAStore || big.BandM != 8 || big.Stages != 3 {
-		t.Errorf("8 x 4096 rows: %s, want 128x256 3s with the TMA store, bands of 8", big.Name())
+	if big.BM() != 128 || big.BN != 256 || !big.TMAStore || big.BandM != 16 || big.Stages != 3 {
+		t.Errorf("8 x 4096 rows: %s, want 128x256 3s with the TMA store, bands of 16", big.Name())
 	}
 	down, err := GemmSM90GroupedFor(dsl.BF16, dsl.BF16, 8*4096, 7168, 2048, 8, 132)
 	if err != nil || down.BM() != 128 || down.BN != 256 || !down.TMAStore {
