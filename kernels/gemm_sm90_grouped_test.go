@@ -98,6 +98,7 @@ func TestGemmSM90GroupedCheck(t *testing.T) {
 		{bad(func(c *GemmSM90GroupedConfig) { c.BandM = 65 }), 8, 8, 16, 1, "BandM 65"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.TMAStore, c.Stages = true, 4 }), 8, 8, 16, 1, "65536 bytes of epilogue tile"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.ClusterM = 2 }), 8, 8, 16, 1, "ClusterM"},
+		{bad(func(c *GemmSM90GroupedConfig) { c.PingPong = true }), 8, 8, 16, 1, "PingPong: the grouped gemm runs the cooperative schedule"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.Epilogue = Epilogue{Bias: true} }), 8, 8, 16, 1, "Epilogue"},
 		{bad(func(c *GemmSM90GroupedConfig) { c.BN = 96 }), 8, 8, 16, 1, "BN 96"},
 		{def, 8, 8, 16, 0, "0 groups"},
