@@ -42,7 +42,6 @@ func SwiGLU[T jit.Elem](ctx context.Context, s *jit.Stream, out, gateUp Tensor[T
 	if err != nil {
 		return err
 	}
-	dt := jit.ElemType[T]()
 	if f2%2 != 0 {
 		return fmt.Errorf("ops: %s: gateUp has %d columns; want 2F (F gate columns, then F up columns)", op, f2)
 	}
@@ -83,17 +82,29 @@ func SwiGLU[T jit.Elem](ctx context.Context, s *jit.Stream, out, gateUp Tensor[T
 		}
 		count, has = ptrOf(o.Rows), 1
 	}
+	ak := argKey{ptr: [8]jit.DevicePtr{gateUp.Ptr(), out.Ptr(), count.Addr}, scalar: [2]uint64{uint64(has)}}
+	return swigluLaunch(ctx, s, d, out, gateUp, kernels.FamilySwiGLU, rows, f, ak, func() []any {
+		return []any{ptrOf(gateUp), ptrOf(out), count, uint32(rows), uint32(f), has}
+	})
+}
+
+// swigluLaunch launches SwiGLU's kernel of family fam (swiglu or swiglu_masked) over rows x
+// f outputs on stream s, its plan cached per (family, type, shape, target) and its
+// arguments (args) per argument key ak.
+func swigluLaunch[T jit.Elem](ctx context.Context, s *jit.Stream, d *jit.Device, out, gateUp Tensor[T], fam kernels.Family, rows, f int, ak argKey, args func() []any) error {
+	const op = "SwiGLU"
 	if err := streamOn(op, s, d); err != nil {
 		return err
 	}
 	if err := apart(op, "gateUp", gateUp, "out", out, false); err != nil {
 		return err
 	}
+	dt := jit.ElemType[T]()
 	st := stateOf(d)
-	key := planKey{op: "swiglu", in: dt, dims: [3]int{rows, f}, target: st.target}
+	key := planKey{op: string(fam), in: dt, dims: [3]int{rows, f}, target: st.target}
 	p := st.lookup(key)
 	if p == nil {
-		fn, name, err := st.registered(ctx, kernels.ID{Family: kernels.FamilySwiGLU, DType: dsl.Type(dt)}, key.target)
+		fn, name, err := st.registered(ctx, kernels.ID{Family: fam, DType: dsl.Type(dt)}, key.target)
 		if err != nil {
 			return planFailed(op, d, err)
 		}
@@ -102,20 +113,18 @@ func SwiGLU[T jit.Elem](ctx context.Context, s *jit.Stream, out, gateUp Tensor[T
 		st.store(key, p)
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
-	ak := argKey{ptr: [8]jit.DevicePtr{gateUp.Ptr(), out.Ptr(), count.Addr}, scalar: [2]uint64{uint64(has)}}
-	args := p.cached(&ak)
-	if args == nil {
-		args = []any{ptrOf(gateUp), ptrOf(out), count, uint32(rows), uint32(f), has}
-		p.keep(&ak, args)
+	a := p.cached(&ak)
+	if a == nil {
+		a = args()
+		p.keep(&ak, a)
 	}
-	return launch(op, d, p.fn, lc, args...)
+	return launch(op, d, p.fn, lc, a...)
 }
 
 // swigluMasked is SwiGLU over the masked layout of o.Counts and o.Stride (the shapes and
 // the tensors' layout already checked).
 func swigluMasked[T jit.Elem](ctx context.Context, s *jit.Stream, d *jit.Device, out, gateUp Tensor[T], rows, f int, o *SwiGLUOptions) error {
 	const op = "SwiGLU"
-	dt := jit.ElemType[T]()
 	if o.Rows.buf != nil {
 		return fmt.Errorf("ops: %s: SwiGLUOptions.Rows and Counts are both set: the masked layout (Counts, Stride) takes no row count", op)
 	}
@@ -135,30 +144,8 @@ func swigluMasked[T jit.Elem](ctx context.Context, s *jit.Stream, d *jit.Device,
 	if err := apart(op, "Counts", o.Counts, "out", out, false); err != nil {
 		return err
 	}
-	if err := streamOn(op, s, d); err != nil {
-		return err
-	}
-	if err := apart(op, "gateUp", gateUp, "out", out, false); err != nil {
-		return err
-	}
-	st := stateOf(d)
-	key := planKey{op: "swiglu_masked", in: dt, dims: [3]int{rows, f}, target: st.target}
-	p := st.lookup(key)
-	if p == nil {
-		fn, name, err := st.registered(ctx, kernels.ID{Family: kernels.FamilySwiGLUMasked, DType: dsl.Type(dt)}, key.target)
-		if err != nil {
-			return planFailed(op, d, err)
-		}
-		sh := kernels.SwiGLUShape(rows, f, d.Info().Multiproc)
-		p = &plan{fn: fn, name: name, grid: sh.Grid, block: sh.Block}
-		st.store(key, p)
-	}
-	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
 	ak := argKey{ptr: [8]jit.DevicePtr{gateUp.Ptr(), out.Ptr(), o.Counts.Ptr()}, scalar: [2]uint64{uint64(groups), uint64(o.Stride)}}
-	args := p.cached(&ak)
-	if args == nil {
-		args = []any{ptrOf(gateUp), ptrOf(out), ptrOf(o.Counts), uint32(rows), uint32(f), uint32(groups), uint32(o.Stride)}
-		p.keep(&ak, args)
-	}
-	return launch(op, d, p.fn, lc, args...)
+	return swigluLaunch(ctx, s, d, out, gateUp, kernels.FamilySwiGLUMasked, rows, f, ak, func() []any {
+		return []any{ptrOf(gateUp), ptrOf(out), ptrOf(o.Counts), uint32(rows), uint32(f), uint32(groups), uint32(o.Stride)}
+	})
 }
