@@ -27,6 +27,9 @@
 //	                                               simulated on one GPU, current vs old PTX
 //	                                               (see collsim.go)
 //
+// GPUBENCH_TIMING=queued times runs enqueued back to back (the GPU's time, launch latency
+// hidden) instead of each run alone (see timeIt).
+//
 // Build it with the cuda tag (see docs/jit.md) and run it on a GPU machine; built without the
 // tag it runs on the emulator, which is only useful to check that it works.
 package main
@@ -95,10 +98,22 @@ func runCopy(args []string) error {
 	return benchCopy(*bytes, *reps)
 }
 
-// timeIt runs f reps times between events on s and returns the median duration.
+// timeIt runs f reps times between events on s and returns the median duration. By default
+// each run is timed alone (events around it, then a synchronize), so a run's time includes
+// the host's launch latency where the run is short; with GPUBENCH_TIMING=queued the runs are
+// enqueued back to back with an event between each two and synchronized once, so each
+// interval is the GPU's time for the run with the queue kept full (what a CUDA graph or a
+// busy stream sees).
 func timeIt(d *jit.Device, s *jit.Stream, reps int, f func() error) (time.Duration, error) {
 	if reps < 1 {
 		return 0, usagef("-reps %d: want at least one timed repetition", reps)
+	}
+	switch mode := os.Getenv("GPUBENCH_TIMING"); mode {
+	case "", "sync":
+	case "queued":
+		return timeQueued(d, s, reps, f)
+	default:
+		return 0, usagef("GPUBENCH_TIMING=%q: want sync (the default) or queued", mode)
 	}
 	e0, err := d.NewEvent()
 	if err != nil {
@@ -137,6 +152,54 @@ func timeIt(d *jit.Device, s *jit.Stream, reps int, f func() error) (time.Durati
 			return 0, err
 		}
 		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	return ts[len(ts)/2], nil
+}
+
+// timeQueued is timeIt with GPUBENCH_TIMING=queued: reps+1 events recorded between reps runs
+// enqueued back to back after the warm-ups, one synchronize, the median interval.
+func timeQueued(d *jit.Device, s *jit.Stream, reps int, f func() error) (time.Duration, error) {
+	evs := make([]*jit.Event, reps+1)
+	defer func() {
+		for _, e := range evs {
+			if e != nil {
+				e.Close()
+			}
+		}
+	}()
+	for i := range evs {
+		var err error
+		if evs[i], err = d.NewEvent(); err != nil {
+			return 0, err
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	for i := 0; i < reps; i++ {
+		if err := evs[i].Record(s); err != nil {
+			return 0, err
+		}
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	if err := evs[reps].Record(s); err != nil {
+		return 0, err
+	}
+	if err := evs[reps].Synchronize(); err != nil {
+		return 0, err
+	}
+	ts := make([]time.Duration, reps)
+	for i := range ts {
+		t, err := evs[i].Elapsed(evs[i+1])
+		if err != nil {
+			return 0, err
+		}
+		ts[i] = t
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
 	return ts[len(ts)/2], nil

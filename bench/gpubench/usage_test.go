@@ -98,3 +98,18 @@ func TestGroupedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTimingModes: GPUBENCH_TIMING=queued times the runs back to back (a gemm on the emulator
+// gives a positive time and its check), and an unknown mode is a usage error naming the value.
+func TestTimingModes(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	t.Setenv("GPUBENCH_TIMING", "queued")
+	if err := runGemm([]string{"-sizes", "64x64x64", "-reps", "2", "-dtype", "f16"}); err != nil {
+		t.Fatalf("gemm with queued timing: %v", err)
+	}
+	t.Setenv("GPUBENCH_TIMING", "bogus")
+	err := runGemm([]string{"-sizes", "64x64x64", "-reps", "2", "-dtype", "f16"})
+	if !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("GPUBENCH_TIMING=bogus: %v; want a usage error naming the value", err)
+	}
+}
