@@ -96,3 +96,66 @@ func TestBarrierInDivergentIf(t *testing.T) {
 		}
 	}
 }
+
+// TestWarpCollectiveInLaneDependentIf: shuffles, votes, WarpReduce, SyncWarp and ElectOne
+// (full member masks) inside a k.If whose condition differs between the lanes of a warp are
+// Build errors at the collective's line naming the If's; under warp-uniform conditions (a
+// warp or warpgroup role, the warp index, a block index, a broadcast) they still build.
+// Before: all of them built, and only the emulator (or a GPU's undefined result) said so.
+func TestWarpCollectiveInLaneDependentIf(t *testing.T) {
+	shfl := func(k *dsl.Kernel) int { return at(func() { k.ShuffleXor(k.Const(dsl.F32, 1), 1) }) }
+	refused := map[string]struct {
+		cond func(k *dsl.Kernel) dsl.Value
+		coll func(k *dsl.Kernel) int
+	}{
+		"shuffle under lane < 16": {func(k *dsl.Kernel) dsl.Value { return k.LaneID().Lt(16) }, shfl},
+		"shuffle under tid == 0":  {func(k *dsl.Kernel) dsl.Value { return k.ThreadIdx(dsl.X).Eq(0) }, shfl},
+		"vote under odd tid": {func(k *dsl.Kernel) dsl.Value { return k.ThreadIdx(dsl.X).And(1).Eq(1) },
+			func(k *dsl.Kernel) int { return at(func() { k.VoteAny(k.Const(dsl.Bool, true)) }) }},
+		"ballot under a thread's load": {func(k *dsl.Kernel) dsl.Value {
+			p := k.PtrParam("p", dsl.U32)
+			return k.Load(p.At(k.ThreadIdx(dsl.X))).Gt(3)
+		}, func(k *dsl.Kernel) int { return at(func() { k.Ballot(k.Const(dsl.Bool, true)) }) }},
+		"WarpReduce under tid < 40": {func(k *dsl.Kernel) dsl.Value { return k.ThreadIdx(dsl.X).Lt(40) },
+			func(k *dsl.Kernel) int { return at(func() { k.WarpReduce(k.Const(dsl.U32, 1), dsl.Sum) }) }},
+		"SyncWarp under lane % 4": {func(k *dsl.Kernel) dsl.Value { return k.LaneID().Rem(4).Eq(0) },
+			func(k *dsl.Kernel) int { return at(func() { k.SyncWarp() }) }},
+		"ElectOne under ElectOne": {func(k *dsl.Kernel) dsl.Value { return k.ElectOne() },
+			func(k *dsl.Kernel) int { return at(func() { k.ElectOne() }) }},
+		"shuffle under elected lane": {func(k *dsl.Kernel) dsl.Value { return k.ElectOne() }, shfl},
+	}
+	for name, c := range refused {
+		t.Run(name, func(t *testing.T) {
+			k := dsl.New("k", dsl.WithTarget("sm_90a"))
+			var line int
+			ifLine := at(func() { k.If(c.cond(k), func() { line = c.coll(k) }) })
+			_, err := k.Build()
+			if err == nil || !strings.Contains(err.Error(), "divergence_test.go:"+strconv.Itoa(line)+": ") ||
+				!strings.Contains(err.Error(), "inside k.If at dsl/divergence_test.go:"+strconv.Itoa(ifLine)+", whose condition differs between the lanes of a warp") {
+				t.Fatalf("Build = %v; want the collective at line %d refused inside the lane-dependent If of line %d", err, line, ifLine)
+			}
+		})
+	}
+	accepted := map[string]func(k *dsl.Kernel) dsl.Value{
+		"warp index":          func(k *dsl.Kernel) dsl.Value { return k.WarpID().Eq(2) },
+		"warpgroup role":      func(k *dsl.Kernel) dsl.Value { return k.ThreadIdx(dsl.X).Lt(128) },
+		"second warpgroup":    func(k *dsl.Kernel) dsl.Value { return k.ThreadIdx(dsl.X).Ge(128) },
+		"tid / 32":            func(k *dsl.Kernel) dsl.Value { return k.ThreadIdx(dsl.X).Div(32).Lt(3) },
+		"block index":         func(k *dsl.Kernel) dsl.Value { return k.BlockIdx(dsl.X).Eq(0) },
+		"a warp's broadcast":  func(k *dsl.Kernel) dsl.Value { return k.ShuffleIdx(k.LaneID(), 0).Eq(0) },
+		"a vote of the lanes": func(k *dsl.Kernel) dsl.Value { return k.VoteAll(k.LaneID().Lt(40)) },
+	}
+	for name, cond := range accepted {
+		k := dsl.New("k", dsl.WithTarget("sm_90a"))
+		k.If(cond(k), func() {
+			shfl(k)
+			k.VoteAny(k.Const(dsl.Bool, true))
+			k.WarpReduce(k.Const(dsl.U32, 1), dsl.Sum)
+			k.SyncWarp()
+			k.ElectOne()
+		})
+		if _, err := k.Build(); err != nil {
+			t.Errorf("%s: Build = %v; want it accepted", name, err)
+		}
+	}
+}

@@ -96,6 +96,7 @@ func (k *Kernel) shuffle(what, mode string, v Value, b any, c uint32) Value {
 	if !k.own(v, what) {
 		return k.poison(v.t)
 	}
+	k.uniformWarp(what)
 	if v.t == Bool || v.t.Bits() > 64 || v.t.Bits() < 16 && v.t.Bits() != 8 {
 		k.errorf("%s: cannot shuffle a %s", what, v.t)
 		return k.poison(v.t)
@@ -175,6 +176,7 @@ func (k *Kernel) vote(what, mode string, p Value) Value {
 		k.errorf("%s: want a Bool, got %s", what, p.t)
 		return k.poison(Bool)
 	}
+	k.uniformWarp(what)
 	src := k.operand(p)
 	if mode == "ballot" {
 		d := k.reg(U32)
@@ -207,6 +209,7 @@ func (k *Kernel) ActiveMask() Value {
 
 // SyncWarp waits for every lane of the warp (bar.warp.sync).
 func (k *Kernel) SyncWarp() {
+	k.uniformWarp("SyncWarp")
 	k.emit(&ptx.Instr{Op: "bar.warp.sync", Args: []ptx.Operand{ptx.IntImm(ptx.B32, FullMask)}})
 }
 
@@ -215,6 +218,7 @@ func (k *Kernel) SyncWarp() {
 func (k *Kernel) ElectOne() Value {
 	defer k.hold()()
 	if k.target.SM() >= 90 {
+		k.uniformWarp("ElectOne")
 		d := k.reg(Bool)
 		k.emit(&ptx.Instr{Op: "elect.sync", Args: []ptx.Operand{ptx.Pair{A: ptx.Sink{}, B: d}, ptx.IntImm(ptx.B32, FullMask)}})
 		return Value{k: k, t: Bool, op: d}
@@ -272,6 +276,7 @@ func (k *Kernel) WarpReduce(v Value, op ReduceOp) Value {
 		if op >= BitAnd {
 			t = ptx.B32
 		}
+		k.uniformWarp("WarpReduce")
 		d := k.reg(v.t)
 		k.emit(&ptx.Instr{Op: "redux.sync", Q: []string{name}, Types: []ptx.Type{t}, Args: []ptx.Operand{d, k.operand(v), ptx.IntImm(ptx.B32, FullMask)}})
 		return Value{k: k, t: v.t, op: d}

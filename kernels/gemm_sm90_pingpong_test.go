@@ -71,12 +71,16 @@ func TestGemmSM90PingPongConfig(t *testing.T) {
 			t.Errorf("%+v: Check %v, want %q", bad.cfg, err, bad.want)
 		}
 	}
-	// The grouped kernel shares the body but not the schedule: a build error, not a kernel.
+	// The grouped kernel shares the body but not the schedule: its Check refuses it by name,
+	// and a build of it is an error, not a kernel.
 	g := DefaultGemmSM90GroupedConfig(dsl.BF16)
 	g.PingPong, g.Stages = true, 4
+	if err := g.Check(); err == nil || !strings.Contains(err.Error(), "PingPong: the grouped gemm runs the cooperative schedule") {
+		t.Errorf("grouped gemm with PingPong: Check %v, want the schedule's refusal", err)
+	}
 	k := dsl.New("g", dsl.WithTarget(ptx.SM90a))
 	GemmSM90Grouped(k, g)
-	if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "PingPong needs the gemm's own tile scheduler") {
+	if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "PingPong") {
 		t.Errorf("grouped gemm with PingPong: Build %v, want the schedule's refusal", err)
 	}
 }
