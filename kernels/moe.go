@@ -247,6 +247,10 @@ type MoEDispatchSendArgs struct {
 	SlotIdx, SlotRows, SlotOf, Src                      dsl.PeerTable `kgen:"u32"`
 	Pads                                                dsl.PeerTable `kgen:"u32"`
 	Rank, NGPUs, Tokens, Chunk, K, H, E, EL, Cap, Epoch dsl.Value     `kgen:"u32"`
+	// Piece is the bytes of a row piece on bulk targets (MoEBulk: MoEPieceBytes, at most
+	// MoESendMaxPiece; the launch gives MoESendShared(Piece) bytes of dynamic shared
+	// memory); unused elsewhere.
+	Piece dsl.Value `kgen:"u32"`
 }
 
 // MoEDispatchSend stores each token once into the token buffer of every other GPU its mask
@@ -259,15 +263,31 @@ type MoEDispatchSendArgs struct {
 // visible to the next launch of each GPU.
 func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoEDispatchSendArgs](k, dt)
-	const vec = 8
-	hv := a.H.Div(uint32(vec))
 	rs := a.E.Add(a.NGPUs)
-	toks := peerTable(k, a.Tok.Table(), a.NGPUs)
+	var toks []dsl.Value
+	if !MoEBulk(k.Target()) {
+		toks = peerTable(k, a.Tok.Table(), a.NGPUs)
+	}
 	slotOn := func(t, d dsl.Value) dsl.Value {
 		return k.Load(a.RowStart.At(t.Div(a.Chunk).Mul(rs).Add(a.E).Add(d))).Add(k.Load(a.TPos.At(t.Mul(a.NGPUs).Add(d))))
 	}
 	// The rows: one load, one store per other destination GPU, and one into this GPU's
-	// receive buffer per local pair (no token-buffer round trip for this GPU's own tokens).
+	// receive buffer per local pair (no token-buffer round trip for this GPU's own tokens):
+	// bulk copies through shared memory on sm_90+, 16-byte register copies elsewhere.
+	if MoEBulk(k.Target()) {
+		moeSendRowsBulk(k, dt, a, slotOn)
+	} else {
+		moeSendRowsRegs(k, dt, a, toks, slotOn)
+	}
+	moeSendMeta(k, a, slotOn)
+}
+
+// moeSendRowsRegs is moe_dispatch_send's row movement before sm_90: every thread loads
+// 16-byte vectors of a row and stores them to each destination.
+func moeSendRowsRegs(k *dsl.Kernel, dt dsl.Type, a MoEDispatchSendArgs, toks []dsl.Value, slotOn func(t, d dsl.Value) dsl.Value) {
+	const vec = 8
+	hv := a.H.Div(uint32(vec))
+	rs := a.E.Add(a.NGPUs)
 	gridLoop(k, a.Tokens.Mul(hv), func(q dsl.Value) {
 		t, v := q.Div(hv), q.Rem(hv)
 		m := k.Load(a.TMask.At(t))
@@ -292,6 +312,11 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 			})
 		})
 	})
+}
+
+// moeSendMeta is moe_dispatch_send's metadata and closing barrier.
+func moeSendMeta(k *dsl.Kernel, a MoEDispatchSendArgs, slotOn func(t, d dsl.Value) dsl.Value) {
+	rs := a.E.Add(a.NGPUs)
 	// Every token's slot on every GPU (MoENone: not sent there), and this GPU's routes.
 	gridLoop(k, a.Tokens.Mul(a.NGPUs), func(q dsl.Value) {
 		t, d := q.Div(a.NGPUs), q.Rem(a.NGPUs)
@@ -334,12 +359,17 @@ type MoEDispatchExpandArgs struct {
 	Tok, Recv       dsl.Ptr   // of dt
 	SlotOf, Offsets dsl.Ptr   `kgen:"u32"`
 	EL, H, Cap      dsl.Value `kgen:"u32"`
+	Piece           dsl.Value `kgen:"u32"` // as MoEDispatchSendArgs.Piece
 }
 
 // MoEDispatchExpand copies, for each received row below cap from another GPU, its token's
 // row from the token buffer (16-byte vectors; local loads and stores only).
 func MoEDispatchExpand(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoEDispatchExpandArgs](k, dt)
+	if MoEBulk(k.Target()) {
+		moeExpandBulk(k, dt, a)
+		return
+	}
 	const vec = 8
 	hv := a.H.Div(uint32(vec))
 	n := k.Load(a.Offsets.At(a.EL)).Min(a.Cap)
@@ -368,6 +398,10 @@ type MoECombineArgs struct {
 	Out                              dsl.Ptr
 	Pads                             dsl.PeerTable `kgen:"u32"`
 	Rank, NGPUs, Tokens, K, H, Epoch dsl.Value     `kgen:"u32"`
+	// Piece is the bytes of a row piece on bulk targets (MoEPieceBytes, at most
+	// MoECombineMaxPiece; the launch gives MoECombineShared(Piece) bytes of dynamic shared
+	// memory); unused elsewhere.
+	Piece dsl.Value `kgen:"u32"`
 }
 
 // MoECombine runs in three phases, each token t in block t mod (the grid) of every GPU (the
@@ -397,8 +431,43 @@ func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 		})
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
-	sw := a.SlotW.Peer(a.Rank)
+	if MoEBulk(k.Target()) {
+		k.If(a.K.Le(uint32(MoECombineMaxTopK)), func() { moeCombinePushBulk(k, dt, a) }).
+			Else(func() { moeCombinePushRegs(k, dt, a) })
+	} else {
+		moeCombinePushRegs(k, dt, a)
+	}
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+	part := a.Part.Peer(a.Rank)
 	tokens(func(t dsl.Value) {
+		m := k.Load(a.TMask.At(t))
+		k.For(tid, hv, nt, func(v dsl.Value) {
+			col := v.Mul(uint32(vec))
+			acc := regs(k, dsl.F32, vec)
+			k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) {
+				k.If(moeBit(m, d), func() {
+					p := loadN(k, part, d.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), vec)
+					for j := 0; j < vec; j++ {
+						k.Set(acc.Get(j), acc.Get(j).Add(p.Get(j).To(dsl.F32)))
+					}
+				})
+			})
+			storeN(k, a.Out, t.Mul(a.H).Add(col), acc.To(dt))
+		})
+	})
+}
+
+// moeCombinePushRegs is moe_combine's second phase with register copies (before sm_90, or
+// TopK past MoECombineMaxTopK): each thread sums 16-byte vectors of the rows and stores the
+// partial's vector to the token's GPU.
+func moeCombinePushRegs(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs) {
+	const vec = 8
+	hv := a.H.Div(uint32(vec))
+	zero := k.Const(dsl.U32, 0)
+	b, nb := k.BlockIdx(dsl.X), k.GridDim(dsl.X)
+	tid, nt := k.ThreadIdx(dsl.X), k.BlockDim(dsl.X)
+	sw := a.SlotW.Peer(a.Rank)
+	k.For(b, a.Tokens, nb, func(t dsl.Value) {
 		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) {
 			slot := k.Load(a.SlotIdx.At(s.Mul(a.Tokens).Add(t)))
 			k.If(slot.Ne(uint32(MoENone)), func() {
@@ -419,24 +488,6 @@ func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 					storeN(k, part, a.Rank.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), acc.To(dt))
 				})
 			})
-		})
-	})
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
-	part := a.Part.Peer(a.Rank)
-	tokens(func(t dsl.Value) {
-		m := k.Load(a.TMask.At(t))
-		k.For(tid, hv, nt, func(v dsl.Value) {
-			col := v.Mul(uint32(vec))
-			acc := regs(k, dsl.F32, vec)
-			k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) {
-				k.If(moeBit(m, d), func() {
-					p := loadN(k, part, d.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), vec)
-					for j := 0; j < vec; j++ {
-						k.Set(acc.Get(j), acc.Get(j).Add(p.Get(j).To(dsl.F32)))
-					}
-				})
-			})
-			storeN(k, a.Out, t.Mul(a.H).Add(col), acc.To(dt))
 		})
 	})
 }

@@ -433,6 +433,7 @@ type MoEDispatchSend struct {
 	EL       uint32
 	Cap      uint32
 	Epoch    uint32
+	Piece    uint32
 }
 
 // MoEDispatchExpand launches moe_dispatch_expand.
@@ -444,6 +445,7 @@ type MoEDispatchExpand struct {
 	EL      uint32
 	H       uint32
 	Cap     uint32
+	Piece   uint32
 }
 
 // MoECombine launches moe_combine.
@@ -464,6 +466,7 @@ type MoECombine struct {
 	K        uint32
 	H        uint32
 	Epoch    uint32
+	Piece    uint32
 }
 
 // MoELLDispatch launches moe_ll_dispatch.

@@ -1,0 +1,380 @@
+package kernels
+
+import (
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// The normal-mode MoE's row movement on sm_90+ (docs/moe.md, "Bulk row copies"): each warp
+// of a block moves whole rows (or pieces of them, when a row does not fit its stages)
+// through its own ring of shared-memory stages with bulk copies (cp.async.bulk): one lane
+// bulk-loads a piece into a stage (completing on the stage's mbarrier) up to
+// MoEStages-1 pieces ahead, and the lanes bulk-store each landed piece to its
+// destinations (peer GPUs' token buffers through peer pointers, this GPU's receive
+// buffer). The TMA unit, not the SM's load/store pipes, carries the bytes, so a few blocks
+// keep NVLink busy. Targets before sm_90 keep the register path (16-byte loads and
+// stores from every thread).
+
+const (
+	// MoEWarps is the warps of a block of the MoE kernels (CollThreads threads), each with
+	// its own ring of stages.
+	MoEWarps = CollThreads / 32
+	// MoEStages is the stages of a warp's ring (send and expand; the combine's loads).
+	MoEStages = 4
+	// MoECombineVectors is the 16-byte vectors a lane sums per piece in the combine (its
+	// f32 accumulators: 8 per vector), so a combine piece is at most 32*16*MoECombineVectors
+	// bytes (4 KiB).
+	MoECombineVectors = 8
+	// MoESharedBudget is the dynamic shared memory the bulk paths size their stages to
+	// (below the 227 KiB of an sm_90 block; one block per SM).
+	MoESharedBudget = 192 << 10
+	// MoECombineMaxTopK is the largest TopK of the combine's bulk path (its lanes hold one
+	// pair each); larger ones take the register path on every target.
+	MoECombineMaxTopK = 32
+)
+
+// MoEBulk reports whether the normal-mode MoE kernels built for t move rows with bulk
+// copies (sm_90 and later), and so take dynamic shared memory (MoESendShared,
+// MoECombineShared) and a piece size.
+func MoEBulk(t ptx.Target) bool { return t.SM() >= 90 }
+
+// MoEPieceBytes splits a row of rowBytes (a multiple of 16) into the fewest pieces of at
+// most maxPiece bytes (a multiple of 16), of equal size rounded up to 16 bytes: the Piece
+// argument of moe_dispatch_send, moe_dispatch_expand and moe_combine.
+func MoEPieceBytes(rowBytes, maxPiece int) int {
+	maxPiece &^= 15
+	if maxPiece < 16 {
+		maxPiece = 16
+	}
+	n := (rowBytes + maxPiece - 1) / maxPiece
+	p := (rowBytes + n - 1) / n
+	return (p + 15) &^ 15
+}
+
+// MoESendMaxPiece and MoECombineMaxPiece are the largest pieces the budget allows: send and
+// expand keep MoEStages pieces per warp, the combine MoEStages loaded pieces and two
+// outgoing partials per warp, each at most MoECombineVectors vectors a lane.
+const (
+	MoESendMaxPiece    = MoESharedBudget / (MoEWarps * MoEStages) &^ 15
+	MoECombineMaxPiece = min(32*16*MoECombineVectors, MoESharedBudget/(MoEWarps*(MoEStages+2))&^15)
+)
+
+// MoESendShared is the dynamic shared memory of moe_dispatch_send and moe_dispatch_expand
+// with pieces of piece bytes (bulk targets; 0 elsewhere).
+func MoESendShared(piece int) int { return MoEWarps * MoEStages * piece }
+
+// MoECombineShared is moe_combine's dynamic shared memory with pieces of piece bytes.
+func MoECombineShared(piece int) int { return MoEWarps * (MoEStages + 2) * piece }
+
+// moeRing is a warp's ring of stages in dynamic shared memory, each with its mbarrier.
+type moeRing struct {
+	k          *dsl.Kernel
+	dt         dsl.Type
+	smem       dsl.Ptr // the block's dynamic shared memory, of dt
+	bars       dsl.Mbarriers
+	warp, lane dsl.Value
+	per        int       // stages of a warp's region (its ring, then any other stages)
+	elems      dsl.Value // a piece's elements
+}
+
+// newMoERing allocates MoEWarps*MoEStages mbarriers, initialises them (thread 0, then a
+// bar.sync) and views the dynamic shared memory as per stages of piece bytes per warp.
+func newMoERing(k *dsl.Kernel, dt dsl.Type, piece dsl.Value, per int) *moeRing {
+	r := &moeRing{k: k, dt: dt, smem: k.DynamicShared(dt, 16), bars: k.Mbarriers(MoEWarps * MoEStages),
+		warp: k.WarpID(), lane: k.LaneID(), per: per, elems: piece.Div(uint32(dt.Bytes()))}
+	k.If(k.ThreadIdx(dsl.X).Eq(0), func() {
+		for i := 0; i < MoEWarps*MoEStages; i++ {
+			r.bars.At(i).Init(1)
+		}
+	})
+	k.SyncThreads()
+	return r
+}
+
+// stage is stage i (a U32 Value) of this warp's region.
+func (r *moeRing) stage(i dsl.Value) dsl.Ptr {
+	return r.smem.At(r.warp.Mul(uint32(r.per)).Add(i).Mul(r.elems))
+}
+
+// bar is the mbarrier of ring stage i.
+func (r *moeRing) bar(i dsl.Value) dsl.Mbarrier {
+	return r.bars.At(r.warp.Mul(uint32(MoEStages)).Add(i))
+}
+
+// wait waits for slot n (the n-th piece loaded into the ring: stage n mod MoEStages, its
+// (n / MoEStages)-th phase) and returns its stage.
+func (r *moeRing) wait(n dsl.Value) dsl.Value {
+	st := n.Rem(uint32(MoEStages))
+	r.bar(st).Wait(n.Div(uint32(MoEStages)).And(uint32(1)))
+	return st
+}
+
+// load has lane 0 bulk-load size bytes at src into slot n's stage.
+func (r *moeRing) load(n dsl.Value, src dsl.Ptr, size dsl.Value) {
+	r.k.If(r.lane.Eq(uint32(0)), func() { r.loadOne(n, src, size) })
+}
+
+// loadOne, run by one thread, bulk-loads size bytes at src into slot n's stage.
+func (r *moeRing) loadOne(n dsl.Value, src dsl.Ptr, size dsl.Value) {
+	st := n.Rem(uint32(MoEStages))
+	b := r.bar(st)
+	b.ArriveExpectTx(size)
+	r.k.BulkLoad(r.stage(st), src, size, b)
+}
+
+// skipOne, run by one thread, completes slot n with no bytes (an empty slot).
+func (r *moeRing) skipOne(n dsl.Value) { r.bar(n.Rem(uint32(MoEStages))).Arrive() }
+
+// moeSpan is warp gw's contiguous share [lo, hi) of n items over tw warps.
+func moeSpan(k *dsl.Kernel, n, gw, tw dsl.Value) (lo, hi dsl.Value) {
+	per := n.Add(tw).Sub(uint32(1)).Div(tw)
+	lo = gw.Mul(per).Min(n)
+	return lo, lo.Add(per).Min(n)
+}
+
+// moePieces returns the pieces of a row of rb bytes in pieces of piece bytes, and a function
+// giving piece p's byte offset and size.
+func moePieces(rb, piece dsl.Value) (dsl.Value, func(p dsl.Value) (off, size dsl.Value)) {
+	np := rb.Add(piece).Sub(uint32(1)).Div(piece)
+	return np, func(p dsl.Value) (dsl.Value, dsl.Value) {
+		off := p.Mul(piece)
+		return off, piece.Min(rb.Sub(off))
+	}
+}
+
+// moeSendRowsBulk is moe_dispatch_send's row movement on bulk targets. Warp gw of the grid
+// takes a contiguous run of tokens, each in pieces: lane 0 bulk-loads the pieces of its
+// tokens MoEStages-1 ahead; at each landed piece, lane p (p < ngpus, not this GPU, in the
+// token's mask) bulk-stores it into GPU p's token buffer at the token's slot, and lane j
+// into this GPU's receive row of the token's pair j (j, j+32, ...: pairs of a local
+// expert below the capacity). Each lane commits one bulk group per piece (empty or not),
+// waits until all but the last have been read before lane 0 reloads a stage, and waits for
+// all of its stores before the kernel's closing barrier.
+func moeSendRowsBulk(k *dsl.Kernel, dt dsl.Type, a MoEDispatchSendArgs, slotOn func(t, d dsl.Value) dsl.Value) {
+	r := newMoERing(k, dt, a.Piece, MoEStages)
+	lane := r.lane
+	rs := a.E.Add(a.NGPUs)
+	gw := k.BlockIdx(dsl.X).Mul(uint32(MoEWarps)).Add(r.warp)
+	tw := k.GridDim(dsl.X).Mul(uint32(MoEWarps))
+	lo, hi := moeSpan(k, a.Tokens, gw, tw)
+	np, piece := moePieces(a.H.Mul(uint32(dt.Bytes())), a.Piece)
+	n := hi.Sub(lo).Mul(np) // this warp's slots
+	eb := uint32(dt.Bytes())
+	issue := func(s dsl.Value) {
+		t, p := lo.Add(s.Div(np)), s.Rem(np)
+		off, size := piece(p)
+		r.load(s, a.X.At(t.Mul(a.H).Add(off.Div(eb))), size)
+	}
+	for i := 0; i < MoEStages-1; i++ {
+		s := k.Const(dsl.U32, i)
+		k.If(s.Lt(n), func() { issue(s) })
+	}
+	// localRow is the receive row of pair kk of token t when it is a local pair below cap.
+	localRow := func(t, kk dsl.Value) dsl.Value {
+		row := k.Var(dsl.U32, uint32(MoENone))
+		i := t.Mul(a.K).Add(kk)
+		c := moeColumn(k, k.Load(a.Ids.At(i)), a.E)
+		k.If(c.Lt(a.E).And(c.Div(a.EL).Eq(a.Rank)), func() {
+			r := k.Load(a.RowStart.At(t.Div(a.Chunk).Mul(rs).Add(c))).Add(k.Load(a.Pos.At(i)))
+			k.If(r.Lt(a.Cap), func() { k.Set(row, r) })
+		})
+		return row
+	}
+	peerSlot := k.Var(dsl.U32, uint32(MoENone)) // this lane's peer's slot of the token
+	ownRow := k.Var(dsl.U32, uint32(MoENone))   // this lane's pair's receive row
+	k.For(k.Const(dsl.U32, 0), n, uint32(1), func(s dsl.Value) {
+		t, p := lo.Add(s.Div(np)), s.Rem(np)
+		k.If(p.Eq(uint32(0)), func() {
+			m := k.Load(a.TMask.At(t))
+			k.Set(peerSlot, uint32(MoENone))
+			k.If(lane.Lt(a.NGPUs).And(lane.Ne(a.Rank)).And(moeBit(m, lane)), func() { k.Set(peerSlot, slotOn(t, lane)) })
+			k.Set(ownRow, uint32(MoENone))
+			k.If(lane.Lt(a.K).And(moeBit(m, a.Rank)), func() { k.Set(ownRow, localRow(t, lane)) })
+		})
+		off, size := piece(p)
+		eoff := off.Div(eb)
+		st := r.wait(s)
+		src := r.stage(st)
+		k.If(peerSlot.Ne(uint32(MoENone)), func() {
+			k.BulkStore(a.Tok.Peer(lane).At(peerSlot.Mul(a.H).Add(eoff)), src, size)
+		})
+		k.If(ownRow.Ne(uint32(MoENone)), func() { k.BulkStore(a.Recv.At(ownRow.Mul(a.H).Add(eoff)), src, size) })
+		// Pairs past the first 32: their rows again at each piece (rare: TopK > 32).
+		k.For(lane.Add(uint32(32)), a.K, uint32(32), func(kk dsl.Value) {
+			row := localRow(t, kk)
+			k.If(row.Ne(uint32(MoENone)), func() { k.BulkStore(a.Recv.At(row.Mul(a.H).Add(eoff)), src, size) })
+		})
+		k.BulkCommit()
+		next := s.Add(uint32(MoEStages - 1))
+		k.If(next.Lt(n), func() {
+			k.BulkWait(1, true) // slot s-1's stores have read the stage slot next reuses
+			k.SyncWarp()
+			issue(next)
+		})
+	})
+	k.BulkWait(0, false) // every store written before the closing barrier publishes them
+}
+
+// moeExpandBulk is moe_dispatch_expand on bulk targets: warp gw takes a contiguous run of
+// the received rows, each in pieces; lane 0 bulk-loads a row's piece from its token slot
+// (an empty slot for the rows of this GPU's own tokens, already in place) and bulk-stores it
+// into the receive row.
+func moeExpandBulk(k *dsl.Kernel, dt dsl.Type, a MoEDispatchExpandArgs) {
+	k.FenceProxyAsyncGlobal() // the token buffer came from other GPUs (their bulk stores, then a barrier)
+	r := newMoERing(k, dt, a.Piece, MoEStages)
+	rows := k.Load(a.Offsets.At(a.EL)).Min(a.Cap)
+	gw := k.BlockIdx(dsl.X).Mul(uint32(MoEWarps)).Add(r.warp)
+	tw := k.GridDim(dsl.X).Mul(uint32(MoEWarps))
+	lo, hi := moeSpan(k, rows, gw, tw)
+	np, piece := moePieces(a.H.Mul(uint32(dt.Bytes())), a.Piece)
+	n := hi.Sub(lo).Mul(np)
+	eb := uint32(dt.Bytes())
+	lane0 := r.lane.Eq(uint32(0))
+	issue := func(s dsl.Value) {
+		row, p := lo.Add(s.Div(np)), s.Rem(np)
+		off, size := piece(p)
+		k.If(lane0, func() {
+			slot := k.Load(a.SlotOf.At(row))
+			k.If(slot.Ne(uint32(MoENone)), func() { r.loadOne(s, a.Tok.At(slot.Mul(a.H).Add(off.Div(eb))), size) }).
+				Else(func() { r.skipOne(s) })
+		})
+	}
+	for i := 0; i < MoEStages-1; i++ {
+		s := k.Const(dsl.U32, i)
+		k.If(s.Lt(n), func() { issue(s) })
+	}
+	k.For(k.Const(dsl.U32, 0), n, uint32(1), func(s dsl.Value) {
+		row, p := lo.Add(s.Div(np)), s.Rem(np)
+		off, size := piece(p)
+		st := r.wait(s)
+		k.If(lane0, func() {
+			k.If(k.Load(a.SlotOf.At(row)).Ne(uint32(MoENone)), func() {
+				k.BulkStore(a.Recv.At(row.Mul(a.H).Add(off.Div(eb))), r.stage(st), size)
+			})
+			k.BulkCommit()
+		})
+		next := s.Add(uint32(MoEStages - 1))
+		k.If(next.Lt(n), func() {
+			k.If(lane0, func() { k.BulkWait(1, true) })
+			k.SyncWarp()
+			issue(next)
+		})
+	})
+	k.If(lane0, func() { k.BulkWait(0, false) })
+}
+
+// moeCombinePushBulk is moe_combine's second phase on bulk targets (TopK <= 32): block b's
+// positions q = (i, s) (token t = b + i*grid of source GPU s, s fastest) are split into
+// contiguous runs over its warps. For each position with a slot here, lane j holds pair
+// j's receive row and weight; per piece of the row, the warp sums weight * y over the
+// valid pairs in k order (f32, lane l owns vectors l, l+32, ...), y's pieces bulk-loaded
+// into the warp's ring MoEStages ahead by a producer cursor that walks the same
+// (position, piece, pair) sequence; the partial, rounded to dt, goes to one of two outgoing
+// stages and lane 0 bulk-stores it into GPU s's Part row.
+func moeCombinePushBulk(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs) {
+	k.FenceProxyAsyncGlobal() // y and the weights are read after the barrier's acquire
+	const vec = 8
+	r := newMoERing(k, dt, a.Piece, MoEStages+2)
+	lane := r.lane
+	lane0 := lane.Eq(uint32(0))
+	b, nb := k.BlockIdx(dsl.X), k.GridDim(dsl.X)
+	ntb := k.Select(b.Lt(a.Tokens), a.Tokens.Sub(b).Add(nb).Sub(uint32(1)).Div(nb), uint32(0)) // this block's tokens
+	lo, hi := moeSpan(k, ntb.Mul(a.NGPUs), r.warp, k.Const(dsl.U32, MoEWarps))
+	np, piece := moePieces(a.H.Mul(uint32(dt.Bytes())), a.Piece)
+	items := hi.Sub(lo).Mul(np) // (position, piece)
+	eb := uint32(dt.Bytes())
+	sw := a.SlotW.Peer(a.Rank)
+	// info loads position q's slot, this lane's pair row (MoENone: none) and the mask of
+	// the valid pairs.
+	info := func(q, slot, row, mask dsl.Value) {
+		i, s := q.Div(a.NGPUs), q.Rem(a.NGPUs)
+		t := b.Add(i.Mul(nb))
+		k.Set(slot, k.Load(a.SlotIdx.At(s.Mul(a.Tokens).Add(t))))
+		k.Set(row, uint32(MoENone))
+		k.If(slot.Ne(uint32(MoENone)).And(lane.Lt(a.K)), func() { k.Set(row, k.Load(a.SlotRows.At(slot.Mul(a.K).Add(lane)))) })
+		k.Set(mask, k.Ballot(row.Ne(uint32(MoENone))))
+	}
+	// The producer: its cursor (item pi, pair pk), the rows and mask of pi's position.
+	pi, pk := k.Var(dsl.U32, uint32(0)), k.Var(dsl.U32, uint32(0))
+	pslot, prow, pmask := k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(0))
+	pn := k.Var(dsl.U32, uint32(0)) // slots issued
+	k.If(items.Gt(uint32(0)), func() { info(lo, pslot, prow, pmask) })
+	produce := func() {
+		// Find the next valid (item, pair) from the cursor; issue its load, step past it.
+		k.While(func() dsl.Value { return pi.Lt(items).And(pk.Ge(a.K).Or(moeBit(pmask, pk).Not())) }, func() {
+			k.Set(pk, pk.Add(uint32(1)))
+			k.If(pk.Ge(a.K), func() {
+				k.Set(pk, uint32(0))
+				k.Set(pi, pi.Add(uint32(1)))
+				k.If(pi.Lt(items).And(pi.Rem(np).Eq(uint32(0))), func() { info(lo.Add(pi.Div(np)), pslot, prow, pmask) })
+			})
+		})
+		k.If(pi.Lt(items), func() {
+			row := k.ShuffleIdx(prow, pk)
+			off, size := piece(pi.Rem(np))
+			r.load(pn, a.Y.At(row.Mul(a.H).Add(off.Div(eb))), size)
+			k.Set(pn, pn.Add(uint32(1)))
+			k.Set(pk, pk.Add(uint32(1)))
+		})
+	}
+	for i := 0; i < MoEStages; i++ {
+		produce()
+	}
+	cn := k.Var(dsl.U32, uint32(0)) // slots consumed
+	co := k.Var(dsl.U32, uint32(0)) // partials pushed
+	cslot, crow, cmask := k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(0))
+	cw := k.Var(dsl.F32, float32(0))
+	zero := k.Const(dsl.U32, 0)
+	k.For(zero, items, uint32(1), func(it dsl.Value) {
+		q, p := lo.Add(it.Div(np)), it.Rem(np)
+		k.If(p.Eq(uint32(0)), func() {
+			info(q, cslot, crow, cmask)
+			k.If(cslot.Ne(uint32(MoENone)).And(lane.Lt(a.K)), func() { k.Set(cw, k.Load(sw.At(cslot.Mul(a.K).Add(lane)))) })
+		})
+		k.If(cslot.Ne(uint32(MoENone)), func() {
+			off, size := piece(p)
+			nv := size.Div(uint32(16)) // vectors in the piece
+			accs := make([]dsl.Tensor, MoECombineVectors)
+			for v := range accs {
+				accs[v] = regs(k, dsl.F32, vec)
+			}
+			k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
+				k.If(moeBit(cmask, kk), func() {
+					wt := k.ShuffleIdx(cw, kk)
+					st := r.wait(cn)
+					y := r.stage(st)
+					for v := 0; v < MoECombineVectors; v++ {
+						j := lane.Add(uint32(32 * v))
+						k.If(j.Lt(nv), func() {
+							x := loadN(k, y, j.Mul(uint32(vec)), vec)
+							for e := 0; e < vec; e++ {
+								k.Set(accs[v].Get(e), accs[v].Get(e).Add(wt.Mul(x.Get(e).To(dsl.F32))))
+							}
+						})
+					}
+					k.SyncWarp() // every lane has read the stage: the producer may refill it
+					k.Set(cn, cn.Add(uint32(1)))
+					produce()
+				})
+			})
+			// The partial into outgoing stage co mod 2, once its last store has read it.
+			out := r.stage(k.Const(dsl.U32, MoEStages).Add(co.And(uint32(1))))
+			k.If(lane0, func() { k.BulkWait(1, true) })
+			k.SyncWarp()
+			for v := 0; v < MoECombineVectors; v++ {
+				j := lane.Add(uint32(32 * v))
+				k.If(j.Lt(nv), func() { storeN(k, out, j.Mul(uint32(vec)), accs[v].To(dt)) })
+			}
+			k.FenceProxyAsync() // the lanes' shared stores before the bulk store reads them
+			k.SyncWarp()
+			k.If(lane0, func() {
+				i, s := q.Div(a.NGPUs), q.Rem(a.NGPUs)
+				t := b.Add(i.Mul(nb))
+				k.BulkStore(a.Part.Peer(s).At(a.Rank.Mul(a.Tokens).Add(t).Mul(a.H).Add(off.Div(eb))), out, size)
+				k.BulkCommit()
+			})
+			k.Set(co, co.Add(uint32(1)))
+		})
+	})
+	k.If(lane0, func() { k.BulkWait(0, false) }) // every partial written before the barrier
+}
