@@ -432,11 +432,15 @@ func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
 	if MoEBulk(k.Target()) {
-		k.If(a.K.Le(uint32(MoECombineMaxTopK)), func() { moeCombinePushBulk(k, dt, a) }).
+		r := newMoERing(k, dt, a.Piece, MoEStages+2)
+		slots := k.Var(dsl.U32, uint32(0)) // the ring's slots so far (its mbarriers' phases)
+		k.If(a.K.Le(uint32(MoECombineMaxTopK)), func() { moeCombinePushBulk(k, dt, a, r, slots) }).
 			Else(func() { moeCombinePushRegs(k, dt, a) })
-	} else {
-		moeCombinePushRegs(k, dt, a)
+		p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+		moeCombineSumBulk(k, dt, a, r, slots)
+		return
 	}
+	moeCombinePushRegs(k, dt, a)
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
 	part := a.Part.Peer(a.Rank)
 	tokens(func(t dsl.Value) {

@@ -263,56 +263,58 @@ func moeExpandBulk(k *dsl.Kernel, dt dsl.Type, a MoEDispatchExpandArgs) {
 	k.If(lane0, func() { k.BulkWait(0, false) })
 }
 
-// moeCombinePushBulk is moe_combine's second phase on bulk targets (TopK <= 32): block b's
-// positions q = (i, s) (token t = b + i*grid of source GPU s, s fastest) are split into
-// contiguous runs over its warps. For each position with a slot here, lane j holds pair
-// j's receive row and weight; per piece of the row, the warp sums weight * y over the
-// valid pairs in k order (f32, lane l owns vectors l, l+32, ...), y's pieces bulk-loaded
-// into the warp's ring MoEStages ahead by a producer cursor that walks the same
-// (position, piece, pair) sequence; the partial, rounded to dt, goes to one of two outgoing
-// stages and lane 0 bulk-stores it into GPU s's Part row.
-func moeCombinePushBulk(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs) {
-	k.FenceProxyAsyncGlobal() // y and the weights are read after the barrier's acquire
+// moeSum is a phase of the combine on bulk targets: per position of this block, a sum of
+// up to 32 weighted rows of src (f32, in lane order, rounded to dt once) into one row.
+type moeSum struct {
+	positions dsl.Value // this block's positions, split into contiguous runs over its warps
+	// rows returns, for position q, whether it has an output row (warp-uniform) and this
+	// lane's row of src (MoENone: none); weight, this lane's weight (called when ok).
+	rows   func(q dsl.Value) (ok, row dsl.Value)
+	weight func(q dsl.Value) dsl.Value
+	src    dsl.Ptr
+	dst    func(q dsl.Value) dsl.Ptr // the output row of position q
+}
+
+// moeSumRows runs a moeSum on the warp's ring (per = MoEStages+2: the loaded pieces, then two
+// outgoing ones). Per piece of a position's row, the warp sums weight * row over the lanes
+// holding a row, in lane order (lane l of the warp owns the piece's vectors l, l+32, ...);
+// the rows' pieces are bulk-loaded into the ring MoEStages ahead by a producer cursor that
+// walks the same (position, piece, lane) sequence, and the sum, rounded to dt, goes to one
+// of two outgoing stages, from which lane 0 bulk-stores it to dst. slots counts the ring's
+// slots across phases (the mbarriers' phases continue).
+func moeSumRows(k *dsl.Kernel, dt dsl.Type, r *moeRing, slots dsl.Value, h, piece dsl.Value, sum moeSum) {
 	const vec = 8
-	r := newMoERing(k, dt, a.Piece, MoEStages+2)
 	lane := r.lane
 	lane0 := lane.Eq(uint32(0))
-	b, nb := k.BlockIdx(dsl.X), k.GridDim(dsl.X)
-	ntb := k.Select(b.Lt(a.Tokens), a.Tokens.Sub(b).Add(nb).Sub(uint32(1)).Div(nb), uint32(0)) // this block's tokens
-	lo, hi := moeSpan(k, ntb.Mul(a.NGPUs), r.warp, k.Const(dsl.U32, MoEWarps))
-	np, piece := moePieces(a.H.Mul(uint32(dt.Bytes())), a.Piece)
+	lo, hi := moeSpan(k, sum.positions, r.warp, k.Const(dsl.U32, MoEWarps))
+	np, pieceAt := moePieces(h.Mul(uint32(dt.Bytes())), piece)
 	items := hi.Sub(lo).Mul(np) // (position, piece)
 	eb := uint32(dt.Bytes())
-	sw := a.SlotW.Peer(a.Rank)
-	// info loads position q's slot, this lane's pair row (MoENone: none) and the mask of
-	// the valid pairs.
-	info := func(q, slot, row, mask dsl.Value) {
-		i, s := q.Div(a.NGPUs), q.Rem(a.NGPUs)
-		t := b.Add(i.Mul(nb))
-		k.Set(slot, k.Load(a.SlotIdx.At(s.Mul(a.Tokens).Add(t))))
-		k.Set(row, uint32(MoENone))
-		k.If(slot.Ne(uint32(MoENone)).And(lane.Lt(a.K)), func() { k.Set(row, k.Load(a.SlotRows.At(slot.Mul(a.K).Add(lane)))) })
+	info := func(q, row, mask dsl.Value) dsl.Value {
+		ok, rw := sum.rows(q)
+		k.Set(row, k.Select(ok, rw, uint32(MoENone)))
 		k.Set(mask, k.Ballot(row.Ne(uint32(MoENone))))
+		return ok
 	}
-	// The producer: its cursor (item pi, pair pk), the rows and mask of pi's position.
+	// The producer: its cursor (item pi, lane pk), the rows and mask of pi's position.
 	pi, pk := k.Var(dsl.U32, uint32(0)), k.Var(dsl.U32, uint32(0))
-	pslot, prow, pmask := k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(0))
-	pn := k.Var(dsl.U32, uint32(0)) // slots issued
-	k.If(items.Gt(uint32(0)), func() { info(lo, pslot, prow, pmask) })
+	prow, pmask := k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(0))
+	pn := k.Var(dsl.U32, slots) // slots issued
+	k.If(items.Gt(uint32(0)), func() { info(lo, prow, pmask) })
 	produce := func() {
-		// Find the next valid (item, pair) from the cursor; issue its load, step past it.
-		k.While(func() dsl.Value { return pi.Lt(items).And(pk.Ge(a.K).Or(moeBit(pmask, pk).Not())) }, func() {
+		// Find the next (item, lane) holding a row from the cursor; issue its load, step past it.
+		k.While(func() dsl.Value { return pi.Lt(items).And(pk.Ge(uint32(32)).Or(moeBit(pmask, pk).Not())) }, func() {
 			k.Set(pk, pk.Add(uint32(1)))
-			k.If(pk.Ge(a.K), func() {
+			k.If(pk.Ge(uint32(32)), func() {
 				k.Set(pk, uint32(0))
 				k.Set(pi, pi.Add(uint32(1)))
-				k.If(pi.Lt(items).And(pi.Rem(np).Eq(uint32(0))), func() { info(lo.Add(pi.Div(np)), pslot, prow, pmask) })
+				k.If(pi.Lt(items).And(pi.Rem(np).Eq(uint32(0))), func() { info(lo.Add(pi.Div(np)), prow, pmask) })
 			})
 		})
 		k.If(pi.Lt(items), func() {
 			row := k.ShuffleIdx(prow, pk)
-			off, size := piece(pi.Rem(np))
-			r.load(pn, a.Y.At(row.Mul(a.H).Add(off.Div(eb))), size)
+			off, size := pieceAt(pi.Rem(np))
+			r.load(pn, sum.src.At(row.Mul(h).Add(off.Div(eb))), size)
 			k.Set(pn, pn.Add(uint32(1)))
 			k.Set(pk, pk.Add(uint32(1)))
 		})
@@ -320,29 +322,28 @@ func moeCombinePushBulk(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs) {
 	for i := 0; i < MoEStages; i++ {
 		produce()
 	}
-	cn := k.Var(dsl.U32, uint32(0)) // slots consumed
-	co := k.Var(dsl.U32, uint32(0)) // partials pushed
-	cslot, crow, cmask := k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(0))
+	cn := k.Var(dsl.U32, slots)     // slots consumed
+	co := k.Var(dsl.U32, uint32(0)) // pieces stored
+	cok, crow, cmask := k.Var(dsl.Bool, false), k.Var(dsl.U32, uint32(MoENone)), k.Var(dsl.U32, uint32(0))
 	cw := k.Var(dsl.F32, float32(0))
 	zero := k.Const(dsl.U32, 0)
 	k.For(zero, items, uint32(1), func(it dsl.Value) {
 		q, p := lo.Add(it.Div(np)), it.Rem(np)
 		k.If(p.Eq(uint32(0)), func() {
-			info(q, cslot, crow, cmask)
-			k.If(cslot.Ne(uint32(MoENone)).And(lane.Lt(a.K)), func() { k.Set(cw, k.Load(sw.At(cslot.Mul(a.K).Add(lane)))) })
+			k.Set(cok, info(q, crow, cmask))
+			k.If(crow.Ne(uint32(MoENone)), func() { k.Set(cw, sum.weight(q)) })
 		})
-		k.If(cslot.Ne(uint32(MoENone)), func() {
-			off, size := piece(p)
+		k.If(cok, func() {
+			off, size := pieceAt(p)
 			nv := size.Div(uint32(16)) // vectors in the piece
 			accs := make([]dsl.Tensor, MoECombineVectors)
 			for v := range accs {
 				accs[v] = regs(k, dsl.F32, vec)
 			}
-			k.For(zero, a.K, uint32(1), func(kk dsl.Value) {
+			k.For(zero, uint32(32), uint32(1), func(kk dsl.Value) {
 				k.If(moeBit(cmask, kk), func() {
 					wt := k.ShuffleIdx(cw, kk)
-					st := r.wait(cn)
-					y := r.stage(st)
+					y := r.stage(r.wait(cn))
 					for v := 0; v < MoECombineVectors; v++ {
 						j := lane.Add(uint32(32 * v))
 						k.If(j.Lt(nv), func() {
@@ -357,7 +358,7 @@ func moeCombinePushBulk(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs) {
 					produce()
 				})
 			})
-			// The partial into outgoing stage co mod 2, once its last store has read it.
+			// The sum into outgoing stage co mod 2, once its last store has read it.
 			out := r.stage(k.Const(dsl.U32, MoEStages).Add(co.And(uint32(1))))
 			k.If(lane0, func() { k.BulkWait(1, true) })
 			k.SyncWarp()
@@ -368,13 +369,65 @@ func moeCombinePushBulk(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs) {
 			k.FenceProxyAsync() // the lanes' shared stores before the bulk store reads them
 			k.SyncWarp()
 			k.If(lane0, func() {
-				i, s := q.Div(a.NGPUs), q.Rem(a.NGPUs)
-				t := b.Add(i.Mul(nb))
-				k.BulkStore(a.Part.Peer(s).At(a.Rank.Mul(a.Tokens).Add(t).Mul(a.H).Add(off.Div(eb))), out, size)
+				k.BulkStore(sum.dst(q).At(off.Div(eb)), out, size)
 				k.BulkCommit()
 			})
 			k.Set(co, co.Add(uint32(1)))
 		})
 	})
-	k.If(lane0, func() { k.BulkWait(0, false) }) // every partial written before the barrier
+	k.If(lane0, func() { k.BulkWait(0, false) }) // every row written before what follows publishes it
+	k.Set(slots, cn)
+}
+
+// moeCombinePushBulk is moe_combine's second phase on bulk targets (TopK <= 32): block b's
+// positions (i, s), token t = b + i*grid of source GPU s (s fastest), each with a slot here:
+// lane j holds pair j's receive row and weight; the partial goes to GPU s's Part row.
+func moeCombinePushBulk(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs, r *moeRing, slots dsl.Value) {
+	k.FenceProxyAsyncGlobal() // y and the weights are read after the barrier's acquire
+	b, nb := k.BlockIdx(dsl.X), k.GridDim(dsl.X)
+	ntb := k.Select(b.Lt(a.Tokens), a.Tokens.Sub(b).Add(nb).Sub(uint32(1)).Div(nb), uint32(0)) // this block's tokens
+	sw := a.SlotW.Peer(a.Rank)
+	tokenOf := func(q dsl.Value) (t, s dsl.Value) { return b.Add(q.Div(a.NGPUs).Mul(nb)), q.Rem(a.NGPUs) }
+	slotOf := func(q dsl.Value) dsl.Value {
+		t, s := tokenOf(q)
+		return k.Load(a.SlotIdx.At(s.Mul(a.Tokens).Add(t)))
+	}
+	moeSumRows(k, dt, r, slots, a.H, a.Piece, moeSum{
+		positions: ntb.Mul(a.NGPUs),
+		rows: func(q dsl.Value) (dsl.Value, dsl.Value) {
+			slot := slotOf(q)
+			ok := slot.Ne(uint32(MoENone))
+			row := k.Var(dsl.U32, uint32(MoENone))
+			k.If(ok.And(r.lane.Lt(a.K)), func() { k.Set(row, k.Load(a.SlotRows.At(slot.Mul(a.K).Add(r.lane)))) })
+			return ok, row
+		},
+		weight: func(q dsl.Value) dsl.Value { return k.Load(sw.At(slotOf(q).Mul(a.K).Add(r.lane))) },
+		src:    a.Y,
+		dst: func(q dsl.Value) dsl.Ptr {
+			t, s := tokenOf(q)
+			return a.Part.Peer(s).At(a.Rank.Mul(a.Tokens).Add(t).Mul(a.H))
+		},
+	})
+}
+
+// moeCombineSumBulk is moe_combine's third phase on bulk targets: block b's tokens t = b +
+// i*grid; lane d holds GPU d's partial row of t (when t's mask names d), weight 1; the sum
+// goes to out[t].
+func moeCombineSumBulk(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs, r *moeRing, slots dsl.Value) {
+	k.FenceProxyAsyncGlobal() // the partials came from other GPUs (bulk stores, then the barrier)
+	b, nb := k.BlockIdx(dsl.X), k.GridDim(dsl.X)
+	ntb := k.Select(b.Lt(a.Tokens), a.Tokens.Sub(b).Add(nb).Sub(uint32(1)).Div(nb), uint32(0))
+	tokenOf := func(q dsl.Value) dsl.Value { return b.Add(q.Mul(nb)) }
+	moeSumRows(k, dt, r, slots, a.H, a.Piece, moeSum{
+		positions: ntb,
+		rows: func(q dsl.Value) (dsl.Value, dsl.Value) {
+			t := tokenOf(q)
+			m := k.Load(a.TMask.At(t))
+			on := r.lane.Lt(a.NGPUs).And(moeBit(m, r.lane))
+			return k.Const(dsl.Bool, true), k.Select(on, r.lane.Mul(a.Tokens).Add(t), uint32(MoENone))
+		},
+		weight: func(dsl.Value) dsl.Value { return k.Const(dsl.F32, float32(1)) },
+		src:    a.Part.Peer(a.Rank),
+		dst:    func(q dsl.Value) dsl.Ptr { return a.Out.At(tokenOf(q).Mul(a.H)) },
+	})
 }
