@@ -80,6 +80,26 @@ type MoE struct {
 	sendShared, combineShared int
 
 	dispatched bool
+	onLaunch   func(kernel string) error // OnLaunch's hook
+}
+
+// OnLaunch sets f to run on the host after each kernel launch of the normal mode's Dispatch
+// and Combine, with the kernel's family name (moe_dispatch_count, ..., moe_combine); nil
+// removes it. An error from f ends the call with it. For timing each kernel: record an event
+// on the Comm's stream (Options.Stream) before the call and in f (bench/moebench
+// -breakdown); the low-latency mode (one kernel a call) does not call it.
+func (m *MoE) OnLaunch(f func(kernel string) error) {
+	if m != nil {
+		m.onLaunch = f
+	}
+}
+
+// launched runs the OnLaunch hook after kernel f's launch.
+func (m *MoE) launched(f kernels.Family) error {
+	if m.onLaunch == nil {
+		return nil
+	}
+	return m.onLaunch(string(f))
 }
 
 // NewMoE allocates the buffers of cfg (collective: every rank calls it with the same cfg).
@@ -318,9 +338,15 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 		Rank: rank, NGPUs: g, Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), Chunk: uint32(m.chunk), E: e, EL: el, Epoch: c.padEpoch}); err != nil {
 		return err
 	}
+	if err := m.launched(kernels.FamilyMoEDispatchCount); err != nil {
+		return err
+	}
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), 1, launch.MoEDispatchLayout{
 		Cnt: u32(m.cnt), Tot: u32(m.tot), RowStart: u32(m.rowStart), Counts: u32(m.counts.s), Offsets: u32(m.offsets.s), Status: u32(m.status),
 		Rank: rank, NGPUs: g, Chunks: uint32(m.nchunks), E: e, EL: el}); err != nil {
+		return err
+	}
+	if err := m.launched(kernels.FamilyMoEDispatchLayout); err != nil {
 		return err
 	}
 	cl.shared = m.sendShared
@@ -331,9 +357,15 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 		Cap: uint32(cfg.Capacity), Epoch: c.padEpoch, Piece: uint32(m.sendPiece)}); err != nil {
 		return err
 	}
+	if err := m.launched(kernels.FamilyMoEDispatchSend); err != nil {
+		return err
+	}
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchExpand), m.rowBlocks(cfg.Capacity*cfg.Hidden/8), launch.MoEDispatchExpand{
 		Tok: m.tok.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), SlotOf: u32(m.slotOf), Offsets: u32(m.offsets.s),
 		EL: el, H: uint32(cfg.Hidden), Cap: uint32(cfg.Capacity), Piece: uint32(m.sendPiece)}); err != nil {
+		return err
+	}
+	if err := m.launched(kernels.FamilyMoEDispatchExpand); err != nil {
 		return err
 	}
 	m.dispatched = true
@@ -401,8 +433,11 @@ func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 	cl := &call{what: "MoE.Combine " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
 	cl.shared = m.combineShared
-	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, m.rowBlocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
+	if err := c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, m.rowBlocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
 		Y: y.s.at(dsl.BF16), Weights: weights.s.at(dsl.F32), TMask: u32(m.tmask), Route: u32(m.route), SlotIdx: u32(m.slotIdx),
 		SlotRows: u32(m.slotRows), SlotW: m.slotW.table(), Part: m.part.table(), Out: out.s.at(dsl.BF16),
-		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch, Piece: uint32(m.combinePiece)})
+		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch, Piece: uint32(m.combinePiece)}); err != nil {
+		return err
+	}
+	return m.launched(kernels.FamilyMoECombine)
 }

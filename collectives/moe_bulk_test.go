@@ -93,3 +93,31 @@ func TestMoEBlocks(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMoEOnLaunch: the hook sees each kernel of Dispatch and Combine after its launch, in
+// order; its error ends the call; nil removes it.
+func TestMoEOnLaunch(t *testing.T) {
+	ctx := context.Background()
+	runRanks(t, 2, false, false, 3, testOpts, func(e *rankEnv) error {
+		m, err := e.c.NewMoE(ctx, MoEConfig{Tokens: 4, TopK: 2, Hidden: 16, Experts: 4})
+		if err != nil {
+			return err
+		}
+		var got []string
+		m.OnLaunch(func(k string) error { got = append(got, k); return nil })
+		in := moeInputs(rand.New(rand.NewSource(1)), 2, m.Config(), 0)
+		if err := moeRound(ctx, e, m, in, true); err != nil {
+			return err
+		}
+		want := "[moe_dispatch_count moe_dispatch_layout moe_dispatch_send moe_dispatch_expand moe_combine]"
+		if fmt.Sprint(got) != want {
+			return fmt.Errorf("hook saw %v, want %s", got, want)
+		}
+		m.OnLaunch(nil)
+		got = nil
+		if err := moeRound(ctx, e, m, in, true); err != nil || got != nil {
+			return fmt.Errorf("after OnLaunch(nil): %v, %v", got, err)
+		}
+		return nil
+	})
+}
