@@ -95,7 +95,7 @@ func TestMoEBlocks(t *testing.T) {
 }
 
 // TestMoEOnLaunch: the hook sees each kernel of Dispatch and Combine after its launch, in
-// order; its error ends the call; nil removes it.
+// order; nil removes it.
 func TestMoEOnLaunch(t *testing.T) {
 	ctx := context.Background()
 	runRanks(t, 2, false, false, 3, testOpts, func(e *rankEnv) error {
