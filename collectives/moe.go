@@ -361,8 +361,8 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 		return err
 	}
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchExpand), m.rowBlocks(cfg.Capacity*cfg.Hidden/8), launch.MoEDispatchExpand{
-		Tok: m.tok.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), SlotOf: u32(m.slotOf), Offsets: u32(m.offsets.s),
-		EL: el, H: uint32(cfg.Hidden), Cap: uint32(cfg.Capacity), Piece: uint32(m.sendPiece)}); err != nil {
+		Tok: m.tok.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), SlotOf: u32(m.slotOf), Offsets: u32(m.offsets.s), SlotRows: u32(m.slotRows), Status: u32(m.status),
+		EL: el, H: uint32(cfg.Hidden), Cap: uint32(cfg.Capacity), K: uint32(cfg.TopK), Piece: uint32(m.sendPiece)}); err != nil {
 		return err
 	}
 	if err := m.launched(kernels.FamilyMoEDispatchExpand); err != nil {

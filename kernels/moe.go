@@ -41,7 +41,7 @@ const (
 const MoENone = 0xFFFFFFFF
 
 // MoEStatusWords is the length of the dispatch status (MoEDispatchLayoutArgs.Status).
-const MoEStatusWords = 4
+const MoEStatusWords = 6
 
 func init() {
 	for f, n := range map[Family]int{FamilyMoEDispatchCount: 1, FamilyMoEDispatchLayout: 0,
@@ -158,8 +158,9 @@ func MoEDispatchCount(k *dsl.Kernel, _ dsl.Type) {
 // start, then for GPU d the slot of d's token buffer where this GPU's tokens of that chunk
 // start. Counts and Offsets (el and el+1 words) get this GPU's received rows per local expert
 // and where they start; Status MoEStatusWords words: the bad ids of every GPU, the most rows
-// any GPU receives, the tokens this GPU receives (its token buffer's rows) and the tokens it
-// sends to other GPUs.
+// any GPU receives, the tokens this GPU receives (its token buffer's rows), the tokens it
+// sends to other GPUs, and the first slot and number of its own tokens' slots in its token
+// buffer (unwritten: the expand skips them).
 type MoEDispatchLayoutArgs struct {
 	Cnt, Tot, RowStart, Counts, Offsets, Status dsl.Ptr   `kgen:"u32"`
 	Rank, NGPUs, Chunks, E, EL                  dsl.Value `kgen:"u32"`
@@ -216,8 +217,10 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 		bad := k.Var(dsl.U32, uint32(0))
 		recv := k.Var(dsl.U32, uint32(0))
 		sent := k.Var(dsl.U32, uint32(0))
+		own := k.Var(dsl.U32, uint32(0))
 		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) {
 			k.Set(bad, bad.Add(tot(s, a.E)))
+			k.If(s.Eq(a.Rank), func() { k.Set(own, recv) })
 			k.Set(recv, recv.Add(tot(s, e1.Add(a.Rank))))
 			k.If(s.Ne(a.Rank), func() { k.Set(sent, sent.Add(tot(a.Rank, e1.Add(s)))) })
 		})
@@ -227,6 +230,8 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 		k.Store(a.Status.At(1), most)
 		k.Store(a.Status.At(2), recv)
 		k.Store(a.Status.At(3), sent)
+		k.Store(a.Status.At(4), own)
+		k.Store(a.Status.At(5), tot(a.Rank, e1.Add(a.Rank)))
 	})
 }
 
@@ -354,12 +359,14 @@ func moeSendMeta(k *dsl.Kernel, a MoEDispatchSendArgs, slotOn func(t, d dsl.Valu
 
 // MoEDispatchExpandArgs are moe_dispatch_expand's parameters (all this GPU's): Tok the
 // token buffer, Recv the receive buffer [cap, h], SlotOf each row's token slot, Offsets
-// (el+1 words: the last, the rows received).
+// (el+1 words: the last, the rows received); on bulk targets SlotRows (each slot's rows per
+// pair, [slots, k]) and Status (moe_dispatch_layout's: the slots and this GPU's own) in
+// their place.
 type MoEDispatchExpandArgs struct {
-	Tok, Recv       dsl.Ptr   // of dt
-	SlotOf, Offsets dsl.Ptr   `kgen:"u32"`
-	EL, H, Cap      dsl.Value `kgen:"u32"`
-	Piece           dsl.Value `kgen:"u32"` // as MoEDispatchSendArgs.Piece
+	Tok, Recv                         dsl.Ptr   // of dt
+	SlotOf, Offsets, SlotRows, Status dsl.Ptr   `kgen:"u32"`
+	EL, H, Cap, K                     dsl.Value `kgen:"u32"`
+	Piece                             dsl.Value `kgen:"u32"` // as MoEDispatchSendArgs.Piece
 }
 
 // MoEDispatchExpand copies, for each received row below cap from another GPU, its token's

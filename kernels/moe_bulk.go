@@ -111,19 +111,13 @@ func (r *moeRing) wait(n dsl.Value) dsl.Value {
 
 // load has lane 0 bulk-load size bytes at src into slot n's stage.
 func (r *moeRing) load(n dsl.Value, src dsl.Ptr, size dsl.Value) {
-	r.k.If(r.lane.Eq(uint32(0)), func() { r.loadOne(n, src, size) })
+	r.k.If(r.lane.Eq(uint32(0)), func() {
+		st := n.Rem(uint32(MoEStages))
+		b := r.bar(st)
+		b.ArriveExpectTx(size)
+		r.k.BulkLoad(r.stage(st), src, size, b)
+	})
 }
-
-// loadOne, run by one thread, bulk-loads size bytes at src into slot n's stage.
-func (r *moeRing) loadOne(n dsl.Value, src dsl.Ptr, size dsl.Value) {
-	st := n.Rem(uint32(MoEStages))
-	b := r.bar(st)
-	b.ArriveExpectTx(size)
-	r.k.BulkLoad(r.stage(st), src, size, b)
-}
-
-// skipOne, run by one thread, completes slot n with no bytes (an empty slot).
-func (r *moeRing) skipOne(n dsl.Value) { r.bar(n.Rem(uint32(MoEStages))).Arrive() }
 
 // moeSpan is warp gw's contiguous share [lo, hi) of n items over tw warps.
 func moeSpan(k *dsl.Kernel, n, gw, tw dsl.Value) (lo, hi dsl.Value) {
@@ -215,52 +209,58 @@ func moeSendRowsBulk(k *dsl.Kernel, dt dsl.Type, a MoEDispatchSendArgs, slotOn f
 	k.BulkWait(0, false) // every store written before the closing barrier publishes them
 }
 
-// moeExpandBulk is moe_dispatch_expand on bulk targets: warp gw takes a contiguous run of
-// the received rows, each in pieces; lane 0 bulk-loads a row's piece from its token slot
-// (an empty slot for the rows of this GPU's own tokens, already in place) and bulk-stores it
-// into the receive row.
+// moeExpandBulk is moe_dispatch_expand on bulk targets, per token slot rather than per row:
+// warp gw takes a contiguous run of the token buffer's slots of other GPUs' tokens (this
+// GPU's own are skipped: their rows are in place); lane 0 bulk-loads each piece of the
+// slot's token once, and lane j bulk-stores it into the receive row of the slot's pair j
+// (pairs past 32: the lanes loop), so a token with several local pairs is read once.
 func moeExpandBulk(k *dsl.Kernel, dt dsl.Type, a MoEDispatchExpandArgs) {
 	k.FenceProxyAsyncGlobal() // the token buffer came from other GPUs (their bulk stores, then a barrier)
 	r := newMoERing(k, dt, a.Piece, MoEStages)
-	rows := k.Load(a.Offsets.At(a.EL)).Min(a.Cap)
+	lane := r.lane
+	ownLo, ownN := k.Load(a.Status.At(4)), k.Load(a.Status.At(5))
+	others := k.Load(a.Status.At(2)).Sub(ownN) // slots of other GPUs' tokens
+	slotAt := func(i dsl.Value) dsl.Value { return k.Select(i.Lt(ownLo), i, i.Add(ownN)) }
 	gw := k.BlockIdx(dsl.X).Mul(uint32(MoEWarps)).Add(r.warp)
 	tw := k.GridDim(dsl.X).Mul(uint32(MoEWarps))
-	lo, hi := moeSpan(k, rows, gw, tw)
+	lo, hi := moeSpan(k, others, gw, tw)
 	np, piece := moePieces(a.H.Mul(uint32(dt.Bytes())), a.Piece)
 	n := hi.Sub(lo).Mul(np)
 	eb := uint32(dt.Bytes())
-	lane0 := r.lane.Eq(uint32(0))
 	issue := func(s dsl.Value) {
-		row, p := lo.Add(s.Div(np)), s.Rem(np)
+		slot, p := slotAt(lo.Add(s.Div(np))), s.Rem(np)
 		off, size := piece(p)
-		k.If(lane0, func() {
-			slot := k.Load(a.SlotOf.At(row))
-			k.If(slot.Ne(uint32(MoENone)), func() { r.loadOne(s, a.Tok.At(slot.Mul(a.H).Add(off.Div(eb))), size) }).
-				Else(func() { r.skipOne(s) })
-		})
+		r.load(s, a.Tok.At(slot.Mul(a.H).Add(off.Div(eb))), size)
 	}
 	for i := 0; i < MoEStages-1; i++ {
 		s := k.Const(dsl.U32, i)
 		k.If(s.Lt(n), func() { issue(s) })
 	}
+	rowOf := func(slot, kk dsl.Value) dsl.Value { return k.Load(a.SlotRows.At(slot.Mul(a.K).Add(kk))) }
+	row := k.Var(dsl.U32, uint32(MoENone)) // this lane's pair's receive row
 	k.For(k.Const(dsl.U32, 0), n, uint32(1), func(s dsl.Value) {
-		row, p := lo.Add(s.Div(np)), s.Rem(np)
-		off, size := piece(p)
-		st := r.wait(s)
-		k.If(lane0, func() {
-			k.If(k.Load(a.SlotOf.At(row)).Ne(uint32(MoENone)), func() {
-				k.BulkStore(a.Recv.At(row.Mul(a.H).Add(off.Div(eb))), r.stage(st), size)
-			})
-			k.BulkCommit()
+		slot, p := slotAt(lo.Add(s.Div(np))), s.Rem(np)
+		k.If(p.Eq(uint32(0)), func() {
+			k.Set(row, uint32(MoENone))
+			k.If(lane.Lt(a.K), func() { k.Set(row, rowOf(slot, lane)) })
 		})
+		off, size := piece(p)
+		eoff := off.Div(eb)
+		src := r.stage(r.wait(s))
+		k.If(row.Ne(uint32(MoENone)), func() { k.BulkStore(a.Recv.At(row.Mul(a.H).Add(eoff)), src, size) })
+		k.For(lane.Add(uint32(32)), a.K, uint32(32), func(kk dsl.Value) {
+			rw := rowOf(slot, kk)
+			k.If(rw.Ne(uint32(MoENone)), func() { k.BulkStore(a.Recv.At(rw.Mul(a.H).Add(eoff)), src, size) })
+		})
+		k.BulkCommit()
 		next := s.Add(uint32(MoEStages - 1))
 		k.If(next.Lt(n), func() {
-			k.If(lane0, func() { k.BulkWait(1, true) })
+			k.BulkWait(1, true) // slot s-1's stores have read the stage slot next reuses
 			k.SyncWarp()
 			issue(next)
 		})
 	})
-	k.If(lane0, func() { k.BulkWait(0, false) })
+	k.BulkWait(0, false)
 }
 
 // moeSum is a phase of the combine on bulk targets: per position of this block, a sum of

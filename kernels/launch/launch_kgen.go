@@ -438,14 +438,17 @@ type MoEDispatchSend struct {
 
 // MoEDispatchExpand launches moe_dispatch_expand.
 type MoEDispatchExpand struct {
-	Tok     jit.AnyPtr
-	Recv    jit.AnyPtr
-	SlotOf  jit.AnyPtr
-	Offsets jit.AnyPtr
-	EL      uint32
-	H       uint32
-	Cap     uint32
-	Piece   uint32
+	Tok      jit.AnyPtr
+	Recv     jit.AnyPtr
+	SlotOf   jit.AnyPtr
+	Offsets  jit.AnyPtr
+	SlotRows jit.AnyPtr
+	Status   jit.AnyPtr
+	EL       uint32
+	H        uint32
+	Cap      uint32
+	K        uint32
+	Piece    uint32
 }
 
 // MoECombine launches moe_combine.

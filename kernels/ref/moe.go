@@ -216,7 +216,7 @@ func moePipeline(r *run) error {
 			}},
 			{kernels.FamilyMoEDispatchExpand, c.blocks(s.cap * s.h / 8), sendShared, func(g int) any {
 				return launch.MoEDispatchExpand{Tok: on(tok, g, dsl.BF16), Recv: on(recv, g, dsl.BF16), SlotOf: u(slotOf, g), Offsets: u(offsets, g),
-					EL: uint32(s.el), H: uint32(s.h), Cap: uint32(s.cap), Piece: uint32(s.piece)}
+					SlotRows: u(slotRows, g), Status: u(status, g), EL: uint32(s.el), H: uint32(s.h), Cap: uint32(s.cap), K: uint32(s.k), Piece: uint32(s.piece)}
 			}},
 			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), combineShared, func(g int) any {
 				return launch.MoECombine{Y: on(recv, g, dsl.BF16), Weights: on(w, g, dsl.F32), TMask: u(tmask, g), Route: u(route, g),
@@ -323,6 +323,15 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 			}
 		}
 	}
+	ownLo, ownN := 0, 0 // d's own tokens' slots
+	for _, p := range slots {
+		switch {
+		case p[0] < d:
+			ownLo++
+		case p[0] == d:
+			ownN++
+		}
+	}
 	sent := 0
 	for t := 0; t < s.t; t++ {
 		for g := 0; g < c.g; g++ {
@@ -357,7 +366,7 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 	return errors.Join(
 		c.r.check(fmt.Sprintf("GPU %d counts", d), f(gotC), wantC, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d offsets", d), f(gotO), wantO, 0, 0),
-		c.r.check(fmt.Sprintf("GPU %d status", d), f(st), []float64{0, float64(most), float64(len(slots)), float64(sent)}, 0, 0),
+		c.r.check(fmt.Sprintf("GPU %d status", d), f(st), []float64{0, float64(most), float64(len(slots)), float64(sent), float64(ownLo), float64(ownN)}, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d token slots", d), f(gotTS), wantTS, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d token rows", d), gotT, wantT, 0, 0),
 		unwritten,
