@@ -12,8 +12,8 @@ import (
 
 // TestMoEBulkPieces runs dispatch and combine through the bulk kernels (sm_90, the
 // emulator's target) with rows split into pieces: small pieces forced on odd hidden sizes
-// (several pieces a row, the last one shorter), a row of issue #26's hidden 7168 in the
-// default pieces, one and two blocks (each warp's ring wrapping many times), TopK past 32
+// (several pieces a row, the last one shorter), rows of issue #26's hidden 7168 and of
+// 16384 in the default pieces (3 and 6 a row in the dispatch, 4 and 8 in the combine), one and two blocks (each warp's ring wrapping many times), TopK past 32
 // (the send's pairs past the lanes, the combine's register fallback), and the register
 // kernels of an sm_80 Comm with the same shapes.
 func TestMoEBulkPieces(t *testing.T) {
@@ -28,6 +28,7 @@ func TestMoEBulkPieces(t *testing.T) {
 		{3, MoEConfig{Tokens: 9, TopK: 3, Hidden: 296, Experts: 6, Blocks: 1}, 64, 128, "", true},
 		{2, MoEConfig{Tokens: 11, TopK: 2, Hidden: 40, Experts: 4, Blocks: 2}, 16, 32, "", false},
 		{4, MoEConfig{Tokens: 3, TopK: 2, Hidden: 7168, Experts: 4, Blocks: 2}, 0, 0, "", true},
+		{2, MoEConfig{Tokens: 3, TopK: 3, Hidden: 16384, Experts: 4, Blocks: 1}, 0, 0, "", false},
 		{2, MoEConfig{Tokens: 4, TopK: 34, Hidden: 24, Experts: 4, Blocks: 1}, 32, 16, "", true},
 		{3, MoEConfig{Tokens: 9, TopK: 3, Hidden: 296, Experts: 6, Blocks: 2}, 0, 0, "sm_80", false},
 	} {
