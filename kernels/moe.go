@@ -59,7 +59,7 @@ func init() {
 		Doc:    "MoE dispatch, phase 2 (local): each expert's first row and each GPU's first token slot for this GPU, local counts and offsets, status",
 		DTypes: []dsl.Type{dsl.BF16}, New: MoEDispatchLayout})
 	register(&Spec{Name: string(FamilyMoEDispatchSend), Family: FamilyMoEDispatchSend, Golden: none,
-		Doc:    "MoE dispatch, phase 3: each token once per destination GPU into its token buffer by 16-byte peer stores, with its rows' metadata; 1 barrier",
+		Doc:    "MoE dispatch, phase 3: each token once per destination GPU into its token buffer (bulk copies on sm_90+, 16-byte peer stores before), with its rows' metadata; 1 barrier",
 		DTypes: []dsl.Type{dsl.BF16}, New: MoEDispatchSend})
 	register(&Spec{Name: string(FamilyMoEDispatchExpand), Family: FamilyMoEDispatchExpand, Golden: none,
 		Doc:    "MoE dispatch, phase 4 (local): token-buffer rows copied into the expert-major receive buffer",
@@ -259,7 +259,8 @@ type MoEDispatchSendArgs struct {
 }
 
 // MoEDispatchSend stores each token once into the token buffer of every other GPU its mask
-// names (16-byte vectors, h a multiple of 8; the row loaded once) and directly into this
+// names (h a multiple of 8; the row loaded once: bulk copies through each warp's shared
+// stages on sm_90+, moeSendRowsBulk; 16-byte vectors before) and directly into this
 // GPU's receive-buffer rows of its local pairs (the expand skips those: their SlotOf is
 // MoENone), the slots' metadata (every token's slot on every GPU, and per pair its
 // receive-buffer row or MoENone; this GPU's own tokens keep a slot, whose row is not
@@ -370,7 +371,8 @@ type MoEDispatchExpandArgs struct {
 }
 
 // MoEDispatchExpand copies, for each received row below cap from another GPU, its token's
-// row from the token buffer (16-byte vectors; local loads and stores only).
+// row from the token buffer (local loads and stores only: per token slot with bulk copies
+// on sm_90+, moeExpandBulk; per row with 16-byte vectors before).
 func MoEDispatchExpand(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoEDispatchExpandArgs](k, dt)
 	if MoEBulk(k.Target()) {
@@ -416,9 +418,11 @@ type MoECombineArgs struct {
 // weights go to its slots on its destination GPUs; a barrier (every GPU's Y and weights are
 // in place, every GPU's Part is free); then, per source GPU s in order and its token t
 // received here, part = sum over k in order of weight * Y(row of k), f32, rounded to dt
-// once, pushed to GPU s (16-byte peer stores); a barrier (every part has landed); then
-// out[t] = sum over GPUs d = 0..ngpus-1 in order (those of t's mask) of part(d, t), f32,
-// rounded once.
+// once, pushed to GPU s; a barrier (every part has landed); then out[t] = sum over GPUs d =
+// 0..ngpus-1 in order (those of t's mask) of part(d, t), f32, rounded once. On sm_90+ both
+// sums read their rows with bulk loads into each warp's shared stages and write them with
+// bulk stores (moeSumRows; the second phase takes the register path when k > 32); before
+// sm_90, 16-byte register loads and stores.
 func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoECombineArgs](k, dt)
 	const vec = 8
