@@ -625,7 +625,7 @@ func (c *Comm) launch(ctx context.Context, call *call, k kernels.ID, blocks int,
 	if call.stream != nil {
 		stream = call.stream
 	}
-	cfg := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(kernels.CollThreads), Stream: stream,
+	cfg := jit.LaunchConfig{Grid: jit.D1(blocks), Block: jit.D1(kernels.CollThreads), SharedMem: call.shared, Stream: stream,
 		Collective: jit.CollectiveOn, Context: ctx, CoResident: true}
 	if c.emu {
 		cfg.Call = call.String()

@@ -32,7 +32,18 @@ type MoEConfig struct {
 	// expert j's rows at Offsets[j] = j*NumGPUs*Tokens, Counts[j] of them). Capacity must be
 	// 0 (it is set to Experts*Tokens: NumGPUs*Tokens rows per local expert).
 	LowLatency bool
+	// Blocks is the grid of the normal mode's row kernels (moe_dispatch_send,
+	// moe_dispatch_expand, moe_combine), at most Options.MaxBlocks; 0: DefaultMoEBlocks
+	// (capped by MaxBlocks) on sm_90+ targets, whose kernels move rows with bulk copies
+	// (few SMs keep NVLink busy), and the Comm's usual sizing (one block per 256 16-byte
+	// vectors, up to MaxBlocks) before sm_90. Every rank must use the same.
+	Blocks int
 }
+
+// DefaultMoEBlocks is the normal mode's default grid on sm_90+ (MoEConfig.Blocks): the
+// communication takes 24 SMs of an H100/H200's 132, leaving the rest to the experts'
+// GEMMs (issue #26's budget; DeepEP uses about 20). See docs/moe.md, "Bulk row copies".
+const DefaultMoEBlocks = 24
 
 func (c MoEConfig) String() string {
 	ll := ""
@@ -64,8 +75,31 @@ type MoE struct {
 	offsets         *Buffer
 	recvBuf, srcBuf *Buffer
 	ll              *moeLL // the low-latency mode's state (nil: the normal mode)
+	// The bulk kernels' row pieces (bytes) and dynamic shared memory (0: register kernels).
+	sendPiece, combinePiece   int
+	sendShared, combineShared int
 
 	dispatched bool
+	onLaunch   func(kernel string) error // OnLaunch's hook
+}
+
+// OnLaunch sets f to run on the host after each kernel launch of the normal mode's Dispatch
+// and Combine, with the kernel's family name (moe_dispatch_count, ..., moe_combine); nil
+// removes it. An error from f ends the call with it. For timing each kernel: record an event
+// on the Comm's stream (Options.Stream) before the call and in f (bench/moebench
+// -breakdown); the low-latency mode (one kernel a call) does not call it.
+func (m *MoE) OnLaunch(f func(kernel string) error) {
+	if m != nil {
+		m.onLaunch = f
+	}
+}
+
+// launched runs the OnLaunch hook after kernel f's launch.
+func (m *MoE) launched(f kernels.Family) error {
+	if m.onLaunch == nil {
+		return nil
+	}
+	return m.onLaunch(string(f))
 }
 
 // NewMoE allocates the buffers of cfg (collective: every rank calls it with the same cfg).
@@ -90,6 +124,8 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 		return nil, fmt.Errorf("collectives: MoEConfig.Experts %d: want a positive multiple of the %d GPUs", cfg.Experts, g)
 	case cfg.Capacity < 0:
 		return nil, fmt.Errorf("collectives: MoEConfig.Capacity %d: want 0 (worst case) or a row count", cfg.Capacity)
+	case cfg.Blocks < 0 || cfg.Blocks > c.o.MaxBlocks:
+		return nil, fmt.Errorf("collectives: MoEConfig.Blocks %d: want 0 (the default) to Options.MaxBlocks %d", cfg.Blocks, c.o.MaxBlocks)
 	}
 	// Every field is positive here; each is bounded before any product, so that none
 	// overflows (the kernels index in 32 bits, and expert ids are i32).
@@ -114,6 +150,9 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 			int64(cfg.Capacity)*int64(cfg.Hidden), int64(g)*int64(cfg.Tokens)*int64(cfg.Hidden))
 	}
 	m := &MoE{c: c, cfg: cfg, el: cfg.Experts / g}
+	if kernels.MoEBulk(c.o.Target) {
+		m.setPieces(kernels.MoESendMaxPiece, kernels.MoECombineMaxPiece)
+	}
 	nc := c.blocks(int(pairs))
 	m.chunk = (cfg.Tokens + nc - 1) / nc
 	m.nchunks = (cfg.Tokens + m.chunk - 1) / m.chunk
@@ -161,6 +200,26 @@ func (c *Comm) NewMoE(ctx context.Context, cfg MoEConfig) (*MoE, error) {
 	m.recvBuf = &Buffer{c: c, s: m.recv, dt: dsl.BF16, n: cfg.Capacity * cfg.Hidden}
 	m.srcBuf = &Buffer{c: c, s: m.src, dt: dsl.I32, n: cfg.Capacity}
 	return m, nil
+}
+
+// setPieces sizes the bulk kernels' row pieces: the fewest of at most sendMax (send, expand)
+// and combineMax (combine) bytes per row, multiples of 16 (tests pass small ones to split
+// short rows).
+func (m *MoE) setPieces(sendMax, combineMax int) {
+	row := 2 * m.cfg.Hidden
+	m.sendPiece, m.combinePiece = kernels.MoEPieceBytes(row, sendMax), kernels.MoEPieceBytes(row, combineMax)
+	m.sendShared, m.combineShared = kernels.MoESendShared(m.sendPiece), kernels.MoECombineShared(m.combinePiece)
+}
+
+// rowBlocks is the grid of the row kernels for work 16-byte vectors (MoEConfig.Blocks).
+func (m *MoE) rowBlocks(vectors int) int {
+	switch {
+	case m.cfg.Blocks > 0:
+		return m.cfg.Blocks
+	case m.sendPiece > 0:
+		return min(DefaultMoEBlocks, m.c.o.MaxBlocks)
+	}
+	return m.c.blocks(vectors)
 }
 
 // Config returns the MoE's shape (Capacity filled in); the zero config for a nil MoE.
@@ -279,21 +338,34 @@ func (m *MoE) Dispatch(ctx context.Context, x, ids *Buffer) error {
 		Rank: rank, NGPUs: g, Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), Chunk: uint32(m.chunk), E: e, EL: el, Epoch: c.padEpoch}); err != nil {
 		return err
 	}
+	if err := m.launched(kernels.FamilyMoEDispatchCount); err != nil {
+		return err
+	}
 	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchLayout), 1, launch.MoEDispatchLayout{
 		Cnt: u32(m.cnt), Tot: u32(m.tot), RowStart: u32(m.rowStart), Counts: u32(m.counts.s), Offsets: u32(m.offsets.s), Status: u32(m.status),
 		Rank: rank, NGPUs: g, Chunks: uint32(m.nchunks), E: e, EL: el}); err != nil {
 		return err
 	}
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoEDispatchSend{
+	if err := m.launched(kernels.FamilyMoEDispatchLayout); err != nil {
+		return err
+	}
+	cl.shared = m.sendShared
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchSend), m.rowBlocks(cfg.Tokens*cfg.Hidden/8), launch.MoEDispatchSend{
 		X: x.s.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), Ids: ids.s.at(dsl.I32), Pos: u32(m.pos), TPos: u32(m.tpos), TMask: u32(m.tmask), RowStart: u32(m.rowStart), Route: u32(m.route),
 		Tok: m.tok.table(), SlotIdx: m.slotIdx.table(), SlotRows: m.slotRows.table(), SlotOf: m.slotOf.table(), Src: m.src.table(), Pads: c.pads.table(),
 		Rank: rank, NGPUs: g, Tokens: uint32(cfg.Tokens), Chunk: uint32(m.chunk), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), E: e, EL: el,
-		Cap: uint32(cfg.Capacity), Epoch: c.padEpoch}); err != nil {
+		Cap: uint32(cfg.Capacity), Epoch: c.padEpoch, Piece: uint32(m.sendPiece)}); err != nil {
 		return err
 	}
-	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchExpand), c.blocks(cfg.Capacity*cfg.Hidden/8), launch.MoEDispatchExpand{
-		Tok: m.tok.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), SlotOf: u32(m.slotOf), Offsets: u32(m.offsets.s),
-		EL: el, H: uint32(cfg.Hidden), Cap: uint32(cfg.Capacity)}); err != nil {
+	if err := m.launched(kernels.FamilyMoEDispatchSend); err != nil {
+		return err
+	}
+	if err := c.launch(ctx, cl, id(kernels.FamilyMoEDispatchExpand), m.rowBlocks(cfg.Capacity*cfg.Hidden/8), launch.MoEDispatchExpand{
+		Tok: m.tok.at(dsl.BF16), Recv: m.recv.at(dsl.BF16), SlotOf: u32(m.slotOf), Offsets: u32(m.offsets.s), SlotRows: u32(m.slotRows), Status: u32(m.status),
+		EL: el, H: uint32(cfg.Hidden), Cap: uint32(cfg.Capacity), K: uint32(cfg.TopK), Piece: uint32(m.sendPiece)}); err != nil {
+		return err
+	}
+	if err := m.launched(kernels.FamilyMoEDispatchExpand); err != nil {
 		return err
 	}
 	m.dispatched = true
@@ -360,8 +432,12 @@ func (m *MoE) Combine(ctx context.Context, y, weights, out *Buffer) error {
 	}
 	cl := &call{what: "MoE.Combine " + cfg.String(), dt: dsl.BF16, n: cfg.Tokens * cfg.Hidden, root: -1}
 	u32 := func(s *sym) jit.AnyPtr { return s.at(ptx.U32) }
-	return c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, c.blocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
+	cl.shared = m.combineShared
+	if err := c.launch(ctx, cl, kernels.ID{Family: kernels.FamilyMoECombine, DType: dsl.BF16}, m.rowBlocks(cfg.Tokens*cfg.Hidden/8), launch.MoECombine{
 		Y: y.s.at(dsl.BF16), Weights: weights.s.at(dsl.F32), TMask: u32(m.tmask), Route: u32(m.route), SlotIdx: u32(m.slotIdx),
 		SlotRows: u32(m.slotRows), SlotW: m.slotW.table(), Part: m.part.table(), Out: out.s.at(dsl.BF16),
-		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch})
+		Pads: c.pads.table(), Rank: uint32(c.rank), NGPUs: uint32(c.g), Tokens: uint32(cfg.Tokens), K: uint32(cfg.TopK), H: uint32(cfg.Hidden), Epoch: c.padEpoch, Piece: uint32(m.combinePiece)}); err != nil {
+		return err
+	}
+	return m.launched(kernels.FamilyMoECombine)
 }

@@ -32,6 +32,7 @@ type call struct {
 	root    int         // -1 when the call has no root
 	inPlace bool        // dst is src
 	stream  *jit.Stream // the stream its kernels run on (nil: Options.Stream)
+	shared  int         // dynamic shared memory of its next launch (bytes; the MoE's bulk kernels)
 }
 
 func (c *call) String() string {

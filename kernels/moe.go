@@ -41,7 +41,7 @@ const (
 const MoENone = 0xFFFFFFFF
 
 // MoEStatusWords is the length of the dispatch status (MoEDispatchLayoutArgs.Status).
-const MoEStatusWords = 4
+const MoEStatusWords = 6
 
 func init() {
 	for f, n := range map[Family]int{FamilyMoEDispatchCount: 1, FamilyMoEDispatchLayout: 0,
@@ -59,7 +59,7 @@ func init() {
 		Doc:    "MoE dispatch, phase 2 (local): each expert's first row and each GPU's first token slot for this GPU, local counts and offsets, status",
 		DTypes: []dsl.Type{dsl.BF16}, New: MoEDispatchLayout})
 	register(&Spec{Name: string(FamilyMoEDispatchSend), Family: FamilyMoEDispatchSend, Golden: none,
-		Doc:    "MoE dispatch, phase 3: each token once per destination GPU into its token buffer by 16-byte peer stores, with its rows' metadata; 1 barrier",
+		Doc:    "MoE dispatch, phase 3: each token once per destination GPU into its token buffer (bulk copies on sm_90+, 16-byte peer stores before), with its rows' metadata; 1 barrier",
 		DTypes: []dsl.Type{dsl.BF16}, New: MoEDispatchSend})
 	register(&Spec{Name: string(FamilyMoEDispatchExpand), Family: FamilyMoEDispatchExpand, Golden: none,
 		Doc:    "MoE dispatch, phase 4 (local): token-buffer rows copied into the expert-major receive buffer",
@@ -158,8 +158,9 @@ func MoEDispatchCount(k *dsl.Kernel, _ dsl.Type) {
 // start, then for GPU d the slot of d's token buffer where this GPU's tokens of that chunk
 // start. Counts and Offsets (el and el+1 words) get this GPU's received rows per local expert
 // and where they start; Status MoEStatusWords words: the bad ids of every GPU, the most rows
-// any GPU receives, the tokens this GPU receives (its token buffer's rows) and the tokens it
-// sends to other GPUs.
+// any GPU receives, the tokens this GPU receives (its token buffer's rows), the tokens it
+// sends to other GPUs, and the first slot and number of its own tokens' slots in its token
+// buffer (unwritten: the expand skips them).
 type MoEDispatchLayoutArgs struct {
 	Cnt, Tot, RowStart, Counts, Offsets, Status dsl.Ptr   `kgen:"u32"`
 	Rank, NGPUs, Chunks, E, EL                  dsl.Value `kgen:"u32"`
@@ -216,8 +217,10 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 		bad := k.Var(dsl.U32, uint32(0))
 		recv := k.Var(dsl.U32, uint32(0))
 		sent := k.Var(dsl.U32, uint32(0))
+		own := k.Var(dsl.U32, uint32(0))
 		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) {
 			k.Set(bad, bad.Add(tot(s, a.E)))
+			k.If(s.Eq(a.Rank), func() { k.Set(own, recv) })
 			k.Set(recv, recv.Add(tot(s, e1.Add(a.Rank))))
 			k.If(s.Ne(a.Rank), func() { k.Set(sent, sent.Add(tot(a.Rank, e1.Add(s)))) })
 		})
@@ -227,6 +230,8 @@ func MoEDispatchLayout(k *dsl.Kernel, _ dsl.Type) {
 		k.Store(a.Status.At(1), most)
 		k.Store(a.Status.At(2), recv)
 		k.Store(a.Status.At(3), sent)
+		k.Store(a.Status.At(4), own)
+		k.Store(a.Status.At(5), tot(a.Rank, e1.Add(a.Rank)))
 	})
 }
 
@@ -247,10 +252,15 @@ type MoEDispatchSendArgs struct {
 	SlotIdx, SlotRows, SlotOf, Src                      dsl.PeerTable `kgen:"u32"`
 	Pads                                                dsl.PeerTable `kgen:"u32"`
 	Rank, NGPUs, Tokens, Chunk, K, H, E, EL, Cap, Epoch dsl.Value     `kgen:"u32"`
+	// Piece is the bytes of a row piece on bulk targets (MoEBulk: MoEPieceBytes, at most
+	// MoESendMaxPiece; the launch gives MoESendShared(Piece) bytes of dynamic shared
+	// memory); unused elsewhere.
+	Piece dsl.Value `kgen:"u32"`
 }
 
 // MoEDispatchSend stores each token once into the token buffer of every other GPU its mask
-// names (16-byte vectors, h a multiple of 8; the row loaded once) and directly into this
+// names (h a multiple of 8; the row loaded once: bulk copies through each warp's shared
+// stages on sm_90+, moeSendRowsBulk; 16-byte vectors before) and directly into this
 // GPU's receive-buffer rows of its local pairs (the expand skips those: their SlotOf is
 // MoENone), the slots' metadata (every token's slot on every GPU, and per pair its
 // receive-buffer row or MoENone; this GPU's own tokens keep a slot, whose row is not
@@ -259,15 +269,31 @@ type MoEDispatchSendArgs struct {
 // visible to the next launch of each GPU.
 func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoEDispatchSendArgs](k, dt)
-	const vec = 8
-	hv := a.H.Div(uint32(vec))
 	rs := a.E.Add(a.NGPUs)
-	toks := peerTable(k, a.Tok.Table(), a.NGPUs)
+	var toks []dsl.Value
+	if !MoEBulk(k.Target()) {
+		toks = peerTable(k, a.Tok.Table(), a.NGPUs)
+	}
 	slotOn := func(t, d dsl.Value) dsl.Value {
 		return k.Load(a.RowStart.At(t.Div(a.Chunk).Mul(rs).Add(a.E).Add(d))).Add(k.Load(a.TPos.At(t.Mul(a.NGPUs).Add(d))))
 	}
 	// The rows: one load, one store per other destination GPU, and one into this GPU's
-	// receive buffer per local pair (no token-buffer round trip for this GPU's own tokens).
+	// receive buffer per local pair (no token-buffer round trip for this GPU's own tokens):
+	// bulk copies through shared memory on sm_90+, 16-byte register copies elsewhere.
+	if MoEBulk(k.Target()) {
+		moeSendRowsBulk(k, dt, a, slotOn)
+	} else {
+		moeSendRowsRegs(k, dt, a, toks, slotOn)
+	}
+	moeSendMeta(k, a, slotOn)
+}
+
+// moeSendRowsRegs is moe_dispatch_send's row movement before sm_90: every thread loads
+// 16-byte vectors of a row and stores them to each destination.
+func moeSendRowsRegs(k *dsl.Kernel, dt dsl.Type, a MoEDispatchSendArgs, toks []dsl.Value, slotOn func(t, d dsl.Value) dsl.Value) {
+	const vec = 8
+	hv := a.H.Div(uint32(vec))
+	rs := a.E.Add(a.NGPUs)
 	gridLoop(k, a.Tokens.Mul(hv), func(q dsl.Value) {
 		t, v := q.Div(hv), q.Rem(hv)
 		m := k.Load(a.TMask.At(t))
@@ -292,6 +318,11 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 			})
 		})
 	})
+}
+
+// moeSendMeta is moe_dispatch_send's metadata and closing barrier.
+func moeSendMeta(k *dsl.Kernel, a MoEDispatchSendArgs, slotOn func(t, d dsl.Value) dsl.Value) {
+	rs := a.E.Add(a.NGPUs)
 	// Every token's slot on every GPU (MoENone: not sent there), and this GPU's routes.
 	gridLoop(k, a.Tokens.Mul(a.NGPUs), func(q dsl.Value) {
 		t, d := q.Div(a.NGPUs), q.Rem(a.NGPUs)
@@ -329,17 +360,25 @@ func MoEDispatchSend(k *dsl.Kernel, dt dsl.Type) {
 
 // MoEDispatchExpandArgs are moe_dispatch_expand's parameters (all this GPU's): Tok the
 // token buffer, Recv the receive buffer [cap, h], SlotOf each row's token slot, Offsets
-// (el+1 words: the last, the rows received).
+// (el+1 words: the last, the rows received); on bulk targets SlotRows (each slot's rows per
+// pair, [slots, k]) and Status (moe_dispatch_layout's: the slots and this GPU's own) in
+// their place.
 type MoEDispatchExpandArgs struct {
-	Tok, Recv       dsl.Ptr   // of dt
-	SlotOf, Offsets dsl.Ptr   `kgen:"u32"`
-	EL, H, Cap      dsl.Value `kgen:"u32"`
+	Tok, Recv                         dsl.Ptr   // of dt
+	SlotOf, Offsets, SlotRows, Status dsl.Ptr   `kgen:"u32"`
+	EL, H, Cap, K                     dsl.Value `kgen:"u32"`
+	Piece                             dsl.Value `kgen:"u32"` // as MoEDispatchSendArgs.Piece
 }
 
 // MoEDispatchExpand copies, for each received row below cap from another GPU, its token's
-// row from the token buffer (16-byte vectors; local loads and stores only).
+// row from the token buffer (local loads and stores only: per token slot with bulk copies
+// on sm_90+, moeExpandBulk; per row with 16-byte vectors before).
 func MoEDispatchExpand(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoEDispatchExpandArgs](k, dt)
+	if MoEBulk(k.Target()) {
+		moeExpandBulk(k, dt, a)
+		return
+	}
 	const vec = 8
 	hv := a.H.Div(uint32(vec))
 	n := k.Load(a.Offsets.At(a.EL)).Min(a.Cap)
@@ -368,6 +407,10 @@ type MoECombineArgs struct {
 	Out                              dsl.Ptr
 	Pads                             dsl.PeerTable `kgen:"u32"`
 	Rank, NGPUs, Tokens, K, H, Epoch dsl.Value     `kgen:"u32"`
+	// Piece is the bytes of a row piece on bulk targets (MoEPieceBytes, at most
+	// MoECombineMaxPiece; the launch gives MoECombineShared(Piece) bytes of dynamic shared
+	// memory); unused elsewhere.
+	Piece dsl.Value `kgen:"u32"`
 }
 
 // MoECombine runs in three phases, each token t in block t mod (the grid) of every GPU (the
@@ -375,9 +418,11 @@ type MoECombineArgs struct {
 // weights go to its slots on its destination GPUs; a barrier (every GPU's Y and weights are
 // in place, every GPU's Part is free); then, per source GPU s in order and its token t
 // received here, part = sum over k in order of weight * Y(row of k), f32, rounded to dt
-// once, pushed to GPU s (16-byte peer stores); a barrier (every part has landed); then
-// out[t] = sum over GPUs d = 0..ngpus-1 in order (those of t's mask) of part(d, t), f32,
-// rounded once.
+// once, pushed to GPU s; a barrier (every part has landed); then out[t] = sum over GPUs d =
+// 0..ngpus-1 in order (those of t's mask) of part(d, t), f32, rounded once. On sm_90+ both
+// sums read their rows with bulk loads into each warp's shared stages and write them with
+// bulk stores (moeSumRows; the second phase takes the register path when k > 32); before
+// sm_90, 16-byte register loads and stores.
 func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[MoECombineArgs](k, dt)
 	const vec = 8
@@ -397,8 +442,47 @@ func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 		})
 	})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(1), ordered)
-	sw := a.SlotW.Peer(a.Rank)
+	if MoEBulk(k.Target()) {
+		r := newMoERing(k, dt, a.Piece, MoEStages+2)
+		slots := k.Var(dsl.U32, uint32(0)) // the ring's slots so far (its mbarriers' phases)
+		k.If(a.K.Le(uint32(MoECombineMaxTopK)), func() { moeCombinePushBulk(k, dt, a, r, slots) }).
+			Else(func() { moeCombinePushRegs(k, dt, a) })
+		p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+		moeCombineSumBulk(k, dt, a, r, slots)
+		return
+	}
+	moeCombinePushRegs(k, dt, a)
+	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
+	part := a.Part.Peer(a.Rank)
 	tokens(func(t dsl.Value) {
+		m := k.Load(a.TMask.At(t))
+		k.For(tid, hv, nt, func(v dsl.Value) {
+			col := v.Mul(uint32(vec))
+			acc := regs(k, dsl.F32, vec)
+			k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) {
+				k.If(moeBit(m, d), func() {
+					p := loadN(k, part, d.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), vec)
+					for j := 0; j < vec; j++ {
+						k.Set(acc.Get(j), acc.Get(j).Add(p.Get(j).To(dsl.F32)))
+					}
+				})
+			})
+			storeN(k, a.Out, t.Mul(a.H).Add(col), acc.To(dt))
+		})
+	})
+}
+
+// moeCombinePushRegs is moe_combine's second phase with register copies (before sm_90, or
+// TopK past MoECombineMaxTopK): each thread sums 16-byte vectors of the rows and stores the
+// partial's vector to the token's GPU.
+func moeCombinePushRegs(k *dsl.Kernel, dt dsl.Type, a MoECombineArgs) {
+	const vec = 8
+	hv := a.H.Div(uint32(vec))
+	zero := k.Const(dsl.U32, 0)
+	b, nb := k.BlockIdx(dsl.X), k.GridDim(dsl.X)
+	tid, nt := k.ThreadIdx(dsl.X), k.BlockDim(dsl.X)
+	sw := a.SlotW.Peer(a.Rank)
+	k.For(b, a.Tokens, nb, func(t dsl.Value) {
 		k.For(zero, a.NGPUs, uint32(1), func(s dsl.Value) {
 			slot := k.Load(a.SlotIdx.At(s.Mul(a.Tokens).Add(t)))
 			k.If(slot.Ne(uint32(MoENone)), func() {
@@ -419,24 +503,6 @@ func MoECombine(k *dsl.Kernel, dt dsl.Type) {
 					storeN(k, part, a.Rank.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), acc.To(dt))
 				})
 			})
-		})
-	})
-	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, a.Epoch.Add(2), ordered)
-	part := a.Part.Peer(a.Rank)
-	tokens(func(t dsl.Value) {
-		m := k.Load(a.TMask.At(t))
-		k.For(tid, hv, nt, func(v dsl.Value) {
-			col := v.Mul(uint32(vec))
-			acc := regs(k, dsl.F32, vec)
-			k.For(zero, a.NGPUs, uint32(1), func(d dsl.Value) {
-				k.If(moeBit(m, d), func() {
-					p := loadN(k, part, d.Mul(a.Tokens).Add(t).Mul(a.H).Add(col), vec)
-					for j := 0; j < vec; j++ {
-						k.Set(acc.Get(j), acc.Get(j).Add(p.Get(j).To(dsl.F32)))
-					}
-				})
-			})
-			storeN(k, a.Out, t.Mul(a.H).Add(col), acc.To(dt))
 		})
 	})
 }

@@ -15,6 +15,16 @@
 // the check, it captures -iters dispatches in one CUDA graph and -iters combines in another
 // (Comm.Capture), replays each once to warm up, then once between a pair of events, and
 // prints the per-call mean (mode=ll).
+//
+// With -breakdown (normal mode) it then times each kernel of -iters more dispatches and
+// combines: a CUDA event on the Comm's stream before each call and after each of its kernel
+// launches (MoE.OnLaunch), all calls queued back to back and one synchronization at the
+// end, so each kernel's time is the GPU's time between the events around it. It prints one
+// line per kernel: the mean microseconds, the kernel's own bytes and their GB/s: for
+// moe_dispatch_send the bytes this GPU sends to other GPUs (the rows of its tokens), for
+// moe_dispatch_expand the bytes it copies locally (the rows received from other GPUs, token
+// buffer to Recv), for moe_combine the partial rows it sends to other GPUs (one per token
+// of another GPU with an expert here); the count and layout kernels move no rows (bytes 0).
 package main
 
 import (
@@ -38,6 +48,7 @@ type config struct {
 	iters, warmup int
 	blocks        int
 	ll            bool
+	breakdown     bool
 }
 
 func main() {
@@ -48,7 +59,8 @@ func main() {
 	flag.IntVar(&c.cfg.TopK, "topk", 8, "experts per token (distinct)")
 	flag.IntVar(&c.iters, "iters", 20, "timed calls")
 	flag.IntVar(&c.warmup, "warmup", 3, "warm-up calls")
-	flag.IntVar(&c.blocks, "blocks", 0, "Options.MaxBlocks (0: the default)")
+	flag.IntVar(&c.blocks, "blocks", 0, "Options.MaxBlocks and the normal mode's MoEConfig.Blocks (0: the defaults, 128 and 24 on sm_90+)")
+	flag.BoolVar(&c.breakdown, "breakdown", false, "normal mode: also time each kernel (events after every launch) and print one line per kernel")
 	flag.BoolVar(&c.ll, "ll", false, "the low-latency mode, timed inside CUDA graphs (-tokens: the most tokens per GPU)")
 	flag.Parse()
 	if c.cfg.TopK > c.cfg.Experts {
@@ -63,6 +75,16 @@ func main() {
 // routing is rank g's ids and weights ([T, K]) and tokens ([T, H]).
 func routing(g int, cfg collectives.MoEConfig) (ids []int32, w, x []float32) {
 	rng := rand.New(rand.NewSource(int64(g) + 1))
+	ids, w = routeIDs(rng, cfg)
+	x = make([]float32, cfg.Tokens*cfg.Hidden)
+	for i := range x {
+		x[i] = float32(rng.Intn(33)-16) / 4
+	}
+	return ids, w, x
+}
+
+// routeIDs draws a rank's ids and weights from rng (routing's first draws).
+func routeIDs(rng *rand.Rand, cfg collectives.MoEConfig) (ids []int32, w []float32) {
 	ids, w = make([]int32, cfg.Tokens*cfg.TopK), make([]float32, cfg.Tokens*cfg.TopK)
 	for t := 0; t < cfg.Tokens; t++ {
 		for k, e := range rng.Perm(cfg.Experts)[:cfg.TopK] {
@@ -70,11 +92,88 @@ func routing(g int, cfg collectives.MoEConfig) (ids []int32, w, x []float32) {
 			w[t*cfg.TopK+k] = float32(rng.Intn(5)) / 4
 		}
 	}
-	x = make([]float32, cfg.Tokens*cfg.Hidden)
-	for i := range x {
-		x[i] = float32(rng.Intn(33)-16) / 4
+	return ids, w
+}
+
+// kernelBytes is each row kernel's own bytes on rank (-breakdown): the rows of its tokens it
+// sends to other GPUs (send), the rows it receives from other GPUs and copies (expand), the
+// partial rows it sends back (combine: one per token of another GPU with an expert here).
+func kernelBytes(rank, g int, cfg collectives.MoEConfig) map[string]float64 {
+	el, row := cfg.Experts/g, float64(2*cfg.Hidden)
+	var sent, copied, back float64
+	for s := 0; s < g; s++ {
+		ids, _ := routeIDs(rand.New(rand.NewSource(int64(s)+1)), cfg)
+		for t := 0; t < cfg.Tokens; t++ {
+			var on uint64
+			for _, id := range ids[t*cfg.TopK : (t+1)*cfg.TopK] {
+				d := int(id) / el
+				on |= 1 << d
+				if s != rank && d == rank {
+					copied++
+				}
+			}
+			if s == rank {
+				sent += float64(bits.OnesCount64(on &^ (1 << rank)))
+			} else if on&(1<<rank) != 0 {
+				back++
+			}
+		}
 	}
-	return ids, w, x
+	return map[string]float64{"moe_dispatch_send": sent * row, "moe_dispatch_expand": copied * row, "moe_combine": back * row}
+}
+
+// breakdown times each kernel of iters calls of f (queued back to back, one synchronization):
+// an event before each call and after each of its launches; it returns each kernel's mean
+// microseconds, in launch order.
+func breakdown(r *jit.Rank, s *jit.Stream, m *collectives.MoE, iters int, f func() error) (names []string, us []float64, err error) {
+	type mark struct {
+		name string
+		ev   *jit.Event
+	}
+	var marks [][]mark
+	defer func() {
+		for _, ms := range marks {
+			for _, x := range ms {
+				x.ev.Close()
+			}
+		}
+	}()
+	record := func(name string) error {
+		ev, err := r.Device.NewEvent()
+		if err != nil {
+			return err
+		}
+		marks[len(marks)-1] = append(marks[len(marks)-1], mark{name, ev})
+		return ev.Record(s)
+	}
+	m.OnLaunch(record)
+	defer m.OnLaunch(nil)
+	for i := 0; i < iters; i++ {
+		marks = append(marks, nil)
+		if err := record(""); err != nil {
+			return nil, nil, err
+		}
+		if err := f(); err != nil {
+			return nil, nil, err
+		}
+	}
+	last := marks[len(marks)-1]
+	if err := last[len(last)-1].ev.Synchronize(); err != nil {
+		return nil, nil, err
+	}
+	for _, ms := range marks {
+		for j := 1; j < len(ms); j++ {
+			d, err := ms[j-1].ev.Elapsed(ms[j].ev)
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(us) < j {
+				names, us = append(names, ms[j].name), append(us, 0)
+			}
+			us[j-1] += float64(d.Nanoseconds()) / 1e3 / float64(iters)
+		}
+	}
+	return names, us, nil
 }
 
 func run(r *jit.Rank, c config) error {
@@ -91,6 +190,9 @@ func run(r *jit.Rank, c config) error {
 	defer comm.Close()
 	g, rank, cfg := comm.NumGPUs(), comm.Rank(), c.cfg
 	cfg.LowLatency = c.ll
+	if !c.ll {
+		cfg.Blocks = c.blocks
+	}
 	m, err := comm.NewMoE(ctx, cfg)
 	if err != nil {
 		return err
@@ -232,6 +334,23 @@ func run(r *jit.Rank, c config) error {
 	}
 	fmt.Printf("moebench rank=%d gpus=%d tokens=%d hidden=%d experts=%d topk=%d dispatch_us=%.1f combine_us=%.1f remote_bytes=%.0f dispatch_GBps=%.1f combine_GBps=%.1f mode=%s check=%q\n",
 		rank, g, cfg.Tokens, cfg.Hidden, cfg.Experts, cfg.TopK, dus, cus, bytes, bytes/dus/1e3, bytes/cus/1e3, mode, check)
+	if !c.breakdown || c.ll {
+		return nil
+	}
+	kb := kernelBytes(rank, g, cfg)
+	for _, f := range []func() error{dispatch, combine} {
+		names, us, err := breakdown(r, s, m, c.iters, f)
+		if err != nil {
+			return err
+		}
+		for i, n := range names {
+			gbps := 0.0
+			if us[i] > 0 {
+				gbps = kb[n] / us[i] / 1e3
+			}
+			fmt.Printf("moebench rank=%d kernel=%s us=%.1f bytes=%.0f GBps=%.1f\n", rank, n, us[i], kb[n], gbps)
+		}
+	}
 	return nil
 }
 

@@ -433,17 +433,22 @@ type MoEDispatchSend struct {
 	EL       uint32
 	Cap      uint32
 	Epoch    uint32
+	Piece    uint32
 }
 
 // MoEDispatchExpand launches moe_dispatch_expand.
 type MoEDispatchExpand struct {
-	Tok     jit.AnyPtr
-	Recv    jit.AnyPtr
-	SlotOf  jit.AnyPtr
-	Offsets jit.AnyPtr
-	EL      uint32
-	H       uint32
-	Cap     uint32
+	Tok      jit.AnyPtr
+	Recv     jit.AnyPtr
+	SlotOf   jit.AnyPtr
+	Offsets  jit.AnyPtr
+	SlotRows jit.AnyPtr
+	Status   jit.AnyPtr
+	EL       uint32
+	H        uint32
+	Cap      uint32
+	K        uint32
+	Piece    uint32
 }
 
 // MoECombine launches moe_combine.
@@ -464,6 +469,7 @@ type MoECombine struct {
 	K        uint32
 	H        uint32
 	Epoch    uint32
+	Piece    uint32
 }
 
 // MoELLDispatch launches moe_ll_dispatch.

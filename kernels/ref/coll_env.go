@@ -86,6 +86,11 @@ func (c *coll) launch(blocks int, args func(g int) any) error {
 // GPU with the host twins args(g), checked against the parameters (and, for the run's own
 // kernel, the element types its builder declared).
 func (c *coll) launchMod(m *ptx.Module, name string, blocks int, args func(g int) any) error {
+	return c.launchModShared(m, name, blocks, 0, args)
+}
+
+// launchModShared is launchMod with shared bytes of dynamic shared memory per block.
+func (c *coll) launchModShared(m *ptx.Module, name string, blocks, shared int, args func(g int) any) error {
 	fn, err := entry(m, name)
 	if err != nil {
 		return err
@@ -101,7 +106,7 @@ func (c *coll) launchMod(m *ptx.Module, name string, blocks int, args func(g int
 		}
 	}
 	return c.r.sys.Launch(emu.Launch{
-		Module: m, Entry: name, GPUs: c.r.sys.All(), Grid: emu.D1(blocks), Block: emu.D1(kernels.CollThreads),
+		Module: m, Entry: name, GPUs: c.r.sys.All(), Grid: emu.D1(blocks), Block: emu.D1(kernels.CollThreads), SharedBytes: shared,
 		ArgsFor: func(g int) []any { return all[g] }, Options: emu.Options{Seed: c.r.p.Seed, Weak: c.r.p.Weak},
 	})
 }

@@ -32,7 +32,8 @@ func init() {
 }
 
 // moeShape is the problem of a check of size n on g GPUs (chunk: tokens per count block).
-type moeShape struct{ t, k, h, e, el, pairs, cap, chunk, nchunks int }
+// piece and cpiece: the bulk kernels' row pieces (send and expand, combine; 0 before sm_90).
+type moeShape struct{ t, k, h, e, el, pairs, cap, chunk, nchunks, piece, cpiece int }
 
 func newMoEShape(n, g int) moeShape {
 	s := moeShape{t: min(max(n/16, 1), 40), k: 1 + n%4, h: 8 * (1 + n%3), el: 1 + n%3}
@@ -41,6 +42,20 @@ func newMoEShape(n, g int) moeShape {
 	s.cap = g * s.pairs
 	s.chunk = 1 + n%5 // several chunks (count blocks), some partial
 	s.nchunks = (s.t + s.chunk - 1) / s.chunk
+	return s
+}
+
+// withPieces sets the bulk kernels' pieces for target: whole rows for even n, pieces of at
+// most 32 bytes for odd n (rows of 48 bytes then take two: 32, then 16).
+func (s moeShape) withPieces(n int, target ptx.Target) moeShape {
+	if !kernels.MoEBulk(target) {
+		return s
+	}
+	sm, cm := kernels.MoESendMaxPiece, kernels.MoECombineMaxPiece
+	if n%2 == 1 {
+		sm, cm = 32, 32
+	}
+	s.piece, s.cpiece = kernels.MoEPieceBytes(2*s.h, sm), kernels.MoEPieceBytes(2*s.h, cm)
 	return s
 }
 
@@ -108,8 +123,8 @@ func familyModules(r *run, fams []kernels.Family) (map[kernels.Family]*ptx.Modul
 
 func moePipeline(r *run) error {
 	c := newColl(r)
-	s := newMoEShape(r.size(200), c.g)
-	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d chunks=%dx%d gpus=%d", s.t, s.k, s.h, s.e, s.nchunks, s.chunk, c.g)
+	s := newMoEShape(r.size(200), c.g).withPieces(r.size(200), r.p.Target)
+	r.res.Shape = fmt.Sprintf("tokens=%d k=%d h=%d experts=%d chunks=%dx%d gpus=%d pieces=%d,%d", s.t, s.k, s.h, s.e, s.nchunks, s.chunk, c.g, s.piece, s.cpiece)
 	mods, err := familyModules(r, moeFamilies)
 	if err != nil {
 		return err
@@ -174,38 +189,43 @@ func moePipeline(r *run) error {
 			}
 		}
 		u := func(m *emu.Symmetric, g int) jit.AnyPtr { return on(m, g, dsl.U32) }
+		sendShared, combineShared := 0, 0
+		if s.piece > 0 {
+			sendShared, combineShared = kernels.MoESendShared(s.piece), kernels.MoECombineShared(s.cpiece)
+		}
 		steps := []struct {
 			f      kernels.Family
 			blocks int
+			shared int
 			args   func(g int) any
 		}{
-			{kernels.FamilyMoEDispatchCount, s.nchunks, func(g int) any {
+			{kernels.FamilyMoEDispatchCount, s.nchunks, 0, func(g int) any {
 				return launch.MoEDispatchCount{Ids: on(ids, g, dsl.I32), Pos: u(pos, g), TPos: u(tpos, g), TMask: u(tmask, g), Cnt: table(cntTab, g), Pads: table(padTab, g),
 					Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), K: uint32(s.k), Chunk: uint32(s.chunk), E: uint32(s.e), EL: uint32(s.el), Epoch: c.epoch}
 			}},
-			{kernels.FamilyMoEDispatchLayout, 1, func(g int) any {
+			{kernels.FamilyMoEDispatchLayout, 1, 0, func(g int) any {
 				return launch.MoEDispatchLayout{Cnt: u(cnt, g), Tot: u(tot, g), RowStart: u(rowStart, g), Counts: u(counts, g),
 					Offsets: u(offsets, g), Status: u(status, g), Rank: uint32(g), NGPUs: uint32(c.g), Chunks: uint32(s.nchunks), E: uint32(s.e), EL: uint32(s.el)}
 			}},
-			{kernels.FamilyMoEDispatchSend, c.blocks(s.t * s.h / 8), func(g int) any {
+			{kernels.FamilyMoEDispatchSend, c.blocks(s.t * s.h / 8), sendShared, func(g int) any {
 				return launch.MoEDispatchSend{X: on(x, g, dsl.BF16), Recv: on(recv, g, dsl.BF16), Ids: on(ids, g, dsl.I32), Pos: u(pos, g), TPos: u(tpos, g), TMask: u(tmask, g),
 					RowStart: u(rowStart, g), Route: u(route, g), Tok: table(tokTab, g), SlotIdx: table(slotIdxTab, g), SlotRows: table(slotRowsTab, g),
 					SlotOf: table(slotOfTab, g), Src: table(srcTab, g), Pads: table(padTab, g),
 					Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), Chunk: uint32(s.chunk), K: uint32(s.k), H: uint32(s.h), E: uint32(s.e), EL: uint32(s.el),
-					Cap: uint32(s.cap), Epoch: c.epoch}
+					Cap: uint32(s.cap), Epoch: c.epoch, Piece: uint32(s.piece)}
 			}},
-			{kernels.FamilyMoEDispatchExpand, c.blocks(s.cap * s.h / 8), func(g int) any {
+			{kernels.FamilyMoEDispatchExpand, c.blocks(s.cap * s.h / 8), sendShared, func(g int) any {
 				return launch.MoEDispatchExpand{Tok: on(tok, g, dsl.BF16), Recv: on(recv, g, dsl.BF16), SlotOf: u(slotOf, g), Offsets: u(offsets, g),
-					EL: uint32(s.el), H: uint32(s.h), Cap: uint32(s.cap)}
+					SlotRows: u(slotRows, g), Status: u(status, g), EL: uint32(s.el), H: uint32(s.h), Cap: uint32(s.cap), K: uint32(s.k), Piece: uint32(s.piece)}
 			}},
-			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), func(g int) any {
+			{kernels.FamilyMoECombine, c.blocks(s.t * s.h / 8), combineShared, func(g int) any {
 				return launch.MoECombine{Y: on(recv, g, dsl.BF16), Weights: on(w, g, dsl.F32), TMask: u(tmask, g), Route: u(route, g),
 					SlotIdx: u(slotIdx, g), SlotRows: u(slotRows, g), SlotW: table(slotWTab, g), Part: table(partTab, g),
-					Out: on(out, g, dsl.BF16), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), K: uint32(s.k), H: uint32(s.h), Epoch: c.epoch}
+					Out: on(out, g, dsl.BF16), Pads: table(padTab, g), Rank: uint32(g), NGPUs: uint32(c.g), Tokens: uint32(s.t), K: uint32(s.k), H: uint32(s.h), Epoch: c.epoch, Piece: uint32(s.cpiece)}
 			}},
 		}
 		for _, st := range steps {
-			if err := c.launchMod(mods[st.f], string(st.f)+"_"+dsl.BF16.String(), st.blocks, st.args); err != nil {
+			if err := c.launchModShared(mods[st.f], string(st.f)+"_"+dsl.BF16.String(), st.blocks, st.shared, st.args); err != nil {
 				return fmt.Errorf("round %d: %s: %w", l, st.f, err)
 			}
 			n, _, _ := kernels.CollBarriers(st.f)
@@ -303,6 +323,15 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 			}
 		}
 	}
+	ownLo, ownN := 0, 0 // d's own tokens' slots
+	for _, p := range slots {
+		switch {
+		case p[0] < d:
+			ownLo++
+		case p[0] == d:
+			ownN++
+		}
+	}
 	sent := 0
 	for t := 0; t < s.t; t++ {
 		for g := 0; g < c.g; g++ {
@@ -337,7 +366,7 @@ func moeCheck(c *coll, s moeShape, d int, ids [][]int32, xs, ws [][]float64, b m
 	return errors.Join(
 		c.r.check(fmt.Sprintf("GPU %d counts", d), f(gotC), wantC, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d offsets", d), f(gotO), wantO, 0, 0),
-		c.r.check(fmt.Sprintf("GPU %d status", d), f(st), []float64{0, float64(most), float64(len(slots)), float64(sent)}, 0, 0),
+		c.r.check(fmt.Sprintf("GPU %d status", d), f(st), []float64{0, float64(most), float64(len(slots)), float64(sent), float64(ownLo), float64(ownN)}, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d token slots", d), f(gotTS), wantTS, 0, 0),
 		c.r.check(fmt.Sprintf("GPU %d token rows", d), gotT, wantT, 0, 0),
 		unwritten,
