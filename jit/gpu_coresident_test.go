@@ -89,3 +89,45 @@ func TestGPUCoResident(t *testing.T) {
 		t.Fatal("a block beyond the grid ran")
 	}
 }
+
+// TestGPUCoResidentLargeShared: a co-resident launch with more than 48 KiB of dynamic shared
+// memory counts its resident blocks after raising the function's limit, as the launch does
+// (the calculator said 0 before, and every such CoResident launch was refused: the MoE's
+// bulk kernels, 150 KiB a block, on an H200).
+func TestGPUCoResidentLargeShared(t *testing.T) {
+	d := openGPUOrSkip(t, 0)
+	defer d.Close()
+	m, err := d.Load(Source{Module: gridBarrier(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Function("grid_barrier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shared = 150 << 10
+	n, err := f.impl.(coLauncher).residentBlocks(D1(256), shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != d.Info().Multiproc {
+		t.Fatalf("%d blocks of 256 threads and %d bytes of shared memory resident on %d SMs; want one an SM", n, shared, d.Info().Multiproc)
+	}
+	cnt, err := Alloc[uint32](d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Alloc[uint32](d, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cnt.CopyFromHost([]uint32{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Launch(LaunchConfig{Grid: D1(n), Block: D1(256), SharedMem: shared, CoResident: true}, cnt, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -724,8 +724,12 @@ func (d *cudaDevice) encodeTensorMap(s *tensorMapSpec) ([TensorMapBytes]byte, er
 
 // residentBlocks is the occupancy calculator's blocks per SM times the SM count. The
 // calculator runs once per block size and shared memory; later launches read the cached
-// answer.
+// answer. Past 48 KiB of dynamic shared memory the function's limit is raised first (as
+// the launch does): the calculator counts 0 blocks for a request above the limit.
 func (f *cudaFunc) residentBlocks(b Dim3, shared int) (int, error) {
+	if err := f.prepareSmem(shared); err != nil {
+		return 0, err
+	}
 	perSM, err := f.occupancy(occKey{b.X * b.Y * b.Z, shared})
 	return perSM * f.d.inf.Multiproc, err
 }
