@@ -724,11 +724,18 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 			}
 			gemmSM90EpiloguePre(k, cfg, a, o, acc, t, row0, col0, h.epi, pre)
 		}
+		var pend dsl.Value // TMA store with Pieces: 1 + the piece of the store in flight (0: none)
 		if cfg.Pieces {
+			if cfg.TMAStore {
+				pend = k.Var(dsl.U32, uint32(0))
+			}
 			plain := epilogue
 			epilogue = func(t, row0, col0 dsl.Value, pre *epiPre) {
+				if cfg.TMAStore {
+					gemmSM90PieceFlush(k, *h.pieces, t, pend) // the previous tile's store: done by now
+				}
 				plain(t, row0, col0, pre)
-				gemmSM90PieceSignal(k, cfg, *h.pieces, t, wg, row0)
+				gemmSM90PieceSignal(k, cfg, *h.pieces, t, wg, row0, pend)
 			}
 		}
 		if cfg.PingPong {
@@ -752,6 +759,9 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		if cfg.TMAStore {
 			// The last tile's stores complete before the block's shared memory goes.
 			k.If(tid.And(uint32(127)).Eq(uint32(0)), func() { k.BulkWait(0, false) })
+			if cfg.Pieces {
+				gemmSM90PieceFlush(k, *h.pieces, tid.And(uint32(127)), pend)
+			}
 		}
 	})
 	if cl > 1 {
@@ -850,33 +860,44 @@ func (o gemmSM90PieceOrder) ForEach(body func(m, n dsl.Value)) {
 // columns of the tile) are stored: one thread adds 1 to the counter of row0's piece with a
 // .sys release, once every store is complete and visible. Register stores: the warpgroup's
 // barrier orders every thread's st.global before thread 0's red.release.sys, which is
-// cumulative over what the barrier made it observe. TMA store: thread 0, which issued the
-// bulk store, waits for its completion (cp.async.bulk.wait_group 0, not .read: the writes
-// are done and visible to it), orders the async proxy's global writes before its generic
-// ones (fence.proxy.async.global), then releases. System scope, because the reader is a
-// copy engine after a cuStreamWaitValue32 (or a peer GPU), not a thread of this GPU: the
-// release makes the tile's writes visible at the point of coherence the copy engine reads
-// before the counter moves. The TMA path gives up the overlap of a tile's store with the
-// next tile's mainloop (the wait is at the tile's end, not at the next tile's epilogue).
-func gemmSM90PieceSignal(k *dsl.Kernel, cfg GemmSM90Config, pa GemmSM90PieceArgs, t, wg, row0 dsl.Value) {
+// cumulative over what the barrier made it observe. TMA store: thread 0 issued the bulk
+// store; it only notes the piece in pend, and gemmSM90PieceFlush signals it at the next
+// tile's epilogue (or after the last tile), after the bulk group's completion: so the
+// store still overlaps the next tile's mainloop, and the wait finds it long done. System
+// scope, because the reader is a copy engine after a cuStreamWaitValue32 (or a peer GPU),
+// not a thread of this GPU: the release makes the tile's writes visible at the point of
+// coherence every agent reads before the counter moves.
+func gemmSM90PieceSignal(k *dsl.Kernel, cfg GemmSM90Config, pa GemmSM90PieceArgs, t, wg, row0, pend dsl.Value) {
 	first := t.Eq(uint32(0))
-	if !cfg.TMAStore {
-		bars := []dsl.NamedBar{k.NamedBarrierFor("gemm_sm90 piece signal: warpgroup 0", 128)}
-		if cfg.Consumers > 1 {
-			bars = append(bars, k.NamedBarrierFor("gemm_sm90 piece signal: warpgroup 1", 128))
-		}
-		if cfg.Consumers == 1 {
-			bars[0].Sync()
-		} else {
-			k.If(wg.Eq(uint32(0)), bars[0].Sync).Else(bars[1].Sync)
-		}
+	if cfg.TMAStore {
+		k.If(first, func() { k.Set(pend, row0.Div(pa.PieceRows).Add(uint32(1))) })
+		return
+	}
+	bars := []dsl.NamedBar{k.NamedBarrierFor("gemm_sm90 piece signal: warpgroup 0", 128)}
+	if cfg.Consumers > 1 {
+		bars = append(bars, k.NamedBarrierFor("gemm_sm90 piece signal: warpgroup 1", 128))
+	}
+	if cfg.Consumers == 1 {
+		bars[0].Sync()
+	} else {
+		k.If(wg.Eq(uint32(0)), bars[0].Sync).Else(bars[1].Sync)
 	}
 	k.If(first, func() {
-		if cfg.TMAStore {
-			k.BulkWait(0, false)
-			k.FenceProxyAsyncGlobal()
-		}
 		k.Reduce(dsl.AtomAdd, pa.Counters.At(row0.Div(pa.PieceRows)), k.Const(dsl.U32, 1), dsl.Release(dsl.System))
+	})
+}
+
+// gemmSM90PieceFlush signals the TMA store thread t (0 of its warpgroup) has in flight, if
+// any (pend: 1 + its piece): it waits for the bulk group's completion
+// (cp.async.bulk.wait_group 0, not .read: the writes are performed and visible to the
+// thread), orders the async proxy's global writes before its generic-proxy operations
+// (fence.proxy.async.global), then adds 1 to the piece's counter with red.release.sys.
+func gemmSM90PieceFlush(k *dsl.Kernel, pa GemmSM90PieceArgs, t, pend dsl.Value) {
+	k.If(t.Eq(uint32(0)).And(pend.Ne(uint32(0))), func() {
+		k.BulkWait(0, false)
+		k.FenceProxyAsyncGlobal()
+		k.Reduce(dsl.AtomAdd, pa.Counters.At(pend.Sub(uint32(1))), k.Const(dsl.U32, 1), dsl.Release(dsl.System))
+		k.Set(pend, uint32(0))
 	})
 }
 
