@@ -94,6 +94,9 @@ func (o *overlapState) close() error {
 	if o.ag != nil {
 		errs = append(errs, o.ag.stream.Close(), o.ag.summed.Close(), o.ag.done.Close())
 	}
+	if o.sig != nil {
+		errs = append(errs, o.sig.counters.Free())
+	}
 	for _, e := range o.chunks {
 		errs = append(errs, e.Close())
 	}

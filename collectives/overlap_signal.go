@@ -43,10 +43,10 @@ import (
 
 // rsSignal is the signal overlap's buffers.
 type rsSignal struct {
-	buf      *sym   // D's g pieces then g-1 more chunks; receive slots from chunk g-1 on
-	bytes    int    // the chunk size buf holds
-	counters *sym   // g u32 counters, one per piece of D
-	want     uint32 // the counters' value after the last call's GEMM
+	buf      *sym        // D's g pieces then g-1 more chunks; receive slots from chunk g-1 on
+	bytes    int         // the chunk size buf holds
+	counters *jit.Memory // g u32 counters, one per piece of D (plain device memory: local)
+	want     uint32      // the counters' value after the last call's GEMM
 }
 
 // rsSignalConfig returns the Pieces configuration of gemm_sm90 for MatmulReduceScatter of
@@ -77,9 +77,12 @@ func (c *Comm) rsSignalConfig(in, out dsl.Type, s MatmulShape) (kernels.GemmSM90
 // rsSignalFor returns the signal overlap's buffers with chunks of at least bytes.
 func (c *Comm) rsSignalFor(ctx context.Context, cl *call, o *overlapState, bytes int) (*rsSignal, error) {
 	if o.sig == nil {
-		cs, err := c.alloc(ctx, 4*c.g, false)
+		cs, err := c.r.Device.Alloc(int64(4 * c.g))
 		if err != nil {
 			return nil, cl.wrap(err)
+		}
+		if err := c.r.Device.CopyHtoD(cs.DevPtr(), make([]byte, 4*c.g)); err != nil { // zero: waits for the device
+			return nil, cl.wrap(errors.Join(err, cs.Free()))
 		}
 		o.sig = &rsSignal{counters: cs}
 	}
@@ -127,7 +130,7 @@ func (c *Comm) gemmRSSignal(ctx context.Context, cl *call, cfg kernels.GemmSM90C
 	slot0 := (g - 1) * chunk                       // receive slot 0: D's last piece
 	for j := 0; j < g-1; j++ {
 		q := (r + 1 + j) % g
-		ctr := sg.counters.own + jit.DevicePtr(4*j)
+		ctr := sg.counters.DevPtr() + jit.DevicePtr(4*j)
 		dst := peers[q] + jit.DevicePtr(slot0+(1+(r-q-1+g)%g)*chunk)
 		if err := errors.Join(o.side.WaitValue32(ctr, sg.want, jit.WaitGEQ), o.side.CopyDtoD(dst, sg.buf.own+jit.DevicePtr(j*chunk), int64(chunk))); err != nil {
 			return cl.wrap(err)
@@ -175,7 +178,7 @@ func (c *Comm) gemmSM90Pieces(ctx context.Context, cl *call, cfg kernels.GemmSM9
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(grid), Block: jit.D1(cfg.Threads()), SharedMem: cfg.SharedBytes(), Stream: stream, Context: ctx}
 	d := jit.AnyPtr{Addr: sg.buf.own, Elem: out}
-	ctrs := jit.AnyPtr{Addr: sg.counters.own, Elem: dsl.U32}
+	ctrs := jit.AnyPtr{Addr: sg.counters.DevPtr(), Elem: dsl.U32}
 	M, N, K := uint32(s.M), uint32(s.N), uint32(s.K)
 	var args any = launch.GemmSM90Pieces{TmA: tmA, TmB: tmB, M: M, N: N, K: K, Alpha: 1, C: d, D: d, Counters: ctrs, PieceRows: uint32(pieceRows), RowShift: uint32(shift)}
 	if cfg.TMAStore {
