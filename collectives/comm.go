@@ -112,6 +112,14 @@ type Options struct {
 	// choose 1, 2 or 4 (arOverlapRounds). Negative, or more than MaxOverlapRounds, is
 	// refused.
 	OverlapRounds int
+	// OverlapSignals makes MatmulReduceScatter, where it runs on the copy engines
+	// (MatmulOverlap, or MatmulAuto's choice of it), run one persistent gemm_sm90 with piece
+	// signals instead of one GEMM launch per GPU's rows: the GEMM computes the peers'
+	// pieces first and bumps a counter per piece, and the side stream waits on each counter
+	// (Stream.WaitValue32) and pushes the piece with the copy engines (overlap_signal.go).
+	// Where the pieces do not fit the GEMM's tiles (M/NumGPUs not a multiple of 64 rows) it
+	// runs the piece launches. AllGatherMatmul and MatmulAllReduce are unchanged.
+	OverlapSignals bool
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). New refuses a
 	// model CostModel.Check refuses (a NaN, zero or infinite bandwidth). On one node

@@ -226,6 +226,9 @@ func (c *Comm) MatmulReduceScatter(ctx context.Context, a, b, out *Buffer, s Mat
 	}
 	cl := &call{what: fmt.Sprintf("%s %dx%dx%d %s->%s", what, s.M, s.N, s.K, a.dt, out.dt), dt: a.dt, n: a.n, root: -1}
 	if c.overlapMatmul(false, a.dt, out.dt, s) {
+		if cfg, ok := c.rsSignalConfig(a.dt, out.dt, s); ok {
+			return c.gemmRSSignal(ctx, cl, cfg, a, b, out, s)
+		}
 		return c.gemmRSOverlap(ctx, cl, a, b, out, s)
 	}
 	if c.node.topo.Nodes > 1 || !c.fuseMatmul() {

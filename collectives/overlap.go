@@ -37,8 +37,9 @@ type overlapState struct {
 	bufs   []*sym       // bufs[q]: GPU q's rows (nil for this GPU's)
 	bytes  int          // the size of each chunk buffer
 	peerA  map[jit.DevicePtr][]jit.DevicePtr
-	rs     *rsState // the reduce-scatter's buffers
-	ag     *agSide  // the all-reduce's all-gather stream
+	rs     *rsState  // the reduce-scatter's buffers
+	sig    *rsSignal // the reduce-scatter's buffers with piece signals (Options.OverlapSignals)
+	ag     *agSide   // the all-reduce's all-gather stream
 }
 
 // agSide is the all-reduce overlap's second side stream, which pushes each round's sums to
@@ -92,6 +93,9 @@ func (o *overlapState) close() error {
 	errs := []error{o.side.Close(), o.start.Close(), o.end.Close()}
 	if o.ag != nil {
 		errs = append(errs, o.ag.stream.Close(), o.ag.summed.Close(), o.ag.done.Close())
+	}
+	if o.sig != nil {
+		errs = append(errs, o.sig.counters.Free())
 	}
 	for _, e := range o.chunks {
 		errs = append(errs, e.Close())

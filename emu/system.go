@@ -284,6 +284,24 @@ func (s *System) Read(addr uint64, p []byte) error {
 	return nil
 }
 
+// Load32 reads the 32-bit little-endian word at addr (any GPU's global address, 4-byte
+// aligned) as a stream memory operation does (jit's Stream.WaitValue32): it sees the value
+// visible system-wide, so a kernel's store is seen once it is out of the weak-memory buffers
+// (a release flushes the thread's earlier stores first: reading the released word acquires
+// them). Unlike Read it is not a host synchronization: the kernels in flight go on and the
+// race detector's overlap of consecutive launches is kept, since a stream polls it while they
+// run.
+func (s *System) Load32(addr uint64) (uint32, error) {
+	if addr%4 != 0 {
+		return 0, fmt.Errorf("emu: Load32 at %#x: not 4-byte aligned", addr)
+	}
+	b, f := s.globalSpan(addr, 4)
+	if f != nil {
+		return 0, fmt.Errorf("emu: Load32: %s", f.msg)
+	}
+	return binary.LittleEndian.Uint32(b), nil
+}
+
 // Memset sets n bytes at addr to v (any GPU's global address, or a multicast address).
 func (s *System) Memset(addr uint64, v byte, n int) error {
 	if err := s.checkSpan("Memset", addr, n, true); err != nil || n == 0 {

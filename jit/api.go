@@ -1365,6 +1365,9 @@ type function interface {
 type stream interface {
 	synchronize() error
 	waitEvent(e event) error
+	// stream memory operations (streammem.go); addr is non-zero and 4-byte aligned
+	waitValue32(addr DevicePtr, value uint32, cond WaitCond) error
+	writeValue32(addr DevicePtr, value uint32) error
 	destroy() error
 }
 

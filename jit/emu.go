@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -529,6 +530,48 @@ func (s *emuStream) waitEvent(e event) error {
 	}
 	d.m.enqueue(d.queueOf(s), op)
 	return nil
+}
+
+// waitValue32 enqueues on s a stream wait: an op that is done once the word at addr
+// satisfies cond (polled whenever the machine moves its streams on: after every slice of the
+// kernels in flight and every host call). The word is read as memory is visible system-wide
+// (emu.System.Load32): a kernel's stores still in the weak-memory buffers are not seen, and a
+// release flushes its thread's earlier stores before the released word, so a wait satisfied
+// by a released word sees them: an acquire.
+func (s *emuStream) waitValue32(addr DevicePtr, value uint32, cond WaitCond) error {
+	if err := emuRefuseCaptured(s, "stream wait (WaitValue32)"); err != nil {
+		return err
+	}
+	d := s.d
+	defer d.lock()()
+	if err := d.sticky(); err != nil {
+		return err
+	}
+	op := &emuOp{call: -1}
+	op.poll = func() (bool, error) {
+		v, err := d.m.sys.Load32(uint64(addr))
+		if err != nil {
+			return false, err
+		}
+		op.desc = fmt.Sprintf("stream wait for the word at %#x to be %s (it is %d)", uint64(addr), cond.describe(value), v)
+		return cond.holds(v, value), nil
+	}
+	op.desc = fmt.Sprintf("stream wait for the word at %#x to be %s", uint64(addr), cond.describe(value))
+	d.m.enqueue(d.queueOf(s), op)
+	return nil
+}
+
+// writeValue32 enqueues on s a write of the word at addr: a release, since the stream's
+// earlier work is done (and its stores in memory) when the stream reaches it.
+func (s *emuStream) writeValue32(addr DevicePtr, value uint32) error {
+	if err := emuRefuseCaptured(s, "stream write (WriteValue32)"); err != nil {
+		return err
+	}
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], value)
+	return s.d.hostCopy(s, fmt.Sprintf("stream write of %d to the word at %#x", value, uint64(addr)), func() error {
+		return s.d.m.sys.Write(uint64(addr), b[:])
+	})
 }
 
 // destroy: the stream's work still runs to its end.

@@ -38,10 +38,11 @@ import (
 // emuOp is one operation in a stream.
 type emuOp struct {
 	q       *emuQueue
-	desc    string       // "launch of K (grid 1x1x1, block 32x1x1)"
-	launch  *emu.Launch  // a kernel, or
-	fn      func() error // a copy or an event record, run when the stream reaches it
-	after   []*emuOp     // work of other streams that must be done first
+	desc    string               // "launch of K (grid 1x1x1, block 32x1x1)"
+	launch  *emu.Launch          // a kernel, or
+	fn      func() error         // a copy or an event record, run when the stream reaches it
+	poll    func() (bool, error) // a stream wait (WaitValue32): done once it reports true
+	after   []*emuOp             // work of other streams that must be done first
 	run     *emu.Running
 	done    bool
 	err     error
@@ -360,6 +361,9 @@ func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond 
 	var stalled time.Time
 	for !cond() {
 		if m.sys.InFlight() == 0 {
+			if w := m.stuckWaits(); w != "" {
+				return fmt.Errorf("jit: %s on GPU %d waits for a stream that can never go on (deadlock): a stream wait that no kernel in flight can satisfy: %s", what, d.gpu, w)
+			}
 			return fmt.Errorf("jit: %s on GPU %d waits for work that was never enqueued", what, d.gpu)
 		}
 		if ctx != nil && ctx.Err() != nil {
@@ -383,7 +387,11 @@ func (m *emuMachine) drive(d *emuDevice, ctx context.Context, what string, cond 
 		case stalled.IsZero():
 			stalled = time.Now()
 		case time.Since(stalled) > arriveWait:
-			_, err := m.sys.Abort(fmt.Sprintf("nothing else can run: the host waits in %s on GPU %d", what, d.gpu))
+			why := fmt.Sprintf("nothing else can run: the host waits in %s on GPU %d", what, d.gpu)
+			if w := m.stuckWaits(); w != "" {
+				why += "; stream waits not satisfied: " + w
+			}
+			_, err := m.sys.Abort(why)
 			m.advance()
 			return fmt.Errorf("jit: %s on GPU %d waits for kernels that can never finish: %w", what, d.gpu, err)
 		}
@@ -451,9 +459,31 @@ func (m *emuMachine) step(op *emuOp) bool {
 		op.done, op.err = true, op.run.Err()
 		return true
 	}
+	if op.poll != nil {
+		ok, err := op.poll()
+		if err == nil && !ok {
+			return false
+		}
+		op.done, op.err = true, err
+		return true
+	}
 	op.err = op.fn()
 	op.done = true
 	return true
+}
+
+// stuckWaits describes the stream waits (WaitValue32) at the heads of the machine's queues
+// that are not satisfied ("" when none), for deadlock reports (m.mu held).
+func (m *emuMachine) stuckWaits() string {
+	var out []string
+	for _, d := range m.devs {
+		for _, q := range d.queues {
+			if len(q.ops) > 0 && q.ops[0].poll != nil && !q.ops[0].done {
+				out = append(out, fmt.Sprintf("GPU %d: %s", d.gpu, q.ops[0].desc))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // fault makes op's failure the device's sticky error and fails its queued work.
@@ -635,6 +665,18 @@ func (s *emuSched) loop() {
 			continue
 		}
 		if !inflight {
+			if blocked > 0 && outside == 0 {
+				if w := m.stuckWaits(); w != "" {
+					// Every rank is blocked, parked or returned, no kernel runs, and a
+					// stream waits on memory nothing will write: a deadlock.
+					for r, st := range s.st {
+						if st == rsBlocked {
+							s.werr[r] = fmt.Errorf("jit: rank %d waits for a stream that can never go on (deadlock): no kernel is in flight and a stream wait is not satisfied: %s", r, w)
+						}
+					}
+					continue // the next round gives them turns to return the report with
+				}
+			}
 			s.cv.Wait() // ranks parked in collective calls, or away: they will come back
 			continue
 		}
@@ -667,6 +709,9 @@ func (s *emuSched) loop() {
 		}
 		if len(gone) > 0 {
 			why += fmt.Sprintf("; rank(s) %s have returned", strings.Join(gone, ", "))
+		}
+		if w := m.stuckWaits(); w != "" {
+			why += "; stream waits not satisfied: " + w
 		}
 		_, err := m.sys.Abort(why)
 		m.advance()

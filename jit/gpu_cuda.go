@@ -99,6 +99,26 @@ package jit
 //   if (r == CUDA_SUCCESS) memcpy(out, &m, sizeof m);
 //   return r;
 // }
+// // kgen_wait_value32 enqueues cuStreamWaitValue32 (the _v2 entry point) on stream; NOR
+// // first checks CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR (*nor = 0 when off).
+// static CUresult kgen_wait_value32(void *ctx, void *stream, unsigned long long addr,
+//     unsigned value, unsigned flags, int *nor) {
+//   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
+//   if (r != CUDA_SUCCESS) return r;
+//   *nor = 1;
+//   if ((flags & 3) == CU_STREAM_WAIT_VALUE_NOR) {
+//     CUdevice dev;
+//     if ((r = cuCtxGetDevice(&dev)) != CUDA_SUCCESS) return r;
+//     if ((r = cuDeviceGetAttribute(nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev)) != CUDA_SUCCESS) return r;
+//     if (!*nor) return CUDA_ERROR_NOT_SUPPORTED;
+//   }
+//   return cuStreamWaitValue32((CUstream)stream, (CUdeviceptr)addr, value, flags);
+// }
+// static CUresult kgen_write_value32(void *ctx, void *stream, unsigned long long addr, unsigned value) {
+//   CUresult r = cuCtxSetCurrent((CUcontext)ctx);
+//   if (r != CUDA_SUCCESS) return r;
+//   return cuStreamWriteValue32((CUstream)stream, (CUdeviceptr)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+// }
 // static CUresult kgen_occupancy(void *fn, int block, size_t shared, int *n) {
 //   return cuOccupancyMaxActiveBlocksPerMultiprocessor(n, (CUfunction)fn, block, shared);
 // }
@@ -797,6 +817,36 @@ func (s *cudaStream) waitEvent(e event) error {
 		return fmt.Errorf("jit: WaitEvent: the event belongs to another backend")
 	}
 	return s.d.do(func() error { return wrap("cuStreamWaitEvent", s.s.Wait(ce.e, 0)) })
+}
+
+// waitValue32: cuStreamWaitValue32. The CUDA 12 (v2) stream memory operations need no
+// driver option; NOR needs a device attribute, checked first.
+func (s *cudaStream) waitValue32(addr DevicePtr, value uint32, cond WaitCond) error {
+	flags := map[WaitCond]C.uint{WaitGEQ: C.CU_STREAM_WAIT_VALUE_GEQ, WaitEQ: C.CU_STREAM_WAIT_VALUE_EQ,
+		WaitAND: C.CU_STREAM_WAIT_VALUE_AND, WaitNOR: C.CU_STREAM_WAIT_VALUE_NOR}[cond]
+	return s.d.do(func() error {
+		var nor C.int
+		r := C.kgen_wait_value32(s.d.rawCtx(), s.raw(), C.ulonglong(addr), C.uint(value), flags, &nor)
+		switch {
+		case r == 0:
+			return nil
+		case nor == 0:
+			return fmt.Errorf("jit: Stream.WaitValue32: WaitNOR is not supported on %s (CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR is 0); use WaitEQ, WaitGEQ or WaitAND", s.d.inf.Name)
+		case r == C.CUDA_ERROR_NOT_SUPPORTED:
+			return fmt.Errorf("jit: Stream.WaitValue32: cuStreamWaitValue32: %s (CUresult %d): the driver does not support stream memory operations here (they need CUDA 12's v2 memory operations; check the driver version)", C.GoString(C.kgen_error_name(r)), int(r))
+		}
+		return fmt.Errorf("jit: Stream.WaitValue32: cuStreamWaitValue32(%#x, %d, %v): %s (CUresult %d)", uint64(addr), value, cond, C.GoString(C.kgen_error_name(r)), int(r))
+	})
+}
+
+// writeValue32: cuStreamWriteValue32 with its default memory barrier (a release).
+func (s *cudaStream) writeValue32(addr DevicePtr, value uint32) error {
+	return s.d.do(func() error {
+		if r := C.kgen_write_value32(s.d.rawCtx(), s.raw(), C.ulonglong(addr), C.uint(value)); r != 0 {
+			return fmt.Errorf("jit: Stream.WriteValue32: cuStreamWriteValue32(%#x, %d): %s (CUresult %d)", uint64(addr), value, C.GoString(C.kgen_error_name(r)), int(r))
+		}
+		return nil
+	})
 }
 
 func (s *cudaStream) synchronize() error {

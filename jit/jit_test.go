@@ -120,6 +120,9 @@ func (fakeStream) synchronize() error    { return nil }
 func (fakeStream) waitEvent(event) error { return nil }
 func (fakeStream) destroy() error        { return nil }
 
+func (fakeStream) waitValue32(DevicePtr, uint32, WaitCond) error { return nil }
+func (fakeStream) writeValue32(DevicePtr, uint32) error          { return nil }
+
 type fakeEvent struct{ t time.Time }
 
 func (e *fakeEvent) record(s stream) error { e.t = time.Now(); return nil }

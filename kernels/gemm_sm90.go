@@ -42,6 +42,19 @@ type GemmSM90Config struct {
 	// Epilogue adds the library's epilogue options (bias, activation, residual, fp8
 	// scales; GemmEpilogueArgs after the other parameters). Zero: the plain epilogue.
 	Epilogue Epilogue
+	// Pieces makes the kernel signal per-piece completion for a copy engine or another
+	// stream to consume while it runs (GemmSM90PieceArgs after GemmOut and the TMA store's
+	// map: the counters, PieceRows and RowShift, a rotation of A's rows): the rows of D come
+	// in pieces of PieceRows rows (a run-time parameter, a multiple of BM dividing M); the
+	// persistent blocks take the tiles piece-major (every tile of rows
+	// [0, PieceRows) first, in the usual grouped order within the piece, then the next piece)
+	// and, once a consumer warpgroup's 64 x BN sub-tile of D is stored and visible at system
+	// scope, that warpgroup adds 1 to the piece's u32 counter with release semantics
+	// (red.release.sys). A piece is complete when its counter has grown by PieceSignals; the
+	// counters are never reset by the kernel, so after the e-th launch on zeroed counters
+	// piece p's counter is e*PieceSignals (a stream waits for it with cuStreamWaitValue32's
+	// cyclic GEQ). Not with clusters or the fused kernels' hooks.
+	Pieces bool
 }
 
 // DefaultGemmSM90Config is the library's sm_90a gemm for large problems: 128x256x64 tiles
@@ -186,6 +199,9 @@ func (c GemmSM90Config) Name() string {
 	if c.TMAStore {
 		n += "_tmastore"
 	}
+	if c.Pieces {
+		n += "_pieces"
+	}
 	return n + c.Epilogue.suffix()
 }
 
@@ -295,6 +311,8 @@ func (c GemmSM90Config) Check() error {
 		return fmt.Errorf("gemm_sm90: ClusterM %d (want 0, 1 or 2)", c.ClusterM)
 	case c.PingPong && c.Consumers != 2:
 		return fmt.Errorf("gemm_sm90: PingPong alternates two consumer warpgroups; the configuration has %d", c.Consumers)
+	case c.Pieces && c.Cluster() > 1:
+		return fmt.Errorf("gemm_sm90: Pieces orders tiles piece-major with the gemm's own scheduler, which has no clusters (ClusterM %d; want 0 or 1)", c.ClusterM)
 	case c.blockShared() > gemmSM90MaxShared:
 		return fmt.Errorf("gemm_sm90: %d stages of %dx%d and %dx%d tiles (and %d bytes of epilogue tile, %d of barriers) need %d bytes of shared memory; an sm_90 block has at most %d",
 			c.Stages, c.BM(), c.BK(), c.BN, c.BK(), c.storeBytes()+c.epiBytes(), c.blockShared()-c.SharedBytes(), c.blockShared(), gemmSM90MaxShared)
@@ -323,6 +341,52 @@ func (c GemmSM90Config) CheckShape(m, n, k int) error {
 		return fmt.Errorf("gemm_sm90: shape %dx%dx%d: K and N must be multiples of 8 (TMA needs 16-byte-aligned row strides of A and B)", m, n, k)
 	}
 	return nil
+}
+
+// CheckPieces reports a piece size the Pieces kernel cannot signal for an M-row problem:
+// pieceRows must be positive, a multiple of BM (no tile straddles two pieces) and divide m
+// (every piece has the same PieceSignals). A configuration without Pieces is refused.
+func (c GemmSM90Config) CheckPieces(m, pieceRows int) error {
+	switch {
+	case !c.Pieces:
+		return fmt.Errorf("gemm_sm90: CheckPieces: the configuration %s has no Pieces", c.Name())
+	case pieceRows <= 0 || pieceRows%c.BM() != 0:
+		return fmt.Errorf("gemm_sm90: %d rows a piece: want a positive multiple of the tile's %d rows", pieceRows, c.BM())
+	case m%pieceRows != 0:
+		return fmt.Errorf("gemm_sm90: M %d is not a multiple of the %d rows of a piece", m, pieceRows)
+	}
+	return nil
+}
+
+// NumPieces returns the number of pieces of an M-row problem (0 without Pieces or for a piece
+// size CheckPieces refuses).
+func (c GemmSM90Config) NumPieces(m, pieceRows int) int {
+	if c.CheckPieces(m, pieceRows) != nil {
+		return 0
+	}
+	return m / pieceRows
+}
+
+// PieceSignals returns how much one launch adds to each piece's counter for pieces of
+// pieceRows rows of an N-column D: one per 64-row sub-tile of each of the piece's tiles
+// (each consumer warpgroup signals its own rows), pieceRows/64 * ceil(N/BN).
+func (c GemmSM90Config) PieceSignals(pieceRows, n int) int {
+	if pieceRows <= 0 || n <= 0 || c.BN <= 0 {
+		return 0
+	}
+	return pieceRows / 64 * ceilDiv(n, c.BN)
+}
+
+// GemmSM90PieceArgs are the Pieces kernel's parameters after GemmOut (and
+// GemmSM90StoreArgs): the per-piece u32 counters (M/PieceRows of them), the piece size in
+// rows (GemmSM90Config.CheckPieces) and a rotation of A's rows: D's row i is A's row
+// (i + RowShift) mod M times B (RowShift a multiple of PieceRows below M; 0: none), so that
+// a reduce-scatter can compute the pieces for its peers first and its own last, each piece
+// contiguous in D, from an A in natural order.
+type GemmSM90PieceArgs struct {
+	Counters  dsl.Ptr   `kgen:"u32"`
+	PieceRows dsl.Value `kgen:"u32"`
+	RowShift  dsl.Value `kgen:"u32"`
 }
 
 // GemmSM90Args are the sm_90a gemm's parameters: the tensor maps of A and B (by value), m,
@@ -407,6 +471,10 @@ func gemmSM90(k *dsl.Kernel, cfg GemmSM90Config, hook EpilogueHook) {
 	if cfg.TMAStore {
 		h.store = dsl.Params[GemmSM90StoreArgs](k, cfg.Out).TmD
 	}
+	if cfg.Pieces {
+		pa := dsl.Params[GemmSM90PieceArgs](k, cfg.Out)
+		h.pieces = &pa
+	}
 	switch {
 	case hook != nil && !cfg.Epilogue.IsZero():
 		k.Errorf("gemm_sm90: a user epilogue (EpilogueHook) and Epilogue options %s together; give one", cfg.Epilogue)
@@ -449,6 +517,8 @@ type gemmSM90Hooks struct {
 	store dsl.TensorMapSource
 	// epi is the gemm's own epilogue's plan (cfg.Epilogue or a user hook; nil: plain).
 	epi *epiPlan
+	// pieces are the Pieces kernel's counters and piece size (cfg.Pieces).
+	pieces *GemmSM90PieceArgs
 }
 
 // gemmSM90Body writes the sm_90a gemm's warp-specialized body for the parameters a (A's
@@ -467,6 +537,10 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 	}
 	if h.epilogue != nil && h.epi != nil || !cfg.Epilogue.IsZero() && h.epi == nil {
 		k.Errorf("gemm_sm90: Epilogue %s: only GemmSM90 applies epilogue options (the fused kernels take none)", cfg.Epilogue)
+		return
+	}
+	if cfg.Pieces != (h.pieces != nil) || cfg.Pieces && (h.tiles != nil || h.load != nil || h.epilogue != nil) {
+		k.Errorf("gemm_sm90: Pieces needs the gemm's own tile scheduler, loads and epilogue, and its counters (GemmSM90; the fused kernels signal their own way)")
 		return
 	}
 	if cfg.PingPong && (h.tiles != nil || h.mapA != nil || h.load != nil || h.rowB != nil || h.producer != nil || h.epilogue != nil) {
@@ -544,14 +618,17 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 	}
 	kTiles := a.K.Add(uint32(BK - 1)).Div(uint32(BK))
 	sched := h.tiles
-	var own dsl.TileScheduler // the gemm's own scheduler (PingPong's)
+	var tileOf func(lin dsl.Value) (m, n dsl.Value) // the gemm's own order (PingPong's)
 	switch {
 	case sched == nil && cl > 1:
-		own = k.MakeClusterTileScheduler(tilesM, tilesN, 8/cl, cl)
-		sched = own
+		own := k.MakeClusterTileScheduler(tilesM, tilesN, 8/cl, cl)
+		sched, tileOf = own, own.Tile
+	case sched == nil && cfg.Pieces:
+		own := newGemmSM90PieceOrder(k, tilesM, tilesN, h.pieces.PieceRows.Div(uint32(BM)))
+		sched, tileOf = own, own.Tile
 	case sched == nil:
-		own = k.MakeTileScheduler(tilesM, tilesN, 8)
-		sched = own
+		own := k.MakeTileScheduler(tilesM, tilesN, 8)
+		sched, tileOf = own, own.Tile
 	}
 	mask := k.Const(dsl.U16, uint16(1<<cl-1))
 
@@ -565,6 +642,9 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 					m0 = h.load(m, n)
 				} else {
 					m0 = m.Mul(uint32(BM))
+				}
+				if h.pieces != nil {
+					m0 = m0.Add(h.pieces.RowShift).Rem(a.M)
 				}
 				n0 := n.Mul(uint32(BN))
 				n0B := n0
@@ -644,8 +724,22 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 			}
 			gemmSM90EpiloguePre(k, cfg, a, o, acc, t, row0, col0, h.epi, pre)
 		}
+		var pend dsl.Value // TMA store with Pieces: 1 + the piece of the store in flight (0: none)
+		if cfg.Pieces {
+			if cfg.TMAStore {
+				pend = k.Var(dsl.U32, uint32(0))
+			}
+			plain := epilogue
+			epilogue = func(t, row0, col0 dsl.Value, pre *epiPre) {
+				if cfg.TMAStore {
+					gemmSM90PieceFlush(k, *h.pieces, t, pend) // the previous tile's store: done by now
+				}
+				plain(t, row0, col0, pre)
+				gemmSM90PieceSignal(k, cfg, *h.pieces, t, wg, row0, pend)
+			}
+		}
 		if cfg.PingPong {
-			gemmSM90PingPong(k, own, tilesM, tilesN, cl, pipe, wg, kTiles, st, rel, func(m, n dsl.Value, issued func()) {
+			gemmSM90PingPong(k, tileOf, tilesM, tilesN, cl, pipe, wg, kTiles, st, rel, func(m, n dsl.Value, issued func()) {
 				pre := preload(n)
 				mainloop(k.Const(dsl.U32, uint32(0)), issued)
 				epilogue(tid.And(uint32(127)), m.Mul(uint32(BM)), n.Mul(uint32(BN)), pre)
@@ -665,6 +759,9 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 		if cfg.TMAStore {
 			// The last tile's stores complete before the block's shared memory goes.
 			k.If(tid.And(uint32(127)).Eq(uint32(0)), func() { k.BulkWait(0, false) })
+			if cfg.Pieces {
+				gemmSM90PieceFlush(k, *h.pieces, tid.And(uint32(127)), pend)
+			}
 		}
 	})
 	if cl > 1 {
@@ -696,7 +793,7 @@ func gemmSM90Body(k *dsl.Kernel, cfg GemmSM90Config, a GemmSM90Args, o GemmOut, 
 // the other warpgroup has no next tile, so every arrival meets a sync. The epilogues of the
 // two are not ordered: each has its own registers, its own D tile and barrier for the TMA
 // store.
-func gemmSM90PingPong(k *dsl.Kernel, sched dsl.TileScheduler, tilesM, tilesN dsl.Value, cl int, pipe *dsl.TMAPipeline, wg, kTiles dsl.Value, st, rel dsl.PipelineState, tile func(m, n dsl.Value, issued func())) {
+func gemmSM90PingPong(k *dsl.Kernel, tileOf func(lin dsl.Value) (m, n dsl.Value), tilesM, tilesN dsl.Value, cl int, pipe *dsl.TMAPipeline, wg, kTiles dsl.Value, st, rel dsl.PipelineState, tile func(m, n dsl.Value, issued func())) {
 	total, grid, bid := tilesM.Mul(tilesN), k.GridDim(dsl.X), k.BlockIdx(dsl.X)
 	var rank dsl.Value
 	if cl > 1 {
@@ -714,7 +811,7 @@ func gemmSM90PingPong(k *dsl.Kernel, sched dsl.TileScheduler, tilesM, tilesN dsl
 		k.If(bid.Lt(total), bars[0].Arrive)
 	})
 	k.For(bid.Add(wg.Mul(grid)), total, grid.Mul(uint32(2)), func(lin dsl.Value) {
-		m, n := sched.Tile(lin)
+		m, n := tileOf(lin)
 		if cl > 1 {
 			m = m.Mul(uint32(cl)).Add(rank)
 		}
@@ -723,6 +820,84 @@ func gemmSM90PingPong(k *dsl.Kernel, sched dsl.TileScheduler, tilesM, tilesN dsl
 			k.If(lin.Add(grid).Lt(total), func() { k.If(first, bars[1].Arrive).Else(bars[0].Arrive) })
 		})
 		skip()
+	})
+}
+
+// gemmSM90PieceOrder is the Pieces kernel's tile order: tilesM x tilesN tiles in pieces of
+// perM tile rows (PieceRows/BM), piece-major; within a piece a TileScheduler's grouped order
+// (groups of 8 tile rows) over its perM x tilesN tiles. The blocks take the linear tiles
+// blockIdx, blockIdx + gridDim, ... as TileScheduler's ForEach does, so every piece's tiles
+// are taken before the next piece's and the pieces complete about in order.
+type gemmSM90PieceOrder struct {
+	k              *dsl.Kernel
+	inner          dsl.TileScheduler
+	perM, perPiece dsl.Value
+	total          dsl.Value
+}
+
+func newGemmSM90PieceOrder(k *dsl.Kernel, tilesM, tilesN, perM dsl.Value) gemmSM90PieceOrder {
+	return gemmSM90PieceOrder{k: k, inner: k.MakeTileScheduler(perM, tilesN, 8), perM: perM,
+		perPiece: perM.Mul(tilesN), total: tilesM.Mul(tilesN)}
+}
+
+// Tile returns linear tile lin's tile row and column.
+func (o gemmSM90PieceOrder) Tile(lin dsl.Value) (m, n dsl.Value) {
+	piece := lin.Div(o.perPiece)
+	m, n = o.inner.Tile(lin.Rem(o.perPiece))
+	return piece.Mul(o.perM).Add(m), n
+}
+
+// ForEach runs body for each of the calling block's tiles in order.
+func (o gemmSM90PieceOrder) ForEach(body func(m, n dsl.Value)) {
+	k := o.k
+	k.For(k.BlockIdx(dsl.X), o.total, k.GridDim(dsl.X), func(lin dsl.Value) {
+		m, n := o.Tile(lin)
+		body(m, n)
+	})
+}
+
+// gemmSM90PieceSignal signals that consumer warpgroup wg's 64 rows from row0 of D (all its
+// columns of the tile) are stored: one thread adds 1 to the counter of row0's piece with a
+// .sys release, once every store is complete and visible. Register stores: the warpgroup's
+// barrier orders every thread's st.global before thread 0's red.release.sys, which is
+// cumulative over what the barrier made it observe. TMA store: thread 0 issued the bulk
+// store; it only notes the piece in pend, and gemmSM90PieceFlush signals it at the next
+// tile's epilogue (or after the last tile), after the bulk group's completion: so the
+// store still overlaps the next tile's mainloop, and the wait finds it long done. System
+// scope, because the reader is a copy engine after a cuStreamWaitValue32 (or a peer GPU),
+// not a thread of this GPU: the release makes the tile's writes visible at the point of
+// coherence every agent reads before the counter moves.
+func gemmSM90PieceSignal(k *dsl.Kernel, cfg GemmSM90Config, pa GemmSM90PieceArgs, t, wg, row0, pend dsl.Value) {
+	first := t.Eq(uint32(0))
+	if cfg.TMAStore {
+		k.If(first, func() { k.Set(pend, row0.Div(pa.PieceRows).Add(uint32(1))) })
+		return
+	}
+	bars := []dsl.NamedBar{k.NamedBarrierFor("gemm_sm90 piece signal: warpgroup 0", 128)}
+	if cfg.Consumers > 1 {
+		bars = append(bars, k.NamedBarrierFor("gemm_sm90 piece signal: warpgroup 1", 128))
+	}
+	if cfg.Consumers == 1 {
+		bars[0].Sync()
+	} else {
+		k.If(wg.Eq(uint32(0)), bars[0].Sync).Else(bars[1].Sync)
+	}
+	k.If(first, func() {
+		k.Reduce(dsl.AtomAdd, pa.Counters.At(row0.Div(pa.PieceRows)), k.Const(dsl.U32, 1), dsl.Release(dsl.System))
+	})
+}
+
+// gemmSM90PieceFlush signals the TMA store thread t (0 of its warpgroup) has in flight, if
+// any (pend: 1 + its piece): it waits for the bulk group's completion
+// (cp.async.bulk.wait_group 0, not .read: the writes are performed and visible to the
+// thread), orders the async proxy's global writes before its generic-proxy operations
+// (fence.proxy.async.global), then adds 1 to the piece's counter with red.release.sys.
+func gemmSM90PieceFlush(k *dsl.Kernel, pa GemmSM90PieceArgs, t, pend dsl.Value) {
+	k.If(t.Eq(uint32(0)).And(pend.Ne(uint32(0))), func() {
+		k.BulkWait(0, false)
+		k.FenceProxyAsyncGlobal()
+		k.Reduce(dsl.AtomAdd, pa.Counters.At(pend.Sub(uint32(1))), k.Const(dsl.U32, 1), dsl.Release(dsl.System))
+		k.Set(pend, uint32(0))
 	})
 }
 

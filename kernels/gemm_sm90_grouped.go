@@ -83,7 +83,7 @@ func (c GemmSM90GroupedConfig) Name() string {
 }
 
 // Check reports a configuration the grouped kernel cannot build: one GemmSM90Config.Check
-// refuses, ClusterM 2, PingPong, a non-zero Epilogue, BandM outside 0..64, or stages (and
+// refuses, ClusterM 2, PingPong, Pieces, a non-zero Epilogue, BandM outside 0..64, or stages (and
 // the TMA-store tile) that leave no room for the group tables in shared memory.
 func (c GemmSM90GroupedConfig) Check() error {
 	if err := c.GemmSM90Config.Check(); err != nil {
@@ -96,6 +96,8 @@ func (c GemmSM90GroupedConfig) Check() error {
 		return fmt.Errorf("gemm_sm90_grouped: ClusterM %d: the grouped scheduler runs without clusters (want 0 or 1)", c.ClusterM)
 	case c.PingPong:
 		return fmt.Errorf("gemm_sm90_grouped: PingPong: the grouped gemm runs the cooperative schedule (its consumers share each 128-row tile)")
+	case c.Pieces:
+		return fmt.Errorf("gemm_sm90_grouped: Pieces: the grouped gemm orders its tiles by group and signals no pieces")
 	case !c.Epilogue.IsZero():
 		return fmt.Errorf("gemm_sm90_grouped: Epilogue %s: the grouped gemm takes no epilogue options", c.Epilogue)
 	case c.SharedBytes()+gemmSM90GroupedStatic > gemmSM90MaxShared:

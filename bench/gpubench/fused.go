@@ -56,6 +56,7 @@ func fused(w io.Writer, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per measurement")
 	soak := fs.Int("soak", 0, "after timing each implementation, this many calls back to back (no host synchronize between them), the output checked after the last")
 	rounds := fs.String("ar-rounds", "", "also time MatmulAllReduce on the copy engines in these rounds (comma-separated counts: impl kgen/overlap-rN)")
+	rsSignal := fs.Bool("rs-signal", false, "also time MatmulReduceScatter on the copy engines with one persistent piece-signalling gemm_sm90 and stream waits (Options.OverlapSignals: impl kgen/overlap-signal; gemm_rs only)")
 	sm90 := fs.Bool("sm90", false, "target sm_90a: the fused ops run ag_gemm_sm90, gemm_rs_sm90, gemm_ar_sm90 (TMA + wgmma) and the plain and unfused gemm is gemm_sm90")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -96,7 +97,7 @@ func fused(w io.Writer, args []string) error {
 		}
 		for _, p := range probs {
 			// A communicator per problem: closing it frees the problem's buffers.
-			fb, err := newFusedBench(r, sw, *reps, *asJSON, *sm90, roundList)
+			fb, err := newFusedBench(r, sw, *reps, *asJSON, *sm90, roundList, *rsSignal)
 			if err != nil {
 				return err
 			}
@@ -121,7 +122,7 @@ func fused(w io.Writer, args []string) error {
 // fusedResult is one measurement; scripts/bench/fused_join.py joins them with
 // scripts/bench/torch_fused.py's over (op, gpus, m, n, k), the slowest rank's time counting.
 type fusedResult struct {
-	Impl   string  `json:"impl"` // kgen/fused, kgen/comm (default options), kgen/overlap, kgen/unfused, kgen/gemm
+	Impl   string  `json:"impl"` // kgen/fused, kgen/comm (default options), kgen/overlap(-rN, -signal), kgen/unfused, kgen/gemm
 	Op     string  `json:"op"`
 	GPUs   int     `json:"gpus"`
 	Rank   int     `json:"rank"`
@@ -138,6 +139,7 @@ type fusedResult struct {
 type otherComm struct {
 	impl string
 	c    *collectives.Comm
+	only string // the one op it times ("": all)
 }
 
 // fusedBench holds one rank's communicator, stream and gemm kernel.
@@ -157,7 +159,7 @@ type fusedBench struct {
 	w      io.Writer
 }
 
-func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool, rounds []int) (*fusedBench, error) {
+func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool, rounds []int, rsSignal bool) (*fusedBench, error) {
 	s, err := r.Device.NewStream()
 	if err != nil {
 		return nil, err
@@ -175,20 +177,25 @@ func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool, rounds
 	}
 	fb := &fusedBench{r: r, c: c, s: s, cfg: kernels.DefaultFusedConfig(dsl.BF16), gemms: map[bool]*jit.Function{}, reps: reps, asJSON: asJSON, w: w}
 	type other struct {
-		impl   string
-		mode   collectives.MatmulMode
-		rounds int
+		impl    string
+		mode    collectives.MatmulMode
+		rounds  int
+		signals bool   // Options.OverlapSignals
+		only    string // the one op it times ("": all)
 	}
-	others := []other{{"kgen/comm", collectives.MatmulAuto, 0}, {"kgen/overlap", collectives.MatmulOverlap, 0}}
+	others := []other{{impl: "kgen/comm", mode: collectives.MatmulAuto}, {impl: "kgen/overlap", mode: collectives.MatmulOverlap}}
 	for _, n := range rounds {
-		others = append(others, other{fmt.Sprintf("kgen/overlap-r%d", n), collectives.MatmulOverlap, n})
+		others = append(others, other{impl: fmt.Sprintf("kgen/overlap-r%d", n), mode: collectives.MatmulOverlap, rounds: n})
+	}
+	if rsSignal {
+		others = append(others, other{impl: "kgen/overlap-signal", mode: collectives.MatmulOverlap, signals: true, only: "gemm_rs"})
 	}
 	for _, x := range others {
-		cm, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: x.mode, OverlapRounds: x.rounds})
+		cm, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: x.mode, OverlapRounds: x.rounds, OverlapSignals: x.signals})
 		if err != nil {
 			return nil, errors.Join(err, fb.close())
 		}
-		fb.others = append(fb.others, otherComm{x.impl, cm})
+		fb.others = append(fb.others, otherComm{x.impl, cm, x.only})
 	}
 	if sm90 {
 		fb.hp = kernels.DefaultGemmSM90Config(dsl.BF16)
@@ -523,6 +530,9 @@ func (fb *fusedBench) run(op string, m, n, k int) (err error) {
 		return err
 	}
 	for _, x := range fb.others {
+		if x.only != "" && x.only != op {
+			continue
+		}
 		// The same op on a Comm of other options (kgen/comm: the defaults, what a caller
 		// gets; kgen/overlap: MatmulOverlap), on buffers of that Comm.
 		cm := x.c

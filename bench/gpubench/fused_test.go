@@ -71,3 +71,32 @@ func TestFusedFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedRSSignalOnEmulator: -rs-signal times gemm_rs on a Comm with OverlapSignals (one
+// piece-signalling gemm_sm90, stream waits, copy-engine pushes) as kgen/overlap-signal,
+// checked like the others; the other ops get no such line.
+func TestFusedRSSignalOnEmulator(t *testing.T) {
+	t.Setenv("KGEN_BACKEND", "emu")
+	t.Setenv("WORLD_SIZE", "2")
+	var out bytes.Buffer
+	if err := fused(&out, []string{"-sizes", "256x40x24", "-reps", "1", "-json", "-sm90", "-rs-signal", "-ops", "gemm_rs,gemm_ar"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r fusedResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if r.Err > 1 || r.TimeUS <= 0 {
+			t.Errorf("bad result %+v", r)
+		}
+		if r.Impl == "kgen/overlap-signal" && !strings.Contains(r.Kernel, "_pieces+copy_engine_reducescatter_signal") {
+			t.Errorf("kgen/overlap-signal ran %q", r.Kernel)
+		}
+		seen[r.Op+" "+r.Impl]++
+	}
+	if seen["gemm_rs kgen/overlap-signal"] != 2 || seen["gemm_ar kgen/overlap-signal"] != 0 {
+		t.Errorf("overlap-signal lines: %v", seen)
+	}
+}

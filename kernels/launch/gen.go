@@ -63,6 +63,7 @@ var (
 	gemmEpi      = partOf[kernels.GemmEpilogueArgs]()
 	gemmSM90Args = partOf[kernels.GemmSM90Args]()
 	gemmSM90TmD  = partOf[kernels.GemmSM90StoreArgs]()
+	gemmSM90Pcs  = partOf[kernels.GemmSM90PieceArgs]()
 	gemmSM90Mask = partOf[kernels.GemmSM90GroupedMaskArgs]()
 	fusedOut     = partOf[kernels.FusedOut]()
 	fusedOutMC   = partOf[kernels.FusedOutMC]()
@@ -132,6 +133,10 @@ var twins = []twin{
 		gemmSM90Args, gemmOut, gemmEpi),
 	joined("GemmSM90Store", "GemmSM90Store launches gemm_sm90 with TMAStore, zero Epilogue: D's tensor map last\n(kernels.GemmSM90Args, kernels.GemmOut, then kernels.GemmSM90StoreArgs).",
 		gemmSM90Args, gemmOut, gemmSM90TmD),
+	joined("GemmSM90Pieces", "GemmSM90Pieces launches gemm_sm90 with Pieces, TMAStore off, zero Epilogue: the per-piece\ncounters and the piece's rows last (kernels.GemmSM90Args, kernels.GemmOut, then\nkernels.GemmSM90PieceArgs).",
+		gemmSM90Args, gemmOut, gemmSM90Pcs),
+	joined("GemmSM90StorePieces", "GemmSM90StorePieces launches gemm_sm90 with TMAStore and Pieces, zero Epilogue\n(kernels.GemmSM90Args, kernels.GemmOut, kernels.GemmSM90StoreArgs, then\nkernels.GemmSM90PieceArgs).",
+		gemmSM90Args, gemmOut, gemmSM90TmD, gemmSM90Pcs),
 	joined("GemmSM90StoreEpi", "GemmSM90StoreEpi launches gemm_sm90 with TMAStore and a non-zero kernels.Epilogue\n(kernels.GemmSM90Args, kernels.GemmOut, kernels.GemmSM90StoreArgs, then\nkernels.GemmEpilogueArgs).",
 		gemmSM90Args, gemmOut, gemmSM90TmD, gemmEpi),
 	joined("GemmSM90Grouped", "GemmSM90Grouped launches gemm_sm90_grouped (kernels.GemmSM90Grouped): the tensor maps of A and\nthe stacked B as kernels.GemmSM90GroupedConfig.Launch specifies them, Offsets the groups+1\nint32 row offsets (kernels.GemmSM90GroupedArgs, then kernels.GemmOut).",

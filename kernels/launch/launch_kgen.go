@@ -731,6 +731,43 @@ type GemmSM90Store struct {
 	TmD   jit.TensorMap
 }
 
+// GemmSM90Pieces launches gemm_sm90 with Pieces, TMAStore off, zero Epilogue: the per-piece
+// counters and the piece's rows last (kernels.GemmSM90Args, kernels.GemmOut, then
+// kernels.GemmSM90PieceArgs).
+type GemmSM90Pieces struct {
+	TmA       jit.TensorMap
+	TmB       jit.TensorMap
+	M         uint32
+	N         uint32
+	K         uint32
+	Alpha     float32
+	Beta      float32
+	C         jit.AnyPtr
+	D         jit.AnyPtr
+	Counters  jit.AnyPtr
+	PieceRows uint32
+	RowShift  uint32
+}
+
+// GemmSM90StorePieces launches gemm_sm90 with TMAStore and Pieces, zero Epilogue
+// (kernels.GemmSM90Args, kernels.GemmOut, kernels.GemmSM90StoreArgs, then
+// kernels.GemmSM90PieceArgs).
+type GemmSM90StorePieces struct {
+	TmA       jit.TensorMap
+	TmB       jit.TensorMap
+	M         uint32
+	N         uint32
+	K         uint32
+	Alpha     float32
+	Beta      float32
+	C         jit.AnyPtr
+	D         jit.AnyPtr
+	TmD       jit.TensorMap
+	Counters  jit.AnyPtr
+	PieceRows uint32
+	RowShift  uint32
+}
+
 // GemmSM90StoreEpi launches gemm_sm90 with TMAStore and a non-zero kernels.Epilogue
 // (kernels.GemmSM90Args, kernels.GemmOut, kernels.GemmSM90StoreArgs, then
 // kernels.GemmEpilogueArgs).

@@ -102,7 +102,7 @@ func RunMLP(p MLPProblem) ([2]Result, error) {
 			if err != nil {
 				return "", err
 			}
-			args, err := gemmSM90Args(fn, kb.Params(), cfg, m, n, k, 1, 0, 0, d, maps, &epiData{ptrs: ops})
+			args, err := gemmSM90Args(fn, kb.Params(), cfg, m, n, k, 1, 0, 0, d, maps, &epiData{ptrs: ops}, nil)
 			if err != nil {
 				return "", err
 			}

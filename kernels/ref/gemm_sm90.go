@@ -45,6 +45,15 @@ type GemmSM90Problem struct {
 	Hook *GemmHook
 	// ResidualInD passes D as Epilogue.Residual's matrix, holding the residual at launch.
 	ResidualInD bool
+	// PieceRows is the piece size of a Config.Pieces kernel. The counters start at
+	// (PieceEpoch-1)*PieceSignals (PieceEpoch 0 is 1: zeroed), as after earlier launches,
+	// and must end at PieceEpoch*PieceSignals. With one block (Blocks 1) the run is also
+	// watched while the kernel runs: a piece's counter moves only once every earlier piece
+	// is complete (piece-major order), and some piece completes before the kernel ends.
+	PieceRows, PieceEpoch int
+	// RowShift is the Pieces kernel's rotation of A's rows (D's row i from A's row
+	// (i + RowShift) mod M).
+	RowShift int
 }
 
 // RunGemmSM90 builds the problem's kernel, runs it on one emulated GPU with random inputs
@@ -104,7 +113,13 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	args, err := gemmSM90Args(fn, k.Params(), cfg, M, N, K, p.Alpha, p.Beta, ptrs[2], ptrs[3], maps, epi)
+	var pcs *gemmPieces
+	if cfg.Pieces {
+		if pcs, err = newGemmPieces(sys, cfg, p); err != nil {
+			return res, err
+		}
+	}
+	args, err := gemmSM90Args(fn, k.Params(), cfg, M, N, K, p.Alpha, p.Beta, ptrs[2], ptrs[3], maps, epi, pcs)
 	if err != nil {
 		return res, err
 	}
@@ -112,8 +127,13 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if l.Cluster > 1 {
 		cluster = emu.D1(l.Cluster)
 	}
-	err = sys.Launch(emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(blocks), Block: emu.D1(l.Block),
-		Cluster: cluster, SharedBytes: l.SharedBytes, Args: args, Options: emu.Options{Seed: p.Seed}})
+	kl := emu.Launch{Module: mod, Entry: cfg.Name(), Grid: emu.D1(blocks), Block: emu.D1(l.Block),
+		Cluster: cluster, SharedBytes: l.SharedBytes, Args: args, Options: emu.Options{Seed: p.Seed}}
+	if pcs != nil {
+		err = pcs.run(sys, kl, blocks == 1)
+	} else {
+		err = sys.Launch(kl)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -121,7 +141,7 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	at := func(i, l int) float64 { return g.a[i*K+l] }
+	at := func(i, l int) float64 { return g.a[(i+p.RowShift)%M*K+l] }
 	bt := func(l, j int) float64 { return g.b[l*N+j] }
 	if cfg.FP8() { // B is N x K row-major
 		bt = func(l, j int) float64 { return g.b[j*K+l] }
@@ -143,11 +163,17 @@ func emuMap(global uint64, s kernels.TMASpec) emu.TensorMap {
 // (launch.GemmSM90, GemmSM90Store, GemmSM90Epi or GemmSM90StoreEpi) with its tensor maps,
 // then a hook's own parameters.
 func gemmSM90Args(fn *ptx.Func, info []dsl.ParamInfo, cfg kernels.GemmSM90Config, m, n, k int, alpha, beta float64, c, d uint64,
-	maps []emu.TensorMap, epi *epiData) ([]any, error) {
+	maps []emu.TensorMap, epi *epiData, pcs *gemmPieces) ([]any, error) {
 	M, N, K, a, b := uint32(m), uint32(n), uint32(k), float32(alpha), float32(beta)
 	C, D, e := anyPtr(c, cfg.Out), anyPtr(d, cfg.Out), epi.ptrs
 	var twin any
 	switch {
+	case cfg.Pieces && (!cfg.Epilogue.IsZero() || epi.hookArgs != nil):
+		return nil, fmt.Errorf("%s: the runner passes piece counters only with the plain epilogue", cfg.Name())
+	case cfg.Pieces && !cfg.TMAStore:
+		twin = launch.GemmSM90Pieces{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D, Counters: anyPtr(pcs.addr, dsl.U32), PieceRows: uint32(pcs.rows), RowShift: uint32(pcs.shift)}
+	case cfg.Pieces:
+		twin = launch.GemmSM90StorePieces{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D, Counters: anyPtr(pcs.addr, dsl.U32), PieceRows: uint32(pcs.rows), RowShift: uint32(pcs.shift)}
 	case cfg.Epilogue.IsZero() && !cfg.TMAStore:
 		twin = launch.GemmSM90{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D}
 	case cfg.Epilogue.IsZero():
@@ -158,4 +184,83 @@ func gemmSM90Args(fn *ptx.Func, info []dsl.ParamInfo, cfg kernels.GemmSM90Config
 		twin = launch.GemmSM90StoreEpi{M: M, N: N, K: K, Alpha: a, Beta: b, C: C, D: D, Bias: e[0], ScaleA: e[1], ScaleB: e[2], Residual: e[3]}
 	}
 	return emuArgsMaps(fn, info, twin, maps, epi.hookArgs)
+}
+
+// gemmPieces is a Pieces run's counters.
+type gemmPieces struct {
+	addr        uint64
+	rows, n     int // piece rows, pieces
+	shift       int // RowShift
+	base, delta uint32
+}
+
+func newGemmPieces(sys *emu.System, cfg kernels.GemmSM90Config, p GemmSM90Problem) (*gemmPieces, error) {
+	if err := cfg.CheckPieces(p.M, p.PieceRows); err != nil {
+		return nil, err
+	}
+	if p.RowShift < 0 || p.RowShift >= p.M || p.RowShift%p.PieceRows != 0 {
+		return nil, fmt.Errorf("%s: RowShift %d: want a multiple of the %d rows of a piece below M %d", cfg.Name(), p.RowShift, p.PieceRows, p.M)
+	}
+	g := &gemmPieces{rows: p.PieceRows, n: cfg.NumPieces(p.M, p.PieceRows), delta: uint32(cfg.PieceSignals(p.PieceRows, p.N)), shift: p.RowShift}
+	g.base = uint32(max(p.PieceEpoch, 1)-1) * g.delta
+	var err error
+	if g.addr, err = sys.Malloc(0, 4*g.n); err != nil {
+		return nil, err
+	}
+	init := make([]uint32, g.n)
+	for i := range init {
+		init[i] = g.base
+	}
+	return g, emu.WriteSlice(sys, g.addr, init)
+}
+
+// run runs the kernel, then checks every counter ended at base + delta. watch (one block)
+// also samples the counters while the kernel runs: no piece's counter moves before the
+// earlier pieces are complete, and some piece completes before the kernel ends.
+func (g *gemmPieces) run(sys *emu.System, kl emu.Launch, watch bool) error {
+	r, err := sys.Start(kl)
+	if err != nil {
+		return err
+	}
+	early := false
+	for !r.Done() {
+		sys.Run(2000)
+		if !watch || r.Done() {
+			continue
+		}
+		c := make([]uint32, g.n)
+		for i := range c { // Load32: not a host synchronization
+			if c[i], err = sys.Load32(g.addr + 4*uint64(i)); err != nil {
+				return err
+			}
+		}
+		for i := range c {
+			done := c[i] == g.base+g.delta
+			if c[i]-g.base > g.delta {
+				return fmt.Errorf("%s: piece %d's counter is %d mid-run, past %d", kl.Entry, i, c[i], g.base+g.delta)
+			}
+			if i > 0 && c[i] != g.base && c[i-1] != g.base+g.delta {
+				return fmt.Errorf("%s: piece %d's counter moved (%d) before piece %d was complete (%d of %d): not piece-major", kl.Entry, i, c[i]-g.base, i-1, c[i-1]-g.base, g.delta)
+			}
+			if done && i < g.n-1 {
+				early = true
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return err
+	}
+	c, err := emu.ReadSlice[uint32](sys, g.addr, g.n)
+	if err != nil {
+		return err
+	}
+	for i, v := range c {
+		if v != g.base+g.delta {
+			return fmt.Errorf("%s: piece %d's counter is %d after the launch, want %d (%d + %d signals)", kl.Entry, i, v, g.base+g.delta, g.base, g.delta)
+		}
+	}
+	if watch && g.n > 1 && !early {
+		return fmt.Errorf("%s: no piece was seen complete before the kernel ended", kl.Entry)
+	}
+	return nil
 }

@@ -7,7 +7,9 @@ the fused kernel is faster. kgen/comm is the Comm's default choice (fused kernel
 collective + GEMM); comm/torch is what a caller gets against NCCL + cuBLAS; kgen/overlap
 is MatmulOverlap (AllGatherMatmul on the copy engines); overlap/ideal is its time over
 max(kgen's GEMM alone, NCCL's collective alone), and "ideal speedup" 1 + shorter/longer, the
-best any overlap can do over the sequence.
+best any overlap can do over the sequence. kgen/overlap-signal (gpubench fused -rs-signal,
+gemm_rs only) is MatmulReduceScatter with one piece-signalling GEMM and stream waits
+(Options.OverlapSignals); signal/ideal is its time over the same ideal.
 
     python3 fused_join.py KGEN.jsonl [TORCH.jsonl] [--markdown]
 """
@@ -35,9 +37,9 @@ def main():
     rows = {}
     for p in args:
         load(p, rows)
-    cols = ["kgen/fused", "kgen/comm", "kgen/overlap", "kgen/unfused", "kgen/gemm", "torch/nccl+cublas", "torch/cublas", "torch/nccl"]
+    cols = ["kgen/fused", "kgen/comm", "kgen/overlap", "kgen/overlap-signal", "kgen/unfused", "kgen/gemm", "torch/nccl+cublas", "torch/cublas", "torch/nccl"]
     head = (["op", "gpus", "MxNxK"] + [c + " (us)" for c in cols] +
-            ["fused/gemm", "fused/unfused", "fused/torch", "comm/torch", "overlap/torch", "overlap/ideal", "ideal speedup"])
+            ["fused/gemm", "fused/unfused", "fused/torch", "comm/torch", "overlap/torch", "overlap/ideal", "signal/ideal", "ideal speedup"])
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for key in sorted(rows):
@@ -58,6 +60,8 @@ def main():
         gm, nc, ov = d.get("kgen/gemm"), d.get("torch/nccl"), d.get("kgen/overlap")
         ideal = max(gm, nc) if gm and nc else None
         cells.append(f"{ov / ideal:.3f}" if ov and ideal else "-")
+        sg = d.get("kgen/overlap-signal")  # gpubench fused -rs-signal (gemm_rs only)
+        cells.append(f"{sg / ideal:.3f}" if sg and ideal else "-")
         cells.append(f"{1 + min(gm, nc) / max(gm, nc):.2f}" if ideal else "-")
         print("| " + " | ".join(cells) + " |")
 
