@@ -393,6 +393,9 @@ func TestErrors(t *testing.T) {
 		if _, err := New(ctx, e.r, Options{OverlapRounds: -1}); err == nil || !strings.Contains(err.Error(), "OverlapRounds -1") {
 			return fmt.Errorf("OverlapRounds -1: %v", err)
 		}
+		if _, err := New(ctx, e.r, Options{OverlapSignals: true, DisableOverlapSignals: true}); err == nil || !strings.Contains(err.Error(), "both set") {
+			return fmt.Errorf("OverlapSignals and DisableOverlapSignals: %v", err)
+		}
 		if _, err := New(ctx, &jit.Rank{Device: e.r.Device, World: 2}, Options{}); err == nil || !strings.Contains(err.Error(), "NVSHMEM") {
 			return fmt.Errorf("a rank without NVSHMEM: %v", err)
 		}

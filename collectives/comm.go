@@ -118,8 +118,13 @@ type Options struct {
 	// pieces first and bumps a counter per piece, and the side stream waits on each counter
 	// (Stream.WaitValue32) and pushes the piece with the copy engines (overlap_signal.go).
 	// Where the pieces do not fit the GEMM's tiles (M/NumGPUs not a multiple of 64 rows) it
-	// runs the piece launches. AllGatherMatmul and MatmulAllReduce are unchanged.
+	// runs the piece launches. AllGatherMatmul and MatmulAllReduce are unchanged. Without
+	// it the Comm still runs the signals where the pieces would lose a wave that the whole
+	// GEMM keeps (rsSignalsWin); DisableOverlapSignals never runs them (both set is refused).
 	OverlapSignals bool
+	// DisableOverlapSignals keeps MatmulReduceScatter's copy-engine overlap on one GEMM
+	// launch per GPU's rows at every shape (see OverlapSignals).
+	DisableOverlapSignals bool
 	// CostModel prices the algorithms across nodes (AllReduce, ReduceScatter and AllGather
 	// run the cheapest that the topology allows); nil means H100CostModel(). New refuses a
 	// model CostModel.Check refuses (a NaN, zero or infinite bandwidth). On one node
@@ -262,6 +267,9 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	}
 	if o.LamportMaxBytes < 0 || o.LamportMaxBytes > MaxLamportBytes {
 		return nil, fmt.Errorf("collectives: Options.LamportMaxBytes %d: want 0 (the measured default) to %d (it sizes the Lamport buffers, 3 x 8 times it per element size)", o.LamportMaxBytes, MaxLamportBytes)
+	}
+	if o.OverlapSignals && o.DisableOverlapSignals {
+		return nil, errors.New("collectives: Options.OverlapSignals and DisableOverlapSignals are both set: choose one (neither: the Comm chooses per shape)")
 	}
 	if o.OverlapRounds < 0 || o.OverlapRounds > MaxOverlapRounds {
 		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count of at most %d (a round holds at least one row per GPU)", o.OverlapRounds, MaxOverlapRounds)

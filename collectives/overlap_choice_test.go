@@ -67,3 +67,28 @@ func TestOverlapChoiceDegenerate(t *testing.T) {
 		}
 	}
 }
+
+// TestRSSignalsChoice checks the choice between MatmulReduceScatter's piece launches and
+// one piece-signalling GEMM against the shapes measured on 4 x H200 (132 SMs, bf16, same
+// call; docs/bench.md), and that New refuses forcing both ways.
+func TestRSSignalsChoice(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k int
+		signals bool // the faster measured
+	}{
+		{4096, 14336, 8192, true},  // 1265.4 vs 1439.1 us
+		{4096, 4096, 4096, false},  // 272.8 vs 247.3
+		{8192, 4096, 14336, false}, // 1254.8 vs 1234.8
+		{8192, 8192, 7168, false},  // 1299.7 vs 1292.9
+	} {
+		s := MatmulShape{M: c.m, N: c.n, K: c.k}
+		if got := rsSignalsWin(4, 132, dsl.BF16, dsl.BF16, s); got != c.signals {
+			t.Errorf("%dx%dx%d on 4 GPUs: signals %v, measured faster: %v", c.m, c.n, c.k, got, c.signals)
+		}
+	}
+	for _, s := range []MatmulShape{{M: 4096, N: 14336, K: 8192}, {M: 4098, N: 8, K: 8}, {M: 0, N: 8, K: 8}} {
+		if rsSignalsWin(1, 132, dsl.BF16, dsl.BF16, s) || rsSignalsWin(4, 1, dsl.BF16, dsl.BF16, s) {
+			t.Errorf("%v: signals chosen with one GPU or one SM", s)
+		}
+	}
+}

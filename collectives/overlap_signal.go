@@ -50,14 +50,17 @@ type rsSignal struct {
 }
 
 // rsSignalConfig returns the Pieces configuration of gemm_sm90 for MatmulReduceScatter of
-// shape s with piece signals, or false where it does not apply (Options.OverlapSignals off,
-// or no configuration whose tiles divide a GPU's rows).
+// shape s with piece signals, or false where it does not run (DisableOverlapSignals; neither
+// OverlapSignals nor rsSignalsWin; or no configuration whose tiles divide a GPU's rows).
 func (c *Comm) rsSignalConfig(in, out dsl.Type, s MatmulShape) (kernels.GemmSM90Config, bool) {
-	if !c.o.OverlapSignals || c.g < 2 || s.M%c.g != 0 {
+	if c.o.DisableOverlapSignals || c.g < 2 || s.M%c.g != 0 {
 		return kernels.GemmSM90Config{}, false
 	}
 	rows := s.M / c.g
 	sms := max(c.r.Device.Info().Multiproc, 1)
+	if !c.o.OverlapSignals && !rsSignalsWin(c.g, sms, in, out, s) {
+		return kernels.GemmSM90Config{}, false
+	}
 	cands := kernels.GemmSM90Candidates(in, out)
 	if pick, err := kernels.GemmSM90For(in, out, s.M, s.N, s.K, sms); err == nil {
 		cands = append([]kernels.GemmSM90Config{pick}, cands...)

@@ -220,6 +220,32 @@ func rsOverlapWins(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
 	return overlap < us(s.M)+rs
 }
 
+// rsSignalsWin reports whether MatmulReduceScatter's copy-engine overlap of shape s on g GPUs
+// of sms multiprocessors should run as one piece-signalling GEMM (Options.OverlapSignals)
+// rather than one GEMM launch per GPU's rows: where a piece's last wave (GemmSM90For's tiles
+// for M/g rows on sms) leaves more than 5% more of the GPU idle than the whole GEMM's does
+// on the sms-1 multiprocessors the signalling GEMM takes. 4 x H200, same call (docs/bench.md):
+// 4096 x 14336 x 8192, pieces of 448 tiles at 85% of their 4 waves against 98% for the
+// whole: 1265 us with signals against 1439; at 4096^3, 8192 x 4096 x 14336 and 8192 x 8192
+// x 7168 (pieces at 97%, the whole at 98%) the piece launches were as fast or faster (247
+// against 273, 1235 against 1255, 1293 against 1300).
+func rsSignalsWin(g, sms int, dt, out dsl.Type, s MatmulShape) bool {
+	if g < 2 || sms < 2 || s.M%g != 0 || s.N < 1 || s.K < 1 {
+		return false
+	}
+	eff := func(m, sms int) float64 {
+		cfg, err := kernels.GemmSM90For(dt, out, m, s.N, s.K, sms)
+		if err != nil {
+			return 0
+		}
+		tiles := cfg.Tiles(m, s.N)
+		waves := (tiles + sms - 1) / sms
+		return float64(tiles) / float64(waves*sms)
+	}
+	piece, whole := eff(s.M/g, sms), eff(s.M, sms-1)
+	return piece > 0 && whole > piece+0.05
+}
+
 // arOverlapRounds returns the rounds of MatmulAllReduce's copy-engine overlap
 // (gemmAROverlap) for shape s on g GPUs of sms multiprocessors, or 0 for split: the most of
 // 4, 2 and 1 rounds that divide M into whole parts whose GEMM pieces (M/(rounds*g) rows)

@@ -180,7 +180,7 @@ func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool, rounds
 		impl    string
 		mode    collectives.MatmulMode
 		rounds  int
-		signals bool   // Options.OverlapSignals
+		signals bool   // Options.OverlapSignals (else DisableOverlapSignals where mode is MatmulOverlap)
 		only    string // the one op it times ("": all)
 	}
 	others := []other{{impl: "kgen/comm", mode: collectives.MatmulAuto}, {impl: "kgen/overlap", mode: collectives.MatmulOverlap}}
@@ -191,7 +191,10 @@ func newFusedBench(r *jit.Rank, w io.Writer, reps int, asJSON, sm90 bool, rounds
 		others = append(others, other{impl: "kgen/overlap-signal", mode: collectives.MatmulOverlap, signals: true, only: "gemm_rs"})
 	}
 	for _, x := range others {
-		cm, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: x.mode, OverlapRounds: x.rounds, OverlapSignals: x.signals})
+		// kgen/overlap times the piece launches; kgen/overlap-signal the signals; kgen/comm
+		// the Comm's own choice between them.
+		noSignals := x.mode == collectives.MatmulOverlap && !x.signals
+		cm, err := collectives.New(context.Background(), r, collectives.Options{Target: target, Stream: s, DisableMulticast: true, Matmuls: x.mode, OverlapRounds: x.rounds, OverlapSignals: x.signals, DisableOverlapSignals: noSignals})
 		if err != nil {
 			return nil, errors.Join(err, fb.close())
 		}
