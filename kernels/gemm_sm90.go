@@ -93,6 +93,27 @@ func GemmSM90Candidates(in, out dsl.Type) []GemmSM90Config {
 	return cs
 }
 
+// WithEpilogue returns c with the epilogue e, as the library runs it: a non-zero epilogue on
+// GemmSM90For's 64 x 64 tiles (one consumer, 16-bit input and output) takes the TMA store, whose
+// whole-line stores hide the epilogue where the register store writes half of each 32-byte
+// sector (an H200 at 128 x 4096 x 4096, GPU time: bias+SiLU 15.4 us against 16.4, the plain
+// pick 15.1-15.4; docs/bench.md). Other tiles keep c's store.
+func (c GemmSM90Config) WithEpilogue(e Epilogue) GemmSM90Config {
+	c.Epilogue = e
+	if e.IsZero() || c.TMAStore || c.BN != 64 || c.Consumers != 1 || c.Out.Bits() != 16 || c.In.Bits() != 16 {
+		return c
+	}
+	t := c
+	t.TMAStore = true
+	for t.Stages > 2 && t.Check() != nil {
+		t.Stages--
+	}
+	if t.Check() == nil {
+		return t
+	}
+	return c
+}
+
 // GemmSM90For returns the configuration for an M x N x K problem on a GPU of sms
 // multiprocessors: the candidate (GemmSM90Candidates) with the smallest estimated time of
 // its busiest SM, waves * (K * per-K-step cycles + per-tile overhead), where waves =

@@ -266,3 +266,36 @@ func TestGemmSM90SharedCountsBarriers(t *testing.T) {
 		t.Fatalf("without the bias's staged vector the block fits, but Check = %v", err)
 	}
 }
+
+// TestGemmSM90WithEpilogue: the library's epilogue variant of GemmSM90For's pick takes the
+// TMA store on 64 x 64 tiles (16-bit output) and leaves every other pick's store alone.
+func TestGemmSM90WithEpilogue(t *testing.T) {
+	e := Epilogue{Bias: true, Act: SiLU}
+	small, err := GemmSM90For(dsl.BF16, dsl.BF16, 128, 4096, 4096, 132)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.BN != 64 || small.TMAStore {
+		t.Fatalf("128x4096x4096 pick %s: want 64x64 tiles with the register store", small.Name())
+	}
+	if c := small.WithEpilogue(e); !c.TMAStore || c.Epilogue != e || c.Check() != nil {
+		t.Errorf("64x64 with bias+SiLU: %s (%v); want the TMA store", c.Name(), c.Check())
+	}
+	if c := small.WithEpilogue(Epilogue{}); c.TMAStore {
+		t.Errorf("64x64 without an epilogue: %s; want the pick's register store", c.Name())
+	}
+	f32 := small
+	f32.Out = dsl.F32
+	if c := f32.WithEpilogue(e); c.TMAStore {
+		t.Errorf("64x64 to f32: %s; want the register store", c.Name())
+	}
+	for _, shape := range [][3]int{{8192, 4096, 4096}, {128, 14336, 4096}} {
+		c, err := GemmSM90For(dsl.BF16, dsl.BF16, shape[0], shape[1], shape[2], 132)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := c.WithEpilogue(e); w.TMAStore != c.TMAStore || w.Stages != c.Stages || w.BN != c.BN {
+			t.Errorf("%v: %s became %s; want only the epilogue added", shape, c.Name(), w.Name())
+		}
+	}
+}

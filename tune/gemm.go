@@ -113,8 +113,7 @@ func GemmConfig(t *Tuner, info jit.Info, p GemmProblem) (cfg kernels.GemmSM90Con
 		}
 	}
 	cfg, err = kernels.GemmSM90For(p.In, p.Out, p.M, p.N, p.K, max(info.Multiproc, 1))
-	cfg.Epilogue = p.Epilogue
-	return cfg, false, err
+	return cfg.WithEpilogue(p.Epilogue), false, err
 }
 
 var (

@@ -75,9 +75,9 @@ func TestTuneGemmEmu(t *testing.T) {
 			other.M += 8
 			cfg, cached, err = GemmConfig(tu, d.Info(), other)
 			want, _ := kernels.GemmSM90For(p.In, p.Out, other.M, other.N, other.K, d.Info().Multiproc)
-			want.Epilogue = p.Epilogue
+			want = want.WithEpilogue(p.Epilogue)
 			if err != nil || cached || cfg != want {
-				t.Fatalf("GemmConfig of an untuned shape = %s, %v, %v; want GemmSM90For's %s", cfg.Name(), cached, err, want.Name())
+				t.Fatalf("GemmConfig of an untuned shape = %s, %v, %v; want GemmSM90For's %s with its epilogue", cfg.Name(), cached, err, want.Name())
 			}
 		})
 	}

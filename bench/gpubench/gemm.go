@@ -108,6 +108,7 @@ func runGemm(args []string) error {
 		if err != nil {
 			return usageError{err}
 		}
+		gemmEpiPick = hp != nil && auto && !set["sm90-tma-store"]
 		if hp != nil && auto {
 			opt := h
 			h, err = kernels.GemmSM90For(h.In, h.Out, m, n, k, max(d.Info().Multiproc, 1))
@@ -156,6 +157,10 @@ func parseSize(s string) (m, n, k int, err error) {
 
 // gemmFull is -full: benchGemm compares the whole D (fullCheck), not 256 samples.
 var gemmFull bool
+
+// gemmEpiPick is set for a shape whose gemm_sm90 configuration is GemmSM90For's pick with no
+// -sm90-tma-store given: its epilogue run takes the library's variant (WithEpilogue).
+var gemmEpiPick bool
 
 // gemmRecord is what torch_gemm.py reads back.
 type gemmRecord struct {

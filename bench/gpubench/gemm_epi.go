@@ -65,6 +65,9 @@ func benchGemmEpi(d *jit.Device, s *jit.Stream, cfg kernels.GemmConfig, hp *kern
 	if hp != nil {
 		h = *hp
 		h.Epilogue = e
+		if gemmEpiPick {
+			h = hp.WithEpilogue(e) // as ops.Matmul runs the pick with an epilogue
+		}
 		name, out, target = h.Name(), h.Out, ptx.SM90a
 	}
 	kb := dsl.New(name, dsl.WithTarget(target))
