@@ -434,22 +434,29 @@ func TestSM80(t *testing.T) {
 }
 
 // TestPushAllReduce runs the push all-reduce (p2p_allreduce_push: peer stores into the
-// scratch, local sums stored into every GPU's output) in place and out of place, strict and
-// weak, several times in a row at sizes that split into whole vectors per GPU and sizes
-// that do not, with a push reduce-scatter (which reads its scratch after its last barrier)
-// between calls.
+// scratch, local sums stored into every GPU's output; p2p_allreduce_push4, the same built
+// for at most 4 GPUs, on 2 to 4 GPUs, and the general kernel there too with
+// Options.DisablePush4) in place and out of place, strict and weak, several times in a row
+// at sizes that split into whole vectors per GPU and sizes that do not, with a push
+// reduce-scatter (which reads its scratch after its last barrier) between calls.
 func TestPushAllReduce(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		gpus int
-		weak bool
-		seed int64
-	}{{2, false, 0}, {3, true, 1}, {4, true, 3}, {8, true, 6}} {
+		gpus    int
+		weak    bool
+		seed    int64
+		general bool // Options.DisablePush4
+	}{{2, false, 0, false}, {3, true, 1, false}, {4, true, 3, false}, {4, true, 3, true}, {8, true, 6, false}} {
 		for _, dt := range DTypes() {
-			t.Run(fmt.Sprintf("g%d/weak=%v/%s", tc.gpus, tc.weak, dt), func(t *testing.T) {
+			t.Run(fmt.Sprintf("g%d/weak=%v/general=%v/%s", tc.gpus, tc.weak, tc.general, dt), func(t *testing.T) {
 				t.Parallel()
 				o := testOpts
 				o.PushMinBytes, o.OneShotMaxBytes, o.DisableLamport, o.ReduceScatterPullMinBytes = 1, 1, true, -1
+				o.DisablePush4 = tc.general
+				fam := kernels.FamilyP2PAllReducePush
+				if tc.gpus <= kernels.Push4MaxGPUs && !tc.general {
+					fam = kernels.FamilyP2PAllReducePush4
+				}
 				runRanks(t, tc.gpus, false, tc.weak, tc.seed, o, func(e *rankEnv) error {
 					vec := 16 / dt.Bytes()
 					for _, n := range []int{tc.gpus * vec * 5, tc.gpus*vec*5 + 1, 3*vec + 5, 1, tc.gpus*vec*(2*kernels.CollThreads+3) + 7} {
@@ -481,8 +488,8 @@ func TestPushAllReduce(t *testing.T) {
 							if err := e.c.AllReduceTo(ctx, dst, a, op); err != nil {
 								return err
 							}
-							if got := e.c.LastAlgorithm(); !strings.HasPrefix(got, "p2p_allreduce_push") {
-								return fmt.Errorf("n %d: ran %s, want the push all-reduce", n, got)
+							if got, want := e.c.LastAlgorithm(), string(fam)+"_"+kernels.OpName(op); got != want {
+								return fmt.Errorf("n %d: ran %s, want %s", n, got, want)
 							}
 							if err := e.expect(fmt.Sprintf("n %d call %d", n, call), dst, func(_, i int) float64 { return reduce(op, dt, in, i) }); err != nil {
 								return err

@@ -73,15 +73,23 @@ type Options struct {
 	// (0: the measured table of tuning.go, 128 MiB on 2 and 4 GPUs; negative: never).
 	// On a CaptureSafe Comm the pair runs the two kernels' graph variants.
 	PushMinBytes int
+	// DisablePush4 runs the push all-reduce as p2p_allreduce_push (built for up to
+	// kernels.CollMaxGPUs GPUs, a grid of up to MaxBlocks) on a Comm of at most
+	// kernels.Push4MaxGPUs GPUs too, where it otherwise runs p2p_allreduce_push4: the same
+	// algorithm built for at most 4 GPUs, half the registers, two blocks per SM and a grid
+	// of up to twice MaxBlocks (at most kernels.CollMaxBlocks; see pushBlocks). For A/B
+	// timing (collbench's push8 operation, -push4=false).
+	DisablePush4 bool
 	// ReduceScatterPullMinBytes is the smallest peer-to-peer reduce-scatter input (bytes)
 	// that runs p2p_reducescatter_pull (peer loads, no scratch) instead of
 	// p2p_reducescatter (peer stores into scratch, then a local reduction). 0: the measured
 	// table (tuning.go); negative: never.
 	ReduceScatterPullMinBytes int
 	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
-	// DefaultMaxBlocks). It must be the same on every rank: kernels that count the peers'
-	// blocks (the MoE's low-latency mode, the multimem barriers) wait for as many blocks as
-	// their own grid has.
+	// DefaultMaxBlocks) but p2p_allreduce_push4, which fits two blocks an SM and takes up
+	// to twice it (DisablePush4). It must be the same on every rank: kernels that count the
+	// peers' blocks (the MoE's low-latency mode, the multimem barriers) wait for as many
+	// blocks as their own grid has.
 	MaxBlocks int
 	// Matmul sets the tiles, warps and stages of the fused matmuls (AllGatherMatmul,
 	// MatmulReduceScatter); their types, layouts and alignment come from each call. Zero:
@@ -579,6 +587,9 @@ func (c *Comm) function(id kernels.ID) (*jit.Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %w", err)
 	}
+	if spec.MaxGPUs > 0 && c.g > spec.MaxGPUs {
+		return nil, fmt.Errorf("collectives: %s is built for at most %d GPUs; the Comm has %d", spec.Name, spec.MaxGPUs, c.g)
+	}
 	b, err := spec.BuildVariant(kernels.Config{Target: c.o.Target, DType: id.DType})
 	if err != nil {
 		return nil, fmt.Errorf("collectives: building %s: %w", spec.VariantName(id.DType), err)
@@ -604,6 +615,29 @@ func (c *Comm) function(id kernels.ID) (*jit.Function, error) {
 // blocks sizes a grid for work 16-byte vectors per GPU.
 func (c *Comm) blocks(vectors int) int {
 	return min(max((vectors+kernels.CollThreads-1)/kernels.CollThreads, 1), c.o.MaxBlocks)
+}
+
+// pushFamily is the push all-reduce's kernel family on this Comm: p2p_allreduce_push4 on
+// at most kernels.Push4MaxGPUs GPUs (unless Options.DisablePush4), else
+// p2p_allreduce_push.
+func (c *Comm) pushFamily() kernels.Family {
+	if c.g <= kernels.Push4MaxGPUs && !c.o.DisablePush4 {
+		return kernels.FamilyP2PAllReducePush4
+	}
+	return kernels.FamilyP2PAllReducePush
+}
+
+// pushBlocks is the push all-reduce's grid for vectors vectors a block index covers (a
+// slice's): blocks' for p2p_allreduce_push; for p2p_allreduce_push4, which fits two blocks
+// of CollThreads an SM (.minnctapersm 2), up to twice MaxBlocks (at most
+// kernels.CollMaxBlocks, the signal pads' slots): with the default 128 on an H200's 132
+// SMs, about two blocks an SM where the general kernel has one. MaxBlocks is the same on
+// every rank, so the grid is too.
+func (c *Comm) pushBlocks(fam kernels.Family, vectors int) int {
+	if fam != kernels.FamilyP2PAllReducePush4 {
+		return c.blocks(vectors)
+	}
+	return min(max((vectors+kernels.CollThreads-1)/kernels.CollThreads, 1), min(2*c.o.MaxBlocks, kernels.CollMaxBlocks))
 }
 
 // launch runs kernel k with args, as part of call, and advances the epoch of the

@@ -35,7 +35,7 @@ func graphVariant(cl *call, k kernels.ID) (kernels.ID, error) {
 
 // graphPlan is allReducePlan on a CaptureSafe Comm: the same size thresholds, Lamport's
 // graph variant (its epoch and clear count kept in state words after its slots, one grid
-// for every launch), p2p_allreduce_push's from PushMinBytes, and no staging (a copy per
+// for every launch), p2p_allreduce_push's (or push4's, pushFamily) from PushMinBytes, and no staging (a copy per
 // call): an in-place all-reduce past Lamport's sizes runs two-shot, which reads and writes
 // the same slice, or the push all-reduce.
 func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan, error) {
@@ -56,7 +56,7 @@ func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan
 	case oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
 	case !c.mc && c.thr.push > 0 && n*dt.Bytes() >= c.thr.push:
-		fam = kernels.FamilyP2PAllReducePush
+		fam = c.pushFamily()
 	default:
 		fam = kernels.FamilyP2PAllReduce2Shot
 	}

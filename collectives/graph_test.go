@@ -345,24 +345,29 @@ func TestGraphMisuse(t *testing.T) {
 	})
 }
 
-// TestGraphPush captures the push all-reduce (p2p_allreduce_push's graph variant), out of
-// place and in place, on 2 to 4 emulated GPUs,
-// replays it and checks replays 1, 2 and the last, then direct calls on the epochs the
-// replays left.
+// TestGraphPush captures the push all-reduce (p2p_allreduce_push4's graph variant, and
+// p2p_allreduce_push's with Options.DisablePush4), out of place and in place, on 2 to 4
+// emulated GPUs, replays it and checks replays 1, 2 and the last, then direct calls on the
+// epochs the replays left.
 func TestGraphPush(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		gpus, replays int
 		weak          bool
-	}{{2, 20, false}, {3, 10, true}, {4, 10, false}} {
-		t.Run(fmt.Sprintf("g%d/weak=%v", tc.gpus, tc.weak), func(t *testing.T) {
+		general       bool // Options.DisablePush4
+	}{{2, 20, false, false}, {3, 10, true, false}, {4, 10, false, false}, {3, 10, true, true}} {
+		t.Run(fmt.Sprintf("g%d/weak=%v/general=%v", tc.gpus, tc.weak, tc.general), func(t *testing.T) {
 			t.Parallel()
-			o := Options{MaxBlocks: 3, CaptureSafe: true, DisableMulticast: true, DisableLamport: true, PushMinBytes: 64}
+			o := Options{MaxBlocks: 3, CaptureSafe: true, DisableMulticast: true, DisableLamport: true, PushMinBytes: 64, DisablePush4: tc.general}
+			want := "p2p_allreduce_push4_graph_sum"
+			if tc.general {
+				want = "p2p_allreduce_push_graph_sum"
+			}
 			runRanks(t, tc.gpus, false, tc.weak, int64(tc.gpus), Options{}, func(e *rankEnv) error {
 				return withStream(e, o, func(c *Comm, s *jit.Stream) error {
 					n := 24 * tc.gpus
-					if got := c.AllReduceAlgorithm(dsl.F32, Sum, n); got != "p2p_allreduce_push_graph_sum" {
-						return fmt.Errorf("AllReduceAlgorithm: %s, want the push all-reduce's graph variant", got)
+					if got := c.AllReduceAlgorithm(dsl.F32, Sum, n); got != want {
+						return fmt.Errorf("AllReduceAlgorithm: %s, want %s", got, want)
 					}
 					var bufs [3]*Buffer
 					for i := range bufs {

@@ -153,7 +153,7 @@ func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int, inPlace bool) (allReduce
 	case bytes <= c.thr.oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
 	case c.thr.push > 0 && bytes >= c.thr.push:
-		fam = kernels.FamilyP2PAllReducePush
+		fam = c.pushFamily()
 	default:
 		fam = kernels.FamilyP2PAllReduce2Shot
 	}
@@ -180,7 +180,8 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // mm_allreduce_push (multicast stores, local reduction) up to OneShotMaxBytes and the
 // peer-to-peer two-shot above. Without multicast: p2p_allreduce_lamport for floats up to
 // LamportMaxBytes, then p2p_allreduce_1shot up to OneShotMaxBytes, then p2p_allreduce_2shot
-// (or, from PushMinBytes, p2p_allreduce_push). fp8 (e4m3, e5m2) runs
+// (or, from PushMinBytes, p2p_allreduce_push; p2p_allreduce_push4, the same built for at
+// most 4 GPUs, on a Comm of 4 or fewer unless Options.DisablePush4). fp8 (e4m3, e5m2) runs
 // mm_allreduce_1shot_fp8 up to OneShotMaxBytes, else mm_allreduce_2shot_fp8, and has no
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
@@ -277,13 +278,13 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 	case kernels.FamilyP2PAllReduce2Shot:
 		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), launch.P2PTwoShot{
 			Ins: src.s.table(), Outs: dst.s.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
-	case kernels.FamilyP2PAllReducePush:
+	case kernels.FamilyP2PAllReducePush, kernels.FamilyP2PAllReducePush4:
 		// ngpus regions of a slice: ceil(n/g) rounded up to whole 16-byte vectors.
 		slice := ((src.n+c.g-1)/c.g + 16/dt.Bytes() - 1) / (16 / dt.Bytes()) * (16 / dt.Bytes())
 		if err := c.ensurePushScratch(ctx, cl, c.g*slice*dt.Bytes()); err != nil {
 			return err
 		}
-		return c.launch(ctx, cl, k, c.blocks((vectors+c.g-1)/c.g), launch.P2PPush{
+		return c.launch(ctx, cl, k, c.pushBlocks(k.Family, (vectors+c.g-1)/c.g), launch.P2PPush{
 			In: src.s.at(dt), Outs: dst.s.table(), Scratch: c.pushes.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
 	}
 	// Lamport: in place is safe (each thread reads its input before it writes its output,

@@ -16,6 +16,9 @@ const (
 	// CollMaxGPUs is the largest number of GPUs a collective kernel handles: peer tables
 	// hold CollMaxGPUs entries and the reductions unroll over them.
 	CollMaxGPUs = 8
+	// Push4MaxGPUs is the largest number of GPUs p2p_allreduce_push4 handles: it loads and
+	// reduces at most that many sources, so half the general kernel's registers.
+	Push4MaxGPUs = 4
 	// CollMaxBlocks is the largest grid of a collective kernel that uses a barrier: a set of
 	// signal pads (p2p) or flags (multimem) holds CollMaxBlocks slots per block index.
 	CollMaxBlocks = 256
@@ -42,6 +45,7 @@ const (
 	FamilyP2PAllReduce2Shot    Family = "p2p_allreduce_2shot"
 	FamilyP2PAllReduceLamport  Family = "p2p_allreduce_lamport"
 	FamilyP2PAllReducePush     Family = "p2p_allreduce_push"
+	FamilyP2PAllReducePush4    Family = "p2p_allreduce_push4"
 	FamilyP2PReduceScatter     Family = "p2p_reducescatter"
 	FamilyP2PReduceScatterPull Family = "p2p_reducescatter_pull"
 	FamilyP2PAllGather         Family = "p2p_allgather"
@@ -66,7 +70,7 @@ var collFamilies = map[Family]struct {
 	multimem bool
 	barriers int
 }{
-	FamilyP2PAllReduce1Shot: {false, 2}, FamilyP2PAllReduce2Shot: {false, 2}, FamilyP2PAllReduceLamport: {false, 0}, FamilyP2PAllReducePush: {false, 2},
+	FamilyP2PAllReduce1Shot: {false, 2}, FamilyP2PAllReduce2Shot: {false, 2}, FamilyP2PAllReduceLamport: {false, 0}, FamilyP2PAllReducePush: {false, 2}, FamilyP2PAllReducePush4: {false, 2},
 	FamilyP2PReduceScatter: {false, 2}, FamilyP2PReduceScatterPull: {false, 2}, FamilyP2PAllGather: {false, 2}, FamilyP2PBroadcast: {false, 2}, FamilyP2PBarrier: {false, 1},
 	FamilyMMAllReduce1Shot: {true, 2}, FamilyMMAllReduce2Shot: {true, 2}, FamilyMMAllReducePush: {true, 2}, FamilyMMReduceScatter: {true, 2},
 	FamilyMMAllReduce1ShotFP8: {true, 2}, FamilyMMAllReduce2ShotFP8: {true, 2}, FamilyMMReduceScatterFP8: {true, 2},
@@ -207,7 +211,13 @@ func regs(k *dsl.Kernel, dt dsl.Type, w int) dsl.Tensor {
 // peerTable loads the first ngpus entries of a table of CollMaxGPUs device addresses (one
 // per GPU) into variables; entries past ngpus stay 0 and are never used.
 func peerTable(k *dsl.Kernel, tbl dsl.Ptr, ngpus dsl.Value) []dsl.Value {
-	out := make([]dsl.Value, CollMaxGPUs)
+	return peerTableUpTo(k, CollMaxGPUs, tbl, ngpus)
+}
+
+// peerTableUpTo is peerTable for a kernel built for at most maxG GPUs: the first maxG
+// entries, each loaded under ngpus > p.
+func peerTableUpTo(k *dsl.Kernel, maxG int, tbl dsl.Ptr, ngpus dsl.Value) []dsl.Value {
+	out := make([]dsl.Value, maxG)
 	for p := range out {
 		out[p] = k.Var(dsl.U64, uint64(0))
 		k.If(ngpus.Gt(uint32(p)), func() { k.Set(out[p], k.Load(tbl.At(p))) })

@@ -42,6 +42,13 @@ func init() {
 			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReducePush(k, dt, op) },
 		})
 		register(&Spec{
+			Name:   string(FamilyP2PAllReducePush4) + "_" + o.name,
+			Family: FamilyP2PAllReducePush4, Reduces: true, Op: op, MaxGPUs: Push4MaxGPUs,
+			Doc:    "push all-reduce (" + o.name + ") for at most 4 GPUs: p2p_allreduce_push's code unrolled over 4 sources, not 8, so that two blocks of 256 threads fit an SM (.minnctapersm 2); wrong results on more GPUs",
+			DTypes: collDTypes,
+			New:    func(k *dsl.Kernel, dt dsl.Type) { P2PAllReducePush4(k, dt, op) },
+		})
+		register(&Spec{
 			Name:   string(FamilyP2PAllReduceLamport) + "_" + o.name,
 			Family: FamilyP2PAllReduceLamport, Reduces: true, Op: op,
 			Doc:    "one-shot Lamport all-reduce (" + o.name + "): push to every peer's slot, poll own slots until no -0.0 sentinel is left; 3 rotating slots, no barrier",
@@ -95,12 +102,18 @@ func init() {
 // for the others. Every source is loaded before the first combine, so the loads' latencies
 // overlap.
 func reducePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) dsl.Tensor {
-	return combinePeers(k, dt, op, ngpus, loadPeers(k, dt, ngpus, w, load))
+	return reducePeersUpTo(k, CollMaxGPUs, dt, op, ngpus, w, load)
 }
 
-// loadPeers is reducePeers' first half: the sources' fragments, loaded.
-func loadPeers(k *dsl.Kernel, dt dsl.Type, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) []dsl.Tensor {
-	vals := make([]dsl.Tensor, CollMaxGPUs)
+// reducePeersUpTo is reducePeers over at most maxG sources (a kernel built for at most
+// maxG GPUs): the code, and the registers, of maxG sources.
+func reducePeersUpTo(k *dsl.Kernel, maxG int, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) dsl.Tensor {
+	return combinePeers(k, dt, op, ngpus, loadPeersUpTo(k, maxG, dt, ngpus, w, load))
+}
+
+// loadPeersUpTo is reducePeersUpTo's first half: the maxG sources' fragments, loaded.
+func loadPeersUpTo(k *dsl.Kernel, maxG int, dt dsl.Type, ngpus dsl.Value, w int, load func(p int, dst dsl.Tensor)) []dsl.Tensor {
+	vals := make([]dsl.Tensor, maxG)
 	for p := range vals {
 		vals[p] = regs(k, dt, w)
 		if p == 0 {
@@ -112,12 +125,12 @@ func loadPeers(k *dsl.Kernel, dt dsl.Type, ngpus dsl.Value, w int, load func(p i
 	return vals
 }
 
-// combinePeers is reducePeers' second half: op over the first ngpus fragments, in the
-// accumulator type.
+// combinePeers is reducePeers' second half: op over the first ngpus fragments of vals (one
+// per source the kernel is built for), in the accumulator type.
 func combinePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, vals []dsl.Tensor) dsl.Tensor {
 	at := accType(dt)
 	acc := vals[0].To(at)
-	for p := 1; p < CollMaxGPUs; p++ {
+	for p := 1; p < len(vals); p++ {
 		in := ngpus.Gt(uint32(p))
 		acc = acc.Zip(vals[p].To(at), func(a, b dsl.Value) dsl.Value { return k.Select(in, combine(op, a, b), a) })
 	}
@@ -126,11 +139,12 @@ func combinePeers(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus dsl.Value, 
 
 // eachVecReduce runs, over the elements [lo, hi) (lo a multiple of vec), finish(i, w, sum)
 // with sum the reduction by op of the w elements at i of every source (load(p, i, dst)
-// loads source p's): whole vectors two per thread and iteration (v and v + the grid's
+// loads source p's; the kernel is built for at most maxG sources, CollMaxGPUs but in
+// p2p_allreduce_push4): whole vectors two per thread and iteration (v and v + the grid's
 // threads), both vectors' loads issued before either is combined, so a thread keeps twice
 // the peer loads in flight; then the tail element by element. On 4 x H100 a thread with
 // one vector's loads in flight left NVLink reads short of the stores' bandwidth.
-func eachVecReduce(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus, lo, hi dsl.Value, vec int,
+func eachVecReduce(k *dsl.Kernel, maxG int, dt dsl.Type, op dsl.ReduceOp, ngpus, lo, hi dsl.Value, vec int,
 	load func(p int, i dsl.Value, dst dsl.Tensor), finish func(i dsl.Value, w int, sum dsl.Tensor)) {
 	nv := hi.Sub(lo).Div(uint32(vec))
 	at := func(v dsl.Value) dsl.Value { return k.Assume(lo.Add(v.Mul(uint32(vec))), vec) }
@@ -139,8 +153,8 @@ func eachVecReduce(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus, lo, hi ds
 		v1 := v.Add(stride)
 		has1 := v1.Lt(nv)
 		i0, i1 := at(v), at(v1)
-		vals0 := loadPeers(k, dt, ngpus, vec, func(p int, dst dsl.Tensor) { load(p, i0, dst) })
-		vals1 := make([]dsl.Tensor, CollMaxGPUs)
+		vals0 := loadPeersUpTo(k, maxG, dt, ngpus, vec, func(p int, dst dsl.Tensor) { load(p, i0, dst) })
+		vals1 := make([]dsl.Tensor, maxG)
 		for p := range vals1 {
 			vals1[p] = regs(k, dt, vec)
 		}
@@ -159,7 +173,7 @@ func eachVecReduce(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, ngpus, lo, hi ds
 	tail := lo.Add(nv.Mul(uint32(vec)))
 	gridLoop(k, hi.Sub(tail), func(j dsl.Value) {
 		i := tail.Add(j)
-		finish(i, 1, reducePeers(k, dt, op, ngpus, 1, func(p int, dst dsl.Tensor) { load(p, i, dst) }))
+		finish(i, 1, reducePeersUpTo(k, maxG, dt, op, ngpus, 1, func(p int, dst dsl.Tensor) { load(p, i, dst) }))
 	})
 }
 
@@ -261,7 +275,7 @@ func p2pAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool
 	lo, hi := twoShotSlice(k, a.Rank, a.NGPUs, a.N, vec)
 	ew, epoch := p2pEpoch(k, graph, a.Pads, a.Rank, a.Epoch)
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(1), ordered)
-	eachVecReduce(k, dt, op, a.NGPUs, lo, hi, vec,
+	eachVecReduce(k, CollMaxGPUs, dt, op, a.NGPUs, lo, hi, vec,
 		func(p int, i dsl.Value, dst dsl.Tensor) { loadTo(k, ptrAt(k, ins[p], dt), i, dst) },
 		func(i dsl.Value, _ int, sum dsl.Tensor) {
 			res := sum.To(dt)
@@ -273,7 +287,12 @@ func p2pAllReduceTwoShot(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool
 
 // forPeers runs body(p) for every GPU p < ngpus (of CollMaxGPUs, each under ngpus > p).
 func forPeers(k *dsl.Kernel, ngpus dsl.Value, body func(p int)) {
-	for p := 0; p < CollMaxGPUs; p++ {
+	forPeersUpTo(k, CollMaxGPUs, ngpus, body)
+}
+
+// forPeersUpTo is forPeers in a kernel built for at most maxG GPUs: body for p < maxG.
+func forPeersUpTo(k *dsl.Kernel, maxG int, ngpus dsl.Value, body func(p int)) {
+	for p := 0; p < maxG; p++ {
 		k.If(ngpus.Gt(uint32(p)), func() { body(p) })
 	}
 }
@@ -526,8 +545,8 @@ func p2pReduceScatterPull(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph boo
 	load := func(p int, i dsl.Value, dst dsl.Tensor) { loadTo(k, ptrAt(k, ins[p], dt), base.Add(i), dst) }
 	finish := func(i dsl.Value, _ int, sum dsl.Tensor) { storeN(k, a.Out, i, sum.To(dt)) }
 	// rank*m + i is a multiple of the vector width only when m is.
-	k.If(m.Rem(uint32(vec)).Eq(0), func() { eachVecReduce(k, dt, op, a.NGPUs, zero, m, vec, load, finish) }).
-		Else(func() { eachVecReduce(k, dt, op, a.NGPUs, zero, m, 1, load, finish) })
+	k.If(m.Rem(uint32(vec)).Eq(0), func() { eachVecReduce(k, CollMaxGPUs, dt, op, a.NGPUs, zero, m, vec, load, finish) }).
+		Else(func() { eachVecReduce(k, CollMaxGPUs, dt, op, a.NGPUs, zero, m, 1, load, finish) })
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
 	ew.end(k, epoch.Add(2))
 }
@@ -554,13 +573,27 @@ type P2PPushArgs struct {
 // barrier, and only GPU p writes it, after. scratch holds ngpus regions of
 // ceil(n/ngpus) (rounded up to a vector) elements on every GPU.
 func P2PAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
-	p2pAllReducePush(k, dt, op, false)
+	p2pAllReducePush(k, dt, op, false, CollMaxGPUs)
 }
 
-func p2pAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
+// P2PAllReducePush4 is P2PAllReducePush built for at most Push4MaxGPUs GPUs (ngpus <=
+// 4; more compute wrong results): its peer tables, loads, reductions and stores unroll over
+// 4 sources instead of CollMaxGPUs, which halves the registers that hold the peers'
+// vectors, and it declares two blocks of CollThreads per SM (.minnctapersm 2: at most 128
+// registers a thread), so that a grid of two blocks an SM keeps twice the loads in flight.
+func P2PAllReducePush4(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp) {
+	p2pAllReducePush(k, dt, op, false, Push4MaxGPUs)
+}
+
+// p2pAllReducePush writes the push all-reduce (graph: the graph variant) for at most maxG
+// GPUs.
+func p2pAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool, maxG int) {
+	if maxG < CollMaxGPUs {
+		k.LaunchBounds(CollThreads, 2)
+	}
 	a := dsl.Params[P2PPushArgs](k, dt)
-	outs := peerTable(k, a.Outs.Table(), a.NGPUs)
-	scratch := peerTable(k, a.Scratch.Table(), a.NGPUs)
+	outs := peerTableUpTo(k, maxG, a.Outs.Table(), a.NGPUs)
+	scratch := peerTableUpTo(k, maxG, a.Scratch.Table(), a.NGPUs)
 	own := a.Scratch.Peer(a.Rank)
 	vec := vecOf(dt)
 	zero := k.Const(dsl.U32, 0)
@@ -576,12 +609,12 @@ func p2pAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	// vectors, then the tail element by element) so that block b pushes what block b
 	// reduces in phase 2.
 	region := a.Rank.Mul(size)
-	los, ns := make([]dsl.Value, CollMaxGPUs), make([]dsl.Value, CollMaxGPUs)
+	los, ns := make([]dsl.Value, maxG), make([]dsl.Value, maxG)
 	for p := range los {
 		los[p], ns[p] = slice(k.Const(dsl.U32, p))
 	}
 	peers := func(body func(p int)) {
-		forPeers(k, a.NGPUs, func(p int) { k.If(a.Rank.Ne(uint32(p)), func() { body(p) }) })
+		forPeersUpTo(k, maxG, a.NGPUs, func(p int) { k.If(a.Rank.Ne(uint32(p)), func() { body(p) }) })
 	}
 	gridLoop(k, size.Div(uint32(vec)), func(v dsl.Value) {
 		j := k.Assume(v.Mul(uint32(vec)), vec)
@@ -605,14 +638,14 @@ func p2pAllReducePush(k *dsl.Kernel, dt dsl.Type, op dsl.ReduceOp, graph bool) {
 	// Phase 2: this GPU's slice, reduced, into every GPU's output (eachVecReduce: two
 	// vectors' loads in flight a thread, vector v still on thread v mod the grid's threads).
 	lo, n := slice(a.Rank)
-	eachVecReduce(k, dt, op, a.NGPUs, zero, n, vec,
+	eachVecReduce(k, maxG, dt, op, a.NGPUs, zero, n, vec,
 		func(p int, j dsl.Value, dst dsl.Tensor) {
 			k.If(a.Rank.Eq(uint32(p)), func() { loadTo(k, a.In, lo.Add(j), dst) }).
 				Else(func() { loadTo(k, own, size.Mul(uint32(p)).Add(j), dst) })
 		},
 		func(j dsl.Value, w int, sum dsl.Tensor) {
 			res := sum.To(dt)
-			forPeers(k, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), lo.Add(j), res) })
+			forPeersUpTo(k, maxG, a.NGPUs, func(p int) { storeN(k, ptrAt(k, outs[p], dt), lo.Add(j), res) })
 		})
 	p2pBarrier(k, a.Pads, a.Rank, a.NGPUs, epoch.Add(2), ordered)
 	ew.end(k, epoch.Add(2))
@@ -668,7 +701,10 @@ func registerP2PGraph() {
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReduceTwoShot(k, dt, op, true) })
 		case FamilyP2PAllReducePush:
 			op := s.Op
-			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReducePush(k, dt, op, true) })
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReducePush(k, dt, op, true, CollMaxGPUs) })
+		case FamilyP2PAllReducePush4:
+			op := s.Op
+			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pAllReducePush(k, dt, op, true, Push4MaxGPUs) })
 		case FamilyP2PReduceScatter:
 			op := s.Op
 			registerGraph(s, func(k *dsl.Kernel, dt dsl.Type) { p2pReduceScatter(k, dt, op, ordered, true) })

@@ -67,6 +67,10 @@ type Spec struct {
 	// MaxThreads, when set, is the largest block the kernel is launched with (.maxntid): ptxas
 	// then keeps its registers within what that many threads per block allow.
 	MaxThreads int
+	// MaxGPUs, when set, is the most GPUs a collective kernel is built for, below its
+	// family's limit (CollMaxGPUs in one node): its peer loads and reductions unroll over
+	// that many sources, and a launch on more GPUs computes wrong results.
+	MaxGPUs int
 	// New writes the kernel into k for the element type dt.
 	New func(k *dsl.Kernel, dt dsl.Type)
 }

@@ -1,5 +1,5 @@
 // Command collbench times kgen's collectives on every rank of a multi-GPU program: each
-// all-reduce algorithm (lamport, oneshot, twoshot, push, and auto: the Comm's own choice),
+// all-reduce algorithm (lamport, oneshot, twoshot, push, push8, and auto: the Comm's own choice),
 // reduce-scatter and all-gather, in f32, bf16 or f16, three ways:
 //
 //   - loop: warm-up calls, then -iters calls back to back between one pair of CUDA events
@@ -10,6 +10,11 @@
 //     CUDA graph through Comm.Capture on a CaptureSafe Comm, the graph replayed -graph-reps
 //     times, each replay between an event pair; the median replay / N. Push has no graph
 //     variant without multicast: it prints a "skipped" line.
+//
+// push is the Comm's push all-reduce: p2p_allreduce_push4 (built for at most 4 GPUs, two
+// blocks an SM) on up to 4 GPUs, p2p_allreduce_push above; push8 is always
+// p2p_allreduce_push (Options.DisablePush4), so that -ops push,push8 times both in one
+// run. -push4=false sets Options.DisablePush4 on every Comm (auto and push included).
 //
 // Every (operation, type, Comm, size) is checked once before it is timed: the inputs are
 // (rank+1)*(i%5+1) (small integers: exact in bf16 and f16), the outputs compared with the
@@ -115,6 +120,7 @@ type config struct {
 	graphCalls, graphBig   int
 	graphReps, bigBytes    int
 	inPlace                bool
+	push4                  bool // -push4: false sets Options.DisablePush4
 	soak, soakBig, soakMax int
 	sizes                  []int // -sizes, else nil: minBytes..maxBytes by factors of 4
 	start                  time.Time
@@ -157,7 +163,7 @@ func parseSize(s string) (int, error) {
 // operation is one collective (an all-reduce algorithm forced through the Comm's options,
 // or reduce-scatter, or all-gather) with its options for direct calls and for graphs.
 type operation struct {
-	name     string // lamport, oneshot, twoshot, push, auto, reducescatter, allgather
+	name     string // lamport, oneshot, twoshot, push, push8, auto, reducescatter, allgather
 	op       string // allreduce, reducescatter, allgather
 	maxBytes int    // the largest size it runs at
 	opts     collectives.Options
@@ -187,7 +193,8 @@ func main() {
 	loop := flag.Bool("loop", false, "same as -modes loop (kept for device_collbench.sh)")
 	modes := flag.String("modes", "", "timing modes: loop, call, graph (default: call, or loop with -loop)")
 	algs := flag.String("algs", "lamport,oneshot,twoshot,push,auto", "all-reduce algorithms to time (when -ops is empty)")
-	ops := flag.String("ops", "", "operations: any of lamport,oneshot,twoshot,push,auto (all-reduce), reducescatter, allgather; empty: -algs")
+	ops := flag.String("ops", "", "operations: any of lamport,oneshot,twoshot,push,push8,auto (all-reduce), reducescatter, rs_push, allgather; empty: -algs")
+	flag.BoolVar(&cfg.push4, "push4", true, "run p2p_allreduce_push4 as the push all-reduce on up to 4 GPUs (false: Options.DisablePush4 on every Comm)")
 	dtypes := flag.String("dtypes", "f32", "element types: f32, bf16, f16")
 	flag.IntVar(&cfg.graphCalls, "graph-calls", 20, "calls captured per graph (graph mode)")
 	flag.IntVar(&cfg.graphBig, "graph-calls-big", 10, "calls captured per graph above -big-bytes")
@@ -267,12 +274,12 @@ func split(s string) []string {
 }
 
 // operations returns the operations by name, in the order asked.
-func operations(names []string, blocks int) ([]operation, error) {
+func operations(names []string, blocks int, push4 bool) ([]operation, error) {
 	huge := 1 << 40
 	// Every Comm here runs with multicast off: the lent machines must never create a
 	// multicast object (docs/bench.md, "Collectives on 2 and 4 GPUs"), and auto then picks among the
 	// peer-to-peer kernels as it does with NVLS off.
-	base := collectives.Options{DisableMulticast: true, MaxBlocks: blocks}
+	base := collectives.Options{DisableMulticast: true, MaxBlocks: blocks, DisablePush4: !push4}
 	with := func(f func(o *collectives.Options)) collectives.Options {
 		o := base
 		f(&o)
@@ -287,6 +294,9 @@ func operations(names []string, blocks int) ([]operation, error) {
 	twoshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, -1 })
 	rsPush := with(func(o *collectives.Options) { o.ReduceScatterPullMinBytes = -1 })
 	push := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, 1 })
+	push8 := with(func(o *collectives.Options) {
+		o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes, o.DisablePush4 = true, 1, 1, true
+	})
 	all := map[string]operation{
 		// The graph variants take the same thresholds (graphPlan): Lamport's keeps its
 		// epoch and clear count on the device.
@@ -294,6 +304,7 @@ func operations(names []string, blocks int) ([]operation, error) {
 		"oneshot":       {name: "oneshot", op: "allreduce", maxBytes: 64 << 20, opts: oneshot, graph: graph(oneshot)},
 		"twoshot":       {name: "twoshot", op: "allreduce", maxBytes: huge, opts: twoshot, graph: graph(twoshot)},
 		"push":          {name: "push", op: "allreduce", maxBytes: huge, opts: push, graph: graph(push)},
+		"push8":         {name: "push8", op: "allreduce", maxBytes: huge, opts: push8, graph: graph(push8)},
 		"auto":          {name: "auto", op: "allreduce", maxBytes: huge, opts: base, graph: graph(base)},
 		"reducescatter": {name: "reducescatter", op: "reducescatter", maxBytes: huge, opts: base, graph: graph(base)},
 		// The push reduce-scatter (peer stores into scratch, local reduction), which the
@@ -305,7 +316,7 @@ func operations(names []string, blocks int) ([]operation, error) {
 	for _, n := range names {
 		o, ok := all[n]
 		if !ok {
-			return nil, fmt.Errorf("unknown operation %q (want lamport, oneshot, twoshot, push, auto, reducescatter, rs_push, allgather)", n)
+			return nil, fmt.Errorf("unknown operation %q (want lamport, oneshot, twoshot, push, push8, auto, reducescatter, rs_push, allgather)", n)
 		}
 		ops = append(ops, o)
 	}
@@ -325,7 +336,7 @@ func dtypeName(dt dsl.Type) string {
 }
 
 func run(r *jit.Rank, cfg *config, names []string, dts []dsl.Type) error {
-	ops, err := operations(names, cfg.blocks)
+	ops, err := operations(names, cfg.blocks, cfg.push4)
 	if err != nil {
 		return err
 	}

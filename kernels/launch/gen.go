@@ -97,7 +97,7 @@ var twins = []twin{
 	of[kernels.GemmEpilogueArgs]("GemmEpilogue", true, "GemmEpilogue is the parameters a non-zero kernels.Epilogue adds after a gemm's own (gemm and\ngemm_sm90, after TmD with TMAStore), T the output type: Bias, ScaleA, ScaleB (f32) and Residual\n(M x N of T); those the options do not use may be null."),
 	of[kernels.P2POneShotArgs]("P2POneShot", false, "P2POneShot launches p2p_allreduce_1shot."),
 	of[kernels.P2PTwoShotArgs]("P2PTwoShot", false, "P2PTwoShot launches p2p_allreduce_2shot."),
-	of[kernels.P2PPushArgs]("P2PPush", false, "P2PPush launches p2p_allreduce_push."),
+	of[kernels.P2PPushArgs]("P2PPush", false, "P2PPush launches p2p_allreduce_push and p2p_allreduce_push4."),
 	of[kernels.P2PLamportArgs]("P2PLamport", false, "P2PLamport launches p2p_allreduce_lamport."),
 	of[kernels.P2PReduceScatterArgs]("P2PReduceScatter", false, "P2PReduceScatter launches p2p_reducescatter."),
 	of[kernels.P2PReduceScatterPullArgs]("P2PReduceScatterPull", false, "P2PReduceScatterPull launches p2p_reducescatter_pull."),

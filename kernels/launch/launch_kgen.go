@@ -295,7 +295,7 @@ type P2PTwoShot struct {
 	Epoch uint32
 }
 
-// P2PPush launches p2p_allreduce_push.
+// P2PPush launches p2p_allreduce_push and p2p_allreduce_push4.
 type P2PPush struct {
 	In      jit.AnyPtr
 	Outs    jit.AnyPtr

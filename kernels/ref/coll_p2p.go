@@ -22,6 +22,8 @@ func init() {
 		register("p2p_allreduce_lamport_"+op, p2pLamport)
 		register("p2p_allreduce_push_"+op, p2pPush)
 		register("p2p_allreduce_push_graph_"+op, p2pPush)
+		register("p2p_allreduce_push4_"+op, p2pPush)
+		register("p2p_allreduce_push4_graph_"+op, p2pPush)
 	}
 	for _, op := range []string{"sum", "min", "max"} {
 		rs := func(r *run) error {

@@ -57,6 +57,9 @@ func TestCollectivesOnTheEmulator(t *testing.T) {
 				if (strings.HasSuffix(s.Name, "_min") || strings.HasSuffix(s.Name, "_max")) && !c.minMax {
 					continue
 				}
+				if s.MaxGPUs > 0 && c.gpus > s.MaxGPUs {
+					continue // TestKernelsRefuseTooManyGPUs
+				}
 				mode := "strict"
 				if c.weak {
 					mode = fmt.Sprintf("weak%d", c.seed)
@@ -73,6 +76,26 @@ func TestCollectivesOnTheEmulator(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestKernelsRefuseTooManyGPUs checks that Run refuses a kernel built for fewer GPUs than
+// CollMaxGPUs (p2p_allreduce_push4) on one GPU more than it handles, and that there is such
+// a kernel and its graph variant.
+func TestKernelsRefuseTooManyGPUs(t *testing.T) {
+	bounded := 0
+	for _, s := range kernels.All() {
+		if s.MaxGPUs == 0 {
+			continue
+		}
+		bounded++
+		_, err := Run(Problem{Kernel: s.Name, Size: 100, Ranks: s.MaxGPUs + 1})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at most %d", s.MaxGPUs)) {
+			t.Errorf("%s on %d GPUs: %v; want a refusal naming its %d", s.Name, s.MaxGPUs+1, err, s.MaxGPUs)
+		}
+	}
+	if bounded < 2 {
+		t.Errorf("%d kernels with MaxGPUs; want p2p_allreduce_push4's and their graph variants", bounded)
 	}
 }
 

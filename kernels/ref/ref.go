@@ -145,6 +145,9 @@ func Run(p Problem) (Result, error) {
 	if p.Cols < 0 || p.Cols > MaxEmuSize {
 		return Result{}, fmt.Errorf("Problem.Cols %d: want 0 (square-ish) to %d elements (MaxEmuSize)", p.Cols, MaxEmuSize)
 	}
+	if spec.MaxGPUs > 0 && p.Ranks > spec.MaxGPUs {
+		return Result{}, fmt.Errorf("%s on %d GPUs: it is built for at most %d (kernels.Spec.MaxGPUs)", p.Kernel, p.Ranks, spec.MaxGPUs)
+	}
 	if ok, why := SpansNodes(p.Kernel); !ok && p.Nodes > 1 {
 		return Result{}, fmt.Errorf("%s with %d nodes: %s, so the nodes would not be exercised; %s", p.Kernel, p.Nodes, why, nodesRule)
 	}

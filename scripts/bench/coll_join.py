@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from coll_results import Results, human, short  # noqa: E402
 
 ANCHOR_NAMES = {"nccl": "NCCL", "symm/one_shot": "symm 1-shot", "symm/two_shot": "symm 2-shot"}
-ALGS = ("lamport", "oneshot", "twoshot", "push", "auto")
+ALGS = ("lamport", "oneshot", "twoshot", "push", "push8", "auto")
 
 
 def fmt(t, bad=False):

@@ -11,7 +11,8 @@
 #
 # Knobs (environment):
 #   PHASES   anchors kgen soak           which phases, in this order
-#   OPS      lamport,oneshot,twoshot,push,auto,reducescatter,rs_push,allgather
+#   OPS      lamport,oneshot,twoshot,push,auto,reducescatter,rs_push,allgather (and push8:
+#            the general push kernel where push runs p2p_allreduce_push4)
 #            (kgen's operations; the anchors run the ops among allreduce, reducescatter,
 #            allgather that these cover)
 #   DTYPES   f32,bf16
@@ -133,7 +134,7 @@ for phase in $phases; do
 	anchors)
 		capend=$(($(date +%s) + ${ANCHORS_CAP:-170}))
 		aops=()
-		[[ ",$ops," =~ ,(lamport|oneshot|twoshot|push|auto), ]] && aops+=(allreduce)
+		[[ ",$ops," =~ ,(lamport|oneshot|twoshot|push|push8|auto), ]] && aops+=(allreduce)
 		[[ ",$ops," == *,reducescatter,* ]] && aops+=(reducescatter)
 		[[ ",$ops," == *,allgather,* ]] && aops+=(allgather)
 		lim=$(limit "$capend" 170)

@@ -1,0 +1,130 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/jit"
+	"github.com/kgen-dev/kgen/kernels"
+)
+
+// TestPushVariantChoice checks which push all-reduce a Comm of 1 to 8 emulated GPUs runs:
+// p2p_allreduce_push4 (and its graph variant on a CaptureSafe Comm) up to
+// kernels.Push4MaxGPUs GPUs, p2p_allreduce_push from 5 on and wherever
+// Options.DisablePush4 is set.
+func TestPushVariantChoice(t *testing.T) {
+	for g := 1; g <= kernels.CollMaxGPUs; g++ {
+		for _, general := range []bool{false, true} {
+			for _, graph := range []bool{false, true} {
+				t.Run(fmt.Sprintf("g%d/general=%v/graph=%v", g, general, graph), func(t *testing.T) {
+					t.Parallel()
+					o := Options{DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1, DisablePush4: general, CaptureSafe: graph}
+					want := string(kernels.FamilyP2PAllReducePush)
+					if g <= kernels.Push4MaxGPUs && !general {
+						want = string(kernels.FamilyP2PAllReducePush4)
+					}
+					if graph {
+						want += "_graph"
+					}
+					runRanks(t, g, false, false, 0, o, func(e *rankEnv) error {
+						for _, dt := range []dsl.Type{dsl.F32, dsl.BF16} {
+							for _, op := range []Op{Sum, Max} {
+								if got := e.c.AllReduceAlgorithm(dt, op, 1<<20); got != want+"_"+kernels.OpName(op) {
+									return fmt.Errorf("%s %s: AllReduceAlgorithm %q, want %q", dt, op, got, want+"_"+kernels.OpName(op))
+								}
+							}
+						}
+						return nil
+					})
+				})
+			}
+		}
+	}
+}
+
+// TestPushBlocks checks the push all-reduce's grid: the general kernel's is blocks' (up to
+// MaxBlocks), p2p_allreduce_push4's up to twice MaxBlocks and at most CollMaxBlocks; both
+// take one block per CollThreads vectors below that.
+func TestPushBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		maxBlocks, vectors int
+		fam                kernels.Family
+		want               int
+	}{
+		{128, 1 << 20, kernels.FamilyP2PAllReducePush, 128},
+		{128, 1 << 20, kernels.FamilyP2PAllReducePush4, 256},
+		{200, 1 << 20, kernels.FamilyP2PAllReducePush4, kernels.CollMaxBlocks},
+		{3, 1 << 20, kernels.FamilyP2PAllReducePush4, 6},
+		{128, 300, kernels.FamilyP2PAllReducePush, 2},
+		{128, 300, kernels.FamilyP2PAllReducePush4, 2},
+		{128, 0, kernels.FamilyP2PAllReducePush4, 1},
+		{128, 200 * kernels.CollThreads, kernels.FamilyP2PAllReducePush4, 200},
+	} {
+		c := &Comm{g: 4, o: Options{MaxBlocks: tc.maxBlocks}}
+		if got := c.pushBlocks(tc.fam, tc.vectors); got != tc.want {
+			t.Errorf("MaxBlocks %d, %d vectors, %s: %d blocks, want %d", tc.maxBlocks, tc.vectors, tc.fam, got, tc.want)
+		}
+	}
+}
+
+// TestPush4Grid runs p2p_allreduce_push4 on 4 emulated GPUs at a size whose slices need
+// more than twice MaxBlocks blocks, so that its grid is twice the general kernel's (6
+// blocks against 3), out of place then in place, and checks the grids launched and the
+// sums; the general kernel (Options.DisablePush4) runs the same calls on 3 blocks.
+func TestPush4Grid(t *testing.T) {
+	ctx := context.Background()
+	for _, general := range []bool{false, true} {
+		t.Run(fmt.Sprintf("general=%v", general), func(t *testing.T) {
+			t.Parallel()
+			const gpus = 4
+			o := Options{MaxBlocks: 3, DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1, DisablePush4: general}
+			wantGrid := 6
+			if general {
+				wantGrid = 3
+			}
+			runRanks(t, gpus, false, true, 5, o, func(e *rankEnv) error {
+				var grids []int
+				launchFn := e.c.launchFn
+				e.c.launchFn = func(f *jit.Function, cfg jit.LaunchConfig, args any) error {
+					grids = append(grids, cfg.Grid.X)
+					return launchFn(f, cfg, args)
+				}
+				dt := dsl.BF16
+				vec := 16 / dt.Bytes()
+				n := gpus*vec*(6*kernels.CollThreads+3) + 5
+				a, err := e.c.Alloc(dt, n)
+				if err != nil {
+					return err
+				}
+				b, err := e.c.Alloc(dt, n)
+				if err != nil {
+					return err
+				}
+				for call, dst := range []*Buffer{b, a} {
+					in, err := e.fill(a)
+					if err != nil {
+						return err
+					}
+					if err := e.c.AllReduceTo(ctx, dst, a, Sum); err != nil {
+						return err
+					}
+					if err := e.expect(fmt.Sprintf("call %d", call), dst, func(_, i int) float64 { return reduce(Sum, dt, in, i) }); err != nil {
+						return err
+					}
+				}
+				if len(grids) != 2 {
+					return fmt.Errorf("%d launches (grids %v), want 2", len(grids), grids)
+				}
+				for _, g := range grids {
+					if g != wantGrid {
+						return fmt.Errorf("%s: grids %v, want %d blocks each", e.c.LastAlgorithm(), grids, wantGrid)
+					}
+				}
+				return errors.Join(a.Free(), b.Free())
+			})
+		})
+	}
+}
