@@ -452,7 +452,7 @@ func TestPushAllReduce(t *testing.T) {
 				t.Parallel()
 				o := testOpts
 				o.PushMinBytes, o.OneShotMaxBytes, o.DisableLamport, o.ReduceScatterPullMinBytes = 1, 1, true, -1
-				o.DisablePush4 = tc.general
+				o.DisablePush4, o.Push4MinBytes = tc.general, -1
 				fam := kernels.FamilyP2PAllReducePush
 				if tc.gpus <= kernels.Push4MaxGPUs && !tc.general {
 					fam = kernels.FamilyP2PAllReducePush4

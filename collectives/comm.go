@@ -80,6 +80,11 @@ type Options struct {
 	// of up to twice MaxBlocks (at most kernels.CollMaxBlocks; see pushBlocks). For A/B
 	// timing (collbench's push8 operation, -push4=false).
 	DisablePush4 bool
+	// Push4MinBytes is where p2p_allreduce_push4 takes over from p2p_allreduce_push for
+	// 16-bit element types (bytes; 0: DefaultPush4MinBytes); 32-bit types keep the general
+	// kernel. Negative: p2p_allreduce_push4 for every type and size the push all-reduce runs
+	// (timing both kernels; tests).
+	Push4MinBytes int
 	// ReduceScatterPullMinBytes is the smallest peer-to-peer reduce-scatter input (bytes)
 	// that runs p2p_reducescatter_pull (peer loads, no scratch) instead of
 	// p2p_reducescatter (peer stores into scratch, then a local reduction). 0: the measured
@@ -617,11 +622,26 @@ func (c *Comm) blocks(vectors int) int {
 	return min(max((vectors+kernels.CollThreads-1)/kernels.CollThreads, 1), c.o.MaxBlocks)
 }
 
-// pushFamily is the push all-reduce's kernel family on this Comm: p2p_allreduce_push4 on
-// at most kernels.Push4MaxGPUs GPUs (unless Options.DisablePush4), else
-// p2p_allreduce_push.
-func (c *Comm) pushFamily() kernels.Family {
-	if c.g <= kernels.Push4MaxGPUs && !c.o.DisablePush4 {
+// DefaultPush4MinBytes is Options.Push4MinBytes' default. On 4 x H200 (docs/bench.md, same
+// call, loop / graph us) p2p_allreduce_push4 against p2p_allreduce_push: bf16 256 MiB 1180 /
+// 1185 against 1194 / 1206, 64 MiB 304.7 / 304.0 against 306.2 / 310.3, 16 MiB 86.3 / 85.1
+// against 83.5 / 82.0; f32 slower at every size (256 MiB 1164 against 1159, 16 MiB 84.0
+// against 79.2).
+const DefaultPush4MinBytes = 64 << 20
+
+// pushFamily is the push all-reduce's kernel family on this Comm for bytes bytes of dt:
+// p2p_allreduce_push4 on at most kernels.Push4MaxGPUs GPUs for 16-bit types from
+// Options.Push4MinBytes (every type and size when negative; never with
+// Options.DisablePush4), else p2p_allreduce_push.
+func (c *Comm) pushFamily(dt dsl.Type, bytes int) kernels.Family {
+	if c.g > kernels.Push4MaxGPUs || c.o.DisablePush4 {
+		return kernels.FamilyP2PAllReducePush
+	}
+	from := c.o.Push4MinBytes
+	if from == 0 {
+		from = DefaultPush4MinBytes
+	}
+	if from < 0 || dt.Bits() == 16 && bytes >= from {
 		return kernels.FamilyP2PAllReducePush4
 	}
 	return kernels.FamilyP2PAllReducePush

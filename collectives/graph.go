@@ -56,7 +56,7 @@ func (c *Comm) graphPlan(dt dsl.Type, op Op, n int, inPlace bool) (allReducePlan
 	case oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
 	case !c.mc && c.thr.push > 0 && n*dt.Bytes() >= c.thr.push:
-		fam = c.pushFamily()
+		fam = c.pushFamily(dt, n*dt.Bytes())
 	default:
 		fam = kernels.FamilyP2PAllReduce2Shot
 	}

@@ -153,7 +153,7 @@ func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int, inPlace bool) (allReduce
 	case bytes <= c.thr.oneShot:
 		fam = kernels.FamilyP2PAllReduce1Shot
 	case c.thr.push > 0 && bytes >= c.thr.push:
-		fam = c.pushFamily()
+		fam = c.pushFamily(dt, bytes)
 	default:
 		fam = kernels.FamilyP2PAllReduce2Shot
 	}

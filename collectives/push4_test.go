@@ -21,7 +21,7 @@ func TestPushVariantChoice(t *testing.T) {
 			for _, graph := range []bool{false, true} {
 				t.Run(fmt.Sprintf("g%d/general=%v/graph=%v", g, general, graph), func(t *testing.T) {
 					t.Parallel()
-					o := Options{DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1, DisablePush4: general, CaptureSafe: graph}
+					o := Options{DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1, DisablePush4: general, Push4MinBytes: -1, CaptureSafe: graph}
 					want := string(kernels.FamilyP2PAllReducePush)
 					if g <= kernels.Push4MaxGPUs && !general {
 						want = string(kernels.FamilyP2PAllReducePush4)
@@ -127,4 +127,29 @@ func TestPush4Grid(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPush4Default: with Options.Push4MinBytes left zero a 4-GPU Comm runs
+// p2p_allreduce_push4 for 16-bit types from DefaultPush4MinBytes and the general kernel for
+// smaller sizes and for 32-bit types (the measurements in DefaultPush4MinBytes' comment).
+func TestPush4Default(t *testing.T) {
+	o := Options{DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1}
+	runRanks(t, 4, false, false, 0, o, func(e *rankEnv) error {
+		for _, c := range []struct {
+			dt    dsl.Type
+			bytes int
+			want  kernels.Family
+		}{
+			{dsl.BF16, DefaultPush4MinBytes, kernels.FamilyP2PAllReducePush4},
+			{dsl.F16, 256 << 20, kernels.FamilyP2PAllReducePush4},
+			{dsl.BF16, DefaultPush4MinBytes - 2, kernels.FamilyP2PAllReducePush},
+			{dsl.F32, 256 << 20, kernels.FamilyP2PAllReducePush},
+		} {
+			n := c.bytes / c.dt.Bytes()
+			if got, want := e.c.AllReduceAlgorithm(c.dt, Sum, n), string(c.want)+"_"+kernels.OpName(Sum); got != want {
+				return fmt.Errorf("%d bytes of %s: %s, want %s", c.bytes, c.dt, got, want)
+			}
+		}
+		return nil
+	})
 }

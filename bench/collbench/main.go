@@ -11,10 +11,12 @@
 //     times, each replay between an event pair; the median replay / N. Push has no graph
 //     variant without multicast: it prints a "skipped" line.
 //
-// push is the Comm's push all-reduce: p2p_allreduce_push4 (built for at most 4 GPUs, two
-// blocks an SM) on up to 4 GPUs, p2p_allreduce_push above; push8 is always
-// p2p_allreduce_push (Options.DisablePush4), so that -ops push,push8 times both in one
-// run. -push4=false sets Options.DisablePush4 on every Comm (auto and push included).
+// push is the push all-reduce as p2p_allreduce_push4 (built for at most 4 GPUs, two blocks
+// an SM; Options.Push4MinBytes -1: at every type and size) on up to 4 GPUs,
+// p2p_allreduce_push above; push8 is always p2p_allreduce_push (Options.DisablePush4), so
+// that -ops push,push8 times both in one run; auto takes the Comm's own choice (push4 for
+// 16-bit types from DefaultPush4MinBytes). -push4=false sets Options.DisablePush4 on every
+// Comm (auto and push included).
 //
 // Every (operation, type, Comm, size) is checked once before it is timed: the inputs are
 // (rank+1)*(i%5+1) (small integers: exact in bf16 and f16), the outputs compared with the
@@ -293,7 +295,12 @@ func operations(names []string, blocks int, push4 bool) ([]operation, error) {
 	oneshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes = true, huge })
 	twoshot := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, -1 })
 	rsPush := with(func(o *collectives.Options) { o.ReduceScatterPullMinBytes = -1 })
-	push := with(func(o *collectives.Options) { o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, 1 })
+	push := with(func(o *collectives.Options) {
+		o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes = true, 1, 1
+		if push4 {
+			o.Push4MinBytes = -1 // the 4-GPU kernel at every type and size, against push8
+		}
+	})
 	push8 := with(func(o *collectives.Options) {
 		o.DisableLamport, o.OneShotMaxBytes, o.PushMinBytes, o.DisablePush4 = true, 1, 1, true
 	})
