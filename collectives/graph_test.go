@@ -358,7 +358,7 @@ func TestGraphPush(t *testing.T) {
 	}{{2, 20, false, false}, {3, 10, true, false}, {4, 10, false, false}, {3, 10, true, true}} {
 		t.Run(fmt.Sprintf("g%d/weak=%v/general=%v", tc.gpus, tc.weak, tc.general), func(t *testing.T) {
 			t.Parallel()
-			o := Options{MaxBlocks: 3, CaptureSafe: true, DisableMulticast: true, DisableLamport: true, PushMinBytes: 64, DisablePush4: tc.general}
+			o := Options{MaxBlocks: 3, CaptureSafe: true, DisableMulticast: true, DisableLamport: true, PushMinBytes: 64, DisablePush4: tc.general, Push4MinBytes: -1}
 			want := "p2p_allreduce_push4_graph_sum"
 			if tc.general {
 				want = "p2p_allreduce_push_graph_sum"

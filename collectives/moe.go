@@ -34,16 +34,19 @@ type MoEConfig struct {
 	LowLatency bool
 	// Blocks is the grid of the normal mode's row kernels (moe_dispatch_send,
 	// moe_dispatch_expand, moe_combine), at most Options.MaxBlocks; 0: DefaultMoEBlocks
-	// (capped by MaxBlocks) on sm_90+ targets, whose kernels move rows with bulk copies
-	// (few SMs keep NVLink busy), and the Comm's usual sizing (one block per 256 16-byte
-	// vectors, up to MaxBlocks) before sm_90. Every rank must use the same.
+	// (capped by MaxBlocks: MaxBlocks itself) on sm_90+ targets, whose kernels move rows
+	// with bulk copies, and the Comm's usual sizing (one block per 256 16-byte vectors, up
+	// to MaxBlocks) before sm_90. Every rank must use the same.
 	Blocks int
 }
 
-// DefaultMoEBlocks is the normal mode's default grid on sm_90+ (MoEConfig.Blocks): the
-// communication takes 24 SMs of an H100/H200's 132, leaving the rest to the experts'
-// GEMMs (issue #26's budget; DeepEP uses about 20). See docs/moe.md, "Bulk row copies".
-const DefaultMoEBlocks = 24
+// DefaultMoEBlocks is the normal mode's default grid on sm_90+ (MoEConfig.Blocks), capped by
+// Options.MaxBlocks (128 by default). On 4 x H200 (4096 tokens, hidden 7168, top-8 of 32;
+// docs/bench.md) the bulk kernels took dispatch / combine 864 / 846 us on 128 blocks, 1122 /
+// 2020 on 32, 1634 / 3943 on 16, and with 24 the combine 2673 us: fewer SMs keep NVLink
+// busy for the sends (227 GB/s on 24) but not for the combine's sums, so the default keeps
+// the whole grid; MoEConfig.Blocks gives the SMs back where a GEMM runs beside it.
+const DefaultMoEBlocks = 1 << 30
 
 func (c MoEConfig) String() string {
 	ll := ""

@@ -67,7 +67,8 @@ func TestMoEBulkPieces(t *testing.T) {
 	}
 }
 
-// TestMoEBlocks: the bulk kernels default to DefaultMoEBlocks (capped by MaxBlocks),
+// TestMoEBlocks: the bulk kernels default to DefaultMoEBlocks capped by MaxBlocks (the
+// whole grid),
 // MoEConfig.Blocks overrides it, and a Blocks past MaxBlocks is refused.
 func TestMoEBlocks(t *testing.T) {
 	ctx := context.Background()
@@ -77,8 +78,8 @@ func TestMoEBlocks(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := m.rowBlocks(1 << 20); got != DefaultMoEBlocks {
-			return fmt.Errorf("default grid %d, want %d", got, DefaultMoEBlocks)
+		if got := m.rowBlocks(1 << 20); got != DefaultMaxBlocks {
+			return fmt.Errorf("default grid %d, want MaxBlocks %d", got, DefaultMaxBlocks)
 		}
 		cfg.Blocks = 100
 		if m, err = e.c.NewMoE(ctx, cfg); err != nil {

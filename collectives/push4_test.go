@@ -80,7 +80,7 @@ func TestPush4Grid(t *testing.T) {
 		t.Run(fmt.Sprintf("general=%v", general), func(t *testing.T) {
 			t.Parallel()
 			const gpus = 4
-			o := Options{MaxBlocks: 3, DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1, DisablePush4: general}
+			o := Options{MaxBlocks: 3, DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1, DisablePush4: general, Push4MinBytes: -1}
 			wantGrid := 6
 			if general {
 				wantGrid = 3
