@@ -3,6 +3,12 @@
 here, on the JSON lines the device call brought back):
 
     python3 scripts/bench/coll_plot.py OUTDIR docs/img/coll-4gpu.svg [--gpus 4]
+    python3 scripts/bench/coll_plot.py --tables SUITE_OUTPUT docs/img/coll-4gpu.svg
+
+With --tables, the input is the joined markdown tables coll_suite.sh prints (its stdout or
+tables-N.md: "### op, dtype, N GPUs (us, slowest rank; ...)" and the size, NCCL eager, best
+graph anchor, kgen loop, kgen call, kgen graph columns), for runs whose JSON lines did not
+come back.
 
 One panel per operation x dtype, time (us, the slowest rank's) against size (bytes of the
 larger buffer), both axes logarithmic: NCCL eager, the best graph anchor (NCCL graph or
@@ -12,6 +18,7 @@ in .png is written as .svg beside it (no matplotlib needed).
 """
 import math
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,6 +32,59 @@ SERIES = (  # label, mode, kgen?, colour, dash
 )
 W, H = 360, 260  # one panel
 ML, MR, MT, MB = 58, 12, 28, 44
+
+
+class TableResults:
+    """The Results interface over coll_suite.sh's joined tables (see --tables)."""
+
+    COLS = {("eager", False): 1, ("graph", False): 2, ("loop", True): 3, ("graph", True): 5}
+
+    def __init__(self, path):
+        self.t = {}  # (gpus, op, dtype) -> {bytes: [columns]}
+        key = None
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                m = re.match(r"^#+ (\w+), (\w+), (\d+) GPUs \(us, slowest rank", line)
+                if m:
+                    key = (int(m.group(3)), m.group(1), m.group(2))
+                    self.t[key] = {}
+                    continue
+                if line.startswith("#"):
+                    key = None
+                    continue
+                if key is None or not line.startswith("|"):
+                    continue
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                b = parse_size(cells[0])
+                if b is not None:
+                    self.t[key][b] = cells
+
+    def gpus(self):
+        return sorted({g for g, _, _ in self.t})
+
+    def groups(self, gpus):
+        return [(op, dt) for g, op, dt in self.t if g == gpus]
+
+    def sizes(self, gpus, op, dtype):
+        return sorted(self.t.get((gpus, op, dtype), {}))
+
+    def row(self, gpus, op, dtype, b):
+        return self.t.get((gpus, op, dtype), {}).get(b)
+
+    def best(self, row, mode, kgen):
+        i = self.COLS.get((mode, kgen))
+        if row is None or i is None or i >= len(row):
+            return None
+        m = re.match(r"^([0-9.]+)", row[i])
+        return (float(m.group(1)),) if m else None
+
+
+def parse_size(s):
+    m = re.match(r"^([0-9]+) (B|KiB|MiB|GiB)$", s)
+    if not m:
+        return None
+    return int(m.group(1)) << {"B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m.group(2)]
 
 
 def esc(s):
@@ -97,7 +157,12 @@ def main():
     if dst.endswith(".png"):
         dst = dst[:-4] + ".svg"
         print(f"coll_plot: writing SVG: {dst}", file=sys.stderr)
-    res = Results(args[:-1])
+    if "--tables" in sys.argv:
+        if len(args) != 2:
+            sys.exit("coll_plot: --tables takes one tables file and the output name")
+        res = TableResults(args[0])
+    else:
+        res = Results(args[:-1])
     if gpus is None:
         gs = res.gpus()
         if not gs:
