@@ -92,7 +92,9 @@ type Options struct {
 	ReduceScatterPullMinBytes int
 	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
 	// DefaultMaxBlocks) but p2p_allreduce_push4, which fits two blocks an SM and takes up
-	// to twice it (DisablePush4). It must be the same on every rank: kernels that count the
+	// to twice it (DisablePush4); the push kernels' grids stay within the blocks the device
+	// holds at once (one an SM for the general kernel). It must be the same on every rank,
+	// and on GPUs of different models at most every GPU's cap: kernels that count the
 	// peers' blocks (the MoE's low-latency mode, the multimem barriers) wait for as many
 	// blocks as their own grid has.
 	MaxBlocks int
@@ -647,17 +649,34 @@ func (c *Comm) pushFamily(dt dsl.Type, bytes int) kernels.Family {
 	return kernels.FamilyP2PAllReducePush
 }
 
-// pushBlocks is the push all-reduce's grid for vectors vectors a block index covers (a
-// slice's): blocks' for p2p_allreduce_push; for p2p_allreduce_push4, which fits two blocks
-// of CollThreads an SM (.minnctapersm 2), up to twice MaxBlocks (at most
+// pushBlocks is the push all-reduce kernel k's grid for vectors vectors a block index covers
+// (a slice's): blocks' for p2p_allreduce_push; for p2p_allreduce_push4, which fits two
+// blocks of CollThreads an SM (.minnctapersm 2), up to twice MaxBlocks (at most
 // kernels.CollMaxBlocks, the signal pads' slots): with the default 128 on an H200's 132
-// SMs, about two blocks an SM where the general kernel has one. MaxBlocks is the same on
-// every rank, so the grid is too.
-func (c *Comm) pushBlocks(fam kernels.Family, vectors int) int {
-	if fam != kernels.FamilyP2PAllReducePush4 {
-		return c.blocks(vectors)
+// SMs, about two blocks an SM where the general kernel has one. Both are capped at the
+// blocks the device holds at once (the kernel's blocks wait on each other): on a GPU of
+// fewer SMs (an A100's 108) the general kernel's one block an SM is fewer than MaxBlocks.
+// The ranks' grids must agree; they do on GPUs of one model (the Comm's GPUs share an
+// NVLink domain), and MaxBlocks at or below every GPU's cap makes them agree on mixed ones.
+func (c *Comm) pushBlocks(k kernels.ID, vectors int) (int, error) {
+	f, err := c.function(k)
+	if err != nil {
+		return 0, err
 	}
-	return min(max((vectors+kernels.CollThreads-1)/kernels.CollThreads, 1), min(2*c.o.MaxBlocks, kernels.CollMaxBlocks))
+	resident, err := f.ResidentBlocks(jit.D1(kernels.CollThreads), 0)
+	if err != nil {
+		return 0, fmt.Errorf("collectives: %w", err)
+	}
+	return pushGrid(k.Family, vectors, c.o.MaxBlocks, resident), nil
+}
+
+// pushGrid is pushBlocks' rule for a device that holds resident blocks of the kernel at once.
+func pushGrid(fam kernels.Family, vectors, maxBlocks, resident int) int {
+	limit := maxBlocks
+	if fam == kernels.FamilyP2PAllReducePush4 {
+		limit = min(2*maxBlocks, kernels.CollMaxBlocks)
+	}
+	return min(max((vectors+kernels.CollThreads-1)/kernels.CollThreads, 1), limit, max(resident, 1))
 }
 
 // launch runs kernel k with args, as part of call, and advances the epoch of the

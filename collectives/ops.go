@@ -284,7 +284,11 @@ func (c *Comm) allReduce(ctx context.Context, cl *call, k kernels.ID, dst, src *
 		if err := c.ensurePushScratch(ctx, cl, c.g*slice*dt.Bytes()); err != nil {
 			return err
 		}
-		return c.launch(ctx, cl, k, c.pushBlocks(k.Family, (vectors+c.g-1)/c.g), launch.P2PPush{
+		blocks, err := c.pushBlocks(k, (vectors+c.g-1)/c.g)
+		if err != nil {
+			return cl.wrap(err)
+		}
+		return c.launch(ctx, cl, k, blocks, launch.P2PPush{
 			In: src.s.at(dt), Outs: dst.s.table(), Scratch: c.pushes.table(), Pads: c.pads.table(), Rank: rank, NGPUs: g, N: n, Epoch: c.padEpoch})
 	}
 	// Lamport: in place is safe (each thread reads its input before it writes its output,

@@ -47,25 +47,28 @@ func TestPushVariantChoice(t *testing.T) {
 
 // TestPushBlocks checks the push all-reduce's grid: the general kernel's is blocks' (up to
 // MaxBlocks), p2p_allreduce_push4's up to twice MaxBlocks and at most CollMaxBlocks; both
-// take one block per CollThreads vectors below that.
+// take one block per CollThreads vectors below that, and at most the blocks the device holds
+// at once (108 on an A100 for the general kernel's one block an SM).
 func TestPushBlocks(t *testing.T) {
 	for _, tc := range []struct {
-		maxBlocks, vectors int
-		fam                kernels.Family
-		want               int
+		maxBlocks, vectors, resident int
+		fam                          kernels.Family
+		want                         int
 	}{
-		{128, 1 << 20, kernels.FamilyP2PAllReducePush, 128},
-		{128, 1 << 20, kernels.FamilyP2PAllReducePush4, 256},
-		{200, 1 << 20, kernels.FamilyP2PAllReducePush4, kernels.CollMaxBlocks},
-		{3, 1 << 20, kernels.FamilyP2PAllReducePush4, 6},
-		{128, 300, kernels.FamilyP2PAllReducePush, 2},
-		{128, 300, kernels.FamilyP2PAllReducePush4, 2},
-		{128, 0, kernels.FamilyP2PAllReducePush4, 1},
-		{128, 200 * kernels.CollThreads, kernels.FamilyP2PAllReducePush4, 200},
+		{128, 1 << 20, 264, kernels.FamilyP2PAllReducePush, 128},
+		{128, 1 << 20, 264, kernels.FamilyP2PAllReducePush4, 256},
+		{200, 1 << 20, 528, kernels.FamilyP2PAllReducePush4, kernels.CollMaxBlocks},
+		{3, 1 << 20, 264, kernels.FamilyP2PAllReducePush4, 6},
+		{128, 300, 264, kernels.FamilyP2PAllReducePush, 2},
+		{128, 300, 264, kernels.FamilyP2PAllReducePush4, 2},
+		{128, 0, 264, kernels.FamilyP2PAllReducePush4, 1},
+		{128, 200 * kernels.CollThreads, 264, kernels.FamilyP2PAllReducePush4, 200},
+		{128, 1 << 20, 108, kernels.FamilyP2PAllReducePush, 108},
+		{128, 1 << 20, 228, kernels.FamilyP2PAllReducePush4, 228},
+		{128, 1 << 20, 0, kernels.FamilyP2PAllReducePush, 1},
 	} {
-		c := &Comm{g: 4, o: Options{MaxBlocks: tc.maxBlocks}}
-		if got := c.pushBlocks(tc.fam, tc.vectors); got != tc.want {
-			t.Errorf("MaxBlocks %d, %d vectors, %s: %d blocks, want %d", tc.maxBlocks, tc.vectors, tc.fam, got, tc.want)
+		if got := pushGrid(tc.fam, tc.vectors, tc.maxBlocks, tc.resident); got != tc.want {
+			t.Errorf("MaxBlocks %d, %d vectors, %d resident, %s: %d blocks, want %d", tc.maxBlocks, tc.vectors, tc.resident, tc.fam, got, tc.want)
 		}
 	}
 }
@@ -152,4 +155,49 @@ func TestPush4Default(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPushGridResident: the push all-reduce's grid is capped at the blocks its device holds
+// at once (its blocks wait on each other, so a larger grid is refused by the co-resident
+// launch): on the emulator's 16 SMs of 8 such blocks, p2p_allreduce_push4's twice MaxBlocks
+// (200 here) becomes 128, while the general kernel keeps MaxBlocks' 100. The launches are
+// recorded, not run (TestPush4Grid checks the sums).
+func TestPushGridResident(t *testing.T) {
+	ctx := context.Background()
+	for _, general := range []bool{false, true} {
+		t.Run(fmt.Sprintf("general=%v", general), func(t *testing.T) {
+			t.Parallel()
+			o := Options{MaxBlocks: 100, DisableLamport: true, OneShotMaxBytes: 1, PushMinBytes: 1, DisablePush4: general, Push4MinBytes: -1}
+			runRanks(t, 2, false, false, 0, o, func(e *rankEnv) error {
+				var grids []int
+				var resident int
+				e.c.launchFn = func(f *jit.Function, cfg jit.LaunchConfig, args any) error {
+					n, err := f.ResidentBlocks(cfg.Block, cfg.SharedMem)
+					if err != nil {
+						return err
+					}
+					resident = n
+					grids = append(grids, cfg.Grid.X)
+					return nil
+				}
+				dt := dsl.BF16
+				n := 2 * 300 * kernels.CollThreads * (16 / dt.Bytes())
+				a, err := e.c.Alloc(dt, n)
+				if err != nil {
+					return err
+				}
+				if err := e.c.AllReduce(ctx, a, Sum); err != nil {
+					return err
+				}
+				want := 100
+				if !general {
+					want = min(200, resident)
+				}
+				if resident != 128 || len(grids) != 1 || grids[0] != want {
+					return fmt.Errorf("%s: grids %v on a device holding %d blocks, want one of %d on 128", e.c.LastAlgorithm(), grids, resident, want)
+				}
+				return a.Free()
+			})
+		})
+	}
 }

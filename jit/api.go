@@ -721,6 +721,31 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	return nil
 }
 
+// ResidentBlocks returns how many blocks of shape block with shared bytes of dynamic
+// shared memory can be resident on f's device at once: the largest grid a CoResident launch
+// takes (the occupancy calculator's blocks per SM times the SMs on a GPU; the emulator's
+// per-SM model there). A backend that cannot launch co-resident grids returns an error.
+func (f *Function) ResidentBlocks(block Dim3, shared int) (int, error) {
+	cl, ok := f.impl.(coLauncher)
+	if !ok {
+		return 0, fmt.Errorf("jit: %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
+	}
+	if b := block.norm(); b.X <= 0 || b.Y <= 0 || b.Z <= 0 || shared < 0 {
+		return 0, fmt.Errorf("jit: %s: resident blocks of %dx%dx%d threads with %d bytes of shared memory: want a positive block and non-negative shared memory", f.sig.Name, block.X, block.Y, block.Z, shared)
+	}
+	f.m.mu.Lock()
+	closed := f.m.closed
+	f.m.mu.Unlock()
+	if closed {
+		return 0, fmt.Errorf("jit: %s: its module was closed", f.sig.Name)
+	}
+	n, err := cl.residentBlocks(block.norm(), shared)
+	if err != nil {
+		return 0, fmt.Errorf("jit: %s: %w", f.sig.Name, err)
+	}
+	return n, nil
+}
+
 // dispatch hands an encoded launch to the backend: co-resident, with the launch's
 // configuration (the emulator), or plain.
 func (f *Function) dispatch(g, b Dim3, s stream, slots []uint64, cfg *LaunchConfig) error {

@@ -5,28 +5,7 @@ package jit
 import (
 	"strings"
 	"testing"
-
-	"github.com/kgen-dev/kgen/dsl"
-	"github.com/kgen-dev/kgen/ptx"
 )
-
-// gridBarrier: every block's thread 0 counts itself in, spins until every block of the grid
-// has, then marks its block done; it finishes only when the whole grid is resident at once.
-func gridBarrier(t *testing.T) *ptx.Module {
-	k := dsl.New("grid_barrier", dsl.WithTarget(ptx.SM90))
-	cnt, out := k.PtrParam("cnt", dsl.U32), k.PtrParam("out", dsl.U32)
-	k.If(k.ThreadIdx(dsl.X).Eq(0), func() {
-		k.Reduce(dsl.AtomAdd, cnt, uint32(1), dsl.Release(dsl.GPU))
-		n := k.GridDim(dsl.X)
-		k.While(func() dsl.Value { return k.Load(cnt, dsl.Acquire(dsl.GPU)).Lt(n) }, func() {})
-		k.Store(out.At(k.BlockIdx(dsl.X)), uint32(1))
-	})
-	m, err := k.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // TestGPUCoResident launches a grid barrier over the most blocks the GPU holds at once
 // (cooperatively; it completes) and checks a grid one block larger is refused before launch.
@@ -42,12 +21,11 @@ func TestGPUCoResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	block := D1(1024)
-	cl := f.impl.(coLauncher)
-	n, err := cl.residentBlocks(block, 0)
+	n, err := f.ResidentBlocks(block, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	why := cl.residentLimit(block, 0)
+	why := f.impl.(coLauncher).residentLimit(block, 0)
 	t.Logf("%s: %d blocks of 1024 threads resident at once (%s)", d.Info().Name, n, why)
 	if n < d.Info().Multiproc {
 		t.Fatalf("%d resident blocks on %d SMs", n, d.Info().Multiproc)
