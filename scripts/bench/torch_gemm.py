@@ -7,7 +7,8 @@ torch._scaled_mm(A, B.t(), scales 1, bf16 out), timed with use_fast_accum False 
 default) and True, and both kgen's D and cuBLAS's are compared with the exact product
 (float64 on the GPU) within 2 bf16 ulps plus 2^-10 * sum|a*b| per element: wgmma's fp8
 accumulation keeps fewer bits than f32 (docs/facts.md), so two fp8 results differ by more
-than the 16-bit rule allows. Times with CUDA events (3 warm-ups, median of REPS); prints
+than the 16-bit rule allows. Times with CUDA events (3 warm-ups, median of REPS; GPUBENCH_TIMING
+as gpubench's: queued runs back to back); prints
 both TFLOP/s and the ratio. Exits non-zero when a check fails.
 
 With `gpubench gemm -epilogue OPTS` a problem directory also holds epi.json, bias.bin (f32
@@ -37,9 +38,25 @@ def load(path, rows, cols, dtype):
 
 
 def median_us(fn, reps):
+    """Median of reps runs after 3 warm-ups. GPUBENCH_TIMING=queued (gpubench's mode of the
+    same name) enqueues the runs back to back with an event between each two and
+    synchronizes once: the GPU's time, without the host's launch latency; the default times
+    each run alone between two events and waits for it."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+    mode = os.environ.get("GPUBENCH_TIMING", "sync") or "sync"
+    if mode == "queued":
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+        ev[0].record()
+        for i in range(reps):
+            fn()
+            ev[i + 1].record()
+        ev[-1].synchronize()
+        times = [ev[i].elapsed_time(ev[i + 1]) * 1e3 for i in range(reps)]
+        return sorted(times)[len(times) // 2]
+    if mode != "sync":
+        sys.exit(f"GPUBENCH_TIMING={mode!r}: want sync (the default) or queued")
     times = []
     for _ in range(reps):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
