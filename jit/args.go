@@ -210,15 +210,17 @@ func encodeArg(p ptx.Param, a any, dev *Device, info *ParamInfo) (uint64, error)
 	intOK := kind == ptx.KindBits || kind == ptx.KindSigned || kind == ptx.KindUnsigned
 	half := p.Array == 0 && (p.Type == ptx.F16 || p.Type == ptx.BF16 || p.Type == ptx.E4M3x2 || p.Type == ptx.E5M2x2 ||
 		p.Type == ptx.F16x2 || p.Type == ptx.BF16x2 || p.Type == ptx.E4M3 || p.Type == ptx.E5M2)
-	want := func(gosize int, what string, isFloat bool) error {
+	// want checks a value of gosize bytes (a float or not) against the parameter; what names
+	// the value in its errors, formatted only when there is one (the launch path is hot).
+	want := func(gosize int, what func() string, isFloat bool) error {
 		if gosize != size {
-			return fmt.Errorf("got %s (%d bytes), the parameter is %d bytes", what, gosize, size)
+			return fmt.Errorf("got %s (%d bytes), the parameter is %d bytes", what(), gosize, size)
 		}
 		if isFloat && !(kind == ptx.KindFloat && !half || kind == ptx.KindBits) {
-			return fmt.Errorf("got %s for a .%s parameter", what, p.Type)
+			return fmt.Errorf("got %s for a .%s parameter", what(), p.Type)
 		}
 		if !isFloat && !intOK && !half {
-			return fmt.Errorf("got %s for a .%s parameter (pass float32/float64)", what, p.Type)
+			return fmt.Errorf("got %s for a .%s parameter (pass float32/float64)", what(), p.Type)
 		}
 		return nil
 	}
@@ -273,7 +275,7 @@ func encodeArg(p ptx.Param, a any, dev *Device, info *ParamInfo) (uint64, error)
 		}
 	}
 	if ht.Bytes() >= 4 || !ht.IsFloat() {
-		if err := want(ht.Bytes(), goName(a), ht.IsFloat()); err != nil {
+		if err := want(ht.Bytes(), func() string { return goName(a) }, ht.IsFloat()); err != nil {
 			return 0, err
 		}
 	}

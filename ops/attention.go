@@ -239,8 +239,8 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 	if p.attn.SchedWords > 0 { // the stream's tile counter
 		ak.s = s
 	}
-	if args := p.cached(&ak); args != nil {
-		return launch(op, dev, p.fn, lc, args...)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, dev, p.fn, lc, enc)
 	}
 	args := []any{ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(out), lse,
 		uint32(batch), uint32(heads), uint32(kvHeads), uint32(seqQ), uint32(seqK), scale}
@@ -269,8 +269,7 @@ func Attention[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, v Tens
 		}
 		args = append(args, sc)
 	}
-	p.keep(&ak, args)
-	return launch(op, dev, p.fn, lc, args...)
+	return p.first(op, dev, lc, &ak, args)
 }
 
 // attentionMinSM is the oldest compute capability the attention kernel runs on (mma.sync

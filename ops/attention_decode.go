@@ -206,23 +206,21 @@ func AttentionDecode[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, kCa
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
 	ak := argKey{ptr: [8]jit.DevicePtr{q.Ptr(), kCache.Ptr(), vCache.Ptr(), out.Ptr(), lse.Addr, oPart.Addr, blockTable.Ptr(), seqLens.Ptr()},
 		scalar: [2]uint64{uint64(math.Float32bits(scale))}}
-	args := p.cached(&ak)
-	if args == nil {
-		args = []any{ptrOf(q), ptrOf(kCache), ptrOf(vCache), ptrOf(out), lse, oPart, lsePart, ptrOf(blockTable), ptrOf(seqLens),
-			uint32(batch), uint32(qLen), uint32(heads), uint32(kvHeads), uint32(maxPages), uint32(splits), scale}
-		p.keep(&ak, args)
+	if enc := p.cached(&ak); enc != nil {
+		err = launch(op, dev, p.fn, lc, enc)
+	} else {
+		err = p.first(op, dev, lc, &ak, []any{ptrOf(q), ptrOf(kCache), ptrOf(vCache), ptrOf(out), lse, oPart, lsePart, ptrOf(blockTable), ptrOf(seqLens),
+			uint32(batch), uint32(qLen), uint32(heads), uint32(kvHeads), uint32(maxPages), uint32(splits), scale})
 	}
-	if err := launch(op, dev, p.fn, lc, args...); err != nil || comb == nil {
+	if err != nil || comb == nil {
 		return err
 	}
 	clc := jit.LaunchConfig{Grid: jit.D1(comb.grid), Block: jit.D1(comb.block), Stream: s, Context: ctx}
 	ck := argKey{ptr: [8]jit.DevicePtr{oPart.Addr, out.Ptr(), lse.Addr}, scalar: [2]uint64{uint64(splits)}}
-	cargs := comb.cached(&ck)
-	if cargs == nil {
-		cargs = []any{oPart, lsePart, ptrOf(out), lse, uint32(batch), uint32(qLen), uint32(heads), uint32(splits)}
-		comb.keep(&ck, cargs)
+	if enc := comb.cached(&ck); enc != nil {
+		return launch(op, dev, comb.fn, clc, enc)
 	}
-	return launch(op, dev, comb.fn, clc, cargs...)
+	return comb.first(op, dev, clc, &ck, []any{oPart, lsePart, ptrOf(out), lse, uint32(batch), uint32(qLen), uint32(heads), uint32(splits)})
 }
 
 // AttentionDecodeConfigFor returns the decode kernel AttentionDecode runs on a device

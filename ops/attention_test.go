@@ -351,7 +351,7 @@ func TestAttentionAllocs(t *testing.T) {
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
-	// jit's Launch of the plan's kernel with the arguments the call boxed and kept.
+	// jit's launch of the plan's kernel with the arguments the call encoded and kept.
 	var p *plan
 	st := stateOf(d)
 	st.mu.Lock()
@@ -364,16 +364,16 @@ func TestAttentionAllocs(t *testing.T) {
 	args := p.last.Load().args
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
 	direct := testing.AllocsPerRun(50, func() {
-		if err := p.fn.Launch(lc, args...); err != nil {
+		if err := p.fn.LaunchEncoded(lc, args); err != nil {
 			cerr = err
 		}
 	})
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
-	t.Logf("Attention: %.0f allocations per call; Function.Launch of its kernel %.0f", n, direct)
+	t.Logf("Attention: %.0f allocations per call; Function.LaunchEncoded of its kernel %.0f", n, direct)
 	if n > direct {
-		t.Errorf("Attention: %.0f allocations per call; Function.Launch of its kernel takes %.0f: the op must add none", n, direct)
+		t.Errorf("Attention: %.0f allocations per call; Function.LaunchEncoded of its kernel takes %.0f: the op must add none", n, direct)
 	}
 }
 

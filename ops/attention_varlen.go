@@ -158,8 +158,8 @@ func AttentionVarLen[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, 
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), SharedMem: p.shared, Stream: s, Context: ctx}
 	ak := argKey{ptr: [8]jit.DevicePtr{q.Ptr(), k.Ptr(), v.Ptr(), out.Ptr(), lse.Addr, cuQ.Ptr(), cuK.Ptr()}, scalar: [2]uint64{uint64(math.Float32bits(scale))},
 		mem: [3]*jit.Memory{q.buf.Memory(), k.buf.Memory(), v.buf.Memory()}}
-	if args := p.cached(&ak); args != nil {
-		return launch(op, dev, p.fn, lc, args...)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, dev, p.fn, lc, enc)
 	}
 	args := []any{ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(out), lse,
 		uint32(batch), uint32(heads), uint32(kvHeads), uint32(maxQ), uint32(0), scale}
@@ -179,8 +179,7 @@ func AttentionVarLen[T jit.Elem](ctx context.Context, s *jit.Stream, out, q, k, 
 		args = append(args, tm)
 	}
 	args = append(args, ptrOf(cuQ), ptrOf(cuK), uint32(totalQ), uint32(totalK))
-	p.keep(&ak, args)
-	return launch(op, dev, p.fn, lc, args...)
+	return p.first(op, dev, lc, &ak, args)
 }
 
 // planAttentionVarLen builds and loads the VarLen sm_90a attention of key, with its scratch

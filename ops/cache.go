@@ -78,14 +78,14 @@ type plan struct {
 	rows, cols  int                  // the row kernels' matrix
 	lse         *jit.Buffer[float32] // Attention's LSE for calls that pass none
 
-	last atomic.Pointer[callArgs] // the boxed arguments of the last call
+	last atomic.Pointer[callArgs] // the encoded arguments of the last call
 }
 
-// callArgs is a call's boxed kernel arguments (read-only once kept) and the operands they
-// were made from.
+// callArgs is a call's kernel arguments, checked and encoded once (jit.Function.Encode), and
+// the operands they were made from.
 type callArgs struct {
 	key  argKey
-	args []any
+	args *jit.Args
 }
 
 // argKey is what an op's kernel arguments are made from beyond its plan's key: the
@@ -99,16 +99,24 @@ type argKey struct {
 	s      *jit.Stream
 }
 
-// cached returns the arguments of the plan's last call when it had key k, else nil.
-func (p *plan) cached(k *argKey) []any {
+// cached returns the encoded arguments of the plan's last call when it had key k, else nil.
+func (p *plan) cached(k *argKey) *jit.Args {
 	if c := p.last.Load(); c != nil && c.key == *k {
 		return c.args
 	}
 	return nil
 }
 
-// keep records args as the arguments of key k (args must not change after).
-func (p *plan) keep(k *argKey, args []any) { p.last.Store(&callArgs{key: *k, args: args}) }
+// first launches the plan's kernel for a call whose key k has no encoded arguments yet:
+// it encodes args (checking them as jit's Launch does), keeps them as key k's and launches.
+func (p *plan) first(op string, d *jit.Device, lc jit.LaunchConfig, k *argKey, args []any) error {
+	enc, err := p.fn.Encode(args...)
+	if err != nil {
+		return closedErr(op, d, fmt.Errorf("ops: %s: %w", op, err))
+	}
+	p.last.Store(&callArgs{key: *k, args: enc})
+	return launch(op, d, p.fn, lc, enc)
+}
 
 // tmapKey is an encoded tensor map: its spec, the address it starts at and the allocation
 // it lies in (a map refers to its allocation: one freed and another at the same address

@@ -140,8 +140,8 @@ func deviceTarget(d *jit.Device) ptx.Target {
 }
 
 // launch runs fn with lc, reporting a closed device as such (and forgetting its cache).
-func launch(op string, d *jit.Device, fn *jit.Function, lc jit.LaunchConfig, args ...any) error {
-	if err := fn.Launch(lc, args...); err != nil {
+func launch(op string, d *jit.Device, fn *jit.Function, lc jit.LaunchConfig, args *jit.Args) error {
+	if err := fn.LaunchEncoded(lc, args); err != nil {
 		return closedErr(op, d, fmt.Errorf("ops: %s: %w", op, err))
 	}
 	return nil

@@ -35,12 +35,10 @@ func Add[T jit.Elem](ctx context.Context, s *jit.Stream, out, a, b Tensor[T]) er
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
 	ak := argKey{ptr: [8]jit.DevicePtr{a.Ptr(), b.Ptr(), out.Ptr()}}
-	args := p.cached(&ak)
-	if args == nil {
-		args = []any{ptrOf(a), ptrOf(b), ptrOf(out), uint32(n)}
-		p.keep(&ak, args)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, d, p.fn, lc, enc)
 	}
-	return launch(op, d, p.fn, lc, args...)
+	return p.first(op, d, lc, &ak, []any{ptrOf(a), ptrOf(b), ptrOf(out), uint32(n)})
 }
 
 // Axpy computes y = alpha*x + y element by element (f32 or f16, one rounding; kernels.Axpy):
@@ -64,12 +62,10 @@ func Axpy[T jit.Elem](ctx context.Context, s *jit.Stream, y, x Tensor[T], alpha 
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
 	ak := argKey{ptr: [8]jit.DevicePtr{x.Ptr(), y.Ptr()}, scalar: [2]uint64{bitsOf(alpha)}}
-	args := p.cached(&ak)
-	if args == nil {
-		args = []any{alpha, ptrOf(x), ptrOf(y), uint32(n)}
-		p.keep(&ak, args)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, d, p.fn, lc, enc)
 	}
-	return launch(op, d, p.fn, lc, args...)
+	return p.first(op, d, lc, &ak, []any{alpha, ptrOf(x), ptrOf(y), uint32(n)})
 }
 
 // streamOperands checks an element-wise op's operands (the first is the output) and returns
@@ -179,10 +175,8 @@ func Transpose[T jit.Elem](ctx context.Context, s *jit.Stream, out, in Tensor[T]
 	}
 	lc := jit.LaunchConfig{Grid: jit.Dim3{X: (n + 31) / 32, Y: (m + 31) / 32, Z: 1}, Block: jit.D1(p.block), Stream: s, Context: ctx}
 	ak := argKey{ptr: [8]jit.DevicePtr{in.Ptr(), out.Ptr()}}
-	args := p.cached(&ak)
-	if args == nil {
-		args = []any{ptrOf(in), ptrOf(out), uint32(m), uint32(n)}
-		p.keep(&ak, args)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, d, p.fn, lc, enc)
 	}
-	return launch(op, d, p.fn, lc, args...)
+	return p.first(op, d, lc, &ak, []any{ptrOf(in), ptrOf(out), uint32(m), uint32(n)})
 }

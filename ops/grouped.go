@@ -265,8 +265,8 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		mem:    [3]*jit.Memory{a.buf.Memory(), b.buf.Memory(), d.buf.Memory()},
 		scalar: [2]uint64{uint64(math.Float32bits(alpha)), uint64(math.Float32bits(beta))},
 	}
-	if args := p.cached(&ak); args != nil {
-		return launch(op, dev, p.fn, lc, args...)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, dev, p.fn, lc, enc)
 	}
 	tmA, err := tensorMap(st, p.sm90.A, a.buf, a.off)
 	if err != nil {
@@ -294,8 +294,7 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 	if masked {
 		args = append(args, ptrOf(o.Counts), uint32(o.Stride))
 	}
-	p.keep(&ak, args)
-	return launch(op, dev, p.fn, lc, args...)
+	return p.first(op, dev, lc, &ak, args)
 }
 
 // planGroupedMatmul chooses (or takes force), builds and loads the grouped gemm of key.

@@ -265,10 +265,10 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	if p.kind == gemmSM90 {
 		ak.mem = [3]*jit.Memory{a.buf.Memory(), b.buf.Memory(), d.buf.Memory()}
 	}
-	if args := p.cached(&ak); args != nil {
-		return launch(op, dev, p.fn, lc, args...)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, dev, p.fn, lc, enc)
 	}
-	// The first call with these operands: box the arguments (and encode the tensor maps).
+	// The first call with these operands: encode the arguments (and the tensor maps).
 	args := make([]any, 0, 14)
 	if p.kind == gemmMMA {
 		args = append(args, ptrOf(a), ptrOf(b))
@@ -296,8 +296,7 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 			args = append(args, ptr)
 		}
 	}
-	p.keep(&ak, args)
-	return launch(op, dev, p.fn, lc, args...)
+	return p.first(op, dev, lc, &ak, args)
 }
 
 // refusal is an operand Matmul's kernels cannot take (not a failure of the device).

@@ -108,7 +108,7 @@ func RowSum[T jit.Elem](ctx context.Context, s *jit.Stream, out Tensor[float32],
 
 // launchRows launches a row kernel's plan p on rows of in into out: in, out, rows, cols and
 // the strided kernels' row strides ldIn (and ldOut, RowSum's -1: none), or the split
-// kernels' scratch and parts. The boxed arguments are kept for the next call with the same
+// kernels' scratch and parts. The encoded arguments are kept for the next call with the same
 // operands and stream.
 func launchRows(ctx context.Context, op string, st *devState, p *plan, s *jit.Stream, in, out jit.AnyPtr, ldIn, ldOut int) error {
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx, CoResident: p.kind == rowSplit}
@@ -116,8 +116,8 @@ func launchRows(ctx context.Context, op string, st *devState, p *plan, s *jit.St
 	if p.kind == rowSplit {
 		ak.s = s
 	}
-	if args := p.cached(&ak); args != nil {
-		return launch(op, st.d, p.fn, lc, args...)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, st.d, p.fn, lc, enc)
 	}
 	rows, cols := uint32(p.rows), uint32(p.cols)
 	var args []any
@@ -136,8 +136,7 @@ func launchRows(ctx context.Context, op string, st *devState, p *plan, s *jit.St
 	default:
 		args = []any{in, out, rows, cols}
 	}
-	p.keep(&ak, args)
-	return launch(op, st.d, p.fn, lc, args...)
+	return p.first(op, st.d, lc, &ak, args)
 }
 
 // planRows chooses and loads the row kernel of family f (FamilySoftmax or FamilyRowSum) for

@@ -113,12 +113,10 @@ func swigluLaunch[T jit.Elem](ctx context.Context, s *jit.Stream, d *jit.Device,
 		st.store(key, p)
 	}
 	lc := jit.LaunchConfig{Grid: jit.D1(p.grid), Block: jit.D1(p.block), Stream: s, Context: ctx}
-	a := p.cached(&ak)
-	if a == nil {
-		a = args()
-		p.keep(&ak, a)
+	if enc := p.cached(&ak); enc != nil {
+		return launch(op, d, p.fn, lc, enc)
 	}
-	return launch(op, d, p.fn, lc, a...)
+	return p.first(op, d, lc, &ak, args())
 }
 
 // swigluMasked is SwiGLU over the masked layout of o.Counts and o.Stride (the shapes and
