@@ -201,3 +201,47 @@ func TestProbe12LaunchMasterAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe12GenOtherPackage: kgen gen into a folder whose Go files the go tool builds
+// declare another package (a hand-written file, or an earlier kgen gen's output of another
+// --pkg) is a usage error naming the file and its package, nothing written. Before: it wrote
+// <pkg>_kgen.go beside them and exited 0, leaving a folder that does not compile ("found
+// packages v and w"). Tests (package x_test), a `//go:build ignore` generator of package
+// main and the generated file of the same --pkg do not count.
+func TestProbe12GenOtherPackage(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"gen.go":      "//go:build ignore\n\npackage main\n\nfunc main() {}\n",
+		"doc.go":      "// Package v is generated.\npackage v\n",
+		"v_x_test.go": "package v_test\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"gen", "axpy", "--dtype", "f32", "--targets", "sm_80", "-o", dir}
+	for i := 0; i < 2; i++ { // the second run finds its own v_kgen.go
+		if code, _, errs := kgen(append(args, "--pkg", "v")...); code != 0 {
+			t.Fatalf("--pkg v into a folder of package v: exit %d, %s", code, errs)
+		}
+	}
+	before, _ := os.ReadDir(dir)
+	for _, c := range []struct{ pkg, file, other string }{{"w", "doc.go", "v"}, {"π", "doc.go", "v"}} {
+		code, out, errs := kgen(append(args, "--pkg", c.pkg)...)
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, filepath.Join(dir, c.file)+" is package "+c.other) {
+			t.Errorf("--pkg %s into a folder of package v: exit %d, %q; want exit 2 naming %s (package %s)", c.pkg, code, errs, c.file, c.other)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "doc.go")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := kgen(append(args, "--pkg", "w")...)
+	if code != 2 || !strings.Contains(errs, filepath.Join(dir, "v_kgen.go")+" is package v") {
+		t.Errorf("--pkg w beside an earlier --pkg v's output: exit %d, %q; want exit 2 naming v_kgen.go", code, errs)
+	}
+	after, _ := os.ReadDir(dir)
+	if len(after) != len(before)-1 {
+		t.Errorf("files written by refused runs: before %v, after %v", before, after)
+	}
+}
