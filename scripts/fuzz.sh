@@ -7,6 +7,7 @@
 # writes an input under testdata/fuzz, or any other failure, fails at once.
 set -uo pipefail
 pkg=$1 name=$2 fuzztime=$3
+cd "$(dirname "$0")/.." || exit 2 # PKG (./ptx) is a folder of the module root, wherever this is called from
 dir="$pkg/testdata/fuzz/$name"
 before=$(ls "$dir" 2>/dev/null | sort)
 for try in 1 2; do

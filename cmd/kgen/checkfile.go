@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/kgen-dev/kgen/internal/toolchain"
@@ -33,29 +36,33 @@ func isPTXFile(arg string) bool {
 // ptxFile is one user module to check: its name in messages and its text.
 type ptxFile struct {
 	name string // the path as given, or <stdin>
-	path string // a file ptxas can read
+	path string // kgen's copy of text, which ptxas reads
 	text string
 }
 
-// readPTXFile reads arg (- for standard input), at most maxCheckFile bytes.
+// readPTXFile reads arg (- for standard input), at most maxCheckFile bytes, and writes a
+// copy into dir for ptxas: what ptxas assembles is what kgen's rules checked, even when
+// arg is replaced while kgen check runs. The file is opened without blocking and then
+// checked to be regular, so a FIFO or device put there after a look would not block or
+// be read without end.
 func readPTXFile(arg, dir string, i int) (*ptxFile, error) {
 	var r io.Reader
-	f := &ptxFile{name: arg, path: arg}
+	f := &ptxFile{name: arg, path: filepath.Join(dir, fmt.Sprintf("file-%d.ptx", i))}
 	if arg == "-" {
-		r, f.name, f.path = stdin, "<stdin>", filepath.Join(dir, fmt.Sprintf("stdin-%d.ptx", i))
+		r, f.name = stdin, "<stdin>"
 	} else {
-		fi, err := os.Stat(arg)
-		if err != nil {
-			return nil, err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s: not a regular file (%s)", arg, fi.Mode().Type())
-		}
-		h, err := os.Open(arg)
+		h, err := os.OpenFile(arg, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, err
 		}
 		defer h.Close()
+		fi, err := h.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s: not a regular file (%s)", arg, fileKind(fi.Mode()))
+		}
 		r = h
 	}
 	b, err := io.ReadAll(io.LimitReader(r, maxCheckFile+1))
@@ -66,12 +73,29 @@ func readPTXFile(arg, dir string, i int) (*ptxFile, error) {
 		return nil, fmt.Errorf("%s: more than %d MiB of PTX", f.name, maxCheckFile>>20)
 	}
 	f.text = string(b)
-	if arg == "-" {
-		if err := os.WriteFile(f.path, b, 0o600); err != nil {
-			return nil, err
-		}
+	if err := os.WriteFile(f.path, b, 0o600); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// fileKind names a file type in words (fs.FileMode's String writes a folder as d---------).
+func fileKind(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeDir != 0:
+		return "a folder"
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "mode " + m.Type().String()
 }
 
 var parseLineRE = regexp.MustCompile(`^ptx: parse: line (\d+): `)
@@ -86,6 +110,9 @@ func checkFiles(e *env, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	var files []*ptxFile
+	if n := slices.Index(args, "-"); n >= 0 && slices.Contains(args[n+1:], "-") {
+		return usagef("- given twice: standard input can be read once (the second would check an empty module)")
+	}
 	for i, a := range args {
 		f, err := readPTXFile(a, dir, i)
 		if err != nil {

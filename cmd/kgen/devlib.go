@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -60,6 +61,9 @@ func runDevlib(e *env, args []string) error {
 	if o.EachDir != "" && o.Output != "" {
 		return usagef("give either -o FILE or --each DIR, not both")
 	}
+	if o.EachDir != "" && (o.List || o.Signatures) {
+		return usagef("--each DIR with --list or --signatures: they print the API and build nothing into DIR (give -o FILE for their output)")
+	}
 	jobsSet := false
 	fs.Visit(func(f *flag.Flag) { jobsSet = jobsSet || f.Name == "j" })
 	if (o.Objects || jobsSet) && o.EachDir == "" {
@@ -74,6 +78,19 @@ func runDevlib(e *env, args []string) error {
 			return usagef("--funcs: %s (NVSHMEM device function names, comma-separated, such as nvshmem_quiet,nvshmem_my_pe; --list lists them)", strings.TrimPrefix(err.Error(), "devlib: "))
 		}
 		o.Funcs = []string{*funcs}
+	}
+	// The output paths are checked before the build, which can take minutes: a folder
+	// given as -o FILE was found only when renaming over it (with a temporary file made
+	// in its parent), a file given as --each DIR only after every unit was built.
+	if o.Output != "" && o.Output != "-" {
+		if fi, err := os.Stat(o.Output); err == nil && fi.IsDir() {
+			return fmt.Errorf("-o %s is a folder: give a file to write the PTX to (or --each DIR for one file per function)", o.Output)
+		}
+	}
+	if o.EachDir != "" {
+		if fi, err := os.Stat(o.EachDir); err == nil && !fi.IsDir() {
+			return fmt.Errorf("--each %s is not a folder: give a folder (made when missing) for FUNC.ptx", o.EachDir)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

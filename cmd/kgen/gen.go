@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -46,6 +49,9 @@ func runGen(e *env, args []string) error {
 	}
 	if *pkg == "main" && !holdsCommand(*dir) {
 		return usagef("--pkg main: %s holds no Go file of package main: the launchers alone are no command (package main needs func main), so give -o a command's directory or --pkg an importable name", *dir)
+	}
+	if f, other := otherPackage(*dir, *pkg); f != "" {
+		return usagef("--pkg %s: %s is package %s, so the folder would not compile (found packages %s and %s); give --pkg %s, or -o another folder", *pkg, f, other, other, *pkg, other)
 	}
 	if len(pos) == 0 {
 		return usagef("name at least one KERNEL (valid: %s)", strings.Join(kernels.Names(), ", "))
@@ -119,40 +125,78 @@ func quoteArgs(args []string) string {
 // links to them) count, and only their first maxClauseBytes are read: a FIFO named a.go
 // blocked kgen gen for ever, and a link to /dev/zero was read without end.
 func holdsCommand(dir string) bool {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-	for _, f := range files {
-		if strings.HasSuffix(f, "_kgen.go") || strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		if packageClause(f) == "main" {
+	for _, g := range goFiles(dir) {
+		if g.pkg == "main" && !strings.HasSuffix(g.path, "_kgen.go") {
 			return true
 		}
 	}
 	return false
 }
 
+// otherPackage returns a Go file of dir that the go tool builds with the generated file of
+// package pkg but that declares another package, and that package's name ("" when there is
+// none): the folder would not compile ("found packages a and b"). The generated file of
+// another --pkg (an earlier kgen gen into the same folder) counts; pkg's own does not.
+func otherPackage(dir, pkg string) (file, name string) {
+	for _, g := range goFiles(dir) {
+		if g.pkg != pkg && filepath.Base(g.path) != pkg+"_kgen.go" {
+			return g.path, g.pkg
+		}
+	}
+	return "", ""
+}
+
+// goFile is a Go file of a folder that the go tool builds: its path and package.
+type goFile struct{ path, pkg string }
+
+// goFiles returns dir's Go files that the go tool builds for this machine (not tests, not
+// excluded by their name or their //go:build line, as a `//go:build ignore` generator is)
+// with the packages they declare.
+func goFiles(dir string) []goFile {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	var out []goFile
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		pkg, src := packageClause(f)
+		if pkg == "" {
+			continue
+		}
+		ctx := build.Default
+		ctx.OpenFile = func(string) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(src)), nil }
+		if ok, err := ctx.MatchFile(filepath.Dir(f), filepath.Base(f)); err != nil || !ok {
+			continue
+		}
+		out = append(out, goFile{f, pkg})
+	}
+	return out
+}
+
 // maxClauseBytes bounds how much of a Go file packageClause reads: the package clause
 // follows at most the file's leading comments.
 const maxClauseBytes = 1 << 20
 
-// packageClause returns the package name Go file f declares, or "" when f is not a regular
-// file or declares none within its first maxClauseBytes.
-func packageClause(f string) string {
-	if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
-	h, err := os.Open(f)
+// packageClause returns the package name Go file f declares and the bytes read (the first
+// maxClauseBytes), or "" when f is not a regular file or declares none there. f is opened
+// without blocking and then checked to be regular, so a FIFO put there after a look cannot
+// block it.
+func packageClause(f string) (string, []byte) {
+	h, err := os.OpenFile(f, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	defer h.Close()
+	if fi, err := h.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", nil
+	}
 	src, err := io.ReadAll(io.LimitReader(h, maxClauseBytes))
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	af, err := parser.ParseFile(token.NewFileSet(), f, src, parser.PackageClauseOnly)
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	return af.Name.Name
+	return af.Name.Name, src
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/internal/excerpt"
@@ -80,6 +81,11 @@ func runLaunch(e *env, args []string) error {
 	if *grace <= 0 {
 		return usagef("--grace %v: want a positive duration", *grace)
 	}
+	// A host name or an address is one word of printable characters; a line break in it
+	// went into the bootstrap's error unquoted, splitting the message over lines.
+	if strings.ContainsFunc(*addr, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
+		return usagef("--master-addr %s: want a host name or an IP address (no spaces or control characters)", excerpt.Quote(*addr))
+	}
 	b, err := launchBackend(*backend)
 	if err != nil {
 		return &usageError{err.Error()}
@@ -124,7 +130,7 @@ func runLaunch(e *env, args []string) error {
 	}
 	code, err := jit.LaunchRanks(ctx, jit.LaunchOptions{
 		N: *n, Prog: prog, Args: pos[1:], Env: append([]string{"KGEN_BACKEND=cuda"}, extra...),
-		Stdout: e.stdout, Stderr: e.stderr, MasterAddr: *addr, MasterPort: *port, Grace: *grace,
+		Stdout: underlying(e.stdout), Stderr: e.stderr, MasterAddr: *addr, MasterPort: *port, Grace: *grace,
 		Timeout: *timeout,
 	})
 	if err != nil {
@@ -206,7 +212,7 @@ func launchEmu(ctx context.Context, e *env, n, nodes int, prog string, args []st
 	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Env = append(launchEnv(n, nodes), extra...)
 	cmd.Stdin = os.Stdin
-	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	cmd.Stdout, cmd.Stderr = underlying(e.stdout), e.stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = grace
 	err := cmd.Run()

@@ -91,6 +91,9 @@ func runLayout(e *env, args []string) error {
 		if len(pos) != 0 {
 			return usagef("--mma takes no layouts")
 		}
+		if *tv {
+			return usagef("--mma with --tv: give one (--mma shows the atom's own thread-value layouts)")
+		}
 		atom, err := dsl.LookupMMAAtom(*mma)
 		if err != nil {
 			return &usageError{err.Error()}
@@ -116,15 +119,15 @@ func runLayout(e *env, args []string) error {
 		}
 		tiler, tvl, err := layout.MakeLayoutTV(thr, val)
 		if err != nil {
-			return err
+			return badInput(err)
 		}
 		fmt.Fprintf(&text, "tiler %v, tv layout %v\n", tiler, tvl)
 		if err := layout.PrintTV(&text, tvl, tiler); err != nil {
-			return err
+			return badInput(err)
 		}
 		if *svg != "" {
 			if err := layout.WriteTVSVG(&pic, tvl, tiler); err != nil {
-				return err
+				return badInput(err)
 			}
 		}
 	default:
@@ -146,11 +149,11 @@ func runLayout(e *env, args []string) error {
 			l = p
 		}
 		if err := layout.PrintLayout(&text, l); err != nil {
-			return err
+			return badInput(err)
 		}
 		if *svg != "" {
 			if err := layout.WriteSVG(&pic, l); err != nil {
-				return err
+				return badInput(err)
 			}
 		}
 	}
@@ -161,6 +164,13 @@ func runLayout(e *env, args []string) error {
 	}
 	_, err = e.stdout.Write(text.Bytes())
 	return err
+}
+
+// badInput is a usage error for what the layout package refuses in the layouts given (a
+// rank above 2, a thread-value layout outside its tile): they are drawn into memory, so
+// its errors are about the input, not a failure to write (exit 2, not 1).
+func badInput(err error) error {
+	return &usageError{strings.TrimPrefix(err.Error(), "layout: ")}
 }
 
 // composed reports whether s is written as a composed layout ("Sw<3,0,3> o 0 o (8,8):(8,1)"):

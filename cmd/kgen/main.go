@@ -68,8 +68,50 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// outWriter is a command's standard output: it keeps the first write error, so that a
+// command whose report was lost (kgen run's "ok: ..." into a full disk or a closed pipe)
+// exits 1, not 0 as though it had been read.
+type outWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil && o.err == nil {
+		o.err = err
+	}
+	return n, err
+}
+
+// underlying returns the writer w wraps when it is an *outWriter (kgen launch hands the
+// programs it starts kgen's own standard output, not a pipe through it).
+func underlying(w io.Writer) io.Writer {
+	if o, ok := w.(*outWriter); ok {
+		return o.w
+	}
+	return w
+}
+
 // run executes the command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	out := &outWriter{w: stdout}
+	code := runCommand(args, out, stderr)
+	if code == 0 && out.err != nil {
+		name := "kgen"
+		if len(args) > 0 {
+			if _, ok := commands[args[0]]; ok {
+				name += " " + args[0]
+			}
+		}
+		fmt.Fprintf(stderr, "%s: writing standard output: %v\n", name, out.err)
+		return 1
+	}
+	return code
+}
+
+// runCommand executes the command line with stdout already an *outWriter.
+func runCommand(args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) > 2 {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/jit"
@@ -27,12 +28,12 @@ const maxRunSize = 256 << 20
 func runRun(e *env, args []string) error {
 	c := commands["run"]
 	fs := flags(e, c)
-	ranks := fs.Int("ranks", 1, "simulated GPUs (1..8)")
+	ranks := fs.Int("ranks", 1, "simulated GPUs (1..8), for the multi-GPU kernels (a single-GPU kernel runs on one)")
 	size := fs.Int("size", 0, "input size in bytes (default: the kernel's own small size)")
 	dtype := fs.String("dtype", "", "element type (default: the kernel's first)")
 	target := fs.String("target", "", "GPU target ("+targetNames()+"; default sm_90, or the kernel's first target without sm_90)")
 	seed := fs.Int64("seed", 0, "seed of the inputs and, when non-zero, of the emulator's schedule")
-	weak := fs.Bool("weak", false, "weak-memory mode: unfenced remote stores become visible late")
+	weak := fs.Bool("weak", false, "weak-memory mode (multi-GPU kernels): unfenced remote stores become visible late")
 	cols := fs.Int("cols", 0, "row kernels: the row length; the rows: --rows, or --size / the row's bytes, or one")
 	rows := fs.Int("rows", 0, "row kernels, with --cols: the number of rows (in place of --size)")
 	exact := fs.Bool("exact", false, "run KERNEL itself, not the kernel the host would pick (row kernels: for the shape; gemm: gemm_sm90 on sm_90a)")
@@ -112,6 +113,9 @@ func runRun(e *env, args []string) error {
 			return usagef("--size %d is not a whole number of rows of --cols %d %s elements (%d bytes each)", *size, *cols, dt, *cols*dt.Bytes())
 		}
 	}
+	if err := multiGPUFlags(spec.Name, *ranks, *nodes, *weak); err != nil { // before the chooser prints
+		return err
+	}
 	name := spec.Name
 	if *cols > 0 && !*exact && (spec.Family == kernels.FamilySoftmax || spec.Family == kernels.FamilyRowSum) {
 		if name, err = chooseRow(e, spec.Family, dt, n / *cols, *cols); err != nil {
@@ -120,15 +124,20 @@ func runRun(e *env, args []string) error {
 	}
 	// gemm: the host's choice for the target (kernels.UseSM90); the emulator's gemm_sm90
 	// shapes have N and K multiples of 8.
+	picked := "" // why the host's gemm was picked, said once the flags are known good
 	if spec.Name == string(kernels.FamilyGemm) && !*exact {
 		if ok, why := kernels.UseSM90(t, 8, 8); ok {
 			name = string(kernels.FamilyGemmSM90)
-			fmt.Fprintf(e.stderr, "kgen run: gemm on %s runs %s (%s); --exact runs gemm itself\n", t, name, why)
+			picked = fmt.Sprintf("kgen run: gemm on %s runs %s (%s); --exact runs gemm itself\n", t, name, why)
 		}
 	}
 	if ok, why := ref.SpansNodes(name); !ok && *nodes > 1 {
 		return usagef("%s: %s is %s, so no node boundary would be exercised; --nodes applies to the collective kernels", nodesFrom, name, why)
 	}
+	if err := multiGPUFlags(name, *ranks, *nodes, *weak); err != nil {
+		return err
+	}
+	fmt.Fprint(e.stderr, picked)
 	res, err := ref.Run(ref.Problem{Kernel: name, DType: dt, Target: t, Size: n, Cols: *cols,
 		Ranks: *ranks, Nodes: *nodes, Network: net, Seed: *seed, Weak: *weak})
 	if err != nil {
@@ -139,6 +148,34 @@ func runRun(e *env, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "ok: %v on %d simulated GPU(s)\n", res, *ranks)
+	return nil
+}
+
+// singleGPUWhy begins ref.SpansNodes's reason for a single-GPU kernel's check (one emulated
+// device of its own, whatever Problem.Ranks says); TestProbe12SingleGPU pins it.
+const singleGPUWhy = "a single-GPU kernel"
+
+// singleGPU reports whether kernel's check runs on one emulated device whatever --ranks
+// says (ref.SpansNodes: a single-GPU kernel, not a fused GEMM, whose machine has --ranks
+// GPUs).
+func singleGPU(kernel string) bool {
+	ok, why := ref.SpansNodes(kernel)
+	return !ok && strings.HasPrefix(why, singleGPUWhy)
+}
+
+// multiGPUFlags refuses --ranks above 1 and --weak for a single-GPU kernel (when --nodes
+// does not already refuse it): its check runs on one emulated device of its own, so they
+// would change nothing, and "ok ... on 4 simulated GPU(s)" would claim what did not run.
+func multiGPUFlags(kernel string, ranks, nodes int, weak bool) error {
+	if !singleGPU(kernel) || nodes > 1 {
+		return nil
+	}
+	if ranks > 1 {
+		return usagef("--ranks %d: %s is a single-GPU kernel, checked on one emulated device, so the other GPUs would not be exercised; --ranks applies to the multi-GPU kernels", ranks, kernel)
+	}
+	if weak {
+		return usagef("--weak: %s is a single-GPU kernel, which stores to no other GPU's (or multicast) memory, so weak-memory mode would change nothing; --weak applies to the multi-GPU kernels", kernel)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -163,7 +164,7 @@ func runTune(e *env, args []string) error {
 	defer d.Close()
 	info := d.Info()
 	fmt.Fprintf(e.stdout, "device %d: %s (%s, %s, %d SMs, driver %d); cache %s\n", info.Ordinal, info.Name, info.Backend, info.Arch, info.Multiproc, info.DriverVersion, tu.Dir())
-	var over []string
+	var over, uncached []string // shapes over -verify's tolerance; winners not cached
 	for _, p := range probs {
 		res, err := tune.TuneGemm(ctx, tu, d, p, tune.GemmOptions{Bucket: *bucket, Force: *force, Check: *check})
 		if err != nil && res.Winner.Name == "" {
@@ -177,6 +178,7 @@ func runTune(e *env, args []string) error {
 			printTimings(e, res.Times, res.Winner.Name, flops)
 			if err != nil {
 				fmt.Fprintf(e.stdout, "  winner %s, NOT cached: %v\n", res.Winner.Name, err)
+				uncached = append(uncached, fmt.Sprintf("%s (%v)", tune.ExactShape(p.M, p.N, p.K), err))
 			} else {
 				fmt.Fprintf(e.stdout, "  winner %s, cached in %s\n", res.Winner.Name, res.Path)
 			}
@@ -197,8 +199,17 @@ func runTune(e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "  verify %s: winner %s / best %s = %.4f: %s\n", tune.ExactShape(p.M, p.N, p.K), v.Winner, v.Times[v.Best].Name, v.Ratio, verdict)
 	}
+	var errs []string
+	if len(uncached) > 0 {
+		// The cache is what tune is for (ops.Matmul reads the winners from it): a winner
+		// timed but not kept is a failure, not a success with a remark.
+		errs = append(errs, fmt.Sprintf("%d of %d shapes' winners were NOT cached, so nothing will use them: %s", len(uncached), len(probs), strings.Join(uncached, "; ")))
+	}
 	if len(over) > 0 {
-		return fmt.Errorf("-verify: %d of %d shapes' winners are over 1 + %g of the best: %s", len(over), len(probs), *tolerance, strings.Join(over, ", "))
+		errs = append(errs, fmt.Sprintf("-verify: %d of %d shapes' winners are over 1 + %g of the best: %s", len(over), len(probs), *tolerance, strings.Join(over, ", ")))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }
