@@ -801,7 +801,7 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 				retirePV()
 			})
 		}
-		attentionSM90Epilogue(k, cfg, a, blk, tl, sm, vs, vo, accO, row0)
+		attentionSM90Epilogue(k, cfg, a, blk, tl, sm, vs, vo, accO, row0, wg)
 	}
 	if !cfg.Persistent {
 		tile()
@@ -824,10 +824,18 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 	})
 }
 
-// attentionSM90Epilogue writes tile tl's O /= l (0 for a row that saw no key), stored in
-// pairs of adjacent columns, and LSE = m*scale + ln l by the thread holding column 0 of the
-// row; row0 is the tile's first query row (I32).
-func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionArgs, blk attnSM90Block, tl attnSM90Tile, sm *sm90Softmax, vs, vo dsl.AccView, accO dsl.Tensor, row0 dsl.Value) {
+// attentionSM90Epilogue writes tile tl's O /= l (0 for a row that saw no key) and LSE = m*scale
+// + ln l (by the thread holding column 0 of the row); row0 is the tile's first query row
+// (I32), wg the thread's consumer warpgroup. One block a tile stages O in Q's
+// buffer (every S of the block has retired, and its Q is never reloaded), in the warpgroup's
+// own 64 rows of Q's 128-byte-swizzled layout (the accumulators' pairs land there without
+// bank conflicts); then each thread copies 16-byte chunks of whole rows to global memory:
+// coalesced stores, a quarter as many as the accumulators' 4-byte pairs, which queued in
+// the load-store unit and held the block's exit until they drained (docs/attention.md,
+// "Where our block's time goes"). O must be 16-byte aligned (ops.Attention checks it).
+// Persistent blocks store the pairs: their Q buffer is the producer's again once the last S
+// retires, and the staging's registers spilled at head dim 256.
+func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionArgs, blk attnSM90Block, tl attnSM90Tile, sm *sm90Softmax, vs, vo dsl.AccView, accO dsl.Tensor, row0, wg dsl.Value) {
 	D := cfg.HeadDim
 	inv, lse := sm.finish(vs)
 	ldq := a.Heads.Mul(uint32(D))
@@ -846,18 +854,76 @@ func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 	oPtr := a.O.At(qBase).At(col)
 	for r, regs := range vo.Rows() {
 		s := oRow.Add(uint32(vo.RowOff[regs[0]]))
-		k.If(s.Lt(rowsQ), func() {
-			o := oPtr.At(s.Mul(ldq))
+		k.If(s.Lt(rowsQ).And(col.Eq(uint32(0))), func() {
+			k.Store(a.LSE.At(lseAt(s)), lse[r])
+		})
+	}
+	direct := func() {
+		for r, regs := range vo.Rows() {
+			s := oRow.Add(uint32(vo.RowOff[regs[0]]))
+			k.If(s.Lt(rowsQ), func() {
+				o := oPtr.At(s.Mul(ldq))
+				for x := 0; x+1 < len(regs); x += 2 {
+					i0, i1 := regs[x], regs[x+1]
+					v0, v1 := accO.Get(i0).Mul(inv[r]), accO.Get(i1).Mul(inv[r])
+					k.StoreVec(o.At(vo.ColOff[i0]), []dsl.Value{v0.To(cfg.In), v1.To(cfg.In)})
+				}
+			})
+		}
+	}
+	bars := []dsl.NamedBar{k.NamedBarrierFor("attention_sm90 epilogue: warpgroup 0", 128)}
+	if cfg.Consumers > 1 {
+		bars = append(bars, k.NamedBarrierFor("attention_sm90 epilogue: warpgroup 1", 128))
+	}
+	sync := func() {
+		if cfg.Consumers == 1 {
+			bars[0].Sync()
+			return
+		}
+		k.If(wg.Eq(uint32(0)), bars[0].Sync).Else(bars[1].Sync)
+	}
+	staged := func() {
+		es, BM := cfg.In.Bytes(), cfg.BM()
+		chunks := D * es / 16 // a row's 16-byte chunks
+		// at is byte b of the warpgroup's row lr in Q's layout: 64-column blocks (128-byte
+		// rows) of all BM rows, 16-byte chunks swizzled by the row's low 3 bits. The
+		// warpgroup's rows are those its S read (its own 64 of Q's), so the other
+		// warpgroup's Q is untouched while it still computes.
+		at := func(lr, b dsl.Value) dsl.Value {
+			row := wg.Mul(uint32(64)).Add(lr).Mul(uint32(128))
+			ch := b.And(uint32(127)).Shr(uint32(4)).Xor(lr.And(uint32(7))).Shl(uint32(4))
+			return b.Shr(uint32(7)).Mul(uint32(BM * 128)).Add(row).Add(ch).Add(b.And(uint32(15)))
+		}
+		base := blk.sQ.Stage(0).As(dsl.U8)
+		tw := blk.t.And(uint32(127)) // the thread in its warpgroup
+		wgRow := oRow.Sub(row0.To(dsl.U32)).Sub(wg.Mul(uint32(64))) // the thread's first row in the warpgroup's 64
+		for r, regs := range vo.Rows() {
+			lr := wgRow.Add(uint32(vo.RowOff[regs[0]]))
 			for x := 0; x+1 < len(regs); x += 2 {
 				i0, i1 := regs[x], regs[x+1]
 				v0, v1 := accO.Get(i0).Mul(inv[r]), accO.Get(i1).Mul(inv[r])
-				k.StoreVec(o.At(vo.ColOff[i0]), []dsl.Value{v0.To(cfg.In), v1.To(cfg.In)})
+				b := col.Add(uint32(vo.ColOff[i0])).Mul(uint32(es)) // the pair's byte in the row
+				k.StoreVec(base.At(at(lr, b)).As(cfg.In), []dsl.Value{v0.To(cfg.In), v1.To(cfg.In)})
 			}
-			k.If(col.Eq(uint32(0)), func() {
-				k.Store(a.LSE.At(lseAt(s)), lse[r])
+		}
+		sync()
+		first := row0.To(dsl.U32).Add(wg.Mul(uint32(64))) // the warpgroup's first row in the sequence
+		out := a.O.At(qBase)
+		for i := 0; i < 64*chunks/128; i++ {
+			c := tw.Add(uint32(128 * i))
+			lr, ch := c.Div(uint32(chunks)), c.Rem(uint32(chunks))
+			v := k.LoadVec(base.At(at(lr, ch.Shl(uint32(4)))).As(dsl.U32), 4)
+			s := first.Add(lr)
+			k.If(s.Lt(rowsQ), func() {
+				k.StoreVec(out.At(s.Mul(ldq)).At(ch.Mul(uint32(16/es))).As(dsl.U32), v)
 			})
-		})
+		}
 	}
+	if cfg.Persistent {
+		direct()
+		return
+	}
+	staged()
 }
 
 func atomRegs(m dsl.TiledGMMA) int { return m.Atom.AccRegs() }
