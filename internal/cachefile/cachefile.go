@@ -122,8 +122,9 @@ func (e *UnsafeError) Error() string {
 }
 
 // CheckDir returns an *UnsafeError when dir exists and is writable by its group or by others,
-// or is owned by another user than the current one; nil when it is private or does not exist
-// yet (it will be created private) or cannot exist (a file on its path). A symlink at dir is followed: its target is checked.
+// or is owned by another user than the current one, and a plain error when it is not a
+// folder; nil when it is private or does not exist yet (it will be created private) or
+// cannot exist (a file on its path). A symlink at dir is followed: its target is checked.
 func CheckDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
@@ -133,7 +134,8 @@ func CheckDir(dir string) error {
 		return err
 	}
 	if !fi.IsDir() {
-		return &UnsafeError{Path: dir, Reason: "is not a folder"}
+		// Not a safety matter: nothing can be cached there at all.
+		return fmt.Errorf("%s is a %s, not a folder: a cache needs a folder (point the cache at one)", dir, kindOf(fi.Mode()))
 	}
 	return checkInfo(dir, fi, "folder")
 }
@@ -149,4 +151,21 @@ func checkInfo(path string, fi fs.FileInfo, what string) error {
 		return &UnsafeError{Path: path, Reason: fmt.Sprintf("is a %s owned by another user (uid %d; you are uid %d)", what, uid, os.Getuid())}
 	}
 	return nil
+}
+
+// kindOf names a file's type in words (for errors).
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "non-folder (" + m.Type().String() + ")"
 }

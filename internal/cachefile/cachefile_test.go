@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -57,6 +58,23 @@ func TestCheckDir(t *testing.T) {
 	if os.Getuid() != 0 {
 		if err := CheckDir("/"); !errors.As(err, &ue) {
 			t.Errorf("a folder owned by root: %v", err)
+		}
+	}
+}
+
+// TestCheckDirNotAFolder: a file, FIFO or device where the cache folder should be is named
+// as what it is, not as a safety risk (it said "whoever can write there can change ...";
+// probe 12).
+func TestCheckDirNotAFolder(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]string{f: "regular file", "/dev/null": "character device"} {
+		err := CheckDir(path)
+		var ue *UnsafeError
+		if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "is a "+kind+", not a folder") || strings.Contains(err.Error(), "whoever") {
+			t.Errorf("%s: %v; want a plain error naming a %s", path, err, kind)
 		}
 	}
 }
