@@ -42,6 +42,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/cachefile"
 	"github.com/kgen-dev/kgen/internal/naming"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -547,9 +548,11 @@ func writeIfChanged(path string, data []byte) error {
 	return nil
 }
 
-// readAtMost reads path's first n+1 bytes at most.
+// readAtMost reads path's first n+1 bytes at most, when it is a regular file (opened without
+// blocking or following a link, and checked again once open: a FIFO swapped in after
+// existingFile's look cannot block the read).
 func readAtMost(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
+	f, _, err := cachefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
