@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/kgen-dev/kgen/internal/cachefile"
 	"github.com/kgen-dev/kgen/internal/toolchain"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -61,7 +61,7 @@ func readPTXFile(arg, dir string, i int) (*ptxFile, error) {
 			return nil, err
 		}
 		if !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s: not a regular file (%s)", arg, fileKind(fi.Mode()))
+			return nil, fmt.Errorf("%s: not a regular file (%s)", arg, cachefile.KindOf(fi.Mode()))
 		}
 		r = h
 	}
@@ -77,25 +77,6 @@ func readPTXFile(arg, dir string, i int) (*ptxFile, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// fileKind names a file type in words (fs.FileMode's String writes a folder as d---------).
-func fileKind(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t&fs.ModeDir != 0:
-		return "a folder"
-	case t&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeCharDevice != 0:
-		return "a character device"
-	case t&fs.ModeDevice != 0:
-		return "a device"
-	case t&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "mode " + m.Type().String()
 }
 
 var parseLineRE = regexp.MustCompile(`^ptx: parse: line (\d+): `)

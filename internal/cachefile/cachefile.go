@@ -135,7 +135,7 @@ func CheckDir(dir string) error {
 	}
 	if !fi.IsDir() {
 		// Not a safety matter: nothing can be cached there at all.
-		return fmt.Errorf("%s is a %s, not a folder: a cache needs a folder (point the cache at one)", dir, kindOf(fi.Mode()))
+		return fmt.Errorf("%s is %s, not a folder: a cache needs a folder (point the cache at one)", dir, KindOf(fi.Mode()))
 	}
 	return checkInfo(dir, fi, "folder")
 }
@@ -153,19 +153,24 @@ func checkInfo(path string, fi fs.FileInfo, what string) error {
 	return nil
 }
 
-// kindOf names a file's type in words (for errors).
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "regular file"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe (FIFO)"
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeSocket != 0:
-		return "socket"
+// KindOf names a file type in words, with its article ("a folder", "a FIFO"; fs.FileMode's
+// String writes a folder as d---------).
+func KindOf(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t == 0:
+		return "a regular file"
+	case t&fs.ModeDir != 0:
+		return "a folder"
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
 	}
-	return "non-folder (" + m.Type().String() + ")"
+	return "mode " + m.Type().String()
 }

@@ -70,10 +70,10 @@ func TestCheckDirNotAFolder(t *testing.T) {
 	if err := os.WriteFile(f, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for path, kind := range map[string]string{f: "regular file", "/dev/null": "character device"} {
+	for path, kind := range map[string]string{f: "a regular file", "/dev/null": "a character device"} {
 		err := CheckDir(path)
 		var ue *UnsafeError
-		if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "is a "+kind+", not a folder") || strings.Contains(err.Error(), "whoever") {
+		if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "is "+kind+", not a folder") || strings.Contains(err.Error(), "whoever") {
 			t.Errorf("%s: %v; want a plain error naming a %s", path, err, kind)
 		}
 	}
