@@ -12,14 +12,7 @@ import (
 func TestGPUCoResident(t *testing.T) {
 	d := openGPUOrSkip(t, 0)
 	defer d.Close()
-	m, err := d.Load(Source{Module: gridBarrier(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.Function("grid_barrier")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, f := loadGridBarrier(t, d)
 	block := D1(1024)
 	n, err := f.ResidentBlocks(block, 0)
 	if err != nil {
@@ -75,14 +68,7 @@ func TestGPUCoResident(t *testing.T) {
 func TestGPUCoResidentLargeShared(t *testing.T) {
 	d := openGPUOrSkip(t, 0)
 	defer d.Close()
-	m, err := d.Load(Source{Module: gridBarrier(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.Function("grid_barrier")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, f := loadGridBarrier(t, d)
 	const shared = 150 << 10
 	n, err := f.impl.(coLauncher).residentBlocks(D1(256), shared)
 	if err != nil {

@@ -26,6 +26,20 @@ func gridBarrier(t *testing.T) *ptx.Module {
 	return m
 }
 
+// loadGridBarrier loads gridBarrier on d: its module and function.
+func loadGridBarrier(t *testing.T, d *Device) (*Module, *Function) {
+	t.Helper()
+	m, err := d.Load(Source{Module: gridBarrier(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Function("grid_barrier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, f
+}
+
 // TestResidentBlocks: Function.ResidentBlocks on the emulator is its per-SM model over its
 // 16 SMs (two blocks of 1024 threads, eight of 256 an SM; shared memory caps it too); a
 // non-positive block, negative shared memory and a closed module are errors.
@@ -35,14 +49,7 @@ func TestResidentBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	m, err := d.Load(Source{Module: gridBarrier(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.Function("grid_barrier")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, f := loadGridBarrier(t, d)
 	for _, c := range []struct {
 		block  Dim3
 		shared int
