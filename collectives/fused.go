@@ -368,15 +368,9 @@ func (c *Comm) gemmSM90On(ctx context.Context, cl *call, x gemmOperands, s Matmu
 		return "", fmt.Errorf("collectives: %s: %w", cl.what, err)
 	}
 	name := cfg.Name()
-	key := fusedKey{f: kernels.Family(name), in: cfg.In, out: cfg.Out, aligned: true}
-	fn, ok := c.fused[key]
-	if !ok {
-		k := dsl.New(name, dsl.WithTarget(ptx.SM90a))
-		kernels.GemmSM90(k, cfg)
-		var err error
-		if fn, err = c.loadMatmul(key, name, k); err != nil {
-			return "", err
-		}
+	fn, err := c.gemmSM90Function(cfg)
+	if err != nil {
+		return "", err
 	}
 	tmA, err := c.tensorMapAt(x.a, x.aOff, x.in, s.K, s.M, cfg.TMABoxA())
 	if err != nil {
@@ -420,6 +414,19 @@ func (c *Comm) gemmFunction(cfg kernels.GemmConfig) (*jit.Function, string, erro
 	kernels.Gemm(k, cfg)
 	fn, err := c.loadMatmul(key, name, k)
 	return fn, name, err
+}
+
+// gemmSM90Function loads (once) gemm_sm90 in configuration cfg for the Comm's aligned
+// buffers.
+func (c *Comm) gemmSM90Function(cfg kernels.GemmSM90Config) (*jit.Function, error) {
+	name := cfg.Name()
+	key := fusedKey{f: kernels.Family(name), in: cfg.In, out: cfg.Out, aligned: true}
+	if fn, ok := c.fused[key]; ok {
+		return fn, nil
+	}
+	k := dsl.New(name, dsl.WithTarget(ptx.SM90a))
+	kernels.GemmSM90(k, cfg)
+	return c.loadMatmul(key, name, k)
 }
 
 // loadMatmul builds kernel k (entry name), loads it and keeps its function in the Comm's

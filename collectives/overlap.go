@@ -189,10 +189,7 @@ func (c *Comm) agGemmOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 	}
 	main := c.o.Stream
 	barrier := func() error { return c.overlapBarrier(ctx, cl, o) }
-	if err := errors.Join(o.start.Record(main), o.side.WaitEvent(o.start)); err != nil {
-		return cl.wrap(err)
-	}
-	if err := barrier(); err != nil {
+	if err := c.overlapStart(ctx, cl, o); err != nil {
 		return err
 	}
 	for j := 1; j < c.g; j++ {
@@ -290,11 +287,7 @@ func (c *Comm) gemmRSOverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 	if err != nil {
 		return err
 	}
-	main := c.o.Stream
-	if err := errors.Join(o.start.Record(main), o.side.WaitEvent(o.start)); err != nil {
-		return cl.wrap(err)
-	}
-	if err := c.overlapBarrier(ctx, cl, o); err != nil {
+	if err := c.overlapStart(ctx, cl, o); err != nil {
 		return err
 	}
 	r := rsRound{o: o, rs: rs, recv: recv, a: a, b: b, out: out.dt, s: s, dst: out.s}
@@ -431,10 +424,7 @@ func (c *Comm) gemmAROverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 		return err
 	}
 	main, side, ag := c.o.Stream, o.side, o.ag
-	if err := errors.Join(o.start.Record(main), side.WaitEvent(o.start)); err != nil {
-		return cl.wrap(err)
-	}
-	if err := c.overlapBarrier(ctx, cl, o); err != nil {
+	if err := c.overlapStart(ctx, cl, o); err != nil {
 		return err
 	}
 	var name string
@@ -468,6 +458,16 @@ func (c *Comm) gemmAROverlap(ctx context.Context, cl *call, a, b, out *Buffer, s
 	}
 	c.last = fmt.Sprintf("%s+copy_engine_allreduce_%d", name, rounds)
 	return nil
+}
+
+// overlapStart begins an overlapped call: the side stream waits for the work queued on the
+// compute stream before it (o.start), then runs the barrier that says every GPU's buffers
+// of the previous call are free.
+func (c *Comm) overlapStart(ctx context.Context, cl *call, o *overlapState) error {
+	if err := errors.Join(o.start.Record(c.o.Stream), o.side.WaitEvent(o.start)); err != nil {
+		return cl.wrap(err)
+	}
+	return c.overlapBarrier(ctx, cl, o)
 }
 
 // overlapBarrier launches the p2p barrier on the side stream.

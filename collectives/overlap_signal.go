@@ -9,7 +9,6 @@ import (
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/launch"
-	"github.com/kgen-dev/kgen/ptx"
 )
 
 // MatmulReduceScatter on the copy engines with piece signals (Options.OverlapSignals), the
@@ -119,10 +118,7 @@ func (c *Comm) gemmRSSignal(ctx context.Context, cl *call, cfg kernels.GemmSM90C
 		return err
 	}
 	main := c.o.Stream
-	if err := errors.Join(o.start.Record(main), o.side.WaitEvent(o.start)); err != nil {
-		return cl.wrap(err)
-	}
-	if err := c.overlapBarrier(ctx, cl, o); err != nil {
+	if err := c.overlapStart(ctx, cl, o); err != nil {
 		return err
 	}
 	name, err := c.gemmSM90Pieces(ctx, cl, cfg, a, b, sg, out.dt, s, rows, (r+1)%g*rows, main)
@@ -157,15 +153,9 @@ func (c *Comm) gemmRSSignal(ctx context.Context, cl *call, cfg kernels.GemmSM90C
 func (c *Comm) gemmSM90Pieces(ctx context.Context, cl *call, cfg kernels.GemmSM90Config, a, b *Buffer, sg *rsSignal, out dsl.Type, s MatmulShape, pieceRows, shift int, stream *jit.Stream) (string, error) {
 	sms := max(c.r.Device.Info().Multiproc, 1)
 	name := cfg.Name()
-	key := fusedKey{f: kernels.Family(name), in: cfg.In, out: cfg.Out, aligned: true}
-	fn, ok := c.fused[key]
-	if !ok {
-		k := dsl.New(name, dsl.WithTarget(ptx.SM90a))
-		kernels.GemmSM90(k, cfg)
-		var err error
-		if fn, err = c.loadMatmul(key, name, k); err != nil {
-			return "", err
-		}
+	fn, err := c.gemmSM90Function(cfg)
+	if err != nil {
+		return "", err
 	}
 	tmA, err := c.tensorMapAt(a.s, 0, a.dt, s.K, s.M, cfg.TMABoxA())
 	if err != nil {
