@@ -355,14 +355,22 @@ func (t *Tuner) write(p string, e entry) error {
 // locks serializes the tuners of one process per cache entry.
 var locks sync.Map // path -> chan struct{} (capacity 1)
 
-// lockPath takes p's lock, waiting at most until ctx ends.
+// lockPath takes p's lock, waiting at most until ctx ends. A free lock is taken whatever
+// ctx's state (the tuning's own steps report an ended context), so that the error below is
+// only ever about a wait for another tuner.
 func lockPath(ctx context.Context, p string) (func(), error) {
 	v, _ := locks.LoadOrStore(p, make(chan struct{}, 1))
 	ch := v.(chan struct{})
+	unlock := func() { <-ch }
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+		return unlock, nil
+	default:
+	}
+	select {
+	case ch <- struct{}{}:
+		return unlock, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("tune: waiting for another tuner of the same key: %w", ctx.Err())
+		return nil, fmt.Errorf("tune: waiting for another tuner of the same key in this process: %w", ctx.Err())
 	}
 }
