@@ -10,10 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 )
 
 // LaunchOptions configure LaunchRanks, the logic behind `kgen launch`.
@@ -108,10 +110,13 @@ func LaunchRanks(ctx context.Context, o LaunchOptions) (int, error) {
 	if o.MasterAddr == "" {
 		o.MasterAddr = "127.0.0.1"
 	}
+	if strings.IndexFunc(o.MasterAddr, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return 2, fmt.Errorf("launch: MasterAddr %q: a host name or address has no spaces or control characters", o.MasterAddr)
+	}
 	if o.MasterPort == 0 {
 		p, err := freePort(o.MasterAddr)
 		if err != nil {
-			return 2, fmt.Errorf("launch: finding a free port on %s: %w", o.MasterAddr, err)
+			return 2, fmt.Errorf("launch: finding a free port on %q: %w", o.MasterAddr, err)
 		}
 		o.MasterPort = p
 	}
