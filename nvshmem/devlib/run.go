@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/kgen-dev/kgen/internal/cachefile"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -55,6 +57,12 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	}
 	if opts.List && opts.Signatures {
 		return errors.New("devlib: give either List (--list) or Signatures (--signatures), not both")
+	}
+	if opts.Output != "" && opts.Output != "-" {
+		// Before any build: a folder (or a FIFO, a device) there cannot take the result.
+		if fi, err := os.Stat(opts.Output); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("devlib: Output %s is %s: give a file path (a missing file is created)", opts.Output, cachefile.KindOf(fi.Mode()))
+		}
 	}
 	l, err := Open(opts.Home)
 	if err != nil {
