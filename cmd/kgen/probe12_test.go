@@ -39,17 +39,18 @@ func TestProbe12SingleGPU(t *testing.T) {
 			t.Errorf("kgen %s: exit %d, stdout %q, stderr %q; want exit 2 and one line containing %q", strings.Join(c.args, " "), code, out, errs, c.want)
 		}
 	}
-	// The classification rests on ref.SpansNodes's wording: every kernel whose check does
-	// not span the nodes is a single-GPU one or a fused GEMM (which runs on --ranks GPUs).
+	// ref.SingleGPU classifies: every kernel whose check does not span the nodes is a
+	// single-GPU one or a fused GEMM (which runs on --ranks GPUs).
 	for _, k := range ref.Kernels() {
 		ok, why := ref.SpansNodes(k)
-		if !ok && !singleGPU(k) && !strings.Contains(why, "fused GEMM") {
-			t.Errorf("%s: SpansNodes says %q: neither single-GPU (%q) nor a fused GEMM; update singleGPU", k, why, singleGPUWhy)
+		if !ok && !ref.SingleGPU(k) && !strings.Contains(why, "fused GEMM") {
+			t.Errorf("%s: SpansNodes says %q: neither single-GPU nor a fused GEMM", k, why)
 		}
 	}
-	if !singleGPU("axpy") || !singleGPU("gemm_sm90") || singleGPU("ag_gemm") || singleGPU("p2p_allgather") || singleGPU("hier_allreduce_sum") {
-		t.Errorf("singleGPU: axpy %v, gemm_sm90 %v, ag_gemm %v, p2p_allgather %v, hier_allreduce_sum %v; want true, true, false, false, false",
-			singleGPU("axpy"), singleGPU("gemm_sm90"), singleGPU("ag_gemm"), singleGPU("p2p_allgather"), singleGPU("hier_allreduce_sum"))
+	sg := func(k string) bool { return ref.SingleGPU(k) }
+	if !sg("axpy") || !sg("gemm_sm90") || sg("ag_gemm") || sg("p2p_allgather") || sg("hier_allreduce_sum") {
+		t.Errorf("SingleGPU: axpy %v, gemm_sm90 %v, ag_gemm %v, p2p_allgather %v, hier_allreduce_sum %v; want true, true, false, false, false",
+			sg("axpy"), sg("gemm_sm90"), sg("ag_gemm"), sg("p2p_allgather"), sg("hier_allreduce_sum"))
 	}
 	if code, out, errs := kgenWithin(t, time.Minute, "run", "p2p_allgather", "--ranks", "2", "--weak"); code != 0 || !strings.Contains(out, "ok:") {
 		t.Errorf("run p2p_allgather --ranks 2 --weak: exit %d, %q %q; want ok", code, out, errs)

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/kgen-dev/kgen/emu"
 	"github.com/kgen-dev/kgen/jit"
@@ -151,23 +150,11 @@ func runRun(e *env, args []string) error {
 	return nil
 }
 
-// singleGPUWhy begins ref.SpansNodes's reason for a single-GPU kernel's check (one emulated
-// device of its own, whatever Problem.Ranks says); TestProbe12SingleGPU pins it.
-const singleGPUWhy = "a single-GPU kernel"
-
-// singleGPU reports whether kernel's check runs on one emulated device whatever --ranks
-// says (ref.SpansNodes: a single-GPU kernel, not a fused GEMM, whose machine has --ranks
-// GPUs).
-func singleGPU(kernel string) bool {
-	ok, why := ref.SpansNodes(kernel)
-	return !ok && strings.HasPrefix(why, singleGPUWhy)
-}
-
 // multiGPUFlags refuses --ranks above 1 and --weak for a single-GPU kernel (when --nodes
 // does not already refuse it): its check runs on one emulated device of its own, so they
 // would change nothing, and "ok ... on 4 simulated GPU(s)" would claim what did not run.
 func multiGPUFlags(kernel string, ranks, nodes int, weak bool) error {
-	if !singleGPU(kernel) || nodes > 1 {
+	if !ref.SingleGPU(kernel) || nodes > 1 {
 		return nil
 	}
 	if ranks > 1 {

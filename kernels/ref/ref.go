@@ -99,6 +99,11 @@ func SpansNodes(kernel string) (ok bool, why string) {
 	return true, ""
 }
 
+// SingleGPU reports whether kernel's check runs on one emulated device of its own: Problem's
+// Ranks (above 1), Nodes and Weak (which delays only stores to other GPUs) would not be
+// exercised, and Run refuses them.
+func SingleGPU(kernel string) bool { return ownMachine[kernel] == oneGPU }
+
 // Kernels lists the kernels Run can check.
 func Kernels() []string {
 	var out []string
@@ -150,6 +155,13 @@ func Run(p Problem) (Result, error) {
 	}
 	if ok, why := SpansNodes(p.Kernel); !ok && p.Nodes > 1 {
 		return Result{}, fmt.Errorf("%s with %d nodes: %s, so the nodes would not be exercised; %s", p.Kernel, p.Nodes, why, nodesRule)
+	}
+	if SingleGPU(p.Kernel) && (p.Ranks > 1 || p.Weak) {
+		what := fmt.Sprintf("Ranks %d", p.Ranks)
+		if p.Ranks <= 1 {
+			what = "Weak (it delays only stores to other GPUs)"
+		}
+		return Result{}, fmt.Errorf("%s with %s: %s, so it would not be exercised", p.Kernel, what, oneGPU)
 	}
 	b, err := spec.BuildVariant(kernels.Config{Target: p.Target, DType: p.DType})
 	if err != nil {
