@@ -1,6 +1,10 @@
 package emu
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
 
 // TestProbe12Mbarrier: mbarrier operations whose counts do not fit the object (PTX: 1 to
 // 2^20-1 arrivals, a transaction count within ±(2^20-1)) or whose address is not in shared
@@ -53,5 +57,39 @@ func TestProbe12Mbarrier(t *testing.T) {
 		if err := run(body); err != nil {
 			t.Errorf("%s: %v", body, err)
 		}
+	}
+}
+
+// TestProbe12ParamAddress: kernel parameters read through an address: a constant offset
+// before the parameters is an out-of-bounds error naming the offset, and an address taken
+// with mov (the PTX ISA: "the address of a kernel parameter may be moved into a register
+// ... and accessed using ld.param") reads the parameter. Before: [b+-16] slipped past the
+// bounds check by wrapping and failed as an "emulator bug: slice bounds out of range", and
+// ld.param through a register holding a kernel parameter's address was looked up in local
+// memory ("each thread has 0 bytes of local memory").
+func TestProbe12ParamAddress(t *testing.T) {
+	run := func(body string) ([]uint64, error) {
+		m, err := ptx.Parse(".version 8.4\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 a, .param .u64 b)\n{\n\t.reg .b64 %rd<8>;\n\tld.param.u64 %rd1, [a];\n" + body + "\n\tret;\n}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSys(t, 1)
+		a := mustMalloc(t, s, 0, 64)
+		if err := launch1(s, m, "k", 1, 1, a, uint64(0x1234)); err != nil {
+			return nil, err
+		}
+		return ReadSlice[uint64](s, a, 2)
+	}
+	var got []uint64
+	for _, body := range []string{"\tld.param.u64 %rd2, [b+-16];", "\tld.param.u64 %rd2, [a+-8];", "\tmov.u64 %rd3, b;\n\tld.param.u64 %rd2, [%rd3+8];"} {
+		_, err := run(body)
+		wantErr(t, err, KindOutOfBounds, "parameter offset", "the parameters take 16 bytes")
+	}
+	// Below the parameters' address window: out of bounds too (of another space).
+	_, err := run("\tmov.u64 %rd3, b;\n\tld.param.u64 %rd2, [%rd3+-16];")
+	wantErr(t, err, KindOutOfBounds, "offset")
+	got, err = run("\tmov.u64 %rd3, b;\n\tld.param.u64 %rd2, [%rd3];\n\tst.global.u64 [%rd1], %rd2;\n\tmov.u64 %rd4, a;\n\tld.param.u64 %rd5, [%rd4+8];\n\tst.global.u64 [%rd1+8], %rd5;")
+	if err != nil || got[0] != 0x1234 || got[1] != 0x1234 {
+		t.Errorf("ld.param through mov'd kernel parameter addresses: %#x, %v; want [0x1234 0x1234]", got, err)
 	}
 }
