@@ -31,6 +31,38 @@ func (m mbar) encode() uint64 {
 	return uint64(m.pending)&mbCountMask | (uint64(m.expected)&mbCountMask)<<21 | (uint64(m.tx)&mbCountMask)<<42 | m.phase<<63
 }
 
+// mbMaxCount is the largest arrival count and the largest transaction count (either sign)
+// of an mbarrier phase (PTX: 2^20-1); the fields above hold no more, so a larger value
+// faults instead of wrapping.
+const mbMaxCount = 1<<20 - 1
+
+// mbCountErr returns what is wrong with an operation's count v of kind what ("count" of an
+// init or arrive: 1 to mbMaxCount; "transaction count": 0 to mbMaxCount), or "".
+func mbCountErr(what string, v uint64) string {
+	low := uint64(0)
+	if what == "count" {
+		low = 1
+	}
+	if v < low || v > mbMaxCount {
+		return fmt.Sprintf("mbarrier %s %d: want %d to %d (2^20-1)", what, v, low, mbMaxCount)
+	}
+	return ""
+}
+
+// txErr returns what is wrong with a phase's transaction count after an update, or "".
+func (m mbar) txErr() string {
+	if m.tx > mbMaxCount || m.tx < -mbMaxCount {
+		return fmt.Sprintf("the mbarrier's transaction count reaches %d: a phase holds -%d to %d (2^20-1) bytes", m.tx, mbMaxCount, mbMaxCount)
+	}
+	return ""
+}
+
+// mbarrierNotShared is the fault of an mbarrier operation on an address outside shared
+// memory (PTX leaves it undefined; the object is 8 bytes of .shared).
+func mbarrierNotShared(addr uint64) *memFault {
+	return faultf(KindBadAddress, "mbarrier at %#x is not in shared memory: an mbarrier object lives in .shared (a global or local address used with a generic mbarrier operation?)", addr)
+}
+
 // complete moves to the next phase when nothing is pending.
 func (m *mbar) complete() bool {
 	if m.pending <= 0 && m.tx == 0 {
@@ -62,7 +94,10 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 			w.r[in.d+int32(ln)] = w.r[in.b+int32(ln)] & mbCountMask
 			continue
 		}
-		b, _, off, f := w.span(in, ln, w.ea(in, ln), 8)
+		b, wh, off, f := w.span(in, ln, w.ea(in, ln), 8)
+		if f == nil && wh != whShared {
+			f = mbarrierNotShared(w.ea(in, ln))
+		}
 		if f != nil {
 			w.memFault(in, ln, f)
 			return
@@ -72,6 +107,21 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 		arg := uint64(1)
 		if in.c >= 0 {
 			arg = w.r[in.c+int32(ln)] & 0xffffffff
+			what := "count"
+			switch {
+			case in.op == mbExpectTx || in.op == mbCompleteTx:
+				what = "transaction count"
+			case in.op == mbArrive || in.op == mbArriveDrop:
+				if in.flags&1 != 0 {
+					what = "transaction count"
+				}
+			}
+			if in.op != mbTestWait {
+				if msg := mbCountErr(what, arg); msg != "" {
+					w.fault(in, ln, KindBarrier, msg)
+					return
+				}
+			}
 		}
 		switch in.op {
 		case mbInit:
@@ -123,6 +173,10 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 			w.r[in.d+int32(ln)] = v
 			continue
 		}
+		if msg := mb.txErr(); msg != "" {
+			w.fault(in, ln, KindBarrier, msg)
+			return
+		}
 		if nv := mb.encode(); nv != old {
 			putN(b, 8, nv)
 			l.progressed()
@@ -132,13 +186,20 @@ func execMbarrier(w *warp, in *dinst, m uint32) {
 
 // completeTx applies complete_tx(bytes) to the mbarrier at shared/generic address a.
 func (w *warp) completeTx(in *dinst, ln int, bar *dinst, bytes int) bool {
-	b, _, _, f := w.span(bar, ln, w.ea(bar, ln), 8)
+	b, wh, _, f := w.span(bar, ln, w.ea(bar, ln), 8)
+	if f == nil && wh != whShared {
+		f = mbarrierNotShared(w.ea(bar, ln))
+	}
 	if f != nil {
 		w.memFault(in, ln, f)
 		return false
 	}
 	mb := mbDecode(getN(b, 8))
 	mb.tx -= int64(bytes)
+	if msg := mb.txErr(); msg != "" {
+		w.fault(in, ln, KindBarrier, msg)
+		return false
+	}
 	mb.complete()
 	putN(b, 8, mb.encode())
 	w.l.progressed()

@@ -77,11 +77,8 @@ func (w *warp) genericSpan(ln int, addr uint64, n int) ([]byte, *memFault) {
 func (w *warp) span(in *dinst, ln int, addr uint64, n int) ([]byte, uint8, uint64, *memFault) {
 	switch in.base {
 	case baseParam:
-		p := w.b.params
-		if addr+uint64(n) > uint64(len(p)) {
-			return nil, whParam, 0, faultf(KindOutOfBounds, "%d bytes at parameter offset %d: the parameters take %d bytes", n, addr, len(p))
-		}
-		return p[addr : addr+uint64(n)], whParam, addr, nil
+		b, f := w.paramSpan(addr, n) // checked against wrapping: [p+-16] is before the parameters
+		return b, whParam, addr, f
 	case baseLocal:
 		b, f := w.localSpan(ln, addr, n)
 		return b, whLocal, addr, f
@@ -106,7 +103,11 @@ func (w *warp) span(in *dinst, ln int, addr uint64, n int) ([]byte, uint8, uint6
 		b, f := w.localSpan(ln, addr, n)
 		return b, whLocal, addr, f
 	case spParam:
-		b, f := w.localSpan(ln, addr, n)
+		if region(addr) == regionParam { // a kernel parameter's address, taken with mov
+			b, f := w.paramSpan(addr&offMask, n)
+			return b, whParam, addr & offMask, f
+		}
+		b, f := w.localSpan(ln, addr, n) // a device function's parameter, in its frame
 		return b, whLocal, addr, f
 	case spGeneric:
 		switch region(addr) {

@@ -408,6 +408,10 @@ func (w *warp) completeTxAt(in *dinst, ln int, a uint64, bytes int) bool {
 	}
 	mb := mbDecode(getN(b, 8))
 	mb.tx -= int64(bytes)
+	if msg := mb.txErr(); msg != "" {
+		w.fault(in, ln, KindBarrier, msg)
+		return false
+	}
 	mb.complete()
 	putN(b, 8, mb.encode())
 	w.l.progressed()

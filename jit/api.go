@@ -313,6 +313,9 @@ type Module struct {
 // NVSHMEMCalls lists the NVSHMEM functions a module declares (extern .func nvshmem*), sorted.
 func NVSHMEMCalls(m *ptx.Module) []string {
 	var out []string
+	if m == nil {
+		return nil
+	}
 	for _, f := range m.Funcs {
 		if f.Extern && !f.Entry && (strings.HasPrefix(f.Name, "nvshmem") || strings.HasPrefix(f.Name, "nvshmemx")) {
 			out = append(out, f.Name)
@@ -669,14 +672,11 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	if g.X < 1 || g.Y < 1 || g.Z < 1 || b.X < 1 || b.Y < 1 || b.Z < 1 {
 		return fmt.Errorf("jit: launch of %s: grid %v and block %v must be positive", f.sig.Name, cfg.Grid, cfg.Block)
 	}
-	if n := b.X * b.Y * b.Z; n > 1024 {
-		return fmt.Errorf("jit: launch of %s: block %dx%dx%d has %d threads; the limit is 1024", f.sig.Name, b.X, b.Y, b.Z, n)
-	}
 	if err := checkDims(g, b); err != nil {
 		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
 	}
-	if cfg.SharedMem < 0 {
-		return fmt.Errorf("jit: launch of %s: negative dynamic shared memory %d", f.sig.Name, cfg.SharedMem)
+	if err := checkShared(cfg.SharedMem); err != nil {
+		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
 	}
 	if err := cfg.checkCluster(g, f.m.d.info.SM); err != nil {
 		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
@@ -732,6 +732,12 @@ func (f *Function) ResidentBlocks(block Dim3, shared int) (int, error) {
 	}
 	if b := block.norm(); b.X <= 0 || b.Y <= 0 || b.Z <= 0 || shared < 0 {
 		return 0, fmt.Errorf("jit: %s: resident blocks of %dx%dx%d threads with %d bytes of shared memory: want a positive block and non-negative shared memory", f.sig.Name, block.X, block.Y, block.Z, shared)
+	}
+	if err := checkBlock(block.norm()); err != nil {
+		return 0, fmt.Errorf("jit: %s: resident blocks: %w", f.sig.Name, err)
+	}
+	if err := checkShared(shared); err != nil {
+		return 0, fmt.Errorf("jit: %s: resident blocks: %w", f.sig.Name, err)
 	}
 	f.m.mu.Lock()
 	closed := f.m.closed

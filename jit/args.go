@@ -54,10 +54,12 @@ func paramBytesOf(f *ptx.Func, offs []int, words []uint64, i int) []byte {
 	return out
 }
 
-// paramBytes is the size of a kernel parameter in bytes.
+// paramBytes is the size of a kernel parameter in bytes; an array longer than
+// MaxParamBytes counts as MaxParamBytes+1 elements, so that the product cannot overflow
+// (checkParamSpace refuses it).
 func paramBytes(p ptx.Param) int {
 	if p.Array > 0 {
-		return p.Array * p.Type.Bytes()
+		return min(p.Array, MaxParamBytes+1) * p.Type.Bytes()
 	}
 	return p.Type.Bytes()
 }
@@ -70,7 +72,11 @@ func paramDecl(p ptx.Param) string {
 }
 
 // Signature renders a kernel's parameter list: "vector_add_f32(.u64 a, .u64 b, .u64 c, .u32 n)".
+// Signature of nil is "".
 func Signature(f *ptx.Func) string {
+	if f == nil {
+		return ""
+	}
 	ps := make([]string, len(f.Params))
 	for i, p := range f.Params {
 		ps[i] = paramDecl(p)
@@ -142,7 +148,10 @@ func infoAt(info []ParamInfo, i int) *ParamInfo {
 // checkParamSpace refuses a kernel whose parameters exceed MaxParamBytes.
 func checkParamSpace(f *ptx.Func) error {
 	n := 0
-	for _, p := range f.Params {
+	for i, p := range f.Params {
+		if p.Array < 0 {
+			return fmt.Errorf("jit: kernel %s, parameter %d (%s): negative array length %d", f.Name, i, p.Name, p.Array)
+		}
 		n += paramBytes(p)
 	}
 	if n > MaxParamBytes {

@@ -99,8 +99,37 @@ func checkDims(g, b Dim3) error {
 	switch {
 	case g.X > emu.MaxGridX || g.Y > emu.MaxGridYZ || g.Z > emu.MaxGridYZ:
 		return fmt.Errorf("grid %dx%dx%d: a GPU allows at most %d blocks in x and %d in y and z", g.X, g.Y, g.Z, emu.MaxGridX, emu.MaxGridYZ)
+	}
+	return checkBlock(b)
+}
+
+// maxLaunchShared is the most dynamic shared memory a launch may ask for: the driver takes
+// it as a 32-bit count (a larger one would be truncated); each GPU then has its own, lower,
+// limit (the emulator's and sm_90's is emu.MaxSharedBytes).
+const maxLaunchShared = 1<<32 - 1
+
+// checkBlock checks a block shape, normalized and positive, against the GPU's limits: at
+// most 1024 threads in x and y, 64 in z and 1024 in all. The extents are checked before
+// their product, which cannot then overflow.
+func checkBlock(b Dim3) error {
+	switch {
+	case b.X > 1024 || b.Y > 1024:
+		return fmt.Errorf("block %dx%dx%d: a GPU allows at most 1024 threads in x and y (and 1024 in all)", b.X, b.Y, b.Z)
 	case b.Z > 64:
 		return fmt.Errorf("block %dx%dx%d: a GPU allows at most 64 threads in z", b.X, b.Y, b.Z)
+	case b.X*b.Y*b.Z > 1024:
+		return fmt.Errorf("block %dx%dx%d has %d threads; the limit is 1024", b.X, b.Y, b.Z, b.X*b.Y*b.Z)
+	}
+	return nil
+}
+
+// checkShared checks a launch's dynamic shared memory size.
+func checkShared(n int) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("negative dynamic shared memory %d", n)
+	case n > maxLaunchShared:
+		return fmt.Errorf("%d bytes of dynamic shared memory: a launch takes at most %d (a 32-bit count; a GPU has at most %d per block)", n, maxLaunchShared, emu.MaxSharedBytes)
 	}
 	return nil
 }

@@ -1050,10 +1050,18 @@ func parseImm(s string, t Type) (Imm, error) {
 
 func parseImmRaw(s string, t Type) (Imm, error) {
 	switch {
+	// A float's bits in hexadecimal take exactly 8 digits after 0f and 16 after 0d, as
+	// ptxas reads them (0f3F80 is a syntax error there, not 0f00003F80).
 	case strings.HasPrefix(s, "0f") || strings.HasPrefix(s, "0F"):
+		if len(s) != 2+8 {
+			return Imm{}, fmt.Errorf("%q: a 0f literal takes exactly 8 hexadecimal digits", s)
+		}
 		b, err := strconv.ParseUint(s[2:], 16, 32)
 		return Imm{Type: F32, Bits: b}, err
 	case strings.HasPrefix(s, "0d") || strings.HasPrefix(s, "0D"):
+		if len(s) != 2+16 {
+			return Imm{}, fmt.Errorf("%q: a 0d literal takes exactly 16 hexadecimal digits", s)
+		}
 		b, err := strconv.ParseUint(s[2:], 16, 64)
 		return Imm{Type: F64, Bits: b}, err
 	case strings.ContainsAny(s, ".eE") && !strings.HasPrefix(s, "0x"):

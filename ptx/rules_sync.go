@@ -32,11 +32,14 @@ func init() {
 
 	// The thread count of a named barrier is a multiple of the warp size.
 	count := arg{kind: argSrc, typ: U32, mult: 32}
+	// A barrier number is 0 to 15 (ptxas refuses an immediate past it; the emulator a
+	// register's value when run).
+	id := arg{kind: argSrc, typ: U32, lim: 15}
 	barID := func(in *Instr) [][]arg {
-		return [][]arg{{src(U32)}, {src(U32), count}}
+		return [][]arg{{id}, {id, count}}
 	}
 	rules["bar.sync"] = &rule{shapes: barID}
-	rules["bar.arrive"] = &rule{args: fixed(src(U32), count)}
+	rules["bar.arrive"] = &rule{args: fixed(id, count)}
 	red := func(aligned bool) *rule {
 		slots := []slot{req("op", "popc", "and", "or")}
 		if aligned {
@@ -51,13 +54,13 @@ func init() {
 		}
 		r.shapes = func(in *Instr) [][]arg {
 			d := dst(in.Type())
-			return [][]arg{{d, src(U32), {kind: argPred}}, {d, src(U32), count, {kind: argPred}}}
+			return [][]arg{{d, id, {kind: argPred}}, {d, id, count, {kind: argPred}}}
 		}
 		return r
 	}
 	rules["bar.red"] = red(false)
 	rules["barrier.sync"] = &rule{slots: []slot{one("aligned")}, shapes: barID}
-	rules["barrier.arrive"] = &rule{slots: []slot{one("aligned")}, args: fixed(src(U32), count)}
+	rules["barrier.arrive"] = &rule{slots: []slot{one("aligned")}, args: fixed(id, count)}
 	rules["barrier.red"] = red(true)
 	rules["bar.warp.sync"] = &rule{args: fixed(src(B32)), need: needs(nd(60, 70, "bar.warp.sync needs PTX 6.0"))}
 	clusterNeed := func(in *Instr) []need {

@@ -3,6 +3,7 @@ package ptx
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -89,7 +90,11 @@ func Verify(m *Module) error {
 		add(&Error{Msg: fmt.Sprintf("module declares PTX %v but target %s needs PTX %v", m.Version, m.Target, m.Target.MinVersion())})
 	}
 	names := map[string]bool{}
+	var constBytes int64
 	for _, v := range m.Vars {
+		if v.Space == SpaceConst && !v.Extern {
+			constBytes = satAdd(constBytes, varBytes(v)) // no padding: a lower bound of ptxas's count
+		}
 		if !ValidIdent(v.Name) {
 			add(&Error{Msg: fmt.Sprintf("variable name %q is not a PTX identifier", v.Name)})
 		}
@@ -103,6 +108,9 @@ func Verify(m *Module) error {
 		if v.Space == SpaceShared && !v.Extern && varBytes(v) > MaxStaticShared {
 			add(&Error{Msg: fmt.Sprintf("variable %s: %s bytes of static shared memory: a kernel holds at most %d (48 KiB; more is dynamic shared memory), so none can use it", v.Name, sizeText(varBytes(v)), MaxStaticShared)})
 		}
+	}
+	if constBytes > MaxConst {
+		add(&Error{Msg: fmt.Sprintf("%s bytes of .const data: ptxas allows at most %d (64 KiB) in a module", sizeText(constBytes), MaxConst)})
 	}
 	for _, f := range m.Funcs {
 		if !ValidIdent(f.Name) {
@@ -132,7 +140,11 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		if p.Type == NoType || p.Type == Pred {
 			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %q has no valid type", p.Name)})
 		}
+		if msg := checkAlign(p.Align); msg != "" {
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %q: %s", p.Name, msg)})
+		}
 	}
+	verifyDirectives(f, add)
 	var shared, local int64
 	for _, v := range f.Vars {
 		if msg := verifyVar(v, false); msg != "" {
@@ -318,8 +330,8 @@ func verifyVar(v *Var, module bool) string {
 		return fmt.Sprintf("a module-scope variable is .global, .const or .shared, not .%s", v.Space)
 	case v.Type == NoType || v.Type == Pred:
 		return "no valid type"
-	case v.Align < 0 || v.Align&(v.Align-1) != 0:
-		return fmt.Sprintf(".align %d is not a power of two", v.Align)
+	case checkAlign(v.Align) != "":
+		return checkAlign(v.Align)
 	case v.Align > 0 && v.Align < v.Type.Bytes():
 		return fmt.Sprintf(".align %d is below the natural alignment of .%s", v.Align, v.Type)
 	case v.Array < 0 && !(v.Extern && v.Space == SpaceShared):
@@ -332,6 +344,45 @@ func verifyVar(v *Var, module bool) string {
 		return fmt.Sprintf("%d initializers for %d elements", len(v.Init), max(v.Array, 1))
 	}
 	return ""
+}
+
+// MaxAlign is the largest .align ptxas takes (2^32 is a "Constant overflow").
+const MaxAlign = 1 << 31
+
+// checkAlign returns what is wrong with an .align value (0: none given), or "".
+func checkAlign(a int) string {
+	switch {
+	case a < 0 || a&(a-1) != 0:
+		return fmt.Sprintf(".align %d is not a power of two", a)
+	case a > MaxAlign:
+		return fmt.Sprintf(".align %d is more than ptxas takes (%d)", a, MaxAlign)
+	}
+	return ""
+}
+
+// verifyDirectives checks a function's performance directives as Print writes them and
+// ptxas reads them: extents of 0 (none) or 1 to 2^32-1, an x extent when there is any,
+// .minnctapersm likewise, and not both .maxntid and .reqntid.
+func verifyDirectives(f *Func, add func(*Error)) {
+	dims := func(name string, d [3]int) {
+		for _, n := range d {
+			if n < 0 || n > math.MaxUint32 {
+				add(&Error{Func: f.Name, Msg: fmt.Sprintf("%s %d, %d, %d: each extent is 1 to %d", name, d[0], d[1], d[2], uint32(math.MaxUint32))})
+				return
+			}
+		}
+		if d[0] == 0 && (d[1] != 0 || d[2] != 0) {
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("%s 0, %d, %d: the y and z extents without an x extent", name, d[1], d[2])})
+		}
+	}
+	dims(".maxntid", f.MaxNTID)
+	dims(".reqntid", f.ReqNTID)
+	if f.MinNCTA < 0 || f.MinNCTA > math.MaxUint32 {
+		add(&Error{Func: f.Name, Msg: fmt.Sprintf(".minnctapersm %d: want 1 to %d", f.MinNCTA, uint32(math.MaxUint32))})
+	}
+	if f.MaxNTID[0] > 0 && f.ReqNTID[0] > 0 {
+		add(&Error{Func: f.Name, Msg: "both .maxntid and .reqntid: ptxas takes one or the other"})
+	}
 }
 
 // verifyCall checks a call against the callee's declaration: the callee exists, and the
@@ -603,6 +654,8 @@ const (
 	// later); MaxParamBytesBefore81 before it.
 	MaxParamBytes         = 32764
 	MaxParamBytesBefore81 = 4352
+	// MaxConst is the most .const data of a module (ptxas: 0x10000 bytes).
+	MaxConst = 64 << 10
 )
 
 // sizeCap saturates size arithmetic far above every limit.
