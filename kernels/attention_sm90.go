@@ -895,7 +895,7 @@ func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 			return b.Shr(uint32(7)).Mul(uint32(BM * 128)).Add(row).Add(ch).Add(b.And(uint32(15)))
 		}
 		base := blk.sQ.Stage(0).As(dsl.U8)
-		tw := blk.t.And(uint32(127)) // the thread in its warpgroup
+		tw := blk.t.And(uint32(127))                                // the thread in its warpgroup
 		wgRow := oRow.Sub(row0.To(dsl.U32)).Sub(wg.Mul(uint32(64))) // the thread's first row in the warpgroup's 64
 		for r, regs := range vo.Rows() {
 			lr := wgRow.Add(uint32(vo.RowOff[regs[0]]))
