@@ -54,12 +54,11 @@ func paramBytesOf(f *ptx.Func, offs []int, words []uint64, i int) []byte {
 	return out
 }
 
-// paramBytes is the size of a kernel parameter in bytes; an array longer than
-// MaxParamBytes counts as MaxParamBytes+1 elements, so that the product cannot overflow
-// (checkParamSpace refuses it).
+// paramBytes is the size of a kernel parameter in bytes; an array longer than 2^32 elements
+// counts as 2^32, so that the product cannot overflow (checkParamSpace refuses it).
 func paramBytes(p ptx.Param) int {
 	if p.Array > 0 {
-		return min(p.Array, MaxParamBytes+1) * p.Type.Bytes()
+		return min(p.Array, 1<<32) * p.Type.Bytes()
 	}
 	return p.Type.Bytes()
 }

@@ -237,7 +237,7 @@ func TestEmuGraphMisuse(t *testing.T) {
 	}
 	want(x.Launch(s), "graphs inside graphs")
 	// A launch that fails while capturing fails EndCapture.
-	want(fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(2048), Stream: s}, buf, uint32(4), uint32(1)), "limit is 1024")
+	want(fn.Launch(LaunchConfig{Grid: D1(1), Block: D1(2048), Stream: s}, buf, uint32(4), uint32(1)), "at most 1024 threads")
 	if _, err := s.EndCapture(); err != nil {
 		t.Fatalf("EndCapture after a launch refused by the front end: %v", err)
 	}
