@@ -13,14 +13,7 @@ func TestUseAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	m, err := d.Load(Source{Module: bumpKernel(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, err := m.Function("bump")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, fn := loadFunc(t, d, bumpKernel(t), "bump")
 	buf, err := Alloc[uint32](d, 64)
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 func TestGPUCoResident(t *testing.T) {
 	d := openGPUOrSkip(t, 0)
 	defer d.Close()
-	_, f := loadGridBarrier(t, d)
+	_, f := loadFunc(t, d, gridBarrier(t), "grid_barrier")
 	block := D1(1024)
 	n, err := f.ResidentBlocks(block, 0)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestGPUCoResident(t *testing.T) {
 func TestGPUCoResidentLargeShared(t *testing.T) {
 	d := openGPUOrSkip(t, 0)
 	defer d.Close()
-	_, f := loadGridBarrier(t, d)
+	_, f := loadFunc(t, d, gridBarrier(t), "grid_barrier")
 	const shared = 150 << 10
 	n, err := f.impl.(coLauncher).residentBlocks(D1(256), shared)
 	if err != nil {

@@ -19,14 +19,7 @@ func emuBump(t testing.TB) (*Device, *Function, *Buffer[uint32]) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	m, err := d.Load(Source{Module: bumpKernel(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, err := m.Function("bump")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, fn := loadFunc(t, d, bumpKernel(t), "bump")
 	buf, err := Alloc[uint32](d, 4)
 	if err != nil {
 		t.Fatal(err)

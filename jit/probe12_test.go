@@ -36,14 +36,7 @@ func TestProbe12BlockOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	m, err := d.Load(Source{Module: bumpKernel(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, err := m.Function("bump")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, fn := loadFunc(t, d, bumpKernel(t), "bump")
 	b, _ := Alloc[uint32](d, 64)
 	for _, blk := range []Dim3{{1<<62 + 1, 4, 1}, {1 << 32, 1 << 32, 1}, {1 << 31, 1 << 31, 4}, {2048, 1, 1}, {1, 1 << 33, 1}} {
 		err := fn.Launch(LaunchConfig{Grid: D1(1), Block: blk}, b, uint32(64), uint32(1))

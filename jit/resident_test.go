@@ -26,14 +26,14 @@ func gridBarrier(t *testing.T) *ptx.Module {
 	return m
 }
 
-// loadGridBarrier loads gridBarrier on d: its module and function.
-func loadGridBarrier(t *testing.T, d *Device) (*Module, *Function) {
+// loadFunc loads mod on d and looks up its kernel name: the module and the function.
+func loadFunc(t testing.TB, d *Device, mod *ptx.Module, name string) (*Module, *Function) {
 	t.Helper()
-	m, err := d.Load(Source{Module: gridBarrier(t)})
+	m, err := d.Load(Source{Module: mod})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := m.Function("grid_barrier")
+	f, err := m.Function(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestResidentBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	m, f := loadGridBarrier(t, d)
+	m, f := loadFunc(t, d, gridBarrier(t), "grid_barrier")
 	for _, c := range []struct {
 		block  Dim3
 		shared int
