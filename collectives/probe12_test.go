@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/kernels"
 )
 
@@ -49,6 +50,28 @@ func TestProbe12OptionsNotReplaced(t *testing.T) {
 			}
 			if err := c.Close(); err != nil {
 				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestProbe12TensorMapBox: a Buffer.TensorMap box extent outside 1..2^32-1 is refused
+// naming the box (before: it was cut to 32 bits, so a box of 2^32+64 rows made a map of 64
+// rows and reported success).
+func TestProbe12TensorMapBox(t *testing.T) {
+	runRanks(t, 1, false, false, 1, Options{}, func(e *rankEnv) error {
+		b, err := e.c.Alloc(dsl.BF16, 64*64)
+		if err != nil {
+			return err
+		}
+		if _, err := b.TensorMap(64, 64, [2]int{64, 64}); err != nil {
+			return fmt.Errorf("a 64 x 64 box: %w", err)
+		}
+		for _, box := range [][2]int{{1<<32 + 64, 64}, {64, 1<<32 + 8}, {-1, 64}, {64, 0}} {
+			_, err := b.TensorMap(64, 64, box)
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("box %v", box)) {
+				return fmt.Errorf("box %v: %v; want an error naming the box", box, err)
 			}
 		}
 		return nil
