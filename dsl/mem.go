@@ -458,6 +458,10 @@ const (
 	MaxStaticSharedBytes = 48 << 10
 	// MaxLocalBytes is the local memory of a thread (512 KiB, CUDA's limit).
 	MaxLocalBytes = 512 << 10
+	// MaxSharedBytes is the most shared memory, static and dynamic, a block has on any target
+	// (227 KiB: sm_90 and sm_100; others have less). DynamicSharedTile refuses tiles that end
+	// past it.
+	MaxSharedBytes = 227 << 10
 )
 
 // SharedArray allocates n elements of static shared memory for the block (aligned to 16
