@@ -11,7 +11,9 @@ import (
 // TestProbe12DynamicSharedTileTooLarge: a DynamicSharedTile whose end (the 1024-byte pad,
 // the offset and its stages) passes the shared memory any GPU gives a block is a Build
 // error at the caller's line (before: 2^40 stages, or an offset of 2^40 bytes, built a
-// kernel no launch can run, its stage addresses past the 32-bit shared window).
+// kernel no launch can run, its stage addresses past the 32-bit shared window); so are a
+// SharedTile and Mbarriers whose byte count overflowed (2^51 stages of 8 KiB and 2^61
+// barriers wrapped to 0 bytes and built).
 func TestProbe12DynamicSharedTileTooLarge(t *testing.T) {
 	tile := func() layout.ComposedLayout {
 		c, err := layout.ParseComposed("Sw<3,4,3> o 0 o (64,64):(64,1)")
@@ -40,6 +42,9 @@ func TestProbe12DynamicSharedTileTooLarge(t *testing.T) {
 		{"static stages wrapping to 0 bytes", "static shared memory", func(k *dsl.Kernel) int {
 			l := tile()
 			return at(func() { k.SharedTile(dsl.F16, l, 1<<51) })
+		}},
+		{"2^61 mbarriers wrapping to 0 bytes", "static shared memory", func(k *dsl.Kernel) int {
+			return at(func() { k.Mbarriers(1 << 61) })
 		}},
 	}, dsl.WithTarget(ptx.SM90a))
 	// 28 stages of 8 KiB and the pad fit (227 KiB).
