@@ -34,6 +34,8 @@ func (k *Kernel) DynamicShared(elem Type, align int) Ptr {
 		return bad("alignment %d is not a power of two", align)
 	case align < elem.Bytes():
 		return bad("alignment %d is below the %d-byte %s element", align, elem.Bytes(), elem)
+	case align > 1<<31:
+		return bad("alignment %d is more than ptxas takes (2^31)", align)
 	}
 	v := k.dynSmemVar()
 	switch {

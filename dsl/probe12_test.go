@@ -13,7 +13,8 @@ import (
 // error at the caller's line (before: 2^40 stages, or an offset of 2^40 bytes, built a
 // kernel no launch can run, its stage addresses past the 32-bit shared window); so are a
 // SharedTile and Mbarriers whose byte count overflowed (2^51 stages of 8 KiB and 2^61
-// barriers wrapped to 0 bytes and built).
+// barriers wrapped to 0 bytes and built), and a DynamicShared alignment past ptxas's 2^31
+// (it failed in Build's PTX check, at no line of the caller).
 func TestProbe12DynamicSharedTileTooLarge(t *testing.T) {
 	tile := func() layout.ComposedLayout {
 		c, err := layout.ParseComposed("Sw<3,4,3> o 0 o (64,64):(64,1)")
@@ -45,6 +46,9 @@ func TestProbe12DynamicSharedTileTooLarge(t *testing.T) {
 		}},
 		{"2^61 mbarriers wrapping to 0 bytes", "static shared memory", func(k *dsl.Kernel) int {
 			return at(func() { k.Mbarriers(1 << 61) })
+		}},
+		{"dynamic shared aligned to 2^40", "DynamicShared: alignment 1099511627776 is more than ptxas takes", func(k *dsl.Kernel) int {
+			return at(func() { k.DynamicShared(dsl.F32, 1<<40) })
 		}},
 	}, dsl.WithTarget(ptx.SM90a))
 	// 28 stages of 8 KiB and the pad fit (227 KiB).
