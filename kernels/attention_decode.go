@@ -208,7 +208,16 @@ func (c AttentionDecodeConfig) Splits(batch, qLen, heads, kvHeads, maxSeqLen, sm
 	if blocks <= 0 || sms <= 0 || perSM <= 0 || most <= 1 {
 		return 1
 	}
-	most = min(most, int((1<<31-1)/(int64(batch)*int64(qLen)*int64(heads)*int64(c.HeadDim)))) // CheckShape's bound on the partials
+	// CheckShape's bound on the partials, batch*qLen*heads*splits*HeadDim below 2^31, the
+	// product taken factor by factor (hostile extents wrapped it to 0: a division by zero).
+	rows := int64(1)
+	for _, x := range [...]int{batch, qLen, heads, c.HeadDim} {
+		if x <= 0 || rows > (1<<31-1)/int64(x) {
+			return 1
+		}
+		rows *= int64(x)
+	}
+	most = min(most, int((1<<31-1)/rows))
 	if most <= 1 {
 		return 1
 	}

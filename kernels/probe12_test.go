@@ -1,0 +1,135 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"runtime/debug"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+)
+
+// TestProbe12HostileExtents calls the exported configuration and launch-shape helpers with
+// zero configurations and hostile extents (0, negative, 2^31, 2^40, 2^62, MaxInt, MinInt):
+// errors or clamped answers, never a panic (before: AttentionDecodeConfig.Splits divided by
+// a batch*qLen*heads*headDim that wrapped to 0, and SplitRowShape by parts that a huge SM
+// count wrapped to 0).
+func TestProbe12HostileExtents(t *testing.T) {
+	vals := []int{0, -1, 1, 7, 64, 1 << 20, 1 << 31, math.MaxInt32, math.MaxInt, math.MinInt, 1 << 40, 1 << 62, -(1 << 40)}
+	use := func(...any) {}
+	try := func(name string, f func()) {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("%s: panic %v", name, r)
+			}
+		}()
+		f()
+	}
+	as := DefaultAttentionSM90Config(dsl.BF16, 128, true)
+	dc := DefaultAttentionDecodeConfig(dsl.BF16, 128, 16, 1)
+	gc := DefaultGemmSM90GroupedConfig(dsl.BF16)
+	sc := DefaultGemmSM90Config(dsl.BF16)
+	zero := []any{AttentionSM90Config{}, AttentionDecodeConfig{}, GemmSM90GroupedConfig{}, GemmSM90Config{}, AttentionConfig{}}
+	for _, z := range zero {
+		try(fmt.Sprintf("%T zero", z), func() {
+			switch c := z.(type) {
+			case AttentionSM90Config:
+				use(c.Check())
+				use(c.Name())
+				use(c.SharedBytes())
+				use(c.Threads())
+				use(c.TMABox())
+				use(c.Grid(1, 1, 1))
+				use(c.PersistentGrid(1, 1, 1, 1))
+				use(c.ModelKeyTiles(1, 1, 1, 1, 1))
+				use(c.Launch(1, 1, 1, 1, 1))
+				use(c.LaunchPersistent(1, 1, 1, 1, 1, 1))
+				use(c.LaunchVarLen(1, 1, 1, 1, 1, 1))
+			case AttentionDecodeConfig:
+				use(c.Check())
+				use(c.Name())
+				use(c.SharedBytes())
+				use(c.Threads())
+				use(c.Registers())
+				use(c.RowTiles(1, 1))
+				use(c.Grid(1, 1, 1, 1, 1))
+				use(c.Splits(1, 1, 1, 1, 1, 1, 1))
+				use(c.BlocksPerSM(SMLimitsOf(90)))
+			case GemmSM90GroupedConfig:
+				use(c.Check())
+				use(c.Name())
+				use(c.Grid(1, 1, 1, 1))
+				use(c.Launch(8, 8, 8, 1, 1))
+				use(c.CheckMasked(8, 8, 8, 1, 8))
+			case GemmSM90Config:
+				use(c.Check())
+				use(c.Name())
+				use(c.Grid(1, 1, 1))
+				use(c.Launch(8, 8, 8, 1))
+				use(c.Tiles(1, 1))
+				use(c.Cycles(8, 8, 8, 1))
+				use(c.TMADimsB(8, 8))
+				use(c.PieceSignals(64, 8))
+				use(c.NumPieces(64, 64))
+			case AttentionConfig:
+				use(c.Check())
+				use(c.Name())
+				use(c.Grid(1, 1, 1))
+				use(c.SharedBytes())
+				use(c.Threads())
+			}
+		})
+	}
+	for _, a := range vals {
+		for _, b := range vals {
+			try(fmt.Sprint("vals ", a, b), func() {
+				defer func() {
+					if r := recover(); r != nil {
+						panic(fmt.Sprint(r, "\n", string(debug.Stack())))
+					}
+				}()
+				use(as.Grid(a, b, a))
+				use(as.PersistentGrid(a, b, a, b))
+				use(as.CheckShape(a, b, 1, a, b))
+				use(as.CheckVarLenShape(a, b, 1, a, b, a))
+				if as.CheckShape(a, b, 1, a, b) == nil {
+					use(as.ModelKeyTiles(a, b, a, b, 132))
+				}
+				use(as.Launch(a, b, 1, a, b))
+				use(as.LaunchPersistent(a, b, 1, a, b, a))
+				use(as.LaunchVarLen(a, b, 1, a, b, a))
+				use(as.LaunchVarLenPersistent(a, b, 1, a, b, a, b))
+				use(dc.Grid(a, b, a, 1, b))
+				use(dc.Splits(a, b, a, 1, b, a, b))
+				use(dc.RowTiles(a, b))
+				use(dc.CheckShape(a, b, a, 1, b, a, b))
+				use(gc.Grid(a, b, a, b))
+				use(gc.Launch(a, b, 8, a, b))
+				use(gc.CheckMasked(a, b, 8, a, b))
+				use(GemmSM90GroupedFor(dsl.BF16, dsl.BF16, a, b, 8, a, b))
+				use(sc.Grid(a, b, a))
+				use(sc.Launch(a, b, 8, a))
+				use(sc.Tiles(a, b))
+				use(sc.Cycles(a, b, 8, a))
+				use(GemmSM90For(dsl.BF16, dsl.BF16, a, b, 8, a))
+				use(sc.PieceSignals(a, b))
+				use(sc.NumPieces(a, b))
+				use(sc.TMADimsB(a, b))
+				use(FusedGrid(DefaultFusedConfig(dsl.BF16), a, b, a))
+				use(FusedSM90Grid(sc, a, b, a, b))
+				use(AGGemmSM90GatheredRows(sc, a, b))
+				use(StreamShape(a, dsl.F16))
+				SoftmaxShape(a, b)
+				RowSumShape(a, b)
+				SwiGLUShape(a, b, a)
+				SplitRowShape(a, b, a)
+				use(SwiGLUCheckShape(a, b))
+				SwiGLUMaskedCheckShape(a, b, a, b)
+				TransposeCheckShape(a, b)
+				CheckRowShape(a, b)
+				FusedCheckShape(a, b, a, b)
+				use(ChooseRowKernel(FamilySoftmax, dsl.F32, a, b, a))
+			})
+		}
+	}
+}
