@@ -133,3 +133,67 @@ func TestProbe12HostileExtents(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe12CheckShapeBoundsGrid: every shape a configuration's CheckShape accepts has a
+// grid of 1 to 2^31-1 blocks and a Launch (before: the decode kernel's CheckShape took
+// batch 2^31-1 x heads 2^40, whose int64 products wrapped below its 2^31 bounds, and its
+// Grid came out negative).
+func TestProbe12CheckShapeBoundsGrid(t *testing.T) {
+	vals := []int{1, 2, 7, 8, 64, 1000, 1 << 16, 1 << 20, 1<<31 - 1, 1 << 31, 1 << 40}
+	as := DefaultAttentionSM90Config(dsl.BF16, 128, true)
+	ac := DefaultAttentionConfig(dsl.BF16, 128, true)
+	dc := DefaultAttentionDecodeConfig(dsl.BF16, 128, 16, 1)
+	gc := DefaultGemmSM90GroupedConfig(dsl.BF16)
+	sc := DefaultGemmSM90Config(dsl.BF16)
+	bad := 0
+	report := func(f string, a ...any) {
+		if bad < 20 {
+			t.Errorf(f, a...)
+		}
+		bad++
+	}
+	for _, a := range vals {
+		for _, b := range vals {
+			for _, c := range vals {
+				if as.CheckShape(a, b, 1, c, c) == nil {
+					if g := as.Grid(a, b, c); g < 1 || g > math.MaxInt32 {
+						report("as grid %d %d %d = %d", a, b, c, g)
+					}
+					if _, err := as.Launch(a, b, 1, c, c); err != nil {
+						report("as launch %d %d %d: %v", a, b, c, err)
+					}
+				}
+				if ac.CheckShape(a, b, 1, c, c) == nil {
+					if g := ac.Grid(a, b, c); g < 1 || g > math.MaxInt32 {
+						report("ac grid %d %d %d = %d", a, b, c, g)
+					}
+				}
+				if dc.CheckShape(a, 1, b, 1, c, c, 1) == nil {
+					if g := dc.Grid(a, 1, b, 1, 1); g < 1 || g > math.MaxInt32 {
+						report("dc grid %d %d %d = %d", a, b, c, g)
+					}
+				}
+				m, n, k := a, b*8%(1<<31), c*8%(1<<31)
+				if n == 0 || k == 0 {
+					continue
+				}
+				if sc.CheckShape(m, n, k) == nil {
+					if g := sc.Grid(m, n, 132); g < 1 || g > math.MaxInt32 {
+						report("sc grid %d %d %d = %d", m, n, k, g)
+					}
+					if _, err := sc.Launch(m, n, k, 132); err != nil {
+						report("sc launch %d %d %d: %v", m, n, k, err)
+					}
+				}
+				if gc.CheckShape(m, n, k, 4) == nil {
+					if g := gc.Grid(m, n, 4, 132); g < 1 || g > math.MaxInt32 {
+						report("gc grid %d %d %d = %d", m, n, k, g)
+					}
+					if _, err := gc.Launch(m, n, k, 4, 132); err != nil {
+						report("gc launch %d %d %d: %v", m, n, k, err)
+					}
+				}
+			}
+		}
+	}
+}
