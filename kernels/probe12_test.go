@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -195,5 +196,18 @@ func TestProbe12CheckShapeBoundsGrid(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestProbe12FusedShapeWrap: FusedCheckShape refuses a GPU count whose product with M and
+// max(N, K) wraps 64 bits (2^24 x 2^24 over 2^16 GPUs is 2^64: it wrapped to 0 and passed).
+func TestProbe12FusedShapeWrap(t *testing.T) {
+	for _, s := range [][4]int{{1 << 24, 1 << 24, 1, 1 << 16}, {1 << 30, 1, 1 << 30, 1 << 4}, {1, 1, 1, math.MaxInt}} {
+		if err := FusedCheckShape(s[0], s[1], s[2], s[3]); err == nil || !strings.Contains(err.Error(), "below 2^31") {
+			t.Errorf("FusedCheckShape%v = %v; want the 2^31 bound", s, err)
+		}
+	}
+	if err := FusedCheckShape(1024, 1024, 1024, 8); err != nil {
+		t.Error(err)
 	}
 }
