@@ -211,3 +211,20 @@ func TestProbe12FusedShapeWrap(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestProbe12StrideWrap: a masked stride (or an F) whose product wraps 64 bits is refused
+// (stride 2^62 x 4 groups is 2^64: it wrapped to 0, fit any rows, and reached the kernels
+// cut to 32 bits: stride 0, every group at row 0; F 2^62 doubled to -2^63).
+func TestProbe12StrideWrap(t *testing.T) {
+	masked := DefaultGemmSM90GroupedConfig(dsl.BF16)
+	masked.Masked = true
+	for name, err := range map[string]error{
+		"SwiGLUCheckShape F 2^62":            SwiGLUCheckShape(1, 1<<62),
+		"SwiGLUMaskedCheckShape stride 2^62": SwiGLUMaskedCheckShape(64, 8, 4, 1<<62),
+		"CheckMasked stride 2^62":            masked.CheckMasked(64, 8, 8, 4, 1<<62),
+	} {
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

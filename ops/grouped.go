@@ -128,8 +128,12 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 			return fmt.Errorf("ops: %s: Counts has shape %v; want [%d] (one row count per group of B)", op, o.Counts.Shape(), groups)
 		case o.Stride < 1:
 			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Stride %d: want a positive row stride (each group's slots)", op, o.Stride)
-		case int64(o.Stride)*int64(groups) > int64(rows):
-			return fmt.Errorf("ops: %s: Stride %d x %d groups = %d rows: the groups' slots must lie inside A's and D's %d rows", op, o.Stride, groups, int64(o.Stride)*int64(groups), rows)
+		case o.Stride > rows/groups: // Stride*groups > rows, without a product that can wrap
+			total := "over 2^63"
+			if o.Stride <= math.MaxInt/groups {
+				total = fmt.Sprint(o.Stride * groups)
+			}
+			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Stride %d x %d groups = %s rows: the groups' slots must lie inside A's and D's %d rows", op, o.Stride, groups, total, rows)
 		}
 	} else if offsets.rank != 1 || offsets.shape[0] != groups+1 {
 		return fmt.Errorf("ops: %s: offsets has shape %v; want [%d] (groups+1 row offsets)", op, offsets.Shape(), groups+1)

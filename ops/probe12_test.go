@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -54,6 +55,39 @@ func TestProbe12GroupedConfigPartial(t *testing.T) {
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error containing %q", tc.name, tc.err, tc.want)
+		}
+	}
+}
+
+// TestProbe12MaskedStrideWrap: a masked Stride whose product with the group count wraps 64
+// bits is refused naming the stride (Stride 2^62 x 2 groups is 2^63, negative: it fit any
+// rows and reached the kernels cut to 32 bits, stride 0: every group's rows at row 0).
+func TestProbe12MaskedStrideWrap(t *testing.T) {
+	d := emuDevice(t)
+	ctx := context.Background()
+	mk := func(shape ...int) Tensor[fp.BF16] {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		x, err := New(upload[fp.BF16](t, d, make([]float64, n)), shape...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	counts, err := New(uploadInts(t, d, []int32{8, 8}), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stride := range []int{1 << 62, 1<<63 - 1} {
+		err := GroupedMatmul(ctx, nil, mk(16, 16), mk(16, 32), mk(2, 32, 16), Tensor[int32]{}, &GroupedMatmulOptions[fp.BF16]{Alpha: 1, Counts: counts, Stride: stride})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("Stride %d", stride)) {
+			t.Errorf("GroupedMatmul stride %d: %v; want an error naming the stride", stride, err)
+		}
+		err = SwiGLU(ctx, nil, mk(16, 16), mk(16, 32), &SwiGLUOptions{Counts: counts, Stride: stride})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("Stride %d", stride)) {
+			t.Errorf("SwiGLU stride %d: %v; want an error naming the stride", stride, err)
 		}
 	}
 }
