@@ -24,7 +24,7 @@ func (k *Kernel) DynamicShared(elem Type, align int) Ptr {
 		return Ptr{k: k, addr: k.poison(U64), elem: elem, space: ptx.SpaceShared}
 	}
 	if elem == Bool || elem == ptx.NoType {
-		return bad("no memory type %s", elem)
+		return bad("no memory type %s", typeName(elem))
 	}
 	if align == 0 {
 		align = 16

@@ -14,7 +14,8 @@ import (
 // kernel no launch can run, its stage addresses past the 32-bit shared window); so are a
 // SharedTile and Mbarriers whose byte count overflowed (2^51 stages of 8 KiB and 2^61
 // barriers wrapped to 0 bytes and built), and a DynamicShared alignment past ptxas's 2^31
-// (it failed in Build's PTX check, at no line of the caller).
+// (it failed in Build's PTX check, at no line of the caller). Errors about the zero Type
+// name it (they read "no memory type " and "cannot make a constant of type ").
 func TestProbe12DynamicSharedTileTooLarge(t *testing.T) {
 	tile := func() layout.ComposedLayout {
 		c, err := layout.ParseComposed("Sw<3,4,3> o 0 o (64,64):(64,1)")
@@ -49,6 +50,15 @@ func TestProbe12DynamicSharedTileTooLarge(t *testing.T) {
 		}},
 		{"dynamic shared aligned to 2^40", "DynamicShared: alignment 1099511627776 is more than ptxas takes", func(k *dsl.Kernel) int {
 			return at(func() { k.DynamicShared(dsl.F32, 1<<40) })
+		}},
+		{"shared array of the zero Type", "SharedArray: no memory type (the zero Type)", func(k *dsl.Kernel) int {
+			return at(func() { k.SharedArray(0, 4) })
+		}},
+		{"parameter of the zero Type", "type (the zero Type) cannot be a kernel parameter", func(k *dsl.Kernel) int {
+			return at(func() { k.Param("x", 0) })
+		}},
+		{"constant of the zero Type", "cannot make a constant of type (the zero Type)", func(k *dsl.Kernel) int {
+			return at(func() { k.Const(0, 1) })
 		}},
 	}, dsl.WithTarget(ptx.SM90a))
 	// 28 stages of 8 KiB and the pad fit (227 KiB).
