@@ -61,7 +61,8 @@ type Options struct {
 	DisableLamport bool
 	// OneShotMaxBytes is the largest all-reduce that runs one-shot; larger ones run two-shot.
 	// Default: DefaultOneShotMaxBytes with multicast, else the measured table for the GPU
-	// count (tuning.go; on 2 and 4 GPUs the peer-to-peer one-shot never won).
+	// count (tuning.go; on 2 and 4 GPUs the peer-to-peer one-shot never won). Negative is
+	// refused.
 	OneShotMaxBytes int
 	// LamportMaxBytes is the largest all-reduce that runs Lamport when there is no multicast
 	// (default: the measured table for the GPU count, tuning.go); it also sizes the Lamport
@@ -90,8 +91,8 @@ type Options struct {
 	// p2p_reducescatter (peer stores into scratch, then a local reduction). 0: the measured
 	// table (tuning.go); negative: never.
 	ReduceScatterPullMinBytes int
-	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks, default
-	// DefaultMaxBlocks) but p2p_allreduce_push4, which fits two blocks an SM and takes up
+	// MaxBlocks caps the grid of every kernel (1..kernels.CollMaxBlocks; 0: DefaultMaxBlocks;
+	// negative is refused) but p2p_allreduce_push4, which fits two blocks an SM and takes up
 	// to twice it (DisablePush4); the push kernels' grids stay within the blocks the device
 	// holds at once (one an SM for the general kernel). It must be the same on every rank,
 	// and on GPUs of different models at most every GPU's cap: kernels that count the
@@ -100,10 +101,11 @@ type Options struct {
 	MaxBlocks int
 	// Matmul sets the tiles, warps and stages of the fused matmuls (AllGatherMatmul,
 	// MatmulReduceScatter); their types, layouts and alignment come from each call. Zero:
-	// kernels.DefaultFusedConfig.
+	// kernels.DefaultFusedConfig (BM 0 with other tile fields set is refused).
 	Matmul kernels.GemmConfig
 	// MatmulSM90 sets the tiles and stages of the sm_90a fused matmuls (Target sm_90a);
-	// their types come from each call. Zero: kernels.DefaultGemmSM90Config.
+	// their types come from each call. Zero: kernels.DefaultGemmSM90Config (BN 0 with other
+	// fields set is refused).
 	MatmulSM90 kernels.GemmSM90Config
 	// Stream, when set, carries the kernels and the device-to-device copies (staging), so
 	// that events recorded on it time them; nil means the default stream.
@@ -289,11 +291,17 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	if o.OverlapRounds < 0 || o.OverlapRounds > MaxOverlapRounds {
 		return nil, fmt.Errorf("collectives: Options.OverlapRounds %d: want 0 (chosen) or a positive count of at most %d (a round holds at least one row per GPU)", o.OverlapRounds, MaxOverlapRounds)
 	}
-	if o.MaxBlocks <= 0 {
+	if o.MaxBlocks < 0 || o.MaxBlocks > kernels.CollMaxBlocks {
+		return nil, fmt.Errorf("collectives: Options.MaxBlocks %d: want 0 (DefaultMaxBlocks) or 1 to %d", o.MaxBlocks, kernels.CollMaxBlocks)
+	}
+	if o.MaxBlocks == 0 {
 		o.MaxBlocks = DefaultMaxBlocks
 	}
-	if o.MaxBlocks > kernels.CollMaxBlocks {
-		return nil, fmt.Errorf("collectives: MaxBlocks %d: at most %d", o.MaxBlocks, kernels.CollMaxBlocks)
+	if o.OneShotMaxBytes < 0 {
+		return nil, fmt.Errorf("collectives: Options.OneShotMaxBytes %d: want 0 (the default) or a positive size in bytes", o.OneShotMaxBytes)
+	}
+	if err := partialMatmulConfigs(o); err != nil {
+		return nil, err
 	}
 	if o.CostModel != nil {
 		if err := o.CostModel.Check(); err != nil {
@@ -359,6 +367,22 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 			"reason", c.mcWhy.Error(), "gpus", g)
 	}
 	return c, nil
+}
+
+// partialMatmulConfigs refuses an Options.Matmul (MatmulSM90) whose BM (BN) is zero while
+// other tile fields are set: the zero field selects the default configuration, which would
+// drop the fields set without a word. (In, Out, the layouts and Aligned come from each call.)
+func partialMatmulConfigs(o Options) error {
+	m := o.Matmul
+	if m.BM == 0 && (m.BN != 0 || m.BK != 0 || m.WarpsM != 0 || m.WarpsN != 0 || m.Stages != 0 || m.IssueAfter != 0 ||
+		m.MinBlocks != 0 || m.DoubleBuffer || m.Atom != nil || !m.Epilogue.IsZero()) {
+		return errors.New("collectives: Options.Matmul: BM is 0 but other fields are set: set BM too, or leave the tile fields zero (kernels.DefaultFusedConfig)")
+	}
+	s := o.MatmulSM90
+	if s.BN == 0 && (s.Consumers != 0 || s.Stages != 0 || s.ClusterM != 0 || s.TMAStore || s.PingPong || s.Pieces || !s.Epilogue.IsZero()) {
+		return errors.New("collectives: Options.MatmulSM90: BN is 0 but other fields are set: set BN too, or leave the tile fields zero (kernels.DefaultGemmSM90Config)")
+	}
+	return nil
 }
 
 // deviceTarget is the target of the Comm's kernels when Options.Target is unset: sm_90a on

@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
@@ -138,6 +139,11 @@ func (b *Buffer) TensorMap(cols, rows int, box [2]int) (jit.TensorMap, error) {
 	}
 	if cols < 1 || rows < 1 || int64(cols)*int64(rows) > int64(b.n) {
 		return jit.TensorMap{}, fmt.Errorf("collectives: Buffer.TensorMap: %d x %d elements, the buffer holds %d", rows, cols, b.n)
+	}
+	for _, e := range box {
+		if e < 1 || e > math.MaxUint32 {
+			return jit.TensorMap{}, fmt.Errorf("collectives: Buffer.TensorMap: box %v: each extent must be positive and fit 32 bits (TMA takes at most 256)", box)
+		}
 	}
 	return tensorMap(b.s, b.dt, cols, rows, box)
 }

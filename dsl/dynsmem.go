@@ -24,7 +24,7 @@ func (k *Kernel) DynamicShared(elem Type, align int) Ptr {
 		return Ptr{k: k, addr: k.poison(U64), elem: elem, space: ptx.SpaceShared}
 	}
 	if elem == Bool || elem == ptx.NoType {
-		return bad("no memory type %s", elem)
+		return bad("no memory type %s", typeName(elem))
 	}
 	if align == 0 {
 		align = 16
@@ -34,6 +34,8 @@ func (k *Kernel) DynamicShared(elem Type, align int) Ptr {
 		return bad("alignment %d is not a power of two", align)
 	case align < elem.Bytes():
 		return bad("alignment %d is below the %d-byte %s element", align, elem.Bytes(), elem)
+	case align > 1<<31:
+		return bad("alignment %d is more than ptxas takes (2^31)", align)
 	}
 	v := k.dynSmemVar()
 	switch {

@@ -28,6 +28,10 @@ func (k *Kernel) Mbarriers(n int) Mbarriers {
 		k.errorf("Mbarriers: %d barriers; want at least 1", n)
 		n = 1
 	}
+	if n > MaxStaticSharedBytes/8 {
+		k.errorf("Mbarriers: %d barriers of 8 bytes are more than the %d bytes of static shared memory", n, MaxStaticSharedBytes)
+		n = 1
+	}
 	p := k.alignedShared("Mbarriers", 8*n, 16)
 	return Mbarriers{k: k, base: p.addr, n: n}
 }

@@ -75,7 +75,7 @@ func (k *Kernel) addParamDecl(p ptx.Param) bool {
 // Param declares a scalar kernel parameter and returns its value.
 func (k *Kernel) Param(name string, t Type) Value {
 	if t == Bool || t == ptx.NoType || t == ptx.B128 {
-		k.errorf("parameter %q: type %s cannot be a kernel parameter (use U8 or U32 for flags)", name, t)
+		k.errorf("parameter %q: type %s cannot be a kernel parameter (use U8 or U32 for flags)", name, typeName(t))
 		return k.poison(U32)
 	}
 	if !k.addParam(name, t) {
@@ -92,7 +92,7 @@ func (k *Kernel) Param(name string, t Type) Value {
 // use 128-bit accesses.
 func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	if elem == Bool || elem == ptx.NoType {
-		k.errorf("pointer parameter %q: no memory type %s", name, elem)
+		k.errorf("pointer parameter %q: no memory type %s", name, typeName(elem))
 		elem = U8
 	}
 	if !k.addParam(name, U64) {
@@ -128,7 +128,7 @@ func (p Ptr) As(elem Type) Ptr {
 		return p
 	}
 	if elem == Bool || elem == ptx.NoType || elem.Bytes() == 0 {
-		k.errorf("Ptr.As: no memory type %s", elem)
+		k.errorf("Ptr.As: no memory type %s", typeName(elem))
 		return p
 	}
 	if p.off%int64(elem.Bytes()) != 0 {
@@ -458,6 +458,10 @@ const (
 	MaxStaticSharedBytes = 48 << 10
 	// MaxLocalBytes is the local memory of a thread (512 KiB, CUDA's limit).
 	MaxLocalBytes = 512 << 10
+	// MaxSharedBytes is the most shared memory, static and dynamic, a block has on any target
+	// (227 KiB: sm_90 and sm_100; others have less). DynamicSharedTile refuses tiles that end
+	// past it.
+	MaxSharedBytes = 227 << 10
 )
 
 // SharedArray allocates n elements of static shared memory for the block (aligned to 16
@@ -473,7 +477,7 @@ func (k *Kernel) LocalArray(elem Type, n int) Ptr {
 
 func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n int) Ptr {
 	if elem == Bool || elem == ptx.NoType {
-		k.errorf("%s: no memory type %s", what, elem)
+		k.errorf("%s: no memory type %s", what, typeName(elem))
 		elem = U8
 	}
 	limit, per := int64(MaxLocalBytes), "per thread"

@@ -28,7 +28,7 @@ func (m TensorMap) Elem() Type { return m.elem }
 // parameter's name, then cvta.param). Tensor maps need sm_90 or newer.
 func (k *Kernel) TensorMapParam(name string, elem Type) TensorMap {
 	if elem == Bool || elem == ptx.NoType || elem.Bytes() == 0 {
-		k.errorf("tensor map parameter %q: no memory type %s", name, elem)
+		k.errorf("tensor map parameter %q: no memory type %s", name, typeName(elem))
 		elem = U8
 	}
 	if k.target.SM() < 90 {

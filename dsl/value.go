@@ -164,7 +164,7 @@ func constOf(k *Kernel, t Type, x any) (Value, error) {
 	case t == Bool:
 		return Value{}, fmt.Errorf("use true or false for a Bool constant, not %v", x)
 	}
-	return Value{}, fmt.Errorf("cannot make a constant of type %s", t)
+	return Value{}, fmt.Errorf("cannot make a constant of type %s", typeName(t))
 }
 
 // maxFinite is the largest finite value of each float type that rounds Go constants to
@@ -281,4 +281,12 @@ func (k *Kernel) own(v Value, what string) bool {
 		return false
 	}
 	return k.checkScope(v)
+}
+
+// typeName names t in an error: the zero Type, which prints as nothing, is named as such.
+func typeName(t Type) string {
+	if t == ptx.NoType {
+		return "(the zero Type)"
+	}
+	return t.String()
 }

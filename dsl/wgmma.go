@@ -29,7 +29,12 @@ func (k *Kernel) SharedTile(elem Type, l layout.ComposedLayout, stages int) Shar
 	if stages <= 0 {
 		k.errorf("SharedTile: %d stages; want at least 1", stages)
 	}
-	s.base = k.alignedShared("SharedTile", s.Stages*bytes, 1024).As(elem)
+	total := s.Stages * bytes
+	if bytes > 0 && s.Stages > MaxStaticSharedBytes/bytes {
+		k.errorf("SharedTile: %d stages of %d bytes is more than the %d bytes of static shared memory", s.Stages, bytes, MaxStaticSharedBytes)
+		total = 16
+	}
+	s.base = k.alignedShared("SharedTile", total, 1024).As(elem)
 	return s
 }
 
@@ -54,6 +59,13 @@ func (k *Kernel) DynamicSharedTile(elem Type, l layout.ComposedLayout, stages, o
 	}
 	if offset < 0 || offset%1024 != 0 {
 		k.errorf("DynamicSharedTile: offset %d is not a non-negative multiple of 1024", offset)
+		offset = 0
+	}
+	// The tiles end DynamicSharedTilePad + offset + Stages*StageBytes bytes into the dynamic
+	// region at most: past MaxSharedBytes no GPU can launch the kernel (and the stages'
+	// addresses would leave the shared window). Checked without overflowing.
+	if room := int64(MaxSharedBytes - DynamicSharedTilePad); int64(offset) > room || (bytes > 0 && int64(s.Stages) > (room-int64(offset))/int64(bytes)) {
+		k.errorf("DynamicSharedTile: %d stages of %d bytes from offset %d, with the %d-byte alignment pad, is more than the %d bytes of shared memory a block has on any GPU", s.Stages, bytes, offset, DynamicSharedTilePad, MaxSharedBytes)
 		offset = 0
 	}
 	s.base = k.dynamicShared1024().At(offset).As(elem)

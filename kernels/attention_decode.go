@@ -79,15 +79,17 @@ func (c AttentionDecodeConfig) SharedBytes() int {
 }
 
 // RowTiles returns the blocks a (batch, kv head, split) needs for its qLen*group rows.
-func (c AttentionDecodeConfig) RowTiles(qLen, group int) int { return ceilDiv(qLen*group, c.BM) }
+func (c AttentionDecodeConfig) RowTiles(qLen, group int) int {
+	return ceilDiv(int(min(satMul(qLen, group), math.MaxInt)), c.BM)
+}
 
 // Grid returns the number of blocks (a 1-D grid: splits fastest, then row tiles, kv heads
-// and batches); 0 for an empty problem.
+// and batches); 0 for an empty problem, math.MaxInt where the count overflows an int.
 func (c AttentionDecodeConfig) Grid(batch, qLen, heads, kvHeads, splits int) int {
 	if batch <= 0 || qLen <= 0 || heads <= 0 || kvHeads <= 0 || splits <= 0 || c.BM <= 0 {
 		return 0
 	}
-	return batch * kvHeads * c.RowTiles(qLen, heads/kvHeads) * splits
+	return int(min(satMul(batch, kvHeads, c.RowTiles(qLen, heads/kvHeads), splits), math.MaxInt))
 }
 
 // Registers is the registers a thread of the kernel is taken to hold when BlocksPerSM
@@ -208,7 +210,16 @@ func (c AttentionDecodeConfig) Splits(batch, qLen, heads, kvHeads, maxSeqLen, sm
 	if blocks <= 0 || sms <= 0 || perSM <= 0 || most <= 1 {
 		return 1
 	}
-	most = min(most, int((1<<31-1)/(int64(batch)*int64(qLen)*int64(heads)*int64(c.HeadDim)))) // CheckShape's bound on the partials
+	// CheckShape's bound on the partials, batch*qLen*heads*splits*HeadDim below 2^31, the
+	// product taken factor by factor (hostile extents wrapped it to 0: a division by zero).
+	rows := int64(1)
+	for _, x := range [...]int{batch, qLen, heads, c.HeadDim} {
+		if x <= 0 || rows > (1<<31-1)/int64(x) {
+			return 1
+		}
+		rows *= int64(x)
+	}
+	most = min(most, int((1<<31-1)/rows))
 	if most <= 1 {
 		return 1
 	}
@@ -287,10 +298,11 @@ func (c AttentionDecodeConfig) CheckShape(batch, qLen, heads, kvHeads, numPages,
 		return fmt.Errorf("attention_decode: %d heads are not a multiple of %d kv heads (GQA shares each K/V head by heads/kvHeads query heads)", heads, kvHeads)
 	case splits < 1 || splits > MaxDecodeSplits:
 		return fmt.Errorf("attention_decode: %d splits (want 1..%d)", splits, MaxDecodeSplits)
-	case int64(batch)*int64(qLen)*int64(heads)*int64(splits)*int64(c.HeadDim) >= 1<<31:
-		return fmt.Errorf("attention_decode: batch*qLen*heads*splits*headDim = %d reaches 2^31 (the 32-bit offsets of Q, O and the partials)", int64(batch)*int64(qLen)*int64(heads)*int64(splits)*int64(c.HeadDim))
-	case int64(batch)*int64(maxPages) >= 1<<31 || int64(maxPages)*int64(c.PageSize) >= 1<<31:
-		return fmt.Errorf("attention_decode: batch*maxPages = %d or maxPages*pageSize = %d reaches 2^31 (32-bit block-table offsets and key indices)", int64(batch)*int64(maxPages), int64(maxPages)*int64(c.PageSize))
+	// Products saturate (satMul): hostile extents must not wrap a product below a limit.
+	case satMul(batch, qLen, heads, splits, c.HeadDim) >= 1<<31:
+		return fmt.Errorf("attention_decode: batch*qLen*heads*splits*headDim = %s reaches 2^31 (the 32-bit offsets of Q, O and the partials)", satString(batch, qLen, heads, splits, c.HeadDim))
+	case satMul(batch, maxPages) >= 1<<31 || satMul(maxPages, c.PageSize) >= 1<<31:
+		return fmt.Errorf("attention_decode: batch*maxPages = %s or maxPages*pageSize = %s reaches 2^31 (32-bit block-table offsets and key indices)", satString(batch, maxPages), satString(maxPages, c.PageSize))
 	case int64(c.Grid(batch, qLen, heads, kvHeads, splits)) > MaxGemmGrid:
 		return fmt.Errorf("attention_decode: %d blocks exceed the %d of a 1-D grid", c.Grid(batch, qLen, heads, kvHeads, splits), MaxGemmGrid)
 	}

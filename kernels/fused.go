@@ -86,7 +86,7 @@ func FusedCheckShape(m, n, k, g int) error {
 	switch {
 	case m <= 0 || n <= 0 || k <= 0 || g <= 0:
 		return fmt.Errorf("fused gemm: shape %dx%dx%d over %d GPUs: every extent and the GPU count must be positive", m, n, k, g)
-	case m > MaxGemmExtent || n > MaxGemmExtent || k > MaxGemmExtent || uint64(m)*uint64(max(n, k))*uint64(g) >= 1<<31:
+	case m > MaxGemmExtent || n > MaxGemmExtent || k > MaxGemmExtent || satMul(m, max(n, k), g) >= 1<<31:
 		return fmt.Errorf("fused gemm: shape %dx%dx%d over %d GPUs: M*max(N,K)*GPUs must be below 2^31 (the fused kernels' element offsets are 32-bit signed)", m, n, k, g)
 	}
 	return nil

@@ -144,8 +144,8 @@ func (c GemmSM90GroupedConfig) CheckMasked(m, n, k, groups, stride int) error {
 		return fmt.Errorf("gemm_sm90_grouped: a row stride (%d) for %s: the configuration is not Masked (it reads groups+1 offsets, not counts)", stride, c.Name())
 	case stride < 1:
 		return fmt.Errorf("gemm_sm90_grouped: stride %d: want a positive row stride (each group's slots)", stride)
-	case int64(stride)*int64(groups) > int64(m):
-		return fmt.Errorf("gemm_sm90_grouped: stride %d x %d groups = %d rows: the groups' slots must lie inside A's and D's %d rows", stride, groups, int64(stride)*int64(groups), m)
+	case satMul(stride, groups) > int64(m):
+		return fmt.Errorf("gemm_sm90_grouped: stride %d x %d groups = %s rows: the groups' slots must lie inside A's and D's %d rows", stride, groups, satString(stride, groups), m)
 	}
 	return nil
 }

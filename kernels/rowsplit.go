@@ -83,7 +83,9 @@ type SplitShape struct {
 // as many as the device holds; the block is the smallest power of two in [64, 1024] that
 // holds a segment in registers (1024 when the segments are longer: two reads of each).
 func SplitRowShape(rows, cols, sms int) SplitShape {
-	rows, cols, sms = max(rows, 1), max(cols, 1), max(sms, 1)
+	// sms is capped where the products below (4*sms, sms*1024) stay far inside an int: a
+	// hostile count wrapped them to 0 and divided by zero.
+	rows, cols, sms = max(rows, 1), max(cols, 1), min(max(sms, 1), maxSMs)
 	parts := ceilDiv(cols, rowMaxBlock*rowElems)
 	if fill := min(ceilDiv(cols, splitMinSeg), ceilDiv(4*sms, rows)); fill > parts {
 		parts = fill
@@ -102,6 +104,9 @@ func SplitRowShape(rows, cols, sms int) SplitShape {
 	slots := min(rows, resident/parts)
 	return SplitShape{Grid: slots * parts, Block: block, Parts: parts, ScratchWords: slots * (2 + 4*parts)}
 }
+
+// maxSMs bounds the multiprocessor counts the launch-shape helpers take (far above any GPU's).
+const maxSMs = 1 << 20
 
 // splitSeg is the segment length for cols elements in parts parts (as the kernels compute it).
 func splitSeg(cols, parts int) int {

@@ -47,8 +47,8 @@ func SwiGLUCheckShape(rows, f int) error {
 		return fmt.Errorf("swiglu: F %d: want a positive multiple of 8 (16-byte vectors)", f)
 	case rows < 0:
 		return fmt.Errorf("swiglu: %d rows: want at least 0", rows)
-	case int64(rows)*int64(2*f) >= math.MaxInt32:
-		return fmt.Errorf("swiglu: %d rows x 2F %d: want fewer than 2^31 elements (32-bit indices)", rows, 2*f)
+	case satMul(rows, 2, f) >= math.MaxInt32: // saturating: a huge F must not wrap below the bound
+		return fmt.Errorf("swiglu: %d rows x 2F (F %d): want fewer than 2^31 elements (32-bit indices)", rows, f)
 	}
 	return nil
 }
@@ -76,8 +76,8 @@ func SwiGLUMaskedCheckShape(rows, f, groups, stride int) error {
 		return fmt.Errorf("swiglu_masked: %d groups: want 1..%d", groups, SwiGLUMaxGroups)
 	case stride < 1:
 		return fmt.Errorf("swiglu_masked: stride %d: want a positive row stride (each group's slots)", stride)
-	case int64(stride)*int64(groups) > int64(rows):
-		return fmt.Errorf("swiglu_masked: stride %d x %d groups = %d rows: the groups' slots must lie inside the %d rows", stride, groups, int64(stride)*int64(groups), rows)
+	case satMul(stride, groups) > int64(rows):
+		return fmt.Errorf("swiglu_masked: stride %d x %d groups = %s rows: the groups' slots must lie inside the %d rows", stride, groups, satString(stride, groups), rows)
 	}
 	return nil
 }

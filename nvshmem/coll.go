@@ -115,6 +115,10 @@ func ReduceScatter(k *dsl.Kernel, s Scope, team any, op ReduceOp, dst, src any) 
 		k.Errorf("%s: NVSHMEM has no %s reduction of %s", what, op, d.elem)
 		return k.Const(dsl.I32, 0)
 	}
+	if dn, sn, static := staticCounts(d, sr); static && dn > 0 && (sn < dn || sn%dn != 0) {
+		k.Errorf("%s: dst holds %d elements, src %d: src holds n_pes blocks of dst's size (a whole multiple of it, at least one), which NVSHMEM reads", what, dn, sn)
+		return k.Const(dsl.I32, 0)
+	}
 	return call(k, s.Func(typeName(d.elem)+"_"+string(op)+"_reducescatter"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(d.n))
 }
 
@@ -127,7 +131,19 @@ func Fcollect(k *dsl.Kernel, s Scope, team any, dst, src any) dsl.Value {
 	if !ok {
 		return k.Const(dsl.I32, 0)
 	}
+	if dn, sn, static := staticCounts(d, sr); static && sn > 0 && (dn < sn || dn%sn != 0) {
+		k.Errorf("%s: dst holds %d elements, src %d: dst receives n_pes blocks of src's size (a whole multiple of it, at least one), which NVSHMEM writes", what, dn, sn)
+		return k.Const(dsl.I32, 0)
+	}
 	return call(k, s.Func(typeName(d.elem)+"_fcollect"), []dsl.Type{intT}, collSig, t, d.p, sr.p, sizeArg(sr.n))
+}
+
+// staticCounts returns the element counts of d and s when both are Go ints (known when the
+// kernel is built).
+func staticCounts(d, s buf) (dn, sn int, ok bool) {
+	dn, dok := d.n.(int)
+	sn, sok := s.n.(int)
+	return dn, sn, dok && sok
 }
 
 // Broadcast copies min(size(dst), size(src)) elements of src on PE root of team into dst on

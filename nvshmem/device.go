@@ -1,6 +1,8 @@
 package nvshmem
 
 import (
+	"math"
+
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/nvshmem/abi"
 	"github.com/kgen-dev/kgen/ptx"
@@ -97,6 +99,10 @@ type buf struct {
 func bufOf(k *dsl.Kernel, what, arg string, x any) buf {
 	switch b := x.(type) {
 	case dsl.Tensor:
+		if b.Elem() == ptx.NoType {
+			k.Errorf("%s: %s is the zero dsl.Tensor (make tensors with the kernel's MakeTensor)", what, arg)
+			return buf{}
+		}
 		if b.IsFragment() {
 			k.Errorf("%s: %s is a register fragment; NVSHMEM moves memory (store it to a buffer first)", what, arg)
 			return buf{}
@@ -115,6 +121,10 @@ func bufOf(k *dsl.Kernel, what, arg string, x any) buf {
 		}
 		return buf{p: p, n: b.Size(), elem: b.Elem(), valid: true}
 	case Span:
+		if b.Ptr.Elem() == ptx.NoType {
+			k.Errorf("%s: %s is a Span of the zero dsl.Ptr", what, arg)
+			return buf{}
+		}
 		if !checkSpace(k, what, arg, b.Ptr) {
 			return buf{}
 		}
@@ -124,6 +134,10 @@ func bufOf(k *dsl.Kernel, what, arg string, x any) buf {
 		}
 		return buf{p: b.Ptr, n: n, elem: b.Ptr.Elem(), valid: true}
 	case dsl.Ptr:
+		if b.Elem() == ptx.NoType {
+			k.Errorf("%s: %s is the zero dsl.Ptr (take pointers from the kernel's parameters, PtrFrom or arrays)", what, arg)
+			return buf{}
+		}
 		if !checkSpace(k, what, arg, b) {
 			return buf{}
 		}
@@ -161,6 +175,10 @@ func countOf(k *dsl.Kernel, what, arg string, n any) (any, bool) {
 		}
 		return c, true
 	case dsl.Value:
+		if c.Type() == ptx.NoType {
+			k.Errorf("%s: %s count is the zero dsl.Value", what, arg)
+			return nil, false
+		}
 		if !c.Type().IsInt() {
 			k.Errorf("%s: %s count is %s, not an integer", what, arg, c.Type())
 			return nil, false
@@ -194,11 +212,15 @@ func sizeArg(n any) any {
 	return n
 }
 
-// int32Arg converts an int argument (a PE, a root, a team): a Go integer or an integer Value
-// (converted to I32).
+// int32Arg converts an int argument (a PE, a root, a team): a Go integer that fits a C int
+// (32 bits) or an integer Value (converted to I32).
 func int32Arg(k *dsl.Kernel, what, arg string, x any) (any, bool) {
 	switch v := x.(type) {
 	case dsl.Value:
+		if v.Type() == ptx.NoType {
+			k.Errorf("%s: %s is the zero dsl.Value", what, arg)
+			return nil, false
+		}
 		if !v.Type().IsInt() {
 			k.Errorf("%s: %s is %s, not an integer", what, arg, v.Type())
 			return nil, false
@@ -210,10 +232,34 @@ func int32Arg(k *dsl.Kernel, what, arg string, x any) (any, bool) {
 	case Team:
 		return int32(v), true
 	case int, int32, int64, uint32, uint, uint64:
-		return x, true
+		if neg, u, _ := goInt(x); (neg && int64(u) >= math.MinInt32) || (!neg && u <= math.MaxInt32) {
+			return x, true
+		}
+		k.Errorf("%s: %s %v does not fit NVSHMEM's int (32 bits: -2^31 to 2^31-1)", what, arg, x)
+		return nil, false
 	}
 	k.Errorf("%s: %s is %T; want a Go integer or an integer dsl.Value", what, arg, x)
 	return nil, false
+}
+
+// goInt returns a Go integer x as its magnitude's bits: neg reports a negative value, whose
+// two's-complement bits u holds (int64(u) is the value); ok is false for other types.
+func goInt(x any) (neg bool, u uint64, ok bool) {
+	switch v := x.(type) {
+	case int:
+		return v < 0, uint64(v), true
+	case int32:
+		return v < 0, uint64(v), true
+	case int64:
+		return v < 0, uint64(v), true
+	case uint32:
+		return false, uint64(v), true
+	case uint:
+		return false, uint64(v), true
+	case uint64:
+		return false, v, true
+	}
+	return false, 0, false
 }
 
 func checkScope(k *dsl.Kernel, what string, s Scope) bool {

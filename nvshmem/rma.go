@@ -175,8 +175,14 @@ func signalOf(k *dsl.Kernel, what string, sig any) (dsl.Ptr, bool) {
 	return b.p, true
 }
 
+// u64Arg converts a uint64_t argument (a signal value): a non-negative Go integer or an
+// integer Value (converted to U64).
 func u64Arg(k *dsl.Kernel, what, arg string, x any) (any, bool) {
 	if v, ok := x.(dsl.Value); ok {
+		if v.Type() == ptx.NoType {
+			k.Errorf("%s: %s is the zero dsl.Value", what, arg)
+			return nil, false
+		}
 		if !v.Type().IsInt() {
 			k.Errorf("%s: %s is %s, not an integer", what, arg, v.Type())
 			return nil, false
@@ -188,6 +194,10 @@ func u64Arg(k *dsl.Kernel, what, arg string, x any) (any, bool) {
 	}
 	switch x.(type) {
 	case int, int32, int64, uint32, uint, uint64:
+		if neg, u, _ := goInt(x); neg {
+			k.Errorf("%s: %s %d is negative (a uint64_t: 0 to 2^64-1)", what, arg, int64(u))
+			return nil, false
+		}
 		return x, true
 	}
 	k.Errorf("%s: %s is %T; want a Go integer or an integer dsl.Value", what, arg, x)

@@ -27,7 +27,8 @@ type GroupedMatmulOptions[TO jit.Elem] struct {
 	// Config, when its BN is not 0, is the kernel configuration to run in place of
 	// kernels.GemmSM90GroupedFor's pick (tiles, stages, TMAStore, BandM: for timing variants).
 	// Its In and Out must be A's and D's element types; its Scales is set from ScaleA and
-	// ScaleB, its Masked from Counts.
+	// ScaleB, its Masked from Counts. The zero Config is unset; one with BN 0 and another
+	// field set is refused.
 	Config kernels.GemmSM90GroupedConfig
 	// Counts, when set, selects the masked layout (an MoE low-latency dispatch's,
 	// collectives.MoEConfig.LowLatency): group g's rows are g*Stride <= r < g*Stride +
@@ -126,9 +127,13 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		case o.Counts.rank != 1 || o.Counts.shape[0] != groups:
 			return fmt.Errorf("ops: %s: Counts has shape %v; want [%d] (one row count per group of B)", op, o.Counts.Shape(), groups)
 		case o.Stride < 1:
-			return fmt.Errorf("ops: %s: Stride %d: want a positive row stride (each group's slots)", op, o.Stride)
-		case int64(o.Stride)*int64(groups) > int64(rows):
-			return fmt.Errorf("ops: %s: Stride %d x %d groups = %d rows: the groups' slots must lie inside A's and D's %d rows", op, o.Stride, groups, int64(o.Stride)*int64(groups), rows)
+			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Stride %d: want a positive row stride (each group's slots)", op, o.Stride)
+		case o.Stride > rows/groups: // Stride*groups > rows, without a product that can wrap
+			total := "over 2^63"
+			if o.Stride <= math.MaxInt/groups {
+				total = fmt.Sprint(o.Stride * groups)
+			}
+			return fmt.Errorf("ops: %s: GroupedMatmulOptions.Stride %d x %d groups = %s rows: the groups' slots must lie inside A's and D's %d rows", op, o.Stride, groups, total, rows)
 		}
 	} else if offsets.rank != 1 || offsets.shape[0] != groups+1 {
 		return fmt.Errorf("ops: %s: offsets has shape %v; want [%d] (groups+1 row offsets)", op, offsets.Shape(), groups+1)
@@ -235,6 +240,9 @@ func GroupedMatmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor
 		key.lds[1] = o.Stride
 	}
 	var force *kernels.GemmSM90GroupedConfig
+	if o != nil && o.Config.BN == 0 && o.Config != (kernels.GemmSM90GroupedConfig{}) {
+		return fmt.Errorf("ops: %s: GroupedMatmulOptions.Config has BN 0 but other fields set (%s): set BN too, or leave the whole Config zero (the library's pick)", op, o.Config.Name())
+	}
 	if o != nil && o.Config.BN != 0 {
 		cfg := o.Config
 		if cfg.In != dsl.Type(in) || cfg.Out != dsl.Type(out) {

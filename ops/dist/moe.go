@@ -23,7 +23,8 @@ type MoELayerConfig struct {
 	FFN int
 	// GateUp and Down, when their BN is not 0, are the two grouped GEMMs' kernel
 	// configurations in place of kernels.GemmSM90GroupedFor's picks
-	// (ops.GroupedMatmulOptions.Config: for timing variants); In and Out are bf16.
+	// (ops.GroupedMatmulOptions.Config: for timing variants); In and Out are bf16. Zero is
+	// the pick; BN 0 with another field set is refused.
 	GateUp, Down kernels.GemmSM90GroupedConfig
 	// AllSlots, with LowLatency, runs the grouped GEMMs and SwiGLU over every slot of the
 	// masked layout (Capacity rows, on the MoE's fixed Offsets), as the layer did before it
@@ -146,6 +147,9 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 		n, k int
 	}{{"GateUp", cfg.GateUp, 2 * f, hid}, {"Down", cfg.Down, hid, f}} {
 		if x.cfg.BN == 0 {
+			if x.cfg != (kernels.GemmSM90GroupedConfig{}) {
+				return nil, fmt.Errorf("dist: %s: MoELayerConfig.%s has BN 0 but other fields set (%s): set BN too, or leave it zero (the library's pick)", what, x.name, x.cfg.Name())
+			}
 			continue
 		}
 		if x.cfg.In != dsl.BF16 || x.cfg.Out != dsl.BF16 {
