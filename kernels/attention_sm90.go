@@ -766,7 +766,7 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 				k.WaitGroup(0)
 				retirePV()
 			})
-			if cfg.Persistent {
+			if cfg.Persistent && !cfg.stagesO() {
 				k.If(tl.nKV.Gt(int32(0)), releaseQ)
 			}
 		} else {
@@ -793,7 +793,9 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 					sm.rescale(vo, accO, corr)
 					packP(p)
 				})
-				releaseQ() // the last S has retired
+				if !cfg.stagesO() {
+					releaseQ() // the last S has retired
+				}
 				turn()
 				gemmPV()
 				pass(k.Const(dsl.Bool, true))
@@ -801,7 +803,7 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 				retirePV()
 			})
 		}
-		attentionSM90Epilogue(k, cfg, a, blk, tl, sm, vs, vo, accO, row0, wg)
+		attentionSM90Epilogue(k, cfg, a, blk, attnSM90Out{tl: tl, sQ: sQ, releaseQ: releaseQ}, sm, vs, vo, accO, row0, wg)
 	}
 	if !cfg.Persistent {
 		tile()
@@ -824,18 +826,36 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 	})
 }
 
-// attentionSM90Epilogue writes tile tl's O /= l (0 for a row that saw no key) and LSE = m*scale
-// + ln l (by the thread holding column 0 of the row); row0 is the tile's first query row
-// (I32), wg the thread's consumer warpgroup. One block a tile stages O in Q's
-// buffer (every S of the block has retired, and its Q is never reloaded), in the warpgroup's
-// own 64 rows of Q's 128-byte-swizzled layout (the accumulators' pairs land there without
-// bank conflicts); then each thread copies 16-byte chunks of whole rows to global memory:
-// coalesced stores, a quarter as many as the accumulators' 4-byte pairs, which queued in
-// the load-store unit and held the block's exit until they drained (docs/attention.md,
-// "Where our block's time goes"). O must be 16-byte aligned (ops.Attention checks it).
-// Persistent blocks store the pairs: their Q buffer is the producer's again once the last S
-// retires, and the staging's registers spilled at head dim 256.
-func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionArgs, blk attnSM90Block, tl attnSM90Tile, sm *sm90Softmax, vs, vo dsl.AccView, accO dsl.Tensor, row0, wg dsl.Value) {
+// stagesO reports whether the epilogue stages O in Q's buffer (attentionSM90Epilogue): always
+// one block a tile; Persistent where there are two Q buffers (with one, the next tile's Q
+// would wait for this tile's O) and the consumers' registers hold the staging's addresses
+// beside the tile loop's (ptxas 13.0 spilled at d 128 BN 192, d 64 BN 224, and at d 256
+// with one consumer and the dynamic schedule).
+func (c AttentionSM90Config) stagesO() bool {
+	return !c.Persistent || c.qStages() > 1 && c.HeadDim <= 128 && c.BN/2+c.HeadDim/2+c.BN/4 <= 184
+}
+
+// attnSM90Out is what the epilogue writes tile tl's O through: the tile's Q buffer sQ and
+// (Persistent) releaseQ, which hands that buffer back to the producer.
+type attnSM90Out struct {
+	tl       attnSM90Tile
+	sQ       dsl.SharedTile
+	releaseQ func()
+}
+
+// attentionSM90Epilogue writes tile out.tl's O /= l (0 for a row that saw no key) and LSE =
+// m*scale + ln l (by the thread holding column 0 of the row); row0 is the tile's first query
+// row (I32), wg the thread's consumer warpgroup. Where cfg.stagesO, O goes through the tile's
+// Q buffer (every S of the tile has retired): into the warpgroup's own 64 rows of Q's
+// 128-byte-swizzled layout (the accumulators' pairs land there without bank conflicts); then
+// each thread copies 16-byte chunks of whole rows to global memory: coalesced stores, a
+// quarter as many as the accumulators' 4-byte pairs, which queued in the load-store unit and
+// held the block's exit until they drained (docs/attention.md, "Where our block's time
+// goes"). O must be 16-byte aligned (ops.Attention checks it). A Persistent block hands the
+// buffer back to the producer only then (a tile that saw no key holds none and stores the
+// pairs: zeros).
+func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionArgs, blk attnSM90Block, out attnSM90Out, sm *sm90Softmax, vs, vo dsl.AccView, accO dsl.Tensor, row0, wg dsl.Value) {
+	tl := out.tl
 	D := cfg.HeadDim
 	inv, lse := sm.finish(vs)
 	ldq := a.Heads.Mul(uint32(D))
@@ -894,7 +914,7 @@ func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 			ch := b.And(uint32(127)).Shr(uint32(4)).Xor(lr.And(uint32(7))).Shl(uint32(4))
 			return b.Shr(uint32(7)).Mul(uint32(BM * 128)).Add(row).Add(ch).Add(b.And(uint32(15)))
 		}
-		base := blk.sQ.Stage(0).As(dsl.U8)
+		base := out.sQ.Stage(0).As(dsl.U8)
 		tw := blk.t.And(uint32(127))                                // the thread in its warpgroup
 		wgRow := oRow.Sub(row0.To(dsl.U32)).Sub(wg.Mul(uint32(64))) // the thread's first row in the warpgroup's 64
 		for r, regs := range vo.Rows() {
@@ -908,22 +928,32 @@ func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 		}
 		sync()
 		first := row0.To(dsl.U32).Add(wg.Mul(uint32(64))) // the warpgroup's first row in the sequence
-		out := a.O.At(qBase)
+		o := a.O.At(qBase)
 		for i := 0; i < 64*chunks/128; i++ {
 			c := tw.Add(uint32(128 * i))
 			lr, ch := c.Div(uint32(chunks)), c.Rem(uint32(chunks))
 			v := k.LoadVec(base.At(at(lr, ch.Shl(uint32(4)))).As(dsl.U32), 4)
 			s := first.Add(lr)
 			k.If(s.Lt(rowsQ), func() {
-				k.StoreVec(out.At(s.Mul(ldq)).At(ch.Mul(uint32(16/es))).As(dsl.U32), v)
+				k.StoreVec(o.At(s.Mul(ldq)).At(ch.Mul(uint32(16/es))).As(dsl.U32), v)
 			})
 		}
 	}
-	if cfg.Persistent {
+	switch {
+	case !cfg.stagesO():
 		direct()
-		return
+	case !cfg.Persistent:
+		staged()
+	default:
+		k.If(tl.nKV.Gt(int32(0)), func() {
+			staged()
+			// The warp's reads of the buffer are done before its arrival frees it for the
+			// producer's next TMA load.
+			k.SyncWarp()
+			k.FenceProxyAsync()
+			out.releaseQ()
+		}).Else(direct)
 	}
-	staged()
 }
 
 func atomRegs(m dsl.TiledGMMA) int { return m.Atom.AccRegs() }
