@@ -827,12 +827,14 @@ func attentionSM90Consumer(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 }
 
 // stagesO reports whether the epilogue stages O in Q's buffer (attentionSM90Epilogue): always
-// one block a tile; Persistent where there are two Q buffers (with one, the next tile's Q
-// would wait for this tile's O) and the consumers' registers hold the staging's addresses
-// beside the tile loop's (ptxas 13.0 spilled at d 128 BN 192, d 64 BN 224, and at d 256
-// with one consumer and the dynamic schedule).
+// one block a tile; Persistent at head dim 128 where the consumers' registers hold the
+// staging's addresses beside the tile loop's (ptxas 13.0 spilled at BN 192). One call on an
+// H200 (docs/attention.md), TFLOP/s at 1k / 2k tokens, pairs -> staged: d 128 causal 332 ->
+// 364, 433 -> 461, not causal 566 -> 606, 643 -> 672; d 64 (an O tile of 8 KiB a warpgroup)
+// lost 0-6% (causal 16k 515 -> 486). At d 256 there is one Q buffer, and the next tile's Q
+// would wait for this tile's O.
 func (c AttentionSM90Config) stagesO() bool {
-	return !c.Persistent || c.qStages() > 1 && c.HeadDim <= 128 && c.BN/2+c.HeadDim/2+c.BN/4 <= 184
+	return !c.Persistent || c.HeadDim == 128 && c.qStages() > 1 && c.BN/2+c.HeadDim/2+c.BN/4 <= 184
 }
 
 // attnSM90Out is what the epilogue writes tile tl's O through: the tile's Q buffer sQ and
