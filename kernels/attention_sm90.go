@@ -72,9 +72,10 @@ func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) Attention
 //   - seqQ at most 64: one consumer warpgroup (64 query rows, no ping-pong; 64 keys a step
 //     at head dim 256, for its registers);
 //   - causal: Persistent with AttentionLPT at d 64 (1k-16k tokens: 298-509 TFLOP/s against
-//     242-487 one block a tile) and at d 128 and 256 from 4k to 8k queries (d 256 4k 647
-//     against 613); one block a tile otherwise (d 128 1k 337 against 336, d 256 16k 799
-//     against 780);
+//     242-487 one block a tile), there with 3 K/V stages (1k-16k: 308-505 against 300-493
+//     with 2, two runs each in one call), and at d 128 and 256 from 4k to 8k queries (d 256
+//     4k 647 against 613); one block a tile otherwise (d 128 1k 337 against 336, d 256 16k
+//     799 against 780);
 //   - not causal, many keys: longer key steps, d 64 BN 192 from 2k keys (440 / 448 TFLOP/s
 //     at 2k), BN 224 from 4k (483 / 502 at 16k); d 128 BN 160 from 4k (735 / 750 at 16k).
 //     Fewer keys ran faster at BN 128, and causal tiles at BN 128 at every length.
@@ -88,6 +89,9 @@ func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, se
 		}
 	case causal && (headDim == 64 || seqQ >= 4096 && seqQ < 16384):
 		c.Persistent, c.Schedule = true, AttentionLPT
+		if headDim == 64 {
+			c.Stages = 3
+		}
 	case causal:
 	case headDim == 64 && seqK >= 4096:
 		c.BN = 224

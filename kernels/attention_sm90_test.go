@@ -523,6 +523,21 @@ func sm90Variants() []kernels.AttentionSM90Config {
 			cfgs = append(cfgs, x)
 		}
 	}
+	// The library's pick per shape (ops.Attention, gpubench), where no variant above is it.
+	seen := map[string]bool{}
+	for _, c := range cfgs {
+		seen[c.Name()] = true
+	}
+	for _, d := range []int{64, 128, 256} {
+		for _, causal := range []bool{false, true} {
+			for _, s := range []int{32, 1024, 2048, 4096, 8192, 16384} {
+				if c := kernels.AttentionSM90ConfigForShape(dsl.BF16, d, causal, s, s); !seen[c.Name()] {
+					seen[c.Name()] = true
+					cfgs = append(cfgs, c)
+				}
+			}
+		}
+	}
 	return cfgs
 }
 
