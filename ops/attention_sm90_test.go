@@ -136,7 +136,8 @@ func TestAttentionScheduleOption(t *testing.T) {
 				checkAttn(t, c, o, false)
 			}
 			if want := suffix[s]; want != "" {
-				name := fmt.Sprintf("attention_sm90_bf16_d64_128x128_2s%s%s", map[bool]string{true: "_causal"}[causal], want)
+				// causal d 64 takes 3 K/V stages (kernels.AttentionSM90ConfigForShape)
+				name := fmt.Sprintf("attention_sm90_bf16_d64_128x128_%s%s", map[bool]string{false: "2s", true: "3s_causal"}[causal], want)
 				if !slices.Contains(Kernels(d), name) {
 					t.Errorf("causal %v %s: loaded %v, want %s", causal, s, Kernels(d), name)
 				}

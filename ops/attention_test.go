@@ -145,7 +145,7 @@ func TestAttention(t *testing.T) {
 	}
 	names := strings.Join(Kernels(d), " ")
 	for _, want := range []string{"attention_bf16_d64_64x64_4w2s", "attention_f16_d64_128x64_8w2s_causal", "attention_bf16_d128_128x64_8w2s_causal",
-		"attention_sm90_bf16_d64_64x128_2s_ov", "attention_sm90_f16_d64_128x128_2s_causal_ov", "attention_sm90_bf16_d256_128x80_2s_ov"} {
+		"attention_sm90_bf16_d64_64x128_2s_ov", "attention_sm90_f16_d64_128x128_3s_causal_ov", "attention_sm90_bf16_d256_128x80_2s_ov"} {
 		if !strings.Contains(names, want) {
 			t.Errorf("loaded kernels %q; want %s among them", names, want)
 		}
