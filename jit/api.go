@@ -726,6 +726,9 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 // takes (the occupancy calculator's blocks per SM times the SMs on a GPU; the emulator's
 // per-SM model there). A backend that cannot launch co-resident grids returns an error.
 func (f *Function) ResidentBlocks(block Dim3, shared int) (int, error) {
+	if f == nil || f.m == nil || f.sig == nil {
+		return 0, errors.New("jit: ResidentBlocks of a nil *Function (look kernels up with Module.Function)")
+	}
 	cl, ok := f.impl.(coLauncher)
 	if !ok {
 		return 0, fmt.Errorf("jit: %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
