@@ -105,6 +105,9 @@ func (s *System) All() []int {
 }
 
 func (s *System) program(m *ptx.Module) (*program, error) {
+	if m == nil {
+		return nil, &Error{Kind: KindLaunch, Msg: "no module (a nil *ptx.Module)"}
+	}
 	if p, ok := s.progs[m]; ok {
 		return p, p.decodeErr
 	}
