@@ -330,7 +330,7 @@ func packParams(fn *dfunc, args []any) ([]byte, error) {
 			if kp.array > 0 || size > 8 {
 				return nil, fmt.Errorf("argument %d (%s): Go int for a %d-byte parameter", i+1, kp.name, kp.size)
 			}
-			if size < 8 && (x >= 1<<(8*size) || x < -(1<<(8*size-1))) {
+			if !intFits(kp.t, size, x) {
 				return nil, fmt.Errorf("argument %d (%s): %d does not fit the %d-byte .%s parameter", i+1, kp.name, x, size, kp.t)
 			}
 			v = uint64(x)
@@ -347,6 +347,19 @@ func packParams(fn *dfunc, args []any) ([]byte, error) {
 		putN(buf[kp.off:], size, v)
 	}
 	return buf, nil
+}
+
+// intFits reports whether a Go int is a value of a size-byte parameter of type t: 0 to
+// 2^(8 size)-1 for an unsigned type (no negative value), the signed range for a signed one,
+// either for bits and floats (whose bits it then gives).
+func intFits(t ptx.Type, size int, x int) bool {
+	switch t.Kind() {
+	case ptx.KindUnsigned:
+		return x >= 0 && (size >= 8 || x < 1<<(8*size))
+	case ptx.KindSigned:
+		return size >= 8 || x >= -(1<<(8*size-1)) && x < 1<<(8*size-1)
+	}
+	return size >= 8 || x >= -(1<<(8*size-1)) && x < 1<<(8*size)
 }
 
 func typeName(kp kparam) string {

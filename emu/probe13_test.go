@@ -82,3 +82,55 @@ func TestProbe13SetLimitsNegative(t *testing.T) {
 		t.Errorf("SetLimits with MaxMemory 0: %+v; want the default MaxMemory", got)
 	}
 }
+
+// TestProbe13IntArgRange: a Go int argument must be a value of its parameter's type, as
+// docs/emu.md says ("accepted when it fits the parameter"): a negative int for a .u64 or
+// .u32 parameter, or 2^31 for a .s32, is refused naming the argument (the check was of the
+// width only: -1 reached a .u64 address as 0xffffffffffffffff and a .u32 count as
+// 4294967295); bit types take either range; probe 13.
+func TestProbe13IntArgRange(t *testing.T) {
+	s := newSys(t, 1)
+	m := asm(t, `
+.visible .entry k(.param .u64 a, .param .u32 n, .param .s32 d, .param .b32 b, .param .u16 h)
+{
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<2>;
+	ld.param.u64 %rd1, [a];
+	ld.param.u32 %r1, [n];
+	ld.param.s32 %r2, [d];
+	add.s32 %r1, %r1, %r2;
+	ld.param.b32 %r3, [b];
+	add.s32 %r1, %r1, %r3;
+	st.global.u32 [%rd1], %r1;
+	ret;
+}`)
+	a := mustMalloc(t, s, 0, 4)
+	run := func(args ...any) error {
+		return s.Launch(Launch{Module: m, Entry: "k", Grid: D1(1), Block: D1(1), Args: args})
+	}
+	for _, c := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{-1, 1, 1, 1, 1}, "argument 1 (a): -1 does not fit"},
+		{[]any{a, -1, 1, 1, 1}, "argument 2 (n): -1 does not fit the 4-byte .u32"},
+		{[]any{a, 1 << 32, 1, 1, 1}, "argument 2 (n): 4294967296 does not fit"},
+		{[]any{a, 1, 1 << 31, 1, 1}, "argument 3 (d): 2147483648 does not fit the 4-byte .s32"},
+		{[]any{a, 1, -(1 << 31) - 1, 1, 1}, "argument 3 (d)"},
+		{[]any{a, 1, 1, 1 << 32, 1}, "argument 4 (b)"},
+		{[]any{a, 1, 1, -(1 << 31) - 1, 1}, "argument 4 (b)"},
+		{[]any{a, 1, 1, 1, -1}, "argument 5 (h): -1 does not fit the 2-byte .u16"},
+		{[]any{a, 1, 1, 1, 1 << 16}, "argument 5 (h)"},
+	} {
+		err := run(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("args %v: %v; want an error holding %q", c.args, err, c.want)
+		}
+	}
+	// In range (a .b32 takes either sign's range), the kernel runs: 4294967295 + (-3) + 2^31 wraps.
+	must(t, run(int(a), 1<<32-1, -3, 1<<31, 1<<16-1))
+	if got, want := readU32(t, s, a, 1)[0], uint32((1<<32-1-3+1<<31)%(1<<32)); got != want {
+		t.Errorf("stored %d, want %d", got, want)
+	}
+	must(t, run(a, 0, -(1<<31), -1, 0))
+}
