@@ -180,8 +180,9 @@ func SplitCost(blocks, tiles, sms, perSM, splits int) float64 {
 	if blocks <= 0 || tiles <= 0 || sms <= 0 || perSM <= 0 || splits <= 0 {
 		return math.Inf(1)
 	}
-	waves := ceilDiv(blocks*splits, sms*perSM)
-	cost := float64(waves * (ceilDiv(tiles, splits) + decodeBlockTiles))
+	// The products saturate (hostile counts wrapped them: 0 waves, or a negative cost).
+	waves := ceilDiv(int(satMul(blocks, splits)), int(satMul(sms, perSM)))
+	cost := float64(waves) * float64(ceilDiv(tiles, splits)+decodeBlockTiles)
 	if splits > 1 {
 		cost += decodeCombineTiles
 	}
@@ -223,14 +224,14 @@ func (c AttentionDecodeConfig) Splits(batch, qLen, heads, kvHeads, maxSeqLen, sm
 	if most <= 1 {
 		return 1
 	}
-	slots := sms * perSM
+	slots := int(satMul(sms, perSM))
 	ideal := float64(blocks) * float64(tiles) / float64(slots) // waves*tiles a split never go below it
 	// candidates calls f with each candidate split count, in increasing order.
 	candidates := func(f func(s int)) {
 		f(1)
 		prev, best := 1, SplitCost(blocks, tiles, sms, perSM, 1)
 		for w := 1; prev < most && ideal+float64(w*decodeBlockTiles) < best; w++ {
-			s := min(w*slots/blocks, most)
+			s := min(int(satMul(w, slots)/int64(blocks)), most)
 			if s <= prev {
 				continue
 			}

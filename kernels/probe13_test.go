@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -68,5 +69,65 @@ func TestProbe13ModelKeyTiles(t *testing.T) {
 	}
 	if total <= 0 {
 		t.Errorf("modelled %d key tiles in all", total)
+	}
+}
+
+// TestProbe13SizeHelpers: the exported size and cost helpers of the decode split choice,
+// the hierarchical collectives and the MoE pieces answer in range for zero, negative and
+// huge inputs. Before: MoEPieceBytes(0, 16) and HierShard(dt, n, 0) divided by zero (a
+// panic), as did HierShard of the zero Type; HierShard(f32, MaxInt, 1) wrapped to 4
+// elements; HierScratchWords, MoESendShared and MoECombineShared wrapped negative;
+// SplitCost's blocks*splits and sms*perSM wrapped to 0 waves (SplitCost(MaxInt, 8, 1, 1, 2)
+// = -12) and Splits chose 1 split for 2^62 SMs of 2 blocks where 132 SMs get 33 (probe 13).
+func TestProbe13SizeHelpers(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	for _, c := range []struct {
+		rowBytes, maxPiece, want int
+	}{{0, 16, 16}, {-1, 16, 16}, {math.MinInt, 0, 16}, {math.MaxInt &^ 15, 0, 16}, {math.MaxInt &^ 15, math.MaxInt, math.MaxInt &^ 15}, {4096, 1024, 1024}, {4112, 1024, 832}} {
+		if got := MoEPieceBytes(c.rowBytes, c.maxPiece); got != c.want {
+			t.Errorf("MoEPieceBytes(%d, %d) = %d, want %d", c.rowBytes, c.maxPiece, got, c.want)
+		}
+	}
+	for _, p := range []int{-5, 0, 16, 1 << 40, math.MaxInt} {
+		if s, c := MoESendShared(p), MoECombineShared(p); s < 0 || c < 0 || p > 0 && (s < p || c < p) {
+			t.Errorf("MoESendShared(%d) = %d, MoECombineShared = %d: want 0 <= piece <= shared", p, s, c)
+		}
+	}
+	for _, c := range []struct {
+		dt      dsl.Type
+		n, gpus int
+		want    int
+	}{{dsl.F32, 8, 0, 0}, {dsl.F32, 8, -3, 0}, {dsl.Type(0), 8, 2, 0}, {dsl.F32, math.MaxInt, 1, math.MaxInt &^ 3}, {dsl.F32, 1000, 8, 128}, {dsl.BF16, 1, 8, 8}} {
+		if got := HierShard(c.dt, c.n, c.gpus); got != c.want {
+			t.Errorf("HierShard(%s, %d, %d) = %d, want %d", c.dt, c.n, c.gpus, got, c.want)
+		}
+	}
+	if got := HierScratchWords(1<<40, 1<<40); got != math.MaxInt {
+		t.Errorf("HierScratchWords(2^40, 2^40) = %d, want it saturated at MaxInt", got)
+	}
+	if got := HierScratchWords(2, 8); got != 48 {
+		t.Errorf("HierScratchWords(2, 8) = %d, want 48", got)
+	}
+	base := SplitCost(1, 100, 132, 2, 4)
+	for _, c := range [][5]int{{1, 100, 1 << 32, 1 << 32, 4}, {1, 100, math.MaxInt, 1, 4}} {
+		if got := SplitCost(c[0], c[1], c[2], c[3], c[4]); got != base {
+			t.Errorf("SplitCost%v = %v; one wave of 25+ tiles as on 132 SMs (%v)", c, got, base)
+		}
+	}
+	for _, c := range [][5]int{{math.MaxInt, 8, 1, 1, 2}, {1 << 40, 1 << 40, 1, 1, 1 << 40}} {
+		if got := SplitCost(c[0], c[1], c[2], c[3], c[4]); got < 1e18 {
+			t.Errorf("SplitCost%v = %v; want a huge cost (saturated), not a wrapped one", c, got)
+		}
+	}
+	dc := DefaultAttentionDecodeConfig(dsl.BF16, 128, 16, 1)
+	few := dc.Splits(1, 1, 8, 8, 1<<20, 132, 2)
+	for _, sp := range [][2]int{{1 << 62, 2}, {1 << 32, 1 << 32}, {math.MaxInt, math.MaxInt}} {
+		if got := dc.Splits(1, 1, 8, 8, 1<<20, sp[0], sp[1]); got < few {
+			t.Errorf("Splits on %d SMs of %d blocks = %d; fewer than on 132 SMs of 2 (%d)", sp[0], sp[1], got, few)
+		}
 	}
 }
