@@ -344,6 +344,10 @@ func satMul(v ...int) int64 {
 	return p
 }
 
+// satInt is satMul as an int: the product of v saturated at math.MaxInt, 0 when a factor
+// is negative (the size and count helpers' products: no wrapped or negative count).
+func satInt(v ...int) int { return int(min(satMul(v...), math.MaxInt)) }
+
 // satString prints satMul(v...), "over 2^63" where it saturated.
 func satString(v ...int) string {
 	if p := satMul(v...); p < math.MaxInt64 {

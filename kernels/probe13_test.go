@@ -131,3 +131,62 @@ func TestProbe13SizeHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe13FusedCounts: the fused kernels' grid, tile, gathered-row and signal-word counts
+// saturate at math.MaxInt and are 0 for a negative extent, and the stream and copy shapes
+// take the zero Type. Before: FusedGrid and the signal-word counts wrapped negative for
+// huge extents (FusedSM90Tiles(1, MinInt, 1) = -36028797018963967,
+// AGGemmSM90GatheredRows(MaxInt, 1) negative) and StreamShape and TiledCopyElems of the
+// zero Type divided by zero (probe 13).
+func TestProbe13FusedCounts(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	gc, sc := DefaultFusedConfig(dsl.BF16), DefaultGemmSM90Config(dsl.BF16)
+	vals := []int{math.MinInt, -(1 << 40), -1, 0, 1, 64, 1 << 31, 1 << 40, 1 << 62, math.MaxInt}
+	for _, m := range vals {
+		for _, n := range vals {
+			for _, g := range []int{-1, 0, 1, 8, 1 << 40, math.MaxInt} {
+				for name, v := range map[string]int{
+					"FusedGrid":              FusedGrid(gc, m, n, g),
+					"AGGemmSignalWords":      AGGemmSignalWords(gc, m, g),
+					"GemmRSSignalWords":      GemmRSSignalWords(gc, m, n, g),
+					"GemmARSignalWords":      GemmARSignalWords(gc, m, n, g),
+					"FusedSM90Tiles":         FusedSM90Tiles(sc, m, n, g),
+					"AGGemmSM90GatheredRows": AGGemmSM90GatheredRows(sc, m, g),
+					"AGGemmSM90SignalWords":  AGGemmSM90SignalWords(sc, m, g),
+					"GemmRSSM90SignalWords":  GemmRSSM90SignalWords(sc, m, n, g),
+					"GemmARSM90SignalWords":  GemmARSM90SignalWords(sc, m, n, g),
+				} {
+					if v < 0 {
+						t.Errorf("%s(m %d, n %d, GPUs %d) = %d: a negative count", name, m, n, g, v)
+					}
+				}
+			}
+		}
+	}
+	// Exact where nothing overflows; saturated where it would.
+	if got, want := FusedSM90Tiles(sc, 1024, 512, 4), 4*ceilDiv(256, sc.BM())*ceilDiv(512, sc.BN); got != want {
+		t.Errorf("FusedSM90Tiles(1024, 512, 4) = %d, want %d", got, want)
+	}
+	if got, want := GemmARSignalWords(gc, 1024, 512, 2), 3*CollMaxGPUs*ceilDiv(512, gc.BM)*ceilDiv(512, gc.BN)+CollMaxGPUs; got != want {
+		t.Errorf("GemmARSignalWords(1024, 512, 2) = %d, want %d", got, want)
+	}
+	if got := AGGemmSM90GatheredRows(sc, math.MaxInt, 1); got != math.MaxInt {
+		t.Errorf("AGGemmSM90GatheredRows(MaxInt, 1) = %d, want it saturated", got)
+	}
+	if got := GemmARSM90SignalWords(sc, 1<<62, 1<<62, 1); got != math.MaxInt {
+		t.Errorf("GemmARSM90SignalWords(2^62, 2^62, 1) = %d, want it saturated", got)
+	}
+	if s := StreamShape(1000, dsl.Type(0)); s.Grid < 1 || s.Block < 1 {
+		t.Errorf("StreamShape of the zero Type = %+v", s)
+	}
+	if n := TiledCopyElems(dsl.Type(0)); n < 1 {
+		t.Errorf("TiledCopyElems of the zero Type = %d", n)
+	}
+	if got, want := TiledCopyElems(dsl.F32), TiledCopyElems(dsl.BF16)/2; got != want {
+		t.Errorf("TiledCopyElems(f32) = %d, want half bf16's (%d)", got, want)
+	}
+}
