@@ -460,6 +460,9 @@ func (c *Comm) CloseContext(ctx context.Context) error {
 	if c == nil {
 		return fmt.Errorf("collectives: Close: %w", errNilComm)
 	}
+	if c.r == nil {
+		return fmt.Errorf("collectives: Close: %w", errZeroComm)
+	}
 	if ctx == nil {
 		return errors.New("collectives: CloseContext: nil context")
 	}
