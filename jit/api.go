@@ -202,6 +202,9 @@ func (d *Device) usable(op string) error {
 	if d == nil {
 		return fmt.Errorf("jit: %s on a nil *Device", op)
 	}
+	if d.impl == nil {
+		return fmt.Errorf("jit: %s on a zero Device, not opened (open one with Open or OpenBackend)", op)
+	}
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
@@ -224,6 +227,9 @@ func (d *Device) Cache() *Cache {
 func (d *Device) Close() error {
 	if d == nil {
 		return errors.New("jit: Close of a nil *Device")
+	}
+	if d.impl == nil {
+		return errors.New("jit: Close of a zero Device, not opened (open one with Open or OpenBackend)")
 	}
 	d.mu.Lock()
 	if d.closed {
@@ -436,6 +442,9 @@ func (m *Module) Close() error {
 	if m == nil {
 		return errors.New("jit: Close of a nil *Module")
 	}
+	if m.d == nil || m.impl == nil {
+		return errors.New("jit: Close of a zero Module, not loaded (load one with Device.Load)")
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -459,6 +468,9 @@ func (m *Module) Close() error {
 func (m *Module) Function(name string) (*Function, error) {
 	if m == nil {
 		return nil, fmt.Errorf("jit: Function(%q) of a nil *Module", name)
+	}
+	if m.d == nil || m.impl == nil {
+		return nil, fmt.Errorf("jit: Function(%q) of a zero Module, not loaded (load one with Device.Load)", name)
 	}
 	m.mu.Lock()
 	f, ok := m.funcs[name]
@@ -1125,6 +1137,9 @@ func (s *Stream) use(op string) (stream, error) {
 	if s == nil {
 		return nil, nil
 	}
+	if s.impl == nil {
+		return nil, fmt.Errorf("jit: %s: a zero Stream, not made by Device.NewStream", op)
+	}
 	if s.closed.Load() {
 		return nil, fmt.Errorf("jit: %s: the stream is %w (Stream.Close was called)", op, ErrClosed)
 	}
@@ -1206,6 +1221,9 @@ func (s *Stream) Close() error {
 	if s == nil {
 		return errors.New("jit: Close of a nil *Stream")
 	}
+	if s.impl == nil {
+		return errors.New("jit: Close of a zero Stream, not made by Device.NewStream")
+	}
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -1283,6 +1301,9 @@ func (e *Event) use(op string) error {
 	if e == nil {
 		return fmt.Errorf("jit: %s of a nil *Event", op)
 	}
+	if e.impl == nil {
+		return fmt.Errorf("jit: %s of a zero Event, not made by Device.NewEvent", op)
+	}
 	if e.closed.Load() {
 		return fmt.Errorf("jit: %s: the event is %w (Event.Close was called)", op, ErrClosed)
 	}
@@ -1350,6 +1371,9 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 func (e *Event) Close() error {
 	if e == nil {
 		return errors.New("jit: Close of a nil *Event")
+	}
+	if e.impl == nil {
+		return errors.New("jit: Close of a zero Event, not made by Device.NewEvent")
 	}
 	if e.closed.Swap(true) {
 		return nil

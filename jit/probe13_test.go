@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -48,4 +49,68 @@ func TestProbe13FunctionZero(t *testing.T) {
 	wantErr(t, "LaunchEncoded after Device.Close", err, "closed")
 	_, err = fn.ResidentBlocks(D1(32), 0)
 	wantErr(t, "ResidentBlocks after Device.Close", err, "closed")
+}
+
+// TestProbe13ZeroValues: the methods of jit's handles made as zero values (Device{},
+// Stream{}, Event{}, Module{}, Graph{}, GraphExec{}, NVSHMEM{}) instead of by their
+// constructors return an error naming the zero value and its constructor. Before, most
+// panicked (nil pointer): Device's Synchronize, Alloc, CopyHtoD, NewStream, NewEvent and
+// Close; Stream.Close; Event's Record, Synchronize, Elapsed and Close; GraphExec's Launch
+// and Close; Graph.Instantiate; NVSHMEM's Malloc, BarrierAll, PeerPtr, MyPE and Finalize;
+// Module.Close (probe 13).
+func TestProbe13ZeroValues(t *testing.T) {
+	calls := []struct {
+		name, want string
+		call       func() error
+	}{
+		{"Device.Synchronize", "zero Device", func() error { return (&Device{}).Synchronize() }},
+		{"Device.SynchronizeContext", "zero Device", func() error { return (&Device{}).SynchronizeContext(context.Background()) }},
+		{"Device.Alloc", "zero Device", func() error { _, err := (&Device{}).Alloc(8); return err }},
+		{"Device.CopyHtoD", "zero Device", func() error { return (&Device{}).CopyHtoD(0, []byte{1}) }},
+		{"Device.NewStream", "zero Device", func() error { _, err := (&Device{}).NewStream(); return err }},
+		{"Device.NewEvent", "zero Device", func() error { _, err := (&Device{}).NewEvent(); return err }},
+		{"Device.Load", "zero Device", func() error { _, err := (&Device{}).Load(Source{}); return err }},
+		{"Device.Close", "zero Device", func() error { return (&Device{}).Close() }},
+		{"Stream.Synchronize", "zero Stream", func() error { return (&Stream{}).Synchronize() }},
+		{"Stream.CopyDtoH", "zero Stream", func() error { return (&Stream{}).CopyDtoH(make([]byte, 4), 8) }},
+		{"Stream.Close", "zero Stream", func() error { return (&Stream{}).Close() }},
+		{"Event.Record", "zero Event", func() error { return (&Event{}).Record(nil) }},
+		{"Event.Synchronize", "zero Event", func() error { return (&Event{}).Synchronize() }},
+		{"Event.Elapsed", "zero Event", func() error { _, err := (&Event{}).Elapsed(&Event{}); return err }},
+		{"Event.Close", "zero Event", func() error { return (&Event{}).Close() }},
+		{"Stream.WaitEvent", "zero Event", func() error { return (&Stream{}).WaitEvent(&Event{}) }},
+		{"Module.Function", "zero Module", func() error { _, err := (&Module{}).Function("k"); return err }},
+		{"Module.Close", "zero Module", func() error { return (&Module{}).Close() }},
+		{"Graph.Instantiate", "zero Graph", func() error { _, err := (&Graph{}).Instantiate(); return err }},
+		{"Graph.Close", "zero Graph", func() error { return (&Graph{}).Close() }},
+		{"GraphExec.Launch", "zero GraphExec", func() error { return (&GraphExec{}).Launch(nil) }},
+		{"GraphExec.SetArgs", "zero GraphExec", func() error { return (&GraphExec{}).SetArgs(0) }},
+		{"GraphExec.Close", "zero GraphExec", func() error { return (&GraphExec{}).Close() }},
+		{"NVSHMEM.Malloc", "zero NVSHMEM", func() error { _, err := (&NVSHMEM{}).Malloc(8); return err }},
+		{"NVSHMEM.BarrierAll", "zero NVSHMEM", func() error { return (&NVSHMEM{}).BarrierAll() }},
+		{"NVSHMEM.PeerPtr", "zero NVSHMEM", func() error { _, err := (&NVSHMEM{}).PeerPtr(DevicePtr(8), 0); return err }},
+		{"NVSHMEM.Finalize", "zero NVSHMEM", func() error { return (&NVSHMEM{}).Finalize() }},
+	}
+	for _, c := range calls {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s of a zero value panicked: %v", c.name, r)
+				}
+			}()
+			if err := c.call(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v; want an error naming the %s", c.name, err, c.want)
+			}
+		}()
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("NVSHMEM.MyPE/NPEs of a zero value panicked: %v", r)
+			}
+		}()
+		if pe, n := (&NVSHMEM{}).MyPE(), (&NVSHMEM{}).NPEs(); pe != 0 || n != 0 {
+			t.Errorf("zero NVSHMEM: MyPE %d, NPEs %d; want 0, 0", pe, n)
+		}
+	}()
 }
