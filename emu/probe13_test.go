@@ -134,3 +134,21 @@ func TestProbe13IntArgRange(t *testing.T) {
 	}
 	must(t, run(a, 0, -(1<<31), -1, 0))
 }
+
+// TestProbe13ZeroSystem: a zero System (not made by New) refuses MallocSymmetric naming
+// it and takes RegisterExtern (both panicked: assignment to entry in nil map; probe 13).
+func TestProbe13ZeroSystem(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	s := &System{}
+	if _, err := s.MallocSymmetric(64); err == nil || !strings.Contains(err.Error(), "no GPUs") {
+		t.Errorf("MallocSymmetric on a zero System: %v; want an error naming it", err)
+	}
+	s.RegisterExtern("f", func(*ExternCall) error { return nil })
+	if _, err := s.Malloc(0, 8); err == nil {
+		t.Error("Malloc on a zero System made memory")
+	}
+}
