@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"math"
 	"sort"
 	"strings"
@@ -467,17 +468,17 @@ func (m *Module) Close() error {
 // cuModuleGetFunction and a check of every parameter); later ones return the same Function.
 func (m *Module) Function(name string) (*Function, error) {
 	if m == nil {
-		return nil, fmt.Errorf("jit: Function(%q) of a nil *Module", name)
+		return nil, fmt.Errorf("jit: Function(%s) of a nil *Module", excerpt.Quote(name))
 	}
 	if m.d == nil || m.impl == nil {
-		return nil, fmt.Errorf("jit: Function(%q) of a zero Module, not loaded (load one with Device.Load)", name)
+		return nil, fmt.Errorf("jit: Function(%s) of a zero Module, not loaded (load one with Device.Load)", excerpt.Quote(name))
 	}
 	m.mu.Lock()
 	f, ok := m.funcs[name]
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("jit: module %s is closed", m.name)
+		return nil, fmt.Errorf("jit: module %s is closed", errName(m.name))
 	}
 	if ok {
 		return f, nil
@@ -506,7 +507,7 @@ func (m *Module) lookup(name string) (*Function, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("jit: module %s has no kernel %q (kernels: %s)", m.name, name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("jit: module %s has no kernel %s (kernels: %s)", errName(m.name), excerpt.Quote(name), excerpt.Cut(strings.Join(names, ", "), maxErrSignature))
 	}
 	f, err := m.impl.function(name)
 	if err != nil {

@@ -265,10 +265,10 @@ func sameSignatures(sig, m *ptx.Module) error {
 		}
 		g := got[f.Name]
 		if g == nil {
-			return fmt.Errorf("Source.PTX has no kernel %s (Source.Module declares %s)", f.Name, Signature(f))
+			return fmt.Errorf("Source.PTX has no kernel %s (Source.Module declares %s)", errName(f.Name), errSignature(f))
 		}
 		if Signature(g) != Signature(f) {
-			return fmt.Errorf("kernel %s in Source.PTX is %s, but Source.Module says %s", f.Name, Signature(g), Signature(f))
+			return fmt.Errorf("kernel %s in Source.PTX is %s, but Source.Module says %s", errName(f.Name), errSignature(g), errSignature(f))
 		}
 	}
 	return nil

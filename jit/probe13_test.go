@@ -2,8 +2,12 @@ package jit
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // TestProbe13FunctionZero: the exported Function methods on nil and on a zero Function
@@ -113,4 +117,50 @@ func TestProbe13ZeroValues(t *testing.T) {
 			t.Errorf("zero NVSHMEM: MyPE %d, NPEs %d; want 0, 0", pe, n)
 		}
 	}()
+}
+
+// TestProbe13LongNamesBounded: a kernel of 300 parameters with 1 KB names and a 100 KB name
+// gives short errors: a wrong argument count quotes an excerpt of the name and of the
+// signature, and Function of a missing name an excerpt of it and of the kernel list.
+// Before: 547593 and 300045 bytes (the whole signature, name and list; probe 13).
+func TestProbe13LongNamesBounded(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	name := "k" + strings.Repeat("x", 100000)
+	k := dsl.New(name, dsl.WithTarget(ptx.SM90))
+	for i := 0; i < 300; i++ {
+		k.Param(fmt.Sprintf("p%s%d", strings.Repeat("y", 1000), i), dsl.U32)
+	}
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatalf("%.300v", err)
+	}
+	m, err := d.Load(Source{Module: mod})
+	if err != nil {
+		t.Fatalf("%.300v", err)
+	}
+	f, err := m.Function(name)
+	if err != nil {
+		t.Fatalf("%.300v", err)
+	}
+	err = f.Launch(LaunchConfig{Grid: D1(1), Block: D1(1)}, uint32(1))
+	if err == nil || len(err.Error()) > 2000 || !strings.Contains(err.Error(), "takes 300 arguments, got 1") {
+		t.Errorf("Launch with 1 argument of 300: %d bytes: %.300v", len(err.Error()), err)
+	}
+	args := make([]any, 300)
+	for i := range args {
+		args[i] = uint32(1)
+	}
+	args[7] = int32(-1)
+	err = f.Launch(LaunchConfig{Grid: D1(1), Block: D1(1)}, args...)
+	if err == nil || len(err.Error()) > 2000 || !strings.Contains(err.Error(), "argument 7") {
+		t.Errorf("Launch with a bad argument 7: %d bytes: %.300v", len(err.Error()), err)
+	}
+	_, err = m.Function(name + "q")
+	if err == nil || len(err.Error()) > 2000 || !strings.Contains(err.Error(), "has no kernel") {
+		t.Errorf("Function of a missing name: %d bytes: %.300v", len(err.Error()), err)
+	}
 }
