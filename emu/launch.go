@@ -6,7 +6,9 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -181,7 +183,7 @@ func (s *System) prepare(k Launch) (*launch, error) {
 				names = append(names, f.f.Name)
 			}
 		}
-		return nil, launchErr(k.Entry, "module has no kernel %q (kernels: %v)", k.Entry, names)
+		return nil, launchErr(k.Entry, "module has no kernel %s (kernels: %s)", excerpt.Quote(k.Entry), excerpt.Cut(strings.Join(names, ", "), maxErrList))
 	}
 	grid, blk := k.Grid.norm(), k.Block.norm()
 	if err := s.checkShape(grid, blk, max(len(k.GPUs), 1)); err != nil {
@@ -285,7 +287,7 @@ func (s *System) moduleVars(p *program) error {
 // packParams lays out a kernel's arguments in its parameter buffer, checking count and sizes.
 func packParams(fn *dfunc, args []any) ([]byte, error) {
 	if len(args) != len(fn.kparams) {
-		return nil, fmt.Errorf("kernel %s takes %d arguments (%s), got %d", fn.f.Name, len(fn.kparams), paramList(fn), len(args))
+		return nil, fmt.Errorf("kernel %s takes %d arguments (%s), got %d", excerpt.Cut(fn.f.Name, maxErrName), len(fn.kparams), excerpt.Cut(paramList(fn), maxErrList), len(args))
 	}
 	buf := make([]byte, fn.psize)
 	for i, kp := range fn.kparams {

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -150,5 +151,48 @@ func TestProbe13ZeroSystem(t *testing.T) {
 	s.RegisterExtern("f", func(*ExternCall) error { return nil })
 	if _, err := s.Malloc(0, 8); err == nil {
 		t.Error("Malloc on a zero System made memory")
+	}
+}
+
+// TestProbe13LongNamesBounded: a kernel of 300 parameters with 1 KB names and a 100 KB name
+// gives short launch errors: a wrong argument count, a missing entry and a fault quote
+// excerpts of the name, the parameter list and the kernel list. Before: each quoted them
+// whole (hundreds of KB; probe 13).
+func TestProbe13LongNamesBounded(t *testing.T) {
+	name := "k" + strings.Repeat("x", 100000)
+	var params []string
+	for i := 0; i < 300; i++ {
+		params = append(params, fmt.Sprintf(".param .u32 p%s%d", strings.Repeat("y", 1000), i))
+	}
+	m := asm(t, `
+.visible .entry `+name+`(`+strings.Join(params, ", ")+`)
+{
+	.reg .b64 %rd<2>;
+	mov.u64 %rd1, 0;
+	st.global.u32 [%rd1], 7;
+	ret;
+}`)
+	s := newSys(t, 1)
+	args := make([]any, 300)
+	for i := range args {
+		args[i] = uint32(1)
+	}
+	for what, k := range map[string]Launch{
+		"one argument of 300": {Module: m, Entry: name, Args: []any{uint32(1)}},
+		"a missing entry":     {Module: m, Entry: name + "q", Args: args},
+		"a fault":             {Module: m, Entry: name, Args: args},
+	} {
+		k.Grid, k.Block = D1(1), D1(1)
+		err := s.Launch(k)
+		if err != nil && !strings.Contains(err.Error(), map[string]string{"one argument of 300": "takes 300 arguments", "a missing entry": "has no kernel", "a fault": "null"}[what]) {
+			t.Errorf("%s: %.300v", what, err)
+		}
+		if err == nil || len(err.Error()) > 2000 {
+			n := 0
+			if err != nil {
+				n = len(err.Error())
+			}
+			t.Errorf("%s: %d bytes: %.300v", what, n, err)
+		}
 	}
 }
