@@ -12,7 +12,8 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// Dim3 is a grid or block shape. Zero components count as 1.
+// Dim3 is a grid or block shape. A zero Y or Z counts as 1 (D1 and 2-D shapes); X must be
+// positive: a zero X is an error at launch, not a shape of 1.
 type Dim3 struct{ X, Y, Z int }
 
 // D1 returns the one-dimensional shape x.
