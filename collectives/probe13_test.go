@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // TestProbe13ZeroComm: the methods of a Comm that New did not make (Comm{}) return an error
@@ -56,6 +57,26 @@ func TestProbe13AllocZeroType(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "element type (the zero Type) is not supported") {
 			return fmt.Errorf("Alloc of the zero Type: %v; want it named", err)
+		}
+		return nil
+	})
+}
+
+// TestProbe13TargetNamed: an Options.Target kgen does not know is refused naming the field
+// and the known targets, quoting an excerpt of a long value (it read 'collectives: unknown
+// target "sm_99"', naming no field, and quoted a 10 KB value whole; probe 13).
+func TestProbe13TargetNamed(t *testing.T) {
+	runRanks(t, 1, false, false, 1, Options{}, func(e *rankEnv) error {
+		for _, tgt := range []string{"sm_99", strings.Repeat("s", 10000)} {
+			o := Options{Target: ptx.Target(tgt), Logger: e.c.o.Logger}
+			c, err := New(context.Background(), e.r, o)
+			if err == nil {
+				c.Close()
+				return fmt.Errorf("Target %.20q: a Comm", tgt)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "Options.Target") || !strings.Contains(msg, "sm_90a") || len(msg) > 500 {
+				return fmt.Errorf("Target %.20q: %.300v (%d bytes); want the field and the known targets named, briefly", tgt, err, len(msg))
+			}
 		}
 		return nil
 	})
