@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // AttentionSchedule is the order in which the sm_90a attention's work tiles (a query tile of
@@ -53,7 +54,7 @@ func ParseAttentionSchedule(name string) (AttentionSchedule, error) {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("attention schedule %q: want strided, lpt or dynamic", name)
+	return 0, fmt.Errorf("attention schedule %s: want strided, lpt or dynamic", excerpt.Quote(name))
 }
 
 // AttentionSchedArgs is the parameter AttentionDynamic adds after the others (after

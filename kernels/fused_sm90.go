@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -643,7 +644,7 @@ func fusedSM90Build(k *dsl.Kernel, f Family, cfg GemmSM90Config) error {
 	case FamilyGemmARMCSM90:
 		GemmARMCSM90(k, cfg)
 	default:
-		return fmt.Errorf("kernels: %q is not an sm_90a fused family", f)
+		return fmt.Errorf("kernels: %s is not an sm_90a fused family", excerpt.Quote(string(f)))
 	}
 	return nil
 }

@@ -2,10 +2,12 @@ package kernels
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // TestProbe13ModelKeyTiles: AttentionSM90Config.ModelKeyTiles answers nil for a
@@ -188,5 +190,30 @@ func TestProbe13FusedCounts(t *testing.T) {
 	}
 	if got, want := TiledCopyElems(dsl.F32), TiledCopyElems(dsl.BF16)/2; got != want {
 		t.Errorf("TiledCopyElems(f32) = %d, want half bf16's (%d)", got, want)
+	}
+}
+
+// TestProbe13LongNamesQuoted: the parsers and look-ups of names (ParseActivation,
+// ParseEpilogue, ParseAttentionSchedule, Lookup, ChooseGemm's target, ChooseRowKernel's
+// family) quote an excerpt of a long input. Before: a 100 KB name came back whole in the
+// error (ParseEpilogue quoted it twice: 200 KB; probe 13).
+func TestProbe13LongNamesQuoted(t *testing.T) {
+	long := strings.Repeat("q", 100000)
+	errs := map[string]error{}
+	_, errs["ParseActivation"] = ParseActivation(long)
+	_, errs["ParseEpilogue"] = ParseEpilogue(long)
+	_, errs["ParseEpilogue twice"] = ParseEpilogue(long + "," + long)
+	_, errs["ParseAttentionSchedule"] = ParseAttentionSchedule(long)
+	_, errs["Lookup"] = Lookup(long)
+	_, errs["ChooseGemm"] = ChooseGemm(ptx.Target(long), dsl.BF16, 128, 128, 128, 132)
+	_, errs["ChooseRowKernel"] = ChooseRowKernel(Family(long), dsl.BF16, 8, 8, 132)
+	for name, err := range errs {
+		if err == nil || len(err.Error()) > 5000 || !strings.Contains(err.Error(), "bytes)") {
+			n := 0
+			if err != nil {
+				n = len(err.Error())
+			}
+			t.Errorf("%s of a 100 KB name: %d bytes: %.200v", name, n, err)
+		}
 	}
 }
