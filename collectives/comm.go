@@ -337,7 +337,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	switch o.Algorithm {
 	case "", AlgFlat, AlgHierarchical, AlgNVSHMEMRing:
 	default:
-		return nil, errors.Join(fmt.Errorf("collectives: Options.Algorithm %q: want %q, %q, %q or none", o.Algorithm, AlgFlat, AlgHierarchical, AlgNVSHMEMRing), c.Close())
+		return nil, errors.Join(fmt.Errorf("collectives: Options.Algorithm %s: want %q, %q, %q or none", excerpt.Quote(string(o.Algorithm)), AlgFlat, AlgHierarchical, AlgNVSHMEMRing), c.Close())
 	}
 	if c.node.topo.Nodes > 1 || o.Algorithm == AlgHierarchical || o.Algorithm == AlgNVSHMEMRing {
 		if err := c.across(ctx); err != nil {

@@ -152,7 +152,7 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	open := backends[b]
 	backendsMu.Unlock()
 	if open == nil {
-		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
+		return nil, fmt.Errorf("jit: unknown backend %s (valid: %s, %s)", excerpt.Quote(string(b)), GPU, Emulator)
 	}
 	if err := cacheEnvErr(); err != nil {
 		return nil, err

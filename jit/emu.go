@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -86,7 +87,7 @@ func EmuGPUs() (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > emu.MaxGPUs {
-		return 0, fmt.Errorf("jit: KGEN_EMU_GPUS=%q: want 1 to %d", v, emu.MaxGPUs)
+		return 0, fmt.Errorf("jit: KGEN_EMU_GPUS=%s: want 1 to %d", excerpt.Quote(v), emu.MaxGPUs)
 	}
 	return n, nil
 }
@@ -128,7 +129,7 @@ func emuEnvOptions() (emu.Options, error) {
 	if v := os.Getenv("KGEN_EMU_SEED"); v != "" {
 		s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {
-			return o, fmt.Errorf("jit: KGEN_EMU_SEED=%q: want a decimal integer (a schedule seed; 0 or unset: the deterministic schedule)", v)
+			return o, fmt.Errorf("jit: KGEN_EMU_SEED=%s: want a decimal integer (a schedule seed; 0 or unset: the deterministic schedule)", excerpt.Quote(v))
 		}
 		o.Seed = s
 	}
@@ -137,7 +138,7 @@ func emuEnvOptions() (emu.Options, error) {
 		o.Weak = true
 	case "", "0", "false", "no", "off":
 	default:
-		return o, fmt.Errorf("jit: KGEN_EMU_WEAK=%q: want 1, true, yes or on (weak memory) or 0, false, no or off", v)
+		return o, fmt.Errorf("jit: KGEN_EMU_WEAK=%s: want 1, true, yes or on (weak memory) or 0, false, no or off", excerpt.Quote(v))
 	}
 	return o, nil
 }
@@ -422,7 +423,7 @@ func (m *emuModule) function(name string) (function, error) {
 			return &emuFunc{m: m, sig: f}, nil
 		}
 	}
-	return nil, fmt.Errorf("jit: module %s has no kernel %q", m.name, name)
+	return nil, fmt.Errorf("jit: module %s has no kernel %s", m.name, excerpt.Quote(name))
 }
 
 func (m *emuModule) unload() error { return nil }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"os"
 	"slices"
 	"strings"
@@ -148,7 +149,7 @@ func bootstrapTimeout() (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("jit: KGEN_BOOTSTRAP_TIMEOUT=%q: want a positive duration such as 90s or 5m", v)
+		return 0, fmt.Errorf("jit: KGEN_BOOTSTRAP_TIMEOUT=%s: want a positive duration such as 90s or 5m", excerpt.Quote(v))
 	}
 	return d, nil
 }

@@ -164,3 +164,26 @@ func TestProbe13LongNamesBounded(t *testing.T) {
 		t.Errorf("Function of a missing name: %d bytes: %.300v", len(err.Error()), err)
 	}
 }
+
+// TestProbe13LongEnvQuoted: a 100 KB value of a kgen environment variable, or a backend
+// name, is quoted as an excerpt in the error (each was quoted whole: KGEN_EMU_SEED,
+// KGEN_EMU_WEAK, KGEN_CACHE, KGEN_BACKEND, KGEN_JIT_MODE ... ; probe 13).
+func TestProbe13LongEnvQuoted(t *testing.T) {
+	long := strings.Repeat("z", 100000)
+	for _, env := range []string{"KGEN_EMU_SEED", "KGEN_EMU_WEAK", "KGEN_CACHE"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, long)
+			d, err := OpenBackend(Emulator, 0)
+			if err == nil {
+				d.Close()
+				t.Fatalf("%s of 100 KB: a device", env)
+			}
+			if msg := err.Error(); len(msg) > 1000 || !strings.Contains(msg, env) {
+				t.Errorf("%s of 100 KB: %d bytes: %.200s", env, len(msg), msg)
+			}
+		})
+	}
+	if _, err := ParseBackend(long); err == nil || len(err.Error()) > 1000 {
+		t.Errorf("ParseBackend of 100 KB: %v", err != nil)
+	}
+}
