@@ -145,6 +145,9 @@ func Open(ordinal int, opts ...Option) (*Device, error) {
 
 // OpenBackend opens device ordinal of backend b.
 func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
+	if err := checkOptions("OpenBackend", opts); err != nil {
+		return nil, err
+	}
 	if ordinal < 0 {
 		return nil, fmt.Errorf("jit: device ordinal %d is negative", ordinal)
 	}
@@ -175,6 +178,16 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	d := newDevice(impl, opts)
 	d.noteOpen(start)
 	return d, nil
+}
+
+// checkOptions refuses a nil Option (calling it would panic), naming its index.
+func checkOptions(op string, opts []Option) error {
+	for i, f := range opts {
+		if f == nil {
+			return fmt.Errorf("jit: %s: option %d (opts[%d]) is nil", op, i, i)
+		}
+	}
+	return nil
 }
 
 func newDevice(impl device, opts []Option) *Device {

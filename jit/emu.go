@@ -146,6 +146,9 @@ func emuEnvOptions() (emu.Options, error) {
 // emuOptions are the emulator options a device opened with opts runs under: those of
 // WithEmuOptions, checked, else those of the environment.
 func emuOptions(opts []Option) (emu.Options, error) {
+	if err := checkOptions("RanksOptions.Open", opts); err != nil {
+		return emu.Options{}, err
+	}
 	var o Options
 	for _, f := range opts {
 		f(&o)

@@ -187,3 +187,24 @@ func TestProbe13LongEnvQuoted(t *testing.T) {
 		t.Errorf("ParseBackend of 100 KB: %v", err != nil)
 	}
 }
+
+// TestProbe13NilOption: a nil Option given to OpenBackend or in RanksOptions.Open is an
+// error naming its index (calling it panicked: nil pointer; probe 13).
+func TestProbe13NilOption(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	d, err := OpenBackend(Emulator, 0, WithCache(nil), nil)
+	if err == nil {
+		d.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "option 1 (opts[1]) is nil") {
+		t.Errorf("OpenBackend with a nil option: %v", err)
+	}
+	err = RunRanks(RanksOptions{Backend: Emulator, World: 2, Open: []Option{nil}}, func(r *Rank) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "RanksOptions.Open: option 0 (opts[0]) is nil") {
+		t.Errorf("RunRanks with a nil option: %v", err)
+	}
+}
