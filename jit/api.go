@@ -957,10 +957,13 @@ func (d *Device) CopyDtoD(dst, src DevicePtr, n int64) error {
 	return d.impl.copyDtoD(dst, src, n, nil)
 }
 
-// disjoint refuses a copy of n bytes from src to dst whose ranges overlap: cuMemcpy's
-// result is undefined there.
+// disjoint refuses a copy of a negative byte count, and one of n bytes from src to dst whose
+// ranges overlap: cuMemcpy's result is undefined there.
 func disjoint(op string, dst, src DevicePtr, n int64) error {
-	if n <= 0 {
+	if n < 0 {
+		return fmt.Errorf("jit: %s of %d bytes: the byte count is negative", op, n)
+	}
+	if n == 0 {
 		return nil
 	}
 	gap := uint64(dst) - uint64(src)

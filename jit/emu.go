@@ -346,7 +346,7 @@ func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, s stream) error {
 		return nil
 	}
 	if n < 0 || n > math.MaxInt32*int64(64) {
-		return fmt.Errorf("emulator: copy of %d bytes", n)
+		return fmt.Errorf("jit: emulator: a device-to-device copy of %d bytes (the emulator copies 0 to %d at once)", n, math.MaxInt32*int64(64))
 	}
 	return d.hostCopy(s, "device-to-device copy", func() error { return d.m.sys.Copy(uint64(dst), uint64(src), int(n)) })
 }

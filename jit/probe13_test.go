@@ -208,3 +208,37 @@ func TestProbe13NilOption(t *testing.T) {
 		t.Errorf("RunRanks with a nil option: %v", err)
 	}
 }
+
+// TestProbe13CopyNegative: Device.CopyDtoD and Stream.CopyDtoD of a negative byte count are
+// refused by the front end naming the call (the emulator said only "emulator: copy of -4
+// bytes"; the GPU backend passed it to cuMemcpyDtoD, whose size_t read it as 2^64-4), and
+// the stream stays usable; probe 13.
+func TestProbe13CopyNegative(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Alloc[uint32](d, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"CopyDtoD":        d.CopyDtoD(b.DevPtr(), b.DevPtr()+32, -4),
+		"Stream.CopyDtoD": s.CopyDtoD(b.DevPtr(), b.DevPtr()+32, -4),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "jit: "+what+" of -4 bytes: the byte count is negative") {
+			t.Errorf("%s of -4 bytes: %v", what, err)
+		}
+	}
+	if err := s.CopyDtoD(b.DevPtr(), b.DevPtr()+32, 16); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Errorf("the stream after the refused copy: %v", err)
+	}
+}
