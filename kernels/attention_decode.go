@@ -257,7 +257,7 @@ func (c AttentionDecodeConfig) Check() error {
 	pow2 := func(x int) bool { return x > 0 && x&(x-1) == 0 }
 	switch {
 	case c.In != dsl.F16 && c.In != dsl.BF16:
-		return fmt.Errorf("attention_decode: input type %s (want f16 or bf16)", c.In)
+		return fmt.Errorf("attention_decode: input type %s (want f16 or bf16)", typeName(c.In))
 	case c.HeadDim != 64 && c.HeadDim != 128 && c.HeadDim != 256:
 		return fmt.Errorf("attention_decode: head dim %d (want 64, 128 or 256)", c.HeadDim)
 	case !pow2(c.PageSize) || c.PageSize < 16 || c.PageSize > 1024:
@@ -691,7 +691,7 @@ func AttentionDecodeCombineGrid(rows, d int) int {
 // reads one address at a time: a broadcast).
 func AttentionDecodeCombine(k *dsl.Kernel, dt dsl.Type, d int) {
 	if dt != dsl.F16 && dt != dsl.BF16 {
-		k.Errorf("attention_decode_combine: output type %s (want f16 or bf16)", dt)
+		k.Errorf("attention_decode_combine: output type %s (want f16 or bf16)", typeName(dt))
 		return
 	}
 	if d != 64 && d != 128 && d != 256 {

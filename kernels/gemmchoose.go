@@ -46,7 +46,7 @@ func ChooseGemm(t ptx.Target, dt dsl.Type, m, n, k, sms int) (GemmChoice, error)
 		return GemmChoice{}, fmt.Errorf("ChooseGemm: unknown target %s", excerpt.Quote(string(t)))
 	}
 	if dt != dsl.F16 && dt != dsl.BF16 {
-		return GemmChoice{}, fmt.Errorf("ChooseGemm: element type %s (want f16 or bf16)", dt)
+		return GemmChoice{}, fmt.Errorf("ChooseGemm: element type %s (want f16 or bf16)", typeName(dt))
 	}
 	if m <= 0 || n <= 0 || k <= 0 {
 		return GemmChoice{}, fmt.Errorf("ChooseGemm: shape %dx%dx%d: every extent must be positive", m, n, k)

@@ -217,3 +217,23 @@ func TestProbe13LongNamesQuoted(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe13ZeroTypeNamed: configuration checks name the zero Type (they read "input type
+// (want f16 or bf16)", the type printing as nothing; probe 13).
+func TestProbe13ZeroTypeNamed(t *testing.T) {
+	_, cerr := ChooseGemm(ptx.SM90a, 0, 128, 128, 128, 132)
+	for name, err := range map[string]error{
+		"AttentionConfig":       AttentionConfig{}.Check(),
+		"AttentionDecodeConfig": AttentionDecodeConfig{}.Check(),
+		"AttentionSM90Config":   AttentionSM90Config{}.Check(),
+		"GemmConfig":            GemmConfig{}.Check(),
+		"GemmSM90Config":        GemmSM90Config{}.Check(),
+		"GemmConfig output":     GemmConfig{In: dsl.BF16}.Check(),
+		"GemmSM90Config output": GemmSM90Config{In: dsl.BF16}.Check(),
+		"ChooseGemm":            cerr,
+	} {
+		if err == nil || !strings.Contains(err.Error(), "type (the zero Type)") {
+			t.Errorf("%s of the zero Type: %v; want it named", name, err)
+		}
+	}
+}

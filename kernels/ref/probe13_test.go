@@ -57,3 +57,16 @@ func TestProbe13RefShapes(t *testing.T) {
 		t.Errorf("AttentionRef of matching inputs: %v, %d O values", r.Err, len(r.O))
 	}
 }
+
+// TestProbe13DefaultTargetNil: DefaultTarget of a nil Spec is "" (it panicked: nil pointer;
+// probe 13).
+func TestProbe13DefaultTargetNil(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panic: %v", r)
+		}
+	}()
+	if got := DefaultTarget(nil); got != "" {
+		t.Errorf("DefaultTarget(nil) = %q", got)
+	}
+}
