@@ -223,7 +223,11 @@ func encodeArg(p ptx.Param, a any, dev *Device, info *ParamInfo) (uint64, error)
 		return 0, fmt.Errorf("the parameter is %d bytes: only byte arrays (.b8 name[N]) are wider than %d", size, MaxArgBytes)
 	}
 	if size == 0 {
-		return 0, fmt.Errorf("parameter of type %s has no size", p.Type)
+		name := p.Type.String()
+		if p.Type == 0 {
+			name = "(the zero Type)" // it prints as nothing
+		}
+		return 0, fmt.Errorf("parameter of type %s has no size", name)
 	}
 	kind := p.Type.Kind()
 	if p.Array > 0 {

@@ -242,3 +242,12 @@ func TestProbe13CopyNegative(t *testing.T) {
 		t.Errorf("the stream after the refused copy: %v", err)
 	}
 }
+
+// TestProbe13ZeroTypeParam: EncodeArgs of a hand-built kernel whose parameter has the zero
+// Type names it (it read "parameter of type  has no size"; probe 13).
+func TestProbe13ZeroTypeParam(t *testing.T) {
+	_, err := EncodeArgs(&ptx.Func{Name: "k", Params: []ptx.Param{{Name: "p"}}}, []any{uint32(1)})
+	if err == nil || !strings.Contains(err.Error(), "parameter of type (the zero Type) has no size") {
+		t.Errorf("EncodeArgs of a zero-Type parameter: %v", err)
+	}
+}
