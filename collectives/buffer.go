@@ -50,6 +50,9 @@ func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, e
 	if c == nil {
 		return nil, fmt.Errorf("collectives: Alloc: %w", errNilComm)
 	}
+	if c.r == nil {
+		return nil, fmt.Errorf("collectives: Alloc: %w", errZeroComm)
+	}
 	if ctx == nil {
 		return nil, errors.New("collectives: AllocContext: nil context")
 	}
@@ -57,7 +60,11 @@ func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, e
 		return nil, errClosed
 	}
 	if !supported(dt) {
-		return nil, fmt.Errorf("collectives: element type %s is not supported (f32, f16, bf16, s32; e4m3 and e5m2 with multicast on sm_100a)", dt)
+		name := dt.String()
+		if dt == 0 {
+			name = "(the zero Type)" // it prints as nothing
+		}
+		return nil, fmt.Errorf("collectives: element type %s is not supported (f32, f16, bf16, s32; e4m3 and e5m2 with multicast on sm_100a)", name)
 	}
 	if maxN := (math.MaxInt32 - 15) / dt.Bytes(); n < 1 || n > maxN {
 		return nil, fmt.Errorf("collectives: %d elements of %s: want 1 to %d (the kernels index elements in 32 bits; a buffer holds at most 2 GiB)", n, dt, maxN)
@@ -168,6 +175,9 @@ func (b *Buffer) Memory() *jit.Memory {
 func (c *Comm) BufferOf(m *jit.Memory) (*Buffer, error) {
 	if c == nil {
 		return nil, fmt.Errorf("collectives: BufferOf: %w", errNilComm)
+	}
+	if c.r == nil {
+		return nil, fmt.Errorf("collectives: BufferOf: %w", errZeroComm)
 	}
 	if c.closed {
 		return nil, errClosed

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
@@ -280,7 +282,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 		return nil, fmt.Errorf("collectives: Options.Matmuls %d: want MatmulAuto, MatmulFused, MatmulSplit or MatmulOverlap", int(o.Matmuls))
 	}
 	if !o.Target.Valid() {
-		return nil, fmt.Errorf("collectives: unknown target %q", o.Target)
+		return nil, fmt.Errorf("collectives: Options.Target %s is not a target kgen knows (%s)", excerpt.Quote(string(o.Target)), targetList())
 	}
 	if o.LamportMaxBytes < 0 || o.LamportMaxBytes > MaxLamportBytes {
 		return nil, fmt.Errorf("collectives: Options.LamportMaxBytes %d: want 0 (the measured default) to %d (it sizes the Lamport buffers, 3 x 8 times it per element size)", o.LamportMaxBytes, MaxLamportBytes)
@@ -335,7 +337,7 @@ func New(ctx context.Context, r *jit.Rank, o Options) (*Comm, error) {
 	switch o.Algorithm {
 	case "", AlgFlat, AlgHierarchical, AlgNVSHMEMRing:
 	default:
-		return nil, errors.Join(fmt.Errorf("collectives: Options.Algorithm %q: want %q, %q, %q or none", o.Algorithm, AlgFlat, AlgHierarchical, AlgNVSHMEMRing), c.Close())
+		return nil, errors.Join(fmt.Errorf("collectives: Options.Algorithm %s: want %q, %q, %q or none", excerpt.Quote(string(o.Algorithm)), AlgFlat, AlgHierarchical, AlgNVSHMEMRing), c.Close())
 	}
 	if c.node.topo.Nodes > 1 || o.Algorithm == AlgHierarchical || o.Algorithm == AlgNVSHMEMRing {
 		if err := c.across(ctx); err != nil {
@@ -396,6 +398,15 @@ func deviceTarget(in jit.Info) ptx.Target {
 		return t
 	}
 	return ptx.SM90
+}
+
+// targetList names the targets kgen knows, for an error.
+func targetList() string {
+	var ts []string
+	for _, t := range ptx.Targets() {
+		ts = append(ts, string(t))
+	}
+	return strings.Join(ts, ", ")
 }
 
 // Multicast reports whether the Comm uses the multimem (NVLink SHARP) algorithms, and if not,
@@ -459,6 +470,9 @@ func (c *Comm) Close() error { return c.CloseContext(context.Background()) }
 func (c *Comm) CloseContext(ctx context.Context) error {
 	if c == nil {
 		return fmt.Errorf("collectives: Close: %w", errNilComm)
+	}
+	if c.r == nil {
+		return fmt.Errorf("collectives: Close: %w", errZeroComm)
 	}
 	if ctx == nil {
 		return errors.New("collectives: CloseContext: nil context")

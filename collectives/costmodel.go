@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"math"
 	"time"
 )
@@ -103,7 +104,7 @@ func (m CostModel) Predict(c Collective, a Algorithm, t Topology, bytes int64) (
 	case AlgNVSHMEMRing:
 		s = m.ring(c, t, float64(bytes))
 	default:
-		return 0, fmt.Errorf("collectives: cost model: unknown algorithm %q (want %q, %q or %q)", a, AlgFlat, AlgHierarchical, AlgNVSHMEMRing)
+		return 0, fmt.Errorf("collectives: cost model: unknown algorithm %s (want %q, %q or %q)", excerpt.Quote(string(a)), AlgFlat, AlgHierarchical, AlgNVSHMEMRing)
 	}
 	return toDuration(s, c, a, t, bytes)
 }
@@ -132,7 +133,7 @@ func checkInputs(c Collective, t Topology, bytes int64) error {
 	switch c {
 	case AllReduceCollective, ReduceScatterCollective, AllGatherCollective:
 	default:
-		return fmt.Errorf("collectives: cost model: unknown collective %q (want %q, %q or %q)", c, AllReduceCollective, ReduceScatterCollective, AllGatherCollective)
+		return fmt.Errorf("collectives: cost model: unknown collective %s (want %q, %q or %q)", excerpt.Quote(string(c)), AllReduceCollective, ReduceScatterCollective, AllGatherCollective)
 	}
 	if t.Nodes < 1 || t.GPUsPerNode < 1 {
 		return fmt.Errorf("collectives: cost model: topology %v: Nodes and GPUsPerNode must be at least 1", t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/fp"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/launch"
@@ -58,7 +59,7 @@ func (c *Comm) fusedSM90Function(f kernels.Family, cfg kernels.GemmSM90Config) (
 	case kernels.FamilyGemmARMCSM90:
 		kernels.GemmARMCSM90(k, cfg)
 	default:
-		return nil, "", fmt.Errorf("collectives: %q is not an sm_90a fused family", f)
+		return nil, "", fmt.Errorf("collectives: %s is not an sm_90a fused family", excerpt.Quote(string(f)))
 	}
 	fn, err := c.loadMatmul(key, name, k)
 	return fn, name, err

@@ -18,6 +18,9 @@ var errClosed = errors.New("collectives: the Comm is closed")
 // errNilComm is what the methods of a nil *Comm report (wrapped with the call).
 var errNilComm = errors.New("nil *Comm (make one with New)")
 
+// errZeroComm is what the methods of a Comm that New did not make (Comm{}) report.
+var errZeroComm = errors.New("a zero Comm, not made by New (make one with New)")
+
 // flatAlgorithm names the flat algorithm in flatCheck's error (Options.Algorithm flat).
 const flatAlgorithm = "the flat algorithm (Options.Algorithm)"
 
@@ -71,6 +74,9 @@ func (c *call) attrs() []any {
 func (c *Comm) begin(ctx context.Context, what string, bufs ...*Buffer) error {
 	if c == nil {
 		return fmt.Errorf("collectives: %s: %w", what, errNilComm)
+	}
+	if c.r == nil {
+		return fmt.Errorf("collectives: %s: %w", what, errZeroComm)
 	}
 	if ctx == nil {
 		return fmt.Errorf("collectives: %s: nil context", what)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -81,7 +82,7 @@ func LookupMMAAtom(name string) (MMAAtom, error) {
 		}
 		names = append(names, n)
 	}
-	return MMAAtom{}, fmt.Errorf("unknown MMA atom %q (valid: %s)", name, strings.Join(names, ", "))
+	return MMAAtom{}, fmt.Errorf("unknown MMA atom %s (valid: %s)", excerpt.Quote(name), strings.Join(names, ", "))
 }
 
 // cLayout16x8 is every m16n8 accumulator: c0,c1 at (g, 2t..2t+1), c2,c3 at (g+8, 2t..2t+1)

@@ -298,15 +298,26 @@ type Running struct {
 	st   Stats
 }
 
-// Done reports whether the kernel has finished (completed or faulted).
-func (r *Running) Done() bool { return r.done }
+// Done reports whether the kernel has finished (completed or faulted). A nil *Running is
+// done (nothing runs), and its Err says it is nil.
+func (r *Running) Done() bool { return r == nil || r.done }
 
 // Err is nil while the kernel runs and when it completed, else its fault (an *Error).
-func (r *Running) Err() error { return r.err }
+func (r *Running) Err() error {
+	if r == nil {
+		return &Error{Kind: KindLaunch, Msg: "a nil *Running (System.Start returns the kernel it starts)"}
+	}
+	return r.err
+}
 
 // Stats is the kernel's work, once it is done (the engine's counters over its lifetime
-// include the kernels that ran beside it).
-func (r *Running) Stats() Stats { return r.st }
+// include the kernels that ran beside it). A nil *Running's are zero.
+func (r *Running) Stats() Stats {
+	if r == nil {
+		return Stats{}
+	}
+	return r.st
+}
 
 // Progress says what System.Run did.
 type Progress struct {

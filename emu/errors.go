@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -67,6 +68,15 @@ type Access struct {
 	Pos    ptx.Pos
 }
 
+// maxErrName bounds a kernel name an error quotes, maxErrList a list of kernels or
+// parameters: a kernel of a 100 KB name or of hundreds of long parameter names gives a
+// short message.
+const (
+	maxErrName = 128
+	maxErrList = 512
+)
+
+// Error writes the fault; the kernel name is an excerpt past maxErrName bytes.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Kind == KindUnsupported && e.Instr != "" {
@@ -74,14 +84,14 @@ func (e *Error) Error() string {
 		if e.Msg != "" {
 			b.WriteString(" (" + e.Msg + ")")
 		}
-		fmt.Fprintf(&b, " in kernel %s on GPU %d block (%d,%d,%d) thread (%d,%d,%d)", e.Kernel, e.GPU,
+		fmt.Fprintf(&b, " in kernel %s on GPU %d block (%d,%d,%d) thread (%d,%d,%d)", excerpt.Cut(e.Kernel, maxErrName), e.GPU,
 			e.Block[0], e.Block[1], e.Block[2], e.Thread[0], e.Thread[1], e.Thread[2])
 		return b.String()
 	}
 	b.WriteString("emu: ")
 	b.WriteString(string(e.Kind))
 	if e.Kernel != "" {
-		fmt.Fprintf(&b, " in kernel %s", e.Kernel)
+		fmt.Fprintf(&b, " in kernel %s", excerpt.Cut(e.Kernel, maxErrName))
 	}
 	if e.Instr != "" || e.Kind != KindDeadlock && e.Kind != KindNoProgress && e.Kind != KindLaunch {
 		fmt.Fprintf(&b, " on GPU %d block (%d,%d,%d) thread (%d,%d,%d)", e.GPU,

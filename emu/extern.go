@@ -142,7 +142,12 @@ func (c *ExternCall) Atomic(addr uint64, size int, f func(old uint64) uint64) (u
 func (c *ExternCall) Fence() { c.w.l.flushThread(c.w, c.lane) }
 
 // RegisterExtern installs the handler of the extern function name (replacing any earlier).
-func (s *System) RegisterExtern(name string, h ExternFunc) { s.externs[name] = h }
+func (s *System) RegisterExtern(name string, h ExternFunc) {
+	if s.externs == nil { // the zero System
+		s.externs = map[string]ExternFunc{}
+	}
+	s.externs[name] = h
+}
 
 func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 	l := w.l

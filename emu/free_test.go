@@ -46,7 +46,7 @@ func TestModuleVarsFreedOnFailure(t *testing.T) {
 	ret;
 }`)
 	s := newSys(t, 2)
-	s.SetLimits(Limits{MaxMemory: 64 << 10})
+	must(t, s.SetLimits(Limits{MaxMemory: 64 << 10}))
 	if err := launch1(s, m, "k", 1, 32); err == nil {
 		t.Fatal("a 4 MiB module variable fit in 64 KiB")
 	}

@@ -6,11 +6,14 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
-// Dim3 is a grid or block shape. Zero components count as 1.
+// Dim3 is a grid or block shape. A zero Y or Z counts as 1 (D1 and 2-D shapes); X must be
+// positive: a zero X is an error at launch, not a shape of 1.
 type Dim3 struct{ X, Y, Z int }
 
 // D1 returns the one-dimensional shape x.
@@ -105,6 +108,9 @@ func (s *System) All() []int {
 }
 
 func (s *System) program(m *ptx.Module) (*program, error) {
+	if m == nil {
+		return nil, &Error{Kind: KindLaunch, Msg: "no module (a nil *ptx.Module)"}
+	}
 	if p, ok := s.progs[m]; ok {
 		return p, p.decodeErr
 	}
@@ -178,7 +184,7 @@ func (s *System) prepare(k Launch) (*launch, error) {
 				names = append(names, f.f.Name)
 			}
 		}
-		return nil, launchErr(k.Entry, "module has no kernel %q (kernels: %v)", k.Entry, names)
+		return nil, launchErr(k.Entry, "module has no kernel %s (kernels: %s)", excerpt.Quote(k.Entry), excerpt.Cut(strings.Join(names, ", "), maxErrList))
 	}
 	grid, blk := k.Grid.norm(), k.Block.norm()
 	if err := s.checkShape(grid, blk, max(len(k.GPUs), 1)); err != nil {
@@ -282,7 +288,7 @@ func (s *System) moduleVars(p *program) error {
 // packParams lays out a kernel's arguments in its parameter buffer, checking count and sizes.
 func packParams(fn *dfunc, args []any) ([]byte, error) {
 	if len(args) != len(fn.kparams) {
-		return nil, fmt.Errorf("kernel %s takes %d arguments (%s), got %d", fn.f.Name, len(fn.kparams), paramList(fn), len(args))
+		return nil, fmt.Errorf("kernel %s takes %d arguments (%s), got %d", excerpt.Cut(fn.f.Name, maxErrName), len(fn.kparams), excerpt.Cut(paramList(fn), maxErrList), len(args))
 	}
 	buf := make([]byte, fn.psize)
 	for i, kp := range fn.kparams {
@@ -327,7 +333,7 @@ func packParams(fn *dfunc, args []any) ([]byte, error) {
 			if kp.array > 0 || size > 8 {
 				return nil, fmt.Errorf("argument %d (%s): Go int for a %d-byte parameter", i+1, kp.name, kp.size)
 			}
-			if size < 8 && (x >= 1<<(8*size) || x < -(1<<(8*size-1))) {
+			if !intFits(kp.t, size, x) {
 				return nil, fmt.Errorf("argument %d (%s): %d does not fit the %d-byte .%s parameter", i+1, kp.name, x, size, kp.t)
 			}
 			v = uint64(x)
@@ -344,6 +350,19 @@ func packParams(fn *dfunc, args []any) ([]byte, error) {
 		putN(buf[kp.off:], size, v)
 	}
 	return buf, nil
+}
+
+// intFits reports whether a Go int is a value of a size-byte parameter of type t: 0 to
+// 2^(8 size)-1 for an unsigned type (no negative value), the signed range for a signed one,
+// either for bits and floats (whose bits it then gives).
+func intFits(t ptx.Type, size int, x int) bool {
+	switch t.Kind() {
+	case ptx.KindUnsigned:
+		return x >= 0 && (size >= 8 || x < 1<<(8*size))
+	case ptx.KindSigned:
+		return size >= 8 || x >= -(1<<(8*size-1)) && x < 1<<(8*size-1)
+	}
+	return size >= 8 || x >= -(1<<(8*size-1)) && x < 1<<(8*size)
 }
 
 func typeName(kp kparam) string {

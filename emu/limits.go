@@ -47,15 +47,23 @@ func satSize(n, es int) int {
 }
 
 // SetLimits replaces the System's limits (DefaultLimits for a new System); a zero field keeps
-// its default. Allocations already made stay.
-func (s *System) SetLimits(l Limits) {
-	if l.MaxMemory <= 0 {
+// its default. A negative field is an error naming it, and the limits stay as they were.
+// Allocations already made stay.
+func (s *System) SetLimits(l Limits) error {
+	if l.MaxMemory < 0 {
+		return fmt.Errorf("emu: SetLimits: Limits.MaxMemory %d is negative (0 means the default, %d)", l.MaxMemory, DefaultLimits.MaxMemory)
+	}
+	if l.MaxThreads < 0 {
+		return fmt.Errorf("emu: SetLimits: Limits.MaxThreads %d is negative (0 means the default, %d)", l.MaxThreads, DefaultLimits.MaxThreads)
+	}
+	if l.MaxMemory == 0 {
 		l.MaxMemory = DefaultLimits.MaxMemory
 	}
-	if l.MaxThreads <= 0 {
+	if l.MaxThreads == 0 {
 		l.MaxThreads = DefaultLimits.MaxThreads
 	}
 	s.limits = l
+	return nil
 }
 
 // Limits returns the System's limits.

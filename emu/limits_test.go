@@ -55,7 +55,7 @@ func TestAbsurdSizesAreErrors(t *testing.T) {
 
 	// The limit is the System's: lower it and a Malloc that fitted no longer does; freeing
 	// gives the bytes back.
-	s.SetLimits(Limits{MaxMemory: 1 << 20})
+	must(t, s.SetLimits(Limits{MaxMemory: 1 << 20}))
 	_, err = s.Malloc(1, 1<<20)
 	wantMsg(t, err, "limit of 1048576 bytes")
 	must(t, s.Free(a))
@@ -113,7 +113,7 @@ func TestAbsurdKernelsAreErrors(t *testing.T) {
 	err = s2.Launch(Launch{Module: m3, Entry: "bigparam", Grid: D1(1), Block: D1(1), Args: []any{make([]byte, 8)}})
 	wantMsg(t, err, "bytes of kernel parameters", "at most 4352") // ptx.Verify's limit for PTX 8.0 (32764 from 8.1)
 	// 512 KiB of local memory per thread is legal, but 1024 such threads hold 512 MiB.
-	s2.SetLimits(Limits{MaxMemory: 256 << 20})
+	must(t, s2.SetLimits(Limits{MaxMemory: 256 << 20}))
 	err = s2.Launch(Launch{Module: m4, Entry: "small", Grid: D1(1), Block: D1(1024), Args: []any{uint64(0)}})
 	wantMsg(t, err, "live blocks", "Limits.MaxMemory")
 	must(t, s2.Launch(Launch{Module: m4, Entry: "small", Grid: D1(4), Block: D1(64), Args: []any{uint64(0)}}))

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/kgen-dev/kgen/internal/fp"
@@ -114,6 +115,9 @@ func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
 	s.hostSync()
 	if size <= 0 {
 		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: size must be positive", size)
+	}
+	if len(s.gpus) == 0 {
+		return nil, errors.New("emu: MallocSymmetric on a System of no GPUs (the zero System: make one with New)")
 	}
 	off := s.symNext
 	if uint64(size) >= offMask-off-2*allocAlign {

@@ -43,6 +43,7 @@ import (
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/internal/cachefile"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/internal/naming"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -125,11 +126,11 @@ func CheckPackageName(name string) error {
 	case name == "":
 		return fmt.Errorf("gen: empty package name: %s", rule)
 	case !token.IsIdentifier(name):
-		return fmt.Errorf("gen: package name %q is not a Go identifier or is a keyword: %s", name, rule)
+		return fmt.Errorf("gen: package name %s is not a Go identifier or is a keyword: %s", excerpt.Quote(name), rule)
 	case strings.HasPrefix(name, "_"):
-		return fmt.Errorf("gen: package name %q starts with _: %s", name, rule)
+		return fmt.Errorf("gen: package name %s starts with _: %s", excerpt.Quote(name), rule)
 	case name == "init":
-		return fmt.Errorf("gen: package name %q is reserved (a package named init cannot be imported: init must be a func): %s", name, rule)
+		return fmt.Errorf("gen: package name %s is reserved (a package named init cannot be imported: init must be a func): %s", excerpt.Quote(name), rule)
 	}
 	return nil
 }
@@ -165,7 +166,7 @@ func Files(p Package) ([]File, error) {
 		// A line break ended the one-line "// Code generated ... DO NOT EDIT." header (the go
 		// tools then no longer see a generated file), and the /* */ block it became was ended
 		// by a "*/" in the text: what followed was code of the generated package.
-		return nil, fmt.Errorf("gen: Package.Generator %q holds %U at byte %d: the header is one line of printable text (quote the command's arguments)", gen, []rune(gen[i:])[0], i)
+		return nil, fmt.Errorf("gen: Package.Generator %s holds %U at byte %d: the header is one line of printable text (quote the command's arguments)", excerpt.Quote(gen), []rune(gen[i:])[0], i)
 	}
 	seen := map[string]bool{}
 	decls := map[string]string{"Kernels": "", "Load": "", "Close": "", "NVSHMEMVersion": "", "nvshmemDevLib": ""}
@@ -176,14 +177,14 @@ func Files(p Package) ([]File, error) {
 	var kernels []built
 	for _, kd := range p.Kernels {
 		if !ptx.ValidIdent(kd.Name) || kd.Build == nil {
-			return nil, fmt.Errorf("gen: kernel %q needs a PTX identifier as its name and a Build function", kd.Name)
+			return nil, fmt.Errorf("gen: kernel %s needs a PTX identifier as its name and a Build function", excerpt.Quote(kd.Name))
 		}
 		if strings.Contains(kd.Name, "$") {
-			return nil, fmt.Errorf("gen: kernel %q: a generated package embeds %s.<target>.ptx, and the go command refuses a file name with $ (\"invalid input file name\"): rename the kernel", kd.Name, kd.Name)
+			return nil, fmt.Errorf("gen: kernel %s: a generated package embeds %s.<target>.ptx, and the go command refuses a file name with $ (\"invalid input file name\"): rename the kernel", excerpt.Quote(kd.Name), excerpt.Cut(kd.Name, excerpt.Max))
 		}
 		goName := camel(kd.Name)
 		if !token.IsIdentifier(goName) || !token.IsExported(goName) {
-			return nil, fmt.Errorf("gen: kernel %q: its Go name %q is not an exported Go identifier (the name must have a letter after its leading _)", kd.Name, goName)
+			return nil, fmt.Errorf("gen: kernel %s: its Go name %s is not an exported Go identifier (the name must have a letter after its leading _)", excerpt.Quote(kd.Name), excerpt.Quote(goName))
 		}
 		if seen[goName] {
 			return nil, fmt.Errorf("gen: two kernels are named %s", goName)
@@ -238,9 +239,9 @@ func declare(decls map[string]string, name, goName string, targets []ptx.Target)
 	for _, id := range ids {
 		if by, ok := decls[id]; ok {
 			if by == "" {
-				return fmt.Errorf("gen: kernel %q would declare %s, which the generated file declares for itself: rename the kernel", name, id)
+				return fmt.Errorf("gen: kernel %s would declare %s, which the generated file declares for itself: rename the kernel", excerpt.Quote(name), id)
 			}
-			return fmt.Errorf("gen: kernels %q and %q would both declare %s in the generated file: rename one", by, name, id)
+			return fmt.Errorf("gen: kernels %s and %s would both declare %s in the generated file: rename one", excerpt.Quote(by), excerpt.Quote(name), id)
 		}
 	}
 	for _, id := range ids {

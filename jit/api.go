@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"math"
 	"sort"
 	"strings"
@@ -45,7 +46,8 @@ func (p DevicePtr) DevPtr() DevicePtr { return p }
 // Add returns p advanced by n bytes.
 func (p DevicePtr) Add(n int64) DevicePtr { return DevicePtr(int64(p) + n) }
 
-// Dim3 is a grid or block shape. Zero components count as 1.
+// Dim3 is a grid or block shape. A zero Y or Z counts as 1 (D1 and 2-D shapes); X must be
+// positive: a zero X is an error at launch, not a shape of 1.
 type Dim3 struct{ X, Y, Z int }
 
 // D1 returns the one-dimensional shape (x, 1, 1).
@@ -143,6 +145,9 @@ func Open(ordinal int, opts ...Option) (*Device, error) {
 
 // OpenBackend opens device ordinal of backend b.
 func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
+	if err := checkOptions("OpenBackend", opts); err != nil {
+		return nil, err
+	}
 	if ordinal < 0 {
 		return nil, fmt.Errorf("jit: device ordinal %d is negative", ordinal)
 	}
@@ -150,7 +155,7 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	open := backends[b]
 	backendsMu.Unlock()
 	if open == nil {
-		return nil, fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
+		return nil, fmt.Errorf("jit: unknown backend %s (valid: %s, %s)", excerpt.Quote(string(b)), GPU, Emulator)
 	}
 	if err := cacheEnvErr(); err != nil {
 		return nil, err
@@ -173,6 +178,16 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	d := newDevice(impl, opts)
 	d.noteOpen(start)
 	return d, nil
+}
+
+// checkOptions refuses a nil Option (calling it would panic), naming its index.
+func checkOptions(op string, opts []Option) error {
+	for i, f := range opts {
+		if f == nil {
+			return fmt.Errorf("jit: %s: option %d (opts[%d]) is nil", op, i, i)
+		}
+	}
+	return nil
 }
 
 func newDevice(impl device, opts []Option) *Device {
@@ -202,6 +217,9 @@ func (d *Device) usable(op string) error {
 	if d == nil {
 		return fmt.Errorf("jit: %s on a nil *Device", op)
 	}
+	if d.impl == nil {
+		return fmt.Errorf("jit: %s on a zero Device, not opened (open one with Open or OpenBackend)", op)
+	}
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
@@ -224,6 +242,9 @@ func (d *Device) Cache() *Cache {
 func (d *Device) Close() error {
 	if d == nil {
 		return errors.New("jit: Close of a nil *Device")
+	}
+	if d.impl == nil {
+		return errors.New("jit: Close of a zero Device, not opened (open one with Open or OpenBackend)")
 	}
 	d.mu.Lock()
 	if d.closed {
@@ -436,6 +457,9 @@ func (m *Module) Close() error {
 	if m == nil {
 		return errors.New("jit: Close of a nil *Module")
 	}
+	if m.d == nil || m.impl == nil {
+		return errors.New("jit: Close of a zero Module, not loaded (load one with Device.Load)")
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -458,14 +482,17 @@ func (m *Module) Close() error {
 // cuModuleGetFunction and a check of every parameter); later ones return the same Function.
 func (m *Module) Function(name string) (*Function, error) {
 	if m == nil {
-		return nil, fmt.Errorf("jit: Function(%q) of a nil *Module", name)
+		return nil, fmt.Errorf("jit: Function(%s) of a nil *Module", excerpt.Quote(name))
+	}
+	if m.d == nil || m.impl == nil {
+		return nil, fmt.Errorf("jit: Function(%s) of a zero Module, not loaded (load one with Device.Load)", excerpt.Quote(name))
 	}
 	m.mu.Lock()
 	f, ok := m.funcs[name]
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("jit: module %s is closed", m.name)
+		return nil, fmt.Errorf("jit: module %s is closed", errName(m.name))
 	}
 	if ok {
 		return f, nil
@@ -494,7 +521,7 @@ func (m *Module) lookup(name string) (*Function, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("jit: module %s has no kernel %q (kernels: %s)", m.name, name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("jit: module %s has no kernel %s (kernels: %s)", errName(m.name), excerpt.Quote(name), excerpt.Cut(strings.Join(names, ", "), maxErrSignature))
 	}
 	f, err := m.impl.function(name)
 	if err != nil {
@@ -726,6 +753,9 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 // takes (the occupancy calculator's blocks per SM times the SMs on a GPU; the emulator's
 // per-SM model there). A backend that cannot launch co-resident grids returns an error.
 func (f *Function) ResidentBlocks(block Dim3, shared int) (int, error) {
+	if f == nil || f.m == nil || f.sig == nil {
+		return 0, errors.New("jit: ResidentBlocks of a nil *Function (look kernels up with Module.Function)")
+	}
 	cl, ok := f.impl.(coLauncher)
 	if !ok {
 		return 0, fmt.Errorf("jit: %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
@@ -927,10 +957,13 @@ func (d *Device) CopyDtoD(dst, src DevicePtr, n int64) error {
 	return d.impl.copyDtoD(dst, src, n, nil)
 }
 
-// disjoint refuses a copy of n bytes from src to dst whose ranges overlap: cuMemcpy's
-// result is undefined there.
+// disjoint refuses a copy of a negative byte count, and one of n bytes from src to dst whose
+// ranges overlap: cuMemcpy's result is undefined there.
 func disjoint(op string, dst, src DevicePtr, n int64) error {
-	if n <= 0 {
+	if n < 0 {
+		return fmt.Errorf("jit: %s of %d bytes: the byte count is negative", op, n)
+	}
+	if n == 0 {
 		return nil
 	}
 	gap := uint64(dst) - uint64(src)
@@ -1122,6 +1155,9 @@ func (s *Stream) use(op string) (stream, error) {
 	if s == nil {
 		return nil, nil
 	}
+	if s.impl == nil {
+		return nil, fmt.Errorf("jit: %s: a zero Stream, not made by Device.NewStream", op)
+	}
 	if s.closed.Load() {
 		return nil, fmt.Errorf("jit: %s: the stream is %w (Stream.Close was called)", op, ErrClosed)
 	}
@@ -1203,6 +1239,9 @@ func (s *Stream) Close() error {
 	if s == nil {
 		return errors.New("jit: Close of a nil *Stream")
 	}
+	if s.impl == nil {
+		return errors.New("jit: Close of a zero Stream, not made by Device.NewStream")
+	}
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -1280,6 +1319,9 @@ func (e *Event) use(op string) error {
 	if e == nil {
 		return fmt.Errorf("jit: %s of a nil *Event", op)
 	}
+	if e.impl == nil {
+		return fmt.Errorf("jit: %s of a zero Event, not made by Device.NewEvent", op)
+	}
 	if e.closed.Load() {
 		return fmt.Errorf("jit: %s: the event is %w (Event.Close was called)", op, ErrClosed)
 	}
@@ -1347,6 +1389,9 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 func (e *Event) Close() error {
 	if e == nil {
 		return errors.New("jit: Close of a nil *Event")
+	}
+	if e.impl == nil {
+		return errors.New("jit: Close of a zero Event, not made by Device.NewEvent")
 	}
 	if e.closed.Swap(true) {
 		return nil

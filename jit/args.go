@@ -2,6 +2,7 @@ package jit
 
 import (
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"math"
 	"reflect"
 	"strings"
@@ -83,6 +84,19 @@ func Signature(f *ptx.Func) string {
 	return f.Name + "(" + strings.Join(ps, ", ") + ")"
 }
 
+// maxErrSignature bounds a signature quoted in an error, and maxErrName a kernel name: a
+// kernel of hundreds of long parameter names (or a huge name) gives a short message.
+const (
+	maxErrSignature = 512
+	maxErrName      = 128
+)
+
+// errSignature is Signature(f) for an error message: an excerpt past maxErrSignature bytes.
+func errSignature(f *ptx.Func) string { return excerpt.Cut(Signature(f), maxErrSignature) }
+
+// errName is a kernel name for an error message: an excerpt past maxErrName bytes.
+func errName(name string) string { return excerpt.Cut(name, maxErrName) }
+
 // EncodeArgs checks args against kernel f's parameters and returns one 8-byte word per
 // parameter, the value in its low bytes (little-endian); a byte-array parameter wider than 8
 // bytes (a tensor map) takes ceil(size/8) consecutive words holding its bytes. The errors
@@ -96,7 +110,7 @@ func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint6
 		return nil, fmt.Errorf("jit: EncodeArgs: the kernel (*ptx.Func) is nil")
 	}
 	if len(args) != len(f.Params) {
-		return nil, fmt.Errorf("jit: kernel %s takes %d arguments, got %d: %s", f.Name, len(f.Params), len(args), Signature(f))
+		return nil, fmt.Errorf("jit: kernel %s takes %d arguments, got %d: %s", errName(f.Name), len(f.Params), len(args), errSignature(f))
 	}
 	if err := checkParamSpace(f); err != nil {
 		return nil, err
@@ -107,7 +121,7 @@ func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint6
 		for i, p := range f.Params {
 			v, err := encodeArg(p, args[i], dev, infoAt(info, i))
 			if err != nil {
-				return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
+				return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", errName(f.Name), i, errName(paramDecl(p)), err, errSignature(f))
 			}
 			slots[i] = v
 		}
@@ -130,7 +144,7 @@ func encodeArgs(f *ptx.Func, args []any, dev *Device, info []ParamInfo) ([]uint6
 			words[offs[i]], err = encodeArg(p, args[i], dev, infoAt(info, i))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", f.Name, i, paramDecl(p), err, Signature(f))
+			return nil, fmt.Errorf("jit: kernel %s, argument %d (%s): %w; signature %s", errName(f.Name), i, errName(paramDecl(p)), err, errSignature(f))
 		}
 	}
 	return words, nil
@@ -154,7 +168,7 @@ func checkParamSpace(f *ptx.Func) error {
 		n += paramBytes(p)
 	}
 	if n > MaxParamBytes {
-		return fmt.Errorf("jit: kernel %s takes %d bytes of parameters, more than the %d a launch passes; signature %s", f.Name, n, MaxParamBytes, Signature(f))
+		return fmt.Errorf("jit: kernel %s takes %d bytes of parameters, more than the %d a launch passes; signature %s", errName(f.Name), n, MaxParamBytes, errSignature(f))
 	}
 	return nil
 }
@@ -209,7 +223,11 @@ func encodeArg(p ptx.Param, a any, dev *Device, info *ParamInfo) (uint64, error)
 		return 0, fmt.Errorf("the parameter is %d bytes: only byte arrays (.b8 name[N]) are wider than %d", size, MaxArgBytes)
 	}
 	if size == 0 {
-		return 0, fmt.Errorf("parameter of type %s has no size", p.Type)
+		name := p.Type.String()
+		if p.Type == 0 {
+			name = "(the zero Type)" // it prints as nothing
+		}
+		return 0, fmt.Errorf("parameter of type %s has no size", name)
 	}
 	kind := p.Type.Kind()
 	if p.Array > 0 {

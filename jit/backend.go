@@ -2,6 +2,7 @@ package jit
 
 import (
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"os"
 	"strings"
 	"sync"
@@ -16,7 +17,7 @@ func ParseBackend(s string) (Backend, error) {
 	case "emu", "emulator":
 		return Emulator, nil
 	}
-	return "", fmt.Errorf("jit: unknown backend %q (valid: cuda, emu)", s)
+	return "", fmt.Errorf("jit: unknown backend %s (valid: cuda, emu)", excerpt.Quote(s))
 }
 
 var (
@@ -41,7 +42,7 @@ func DefaultBackend() (Backend, error) {
 	if v := os.Getenv("KGEN_BACKEND"); v != "" {
 		b, err := ParseBackend(v)
 		if err != nil {
-			return "", fmt.Errorf("jit: KGEN_BACKEND=%q: valid values are cuda and emu", v)
+			return "", fmt.Errorf("jit: KGEN_BACKEND=%s: valid values are cuda and emu", excerpt.Quote(v))
 		}
 		return b, nil
 	}

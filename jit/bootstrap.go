@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"io"
 	"net"
 	"os"
@@ -38,7 +39,7 @@ func RendezvousFromEnv() (Rendezvous, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return 0, true, fmt.Errorf("jit: %s=%q is not a non-negative integer", k, v)
+			return 0, true, fmt.Errorf("jit: %s=%s is not a non-negative integer", k, excerpt.Quote(v))
 		}
 		return n, true, nil
 	}

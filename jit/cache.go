@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/kgen-dev/kgen/internal/cachefile"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Cache is a disk cache of linked cubins, keyed by CacheKey. It is safe for concurrent use by
@@ -87,7 +88,7 @@ func cacheEnvErr() error {
 	case "", "off", "0", "false", "no", "on", "1", "true", "yes":
 		return nil
 	}
-	return fmt.Errorf("jit: KGEN_CACHE=%q: want off, 0, false or no (no cubin cache) or on, 1, true or yes", v)
+	return fmt.Errorf("jit: KGEN_CACHE=%s: want off, 0, false or no (no cubin cache) or on, 1, true or yes", excerpt.Quote(v))
 }
 
 // DefaultCache returns the cache in DefaultCacheDir, disabled when KGEN_CACHE=off.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -86,7 +87,7 @@ func EmuGPUs() (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > emu.MaxGPUs {
-		return 0, fmt.Errorf("jit: KGEN_EMU_GPUS=%q: want 1 to %d", v, emu.MaxGPUs)
+		return 0, fmt.Errorf("jit: KGEN_EMU_GPUS=%s: want 1 to %d", excerpt.Quote(v), emu.MaxGPUs)
 	}
 	return n, nil
 }
@@ -128,7 +129,7 @@ func emuEnvOptions() (emu.Options, error) {
 	if v := os.Getenv("KGEN_EMU_SEED"); v != "" {
 		s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {
-			return o, fmt.Errorf("jit: KGEN_EMU_SEED=%q: want a decimal integer (a schedule seed; 0 or unset: the deterministic schedule)", v)
+			return o, fmt.Errorf("jit: KGEN_EMU_SEED=%s: want a decimal integer (a schedule seed; 0 or unset: the deterministic schedule)", excerpt.Quote(v))
 		}
 		o.Seed = s
 	}
@@ -137,7 +138,7 @@ func emuEnvOptions() (emu.Options, error) {
 		o.Weak = true
 	case "", "0", "false", "no", "off":
 	default:
-		return o, fmt.Errorf("jit: KGEN_EMU_WEAK=%q: want 1, true, yes or on (weak memory) or 0, false, no or off", v)
+		return o, fmt.Errorf("jit: KGEN_EMU_WEAK=%s: want 1, true, yes or on (weak memory) or 0, false, no or off", excerpt.Quote(v))
 	}
 	return o, nil
 }
@@ -145,6 +146,9 @@ func emuEnvOptions() (emu.Options, error) {
 // emuOptions are the emulator options a device opened with opts runs under: those of
 // WithEmuOptions, checked, else those of the environment.
 func emuOptions(opts []Option) (emu.Options, error) {
+	if err := checkOptions("RanksOptions.Open", opts); err != nil {
+		return emu.Options{}, err
+	}
 	var o Options
 	for _, f := range opts {
 		f(&o)
@@ -265,10 +269,10 @@ func sameSignatures(sig, m *ptx.Module) error {
 		}
 		g := got[f.Name]
 		if g == nil {
-			return fmt.Errorf("Source.PTX has no kernel %s (Source.Module declares %s)", f.Name, Signature(f))
+			return fmt.Errorf("Source.PTX has no kernel %s (Source.Module declares %s)", errName(f.Name), errSignature(f))
 		}
 		if Signature(g) != Signature(f) {
-			return fmt.Errorf("kernel %s in Source.PTX is %s, but Source.Module says %s", f.Name, Signature(g), Signature(f))
+			return fmt.Errorf("kernel %s in Source.PTX is %s, but Source.Module says %s", errName(f.Name), errSignature(g), errSignature(f))
 		}
 	}
 	return nil
@@ -342,7 +346,7 @@ func (d *emuDevice) copyDtoD(dst, src DevicePtr, n int64, s stream) error {
 		return nil
 	}
 	if n < 0 || n > math.MaxInt32*int64(64) {
-		return fmt.Errorf("emulator: copy of %d bytes", n)
+		return fmt.Errorf("jit: emulator: a device-to-device copy of %d bytes (the emulator copies 0 to %d at once)", n, math.MaxInt32*int64(64))
 	}
 	return d.hostCopy(s, "device-to-device copy", func() error { return d.m.sys.Copy(uint64(dst), uint64(src), int(n)) })
 }
@@ -422,7 +426,7 @@ func (m *emuModule) function(name string) (function, error) {
 			return &emuFunc{m: m, sig: f}, nil
 		}
 	}
-	return nil, fmt.Errorf("jit: module %s has no kernel %q", m.name, name)
+	return nil, fmt.Errorf("jit: module %s has no kernel %s", m.name, excerpt.Quote(name))
 }
 
 func (m *emuModule) unload() error { return nil }

@@ -50,7 +50,10 @@ func (f *Function) LaunchEncoded(cfg LaunchConfig, a *Args) error {
 	if f == nil || f.m == nil || f.sig == nil {
 		return errors.New("jit: LaunchEncoded of a nil *Function (look kernels up with Module.Function)")
 	}
-	if a == nil || a.f != f {
+	if a == nil {
+		return fmt.Errorf("jit: launch of %s: the encoded arguments are nil (make them with this Function's Encode)", f.sig.Name)
+	}
+	if a.f != f {
 		return fmt.Errorf("jit: launch of %s: arguments encoded for another kernel (make them with this Function's Encode)", f.sig.Name)
 	}
 	for _, m := range a.mems {

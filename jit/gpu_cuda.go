@@ -545,7 +545,7 @@ func (m *cudaModule) checkParams(name string, fn cu.Function) error {
 		return err
 	}
 	if bad != "" {
-		return fmt.Errorf("jit: kernel %s does not match the ptx.Module it was loaded with: %s; signature %s (was Source.PTX printed from Source.Module?)", name, bad, Signature(sig))
+		return fmt.Errorf("jit: kernel %s does not match the ptx.Module it was loaded with: %s; signature %s (was Source.PTX printed from Source.Module?)", name, bad, errSignature(sig))
 	}
 	return nil
 }

@@ -180,6 +180,9 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	if g == nil {
 		return nil, errors.New("jit: Instantiate of a nil *Graph")
 	}
+	if g.d == nil || g.impl == nil {
+		return nil, errors.New("jit: Instantiate of a zero Graph, not captured (Stream.EndCapture makes one)")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -202,6 +205,9 @@ func (g *Graph) Close() error {
 	if g == nil {
 		return errors.New("jit: Close of a nil *Graph")
 	}
+	if g.d == nil || g.impl == nil {
+		return errors.New("jit: Close of a zero Graph, not captured (Stream.EndCapture makes one)")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -216,6 +222,9 @@ func (g *Graph) Close() error {
 func (x *GraphExec) Launch(s *Stream) error {
 	if x == nil {
 		return errors.New("jit: Launch of a nil *GraphExec")
+	}
+	if x.g == nil || x.impl == nil {
+		return errors.New("jit: Launch of a zero GraphExec, not instantiated (Graph.Instantiate makes one)")
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -280,6 +289,9 @@ func (x *GraphExec) node(i int) (*Function, error) {
 	if x == nil {
 		return nil, errors.New("jit: SetArgs of a nil *GraphExec")
 	}
+	if x.g == nil || x.impl == nil {
+		return nil, errors.New("jit: SetArgs of a zero GraphExec, not instantiated (Graph.Instantiate makes one)")
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if i < 0 || i >= len(x.nodes) {
@@ -307,6 +319,9 @@ func (x *GraphExec) set(i int, slots []uint64) error {
 func (x *GraphExec) Close() error {
 	if x == nil {
 		return errors.New("jit: Close of a nil *GraphExec")
+	}
+	if x.g == nil || x.impl == nil {
+		return errors.New("jit: Close of a zero GraphExec, not instantiated (Graph.Instantiate makes one)")
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()

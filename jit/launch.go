@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"io"
 	"net"
 	"os"
@@ -111,12 +112,12 @@ func LaunchRanks(ctx context.Context, o LaunchOptions) (int, error) {
 		o.MasterAddr = "127.0.0.1"
 	}
 	if strings.IndexFunc(o.MasterAddr, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return 2, fmt.Errorf("launch: MasterAddr %q: a host name or address has no spaces or control characters", o.MasterAddr)
+		return 2, fmt.Errorf("launch: MasterAddr %s: a host name or address has no spaces or control characters", excerpt.Quote(o.MasterAddr))
 	}
 	if o.MasterPort == 0 {
 		p, err := freePort(o.MasterAddr)
 		if err != nil {
-			return 2, fmt.Errorf("launch: finding a free port on %q: %w", o.MasterAddr, err)
+			return 2, fmt.Errorf("launch: finding a free port on %s: %w", excerpt.Quote(o.MasterAddr), err)
 		}
 		o.MasterPort = p
 	}

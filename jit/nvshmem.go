@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"os"
 	"slices"
 	"strings"
@@ -148,7 +149,7 @@ func bootstrapTimeout() (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("jit: KGEN_BOOTSTRAP_TIMEOUT=%q: want a positive duration such as 90s or 5m", v)
+		return 0, fmt.Errorf("jit: KGEN_BOOTSTRAP_TIMEOUT=%s: want a positive duration such as 90s or 5m", excerpt.Quote(v))
 	}
 	return d, nil
 }
@@ -163,6 +164,9 @@ func (s *NVSHMEM) live() error {
 	if s == nil {
 		return errors.New("jit: a nil *NVSHMEM (Device.NVSHMEM is nil when none runs: InitNVSHMEM)")
 	}
+	if s.d == nil || s.impl == nil {
+		return errors.New("jit: a zero NVSHMEM, not initialised (InitNVSHMEM makes one)")
+	}
 	if s.finalized() {
 		return errors.New("jit: NVSHMEM was finalized")
 	}
@@ -171,7 +175,7 @@ func (s *NVSHMEM) live() error {
 
 // MyPE returns this process's PE number.
 func (s *NVSHMEM) MyPE() int {
-	if s == nil {
+	if s == nil || s.impl == nil {
 		return 0
 	}
 	return s.impl.myPE()
@@ -179,7 +183,7 @@ func (s *NVSHMEM) MyPE() int {
 
 // NPEs returns the number of PEs.
 func (s *NVSHMEM) NPEs() int {
-	if s == nil {
+	if s == nil || s.impl == nil {
 		return 0
 	}
 	return s.impl.nPEs()
@@ -416,6 +420,9 @@ func (s *NVSHMEM) BarrierAllOnStream(st *Stream) error {
 func (s *NVSHMEM) Finalize() error {
 	if s == nil {
 		return errors.New("jit: Finalize of a nil *NVSHMEM")
+	}
+	if s.d == nil || s.impl == nil {
+		return errors.New("jit: Finalize of a zero NVSHMEM, not initialised (InitNVSHMEM makes one)")
 	}
 	s.mu.Lock()
 	if s.done {

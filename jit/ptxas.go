@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/internal/cachefile"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // PtxasEnv names the environment variable that makes the GPU backend compile PTX with that
@@ -52,7 +53,7 @@ func jitModeFromEnv() (jitMode, error) {
 	case "link":
 		return jitLink, nil
 	default:
-		return 0, fmt.Errorf("jit: %s=%q: want auto, whole or link", JITModeEnv, m)
+		return 0, fmt.Errorf("jit: %s=%s: want auto, whole or link", JITModeEnv, excerpt.Quote(string(m)))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kgen-dev/kgen/emu"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Rank is one rank of a multi-GPU program run by RunRanks: a process of its own on the GPU
@@ -110,7 +111,7 @@ func RunRanks(o RanksOptions, f func(r *Rank) error) error {
 	_, ok := backends[b]
 	backendsMu.Unlock()
 	if !ok {
-		return fmt.Errorf("jit: unknown backend %q (valid: %s, %s)", b, GPU, Emulator)
+		return fmt.Errorf("jit: unknown backend %s (valid: %s, %s)", excerpt.Quote(string(b)), GPU, Emulator)
 	}
 	return runGPURank(o, f) // a registered test backend: one process-style rank
 }
@@ -123,7 +124,7 @@ func gpuNode(nodes int, rv Rendezvous) (int, error) {
 	if v := os.Getenv("LOCAL_WORLD_SIZE"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return 0, fmt.Errorf("jit: LOCAL_WORLD_SIZE=%q is not a positive integer", v)
+			return 0, fmt.Errorf("jit: LOCAL_WORLD_SIZE=%s is not a positive integer", excerpt.Quote(v))
 		}
 		local = n
 	}
@@ -133,7 +134,7 @@ func gpuNode(nodes int, rv Rendezvous) (int, error) {
 	if v := os.Getenv("GROUP_RANK"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return 0, fmt.Errorf("jit: GROUP_RANK=%q is not a non-negative integer", v)
+			return 0, fmt.Errorf("jit: GROUP_RANK=%s is not a non-negative integer", excerpt.Quote(v))
 		}
 		return n, nil
 	}
@@ -237,7 +238,7 @@ func EmuWorld() (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > maxEmuRanks {
-		return 0, fmt.Errorf("jit: WORLD_SIZE=%q: the emulator simulates 1 to %d ranks", v, maxEmuRanks)
+		return 0, fmt.Errorf("jit: WORLD_SIZE=%s: the emulator simulates 1 to %d ranks", excerpt.Quote(v), maxEmuRanks)
 	}
 	if r := os.Getenv("RANK"); r != "" && n > 1 {
 		return 0, fmt.Errorf("jit: RANK=%s and WORLD_SIZE=%d make this process one rank of several, but on the emulator every rank is a goroutine of one process: run the program once, with `kgen launch --backend emu -n %d -- PROG` (WORLD_SIZE=%d, no RANK)", r, n, n, n)
@@ -266,7 +267,7 @@ func EmuNetwork() (*emu.Network, error) {
 	}
 	n, err := ParseNetwork(v)
 	if err != nil {
-		return nil, fmt.Errorf("jit: %s=%q: %w", EmuNetworkEnv, v, err)
+		return nil, fmt.Errorf("jit: %s=%s: %w", EmuNetworkEnv, excerpt.Quote(v), err)
 	}
 	return n, nil
 }
@@ -280,17 +281,17 @@ func ParseNetwork(v string) (*emu.Network, error) {
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(lat))
 	if err != nil || d < 0 {
-		return nil, fmt.Errorf("latency %q: want a duration >= 0 (e.g. 2us)", lat)
+		return nil, fmt.Errorf("latency %s: want a duration >= 0 (e.g. 2us)", excerpt.Quote(lat))
 	}
 	b, err := strconv.ParseFloat(strings.TrimSpace(bw), 64)
 	if err != nil || b < 0 || b != b {
-		return nil, fmt.Errorf("bandwidth %q: want bytes per second >= 0 (e.g. 50e9; 0: unlimited)", bw)
+		return nil, fmt.Errorf("bandwidth %s: want bytes per second >= 0 (e.g. 50e9; 0: unlimited)", excerpt.Quote(bw))
 	}
 	if d > emu.MaxLatency {
-		return nil, fmt.Errorf("latency %q: want at most %v", lat, emu.MaxLatency)
+		return nil, fmt.Errorf("latency %s: want at most %v", excerpt.Quote(lat), emu.MaxLatency)
 	}
 	if b > 0 && b < emu.MinBytesPerSecond {
-		return nil, fmt.Errorf("bandwidth %q: want 0 (unlimited) or at least %g bytes per second", bw, emu.MinBytesPerSecond)
+		return nil, fmt.Errorf("bandwidth %s: want 0 (unlimited) or at least %g bytes per second", excerpt.Quote(bw), emu.MinBytesPerSecond)
 	}
 	return &emu.Network{Latency: d, BytesPerSecond: b}, nil
 }
@@ -304,7 +305,7 @@ func EmuNodes() (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > maxEmuRanks {
-		return 0, fmt.Errorf("jit: %s=%q: want 1 to %d nodes", EmuNodesEnv, v, maxEmuRanks)
+		return 0, fmt.Errorf("jit: %s=%s: want 1 to %d nodes", EmuNodesEnv, excerpt.Quote(v), maxEmuRanks)
 	}
 	return n, nil
 }

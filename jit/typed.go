@@ -175,7 +175,7 @@ func (f *Function) planFor(t reflect.Type) *argPlan {
 	p := &argPlan{}
 	p.fields, p.err = f.makePlan(t)
 	if p.err != nil {
-		p.err = fmt.Errorf("jit: kernel %s, arguments %s: %w; signature %s", f.sig.Name, t, p.err, Signature(f.sig))
+		p.err = fmt.Errorf("jit: kernel %s, arguments %s: %w; signature %s", errName(f.sig.Name), t, p.err, errSignature(f.sig))
 	}
 	f.plans.Store(t, p)
 	return p

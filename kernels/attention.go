@@ -69,7 +69,7 @@ func (c AttentionConfig) Check() error {
 	pow2 := func(x int) bool { return x > 0 && x&(x-1) == 0 }
 	switch {
 	case c.In != dsl.F16 && c.In != dsl.BF16:
-		return fmt.Errorf("attention: input type %s (want f16 or bf16)", c.In)
+		return fmt.Errorf("attention: input type %s (want f16 or bf16)", typeName(c.In))
 	case c.HeadDim != 64 && c.HeadDim != 128 && c.HeadDim != 256:
 		return fmt.Errorf("attention: head dim %d (want 64, 128 or 256)", c.HeadDim)
 	case c.Warps <= 0 || c.Warps > 16 || !pow2(c.Warps):
@@ -343,6 +343,18 @@ func satMul(v ...int) int64 {
 	}
 	return p
 }
+
+// typeName names t in an error: the zero Type, which prints as nothing, is named as such.
+func typeName(t dsl.Type) string {
+	if t == 0 {
+		return "(the zero Type)"
+	}
+	return t.String()
+}
+
+// satInt is satMul as an int: the product of v saturated at math.MaxInt, 0 when a factor
+// is negative (the size and count helpers' products: no wrapped or negative count).
+func satInt(v ...int) int { return int(min(satMul(v...), math.MaxInt)) }
 
 // satString prints satMul(v...), "over 2^63" where it saturated.
 func satString(v ...int) string {

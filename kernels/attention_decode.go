@@ -180,8 +180,9 @@ func SplitCost(blocks, tiles, sms, perSM, splits int) float64 {
 	if blocks <= 0 || tiles <= 0 || sms <= 0 || perSM <= 0 || splits <= 0 {
 		return math.Inf(1)
 	}
-	waves := ceilDiv(blocks*splits, sms*perSM)
-	cost := float64(waves * (ceilDiv(tiles, splits) + decodeBlockTiles))
+	// The products saturate (hostile counts wrapped them: 0 waves, or a negative cost).
+	waves := ceilDiv(int(satMul(blocks, splits)), int(satMul(sms, perSM)))
+	cost := float64(waves) * float64(ceilDiv(tiles, splits)+decodeBlockTiles)
 	if splits > 1 {
 		cost += decodeCombineTiles
 	}
@@ -223,14 +224,14 @@ func (c AttentionDecodeConfig) Splits(batch, qLen, heads, kvHeads, maxSeqLen, sm
 	if most <= 1 {
 		return 1
 	}
-	slots := sms * perSM
+	slots := int(satMul(sms, perSM))
 	ideal := float64(blocks) * float64(tiles) / float64(slots) // waves*tiles a split never go below it
 	// candidates calls f with each candidate split count, in increasing order.
 	candidates := func(f func(s int)) {
 		f(1)
 		prev, best := 1, SplitCost(blocks, tiles, sms, perSM, 1)
 		for w := 1; prev < most && ideal+float64(w*decodeBlockTiles) < best; w++ {
-			s := min(w*slots/blocks, most)
+			s := min(int(satMul(w, slots)/int64(blocks)), most)
 			if s <= prev {
 				continue
 			}
@@ -256,7 +257,7 @@ func (c AttentionDecodeConfig) Check() error {
 	pow2 := func(x int) bool { return x > 0 && x&(x-1) == 0 }
 	switch {
 	case c.In != dsl.F16 && c.In != dsl.BF16:
-		return fmt.Errorf("attention_decode: input type %s (want f16 or bf16)", c.In)
+		return fmt.Errorf("attention_decode: input type %s (want f16 or bf16)", typeName(c.In))
 	case c.HeadDim != 64 && c.HeadDim != 128 && c.HeadDim != 256:
 		return fmt.Errorf("attention_decode: head dim %d (want 64, 128 or 256)", c.HeadDim)
 	case !pow2(c.PageSize) || c.PageSize < 16 || c.PageSize > 1024:
@@ -690,7 +691,7 @@ func AttentionDecodeCombineGrid(rows, d int) int {
 // reads one address at a time: a broadcast).
 func AttentionDecodeCombine(k *dsl.Kernel, dt dsl.Type, d int) {
 	if dt != dsl.F16 && dt != dsl.BF16 {
-		k.Errorf("attention_decode_combine: output type %s (want f16 or bf16)", dt)
+		k.Errorf("attention_decode_combine: output type %s (want f16 or bf16)", typeName(dt))
 		return
 	}
 	if d != 64 && d != 128 && d != 256 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // AttentionSchedule is the order in which the sm_90a attention's work tiles (a query tile of
@@ -53,7 +54,7 @@ func ParseAttentionSchedule(name string) (AttentionSchedule, error) {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("attention schedule %q: want strided, lpt or dynamic", name)
+	return 0, fmt.Errorf("attention schedule %s: want strided, lpt or dynamic", excerpt.Quote(name))
 }
 
 // AttentionSchedArgs is the parameter AttentionDynamic adds after the others (after
@@ -227,10 +228,14 @@ func (c AttentionSM90Config) attnHostWalk(b, grid, tiles int) []int {
 // differ). A Persistent static schedule runs each block's walk; AttentionDynamic, and a grid
 // of one block a tile, hand the tiles in their order to whichever SM frees first (the
 // counter, and the GPU's block scheduler, about do). Dense problems only (VarLen tiles cost
-// what their sequences give); nil for an empty one.
+// what their sequences give); nil for an empty one, for a configuration Check refuses and for
+// a shape CheckShape refuses (which bounds the work tiles, so the model's time and memory).
 func (c AttentionSM90Config) ModelKeyTiles(batch, heads, seqQ, seqK, sms int) []int {
+	if sms < 1 || c.Check() != nil || c.CheckShape(batch, heads, 1, seqQ, seqK) != nil {
+		return nil
+	}
 	tiles := c.Grid(batch, heads, seqQ)
-	if tiles == 0 || sms < 1 || seqK < 1 {
+	if tiles == 0 {
 		return nil
 	}
 	tilesM := ceilDiv(seqQ, c.BM())

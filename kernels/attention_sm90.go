@@ -213,7 +213,7 @@ func attentionSM90AccRegs(pingPong bool, consumers int) int {
 func (c AttentionSM90Config) Check() error {
 	switch {
 	case c.In != dsl.F16 && c.In != dsl.BF16:
-		return fmt.Errorf("attention_sm90: input type %s (want f16 or bf16)", c.In)
+		return fmt.Errorf("attention_sm90: input type %s (want f16 or bf16)", typeName(c.In))
 	case c.HeadDim != 64 && c.HeadDim != 128 && c.HeadDim != 256:
 		return fmt.Errorf("attention_sm90: head dim %d (want 64, 128 or 256)", c.HeadDim)
 	case c.Consumers != 1 && c.Consumers != 2:

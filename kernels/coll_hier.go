@@ -3,6 +3,7 @@ package kernels
 import (
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/nvshmem"
+	"math"
 )
 
 // Hierarchical collectives, for GPUs spread over several NVLink domains (nodes): Nodes
@@ -48,15 +49,24 @@ const (
 
 // HierScratchWords returns the 4-byte words of scratch (symmetric) a hierarchical kernel
 // needs on every GPU for nodes nodes and shards of shard elements: two parities of one
-// receive slot per node, and one send slot per node.
-func HierScratchWords(nodes, shard int) int { return 3 * nodes * shard }
+// receive slot per node, and one send slot per node. The product saturates at math.MaxInt
+// (no allocation holds it); a negative count gives 0.
+func HierScratchWords(nodes, shard int) int { return int(satMul(3, nodes, shard)) }
 
 // HierShard returns the shard size of a hierarchical all-reduce of n elements of dt over
-// gpus GPUs: n/gpus rounded up to whole 128-bit vectors, so every shard is aligned.
+// gpus GPUs: n/gpus rounded up to whole 128-bit vectors, so every shard is aligned. It is 0
+// for a GPU count below 1 or an element type of no size (no panic: the host's checks refuse
+// them), and saturates at the largest whole number of vectors rather than wrap.
 func HierShard(dt dsl.Type, n, gpus int) int {
+	if gpus < 1 || dt.Bytes() < 1 || dt.Bytes() > 16 {
+		return 0
+	}
 	vec := vecOf(dt)
-	s := (n + gpus - 1) / gpus
-	return max((s+vec-1)/vec*vec, vec)
+	q := ceilDiv(ceilDiv(n, gpus), vec)
+	if q > math.MaxInt/vec {
+		return math.MaxInt / vec * vec
+	}
+	return max(q*vec, vec)
 }
 
 func init() {

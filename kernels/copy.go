@@ -42,8 +42,9 @@ type TransposeArgs struct {
 	M, N    dsl.Value `kgen:"u32"`
 }
 
-// TiledCopyElems returns the number of elements one block of tiled_copy moves.
-func TiledCopyElems(dt dsl.Type) int { return copyThreads * copyIters * 16 / dt.Bytes() }
+// TiledCopyElems returns the number of elements one block of tiled_copy moves (a type of
+// no size, the zero Type, counts as one byte).
+func TiledCopyElems(dt dsl.Type) int { return copyThreads * copyIters * 16 / max(dt.Bytes(), 1) }
 
 // TiledCopy copies n elements of src to dst. Each block moves one tile of
 // TiledCopyElems(dt) elements: thread t owns copyIters vectors of 16 bytes, the vectors of

@@ -32,9 +32,9 @@ func init() {
 // grid-stride loops cover the rest); measured on an H100 at n = 2^28 (docs/bench.md), this
 // one ran 1-2% faster than blocks moving 4 vectors per thread and 6% faster than a grid of 4
 // resident blocks per multiprocessor looping over n (the blocks that finish early idle while
-// the others end).
+// the others end). A type of no size (the zero Type) counts as one byte.
 func StreamShape(n int, dt dsl.Type) Shape {
-	return Shape{Grid: max(1, ceilDiv(n, streamThreads*16/dt.Bytes())), Block: streamThreads}
+	return Shape{Grid: max(1, ceilDiv(n, streamThreads*16/max(dt.Bytes(), 1))), Block: streamThreads}
 }
 
 // VectorAddArgs are vector_add's parameters (launch.VectorAdd on the host).

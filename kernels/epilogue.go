@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // EpilogueFunc is a GEMM epilogue written in Go: the gemm's builder calls it at build time,
@@ -153,7 +154,7 @@ func ParseActivation(s string) (Activation, error) {
 			return a, nil
 		}
 	}
-	return ActNone, fmt.Errorf("activation %q: want none, relu, gelu or silu", s)
+	return ActNone, fmt.Errorf("activation %s: want none, relu, gelu or silu", excerpt.Quote(s))
 }
 
 // Apply emits the activation of v (f32) into v's kernel (a value of another type is an
@@ -233,7 +234,7 @@ func ParseEpilogue(s string) (Epilogue, error) {
 	}
 	if strings.HasPrefix(s, "+") || strings.HasPrefix(s, ",") || strings.HasSuffix(s, "+") || strings.HasSuffix(s, ",") ||
 		strings.Contains(s, "++") || strings.Contains(s, ",,") || strings.Contains(s, "+,") || strings.Contains(s, ",+") {
-		return Epilogue{}, fmt.Errorf("epilogue %q: an empty option (options are joined by one + or ,)", s)
+		return Epilogue{}, fmt.Errorf("epilogue %s: an empty option (options are joined by one + or ,)", excerpt.Quote(s))
 	}
 	seen := map[string]bool{}
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == '+' || r == ',' }) {
@@ -242,7 +243,7 @@ func ParseEpilogue(s string) (Epilogue, error) {
 			name = "residual"
 		}
 		if seen[name] {
-			return Epilogue{}, fmt.Errorf("epilogue %q: option %q twice", s, name)
+			return Epilogue{}, fmt.Errorf("epilogue %s: option %s twice", excerpt.Quote(s), excerpt.Quote(name))
 		}
 		seen[name] = true
 		switch f {
@@ -255,10 +256,10 @@ func ParseEpilogue(s string) (Epilogue, error) {
 		default:
 			a, err := ParseActivation(f)
 			if err != nil || a == ActNone {
-				return Epilogue{}, fmt.Errorf("epilogue %q: option %q: want scales, bias, relu, gelu, silu or residual", s, f)
+				return Epilogue{}, fmt.Errorf("epilogue %s: option %s: want scales, bias, relu, gelu, silu or residual", excerpt.Quote(s), excerpt.Quote(f))
 			}
 			if e.Act != ActNone && e.Act != a {
-				return Epilogue{}, fmt.Errorf("epilogue %q: two activations (%s and %s)", s, e.Act, a)
+				return Epilogue{}, fmt.Errorf("epilogue %s: two activations (%s and %s)", excerpt.Quote(s), e.Act, a)
 			}
 			e.Act = a
 		}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -99,29 +100,31 @@ func fusedTiles(cfg GemmConfig, rows, n int) (tilesM, tilesN int) {
 
 // FusedGrid returns the blocks of a fused launch for an M x N output over ngpus GPUs: the
 // tiles of every GPU's M/ngpus-row slice.
+// Like the signal-word counts below, it saturates at math.MaxInt and is 0 for a negative
+// extent (FusedCheckShape refuses both): never a wrapped or negative count.
 func FusedGrid(cfg GemmConfig, m, n, ngpus int) int {
 	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
-	return ngpus * tm * tn
+	return satInt(ngpus, tm, tn)
 }
 
 // AGGemmSignalWords is the number of u32 signal slots ag_gemm needs on every GPU: a ready
 // slot per (source GPU, row tile) and a consumed counter per (consumer GPU, row tile).
 func AGGemmSignalWords(cfg GemmConfig, m, ngpus int) int {
-	return 2 * CollMaxGPUs * ceilDiv(perGPU(m, ngpus), cfg.BM)
+	return satInt(2, CollMaxGPUs, ceilDiv(perGPU(m, ngpus), cfg.BM))
 }
 
 // GemmRSSignalWords is the number of u32 signal slots gemm_rs needs on every GPU: a ready
 // slot per (own tile, source GPU) and a free slot per (owner GPU, tile).
 func GemmRSSignalWords(cfg GemmConfig, m, n, ngpus int) int {
 	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
-	return 2 * CollMaxGPUs * tm * tn
+	return satInt(2, CollMaxGPUs, tm, tn)
 }
 
 // GemmARSignalWords is the number of u32 signal slots gemm_ar needs on every GPU:
 // gemm_rs's, a done slot per (owner GPU, tile) and an arrived slot per GPU.
 func GemmARSignalWords(cfg GemmConfig, m, n, ngpus int) int {
 	tm, tn := fusedTiles(cfg, perGPU(m, ngpus), n)
-	return 3*CollMaxGPUs*tm*tn + CollMaxGPUs
+	return min(satInt(3, CollMaxGPUs, tm, tn), math.MaxInt-CollMaxGPUs) + CollMaxGPUs
 }
 
 func init() {

@@ -2,9 +2,11 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -82,8 +84,10 @@ func FusedSM90Name(f Family, cfg GemmSM90Config) string {
 
 // FusedSM90Tiles returns the output tiles of a fused launch for an M x N output over ngpus
 // GPUs: the tiles of every GPU's M/ngpus-row slice.
+// Like the signal-word counts and AGGemmSM90GatheredRows below, it saturates at math.MaxInt
+// and is 0 for a negative extent: never a wrapped or negative count.
 func FusedSM90Tiles(cfg GemmSM90Config, m, n, ngpus int) int {
-	return ngpus * ceilDiv(perGPU(m, ngpus), cfg.BM()) * ceilDiv(n, cfg.BN)
+	return satInt(ngpus, ceilDiv(perGPU(m, ngpus), cfg.BM()), ceilDiv(n, cfg.BN))
 }
 
 // FusedSM90Grid returns the persistent blocks of a fused launch on GPUs of sms
@@ -95,25 +99,25 @@ func FusedSM90Grid(cfg GemmSM90Config, m, n, ngpus, sms int) int {
 // AGGemmSM90GatheredRows is the row count of ag_gemm_sm90's Gathered buffer: each GPU's
 // M/ngpus rows padded to whole BM-row tiles.
 func AGGemmSM90GatheredRows(cfg GemmSM90Config, m, ngpus int) int {
-	return ngpus * ceilDiv(perGPU(m, ngpus), cfg.BM()) * cfg.BM()
+	return satInt(ngpus, ceilDiv(perGPU(m, ngpus), cfg.BM()), cfg.BM())
 }
 
 // AGGemmSM90SignalWords is the number of u32 signal slots ag_gemm_sm90 needs on every GPU: a
 // ready slot per (source GPU, row tile) and a consumed counter per (consumer GPU, row tile).
 func AGGemmSM90SignalWords(cfg GemmSM90Config, m, ngpus int) int {
-	return 2 * CollMaxGPUs * ceilDiv(perGPU(m, ngpus), cfg.BM())
+	return satInt(2, CollMaxGPUs, ceilDiv(perGPU(m, ngpus), cfg.BM()))
 }
 
 // GemmRSSM90SignalWords is the number of u32 signal slots gemm_rs_sm90 needs on every GPU: a
 // ready slot per (own tile, source GPU) and a free slot per (owner GPU, tile).
 func GemmRSSM90SignalWords(cfg GemmSM90Config, m, n, ngpus int) int {
-	return 2 * CollMaxGPUs * ceilDiv(perGPU(m, ngpus), cfg.BM()) * ceilDiv(n, cfg.BN)
+	return satInt(2, CollMaxGPUs, ceilDiv(perGPU(m, ngpus), cfg.BM()), ceilDiv(n, cfg.BN))
 }
 
 // GemmARSM90SignalWords is the number of u32 signal slots gemm_ar_sm90 needs on every GPU:
 // gemm_rs_sm90's, a done slot per (owner GPU, tile) and an arrived slot per GPU.
 func GemmARSM90SignalWords(cfg GemmSM90Config, m, n, ngpus int) int {
-	return 3*CollMaxGPUs*ceilDiv(perGPU(m, ngpus), cfg.BM())*ceilDiv(n, cfg.BN) + CollMaxGPUs
+	return min(satInt(3, CollMaxGPUs, ceilDiv(perGPU(m, ngpus), cfg.BM()), ceilDiv(n, cfg.BN)), math.MaxInt-CollMaxGPUs) + CollMaxGPUs
 }
 
 func init() {
@@ -640,7 +644,7 @@ func fusedSM90Build(k *dsl.Kernel, f Family, cfg GemmSM90Config) error {
 	case FamilyGemmARMCSM90:
 		GemmARMCSM90(k, cfg)
 	default:
-		return fmt.Errorf("kernels: %q is not an sm_90a fused family", f)
+		return fmt.Errorf("kernels: %s is not an sm_90a fused family", excerpt.Quote(string(f)))
 	}
 	return nil
 }

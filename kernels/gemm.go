@@ -102,9 +102,9 @@ func (c GemmConfig) Check() error {
 	pow2 := func(x int) bool { return x > 0 && x&(x-1) == 0 }
 	switch {
 	case c.In != dsl.F16 && c.In != dsl.BF16:
-		return fmt.Errorf("gemm: input type %s (want f16 or bf16)", c.In)
+		return fmt.Errorf("gemm: input type %s (want f16 or bf16)", typeName(c.In))
 	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
-		return fmt.Errorf("gemm: output type %s (want f16, bf16 or f32)", c.Out)
+		return fmt.Errorf("gemm: output type %s (want f16, bf16 or f32)", typeName(c.Out))
 	case !pow2(c.BM) || !pow2(c.BN) || !pow2(c.BK) || c.BK < 16 || c.BK > 64 || c.DoubleBuffer && c.BK < 32:
 		return fmt.Errorf("gemm: tile %dx%dx%d: want powers of two, BK in 16..64 (32..64 double-buffered)", c.BM, c.BN, c.BK)
 	case c.WarpsM <= 0 || c.WarpsN <= 0 || c.WarpsM > 32 || c.WarpsN > 32 || c.WarpsM*c.WarpsN > 32:

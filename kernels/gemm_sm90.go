@@ -319,9 +319,9 @@ func (c GemmSM90Config) SwizzleBytes() int { return 128 }
 func (c GemmSM90Config) Check() error {
 	switch {
 	case c.In != dsl.F16 && c.In != dsl.BF16 && !c.FP8():
-		return fmt.Errorf("gemm_sm90: input type %s (want f16, bf16, e4m3 or e5m2)", c.In)
+		return fmt.Errorf("gemm_sm90: input type %s (want f16, bf16, e4m3 or e5m2)", typeName(c.In))
 	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
-		return fmt.Errorf("gemm_sm90: output type %s (want f16, bf16 or f32)", c.Out)
+		return fmt.Errorf("gemm_sm90: output type %s (want f16, bf16 or f32)", typeName(c.Out))
 	case c.BN != 64 && c.BN != 128 && c.BN != 256:
 		return fmt.Errorf("gemm_sm90: BN %d (want 64, 128 or 256)", c.BN)
 	case c.Consumers != 1 && c.Consumers != 2:

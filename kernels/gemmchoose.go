@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -42,10 +43,10 @@ func UseSM90(t ptx.Target, n, k int) (ok bool, why string) {
 // A shape the chosen kernel's CheckShape refuses is an error naming the limit.
 func ChooseGemm(t ptx.Target, dt dsl.Type, m, n, k, sms int) (GemmChoice, error) {
 	if !t.Valid() {
-		return GemmChoice{}, fmt.Errorf("ChooseGemm: unknown target %q", t)
+		return GemmChoice{}, fmt.Errorf("ChooseGemm: unknown target %s", excerpt.Quote(string(t)))
 	}
 	if dt != dsl.F16 && dt != dsl.BF16 {
-		return GemmChoice{}, fmt.Errorf("ChooseGemm: element type %s (want f16 or bf16)", dt)
+		return GemmChoice{}, fmt.Errorf("ChooseGemm: element type %s (want f16 or bf16)", typeName(dt))
 	}
 	if m <= 0 || n <= 0 || k <= 0 {
 		return GemmChoice{}, fmt.Errorf("ChooseGemm: shape %dx%dx%d: every extent must be positive", m, n, k)

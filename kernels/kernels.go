@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -159,7 +160,7 @@ func Lookup(name string) (*Spec, error) {
 	if s, ok := registry[name]; ok {
 		return s, nil
 	}
-	return nil, fmt.Errorf("unknown kernel %q (valid: %s)", name, strings.Join(Names(), ", "))
+	return nil, fmt.Errorf("unknown kernel %s (valid: %s)", excerpt.Quote(name), strings.Join(Names(), ", "))
 }
 
 // ParseDType finds one of the kernel's element types by name; the error lists the valid ones.
@@ -169,7 +170,7 @@ func (s *Spec) ParseDType(name string) (dsl.Type, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("kernel %s has no dtype %q (valid: %s)", s.Name, name, s.dtypeNames())
+	return 0, fmt.Errorf("kernel %s has no dtype %s (valid: %s)", s.Name, excerpt.Quote(name), s.dtypeNames())
 }
 
 func (s *Spec) dtypeNames() string {
@@ -241,7 +242,7 @@ func (s *Spec) kernel(c Config) (*dsl.Kernel, error) {
 		ok = ok || t == c.Target
 	}
 	if !ok {
-		return nil, fmt.Errorf("kernel %s does not support target %q", s.Name, c.Target)
+		return nil, fmt.Errorf("kernel %s does not support target %s", s.Name, excerpt.Quote(string(c.Target)))
 	}
 	k := dsl.New(s.VariantName(c.DType), dsl.WithTarget(c.Target))
 	s.New(k, c.DType)

@@ -40,15 +40,18 @@ func MoEBulk(t ptx.Target) bool { return t.SM() >= 90 }
 
 // MoEPieceBytes splits a row of rowBytes (a multiple of 16) into the fewest pieces of at
 // most maxPiece bytes (a multiple of 16), of equal size rounded up to 16 bytes: the Piece
-// argument of moe_dispatch_send, moe_dispatch_expand and moe_combine.
+// argument of moe_dispatch_send, moe_dispatch_expand and moe_combine. A row of no bytes
+// (rowBytes <= 0) takes one piece of 16 bytes, the smallest.
 func MoEPieceBytes(rowBytes, maxPiece int) int {
 	maxPiece &^= 15
 	if maxPiece < 16 {
 		maxPiece = 16
 	}
-	n := (rowBytes + maxPiece - 1) / maxPiece
-	p := (rowBytes + n - 1) / n
-	return (p + 15) &^ 15
+	if rowBytes < 1 {
+		return 16
+	}
+	n := ceilDiv(rowBytes, maxPiece)
+	return ceilDiv(ceilDiv(rowBytes, n), 16) * 16
 }
 
 // MoESendMaxPiece and MoECombineMaxPiece are the largest pieces the budget allows: send and
@@ -60,11 +63,13 @@ const (
 )
 
 // MoESendShared is the dynamic shared memory of moe_dispatch_send and moe_dispatch_expand
-// with pieces of piece bytes (bulk targets; 0 elsewhere).
-func MoESendShared(piece int) int { return MoEWarps * MoEStages * piece }
+// with pieces of piece bytes (bulk targets; 0 elsewhere). The product saturates at
+// math.MaxInt (more than any block has) and a negative piece gives 0.
+func MoESendShared(piece int) int { return int(satMul(MoEWarps, MoEStages, piece)) }
 
-// MoECombineShared is moe_combine's dynamic shared memory with pieces of piece bytes.
-func MoECombineShared(piece int) int { return MoEWarps * (MoEStages + 2) * piece }
+// MoECombineShared is moe_combine's dynamic shared memory with pieces of piece bytes,
+// saturating as MoESendShared.
+func MoECombineShared(piece int) int { return int(satMul(MoEWarps, MoEStages+2, piece)) }
 
 // moeRing is a warp's ring of stages in dynamic shared memory, each with its mbarrier.
 type moeRing struct {

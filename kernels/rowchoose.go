@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // The split-row families (rowsplit.go).
@@ -51,7 +52,7 @@ type RowLaunch struct {
 func ChooseRowKernel(f Family, dt dsl.Type, rows, cols, sms int) (RowLaunch, error) {
 	split := map[Family]Family{FamilySoftmax: FamilySoftmaxSplit, FamilyRowSum: FamilyRowSumSplit}[f]
 	if split == "" {
-		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: family %q is not a row family (want %s or %s)", f, FamilySoftmax, FamilyRowSum)
+		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: family %s is not a row family (want %s or %s)", excerpt.Quote(string(f)), FamilySoftmax, FamilyRowSum)
 	}
 	if _, err := Find(ID{Family: f, DType: dt}); err != nil {
 		return RowLaunch{}, fmt.Errorf("ChooseRowKernel: %w", err)

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/ptx"
@@ -210,7 +211,7 @@ func Matmul[TI, TO jit.Elem](ctx context.Context, s *jit.Stream, d Tensor[TO], a
 	if target == "" {
 		target = st.gemm
 	} else if !target.Valid() {
-		return fmt.Errorf("ops: %s: MatmulOptions.Target %q is not a target kgen knows", op, target)
+		return fmt.Errorf("ops: %s: MatmulOptions.Target %s is not a target kgen knows", op, excerpt.Quote(string(target)))
 	}
 	// Layouts: rows or columns contiguous, and their distance (the leading dimension).
 	aL, lda := layoutOf(a)

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -198,6 +199,12 @@ func (t Tensor[T]) Narrow(dim, start, length int) (Tensor[T], error) {
 	if start > math.MaxInt-length {
 		return Tensor[T]{}, fmt.Errorf("ops: Narrow: length %d from %d along dimension %d: the end overflows an int (want 0 <= start < start+length <= extent)", length, start, dim)
 	}
+	if dim < 0 || dim >= t.rank {
+		return Tensor[T]{}, fmt.Errorf("ops: Narrow: dimension %d of a rank-%d tensor", dim, t.rank)
+	}
+	if start < 0 || start+length > t.shape[dim] {
+		return Tensor[T]{}, fmt.Errorf("ops: Narrow: length %d from %d along dimension %d of extent %d: want 0 <= start < start+length <= extent", length, start, dim, t.shape[dim])
+	}
 	return t.Slice(dim, start, start+length)
 }
 
@@ -216,6 +223,9 @@ func (t Tensor[T]) Transpose() (Tensor[T], error) {
 // View returns a contiguous tensor's elements under another row-major shape of the same
 // element count (a reshape).
 func (t Tensor[T]) View(shape ...int) (Tensor[T], error) {
+	if t.buf == nil {
+		return Tensor[T]{}, errors.New("ops: View of the zero Tensor (make tensors with New, ColMajor or Strided)")
+	}
 	if !t.IsContiguous() {
 		return Tensor[T]{}, fmt.Errorf("ops: View: shape %v, strides %v is not contiguous; View reshapes only contiguous tensors", t.Shape(), t.Strides())
 	}

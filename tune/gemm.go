@@ -297,6 +297,9 @@ const maxGemmHost = 1 << 34
 
 // Close frees the matrices, modules, stream and events; a second Close does nothing.
 func (g *GemmTimer) Close() error {
+	if g == nil {
+		return errors.New("tune: Close of a nil *GemmTimer")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -330,6 +333,9 @@ func (g *GemmTimer) Close() error {
 
 // Time measures candidate c once (see GemmTimer): the mean time of one launch of a batch.
 func (g *GemmTimer) Time(ctx context.Context, c Candidate[kernels.GemmSM90Config]) (time.Duration, error) {
+	if g == nil {
+		return 0, errors.New("tune: GemmTimer.Time of a nil *GemmTimer: use NewGemmTimer")
+	}
 	if err := checkCtx(ctx, "GemmTimer.Time"); err != nil {
 		return 0, err
 	}

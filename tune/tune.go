@@ -184,7 +184,7 @@ func checkCandidates[C any](cands []Candidate[C]) error {
 			return fmt.Errorf("tune: candidate %d's name: %w", i, err)
 		}
 		if seen[c.Name] {
-			return fmt.Errorf("tune: two candidates are named %q (names must be distinct: the cache stores them)", c.Name)
+			return fmt.Errorf("tune: two candidates are named %s (names must be distinct: the cache stores them)", excerpt.Quote(c.Name))
 		}
 		seen[c.Name] = true
 	}
@@ -316,7 +316,7 @@ func Verify[C any](ctx context.Context, s Schedule, winner string, cands []Candi
 		}
 	}
 	if w < 0 {
-		return v, fmt.Errorf("tune: Verify: the winner %q is none of the %d candidates", winner, len(cands))
+		return v, fmt.Errorf("tune: Verify: the winner %s is none of the %d candidates", excerpt.Quote(winner), len(cands))
 	}
 	ts, err := Measure(ctx, s, cands, timer)
 	if err != nil {

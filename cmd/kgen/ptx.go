@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/kernels"
 	"github.com/kgen-dev/kgen/kernels/ref"
 	"github.com/kgen-dev/kgen/ptx"
@@ -36,7 +37,7 @@ func runList(e *env, args []string) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("list takes no arguments, got %q", strings.Join(pos, " "))
+		return usagef("list takes no arguments, got %s", excerpt.Quote(strings.Join(pos, " ")))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KERNEL\tDTYPES\tDESCRIPTION")

@@ -123,6 +123,9 @@ func RunAttention(p AttentionProblem) (Result, error) {
 // element (AttentionTolerance; the LSE within 1e-5 relative, -Inf where a row sees no key),
 // recording the worst error and the count in res; the error names the first value outside.
 func checkAttention(res *Result, name string, in dsl.Type, want AttentionOut, gotO, gotL []float64, B, H, SQ, D int) error {
+	if want.Err != nil { // no reference: a failure, not a pass over nothing
+		return fmt.Errorf("%s: %w", name, want.Err)
+	}
 	bad := 0
 	var first string
 	fail := func(s string) {
@@ -165,15 +168,61 @@ func checkAttention(res *Result, name string, in dsl.Type, want AttentionOut, go
 // heads, seqQ] (natural log of the scaled softmax denominator; -Inf for a row that sees no
 // key, whose O is 0), and Abs, per (batch, seqQ, heads) row of O, sum_j p_j max_d |v_jd|:
 // the scale of the rounding errors of P (see AttentionTolerance).
+// Err is set, and O, LSE and Abs nil, when the inputs do not match the shapes (an extent
+// below 1, heads not a multiple of kvHeads, a slice shorter than its shape): the reference
+// computes nothing rather than panic.
 type AttentionOut struct {
 	O, LSE, Abs []float64
+	Err         error
+}
+
+// refProduct is the product of v, or -1 when a factor is negative or it passes math.MaxInt.
+func refProduct(v ...int) int {
+	p := 1
+	for _, x := range v {
+		if x < 0 || x != 0 && p > math.MaxInt/x {
+			return -1
+		}
+		p *= x
+	}
+	return p
+}
+
+// checkAttentionRef reports inputs of AttentionRef that do not match its shapes.
+func checkAttentionRef(q, k, v []float64, batch, heads, kvHeads, seqQ, seqK, d int) error {
+	switch {
+	case batch < 1 || heads < 1 || kvHeads < 1 || seqQ < 1 || seqK < 0 || d < 1:
+		return fmt.Errorf("ref: AttentionRef: batch %d, heads %d, kvHeads %d, seqQ %d, seqK %d, d %d: want extents of at least 1 (seqK at least 0)", batch, heads, kvHeads, seqQ, seqK, d)
+	case heads%kvHeads != 0:
+		return fmt.Errorf("ref: AttentionRef: %d heads are not a multiple of %d kvHeads", heads, kvHeads)
+	}
+	nq, nkv := refProduct(batch, seqQ, heads, d), refProduct(batch, seqK, kvHeads, d)
+	switch {
+	case nq < 0 || len(q) < nq:
+		return fmt.Errorf("ref: AttentionRef: q has %d values; [batch, seqQ, heads, d] = [%d, %d, %d, %d] needs %s", len(q), batch, seqQ, heads, d, refCount(nq))
+	case nkv < 0 || len(k) < nkv || len(v) < nkv:
+		return fmt.Errorf("ref: AttentionRef: k has %d values and v %d; [batch, seqK, kvHeads, d] = [%d, %d, %d, %d] needs %s each", len(k), len(v), batch, seqK, kvHeads, d, refCount(nkv))
+	}
+	return nil
+}
+
+// refCount writes a refProduct.
+func refCount(n int) string {
+	if n < 0 {
+		return "more than an int counts"
+	}
+	return fmt.Sprint(n)
 }
 
 // AttentionRef computes attention in float64 with the kernel's conventions: BSHD q, k, v,
 // query head h reading K/V head h/(heads/kvHeads), causal keys j <= i + seqK - seqQ. The
 // (batch, head) pairs run on GOMAXPROCS goroutines (each writes its own rows); the sums
-// run in key order, so the result does not depend on the schedule.
+// run in key order, so the result does not depend on the schedule. Inputs that do not match
+// the shapes give an AttentionOut whose Err says why.
 func AttentionRef(q, k, v []float64, batch, heads, kvHeads, seqQ, seqK, d int, scale float64, causal bool) AttentionOut {
+	if err := checkAttentionRef(q, k, v, batch, heads, kvHeads, seqQ, seqK, d); err != nil {
+		return AttentionOut{Err: err}
+	}
 	out := AttentionOut{O: make([]float64, batch*seqQ*heads*d), LSE: make([]float64, batch*heads*seqQ), Abs: make([]float64, batch*seqQ*heads)}
 	pairs := make(chan [2]int)
 	var wg sync.WaitGroup

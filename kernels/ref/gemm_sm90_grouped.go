@@ -285,7 +285,9 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 // offs[g] <= r < offs[g+1] of group g, D[r,:] = alpha*A[r,:]*B[g] + beta*C[r,:] (A M x K,
 // B groups x K x N, C M x N, all row-major; C may be nil when beta is 0), the product
 // scaled by scaleA[r]*scaleB[g*n+j] when scaleA is not nil, and NaN on the rows of no
-// group. scale[i] is the sum of the absolute terms of D[i] (for GemmTolerance).
+// group. scale[i] is the sum of the absolute terms of D[i] (for GemmTolerance). Inputs that
+// do not match the shapes (an extent below 1, a slice shorter than its shape, a group's rows
+// outside [0, m)) give nil, nil: the reference computes nothing rather than panic.
 func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
 	g := max(len(offs)-1, 0)
 	lo, hi := make([]int, g), make([]int, g)
@@ -297,8 +299,12 @@ func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta 
 
 // MaskedGroupedMatmulRef is GroupedMatmulRef over the masked layout: group g's rows are
 // g*stride <= r < g*stride + counts[g], each count clamped to [0, stride] as the kernel
-// clamps it; NaN on every other row.
+// clamps it; NaN on every other row. Inputs that do not match the shapes give nil, nil, as
+// GroupedMatmulRef's.
 func MaskedGroupedMatmulRef(a, b, c []float64, counts []int32, stride, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
+	if stride < 1 || refProduct(len(counts), stride) < 0 {
+		return nil, nil
+	}
 	lo, hi := make([]int, len(counts)), make([]int, len(counts))
 	for g, cnt := range counts {
 		lo[g], hi[g] = g*stride, g*stride+min(max(int(cnt), 0), stride)
@@ -306,8 +312,32 @@ func MaskedGroupedMatmulRef(a, b, c []float64, counts []int32, stride, m, n, k i
 	return groupedMatmulRows(a, b, c, lo, hi, m, n, k, alpha, beta, scaleA, scaleB)
 }
 
+// groupedRefFits reports whether the grouped reference's inputs match its shapes: positive
+// extents, slices as long as their shapes, every group's rows within [0, m).
+func groupedRefFits(a, b, c []float64, lo, hi []int, m, n, k int, beta float64, scaleA, scaleB []float64) bool {
+	g := len(lo)
+	mn, mk, bn := refProduct(m, n), refProduct(m, k), refProduct(g, k, n)
+	switch {
+	case m < 1 || n < 1 || k < 1 || mn < 0 || mk < 0 || bn < 0 || refProduct(g, n) < 0:
+		return false
+	case len(a) < mk || len(b) < bn || beta != 0 && len(c) < mn:
+		return false
+	case scaleA != nil && (len(scaleA) < m || len(scaleB) < g*n):
+		return false
+	}
+	for i := range lo {
+		if hi[i] > lo[i] && (lo[i] < 0 || hi[i] > m) {
+			return false
+		}
+	}
+	return true
+}
+
 // groupedMatmulRows is the grouped reference for group g's rows lo[g] <= r < hi[g].
 func groupedMatmulRows(a, b, c []float64, lo, hi []int, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
+	if !groupedRefFits(a, b, c, lo, hi, m, n, k, beta, scaleA, scaleB) {
+		return nil, nil
+	}
 	d, scale = make([]float64, m*n), make([]float64, m*n)
 	for i := range d {
 		d[i] = math.NaN()

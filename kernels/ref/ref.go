@@ -196,8 +196,11 @@ func Run(p Problem) (Result, error) {
 
 // DefaultTarget is the target a kernel runs for when the problem names none: sm_90, or the
 // kernel's first target when it does not support sm_90 (the sm_100a-only fp8 multimem
-// kernels).
+// kernels); "" for a nil Spec.
 func DefaultTarget(s *kernels.Spec) ptx.Target {
+	if s == nil {
+		return ""
+	}
 	if slices.Contains(s.Targets, ptx.SM90) || len(s.Targets) == 0 {
 		return ptx.SM90
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/internal/toolchain"
 )
 
@@ -332,14 +333,27 @@ type UnknownFunctionError struct {
 	Notes   []string // per name: a hint ("internal helper", "did you mean ...") or ""
 }
 
-// Error lists every unknown name with its hint.
+// maxUnknownListed is how many unknown names Error lists (Names holds every one).
+const maxUnknownListed = 10
+
+// Error lists the unknown names with their hints: the first maxUnknownListed, each as an
+// excerpt, then how many more there are (a --funcs of thousands of names gives a short
+// message; Names keeps them all).
 func (e *UnknownFunctionError) Error() string {
-	parts := make([]string, len(e.Names))
+	parts := make([]string, 0, min(len(e.Names), maxUnknownListed)+1)
 	for i, n := range e.Names {
-		parts[i] = n
-		if e.Notes[i] != "" {
-			parts[i] += " (" + e.Notes[i] + ")"
+		if i == maxUnknownListed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(e.Names)-i))
+			break
 		}
+		p := n
+		if len(n) > excerpt.Max {
+			p = excerpt.Quote(n)
+		}
+		if i < len(e.Notes) && e.Notes[i] != "" {
+			p += " (" + e.Notes[i] + ")"
+		}
+		parts = append(parts, p)
 	}
 	return fmt.Sprintf("devlib: NVSHMEM %s's device library does not define %s", e.Version, strings.Join(parts, ", "))
 }

@@ -2,6 +2,7 @@ package devlib
 
 import (
 	"fmt"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"strconv"
 	"strings"
 )
@@ -26,12 +27,12 @@ func ParseVersion(v string) ([3]int, error) {
 	s := strings.TrimPrefix(strings.TrimSpace(v), "v")
 	parts := strings.Split(s, ".")
 	if len(parts) < 3 || len(parts) > 4 {
-		return out, fmt.Errorf("devlib: bad NVSHMEM version %q (want major.minor.patch, like 3.4.5)", v)
+		return out, fmt.Errorf("devlib: bad NVSHMEM version %s (want major.minor.patch, like 3.4.5)", excerpt.Quote(v))
 	}
 	for i, p := range parts {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 0 {
-			return out, fmt.Errorf("devlib: bad NVSHMEM version %q (want major.minor.patch, like 3.4.5)", v)
+			return out, fmt.Errorf("devlib: bad NVSHMEM version %s (want major.minor.patch, like 3.4.5)", excerpt.Quote(v))
 		}
 		if i < 3 {
 			out[i] = n

@@ -212,11 +212,23 @@ func NewMoELayer(ctx context.Context, c *collectives.Comm, cfg MoELayerConfig, w
 	return l, nil
 }
 
-// Config returns the layer's shape (Capacity filled in).
-func (l *MoELayer) Config() MoELayerConfig { return l.cfg }
+// Config returns the layer's shape (Capacity filled in); the zero MoELayerConfig for a nil
+// layer.
+func (l *MoELayer) Config() MoELayerConfig {
+	if l == nil {
+		return MoELayerConfig{}
+	}
+	return l.cfg
+}
 
-// MoE returns the layer's dispatch and combine (its Recv, Counts, Offsets, Src).
-func (l *MoELayer) MoE() *collectives.MoE { return l.m }
+// MoE returns the layer's dispatch and combine (its Recv, Counts, Offsets, Src); nil for a
+// nil or freed layer.
+func (l *MoELayer) MoE() *collectives.MoE {
+	if l == nil {
+		return nil
+	}
+	return l.m
+}
 
 // Forward computes this GPU's out [Tokens, Hidden] bf16 = sum over k of weights[t, k] *
 // expert_{ids[t, k]}(x[t]) for each of its tokens t, each expert being down(silu(gate) *
