@@ -274,11 +274,15 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // Fastest returns the index of the timing of the smallest median among those without an
-// error (the earlier on a tie), or an error joining every candidate's when none worked.
+// error (the earlier on a tie), or an error joining every candidate's when none worked. A
+// median that is not a positive duration (a Timing no measurement made) counts as an error.
 func Fastest(ts []Timing) (int, error) {
 	best := -1
 	var errs []error
 	for i, t := range ts {
+		if t.Err == nil && t.Median <= 0 {
+			t.Err = fmt.Errorf("median %v: not a measured time", t.Median)
+		}
 		if t.Err != nil {
 			errs = append(errs, bounded(t.Name+": ", t.Err))
 			continue
