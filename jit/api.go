@@ -858,7 +858,7 @@ func (m *Memory) Free() error { return m.FreeContext(context.Background()) }
 // ended ctx is refused before it). Private memory ignores ctx.
 func (m *Memory) FreeContext(ctx context.Context) error {
 	if m == nil || m.free == nil {
-		return errors.New("jit: Free of a nil *Memory")
+		return errors.New("jit: Free of a nil *Memory or a zero Memory{} (memory comes from Device.Alloc)")
 	}
 	if ctx == nil {
 		return errors.New("jit: FreeContext: nil context")
@@ -1036,7 +1036,7 @@ func (b *Buffer[T]) DevPtr() DevicePtr { return b.Memory().DevPtr() }
 // Free releases the buffer's memory.
 func (b *Buffer[T]) Free() error {
 	if b == nil || b.mem == nil {
-		return errors.New("jit: Free of a nil *Buffer")
+		return errors.New("jit: Free of a nil *Buffer or a zero Buffer{} (buffers come from Alloc or BufferOf)")
 	}
 	return b.mem.Free()
 }
@@ -1058,7 +1058,7 @@ func bytesOf[T Elem](s []T) []byte {
 
 func (b *Buffer[T]) check(op string, n int) error {
 	if b == nil || b.mem == nil {
-		return fmt.Errorf("jit: %s of a nil *Buffer", op)
+		return fmt.Errorf("jit: %s of a nil *Buffer or a zero Buffer{} (buffers come from Alloc or BufferOf)", op)
 	}
 	if b.mem.isFreed() {
 		return fmt.Errorf("jit: %s: the buffer was freed", op)

@@ -251,3 +251,19 @@ func TestProbe13ZeroTypeParam(t *testing.T) {
 		t.Errorf("EncodeArgs of a zero-Type parameter: %v", err)
 	}
 }
+
+// TestProbe13ZeroBufferNamed: a zero Memory{} or Buffer{} (not made by Device.Alloc, Alloc or
+// BufferOf) is refused saying so (before: the error spoke only of a nil pointer).
+func TestProbe13ZeroBufferNamed(t *testing.T) {
+	var m Memory
+	if err := m.Free(); err == nil || !strings.Contains(err.Error(), "zero Memory{}") {
+		t.Errorf("Free of a zero Memory: %v", err)
+	}
+	var b Buffer[float32]
+	if err := b.Free(); err == nil || !strings.Contains(err.Error(), "zero Buffer{}") {
+		t.Errorf("Free of a zero Buffer: %v", err)
+	}
+	if err := b.CopyFromHost([]float32{1}); err == nil || !strings.Contains(err.Error(), "zero Buffer{}") {
+		t.Errorf("CopyFromHost into a zero Buffer: %v", err)
+	}
+}
