@@ -111,17 +111,7 @@ func runVarLen[T jit.Elem](t *testing.T, d *jit.Device, c varlenCase, inPlace bo
 // TestAttentionVarLenRefuses: bad operands are errors naming the operand and the rule.
 func TestAttentionVarLenRefuses(t *testing.T) {
 	d := emuDevice(t)
-	bf := func(shape ...int) Tensor[fp.BF16] {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		x, err := New(upload[fp.BF16](t, d, make([]float64, n)), shape...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	bf := func(shape ...int) Tensor[fp.BF16] { return zerosBF16(t, d, shape...) }
 	ints := func(v ...int32) Tensor[int32] {
 		x, err := New(uploadInts(t, d, v), len(v))
 		if err != nil {

@@ -166,17 +166,7 @@ func TestGroupedMatmulMasked(t *testing.T) {
 func TestGroupedMatmulMaskedRefuses(t *testing.T) {
 	d := emuDevice(t)
 	ctx := context.Background()
-	mk := func(shape ...int) Tensor[fp.BF16] {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		x, err := New(upload[fp.BF16](t, d, make([]float64, n)), shape...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	mk := func(shape ...int) Tensor[fp.BF16] { return zerosBF16(t, d, shape...) }
 	ints := func(shape ...int) Tensor[int32] {
 		n := 1
 		for _, s := range shape {

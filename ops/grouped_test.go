@@ -164,17 +164,7 @@ func TestGroupedMatmulConfig(t *testing.T) {
 func TestGroupedMatmulRefuses(t *testing.T) {
 	d := emuDevice(t)
 	ctx := context.Background()
-	mk := func(shape ...int) Tensor[fp.BF16] {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		x, err := New(upload[fp.BF16](t, d, make([]float64, n)), shape...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	mk := func(shape ...int) Tensor[fp.BF16] { return zerosBF16(t, d, shape...) }
 	offs := func(n int) Tensor[int32] {
 		x, err := New(uploadInts(t, d, make([]int32, n)), n)
 		if err != nil {

@@ -39,6 +39,20 @@ func upload[T jit.Elem](t *testing.T, d *jit.Device, vals []float64) *jit.Buffer
 	return b
 }
 
+// zerosBF16 is a bf16 tensor of the given shape on d, every element 0.
+func zerosBF16(t *testing.T, d *jit.Device, shape ...int) Tensor[fp.BF16] {
+	t.Helper()
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	x, err := New(upload[fp.BF16](t, d, make([]float64, n)), shape...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
 // of converts v to T (the fp types round to nearest).
 func of[T jit.Elem](v float64) T {
 	var z T

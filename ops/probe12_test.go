@@ -18,17 +18,7 @@ import (
 func TestProbe12GroupedConfigPartial(t *testing.T) {
 	d := emuDevice(t)
 	ctx := context.Background()
-	mk := func(shape ...int) Tensor[fp.BF16] {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		x, err := New(upload[fp.BF16](t, d, make([]float64, n)), shape...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	mk := func(shape ...int) Tensor[fp.BF16] { return zerosBF16(t, d, shape...) }
 	offs, err := New(uploadInts(t, d, []int32{0, 8, 16}), 3)
 	if err != nil {
 		t.Fatal(err)
@@ -65,17 +55,7 @@ func TestProbe12GroupedConfigPartial(t *testing.T) {
 func TestProbe12MaskedStrideWrap(t *testing.T) {
 	d := emuDevice(t)
 	ctx := context.Background()
-	mk := func(shape ...int) Tensor[fp.BF16] {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		x, err := New(upload[fp.BF16](t, d, make([]float64, n)), shape...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	mk := func(shape ...int) Tensor[fp.BF16] { return zerosBF16(t, d, shape...) }
 	counts, err := New(uploadInts(t, d, []int32{8, 8}), 2)
 	if err != nil {
 		t.Fatal(err)

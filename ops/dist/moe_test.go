@@ -380,22 +380,8 @@ func testMoELayer(t *testing.T, lc layerCase) {
 func TestMoELayerErrors(t *testing.T) {
 	ctx := context.Background()
 	const tokens, topK, hidden, experts, ffn = 4, 2, 16, 2, 8
-	ro := jit.RanksOptions{Backend: jit.Emulator, World: 1, NVSHMEM: true}
-	err := jit.RunRanks(ro, func(r *jit.Rank) error {
-		c, err := collectives.New(ctx, r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		local := func(shape ...int) ops.Tensor[fp.BF16] {
-			n := 1
-			for _, s := range shape {
-				n *= s
-			}
-			b, _ := jit.Alloc[fp.BF16](r.Device, n)
-			x, _ := ops.New(b, shape...)
-			return x
-		}
+	onOneRank(t, func(r *jit.Rank, c *collectives.Comm) error {
+		local := func(shape ...int) ops.Tensor[fp.BF16] { return uninitBF16(r, shape...) }
 		w13, w2 := local(experts, hidden, 2*ffn), local(experts, ffn, hidden)
 		cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: tokens, TopK: topK, Hidden: hidden, Experts: experts}, FFN: ffn}
 		bad := cfg
@@ -412,7 +398,7 @@ func TestMoELayerErrors(t *testing.T) {
 				want string
 			}{name, err, want})
 		}
-		_, err = dist.NewMoELayer(ctx, c, bad, w13, w2)
+		_, err := dist.NewMoELayer(ctx, c, bad, w13, w2)
 		add("FFN", err, "FFN 12: want a positive multiple of 8")
 		f16 := cfg
 		f16.GateUp = kernels.DefaultGemmSM90GroupedConfig(dsl.F16)
@@ -473,9 +459,6 @@ func TestMoELayerErrors(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // nilCtx is a nil context: the misuse tested.
@@ -617,4 +600,33 @@ func TestMoELayerMaskedSameBits(t *testing.T) {
 		t.Fatal("every output is 0: the comparison proves nothing")
 	}
 	t.Logf("%d variants x %d GPUs x %d rounds: every output bit-identical (%d nonzero)", len(variants), g, rounds, nonzero)
+}
+
+// onOneRank runs f on one emulated GPU with NVSHMEM, beside a Comm on it; an error fails t.
+func onOneRank(t *testing.T, f func(r *jit.Rank, c *collectives.Comm) error) {
+	t.Helper()
+	ro := jit.RanksOptions{Backend: jit.Emulator, World: 1, NVSHMEM: true}
+	err := jit.RunRanks(ro, func(r *jit.Rank) error {
+		c, err := collectives.New(context.Background(), r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return f(r, c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// uninitBF16 is a bf16 tensor of the given shape on r's GPU, its contents not set; a
+// failed allocation gives the zero Tensor, which the operations refuse.
+func uninitBF16(r *jit.Rank, shape ...int) ops.Tensor[fp.BF16] {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	b, _ := jit.Alloc[fp.BF16](r.Device, n)
+	x, _ := ops.New(b, shape...)
+	return x
 }

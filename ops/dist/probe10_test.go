@@ -3,7 +3,6 @@ package dist_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand"
 	"strings"
 	"testing"
@@ -21,13 +20,7 @@ import (
 func TestProbe10MoELayer(t *testing.T) {
 	ctx := context.Background()
 	const tokens, topK, hidden, experts, ffn = 5, 2, 16, 2, 8
-	ro := jit.RanksOptions{Backend: jit.Emulator, World: 1, NVSHMEM: true}
-	err := jit.RunRanks(ro, func(r *jit.Rank) error {
-		c, err := collectives.New(ctx, r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	onOneRank(t, func(r *jit.Rank, c *collectives.Comm) error {
 		rng := rand.New(rand.NewSource(10))
 		local := func(shape ...int) (ops.Tensor[fp.BF16], *jit.Buffer[fp.BF16]) {
 			n := 1
@@ -126,7 +119,4 @@ func TestProbe10MoELayer(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

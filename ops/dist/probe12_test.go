@@ -3,7 +3,6 @@ package dist_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -22,22 +21,8 @@ import (
 func TestProbe12LayerConfigPartial(t *testing.T) {
 	ctx := context.Background()
 	const tokens, topK, hidden, experts, ffn = 4, 2, 16, 2, 8
-	ro := jit.RanksOptions{Backend: jit.Emulator, World: 1, NVSHMEM: true}
-	err := jit.RunRanks(ro, func(r *jit.Rank) error {
-		c, err := collectives.New(ctx, r, collectives.Options{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		local := func(shape ...int) ops.Tensor[fp.BF16] {
-			n := 1
-			for _, s := range shape {
-				n *= s
-			}
-			b, _ := jit.Alloc[fp.BF16](r.Device, n)
-			x, _ := ops.New(b, shape...)
-			return x
-		}
+	onOneRank(t, func(r *jit.Rank, c *collectives.Comm) error {
+		local := func(shape ...int) ops.Tensor[fp.BF16] { return uninitBF16(r, shape...) }
 		w13, w2 := local(experts, hidden, 2*ffn), local(experts, ffn, hidden)
 		for _, ll := range []bool{false, true} {
 			cfg := dist.MoELayerConfig{MoEConfig: collectives.MoEConfig{Tokens: tokens, TopK: topK, Hidden: hidden, Experts: experts, LowLatency: ll}, FFN: ffn}
@@ -60,7 +45,4 @@ func TestProbe12LayerConfigPartial(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
