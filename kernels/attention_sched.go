@@ -26,11 +26,20 @@ const (
 	// odd rounds (gridDim-1-b), so that the block that took a round's longest tile takes
 	// the next round's shortest. Without Persistent the grid is in this order (the GPU's
 	// block scheduler hands the next block to whichever SM is free: about longest first).
+	// A round's tiles are of as many heads as blocks, so K and V are read from DRAM again
+	// and again (d 128 causal 1k on an H200: 654 MB where one block a tile read 201); the
+	// L2 sections of AttentionDynamic broke the snake's balance here (d 128 4k 578 -> 507
+	// TFLOP/s).
 	AttentionLPT
-	// AttentionDynamic is Persistent only: AttentionLPT's order, block b's first tile b and
-	// then whatever tile a counter in global memory hands out next (AttentionSchedArgs), so
-	// that a block takes the next tile when it is ready for it. The producer thread takes
-	// the tile and passes its index to the consumer warpgroups through shared memory.
+	// AttentionDynamic is Persistent only: block b's first tile b and then whatever tile a
+	// counter in global memory hands out next (AttentionSchedArgs), so that a block takes
+	// the next tile when it is ready for it. The producer thread takes the tile and passes
+	// its index to the consumer warpgroups through shared memory. The order is
+	// AttentionLPT's within sections of (batch, head) pairs whose K and V fit in the L2
+	// cache together (attnL2KVBytes): section s holds the n pairs from s*n on (fewer in the
+	// last), and its i-th tile is query tile tilesM-1 - i/n of pair s*n + i%n. On an H200
+	// the sections took d 128 causal from 375 / 590 / 688 TFLOP/s at 1k / 4k / 16k tokens
+	// to 443 / 628 / 702 (docs/attention.md).
 	AttentionDynamic
 )
 
@@ -72,19 +81,50 @@ type AttentionSchedArgs struct {
 // AttentionSchedWords is the u32 words of AttentionSchedArgs.Sched.
 const AttentionSchedWords = 2
 
+// attnL2KVBytes is the K and V bytes one section of AttentionDynamic's order may read:
+// FlashAttention-3's budget, within the 50 MB L2 cache of an H100 or H200, the rest for
+// Q, O and the other sections' tails.
+const attnL2KVBytes = 32 << 20
+
+// attnSectionKeys is the keys of one K/V head whose K and V rows (keyBytes bytes a key)
+// fit in attnL2KVBytes: at least 1.
+func attnSectionKeys(keyBytes int) int { return max(attnL2KVBytes/max(keyBytes, 1), 1) }
+
+// attnSectionPairs is the (batch, head) pairs of a section of AttentionDynamic's order: the
+// K/V heads (seqK keys each, group query heads sharing one) of which sectionKeys keys fit,
+// at least one, times group, at most pairs (the host's copy of attnTileMap's).
+func attnSectionPairs(pairs, group, seqK, sectionKeys int) int {
+	fit := max(sectionKeys/max(seqK, 1), 1)
+	return min(min(fit, ceilDiv(pairs, group))*group, pairs)
+}
+
 // attnTileMap maps work tile t (U32) of schedule s to (query tile, batch*heads + head, head,
 // batch, K/V head): attentionTile's mapping for AttentionStrided, longest first across the
-// (batch, head) pairs for AttentionLPT and AttentionDynamic.
-func attnTileMap(k *dsl.Kernel, a AttentionArgs, bm int, causal bool, s AttentionSchedule, t dsl.Value) (mt, bh, h, b, hkv dsl.Value) {
+// pairs for AttentionLPT, and within sections of pairs for AttentionDynamic, sectionKeys
+// (attnSectionKeys) keys of a K/V head's K and V fitting in a section's budget.
+func attnTileMap(k *dsl.Kernel, a AttentionArgs, bm int, causal bool, s AttentionSchedule, sectionKeys int, t dsl.Value) (mt, bh, h, b, hkv dsl.Value) {
 	if s == AttentionStrided {
 		return attentionTile(k, a, bm, causal, t)
 	}
 	tilesM := a.SeqQ.Add(uint32(bm - 1)).Div(uint32(bm))
 	pairs := a.Batch.Mul(a.Heads)
-	mt = tilesM.Sub(uint32(1)).Sub(t.Div(pairs))
-	bh = t.Rem(pairs)
+	group := a.Heads.Div(a.KVHeads)
+	// attnSectionPairs; CheckShape keeps pairs*tilesM below 2^31, so n*group and n*tilesM
+	// stay below 2^32.
+	n := pairs // AttentionLPT: one section
+	if s == AttentionDynamic {
+		fit := k.Const(dsl.U32, uint32(min(sectionKeys, 1<<31))).Div(a.SeqK.Max(uint32(1))).Max(uint32(1))
+		n = fit.Min(pairs.Add(group).Sub(uint32(1)).Div(group)).Mul(group).Min(pairs)
+	}
+	secTiles := n.Mul(tilesM)
+	sec := t.Div(secTiles)
+	i := t.Sub(sec.Mul(secTiles))
+	first := sec.Mul(n)
+	n = n.Min(pairs.Sub(first)) // the last section's pairs
+	mt = tilesM.Sub(uint32(1)).Sub(i.Div(n))
+	bh = first.Add(i.Rem(n))
 	h, b = bh.Rem(a.Heads), bh.Div(a.Heads)
-	return mt, bh, h, b, h.Div(a.Heads.Div(a.KVHeads))
+	return mt, bh, h, b, h.Div(group)
 }
 
 // attnStaticWalk runs visit(t) at run time for each work tile t (U32) below tiles that the
@@ -196,8 +236,9 @@ func (c AttentionSM90Config) attnKeyTiles(mt, seqQ, seqK int) int {
 	return min(n, last/c.BN+1)
 }
 
-// attnHostTile is attnTileMap on the host: work tile t's query tile and (batch, head) pair.
-func (c AttentionSM90Config) attnHostTile(t, tilesM, pairs int) (mt, bh int) {
+// attnHostTile is attnTileMap on the host: work tile t's query tile and (batch, head) pair,
+// section pairs a section (AttentionDynamic: attnSectionPairs; AttentionLPT: pairs).
+func (c AttentionSM90Config) attnHostTile(t, tilesM, pairs, section int) (mt, bh int) {
 	if c.Schedule == AttentionStrided {
 		mt = t % tilesM
 		if c.Causal {
@@ -205,7 +246,15 @@ func (c AttentionSM90Config) attnHostTile(t, tilesM, pairs int) (mt, bh int) {
 		}
 		return mt, t / tilesM
 	}
-	return tilesM - 1 - t/pairs, t % pairs
+	sec := t / (section * tilesM)
+	i, first := t%(section*tilesM), sec*section
+	n := min(section, pairs-first)
+	return tilesM - 1 - i/n, first + i%n
+}
+
+// attnSectionKeys is attnSectionKeys of c's K and V rows.
+func (c AttentionSM90Config) attnSectionKeys() int {
+	return attnSectionKeys(2 * c.HeadDim * c.In.Bytes())
 }
 
 // attnHostWalk is attnStaticWalk on the host: the work tiles block b of grid takes.
@@ -228,7 +277,8 @@ func (c AttentionSM90Config) attnHostWalk(b, grid, tiles int) []int {
 // differ). A Persistent static schedule runs each block's walk; AttentionDynamic, and a grid
 // of one block a tile, hand the tiles in their order to whichever SM frees first (the
 // counter, and the GPU's block scheduler, about do). Dense problems only (VarLen tiles cost
-// what their sequences give); nil for an empty one, for a configuration Check refuses and for
+// what their sequences give; AttentionDynamic's sections as if each query head had its own
+// K/V head); nil for an empty one, for a configuration Check refuses and for
 // a shape CheckShape refuses (which bounds the work tiles, so the model's time and memory).
 func (c AttentionSM90Config) ModelKeyTiles(batch, heads, seqQ, seqK, sms int) []int {
 	if sms < 1 || c.Check() != nil || c.CheckShape(batch, heads, 1, seqQ, seqK) != nil {
@@ -239,8 +289,12 @@ func (c AttentionSM90Config) ModelKeyTiles(batch, heads, seqQ, seqK, sms int) []
 		return nil
 	}
 	tilesM := ceilDiv(seqQ, c.BM())
+	section := batch * heads
+	if c.Schedule == AttentionDynamic {
+		section = attnSectionPairs(section, 1, seqK, c.attnSectionKeys())
+	}
 	cost := func(t int) int {
-		mt, _ := c.attnHostTile(t, tilesM, batch*heads)
+		mt, _ := c.attnHostTile(t, tilesM, batch*heads, section)
 		return c.attnKeyTiles(mt, seqQ, seqK)
 	}
 	grid := min(tiles, sms)

@@ -78,7 +78,7 @@ func TestAttentionScheduleCostModel(t *testing.T) {
 			for tl := range tiles {
 				lpt := cfg
 				lpt.Schedule = AttentionLPT
-				mt, _ := lpt.attnHostTile(tl, ceilDiv(sh.seq, cfg.BM()), sh.batch*sh.heads)
+				mt, _ := lpt.attnHostTile(tl, ceilDiv(sh.seq, cfg.BM()), sh.batch*sh.heads, sh.batch*sh.heads)
 				noSnake[tl%len(noSnake)] += cfg.attnKeyTiles(mt, sh.seq, sh.seq)
 			}
 			rn, _ := maxOverMean(noSnake)
@@ -99,7 +99,8 @@ func TestAttentionScheduleCostModel(t *testing.T) {
 }
 
 // TestAttentionScheduleHostModel checks the host model's orders (ModelKeyTiles' tiles) on
-// their own: every work tile is one (query tile, batch*heads) pair and every pair one tile,
+// their own: every work tile is one (query tile, batch*heads) pair and every pair one tile
+// (AttentionLPT: for sections of 1, 2, 3 and every pair, and longest first within each),
 // and a static walk gives each tile to one block, at shapes off the tiles.
 func TestAttentionScheduleHostModel(t *testing.T) {
 	for _, s := range []AttentionSchedule{AttentionStrided, AttentionLPT} {
@@ -108,13 +109,22 @@ func TestAttentionScheduleHostModel(t *testing.T) {
 			for _, sh := range [][3]int{{1, 1, 1}, {3, 5, 7}, {2, 16, 128}, {16, 16, 8}} {
 				tilesM, pairs := sh[2], sh[0]*sh[1]
 				tiles := tilesM * pairs
-				seen := map[[2]int]bool{}
-				for tl := range tiles {
-					mt, bh := cfg.attnHostTile(tl, tilesM, pairs)
-					if mt < 0 || mt >= tilesM || bh < 0 || bh >= pairs || seen[[2]int{mt, bh}] {
-						t.Fatalf("%s causal %v %v: tile %d -> (%d, %d): out of range or taken twice", s, causal, sh, tl, mt, bh)
+				for _, section := range []int{1, 2, 3, pairs} {
+					section = min(section, pairs)
+					seen := map[[2]int]bool{}
+					for tl := range tiles {
+						mt, bh := cfg.attnHostTile(tl, tilesM, pairs, section)
+						if mt < 0 || mt >= tilesM || bh < 0 || bh >= pairs || seen[[2]int{mt, bh}] {
+							t.Fatalf("%s causal %v %v section %d: tile %d -> (%d, %d): out of range or taken twice", s, causal, sh, section, tl, mt, bh)
+						}
+						seen[[2]int{mt, bh}] = true
+						if s == AttentionStrided || tl%(section*tilesM) == 0 {
+							continue
+						}
+						if prev, _ := cfg.attnHostTile(tl-1, tilesM, pairs, section); prev < mt {
+							t.Fatalf("%s %v section %d: tile %d -> (%d, %d) after query tile %d: not longest first within its section", s, sh, section, tl, mt, bh, prev)
+						}
 					}
-					seen[[2]int{mt, bh}] = true
 				}
 				for _, grid := range []int{1, 3, 7, tiles} {
 					got := make([]int, tiles)
@@ -136,9 +146,13 @@ func TestAttentionScheduleHostModel(t *testing.T) {
 
 // attnWalkArgs are the parameters of the test kernel that records a static walk.
 type attnWalkArgs struct {
-	Out                         dsl.Ptr   `kgen:"u32"`
-	Batch, Heads, KVHeads, SeqQ dsl.Value `kgen:"u32"`
+	Out                               dsl.Ptr   `kgen:"u32"`
+	Batch, Heads, KVHeads, SeqQ, SeqK dsl.Value `kgen:"u32"`
 }
+
+// attnWalkSectionKeys is the walk kernel's section budget in keys: sections of 1 to 5 K/V
+// heads at its shapes.
+const attnWalkSectionKeys = 700
 
 // attnWalkFields is what the walk kernel stores per work tile.
 const attnWalkFields = 8
@@ -147,26 +161,27 @@ const attnWalkFields = 8
 // attnTileMap: what AttentionSM90 emits) on the emulator and checks them against the host
 // model that TestAttentionScheduleCostModel measures: for each work tile the block that
 // took it, its place in the block's walk, its query tile, (batch, head), head, batch and
-// K/V head, and that it was taken once.
+// K/V head, and that it was taken once. AttentionDynamic's tile map (its L2 sections) is
+// walked in AttentionLPT's snake here: its counter hands the same numbers out.
 func TestAttentionScheduleKernelWalk(t *testing.T) {
 	d, err := jit.OpenBackend(jit.Emulator, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	for _, s := range []AttentionSchedule{AttentionStrided, AttentionLPT} {
+	for _, s := range []AttentionSchedule{AttentionStrided, AttentionLPT, AttentionDynamic} {
 		for _, causal := range []bool{false, true} {
 			cfg := AttentionSM90Config{Consumers: 2, Causal: causal, Schedule: s, Persistent: true}
 			name := fmt.Sprintf("walk_%s_%v", s, causal)
 			k := dsl.New(name, dsl.WithTarget(ptx.SM90a))
 			p := dsl.Params[attnWalkArgs](k, dsl.U32)
-			a := AttentionArgs{Batch: p.Batch, Heads: p.Heads, KVHeads: p.KVHeads, SeqQ: p.SeqQ}
+			a := AttentionArgs{Batch: p.Batch, Heads: p.Heads, KVHeads: p.KVHeads, SeqQ: p.SeqQ, SeqK: p.SeqK}
 			bm := cfg.BM()
 			k.If(k.ThreadIdx(dsl.X).Eq(uint32(0)), func() {
 				tiles := a.SeqQ.Add(uint32(bm - 1)).Div(uint32(bm)).Mul(a.Heads).Mul(a.Batch)
 				step := k.Var(dsl.U32, 0)
 				attnStaticWalk(k, s, tiles, func(tl dsl.Value) {
-					mt, bh, h, b, hkv := attnTileMap(k, a, bm, causal, s, tl)
+					mt, bh, h, b, hkv := attnTileMap(k, a, bm, causal, s, attnWalkSectionKeys, tl)
 					o := p.Out.At(tl.Mul(uint32(attnWalkFields)))
 					for i, v := range []dsl.Value{k.BlockIdx(dsl.X), step, mt, bh, h, b, hkv} {
 						k.Store(o.At(i), v)
@@ -187,9 +202,15 @@ func TestAttentionScheduleKernelWalk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// (batch, heads, kvHeads, seqQ, grid): tiles off the grid, one tile, GQA.
-			for _, sh := range [][5]int{{1, 1, 1, 1, 1}, {2, 3, 3, 300, 4}, {3, 4, 1, 129, 5}, {2, 8, 2, 1000, 7}, {1, 2, 2, 640, 10}} {
-				B, H, HK, SQ, grid := sh[0], sh[1], sh[2], sh[3], sh[4]
+			// (batch, heads, kvHeads, seqQ, seqK, grid): tiles off the grid, one tile, GQA;
+			// sections of 1 (a last one short), 2 (of 4 pairs: GQA 4) and 5 K/V heads, one
+			// section of every pair.
+			for _, sh := range [][6]int{{1, 1, 1, 1, 1, 1}, {2, 3, 3, 300, 300, 4}, {3, 4, 1, 129, 300, 5}, {2, 8, 2, 1000, 1000, 7}, {1, 2, 2, 640, 2000, 10}, {4, 3, 3, 200, 129, 6}} {
+				B, H, HK, SQ, SK, grid := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
+				section := B * H
+				if s == AttentionDynamic {
+					section = attnSectionPairs(B*H, H/HK, SK, attnWalkSectionKeys)
+				}
 				tilesM := ceilDiv(SQ, bm)
 				tiles := tilesM * B * H
 				out, err := jit.Alloc[uint32](d, tiles*attnWalkFields)
@@ -199,7 +220,7 @@ func TestAttentionScheduleKernelWalk(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = fn.Launch(jit.LaunchConfig{Grid: jit.D1(grid), Block: jit.D1(32)}, out, uint32(B), uint32(H), uint32(HK), uint32(SQ))
+				err = fn.Launch(jit.LaunchConfig{Grid: jit.D1(grid), Block: jit.D1(32)}, out, uint32(B), uint32(H), uint32(HK), uint32(SQ), uint32(SK))
 				got := make([]uint32, tiles*attnWalkFields)
 				if err == nil {
 					err = out.CopyToHost(got)
@@ -211,7 +232,7 @@ func TestAttentionScheduleKernelWalk(t *testing.T) {
 				want := make([]uint32, tiles*attnWalkFields)
 				for b := range grid {
 					for i, tl := range cfg.attnHostWalk(b, grid, tiles) {
-						mt, bh := cfg.attnHostTile(tl, tilesM, B*H)
+						mt, bh := cfg.attnHostTile(tl, tilesM, B*H, section)
 						h := bh % H
 						copy(want[tl*attnWalkFields:], []uint32{uint32(b), uint32(i), uint32(mt), uint32(bh), uint32(h), uint32(bh / H), uint32(h / (H / HK)), 1})
 					}

@@ -58,7 +58,7 @@ type AttentionSM90Config struct {
 // d 128 seqlen 16k 691 TFLOP/s against 687 with the ping-pong too and 590 with the
 // ping-pong alone. Persistent when not causal: 2-14% faster there (d 128 2k 661 against 580
 // TFLOP/s). Causal tiles are unequal; AttentionSM90ConfigForShape makes them Persistent
-// with AttentionLPT where that measured faster.
+// with AttentionLPT (d 64) or AttentionDynamic (d 128, 256), which measured faster.
 func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) AttentionSM90Config {
 	c := AttentionSM90Config{In: dt, HeadDim: headDim, BN: 128, Stages: 2, Consumers: 2, Causal: causal, Overlap: true, Persistent: !causal}
 	if headDim > 128 {
@@ -73,9 +73,10 @@ func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) Attention
 //     at head dim 256, for its registers);
 //   - causal: Persistent with AttentionLPT at d 64 (1k-16k tokens: 298-509 TFLOP/s against
 //     242-487 one block a tile), there with 3 K/V stages (1k-16k: 308-505 against 300-493
-//     with 2, two runs each in one call), and at d 128 and 256 from 4k to 8k queries (d 256
-//     4k 647 against 613); one block a tile otherwise (d 128 1k 337 against 336, d 256 16k
-//     799 against 780);
+//     with 2, two runs each in one call); at d 128 and 256 Persistent with AttentionDynamic
+//     (its L2 sections): d 128 1k-16k 443 / 554 / 628 / 675 / 702 against one block a
+//     tile's 374 / 490 / 595 / 657 / 698, d 256 405-778 against 408-784 (the same within
+//     1%, 2k 558 against 529);
 //   - not causal, many keys: longer key steps, d 64 BN 192 from 2k keys (440 / 448 TFLOP/s
 //     at 2k), BN 224 from 4k (483 / 502 at 16k); d 128 BN 160 from 4k (735 / 750 at 16k).
 //     Fewer keys ran faster at BN 128, and causal tiles at BN 128 at every length.
@@ -87,12 +88,10 @@ func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, se
 		if headDim > 128 {
 			c.BN = 64
 		}
-	case causal && (headDim == 64 || seqQ >= 4096 && seqQ < 16384):
-		c.Persistent, c.Schedule = true, AttentionLPT
-		if headDim == 64 {
-			c.Stages = 3
-		}
+	case causal && headDim == 64:
+		c.Persistent, c.Schedule, c.Stages = true, AttentionLPT, 3
 	case causal:
+		c.Persistent, c.Schedule = true, AttentionDynamic
 	case headDim == 64 && seqK >= 4096:
 		c.BN = 224
 	case headDim == 64 && seqK >= 2048:
@@ -458,7 +457,7 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	// barrier.
 	tileOf := func(t dsl.Value) attnSM90Tile {
 		var tl attnSM90Tile
-		tl.mt, tl.bh, tl.h, tl.b, tl.hkv = attnTileMap(k, a, BM, cfg.Causal, cfg.Schedule, t)
+		tl.mt, tl.bh, tl.h, tl.b, tl.hkv = attnTileMap(k, a, BM, cfg.Causal, cfg.Schedule, cfg.attnSectionKeys(), t)
 		tl.seqQ, tl.seqK = a.SeqQ.To(dsl.I32), a.SeqK.To(dsl.I32)
 		tl.mIdx = tl.mt.To(dsl.I32)
 		if cfg.VarLen {

@@ -32,19 +32,22 @@ func TestAttentionSM90ConfigFor(t *testing.T) {
 			t.Errorf("seqQ %d: %+v; want %d consumers, ping-pong %v, overlap, causal", c.sq, cfg, c.consumers, c.pingPong)
 		}
 	}
-	// Causal: Persistent + AttentionLPT at d 64, and from 4k to 8k queries at d 128 and 256.
+	// Causal: Persistent with AttentionLPT at d 64, AttentionDynamic at d 128 and 256; one
+	// block (one consumer warpgroup) at 64 queries.
 	for _, c := range []struct {
 		d, sq   int
 		persist bool
-	}{{64, 1024, true}, {64, 16384, true}, {128, 2048, false}, {128, 4096, true}, {128, 8192, true},
-		{128, 16384, false}, {256, 1024, false}, {256, 4096, true}, {256, 16384, false}, {64, 64, false}} {
+		sched   kernels.AttentionSchedule
+	}{{64, 1024, true, kernels.AttentionLPT}, {64, 16384, true, kernels.AttentionLPT}, {128, 1024, true, kernels.AttentionDynamic},
+		{128, 4096, true, kernels.AttentionDynamic}, {128, 16384, true, kernels.AttentionDynamic}, {256, 1024, true, kernels.AttentionDynamic},
+		{256, 16384, true, kernels.AttentionDynamic}, {64, 64, false, kernels.AttentionStrided}, {128, 64, false, kernels.AttentionStrided}} {
 		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, c.d, c.sq, c.sq, true)
 		if err != nil {
 			t.Errorf("causal d %d seqQ %d: %v", c.d, c.sq, err)
 			continue
 		}
-		if cfg.Persistent != c.persist || c.persist && cfg.Schedule != kernels.AttentionLPT {
-			t.Errorf("causal d %d seqQ %d: Persistent %v schedule %v, want Persistent %v (AttentionLPT)", c.d, c.sq, cfg.Persistent, cfg.Schedule, c.persist)
+		if cfg.Persistent != c.persist || cfg.Schedule != c.sched {
+			t.Errorf("causal d %d seqQ %d: Persistent %v schedule %v, want Persistent %v %v", c.d, c.sq, cfg.Persistent, cfg.Schedule, c.persist, c.sched)
 		}
 	}
 	// Key steps: longer without a mask where keys are many; every pick builds (Check).

@@ -197,6 +197,9 @@ func planAttentionVarLen(ctx context.Context, st *devState, key planKey) (*plan,
 	// Not persistent (not measured so): sequences of unequal length strided over the blocks
 	// would balance like causal tiles, which ran a third slower so (docs/attention.md).
 	cfg.VarLen, cfg.Persistent = true, false
+	if cfg.Schedule == kernels.AttentionDynamic { // Persistent only: the grid in its longest-first order
+		cfg.Schedule = kernels.AttentionLPT
+	}
 	l, err := cfg.LaunchVarLen(batch, heads, kvHeads, maxQ, totalQ, totalK)
 	if err != nil {
 		return nil, refusal{err}
