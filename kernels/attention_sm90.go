@@ -21,7 +21,7 @@ type AttentionSM90Config struct {
 	HeadDim   int // 64, 128 or 256
 	BN        int // keys per step: a multiple of 16, 16..256
 	Stages    int // K and V tiles in flight: 2..8
-	Consumers int // consumer warpgroups: 1 or 2 (BM 64 or 128)
+	Consumers int // consumer warpgroups: 1, 2 or 3 (BM 64, 128 or 192; 3 at head dim 64)
 	Causal    bool
 	// Overlap issues S_{j+1} = Q K_{j+1}^T before the softmax of tile j's scores and P_j V_j
 	// after it (FlashAttention-3's intra-warpgroup pipelining, section 3.2): the tensor
@@ -77,8 +77,14 @@ func DefaultAttentionSM90Config(dt dsl.Type, headDim int, causal bool) Attention
 //     (its L2 sections): d 128 1k-16k 443 / 554 / 628 / 675 / 702 against one block a
 //     tile's 374 / 490 / 595 / 657 / 698, d 256 405-778 against 408-784 (the same within
 //     1%, 2k 558 against 529);
-//   - not causal, many keys: longer key steps, d 64 BN 192 from 2k keys (440 / 448 TFLOP/s
-//     at 2k), BN 224 from 4k (483 / 502 at 16k); d 128 BN 160 from 4k (735 / 750 at 16k).
+//   - d 64 from 4k queries causal, 2k queries and keys not: three consumer warpgroups (192
+//     query rows, 128-key steps; causal with AttentionDynamic and 3 stages): causal 4k /
+//     8k / 16k 434-436 / 490 / 510 against 426-427 / 477-479 / 489-491, not causal 2k-16k
+//     463-469 / 484-487 / 508 / 504-506 against 443-450 / 466 / 487-492 / 479-481 with two
+//     (shorter ones ran slower: 192-row tiles pad and mask more);
+//   - not causal, many keys: longer key steps, d 64 (two consumers: fewer than 2k queries)
+//     BN 192 from 2k keys (440 / 448 TFLOP/s at 2k), BN 224 from 4k (483 / 502 at 16k); d
+//     128 BN 160 from 4k (735 / 750 at 16k).
 //     Fewer keys ran faster at BN 128, and causal tiles at BN 128 at every length.
 func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, seqK int) AttentionSM90Config {
 	c := DefaultAttentionSM90Config(dt, headDim, causal)
@@ -88,10 +94,14 @@ func AttentionSM90ConfigForShape(dt dsl.Type, headDim int, causal bool, seqQ, se
 		if headDim > 128 {
 			c.BN = 64
 		}
+	case causal && headDim == 64 && seqQ >= 4096:
+		c.Consumers, c.Persistent, c.Schedule, c.Stages = 3, true, AttentionDynamic, 3
 	case causal && headDim == 64:
 		c.Persistent, c.Schedule, c.Stages = true, AttentionLPT, 3
 	case causal:
 		c.Persistent, c.Schedule = true, AttentionDynamic
+	case headDim == 64 && seqQ >= 2048 && seqK >= 2048:
+		c.Consumers = 3
 	case headDim == 64 && seqK >= 4096:
 		c.BN = 224
 	case headDim == 64 && seqK >= 2048:
@@ -196,7 +206,8 @@ func (c AttentionSM90Config) TMABox() (q, kv [2]int) {
 // with one consumer) without spills. ptxas 13.0 spills nothing up to 208 (d 128 at BN 192),
 // with PingPong (its turn barriers keep more values live across the GEMMs) up to 184 (d 128
 // at BN 160; Persistent causal spills at 196), and with one consumer up to 176 (Persistent
-// spills at d 256 and BN 80, 188). TestAttentionSM90Ptxas assembles the widest BN each
+// spills at d 256 and BN 80, 188). Three consumers get 160 registers: 128 (d 64 at BN
+// 128, FlashAttention-3's tile there). TestAttentionSM90Ptxas assembles the widest BN each
 // bound admits.
 func attentionSM90AccRegs(pingPong bool, consumers int) int {
 	switch {
@@ -204,6 +215,8 @@ func attentionSM90AccRegs(pingPong bool, consumers int) int {
 		return 184
 	case consumers == 1:
 		return 176
+	case consumers == 3:
+		return 128
 	}
 	return 208
 }
@@ -215,8 +228,8 @@ func (c AttentionSM90Config) Check() error {
 		return fmt.Errorf("attention_sm90: input type %s (want f16 or bf16)", typeName(c.In))
 	case c.HeadDim != 64 && c.HeadDim != 128 && c.HeadDim != 256:
 		return fmt.Errorf("attention_sm90: head dim %d (want 64, 128 or 256)", c.HeadDim)
-	case c.Consumers != 1 && c.Consumers != 2:
-		return fmt.Errorf("attention_sm90: %d consumer warpgroups (want 1 or 2: BM 64 or 128)", c.Consumers)
+	case c.Consumers < 1 || c.Consumers > 3:
+		return fmt.Errorf("attention_sm90: %d consumer warpgroups (want 1, 2 or 3: BM 64, 128 or 192)", c.Consumers)
 	case c.BN < 16 || c.BN > 256 || c.BN%16 != 0:
 		return fmt.Errorf("attention_sm90: BN %d: want a multiple of 16 in 16..256 (wgmma's N, P's K blocks)", c.BN)
 	case c.Stages < 2 || c.Stages > 8:
@@ -615,15 +628,21 @@ func attnQState(k *dsl.Kernel, p *dsl.TMAPipeline, producer bool) (dsl.PipelineS
 // attentionSM90ProducerRegs and attentionSM90ConsumerRegs are the setmaxnreg budgets of the
 // producer and the consumer warpgroups: 128*(producer + Consumers*consumer) <= 65536.
 func attentionSM90ProducerRegs(consumers int) int {
-	if consumers == 1 {
+	switch consumers {
+	case 1:
 		return 40
+	case 3:
+		return 32
 	}
 	return 24
 }
 
 func attentionSM90ConsumerRegs(consumers int) int {
-	if consumers == 1 {
+	switch consumers {
+	case 1:
 		return 232
+	case 3:
+		return 160
 	}
 	return 240
 }
@@ -896,16 +915,16 @@ func attentionSM90Epilogue(k *dsl.Kernel, cfg AttentionSM90Config, a AttentionAr
 			})
 		}
 	}
-	bars := []dsl.NamedBar{k.NamedBarrierFor("attention_sm90 epilogue: warpgroup 0", 128)}
-	if cfg.Consumers > 1 {
-		bars = append(bars, k.NamedBarrierFor("attention_sm90 epilogue: warpgroup 1", 128))
+	var bars []dsl.NamedBar
+	for w := range cfg.Consumers {
+		bars = append(bars, k.NamedBarrierFor(fmt.Sprintf("attention_sm90 epilogue: warpgroup %d", w), 128))
 	}
-	sync := func() {
-		if cfg.Consumers == 1 {
-			bars[0].Sync()
-			return
-		}
-		k.If(wg.Eq(uint32(0)), bars[0].Sync).Else(bars[1].Sync)
+	// sync waits at the calling warpgroup's barrier.
+	var sync func()
+	sync = func() { bars[len(bars)-1].Sync() }
+	for w := len(bars) - 2; w >= 0; w-- {
+		inner := sync
+		sync = func() { k.If(wg.Eq(uint32(w)), bars[w].Sync).Else(inner) }
 	}
 	staged := func() {
 		es, BM := cfg.In.Bytes(), cfg.BM()

@@ -18,7 +18,8 @@ import (
 // 64 and 256, causal and not, with GQA and lengths off the tiles, against the float64
 // reference element by element (the harness of TestAttentionSM90), and the VarLen kernel
 // over packed sequences (TestAttentionSM90VarLen's harness); Persistent cases on the device's
-// SM count and on 7 blocks, also with AttentionLPT and AttentionDynamic.
+// SM count and on 7 blocks, also with AttentionLPT and AttentionDynamic; three consumer
+// warpgroups at d 64.
 func TestGPUAttentionSM90(t *testing.T) {
 	d, err := jit.OpenBackend(jit.GPU, 0)
 	if err != nil {
@@ -66,6 +67,13 @@ func TestGPUAttentionSM90(t *testing.T) {
 		)
 	}
 	cases = append(cases, sm90Problem{cfg: sm90WithSched(sm90Cfg(bf, 128, true, true, false), kernels.AttentionLPT), b: 2, h: 16, hk: 16, sq: 1024, sk: 1024})
+	// Three consumer warpgroups (the library's d 64 pick from 2k tokens), causal with the
+	// dynamic schedule's L2 sections, GQA, lengths off the 192-row tiles.
+	c3 := kernels.AttentionSM90ConfigForShape(bf, 64, true, 4096, 4096)
+	cases = append(cases,
+		sm90Problem{cfg: c3, b: 1, h: 8, hk: 2, sq: 2000, sk: 2100, sms: sms},
+		sm90Problem{cfg: kernels.AttentionSM90ConfigForShape(bf, 64, false, 2048, 2048), b: 2, h: 8, hk: 8, sq: 2048, sk: 1500, sms: 7},
+	)
 	for _, c := range cases {
 		t.Run(c.String(), func(t *testing.T) { runSM90(t, d, c, 11) })
 	}
@@ -80,6 +88,7 @@ func TestGPUAttentionSM90(t *testing.T) {
 		{cfg: sm90Persist(sm90VarLenCfg(bf, 128, false, true, false)), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: 7},
 		{cfg: sm90WithSched(sm90VarLenCfg(bf, 128, true, true, false), kernels.AttentionDynamic), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: sms},
 		{cfg: sm90WithSched(sm90Persist(sm90VarLenCfg(bf, 128, true, true, false)), kernels.AttentionLPT), h: 16, hk: 4, lensQ: lq, lensK: lk, sms: 7},
+		{cfg: sm90Three(sm90VarLenCfg(bf, 64, true, true, false), 3), h: 8, hk: 2, lensQ: lq, lensK: lk},
 	} {
 		t.Run(vc.String(), func(t *testing.T) { runSM90VarLen(t, d, vc, 11) })
 	}

@@ -314,6 +314,12 @@ func sm90Cfg(dt dsl.Type, d int, causal, overlap, pingPong bool) kernels.Attenti
 	return c
 }
 
+// sm90Three is c with three consumer warpgroups (no ping-pong) and stages K/V stages.
+func sm90Three(c kernels.AttentionSM90Config, stages int) kernels.AttentionSM90Config {
+	c.Consumers, c.PingPong, c.Stages = 3, false, stages
+	return c
+}
+
 // TestAttentionSM90 checks the sm_90a attention on the emulator against float64 at odd
 // shapes: one token, sequence lengths off the tiles (70, 90, 130, 200), GQA 1, 4 and 8, causal
 // with seqQ < seqK and seqQ > seqK (rows that see no key), f16 and bf16, head dims 64 and
@@ -347,6 +353,9 @@ func TestAttentionSM90(t *testing.T) {
 		sm90Problem{cfg: sm90Cfg(bf, 256, true, false, false), b: 1, h: 2, hk: 1, sq: 130, sk: 70},
 		sm90Problem{cfg: three, b: 2, h: 1, hk: 1, sq: 65, sk: 200, scale: 0.5},
 		sm90Problem{cfg: sm90Cfg(f16, 64, false, true, true), b: 1, h: 8, hk: 1, sq: 33, sk: 70}, // GQA 8
+		// Three consumer warpgroups (192 query rows), causal and not, 3 stages too.
+		sm90Problem{cfg: sm90Three(sm90Cfg(bf, 64, true, true, false), 3), b: 1, h: 4, hk: 1, sq: 200, sk: 250},
+		sm90Problem{cfg: sm90Three(sm90Cfg(f16, 64, false, false, false), 2), b: 2, h: 1, hk: 1, sq: 70, sk: 130, scale: 0.5},
 		// Causal, seqQ far above seqK: the first block sees no key at all (no tiles; O 0,
 		// LSE -Inf), with and without the overlaps.
 		sm90Problem{cfg: sm90Cfg(bf, 64, true, true, true), b: 1, h: 1, hk: 1, sq: 200, sk: 20},
@@ -378,7 +387,8 @@ func TestAttentionSM90Refuses(t *testing.T) {
 	}{
 		{mod(func(c *kernels.AttentionSM90Config) { c.In = dsl.F32 }), "input type f32"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.HeadDim = 96 }), "head dim 96"},
-		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers = 3; c.PingPong = false }), "3 consumer warpgroups"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers = 4; c.PingPong = false }), "4 consumer warpgroups"},
+		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers = 3; c.PingPong = false }), "accumulator and P registers"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.BN = 72 }), "BN 72"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.Stages = 1 }), "1 stages"},
 		{mod(func(c *kernels.AttentionSM90Config) { c.Consumers, c.BN, c.PingPong = 1, 64, true }), "PingPong alternates two"},
@@ -493,7 +503,7 @@ func sm90Variants() []kernels.AttentionSM90Config {
 			for _, v := range []struct {
 				pp        bool
 				consumers int
-			}{{false, 2}, {true, 2}, {false, 1}} {
+			}{{false, 2}, {true, 2}, {false, 1}, {false, 3}} {
 				c := sm90Cfg(dsl.BF16, d, causal, true, v.pp)
 				c.Consumers = v.consumers
 				for bn := 256; bn >= 16; bn -= 16 {
@@ -501,7 +511,9 @@ func sm90Variants() []kernels.AttentionSM90Config {
 						break
 					}
 				}
-				cfgs = append(cfgs, c)
+				if c.Check() == nil { // three consumers: none at d 256
+					cfgs = append(cfgs, c)
+				}
 			}
 		}
 	}
@@ -639,6 +651,8 @@ func sm90PersistentCases() []sm90Problem {
 	// A 3-stage ring, 32 keys per step: 6 tiles over 5 blocks.
 	three := sm90Persist(sm90Cfg(bf, 64, true, true, true))
 	three.Stages, three.BN = 3, 32
+	lpt3 := sm90Persist(sm90Three(sm90Cfg(bf, 64, true, true, false), 2))
+	lpt3.Schedule = kernels.AttentionLPT
 	cases = append(cases,
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, false, true, false)), b: 11, h: 1, hk: 1, sq: 1, sk: 90, sms: 3},
 		sm90Problem{cfg: sm90Persist(sm90Cfg(f16, 64, true, true, true)), b: 3, h: 2, hk: 2, sq: 130, sk: 90, scale: 0.5, sms: 4},
@@ -653,6 +667,10 @@ func sm90PersistentCases() []sm90Problem {
 		// that do, on the same blocks.
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, true, true, false)), b: 3, h: 2, hk: 2, sq: 300, sk: 20, sms: 4},
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 64, true, false, true)), b: 3, h: 2, hk: 2, sq: 300, sk: 20, sms: 4},
+		// Three consumer warpgroups: 192-row tiles, causal ones that see no key among them;
+		// LPT and the dynamic schedule's sections.
+		sm90Problem{cfg: sm90Persist(sm90Three(sm90Cfg(bf, 64, true, true, false), 3)), b: 2, h: 2, hk: 1, sq: 450, sk: 300, sms: 3},
+		sm90Problem{cfg: lpt3, b: 3, h: 2, hk: 2, sq: 200, sk: 200, sms: 4},
 		// More SMs than tiles: one tile a block, as without Persistent.
 		sm90Problem{cfg: sm90Persist(sm90Cfg(bf, 128, true, true, false)), b: 1, h: 2, hk: 2, sq: 130, sk: 130, sms: 132},
 	)

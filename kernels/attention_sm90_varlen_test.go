@@ -296,19 +296,22 @@ func sm90VarLenCfg(dt dsl.Type, d int, causal, overlap, pingPong bool) kernels.A
 // float64, sequence by sequence: lengths {1, 70, 0, 130} of queries over {90, 1, 5, 200}
 // keys (an empty query sequence, a one-key one, tiles that read the next sequence's rows,
 // causal rows that see no key), causal and not, GQA 4, head dims 64 and 128, each overlap,
-// one consumer warpgroup, an empty key sequence, and non-monotone offsets (clamped: the
+// one consumer warpgroup and three, an empty key sequence, and non-monotone offsets (clamped: the
 // rows of no sequence keep their values).
 func TestAttentionSM90VarLen(t *testing.T) {
 	bf, f16 := dsl.BF16, dsl.F16
 	lq, lk := []int{1, 70, 0, 130}, []int{90, 1, 5, 200}
 	one := sm90VarLenCfg(f16, 64, true, true, false)
 	one.Consumers, one.BN = 1, 64
+	three := sm90VarLenCfg(bf, 64, true, true, false)
+	three.Consumers, three.Stages = 3, 3
 	cases := []sm90VarLenProblem{
 		{cfg: sm90VarLenCfg(bf, 64, false, false, true), h: 4, hk: 1, lensQ: lq, lensK: lk},
 		{cfg: sm90VarLenCfg(bf, 64, true, false, true), h: 4, hk: 1, lensQ: lq, lensK: lk},
 		{cfg: sm90VarLenCfg(bf, 128, false, true, true), h: 4, hk: 1, lensQ: lq, lensK: lk, scale: 0.3},
 		{cfg: sm90VarLenCfg(f16, 128, true, false, false), h: 4, hk: 1, lensQ: lq, lensK: lk},
 		{cfg: one, h: 2, hk: 2, lensQ: []int{130, 33, 64}, lensK: []int{20, 0, 64}},
+		{cfg: three, h: 2, hk: 1, lensQ: []int{200, 1, 0, 70}, lensK: []int{250, 90, 5, 1}}, // 192-row tiles
 		// Offsets out of order, negative and past the tensors: clamped, no fault. Queries
 		// [0,10) over keys [0,40), [10,30) over none (O 0, LSE -Inf), none over [20,60); rows
 		// 30..39 are in no sequence.

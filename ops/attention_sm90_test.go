@@ -38,7 +38,7 @@ func TestAttentionSM90ConfigFor(t *testing.T) {
 		d, sq   int
 		persist bool
 		sched   kernels.AttentionSchedule
-	}{{64, 1024, true, kernels.AttentionLPT}, {64, 16384, true, kernels.AttentionLPT}, {128, 1024, true, kernels.AttentionDynamic},
+	}{{64, 1024, true, kernels.AttentionLPT}, {64, 16384, true, kernels.AttentionDynamic}, {128, 1024, true, kernels.AttentionDynamic},
 		{128, 4096, true, kernels.AttentionDynamic}, {128, 16384, true, kernels.AttentionDynamic}, {256, 1024, true, kernels.AttentionDynamic},
 		{256, 16384, true, kernels.AttentionDynamic}, {64, 64, false, kernels.AttentionStrided}, {128, 64, false, kernels.AttentionStrided}} {
 		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, c.d, c.sq, c.sq, true)
@@ -50,25 +50,28 @@ func TestAttentionSM90ConfigFor(t *testing.T) {
 			t.Errorf("causal d %d seqQ %d: Persistent %v schedule %v, want Persistent %v %v", c.d, c.sq, cfg.Persistent, cfg.Schedule, c.persist, c.sched)
 		}
 	}
-	// Key steps: longer without a mask where keys are many; every pick builds (Check).
+	// Key steps: longer without a mask where keys are many; three consumers at d 64 from 2k
+	// queries and keys (4k queries causal); every pick builds (Check).
 	for _, c := range []struct {
 		d, sq, sk int
 		causal    bool
 		bn        int
+		consumers int
 	}{
-		{64, 1024, 1024, false, 128}, {64, 2048, 2048, false, 192}, {64, 16384, 16384, false, 224},
-		{64, 16384, 16384, true, 128}, {64, 16, 16384, false, 128},
-		{128, 2048, 2048, false, 128}, {128, 4096, 4096, false, 160}, {128, 4096, 4096, true, 128},
-		{256, 1024, 1024, false, 80}, {256, 16384, 16384, true, 80}, {256, 64, 16384, false, 64},
-		{128, 2048, 0, false, 128}, // keys not known (VarLen): the default step
+		{64, 1024, 1024, false, 128, 2}, {64, 1024, 2048, false, 192, 2}, {64, 1024, 16384, false, 224, 2},
+		{64, 2048, 2048, false, 128, 3}, {64, 16384, 16384, false, 128, 3}, {64, 2048, 2048, true, 128, 2},
+		{64, 4096, 4096, true, 128, 3}, {64, 16384, 16384, true, 128, 3}, {64, 16, 16384, false, 128, 1},
+		{128, 2048, 2048, false, 128, 2}, {128, 4096, 4096, false, 160, 2}, {128, 4096, 4096, true, 128, 2},
+		{256, 1024, 1024, false, 80, 2}, {256, 16384, 16384, true, 80, 2}, {256, 64, 16384, false, 64, 1},
+		{128, 2048, 0, false, 128, 2}, // keys not known (VarLen): the default step
 	} {
 		cfg, err := AttentionSM90ConfigFor(jit.Info{Name: "H100", SM: 90}, ptx.BF16, c.d, c.sq, c.sk, c.causal)
 		if err != nil {
 			t.Errorf("d %d seqQ %d seqK %d causal %v: %v", c.d, c.sq, c.sk, c.causal, err)
 			continue
 		}
-		if cfg.BN != c.bn {
-			t.Errorf("d %d seqQ %d seqK %d causal %v: BN %d, want %d", c.d, c.sq, c.sk, c.causal, cfg.BN, c.bn)
+		if cfg.BN != c.bn || cfg.Consumers != c.consumers {
+			t.Errorf("d %d seqQ %d seqK %d causal %v: BN %d, %d consumers, want %d, %d", c.d, c.sq, c.sk, c.causal, cfg.BN, cfg.Consumers, c.bn, c.consumers)
 		}
 	}
 }

@@ -46,7 +46,7 @@ func runAttention(args []string) error {
 	kernel := fs.String("kernel", "auto", "auto (sm90 on an sm_90 device, else fa2), sm90 or fa2")
 	overlap := fs.Bool("overlap", true, "sm90: issue the next S = Q K^T before this tile's softmax (FA3 intra-warpgroup pipelining; default: the library's)")
 	pingPong := fs.Bool("pingpong", false, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong; default: the library's)")
-	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1 or 2 (0: default); -bn and -stages apply to sm90 too")
+	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1, 2 or 3 (3: head dim 64; 0: default); -bn and -stages apply to sm90 too")
 	persistent := fs.Bool("persistent", false, "sm90: one block an SM, each walking several (query tile, head, batch) tiles (AttentionSM90Config.Persistent; -persistent=false forces one block a tile; default: the library's)")
 	schedule := fs.String("schedule", "", "sm90: the work tiles' order and walk (AttentionSM90Config.Schedule): strided, lpt (longest first across the heads; a snake walk with -persistent, else the grid's order) or dynamic (a tile counter; implies -persistent unless -persistent=false is given); default: the library's")
 	if err := fs.Parse(args); err != nil {
