@@ -76,8 +76,12 @@ const (
 	maxErrList = 512
 )
 
-// Error writes the fault; the kernel name is an excerpt past maxErrName bytes.
+// Error writes the fault; the kernel name is an excerpt past maxErrName bytes. A nil *Error
+// says it is nil.
 func (e *Error) Error() string {
+	if e == nil {
+		return "emu: a nil *Error"
+	}
 	var b strings.Builder
 	if e.Kind == KindUnsupported && e.Instr != "" {
 		fmt.Fprintf(&b, "emu: unsupported: %s at %s", e.Instr, posString(e.Pos))
@@ -131,4 +135,15 @@ func posString(p ptx.Pos) string {
 		return "?"
 	}
 	return fmt.Sprintf("%s:%d", p.File, p.Line)
+}
+
+// errNilSystem is the error of a method of a nil *System: every method that can fail
+// returns it (the getters return zero values), instead of a nil-pointer panic.
+func errNilSystem(op string) error {
+	return fmt.Errorf("emu: System.%s on a nil *System (make one with emu.New)", op)
+}
+
+// nilSystemLaunch is errNilSystem as a launch error (*Error) of kernel entry.
+func nilSystemLaunch(op, entry string) error {
+	return &Error{Kind: KindLaunch, Kernel: entry, Msg: fmt.Sprintf("System.%s on a nil *System (make one with emu.New)", op)}
 }

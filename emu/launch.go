@@ -98,8 +98,11 @@ type Launch struct {
 	Options Options
 }
 
-// All returns every GPU index, for collective launches.
+// All returns every GPU index, for collective launches (none for a nil *System).
 func (s *System) All() []int {
+	if s == nil {
+		return nil
+	}
 	out := make([]int, len(s.gpus))
 	for i := range out {
 		out[i] = i
@@ -132,6 +135,9 @@ var verifyExempt = func(*ptx.Module) bool { return false }
 // early: a module that fails ptx.Verify is refused, as ptxas would refuse it.
 // Do not change a module after it has been loaded or launched.
 func (s *System) Load(m *ptx.Module) error {
+	if s == nil {
+		return nilSystemLaunch("Load", "")
+	}
 	_, err := s.program(m)
 	return err
 }
@@ -143,6 +149,9 @@ func launchErr(entry, format string, a ...any) error {
 // Launch runs a kernel to completion (or to the first fault) and returns nil or an *Error.
 // It runs alone: kernels started with Start must have finished (Run) first.
 func (s *System) Launch(k Launch) (err error) {
+	if s == nil {
+		return nilSystemLaunch("Launch", k.Entry)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", r)}
@@ -425,8 +434,13 @@ type Stats struct {
 	Blocks             int   // blocks over all GPUs
 }
 
-// LastStats returns the statistics of the most recent launch.
-func (s *System) LastStats() Stats { return s.stats }
+// LastStats returns the statistics of the most recent launch (zero for a nil *System).
+func (s *System) LastStats() Stats {
+	if s == nil {
+		return Stats{}
+	}
+	return s.stats
+}
 
 func (l *launch) stuck(k Kind, msg string) error {
 	e := &Error{Kind: k, Kernel: l.fn.f.Name, Msg: msg}
