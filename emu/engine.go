@@ -601,13 +601,13 @@ func (s *System) Abort(why string) (ended []*Running, err error) {
 	for _, l := range e.grids {
 		x := l.stuck(kind, msg)
 		xe := x.(*Error)
-		names = append(names, fmt.Sprintf("%s on GPU(s) %s", l.fn.f.Name, intList(l.gpus)))
+		names = append(names, fmt.Sprintf("%s on GPU(s) %s", errName(l.fn.f.Name), intList(l.gpus)))
 		if first == nil {
 			first = xe
 		}
 		for _, w := range xe.Warps {
 			if len(lines) < 64 {
-				lines = append(lines, l.fn.f.Name+": "+w)
+				lines = append(lines, errName(l.fn.f.Name)+": "+w)
 			}
 		}
 	}

@@ -69,12 +69,20 @@ type Access struct {
 }
 
 // maxErrName bounds a kernel name an error quotes, maxErrList a list of kernels or
-// parameters: a kernel of a 100 KB name or of hundreds of long parameter names gives a
-// short message.
+// parameters, maxErrInstr an instruction: a kernel of a 100 KB name or of hundreds of long
+// parameter names gives a short message.
 const (
-	maxErrName = 128
-	maxErrList = 512
+	maxErrName  = 128
+	maxErrList  = 512
+	maxErrInstr = 256
 )
+
+// errName is a kernel or function name for an error message: an excerpt past maxErrName.
+func errName(name string) string { return excerpt.Cut(name, maxErrName) }
+
+// instrText is an instruction as PTX text for an error message (and Error.Instr): an
+// excerpt past maxErrInstr bytes (a call of a function of a long name).
+func instrText(in *ptx.Instr) string { return excerpt.Cut(ptx.FormatInstr(in), maxErrInstr) }
 
 // Error writes the fault; the kernel name is an excerpt past maxErrName bytes. A nil *Error
 // says it is nil.

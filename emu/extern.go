@@ -200,7 +200,7 @@ func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 	}
 	h := l.sys.externs[in.extern]
 	if h == nil {
-		w.fault(in, bits.TrailingZeros32(m), KindExtern, fmt.Sprintf("extern function %s has no handler (System.RegisterExtern)", in.extern))
+		w.fault(in, bits.TrailingZeros32(m), KindExtern, fmt.Sprintf("extern function %s has no handler (System.RegisterExtern)", errName(in.extern)))
 		return true
 	}
 	waited := false
@@ -238,7 +238,7 @@ func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 		}
 		w.ext[ln] = nil
 		if err != nil {
-			w.fault(in, ln, KindExtern, fmt.Sprintf("%s: %v", in.extern, err))
+			w.fault(in, ln, KindExtern, fmt.Sprintf("%s: %v", errName(in.extern), err))
 			return true
 		}
 		if l.gRace {

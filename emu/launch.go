@@ -530,7 +530,7 @@ func (l *launch) firstLive(e *Error) {
 				ln := bits.TrailingZeros32(w.live)
 				in := &l.prog.code[w.pc[ln]]
 				e.GPU, e.Block, e.Thread = b.gpu, b.id, w.tid(ln)
-				e.Instr, e.Pos = ptx.FormatInstr(in.src), in.src.Pos
+				e.Instr, e.Pos = instrText(in.src), in.src.Pos
 				return
 			}
 		}

@@ -133,3 +133,44 @@ func TestProbe14NilHandles(t *testing.T) {
 		t.Errorf("Delivery.Atomic with a nil f = %v", got)
 	}
 }
+
+// TestProbe14LongNamesInReports: a kernel of a 100 KB name calling an extern function of a
+// 100 KB name gives short reports: a missing handler, a deadlock in a Launch, and Abort of a
+// stalled kernel quote excerpts of the names and instructions (they quoted them whole,
+// several times: hundreds of KB); probe 14.
+func TestProbe14LongNamesInReports(t *testing.T) {
+	kname := "k" + strings.Repeat("x", 100000)
+	ename := "e" + strings.Repeat("y", 100000)
+	m := asmUnverified(t, `
+.extern .func (.param .u32 v) `+ename+`(.param .u32 a);
+.visible .entry `+kname+`()
+{
+	.reg .u32 %r<2>;
+	call (%r1), `+ename+`, (%r0);
+	ret;
+}`)
+	check := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 4000 {
+			n := 0
+			if err != nil {
+				n = len(err.Error())
+			}
+			t.Errorf("%s: %d bytes (want < 4000, holding %q): %.300v", what, n, want, err)
+		}
+	}
+	k := Launch{Module: m, Entry: kname, Grid: D1(1), Block: D1(1)}
+	s := newSys(t, 1)
+	check("no handler", s.Launch(k), "has no handler")
+	s.RegisterExtern(ename, func(c *ExternCall) error { return c.Wait("never") })
+	check("deadlock", s.Launch(k), "deadlock")
+	s2 := newSys(t, 1)
+	s2.RegisterExtern(ename, func(c *ExternCall) error { return c.Wait("never") })
+	if _, err := s2.Start(k); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100 && !s2.Run(1000).Stalled; i++ {
+	}
+	_, err := s2.Abort("")
+	check("Abort", err, "in flight")
+}

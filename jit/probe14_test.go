@@ -1,0 +1,53 @@
+package jit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestProbe14LongKernelNameBounded: a kernel of a 100 KB name gives short errors from
+// Launch (a bad grid, nil arguments, a closed module), ResidentBlocks and Load (a module
+// that fails ptx.Verify): each quotes an excerpt of the name. Before, they quoted it whole
+// (100 KB each); probe 14.
+func TestProbe14LongKernelNameBounded(t *testing.T) {
+	name := "k" + strings.Repeat("x", 100000)
+	k := dsl.New(name, dsl.WithTarget(ptx.SM90))
+	p := k.PtrParam("p", dsl.U32)
+	k.Store(p.At(k.GlobalThreadIdx(dsl.X)), k.Const(dsl.U32, 1))
+	mod, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m, f := loadFunc(t, d, mod, name)
+	short := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 2000 {
+			n := 0
+			if err != nil {
+				n = len(err.Error())
+			}
+			t.Errorf("%s: %d bytes (want < 2000, holding %q): %.200v", what, n, want, err)
+		}
+	}
+	short("grid 0", f.Launch(LaunchConfig{Grid: D1(0), Block: D1(1)}, uint64(0)), "must be positive")
+	short("LaunchArgs(nil)", f.LaunchArgs(LaunchConfig{Grid: D1(1), Block: D1(1)}, nil), "no arguments")
+	_, err = f.ResidentBlocks(D1(0), 0)
+	short("ResidentBlocks", err, "positive block")
+	bad := *mod
+	bad.Funcs = append([]*ptx.Func(nil), mod.Funcs...)
+	bf := *bad.Funcs[0]
+	bf.Body = append([]*ptx.Instr{{Op: "bogus"}}, bf.Body...)
+	bad.Funcs[0] = &bf
+	_, err = d.Load(Source{Module: &bad})
+	short("Load of a bad module", err, "ptx.Verify")
+	m.Close()
+	short("closed", f.Launch(LaunchConfig{Grid: D1(1), Block: D1(1)}, uint64(0)), "closed")
+}
