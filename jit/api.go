@@ -338,7 +338,7 @@ func NVSHMEMCalls(m *ptx.Module) []string {
 		return nil
 	}
 	for _, f := range m.Funcs {
-		if f.Extern && !f.Entry && (strings.HasPrefix(f.Name, "nvshmem") || strings.HasPrefix(f.Name, "nvshmemx")) {
+		if f != nil && f.Extern && !f.Entry && (strings.HasPrefix(f.Name, "nvshmem") || strings.HasPrefix(f.Name, "nvshmemx")) {
 			out = append(out, f.Name)
 		}
 	}
@@ -358,7 +358,10 @@ func (d *Device) Load(src Source) (*Module, error) {
 	}
 	entries := map[string]*ptx.Func{}
 	first := ""
-	for _, f := range src.Module.Funcs {
+	for i, f := range src.Module.Funcs {
+		if f == nil {
+			return nil, fmt.Errorf("jit: Load: Source.Module.Funcs[%d] is nil", i)
+		}
 		if f.Entry && !f.Extern {
 			entries[f.Name] = f
 			if first == "" {

@@ -51,3 +51,28 @@ func TestProbe14LongKernelNameBounded(t *testing.T) {
 	m.Close()
 	short("closed", f.Launch(LaunchConfig{Grid: D1(1), Block: D1(1)}, uint64(0)), "closed")
 }
+
+// TestProbe14NilFuncInModule: Load of a module holding a nil *ptx.Func is an error naming it
+// (it panicked: nil pointer in Load's kernel scan), and NVSHMEMCalls skips it; probe 14.
+func TestProbe14NilFuncInModule(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m := &ptx.Module{Target: ptx.SM90, Funcs: []*ptx.Func{{Name: "k", Entry: true, Body: []*ptx.Instr{{Op: "ret"}}}, nil}}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Load panicked: %v", r)
+			}
+		}()
+		_, err = d.Load(Source{Module: m})
+	}()
+	if err == nil || !strings.Contains(err.Error(), "Funcs[1] is nil") {
+		t.Errorf("Load: %v; want an error naming Funcs[1]", err)
+	}
+	if calls := NVSHMEMCalls(m); len(calls) != 0 {
+		t.Errorf("NVSHMEMCalls: %v", calls)
+	}
+}

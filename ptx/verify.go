@@ -34,6 +34,9 @@ const maxVerifyErrors = 64
 // Error formats the failure as "ptx: file:line: func: "instr": message", each part an
 // excerpt when it is long.
 func (e *Error) Error() string {
+	if e == nil {
+		return "ptx: a nil *Error"
+	}
 	var b strings.Builder
 	b.WriteString("ptx: ")
 	if e.Pos.File != "" {
@@ -47,6 +50,32 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(excerpt.Cut(e.Msg, maxErrMsg))
 	return b.String()
+}
+
+// nilParts names the first nil function, variable or instruction of m (a module built by
+// hand), which Verify refuses and Print cannot print; nil when there is none.
+func nilParts(m *Module) error {
+	for i, v := range m.Vars {
+		if v == nil {
+			return &Error{Msg: fmt.Sprintf("Module.Vars[%d] is nil", i)}
+		}
+	}
+	for i, f := range m.Funcs {
+		if f == nil {
+			return &Error{Msg: fmt.Sprintf("Module.Funcs[%d] is nil", i)}
+		}
+		for j, v := range f.Vars {
+			if v == nil {
+				return &Error{Func: f.Name, Msg: fmt.Sprintf("Module.Funcs[%d].Vars[%d] is nil", i, j)}
+			}
+		}
+		for j, in := range f.Body {
+			if in == nil {
+				return &Error{Func: f.Name, Msg: fmt.Sprintf("Module.Funcs[%d].Body[%d] is nil", i, j)}
+			}
+		}
+	}
+	return nil
 }
 
 // errName is a name for an error message: an excerpt past maxErrFunc bytes.
@@ -97,6 +126,12 @@ func ValidIdent(s string) bool { return identRE.MatchString(s) }
 // problem found, joined (the first maxVerifyErrors, then how many more). A nil error means
 // ptxas is expected to accept the module.
 func Verify(m *Module) (err error) {
+	if m == nil {
+		return &Error{Msg: "Verify of a nil *Module"}
+	}
+	if err := nilParts(m); err != nil {
+		return err
+	}
 	var errs []error
 	more := 0
 	add := func(e *Error) {
@@ -457,8 +492,11 @@ func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fai
 }
 
 // RequiredVersion returns the lowest PTX ISA version that accepts the module's target and
-// every instruction in it.
+// every instruction in it (0 for a nil *Module, or one with a nil part: see Verify).
 func RequiredVersion(m *Module) Version {
+	if m == nil || nilParts(m) != nil {
+		return 0
+	}
 	v := m.Target.MinVersion()
 	// Kernels repeat instruction forms: remember each form's version, keyed by a hash of
 	// what the need functions look at, checked on a hit.
