@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -60,11 +61,11 @@ func (k *Kernel) addParamDecl(p ptx.Param) bool {
 		return false
 	}
 	if !ptx.ValidIdent(name) {
-		k.errorf("parameter name %q is not a valid PTX identifier", name)
+		k.errorf("parameter name %s is not a valid PTX identifier", excerpt.Quote(name))
 		return false
 	}
 	if k.params[name] {
-		k.errorf("parameter %q declared twice", name)
+		k.errorf("parameter %s declared twice", excerpt.Quote(name))
 		return false
 	}
 	k.params[name] = true
@@ -75,7 +76,7 @@ func (k *Kernel) addParamDecl(p ptx.Param) bool {
 // Param declares a scalar kernel parameter and returns its value.
 func (k *Kernel) Param(name string, t Type) Value {
 	if t == Bool || t == ptx.NoType || t == ptx.B128 {
-		k.errorf("parameter %q: type %s cannot be a kernel parameter (use U8 or U32 for flags)", name, typeName(t))
+		k.errorf("parameter %s: type %s cannot be a kernel parameter (use U8 or U32 for flags)", excerpt.Quote(name), typeName(t))
 		return k.poison(U32)
 	}
 	if !k.addParam(name, t) {
@@ -92,7 +93,7 @@ func (k *Kernel) Param(name string, t Type) Value {
 // use 128-bit accesses.
 func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	if elem == Bool || elem == ptx.NoType {
-		k.errorf("pointer parameter %q: no memory type %s", name, typeName(elem))
+		k.errorf("pointer parameter %s: no memory type %s", excerpt.Quote(name), typeName(elem))
 		elem = U8
 	}
 	if !k.addParam(name, U64) {
@@ -233,7 +234,7 @@ func (k *Kernel) checkPtr(p Ptr, what string) bool {
 		k.errorf("%s: invalid (zero) Ptr", what)
 		return false
 	case p.k != k:
-		k.errorf("%s: pointer belongs to kernel %s, not %s", what, p.k.name, k.name)
+		k.errorf("%s: pointer belongs to kernel %s, not %s", what, errName(p.k.name), errName(k.name))
 		return false
 	}
 	return p.addr.k == nil || k.checkScope(p.addr)
@@ -285,13 +286,10 @@ func (k *Kernel) storeOperand(x Value) ptx.Operand {
 // LoadVec reads n consecutive elements with one vector access (ld.v2/.v4). The address must
 // be aligned to n times the element size; that is the caller's promise.
 func (k *Kernel) LoadVec(p Ptr, n int, opts ...MemOption) []Value {
-	out := make([]Value, n)
 	if !k.checkPtr(p, "LoadVec") || !k.checkVec("LoadVec", p, n) {
-		for i := range out {
-			out[i] = k.poison(p.elem)
-		}
-		return out
+		return k.poisonValues(p.elem, n)
 	}
+	out := make([]Value, n)
 	o, ok := k.memOptions("LoadVec", p, opts, false)
 	if !ok {
 		for i := range out {
@@ -476,7 +474,7 @@ func (k *Kernel) LocalArray(elem Type, n int) Ptr {
 }
 
 func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n int) Ptr {
-	if elem == Bool || elem == ptx.NoType {
+	if elem == Bool || memType(elem).Bytes() == 0 { // Bool, the zero Type, a Type out of range
 		k.errorf("%s: no memory type %s", what, typeName(elem))
 		elem = U8
 	}
