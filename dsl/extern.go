@@ -47,7 +47,7 @@ func (k *Kernel) Extern(name string, rets []Type, args ...Type) *Func {
 		d.Rets = append(d.Rets, ptx.Param{Name: fmt.Sprintf("%s_ret%d", name, i), Type: abiType(t)})
 	}
 	for i, t := range args {
-		if t == Bool || t == ptx.NoType {
+		if !hasMem(t) {
 			k.errorf("Extern: %s parameter %d has no PTX parameter type %s", errName(name), i, t)
 		}
 		d.Params = append(d.Params, ptx.Param{Name: fmt.Sprintf("%s_param%d", name, i), Type: abiType(t)})
@@ -157,6 +157,10 @@ func (k *Kernel) PtrValue(p Ptr) Value {
 // PtrFrom makes a pointer to elem values in space from a U64 address value (for example one
 // returned by nvshmem_ptr).
 func (k *Kernel) PtrFrom(addr Value, elem Type, space ptx.Space) Ptr {
+	if !hasMem(elem) {
+		k.errorf("PtrFrom: no memory type %s", typeName(elem))
+		elem = U8
+	}
 	if !k.own(addr, "PtrFrom") {
 		return Ptr{k: k, addr: k.poison(U64), elem: elem, space: space}
 	}

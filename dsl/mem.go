@@ -75,7 +75,7 @@ func (k *Kernel) addParamDecl(p ptx.Param) bool {
 
 // Param declares a scalar kernel parameter and returns its value.
 func (k *Kernel) Param(name string, t Type) Value {
-	if t == Bool || t == ptx.NoType || t == ptx.B128 {
+	if !hasMem(t) || t == ptx.B128 {
 		k.errorf("parameter %s: type %s cannot be a kernel parameter (use U8 or U32 for flags)", excerpt.Quote(name), typeName(t))
 		return k.poison(U32)
 	}
@@ -92,7 +92,7 @@ func (k *Kernel) Param(name string, t Type) Value {
 // The pointer is assumed 16-byte aligned (cudaMalloc gives 256), which lets tensors over it
 // use 128-bit accesses.
 func (k *Kernel) PtrParam(name string, elem Type) Ptr {
-	if elem == Bool || elem == ptx.NoType {
+	if !hasMem(elem) {
 		k.errorf("pointer parameter %s: no memory type %s", excerpt.Quote(name), typeName(elem))
 		elem = U8
 	}
@@ -105,6 +105,10 @@ func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	k.emit(&ptx.Instr{Op: "cvta", Q: []string{"to", "global"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, g}})
 	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: ptx.SpaceGlobal, align: 16}
 }
+
+// hasMem reports whether values of t have a memory size: not Bool, the zero Type or a Type
+// out of range (whose sizes of 0 would divide by zero).
+func hasMem(t Type) bool { return t != Bool && memType(t).Bytes() > 0 }
 
 // memType is the type suffix ld/st use for values of type t (they have no half-float forms).
 func memType(t Type) Type {
@@ -474,7 +478,7 @@ func (k *Kernel) LocalArray(elem Type, n int) Ptr {
 }
 
 func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n int) Ptr {
-	if elem == Bool || memType(elem).Bytes() == 0 { // Bool, the zero Type, a Type out of range
+	if !hasMem(elem) {
 		k.errorf("%s: no memory type %s", what, typeName(elem))
 		elem = U8
 	}

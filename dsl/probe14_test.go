@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -75,5 +76,37 @@ func TestProbe14LongNamesBounded(t *testing.T) {
 	var f *dsl.Func
 	if !strings.Contains(e.Error(), "nil *Error") || f.Name() != "" {
 		t.Error("nil *Error or *Func")
+	}
+}
+
+// TestProbe14PtrOfNoSize: PtrFrom, a PeerTable parameter and DynamicShared of a Type of no
+// size (out of range, .pred) record an error and give a pointer of bytes, so that the copies
+// and vector widths over it do not divide by zero (they did: dsl's copy of a peer's data in
+// HierAllGather and MoECombine); Operand and GMMAMajor out of range print as numbers (an
+// index panic); probe 14.
+func TestProbe14PtrOfNoSize(t *testing.T) {
+	type args struct {
+		Peers dsl.PeerTable
+	}
+	for _, dt := range []dsl.Type{ptx.Type(255), ptx.Pred} {
+		k := dsl.New("k", dsl.WithTarget(ptx.SM90))
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s: panic: %v", dt, r)
+				}
+			}()
+			a := dsl.Params[args](k, dt)
+			p := a.Peers.Peer(0)
+			k.Store(p, k.Load(p))
+			q := k.PtrFrom(k.Load(k.PtrParam("q", dsl.U64)), dt, ptx.SpaceGlobal)
+			k.Copy(k.MakeTensor(q, layout.MustParse("(8):(1)")), k.MakeTensor(k.DynamicShared(dt, 16), layout.MustParse("(8):(1)")))
+		}()
+		if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), "no memory type") {
+			t.Errorf("%s: Build: %v; want no memory type", dt, err)
+		}
+	}
+	if dsl.Operand(7).String() != "Operand(7)" || dsl.GMMAMajor(-1).String() != "GMMAMajor(-1)" {
+		t.Error("Operand or GMMAMajor out of range")
 	}
 }
