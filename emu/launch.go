@@ -117,6 +117,9 @@ func (s *System) program(m *ptx.Module) (*program, error) {
 	if p, ok := s.progs[m]; ok {
 		return p, p.decodeErr
 	}
+	if s.progs == nil { // the zero System
+		s.progs = map[*ptx.Module]*program{}
+	}
 	var p *program
 	if err := ptx.Verify(m); err != nil && !verifyExempt(m) { // what ptxas would refuse, a GPU would never run
 		p = &program{decodeErr: &Error{Kind: KindLaunch, Msg: fmt.Sprintf("the module fails ptx.Verify (ptxas would refuse it): %v", err)}}
@@ -175,6 +178,9 @@ func (s *System) Launch(k Launch) (err error) {
 
 // prepare checks a launch and makes its grid (not started).
 func (s *System) prepare(k Launch) (*launch, error) {
+	if len(s.gpus) == 0 {
+		return nil, launchErr(k.Entry, "the System has no GPUs (the zero System: make one with New)")
+	}
 	if k.Module == nil {
 		return nil, launchErr(k.Entry, "no module")
 	}

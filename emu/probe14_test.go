@@ -174,3 +174,27 @@ func TestProbe14LongNamesInReports(t *testing.T) {
 	_, err := s2.Abort("")
 	check("Abort", err, "in flight")
 }
+
+// TestProbe14ZeroSystemLoad: a zero System loads (verifies and decodes) a module, and a
+// launch on it is an error saying it has no GPUs (Load panicked: assignment to entry in nil
+// map; Launch said the emulator's limit is 0 threads); probe 14.
+func TestProbe14ZeroSystemLoad(t *testing.T) {
+	m := asm(t, `
+.visible .entry k()
+{
+	ret;
+}`)
+	s := &System{}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Load on a zero System panicked: %v", r)
+			}
+		}()
+		must(t, s.Load(m))
+	}()
+	err := s.Launch(Launch{Module: m, Entry: "k", Grid: D1(1), Block: D1(1)})
+	if err == nil || !strings.Contains(err.Error(), "no GPUs") {
+		t.Errorf("Launch on a zero System: %v; want an error saying it has no GPUs (it said its limit is 0 threads)", err)
+	}
+}
