@@ -1,8 +1,10 @@
 package jit
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/ptx"
@@ -74,5 +76,37 @@ func TestProbe14NilFuncInModule(t *testing.T) {
 	}
 	if calls := NVSHMEMCalls(m); len(calls) != 0 {
 		t.Errorf("NVSHMEMCalls: %v", calls)
+	}
+}
+
+// TestProbe14RendezvousChecked: ExchangeUniqueID refuses at once a Rendezvous that cannot
+// work (a rank outside the world, a negative world, an Addr that is not host:port); before,
+// a rank fetched from "" forever (until the context ended: never, for Background). The
+// report of missing ranks of a huge world is short and found at once (it listed every one
+// of 2^40); probe 14.
+func TestProbe14RendezvousChecked(t *testing.T) {
+	for _, c := range []struct {
+		rv   Rendezvous
+		want string
+	}{
+		{Rendezvous{Rank: 1 << 40, WorldSize: 1 << 40, Addr: "127.0.0.1:1"}, "Rendezvous.Rank"},
+		{Rendezvous{Rank: -1, WorldSize: 4, Addr: "127.0.0.1:1"}, "Rendezvous.Rank"},
+		{Rendezvous{Rank: 1, WorldSize: 4}, "Rendezvous.Addr"},
+		{Rendezvous{Rank: 1, WorldSize: 4, Addr: strings.Repeat("h", 100000)}, "Rendezvous.Addr"},
+		{Rendezvous{WorldSize: -3}, "negative"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := ExchangeUniqueID(context.Background(), c.rv, []byte("id")); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 1000 {
+				t.Errorf("%+.80v: %.200v; want a short error naming %s", c.rv, err, c.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%+.80v: ExchangeUniqueID still waits after 5 s", c.rv)
+		}
+	}
+	if got := missingRanks(1<<40, map[int]bool{2: true}); len(got) > 200 || !strings.Contains(got, "[1 3 4") || !strings.Contains(got, "more") {
+		t.Errorf("missingRanks(2^40): %.200s", got)
 	}
 }
