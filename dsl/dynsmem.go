@@ -21,9 +21,12 @@ const dynSmemName = "kgen_dynamic_smem"
 func (k *Kernel) DynamicShared(elem Type, align int) Ptr {
 	bad := func(format string, a ...any) Ptr {
 		k.errorf("DynamicShared: "+format, a...)
+		if !hasMem(elem) {
+			elem = U8 // a placeholder whose element size divides
+		}
 		return Ptr{k: k, addr: k.poison(U64), elem: elem, space: ptx.SpaceShared}
 	}
-	if elem == Bool || elem == ptx.NoType {
+	if !hasMem(elem) {
 		return bad("no memory type %s", typeName(elem))
 	}
 	if align == 0 {

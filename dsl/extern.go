@@ -3,6 +3,7 @@ package dsl
 import (
 	"fmt"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -15,8 +16,13 @@ type Func struct {
 	args []Type
 }
 
-// Name returns the function's name.
-func (f *Func) Name() string { return f.decl.Name }
+// Name returns the function's name ("" for a nil or zero Func).
+func (f *Func) Name() string {
+	if f == nil || f.decl == nil {
+		return ""
+	}
+	return f.decl.Name
+}
 
 // Extern declares an external device function with return types rets (at most one) and
 // parameter types args, as .param types: pointers and 64-bit integers are U64/B64, int and
@@ -25,24 +31,24 @@ func (f *Func) Name() string { return f.decl.Name }
 func (k *Kernel) Extern(name string, rets []Type, args ...Type) *Func {
 	if f, ok := k.externs[name]; ok {
 		if fmt.Sprint(f.rets, f.args) != fmt.Sprint(rets, args) {
-			k.errorf("Extern: %s declared twice with different signatures: %v%v and %v%v", name, f.rets, f.args, rets, args)
+			k.errorf("Extern: %s declared twice with different signatures: %v%v and %v%v", errName(name), f.rets, f.args, rets, args)
 		}
 		return f
 	}
 	f := &Func{k: k, rets: rets, args: args}
 	d := &ptx.Func{Name: name, Extern: true}
 	if !ptx.ValidIdent(name) {
-		k.errorf("Extern: %q is not a valid PTX identifier", name)
+		k.errorf("Extern: %s is not a valid PTX identifier", excerpt.Quote(name))
 	}
 	if len(rets) > 1 {
-		k.errorf("Extern: %s returns %d values; PTX functions here return at most one", name, len(rets))
+		k.errorf("Extern: %s returns %d values; PTX functions here return at most one", errName(name), len(rets))
 	}
 	for i, t := range rets {
 		d.Rets = append(d.Rets, ptx.Param{Name: fmt.Sprintf("%s_ret%d", name, i), Type: abiType(t)})
 	}
 	for i, t := range args {
-		if t == Bool || t == ptx.NoType {
-			k.errorf("Extern: %s parameter %d has no PTX parameter type %s", name, i, t)
+		if !hasMem(t) {
+			k.errorf("Extern: %s parameter %d has no PTX parameter type %s", errName(name), i, t)
 		}
 		d.Params = append(d.Params, ptx.Param{Name: fmt.Sprintf("%s_param%d", name, i), Type: abiType(t)})
 	}
@@ -151,6 +157,10 @@ func (k *Kernel) PtrValue(p Ptr) Value {
 // PtrFrom makes a pointer to elem values in space from a U64 address value (for example one
 // returned by nvshmem_ptr).
 func (k *Kernel) PtrFrom(addr Value, elem Type, space ptx.Space) Ptr {
+	if !hasMem(elem) {
+		k.errorf("PtrFrom: no memory type %s", typeName(elem))
+		elem = U8
+	}
 	if !k.own(addr, "PtrFrom") {
 		return Ptr{k: k, addr: k.poison(U64), elem: elem, space: space}
 	}

@@ -76,7 +76,12 @@ const (
 	MNMajor
 )
 
-func (m GMMAMajor) String() string { return [...]string{"K", "MN"}[m] }
+func (m GMMAMajor) String() string {
+	if m == KMajor || m == MNMajor {
+		return [...]string{"K", "MN"}[m]
+	}
+	return fmt.Sprintf("GMMAMajor(%d)", int(m))
+}
 
 // GMMALayoutAtom returns CuTe's shared-memory layout atom for wgmma operands of elem, as an
 // (MN, K) layout in elements composed with the swizzle: swizzle is the swizzle width in bytes,

@@ -133,10 +133,19 @@ func (t Tensor) ElemLess(i int, extents ...any) Value {
 	return p
 }
 
-func (k *Kernel) poisons(n int) []Value {
-	out := make([]Value, n)
+func (k *Kernel) poisons(n int) []Value { return k.poisonValues(I32, n) }
+
+// maxPoisonValues bounds the values an operation returns for a wrong element count (an
+// error recorded): enough for a caller's loop over a small mistaken count, never an
+// allocation of a wild one (2^40, or a negative count).
+const maxPoisonValues = 64
+
+// poisonValues returns n poisoned values of type t (0 when n is negative, at most
+// maxPoisonValues), for an operation that recorded an error.
+func (k *Kernel) poisonValues(t Type, n int) []Value {
+	out := make([]Value, min(max(n, 0), maxPoisonValues))
 	for i := range out {
-		out[i] = k.poison(I32)
+		out[i] = k.poison(t)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -47,12 +48,27 @@ type Error struct {
 	Msg string
 }
 
+// Error returns the position and the message (an excerpt past maxErrMsg bytes: names are
+// the caller's, and a 100 KB one gives a short error).
 func (e *Error) Error() string {
-	if e.Pos.File == "" {
-		return "dsl: " + e.Msg
+	if e == nil {
+		return "dsl: a nil *Error"
 	}
-	return fmt.Sprintf("%s:%d: %s", e.Pos.File, e.Pos.Line, e.Msg)
+	msg := excerpt.Cut(e.Msg, maxErrMsg)
+	if e.Pos.File == "" {
+		return "dsl: " + msg
+	}
+	return fmt.Sprintf("%s:%d: %s", e.Pos.File, e.Pos.Line, msg)
 }
+
+// maxErrMsg bounds an error's message, maxErrName a name it quotes.
+const (
+	maxErrMsg  = 1024
+	maxErrName = 128
+)
+
+// errName is a kernel or function name for an error message: an excerpt past maxErrName.
+func errName(name string) string { return excerpt.Cut(name, maxErrName) }
 
 // Option configures a Kernel.
 type Option func(*Kernel)
@@ -123,14 +139,14 @@ func New(name string, opts ...Option) *Kernel {
 	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true, Body: make([]*ptx.Instr, 0, 256)}
 	k.mod = &ptx.Module{Target: k.target, Funcs: []*ptx.Func{k.fn}}
 	if !ptx.ValidIdent(name) {
-		k.errorf("kernel name %q is not a valid PTX identifier", name)
+		k.errorf("kernel name %s is not a valid PTX identifier", excerpt.Quote(name))
 	}
 	if !k.target.Valid() {
 		_, err := ptx.ParseTarget(string(k.target))
 		k.errorf("%v", err)
 	}
 	for _, i := range nilOpts {
-		k.errorf("New(%q): option %d is nil", name, i+1)
+		k.errorf("New(%s): option %d is nil", excerpt.Quote(name), i+1)
 	}
 	return k
 }
@@ -146,7 +162,7 @@ func (k *Kernel) Target() ptx.Target { return k.target }
 // returns them) and change nothing in it.
 func (k *Kernel) Build() (*ptx.Module, error) {
 	if k.built {
-		return nil, errors.Join(append([]error{&Error{Pos: callerPos(), Msg: "Build called twice on kernel " + k.name}}, k.errs...)...)
+		return nil, errors.Join(append([]error{&Error{Pos: callerPos(), Msg: "Build called twice on kernel " + errName(k.name)}}, k.errs...)...)
 	}
 	k.built = true
 	if n := len(k.fn.Body); n == 0 || k.fn.Body[n-1].Op != "ret" {
@@ -160,7 +176,7 @@ func (k *Kernel) Build() (*ptx.Module, error) {
 		return nil, errors.Join(k.errs...)
 	}
 	if err := ptx.Verify(mod); err != nil {
-		return nil, fmt.Errorf("kernel %s: %w", k.name, err)
+		return nil, fmt.Errorf("kernel %s: %w", errName(k.name), err)
 	}
 	return mod, nil
 }
@@ -169,7 +185,7 @@ func (k *Kernel) Build() (*ptx.Module, error) {
 // calls it would change a module the caller already has.
 func (k *Kernel) afterBuild(what string) bool {
 	if k.built {
-		k.errorf("kernel %s: %s after Build", k.name, what)
+		k.errorf("kernel %s: %s after Build", errName(k.name), what)
 	}
 	return k.built
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -60,11 +61,11 @@ func (k *Kernel) addParamDecl(p ptx.Param) bool {
 		return false
 	}
 	if !ptx.ValidIdent(name) {
-		k.errorf("parameter name %q is not a valid PTX identifier", name)
+		k.errorf("parameter name %s is not a valid PTX identifier", excerpt.Quote(name))
 		return false
 	}
 	if k.params[name] {
-		k.errorf("parameter %q declared twice", name)
+		k.errorf("parameter %s declared twice", excerpt.Quote(name))
 		return false
 	}
 	k.params[name] = true
@@ -74,8 +75,8 @@ func (k *Kernel) addParamDecl(p ptx.Param) bool {
 
 // Param declares a scalar kernel parameter and returns its value.
 func (k *Kernel) Param(name string, t Type) Value {
-	if t == Bool || t == ptx.NoType || t == ptx.B128 {
-		k.errorf("parameter %q: type %s cannot be a kernel parameter (use U8 or U32 for flags)", name, typeName(t))
+	if !hasMem(t) || t == ptx.B128 {
+		k.errorf("parameter %s: type %s cannot be a kernel parameter (use U8 or U32 for flags)", excerpt.Quote(name), typeName(t))
 		return k.poison(U32)
 	}
 	if !k.addParam(name, t) {
@@ -91,8 +92,8 @@ func (k *Kernel) Param(name string, t Type) Value {
 // The pointer is assumed 16-byte aligned (cudaMalloc gives 256), which lets tensors over it
 // use 128-bit accesses.
 func (k *Kernel) PtrParam(name string, elem Type) Ptr {
-	if elem == Bool || elem == ptx.NoType {
-		k.errorf("pointer parameter %q: no memory type %s", name, typeName(elem))
+	if !hasMem(elem) {
+		k.errorf("pointer parameter %s: no memory type %s", excerpt.Quote(name), typeName(elem))
 		elem = U8
 	}
 	if !k.addParam(name, U64) {
@@ -104,6 +105,10 @@ func (k *Kernel) PtrParam(name string, elem Type) Ptr {
 	k.emit(&ptx.Instr{Op: "cvta", Q: []string{"to", "global"}, Types: []ptx.Type{ptx.U64}, Args: []ptx.Operand{d, g}})
 	return Ptr{k: k, addr: Value{k: k, t: U64, op: d}, elem: elem, space: ptx.SpaceGlobal, align: 16}
 }
+
+// hasMem reports whether values of t have a memory size: not Bool, the zero Type or a Type
+// out of range (whose sizes of 0 would divide by zero).
+func hasMem(t Type) bool { return t != Bool && memType(t).Bytes() > 0 }
 
 // memType is the type suffix ld/st use for values of type t (they have no half-float forms).
 func memType(t Type) Type {
@@ -233,7 +238,7 @@ func (k *Kernel) checkPtr(p Ptr, what string) bool {
 		k.errorf("%s: invalid (zero) Ptr", what)
 		return false
 	case p.k != k:
-		k.errorf("%s: pointer belongs to kernel %s, not %s", what, p.k.name, k.name)
+		k.errorf("%s: pointer belongs to kernel %s, not %s", what, errName(p.k.name), errName(k.name))
 		return false
 	}
 	return p.addr.k == nil || k.checkScope(p.addr)
@@ -285,13 +290,10 @@ func (k *Kernel) storeOperand(x Value) ptx.Operand {
 // LoadVec reads n consecutive elements with one vector access (ld.v2/.v4). The address must
 // be aligned to n times the element size; that is the caller's promise.
 func (k *Kernel) LoadVec(p Ptr, n int, opts ...MemOption) []Value {
-	out := make([]Value, n)
 	if !k.checkPtr(p, "LoadVec") || !k.checkVec("LoadVec", p, n) {
-		for i := range out {
-			out[i] = k.poison(p.elem)
-		}
-		return out
+		return k.poisonValues(p.elem, n)
 	}
+	out := make([]Value, n)
 	o, ok := k.memOptions("LoadVec", p, opts, false)
 	if !ok {
 		for i := range out {
@@ -476,7 +478,7 @@ func (k *Kernel) LocalArray(elem Type, n int) Ptr {
 }
 
 func (k *Kernel) array(what string, space ptx.Space, prefix string, elem Type, n int) Ptr {
-	if elem == Bool || elem == ptx.NoType {
+	if !hasMem(elem) {
 		k.errorf("%s: no memory type %s", what, typeName(elem))
 		elem = U8
 	}

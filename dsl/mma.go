@@ -137,7 +137,12 @@ const (
 	OperandC
 )
 
-func (o Operand) String() string { return [...]string{"A", "B", "C"}[o] }
+func (o Operand) String() string {
+	if o >= 0 && o <= 2 {
+		return [...]string{"A", "B", "C"}[o]
+	}
+	return fmt.Sprintf("Operand(%d)", int(o))
+}
 
 // tv returns the atom's layout, tile rows, pack and element type for operand o. The tile is
 // rows x cols with index row + rows*col: A is M x K, B is N x K, C is M x N.

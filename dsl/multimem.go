@@ -135,14 +135,11 @@ func vecQ(words int) []string {
 // of the multicast group and returns their reduction by op (multimem.ld_reduce).
 func (k *Kernel) MultimemLoadReduce(p Ptr, op ReduceOp, n int, opts ...MultimemOption) []Value {
 	defer k.hold()()
-	out := make([]Value, n)
-	for i := range out {
-		out[i] = k.poison(p.elem)
-	}
 	q, t, per, ok := k.multimem("MultimemLoadReduce", p, n, opts, false)
 	if !ok {
-		return out
+		return k.poisonValues(p.elem, n)
 	}
+	out := k.poisonValues(p.elem, n) // n is 1 to 16 here
 	name, ok := mmOps[op]
 	if !ok || (t.IsFloat() && op >= BitAnd) {
 		k.errorf("MultimemLoadReduce: %v is not a multimem reduction of %s", op, p.elem)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -62,7 +63,7 @@ func (k *Kernel) NamedBarrierFor(name string, threads int) NamedBar {
 		return b
 	}
 	if threads <= 0 || threads%32 != 0 || threads > 1024 {
-		k.errorf("NamedBarrierFor(%q): %d threads; want a multiple of 32 in 32..1024 (a block has at most 1024 threads)", name, threads)
+		k.errorf("NamedBarrierFor(%s): %d threads; want a multiple of 32 in 32..1024 (a block has at most 1024 threads)", excerpt.Quote(name), threads)
 		return b
 	}
 	nb := k.barIDs()
@@ -73,7 +74,7 @@ func (k *Kernel) NamedBarrierFor(name string, threads int) NamedBar {
 			}
 		}
 		if u.threads != threads {
-			k.errorf("NamedBarrierFor(%q): %d threads; the barrier is %s", name, threads, u)
+			k.errorf("NamedBarrierFor(%s): %d threads; the barrier is %s", excerpt.Quote(name), threads, u)
 		}
 		return b
 	}
@@ -89,7 +90,7 @@ func (k *Kernel) NamedBarrierFor(name string, threads int) NamedBar {
 	for id := 1; id < 16; id++ {
 		taken = append(taken, fmt.Sprintf("%d: %s", id, nb.byID[id]))
 	}
-	k.errorf("NamedBarrierFor(%q): no barrier id left (ids 1..15; 0 is SyncThreads'): %s", name, strings.Join(taken, "; "))
+	k.errorf("NamedBarrierFor(%s): no barrier id left (ids 1..15; 0 is SyncThreads'): %s", excerpt.Quote(name), strings.Join(taken, "; "))
 	return b
 }
 

@@ -72,6 +72,10 @@ func Params[A any](k *Kernel, dt Type) A {
 		case fieldValue:
 			v.Field(f.index).Set(reflect.ValueOf(k.Param(f.name, t)))
 		case fieldPeers:
+			if !hasMem(t) {
+				k.errorf("peer table parameter %s: no memory type %s", f.name, typeName(t))
+				t = U8
+			}
 			v.Field(f.index).Set(reflect.ValueOf(PeerTable{tbl: k.PtrParam(f.name, U64), elem: t}))
 		case fieldTensorMap:
 			v.Field(f.index).Set(reflect.ValueOf(k.TensorMapParam(f.name, t)))
@@ -180,6 +184,9 @@ func parseParamTag(tag reflect.StructTag, f *paramField) string {
 
 // placeholder returns a handle of the field kind that stands in for a parameter not declared.
 func (k *Kernel) placeholder(kind fieldKind, t Type) any {
+	if !hasMem(t) {
+		t = U8 // a placeholder whose element size divides
+	}
 	p := Ptr{k: k, addr: k.poison(U64), elem: t, space: ptx.SpaceGlobal}
 	switch kind {
 	case fieldValue:

@@ -1,6 +1,9 @@
 package dsl
 
-import "github.com/kgen-dev/kgen/ptx"
+import (
+	"github.com/kgen-dev/kgen/internal/excerpt"
+	"github.com/kgen-dev/kgen/ptx"
+)
 
 // TensorMapBytes is the size of a TMA tensor map (CUtensorMap): it is passed by value as a
 // 64-byte-aligned .param .b8 array of this many bytes.
@@ -28,11 +31,11 @@ func (m TensorMap) Elem() Type { return m.elem }
 // parameter's name, then cvta.param). Tensor maps need sm_90 or newer.
 func (k *Kernel) TensorMapParam(name string, elem Type) TensorMap {
 	if elem == Bool || elem == ptx.NoType || elem.Bytes() == 0 {
-		k.errorf("tensor map parameter %q: no memory type %s", name, typeName(elem))
+		k.errorf("tensor map parameter %s: no memory type %s", excerpt.Quote(name), typeName(elem))
 		elem = U8
 	}
 	if k.target.SM() < 90 {
-		k.errorf("tensor map parameter %q: TMA tensor maps need sm_90 or newer (target %s)", name, k.target)
+		k.errorf("tensor map parameter %s: TMA tensor maps need sm_90 or newer (target %s)", excerpt.Quote(name), k.target)
 	}
 	if !k.addParamDecl(ptx.Param{Name: name, Type: ptx.B8, Array: TensorMapBytes, Align: 64}) {
 		return k.tensorMapPlaceholder(elem)

@@ -165,7 +165,7 @@ func bulkWhere(op *bulkOp) string {
 	if op.in.src == nil {
 		return "(no source)"
 	}
-	return fmt.Sprintf("%q at %s", ptx.FormatInstr(op.in.src), posString(op.in.src.Pos))
+	return fmt.Sprintf("%q at %s", instrText(op.in.src), posString(op.in.src.Pos))
 }
 
 // bulkStage says where op stands in its thread's groups.

@@ -301,7 +301,7 @@ func (b *block) cpCheck(off uint64, n int) *memFault {
 				bx, by := b.l.blk.X, b.l.blk.Y
 				where := ""
 				if cp.in.src != nil {
-					where = fmt.Sprintf(" with %q at %s", ptx.FormatInstr(cp.in.src), posString(cp.in.src.Pos))
+					where = fmt.Sprintf(" with %q at %s", instrText(cp.in.src), posString(cp.in.src.Pos))
 				}
 				state := "committed but not waited for (no cp.async.wait_group/wait_all of that thread has completed it)"
 				if containsCopy(t.open, cp) {

@@ -233,7 +233,7 @@ func (d *decoder) function(df *dfunc) error {
 					off := d.allocLocal(varSize(v), varAlign(v))
 					d.scopes[len(d.scopes)-1][v.Name] = symInfo{kind: symLocal, off: off, name: v.Name, size: varSize(v)}
 				case ptx.SpaceShared:
-					return fmt.Errorf("emu: %s: block-scoped .shared declarations are not supported", df.f.Name)
+					return fmt.Errorf("emu: %s: block-scoped .shared declarations are not supported", errName(df.f.Name))
 				}
 			}
 			continue

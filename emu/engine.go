@@ -298,14 +298,17 @@ type Running struct {
 	st   Stats
 }
 
-// Done reports whether the kernel has finished (completed or faulted). A nil *Running is
-// done (nothing runs), and its Err says it is nil.
-func (r *Running) Done() bool { return r == nil || r.done }
+// Done reports whether the kernel has finished (completed or faulted). A nil *Running, or a
+// zero Running{} not made by System.Start, is done (nothing runs), and its Err says so.
+func (r *Running) Done() bool { return r == nil || r.done || r.l == nil }
 
 // Err is nil while the kernel runs and when it completed, else its fault (an *Error).
 func (r *Running) Err() error {
 	if r == nil {
 		return &Error{Kind: KindLaunch, Msg: "a nil *Running (System.Start returns the kernel it starts)"}
+	}
+	if r.l == nil && !r.done {
+		return &Error{Kind: KindLaunch, Kernel: r.Kernel, Msg: "a zero Running, not made by System.Start"}
 	}
 	return r.err
 }
@@ -345,6 +348,9 @@ type Progress struct {
 // kernels in flight together are not, so a race or a missing fence between them is
 // reported as within one kernel.
 func (s *System) Start(k Launch) (r *Running, err error) {
+	if s == nil {
+		return nil, nilSystemLaunch("Start", k.Entry)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			r, err = nil, &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", p)}
@@ -375,15 +381,19 @@ func (s *System) Start(k Launch) (r *Running, err error) {
 
 // Compatible reports whether a kernel launched with o can start now beside the kernels in
 // flight: none is in flight, or they agree on Weak and NoSanitizer (Start refuses it
-// otherwise; wait for them to finish).
+// otherwise; wait for them to finish). A nil *System is compatible with nothing.
 func (s *System) Compatible(o Options) bool {
+	if s == nil {
+		return false
+	}
 	e := s.eng
 	return e == nil || len(e.grids) == 0 || o.Weak == e.opt.Weak && o.NoSanitizer == e.opt.NoSanitizer
 }
 
-// InFlight is the number of kernels started with Start that have not finished.
+// InFlight is the number of kernels started with Start that have not finished (0 for a nil
+// *System).
 func (s *System) InFlight() int {
-	if s.eng == nil {
+	if s == nil || s.eng == nil {
 		return 0
 	}
 	return len(s.eng.grids)
@@ -391,9 +401,12 @@ func (s *System) InFlight() int {
 
 // Run runs the kernels in flight for about steps warp-instructions (at least one
 // scheduling round), or until one finishes or they stall, and says what happened. A kernel
-// that faults is finished with its error and the others go on. With no kernel in flight it
-// does nothing.
+// that faults is finished with its error and the others go on. With no kernel in flight (or
+// a nil *System) it does nothing.
 func (s *System) Run(steps int64) (pr Progress) {
+	if s == nil {
+		return Progress{}
+	}
 	e := s.eng
 	if e == nil || len(e.grids) == 0 {
 		return Progress{}
@@ -544,6 +557,9 @@ func (e *engine) gridOf(i uint32) *launch {
 // warps were (its blocks stop where they are), and returns that error; a kernel already
 // finished, or nil, is left as it is (nil). It is for a host that gave up waiting for r.
 func (s *System) Cancel(r *Running, why string) error {
+	if s == nil {
+		return errNilSystem("Cancel")
+	}
 	e := s.eng
 	if e == nil || r == nil || r.done {
 		return nil
@@ -568,6 +584,9 @@ func (s *System) Cancel(r *Running, why string) error {
 // empty, is added to the message (who would have had to start what). It returns the
 // kernels it ended and the report, also set as each kernel's Err.
 func (s *System) Abort(why string) (ended []*Running, err error) {
+	if s == nil {
+		return nil, errNilSystem("Abort")
+	}
 	e := s.eng
 	if e == nil || len(e.grids) == 0 {
 		return nil, nil
@@ -582,13 +601,13 @@ func (s *System) Abort(why string) (ended []*Running, err error) {
 	for _, l := range e.grids {
 		x := l.stuck(kind, msg)
 		xe := x.(*Error)
-		names = append(names, fmt.Sprintf("%s on GPU(s) %s", l.fn.f.Name, intList(l.gpus)))
+		names = append(names, fmt.Sprintf("%s on GPU(s) %s", errName(l.fn.f.Name), intList(l.gpus)))
 		if first == nil {
 			first = xe
 		}
 		for _, w := range xe.Warps {
 			if len(lines) < 64 {
-				lines = append(lines, l.fn.f.Name+": "+w)
+				lines = append(lines, errName(l.fn.f.Name)+": "+w)
 			}
 		}
 	}
@@ -634,6 +653,9 @@ func intList(xs []int) string {
 // Check checks a launch as Start and Launch do (module, kernel, shape, limits, arguments)
 // without running it.
 func (s *System) Check(k Launch) (err error) {
+	if s == nil {
+		return nilSystemLaunch("Check", k.Entry)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", p)}

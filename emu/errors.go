@@ -69,15 +69,27 @@ type Access struct {
 }
 
 // maxErrName bounds a kernel name an error quotes, maxErrList a list of kernels or
-// parameters: a kernel of a 100 KB name or of hundreds of long parameter names gives a
-// short message.
+// parameters, maxErrInstr an instruction: a kernel of a 100 KB name or of hundreds of long
+// parameter names gives a short message.
 const (
-	maxErrName = 128
-	maxErrList = 512
+	maxErrName  = 128
+	maxErrList  = 512
+	maxErrInstr = 256
 )
 
-// Error writes the fault; the kernel name is an excerpt past maxErrName bytes.
+// errName is a kernel or function name for an error message: an excerpt past maxErrName.
+func errName(name string) string { return excerpt.Cut(name, maxErrName) }
+
+// instrText is an instruction as PTX text for an error message (and Error.Instr): an
+// excerpt past maxErrInstr bytes (a call of a function of a long name).
+func instrText(in *ptx.Instr) string { return excerpt.Cut(ptx.FormatInstr(in), maxErrInstr) }
+
+// Error writes the fault; the kernel name is an excerpt past maxErrName bytes. A nil *Error
+// says it is nil.
 func (e *Error) Error() string {
+	if e == nil {
+		return "emu: a nil *Error"
+	}
 	var b strings.Builder
 	if e.Kind == KindUnsupported && e.Instr != "" {
 		fmt.Fprintf(&b, "emu: unsupported: %s at %s", e.Instr, posString(e.Pos))
@@ -131,4 +143,15 @@ func posString(p ptx.Pos) string {
 		return "?"
 	}
 	return fmt.Sprintf("%s:%d", p.File, p.Line)
+}
+
+// errNilSystem is the error of a method of a nil *System: every method that can fail
+// returns it (the getters return zero values), instead of a nil-pointer panic.
+func errNilSystem(op string) error {
+	return fmt.Errorf("emu: System.%s on a nil *System (make one with emu.New)", op)
+}
+
+// nilSystemLaunch is errNilSystem as a launch error (*Error) of kernel entry.
+func nilSystemLaunch(op, entry string) error {
+	return &Error{Kind: KindLaunch, Kernel: entry, Msg: fmt.Sprintf("System.%s on a nil *System (make one with emu.New)", op)}
 }

@@ -46,18 +46,41 @@ type ExternCall struct {
 	lane   int
 }
 
-// Wait reports that the call cannot complete yet; return its result from the handler.
+// errCall is the error of an ExternCall method on a call the emulator did not make (nil or
+// a zero ExternCall{}), or nil.
+func (c *ExternCall) errCall(op string) error {
+	if c == nil || c.w == nil {
+		return fmt.Errorf("emu: ExternCall.%s on a nil or zero ExternCall (use the one the emulator passes the handler)", op)
+	}
+	return nil
+}
+
+// Wait reports that the call cannot complete yet; return its result from the handler. On
+// a nil or zero ExternCall it returns errCall's error, not ErrWait.
 func (c *ExternCall) Wait(reason string) error {
+	if err := c.errCall("Wait"); err != nil {
+		return err
+	}
 	c.reason = reason
 	return ErrWait
 }
 
-// System returns the system the kernel runs on (for address translation: Peer, MulticastOf).
-func (c *ExternCall) System() *System { return c.w.l.sys }
+// System returns the system the kernel runs on (for address translation: Peer, MulticastOf);
+// nil for a nil or zero ExternCall (whose methods are errors).
+func (c *ExternCall) System() *System {
+	if c.errCall("System") != nil {
+		return nil
+	}
+	return c.w.l.sys
+}
 
 // BlockLocal returns a map private to the calling block and kept for the launch, for
-// handlers of block- or warp-collective functions to coordinate their threads.
+// handlers of block- or warp-collective functions to coordinate their threads (a fresh
+// map, kept nowhere, for a nil or zero ExternCall).
 func (c *ExternCall) BlockLocal() map[string]any {
+	if c.errCall("BlockLocal") != nil {
+		return map[string]any{}
+	}
 	b := c.w.b
 	if b.ext == nil {
 		b.ext = map[string]any{}
@@ -68,6 +91,9 @@ func (c *ExternCall) BlockLocal() map[string]any {
 // Load reads len(p) bytes at a generic address as the calling thread (global memory of any
 // GPU, or the thread's shared or local window). It is a strong (immediate) access.
 func (c *ExternCall) Load(addr uint64, p []byte) error {
+	if err := c.errCall("Load"); err != nil {
+		return err
+	}
 	b, f := c.w.genericSpan(c.lane, addr, len(p))
 	if f != nil {
 		return errors.New(f.msg)
@@ -78,6 +104,9 @@ func (c *ExternCall) Load(addr uint64, p []byte) error {
 
 // Store writes p at a generic address as the calling thread, immediately visible.
 func (c *ExternCall) Store(addr uint64, p []byte) error {
+	if err := c.errCall("Store"); err != nil {
+		return err
+	}
 	b, f := c.w.genericSpan(c.lane, addr, len(p))
 	if f != nil {
 		return errors.New(f.msg)
@@ -119,8 +148,14 @@ func (c *ExternCall) Store64(addr uint64, v uint64) error {
 }
 
 // Atomic applies f to the size-byte (4 or 8) value at addr atomically with respect to every
-// GPU and returns the old value.
+// GPU and returns the old value. A nil f is an error.
 func (c *ExternCall) Atomic(addr uint64, size int, f func(old uint64) uint64) (uint64, error) {
+	if err := c.errCall("Atomic"); err != nil {
+		return 0, err
+	}
+	if f == nil {
+		return 0, errors.New("emu: ExternCall.Atomic: the update function f is nil")
+	}
 	if size != 4 && size != 8 {
 		return 0, fmt.Errorf("Atomic: size %d (want 4 or 8)", size)
 	}
@@ -138,11 +173,19 @@ func (c *ExternCall) Atomic(addr uint64, size int, f func(old uint64) uint64) (u
 }
 
 // Fence makes the calling thread's buffered weak stores visible (weak mode), as
-// fence.sc.sys would.
-func (c *ExternCall) Fence() { c.w.l.flushThread(c.w, c.lane) }
+// fence.sc.sys would; on a nil or zero ExternCall it does nothing.
+func (c *ExternCall) Fence() {
+	if c.errCall("Fence") == nil {
+		c.w.l.flushThread(c.w, c.lane)
+	}
+}
 
 // RegisterExtern installs the handler of the extern function name (replacing any earlier).
+// On a nil *System it does nothing (every launch of it is an error).
 func (s *System) RegisterExtern(name string, h ExternFunc) {
+	if s == nil {
+		return
+	}
 	if s.externs == nil { // the zero System
 		s.externs = map[string]ExternFunc{}
 	}
@@ -157,7 +200,7 @@ func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 	}
 	h := l.sys.externs[in.extern]
 	if h == nil {
-		w.fault(in, bits.TrailingZeros32(m), KindExtern, fmt.Sprintf("extern function %s has no handler (System.RegisterExtern)", in.extern))
+		w.fault(in, bits.TrailingZeros32(m), KindExtern, fmt.Sprintf("extern function %s has no handler (System.RegisterExtern)", errName(in.extern)))
 		return true
 	}
 	waited := false
@@ -195,7 +238,7 @@ func (w *warp) externCall(in *dinst, pc int32, g, m uint32) bool {
 		}
 		w.ext[ln] = nil
 		if err != nil {
-			w.fault(in, ln, KindExtern, fmt.Sprintf("%s: %v", in.extern, err))
+			w.fault(in, ln, KindExtern, fmt.Sprintf("%s: %v", errName(in.extern), err))
 			return true
 		}
 		if l.gRace {

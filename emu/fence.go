@@ -1,10 +1,6 @@
 package emu
 
-import (
-	"fmt"
-
-	"github.com/kgen-dev/kgen/ptx"
-)
+import "fmt"
 
 // The missing-fence detector (weak mode only).
 //
@@ -303,7 +299,7 @@ func (l *launch) access(role string, b *block, t int32, pc int32) Access {
 	}
 	a := Access{Role: role, GPU: b.gpu, Block: b.id, Thread: l.thread3(t)}
 	if pc >= 0 && int(pc) < len(l.prog.code) && l.prog.code[pc].src != nil {
-		a.Instr = ptx.FormatInstr(l.prog.code[pc].src)
+		a.Instr = instrText(l.prog.code[pc].src)
 		a.Pos = l.prog.code[pc].src.Pos
 	}
 	return a

@@ -98,8 +98,11 @@ type Launch struct {
 	Options Options
 }
 
-// All returns every GPU index, for collective launches.
+// All returns every GPU index, for collective launches (none for a nil *System).
 func (s *System) All() []int {
+	if s == nil {
+		return nil
+	}
 	out := make([]int, len(s.gpus))
 	for i := range out {
 		out[i] = i
@@ -113,6 +116,9 @@ func (s *System) program(m *ptx.Module) (*program, error) {
 	}
 	if p, ok := s.progs[m]; ok {
 		return p, p.decodeErr
+	}
+	if s.progs == nil { // the zero System
+		s.progs = map[*ptx.Module]*program{}
 	}
 	var p *program
 	if err := ptx.Verify(m); err != nil && !verifyExempt(m) { // what ptxas would refuse, a GPU would never run
@@ -132,6 +138,9 @@ var verifyExempt = func(*ptx.Module) bool { return false }
 // early: a module that fails ptx.Verify is refused, as ptxas would refuse it.
 // Do not change a module after it has been loaded or launched.
 func (s *System) Load(m *ptx.Module) error {
+	if s == nil {
+		return nilSystemLaunch("Load", "")
+	}
 	_, err := s.program(m)
 	return err
 }
@@ -143,6 +152,9 @@ func launchErr(entry, format string, a ...any) error {
 // Launch runs a kernel to completion (or to the first fault) and returns nil or an *Error.
 // It runs alone: kernels started with Start must have finished (Run) first.
 func (s *System) Launch(k Launch) (err error) {
+	if s == nil {
+		return nilSystemLaunch("Launch", k.Entry)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", r)}
@@ -166,6 +178,9 @@ func (s *System) Launch(k Launch) (err error) {
 
 // prepare checks a launch and makes its grid (not started).
 func (s *System) prepare(k Launch) (*launch, error) {
+	if len(s.gpus) == 0 {
+		return nil, launchErr(k.Entry, "the System has no GPUs (the zero System: make one with New)")
+	}
 	if k.Module == nil {
 		return nil, launchErr(k.Entry, "no module")
 	}
@@ -425,8 +440,13 @@ type Stats struct {
 	Blocks             int   // blocks over all GPUs
 }
 
-// LastStats returns the statistics of the most recent launch.
-func (s *System) LastStats() Stats { return s.stats }
+// LastStats returns the statistics of the most recent launch (zero for a nil *System).
+func (s *System) LastStats() Stats {
+	if s == nil {
+		return Stats{}
+	}
+	return s.stats
+}
 
 func (l *launch) stuck(k Kind, msg string) error {
 	e := &Error{Kind: k, Kernel: l.fn.f.Name, Msg: msg}
@@ -516,7 +536,7 @@ func (l *launch) firstLive(e *Error) {
 				ln := bits.TrailingZeros32(w.live)
 				in := &l.prog.code[w.pc[ln]]
 				e.GPU, e.Block, e.Thread = b.gpu, b.id, w.tid(ln)
-				e.Instr, e.Pos = ptx.FormatInstr(in.src), in.src.Pos
+				e.Instr, e.Pos = instrText(in.src), in.src.Pos
 				return
 			}
 		}

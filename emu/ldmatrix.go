@@ -171,7 +171,7 @@ func execStmatrix(w *warp, in *dinst, part uint32) {
 // such instruction).
 func (w *warp) alignedSync(in *dinst, pc int32, g, m uint32) bool {
 	l := w.l
-	name := ptx.FormatInstr(in.src)
+	name := instrText(in.src)
 	if i := strings.IndexByte(name, ' '); i > 0 {
 		name = name[:i]
 	}
@@ -197,7 +197,7 @@ func (w *warp) alignedSync(in *dinst, pc int32, g, m uint32) bool {
 				}
 				o := l.prog.code[w.wait[ln]].src
 				w.fault(in, bits.TrailingZeros32(m), KindWarpSync, fmt.Sprintf("%s, but the warp diverged: lane(s) %#08x execute it while lane %d waits at %q at %s",
-					what, m, ln, ptx.FormatInstr(o), posString(o.Pos)))
+					what, m, ln, instrText(o), posString(o.Pos)))
 				return true
 			}
 		}

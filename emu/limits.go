@@ -50,6 +50,9 @@ func satSize(n, es int) int {
 // its default. A negative field is an error naming it, and the limits stay as they were.
 // Allocations already made stay.
 func (s *System) SetLimits(l Limits) error {
+	if s == nil {
+		return errNilSystem("SetLimits")
+	}
 	if l.MaxMemory < 0 {
 		return fmt.Errorf("emu: SetLimits: Limits.MaxMemory %d is negative (0 means the default, %d)", l.MaxMemory, DefaultLimits.MaxMemory)
 	}
@@ -66,8 +69,13 @@ func (s *System) SetLimits(l Limits) error {
 	return nil
 }
 
-// Limits returns the System's limits.
-func (s *System) Limits() Limits { return s.limits }
+// Limits returns the System's limits (zero for a nil *System: it runs nothing).
+func (s *System) Limits() Limits {
+	if s == nil {
+		return Limits{}
+	}
+	return s.limits
+}
 
 // reserve accounts n more bytes of emulated memory, or says why it cannot.
 func (s *System) reserve(what string, n int64) error {

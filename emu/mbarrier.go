@@ -1,10 +1,6 @@
 package emu
 
-import (
-	"fmt"
-
-	"github.com/kgen-dev/kgen/ptx"
-)
+import "fmt"
 
 // Deadlock reports for mbarrier pipelines. A thread that polls an mbarrier (test_wait or
 // try_wait, .parity or with a state) for a phase that does not complete leaves a note
@@ -99,7 +95,7 @@ func (l *launch) mbarrierDeadlock(e *Error) bool {
 			e.Kind = KindDeadlock
 			e.GPU, e.Block, e.Thread = b.gpu, b.id, w.tid(mw.lane)
 			if in.src != nil {
-				e.Instr = ptx.FormatInstr(in.src)
+				e.Instr = instrText(in.src)
 				e.Pos = in.src.Pos
 			}
 			e.Msg = fmt.Sprintf("mbarrier %s never completes its phase (parity %d): %s; the thread waits here for it", where, mb.phase, what)

@@ -179,7 +179,7 @@ func (w *warp) raceFault(in *dinst, ln int, off uint64, n int, write bool, other
 	where := ""
 	if opc >= 0 && int(opc) < len(w.l.prog.code) && w.l.prog.code[opc].src != nil {
 		o := w.l.prog.code[opc].src
-		where = fmt.Sprintf(" with %q at %s", ptx.FormatInstr(o), posString(o.Pos))
+		where = fmt.Sprintf(" with %q at %s", instrText(o), posString(o.Pos))
 	}
 	w.fault(in, ln, KindRace, fmt.Sprintf("%s %d bytes at shared offset %#x that %s %s%s, with no barrier in between",
 		what, n, off, who, ow, where))

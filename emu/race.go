@@ -404,7 +404,7 @@ func (w *warp) gRaceFault(in *dinst, ln int, addr uint64, n int, write bool, x *
 		other.Thread = [3]int{t % bx, t / bx % by, t / (bx * by)}
 		other.Instr, other.Pos = "", ptx.Pos{}
 		if int(x.pc) < len(p.prog.code) && p.prog.code[x.pc].src != nil {
-			other.Instr, other.Pos = ptx.FormatInstr(p.prog.code[x.pc].src), p.prog.code[x.pc].src.Pos
+			other.Instr, other.Pos = instrText(p.prog.code[x.pc].src), p.prog.code[x.pc].src.Pos
 		}
 	}
 	other.GPU, other.Block = ogpu, oid
@@ -421,7 +421,7 @@ func (w *warp) gRaceFault(in *dinst, ln int, addr uint64, n int, write bool, x *
 	switch {
 	case prev:
 		why = fmt.Sprintf("in the previous launch (of %s), which GPU %d may still run while GPU %d runs this one: no barrier between the launches (a release on GPU %d after the first access followed by an acquire on GPU %d before the second) orders them",
-			l.prev.kernel, ogpu, w.b.gpu, ogpu, w.b.gpu)
+			errName(l.prev.kernel), ogpu, w.b.gpu, ogpu, w.b.gpu)
 	case x.blk == w.b.gnum:
 		why = "no barrier between them"
 	case ogpu == w.b.gpu:

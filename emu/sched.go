@@ -6,8 +6,6 @@ import (
 	"math/rand"
 	"sort"
 	"strings"
-
-	"github.com/kgen-dev/kgen/ptx"
 )
 
 const fullMask = ^uint32(0)
@@ -192,7 +190,7 @@ func (w *warp) fault(in *dinst, lane int, k Kind, msg string) {
 	}
 	e := &Error{Kind: k, Kernel: w.l.fn.f.Name, GPU: w.b.gpu, Block: w.b.id, Thread: w.tid(lane), Msg: msg}
 	if in != nil && in.src != nil {
-		e.Instr = ptx.FormatInstr(in.src)
+		e.Instr = instrText(in.src)
 		e.Pos = in.src.Pos
 		if k == KindUnsupported && e.Msg == "" {
 			e.Msg = "the emulator does not implement this instruction form"
@@ -407,7 +405,7 @@ func (w *warp) control(in *dinst, pc int32, g, m uint32) bool {
 		}
 		msg := ""
 		if in.extern != "" {
-			msg = in.extern
+			msg = errName(in.extern)
 		}
 		w.fault(in, bits.TrailingZeros32(m), KindUnsupported, msg)
 		return true
@@ -433,7 +431,7 @@ func (w *warp) exitLanes(in *dinst, ex uint32) {
 				sin := &l.prog.code[w.wait[ln]]
 				w.fault(in, bits.TrailingZeros32(w.wmask[ln]&ex), KindWarpSync, fmt.Sprintf(
 					"the lane exits while lane %d waits for it in %q at %s (member mask %#08x)",
-					ln, ptx.FormatInstr(sin.src), posString(sin.src.Pos), w.wmask[ln]))
+					ln, instrText(sin.src), posString(sin.src.Pos), w.wmask[ln]))
 				return
 			}
 		}
@@ -515,7 +513,7 @@ func (w *warp) barrier(in *dinst, pc int32, g, m uint32) bool {
 		}
 		if bar.full && in.op != barArrive && l.prog.code[bar.pc].op != barArrive && bar.pc != pc {
 			w.fault(in, l0, KindBarrier, fmt.Sprintf("threads of one block wait at different barriers: this one and %s at %s (barrier %d)",
-				ptx.FormatInstr(l.prog.code[bar.pc].src), posString(l.prog.code[bar.pc].src.Pos), id))
+				instrText(l.prog.code[bar.pc].src), posString(l.prog.code[bar.pc].src.Pos), id))
 			return true
 		}
 	}
@@ -717,7 +715,7 @@ func (w *warp) describe() string {
 			b.WriteString(";")
 		}
 		in := &l.prog.code[k.pc]
-		where := fmt.Sprintf("%q at %s", ptx.FormatInstr(in.src), posString(in.src.Pos))
+		where := fmt.Sprintf("%q at %s", instrText(in.src), posString(in.src.Pos))
 		switch k.st {
 		case lsBar:
 			bar := &w.b.bars[k.wait]
@@ -730,7 +728,7 @@ func (w *warp) describe() string {
 				if c := w.ext[bits.TrailingZeros32(groups[k])]; c != nil && c.reason != "" {
 					reason = " (" + c.reason + ")"
 				}
-				fmt.Fprintf(&b, " lanes %#08x blocked in extern %s%s %s", groups[k], in.extern, reason, where)
+				fmt.Fprintf(&b, " lanes %#08x blocked in extern %s%s %s", groups[k], errName(in.extern), reason, where)
 			} else {
 				fmt.Fprintf(&b, " lanes %#08x running (spinning?) at %s", groups[k], where)
 			}

@@ -63,14 +63,22 @@ func New(n int) (*System, error) {
 	return s, nil
 }
 
-// NumGPUs returns the number of simulated GPUs.
-func (s *System) NumGPUs() int { return len(s.gpus) }
+// NumGPUs returns the number of simulated GPUs (0 for a nil *System).
+func (s *System) NumGPUs() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.gpus)
+}
 
 func roundUp(x, a uint64) uint64 { return (x + a - 1) / a * a }
 
 // Malloc allocates size bytes of zeroed global memory on one GPU and returns its address
 // (256-byte aligned). Every GPU can reach it (peer access is always on).
 func (s *System) Malloc(gpu int, size int) (uint64, error) {
+	if s == nil {
+		return 0, errNilSystem("Malloc")
+	}
 	s.hostSync()
 	if gpu < 0 || gpu >= len(s.gpus) {
 		return 0, fmt.Errorf("emu: Malloc on GPU %d: the system has %d GPUs", gpu, len(s.gpus))
@@ -97,21 +105,40 @@ type Symmetric struct {
 	Size int
 }
 
-// On returns the address of GPU gpu's copy.
-func (m *Symmetric) On(gpu int) uint64 { return globalAddr(gpu, m.Off) }
+// On returns the address of GPU gpu's copy. A nil *Symmetric's address (of On, Multicast,
+// NodeMulticast) is 0, the null address: every access through it is an error.
+func (m *Symmetric) On(gpu int) uint64 {
+	if m == nil {
+		return 0
+	}
+	return globalAddr(gpu, m.Off)
+}
 
 // Multicast returns the multicast address of the allocation: multimem.ld_reduce reduces over
 // every GPU's copy, multimem.st writes all copies, multimem.red updates all copies.
-func (m *Symmetric) Multicast() uint64 { return uint64(regionMulticast)<<regionShift | m.Off }
+func (m *Symmetric) Multicast() uint64 {
+	if m == nil {
+		return 0
+	}
+	return uint64(regionMulticast)<<regionShift | m.Off
+}
 
 // NodeMulticast returns the allocation's multicast address for one node (SetNodes):
 // multimem instructions on it reach the copies of the executing GPU's node (every GPU's
 // when the System is one node); host writes to it reach every GPU's copy.
-func (m *Symmetric) NodeMulticast() uint64 { return uint64(regionNodeMC)<<regionShift | m.Off }
+func (m *Symmetric) NodeMulticast() uint64 {
+	if m == nil {
+		return 0
+	}
+	return uint64(regionNodeMC)<<regionShift | m.Off
+}
 
 // MallocSymmetric allocates size zeroed bytes at the same offset on every GPU (NVSHMEM's
 // symmetric heap).
 func (s *System) MallocSymmetric(size int) (*Symmetric, error) {
+	if s == nil {
+		return nil, errNilSystem("MallocSymmetric")
+	}
 	s.hostSync()
 	if size <= 0 {
 		return nil, fmt.Errorf("emu: MallocSymmetric of %d bytes: size must be positive", size)
@@ -145,6 +172,9 @@ func (s *System) Free(addr uint64) error {
 // free releases the allocation starting at addr; a symmetric one (every GPU's copy) only
 // when sym is set.
 func (s *System) free(what string, addr uint64, sym bool) error {
+	if s == nil {
+		return errNilSystem(what)
+	}
 	s.hostSync()
 	r := region(addr)
 	if r < regionGlobal0 || r >= regionGlobal0+uint64(len(s.gpus)) {
@@ -188,6 +218,9 @@ func (s *System) freed(a *alloc) {
 
 // FreeSymmetric releases a symmetric allocation on every GPU.
 func (s *System) FreeSymmetric(m *Symmetric) error {
+	if s == nil {
+		return errNilSystem("FreeSymmetric")
+	}
 	if m == nil {
 		return fmt.Errorf("emu: FreeSymmetric(nil)")
 	}
@@ -200,6 +233,9 @@ func (s *System) FreeSymmetric(m *Symmetric) error {
 // SymmetricAt returns the symmetric allocation whose copy on some GPU starts at addr (a
 // peer address, as Peer returns), for FreeSymmetric.
 func (s *System) SymmetricAt(addr uint64) (*Symmetric, error) {
+	if s == nil {
+		return nil, errNilSystem("SymmetricAt")
+	}
 	r := region(addr)
 	if r < regionGlobal0 || r >= regionGlobal0+uint64(len(s.gpus)) {
 		return nil, fmt.Errorf("emu: SymmetricAt(%#x): not a global address", addr)
@@ -215,6 +251,9 @@ func (s *System) SymmetricAt(addr uint64) (*Symmetric, error) {
 // allocation that addr points into (what nvshmem_ptr returns). A private address is returned
 // unchanged when gpu owns it; otherwise it has no peer copy and Peer fails.
 func (s *System) Peer(addr uint64, gpu int) (uint64, error) {
+	if s == nil {
+		return 0, errNilSystem("Peer")
+	}
 	if gpu < 0 || gpu >= len(s.gpus) {
 		return 0, fmt.Errorf("emu: Peer(%#x, %d): the system has %d GPUs", addr, gpu, len(s.gpus))
 	}
@@ -231,6 +270,9 @@ func (s *System) Peer(addr uint64, gpu int) (uint64, error) {
 // MulticastOf returns the multicast address of the symmetric allocation addr points into
 // (what nvshmemx_mc_ptr returns).
 func (s *System) MulticastOf(addr uint64) (uint64, error) {
+	if s == nil {
+		return 0, errNilSystem("MulticastOf")
+	}
 	off := addr & offMask
 	r := region(addr)
 	if r == regionMulticast || r == regionNodeMC || r >= regionGlobal0 && r < regionGlobal0+uint64(len(s.gpus)) && off >= symBase {
@@ -242,6 +284,9 @@ func (s *System) MulticastOf(addr uint64) (uint64, error) {
 // NodeMulticastOf returns the node multicast address (Symmetric.NodeMulticast) of the
 // symmetric allocation addr points into (what nvshmemx_mc_ptr of the node team returns).
 func (s *System) NodeMulticastOf(addr uint64) (uint64, error) {
+	if s == nil {
+		return 0, errNilSystem("NodeMulticastOf")
+	}
 	a, err := s.MulticastOf(addr)
 	if err != nil {
 		return 0, fmt.Errorf("emu: NodeMulticastOf(%#x): not an address in the symmetric heap", addr)
@@ -252,6 +297,9 @@ func (s *System) NodeMulticastOf(addr uint64) (uint64, error) {
 // Write copies p to device memory at addr (any GPU's global address, or a multicast address,
 // which writes every GPU's copy).
 func (s *System) Write(addr uint64, p []byte) error {
+	if s == nil {
+		return errNilSystem("Write")
+	}
 	s.hostSync()
 	if len(p) == 0 {
 		return nil
@@ -276,6 +324,9 @@ func (s *System) Write(addr uint64, p []byte) error {
 
 // Read copies len(p) bytes of device memory at addr into p.
 func (s *System) Read(addr uint64, p []byte) error {
+	if s == nil {
+		return errNilSystem("Read")
+	}
 	s.hostSync()
 	if len(p) == 0 {
 		return nil
@@ -296,6 +347,9 @@ func (s *System) Read(addr uint64, p []byte) error {
 // race detector's overlap of consecutive launches is kept, since a stream polls it while they
 // run.
 func (s *System) Load32(addr uint64) (uint32, error) {
+	if s == nil {
+		return 0, errNilSystem("Load32")
+	}
 	if addr%4 != 0 {
 		return 0, fmt.Errorf("emu: Load32 at %#x: not 4-byte aligned", addr)
 	}
@@ -308,6 +362,9 @@ func (s *System) Load32(addr uint64) (uint32, error) {
 
 // Memset sets n bytes at addr to v (any GPU's global address, or a multicast address).
 func (s *System) Memset(addr uint64, v byte, n int) error {
+	if s == nil {
+		return errNilSystem("Memset")
+	}
 	if err := s.checkSpan("Memset", addr, n, true); err != nil || n == 0 {
 		return err
 	}
@@ -321,6 +378,9 @@ func (s *System) Memset(addr uint64, v byte, n int) error {
 // Copy copies n bytes from device address src to device address dst (any GPUs; dst may be
 // a multicast address).
 func (s *System) Copy(dst, src uint64, n int) error {
+	if s == nil {
+		return errNilSystem("Copy")
+	}
 	if err := s.checkSpan("Copy source", src, n, false); err != nil || n == 0 {
 		return err
 	}
@@ -337,6 +397,9 @@ func (s *System) Copy(dst, src uint64, n int) error {
 // checkSpan checks, before anything is allocated for it, that a host operation's n bytes at
 // addr lie in live allocations (of every GPU for a multicast address, when mc allows one).
 func (s *System) checkSpan(op string, addr uint64, n int, mc bool) error {
+	if s == nil {
+		return errNilSystem(op)
+	}
 	if n < 0 {
 		return fmt.Errorf("emu: %s of %d bytes: the length is negative", op, n)
 	}
@@ -362,6 +425,9 @@ type Elem interface {
 
 // WriteSlice copies a typed slice to device memory (little-endian, as GPUs store it).
 func WriteSlice[T Elem](s *System, addr uint64, v []T) error {
+	if s == nil {
+		return errNilSystem("WriteSlice")
+	}
 	p, err := binary.Append(nil, binary.LittleEndian, v)
 	if err != nil {
 		return err
@@ -374,6 +440,9 @@ func WriteSlice[T Elem](s *System, addr uint64, v []T) error {
 func ReadSlice[T Elem](s *System, addr uint64, n int) ([]T, error) {
 	var z T
 	es := binary.Size(z)
+	if s == nil {
+		return nil, errNilSystem("ReadSlice")
+	}
 	if n < 0 {
 		return nil, fmt.Errorf("emu: ReadSlice of %d elements: the count is negative", n)
 	}

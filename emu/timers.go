@@ -76,6 +76,9 @@ const (
 // SetNetwork sets how data moves between nodes. The latency is 0 to MaxLatency; a
 // BytesPerSecond of 0 means unlimited bandwidth, else it is at least MinBytesPerSecond.
 func (s *System) SetNetwork(n Network) error {
+	if s == nil {
+		return errNilSystem("SetNetwork")
+	}
 	if err := n.Check(); err != nil {
 		return err
 	}
@@ -83,9 +86,10 @@ func (s *System) SetNetwork(n Network) error {
 	return nil
 }
 
-// Network returns how data moves between nodes (DefaultNetwork unless SetNetwork).
+// Network returns how data moves between nodes (DefaultNetwork unless SetNetwork, and for a
+// nil *System).
 func (s *System) Network() Network {
-	if s.net == nil {
+	if s == nil || s.net == nil {
 		return DefaultNetwork
 	}
 	return *s.net
@@ -118,8 +122,11 @@ func (h *timerHeap) Pop() any {
 	return t
 }
 
-// Now returns the logical time (steps since the System was made).
+// Now returns the logical time (steps since the System was made; 0 for a nil *System).
 func (s *System) Now() int64 {
+	if s == nil {
+		return 0
+	}
 	if s.cur != nil {
 		return s.cur.now()
 	}
@@ -130,18 +137,30 @@ func (l *launch) now() int64 { return l.t0 + l.steps + l.skip }
 
 // At schedules f to run at logical time t (now, if t is in the past): during a launch when
 // the clock reaches t, else at the next launch that runs that long, or RunScheduled. A nil f
-// only wakes the clock at t (for an extern call that waits until then).
+// only wakes the clock at t (for an extern call that waits until then). On a nil *System it
+// does nothing (RunScheduled and every launch of it are errors).
 func (s *System) At(t int64, f Action) {
+	if s == nil {
+		return
+	}
 	s.tseq++
 	heap.Push(&s.timers, &timer{due: t, seq: s.tseq, f: f})
 }
 
-// Scheduled returns the number of actions not run yet.
-func (s *System) Scheduled() int { return len(s.timers) }
+// Scheduled returns the number of actions not run yet (0 for a nil *System).
+func (s *System) Scheduled() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.timers)
+}
 
 // RunScheduled runs every scheduled action now, in time order, from the host (as if it
 // waited for them): the clock moves to the last one's time. It returns the first error.
 func (s *System) RunScheduled() error {
+	if s == nil {
+		return errNilSystem("RunScheduled")
+	}
 	s.hostSync()
 	var errs []error
 	for len(s.timers) > 0 {
@@ -156,8 +175,13 @@ func (s *System) RunScheduled() error {
 	return errors.Join(errs...)
 }
 
-// CancelScheduled drops every scheduled action (after a failed launch).
-func (s *System) CancelScheduled() { s.timers = nil }
+// CancelScheduled drops every scheduled action (after a failed launch); on a nil *System it
+// does nothing.
+func (s *System) CancelScheduled() {
+	if s != nil {
+		s.timers = nil
+	}
+}
 
 // runDue runs the actions due by now; an error faults the launch.
 func (l *launch) runDue() {
@@ -195,11 +219,28 @@ type Delivery struct {
 	l *launch // nil outside a launch
 }
 
-// Now returns the logical time of the delivery.
-func (d *Delivery) Now() int64 { return d.s.Now() }
+// errDelivery is the error of a Delivery method on one the emulator did not make (nil or a
+// zero Delivery{}), or nil.
+func (d *Delivery) errDelivery(op string) error {
+	if d == nil || d.s == nil {
+		return fmt.Errorf("emu: Delivery.%s on a nil or zero Delivery (use the one the emulator passes the Action)", op)
+	}
+	return nil
+}
+
+// Now returns the logical time of the delivery (0 for a nil or zero Delivery).
+func (d *Delivery) Now() int64 {
+	if d.errDelivery("Now") != nil {
+		return 0
+	}
+	return d.s.Now()
+}
 
 // Load reads len(p) bytes of global memory at addr.
 func (d *Delivery) Load(addr uint64, p []byte) error {
+	if err := d.errDelivery("Load"); err != nil {
+		return err
+	}
 	b, f := d.s.globalSpan(addr, len(p))
 	if f != nil {
 		return errors.New(f.msg)
@@ -210,6 +251,9 @@ func (d *Delivery) Load(addr uint64, p []byte) error {
 
 // Store writes p to global memory at addr.
 func (d *Delivery) Store(addr uint64, p []byte) error {
+	if err := d.errDelivery("Store"); err != nil {
+		return err
+	}
 	b, f := d.s.globalSpan(addr, len(p))
 	if f != nil {
 		return errors.New(f.msg)
@@ -224,8 +268,15 @@ func (d *Delivery) Store(addr uint64, p []byte) error {
 	return nil
 }
 
-// Atomic applies f to the size-byte (4 or 8) value at addr and returns the old value.
+// Atomic applies f to the size-byte (4 or 8) value at addr and returns the old value. A nil
+// f is an error.
 func (d *Delivery) Atomic(addr uint64, size int, f func(old uint64) uint64) (uint64, error) {
+	if err := d.errDelivery("Atomic"); err != nil {
+		return 0, err
+	}
+	if f == nil {
+		return 0, errors.New("emu: Delivery.Atomic: the update function f is nil")
+	}
 	if size != 4 && size != 8 {
 		return 0, fmt.Errorf("Atomic: size %d (want 4 or 8)", size)
 	}

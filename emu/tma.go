@@ -46,6 +46,9 @@ var tmapElems = []ptx.Type{ptx.U8, ptx.U16, ptx.U32, ptx.S32, ptx.U64, ptx.S64, 
 // Validate checks the map against cuTensorMapEncodeTiled's rules (the ones the emulator
 // relies on); the error names the field.
 func (m *TensorMap) Validate() error {
+	if m == nil {
+		return errors.New("tensor map: a nil *TensorMap")
+	}
 	es := m.elemBytes()
 	switch {
 	case es == 0:
@@ -93,9 +96,13 @@ func (m *TensorMap) elemBytes() int {
 }
 
 // Encode returns the map's 128 bytes, as a kernel receives them (a .param .align 64 .b8
-// [128] parameter, or global memory).
+// [128] parameter, or global memory). A nil *TensorMap encodes as 128 zero bytes, which
+// DecodeTensorMap (and a kernel's use of them) refuses.
 func (m *TensorMap) Encode() [TensorMapSize]byte {
 	var b [TensorMapSize]byte
+	if m == nil {
+		return b
+	}
 	copy(b[:], tensorMapMagic)
 	b[8] = byte(m.Elem)
 	b[9] = byte(m.Rank)

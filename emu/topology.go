@@ -13,6 +13,9 @@ import "fmt"
 // SetNodes splits the GPUs into nodes of NumGPUs()/nodes consecutive GPUs; 1 (the default)
 // makes one node of all of them. The number of GPUs must be a multiple of nodes.
 func (s *System) SetNodes(nodes int) error {
+	if s == nil {
+		return errNilSystem("SetNodes")
+	}
 	n := len(s.gpus)
 	if nodes < 1 || nodes > n {
 		return fmt.Errorf("emu: %d nodes for %d GPUs: want 1 to %d", nodes, n, n)
@@ -24,19 +27,33 @@ func (s *System) SetNodes(nodes int) error {
 	return nil
 }
 
-// Nodes returns the number of nodes (1 unless SetNodes split the GPUs).
-func (s *System) Nodes() int { return len(s.gpus) / s.NodeSize() }
+// Nodes returns the number of nodes (1 unless SetNodes split the GPUs; 0 for a System of no
+// GPUs: a nil or zero one).
+func (s *System) Nodes() int {
+	if n := s.NodeSize(); n > 0 {
+		return len(s.gpus) / n
+	}
+	return 0
+}
 
-// NodeSize returns the number of GPUs of each node.
+// NodeSize returns the number of GPUs of each node (0 for a nil or zero System).
 func (s *System) NodeSize() int {
+	if s == nil {
+		return 0
+	}
 	if s.nodeSize == 0 {
 		return len(s.gpus)
 	}
 	return s.nodeSize
 }
 
-// NodeOf returns the node of GPU gpu.
-func (s *System) NodeOf(gpu int) int { return gpu / s.NodeSize() }
+// NodeOf returns the node of GPU gpu (0 for a System of no GPUs, which has no nodes).
+func (s *System) NodeOf(gpu int) int {
+	if n := s.NodeSize(); n > 0 {
+		return gpu / n
+	}
+	return 0
+}
 
 // SameNode reports whether GPUs a and b are on one node.
 func (s *System) SameNode(a, b int) bool { return s.NodeOf(a) == s.NodeOf(b) }

@@ -338,7 +338,7 @@ func NVSHMEMCalls(m *ptx.Module) []string {
 		return nil
 	}
 	for _, f := range m.Funcs {
-		if f.Extern && !f.Entry && (strings.HasPrefix(f.Name, "nvshmem") || strings.HasPrefix(f.Name, "nvshmemx")) {
+		if f != nil && f.Extern && !f.Entry && (strings.HasPrefix(f.Name, "nvshmem") || strings.HasPrefix(f.Name, "nvshmemx")) {
 			out = append(out, f.Name)
 		}
 	}
@@ -358,7 +358,10 @@ func (d *Device) Load(src Source) (*Module, error) {
 	}
 	entries := map[string]*ptx.Func{}
 	first := ""
-	for _, f := range src.Module.Funcs {
+	for i, f := range src.Module.Funcs {
+		if f == nil {
+			return nil, fmt.Errorf("jit: Load: Source.Module.Funcs[%d] is nil", i)
+		}
 		if f.Entry && !f.Extern {
 			entries[f.Name] = f
 			if first == "" {
@@ -373,28 +376,29 @@ func (d *Device) Load(src Source) (*Module, error) {
 	if name == "" {
 		name = first
 	}
+	ename := errName(name) // the module in errors
 	if d.info.Backend == Emulator {
 		// The GPU's ptxas refuses a module that breaks PTX's rules; the emulator would run
 		// it, making it look good. Refuse it as the GPU would, before it runs.
 		if err := ptx.Verify(src.Module); err != nil {
-			return nil, fmt.Errorf("jit: Load of %s: the module fails ptx.Verify (ptxas would refuse it): %w", name, err)
+			return nil, fmt.Errorf("jit: Load of %s: the module fails ptx.Verify (ptxas would refuse it): %w", ename, err)
 		}
 	}
 	for entry, info := range src.Params {
 		if err := checkParamInfo(entries[entry], entry, info); err != nil {
-			return nil, fmt.Errorf("jit: Load of %s: Source.Params: %w", name, err)
+			return nil, fmt.Errorf("jit: Load of %s: Source.Params: %w", ename, err)
 		}
 	}
 	calls := NVSHMEMCalls(src.Module)
 	if len(calls) > 0 {
 		if src.DevLib == nil && d.info.Backend == GPU {
-			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s) but Source.DevLib is nil; build the device library with package nvshmem/devlib and pass it", name, strings.Join(calls, ", "))
+			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s) but Source.DevLib is nil; build the device library with package nvshmem/devlib and pass it", ename, excerpt.Cut(strings.Join(calls, ", "), maxErrSignature))
 		}
 		d.mu.Lock()
 		sh := d.shmem
 		d.mu.Unlock()
 		if sh == nil || sh.finalized() {
-			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s): call jit.InitNVSHMEM on this device before loading it", name, strings.Join(calls, ", "))
+			return nil, fmt.Errorf("jit: module %s calls NVSHMEM (%s): call jit.InitNVSHMEM on this device before loading it", ename, excerpt.Cut(strings.Join(calls, ", "), maxErrSignature))
 		}
 		if src.DevLib != nil {
 			if err := sh.checkDevLib(src.DevLib); err != nil {
@@ -406,7 +410,7 @@ func (d *Device) Load(src Source) (*Module, error) {
 	if len(text) == 0 {
 		var b strings.Builder
 		if err := ptx.Print(&b, src.Module); err != nil {
-			return nil, fmt.Errorf("jit: module %s: printing PTX: %w", name, err)
+			return nil, fmt.Errorf("jit: module %s: printing PTX: %w", ename, err)
 		}
 		text = []byte(b.String())
 	}
@@ -424,7 +428,7 @@ func (d *Device) Load(src Source) (*Module, error) {
 		t0 := time.Now()
 		if err := req.nvshmem.impl.moduleInit(impl); err != nil {
 			impl.unload()
-			return nil, fmt.Errorf("jit: module %s: %w", name, err)
+			return nil, fmt.Errorf("jit: module %s: %w", ename, err)
 		}
 		stats.Load += time.Since(t0)
 	}
@@ -697,42 +701,42 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 	var err error
 	g, b := cfg.Grid.norm(), cfg.Block.norm()
 	if g.X < 1 || g.Y < 1 || g.Z < 1 || b.X < 1 || b.Y < 1 || b.Z < 1 {
-		return fmt.Errorf("jit: launch of %s: grid %v and block %v must be positive", f.sig.Name, cfg.Grid, cfg.Block)
+		return fmt.Errorf("jit: launch of %s: grid %v and block %v must be positive", errName(f.sig.Name), cfg.Grid, cfg.Block)
 	}
 	if err := checkDims(g, b); err != nil {
-		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
+		return fmt.Errorf("jit: launch of %s: %w", errName(f.sig.Name), err)
 	}
 	if err := checkShared(cfg.SharedMem); err != nil {
-		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
+		return fmt.Errorf("jit: launch of %s: %w", errName(f.sig.Name), err)
 	}
 	if err := cfg.checkCluster(g, f.m.d.info.SM); err != nil {
-		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
+		return fmt.Errorf("jit: launch of %s: %w", errName(f.sig.Name), err)
 	}
 	f.m.mu.Lock()
 	closed := f.m.closed
 	f.m.mu.Unlock()
 	if closed {
-		return fmt.Errorf("jit: launch of %s: its module was closed", f.sig.Name)
+		return fmt.Errorf("jit: launch of %s: its module was closed", errName(f.sig.Name))
 	}
-	s, err := cfg.Stream.useOn("launch of "+f.sig.Name, f.m.d)
+	s, err := cfg.Stream.useOn("launch of "+errName(f.sig.Name), f.m.d)
 	if err != nil {
 		return err
 	}
 	if cfg.Collective < CollectiveAuto || cfg.Collective > CollectiveOff {
-		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", f.sig.Name, cfg.Collective)
+		return fmt.Errorf("jit: launch of %s: unknown Collective mode %d", errName(f.sig.Name), cfg.Collective)
 	}
 	if cfg.CoResident {
 		cl, ok := f.impl.(coLauncher)
 		if !ok {
-			return fmt.Errorf("jit: launch of %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
+			return fmt.Errorf("jit: launch of %s: the %s backend cannot launch a co-resident grid", errName(f.sig.Name), f.m.d.info.Backend)
 		}
 		n, rerr := cl.residentBlocks(b, cfg.SharedMem)
 		if rerr != nil {
-			return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, rerr)
+			return fmt.Errorf("jit: launch of %s: %w", errName(f.sig.Name), rerr)
 		}
 		if blocks := int64(g.X) * int64(g.Y) * int64(g.Z); blocks > int64(n) {
 			return fmt.Errorf("jit: launch of %s: grid %dx%dx%d has %d blocks of %dx%dx%d threads, but at most %d can be resident at once on %s (%s); its blocks wait on each other (CoResident), so use a grid of at most %d blocks",
-				f.sig.Name, g.X, g.Y, g.Z, blocks, b.X, b.Y, b.Z, n, f.m.d.describe(), cl.residentLimit(b, cfg.SharedMem), n)
+				errName(f.sig.Name), g.X, g.Y, g.Z, blocks, b.X, b.Y, b.Z, n, f.m.d.describe(), cl.residentLimit(b, cfg.SharedMem), n)
 		}
 	}
 	run := func() error { return f.dispatch(g, b, s, slots, &cfg) }
@@ -742,7 +746,7 @@ func (f *Function) launch(cfg LaunchConfig, slots []uint64) error {
 		err = run()
 	}
 	if err != nil {
-		return fmt.Errorf("jit: launch of %s: %w", f.sig.Name, err)
+		return fmt.Errorf("jit: launch of %s: %w", errName(f.sig.Name), err)
 	}
 	f.m.d.noteLaunch()
 	return nil
@@ -758,26 +762,26 @@ func (f *Function) ResidentBlocks(block Dim3, shared int) (int, error) {
 	}
 	cl, ok := f.impl.(coLauncher)
 	if !ok {
-		return 0, fmt.Errorf("jit: %s: the %s backend cannot launch a co-resident grid", f.sig.Name, f.m.d.info.Backend)
+		return 0, fmt.Errorf("jit: %s: the %s backend cannot launch a co-resident grid", errName(f.sig.Name), f.m.d.info.Backend)
 	}
 	if b := block.norm(); b.X <= 0 || b.Y <= 0 || b.Z <= 0 || shared < 0 {
-		return 0, fmt.Errorf("jit: %s: resident blocks of %dx%dx%d threads with %d bytes of shared memory: want a positive block and non-negative shared memory", f.sig.Name, block.X, block.Y, block.Z, shared)
+		return 0, fmt.Errorf("jit: %s: resident blocks of %dx%dx%d threads with %d bytes of shared memory: want a positive block and non-negative shared memory", errName(f.sig.Name), block.X, block.Y, block.Z, shared)
 	}
 	if err := checkBlock(block.norm()); err != nil {
-		return 0, fmt.Errorf("jit: %s: resident blocks: %w", f.sig.Name, err)
+		return 0, fmt.Errorf("jit: %s: resident blocks: %w", errName(f.sig.Name), err)
 	}
 	if err := checkShared(shared); err != nil {
-		return 0, fmt.Errorf("jit: %s: resident blocks: %w", f.sig.Name, err)
+		return 0, fmt.Errorf("jit: %s: resident blocks: %w", errName(f.sig.Name), err)
 	}
 	f.m.mu.Lock()
 	closed := f.m.closed
 	f.m.mu.Unlock()
 	if closed {
-		return 0, fmt.Errorf("jit: %s: its module was closed", f.sig.Name)
+		return 0, fmt.Errorf("jit: %s: its module was closed", errName(f.sig.Name))
 	}
 	n, err := cl.residentBlocks(block.norm(), shared)
 	if err != nil {
-		return 0, fmt.Errorf("jit: %s: %w", f.sig.Name, err)
+		return 0, fmt.Errorf("jit: %s: %w", errName(f.sig.Name), err)
 	}
 	return n, nil
 }

@@ -163,7 +163,7 @@ func checkParamSpace(f *ptx.Func) error {
 	n := 0
 	for i, p := range f.Params {
 		if p.Array < 0 {
-			return fmt.Errorf("jit: kernel %s, parameter %d (%s): negative array length %d", f.Name, i, p.Name, p.Array)
+			return fmt.Errorf("jit: kernel %s, parameter %d (%s): negative array length %d", errName(f.Name), i, errName(p.Name), p.Array)
 		}
 		n += paramBytes(p)
 	}

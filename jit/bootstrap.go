@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,10 +105,20 @@ const bootstrapMagic = "KGENUID1"
 // ExchangeUniqueID gives every rank rank 0's unique ID: rank 0 passes its ID and serves it
 // at rv.Addr until all WorldSize-1 others have fetched it; the others pass nil and retry
 // connecting until ctx ends. A rank that never shows up makes the others fail when ctx ends,
-// with an error naming it.
+// with an error naming it. A Rendezvous that cannot work (a rank outside 0..WorldSize-1, a
+// negative WorldSize, an Addr that is not host:port) is an error at once, not retried.
 func ExchangeUniqueID(ctx context.Context, rv Rendezvous, uid []byte) ([]byte, error) {
+	if rv.WorldSize < 0 {
+		return nil, fmt.Errorf("jit: bootstrap: Rendezvous.WorldSize %d is negative", rv.WorldSize)
+	}
 	if rv.WorldSize <= 1 {
 		return uid, nil
+	}
+	if rv.Rank < 0 || rv.Rank >= rv.WorldSize {
+		return nil, fmt.Errorf("jit: bootstrap: Rendezvous.Rank %d is not in 0..%d (WorldSize %d)", rv.Rank, rv.WorldSize-1, rv.WorldSize)
+	}
+	if _, port, err := net.SplitHostPort(rv.Addr); err != nil || port == "" {
+		return nil, fmt.Errorf("jit: bootstrap: Rendezvous.Addr %s is not host:port (where rank 0 serves the unique ID)", excerpt.Quote(rv.Addr))
 	}
 	if rv.Rank == 0 {
 		if len(uid) == 0 || len(uid) > 1<<16 {
@@ -144,7 +153,7 @@ func serveUniqueID(ctx context.Context, rv Rendezvous, uid []byte) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listenAddr(rv.Addr))
 	if err != nil {
-		return fmt.Errorf("jit: bootstrap: rank 0 cannot listen on %s: %w (is MASTER_PORT free? set KGEN_BOOTSTRAP_PORT to use another)", rv.Addr, err)
+		return fmt.Errorf("jit: bootstrap: rank 0 cannot listen on %s: %w (is MASTER_PORT free? set KGEN_BOOTSTRAP_PORT to use another)", excerpt.Cut(rv.Addr, maxErrName), err)
 	}
 	type served struct {
 		rank         int
@@ -202,7 +211,7 @@ func serveUniqueID(ctx context.Context, rv Rendezvous, uid []byte) error {
 	for len(seen) < rv.WorldSize-1 {
 		select {
 		case <-ctx.Done():
-			msg := fmt.Sprintf("jit: bootstrap: ranks %v did not connect to %s in time (did they start? did one fail?)", missingRanks(rv.WorldSize, seen), rv.Addr)
+			msg := fmt.Sprintf("jit: bootstrap: ranks %s did not connect to %s in time (did they start? did one fail?)", missingRanks(rv.WorldSize, seen), excerpt.Cut(rv.Addr, maxErrName))
 			if strays > 0 {
 				msg += fmt.Sprintf("; %d connection(s) that were not kgen ranks were dropped, the first: %v", strays, firstStray)
 			}
@@ -261,15 +270,19 @@ func serveOne(ctx context.Context, c net.Conn, rv Rendezvous, uid []byte) (rank 
 	return rank, rerr, nil
 }
 
-func missingRanks(n int, seen map[int]bool) []int {
-	var out []int
-	for r := 1; r < n; r++ {
+func missingRanks(n int, seen map[int]bool) string {
+	const show = 16 // a world of a million ranks gives a short message, found in a short loop
+	var out []string
+	for r := 1; r < n && len(out) < show; r++ {
 		if !seen[r] {
-			out = append(out, r)
+			out = append(out, strconv.Itoa(r))
 		}
 	}
-	sort.Ints(out)
-	return out
+	s := "[" + strings.Join(out, " ") + "]"
+	if more := n - 1 - len(seen) - len(out); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 func fetchUniqueID(ctx context.Context, rv Rendezvous) ([]byte, error) {
@@ -292,7 +305,7 @@ func fetchUniqueID(ctx context.Context, rv Rendezvous) ([]byte, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("jit: bootstrap: rank %d: rank 0 did not serve the unique ID at %s in time (is it running? did it fail?): %v", rv.Rank, rv.Addr, last)
+			return nil, fmt.Errorf("jit: bootstrap: rank %d: rank 0 did not serve the unique ID at %s in time (is it running? did it fail?): %v", rv.Rank, excerpt.Cut(rv.Addr, maxErrName), excerpt.Cut(fmt.Sprint(last), maxErrSignature))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

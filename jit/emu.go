@@ -232,15 +232,15 @@ func (d *emuDevice) load(req *loadRequest, _ *Cache) (module, LoadStats, error) 
 		// match the signatures of Source.Module (launches are checked against those).
 		pm, err := ptx.Parse(string(req.ptx))
 		if err != nil {
-			return nil, LoadStats{}, fmt.Errorf("jit: module %s: the emulator runs a ptx.Module and Source.PTX does not parse (pass the *ptx.Module itself, without PTX): %w", req.name, err)
+			return nil, LoadStats{}, fmt.Errorf("jit: module %s: the emulator runs a ptx.Module and Source.PTX does not parse (pass the *ptx.Module itself, without PTX): %w", errName(req.name), err)
 		}
 		if err := sameSignatures(req.mod, pm); err != nil {
-			return nil, LoadStats{}, fmt.Errorf("jit: module %s: %w", req.name, err)
+			return nil, LoadStats{}, fmt.Errorf("jit: module %s: %w", errName(req.name), err)
 		}
 		mod = pm
 	}
 	if req.shmem && emulateNVSHMEM == nil {
-		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem/shmemu)", req.name, strings.Join(NVSHMEMCalls(req.mod), ", "))
+		return nil, LoadStats{}, fmt.Errorf("jit: module %s calls NVSHMEM (%s), but this binary has no NVSHMEM device emulation (package nvshmem/shmemu)", errName(req.name), excerpt.Cut(strings.Join(NVSHMEMCalls(req.mod), ", "), maxErrSignature))
 	}
 	key := sha256.Sum256(req.ptx)
 	defer d.lock()()
@@ -248,7 +248,7 @@ func (d *emuDevice) load(req *loadRequest, _ *Cache) (module, LoadStats, error) 
 		mod = m
 	} else {
 		if err := d.m.sys.Load(mod); err != nil {
-			return nil, LoadStats{}, fmt.Errorf("jit: module %s: emulator: %w", req.name, err)
+			return nil, LoadStats{}, fmt.Errorf("jit: module %s: emulator: %w", errName(req.name), err)
 		}
 		d.m.mods[key] = mod
 	}
@@ -426,7 +426,7 @@ func (m *emuModule) function(name string) (function, error) {
 			return &emuFunc{m: m, sig: f}, nil
 		}
 	}
-	return nil, fmt.Errorf("jit: module %s has no kernel %s", m.name, excerpt.Quote(name))
+	return nil, fmt.Errorf("jit: module %s has no kernel %s", errName(m.name), excerpt.Quote(name))
 }
 
 func (m *emuModule) unload() error { return nil }
@@ -461,7 +461,7 @@ func (f *emuFunc) launchMode(g, b Dim3, shared int, s stream, slots []uint64, cf
 	}
 	l := &emu.Launch{Module: f.m.mod, Entry: f.sig.Name, GPUs: []int{d.gpu}, Grid: emuDim(g), Block: emuDim(b),
 		SharedBytes: shared, Args: args, Cluster: cluster, Options: d.opts}
-	desc := fmt.Sprintf("launch of %s (grid %v, block %v)", f.sig.Name, dimString(g), dimString(b))
+	desc := fmt.Sprintf("launch of %s (grid %v, block %v)", errName(f.sig.Name), dimString(g), dimString(b))
 	if cfg.Call != "" {
 		desc = fmt.Sprintf("%s: %s", cfg.Call, desc)
 	}

@@ -51,14 +51,14 @@ func (f *Function) LaunchEncoded(cfg LaunchConfig, a *Args) error {
 		return errors.New("jit: LaunchEncoded of a nil *Function (look kernels up with Module.Function)")
 	}
 	if a == nil {
-		return fmt.Errorf("jit: launch of %s: the encoded arguments are nil (make them with this Function's Encode)", f.sig.Name)
+		return fmt.Errorf("jit: launch of %s: the encoded arguments are nil (make them with this Function's Encode)", errName(f.sig.Name))
 	}
 	if a.f != f {
-		return fmt.Errorf("jit: launch of %s: arguments encoded for another kernel (make them with this Function's Encode)", f.sig.Name)
+		return fmt.Errorf("jit: launch of %s: arguments encoded for another kernel (make them with this Function's Encode)", errName(f.sig.Name))
 	}
 	for _, m := range a.mems {
 		if m.m.isFreed() {
-			return fmt.Errorf("jit: launch of %s, argument %d (%s): its memory (the buffer, or the tensor map's) was freed after the arguments were encoded", f.sig.Name, m.arg, paramDecl(f.sig.Params[m.arg]))
+			return fmt.Errorf("jit: launch of %s, argument %d (%s): its memory (the buffer, or the tensor map's) was freed after the arguments were encoded", errName(f.sig.Name), m.arg, errName(paramDecl(f.sig.Params[m.arg])))
 		}
 	}
 	return f.launch(cfg, a.words)

@@ -245,7 +245,7 @@ func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, er
 	}
 	if bytes.Equal(img, wholeProgramEntry) {
 		if !fallback {
-			return nil, st, fmt.Errorf("jit: module %s: the cache entry %s says to compile a whole program, which %s=link, %s or a device library rules out; clear the cache (%s)", req.name, key, JITModeEnv, PtxasEnv, DefaultCacheDir())
+			return nil, st, fmt.Errorf("jit: module %s: the cache entry %s says to compile a whole program, which %s=link, %s or a device library rules out; clear the cache (%s)", errName(req.name), key, JITModeEnv, PtxasEnv, DefaultCacheDir())
 		}
 		w, wst, err := d.loadWhole(req)
 		wst.CacheHit, wst.Link, wst.Key = hit, linkTime, st.Key
@@ -261,7 +261,7 @@ func (d *cudaDevice) load(req *loadRequest, cache *Cache) (module, LoadStats, er
 	})
 	st.Load = time.Since(t0)
 	if err != nil {
-		return nil, st, fmt.Errorf("jit: module %s: cuModuleLoadData of a %d-byte cubin: %v", req.name, len(img), err)
+		return nil, st, fmt.Errorf("jit: module %s: cuModuleLoadData of a %d-byte cubin: %v", errName(req.name), len(img), err)
 	}
 	return &cudaModule{d: d, mod: mod, src: req.mod}, st, nil
 }
@@ -281,9 +281,9 @@ func (d *cudaDevice) loadWhole(req *loadRequest) (module, LoadStats, error) {
 	st.Load = time.Since(t0)
 	if err != nil {
 		if log := cstr(errLog); log != "" {
-			return nil, st, fmt.Errorf("jit: module %s: the driver's compile for %s (cuModuleLoadDataEx): %v:\n%s", req.name, d.inf.Arch, err, log)
+			return nil, st, fmt.Errorf("jit: module %s: the driver's compile for %s (cuModuleLoadDataEx): %v:\n%s", errName(req.name), d.inf.Arch, err, log)
 		}
-		return nil, st, fmt.Errorf("jit: module %s: the driver's compile for %s (cuModuleLoadDataEx): %v", req.name, d.inf.Arch, err)
+		return nil, st, fmt.Errorf("jit: module %s: the driver's compile for %s (cuModuleLoadDataEx): %v", errName(req.name), d.inf.Arch, err)
 	}
 	return &cudaModule{d: d, mod: mod, src: req.mod}, st, nil
 }
@@ -363,9 +363,9 @@ func (d *cudaDevice) link(req *loadRequest, px *ptxasCompiler, verbose bool) (cu
 			log = cstr(info)
 		}
 		if log != "" {
-			return nil, "", fmt.Errorf("jit: linking module %s for %s: %v:\n%s", req.name, d.inf.Arch, err, log)
+			return nil, "", fmt.Errorf("jit: linking module %s for %s: %v:\n%s", errName(req.name), d.inf.Arch, err, log)
 		}
-		return nil, "", fmt.Errorf("jit: linking module %s for %s: %v", req.name, d.inf.Arch, err)
+		return nil, "", fmt.Errorf("jit: linking module %s for %s: %v", errName(req.name), d.inf.Arch, err)
 	}
 	return out, cstr(info), nil
 }
@@ -545,7 +545,7 @@ func (m *cudaModule) checkParams(name string, fn cu.Function) error {
 		return err
 	}
 	if bad != "" {
-		return fmt.Errorf("jit: kernel %s does not match the ptx.Module it was loaded with: %s; signature %s (was Source.PTX printed from Source.Module?)", name, bad, errSignature(sig))
+		return fmt.Errorf("jit: kernel %s does not match the ptx.Module it was loaded with: %s; signature %s (was Source.PTX printed from Source.Module?)", errName(name), bad, errSignature(sig))
 	}
 	return nil
 }

@@ -153,7 +153,7 @@ func (c *capture) record(f *Function, cfg LaunchConfig, g, b Dim3, slots []uint6
 	}
 	if err != nil {
 		if c.err == nil {
-			c.err = fmt.Errorf("launch %d (%s): %w", len(c.nodes), f.sig.Name, err)
+			c.err = fmt.Errorf("launch %d (%s): %w", len(c.nodes), errName(f.sig.Name), err)
 		}
 		return err
 	}
@@ -236,7 +236,7 @@ func (x *GraphExec) Launch(s *Stream) error {
 	}
 	for i := range x.nodes {
 		if m := x.nodes[i].fn.m; m.isClosed() {
-			return fmt.Errorf("jit: GraphExec.Launch: launch %d (%s): its module was closed", i, x.nodes[i].fn.sig.Name)
+			return fmt.Errorf("jit: GraphExec.Launch: launch %d (%s): its module was closed", i, errName(x.nodes[i].fn.sig.Name))
 		}
 	}
 	st, err := s.useOn("GraphExec.Launch", x.g.d)
@@ -276,7 +276,7 @@ func (x *GraphExec) SetLaunchArgs(i int, args any) error {
 		v = v.Elem()
 	}
 	if !v.IsValid() {
-		return fmt.Errorf("jit: SetLaunchArgs of launch %d (%s): no arguments (nil)", i, f.sig.Name)
+		return fmt.Errorf("jit: SetLaunchArgs of launch %d (%s): no arguments (nil)", i, errName(f.sig.Name))
 	}
 	slots, err := f.encodeStruct(v)
 	if err != nil {
@@ -309,7 +309,7 @@ func (x *GraphExec) set(i int, slots []uint64) error {
 	n := x.nodes[i]
 	n.args = slots
 	if err := x.impl.setArgs(i, &n); err != nil {
-		return fmt.Errorf("jit: SetArgs of launch %d (%s): %w", i, n.fn.sig.Name, err)
+		return fmt.Errorf("jit: SetArgs of launch %d (%s): %w", i, errName(n.fn.sig.Name), err)
 	}
 	x.nodes[i] = n
 	return nil
@@ -345,7 +345,7 @@ func (emuGraphExec) launch(s stream, nodes []graphNode) error {
 	for i := range nodes {
 		n := &nodes[i]
 		if err := n.fn.dispatch(n.g, n.b, s, n.args, &n.cfg); err != nil {
-			return fmt.Errorf("launch %d (%s): %w", i, n.fn.sig.Name, err)
+			return fmt.Errorf("launch %d (%s): %w", i, errName(n.fn.sig.Name), err)
 		}
 	}
 	return nil

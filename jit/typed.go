@@ -199,20 +199,20 @@ func (f *Function) makePlan(t reflect.Type) ([]argField, error) {
 		}
 		pi, ok := index[name]
 		if !ok {
-			return nil, fmt.Errorf("field %s: the kernel has no parameter %s", sf.Name, name)
+			return nil, fmt.Errorf("field %s: the kernel has no parameter %s", sf.Name, errName(name))
 		}
 		if pi != i {
 			if i >= len(params) {
-				return nil, fmt.Errorf("field %s (parameter %s) comes after the kernel's %d parameters", sf.Name, name, len(params))
+				return nil, fmt.Errorf("field %s (parameter %s) comes after the kernel's %d parameters", sf.Name, errName(name), len(params))
 			}
-			return nil, fmt.Errorf("field %s is parameter %s, number %d, but is field number %d (the kernel's parameter %d is %s): order the fields as the parameters", sf.Name, name, pi, i, i, params[i].Name)
+			return nil, fmt.Errorf("field %s is parameter %s, number %d, but is field number %d (the kernel's parameter %d is %s): order the fields as the parameters", sf.Name, errName(name), pi, i, i, errName(params[i].Name))
 		}
 		af := argField{index: i, field: sf.Name, param: params[i]}
 		if f.info != nil {
 			af.info = &f.info[i]
 		}
 		if err := af.check(sf.Type); err != nil {
-			return nil, fmt.Errorf("field %s (parameter %s): %w", sf.Name, paramDecl(params[i]), err)
+			return nil, fmt.Errorf("field %s (parameter %s): %w", sf.Name, errName(paramDecl(params[i])), err)
 		}
 		out = append(out, af)
 	}
@@ -339,12 +339,12 @@ func (f *Function) LaunchArgs(cfg LaunchConfig, args any) error {
 	v := reflect.ValueOf(args)
 	if v.Kind() == reflect.Pointer {
 		if v.IsNil() {
-			return fmt.Errorf("jit: launch of %s: the arguments are a nil %s", f.sig.Name, v.Type())
+			return fmt.Errorf("jit: launch of %s: the arguments are a nil %s", errName(f.sig.Name), v.Type())
 		}
 		v = v.Elem()
 	}
 	if !v.IsValid() {
-		return fmt.Errorf("jit: launch of %s: no arguments (nil)", f.sig.Name)
+		return fmt.Errorf("jit: launch of %s: no arguments (nil)", errName(f.sig.Name))
 	}
 	slots, err := f.encodeStruct(v)
 	if err != nil {
@@ -382,7 +382,7 @@ func (f *Function) encodeStruct(v reflect.Value) ([]uint64, error) {
 			slots[w], err = af.word(fv, f.m.d)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("jit: kernel %s, field %s (parameter %s): %w", f.sig.Name, af.field, af.param.Name, err)
+			return nil, fmt.Errorf("jit: kernel %s, field %s (parameter %s): %w", errName(f.sig.Name), af.field, errName(af.param.Name), err)
 		}
 	}
 	return slots, nil
@@ -462,14 +462,14 @@ type plans = sync.Map
 // checkParamInfo checks a kernel's declared parameters against its PTX ones.
 func checkParamInfo(f *ptx.Func, entry string, info []ParamInfo) error {
 	if f == nil {
-		return fmt.Errorf("the module has no kernel %s", entry)
+		return fmt.Errorf("the module has no kernel %s", errName(entry))
 	}
 	if len(info) != len(f.Params) {
-		return fmt.Errorf("kernel %s: %d parameters declared, the PTX has %d", entry, len(info), len(f.Params))
+		return fmt.Errorf("kernel %s: %d parameters declared, the PTX has %d", errName(entry), len(info), len(f.Params))
 	}
 	for i, p := range f.Params {
 		if info[i].Name != p.Name {
-			return fmt.Errorf("kernel %s: parameter %d is %s, declared as %s", entry, i, p.Name, info[i].Name)
+			return fmt.Errorf("kernel %s: parameter %d is %s, declared as %s", errName(entry), i, errName(p.Name), errName(info[i].Name))
 		}
 	}
 	return nil

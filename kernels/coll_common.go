@@ -110,7 +110,7 @@ func OpName(op dsl.ReduceOp) string {
 }
 
 // vecOf returns the number of elements of dt in 16 bytes (one 128-bit access).
-func vecOf(dt dsl.Type) int { return 16 / dt.Bytes() }
+func vecOf(dt dsl.Type) int { return 16 / max(dt.Bytes(), 1) } // a type of no size: Params records the error
 
 // accType is the type a reduction of dt accumulates in: f32 for floats, dt for integers.
 func accType(dt dsl.Type) dsl.Type {

@@ -175,7 +175,7 @@ func (h *hier) each(lo, hi dsl.Value, body func(i dsl.Value, w int)) {
 // Shard 4-byte words: receive slot of parity p and node x is p*Nodes + x, send slot of node
 // x is 2*Nodes + x).
 func (h *hier) slot(s, i dsl.Value, t dsl.Type) (dsl.Ptr, dsl.Value) {
-	idx := s.Mul(h.a.Shard).Mul(uint32(4 / t.Bytes())).Add(i)
+	idx := s.Mul(h.a.Shard).Mul(uint32(4 / max(t.Bytes(), 1))).Add(i)
 	if h.vec > 1 {
 		idx = h.k.Assume(idx, h.vec)
 	}

@@ -53,7 +53,7 @@ func TiledCopyElems(dt dsl.Type) int { return copyThreads * copyIters * 16 / max
 func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[CopyArgs](k, dt)
 	src, dst, n := a.Src, a.Dst, a.N
-	vals := 16 / dt.Bytes()
+	vals := 16 / max(dt.Bytes(), 1)
 	tile := TiledCopyElems(dt)
 	thr := layout.Must(layout.MakeLayout(layout.Int(copyThreads)))
 	bid, tid := k.BlockIdx(dsl.X), k.ThreadIdx(dsl.X)

@@ -72,7 +72,7 @@ func Axpy(k *dsl.Kernel, dt dsl.Type) {
 // thread. Pointers are 16-byte aligned (kernel parameters are). Vector indices are 64-bit, so
 // any n and any grid work.
 func streamMap(k *dsl.Kernel, dt dsl.Type, n dsl.Value, out dsl.Ptr, ins []dsl.Ptr, f func(x []dsl.Value) dsl.Value) {
-	v := 16 / dt.Bytes()
+	v := 16 / max(dt.Bytes(), 1)
 	vec := layout.Must(layout.MakeLayout(layout.Int(v)))
 	// at views the vector at vector index q of p (a static tensor: one unpredicated access).
 	at := func(p dsl.Ptr, q dsl.Value) dsl.Tensor {

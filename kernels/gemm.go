@@ -19,7 +19,12 @@ const (
 	ColMajor
 )
 
-func (l MatrixLayout) String() string { return [...]string{"row", "col"}[l] }
+func (l MatrixLayout) String() string {
+	if l == RowMajor || l == ColMajor {
+		return [...]string{"row", "col"}[l]
+	}
+	return fmt.Sprintf("MatrixLayout(%d)", int(l))
+}
 
 // GemmConfig selects one gemm kernel: D = alpha*A*B + beta*C with A (M x K) and B (K x N) of
 // In elements in the given layouts, f32 accumulation, C and D (M x N, row-major) of Out

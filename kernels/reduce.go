@@ -100,7 +100,7 @@ type rowWork struct {
 // b*(blockDim/32) + w + i*gridDim*(blockDim/32), otherwise block b on rows b + i*gridDim.
 // Blocks hold a multiple of 32 threads; any grid covers any number of rows.
 func newRowWork(k *dsl.Kernel, dt dsl.Type, rows, cols dsl.Value) *rowWork {
-	v := 16 / dt.Bytes()
+	v := 16 / max(dt.Bytes(), 1)
 	tid, bid, bd, gd := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X), k.BlockDim(dsl.X), k.GridDim(dsl.X)
 	warp := cols.Le(uint32(rowWarpCols))
 	return &rowWork{

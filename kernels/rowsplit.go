@@ -127,7 +127,7 @@ type splitWork struct {
 // works on rows s, s + slots, ... (blocks past slots*parts do nothing).
 func newSplitWork(k *dsl.Kernel, dt dsl.Type, scratch dsl.Ptr, rows, cols, parts dsl.Value) *splitWork {
 	tid, bid, bd, gd := k.ThreadIdx(dsl.X), k.BlockIdx(dsl.X), k.BlockDim(dsl.X), k.GridDim(dsl.X)
-	v := 16 / dt.Bytes()
+	v := 16 / max(dt.Bytes(), 1)
 	seg := cols.Add(parts).Sub(uint32(1)).Div(parts)
 	seg = seg.Add(uint32(splitSegAlign - 1)).And(^uint32(splitSegAlign - 1))
 	part, slot := bid.Rem(parts), bid.Div(parts)

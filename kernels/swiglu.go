@@ -97,7 +97,7 @@ func SwiGLUShape(rows, f, sms int) Shape {
 // loop over the rows' vectors.
 func SwiGLU(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[SwiGLUArgs](k, dt)
-	vec := 16 / dt.Bytes()
+	vec := 16 / max(dt.Bytes(), 1)
 	n := k.Var(dsl.U32, a.Rows)
 	k.If(a.HasCount.Ne(uint32(0)), func() {
 		k.Set(n, k.Load(a.Count.At(0)).Max(int32(0)).To(dsl.U32).Min(a.Rows))
@@ -111,7 +111,7 @@ func SwiGLU(k *dsl.Kernel, dt dsl.Type) {
 // swigluVec writes out's vector of 16 bytes at (row, col) from gateUp's gate and up vectors
 // (SwiGLU's arithmetic).
 func swigluVec(k *dsl.Kernel, dt dsl.Type, gateUp, out dsl.Ptr, f, row, col dsl.Value) {
-	vec := 16 / dt.Bytes()
+	vec := 16 / max(dt.Bytes(), 1)
 	gi := row.Mul(f).Mul(uint32(2)).Add(col)
 	g := loadN(k, gateUp, gi, vec)
 	u := loadN(k, gateUp, gi.Add(f), vec)
@@ -133,7 +133,7 @@ func swigluVec(k *dsl.Kernel, dt dsl.Type, gateUp, out dsl.Ptr, f, row, col dsl.
 func SwiGLUMasked(k *dsl.Kernel, dt dsl.Type) {
 	const maxG = SwiGLUMaxGroups
 	a := dsl.Params[SwiGLUMaskedArgs](k, dt)
-	vec := 16 / dt.Bytes()
+	vec := 16 / max(dt.Bytes(), 1)
 	fv := a.F.Div(uint32(vec)) // vectors per row
 	tid, nt := k.ThreadIdx(dsl.X), k.BlockDim(dsl.X)
 	groups := a.Groups.Min(uint32(maxG))

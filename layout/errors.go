@@ -29,11 +29,21 @@ type Error struct {
 	Msg  string // what happened
 }
 
-// Error implements the error interface.
-func (e *Error) Error() string { return "layout: " + e.Msg }
+// Error implements the error interface (a nil *Error says it is nil).
+func (e *Error) Error() string {
+	if e == nil {
+		return "layout: a nil *Error"
+	}
+	return "layout: " + e.Msg
+}
 
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Kind }
+// Unwrap returns the sentinel (nil for a nil *Error).
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Kind
+}
 
 // fail aborts the current operation; the public entry point recovers it and
 // returns it as an error (see catch). No panic ever leaves the package.

@@ -52,6 +52,26 @@ type Drawable interface {
 	grid() (M, N int, at func(m, n int) int, cosize int, err error)
 }
 
+// checkDraw refuses a nil writer or drawable (a nil *Layout or *ComposedLayout too).
+func checkDraw(op string, w io.Writer, l Drawable) error {
+	switch d := l.(type) {
+	case nil:
+		return &Error{Kind: ErrInvalid, Msg: op + ": nil Drawable"}
+	case *Layout:
+		if d == nil {
+			return &Error{Kind: ErrInvalid, Msg: op + ": nil *Layout"}
+		}
+	case *ComposedLayout:
+		if d == nil {
+			return &Error{Kind: ErrInvalid, Msg: op + ": nil *ComposedLayout"}
+		}
+	}
+	if w == nil {
+		return &Error{Kind: ErrInvalid, Msg: op + ": nil io.Writer"}
+	}
+	return nil
+}
+
 func (l Layout) grid() (int, int, func(m, n int) int, int, error) {
 	l2, M, N, err := rank2(l)
 	if err != nil {
@@ -93,6 +113,9 @@ func (c ComposedLayout) grid() (int, int, func(m, n int) int, int, error) {
 // layout prints as one column; a composed layout prints its values
 // Outer(Offset + Inner(m,n)) over the inner layout's grid.
 func PrintLayout(w io.Writer, l Drawable) error {
+	if err := checkDraw("PrintLayout", w, l); err != nil {
+		return err
+	}
 	M, N, at, cosize, err := l.grid()
 	if err != nil {
 		return err
@@ -173,6 +196,9 @@ func svgCell(b *bufio.Writer, m, n int, fill, text string, dark bool) {
 // layout as an SVG grid: cell (m,n) holds L(m,n) and is shaded by L(m,n)
 // modulo 8, like cute::print_latex.
 func WriteSVG(w io.Writer, l Drawable) error {
+	if err := checkDraw("WriteSVG", w, l); err != nil {
+		return err
+	}
 	M, N, at, _, err := l.grid()
 	if err != nil {
 		return err
@@ -237,6 +263,9 @@ func tvCells(tv Layout, tiler IntTuple) (M, N int, thr, val []int, err error) {
 // its M x N tile: each cell shows the thread T and value V that own it,
 // coloured by thread, like CuTe's print_svg / print_latex for TV layouts.
 func WriteTVSVG(w io.Writer, tv Layout, tiler IntTuple) error {
+	if w == nil {
+		return &Error{Kind: ErrInvalid, Msg: "WriteTVSVG: nil io.Writer"}
+	}
 	M, N, thr, val, err := tvCells(tv, tiler)
 	if err != nil {
 		return err
@@ -263,6 +292,9 @@ func WriteTVSVG(w io.Writer, tv Layout, tiler IntTuple) error {
 // PrintTV writes a thread-value layout over its tile as text: each cell is
 // "T<thread>V<value>", like cute::print_layout(layout, thrid).
 func PrintTV(w io.Writer, tv Layout, tiler IntTuple) error {
+	if w == nil {
+		return &Error{Kind: ErrInvalid, Msg: "PrintTV: nil io.Writer"}
+	}
 	M, N, thr, val, err := tvCells(tv, tiler)
 	if err != nil {
 		return err

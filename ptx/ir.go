@@ -133,13 +133,16 @@ const (
 )
 
 // IsPseudo reports whether in is a label, a declaration or a scope bracket rather than a
-// PTX instruction.
+// PTX instruction (a nil *Instr is: it is no instruction).
 func (in *Instr) IsPseudo() bool {
-	return in.Op == "" || in.Op == ScopeOpen || in.Op == ScopeClose
+	return in == nil || in.Op == "" || in.Op == ScopeOpen || in.Op == ScopeClose
 }
 
-// HasQ reports whether the instruction carries qualifier q.
+// HasQ reports whether the instruction carries qualifier q (false for a nil *Instr).
 func (in *Instr) HasQ(q string) bool {
+	if in == nil {
+		return false
+	}
 	for _, x := range in.Q {
 		if x == q {
 			return true
@@ -148,9 +151,9 @@ func (in *Instr) HasQ(q string) bool {
 	return false
 }
 
-// Type returns the first type suffix, or NoType.
+// Type returns the first type suffix, or NoType (also for a nil *Instr).
 func (in *Instr) Type() Type {
-	if len(in.Types) == 0 {
+	if in == nil || len(in.Types) == 0 {
 		return NoType
 	}
 	return in.Types[0]

@@ -2,6 +2,7 @@ package ptx
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"sort"
 	"strconv"
@@ -21,6 +22,15 @@ func Print(w io.Writer, m *Module) error { return PrintWith(w, m, PrintOptions{}
 
 // PrintWith is Print with options.
 func PrintWith(w io.Writer, m *Module, o PrintOptions) error {
+	if m == nil {
+		return errors.New("ptx: Print of a nil *Module")
+	}
+	if w == nil {
+		return errors.New("ptx: Print to a nil io.Writer")
+	}
+	if err := nilParts(m); err != nil {
+		return err
+	}
 	p := printers.Get().(*printer)
 	*p = printer{buf: p.buf, opt: o}
 	p.buf.Reset()
@@ -371,8 +381,12 @@ func (p *printer) regDecls(f *Func) {
 	}
 }
 
-// FormatInstr returns one instruction as PTX text, without the trailing newline.
+// FormatInstr returns one instruction as PTX text, without the trailing newline ("" for a
+// nil *Instr).
 func FormatInstr(in *Instr) string {
+	if in == nil {
+		return ""
+	}
 	var p printer
 	p.instr(in)
 	return p.buf.String()

@@ -73,8 +73,12 @@ func init() {
 //	}
 //
 // args are registers or immediates (one per fn.Params); rets are registers (one per
-// fn.Rets). Byte-array parameters (Array > 0) are not supported by CallSeq.
+// fn.Rets). Byte-array parameters (Array > 0) are not supported by CallSeq. A nil fn has no
+// call sequence (nil).
 func CallSeq(fn *Func, rets []Reg, args []Operand) []*Instr {
+	if fn == nil {
+		return nil
+	}
 	out := []*Instr{{Op: ScopeOpen}}
 	var argSyms, retSyms Vec
 	for i, p := range fn.Params {

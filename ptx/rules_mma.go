@@ -34,11 +34,15 @@ func MMAShape(q string) (m, n, k int, ok bool) {
 }
 
 // MMARegs returns how many 32-bit registers each thread holds of A, B and C/D for an mma
-// of shape (m, n, k) with multiplicand type in and accumulator type acc.
+// of shape (m, n, k) with multiplicand type in and accumulator type acc (a 64-bit type
+// counts two registers an element; a type of no size, such as .pred or the zero Type, none).
 func MMARegs(m, n, k int, in, acc Type) (a, b, c int) {
-	perReg := 32 / in.Bits() // elements per 32-bit register (tf32: 1)
-	a = m * k / (32 * perReg)
-	b = k * n / (32 * perReg)
+	bits := in.Bits() // 32/bits elements per 32-bit register (tf32: 1)
+	if bits == 0 {
+		return 0, 0, 0
+	}
+	a = m * k * bits / (32 * 32)
+	b = k * n * bits / (32 * 32)
 	c = m * n / 32 // f32 and s32: one element per register
 	if acc == F16 {
 		c /= 2

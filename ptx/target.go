@@ -3,6 +3,8 @@ package ptx
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Version is a PTX ISA version, major*10+minor (78 is PTX 7.8).
@@ -54,7 +56,7 @@ func ParseTarget(s string) (Target, error) {
 	for _, v := range Targets() {
 		names = append(names, string(v))
 	}
-	return "", fmt.Errorf("unknown target %q (valid: %s)", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("unknown target %s (valid: %s)", excerpt.Quote(s), strings.Join(names, ", "))
 }
 
 // SM returns the compute capability as an integer (90 for sm_90a).

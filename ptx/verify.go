@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Error is a verification failure of one instruction or declaration.
@@ -18,22 +20,66 @@ type Error struct {
 	Msg   string
 }
 
-// Error formats the failure as "ptx: file:line: func: "instr": message".
+// Bounds of what a verification error quotes: a function name, an instruction and a message
+// are excerpts past these many bytes (a 100 KB name gives a short error).
+const (
+	maxErrFunc  = 128
+	maxErrInstr = 256
+	maxErrMsg   = 1024
+)
+
+// maxVerifyErrors is the most problems Verify lists; a count stands for the rest.
+const maxVerifyErrors = 64
+
+// Error formats the failure as "ptx: file:line: func: "instr": message", each part an
+// excerpt when it is long.
 func (e *Error) Error() string {
+	if e == nil {
+		return "ptx: a nil *Error"
+	}
 	var b strings.Builder
 	b.WriteString("ptx: ")
 	if e.Pos.File != "" {
 		fmt.Fprintf(&b, "%s:%d: ", e.Pos.File, e.Pos.Line)
 	}
 	if e.Func != "" {
-		b.WriteString(e.Func + ": ")
+		b.WriteString(excerpt.Cut(e.Func, maxErrFunc) + ": ")
 	}
 	if e.Instr != "" {
-		b.WriteString("\"" + e.Instr + "\": ")
+		b.WriteString("\"" + excerpt.Cut(e.Instr, maxErrInstr) + "\": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(excerpt.Cut(e.Msg, maxErrMsg))
 	return b.String()
 }
+
+// nilParts names the first nil function, variable or instruction of m (a module built by
+// hand), which Verify refuses and Print cannot print; nil when there is none.
+func nilParts(m *Module) error {
+	for i, v := range m.Vars {
+		if v == nil {
+			return &Error{Msg: fmt.Sprintf("Module.Vars[%d] is nil", i)}
+		}
+	}
+	for i, f := range m.Funcs {
+		if f == nil {
+			return &Error{Msg: fmt.Sprintf("Module.Funcs[%d] is nil", i)}
+		}
+		for j, v := range f.Vars {
+			if v == nil {
+				return &Error{Func: f.Name, Msg: fmt.Sprintf("Module.Funcs[%d].Vars[%d] is nil", i, j)}
+			}
+		}
+		for j, in := range f.Body {
+			if in == nil {
+				return &Error{Func: f.Name, Msg: fmt.Sprintf("Module.Funcs[%d].Body[%d] is nil", i, j)}
+			}
+		}
+	}
+	return nil
+}
+
+// errName is a name for an error message: an excerpt past maxErrFunc bytes.
+func errName(name string) string { return excerpt.Cut(name, maxErrFunc) }
 
 // need is a requirement an instruction form places on the module: a PTX ISA version and a
 // target, with the rule's wording for the error.
@@ -77,10 +123,29 @@ var identRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_$]*|[_$][A-Za-z0-9_$]+)$`
 func ValidIdent(s string) bool { return identRE.MatchString(s) }
 
 // Verify checks the module against the instruction tables and the target; it returns every
-// problem found, joined. A nil error means ptxas is expected to accept the module.
-func Verify(m *Module) error {
+// problem found, joined (the first maxVerifyErrors, then how many more). A nil error means
+// ptxas is expected to accept the module.
+func Verify(m *Module) (err error) {
+	if m == nil {
+		return &Error{Msg: "Verify of a nil *Module"}
+	}
+	if err := nilParts(m); err != nil {
+		return err
+	}
 	var errs []error
-	add := func(e *Error) { errs = append(errs, e) }
+	more := 0
+	add := func(e *Error) {
+		if len(errs) < maxVerifyErrors {
+			errs = append(errs, e)
+		} else {
+			more++
+		}
+	}
+	defer func() {
+		if more > 0 {
+			err = errors.Join(err, fmt.Errorf("ptx: and %d more problem(s)", more))
+		}
+	}()
 	if !m.Target.Valid() {
 		_, err := ParseTarget(string(m.Target))
 		add(&Error{Msg: err.Error()})
@@ -96,17 +161,17 @@ func Verify(m *Module) error {
 			constBytes = satAdd(constBytes, varBytes(v)) // no padding: a lower bound of ptxas's count
 		}
 		if !ValidIdent(v.Name) {
-			add(&Error{Msg: fmt.Sprintf("variable name %q is not a PTX identifier", v.Name)})
+			add(&Error{Msg: fmt.Sprintf("variable name %s is not a PTX identifier", excerpt.Quote(v.Name))})
 		}
 		if names[v.Name] {
-			add(&Error{Msg: fmt.Sprintf("%q is declared twice", v.Name)})
+			add(&Error{Msg: fmt.Sprintf("%s is declared twice", excerpt.Quote(v.Name))})
 		}
 		names[v.Name] = true
 		if msg := verifyVar(v, true); msg != "" {
-			add(&Error{Msg: fmt.Sprintf("variable %s: %s", v.Name, msg)})
+			add(&Error{Msg: fmt.Sprintf("variable %s: %s", errName(v.Name), msg)})
 		}
 		if v.Space == SpaceShared && !v.Extern && varBytes(v) > MaxStaticShared {
-			add(&Error{Msg: fmt.Sprintf("variable %s: %s bytes of static shared memory: a kernel holds at most %d (48 KiB; more is dynamic shared memory), so none can use it", v.Name, sizeText(varBytes(v)), MaxStaticShared)})
+			add(&Error{Msg: fmt.Sprintf("variable %s: %s bytes of static shared memory: a kernel holds at most %d (48 KiB; more is dynamic shared memory), so none can use it", errName(v.Name), sizeText(varBytes(v)), MaxStaticShared)})
 		}
 	}
 	if constBytes > MaxConst {
@@ -131,24 +196,24 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	pnames := map[string]bool{}
 	for _, p := range append(append([]Param{}, f.Params...), f.Rets...) {
 		if !ValidIdent(p.Name) {
-			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter name %q is not a PTX identifier", p.Name)})
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter name %s is not a PTX identifier", excerpt.Quote(p.Name))})
 		}
 		if pnames[p.Name] {
-			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %q is declared twice", p.Name)})
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %s is declared twice", excerpt.Quote(p.Name))})
 		}
 		pnames[p.Name] = true
 		if p.Type == NoType || p.Type == Pred {
-			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %q has no valid type", p.Name)})
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %s has no valid type", excerpt.Quote(p.Name))})
 		}
 		if msg := checkAlign(p.Align); msg != "" {
-			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %q: %s", p.Name, msg)})
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("parameter %s: %s", excerpt.Quote(p.Name), msg)})
 		}
 	}
 	verifyDirectives(f, add)
 	var shared, local int64
 	for _, v := range f.Vars {
 		if msg := verifyVar(v, false); msg != "" {
-			add(&Error{Func: f.Name, Msg: fmt.Sprintf("variable %s: %s", v.Name, msg)})
+			add(&Error{Func: f.Name, Msg: fmt.Sprintf("variable %s: %s", errName(v.Name), msg)})
 		}
 		switch {
 		case v.Space == SpaceShared && !v.Extern:
@@ -185,7 +250,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	for _, in := range f.Body {
 		if in.Op == "" && in.Label != "" {
 			if labels[in.Label] {
-				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("label %s is defined twice", in.Label)})
+				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("label %s is defined twice", errName(in.Label))})
 			}
 			labels[in.Label] = true
 		}
@@ -228,10 +293,10 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 		case in.Op == "" && in.Decl != nil:
 			d := in.Decl
 			if !ValidIdent(d.Name) {
-				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("declared name %q is not a PTX identifier", d.Name)})
+				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("declared name %s is not a PTX identifier", excerpt.Quote(d.Name))})
 			}
 			if _, dup := scopes[len(scopes)-1][d.Name]; dup {
-				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("%q is declared twice in one scope", d.Name)})
+				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("%s is declared twice in one scope", excerpt.Quote(d.Name))})
 			}
 			if d.Space != SpaceParam && d.Space != SpaceLocal && d.Space != SpaceShared && d.Space != SpaceReg {
 				add(&Error{Func: f.Name, Pos: in.Pos, Msg: fmt.Sprintf("a block-scoped declaration cannot be in .%s", d.Space)})
@@ -404,18 +469,18 @@ func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fai
 	}
 	g := funcs[string(callee)]
 	if g == nil {
-		fail("call of undeclared function %s", callee)
+		fail("call of undeclared function %s", errName(string(callee)))
 		return
 	}
 	if g.Entry {
-		fail("cannot call kernel %s", callee)
+		fail("cannot call kernel %s", errName(string(callee)))
 		return
 	}
 	if len(rets) != len(g.Rets) {
-		fail("%s returns %d value(s), call takes %d", callee, len(g.Rets), len(rets))
+		fail("%s returns %d value(s), call takes %d", errName(string(callee)), len(g.Rets), len(rets))
 	}
 	if len(args) != len(g.Params) {
-		fail("%s takes %d argument(s), call passes %d", callee, len(g.Params), len(args))
+		fail("%s takes %d argument(s), call passes %d", errName(string(callee)), len(g.Params), len(args))
 	}
 	for _, a := range append(append(Vec{}, rets...), args...) {
 		if s, ok := a.(Sym); ok {
@@ -427,8 +492,11 @@ func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fai
 }
 
 // RequiredVersion returns the lowest PTX ISA version that accepts the module's target and
-// every instruction in it.
+// every instruction in it (0 for a nil *Module, or one with a nil part: see Verify).
 func RequiredVersion(m *Module) Version {
+	if m == nil || nilParts(m) != nil {
+		return 0
+	}
 	v := m.Target.MinVersion()
 	// Kernels repeat instruction forms: remember each form's version, keyed by a hash of
 	// what the need functions look at, checked on a hit.

@@ -13,6 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // ErrNotRegular is wrapped by the errors of Open and Read for a path that is not a regular
@@ -22,6 +24,23 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge is wrapped by the errors of Read for a file longer than its limit.
 var ErrTooLarge = errors.New("larger than a cache entry may be")
 
+// maxPath bounds a path the errors quote: a folder named by a 100 KB string gives a short
+// error.
+const maxPath = 512
+
+// short is path for an error message: an excerpt past maxPath bytes.
+func short(path string) string { return excerpt.Cut(path, maxPath) }
+
+// shortErr is err with the path of an *fs.PathError (the os package's) cut to maxPath bytes;
+// it still unwraps to the same cause.
+func shortErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && len(pe.Path) > maxPath {
+		return &fs.PathError{Op: pe.Op, Path: short(pe.Path), Err: pe.Err}
+	}
+	return err
+}
+
 // Open opens path for reading when it is a regular file and nothing else: it looks first
 // (Lstat, so nothing else is ever opened), opens without following a symlink and without
 // blocking (O_NOFOLLOW|O_NONBLOCK where the system has them), then checks again on the open
@@ -29,23 +48,23 @@ var ErrTooLarge = errors.New("larger than a cache entry may be")
 func Open(path string) (*os.File, fs.FileInfo, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, shortErr(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+		return nil, nil, fmt.Errorf("%s: %w (%s)", short(path), ErrNotRegular, fi.Mode().Type())
 	}
 	f, err := openNoFollow(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, shortErr(err)
 	}
 	fi, err = f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, nil, err
+		return nil, nil, shortErr(err)
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+		return nil, nil, fmt.Errorf("%s: %w (%s)", short(path), ErrNotRegular, fi.Mode().Type())
 	}
 	return f, fi, nil
 }
@@ -63,7 +82,7 @@ func Read(path string, max int64, headLen int, size func(head []byte) (n int64, 
 	defer f.Close()
 	n := fi.Size()
 	if n > max {
-		return nil, fmt.Errorf("%s: %w (%d bytes, at most %d)", path, ErrTooLarge, n, max)
+		return nil, fmt.Errorf("%s: %w (%d bytes, at most %d)", short(path), ErrTooLarge, n, max)
 	}
 	if size != nil {
 		h := int64(headLen)
@@ -72,17 +91,17 @@ func Read(path string, max int64, headLen int, size func(head []byte) (n int64, 
 		}
 		head := make([]byte, h)
 		if _, err := io.ReadFull(f, head); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", short(path), err)
 		}
 		want, ok := size(head)
 		if !ok {
-			return nil, fmt.Errorf("%s: not a cache entry (no length in its header)", path)
+			return nil, fmt.Errorf("%s: not a cache entry (no length in its header)", short(path))
 		}
 		if want != n {
-			return nil, fmt.Errorf("%s: the header says %d bytes, the file has %d", path, want, n)
+			return nil, fmt.Errorf("%s: the header says %d bytes, the file has %d", short(path), want, n)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", short(path), err)
 		}
 	}
 	// Read exactly n bytes, and one more to see that the file did not grow meanwhile.
@@ -90,14 +109,14 @@ func Read(path string, max int64, headLen int, size func(head []byte) (n int64, 
 	m, err := io.ReadFull(f, b)
 	switch {
 	case err == nil:
-		return nil, fmt.Errorf("%s: grew while it was read", path)
+		return nil, fmt.Errorf("%s: grew while it was read", short(path))
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		if int64(m) != n {
-			return nil, fmt.Errorf("%s: shrank while it was read (%d of %d bytes)", path, m, n)
+			return nil, fmt.Errorf("%s: shrank while it was read (%d of %d bytes)", short(path), m, n)
 		}
 		return b[:n], nil
 	default:
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", short(path), err)
 	}
 }
 
@@ -118,7 +137,7 @@ func (e *UnsafeError) Error() string {
 		stakes = "the code kgen loads (entries carry a checksum, not a signature)"
 	}
 	return fmt.Sprintf("%s %s: whoever can write there can change %s; "+
-		"make it private (chmod go-w, owned by you) or point the cache elsewhere", e.Path, e.Reason, stakes)
+		"make it private (chmod go-w, owned by you) or point the cache elsewhere", short(e.Path), e.Reason, stakes)
 }
 
 // CheckDir returns an *UnsafeError when dir exists and is writable by its group or by others,
@@ -131,11 +150,11 @@ func CheckDir(dir string) error {
 		return nil // nothing there to read: creating it fails later, costing the cache alone
 	}
 	if err != nil {
-		return err
+		return shortErr(err)
 	}
 	if !fi.IsDir() {
 		// Not a safety matter: nothing can be cached there at all.
-		return fmt.Errorf("%s is %s, not a folder: a cache needs a folder (point the cache at one)", dir, KindOf(fi.Mode()))
+		return fmt.Errorf("%s is %s, not a folder: a cache needs a folder (point the cache at one)", short(dir), KindOf(fi.Mode()))
 	}
 	return checkInfo(dir, fi, "folder")
 }

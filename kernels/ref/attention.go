@@ -59,8 +59,8 @@ func RunAttention(p AttentionProblem) (Result, error) {
 	if err := cfg.CheckShape(p.Batch, p.Heads, p.KVHeads, p.SeqQ, p.SeqK); err != nil {
 		return res, err
 	}
-	if n := int64(p.Batch) * int64(p.Heads) * int64(p.SeqQ) * int64(p.SeqK); n > MaxEmuAttention {
-		return res, fmt.Errorf("attention %s: %d scores; the emulator harness takes at most %d (MaxEmuAttention)", res.Shape, n, MaxEmuAttention)
+	if n := satMul(p.Batch, p.Heads, p.SeqQ, p.SeqK); n > MaxEmuAttention {
+		return res, fmt.Errorf("attention %s: %s scores; the emulator harness takes at most %d (MaxEmuAttention)", res.Shape, satText(n), MaxEmuAttention)
 	}
 	scale := p.Scale
 	if scale == 0 {

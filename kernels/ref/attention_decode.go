@@ -97,8 +97,8 @@ func RunAttentionDecode(p DecodeProblem) (Result, error) {
 	if err := cfg.CheckShape(B, QL, H, HK, numPages, maxPages, splits); err != nil {
 		return res, err
 	}
-	if n := int64(keys) * int64(QL) * int64(H); n > MaxEmuDecode {
-		return res, fmt.Errorf("attention_decode %s: %d scores; the emulator harness takes at most %d (MaxEmuDecode)", res.Shape, n, MaxEmuDecode)
+	if n := satMul(keys, QL, H); n > MaxEmuDecode {
+		return res, fmt.Errorf("attention_decode %s: %s scores; the emulator harness takes at most %d (MaxEmuDecode)", res.Shape, satText(n), MaxEmuDecode)
 	}
 	scale := p.Scale
 	if scale == 0 {

@@ -20,8 +20,8 @@ func attentionSM90Harness(r *run) error {
 	cfg := kernels.DefaultAttentionSM90Config(r.p.DType, 128, false)
 	B, H, HK, SQ, SK, D := 2, 2, 1, 33, r.size(141), cfg.HeadDim
 	r.res.Kernel, r.res.Shape = cfg.Name(), fmt.Sprintf("b%d h%d/%d sq%d sk%d d%d", B, H, HK, SQ, SK, D)
-	if n := int64(B) * int64(H) * int64(SQ) * int64(SK); n > MaxEmuAttention {
-		return fmt.Errorf("attention %s: %d scores; the emulator harness takes at most %d (MaxEmuAttention)", r.res.Shape, n, MaxEmuAttention)
+	if n := satMul(B, H, SQ, SK); n > MaxEmuAttention {
+		return fmt.Errorf("attention %s: %s scores; the emulator harness takes at most %d (MaxEmuAttention)", r.res.Shape, satText(n), MaxEmuAttention)
 	}
 	// The registry's kernel is persistent: 3 "SMs", so that a block walks two of the 4 tiles.
 	l, err := cfg.LaunchPersistent(B, H, HK, SQ, SK, 3)

@@ -54,13 +54,51 @@ func gemmHarness(r *run) error {
 const MaxEmuElements = 1 << 26
 
 // checkEmuGemm refuses a problem the emulator harnesses cannot hold (MaxEmuElements),
-// naming the shape; m, n, k are already positive.
+// naming the shape; m, n, k are already positive. The sums and products saturate (a shape
+// of 2^40 extents wrapped to 0 elements and passed).
 func checkEmuGemm(name string, m, n, k, copies int) error {
-	e := uint64(m)*uint64(k) + uint64(k)*uint64(n) + 2*uint64(m)*uint64(n)
-	if e*uint64(max(copies, 1)) > MaxEmuElements {
-		return fmt.Errorf("%s: shape %dx%dx%d: A, B, C and D hold %d elements (x %d GPUs); the emulator harness takes at most %d (MaxEmuElements)", name, m, n, k, e, max(copies, 1), MaxEmuElements)
+	e := satAdd(satAdd(satMul(m, k), satMul(k, n)), satMul(2, m, n))
+	if satMul64(e, int64(max(copies, 1))) > MaxEmuElements {
+		return fmt.Errorf("%s: shape %dx%dx%d: A, B, C and D hold %s elements (x %d GPUs); the emulator harness takes at most %d (MaxEmuElements)", name, m, n, k, satText(e), max(copies, 1), MaxEmuElements)
 	}
 	return nil
+}
+
+// satMul is the product of v saturated at math.MaxInt64 (0 when a factor is negative), so
+// that a size bound cannot be passed by a wrapped product.
+func satMul(v ...int) int64 {
+	p := int64(1)
+	for _, x := range v {
+		if x < 0 {
+			return 0
+		}
+		p = satMul64(p, int64(x))
+	}
+	return p
+}
+
+// satMul64 is a*b for non-negative a and b, saturated at math.MaxInt64.
+func satMul64(a, b int64) int64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// satAdd is a+b for non-negative a and b, saturated at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// satText prints a saturated count: "over 2^63" where it saturated.
+func satText(n int64) string {
+	if n == math.MaxInt64 {
+		return "over 2^63"
+	}
+	return fmt.Sprint(n)
 }
 
 // RunGemm builds the problem's kernel, runs it on one emulated GPU with random inputs and
