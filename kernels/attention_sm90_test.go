@@ -596,10 +596,21 @@ func TestAttentionSM90Ptxas(t *testing.T) {
 	}
 }
 
-// BenchmarkAttentionSM90Build builds and prints the library's sm_90a attention (bf16, head
-// dim 128, causal; issue 27: under 5 ms).
+// BenchmarkAttentionSM90Build builds and prints the library's sm_90a attention (bf16,
+// causal: the default, one block a tile, and the picks at 4k tokens, d 128 Persistent with
+// the dynamic schedule and d 64 with three consumer warpgroups; issue 27: under 5 ms).
 func BenchmarkAttentionSM90Build(b *testing.B) {
-	cfg := kernels.DefaultAttentionSM90Config(dsl.BF16, 128, true)
+	cfgs := []kernels.AttentionSM90Config{kernels.DefaultAttentionSM90Config(dsl.BF16, 128, true)}
+	for _, d := range []int{128, 64} {
+		cfgs = append(cfgs, kernels.AttentionSM90ConfigForShape(dsl.BF16, d, true, 4096, 4096))
+	}
+	for _, cfg := range cfgs {
+		b.Run(cfg.Name(), func(b *testing.B) { benchSM90Build(b, cfg) })
+	}
+}
+
+// benchSM90Build builds and prints cfg's kernel b.N times.
+func benchSM90Build(b *testing.B, cfg kernels.AttentionSM90Config) {
 	for b.Loop() {
 		k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 		kernels.AttentionSM90(k, cfg)

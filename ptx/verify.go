@@ -21,10 +21,11 @@ type Error struct {
 }
 
 // Bounds of what a verification error quotes: a function name, an instruction and a message
-// are excerpts past these many bytes (a 100 KB name gives a short error).
+// are excerpts past these many bytes (a 100 KB name gives a short error). An instruction is
+// quoted whole up to 2 KB: the longest real one, a wgmma with 128 accumulators, is about 1.1.
 const (
 	maxErrFunc  = 128
-	maxErrInstr = 256
+	maxErrInstr = 2048
 	maxErrMsg   = 1024
 )
 
