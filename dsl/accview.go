@@ -31,7 +31,7 @@ type accTerm struct{ div, mod, mul int }
 // warpgroup first must subtract it (tid - 128). A C layout whose thread and value parts do
 // not add (no GMMA atom has one) is an error.
 func (m TiledGMMA) AccView(k *Kernel, t Value) AccView {
-	if k == nil {
+	if !k.live() {
 		if t.k != nil {
 			t.k.errorf("AccView: nil kernel")
 		}
@@ -161,10 +161,20 @@ func (v AccView) Row() Value { return v.emit(Value{}, v.rowTerms) }
 func (v AccView) Col() Value { return v.emit(Value{}, v.colTerms) }
 
 // RowFrom returns row0 + Row(): register 0's row in a tile whose first row is row0.
-func (v AccView) RowFrom(row0 Value) Value { return v.emit(row0, v.rowTerms) }
+func (v AccView) RowFrom(row0 Value) Value {
+	if v.k != nil && !v.k.own(row0, "AccView.RowFrom") {
+		return v.k.poison(U32)
+	}
+	return v.emit(row0, v.rowTerms)
+}
 
 // ColFrom returns col0 + Col().
-func (v AccView) ColFrom(col0 Value) Value { return v.emit(col0, v.colTerms) }
+func (v AccView) ColFrom(col0 Value) Value {
+	if v.k != nil && !v.k.own(col0, "AccView.ColFrom") {
+		return v.k.poison(U32)
+	}
+	return v.emit(col0, v.colTerms)
+}
 
 // emit adds the terms to origin (none: the zero Value) in order.
 func (v AccView) emit(origin Value, ts []accTerm) Value {

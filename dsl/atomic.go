@@ -121,16 +121,25 @@ func (k *Kernel) atomic(what string, op AtomOp, p Ptr, vals []any, fetch bool, o
 // Atomic applies op with v to *p atomically and returns the old value (atom). Options set
 // the memory semantics (Relaxed, Acquire, Release, AcqRel at a scope; default relaxed.gpu).
 func (k *Kernel) Atomic(op AtomOp, p Ptr, v any, opts ...MemOption) Value {
+	if !k.live() {
+		return Value{}
+	}
 	return k.atomic("Atomic", op, p, []any{v}, true, opts)
 }
 
 // AtomicCAS compares *p with cmp and, if equal, stores v; it returns the old value.
 func (k *Kernel) AtomicCAS(p Ptr, cmp, v any, opts ...MemOption) Value {
+	if !k.live() {
+		return Value{}
+	}
 	return k.atomic("AtomicCAS", "cas", p, []any{cmp, v}, true, opts)
 }
 
 // Reduce applies op with v to *p atomically without returning the old value (red).
 func (k *Kernel) Reduce(op AtomOp, p Ptr, v any, opts ...MemOption) {
+	if !k.live() {
+		return
+	}
 	k.atomic("Reduce", op, p, []any{v}, false, opts)
 }
 
@@ -145,6 +154,9 @@ const (
 
 // Fence orders this thread's memory accesses at scope s (fence.sc or fence.acq_rel).
 func (k *Kernel) Fence(sem FenceSem, s Scope) {
+	if !k.live() {
+		return
+	}
 	if sem != FenceSC && sem != FenceAcqRel {
 		k.errorf("Fence: unknown ordering %q (FenceSC or FenceAcqRel)", sem)
 		return
@@ -160,6 +172,9 @@ func (k *Kernel) Fence(sem FenceSem, s Scope) {
 // (a multicast address and its unicast copy): emit it after a multimem.red on a multicast
 // flag and before polling the unicast flag.
 func (k *Kernel) FenceProxyAlias() {
+	if !k.live() {
+		return
+	}
 	k.emit(&ptx.Instr{Op: "fence.proxy", Q: []string{"alias"}})
 }
 
@@ -210,6 +225,9 @@ func (v Value) cmp(c Cmp, x any) Value {
 // Acquire(System) or Acquire(GPU)); it returns the value that satisfied the test. Waits on
 // a counter that may wrap (an epoch) compare with GeWrap, not Ge.
 func (k *Kernel) WaitUntil(p Ptr, c Cmp, x any, opts ...MemOption) Value {
+	if !k.live() {
+		return Value{}
+	}
 	defer k.hold()()
 	if !k.checkPtr(p, "WaitUntil") {
 		return k.poison(p.elem)

@@ -8,6 +8,9 @@ import "github.com/kgen-dev/kgen/ptx"
 // (CUDA's __launch_bounds__). A launch with a larger block fails. Declare the bounds once:
 // a second call with other bounds is a Build error.
 func (k *Kernel) LaunchBounds(maxThreads, minBlocks int) {
+	if !k.live() {
+		return
+	}
 	if maxThreads < 1 || maxThreads > 1024 || minBlocks < 0 {
 		k.errorf("LaunchBounds(%d, %d): want 1..1024 threads and at least 0 blocks per SM", maxThreads, minBlocks)
 		return

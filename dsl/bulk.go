@@ -82,6 +82,9 @@ func (k *Kernel) bulkTarget(what string) bool {
 // that thread or another); threads read dst after bar.Wait of that phase. src may be a peer
 // GPU's memory (a PeerTable pointer).
 func (k *Kernel) BulkLoad(dst, src Ptr, size any, bar Mbarrier) {
+	if !k.live() {
+		return
+	}
 	const what = "BulkLoad"
 	defer k.hold()()
 	if !k.bulkTarget(what) || !k.bulkPtr(what, "destination", dst, ptx.SpaceShared) || !k.bulkPtr(what, "source", src, ptx.SpaceGlobal) {
@@ -107,6 +110,9 @@ func (k *Kernel) BulkLoad(dst, src Ptr, size any, bar Mbarrier) {
 // BulkCommit, and BulkWait(n, true) before src is written again, BulkWait(n, false) before
 // the stores count as done (before a release that publishes them to another thread or GPU).
 func (k *Kernel) BulkStore(dst, src Ptr, size any) {
+	if !k.live() {
+		return
+	}
 	const what = "BulkStore"
 	defer k.hold()()
 	if !k.bulkTarget(what) || !k.bulkPtr(what, "destination", dst, ptx.SpaceGlobal) || !k.bulkPtr(what, "source", src, ptx.SpaceShared) {
@@ -139,6 +145,9 @@ var bulkReduceTypes = map[ReduceOp][]Type{
 // bitwise operators of 32- and 64-bit integers. Completion and the rules on size, alignment
 // and the source's writers are BulkStore's.
 func (k *Kernel) BulkReduce(op ReduceOp, dst, src Ptr, size any) {
+	if !k.live() {
+		return
+	}
 	const what = "BulkReduce"
 	defer k.hold()()
 	if !k.bulkTarget(what) || !k.bulkPtr(what, "destination", dst, ptx.SpaceGlobal) || !k.bulkPtr(what, "source", src, ptx.SpaceShared) {
@@ -183,6 +192,9 @@ func (k *Kernel) BulkReduce(op ReduceOp, dst, src Ptr, size any) {
 // multiple of 16) of global memory at src (16-byte aligned) into the L2 cache
 // (cp.async.bulk.prefetch.L2.global): a hint, with no completion to wait for.
 func (k *Kernel) BulkPrefetchL2(src Ptr, size any) {
+	if !k.live() {
+		return
+	}
 	const what = "BulkPrefetchL2"
 	defer k.hold()()
 	if !k.bulkTarget(what) || !k.bulkPtr(what, "source", src, ptx.SpaceGlobal) {

@@ -40,6 +40,9 @@ func (k *Kernel) place(label string) {
 
 // If runs then at run time when cond (a Bool) is true.
 func (k *Kernel) If(cond Value, then func()) *IfStmt {
+	if !k.live() {
+		return nil
+	}
 	if then == nil {
 		k.errorf("If: the then function is nil")
 		return &IfStmt{k: k, done: true, failed: true}
@@ -88,6 +91,9 @@ func (s *IfStmt) Else(els func()) {
 // number made a constant as Const does: fp8 types take Go floats rounded to nearest even,
 // and 0 is the all-zero bit pattern); change it with Set.
 func (k *Kernel) Var(t Type, init any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	v, ok := k.val(init, t, "Var")
 	if !ok {
 		return k.poison(t)
@@ -101,6 +107,9 @@ func (k *Kernel) Var(t Type, init any) Value {
 // Set assigns x to the variable v, made by Var. Other values are immutable: the DSL reuses
 // them for equal computations, so changing one would change those too.
 func (k *Kernel) Set(v Value, x any) {
+	if !k.live() {
+		return
+	}
 	if !k.own(v, "Set") {
 		return
 	}
@@ -131,6 +140,9 @@ func (k *Kernel) mov(d ptx.Reg, v Value) {
 // For runs body(i) for i = from; i < to; i += step at run time. from, to and step are
 // integer Values or Go integers of one type (the first Value's); step must be positive.
 func (k *Kernel) For(from, to, step any, body func(i Value)) {
+	if !k.live() {
+		return
+	}
 	if body == nil {
 		k.errorf("For: the body function is nil")
 		return
@@ -192,6 +204,9 @@ func isNonPositive(x any) bool {
 
 // While runs body while cond() is true; cond is evaluated at run time before each iteration.
 func (k *Kernel) While(cond func() Value, body func()) {
+	if !k.live() {
+		return
+	}
 	if cond == nil || body == nil {
 		k.errorf("While: the condition or body function is nil")
 		return
@@ -210,5 +225,8 @@ func (k *Kernel) While(cond func() Value, body func()) {
 
 // Return ends the calling thread's execution of the kernel.
 func (k *Kernel) Return() {
+	if !k.live() {
+		return
+	}
 	k.emit(&ptx.Instr{Op: "ret"})
 }

@@ -4,6 +4,17 @@ import (
 	"github.com/kgen-dev/kgen/ptx"
 )
 
+// zeroTensor records a zero (invalid) Tensor among ts, arguments of what.
+func (k *Kernel) zeroTensor(what string, ts ...Tensor) bool {
+	for _, t := range ts {
+		if t.k == nil {
+			k.errorf("%s: a zero (invalid) Tensor", what)
+			return true
+		}
+	}
+	return false
+}
+
 // Copy copies src to dst, element i to element i in each tensor's colexicographic order.
 // Both have the same element type and size; either may be a register fragment. It uses the
 // widest access both layouts and the known alignments allow (up to 128 bits: vectors of
@@ -13,8 +24,11 @@ import (
 // fall back to element-wise accesses. Elements of a fragment whose source is out of bounds
 // keep their value.
 func (k *Kernel) Copy(src, dst Tensor, opts ...MemOption) {
+	if !k.live() {
+		return
+	}
 	defer k.hold()()
-	if !src.ok("Copy") || !dst.ok("Copy") {
+	if k.zeroTensor("Copy", src, dst) || !src.ok("Copy") || !dst.ok("Copy") {
 		return
 	}
 	if src.k != k || dst.k != k {

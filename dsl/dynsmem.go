@@ -19,6 +19,9 @@ const dynSmemName = "kgen_dynamic_smem"
 // out of it with At, and view them through a layout with MakeTensor or MakeSwizzledTensor.
 // All calls must ask for the same alignment.
 func (k *Kernel) DynamicShared(elem Type, align int) Ptr {
+	if !k.live() {
+		return Ptr{}
+	}
 	bad := func(format string, a ...any) Ptr {
 		k.errorf("DynamicShared: "+format, a...)
 		if !hasMem(elem) {
@@ -65,4 +68,9 @@ func (k *Kernel) dynSmemVar() *ptx.Var {
 
 // DynamicSharedSize returns %dynamic_smem_size (U32): the bytes of dynamic shared memory the
 // launch gave the block, for kernels that size their use of DynamicShared at run time.
-func (k *Kernel) DynamicSharedSize() Value { return k.readSpecial("%dynamic_smem_size") }
+func (k *Kernel) DynamicSharedSize() Value {
+	if !k.live() {
+		return Value{}
+	}
+	return k.readSpecial("%dynamic_smem_size")
+}

@@ -29,6 +29,9 @@ func (f *Func) Name() string {
 // enums B32/I32. Declaring the same name twice returns the first declaration when the
 // signatures agree, and records an error when they differ.
 func (k *Kernel) Extern(name string, rets []Type, args ...Type) *Func {
+	if !k.live() {
+		return nil
+	}
 	if f, ok := k.externs[name]; ok {
 		if fmt.Sprint(f.rets, f.args) != fmt.Sprint(rets, args) {
 			k.errorf("Extern: %s declared twice with different signatures: %v%v and %v%v", errName(name), f.rets, f.args, rets, args)
@@ -62,6 +65,9 @@ func (k *Kernel) Extern(name string, rets []Type, args ...Type) *Func {
 // Call calls f with args (Values of the declared types, Go numbers, or Ptrs for U64/B64
 // parameters) and returns its result, or the zero Value for a function with no result.
 func (k *Kernel) Call(f *Func, args ...any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	defer k.hold()()
 	if f == nil || f.k != k {
 		k.errorf("Call: the function was declared by another kernel (use this kernel's Extern)")
@@ -148,6 +154,9 @@ func (k *Kernel) ptrValue(p Ptr) Value {
 
 // PtrValue returns the address p holds as a U64 value (for passing to functions or storing).
 func (k *Kernel) PtrValue(p Ptr) Value {
+	if !k.live() {
+		return Value{}
+	}
 	if !k.checkPtr(p, "PtrValue") {
 		return k.poison(U64)
 	}
@@ -157,6 +166,9 @@ func (k *Kernel) PtrValue(p Ptr) Value {
 // PtrFrom makes a pointer to elem values in space from a U64 address value (for example one
 // returned by nvshmem_ptr).
 func (k *Kernel) PtrFrom(addr Value, elem Type, space ptx.Space) Ptr {
+	if !k.live() {
+		return Ptr{}
+	}
 	if !hasMem(elem) {
 		k.errorf("PtrFrom: no memory type %s", typeName(elem))
 		elem = U8

@@ -118,6 +118,9 @@ func (t Tensor) zip(what string, u Tensor, op func(Value, any) Value) Tensor {
 // LoadFragment copies a tensor into a new register fragment of its shape (Fragment + Copy;
 // elements outside a partial tile's extents read as zero).
 func (k *Kernel) LoadFragment(src Tensor) Tensor {
+	if !k.live() {
+		return Tensor{}
+	}
 	defer k.hold()()
 	f := k.Fragment(src.ptr.elem, src)
 	k.Copy(src, f)
@@ -128,8 +131,11 @@ func (k *Kernel) LoadFragment(src Tensor) Tensor {
 // runtime extents, with no whole-tile or whole-vector fast path: the least code, for code
 // that has already branched on whether its whole tile is inside (an epilogue's edge blocks).
 func (k *Kernel) CopyPredicated(src, dst Tensor, opts ...MemOption) {
+	if !k.live() {
+		return
+	}
 	defer k.hold()()
-	if !src.ok("CopyPredicated") || !dst.ok("CopyPredicated") {
+	if k.zeroTensor("CopyPredicated", src, dst) || !src.ok("CopyPredicated") || !dst.ok("CopyPredicated") {
 		return
 	}
 	if src.k != k || dst.k != k || src.ident || dst.ident || src.ptr.elem != dst.ptr.elem || src.Size() != dst.Size() ||
@@ -148,6 +154,9 @@ func (k *Kernel) CopyPredicated(src, dst Tensor, opts ...MemOption) {
 // SelectPtr returns a if cond (a Bool) holds, else b: two pointers to one element type in
 // one state space; the result keeps the alignment both have.
 func (k *Kernel) SelectPtr(cond Value, a, b Ptr) Ptr {
+	if !k.live() {
+		return Ptr{}
+	}
 	if !k.checkPtr(a, "SelectPtr") || !k.checkPtr(b, "SelectPtr") {
 		return a
 	}

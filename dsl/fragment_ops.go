@@ -10,6 +10,9 @@ import "github.com/kgen-dev/kgen/ptx"
 // FragmentOf returns a one-dimensional register fragment holding vals (at least one, all of
 // one type).
 func (k *Kernel) FragmentOf(vals ...Value) Tensor {
+	if !k.live() {
+		return Tensor{}
+	}
 	defer k.hold()()
 	if len(vals) == 0 {
 		k.errorf("FragmentOf: no values")

@@ -13,6 +13,9 @@ import "github.com/kgen-dev/kgen/ptx"
 // Copy predicates partial tiles by itself; identity tensors are for the code around it
 // (element-wise math, epilogues, custom loads).
 func (k *Kernel) IdentityTensor(shape ...any) Tensor {
+	if !k.live() {
+		return Tensor{}
+	}
 	defer k.hold()()
 	if len(shape) == 0 {
 		k.errorf("IdentityTensor: give one extent per mode")

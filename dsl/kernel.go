@@ -79,7 +79,9 @@ func WithTarget(t ptx.Target) Option { return func(k *Kernel) { k.target = t } }
 // WithoutLoc omits .loc source lines.
 func WithoutLoc() Option { return func(k *Kernel) { k.noLoc = true } }
 
-// Kernel builds one PTX kernel (.entry) and the module around it.
+// Kernel builds one PTX kernel (.entry) and the module around it; make one with New. On a
+// nil Kernel every method is a no-op returning zeros, and Build and Err report it. A zero
+// Kernel (not made by New) is made usable on first use, and Build reports the misuse.
 type Kernel struct {
 	name   string
 	target ptx.Target
@@ -124,9 +126,16 @@ type Kernel struct {
 
 // New starts a kernel named name.
 func New(name string, opts ...Option) *Kernel {
-	k := &Kernel{name: name, target: ptx.SM90, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
+	k := &Kernel{}
+	k.setup(name, opts, true)
+	return k
+}
+
+// setup makes k (a zero Kernel) a kernel named name; checkName also checks the name.
+func (k *Kernel) setup(name string, opts []Option, checkName bool) {
+	*k = Kernel{name: name, target: ptx.SM90, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
 		memos: make(map[memoKey]Value, memoHint), nested: make([]memoKey, 0, 64), mutable: map[uint64]bool{}, externs: map[string]*Func{},
-		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}}
+		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}, errs: k.errs}
 	var nilOpts []int
 	for i, o := range opts {
 		if o == nil {
@@ -138,7 +147,7 @@ func New(name string, opts ...Option) *Kernel {
 	// Room for a small kernel: fewer regrowths while emitting.
 	k.fn = &ptx.Func{Name: name, Entry: true, Visible: true, Body: make([]*ptx.Instr, 0, 256)}
 	k.mod = &ptx.Module{Target: k.target, Funcs: []*ptx.Func{k.fn}}
-	if !ptx.ValidIdent(name) {
+	if checkName && !ptx.ValidIdent(name) {
 		k.errorf("kernel name %s is not a valid PTX identifier", excerpt.Quote(name))
 	}
 	if !k.target.Valid() {
@@ -148,19 +157,53 @@ func New(name string, opts ...Option) *Kernel {
 	for _, i := range nilOpts {
 		k.errorf("New(%s): option %d is nil", excerpt.Quote(name), i+1)
 	}
-	return k
+}
+
+// errNotNew is the misuse of a zero Kernel.
+const errNotNew = "a zero dsl.Kernel, not made by dsl.New (make kernels with dsl.New)"
+
+// live is the guard at the top of every exported method: false for a nil Kernel (the method
+// does nothing and returns zeros); a zero Kernel is set up on its first use, with the misuse
+// recorded for Build.
+func (k *Kernel) live() bool {
+	if k == nil {
+		return false
+	}
+	if k.fn == nil {
+		k.errorf(errNotNew)
+		k.setup("", nil, false)
+	}
+	return true
+}
+
+// errNil is the error of a nil Kernel (Build and Err return it).
+func errNil() error {
+	return &Error{Pos: callerPos(), Msg: "a nil *dsl.Kernel (make kernels with dsl.New)"}
 }
 
 // Name returns the kernel's name.
-func (k *Kernel) Name() string { return k.name }
+func (k *Kernel) Name() string {
+	if k == nil {
+		return ""
+	}
+	return k.name
+}
 
 // Target returns the kernel's GPU target.
-func (k *Kernel) Target() ptx.Target { return k.target }
+func (k *Kernel) Target() ptx.Target {
+	if k == nil {
+		return ""
+	}
+	return k.target
+}
 
 // Build finishes the kernel and returns its verified module, or every recorded error.
 // The module is the caller's: builder calls after Build are errors (Err, or a second Build,
 // returns them) and change nothing in it.
 func (k *Kernel) Build() (*ptx.Module, error) {
+	if !k.live() {
+		return nil, errNil()
+	}
 	if k.built {
 		return nil, errors.Join(append([]error{&Error{Pos: callerPos(), Msg: "Build called twice on kernel " + errName(k.name)}}, k.errs...)...)
 	}
@@ -197,7 +240,11 @@ func (k *Kernel) errorf(format string, a ...any) {
 
 // Errorf records a misuse at the caller's source position, for libraries built on the DSL
 // (see MarkLibrary); Build returns it with the others.
-func (k *Kernel) Errorf(format string, a ...any) { k.errorf(format, a...) }
+func (k *Kernel) Errorf(format string, a ...any) {
+	if k.live() {
+		k.errorf(format, a...)
+	}
+}
 
 // MarkLibrary marks the calling package as a library of DSL operations (like package
 // nvshmem): source positions of the instructions it emits and of the errors it records skip
@@ -225,8 +272,13 @@ func isLibrary(dir string) bool {
 	return libDirs[dir]
 }
 
-// Err returns the errors recorded so far (nil when none).
-func (k *Kernel) Err() error { return errors.Join(k.errs...) }
+// Err returns the errors recorded so far (nil when none), or the error of a nil Kernel.
+func (k *Kernel) Err() error {
+	if !k.live() {
+		return errNil()
+	}
+	return errors.Join(k.errs...)
+}
 
 func (k *Kernel) pos() ptx.Pos {
 	if k.noLoc {

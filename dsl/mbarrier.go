@@ -23,6 +23,9 @@ type Mbarriers struct {
 // Mbarriers allocates n mbarriers (uninitialised: Init them from one thread, then
 // synchronise the block).
 func (k *Kernel) Mbarriers(n int) Mbarriers {
+	if !k.live() {
+		return Mbarriers{}
+	}
 	defer k.hold()()
 	if n <= 0 {
 		k.errorf("Mbarriers: %d barriers; want at least 1", n)
@@ -195,6 +198,9 @@ func (b Mbarrier) Wait(parity any) {
 
 // FenceMbarrierInit makes mbarrier inits visible to the cluster (fence.mbarrier_init.release.cluster).
 func (k *Kernel) FenceMbarrierInit() {
+	if !k.live() {
+		return
+	}
 	if k.target.SM() < 90 {
 		k.errorf("FenceMbarrierInit: needs sm_90; the kernel targets %s", k.target)
 		return
@@ -205,6 +211,9 @@ func (k *Kernel) FenceMbarrierInit() {
 // FenceProxyAsync orders the thread's generic-proxy shared-memory accesses before later
 // async-proxy ones (TMA stores, wgmma operands written by threads): fence.proxy.async.shared::cta.
 func (k *Kernel) FenceProxyAsync() {
+	if !k.live() {
+		return
+	}
 	if k.target.SM() < 90 {
 		k.errorf("FenceProxyAsync: needs sm_90; the kernel targets %s", k.target)
 		return
@@ -217,6 +226,9 @@ func (k *Kernel) FenceProxyAsync() {
 // ones (TMA loads and stores): fence.proxy.async.global. Emit it between acquiring a signal
 // and loading with TMA what the signal guards.
 func (k *Kernel) FenceProxyAsyncGlobal() {
+	if !k.live() {
+		return
+	}
 	if k.target.SM() < 90 {
 		k.errorf("FenceProxyAsyncGlobal: needs sm_90; the kernel targets %s", k.target)
 		return
@@ -235,6 +247,9 @@ type PipelineState struct {
 // Advance moves to the next stage, flipping the phase after the last one.
 func (s PipelineState) Advance() {
 	k := s.k
+	if k == nil {
+		return // the zero PipelineState: no kernel to record the misuse in
+	}
 	defer k.hold()()
 	next := s.Index.Add(uint32(1))
 	wrap := next.Eq(uint32(s.stages))
@@ -246,6 +261,7 @@ func (k *Kernel) pipelineState(stages, phase int) PipelineState {
 	return PipelineState{k: k, Index: k.Var(U32, 0), Phase: k.Var(U32, phase), stages: stages}
 }
 
+// String describes the state for error messages.
 func (s PipelineState) String() string { return fmt.Sprintf("stage %v phase %v", s.Index, s.Phase) }
 
 // ClusterSync is a barrier over every thread of the cluster (barrier.cluster.arrive.release
@@ -253,6 +269,9 @@ func (s PipelineState) String() string { return fmt.Sprintf("stage %v phase %v",
 // after it, mbarrier inits (with FenceMbarrierInit) and shared-memory writes of the
 // cluster's blocks are visible.
 func (k *Kernel) ClusterSync() {
+	if !k.live() {
+		return
+	}
 	if k.target.SM() < 90 {
 		k.errorf("ClusterSync: clusters need sm_90; the kernel targets %s", k.target)
 		return

@@ -48,7 +48,12 @@ type ParamInfo struct {
 }
 
 // Params returns the kernel's parameters in order.
-func (k *Kernel) Params() []ParamInfo { return append([]ParamInfo(nil), k.paramInfo...) }
+func (k *Kernel) Params() []ParamInfo {
+	if !k.live() {
+		return nil
+	}
+	return append([]ParamInfo(nil), k.paramInfo...)
+}
 
 func (k *Kernel) addParam(name string, t Type) bool {
 	return k.addParamDecl(ptx.Param{Name: name, Type: paramType(t)})
@@ -75,6 +80,9 @@ func (k *Kernel) addParamDecl(p ptx.Param) bool {
 
 // Param declares a scalar kernel parameter and returns its value.
 func (k *Kernel) Param(name string, t Type) Value {
+	if !k.live() {
+		return Value{}
+	}
 	if !hasMem(t) || t == ptx.B128 {
 		k.errorf("parameter %s: type %s cannot be a kernel parameter (use U8 or U32 for flags)", excerpt.Quote(name), typeName(t))
 		return k.poison(U32)
@@ -92,6 +100,9 @@ func (k *Kernel) Param(name string, t Type) Value {
 // The pointer is assumed 16-byte aligned (cudaMalloc gives 256), which lets tensors over it
 // use 128-bit accesses.
 func (k *Kernel) PtrParam(name string, elem Type) Ptr {
+	if !k.live() {
+		return Ptr{}
+	}
 	if !hasMem(elem) {
 		k.errorf("pointer parameter %s: no memory type %s", excerpt.Quote(name), typeName(elem))
 		elem = U8
@@ -246,6 +257,9 @@ func (k *Kernel) checkPtr(p Ptr, what string) bool {
 
 // Load reads the value p points to.
 func (k *Kernel) Load(p Ptr, opts ...MemOption) Value {
+	if !k.live() {
+		return Value{}
+	}
 	if !k.checkPtr(p, "Load") {
 		return k.poison(p.elem)
 	}
@@ -260,6 +274,9 @@ func (k *Kernel) Load(p Ptr, opts ...MemOption) Value {
 
 // Store writes v to p. v is a Value of p's element type or a Go number.
 func (k *Kernel) Store(p Ptr, v any, opts ...MemOption) {
+	if !k.live() {
+		return
+	}
 	if !k.checkPtr(p, "Store") {
 		return
 	}
@@ -290,6 +307,9 @@ func (k *Kernel) storeOperand(x Value) ptx.Operand {
 // LoadVec reads n consecutive elements with one vector access (ld.v2/.v4). The address must
 // be aligned to n times the element size; that is the caller's promise.
 func (k *Kernel) LoadVec(p Ptr, n int, opts ...MemOption) []Value {
+	if !k.live() {
+		return nil
+	}
 	if !k.checkPtr(p, "LoadVec") || !k.checkVec("LoadVec", p, n) {
 		return k.poisonValues(p.elem, n)
 	}
@@ -313,6 +333,9 @@ func (k *Kernel) LoadVec(p Ptr, n int, opts ...MemOption) []Value {
 
 // StoreVec writes len(vals) consecutive elements with one vector access.
 func (k *Kernel) StoreVec(p Ptr, vals []Value, opts ...MemOption) {
+	if !k.live() {
+		return
+	}
 	if !k.checkPtr(p, "StoreVec") || !k.checkVec("StoreVec", p, len(vals)) {
 		return
 	}
@@ -469,11 +492,17 @@ const (
 // SharedArray allocates n elements of static shared memory for the block (aligned to 16
 // bytes) and returns a pointer to the first.
 func (k *Kernel) SharedArray(elem Type, n int) Ptr {
+	if !k.live() {
+		return Ptr{}
+	}
 	return k.array("SharedArray", ptx.SpaceShared, "smem", elem, n)
 }
 
 // LocalArray allocates n elements of per-thread local memory and returns a pointer to the first.
 func (k *Kernel) LocalArray(elem Type, n int) Ptr {
+	if !k.live() {
+		return Ptr{}
+	}
 	return k.array("LocalArray", ptx.SpaceLocal, "lmem", elem, n)
 }
 

@@ -160,6 +160,9 @@ func (a MMAAtom) tv(o Operand) (l layout.Layout, rows, cols, pack int, elem Type
 // (n, k) for B, (m, n) for C.
 func (a MMAAtom) Coord(o Operand, lane, v int) (int, int) {
 	l, rows, _, _, _ := a.tv(o)
+	if rows <= 0 {
+		return 0, 0 // the zero MMAAtom
+	}
 	idx := l.Value(lane + 32*v)
 	return idx % rows, idx / rows
 }
@@ -327,10 +330,14 @@ func (t ThrMMA) TiledMMA() TiledMMA { return t.m }
 // cols), CuTe's (MMA, MMA_M, MMA_K).
 func (t ThrMMA) partition(o Operand, x Tensor, what string) Tensor {
 	k := t.k
-	if k == nil || t.m.err != "" {
+	if k == nil {
+		orphan("ThrMMA."+what, x.k)
 		return x
 	}
-	if !x.ok(what) {
+	if t.m.err != "" {
+		return x
+	}
+	if k.zeroTensor(what, x) || !x.ok(what) {
 		return x
 	}
 	if x.Rank() != 2 {
@@ -472,6 +479,9 @@ func (t Tensor) fragSlice(m, i int) Tensor {
 // emits one mma.sync per (k, m, n), n in serpentine order so that consecutive instructions
 // share an operand.
 func (k *Kernel) Gemm(m TiledMMA, a, b, c Tensor) {
+	if !k.live() {
+		return
+	}
 	defer k.hold()()
 	if m.err != "" {
 		k.errorf("%s", m.err)

@@ -134,6 +134,9 @@ func vecQ(words int) []string {
 // MultimemLoadReduce loads n consecutive elements at the multicast address p from every GPU
 // of the multicast group and returns their reduction by op (multimem.ld_reduce).
 func (k *Kernel) MultimemLoadReduce(p Ptr, op ReduceOp, n int, opts ...MultimemOption) []Value {
+	if !k.live() {
+		return nil
+	}
 	defer k.hold()()
 	q, t, per, ok := k.multimem("MultimemLoadReduce", p, n, opts, false)
 	if !ok {
@@ -234,6 +237,9 @@ func (k *Kernel) packWords(vals []Value, elem, t Type, per int, what string) ([]
 // MultimemStore writes vals to consecutive elements at the multicast address p on every GPU
 // of the group (multimem.st).
 func (k *Kernel) MultimemStore(p Ptr, vals []Value, opts ...MultimemOption) {
+	if !k.live() {
+		return
+	}
 	defer k.hold()()
 	q, t, per, ok := k.multimem("MultimemStore", p, len(vals), opts, true)
 	if !ok {
@@ -254,6 +260,9 @@ func (k *Kernel) MultimemStore(p Ptr, vals []Value, opts ...MultimemOption) {
 // MultimemReduce applies op with vals to consecutive elements at the multicast address p on
 // every GPU of the group, atomically (multimem.red).
 func (k *Kernel) MultimemReduce(p Ptr, op ReduceOp, vals []Value, opts ...MultimemOption) {
+	if !k.live() {
+		return
+	}
 	defer k.hold()()
 	q, t, per, ok := k.multimem("MultimemReduce", p, len(vals), opts, true)
 	if !ok {

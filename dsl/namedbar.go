@@ -57,6 +57,9 @@ func (k *Kernel) barIDs() *namedBars {
 // the same barrier. A name reused with another thread count, a sixteenth name, or an id that
 // NamedBarrier also uses directly are build errors naming both uses.
 func (k *Kernel) NamedBarrierFor(name string, threads int) NamedBar {
+	if !k.live() {
+		return NamedBar{}
+	}
 	b := NamedBar{k: k, Name: name, Threads: threads}
 	if name == "" {
 		k.errorf("NamedBarrierFor: empty name")

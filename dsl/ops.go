@@ -684,6 +684,9 @@ func setpQ(cmp string, t Type) ([]string, string) {
 
 // Select returns a where cond is true, else b; a and b have the same type.
 func (k *Kernel) Select(cond Value, a, b any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	av, aok := a.(Value)
 	bv, bok := b.(Value)
 	var t Type
@@ -731,6 +734,9 @@ func (k *Kernel) Select(cond Value, a, b any) Value {
 
 // FMA returns a*b + c, fused and rounded once for floats (mad.lo for integers).
 func (k *Kernel) FMA(a, b, c Value) Value {
+	if !k.live() {
+		return Value{}
+	}
 	if !k.own(a, "FMA") || !k.own(b, "FMA") || !k.own(c, "FMA") {
 		return k.poison(a.t)
 	}

@@ -8,6 +8,9 @@ import "github.com/kgen-dev/kgen/ptx"
 // cvt.rn.{f16x2,bf16x2}.f32 (sm_80+ for bf16x2); attention uses it to turn the f32
 // accumulators of Q*K^T into the A operand of P*V.
 func (k *Kernel) Pack2(lo, hi Value, t Type) Value {
+	if !k.live() {
+		return Value{}
+	}
 	pt := F16x2
 	switch t {
 	case F16:

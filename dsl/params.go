@@ -47,6 +47,9 @@ func (t PeerTable) Peer(g any) Ptr {
 // line; the fields concerned are then placeholders.
 func Params[A any](k *Kernel, dt Type) A {
 	var a A
+	if !k.live() {
+		return a
+	}
 	v := reflect.ValueOf(&a).Elem()
 	plan, err := paramPlanOf(v.Type())
 	if err != "" {

@@ -24,6 +24,9 @@ type Pipeline struct {
 // CpAsyncPipeline returns a pipeline of stages shared-memory stages (at least 2) over tiles
 // K tiles; load issues the cp.async copies of one tile into one stage (both I32 Values).
 func (k *Kernel) CpAsyncPipeline(stages int, tiles Value, load func(stage, tile Value)) *Pipeline {
+	if !k.live() {
+		return nil
+	}
 	if stages < 2 {
 		k.errorf("CpAsyncPipeline: %d stages; a pipeline needs at least 2", stages)
 		stages = 2
@@ -34,18 +37,42 @@ func (k *Kernel) CpAsyncPipeline(stages int, tiles Value, load func(stage, tile 
 	if k.target.SM() < 80 {
 		k.errorf("CpAsyncPipeline: cp.async needs sm_80 or later; the kernel targets %s", k.target)
 	}
+	if load == nil {
+		k.errorf("CpAsyncPipeline: the load function is nil")
+		load = func(stage, tile Value) {}
+	}
 	return &Pipeline{k: k, stages: stages, tiles: tiles.To(I32), load: load}
 }
 
+// dead reports a nil or zero pipeline (not made by CpAsyncPipeline), whose uses do nothing:
+// there is no kernel to record an error on.
+func (p *Pipeline) dead() bool { return p == nil || p.k == nil }
+
 // Stages returns the number of stages.
-func (p *Pipeline) Stages() int { return p.stages }
+func (p *Pipeline) Stages() int {
+	if p == nil {
+		return 0
+	}
+	return p.stages
+}
 
 // Stage returns the stage tile t uses: t % stages.
-func (p *Pipeline) Stage(t Value) Value { return p.k.imod(t.To(I32), int64(p.stages)) }
+func (p *Pipeline) Stage(t Value) Value {
+	if p.dead() {
+		return Value{}
+	}
+	if !p.k.own(t, "Pipeline.Stage") {
+		return p.k.poison(I32)
+	}
+	return p.k.imod(t.To(I32), int64(p.stages))
+}
 
 // Start issues tiles 0 .. stages-2, one commit group each (empty past the last tile): a
 // runtime loop, so that the loads' code is emitted once more, not stages-1 times.
 func (p *Pipeline) Start() {
+	if p.dead() {
+		return
+	}
 	defer p.k.hold()()
 	p.k.For(int32(0), int32(p.stages-1), int32(1), func(s Value) { p.Issue(s) })
 }
@@ -53,6 +80,13 @@ func (p *Pipeline) Start() {
 // Issue loads tile t into its stage when t < tiles and commits a group (an empty one
 // otherwise, so that every iteration's wait counts alike).
 func (p *Pipeline) Issue(t Value) {
+	if p.dead() {
+		orphan("Pipeline.Issue", t.k)
+		return
+	}
+	if !p.k.own(t, "Pipeline.Issue") {
+		return
+	}
 	k := p.k
 	defer k.hold()()
 	t = t.To(I32)
@@ -65,6 +99,13 @@ func (p *Pipeline) Issue(t Value) {
 // waits never count the empty groups past the last tile), then a barrier (which also frees
 // the stage computed on before it).
 func (p *Pipeline) Wait(t Value) {
+	if p.dead() {
+		orphan("Pipeline.Wait", t.k)
+		return
+	}
+	if !p.k.own(t, "Pipeline.Wait") {
+		return
+	}
 	k := p.k
 	defer k.hold()()
 	if p.stages == 2 {
@@ -81,6 +122,9 @@ func (p *Pipeline) Wait(t Value) {
 
 // Drain waits for every cp.async group of the thread (cp.async.wait_all), then a barrier.
 func (p *Pipeline) Drain() {
+	if p.dead() {
+		return
+	}
 	p.k.emit(&ptx.Instr{Op: "cp.async.wait_all"})
 	p.k.SyncThreads()
 }

@@ -22,6 +22,9 @@ type TMAPipeline struct {
 // of copies; consumers is the number of ConsumerRelease calls that free a stage (threads,
 // or warps when one lane of each releases).
 func (k *Kernel) MakeTMAPipeline(stages, consumers int, copies ...*TMACopy) *TMAPipeline {
+	if !k.live() {
+		return nil
+	}
 	defer k.hold()()
 	return k.makeTMAPipeline("MakeTMAPipeline", stages, consumers, 1, copies)
 }
@@ -38,6 +41,9 @@ func (k *Kernel) MakeTMAPipeline(stages, consumers int, copies ...*TMACopy) *TMA
 // kernel must ClusterSync again before any block exits, so that no block arrives on the
 // barriers of one that has gone.
 func (k *Kernel) MakeTMAPipelineCluster(stages, consumers, cluster int, copies ...*TMACopy) *TMAPipeline {
+	if !k.live() {
+		return nil
+	}
 	defer k.hold()()
 	if cluster < 1 || cluster > 16 {
 		k.errorf("MakeTMAPipelineCluster: a cluster of %d blocks; want 1 to 16", cluster)
@@ -134,6 +140,7 @@ func (p *TMAPipeline) ConsumerState() PipelineState {
 // producer thread calls it).
 func (p *TMAPipeline) ProducerAcquire(s PipelineState) {
 	if p.dead() {
+		orphan("TMAPipeline.ProducerAcquire", s.k)
 		return
 	}
 	defer p.k.hold()()
@@ -146,6 +153,7 @@ func (p *TMAPipeline) ProducerAcquire(s PipelineState) {
 // barrier.
 func (p *TMAPipeline) Load(s PipelineState, c *TMACopy, mn, kk any) {
 	if p.dead() {
+		orphan("TMAPipeline.Load", s.k, c.kernel(), anyKernel(mn), anyKernel(kk))
 		return
 	}
 	defer p.k.hold()()
@@ -162,9 +170,17 @@ func (p *TMAPipeline) Load(s PipelineState, c *TMACopy, mn, kk any) {
 
 // LoadOuter is Load from a map of rank 2 + len(outer) (TMACopy.LoadOuter).
 func (p *TMAPipeline) LoadOuter(s PipelineState, c *TMACopy, mn, kk any, outer ...any) {
+	if p.dead() {
+		orphan("TMAPipeline.LoadOuter", s.k, c.kernel(), anyKernel(mn), anyKernel(kk))
+		return
+	}
 	defer p.k.hold()()
 	if !p.acquired {
 		p.k.errorf("TMAPipeline.LoadOuter: no ProducerAcquire before it")
+	}
+	if c == nil {
+		p.k.errorf("TMAPipeline.LoadOuter: nil TMACopy")
+		return
 	}
 	p.loaded += c.Bytes
 	c.LoadOuter(p.full.At(s.Index), s.Index, mn, kk, outer...)
@@ -174,6 +190,7 @@ func (p *TMAPipeline) LoadOuter(s PipelineState, c *TMACopy, mn, kk any, outer .
 // MakeTMACopyMulticast: the calling block's part of it).
 func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mask Value) {
 	if p.dead() {
+		orphan("TMAPipeline.LoadMulticast", s.k, c.kernel(), mask.k)
 		return
 	}
 	defer p.k.hold()()
@@ -193,6 +210,7 @@ func (p *TMAPipeline) LoadMulticast(s PipelineState, c *TMACopy, mn, kk any, mas
 // the bytes the barrier expects (a mismatch would hang the consumers).
 func (p *TMAPipeline) ProducerCommit(s PipelineState) {
 	if p.dead() {
+		orphan("TMAPipeline.ProducerCommit", s.k)
 		return
 	}
 	if !p.acquired {
@@ -208,6 +226,7 @@ func (p *TMAPipeline) ProducerCommit(s PipelineState) {
 // ConsumerWait waits until stage s is full.
 func (p *TMAPipeline) ConsumerWait(s PipelineState) {
 	if p.dead() {
+		orphan("TMAPipeline.ConsumerWait", s.k)
 		return
 	}
 	defer p.k.hold()()
@@ -218,6 +237,7 @@ func (p *TMAPipeline) ConsumerWait(s PipelineState) {
 // cluster pipeline on the barrier of every block of the cluster (Mbarrier.ArriveCluster).
 func (p *TMAPipeline) ConsumerRelease(s PipelineState) {
 	if p.dead() {
+		orphan("TMAPipeline.ConsumerRelease", s.k)
 		return
 	}
 	defer p.k.hold()()

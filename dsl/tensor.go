@@ -96,6 +96,9 @@ func (t Tensor) IsFragment() bool { return t.regs != nil }
 
 // MakeTensor views memory at p through a static layout (strides in elements).
 func (k *Kernel) MakeTensor(p Ptr, l layout.Layout) Tensor {
+	if !k.live() {
+		return Tensor{}
+	}
 	if !k.checkPtr(p, "MakeTensor") {
 		return k.badTensor(p.elem)
 	}
@@ -117,6 +120,9 @@ func (k *Kernel) MakeTensor(p Ptr, l layout.Layout) Tensor {
 // permuted by the swizzle (CuTe's ComposedLayout<Swizzle, 0, Layout>), to avoid bank
 // conflicts.
 func (k *Kernel) MakeSwizzledTensor(p Ptr, sw layout.Swizzle, l layout.Layout) Tensor {
+	if !k.live() {
+		return Tensor{}
+	}
 	t := k.MakeTensor(p, l)
 	if t.k == nil || t.modes == nil {
 		return t
@@ -155,6 +161,9 @@ func leavesOf(m layout.Layout, mode int) []leaf {
 // the library's kernels do per tile), and a 64-bit Value as an extent, stride or coordinate
 // is a Build error rather than cut to 32 bits.
 func (k *Kernel) MakeTensorDyn(p Ptr, shape, strides []any) Tensor {
+	if !k.live() {
+		return Tensor{}
+	}
 	defer k.hold()()
 	if !k.checkPtr(p, "MakeTensorDyn") {
 		return k.badTensor(p.elem)

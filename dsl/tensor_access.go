@@ -221,6 +221,9 @@ const MaxFragment = 4096
 // make_fragment_like), zero-initialised (for every element type, fp8 included: the bit
 // pattern 0).
 func (k *Kernel) Fragment(elem Type, like Tensor) Tensor {
+	if !k.live() {
+		return Tensor{}
+	}
 	defer k.hold()()
 	if like.k != k {
 		k.errorf("Fragment: the tensor belongs to another kernel")

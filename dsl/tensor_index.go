@@ -201,6 +201,9 @@ func (k *Kernel) divOf(v Value) int64 {
 // Assume records that the runtime value v is a multiple of n (like CuTe's assume or
 // divisibility hints), so that tensors with v as a stride can use vector accesses.
 func (k *Kernel) Assume(v Value, multipleOf int) Value {
+	if !k.live() {
+		return Value{}
+	}
 	if !k.own(v, "Assume") {
 		return v
 	}

@@ -30,6 +30,9 @@ func (m TensorMap) Elem() Type { return m.elem }
 // returns its handle. Its generic address is taken once, at the declaration (mov of the
 // parameter's name, then cvta.param). Tensor maps need sm_90 or newer.
 func (k *Kernel) TensorMapParam(name string, elem Type) TensorMap {
+	if !k.live() {
+		return TensorMap{}
+	}
 	if elem == Bool || elem == ptx.NoType || elem.Bytes() == 0 {
 		k.errorf("tensor map parameter %s: no memory type %s", excerpt.Quote(name), typeName(elem))
 		elem = U8

@@ -103,7 +103,11 @@ func (tc TiledCopy) Slice(tid Value) ThrCopy {
 // 8-element row this thread supplies to each ldmatrix, shaped (instructions per atom tile,
 // MMA_M, MMA_K) for A (MMA_N for B) so that it slices like the fragment.
 func (c ThrCopy) PartitionS(src Tensor) Tensor {
-	if c.k == nil || c.tc.err != "" {
+	if c.k == nil {
+		orphan("ThrCopy.PartitionS", src.k)
+		return src
+	}
+	if c.tc.err != "" || c.k.zeroTensor("PartitionS", src) {
 		return src
 	}
 	if c.tc.Atom.kind == copyLdMatrix {
@@ -114,7 +118,11 @@ func (c ThrCopy) PartitionS(src Tensor) Tensor {
 
 // PartitionD returns the thread's part of the destination tile (cp.async).
 func (c ThrCopy) PartitionD(dst Tensor) Tensor {
-	if c.k == nil || c.tc.err != "" {
+	if c.k == nil {
+		orphan("ThrCopy.PartitionD", dst.k)
+		return dst
+	}
+	if c.tc.err != "" || c.k.zeroTensor("PartitionD", dst) {
 		return dst
 	}
 	if c.tc.Atom.kind == copyLdMatrix {
@@ -129,11 +137,15 @@ func (c ThrCopy) PartitionD(dst Tensor) Tensor {
 // are PartitionS and PartitionD of a global and a shared tile.
 func (c ThrCopy) Copy(src, dst Tensor) {
 	k := c.k
-	if k == nil || c.tc.err != "" {
+	if k == nil {
+		orphan("ThrCopy.Copy", src.k, dst.k)
+		return
+	}
+	if c.tc.err != "" {
 		return
 	}
 	defer k.hold()()
-	if !src.ok("Copy") || !dst.ok("Copy") {
+	if k.zeroTensor("ThrCopy.Copy", src, dst) || !src.ok("Copy") || !dst.ok("Copy") {
 		return
 	}
 	if src.k != k || dst.k != k {

@@ -14,6 +14,9 @@ type TileScheduler struct {
 // MakeTileScheduler schedules tilesM x tilesN tiles (U32 Values or Go ints) in groups of
 // group tile rows (1: row after row of tiles).
 func (k *Kernel) MakeTileScheduler(tilesM, tilesN any, group int) TileScheduler {
+	if !k.live() {
+		return TileScheduler{}
+	}
 	defer k.hold()()
 	s := TileScheduler{k: k, group: group}
 	m, ok1 := k.val(tilesM, U32, "MakeTileScheduler")
@@ -54,6 +57,9 @@ func (s TileScheduler) Tile(t Value) (m, n Value) {
 // predicated away) while taking part in the cluster's shared loads. Launch a grid of a
 // multiple of clusterM blocks with clusters of (clusterM, 1, 1).
 func (k *Kernel) MakeClusterTileScheduler(tilesM, tilesN any, group, clusterM int) TileScheduler {
+	if !k.live() {
+		return TileScheduler{}
+	}
 	defer k.hold()()
 	if clusterM < 1 || clusterM > 16 {
 		k.errorf("MakeClusterTileScheduler: clusters of %d blocks; want 1 to 16", clusterM)
@@ -76,6 +82,10 @@ func (s TileScheduler) ForEach(body func(m, n Value)) {
 	}
 	if s.tilesM.k == nil {
 		k.errorf("TileScheduler.ForEach: the scheduler failed to build (see MakeTileScheduler's error)")
+		return
+	}
+	if body == nil {
+		k.errorf("TileScheduler.ForEach: the body function is nil")
 		return
 	}
 	defer k.hold()()

@@ -25,6 +25,9 @@ func (r TensorMapRef) Addr() Value { return r.addr }
 // TensorMapAt takes a tensor map's generic address (a U64 Value: a map in global memory,
 // or a grid-constant parameter's address).
 func (k *Kernel) TensorMapAt(addr Value) TensorMapRef {
+	if !k.live() {
+		return TensorMapRef{}
+	}
 	if !k.own(addr, "TensorMapAt") {
 		return TensorMapRef{}
 	}
@@ -38,6 +41,9 @@ func (k *Kernel) TensorMapAt(addr Value) TensorMapRef {
 // TensorMapPtrParam declares a U64 parameter holding the global address of a tensor map
 // (64-byte aligned, written before the launch).
 func (k *Kernel) TensorMapPtrParam(name string) TensorMapRef {
+	if !k.live() {
+		return TensorMapRef{}
+	}
 	return k.TensorMapAt(k.Param(name, U64))
 }
 
@@ -74,6 +80,9 @@ type tmaBox struct {
 // MN-major tile an MN-contiguous one. A layout that no box sequence writes is an error, and
 // so is a TensorMap parameter over another element type than the tile's.
 func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
+	if !k.live() {
+		return nil
+	}
 	defer k.hold()()
 	c := &TMACopy{k: k, tile: tile}
 	if m == nil || tile.k != k || m.Addr().k != k {
@@ -158,6 +167,9 @@ func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
 // tile has a multiple of parts boxes, else boxes of 1/parts of the rows (Box changes: build
 // the tensor map with it), each a multiple of 8 rows so that the swizzle repeats.
 func (k *Kernel) MakeTMACopyMulticast(m TensorMapSource, tile SharedTile, parts int) *TMACopy {
+	if !k.live() {
+		return nil
+	}
 	defer k.hold()()
 	c := k.MakeTMACopy(m, tile)
 	if c.boxes == nil {
@@ -205,8 +217,21 @@ func (k *Kernel) MakeTMACopyMulticast(m TensorMapSource, tile SharedTile, parts 
 	return c
 }
 
+// kernel returns c's kernel (nil for a nil or zero TMACopy).
+func (c *TMACopy) kernel() *Kernel {
+	if c == nil {
+		return nil
+	}
+	return c.k
+}
+
 // Major says which tensor dimension is contiguous: KMajor maps are (K, MN), MNMajor (MN, K).
-func (c *TMACopy) Major() GMMAMajor { return c.major }
+func (c *TMACopy) Major() GMMAMajor {
+	if c == nil {
+		return 0
+	}
+	return c.major
+}
 
 // Load issues the loads of the tile at (mn, kk) (element coordinates, U32 or I32 Values or
 // Go ints) into stage of the tile, completing bar's transaction bytes (c.Bytes). Call it
@@ -231,11 +256,13 @@ func (c *TMACopy) LoadMulticast(bar Mbarrier, stage any, mn, kk any, mask Value)
 }
 
 func (c *TMACopy) load(what string, bar Mbarrier, stage any, mn, kk any, mask *Value, outer []any) {
-	k := c.k
-	if k == nil || c.boxes == nil {
-		if k != nil {
-			k.errorf("%s: the copy failed to build (see MakeTMACopy's error)", what)
-		}
+	k := c.kernel()
+	if k == nil {
+		orphan(what, bar.k, anyKernel(stage), anyKernel(mn), anyKernel(kk))
+		return
+	}
+	if c.boxes == nil {
+		k.errorf("%s: the copy failed to build (see MakeTMACopy's error)", what)
 		return
 	}
 	defer k.hold()()
@@ -379,11 +406,13 @@ func (c *TMACopy) tensorAddr(in, out Value, b tmaBox, extra ...Value) ptx.Tensor
 // from one thread after the shared-memory writes it stores are visible to the async proxy
 // (each writing thread's FenceProxyAsync, then a barrier); BulkCommit and BulkWait complete it.
 func (c *TMACopy) Store(stage any, mn, kk any) {
-	k := c.k
-	if k == nil || c.boxes == nil {
-		if k != nil {
-			k.errorf("TMACopy.Store: the copy failed to build (see MakeTMACopy's error)")
-		}
+	k := c.kernel()
+	if k == nil {
+		orphan("TMACopy.Store", anyKernel(stage), anyKernel(mn), anyKernel(kk))
+		return
+	}
+	if c.boxes == nil {
+		k.errorf("TMACopy.Store: the copy failed to build (see MakeTMACopy's error)")
 		return
 	}
 	defer k.hold()()
@@ -405,6 +434,9 @@ func (c *TMACopy) Store(stage any, mn, kk any) {
 // BulkCommit closes a group of the thread's bulk copies issued since the last one
 // (cp.async.bulk.commit_group).
 func (k *Kernel) BulkCommit() {
+	if !k.live() {
+		return
+	}
 	if k.target.SM() < 90 {
 		k.errorf("BulkCommit: bulk copies need sm_90; the kernel targets %s", k.target)
 		return
@@ -416,6 +448,9 @@ func (k *Kernel) BulkCommit() {
 // set, only until their sources have been read (the shared memory may be reused), not until
 // the writes are done (cp.async.bulk.wait_group{.read} n).
 func (k *Kernel) BulkWait(n int, read bool) {
+	if !k.live() {
+		return
+	}
 	if k.target.SM() < 90 {
 		k.errorf("BulkWait: bulk copies need sm_90; the kernel targets %s", k.target)
 		return

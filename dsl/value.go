@@ -44,6 +44,9 @@ func (v Value) String() string {
 // even in t; a finite value that rounds above t's largest finite one (65504 for f16, 448 and
 // 57344 for fp8) is an error, as is an infinity of E4M3 (it has none); NaN is allowed.
 func (k *Kernel) Const(t Type, x any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	v, err := constOf(k, t, x)
 	if err != nil {
 		k.errorf("%v", err)
@@ -281,6 +284,25 @@ func (k *Kernel) own(v Value, what string) bool {
 		return false
 	}
 	return k.checkScope(v)
+}
+
+// orphan records, in the first kernel of ks (those of a method's arguments), that what was
+// called on a zero or nil handle, which holds no kernel and so did nothing.
+func orphan(what string, ks ...*Kernel) {
+	for _, k := range ks {
+		if k != nil {
+			k.errorf("%s on a zero or nil handle (not made in a kernel): it did nothing", what)
+			return
+		}
+	}
+}
+
+// anyKernel returns the kernel of x when it is a Value (else nil).
+func anyKernel(x any) *Kernel {
+	if v, ok := x.(Value); ok {
+		return v.k
+	}
+	return nil
 }
 
 // typeName names t in an error: the zero Type, which prints as nothing, is named as such.

@@ -150,21 +150,33 @@ func movType(t Type) Type {
 
 // ShuffleXor returns v from lane (laneid xor mask) of the warp (shfl.sync.bfly).
 func (k *Kernel) ShuffleXor(v Value, mask any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	return k.shuffle("ShuffleXor", "bfly", v, mask, 0x1f)
 }
 
 // ShuffleDown returns v from lane laneid+delta (its own v past the warp's end).
 func (k *Kernel) ShuffleDown(v Value, delta any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	return k.shuffle("ShuffleDown", "down", v, delta, 0x1f)
 }
 
 // ShuffleUp returns v from lane laneid-delta (its own v before lane 0).
 func (k *Kernel) ShuffleUp(v Value, delta any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	return k.shuffle("ShuffleUp", "up", v, delta, 0)
 }
 
 // ShuffleIdx returns v from the given lane (a broadcast when lane is uniform).
 func (k *Kernel) ShuffleIdx(v Value, lane any) Value {
+	if !k.live() {
+		return Value{}
+	}
 	return k.shuffle("ShuffleIdx", "idx", v, lane, 0x1f)
 }
 
@@ -189,19 +201,42 @@ func (k *Kernel) vote(what, mode string, p Value) Value {
 }
 
 // VoteAll reports whether p holds in every lane of the warp.
-func (k *Kernel) VoteAll(p Value) Value { return k.vote("VoteAll", "all", p) }
+func (k *Kernel) VoteAll(p Value) Value {
+	if !k.live() {
+		return Value{}
+	}
+	return k.vote("VoteAll", "all", p)
+}
 
 // VoteAny reports whether p holds in some lane of the warp.
-func (k *Kernel) VoteAny(p Value) Value { return k.vote("VoteAny", "any", p) }
+func (k *Kernel) VoteAny(p Value) Value {
+	if !k.live() {
+		return Value{}
+	}
+	return k.vote("VoteAny", "any", p)
+}
 
 // VoteUni reports whether p is the same in every lane of the warp.
-func (k *Kernel) VoteUni(p Value) Value { return k.vote("VoteUni", "uni", p) }
+func (k *Kernel) VoteUni(p Value) Value {
+	if !k.live() {
+		return Value{}
+	}
+	return k.vote("VoteUni", "uni", p)
+}
 
 // Ballot returns a U32 with bit i set when p holds in lane i.
-func (k *Kernel) Ballot(p Value) Value { return k.vote("Ballot", "ballot", p) }
+func (k *Kernel) Ballot(p Value) Value {
+	if !k.live() {
+		return Value{}
+	}
+	return k.vote("Ballot", "ballot", p)
+}
 
 // ActiveMask returns the mask of the warp's active lanes.
 func (k *Kernel) ActiveMask() Value {
+	if !k.live() {
+		return Value{}
+	}
 	d := k.reg(U32)
 	k.emit(&ptx.Instr{Op: "activemask", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{d}})
 	return Value{k: k, t: U32, op: d}
@@ -209,6 +244,9 @@ func (k *Kernel) ActiveMask() Value {
 
 // SyncWarp waits for every lane of the warp (bar.warp.sync).
 func (k *Kernel) SyncWarp() {
+	if !k.live() {
+		return
+	}
 	k.uniformWarp("SyncWarp")
 	k.emit(&ptx.Instr{Op: "bar.warp.sync", Args: []ptx.Operand{ptx.IntImm(ptx.B32, FullMask)}})
 }
@@ -216,6 +254,9 @@ func (k *Kernel) SyncWarp() {
 // ElectOne returns a Bool true in exactly one active lane of the warp: elect.sync on sm_90
 // and later, the lowest active lane before.
 func (k *Kernel) ElectOne() Value {
+	if !k.live() {
+		return Value{}
+	}
 	defer k.hold()()
 	if k.target.SM() >= 90 {
 		k.uniformWarp("ElectOne")
@@ -241,6 +282,9 @@ func (v Value) Neg2() Value {
 // 1024) arrive. An id NamedBarrierFor gave a name is a build error: name barriers or number
 // them, not both.
 func (k *Kernel) NamedBarrier(id, threads int) {
+	if !k.live() {
+		return
+	}
 	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 || threads > 1024 {
 		k.errorf("NamedBarrier: id %d must be 0..15 and threads %d a multiple of 32 in 32..1024 (a block has at most 1024 threads)", id, threads)
 		return
@@ -253,6 +297,9 @@ func (k *Kernel) NamedBarrier(id, threads int) {
 
 // NamedBarrierArrive signals barrier id without waiting (producer side).
 func (k *Kernel) NamedBarrierArrive(id, threads int) {
+	if !k.live() {
+		return
+	}
 	if id < 0 || id > 15 || threads <= 0 || threads%32 != 0 || threads > 1024 {
 		k.errorf("NamedBarrierArrive: id %d must be 0..15 and threads %d a multiple of 32 in 32..1024 (a block has at most 1024 threads)", id, threads)
 		return
@@ -266,6 +313,9 @@ func (k *Kernel) NamedBarrierArrive(id, threads int) {
 // WarpReduce combines v over the warp's 32 lanes with op; every lane gets the result.
 // 32-bit integers use redux.sync on sm_80 and later, others a butterfly of shuffles.
 func (k *Kernel) WarpReduce(v Value, op ReduceOp) Value {
+	if !k.live() {
+		return Value{}
+	}
 	defer k.hold()()
 	if !k.checkReduce("WarpReduce", op, v) {
 		return k.poison(v.t)
@@ -294,6 +344,9 @@ func (k *Kernel) WarpReduce(v Value, op ReduceOp) Value {
 // is one-dimensional with a multiple of 32 threads (up to 1024). It contains barriers: call
 // it from every thread of the block.
 func (k *Kernel) BlockReduce(v Value, op ReduceOp) Value {
+	if !k.live() {
+		return Value{}
+	}
 	defer k.hold()()
 	if !k.checkReduce("BlockReduce", op, v) {
 		return k.poison(v.t)

@@ -22,6 +22,9 @@ type SharedTile struct {
 // SharedTile allocates stages tiles of elem laid out by l (a GMMA layout atom tiled with
 // TileToShape) in static shared memory aligned to 1024 bytes.
 func (k *Kernel) SharedTile(elem Type, l layout.ComposedLayout, stages int) SharedTile {
+	if !k.live() {
+		return SharedTile{}
+	}
 	defer k.hold()()
 	es := memType(elem).Bytes()
 	bytes := (l.Inner.Cosize()*es + 1023) / 1024 * 1024
@@ -50,6 +53,9 @@ const DynamicSharedTilePad = 1024
 // 48 KiB of static shared memory. The launch gives DynamicSharedTilePad plus the end of the
 // last tile (offset + stages*StageBytes).
 func (k *Kernel) DynamicSharedTile(elem Type, l layout.ComposedLayout, stages, offset int) SharedTile {
+	if !k.live() {
+		return SharedTile{}
+	}
 	defer k.hold()()
 	es := memType(elem).Bytes()
 	bytes := (l.Inner.Cosize()*es + 1023) / 1024 * 1024
@@ -167,7 +173,7 @@ func MakeTiledGMMA(atom GMMAAtom, warpGroupsM int) TiledGMMA {
 // Accumulators returns the calling thread's zeroed f32 accumulators of the atom (N/2 values
 // in CLayout's value order).
 func (m TiledGMMA) Accumulators(k *Kernel) Tensor {
-	if k == nil {
+	if !k.live() {
 		return Tensor{} // nothing to record an error on: the Tensor's users report it
 	}
 	defer k.hold()()
@@ -189,6 +195,9 @@ func (k *Kernel) checkWgmma(what string) bool {
 
 // WgmmaFence orders register accesses before the wgmmas that follow (wgmma.fence).
 func (k *Kernel) WgmmaFence() {
+	if !k.live() {
+		return
+	}
 	if k.checkWgmma("WgmmaFence") {
 		k.emit(&ptx.Instr{Op: "wgmma.fence", Q: []string{"sync", "aligned"}})
 	}
@@ -196,6 +205,9 @@ func (k *Kernel) WgmmaFence() {
 
 // WgmmaCommit closes a group of the wgmmas issued since the last commit (wgmma.commit_group).
 func (k *Kernel) WgmmaCommit() {
+	if !k.live() {
+		return
+	}
 	if k.checkWgmma("WgmmaCommit") {
 		k.emit(&ptx.Instr{Op: "wgmma.commit_group", Q: []string{"sync", "aligned"}})
 	}
@@ -204,6 +216,9 @@ func (k *Kernel) WgmmaCommit() {
 // WaitGroup waits until at most n committed wgmma groups are in flight (wgmma.wait_group n);
 // accumulators are read only after the group that writes them is retired.
 func (k *Kernel) WaitGroup(n int) {
+	if !k.live() {
+		return
+	}
 	if !k.checkWgmma("WaitGroup") {
 		return
 	}
@@ -221,7 +236,7 @@ func (k *Kernel) WaitGroup(n int) {
 // layouts (MakeGMMAOperand); a layout no descriptor reads is an error at the caller's line.
 // Wait with WaitGroup before reading acc.
 func (m TiledGMMA) Gemm(k *Kernel, wg any, tileA, tileB SharedTile, stage any, acc Tensor) {
-	if k == nil {
+	if !k.live() {
 		if acc.k != nil {
 			acc.k.errorf("Gemm: nil kernel")
 		}
@@ -341,10 +356,20 @@ func (m TiledGMMA) scaleD(k *Kernel, what string) (ptx.Operand, bool) {
 // WarpgroupRegAlloc raises the calling warpgroup's register limit to n (setmaxnreg.inc,
 // CuTe DSL's warpgroup_reg_alloc); WarpgroupRegDealloc lowers it (setmaxnreg.dec). n is 24
 // to 256 in steps of 8; every warp of the warpgroup executes it.
-func (k *Kernel) WarpgroupRegAlloc(n int) { k.setmaxnreg("WarpgroupRegAlloc", "inc", n) }
+func (k *Kernel) WarpgroupRegAlloc(n int) {
+	if !k.live() {
+		return
+	}
+	k.setmaxnreg("WarpgroupRegAlloc", "inc", n)
+}
 
 // WarpgroupRegDealloc lowers the calling warpgroup's register limit to n (setmaxnreg.dec).
-func (k *Kernel) WarpgroupRegDealloc(n int) { k.setmaxnreg("WarpgroupRegDealloc", "dec", n) }
+func (k *Kernel) WarpgroupRegDealloc(n int) {
+	if !k.live() {
+		return
+	}
+	k.setmaxnreg("WarpgroupRegDealloc", "dec", n)
+}
 
 func (k *Kernel) setmaxnreg(what, dir string, n int) {
 	switch {

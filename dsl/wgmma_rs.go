@@ -23,7 +23,7 @@ import (
 // element (r, j) register r of K block j, for GemmRS. Read acc only after the WaitGroup that
 // retires the wgmma writing it.
 func (m TiledGMMA) AccToA(k *Kernel, acc Tensor, elem Type) Tensor {
-	if k == nil {
+	if !k.live() {
 		if acc.k != nil {
 			acc.k.errorf("AccToA: nil kernel")
 		}
@@ -67,7 +67,7 @@ func (k *Kernel) fragment2D(elem Type, regs []Value, rows int) Tensor {
 // scale-d. The registers of a and acc must stay untouched until WaitGroup retires the group.
 // F16 and BF16 atoms only (A from registers has no transpose: the fragment is K-major).
 func (m TiledGMMA) GemmRS(k *Kernel, a Tensor, tileB SharedTile, stage any, acc Tensor) {
-	if k == nil {
+	if !k.live() {
 		if acc.k != nil {
 			acc.k.errorf("GemmRS: nil kernel")
 		}

@@ -61,7 +61,7 @@ type epiKey struct {
 // bias or scale), converted to f32: one vector load where the run allows.
 func (f *EpilogueFrag) Cols(p dsl.Ptr) []dsl.Value {
 	if !f.made("Cols", p) {
-		return f.V
+		return f.values()
 	}
 	return epiF32s(f.ld.cols(p, len(f.V)))
 }
@@ -70,7 +70,7 @@ func (f *EpilogueFrag) Cols(p dsl.Ptr) []dsl.Value {
 // residual), converted to f32: one vector load where the run allows.
 func (f *EpilogueFrag) Tile(p dsl.Ptr) []dsl.Value {
 	if !f.made("Tile", p) {
-		return f.V
+		return f.values()
 	}
 	return epiF32s(f.ld.tile(p, len(f.V)))
 }
@@ -78,6 +78,9 @@ func (f *EpilogueFrag) Tile(p dsl.Ptr) []dsl.Value {
 // RowOf reads p[Row] of a vector of M elements (a per-row scale), converted to f32.
 func (f *EpilogueFrag) RowOf(p dsl.Ptr) dsl.Value {
 	if !f.made("RowOf", p) {
+		if f == nil {
+			return dsl.Value{}
+		}
 		return f.Row
 	}
 	return f.ld.row(p).To(dsl.F32)
@@ -86,6 +89,12 @@ func (f *EpilogueFrag) RowOf(p dsl.Ptr) dsl.Value {
 // made reports a fragment a gemm's epilogue made (which knows how to load); else it records
 // the misuse in the kernel of f, of its values or of p, so that the build fails.
 func (f *EpilogueFrag) made(what string, p dsl.Ptr) bool {
+	if f == nil {
+		if k := p.Kernel(); k != nil {
+			k.Errorf("EpilogueFrag.%s: a nil *EpilogueFrag", what)
+		}
+		return false
+	}
 	if f.ld != nil {
 		return true
 	}
@@ -102,6 +111,14 @@ func (f *EpilogueFrag) made(what string, p dsl.Ptr) bool {
 		k.Errorf("EpilogueFrag.%s: the fragment was not made by a gemm's epilogue (only those can load)", what)
 	}
 	return false
+}
+
+// values is f.V (nil for a nil f).
+func (f *EpilogueFrag) values() []dsl.Value {
+	if f == nil {
+		return nil
+	}
+	return f.V
 }
 
 func epiF32s(v []dsl.Value) []dsl.Value {
