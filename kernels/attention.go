@@ -56,12 +56,13 @@ func (c AttentionConfig) SharedBytes() int {
 }
 
 // Grid returns the number of blocks (a 1-D grid: query tiles fastest, then heads, then
-// batches); 0 for an empty problem.
+// batches); 0 for an empty problem, math.MaxInt where the count overflows int (CheckShape
+// refuses such shapes).
 func (c AttentionConfig) Grid(batch, heads, seqQ int) int {
 	if batch <= 0 || heads <= 0 || seqQ <= 0 || c.BM <= 0 {
 		return 0
 	}
-	return ceilDiv(seqQ, c.BM) * heads * batch
+	return satInt(ceilDiv(seqQ, c.BM), heads, batch)
 }
 
 // Check reports a configuration the kernel cannot build.

@@ -390,12 +390,13 @@ func (c GemmSM90Config) NumPieces(m, pieceRows int) int {
 
 // PieceSignals returns how much one launch adds to each piece's counter for pieces of
 // pieceRows rows of an N-column D: one per 64-row sub-tile of each of the piece's tiles
-// (each consumer warpgroup signals its own rows), pieceRows/64 * ceil(N/BN).
+// (each consumer warpgroup signals its own rows), pieceRows/64 * ceil(N/BN), saturated at
+// math.MaxInt (never a wrapped count).
 func (c GemmSM90Config) PieceSignals(pieceRows, n int) int {
 	if pieceRows <= 0 || n <= 0 || c.BN <= 0 {
 		return 0
 	}
-	return pieceRows / 64 * ceilDiv(n, c.BN)
+	return satInt(pieceRows/64, ceilDiv(n, c.BN))
 }
 
 // GemmSM90PieceArgs are the Pieces kernel's parameters after GemmOut (and
