@@ -22,8 +22,14 @@ const (
 
 var spaceNames = [...]string{"", "reg", "param", "global", "shared", "shared::cluster", "local", "const"}
 
-// String returns the PTX spelling without the dot ("" for SpaceGeneric).
-func (s Space) String() string { return spaceNames[s] }
+// String returns the PTX spelling without the dot ("" for SpaceGeneric); a Space out of
+// range prints as Space(n).
+func (s Space) String() string {
+	if int(s) < len(spaceNames) {
+		return spaceNames[s]
+	}
+	return "Space(" + strconv.Itoa(int(s)) + ")"
+}
 
 // Pos is the Go source position that built an instruction; printed as a .loc line.
 type Pos struct {
