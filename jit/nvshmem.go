@@ -68,6 +68,9 @@ func (e *VersionError) Error() string {
 // across the ranks. A device opened outside RunRanks is PE 0 of 1.
 func InitNVSHMEM(d *Device, o InitOptions) (*NVSHMEM, error) {
 	start := time.Now()
+	if err := d.usable("InitNVSHMEM"); err != nil {
+		return nil, err
+	}
 	var rv Rendezvous
 	ip, inProc := d.impl.(inProcessRanks)
 	if inProc {
