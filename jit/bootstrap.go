@@ -22,6 +22,15 @@ type Rendezvous struct {
 	Addr string
 }
 
+// rangeNote is what an integer's error adds where strconv refused its digits as out of
+// range: such a value is an integer, only too large for an int.
+func rangeNote(err error) string {
+	if errors.Is(err, strconv.ErrRange) {
+		return " (out of an int's range)"
+	}
+	return ""
+}
+
 // RendezvousFromEnv reads torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. With neither RANK nor WORLD_SIZE set it returns
 // a single process (rank 0 of 1). Without LOCAL_RANK the ranks are taken to fill nodes of
@@ -38,7 +47,7 @@ func RendezvousFromEnv() (Rendezvous, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return 0, true, fmt.Errorf("jit: %s=%s is not a non-negative integer", k, excerpt.Quote(v))
+			return 0, true, fmt.Errorf("jit: %s=%s is not a non-negative integer%s", k, excerpt.Quote(v), rangeNote(err))
 		}
 		return n, true, nil
 	}

@@ -129,7 +129,7 @@ func emuEnvOptions() (emu.Options, error) {
 	if v := os.Getenv("KGEN_EMU_SEED"); v != "" {
 		s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {
-			return o, fmt.Errorf("jit: KGEN_EMU_SEED=%s: want a decimal integer (a schedule seed; 0 or unset: the deterministic schedule)", excerpt.Quote(v))
+			return o, fmt.Errorf("jit: KGEN_EMU_SEED=%s: want a decimal integer of 64 bits (a schedule seed; 0 or unset: the deterministic schedule)%s", excerpt.Quote(v), rangeNote(err))
 		}
 		o.Seed = s
 	}

@@ -120,21 +120,25 @@ func RunRanks(o RanksOptions, f func(r *Rank) error) error {
 // RANK/LOCAL_WORLD_SIZE, else 0. nodes (RanksOptions.Nodes), when set, must match
 // WORLD_SIZE/LOCAL_WORLD_SIZE.
 func gpuNode(nodes int, rv Rendezvous) (int, error) {
+	if nodes < 0 {
+		return 0, fmt.Errorf("jit: RunRanks: RanksOptions.Nodes %d: want the number of nodes (0: not checked)", nodes)
+	}
 	local := 0
 	if v := os.Getenv("LOCAL_WORLD_SIZE"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return 0, fmt.Errorf("jit: LOCAL_WORLD_SIZE=%s is not a positive integer", excerpt.Quote(v))
+			return 0, fmt.Errorf("jit: LOCAL_WORLD_SIZE=%s is not a positive integer%s", excerpt.Quote(v), rangeNote(err))
 		}
 		local = n
 	}
-	if nodes > 0 && local > 0 && nodes*local != rv.WorldSize {
+	// Divided, not multiplied: a hostile Nodes times LOCAL_WORLD_SIZE wrapped to WORLD_SIZE.
+	if nodes > 0 && local > 0 && (rv.WorldSize%local != 0 || nodes != rv.WorldSize/local) {
 		return 0, fmt.Errorf("jit: RunRanks wants %d nodes, but WORLD_SIZE=%d with LOCAL_WORLD_SIZE=%d makes %d", nodes, rv.WorldSize, local, rv.WorldSize/local)
 	}
 	if v := os.Getenv("GROUP_RANK"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return 0, fmt.Errorf("jit: GROUP_RANK=%s is not a non-negative integer", excerpt.Quote(v))
+			return 0, fmt.Errorf("jit: GROUP_RANK=%s is not a non-negative integer%s", excerpt.Quote(v), rangeNote(err))
 		}
 		return n, nil
 	}
@@ -155,17 +159,19 @@ func runGPURank(o RanksOptions, f func(r *Rank) error) error {
 		}
 		return fmt.Errorf("jit: RunRanks wants %d ranks, but WORLD_SIZE=%d", o.World, rv.WorldSize)
 	}
+	if o.World < 0 {
+		return fmt.Errorf("jit: RunRanks: RanksOptions.World %d: want the number of ranks (0: WORLD_SIZE's)", o.World)
+	}
+	node, err := gpuNode(o.Nodes, rv)
+	if err != nil {
+		return &RankError{Rank: rv.Rank, ExitCode: 1, Err: err}
+	}
 	b := o.Backend
 	if b == "" {
 		b = GPU
 	}
 	d, err := OpenBackend(b, rv.LocalRank, o.Open...)
 	if err != nil {
-		return &RankError{Rank: rv.Rank, ExitCode: 1, Err: err}
-	}
-	node, err := gpuNode(o.Nodes, rv)
-	if err != nil {
-		d.Close()
 		return &RankError{Rank: rv.Rank, ExitCode: 1, Err: err}
 	}
 	r := &Rank{Rank: rv.Rank, World: rv.WorldSize, LocalRank: rv.LocalRank, Node: node, Backend: b, Device: d}
