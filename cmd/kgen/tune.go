@@ -247,6 +247,9 @@ func parseShape(s string) ([3]int, error) {
 	}
 	for i, v := range f {
 		x, err := strconv.Atoi(v)
+		if errors.Is(err, strconv.ErrRange) && v[0] >= '0' && v[0] <= '9' {
+			return mnk, usagef("-shapes: %s: %s is too large (an extent is at most 2^31-1)", excerpt.Quote(s), excerpt.Quote(v))
+		}
 		if err != nil || x <= 0 || v[0] < '0' || v[0] > '9' { // digits only: no sign
 			return mnk, usagef("-shapes: %s: %s is not a positive extent", excerpt.Quote(s), excerpt.Quote(v))
 		}
