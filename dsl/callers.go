@@ -21,9 +21,9 @@ import (
 // relies only on what was learned, from runtime.Callers, about each return PC it meets
 // (walkInfo): which inlined frames it stands for and whether one of them is outside the
 // DSL, and whether the walk was seen to reach the same next frame from it, out of ordinary
-// Go code. It follows a saved frame pointer only from such a PC, and walks again from the
-// top for every frame it adds (it holds no stack address across a call that could move the
-// stack).
+// Go code. It follows a saved frame pointer only from such a PC, and holds no stack address
+// across a call that could move the stack: walkKnown reads what was learned from a table in
+// place, and learnWalk walks again from the top for every frame it adds.
 
 // callerPos returns the position of the first caller outside package dsl and the marked
 // libraries (their tests excepted), with the path relative to the kgen module root when inside it.
@@ -60,30 +60,49 @@ const maxWalk = 48
 
 // walkedPos finds the first frame outside the DSL by a frame-pointer walk from callerPos's
 // caller, or reports false when a frame on the way has not been learned or cannot be walked
-// past.
+// past. The walk reads walkTable; a PC missing there but learned in walkInfos is copied in and
+// the walk goes again.
 //
 //go:noinline
 func walkedPos() (ptx.Pos, bool) {
-	var pcs [maxWalk]uintptr
-	for d := 1; d <= maxWalk; d++ {
-		// Skip the return PC into callerPos: pcs[0] is the one into callerPos's caller.
-		if walkFrames(pcs[:d], 1) < d {
-			return ptx.Pos{}, false
-		}
-		w, ok := walkInfos.Load(pcs[d-1])
-		if !ok {
-			return ptx.Pos{}, false
-		}
-		info := w.(walkInfo)
-		if info.found {
+	for range maxWalk {
+		// Skip the return PC into callerPos: the first is the one into callerPos's caller.
+		info, st, pc := walkKnown(1)
+		switch st {
+		case walkFound:
 			return info.pos, true
-		}
-		if !info.next {
+		case walkStop:
 			return ptx.Pos{}, false
 		}
+		w, ok := walkInfos.Load(pc)
+		if !ok {
+			return ptx.Pos{}, false // not learned: runtime.Callers learns it
+		}
+		walkTable[walkSlot(pc)].Store(&walkEntry{pc: pc, info: w.(walkInfo)})
 	}
 	return ptx.Pos{}, false
 }
+
+// walkTable holds recent walkInfos, direct-mapped by return PC, for walkKnown: entries are
+// immutable and replaced whole, so readers need no lock, and a lookup is a load, not a call
+// (sync.Map's were most of a walk's cost).
+var walkTable [1 << 12]atomic.Pointer[walkEntry]
+
+// walkEntry is one walkTable entry.
+type walkEntry struct {
+	pc   uintptr
+	info walkInfo
+}
+
+// walkSlot returns pc's index in walkTable.
+func walkSlot(pc uintptr) uintptr { return (pc ^ pc>>12) % uintptr(len(walkTable)) }
+
+// What walkKnown found.
+const (
+	walkMiss  = iota // a PC walkTable does not hold (returned beside it)
+	walkFound        // the position
+	walkStop         // the end of the stack, or a PC the walk may not pass: use runtime.Callers
+)
 
 // learnWalk records walkInfos for the frames above callerPos's caller from the exact stack
 // that runtime.Callers gave at the same point (one entry per logical frame: a function's
@@ -121,6 +140,7 @@ func learnWalk(exact []uintptr) {
 		info.pos, info.found = firstOutside(exact[j:k])
 		info.next = !info.found
 		walkInfos.Store(p, info)
+		walkTable[walkSlot(p)].Store(&walkEntry{pc: p, info: info})
 		if info.found {
 			return
 		}

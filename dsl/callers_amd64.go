@@ -32,3 +32,31 @@ func walkFrames(pcs []uintptr, skip int) int {
 	}
 	return n
 }
+
+// walkKnown is walkedPos's walk: it follows frame pointers like walkFrames, skip return PCs
+// left out, and passes a PC only when walkTable holds it as one the walk may go on from. It
+// answers at the first PC walkTable holds as found or as a stop, or at the first it does not
+// hold (walkMiss, with that PC). It calls no Go function while it holds a frame address
+// (loadWord and framePointer are frameless assembly; the table's loads are plain loads), so
+// no stack move can happen under it.
+//
+//go:noinline
+func walkKnown(skip int) (walkInfo, int, uintptr) {
+	fp := loadWord(framePointer()) // the caller's frame record
+	for d := 0; d < maxWalk+skip && fp != 0; d++ {
+		pc := loadWord(fp + 8)
+		if d >= skip {
+			e := walkTable[walkSlot(pc)].Load()
+			switch {
+			case e == nil || e.pc != pc:
+				return walkInfo{}, walkMiss, pc
+			case e.info.found:
+				return e.info, walkFound, pc
+			case !e.info.next:
+				return walkInfo{}, walkStop, pc
+			}
+		}
+		fp = loadWord(fp)
+	}
+	return walkInfo{}, walkStop, 0
+}

@@ -99,7 +99,7 @@ func (k *Kernel) Var(t Type, init any) Value {
 		return k.poison(t)
 	}
 	d := k.reg(t)
-	k.mutable[regKey(d)] = true
+	k.mutable.add(d)
 	k.mov(d, v)
 	return Value{k: k, t: t, op: d}
 }
@@ -118,7 +118,7 @@ func (k *Kernel) Set(v Value, x any) {
 		k.errorf("Set: %s is a constant, not a variable (make one with Var)", v)
 		return
 	}
-	if !k.mutable[regKey(r)] {
+	if !k.mutable.has(r) {
 		k.errorf("Set: %s is not a variable (make one with Var); values are immutable and shared by equal computations", v)
 		return
 	}

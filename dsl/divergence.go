@@ -32,8 +32,8 @@ type divCond struct {
 // and the open Ifs' conditions.
 type divState struct {
 	conds   []divCond
-	taint   map[uint64]bool
-	lane    map[uint64]bool
+	taint   regSet
+	lane    regSet
 	scanned int
 }
 
@@ -62,7 +62,7 @@ func (k *Kernel) uniformBarrier(what string) {
 	}
 	k.scanTaint()
 	for _, c := range k.div.conds {
-		if k.div.taint[regKey(c.reg)] {
+		if k.div.taint.has(c.reg) {
 			k.errorf("%s inside k.If at %s, whose condition depends on the thread index (%%tid, %%laneid): the threads that skip the branch never reach the barrier, so the block hangs or the barrier releases early; move the barrier out of the If (a named barrier of the branch's threads, NamedBarrierFor, synchronizes a subset)", what, posOf(c.pos))
 			return
 		}
@@ -77,7 +77,7 @@ func (k *Kernel) uniformWarp(what string) {
 	}
 	k.scanTaint()
 	for _, c := range k.div.conds {
-		if k.div.lane[regKey(c.reg)] {
+		if k.div.lane.has(c.reg) {
 			k.errorf("%s inside k.If at %s, whose condition differs between the lanes of a warp (it depends on %%laneid, %%tid or ElectOne): the collective names every lane of the warp in its member mask, so the lanes that skip the branch leave it undefined (a hang or garbage on a GPU); call it outside the If (with the If's value as an operand) or branch on a warp-uniform value (k.WarpID())", what, posOf(c.pos))
 			return
 		}
@@ -91,9 +91,6 @@ func (k *Kernel) uniformWarp(what string) {
 // tainted once any assignment is.
 func (k *Kernel) scanTaint() {
 	d := &k.div
-	if d.taint == nil {
-		d.taint, d.lane = map[uint64]bool{}, map[uint64]bool{}
-	}
 	body := k.fn.Body
 	if d.scanned > len(body) {
 		d.scanned = len(body) // Else removed the If's closing label
@@ -104,21 +101,21 @@ func (k *Kernel) scanTaint() {
 		}
 		dst := in.Args[0]
 		if in.Op == "elect.sync" { // one lane's predicate true
-			taintDst(d.taint, dst)
-			taintDst(d.lane, dst)
+			taintDst(&d.taint, dst)
+			taintDst(&d.lane, dst)
 			continue
 		}
-		tainted := in.Guard != nil && d.taint[regKey(*in.Guard)]
+		tainted := in.Guard != nil && d.taint.has(*in.Guard)
 		for _, a := range in.Args[1:] {
 			if tainted = tainted || k.readsThread(a); tainted {
 				break
 			}
 		}
 		if tainted {
-			taintDst(d.taint, dst)
+			taintDst(&d.taint, dst)
 		}
 		if k.laneVarying(in) {
-			taintDst(d.lane, dst)
+			taintDst(&d.lane, dst)
 		}
 	}
 	d.scanned = len(body)
@@ -164,7 +161,7 @@ func (k *Kernel) laneVarying(in *ptx.Instr) bool {
 			}
 		}
 	}
-	if in.Guard != nil && k.div.lane[regKey(*in.Guard)] {
+	if in.Guard != nil && k.div.lane.has(*in.Guard) {
 		return true
 	}
 	for _, a := range in.Args[1:] {
@@ -192,12 +189,12 @@ func immMultipleOf(a ptx.Operand, n uint64) bool {
 func (k *Kernel) readsLane(a ptx.Operand) bool {
 	switch a := a.(type) {
 	case ptx.Reg:
-		return k.div.lane[regKey(a)]
+		return k.div.lane.has(a)
 	case ptx.Special:
 		s := string(a)
 		return len(s) >= 4 && s[:4] == "%tid" || s == "%laneid"
 	case ptx.Not:
-		return k.div.lane[regKey(a.P)]
+		return k.div.lane.has(a.P)
 	case ptx.Addr:
 		return a.Base != nil && k.readsLane(a.Base)
 	case ptx.Vec:
@@ -214,12 +211,12 @@ func (k *Kernel) readsLane(a ptx.Operand) bool {
 func (k *Kernel) readsThread(a ptx.Operand) bool {
 	switch a := a.(type) {
 	case ptx.Reg:
-		return k.div.taint[regKey(a)]
+		return k.div.taint.has(a)
 	case ptx.Special:
 		s := string(a)
 		return len(s) >= 4 && s[:4] == "%tid" || s == "%laneid" || s == "%warpid"
 	case ptx.Not:
-		return k.div.taint[regKey(a.P)]
+		return k.div.taint.has(a.P)
 	case ptx.Addr:
 		return a.Base != nil && k.readsThread(a.Base)
 	case ptx.Vec:
@@ -233,10 +230,10 @@ func (k *Kernel) readsThread(a ptx.Operand) bool {
 }
 
 // taintDst marks the registers of a destination operand.
-func taintDst(t map[uint64]bool, dst ptx.Operand) {
+func taintDst(t *regSet, dst ptx.Operand) {
 	switch d := dst.(type) {
 	case ptx.Reg:
-		t[regKey(d)] = true
+		t.add(d)
 	case ptx.Vec:
 		for _, x := range d {
 			taintDst(t, x)

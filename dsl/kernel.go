@@ -103,7 +103,7 @@ type Kernel struct {
 	memos     map[memoKey]Value
 	nested    []memoKey
 	scopes    []int
-	mutable   map[uint64]bool // the registers of variables (Var), by regKey
+	mutable   regSet // the registers of variables (Var)
 	externs   map[string]*Func
 	held      int // nesting depth of hold
 	paramInfo []ParamInfo
@@ -116,12 +116,12 @@ type Kernel struct {
 	scopePos []ptx.Pos
 	ended    []bool
 	regScope [256][]int32
-	stale    map[uint64]bool // registers already reported by checkScope
-	smem     int64           // bytes of static shared memory (SharedArray) so far
-	bars     *namedBars      // barrier ids by name and used directly (NamedBarrierFor)
-	div      divState        // open Ifs on the thread index (SyncThreads inside them)
-	opSlab   []opBox         // instructions not yet used by op
-	nslab    int             // the length of the last slab
+	stale    regSet     // registers already reported by checkScope
+	smem     int64      // bytes of static shared memory (SharedArray) so far
+	bars     *namedBars // barrier ids by name and used directly (NamedBarrierFor)
+	div      divState   // open Ifs on the thread index (SyncThreads inside them)
+	opSlab   []opBox    // instructions not yet used by op
+	nslab    int        // the length of the last slab
 }
 
 // New starts a kernel named name.
@@ -134,7 +134,7 @@ func New(name string, opts ...Option) *Kernel {
 // setup makes k (a zero Kernel) a kernel named name; checkName also checks the name.
 func (k *Kernel) setup(name string, opts []Option, checkName bool) {
 	*k = Kernel{name: name, target: ptx.SM90, params: map[string]bool{}, divs: map[ptx.Reg]int64{},
-		memos: make(map[memoKey]Value, memoHint), nested: make([]memoKey, 0, 64), mutable: map[uint64]bool{}, externs: map[string]*Func{},
+		memos: make(map[memoKey]Value, memoHint), nested: make([]memoKey, 0, 64), externs: map[string]*Func{},
 		scopeIDs: []int32{0}, scopePos: []ptx.Pos{{}}, ended: []bool{false}, errs: k.errs}
 	var nilOpts []int
 	for i, o := range opts {
@@ -405,14 +405,10 @@ func (k *Kernel) checkScope(v Value) bool {
 	if r.N < 0 || r.N >= len(ids) || !k.ended[ids[r.N]] {
 		return true
 	}
-	key := regKey(r)
-	if k.stale[key] {
+	if k.stale.has(r) {
 		return false
 	}
-	if k.stale == nil {
-		k.stale = map[uint64]bool{}
-	}
-	k.stale[key] = true
+	k.stale.add(r)
 	where := ""
 	if p := k.scopePos[ids[r.N]]; p.File != "" {
 		where = fmt.Sprintf(" at %s:%d", p.File, p.Line)

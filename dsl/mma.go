@@ -430,7 +430,7 @@ func (k *Kernel) newFragment(elem Type, shape []int, zero bool) Tensor {
 			continue
 		}
 		d := k.reg(elem)
-		k.mutable[regKey(d)] = true
+		k.mutable.add(d)
 		f.regs[i] = Value{k: k, t: elem, op: d}
 		if zero { // packed pairs: all bits zero
 			k.emit(&ptx.Instr{Op: "mov", Types: []ptx.Type{ptx.B32}, Args: []ptx.Operand{d, ptx.Imm{Type: ptx.B32}}})

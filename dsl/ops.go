@@ -172,7 +172,7 @@ func (k *Kernel) memo(name string, t Type, args []Value, emit func(d ptx.Reg)) V
 		}
 		switch o := a.op.(type) {
 		case ptx.Reg:
-			pure = !k.mutable[regKey(o)]
+			pure = !k.mutable.has(o)
 			key.ops[i] = [2]uint64{uint64(o.N), uint64(o.Type)}
 		case ptx.Imm:
 			key.ops[i] = [2]uint64{o.Bits, 1<<16 | uint64(a.t)<<8 | uint64(o.Type)}

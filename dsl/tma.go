@@ -2,7 +2,10 @@ package dsl
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
+	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -98,11 +101,58 @@ func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
 		k.errorf("MakeTMACopy: TMA needs sm_90; the kernel targets %s", k.target)
 		return c
 	}
-	l := tile.Layout
 	es := memType(tile.Elem).Bytes()
-	if l.Inner.Rank() != 2 {
-		k.errorf("MakeTMACopy: layout %v is not (MN, K)", l)
+	p, err := planTMA(tile.Layout, es)
+	if err != nil {
+		k.errorf("MakeTMACopy: %v", err)
 		return c
+	}
+	c.major, c.boxes, c.Box, c.SwizzleBytes = p.major, p.boxes, p.box, p.swz
+	c.Bytes = es * c.Box[0] * c.Box[1] * len(c.boxes)
+	return c
+}
+
+// tmaPlan is what MakeTMACopy derives from a tile's layout and element size alone.
+type tmaPlan struct {
+	major GMMAMajor
+	boxes []tmaBox
+	box   [2]int
+	swz   int
+}
+
+// tmaPlans caches planTMA for layouts without an outer function or with a swizzle (whose
+// printed form is the whole layout); checking every element of a stage is most of a
+// MakeTMACopy.
+var tmaPlans sync.Map
+
+type tmaPlanResult struct {
+	p   tmaPlan
+	err error
+}
+
+// planTMA returns the TMA boxes that write a tile of es-byte elements laid out as l, or an
+// error saying why none do; the plan's boxes are the caller's own.
+func planTMA(l layout.ComposedLayout, es int) (tmaPlan, error) {
+	var key string
+	if _, ok := swizzleOf(l); ok {
+		key = fmt.Sprintf("%d %v", es, l)
+		if r, ok := tmaPlans.Load(key); ok {
+			r := r.(tmaPlanResult)
+			r.p.boxes = slices.Clone(r.p.boxes)
+			return r.p, r.err
+		}
+	}
+	p, err := makeTMAPlan(l, es)
+	if key != "" {
+		tmaPlans.Store(key, tmaPlanResult{tmaPlan{p.major, slices.Clone(p.boxes), p.box, p.swz}, err})
+	}
+	return p, err
+}
+
+func makeTMAPlan(l layout.ComposedLayout, es int) (tmaPlan, error) {
+	var p tmaPlan
+	if l.Inner.Rank() != 2 {
+		return p, fmt.Errorf("layout %v is not (MN, K)", l)
 	}
 	sh := l.Inner.Shape()
 	mnExt, kExt := size(sh.At(0)), size(sh.At(1))
@@ -110,18 +160,16 @@ func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
 	swz := 0
 	if sw, ok := swizzleOf(l); ok && sw.B > 0 {
 		if sw.M != 4-log2i(es) || sw.S != 3 || sw.B > 3 {
-			k.errorf("MakeTMACopy: swizzle %v is no TMA swizzle for %d-byte elements", sw, es)
-			return c
+			return p, fmt.Errorf("swizzle %v is no TMA swizzle for %d-byte elements", sw, es)
 		}
 		swz = 16 << sw.B
 	} else if !ok {
-		k.errorf("MakeTMACopy: layout %v: the outer function is not a swizzle", l)
-		return c
+		return p, fmt.Errorf("layout %v: the outer function is not a swizzle", l)
 	}
-	c.SwizzleBytes = swz
+	p.swz = swz
 	w := max(swz, 16) / es // elements of one box row
 	try := func(major GMMAMajor) error {
-		c.boxes = nil
+		p.boxes = nil
 		inner, outer := kExt, mnExt
 		at := func(i, o int) int { return off(o, i) }
 		if major == MNMajor {
@@ -143,20 +191,18 @@ func (k *Kernel) MakeTMACopy(m TensorMapSource, tile SharedTile) *TMACopy {
 					}
 				}
 			}
-			c.boxes = append(c.boxes, tmaBox{smem: es * base, c0: j * w})
+			p.boxes = append(p.boxes, tmaBox{smem: es * base, c0: j * w})
 		}
-		c.major, c.Box = major, [2]int{w, outer}
+		p.major, p.box = major, [2]int{w, outer}
 		return nil
 	}
 	errK := try(KMajor)
 	if errK != nil {
 		if errMN := try(MNMajor); errMN != nil {
-			k.errorf("MakeTMACopy: no TMA boxes write layout %v: %v; %v", l, errK, errMN)
-			return c
+			return tmaPlan{}, fmt.Errorf("no TMA boxes write layout %v: %v; %v", l, errK, errMN)
 		}
 	}
-	c.Bytes = es * w * c.Box[1] * len(c.boxes)
-	return c
+	return p, nil
 }
 
 // MakeTMACopyMulticast is MakeTMACopy for a tile that the parts blocks of a cluster load
