@@ -7,6 +7,7 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -133,8 +134,17 @@ func Find(id ID) (*Spec, error) {
 	return s, nil
 }
 
-// ID returns the identity of the spec's variant for dt.
-func (s *Spec) ID(dt dsl.Type) ID { return ID{Family: s.Family, Op: s.Op, DType: dt} }
+// ID returns the identity of the spec's variant for dt (the zero ID's family and op for a
+// nil Spec).
+func (s *Spec) ID(dt dsl.Type) ID {
+	if s == nil {
+		return ID{DType: dt}
+	}
+	return ID{Family: s.Family, Op: s.Op, DType: dt}
+}
+
+// errNilSpec is the error of a nil *Spec's methods (a Spec comes from Lookup, Find or All).
+var errNilSpec = errors.New("kernels: a nil *Spec (get one from Lookup, Find or All)")
 
 // All returns every library kernel, sorted by name.
 func All() []*Spec {
@@ -165,6 +175,9 @@ func Lookup(name string) (*Spec, error) {
 
 // ParseDType finds one of the kernel's element types by name; the error lists the valid ones.
 func (s *Spec) ParseDType(name string) (dsl.Type, error) {
+	if s == nil {
+		return 0, errNilSpec
+	}
 	for _, t := range s.DTypes {
 		if t.String() == name {
 			return t, nil
@@ -181,8 +194,13 @@ func (s *Spec) dtypeNames() string {
 	return strings.Join(n, ", ")
 }
 
-// VariantName is the PTX entry name of one variant: "vector_add_f32".
-func (s *Spec) VariantName(dt dsl.Type) string { return s.Name + "_" + dt.String() }
+// VariantName is the PTX entry name of one variant: "vector_add_f32" ("" for a nil Spec).
+func (s *Spec) VariantName(dt dsl.Type) string {
+	if s == nil {
+		return ""
+	}
+	return s.Name + "_" + dt.String()
+}
 
 // Built is one built variant: its module, its entry's name, and the parameters its builder
 // declared (jit.Source.Params wants them, converted by jit.ParamInfos).
@@ -230,6 +248,9 @@ func (s *Spec) build(k *dsl.Kernel) (*ptx.Module, error) {
 
 // kernel writes one variant into a new kernel.
 func (s *Spec) kernel(c Config) (*dsl.Kernel, error) {
+	if s == nil {
+		return nil, errNilSpec
+	}
 	ok := false
 	for _, t := range s.DTypes {
 		ok = ok || t == c.DType

@@ -2,6 +2,7 @@ package kernels_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -28,5 +29,26 @@ func TestProbe16WrappedCounts(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s = %d; want %d", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestProbe16NilSpec: a nil *Spec (from an ignored Lookup error) answers every method with an
+// error or a zero value; Build, BuildVariant and ParseDType panicked with a nil dereference.
+func TestProbe16NilSpec(t *testing.T) {
+	var s *kernels.Spec
+	if _, err := s.Build(kernels.Config{}); err == nil || !strings.Contains(err.Error(), "nil *Spec") {
+		t.Errorf("Build: %v", err)
+	}
+	if _, err := s.BuildVariant(kernels.Config{}); err == nil || !strings.Contains(err.Error(), "nil *Spec") {
+		t.Errorf("BuildVariant: %v", err)
+	}
+	if _, err := s.ParseDType("f32"); err == nil || !strings.Contains(err.Error(), "nil *Spec") {
+		t.Errorf("ParseDType: %v", err)
+	}
+	if got := s.VariantName(dsl.F32); got != "" {
+		t.Errorf("VariantName = %q", got)
+	}
+	if got := s.ID(dsl.F32); got != (kernels.ID{DType: dsl.F32}) {
+		t.Errorf("ID = %+v", got)
 	}
 }
