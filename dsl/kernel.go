@@ -259,6 +259,9 @@ func MarkLibrary() {
 	libMu.Unlock()
 	posCache.Clear() // resolutions made before may have stopped in the library
 	walkInfos.Clear()
+	for i := range walkTable {
+		walkTable[i].Store(nil)
+	}
 }
 
 var (
