@@ -38,6 +38,7 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
 
@@ -54,7 +55,7 @@ type Kernel struct {
 	// ("VectorAddF32"). It is a PTX identifier without $ (the go command refuses the PTX
 	// file's name) whose Go names clash with nothing else the generated file declares.
 	Name string
-	// Doc is a sentence for the launcher's doc comment (optional).
+	// Doc is a sentence for the launcher's doc comment (optional): one line of printable text.
 	Doc string
 	// Build writes the kernel into k.
 	Build func(k *dsl.Kernel)
@@ -162,11 +163,11 @@ func Files(p Package) ([]File, error) {
 	if gen == "" {
 		gen = "go generate"
 	}
-	if i := strings.IndexFunc(gen, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }); i >= 0 {
+	if i, what := notOneLine(gen); i >= 0 {
 		// A line break ended the one-line "// Code generated ... DO NOT EDIT." header (the go
 		// tools then no longer see a generated file), and the /* */ block it became was ended
 		// by a "*/" in the text: what followed was code of the generated package.
-		return nil, fmt.Errorf("gen: Package.Generator %s holds %U at byte %d: the header is one line of printable text (quote the command's arguments)", excerpt.Quote(gen), []rune(gen[i:])[0], i)
+		return nil, fmt.Errorf("gen: Package.Generator %s holds %s at byte %d: the header is one line of printable text (quote the command's arguments)", excerpt.Quote(gen), what, i)
 	}
 	seen := map[string]bool{}
 	decls := map[string]string{"Kernels": "", "Load": "", "Close": "", "NVSHMEMVersion": "", "nvshmemDevLib": ""}
@@ -178,6 +179,11 @@ func Files(p Package) ([]File, error) {
 	for _, kd := range p.Kernels {
 		if !ptx.ValidIdent(kd.Name) || kd.Build == nil {
 			return nil, fmt.Errorf("gen: kernel %s needs a PTX identifier as its name and a Build function", excerpt.Quote(kd.Name))
+		}
+		if i, what := notOneLine(kd.Doc); i >= 0 {
+			// jennifer turned a doc holding a line break into a /* */ block, which a "*/" in
+			// the text ended: what followed was code of the generated package.
+			return nil, fmt.Errorf("gen: kernel %s: Kernel.Doc %s holds %s at byte %d: the doc is one line of printable text", excerpt.Quote(kd.Name), excerpt.Quote(kd.Doc), what, i)
 		}
 		if strings.Contains(kd.Name, "$") {
 			return nil, fmt.Errorf("gen: kernel %s: a generated package embeds %s.<target>.ptx, and the go command refuses a file name with $ (\"invalid input file name\"): rename the kernel", excerpt.Quote(kd.Name), excerpt.Cut(kd.Name, excerpt.Max))
@@ -227,6 +233,22 @@ func Files(p Package) ([]File, error) {
 		files[f.Name] = true
 	}
 	return out, nil
+}
+
+// notOneLine returns the byte offset of the first thing in s that cannot stand in a one-line
+// Go comment, and what it is: a line break or another character that is not printable, or
+// a byte that is not UTF-8 (the Go file then did not format: "illegal UTF-8 encoding",
+// quoting the whole generated source). It returns -1 when s is one line of printable text.
+func notOneLine(s string) (int, string) {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			return i, fmt.Sprintf("the byte %#02x (not UTF-8)", s[i])
+		case !unicode.IsPrint(r) && r != ' ':
+			return i, fmt.Sprintf("%U", r)
+		}
+	}
+	return -1, ""
 }
 
 // declare records the package-level Go names the kernel named name (Go name goName)

@@ -1,0 +1,43 @@
+package gen
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestProbe17KernelDoc: a Kernel.Doc holding a line break or another control character is
+// refused naming the kernel and the field, and a Doc or Generator holding a byte that is not
+// UTF-8 is refused naming the byte. Before: a Doc of "a\n*/ func init() { panic(1) } /*"
+// became a /* */ doc comment that the "*/" ended, putting an init function into the
+// generated package, and a stray byte failed the Go file's formatting with an error quoting
+// the whole generated source (probe 17).
+func TestProbe17KernelDoc(t *testing.T) {
+	for _, c := range []struct {
+		doc, generator string
+		want           string
+	}{
+		{doc: "a\n*/ func init() { panic(1) } /*", want: `kernel "x": Kernel.Doc "a\n*/ func init() { panic(1) } /*" holds U+000A at byte 1`},
+		{doc: "x\ry", want: "Kernel.Doc \"x\\ry\" holds U+000D at byte 1"},
+		{doc: "a\xff b", want: `Kernel.Doc "a\xff b" holds the byte 0xff (not UTF-8) at byte 1`},
+		{doc: strings.Repeat("d", 100000) + "\n", want: "Kernel.Doc"},
+		{generator: "go\xfe run", want: `Package.Generator "go\xfe run" holds the byte 0xfe (not UTF-8) at byte 2`},
+	} {
+		k := probe7Kernel("x")
+		k.Doc = c.doc
+		_, err := Files(Package{Name: "p", Targets: []ptx.Target{ptx.SM90}, Kernels: []Kernel{k}, Generator: c.generator})
+		if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 1000 {
+			t.Errorf("Doc %.40q Generator %q: %.300v; want an error holding %q", c.doc, c.generator, err, c.want)
+		}
+	}
+	k := probe7Kernel("x")
+	k.Doc = "Adds \uFFFD and ü, then */ is text."
+	fs, err := Files(Package{Name: "p", Targets: []ptx.Target{ptx.SM90}, Kernels: []Kernel{k}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src := string(fs[len(fs)-1].Data); !strings.Contains(src, "// X is the kernel x. Adds \uFFFD and ü, then */ is text.\n") {
+		t.Errorf("the doc line is missing from:\n%s", src)
+	}
+}
