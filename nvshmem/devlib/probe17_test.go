@@ -2,6 +2,8 @@ package devlib
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,17 +51,17 @@ func TestProbe17BoundedErrors(t *testing.T) {
 	}
 }
 
-// TestProbe17Version: ParseVersion refuses parts with a sign and parts longer than 9 digits
+// TestProbe17Version: ParseVersion refuses parts with a sign and parts longer than 10 digits
 // naming the part (Atoi read "3.4.+5" as 3.4.5 and "3.4.-0" as 3.4.0, and a part of 100000
 // zeros and a 5 as 5); probe 17.
 func TestProbe17Version(t *testing.T) {
-	for _, v := range []string{"3.4.+5", "3.4.-0", "3.4.5.+1", "+3.4.5", "3.4." + strings.Repeat("0", 100000) + "5", "3.4.1234567890", "3..5"} {
+	for _, v := range []string{"3.4.+5", "3.4.-0", "3.4.5.+1", "+3.4.5", "3.4." + strings.Repeat("0", 100000) + "5", "3.4.12345678901", "3..5"} {
 		_, err := ParseVersion(v)
-		if err == nil || !strings.Contains(err.Error(), "bad NVSHMEM version") || !strings.Contains(err.Error(), "is not 1 to 9 decimal digits") || len(err.Error()) > 300 {
+		if err == nil || !strings.Contains(err.Error(), "bad NVSHMEM version") || !strings.Contains(err.Error(), "is not 1 to 10 decimal digits") || len(err.Error()) > 300 {
 			t.Errorf("ParseVersion(%.40q) = %.300v; want an error naming the part", v, err)
 		}
 	}
-	for _, v := range []string{"3.4.5", "v3.4.5", " 3.4.5\n", "3.4.5.0", "03.004.005", "3.4.123456789"} {
+	for _, v := range []string{"3.4.5", "v3.4.5", " 3.4.5\n", "3.4.5.0", "03.004.005", "3.4.1234567890"} {
 		if _, err := ParseVersion(v); err != nil {
 			t.Errorf("ParseVersion(%q): %v", v, err)
 		}
@@ -72,5 +74,37 @@ func TestProbe17HeaderLineTooLong(t *testing.T) {
 	_, err := ParseHeader([]byte("// kgen-devlib: 1\n// nvshmem: " + strings.Repeat("9", 2<<20) + "\n"))
 	if err == nil || !strings.Contains(err.Error(), "a header line is at most 1 MiB") {
 		t.Errorf("ParseHeader of a 2 MiB header line: %v", err)
+	}
+}
+
+// TestProbe17OpenVersionChecked: Open refuses an installation whose version header defines
+// a part of 100000 digits (the version named cache folders no file system takes); probe 17.
+func TestProbe17OpenVersionChecked(t *testing.T) {
+	home := t.TempDir()
+	for _, d := range []string{"lib", "include"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"lib/libnvshmem_device.bc", "lib/libnvshmem_device.a"} {
+		if err := os.WriteFile(filepath.Join(home, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ patch, want string }{
+		{strings.Repeat("7", 100000), "bad NVSHMEM version \"3.4.777"},
+		{"5", ""},
+	} {
+		h := "#define NVSHMEM_VENDOR_MAJOR_VERSION 3\n#define NVSHMEM_VENDOR_MINOR_VERSION 4\n#define NVSHMEM_VENDOR_PATCH_VERSION " + c.patch + "\n"
+		if err := os.WriteFile(filepath.Join(home, "include", "nvshmem_version.h"), []byte(h), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(home)
+		switch {
+		case c.want == "" && (err != nil || l.Version != "3.4.5"):
+			t.Errorf("Open with patch %s: %v", c.patch, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 1000):
+			t.Errorf("Open with patch of %d bytes: %.300v; want an error holding %q", len(c.patch), err, c.want)
+		}
 	}
 }

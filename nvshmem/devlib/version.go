@@ -30,10 +30,10 @@ func ParseVersion(v string) ([3]int, error) {
 		return out, fmt.Errorf("devlib: bad NVSHMEM version %s (want major.minor.patch, like 3.4.5)", excerpt.Quote(v))
 	}
 	for i, p := range parts {
-		// Digits only, at most 9 of them: Atoi took "3.4.+5" and "3.4.-0" for 3.4.5 and
+		// Digits only, at most 10 of them (an i32): Atoi took "3.4.+5" and "3.4.-0" for 3.4.5 and
 		// 3.4.0, and a part of 100000 zeros and a 5 for 5 (a mismatch then quoted it whole).
-		if p == "" || len(p) > 9 || strings.Trim(p, "0123456789") != "" {
-			return out, fmt.Errorf("devlib: bad NVSHMEM version %s: part %d is not 1 to 9 decimal digits (want major.minor.patch, like 3.4.5)", excerpt.Quote(v), i+1)
+		if p == "" || len(p) > 10 || strings.Trim(p, "0123456789") != "" {
+			return out, fmt.Errorf("devlib: bad NVSHMEM version %s: part %d is not 1 to 10 decimal digits (want major.minor.patch, like 3.4.5)", excerpt.Quote(v), i+1)
 		}
 		n, err := strconv.Atoi(p)
 		if err != nil {
