@@ -53,7 +53,9 @@ import (
 type Kernel struct {
 	// Name is the PTX entry name ("vector_add_f32"); the Go launcher is its CamelCase
 	// ("VectorAddF32"). It is a PTX identifier without $ (the go command refuses the PTX
-	// file's name) whose Go names clash with nothing else the generated file declares.
+	// file's name) whose Go names clash with nothing else the generated file declares, and
+	// that differs from the other kernels' names in more than case (the go command refuses
+	// files whose names differ only in case).
 	Name string
 	// Doc is a sentence for the launcher's doc comment (optional): one line of printable text.
 	Doc string
@@ -225,12 +227,16 @@ func Files(p Package) ([]File, error) {
 		return nil, err
 	}
 	out = append(out, File{Name: p.Name + "_kgen.go", Data: src})
-	files := map[string]bool{}
+	files := map[string]string{} // by the lower-case name
 	for _, f := range out {
-		if files[f.Name] {
-			return nil, fmt.Errorf("gen: two generated files are named %s (a kernel's name clashes with the package's or the device library's files)", f.Name)
+		if other, ok := files[strings.ToLower(f.Name)]; ok {
+			if other == f.Name {
+				return nil, fmt.Errorf("gen: two generated files are named %s (a kernel's name clashes with the package's or the device library's files)", f.Name)
+			}
+			// The go command refuses the package ("case-insensitive file name collision").
+			return nil, fmt.Errorf("gen: the generated files %s and %s differ only in case, which the go command refuses (and a case-insensitive file system cannot hold): rename a kernel", other, f.Name)
 		}
-		files[f.Name] = true
+		files[strings.ToLower(f.Name)] = f.Name
 	}
 	return out, nil
 }

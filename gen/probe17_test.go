@@ -41,3 +41,17 @@ func TestProbe17KernelDoc(t *testing.T) {
 		t.Errorf("the doc line is missing from:\n%s", src)
 	}
 }
+
+// TestProbe17CaseOnlyNames: kernels whose names differ only in case ("aBc" and "abc", whose
+// Go names ABc and Abc differ) are refused naming both files; they were written, and the go
+// command refused the package: "case-insensitive file name collision: "aBc.sm_90.ptx" and
+// "abc.sm_90.ptx"" (probe 17).
+func TestProbe17CaseOnlyNames(t *testing.T) {
+	_, err := Files(Package{Name: "p", Targets: []ptx.Target{ptx.SM90}, Kernels: []Kernel{probe7Kernel("aBc"), probe7Kernel("abc")}})
+	if want := "the generated files aBc.sm_90.ptx and abc.sm_90.ptx differ only in case"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("kernels aBc and abc: %v; want an error holding %q", err, want)
+	}
+	if _, err := Files(Package{Name: "p", Targets: []ptx.Target{ptx.SM90}, Kernels: []Kernel{probe7Kernel("abc"), probe7Kernel("abd")}}); err != nil {
+		t.Errorf("kernels abc and abd: %v", err)
+	}
+}
