@@ -101,7 +101,7 @@ func Open(home string) (*Library, error) {
 	// The version names cache folders (units/<version>/...): a header's 100000-digit
 	// define gave paths no file system takes, found only when building.
 	if _, err := ParseVersion(l.Version); err != nil {
-		return nil, fmt.Errorf("devlib: %s: %w", home, err)
+		return nil, fmt.Errorf("devlib: %s: %s", home, strings.TrimPrefix(err.Error(), "devlib: "))
 	}
 	return l, nil
 }
