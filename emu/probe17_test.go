@@ -21,11 +21,11 @@ func TestProbe17EndlessActions(t *testing.T) {
 		run   func(s *System) error
 		want  string
 	}{
-		{"RunScheduled, later", 1, func(s *System) error { return s.RunScheduled() }, "RunScheduled: 1048576 actions ran and 1 more are scheduled"},
-		{"RunScheduled, now", 0, func(s *System) error { return s.RunScheduled() }, "RunScheduled: 1048576 actions ran"},
+		{"RunScheduled, later", 1, func(s *System) error { return s.RunScheduled() }, "RunScheduled: 1048577 actions ran and 1 more are scheduled"},
+		{"RunScheduled, now", 0, func(s *System) error { return s.RunScheduled() }, "RunScheduled: 1048577 actions ran"},
 		{"Launch, now", 0, func(s *System) error {
 			return s.Launch(Launch{Module: m, Entry: "k", Grid: D1(1), Block: D1(1), Args: []any{uint64(0)}})
-		}, "1048576 actions ran at time"},
+		}, "1048577 actions ran at time"},
 	} {
 		s, err := New(1)
 		if err != nil {
@@ -45,8 +45,17 @@ func TestProbe17EndlessActions(t *testing.T) {
 			t.Fatalf("%s: still running after 60 s", c.what)
 		}
 	}
-	// A chain that ends runs whole.
+	// A backlog of more than MaxActions actions, scheduled before, runs whole.
 	s, _ := New(1)
+	ran := 0
+	for i := 0; i < MaxActions+10; i++ {
+		s.At(int64(i%3), func(*Delivery) error { ran++; return nil })
+	}
+	if err := s.RunScheduled(); err != nil || ran != MaxActions+10 {
+		t.Errorf("a backlog of %d actions: %v, ran %d", MaxActions+10, err, ran)
+	}
+	// A chain that ends runs whole.
+	s, _ = New(1)
 	n := 0
 	var f Action
 	f = func(d *Delivery) error {

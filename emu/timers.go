@@ -135,9 +135,10 @@ func (s *System) Now() int64 {
 
 func (l *launch) now() int64 { return l.t0 + l.steps + l.skip }
 
-// MaxActions bounds the scheduled actions RunScheduled runs, and those a launch runs at one
-// logical time: an action that schedules another (itself) without end is an error after
-// that many, not a hang.
+// MaxActions bounds the actions that scheduled actions schedule while RunScheduled runs, and
+// while a launch runs those due at one logical time: an action that schedules another
+// (itself) without end is an error after that many more, not a hang. The actions already
+// scheduled when it starts all run, however many.
 const MaxActions = 1 << 20
 
 // At schedules f to run at logical time t (now, if t is in the past): during a launch when
@@ -168,8 +169,9 @@ func (s *System) RunScheduled() error {
 	}
 	s.hostSync()
 	var errs []error
+	limit := len(s.timers) + MaxActions // those scheduled now, and MaxActions they schedule
 	for ran := 0; len(s.timers) > 0; ran++ {
-		if ran == MaxActions {
+		if ran == limit {
 			errs = append(errs, fmt.Errorf("emu: RunScheduled: %d actions ran and %d more are scheduled: an action that schedules another without end (the rest stay scheduled)", ran, len(s.timers)))
 			break
 		}
@@ -195,8 +197,9 @@ func (s *System) CancelScheduled() {
 // runDue runs the actions due by now; an error faults the launch.
 func (l *launch) runDue() {
 	s := l.sys
+	limit := len(s.timers) + MaxActions // those scheduled now, and MaxActions they schedule
 	for ran := 0; len(s.timers) > 0 && s.timers[0].due <= l.now() && l.err == nil; ran++ {
-		if ran == MaxActions {
+		if ran == limit {
 			l.err = &Error{Kind: KindExtern, Kernel: l.fn.f.Name, Msg: fmt.Sprintf("scheduled delivery: %d actions ran at time %d and more are due then: an action that schedules another at the same time without end", ran, l.now())}
 			return
 		}
