@@ -71,7 +71,8 @@ type Package struct {
 	Kernels   []Kernel
 	Generator string // how to regenerate, for the header (default "go generate"); one line of printable text
 	// DevLib builds NVSHMEM's device library for the kernels that call NVSHMEM: the devlib
-	// PTX defining funcs for target, and the NVSHMEM version it came from. Nil means
+	// PTX defining funcs for target, and the NVSHMEM version it came from (MAJOR.MINOR.PATCH,
+	// as NVSHMEM reports its own: "3.4.5"). Nil means
 	// nvshmem/devlib with the NVSHMEM that toolchain finds ($NVSHMEM_HOME, the project's
 	// .tools); it needs LLVM 19. Unused when no kernel calls NVSHMEM.
 	DevLib func(target ptx.Target, funcs []string) (ptxText []byte, version string, err error)

@@ -55,3 +55,29 @@ func TestProbe17CaseOnlyNames(t *testing.T) {
 		t.Errorf("kernels abc and abd: %v", err)
 	}
 }
+
+// TestProbe17DevLibVersion: a device library version that is not MAJOR.MINOR.PATCH as NVSHMEM
+// reports its own is refused naming it; "v3.4.5", "3.4.5\n", "3.4.5.0" and garbage were
+// embedded, and genrt.LoadNVSHMEM, which compares the two as strings, refused every NVSHMEM
+// (probe 17).
+func TestProbe17DevLibVersion(t *testing.T) {
+	for _, c := range []struct{ version, want string }{
+		{"v3.4.5", `version "v3.4.5" is not MAJOR.MINOR.PATCH`},
+		{"3.4.5\n", `version "3.4.5\n" is not MAJOR.MINOR.PATCH`},
+		{"3.4.5.0", `version "3.4.5.0" is not MAJOR.MINOR.PATCH`},
+		{"3.04.5", `version "3.04.5" is not MAJOR.MINOR.PATCH`},
+		{"garbage", `version "garbage" is not MAJOR.MINOR.PATCH`},
+		{strings.Repeat("3", 100000), `version "333`},
+		{"3.4.5", ""},
+	} {
+		lib := func(ptx.Target, []string) ([]byte, string, error) { return []byte("// devlib\n"), c.version, nil }
+		_, err := Files(Package{Name: "p", Targets: []ptx.Target{ptx.SM90}, DevLib: lib,
+			Kernels: []Kernel{{Name: "shmem_put", Build: shmemPut}}})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("version %q: %v", c.version, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 1000):
+			t.Errorf("version %.40q: %.300v; want an error holding %q", c.version, err, c.want)
+		}
+	}
+}
