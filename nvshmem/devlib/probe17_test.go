@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kgen-dev/kgen/ptx"
 )
 
 // TestProbe17BoundedErrors: ParseDecls quotes a 100 KB token or name as an excerpt (each was
-// quoted whole), ParseLLVM lists its first few problems, each bounded (20000 bad defines gave
+// quoted whole, as was a long target by PlanTarget), ParseLLVM lists its first few problems, each bounded (20000 bad defines gave
 // an 800 KB error), and a version mismatch quotes a long version as an excerpt (probe 17).
 func TestProbe17BoundedErrors(t *testing.T) {
 	big := strings.Repeat("x", 100000)
@@ -34,6 +36,7 @@ func TestProbe17BoundedErrors(t *testing.T) {
 		{"a long name in a bad parameter", func() error { _, err := ParseDecls([]byte(".func " + big + "(.param .b33 a);")); return err }, "unknown type .b33"},
 		{"20000 bad defines", func() error { _, err := ParseLLVM(strings.NewReader(many.String())); return err }, "20000 function signature(s) could not be read: f0: parameter 0: unknown type %nope; f1:"},
 		{"a long define", func() error { _, err := ParseLLVM(strings.NewReader("define void @" + big + "(%q) {\n")); return err }, "1 function signature(s) could not be read: xxx"},
+		{"a long target", func() error { _, err := PlanTarget(ptx.Target("sm_" + big)); return err }, `unsupported target "sm_xxx`},
 		{"a long built version", func() error { return CheckVersion(strings.Repeat(" ", 100000)+"3.4.5", "3.4.6") }, "was built from NVSHMEM "},
 	} {
 		err := c.call()
