@@ -36,6 +36,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -59,7 +60,8 @@ type Kernel struct {
 	Name string
 	// Doc is a sentence for the launcher's doc comment (optional): one line of printable text.
 	Doc string
-	// Build writes the kernel into k.
+	// Build writes the kernel into k. It is called once per target (k.Target()) and must
+	// declare the same parameters for each: one launcher serves them all.
 	Build func(k *dsl.Kernel)
 }
 
@@ -210,6 +212,13 @@ func Files(p Package) ([]File, error) {
 			if err != nil {
 				return nil, fmt.Errorf("gen: kernel %s for %s: %w", kd.Name, t, err)
 			}
+			// One Args struct and one params literal serve every target: a Build declaring
+			// other parameters for another target (an f16 pointer for sm_80, an f32 one for
+			// sm_90) got the last target's, and jit checks only the names, so the other
+			// target's kernel read the launch's buffers as the wrong type.
+			if ps := k.Params(); len(b.files) > 0 && !slices.Equal(ps, b.params) {
+				return nil, fmt.Errorf("gen: kernel %s declares other parameters for %s (%s) than for %s (%s): one launcher serves every target, so its Build must declare the same for each", kd.Name, t, paramList(ps), b.files[0].target, paramList(b.params))
+			}
 			b.params = k.Params()
 			b.calls = nvshmemCalls(m)
 			file := fmt.Sprintf("%s.%s.ptx", kd.Name, t)
@@ -256,6 +265,29 @@ func notOneLine(s string) (int, string) {
 		}
 	}
 	return -1, ""
+}
+
+// paramList writes a kernel's parameters for an error: "x *f16, n u32" (at most 8 of them).
+func paramList(ps []dsl.ParamInfo) string {
+	var out []string
+	for i, p := range ps {
+		if i == 8 {
+			out = append(out, fmt.Sprintf("and %d more", len(ps)-i))
+			break
+		}
+		t := p.Type.String()
+		switch {
+		case p.Pointer:
+			t = "*" + t
+		case p.TensorMap:
+			t = "tensor map of " + t
+		}
+		out = append(out, p.Name+" "+t)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // declare records the package-level Go names the kernel named name (Go name goName)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -79,5 +80,43 @@ func TestProbe17DevLibVersion(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 1000):
 			t.Errorf("version %.40q: %.300v; want an error holding %q", c.version, err, c.want)
 		}
+	}
+}
+
+// TestProbe17ParamsPerTarget: a Build that declares other parameters for another target is
+// refused naming both lists; the launcher took the last target's (an f32 pointer), and jit,
+// which checks parameter names only, launched the sm_80 kernel reading f16 with it (probe 17).
+func TestProbe17ParamsPerTarget(t *testing.T) {
+	for _, c := range []struct {
+		build func(k *dsl.Kernel)
+		want  string
+	}{
+		{func(k *dsl.Kernel) {
+			dt := dsl.F32
+			if k.Target() == ptx.SM80 {
+				dt = dsl.F16
+			}
+			k.PtrParam("x", dt)
+		}, "gen: kernel x declares other parameters for sm_90 (x *f32) than for sm_80 (x *f16)"},
+		{func(k *dsl.Kernel) {
+			k.PtrParam("x", dsl.F32)
+			if k.Target() == ptx.SM90 {
+				k.Param("n", dsl.U32)
+			}
+		}, "for sm_90 (x *f32, n u32) than for sm_80 (x *f32)"},
+		{func(k *dsl.Kernel) {
+			k.PtrParam("x", dsl.F32)
+			if k.Target() == ptx.SM80 {
+				k.Param("n", dsl.U32)
+			}
+		}, "for sm_90 (x *f32) than for sm_80 (x *f32, n u32)"},
+	} {
+		_, err := Files(Package{Name: "p", Targets: []ptx.Target{ptx.SM80, ptx.SM90}, Kernels: []Kernel{{Name: "x", Build: c.build}}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v; want an error holding %q", err, c.want)
+		}
+	}
+	if _, err := Files(Package{Name: "p", Targets: []ptx.Target{ptx.SM80, ptx.SM90}, Kernels: []Kernel{probe7Kernel("x")}}); err != nil {
+		t.Error(err)
 	}
 }
