@@ -241,13 +241,14 @@ func (b *Buffer) ReadContext(ctx context.Context, p []byte) error {
 }
 
 // WriteF32 writes float32 values (converted to the buffer's type, rounding to nearest even;
-// fp8 values out of range become NaN or Inf as cvt without .satfinite) to this GPU's copy.
+// fp8 values out of range become NaN or Inf as cvt without .satfinite; for I32, NaN, ±Inf and
+// values outside int32's range are an error naming the element) to this GPU's copy.
 func (b *Buffer) WriteF32(v []float32) error {
 	if err := b.live("WriteF32"); err != nil {
 		return err
 	}
 	p := make([]byte, 0, len(v)*b.dt.Bytes())
-	for _, x := range v {
+	for i, x := range v {
 		switch b.dt {
 		case dsl.E4M3:
 			e, _ := fp.F64ToE4M3(float64(x)) // out of range: the NaN bits, as documented
@@ -258,7 +259,13 @@ func (b *Buffer) WriteF32(v []float32) error {
 		case dsl.F32:
 			p = binary.LittleEndian.AppendUint32(p, math.Float32bits(x))
 		case dsl.I32:
-			p = binary.LittleEndian.AppendUint32(p, uint32(int32(x)))
+			// Rounded as the other types are (the conversion truncated 1.5 to 1), and only
+			// what int32 holds (3e9 and NaN became -2147483648).
+			r := math.RoundToEven(float64(x))
+			if !(r >= math.MinInt32 && r <= math.MaxInt32) {
+				return fmt.Errorf("collectives: WriteF32: element %d (%v) is outside int32's range, the buffer's type", i, x)
+			}
+			p = binary.LittleEndian.AppendUint32(p, uint32(int32(r)))
 		case dsl.F16:
 			p = binary.LittleEndian.AppendUint16(p, fp.F32ToF16(x))
 		case dsl.BF16:

@@ -135,6 +135,12 @@ func (s *System) Now() int64 {
 
 func (l *launch) now() int64 { return l.t0 + l.steps + l.skip }
 
+// MaxActions bounds the actions that scheduled actions schedule while RunScheduled runs, and
+// while a launch runs those due at one logical time: an action that schedules another
+// (itself) without end is an error after that many more, not a hang. The actions already
+// scheduled when it starts all run, however many.
+const MaxActions = 1 << 20
+
 // At schedules f to run at logical time t (now, if t is in the past): during a launch when
 // the clock reaches t, else at the next launch that runs that long, or RunScheduled. A nil f
 // only wakes the clock at t (for an extern call that waits until then). On a nil *System it
@@ -163,7 +169,12 @@ func (s *System) RunScheduled() error {
 	}
 	s.hostSync()
 	var errs []error
-	for len(s.timers) > 0 {
+	limit := len(s.timers) + MaxActions // those scheduled now, and MaxActions they schedule
+	for ran := 0; len(s.timers) > 0; ran++ {
+		if ran == limit {
+			errs = append(errs, fmt.Errorf("emu: RunScheduled: %d actions ran and %d more are scheduled: an action that schedules another without end (the rest stay scheduled)", ran, len(s.timers)))
+			break
+		}
 		t := heap.Pop(&s.timers).(*timer)
 		s.clock = max(s.clock, t.due)
 		if t.f != nil {
@@ -186,7 +197,12 @@ func (s *System) CancelScheduled() {
 // runDue runs the actions due by now; an error faults the launch.
 func (l *launch) runDue() {
 	s := l.sys
-	for len(s.timers) > 0 && s.timers[0].due <= l.now() && l.err == nil {
+	limit := len(s.timers) + MaxActions // those scheduled now, and MaxActions they schedule
+	for ran := 0; len(s.timers) > 0 && s.timers[0].due <= l.now() && l.err == nil; ran++ {
+		if ran == limit {
+			l.err = &Error{Kind: KindExtern, Kernel: l.fn.f.Name, Msg: fmt.Sprintf("scheduled delivery: %d actions ran at time %d and more are due then: an action that schedules another at the same time without end", ran, l.now())}
+			return
+		}
 		t := heap.Pop(&s.timers).(*timer)
 		if t.f == nil {
 			continue

@@ -36,8 +36,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
 
@@ -52,11 +54,14 @@ import (
 type Kernel struct {
 	// Name is the PTX entry name ("vector_add_f32"); the Go launcher is its CamelCase
 	// ("VectorAddF32"). It is a PTX identifier without $ (the go command refuses the PTX
-	// file's name) whose Go names clash with nothing else the generated file declares.
+	// file's name) whose Go names clash with nothing else the generated file declares, and
+	// that differs from the other kernels' names in more than case (the go command refuses
+	// files whose names differ only in case).
 	Name string
-	// Doc is a sentence for the launcher's doc comment (optional).
+	// Doc is a sentence for the launcher's doc comment (optional): one line of printable text.
 	Doc string
-	// Build writes the kernel into k.
+	// Build writes the kernel into k. It is called once per target (k.Target()) and must
+	// declare the same parameters for each: one launcher serves them all.
 	Build func(k *dsl.Kernel)
 }
 
@@ -68,7 +73,8 @@ type Package struct {
 	Kernels   []Kernel
 	Generator string // how to regenerate, for the header (default "go generate"); one line of printable text
 	// DevLib builds NVSHMEM's device library for the kernels that call NVSHMEM: the devlib
-	// PTX defining funcs for target, and the NVSHMEM version it came from. Nil means
+	// PTX defining funcs for target, and the NVSHMEM version it came from (MAJOR.MINOR.PATCH,
+	// as NVSHMEM reports its own: "3.4.5"). Nil means
 	// nvshmem/devlib with the NVSHMEM that toolchain finds ($NVSHMEM_HOME, the project's
 	// .tools); it needs LLVM 19. Unused when no kernel calls NVSHMEM.
 	DevLib func(target ptx.Target, funcs []string) (ptxText []byte, version string, err error)
@@ -162,11 +168,11 @@ func Files(p Package) ([]File, error) {
 	if gen == "" {
 		gen = "go generate"
 	}
-	if i := strings.IndexFunc(gen, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }); i >= 0 {
+	if i, what := notOneLine(gen); i >= 0 {
 		// A line break ended the one-line "// Code generated ... DO NOT EDIT." header (the go
 		// tools then no longer see a generated file), and the /* */ block it became was ended
 		// by a "*/" in the text: what followed was code of the generated package.
-		return nil, fmt.Errorf("gen: Package.Generator %s holds %U at byte %d: the header is one line of printable text (quote the command's arguments)", excerpt.Quote(gen), []rune(gen[i:])[0], i)
+		return nil, fmt.Errorf("gen: Package.Generator %s holds %s at byte %d: the header is one line of printable text (quote the command's arguments)", excerpt.Quote(gen), what, i)
 	}
 	seen := map[string]bool{}
 	decls := map[string]string{"Kernels": "", "Load": "", "Close": "", "NVSHMEMVersion": "", "nvshmemDevLib": ""}
@@ -178,6 +184,11 @@ func Files(p Package) ([]File, error) {
 	for _, kd := range p.Kernels {
 		if !ptx.ValidIdent(kd.Name) || kd.Build == nil {
 			return nil, fmt.Errorf("gen: kernel %s needs a PTX identifier as its name and a Build function", excerpt.Quote(kd.Name))
+		}
+		if i, what := notOneLine(kd.Doc); i >= 0 {
+			// jennifer turned a doc holding a line break into a /* */ block, which a "*/" in
+			// the text ended: what followed was code of the generated package.
+			return nil, fmt.Errorf("gen: kernel %s: Kernel.Doc %s holds %s at byte %d: the doc is one line of printable text", excerpt.Quote(kd.Name), excerpt.Quote(kd.Doc), what, i)
 		}
 		if strings.Contains(kd.Name, "$") {
 			return nil, fmt.Errorf("gen: kernel %s: a generated package embeds %s.<target>.ptx, and the go command refuses a file name with $ (\"invalid input file name\"): rename the kernel", excerpt.Quote(kd.Name), excerpt.Cut(kd.Name, excerpt.Max))
@@ -201,6 +212,13 @@ func Files(p Package) ([]File, error) {
 			if err != nil {
 				return nil, fmt.Errorf("gen: kernel %s for %s: %w", kd.Name, t, err)
 			}
+			// One Args struct and one params literal serve every target: a Build declaring
+			// other parameters for another target (an f16 pointer for sm_80, an f32 one for
+			// sm_90) got the last target's, and jit checks only the names, so the other
+			// target's kernel read the launch's buffers as the wrong type.
+			if ps := k.Params(); len(b.files) > 0 && !slices.Equal(ps, b.params) {
+				return nil, fmt.Errorf("gen: kernel %s declares other parameters for %s (%s) than for %s (%s): one launcher serves every target, so its Build must declare the same for each", kd.Name, t, paramList(ps), b.files[0].target, paramList(b.params))
+			}
 			b.params = k.Params()
 			b.calls = nvshmemCalls(m)
 			file := fmt.Sprintf("%s.%s.ptx", kd.Name, t)
@@ -219,14 +237,57 @@ func Files(p Package) ([]File, error) {
 		return nil, err
 	}
 	out = append(out, File{Name: p.Name + "_kgen.go", Data: src})
-	files := map[string]bool{}
+	files := map[string]string{} // by the lower-case name
 	for _, f := range out {
-		if files[f.Name] {
-			return nil, fmt.Errorf("gen: two generated files are named %s (a kernel's name clashes with the package's or the device library's files)", f.Name)
+		if other, ok := files[strings.ToLower(f.Name)]; ok {
+			if other == f.Name {
+				return nil, fmt.Errorf("gen: two generated files are named %s (a kernel's name clashes with the package's or the device library's files)", f.Name)
+			}
+			// The go command refuses the package ("case-insensitive file name collision").
+			return nil, fmt.Errorf("gen: the generated files %s and %s differ only in case, which the go command refuses (and a case-insensitive file system cannot hold): rename a kernel", other, f.Name)
 		}
-		files[f.Name] = true
+		files[strings.ToLower(f.Name)] = f.Name
 	}
 	return out, nil
+}
+
+// notOneLine returns the byte offset of the first thing in s that cannot stand in a one-line
+// Go comment, and what it is: a line break or another character that is not printable, or
+// a byte that is not UTF-8 (the Go file then did not format: "illegal UTF-8 encoding",
+// quoting the whole generated source). It returns -1 when s is one line of printable text.
+func notOneLine(s string) (int, string) {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			return i, fmt.Sprintf("the byte %#02x (not UTF-8)", s[i])
+		case !unicode.IsPrint(r) && r != ' ':
+			return i, fmt.Sprintf("%U", r)
+		}
+	}
+	return -1, ""
+}
+
+// paramList writes a kernel's parameters for an error: "x *f16, n u32" (at most 8 of them).
+func paramList(ps []dsl.ParamInfo) string {
+	var out []string
+	for i, p := range ps {
+		if i == 8 {
+			out = append(out, fmt.Sprintf("and %d more", len(ps)-i))
+			break
+		}
+		t := p.Type.String()
+		switch {
+		case p.Pointer:
+			t = "*" + t
+		case p.TensorMap:
+			t = "tensor map of " + t
+		}
+		out = append(out, p.Name+" "+t)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // declare records the package-level Go names the kernel named name (Go name goName)

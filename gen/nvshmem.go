@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/nvshmem/devlib"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -63,6 +64,11 @@ func nvshmemLib(p Package, targets []ptx.Target, kernels []built) (*builtLib, []
 		}
 		if version == "" {
 			return nil, nil, fmt.Errorf("gen: NVSHMEM device library for %s: no version", t)
+		}
+		// genrt.LoadNVSHMEM compares it with the version NVSHMEM reports, MAJOR.MINOR.PATCH:
+		// "v3.4.5", "3.4.5\n" or garbage made a package that loaded against no NVSHMEM.
+		if v, err := devlib.ParseVersion(version); err != nil || version != fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) {
+			return nil, nil, fmt.Errorf("gen: NVSHMEM device library for %s: version %s is not MAJOR.MINOR.PATCH as NVSHMEM reports its own (like 3.4.5): the package would load against no NVSHMEM", t, excerpt.Quote(version))
 		}
 		if lib.version != "" && version != lib.version {
 			return nil, nil, fmt.Errorf("gen: NVSHMEM device libraries of two versions, %s and %s", lib.version, version)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Errors returned by this package wrap one of these sentinels; test with
@@ -48,8 +50,36 @@ func (e *Error) Unwrap() error {
 // fail aborts the current operation; the public entry point recovers it and
 // returns it as an error (see catch). No panic ever leaves the package.
 func fail(kind error, format string, args ...any) {
+	for i, a := range args {
+		args[i] = clip(a)
+	}
 	panic(&Error{Kind: kind, Msg: fmt.Sprintf(format, args...)})
 }
+
+// maxShown bounds how much of a layout or tuple an error shows.
+const maxShown = 200
+
+// clip returns a layout, tuple or other value with a String method (or a string) whose text
+// is longer than maxShown as that text's first bytes and its length, else a unchanged: an
+// error about a layout of 50000 modes quoted all 200 KB of it.
+func clip(a any) any {
+	var s string
+	switch v := a.(type) {
+	case string:
+		s = v
+	case fmt.Stringer:
+		s = v.String()
+	default:
+		return a
+	}
+	if len(s) <= maxShown {
+		return a
+	}
+	return excerpt.Cut(s, maxShown)
+}
+
+// shown is l's text for an error, bounded as clip bounds it.
+func shown(l Layout) string { return excerpt.Cut(l.String(), maxShown) }
 
 // catch runs f and converts a failure raised by fail into an error.
 func catch(f func()) (err error) {
@@ -91,7 +121,7 @@ func recoverLayout(result *Layout, err *error) {
 	}
 	if *err == nil {
 		if e, ok := catch(result.validate).(*Error); ok {
-			*result, *err = Layout{}, &Error{Kind: e.Kind, Msg: "the result " + result.String() + ": " + e.Msg}
+			*result, *err = Layout{}, &Error{Kind: e.Kind, Msg: "the result " + shown(*result) + ": " + e.Msg}
 		}
 	}
 }

@@ -158,7 +158,7 @@ func (l Layout) Depth() int { return l.shape.Depth() }
 // the layout itself.
 func (l Layout) Mode(i int) (Layout, error) {
 	if i < 0 || i >= l.Rank() {
-		return Layout{}, &Error{ErrRank, "mode " + strconv.Itoa(i) + " out of range for " + l.String()}
+		return Layout{}, &Error{ErrRank, "mode " + strconv.Itoa(i) + " out of range for " + shown(l)}
 	}
 	return l.mode(i), nil
 }
@@ -185,7 +185,7 @@ func (l Layout) Select(modes ...int) (Layout, error) {
 func (l Layout) GroupModes(begin, end int) (Layout, error) {
 	r := l.Rank()
 	if begin < 0 || end > r || begin > end {
-		return Layout{}, &Error{ErrRank, "group_modes: bad range for " + l.String()}
+		return Layout{}, &Error{ErrRank, "group_modes: bad range for " + shown(l)}
 	}
 	var s, d []IntTuple
 	for i := 0; i < begin; i++ {

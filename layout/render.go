@@ -17,7 +17,7 @@ func rank2(l Layout) (Layout, int, int, error) {
 		l = makeLayout(l, mk(Int(1), Int(0)))
 	case 2:
 	default:
-		return Layout{}, 0, 0, &Error{ErrRank, "rendering needs a rank-1 or rank-2 layout, got " + l.String()}
+		return Layout{}, 0, 0, &Error{ErrRank, "rendering needs a rank-1 or rank-2 layout, got " + shown(l)}
 	}
 	var M, N int
 	err := catch(func() {

@@ -151,14 +151,17 @@ type goFile struct{ path, pkg string }
 
 // goFiles returns dir's Go files that the go tool builds for this machine (not tests, not
 // excluded by their name or their //go:build line, as a `//go:build ignore` generator is)
-// with the packages they declare.
+// with the packages they declare. The folder is listed, not globbed: a folder named a[b] or
+// a[ was a pattern that matched other folders' files or none, so a file of another package
+// there went unseen.
 func goFiles(dir string) []goFile {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	entries, _ := os.ReadDir(dir)
 	var out []goFile
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
+	for _, de := range entries {
+		if !strings.HasSuffix(de.Name(), ".go") || strings.HasSuffix(de.Name(), "_test.go") {
 			continue
 		}
+		f := filepath.Join(dir, de.Name())
 		pkg, src := packageClause(f)
 		if pkg == "" {
 			continue

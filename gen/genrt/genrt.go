@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -40,11 +41,13 @@ func PickTarget(arch string, have []ptx.Target) (ptx.Target, error) {
 			names[i] = string(t)
 		}
 		sort.Strings(names)
-		return "", fmt.Errorf("no PTX for a %s device: the package was generated for %s; regenerate it with an older target", arch, strings.Join(names, ", "))
+		return "", fmt.Errorf("no PTX for a %s device: the package was generated for %s; regenerate it with an older target", excerpt.Cut(arch, excerpt.Max), strings.Join(names, ", "))
 	}
 	return best, nil
 }
 
+// smOf is the compute capability of arch ("sm_90a": 90), saturated at maxSM: a number of
+// 20 digits wrapped around (sm_18446744073709551706 was taken for sm_90).
 func smOf(arch string) int {
 	n := 0
 	s := strings.TrimPrefix(arch, "sm_")
@@ -52,10 +55,13 @@ func smOf(arch string) int {
 		if c < '0' || c > '9' {
 			break
 		}
-		n = n*10 + int(c-'0')
+		n = min(n*10+int(c-'0'), maxSM)
 	}
 	return n
 }
+
+// maxSM is the largest compute capability smOf returns: newer than any target.
+const maxSM = 1 << 30
 
 // Load loads the PTX of kernel entry built for the best target of d, with the parameters its
 // builder declared (checked by launches), and returns the module and the kernel's function.

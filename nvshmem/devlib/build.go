@@ -459,6 +459,10 @@ func ParseHeader(ptx []byte) (*Header, error) {
 			h.Funcs = append(h.Funcs, v)
 		}
 	}
+	if err := sc.Err(); err != nil {
+		// A header line past the scanner's 1 MiB was called no header at all.
+		return nil, fmt.Errorf("devlib: reading the PTX's kgen-devlib header: %w (a header line is at most 1 MiB)", err)
+	}
 	if h.Format == "" {
 		return nil, errors.New("devlib: the PTX has no kgen-devlib header (it was not built by kgen's devlib builder, so its NVSHMEM version is unknown)")
 	}

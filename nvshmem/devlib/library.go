@@ -98,6 +98,11 @@ func Open(home string) (*Library, error) {
 	default:
 		return nil, err
 	}
+	// The version names cache folders (units/<version>/...): a header's 100000-digit
+	// define gave paths no file system takes, found only when building.
+	if _, err := ParseVersion(l.Version); err != nil {
+		return nil, fmt.Errorf("devlib: %s: %s", home, strings.TrimPrefix(err.Error(), "devlib: "))
+	}
 	return l, nil
 }
 

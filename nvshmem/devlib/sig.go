@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Param is one parameter or return value of a device function as the PTX call ABI passes it.
@@ -487,6 +489,9 @@ func clip(s string) string {
 	return s
 }
 
+// maxShownErrors is how many of its problems ParseLLVM's error lists.
+const maxShownErrors = 5
+
 // ParseLLVM reads LLVM IR text (llvm-dis output) and returns the signature of every function
 // it defines with external linkage. It reads named type definitions to size aggregates.
 func ParseLLVM(r io.Reader) (map[string]Signature, error) {
@@ -517,7 +522,17 @@ func ParseLLVM(r io.Reader) (map[string]Signature, error) {
 		return nil, fmt.Errorf("devlib: reading LLVM IR: %w", err)
 	}
 	if len(errs) > 0 {
-		return sigs, fmt.Errorf("devlib: %d function signature(s) could not be read: %s", len(errs), strings.Join(errs, "; "))
+		// The first few, each bounded: a file of 20000 bad defines (or one with a 100 KB
+		// name or type) gave an error of as many kilobytes.
+		shown := errs[:min(len(errs), maxShownErrors)]
+		for i, e := range shown {
+			shown[i] = excerpt.Cut(e, 300)
+		}
+		more := ""
+		if n := len(errs) - len(shown); n > 0 {
+			more = fmt.Sprintf("; and %d more", n)
+		}
+		return sigs, fmt.Errorf("devlib: %d function signature(s) could not be read: %s%s", len(errs), strings.Join(shown, "; "), more)
 	}
 	return sigs, nil
 }
@@ -592,7 +607,7 @@ func ParseDecls(src []byte) ([]Signature, error) {
 		}
 		if j, ok := seen[s.Name]; ok {
 			if !sameSig(out[j], s) {
-				return nil, fmt.Errorf("devlib: PTX declares %s twice, differently: %s and %s", s.Name, out[j], s)
+				return nil, fmt.Errorf("devlib: PTX declares %s twice, differently: %s and %s", excerpt.Cut(s.Name, excerpt.Max), excerpt.Cut(out[j].String(), 200), excerpt.Cut(s.String(), 200))
 			}
 		} else {
 			seen[s.Name] = len(out)
@@ -627,14 +642,14 @@ func parseFunc(toks []string, i int) (Signature, int, error) {
 	}
 	name := at(i)
 	if name == "" || strings.IndexByte("()[],;{}.", name[0]) >= 0 {
-		return s, 0, fmt.Errorf("want a function name, got %q", name)
+		return s, 0, fmt.Errorf("want a function name, got %s", excerpt.Quote(name))
 	}
 	s.Name = name
 	i++
 	if at(i) == "(" {
 		ps, next, err := parseParams(toks, i)
 		if err != nil {
-			return s, 0, fmt.Errorf("%s: %w", name, err)
+			return s, 0, fmt.Errorf("%s: %w", excerpt.Cut(name, excerpt.Max), err)
 		}
 		s.Params = ps
 		i = next
@@ -658,7 +673,7 @@ func parseParams(toks []string, i int) ([]Param, int, error) {
 			continue
 		}
 		if toks[i] != ".param" {
-			return nil, i, fmt.Errorf("parameter %d: want .param, got %q (the call ABI passes every argument in .param space)", len(ps), toks[i])
+			return nil, i, fmt.Errorf("parameter %d: want .param, got %s (the call ABI passes every argument in .param space)", len(ps), excerpt.Quote(toks[i]))
 		}
 		i++
 		var p Param
@@ -671,7 +686,7 @@ func parseParams(toks []string, i int) ([]Param, int, error) {
 				}
 				n, err := strconv.Atoi(toks[i+1])
 				if err != nil || n <= 0 {
-					return nil, i, fmt.Errorf("parameter %d: bad .align %q", len(ps), toks[i+1])
+					return nil, i, fmt.Errorf("parameter %d: bad .align %s", len(ps), excerpt.Quote(toks[i+1]))
 				}
 				p.Align = n
 				i += 2
@@ -682,18 +697,18 @@ func parseParams(toks []string, i int) ([]Param, int, error) {
 				}
 				n, err := strconv.Atoi(toks[i+1])
 				if err != nil || n <= 0 || n > maxTypeSize/8 {
-					return nil, i, fmt.Errorf("parameter %d: bad array length %q", len(ps), toks[i+1])
+					return nil, i, fmt.Errorf("parameter %d: bad array length %s", len(ps), excerpt.Quote(toks[i+1]))
 				}
 				p.Len = n
 				i += 3
 				continue
 			case strings.HasPrefix(t, ".") && p.Type == "":
 				if !validPTXType(t) {
-					return nil, i, fmt.Errorf("parameter %d: unknown type %s", len(ps), t)
+					return nil, i, fmt.Errorf("parameter %d: unknown type %s", len(ps), excerpt.Cut(t, excerpt.Max))
 				}
 				p.Type = t
 			case strings.HasPrefix(t, "."):
-				return nil, i, fmt.Errorf("parameter %d: unexpected %s", len(ps), t)
+				return nil, i, fmt.Errorf("parameter %d: unexpected %s", len(ps), excerpt.Cut(t, excerpt.Max))
 			}
 			// anything else is the parameter's name
 			i++

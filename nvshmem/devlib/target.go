@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/ptx"
 )
 
@@ -58,7 +59,7 @@ type TargetError struct{ Target, Reason string }
 
 // Error names the target, says why it is refused and what is accepted.
 func (e *TargetError) Error() string {
-	return fmt.Sprintf("devlib: unsupported target %q: %s (want sm_XX with XX >= 70, optionally with an a or f suffix: sm_80, sm_90, sm_90a, sm_100a)", e.Target, e.Reason)
+	return fmt.Sprintf("devlib: unsupported target %s: %s (want sm_XX with XX >= 70, optionally with an a or f suffix: sm_80, sm_90, sm_90a, sm_100a)", excerpt.Quote(e.Target), e.Reason)
 }
 
 // ParseTarget splits "sm_90a" into 90 and "a". It accepts sm_NN and sm_NNN with NN >= 70,

@@ -17,7 +17,7 @@ type VersionMismatchError struct {
 func (e *VersionMismatchError) Error() string {
 	return fmt.Sprintf("devlib: the device library was built from NVSHMEM %s but NVSHMEM %s is in use; "+
 		"the device state layout differs between versions, so rebuild it from %s's libnvshmem_device.bc "+
-		"(kgen devlib, with NVSHMEM_HOME pointing at that installation)", e.Built, e.Host, e.Host)
+		"(kgen devlib, with NVSHMEM_HOME pointing at that installation)", excerpt.Cut(e.Built, excerpt.Max), excerpt.Cut(e.Host, excerpt.Max), excerpt.Cut(e.Host, excerpt.Max))
 }
 
 // ParseVersion parses "3.4.5" (also "v3.4.5" and "3.4.5.0", whose fourth part, the package
@@ -30,8 +30,13 @@ func ParseVersion(v string) ([3]int, error) {
 		return out, fmt.Errorf("devlib: bad NVSHMEM version %s (want major.minor.patch, like 3.4.5)", excerpt.Quote(v))
 	}
 	for i, p := range parts {
+		// Digits only, at most 10 of them (an i32): Atoi took "3.4.+5" and "3.4.-0" for 3.4.5 and
+		// 3.4.0, and a part of 100000 zeros and a 5 for 5 (a mismatch then quoted it whole).
+		if p == "" || len(p) > 10 || strings.Trim(p, "0123456789") != "" {
+			return out, fmt.Errorf("devlib: bad NVSHMEM version %s: part %d is not 1 to 10 decimal digits (want major.minor.patch, like 3.4.5)", excerpt.Quote(v), i+1)
+		}
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
+		if err != nil {
 			return out, fmt.Errorf("devlib: bad NVSHMEM version %s (want major.minor.patch, like 3.4.5)", excerpt.Quote(v))
 		}
 		if i < 3 {
