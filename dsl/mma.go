@@ -297,7 +297,7 @@ func (m TiledMMA) operandTV(o Operand) (tv layout.Layout, rows, cols, pack int) 
 	}
 	thr := layout.Must(layout.New(layout.Tuple(shape...), layout.Tuple(stride...)))
 	val := layout.Must(layout.New(layout.Tuple(vs...), layout.Tuple(vd...)))
-	return layout.MakeLayoutOf(thr, val), rows, cols, pack
+	return layout.Must(layout.MakeLayoutOf(thr, val)), rows, cols, pack
 }
 
 // ThrMMA is one thread's slice of a tiled MMA (CuTe's get_slice).

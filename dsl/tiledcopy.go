@@ -313,7 +313,7 @@ func (c ThrCopy) ldmatrixSource(src Tensor) Tensor {
 		}
 		val = layout.Must(layout.New(layout.Int(groups), layout.Int(d)))
 	}
-	p := src.PartitionByTV(layout.Ints(crows, cols), layout.MakeLayoutOf(thr, val), c.tid)
+	p := src.PartitionByTV(layout.Ints(crows, cols), layout.Must(layout.MakeLayoutOf(thr, val)), c.tid)
 	p.ldsm = &ldsmInfo{trans: trans, num: num}
 	return p
 }

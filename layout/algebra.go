@@ -17,8 +17,12 @@ func makeLayout(ls ...Layout) Layout {
 }
 
 // MakeLayoutOf returns the layout whose modes are the given layouts (CuTe's
-// make_layout(a, b, ...)).
-func MakeLayoutOf(modes ...Layout) Layout { return makeLayout(modes...) }
+// make_layout(a, b, ...)); the error says when a mode is not a layout New would make or the
+// result's size or cosize does not fit (the layout is returned either way).
+func MakeLayoutOf(modes ...Layout) (Layout, error) {
+	l := makeLayout(modes...)
+	return l, catch(func() { l.validate() })
+}
 
 // flatInts returns the leaves of shape and stride.
 func (l Layout) flatInts() ([]int, []int) {

@@ -229,7 +229,7 @@ var conformanceOps = map[string]func([]any) any{
 		argc(a, 1)
 		return layoutJSON(jLayout(a[0]).Flatten())
 	},
-	"layout_values": func(a []any) any { argc(a, 1); return jLayout(a[0]).Values() },
+	"layout_values": func(a []any) any { argc(a, 1); return valuesOf(jLayout(a[0])) },
 	"product":       func(a []any) any { argc(a, 1); return must(Product(jTuple(a[0]))) },
 	"tuple_max":     func(a []any) any { argc(a, 1); return must(Max(jTuple(a[0]))) },
 	"inner_product": func(a []any) any { argc(a, 2); return must(InnerProduct(jTuple(a[0]), jTuple(a[1]))) },

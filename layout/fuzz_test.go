@@ -32,7 +32,7 @@ func FuzzParse(f *testing.F) {
 		LeftInverse(l)
 		l.Flatten()
 		if l.Size() <= 1<<12 {
-			_ = l.Values()
+			_ = valuesOf(l)
 		}
 	})
 }

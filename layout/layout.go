@@ -2,6 +2,7 @@ package layout
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -264,15 +265,22 @@ func (l Layout) Eval(coord IntTuple) (int, error) {
 	return r, err
 }
 
-// Values returns [L(0), ..., L(Size()-1)].
-func (l Layout) Values() []int {
+// Values returns [L(0), ..., L(Size()-1)]: at most MaxValues of them (a larger layout is an
+// error; Value(i) gives one at a time).
+func (l Layout) Values() ([]int, error) {
 	n := l.Size()
+	if n > MaxValues || n < 0 {
+		return nil, &Error{ErrOverflow, fmt.Sprintf("Values of %s: %d values; Values lists at most %d (use Value(i))", shown(l), n, MaxValues)}
+	}
 	out := make([]int, n)
 	for i := range out {
 		out[i] = l.Value(i)
 	}
-	return out
+	return out, nil
 }
+
+// MaxValues bounds the values Layout.Values lists.
+const MaxValues = 1 << 31
 
 // Crd2Idx maps a coordinate to an index through shape and stride (CuTe's
 // crd2idx). With a nil stride the compact column-major stride of shape is

@@ -11,9 +11,10 @@ import (
 func TestNoPanicOnOddValues(t *testing.T) {
 	tuples := []IntTuple{{}, Hole, Tuple(), Tuple(Hole), Ints(0, 2), Ints(-3, 2), Tuple(Tuple()), Int(1 << 61)}
 	// Layouts a user can build: valid ones, the zero Layout, and modes
-	// gathered with MakeLayoutOf (which does not validate).
-	layouts := []Layout{{}, MakeLayoutOf(), MakeLayoutOf(Layout{}, Must(Parse("3:1"))),
-		MakeLayoutOf(MakeLayoutOf()), Must(Parse("(4,8):(8,1)")), Must(Parse("1:0"))}
+	// gathered with MakeLayoutOf (returned with its error).
+	gather := func(ms ...Layout) Layout { l, _ := MakeLayoutOf(ms...); return l }
+	layouts := []Layout{{}, gather(), gather(Layout{}, Must(Parse("3:1"))),
+		gather(gather()), Must(Parse("(4,8):(8,1)")), Must(Parse("1:0"))}
 	tilers := []Tiler{nil, Tile(0), Tile(-1), Tile(4), Modes{}, Modes{nil, nil, nil}, Modes{Tile(2)}, Layout{}}
 	for _, a := range layouts {
 		func() {

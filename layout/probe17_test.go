@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -44,5 +45,33 @@ func TestProbe17LongLayoutsInErrors(t *testing.T) {
 	// A short layout is shown whole.
 	if _, err := MustParse("(4,2):(2,1)").Mode(7); err == nil || err.Error() != "layout: mode 7 out of range for (4,2):(2,1)" {
 		t.Errorf("Mode(7) of (4,2):(2,1): %v", err)
+	}
+}
+
+// valuesOf is l.Values() for tests of layouts known to be listable (it panics otherwise).
+func valuesOf(l Layout) []int {
+	v, err := l.Values()
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestProbe17MakeLayoutOfAndValues: MakeLayoutOf of valid modes whose product passes 2^62
+// is an error (its Size wrapped to 0 and Values listed nothing), and Values refuses a layout
+// of more than MaxValues values (it asked for hundreds of GB: a fatal out-of-memory).
+func TestProbe17MakeLayoutOfAndValues(t *testing.T) {
+	big := MustParse("4611686018427387904:0")
+	if _, err := MakeLayoutOf(big, MustParse("4:0")); err == nil || !strings.Contains(err.Error(), "overflow") && !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("MakeLayoutOf(2^62:0, 4:0): %v, want an overflow error", err)
+	}
+	if l, err := MakeLayoutOf(MustParse("4:1"), MustParse("8:4")); err != nil || l.String() != "(4,8):(1,4)" {
+		t.Errorf("MakeLayoutOf(4:1, 8:4) = %v, %v", l, err)
+	}
+	if _, err := MustParse("(65536,65536,16):(1,65536,0)").Values(); err == nil || !strings.Contains(err.Error(), "at most 2147483648") {
+		t.Errorf("Values of 2^36 elements: %v, want a refusal", err)
+	}
+	if v, err := MustParse("(2,2):(2,1)").Values(); err != nil || fmt.Sprint(v) != "[0 2 1 3]" {
+		t.Errorf("Values((2,2):(2,1)) = %v, %v", v, err)
 	}
 }

@@ -83,7 +83,7 @@ func probe9Layout(t *testing.T, l Layout, r *rand.Rand) {
 	if d := l.Depth(); d != l.Shape().Depth() {
 		t.Fatalf("%v: Depth %d, shape's %d", l, d, l.Shape().Depth())
 	}
-	vals := l.Values()
+	vals := valuesOf(l)
 	if len(vals) != l.Size() {
 		t.Fatalf("%v: %d values, Size %d", l, len(vals), l.Size())
 	}
@@ -105,7 +105,7 @@ func probe9Layout(t *testing.T, l Layout, r *rand.Rand) {
 			want[v] = true
 		}
 		got := map[int]bool{}
-		for _, v := range f.Values() {
+		for _, v := range valuesOf(f) {
 			got[v] = true
 		}
 		if fmt.Sprint(sortedKeys(want)) != fmt.Sprint(sortedKeys(got)) && hasNonNeg(l) {

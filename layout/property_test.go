@@ -145,7 +145,7 @@ func admissible(a, b Layout) bool {
 		return false
 	}
 	seen := map[int]bool{}
-	for _, v := range b.Values() {
+	for _, v := range valuesOf(b) {
 		if seen[v] {
 			return false
 		}
@@ -204,7 +204,7 @@ func TestPropertyComplement(t *testing.T) {
 			t.Fatalf("complement(%v, %d) = %v is too small", a, cot, c)
 		}
 		// (A, A*) is injective: its left inverse exists.
-		if _, err := LeftInverse(MakeLayoutOf(a, c)); err != nil {
+		if _, err := LeftInverse(Must(MakeLayoutOf(a, c))); err != nil {
 			t.Fatalf("(A, complement) = (%v, %v) not injective: %v", a, c, err)
 		}
 	}
