@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
@@ -164,7 +165,7 @@ func MakeGMMAOperand(atom GMMAAtom, o Operand, l layout.ComposedLayout) (GMMAOpe
 		return r.op.clone(), r.err
 	}
 	op, err := makeGMMAOperand(atom, o, l)
-	gmmaOperands.Store(key, gmmaOperandResult{op.clone(), err})
+	layoutCacheStore(&gmmaOperands, &gmmaOperandCount, key, gmmaOperandResult{op.clone(), err})
 	return op, err
 }
 
@@ -175,7 +176,24 @@ func (op GMMAOperand) clone() GMMAOperand {
 
 // gmmaOperands caches MakeGMMAOperand (a pure function of the atom, the operand and the
 // layout; checking every element costs about 0.2 ms for a 256 x 64 tile).
-var gmmaOperands sync.Map
+var (
+	gmmaOperands     sync.Map
+	gmmaOperandCount atomic.Int64
+)
+
+// maxLayoutCache bounds the entries of each per-layout cache (gmmaOperands, tmaPlans): a
+// process that builds ever new layouts starts a full cache over instead of growing it.
+const maxLayoutCache = 4096
+
+// layoutCacheStore stores key's value in cache, whose entries n counts, first emptying a
+// full cache.
+func layoutCacheStore(cache *sync.Map, n *atomic.Int64, key string, v any) {
+	if n.Add(1) > maxLayoutCache {
+		cache.Clear()
+		n.Store(1)
+	}
+	cache.Store(key, v)
+}
 
 type gmmaOperandResult struct {
 	op  GMMAOperand

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kgen-dev/kgen/layout"
 	"github.com/kgen-dev/kgen/ptx"
@@ -123,7 +124,10 @@ type tmaPlan struct {
 // tmaPlans caches planTMA for layouts without an outer function or with a swizzle (whose
 // printed form is the whole layout); checking every element of a stage is most of a
 // MakeTMACopy.
-var tmaPlans sync.Map
+var (
+	tmaPlans     sync.Map
+	tmaPlanCount atomic.Int64
+)
 
 type tmaPlanResult struct {
 	p   tmaPlan
@@ -144,7 +148,7 @@ func planTMA(l layout.ComposedLayout, es int) (tmaPlan, error) {
 	}
 	p, err := makeTMAPlan(l, es)
 	if key != "" {
-		tmaPlans.Store(key, tmaPlanResult{tmaPlan{p.major, slices.Clone(p.boxes), p.box, p.swz}, err})
+		layoutCacheStore(&tmaPlans, &tmaPlanCount, key, tmaPlanResult{tmaPlan{p.major, slices.Clone(p.boxes), p.box, p.swz}, err})
 	}
 	return p, err
 }
