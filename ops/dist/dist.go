@@ -42,7 +42,7 @@ func Alloc[T jit.Elem](ctx context.Context, c *collectives.Comm, shape ...int) (
 	}
 	n := 1
 	for _, s := range shape {
-		if s < 1 || n > (1<<31)/s {
+		if s < 1 || n > (1<<31-1)/s {
 			return ops.Tensor[T]{}, nil, fmt.Errorf("dist: Alloc: shape %v: want extents of at least 1, below 2^31 elements in all", shape)
 		}
 		n *= s
