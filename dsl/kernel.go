@@ -79,6 +79,12 @@ func WithTarget(t ptx.Target) Option { return func(k *Kernel) { k.target = t } }
 // WithoutLoc omits .loc source lines.
 func WithoutLoc() Option { return func(k *Kernel) { k.noLoc = true } }
 
+// WithShiftDivision makes integer Div and Rem by a constant emit shifts, masks and a
+// multiply-high where those are exact (see divconst.go): ptxas compiles div and rem by an
+// immediate to its general sequence of about 30 instructions. Off by default: on an H200 it
+// was not faster everywhere (docs/dsl.md, "Division by a constant").
+func WithShiftDivision() Option { return func(k *Kernel) { k.shiftDiv = true } }
+
 // Kernel builds one PTX kernel (.entry) and the module around it; make one with New. On a
 // nil Kernel every method is a no-op returning zeros, and Build and Err report it. A zero
 // Kernel (not made by New) is made usable on first use, and Build reports the misuse.
@@ -86,13 +92,15 @@ type Kernel struct {
 	name   string
 	target ptx.Target
 	noLoc  bool
-	fn     *ptx.Func
-	mod    *ptx.Module
-	nreg   [256]int // registers made so far, by register type (any ptx.Type indexes it)
-	nlabel int
-	errs   []error
-	built  bool
-	params map[string]bool
+	// shiftDiv strength-reduces Div and Rem by constants (WithShiftDivision).
+	shiftDiv bool
+	fn       *ptx.Func
+	mod      *ptx.Module
+	nreg     [256]int // registers made so far, by register type (any ptx.Type indexes it)
+	nlabel   int
+	errs     []error
+	built    bool
+	params   map[string]bool
 	// boundsAt is where LaunchBounds declared the kernel's bounds (zero: not declared).
 	boundsAt ptx.Pos
 	divs     map[ptx.Reg]int64 // known divisors of runtime values (Assume)

@@ -37,6 +37,11 @@ func (v Value) binary(name string, x any, allowed func(Type) bool, emit func(k *
 	if r, ok := simplify(name, v, w); ok {
 		return r
 	}
+	if k.shiftDiv && (name == "Div" || name == "Rem") && isInt(v.t) && w.IsConst() {
+		if r, ok := k.divByConst(name == "Rem", v, w); ok {
+			return r
+		}
+	}
 	return k.memo(name, v.t, []Value{v, w}, func(d ptx.Reg) {
 		k.emit8(name, v.t, d, func(t Type, d ptx.Reg) { emit(k, t, d, k.operand(v), k.operand(w)) })
 	})
