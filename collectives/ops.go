@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/kgen-dev/kgen/dsl"
 	"github.com/kgen-dev/kgen/jit"
@@ -55,8 +56,20 @@ func (c *call) String() string {
 // wrap says that err happened in the call: an allocation the ranks make together fails
 // when their calls differ.
 func (c *call) wrap(err error) error {
-	return fmt.Errorf("collectives: %s (do the ranks' calls differ?): %w", c, err)
+	return callError{call: c.String(), err: err}
 }
+
+// callError is an error of a collective call (call.wrap): "collectives:" once, though err,
+// from the Comm's allocations, says it too.
+type callError struct {
+	call string
+	err  error
+}
+
+func (e callError) Error() string {
+	return "collectives: " + e.call + " (do the ranks' calls differ?): " + strings.TrimPrefix(e.err.Error(), "collectives: ")
+}
+func (e callError) Unwrap() error { return e.err }
 
 // attrs are the call's debug-log attributes.
 func (c *call) attrs() []any {

@@ -112,7 +112,7 @@ func (p *plan) cached(k *argKey) *jit.Args {
 func (p *plan) first(op string, d *jit.Device, lc jit.LaunchConfig, k *argKey, args []any) error {
 	enc, err := p.fn.Encode(args...)
 	if err != nil {
-		return closedErr(op, d, fmt.Errorf("ops: %s: %w", op, err))
+		return closedErr(op, d, err)
 	}
 	p.last.Store(&callArgs{key: *k, args: enc})
 	return launch(op, d, p.fn, lc, enc)
@@ -160,8 +160,8 @@ func isClosed(d *jit.Device) bool {
 // forget drops d's cache (its device was closed: its modules went with it).
 func forget(d *jit.Device) { devices.Delete(d) }
 
-// closedErr returns an error wrapping jit.ErrClosed when d is closed (forgetting its cache),
-// else err.
+// closedErr returns op's error for err: one wrapping jit.ErrClosed when d is closed
+// (forgetting its cache), else err, each prefixed once with the op.
 func closedErr(op string, d *jit.Device, err error) error {
 	if isClosed(d) {
 		forget(d)
@@ -169,7 +169,7 @@ func closedErr(op string, d *jit.Device, err error) error {
 			return fmt.Errorf("ops: %s: the device is %w (%v)", op, jit.ErrClosed, err)
 		}
 	}
-	return err
+	return fmt.Errorf("ops: %s: %w", op, err)
 }
 
 // lookup returns the plan of key, if made.

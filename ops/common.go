@@ -54,10 +54,16 @@ func begin(ctx context.Context, op string) error {
 
 // streamOn checks that s (nil: the default stream) belongs to d.
 func streamOn(op string, s *jit.Stream, d *jit.Device) error {
-	if s != nil && s.Device() != d {
-		return fmt.Errorf("ops: %s: the stream belongs to %s, the operands to %s: launch on a stream of the operands' device (or nil, its default stream)", op, s.Device().Info().Name, d.Info().Name)
+	if s == nil || s.Device() == d {
+		return nil
 	}
-	return nil
+	switch sd := s.Device(); {
+	case sd == nil:
+		return fmt.Errorf("ops: %s: the stream is a zero jit.Stream, not made by Device.NewStream: launch on a stream of the operands' device (or nil, its default stream)", op)
+	case sd.Info().Name == d.Info().Name:
+		return fmt.Errorf("ops: %s: the stream belongs to another *jit.Device than the operands (both %s: a second Open of that GPU, or one since closed): launch on a stream of the operands' device (or nil, its default stream)", op, d.Info().Name)
+	}
+	return fmt.Errorf("ops: %s: the stream belongs to %s, the operands to %s: launch on a stream of the operands' device (or nil, its default stream)", op, s.Device().Info().Name, d.Info().Name)
 }
 
 // matrix checks that t is 2-D, returning its extents.
@@ -142,14 +148,14 @@ func deviceTarget(d *jit.Device) ptx.Target {
 // launch runs fn with lc, reporting a closed device as such (and forgetting its cache).
 func launch(op string, d *jit.Device, fn *jit.Function, lc jit.LaunchConfig, args *jit.Args) error {
 	if err := fn.LaunchEncoded(lc, args); err != nil {
-		return closedErr(op, d, fmt.Errorf("ops: %s: %w", op, err))
+		return closedErr(op, d, err)
 	}
 	return nil
 }
 
 // planFailed reports a failed plan, as a closed device when it is one.
 func planFailed(op string, d *jit.Device, err error) error {
-	return closedErr(op, d, fmt.Errorf("ops: %s: %w", op, err))
+	return closedErr(op, d, err)
 }
 
 // ptrOf is t's first element as a typed kernel argument.

@@ -6,6 +6,10 @@
 # fixed in Go 1.27), writing no failing input. Such a run is retried once; a failure that
 # writes an input under testdata/fuzz, or any other failure, fails at once.
 set -uo pipefail
+if [ $# -ne 3 ]; then
+	echo "usage: scripts/fuzz.sh PKG NAME FUZZTIME (PKG a folder of the module root, such as ./ptx; FUZZTIME as go test -fuzztime takes it, such as 30s); got $# argument(s)" >&2
+	exit 2
+fi
 pkg=$1 name=$2 fuzztime=$3
 cd "$(dirname "$0")/.." || exit 2 # PKG (./ptx) is a folder of the module root, wherever this is called from
 dir="$pkg/testdata/fuzz/$name"

@@ -138,7 +138,13 @@ func runLayout(e *env, args []string) error {
 		if composed(pos[0]) {
 			c, err := layout.ParseComposed(pos[0])
 			if err != nil {
-				return &usageError{"bad composed layout " + strings.TrimPrefix(strings.TrimPrefix(err.Error(), "layout: "), "parse ")}
+				msg := strings.TrimPrefix(err.Error(), "layout: ")
+				if rest, ok := strings.CutPrefix(msg, "parse "); ok {
+					msg = rest // it quotes the input
+				} else {
+					msg = excerpt.Quote(pos[0]) + ": " + msg
+				}
+				return &usageError{"bad composed layout " + msg}
 			}
 			l = c
 		} else {

@@ -65,13 +65,24 @@ func DefaultCacheDir() string {
 }
 
 // CacheDisabled reports whether $KGEN_CACHE turns kgen's caches off ("off", "0", "false",
-// "no").
+// "no"; in any case, spaces around it ignored, as package jit reads it).
 func CacheDisabled() bool {
-	switch strings.ToLower(os.Getenv("KGEN_CACHE")) {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("KGEN_CACHE"))) {
 	case "off", "0", "false", "no":
 		return true
 	}
 	return false
+}
+
+// cacheEnvErr reports a $KGEN_CACHE that is neither an off switch (CacheDisabled) nor an on
+// one (1, true, yes, on), as jit.Open does: a typo such as "of" kept this cache on, silently.
+func cacheEnvErr() error {
+	v := os.Getenv("KGEN_CACHE")
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "off", "0", "false", "no", "on", "1", "true", "yes":
+		return nil
+	}
+	return fmt.Errorf("devlib cache: KGEN_CACHE=%s: want off, 0, false or no (no cache) or on, 1, true or yes", excerpt.Quote(v))
 }
 
 func (l *Library) cacheDir() string {
@@ -85,8 +96,15 @@ func (l *Library) cacheDir() string {
 }
 
 // checkCache refuses a cache folder that others may write (see cachefile.CheckDir): a
-// checksum proves an entry whole, not who wrote it.
-func checkCache(dir string) error {
+// checksum proves an entry whole, not who wrote it; and, for the default cache, a
+// $KGEN_CACHE of no known form (cacheEnvErr).
+func (l *Library) checkCache() error {
+	if !l.NoCache && l.CacheDir == "" {
+		if err := cacheEnvErr(); err != nil {
+			return err
+		}
+	}
+	dir := l.cacheDir()
 	if dir == "" {
 		return nil
 	}
@@ -227,6 +245,9 @@ func (l *Library) ticker(what string, period time.Duration) (stop func()) {
 // concurrent builds, in goroutines or processes, are safe. A few functions take well under a
 // second; the whole API takes minutes.
 func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) (*Result, error) {
+	if err := l.usable(ctx, "Build"); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	plan, err := PlanTarget(target)
 	if err != nil {
@@ -236,7 +257,7 @@ func (l *Library) Build(ctx context.Context, target ptx.Target, funcs []string) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCache(l.cacheDir()); err != nil {
+	if err := l.checkCache(); err != nil {
 		return nil, err
 	}
 	llc, err := toolchain.LLVMTool("llc")
@@ -484,15 +505,21 @@ func ParseHeader(ptx []byte) (*Header, error) {
 // with llvm-dis (about 10 s and 260 MB of text, streamed) and caches the table in the cache
 // folder, in WriteSignatures' format; later calls read that.
 func (l *Library) Signatures(ctx context.Context) (map[string]Signature, error) {
+	if err := l.usable(ctx, "Signatures"); err != nil {
+		return nil, err
+	}
 	l.sigMu.Lock() // one llvm-dis at a time; later callers get the first one's table
 	defer l.sigMu.Unlock()
-	if err := checkCache(l.cacheDir()); err != nil {
+	if err := l.checkCache(); err != nil {
 		return nil, err
 	}
 	if s := l.loadedSignatures(); s != nil {
 		return s, nil
 	}
 	path := l.signaturesPath()
+	if l.Path == "" {
+		return nil, errNoBitcode
+	}
 	dis, err := toolchain.LLVMTool("llvm-dis")
 	if err != nil {
 		return nil, err
@@ -542,6 +569,9 @@ func (l *Library) Signatures(ctx context.Context) (map[string]Signature, error) 
 // --recursive, then llvm-dis): about 0.2 s, where the first Signatures call takes about 10 s.
 // A name the bitcode does not define is an *UnknownFunctionError.
 func (l *Library) SignaturesOf(ctx context.Context, names []string) (map[string]Signature, error) {
+	if err := l.usable(ctx, "SignaturesOf"); err != nil {
+		return nil, err
+	}
 	names, err := NormalizeFuncs(names)
 	if err != nil {
 		return nil, err
@@ -551,6 +581,9 @@ func (l *Library) SignaturesOf(ctx context.Context, names []string) (map[string]
 	}
 	all := l.loadedSignatures()
 	if all == nil {
+		if l.Path == "" {
+			return nil, errNoBitcode
+		}
 		ex, err := toolchain.LLVMTool("llvm-extract")
 		if err != nil {
 			return nil, err
@@ -594,7 +627,7 @@ func (l *Library) loadedSignatures() map[string]Signature {
 	if s != nil {
 		return s
 	}
-	if p := l.signaturesPath(); p != "" && checkCache(l.cacheDir()) == nil {
+	if p := l.signaturesPath(); p != "" && l.checkCache() == nil {
 		if b, err := readCached(p, 0, nil); err == nil {
 			if s, err := ReadSignatures(bytes.NewReader(b)); err == nil && len(s) > 0 {
 				l.mu.Lock()

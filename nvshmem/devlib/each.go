@@ -111,6 +111,9 @@ type EachOptions struct {
 // replaced. An unknown function is an *UnknownFunctionError naming every one, before
 // anything builds; a failed build names the function and the tool's message.
 func (l *Library) BuildEach(ctx context.Context, target ptx.Target, funcs []string, opts EachOptions) (*Set, error) {
+	if err := l.usable(ctx, "BuildEach"); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	plan, err := PlanTarget(target)
 	if err != nil {
@@ -120,7 +123,7 @@ func (l *Library) BuildEach(ctx context.Context, target ptx.Target, funcs []stri
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCache(l.cacheDir()); err != nil {
+	if err := l.checkCache(); err != nil {
 		return nil, err
 	}
 	llc, err := toolchain.LLVMTool("llc")

@@ -157,6 +157,12 @@ var bcVersionRE = regexp.MustCompile(`@nvshmemi_device_lib_version_d\s*=.*\{\s*i
 // BitcodeVersion reads the version the bitcode records in its global
 // nvshmemi_device_lib_version_d ({major, minor, patch}), with llvm-extract and llvm-dis.
 func (l *Library) BitcodeVersion(ctx context.Context) (string, error) {
+	if err := l.usable(ctx, "BitcodeVersion"); err != nil {
+		return "", err
+	}
+	if l.Path == "" {
+		return "", errNoBitcode
+	}
 	ex, err := toolchain.LLVMTool("llvm-extract")
 	if err != nil {
 		return "", err
@@ -278,6 +284,21 @@ func summarize(args []string) string {
 	return strings.Join(args[:6], " ") + fmt.Sprintf(" ... (%d more arguments) ", len(args)-8) + strings.Join(args[len(args)-2:], " ")
 }
 
+// usable refuses a call (what) on a nil *Library or with a nil context.
+func (l *Library) usable(ctx context.Context, what string) error {
+	switch {
+	case l == nil:
+		return fmt.Errorf("devlib: %s of a nil *Library (make one with Open)", what)
+	case ctx == nil:
+		return fmt.Errorf("devlib: %s: nil context", what)
+	}
+	return nil
+}
+
+// errNoBitcode is what reading the bitcode of a Library made by hand without one is (Path
+// "", where the LLVM tools read their defaults: a.out or stdin). Cached builds need none.
+var errNoBitcode = errors.New("devlib: the Library has no bitcode (Path is empty; make one with Open)")
+
 // defineds returns llvm-nm's symbol type for every function and variable the bitcode
 // defines: 'T' for an external function, 't' for an internal one, 'D'/'d' for data.
 func (l *Library) defineds(ctx context.Context) (map[string]byte, error) {
@@ -286,6 +307,9 @@ func (l *Library) defineds(ctx context.Context) (map[string]byte, error) {
 	l.mu.Unlock()
 	if d != nil {
 		return d, nil
+	}
+	if l.Path == "" {
+		return nil, errNoBitcode
 	}
 	nm, err := toolchain.LLVMTool("llvm-nm")
 	if err != nil {
@@ -317,6 +341,9 @@ func (l *Library) defineds(ctx context.Context) (map[string]byte, error) {
 // linkage: NVSHMEM's public device API (every name starts with nvshmem_ or nvshmemx_; in
 // 3.4.5 there are 2208). It runs llvm-nm (about 0.1 s).
 func (l *Library) Functions(ctx context.Context) ([]string, error) {
+	if err := l.usable(ctx, "Functions"); err != nil {
+		return nil, err
+	}
 	d, err := l.defineds(ctx)
 	if err != nil {
 		return nil, err

@@ -105,6 +105,11 @@ func bufferOf[T jit.Elem](c *collectives.Comm, op, name string, t ops.Tensor[T])
 	if err != nil {
 		return nil, fmt.Errorf("dist: %s: %s: %w; make it with dist.Alloc or dist.Tensor", op, name, err)
 	}
+	if dt := jit.ElemType[T](); b.DType() != dt {
+		// A view of another type of the same size (jit.BufferOf): the collective would run on
+		// the buffer's type, reading this one's bits as that.
+		return nil, fmt.Errorf("dist: %s: %s is a tensor of %s over a Comm buffer of %s: the element types must match (make it with dist.Tensor)", op, name, dt, b.DType())
+	}
 	if t.Offset() != 0 || !t.IsContiguous() || t.Len() != b.Len() {
 		return nil, fmt.Errorf("dist: %s: %s (shape %v, strides %v, offset %d) must be its whole Comm buffer of %d elements, contiguous from element 0: the collectives work on whole buffers",
 			op, name, t.Shape(), t.Strides(), t.Offset(), b.Len())
