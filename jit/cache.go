@@ -15,7 +15,6 @@ import (
 	"sync"
 
 	"github.com/kgen-dev/kgen/internal/cachefile"
-	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // Cache is a disk cache of linked cubins, keyed by CacheKey. It is safe for concurrent use by
@@ -71,25 +70,13 @@ func DefaultCacheDir() string {
 	return filepath.Join(os.TempDir(), "kgen-jit-cache")
 }
 
-// CacheDisabled reports whether KGEN_CACHE turns the default cache off ("off", "0", "false").
-func CacheDisabled() bool {
-	switch strings.ToLower(strings.TrimSpace(os.Getenv("KGEN_CACHE"))) {
-	case "off", "0", "false", "no":
-		return true
-	}
-	return false
-}
+// CacheDisabled reports whether KGEN_CACHE turns the default cache off ("off", "0", "false",
+// "no"; see cachefile.Disabled).
+func CacheDisabled() bool { return cachefile.Disabled() }
 
 // cacheEnvErr reports a KGEN_CACHE that is neither an off switch (CacheDisabled) nor an on
 // one (1, true, yes, on): a typo such as "of" kept the cache on, silently.
-func cacheEnvErr() error {
-	v := os.Getenv("KGEN_CACHE")
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "off", "0", "false", "no", "on", "1", "true", "yes":
-		return nil
-	}
-	return fmt.Errorf("jit: KGEN_CACHE=%s: want off, 0, false or no (no cubin cache) or on, 1, true or yes", excerpt.Quote(v))
-}
+func cacheEnvErr() error { return cachefile.EnvErr("jit", "no cubin cache") }
 
 // DefaultCache returns the cache in DefaultCacheDir, disabled when KGEN_CACHE=off.
 func DefaultCache() *Cache {

@@ -65,25 +65,12 @@ func DefaultCacheDir() string {
 }
 
 // CacheDisabled reports whether $KGEN_CACHE turns kgen's caches off ("off", "0", "false",
-// "no"; in any case, spaces around it ignored, as package jit reads it).
-func CacheDisabled() bool {
-	switch strings.ToLower(strings.TrimSpace(os.Getenv("KGEN_CACHE"))) {
-	case "off", "0", "false", "no":
-		return true
-	}
-	return false
-}
+// "no"; in any case, spaces around it ignored, as package jit reads it: cachefile.Disabled).
+func CacheDisabled() bool { return cachefile.Disabled() }
 
 // cacheEnvErr reports a $KGEN_CACHE that is neither an off switch (CacheDisabled) nor an on
 // one (1, true, yes, on), as jit.Open does: a typo such as "of" kept this cache on, silently.
-func cacheEnvErr() error {
-	v := os.Getenv("KGEN_CACHE")
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "off", "0", "false", "no", "on", "1", "true", "yes":
-		return nil
-	}
-	return fmt.Errorf("devlib cache: KGEN_CACHE=%s: want off, 0, false or no (no cache) or on, 1, true or yes", excerpt.Quote(v))
-}
+func cacheEnvErr() error { return cachefile.EnvErr("devlib cache", "no cache") }
 
 func (l *Library) cacheDir() string {
 	if l.NoCache || (l.CacheDir == "" && CacheDisabled()) {
