@@ -224,9 +224,6 @@ type memoKey struct {
 	ops  [3][2]uint64
 }
 
-// regKey packs a register into a map key that hashes fast.
-func regKey(r ptx.Reg) uint64 { return uint64(r.Type)<<56 | uint64(uint32(r.N)) }
-
 func (k *Kernel) op(op string, q []string, t Type, args ...ptx.Operand) {
 	x := k.box()
 	x.ty[0] = t

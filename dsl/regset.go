@@ -2,23 +2,16 @@ package dsl
 
 import "github.com/kgen-dev/kgen/ptx"
 
-// regSet is a set of registers: a bit per register number, by register type. The DSL numbers
-// each type's registers from 0, so the bits stay dense; numbers past regSetDense (a
-// hand-made register) go to a map. The zero regSet is empty.
+// regSet is a set of registers: a bit per register number, by register type. Registers come
+// only from Kernel.reg, which numbers each type's from 0, so the bits stay dense. The zero
+// regSet is empty.
 type regSet struct {
-	bits  [256][]uint64
-	large map[uint64]bool
+	bits [256][]uint64
 }
-
-// regSetDense bounds the register numbers the bitmaps hold.
-const regSetDense = 1 << 22
 
 // has reports whether r is in s.
 func (s *regSet) has(r ptx.Reg) bool {
 	n := uint(r.N)
-	if n >= regSetDense {
-		return s.large[regKey(r)]
-	}
 	b := s.bits[r.Type]
 	return n/64 < uint(len(b)) && b[n/64]>>(n%64)&1 != 0
 }
@@ -26,13 +19,6 @@ func (s *regSet) has(r ptx.Reg) bool {
 // add puts r in s.
 func (s *regSet) add(r ptx.Reg) {
 	n := uint(r.N)
-	if n >= regSetDense {
-		if s.large == nil {
-			s.large = map[uint64]bool{}
-		}
-		s.large[regKey(r)] = true
-		return
-	}
 	b := s.bits[r.Type]
 	if w := int(n / 64); w >= len(b) {
 		b = append(b, make([]uint64, max(w+1-len(b), len(b)))...)
