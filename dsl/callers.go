@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -78,15 +79,22 @@ func walkedPos() (ptx.Pos, bool) {
 		if !ok {
 			return ptx.Pos{}, false // not learned: runtime.Callers learns it
 		}
-		walkTable[walkSlot(pc)].Store(&walkEntry{pc: pc, info: w.(walkInfo)})
+		storeWalk(pc, w.(walkInfo))
 	}
 	return ptx.Pos{}, false
 }
 
-// walkTable holds recent walkInfos, direct-mapped by return PC, for walkKnown: entries are
-// immutable and replaced whole, so readers need no lock, and a lookup is a load, not a call
-// (sync.Map's were most of a walk's cost).
-var walkTable [1 << 12]atomic.Pointer[walkEntry]
+// walkTable holds recent walkInfos (*walkEntry), direct-mapped by return PC, for walkKnown:
+// entries are immutable and replaced whole (storeWalk), so readers need no lock, and a
+// lookup is a load, not a call (sync.Map's were most of a walk's cost). walkKnown reads it
+// with loadEntry, not atomic.LoadPointer: that is a Go call under -race, and a call can move
+// the stack under a walk.
+var walkTable [1 << 12]unsafe.Pointer
+
+// storeWalk publishes info for pc in walkTable.
+func storeWalk(pc uintptr, info walkInfo) {
+	atomic.StorePointer(&walkTable[walkSlot(pc)], unsafe.Pointer(&walkEntry{pc: pc, info: info}))
+}
 
 // walkEntry is one walkTable entry.
 type walkEntry struct {
@@ -94,7 +102,17 @@ type walkEntry struct {
 	info walkInfo
 }
 
-// walkSlot returns pc's index in walkTable.
+// clearWalkTable empties walkTable.
+func clearWalkTable() {
+	for i := range walkTable {
+		atomic.StorePointer(&walkTable[i], nil)
+	}
+}
+
+// walkSlot returns pc's index in walkTable (nosplit: walkKnown calls it in builds that do
+// not inline).
+//
+//go:nosplit
 func walkSlot(pc uintptr) uintptr { return (pc ^ pc>>12) % uintptr(len(walkTable)) }
 
 // What walkKnown found.
@@ -140,7 +158,7 @@ func learnWalk(exact []uintptr) {
 		info.pos, info.found = firstOutside(exact[j:k])
 		info.next = !info.found
 		walkInfos.Store(p, info)
-		walkTable[walkSlot(p)].Store(&walkEntry{pc: p, info: info})
+		storeWalk(p, info)
 		if info.found {
 			return
 		}

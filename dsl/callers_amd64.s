@@ -13,3 +13,11 @@ TEXT ·loadWord(SB),NOSPLIT|NOFRAME,$0-16
 	MOVQ (AX), AX
 	MOVQ AX, ret+8(FP)
 	RET
+
+// func loadEntry(p *unsafe.Pointer) *walkEntry
+// The walkTable entry at p, read without a Go call (see walkKnown).
+TEXT ·loadEntry(SB),NOSPLIT|NOFRAME,$0-16
+	MOVQ p+0(FP), AX
+	MOVQ (AX), AX
+	MOVQ AX, ret+8(FP)
+	RET

@@ -1,6 +1,7 @@
 package dsl_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -44,4 +45,54 @@ func hasTarget(ts []ptx.Target, t ptx.Target) bool {
 		}
 	}
 	return false
+}
+
+// TestFrameWalkWhileStacksGrow builds every library kernel variant eight times over from
+// new goroutines, each round first descending one frame further, so that goroutine stacks grow at
+// every point of a build, the frame walk included, while freed stacks are reused. A walk that
+// made a Go call with a stack check could have its stack moved under it and then followed
+// freed memory: under -race the walk faulted here before it was made nosplit.
+func TestFrameWalkWhileStacksGrow(t *testing.T) {
+	type job struct {
+		s *kernels.Spec
+		c kernels.Config
+	}
+	var jobs []job
+	for _, s := range kernels.All() {
+		for _, dt := range s.DTypes {
+			jobs = append(jobs, job{s, kernels.Config{Target: s.Targets[len(s.Targets)-1], DType: dt}})
+		}
+	}
+	var wg sync.WaitGroup
+	const reps = 8
+	errs := make(chan error, reps*len(jobs))
+	for rep := range reps {
+		for _, j := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- descend(rep, func() error { _, err := j.s.Build(j.c); return err })
+			}()
+		}
+		if rep%2 == 1 {
+			wg.Wait() // let the finished goroutines' stacks be reused
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// descend calls f from depth frames further down (a few words of stack each).
+//
+//go:noinline
+func descend(depth int, f func() error) error {
+	if depth == 0 {
+		return f()
+	}
+	return descend(depth-1, f)
 }

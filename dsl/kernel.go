@@ -267,9 +267,7 @@ func MarkLibrary() {
 	libMu.Unlock()
 	posCache.Clear() // resolutions made before may have stopped in the library
 	walkInfos.Clear()
-	for i := range walkTable {
-		walkTable[i].Store(nil)
-	}
+	clearWalkTable()
 }
 
 var (
