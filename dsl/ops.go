@@ -812,11 +812,8 @@ func (v Value) To(t Type) Value {
 			r, _ := floatConst(k, t, constFloat(v))
 			return r
 		case isFloat(t):
-			if v.t.Kind() == ptx.KindUnsigned {
-				r, _ := floatConst(k, t, float64(uint64(constInt(v))))
-				return r
-			}
-			r, _ := floatConst(k, t, float64(constInt(v)))
+			x := constInt(v)
+			r, _ := floatConst(k, t, intFloat(t, x, uint64(x), v.t.Kind() == ptx.KindUnsigned))
 			return r
 		case isInt(v.t):
 			return wrapInt(k, t, constInt(v))

@@ -3,6 +3,7 @@ package dsl
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/kgen-dev/kgen/internal/fp"
 	"github.com/kgen-dev/kgen/ptx"
@@ -126,10 +127,8 @@ func constOf(k *Kernel, t Type, x any) (Value, error) {
 	}
 	switch {
 	case t.IsFloat():
-		if isInt {
-			f = float64(i)
-		} else if isUint {
-			f = float64(u)
+		if isInt || isUint {
+			f = intFloat(t, i, u, isUint)
 		}
 		v, err := floatConst(k, t, f)
 		if err == nil && !math.IsInf(f, 0) && math.IsInf(constFloat(v), 0) {
@@ -180,9 +179,9 @@ func floatConst(k *Kernel, t Type, f float64) (Value, error) {
 	case F32:
 		f = float64(float32(f))
 	case F16:
-		f = float64(fp.F16ToF32(fp.F32ToF16(float32(f))))
+		f = float64(fp.F16ToF32(fp.F32ToF16(f32Odd(f))))
 	case BF16:
-		f = float64(fp.BF16ToF32(fp.F32ToBF16(float32(f))))
+		f = float64(fp.BF16ToF32(fp.F32ToBF16(f32Odd(f))))
 	case E4M3:
 		b, ok := fp.F64ToE4M3(f)
 		if !ok {
@@ -200,6 +199,54 @@ func floatConst(k *Kernel, t Type, f float64) (Value, error) {
 		return Value{}, fmt.Errorf("no constants of type %s", t)
 	}
 	return Value{k: k, t: t, op: ptx.Imm{Type: ptx.F64, Bits: math.Float64bits(f)}}, nil
+}
+
+// f32Odd rounds f to float32 with round-to-odd: f itself when representable, else the
+// neighbour toward zero with its last bit set. A second rounding to nearest, to a format of
+// at most 22 significant bits (f16, bf16), is then f's correct rounding. float32(f) there
+// rounded twice: 1 + 2^-11 + 2^-40 became the f16 midpoint 1 + 2^-11, then 1 by ties to
+// even, not 1 + 2^-10 as cvt.rn.f16.f64 gives.
+func f32Odd(f float64) float32 {
+	r := float32(f)
+	if float64(r) == f || math.IsNaN(f) {
+		return r
+	}
+	if math.Abs(float64(r)) > math.Abs(f) {
+		r = math.Nextafter32(r, 0)
+	}
+	return math.Float32frombits(math.Float32bits(r) | 1)
+}
+
+// intFloat is the integer i (or u, unsigned) as floatConst takes it for float type t: for
+// f64 rounded to nearest, for narrower types rounded to odd at 53 bits, so that floatConst's
+// rounding is the only one. float64 of a 64-bit integer beyond 2^53 rounded first:
+// Const(F32, int64(1<<60+1<<36+1)) was 2^60, not 2^60+2^37 (Go's float32 of it, and
+// cvt.rn.f32.s64's).
+func intFloat(t Type, i int64, u uint64, unsigned bool) float64 {
+	neg := !unsigned && i < 0
+	if !unsigned {
+		if t == F64 {
+			return float64(i)
+		}
+		u = uint64(i)
+		if neg {
+			u = -u
+		}
+	} else if t == F64 {
+		return float64(u)
+	}
+	if s := bits.Len64(u) - 53; s > 0 {
+		m := u >> s
+		if u&(1<<s-1) != 0 {
+			m |= 1
+		}
+		u = m << s
+	}
+	f := float64(u) // exact: at most 53 significant bits
+	if neg {
+		f = -f
+	}
+	return f
 }
 
 // fp8Bits encodes an fp8 constant's value (already exact in t).

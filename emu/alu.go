@@ -3,6 +3,7 @@ package emu
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/bits"
 
 	"github.com/kgen-dev/kgen/ptx"
@@ -79,6 +80,30 @@ func floatOps(t ptx.Type, mode uint8) (func(uint64) float64, func(float64) uint6
 	return nil, nil, false
 }
 
+// ftzBits returns the function that flushes a subnormal of scalar type t (f32 or f16, the
+// types .ftz applies to) to the zero of its sign, or nil for another type. .ftz on f16 and
+// f16x2 arithmetic, neg and abs of either, and setp.ftz.f16 were taken as without it: a
+// subnormal f16 input went through (mul.ftz.f16 of 0x0003 by 1 gave 0x0003, not 0).
+func ftzBits(t ptx.Type) func(uint64) uint64 {
+	switch t {
+	case ptx.F32:
+		return func(x uint64) uint64 {
+			if x&0x7f800000 == 0 {
+				return x & 0x80000000
+			}
+			return x
+		}
+	case ptx.F16:
+		return func(x uint64) uint64 {
+			if x&0x7c00 == 0 {
+				return x & 0x8000
+			}
+			return x
+		}
+	}
+	return nil
+}
+
 // packed lifts a scalar half operation to f16x2/bf16x2.
 func packed(f laneFn) laneFn {
 	return func(a, b, c, d uint64) uint64 {
@@ -107,12 +132,15 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 	if !ok {
 		return nil, fmt.Errorf("no float type")
 	}
-	if st == ptx.F64 && mode != rndNear && (op == "add" || op == "sub" || op == "mul" || op == "fma" || op == "mad" || op == "div") {
+	// (rcp and sqrt joined the refused: they rounded to nearest whatever the mode, so
+	// sqrt.rz.f64 of 2 gave 0x3ff6a09e667f3bcd, not ...bcc.)
+	if st == ptx.F64 && mode != rndNear && (op == "add" || op == "sub" || op == "mul" || op == "fma" || op == "mad" || op == "div" || op == "rcp" || op == "sqrt") {
 		return nil, fmt.Errorf("directed rounding of f64 arithmetic")
 	}
 	sat := q.has("sat")
 	relu := q.has("relu")
-	ftz := q.has("ftz") && st == ptx.F32
+	flush := ftzBits(st)
+	ftz := q.has("ftz") && flush != nil
 	var f laneFn
 	fin := func(v float64) float64 {
 		if relu && v < 0 {
@@ -128,9 +156,9 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 	}
 	in := wid
 	if ftz {
-		in = func(x uint64) float64 { return float64(ftz32(f32(x))) }
-		n0 := nar
-		nar = func(v float64) uint64 { return bf32(ftz32(f32(n0(v)))) }
+		w0, n0 := wid, nar
+		in = func(x uint64) float64 { return w0(flush(x)) }
+		nar = func(v float64) uint64 { return flush(n0(v)) }
 	}
 	fast := st == ptx.F32 && mode == rndNear && !sat && !ftz && !relu
 	switch op {
@@ -210,9 +238,15 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 	case "neg":
 		sb := uint64(1) << (st.Bits() - 1)
 		f = func(a, _, _, _ uint64) uint64 { return a ^ sb }
+		if ftz {
+			f = func(a, _, _, _ uint64) uint64 { return flush(a) ^ sb }
+		}
 	case "abs":
 		sb := uint64(1) << (st.Bits() - 1)
 		f = func(a, _, _, _ uint64) uint64 { return a &^ sb }
+		if ftz {
+			f = func(a, _, _, _ uint64) uint64 { return flush(a) &^ sb }
+		}
 	case "sqrt":
 		f = func(a, _, _, _ uint64) uint64 { return nar(math.Sqrt(in(a))) }
 	case "rsqrt":
@@ -588,7 +622,10 @@ func prmtFn(mode string) laneFn {
 			sel = [4]uint64{s, s + 1, s + 2, s + 3}
 		case "b4e":
 			s := c & 3
-			sel = [4]uint64{(8 - s) & 7, (7 - s) & 7, (6 - s) & 7, (5 - s) & 7}
+			// backward from byte s: d.b0 = s, d.b1 = s-1, ... (mod 8), the ISA's table
+			// (b3..b0) 5 6 7 0 / 6 7 0 1 / 7 0 1 2 / 0 1 2 3. It read 8-s, 7-s, ..., right
+			// for s = 0 only.
+			sel = [4]uint64{s, (s + 7) & 7, (s + 6) & 7, (s + 5) & 7}
 		case "rc8":
 			s := c & 3
 			sel = [4]uint64{s, s, s, s}
@@ -649,8 +686,9 @@ func compareFn(cmp string, t ptx.Type, ftz bool) (func(a, b uint64) bool, error)
 		if !ok {
 			return nil, fmt.Errorf("no float compare on %s", t)
 		}
-		if ftz && t == ptx.F32 {
-			wid = func(x uint64) float64 { return float64(ftz32(f32(x))) }
+		if flush := ftzBits(t); ftz && flush != nil {
+			w0 := wid
+			wid = func(x uint64) float64 { return w0(flush(x)) }
 		}
 		var f func(x, y float64) bool
 		switch cmp {
@@ -914,17 +952,70 @@ func cvtFn(dt, at ptx.Type, q tokens) (laneFn, error) {
 			}
 			return func(a, _, _, _ uint64) uint64 { return bf64(float64(a & widthMask(aw))) }, nil
 		}
+		prec := floatPrec(dt)
 		return func(a, _, _, _ uint64) uint64 {
 			var v float64
 			if asigned {
-				v = float64(sext(a, aw))
+				v = intToFloat(int64(sext(a, aw)), 0, true, prec, mode)
 			} else {
-				v = float64(a & widthMask(aw))
+				v = intToFloat(0, a&widthMask(aw), false, prec, mode)
 			}
 			return fromFloat(dt, post(v), mode)
 		}, nil
 	}
 	return nil, fmt.Errorf("cvt %s.%s", dt, at)
+}
+
+// floatPrec is the significand precision in bits (with the hidden bit) of float type t.
+func floatPrec(t ptx.Type) uint {
+	switch t {
+	case ptx.F64:
+		return 53
+	case ptx.F32:
+		return 24
+	case ptx.F16:
+		return 11
+	case ptx.BF16:
+		return 8
+	case ptx.E4M3:
+		return 4
+	case ptx.E5M2:
+		return 3
+	}
+	return 53
+}
+
+// intToFloat is the integer s (signed) or u rounded once, with mode, to prec significant
+// bits. float64(x) of a 64-bit integer beyond 2^53 rounds to nearest first: a second
+// rounding to the destination then went wrong for the directed modes (cvt.rz.f64.s64 of
+// 2^54+3 gave 2^54+4) and at ties (cvt.rn.bf16.s64 of 2^60+2^52+1 gave 2^60).
+func intToFloat(s int64, u uint64, signed bool, prec uint, mode uint8) float64 {
+	const exact = 1 << 53 // float64 holds every integer of magnitude up to this
+	switch {
+	case signed && s >= -exact && s <= exact:
+		return float64(s) // exact; fromFloat rounds it once
+	case !signed && u <= exact:
+		return float64(u)
+	}
+	var x big.Float
+	x.SetPrec(prec)
+	switch mode {
+	case rndZero:
+		x.SetMode(big.ToZero)
+	case rndDown:
+		x.SetMode(big.ToNegativeInf)
+	case rndUp:
+		x.SetMode(big.ToPositiveInf)
+	default:
+		x.SetMode(big.ToNearestEven)
+	}
+	if signed {
+		x.SetInt64(s)
+	} else {
+		x.SetUint64(u)
+	}
+	v, _ := x.Float64() // exact: prec <= 53
+	return v
 }
 
 func testpFn(kind string, t ptx.Type) (laneFn, error) {

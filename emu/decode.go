@@ -400,6 +400,16 @@ func (d *decoder) decodeOp(di *dinst, in *ptx.Instr) error {
 		if err != nil {
 			return err
 		}
+		// A signed integer result narrower than its destination register is sign-extended
+		// to the register's width, as ld does (PTX's relaxed type-checking rules for
+		// destination operands, which cover ld, st and cvt): cvt.s8.s32 of 0x1ff into a
+		// .b32 register is 0xffffffff; it was 0x000000ff.
+		if dt := in.Types[0]; dt.Kind() == ptx.KindSigned && len(args) > 0 {
+			if r, ok := args[0].(ptx.Reg); ok && r.Type.Bits() > dt.Bits() {
+				dw, rm, f0 := dt.Bits(), widthMask(r.Type.Bits()), fn
+				fn = func(a, b, c, e uint64) uint64 { return uint64(sext(f0(a, b, c, e), dw)) & rm }
+			}
+		}
 		if err := d.alu(di, args, fn, in.Types[1]); err != nil {
 			return err
 		}

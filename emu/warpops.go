@@ -129,6 +129,10 @@ func execRedux(w *warp, in *dinst, part uint32) {
 				}
 			case in.op == aMin && b < a, in.op == aMax && b > a:
 				acc = v
+			case a == b && a == 0 && math.Signbit(b) == (in.op == aMin):
+				// -0 is below +0, as min.f32 and max.f32 have it: the result was the
+				// first lane's zero, so it hung on the lane order.
+				acc = v
 			}
 			continue
 		}

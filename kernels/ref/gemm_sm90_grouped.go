@@ -286,8 +286,9 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 // B groups x K x N, C M x N, all row-major; C may be nil when beta is 0), the product
 // scaled by scaleA[r]*scaleB[g*n+j] when scaleA is not nil, and NaN on the rows of no
 // group. scale[i] is the sum of the absolute terms of D[i] (for GemmTolerance). Inputs that
-// do not match the shapes (an extent below 1, a slice shorter than its shape, a group's rows
-// outside [0, m)) give nil, nil: the reference computes nothing rather than panic.
+// do not match the shapes (an extent below 1, no group among them, a slice shorter than its
+// shape, a group's rows outside [0, m)) give nil, nil: the reference computes nothing rather
+// than panic.
 func GroupedMatmulRef(a, b, c []float64, offs []int32, m, n, k int, alpha, beta float64, scaleA, scaleB []float64) (d, scale []float64) {
 	g := max(len(offs)-1, 0)
 	lo, hi := make([]int, g), make([]int, g)
@@ -318,7 +319,9 @@ func groupedRefFits(a, b, c []float64, lo, hi []int, m, n, k int, beta float64, 
 	g := len(lo)
 	mn, mk, bn := refProduct(m, n), refProduct(m, k), refProduct(g, k, n)
 	switch {
-	case m < 1 || n < 1 || k < 1 || mn < 0 || mk < 0 || bn < 0 || refProduct(g, n) < 0:
+	case g < 1 || m < 1 || n < 1 || k < 1 || mn < 0 || mk < 0 || bn < 0 || refProduct(g, n) < 0:
+		// No group leaves n bound by no slice: an n of 2^31 had the reference allocate
+		// m*n NaN rows (a fatal out of memory, with 2 values of A).
 		return false
 	case len(a) < mk || len(b) < bn || beta != 0 && len(c) < mn:
 		return false
