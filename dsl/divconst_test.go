@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/kgen-dev/kgen/dsl"
@@ -38,6 +39,17 @@ func TestDivByConstant(t *testing.T) {
 	plain.Store(plain.PtrParam("out", dsl.U32).At(uint32(0)), x.Div(uint32(8)).Add(x.Rem(uint32(3))))
 	if m, err := plain.Build(); err != nil || !regexp.MustCompile(`div\.u32 [^,]+, [^,]+, 8;`).MatchString(m.String()) || !regexp.MustCompile(`rem\.u32 [^,]+, [^,]+, 3;`).MatchString(m.String()) {
 		t.Fatalf("without WithShiftDivision Div and Rem by constants stay div and rem (%v):\n%v", err, m)
+	}
+	// SetShiftDivision turns it on and off within a kernel.
+	mixed := dsl.New("mixed", dsl.WithTarget(ptx.SM90))
+	y := k0Load(mixed)
+	out := mixed.PtrParam("out", dsl.U32)
+	mixed.SetShiftDivision(true)
+	mixed.Store(out.At(uint32(0)), y.Div(uint32(8)))
+	mixed.SetShiftDivision(false)
+	mixed.Store(out.At(uint32(1)), y.Div(uint32(16)))
+	if m, err := mixed.Build(); err != nil || strings.Contains(m.String(), ", 8;") || !regexp.MustCompile(`div\.u32 [^,]+, [^,]+, 16;`).MatchString(m.String()) {
+		t.Fatalf("SetShiftDivision(true) then (false): want the division by 8 as a shift and the one by 16 kept (%v):\n%v", err, m)
 	}
 	for _, tc := range types {
 		t.Run(tc.t.String(), func(t *testing.T) {

@@ -85,6 +85,16 @@ func WithoutLoc() Option { return func(k *Kernel) { k.noLoc = true } }
 // was not faster everywhere (docs/dsl.md, "Division by a constant").
 func WithShiftDivision() Option { return func(k *Kernel) { k.shiftDiv = true } }
 
+// SetShiftDivision turns WithShiftDivision on or off for the Div and Rem built from here on:
+// a library kernel whose configuration measured faster with it (GemmSM90Config.ShiftDivision)
+// turns it on in its body.
+func (k *Kernel) SetShiftDivision(on bool) {
+	if !k.live() {
+		return
+	}
+	k.shiftDiv = on
+}
+
 // Kernel builds one PTX kernel (.entry) and the module around it; make one with New. On a
 // nil Kernel every method is a no-op returning zeros, and Build and Err report it. A zero
 // Kernel (not made by New) is made usable on first use, and Build reports the misuse.

@@ -48,6 +48,10 @@ type AttentionSM90Config struct {
 	// AttentionSchedArgs after the other parameters). The causal tiles' costs differ (a
 	// query tile's key tiles), so the strided walk balances them badly.
 	Schedule AttentionSchedule
+	// ShiftDivision builds the kernel's integer divisions and remainders by constants as
+	// shifts and masks (dsl.Kernel.SetShiftDivision): ptxas compiles div and rem by an
+	// immediate to a general sequence of about 30 instructions.
+	ShiftDivision bool
 }
 
 // DefaultAttentionSM90Config is the library's sm_90a attention for dt and headDim: two
@@ -142,6 +146,9 @@ func (c AttentionSM90Config) Name() string {
 		s += "_dyn"
 	default:
 		s += fmt.Sprintf("_sched%d", int(c.Schedule))
+	}
+	if c.ShiftDivision {
+		s += "_sdiv"
 	}
 	return s
 }
@@ -393,6 +400,9 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 	if k.Target() != ptx.SM90a {
 		k.Errorf("attention_sm90: wgmma and setmaxnreg need sm_90a; the kernel targets %s", k.Target())
 		return
+	}
+	if cfg.ShiftDivision {
+		k.SetShiftDivision(true)
 	}
 	// Registers at entry fixed (65536 over the block) so that ptxas honours setmaxnreg.
 	k.LaunchBounds(cfg.Threads(), 1)

@@ -55,6 +55,10 @@ type GemmSM90Config struct {
 	// piece p's counter is e*PieceSignals (a stream waits for it with cuStreamWaitValue32's
 	// cyclic GEQ). Not with clusters or the fused kernels' hooks.
 	Pieces bool
+	// ShiftDivision builds the kernel's integer divisions and remainders by constants as
+	// shifts and masks (dsl.Kernel.SetShiftDivision): ptxas compiles div and rem by an
+	// immediate to a general sequence of about 30 instructions.
+	ShiftDivision bool
 }
 
 // DefaultGemmSM90Config is the library's sm_90a gemm for large problems: 128x256x64 tiles
@@ -222,6 +226,9 @@ func (c GemmSM90Config) Name() string {
 	}
 	if c.Pieces {
 		n += "_pieces"
+	}
+	if c.ShiftDivision {
+		n += "_sdiv"
 	}
 	return n + c.Epilogue.suffix()
 }
@@ -483,6 +490,9 @@ func gemmSM90(k *dsl.Kernel, cfg GemmSM90Config, hook EpilogueHook) {
 	if k.Target() != ptx.SM90a {
 		k.Errorf("gemm_sm90: wgmma and setmaxnreg need sm_90a; the kernel targets %s", k.Target())
 		return
+	}
+	if cfg.ShiftDivision {
+		k.SetShiftDivision(true)
 	}
 	// .maxntid and .minnctapersm 1: ptxas then fixes the registers at entry (65536 over the
 	// block), without which it ignores setmaxnreg (C7508).

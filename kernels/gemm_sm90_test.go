@@ -299,3 +299,45 @@ func TestGemmSM90WithEpilogue(t *testing.T) {
 		}
 	}
 }
+
+// TestShiftDivisionConfigs builds gemm_sm90 and attention_sm90 with and without
+// ShiftDivision: the option must be in the name (a variant of its own) and take the
+// divisions by powers of two out of the PTX.
+func TestShiftDivisionConfigs(t *testing.T) {
+	divPow2 := regexp.MustCompile(`(div|rem)\.u32 [^,]+, [^,]+, (2|4|8|16|32|64|128|256);`)
+	for _, c := range []struct {
+		name  string
+		build func(k *dsl.Kernel, on bool) string
+	}{
+		{"gemm_sm90", func(k *dsl.Kernel, on bool) string {
+			cfg := DefaultGemmSM90Config(dsl.BF16)
+			cfg.ShiftDivision = on
+			GemmSM90(k, cfg)
+			return cfg.Name()
+		}},
+		{"attention_sm90", func(k *dsl.Kernel, on bool) string {
+			cfg := DefaultAttentionSM90Config(dsl.BF16, 64, true)
+			cfg.ShiftDivision = on
+			AttentionSM90(k, cfg)
+			return cfg.Name()
+		}},
+	} {
+		var names [2]string
+		var divs [2]int
+		for i, on := range []bool{false, true} {
+			k := dsl.New("k", dsl.WithTarget(ptx.SM90a))
+			names[i] = c.build(k, on)
+			m, err := k.Build()
+			if err != nil {
+				t.Fatalf("%s ShiftDivision %v: %v", c.name, on, err)
+			}
+			divs[i] = len(divPow2.FindAllString(m.String(), -1))
+		}
+		if names[0] == names[1] || !strings.HasSuffix(names[1], "_sdiv") {
+			t.Errorf("%s: names %q and %q: want the option's own suffix", c.name, names[0], names[1])
+		}
+		if divs[0] == 0 || divs[1] != 0 {
+			t.Errorf("%s: div/rem by powers of two: %d without the option, %d with it; want some, then none", c.name, divs[0], divs[1])
+		}
+	}
+}

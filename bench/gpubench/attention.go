@@ -48,6 +48,7 @@ func runAttention(args []string) error {
 	pingPong := fs.Bool("pingpong", false, "sm90: alternate the two consumer warpgroups' GEMMs and softmaxes (FA3 ping-pong; default: the library's)")
 	consumers := fs.Int("consumers", 0, "sm90: consumer warpgroups, 1, 2 or 3 (3: head dim 64; 0: default); -bn and -stages apply to sm90 too")
 	persistent := fs.Bool("persistent", false, "sm90: one block an SM, each walking several (query tile, head, batch) tiles (AttentionSM90Config.Persistent; -persistent=false forces one block a tile; default: the library's)")
+	shiftDiv := fs.Bool("shiftdiv", false, "sm90: divisions and remainders by constants as shifts (AttentionSM90Config.ShiftDivision; default: the library's)")
 	schedule := fs.String("schedule", "", "sm90: the work tiles' order and walk (AttentionSM90Config.Schedule): strided, lpt (longest first across the heads; a snake walk with -persistent, else the grid's order) or dynamic (a tile counter; implies -persistent unless -persistent=false is given); default: the library's")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -109,6 +110,8 @@ func runAttention(args []string) error {
 					c.PingPong = *pingPong
 				case "persistent":
 					c.Persistent, persistentSet = *persistent, true
+				case "shiftdiv":
+					c.ShiftDivision = *shiftDiv
 				case "schedule":
 					c.Schedule, schedErr = kernels.ParseAttentionSchedule(*schedule)
 				}

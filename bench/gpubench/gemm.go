@@ -51,6 +51,7 @@ func runGemm(args []string) error {
 	fs.IntVar(&h.ClusterM, "sm90-cluster", 0, "gemm_sm90: blocks per cluster along M sharing B by TMA multicast (0 or 1: none, 2); also with GemmSM90For's picks")
 	fs.IntVar(&sm90GridSMs, "sm90-grid-sms", 0, "gemm_sm90: size the persistent grid for this many SMs (0: the device's; with clusters, what may run at once can be fewer)")
 	fs.BoolVar(&h.TMAStore, "sm90-tma-store", false, "gemm_sm90: the epilogue stores D through shared memory with TMA (true or false; given, it overrides GemmSM90For's picks, their stages cut to fit)")
+	fs.BoolVar(&h.ShiftDivision, "sm90-shiftdiv", false, "gemm_sm90: divisions and remainders by constants as shifts (GemmSM90Config.ShiftDivision; given, it overrides GemmSM90For's picks)")
 	fs.BoolVar(&h.PingPong, "sm90-pingpong", false, "gemm_sm90: the ping-pong schedule, two consumer warpgroups each with its own 64 x BN tiles, one's epilogue under the other's mainloop (needs -sm90-consumers 2; given with GemmSM90For's picks, it overrides them: two consumers of 64-row tiles, stages cut to fit)")
 	epi := fs.String("epilogue", "", "also time the gemm with these epilogue options beside the plain one, in the same call (bias,silu; bias,gelu; relu; residual; ...: kernels.ParseEpilogue); with -dir torch_gemm.py times torch's matmul + bias + activation (+ residual) on the same inputs")
 	if err := fs.Parse(args); err != nil {
@@ -60,14 +61,14 @@ func runGemm(args []string) error {
 		return usageError{err}
 	}
 	// Without -sm90-* flags each shape runs what kernels.GemmSM90For picks for it;
-	// -sm90-cluster, -sm90-tma-store and -sm90-pingpong, when given, then override its
+	// -sm90-cluster, -sm90-tma-store, -sm90-pingpong and -sm90-shiftdiv, when given, then override its
 	// pick's options.
 	auto := true
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
 		set[f.Name] = true
 		switch f.Name {
-		case "sm90-cluster", "sm90-tma-store", "sm90-grid-sms", "sm90-pingpong":
+		case "sm90-cluster", "sm90-tma-store", "sm90-grid-sms", "sm90-pingpong", "sm90-shiftdiv":
 		default:
 			if strings.HasPrefix(f.Name, "sm90-") {
 				auto = false
@@ -120,6 +121,9 @@ func runGemm(args []string) error {
 			}
 			if set["sm90-tma-store"] {
 				h.TMAStore = opt.TMAStore
+			}
+			if set["sm90-shiftdiv"] {
+				h.ShiftDivision = opt.ShiftDivision
 			}
 			if set["sm90-pingpong"] && opt.PingPong {
 				// The pick's tile rows as 64-row tiles of two alternating warpgroups.
