@@ -772,6 +772,9 @@ func compareFn(cmp string, t ptx.Type, ftz bool) (func(a, b uint64) bool, error)
 
 // cvtFn builds the lane function of cvt.dt.at.
 func cvtFn(dt, at ptx.Type, q tokens) (laneFn, error) {
+	if dt == ptx.TF32 {
+		return cvtTF32Fn(at, q)
+	}
 	mode, hasRnd := rndOf(q)
 	sat := q.has("sat")
 	satfinite := q.has("satfinite")
@@ -1049,5 +1052,30 @@ func testpFn(kind string, t ptx.Type) (laneFn, error) {
 			return 1
 		}
 		return 0
+	}, nil
+}
+
+// cvtTF32Fn is cvt.rna{.satfinite}.tf32.f32 as ptxas 13 compiles it for sm_80 and sm_90
+// (nvdisasm; docs/facts.md): a finite value's bits plus 0x1000, half a tf32 ulp of its
+// magnitude (ties away from zero; past the largest finite, infinity), then the low 13 bits
+// cleared, infinities and NaNs included; with .satfinite a result that is then infinite or
+// NaN loses 0x2000 (an infinity becomes the largest finite tf32 of its sign). ptxas
+// compiles the .rn and .rz forms to F2FP.TF32, whose result bits are not documented: the
+// emulator refuses them rather than guess.
+func cvtTF32Fn(at ptx.Type, q tokens) (laneFn, error) {
+	if at != ptx.F32 || !q.has("rna") {
+		return nil, fmt.Errorf("cvt to .tf32 other than cvt.rna.tf32.f32 is not emulated (ptxas compiles .rn and .rz to F2FP.TF32, whose result bits are not documented)")
+	}
+	satf := q.has("satfinite")
+	return func(a, _, _, _ uint64) uint64 {
+		x := uint32(a)
+		if x&0x7fffffff < 0x7f800000 {
+			x += 0x1000
+		}
+		x &= 0xffffe000
+		if satf && x&0x7fffffff >= 0x7f800000 {
+			x -= 0x2000
+		}
+		return uint64(x)
 	}, nil
 }

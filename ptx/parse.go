@@ -954,13 +954,13 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		a := Addr{}
 		base := in
 		if i := strings.LastIndexByte(in, '+'); i > 0 {
-			off, err := strconv.ParseInt(in[i+1:], 10, 64)
-			if err != nil || strings.ContainsAny(in[i+1:], "_+") {
+			off, ok := parseAddrInt(in[i+1:])
+			if !ok {
 				return nil, errorf("bad address %s", s)
 			}
 			a.Off, base = off, in[:i]
 		}
-		if n, err := strconv.ParseInt(base, 10, 64); err == nil && !strings.ContainsAny(base, "_+") {
+		if n, ok := parseAddrInt(base); ok {
 			if a.Off != 0 || base != in && base == "" {
 				return nil, errorf("bad address %s (a number plus an offset)", s)
 			}
@@ -1012,6 +1012,27 @@ func (p *parser) operand(s string, t Type) (Operand, error) {
 		return nil, errorf("bad operand %q", s)
 	}
 	return Sym(s), nil
+}
+
+// parseAddrInt reads an address's integer (an offset, or a whole absolute address) as
+// ptxas does: decimal, hexadecimal (0x), octal (a leading 0) or binary (0b), an optional
+// minus sign and U suffix, within int64.
+func parseAddrInt(s string) (int64, bool) {
+	t, neg := strings.CutPrefix(s, "-")
+	t = strings.TrimSuffix(t, "U")
+	if t == "" || strings.ContainsAny(t, "_+-") || strings.HasPrefix(t, "0o") || strings.HasPrefix(t, "0O") {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(t, 0, 64)
+	switch {
+	case err != nil:
+		return 0, false
+	case neg && v <= 1<<63:
+		return int64(-v), true
+	case !neg && v <= math.MaxInt64:
+		return int64(v), true
+	}
+	return 0, false
 }
 
 // parseImm reads an immediate as FormatImm writes it; integers take the type t (or S64/U64

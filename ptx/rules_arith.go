@@ -156,7 +156,7 @@ func init() {
 
 	for _, op := range []string{"min", "max"} {
 		r := &rule{
-			slots: []slot{one("ftz"), one("NaN"), one("xorsign"), one("abs")},
+			slots: []slot{one("ftz"), one("NaN"), one("xorsign"), one("abs"), one("relu")},
 			types: [][]Type{join(intTypes, floatTypes)},
 			args:  same(3),
 			excl: []excl{
@@ -165,8 +165,14 @@ func init() {
 		}
 		r.check = func(in *Instr) string {
 			t := in.Type()
+			if r.q(in, "relu") != "" {
+				if t != S32 || len(in.Q) > 1 {
+					return in.Op + ".relu applies to .s32 alone"
+				}
+				return ""
+			}
 			if t.IsInt() && len(in.Q) > 0 {
-				return "integer " + in.Op + " takes no qualifiers"
+				return "integer " + in.Op + " takes no qualifiers but .relu (on .s32)"
 			}
 			if r.q(in, "ftz") != "" && !slices.Contains(ftzTypes, t) {
 				return ".ftz applies to .f32, .f16 and .f16x2 only"
@@ -190,6 +196,9 @@ func init() {
 			}
 			if in.HasQ("xorsign") {
 				ns = append(ns, nd(72, 86, in.Op+".xorsign.abs needs sm_86 and PTX 7.2"))
+			}
+			if in.HasQ("relu") {
+				ns = append(ns, nd(80, 90, in.Op+".relu needs sm_90 and PTX 8.0"))
 			}
 			return ns
 		}

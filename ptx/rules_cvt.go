@@ -7,7 +7,7 @@ import "slices"
 
 var (
 	fp8x2      = []Type{E4M3x2, E5M2x2}
-	cvtDst     = join(cvtTypes, []Type{F16x2, BF16x2}, fp8x2)
+	cvtDst     = join(cvtTypes, []Type{F16x2, BF16x2, TF32}, fp8x2)
 	cvtSrc     = join(cvtTypes, []Type{F16x2}, fp8x2)
 	cvtPackedD = []Type{F16x2, BF16x2}
 )
@@ -15,7 +15,7 @@ var (
 func init() {
 	cvt := &rule{
 		slots: []slot{
-			vals("rnd", append(append([]string{}, floatRound...), intRound...)...),
+			vals("rnd", append(append([]string{"rna"}, floatRound...), intRound...)...),
 			one("ftz"),
 			one("sat"),
 			one("relu"),
@@ -35,6 +35,9 @@ func init() {
 		relu, satf := cvt.q(in, "relu") != "", cvt.q(in, "satfinite") != ""
 		ftz, sat := cvt.q(in, "ftz") != "", cvt.q(in, "sat") != ""
 		packed := d.IsPacked() || a.IsPacked()
+		if d == TF32 || rnd == "rna" {
+			return cvtTF32(d, a, rnd, relu, ftz || sat)
+		}
 		switch {
 		case slices.Contains(fp8x2, d):
 			if a != F32 && a != F16x2 {
@@ -125,6 +128,18 @@ func init() {
 			n := nd(78, 89, "cvt to or from fp8 (e4m3x2, e5m2x2) needs sm_90 and PTX 7.8, or sm_89 and PTX 8.1")
 			n.ptxBySM = map[int]Version{89: 81}
 			ns = append(ns, n)
+		case d == TF32 && cvt.q(in, "rnd") == "rna":
+			ns = append(ns, nd(70, 80, "cvt.rna.tf32.f32 needs sm_80 and PTX 7.0"))
+			if in.HasQ("satfinite") {
+				ns = append(ns, nd(81, 80, "cvt.rna.satfinite.tf32.f32 needs PTX 8.1"))
+			}
+			return ns
+		case d == TF32:
+			ns = append(ns, nd(78, 90, "cvt.rn/.rz.tf32.f32 needs sm_90 and PTX 7.8"))
+			if in.HasQ("satfinite") {
+				ns = append(ns, nd(86, 100, "cvt.rn/.rz.satfinite.tf32.f32 needs sm_100 and PTX 8.6"))
+			}
+			return ns
 		case slices.Contains(cvtPackedD, d):
 			ns = append(ns, nd(70, 80, "cvt."+d.String()+".f32 needs sm_80 and PTX 7.0"))
 		case d == BF16 && a == F32:
@@ -172,4 +187,22 @@ func intFits(d, a Type) bool {
 		return d.Bits() > a.Bits()
 	}
 	return false
+}
+
+// cvtTF32 checks a cvt to .tf32 (or one with .rna): cvt.rna{.satfinite}.tf32.f32 and
+// cvt.rn/.rz{.relu}{.satfinite}.tf32.f32, as ptxas 13 takes them.
+func cvtTF32(d, a Type, rnd string, relu, ftzSat bool) string {
+	switch {
+	case d != TF32:
+		return "rounding .rna applies only to cvt.rna.tf32.f32"
+	case a != F32:
+		return "cvt to .tf32 converts from .f32"
+	case ftzSat:
+		return "cvt to .tf32 takes no .ftz or .sat"
+	case rnd == "rna" && relu:
+		return "cvt.rna.tf32.f32 takes no .relu (cvt.rn and cvt.rz do)"
+	case rnd != "rna" && rnd != "rn" && rnd != "rz":
+		return "cvt to .tf32 needs .rna, .rn or .rz"
+	}
+	return ""
 }
