@@ -241,4 +241,26 @@ func TestInstructions(t *testing.T) {
 	}
 }
 
+// runOpCases runs each case's instruction in opKernel on one thread of its own system (the
+// module verified) and checks y and p.
+func runOpCases(t *testing.T, cases []opCase) {
+	t.Helper()
+	for _, c := range cases {
+		s := newSys(t, 1)
+		in := mustMalloc(t, s, 0, 32)
+		out := mustMalloc(t, s, 0, 16)
+		m := asmFrom(t, 2, replace(opKernel, "INSTR", c.instr))
+		must(t, WriteSlice(s, in, c.in[:]))
+		if err := launch1(s, m, "op", 1, 1, in, out); err != nil {
+			t.Errorf("%s: %v", c.instr, err)
+			continue
+		}
+		got, err := ReadSlice[uint64](s, out, 2)
+		must(t, err)
+		if got[0] != c.y || got[1] != c.p {
+			t.Errorf("%s %s: got %#x p=%d, want %#x p=%d", c.instr, fmtIn(c.in), got[0], got[1], c.y, c.p)
+		}
+	}
+}
+
 func fmtIn(in [4]uint64) string { return fmt.Sprintf("[%#x %#x %#x %#x]", in[0], in[1], in[2], in[3]) }

@@ -14,7 +14,7 @@ func TestLegalFormsRun(t *testing.T) {
 	w := "cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; "
 	rna := w + "cvt.rna.tf32.f32 %w2, %w0; cvt.u64.u32 %y0, %w2;"
 	sat := w + "cvt.rna.satfinite.tf32.f32 %w2, %w0; cvt.u64.u32 %y0, %w2;"
-	for _, c := range []opCase{
+	runOpCases(t, []opCase{
 		{rna, [4]uint64{f32b(1)}, f32b(1), 0},
 		{rna, [4]uint64{0x3f800fff}, 0x3f800000, 0}, // below half an ulp: down
 		{rna, [4]uint64{0x3f801000}, 0x3f802000, 0}, // a tie: away from zero
@@ -33,22 +33,7 @@ func TestLegalFormsRun(t *testing.T) {
 		{w + "max.relu.s32 %w2, %w0, %w1; cvt.u64.u32 %y0, %w2;", [4]uint64{u32(-5), 7}, 7, 0},
 		{w + "min.relu.s32 %w2, %w0, %w1; cvt.u64.u32 %y0, %w2;", [4]uint64{u32(-5), 7}, 0, 0},
 		{w + "min.relu.s32 %w2, %w0, %w1; cvt.u64.u32 %y0, %w2;", [4]uint64{9, 7}, 7, 0},
-	} {
-		s := newSys(t, 1)
-		in := mustMalloc(t, s, 0, 32)
-		out := mustMalloc(t, s, 0, 16)
-		m := asm(t, replace(opKernel, "INSTR", c.instr))
-		must(t, WriteSlice(s, in, c.in[:]))
-		if err := launch1(s, m, "op", 1, 1, in, out); err != nil {
-			t.Errorf("%s: %v", c.instr, err)
-			continue
-		}
-		got, err := ReadSlice[uint64](s, out, 1)
-		must(t, err)
-		if got[0] != c.y {
-			t.Errorf("%s of %#x, %#x: got %#x, want %#x", c.instr, c.in[0], c.in[1], got[0], c.y)
-		}
-	}
+	})
 	s := newSys(t, 1)
 	in := mustMalloc(t, s, 0, 32)
 	out := mustMalloc(t, s, 0, 16)

@@ -12,7 +12,7 @@ import (
 // directed rounding mode, or to a narrow float at a tie, rounded twice (to float64 nearest,
 // then to the destination) and gave a wrong value silently. Probe 19.
 func TestProbe19CvtIntToFloatRounding(t *testing.T) {
-	for _, c := range []opCase{
+	runOpCases(t, []opCase{
 		{"cvt.rz.f64.s64 %y0, %x0", [4]uint64{1<<54 + 3}, f64b(1 << 54), 0},
 		{"cvt.rz.f64.s64 %y0, %x0", [4]uint64{u(-(1<<54 + 3))}, f64b(-(1 << 54)), 0},
 		{"cvt.rm.f64.u64 %y0, %x0", [4]uint64{1<<63 + 1<<11 - 1}, f64b(1 << 63), 0},
@@ -26,22 +26,7 @@ func TestProbe19CvtIntToFloatRounding(t *testing.T) {
 		{"cvt.rn.f32.u64 %w0, %x0; cvt.u64.u32 %y0, %w0;", [4]uint64{1<<60 + 1<<36 + 1}, f32b(1<<60 + 1<<37), 0},
 		{"cvt.rn.bf16.s64 %h0, %x0; cvt.u64.u16 %y0, %h0;", [4]uint64{1<<60 + 1<<52 + 1}, bf16(1<<60 + 1<<53), 0},
 		{"cvt.rz.bf16.u64 %h0, %x0; cvt.u64.u16 %y0, %h0;", [4]uint64{1<<60 + 1<<53 - 1}, bf16(1 << 60), 0},
-	} {
-		s := newSys(t, 1)
-		in := mustMalloc(t, s, 0, 32)
-		out := mustMalloc(t, s, 0, 16)
-		m := asm(t, replace(opKernel, "INSTR", c.instr))
-		must(t, WriteSlice(s, in, c.in[:]))
-		if err := launch1(s, m, "op", 1, 1, in, out); err != nil {
-			t.Errorf("%s: %v", c.instr, err)
-			continue
-		}
-		got, err := ReadSlice[uint64](s, out, 1)
-		must(t, err)
-		if got[0] != c.y {
-			t.Errorf("%s of %#x: got %#x, want %#x", c.instr, c.in[0], got[0], c.y)
-		}
-	}
+	})
 }
 
 // TestProbe19FTZHalf: .ftz on f16 and f16x2 arithmetic (add, mul, fma, min), on neg and abs
@@ -50,7 +35,7 @@ func TestProbe19CvtIntToFloatRounding(t *testing.T) {
 func TestProbe19FTZHalf(t *testing.T) {
 	h := "cvt.u16.u64 %h0, %x0; cvt.u16.u64 %h1, %x1; "
 	w := "cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; "
-	for _, c := range []opCase{
+	runOpCases(t, []opCase{
 		{h + "mul.rn.ftz.f16 %h2, %h0, %h1; cvt.u64.u16 %y0, %h2;", [4]uint64{3, h16(1)}, 0, 0},
 		{h + "add.ftz.f16 %h2, %h0, %h1; cvt.u64.u16 %y0, %h2;", [4]uint64{0x8003, 0x8000}, 0x8000, 0},
 		{h + "mul.ftz.f16 %h2, %h0, %h1; cvt.u64.u16 %y0, %h2;", [4]uint64{h16(0x1p-10), h16(-0x1p-10)}, 0x8000, 0},
@@ -68,22 +53,7 @@ func TestProbe19FTZHalf(t *testing.T) {
 		{h + "neg.ftz.f16 %h2, %h0; cvt.u64.u16 %y0, %h2;", [4]uint64{0x0400}, 0x8400, 0},
 		{h + "abs.ftz.f16 %h2, %h0; cvt.u64.u16 %y0, %h2;", [4]uint64{0xfe01}, 0x7e01, 0},
 		{w + "neg.f32 %w2, %w0; cvt.u64.u32 %y0, %w2;", [4]uint64{1}, 0x80000001, 0},
-	} {
-		s := newSys(t, 1)
-		in := mustMalloc(t, s, 0, 32)
-		out := mustMalloc(t, s, 0, 16)
-		m := asm(t, replace(opKernel, "INSTR", c.instr))
-		must(t, WriteSlice(s, in, c.in[:]))
-		if err := launch1(s, m, "op", 1, 1, in, out); err != nil {
-			t.Errorf("%s: %v", c.instr, err)
-			continue
-		}
-		got, err := ReadSlice[uint64](s, out, 2)
-		must(t, err)
-		if got[0] != c.y || got[1] != c.p {
-			t.Errorf("%s %s: got %#x p=%d, want %#x p=%d", c.instr, fmtIn(c.in), got[0], got[1], c.y, c.p)
-		}
-	}
+	})
 }
 
 // TestProbe19PrmtModes: prmt.b32.b4e picked its bytes as 8-s, 7-s, 6-s, 5-s, which is the
@@ -125,7 +95,7 @@ func TestProbe19PrmtModes(t *testing.T) {
 // integer, the data is sign-extended; otherwise zero-extended"). It zero-extended:
 // cvt.s8.s64 of 0x1ff into a .b32 register gave 0x000000ff, not 0xffffffff. Probe 19.
 func TestProbe19CvtSignedDestWiderRegister(t *testing.T) {
-	for _, c := range []opCase{
+	runOpCases(t, []opCase{
 		{"cvt.s8.s64 %w0, %x0; cvt.u64.u32 %y0, %w0;", [4]uint64{0x1ff}, 0xffffffff, 0},
 		{"cvt.u32.u64 %w0, %x0; cvt.rni.s8.f32 %h0, %w0; cvt.u64.u16 %y0, %h0;", [4]uint64{f32b(-1)}, 0xffff, 0},
 		{"cvt.u32.u64 %w0, %x0; cvt.rzi.s16.f32 %w1, %w0; cvt.u64.u32 %y0, %w1;", [4]uint64{f32b(-40000)}, 0xffff8000, 0},
@@ -136,22 +106,7 @@ func TestProbe19CvtSignedDestWiderRegister(t *testing.T) {
 		{"cvt.u32.u64 %w0, %x0; cvt.rzi.u16.f32 %w1, %w0; cvt.u64.u32 %y0, %w1;", [4]uint64{f32b(65535)}, 0xffff, 0},
 		{"cvt.u16.u64 %h0, %x0; cvt.s16.s8 %h1, %h0; cvt.u64.u16 %y0, %h1;", [4]uint64{0x80}, 0xff80, 0},
 		{"cvt.s8.s64 %w0, %x0; cvt.u64.u32 %y0, %w0;", [4]uint64{0x17f}, 0x7f, 0},
-	} {
-		s := newSys(t, 1)
-		in := mustMalloc(t, s, 0, 32)
-		out := mustMalloc(t, s, 0, 16)
-		m := asm(t, replace(opKernel, "INSTR", c.instr))
-		must(t, WriteSlice(s, in, c.in[:]))
-		if err := launch1(s, m, "op", 1, 1, in, out); err != nil {
-			t.Errorf("%s: %v", c.instr, err)
-			continue
-		}
-		got, err := ReadSlice[uint64](s, out, 1)
-		must(t, err)
-		if got[0] != c.y {
-			t.Errorf("%s of %#x: got %#x, want %#x", c.instr, c.in[0], got[0], c.y)
-		}
-	}
+	})
 }
 
 // TestProbe19F64DirectedRcpSqrt: rcp and sqrt of .f64 with .rz, .rm or .rp rounded to
