@@ -166,7 +166,17 @@ func (d *decoder) decodeSetp(di *dinst, in *ptx.Instr, toks tokens) error {
 			break
 		}
 	}
-	f, err := compareFn(cmp, st, toks.has("ftz"))
+	// setp on f16x2/bf16x2 compares the halves: p from the low ones, q from the high ones
+	// (the ISA's semantics: p = BoolOp(a[0:15] CmpOp b[0:15], c), q likewise for [16:31]).
+	pair := !isSet && (st == ptx.F16x2 || st == ptx.BF16x2)
+	cmpT := st
+	switch {
+	case pair && st == ptx.F16x2:
+		cmpT = ptx.F16
+	case pair:
+		cmpT = ptx.BF16
+	}
+	f, err := compareFn(cmp, cmpT, toks.has("ftz"))
 	if err != nil {
 		return err
 	}
@@ -190,6 +200,9 @@ func (d *decoder) decodeSetp(di *dinst, in *ptx.Instr, toks tokens) error {
 	if di.b, err = d.src(args[2], st); err != nil {
 		return err
 	}
+	if pair && di.d2 < 0 {
+		return errors.New("setp on a pair of halves writes p|q")
+	}
 	if di.op != 0 {
 		if len(args) < 4 {
 			return errors.New("a boolean setp needs a predicate operand")
@@ -204,6 +217,9 @@ func (d *decoder) decodeSetp(di *dinst, in *ptx.Instr, toks tokens) error {
 	}
 	di.cmp = f
 	di.exec = execSetp
+	if pair {
+		di.exec = execSetpPair
+	}
 	if isSet {
 		dt := in.Types[0]
 		one := uint64(0xffffffff)

@@ -174,6 +174,44 @@ func execSetp(w *warp, in *dinst, m uint32) {
 	}
 }
 
+// execSetpPair: setp on f16x2/bf16x2, cmp on 16-bit halves: d = cmp(a.lo, b.lo) BOP c,
+// d2 = cmp(a.hi, b.hi) BOP c.
+func execSetpPair(w *warp, in *dinst, m uint32) {
+	r := w.r
+	for x := m; x != 0; x &= x - 1 {
+		l := int32(bits.TrailingZeros32(x))
+		a, b := r[in.a+l], r[in.b+l]
+		var t [2]uint64
+		for h := range t {
+			if in.cmp(a>>(16*h)&0xffff, b>>(16*h)&0xffff) {
+				t[h] = 1
+			}
+		}
+		if in.c >= 0 {
+			c := r[in.c+l] & 1
+			if in.flags&1 != 0 {
+				c ^= 1
+			}
+			for h := range t {
+				switch in.op {
+				case 1: // and
+					t[h] &= c
+				case 2: // or
+					t[h] |= c
+				case 3: // xor
+					t[h] ^= c
+				}
+			}
+		}
+		if in.d >= 0 {
+			r[in.d+l] = t[0]
+		}
+		if in.d2 >= 0 {
+			r[in.d2+l] = t[1]
+		}
+	}
+}
+
 // execPack moves between a wide register and a vector of narrower ones (mov.b64 d, {a, b}
 // and mov.b64 {a, b}, d).
 func execPack(w *warp, in *dinst, m uint32) {

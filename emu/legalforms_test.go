@@ -44,3 +44,30 @@ func TestLegalFormsRun(t *testing.T) {
 }
 
 func u32(v int32) uint64 { return uint64(uint32(v)) }
+
+// TestSetpHalfPairs: setp on f16x2 and bf16x2 writes p from the low halves and q from the
+// high ones (the ISA's semantics), each combined with c by the boolean operator; the
+// emulator refused it ("no float compare on f16x2"; probe 19 noticed).
+func TestSetpHalfPairs(t *testing.T) {
+	w := "cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; "
+	lt := w + "setp.lt.f16x2 %p0|%p1, %w0, %w1; selp.u64 %y0, 1, 0, %p0;"
+	ltB := w + "setp.lt.bf16x2 %p0|%p1, %w0, %w1; selp.u64 %y0, 1, 0, %p0;"
+	and := w + "setp.gt.and.f16x2 %p0|%p1, %w0, %w1, %p1; selp.u64 %y0, 1, 0, %p0;"
+	andNot := w + "setp.gt.and.f16x2 %p0|%p1, %w0, %w1, !%p1; selp.u64 %y0, 1, 0, %p0;"
+	xor := w + "setp.gt.xor.f16x2 %p0|%p1, %w0, %w1, !%p1; selp.u64 %y0, 1, 0, %p0;"
+	pair := func(hi, lo uint64) uint64 { return hi<<16 | lo }
+	runOpCases(t, []opCase{
+		// lo: 0 < 1, hi: 1 < 0.
+		{lt, [4]uint64{pair(h16(1), h16(0)), pair(h16(0), h16(1))}, 1, 0},
+		{lt, [4]uint64{pair(h16(0), h16(1)), pair(h16(1), h16(0))}, 0, 1},
+		{lt, [4]uint64{pair(h16(-2), h16(-2)), pair(h16(3), h16(3))}, 1, 1},
+		{lt, [4]uint64{pair(0x7e00, h16(1)), pair(h16(2), 0x7e00)}, 0, 0}, // NaN: unordered
+		{ltB, [4]uint64{pair(bf16(1), bf16(0)), pair(bf16(0), bf16(1))}, 1, 0},
+		{ltB, [4]uint64{pair(bf16(-1), bf16(2)), pair(bf16(1), bf16(1))}, 0, 1},
+		// c is p1 before the setp (x3 != x3: false), or its negation.
+		{and, [4]uint64{pair(h16(2), h16(2)), pair(h16(1), h16(1))}, 0, 0},
+		{andNot, [4]uint64{pair(h16(2), h16(2)), pair(h16(1), h16(1))}, 1, 1},
+		{andNot, [4]uint64{pair(h16(2), h16(0)), pair(h16(1), h16(1))}, 0, 1},
+		{xor, [4]uint64{pair(h16(2), h16(0)), pair(h16(1), h16(1))}, 1, 0},
+	})
+}
