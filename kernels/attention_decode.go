@@ -31,6 +31,10 @@ type AttentionDecodeConfig struct {
 	// load; without it the issue waits for its ids' load every tile. A candidate to time
 	// (gpubench decode -prefetch); not the default yet.
 	PrefetchPages bool
+	// ShiftDivision builds the kernel's integer divisions and remainders by constants (the
+	// page size's among them) as shifts and masks (dsl.Kernel.SetShiftDivision). A candidate
+	// to time (gpubench decode -shiftdiv); not the default.
+	ShiftDivision bool
 }
 
 // MaxDecodeSplits bounds the splits of one sequence (the combine kernel's loop, the
@@ -54,11 +58,14 @@ func DefaultAttentionDecodeConfig(dt dsl.Type, headDim, pageSize, rows int) Atte
 
 // Name is the kernel's entry name:
 // attention_decode_<in>_d<HeadDim>_p<PageSize>_<BM>x<BN>_<Warps>w<Stages>s, and _pf with
-// PrefetchPages.
+// PrefetchPages, _sdiv with ShiftDivision.
 func (c AttentionDecodeConfig) Name() string {
 	pf := ""
 	if c.PrefetchPages {
 		pf = "_pf"
+	}
+	if c.ShiftDivision {
+		pf += "_sdiv"
 	}
 	return fmt.Sprintf("attention_decode_%s_d%d_p%d_%dx%d_%dw%ds%s", c.In, c.HeadDim, c.PageSize, c.BM, c.BN, c.Warps, c.Stages, pf)
 }
@@ -365,6 +372,9 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%v", err)
 		return
+	}
+	if cfg.ShiftDivision {
+		k.SetShiftDivision(true)
 	}
 	a := dsl.Params[AttentionDecodeArgs](k, cfg.In)
 	D, BM, BN, W, PS := cfg.HeadDim, cfg.BM, cfg.BN, cfg.Warps, cfg.PageSize

@@ -300,7 +300,7 @@ func TestGemmSM90WithEpilogue(t *testing.T) {
 	}
 }
 
-// TestShiftDivisionConfigs builds gemm_sm90 and attention_sm90 with and without
+// TestShiftDivisionConfigs builds gemm_sm90, attention_sm90 and the decode kernel with and without
 // ShiftDivision: the option must be in the name (a variant of its own) and take the
 // divisions by powers of two out of the PTX.
 func TestShiftDivisionConfigs(t *testing.T) {
@@ -313,6 +313,12 @@ func TestShiftDivisionConfigs(t *testing.T) {
 			cfg := DefaultGemmSM90Config(dsl.BF16)
 			cfg.ShiftDivision = on
 			GemmSM90(k, cfg)
+			return cfg.Name()
+		}},
+		{"attention_decode", func(k *dsl.Kernel, on bool) string {
+			cfg := DefaultAttentionDecodeConfig(dsl.BF16, 128, 16, 8)
+			cfg.ShiftDivision = on
+			AttentionDecode(k, cfg)
 			return cfg.Name()
 		}},
 		{"attention_sm90", func(k *dsl.Kernel, on bool) string {

@@ -270,7 +270,8 @@ const decodeSplitBits = 9
 
 // decodeConfigBits packs the tiling of a decode configuration (which, with the plan key's
 // type, head dim and page size, names its kernel) above the split count in the plan key's
-// flags: log2 BN (4 bits), log2 Warps (2), Stages (4), BM 32 and PrefetchPages (1 each).
+// flags: log2 BN (4 bits), log2 Warps (2), Stages (4), BM 32, PrefetchPages and
+// ShiftDivision (1 each).
 func decodeConfigBits(c kernels.AttentionDecodeConfig) uint32 {
 	x := uint32(bits.TrailingZeros(uint(c.BN))) | uint32(bits.TrailingZeros(uint(c.Warps)))<<4 | uint32(c.Stages)<<6
 	if c.BM == 32 {
@@ -278,6 +279,9 @@ func decodeConfigBits(c kernels.AttentionDecodeConfig) uint32 {
 	}
 	if c.PrefetchPages {
 		x |= 1 << 11
+	}
+	if c.ShiftDivision {
+		x |= 1 << 12
 	}
 	return x
 }

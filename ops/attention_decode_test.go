@@ -328,14 +328,16 @@ func TestAttentionDecodeMisuse(t *testing.T) {
 }
 
 // TestAttentionDecodeForcedConfig runs AttentionDecode with AttentionDecodeOptions.Config
-// (gpubench decode's -bn, -stages, -prefetch): a 2-warp, 2-stage configuration loading page
-// ids a tile ahead, then the chosen one on the same shape (a plan each), and refuses
-// configurations for other operands or that Check refuses.
+// (gpubench decode's -bn, -stages, -prefetch, -shiftdiv): a 2-warp, 2-stage configuration
+// loading page ids a tile ahead, the same with ShiftDivision, then the chosen one on the same
+// shape (a plan each), and refuses configurations for other operands or that Check refuses.
 func TestAttentionDecodeForcedConfig(t *testing.T) {
 	d := emuDevice(t)
 	c := decCase{q: 2, h: 4, hk: 1, d: 64, ps: 16, ctx: []int{300, 17}, splits: 3}
 	forced := kernels.AttentionDecodeConfig{In: dsl.BF16, HeadDim: 64, PageSize: 16, BM: 16, BN: 32, Warps: 2, Stages: 2, PrefetchPages: true}
-	for _, cfg := range []*kernels.AttentionDecodeConfig{&forced, nil} {
+	shifted := forced
+	shifted.ShiftDivision = true
+	for _, cfg := range []*kernels.AttentionDecodeConfig{&forced, &shifted, nil} {
 		o := newDecode[fp.BF16](t, d, c, 7)
 		if err := AttentionDecode(context.Background(), nil, o.out, o.q, o.kc, o.vc, o.table, o.lens, &AttentionDecodeOptions{LSE: o.lse, Splits: 3, Config: cfg}); err != nil {
 			t.Fatal(err)
@@ -343,7 +345,7 @@ func TestAttentionDecodeForcedConfig(t *testing.T) {
 		checkDecode(t, c, o, true)
 	}
 	ks := strings.Join(Kernels(d), " ")
-	for _, want := range []string{forced.Name(), "attention_decode_bf16_d64_p16_16x64_4w3s"} {
+	for _, want := range []string{forced.Name(), shifted.Name(), "attention_decode_bf16_d64_p16_16x64_4w3s"} {
 		if !strings.Contains(ks, want) {
 			t.Errorf("loaded kernels %s: no %s", ks, want)
 		}

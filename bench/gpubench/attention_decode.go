@@ -26,7 +26,7 @@ import (
 // pages shuffled over the cache; checks 32 sampled (sequence, token, head) rows of O and
 // LSE against float64; prints µs, the K/V bytes read per second, the splits and the waves
 // of blocks they make (BlocksPerSM a SM). -splits forces the splits and -bm, -bn, -warps,
-// -stages and -prefetch the decode kernel's tiling (AttentionDecodeOptions.Config), for
+// -stages, -prefetch and -shiftdiv the decode kernel's tiling (AttentionDecodeOptions.Config), for
 // A/B runs against ops's choice. With -dir it writes Q, the caches, the block table, the
 // lengths, O and kgen.json per problem for scripts/bench/torch_decode.py, which times
 // torch's SDPA on the gathered K/V (and flash_attn_with_kvcache when importable) on the
@@ -46,6 +46,7 @@ func runAttentionDecode(args []string) error {
 	warps := fs.Int("warps", 0, "decode kernel: warps a block (0: ops's choice)")
 	stages := fs.Int("stages", 0, "decode kernel: cp.async stages of K/V (0: ops's choice)")
 	prefetch := fs.Bool("prefetch", false, "decode kernel: load each tile's page ids one tile ahead (AttentionDecodeConfig.PrefetchPages)")
+	shiftDiv := fs.Bool("shiftdiv", false, "decode kernel: divisions and remainders by constants as shifts (AttentionDecodeConfig.ShiftDivision)")
 	dtype := fs.String("dtype", "bf16", "bf16 or f16")
 	reps := fs.Int("reps", 50, "timed repetitions (after 3 warm-ups)")
 	maxGB := fs.Float64("max-gb", 24, "skip problems whose K/V caches exceed this many GB")
@@ -97,7 +98,7 @@ func runAttentionDecode(args []string) error {
 	for _, b := range bs {
 		for _, c := range cs {
 			p := decProblem{b: b, q: *qLen, h: *heads, hkv: *kvHeads, d: *hd, page: *page, ctx: c, splits: *splits,
-				tiling: decTiling{bm: *bm, bn: *bn, warps: *warps, stages: *stages, prefetch: *prefetch}}
+				tiling: decTiling{bm: *bm, bn: *bn, warps: *warps, stages: *stages, prefetch: *prefetch, shiftDiv: *shiftDiv}}
 			if gb := float64(p.kvBytes()) / 1e9; gb > *maxGB {
 				fmt.Printf("decode b %d ctx %d: skipped (%.1f GB of K/V > -max-gb %.0f)\n", b, c, gb, *maxGB)
 				continue
@@ -124,11 +125,11 @@ type decProblem struct {
 	tiling                             decTiling
 }
 
-// decTiling is gpubench decode's -bm, -bn, -warps, -stages and -prefetch: the fields of
-// ops's configuration to replace (0 and false: keep).
+// decTiling is gpubench decode's -bm, -bn, -warps, -stages, -prefetch and -shiftdiv: the
+// fields of ops's configuration to replace (0 and false: keep).
 type decTiling struct {
 	bm, bn, warps, stages int
-	prefetch              bool
+	prefetch, shiftDiv    bool
 }
 
 // apply returns cfg with t's fields replaced, and whether any was.
@@ -139,6 +140,7 @@ func (t decTiling) apply(cfg kernels.AttentionDecodeConfig) (kernels.AttentionDe
 		}
 	}
 	cfg.PrefetchPages = cfg.PrefetchPages || t.prefetch
+	cfg.ShiftDivision = cfg.ShiftDivision || t.shiftDiv
 	return cfg, t != decTiling{}
 }
 
