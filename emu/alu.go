@@ -67,9 +67,9 @@ func floatOps(t ptx.Type, mode uint8) (func(uint64) float64, func(float64) uint6
 	switch t {
 	case ptx.F32:
 		if mode == rndNear {
-			return func(x uint64) float64 { return float64(f32(x)) }, func(v float64) uint64 { return bf32(float32(v)) }, true
+			return func(x uint64) float64 { return float64(f32(x)) }, func(v float64) uint64 { return canon32(bf32(float32(v))) }, true
 		}
-		return func(x uint64) float64 { return float64(f32(x)) }, func(v float64) uint64 { return bf32(float32(fmtF32.round(v, mode))) }, true
+		return func(x uint64) float64 { return float64(f32(x)) }, func(v float64) uint64 { return canon32(bf32(float32(fmtF32.round(v, mode)))) }, true
 	case ptx.F64:
 		return f64, bf64, true
 	case ptx.F16:
@@ -78,6 +78,16 @@ func floatOps(t ptx.Type, mode uint8) (func(uint64) float64, func(float64) uint6
 		return bh2f, func(v float64) uint64 { return fmtBF16.encode(fmtBF16.round(v, mode), false) }, true
 	}
 	return nil, nil, false
+}
+
+// canon32 is an f32 arithmetic result as a GPU gives it: every NaN is the one canonical NaN
+// 0x7fffffff, no payload and no sign (docs/facts.md). The host's float32 arithmetic gave
+// 0xffc00000 for inf - inf and kept an input NaN's payload.
+func canon32(x uint64) uint64 {
+	if x&0x7fffffff > 0x7f800000 {
+		return 0x7fffffff
+	}
+	return x
 }
 
 // ftzBits returns the function that flushes a subnormal of scalar type t (f32 or f16, the
@@ -164,7 +174,7 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 	switch op {
 	case "add":
 		if fast {
-			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) + f32(b)) }
+			f = func(a, b, _, _ uint64) uint64 { return canon32(bf32(f32(a) + f32(b))) }
 		} else if st == ptx.F64 {
 			f = func(a, b, _, _ uint64) uint64 { return bf64(fin(f64(a) + f64(b))) }
 		} else {
@@ -172,7 +182,7 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		}
 	case "sub":
 		if fast {
-			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) - f32(b)) }
+			f = func(a, b, _, _ uint64) uint64 { return canon32(bf32(f32(a) - f32(b))) }
 		} else if st == ptx.F64 {
 			f = func(a, b, _, _ uint64) uint64 { return bf64(fin(f64(a) - f64(b))) }
 		} else {
@@ -180,7 +190,7 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		}
 	case "mul":
 		if fast {
-			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) * f32(b)) }
+			f = func(a, b, _, _ uint64) uint64 { return canon32(bf32(f32(a) * f32(b))) }
 		} else if st == ptx.F64 {
 			f = func(a, b, _, _ uint64) uint64 { return bf64(fin(f64(a) * f64(b))) }
 		} else {
@@ -194,7 +204,7 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		}
 	case "div":
 		if fast {
-			f = func(a, b, _, _ uint64) uint64 { return bf32(f32(a) / f32(b)) }
+			f = func(a, b, _, _ uint64) uint64 { return canon32(bf32(f32(a) / f32(b))) }
 		} else if st == ptx.F64 {
 			f = func(a, b, _, _ uint64) uint64 { return bf64(f64(a) / f64(b)) }
 		} else {
@@ -235,17 +245,21 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		if xorsign {
 			f = func(a, b, c, d uint64) uint64 { return g(a, b, c, d)&^sb | (a^b)&sb }
 		}
-	case "neg":
+	case "neg", "abs":
+		// neg and abs flip or clear the sign bit; on f32 ptxas compiles them to an FADD
+		// (FADD R, -R0, -RZ; FADD R, |R0|, -RZ), so a NaN comes out canonical (canon32).
 		sb := uint64(1) << (st.Bits() - 1)
-		f = func(a, _, _, _ uint64) uint64 { return a ^ sb }
-		if ftz {
-			f = func(a, _, _, _ uint64) uint64 { return flush(a) ^ sb }
+		keep := ^uint64(0) // the bits of a kept, sb flipped for neg
+		flip := sb
+		if op == "abs" {
+			keep, flip = ^sb, 0
 		}
-	case "abs":
-		sb := uint64(1) << (st.Bits() - 1)
-		f = func(a, _, _, _ uint64) uint64 { return a &^ sb }
-		if ftz {
-			f = func(a, _, _, _ uint64) uint64 { return flush(a) &^ sb }
+		if !ftz {
+			flush = func(x uint64) uint64 { return x }
+		}
+		f = func(a, _, _, _ uint64) uint64 { return flush(a)&keep ^ flip }
+		if st == ptx.F32 {
+			f = func(a, _, _, _ uint64) uint64 { return canon32(flush(a)&keep ^ flip) }
 		}
 	case "sqrt":
 		f = func(a, _, _, _ uint64) uint64 { return nar(math.Sqrt(in(a))) }
@@ -263,8 +277,9 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		f = func(a, _, _, _ uint64) uint64 { return nar(math.Cos(in(a))) }
 	case "tanh":
 		f = func(a, _, _, _ uint64) uint64 { return nar(math.Tanh(in(a))) }
-	case "copysign":
-		f = func(a, b, _, _ uint64) uint64 { return nar(math.Copysign(in(b), in(a))) }
+	case "copysign": // b's bits with a's sign, a bit operation (LOP3): a NaN keeps its bits
+		sb := uint64(1) << (st.Bits() - 1)
+		f = func(a, b, _, _ uint64) uint64 { return b&^sb | a&sb }
 	default:
 		return nil, fmt.Errorf("no float %s", op)
 	}

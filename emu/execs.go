@@ -77,20 +77,21 @@ func execMov(w *warp, in *dinst, m uint32) {
 	}
 }
 
-// Specialised f32/u32 loops without an indirect call per lane, for the hottest forms.
+// Specialised f32/u32 loops without an indirect call per lane, for the hottest forms (a NaN
+// result canonical, canon32, as floatArith's).
 
 func execAddF32(w *warp, in *dinst, m uint32) {
 	r := w.r
 	d, a, b := (*[32]uint64)(r[in.d:]), (*[32]uint64)(r[in.a:]), (*[32]uint64)(r[in.b:])
 	if m == fullMask {
 		for l := range d {
-			d[l] = bf32(f32(a[l]) + f32(b[l]))
+			d[l] = canon32(bf32(f32(a[l]) + f32(b[l])))
 		}
 		return
 	}
 	for ; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
-		d[l] = bf32(f32(a[l]) + f32(b[l]))
+		d[l] = canon32(bf32(f32(a[l]) + f32(b[l])))
 	}
 }
 
@@ -99,13 +100,13 @@ func execMulF32(w *warp, in *dinst, m uint32) {
 	d, a, b := (*[32]uint64)(r[in.d:]), (*[32]uint64)(r[in.a:]), (*[32]uint64)(r[in.b:])
 	if m == fullMask {
 		for l := range d {
-			d[l] = bf32(f32(a[l]) * f32(b[l]))
+			d[l] = canon32(bf32(f32(a[l]) * f32(b[l])))
 		}
 		return
 	}
 	for ; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
-		d[l] = bf32(f32(a[l]) * f32(b[l]))
+		d[l] = canon32(bf32(f32(a[l]) * f32(b[l])))
 	}
 }
 
@@ -290,13 +291,13 @@ func execFmaF32(w *warp, in *dinst, m uint32) {
 	d, a, b, c := (*[32]uint64)(r[in.d:]), (*[32]uint64)(r[in.a:]), (*[32]uint64)(r[in.b:]), (*[32]uint64)(r[in.c:])
 	if m == fullMask {
 		for l := range d {
-			d[l] = bf32(float32(addOdd(float64(f32(a[l]))*float64(f32(b[l])), float64(f32(c[l])))))
+			d[l] = canon32(bf32(float32(addOdd(float64(f32(a[l]))*float64(f32(b[l])), float64(f32(c[l]))))))
 		}
 		return
 	}
 	for ; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
-		d[l] = bf32(float32(addOdd(float64(f32(a[l]))*float64(f32(b[l])), float64(f32(c[l])))))
+		d[l] = canon32(bf32(float32(addOdd(float64(f32(a[l]))*float64(f32(b[l])), float64(f32(c[l]))))))
 	}
 }
 

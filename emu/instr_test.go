@@ -72,7 +72,7 @@ var opCases = []opCase{
 	{"fma.rn.f32 %y0, %x0, %x1, %x2", [4]uint64{f32b(1 + 0x1p-12), f32b(1 + 0x1p-12), f32b(-1)}, f32b(0x1p-11 + 0x1p-24), 0},
 	{"div.rn.f32 %y0, %x0, %x1", [4]uint64{f32b(1), f32b(3)}, f32b(1.0 / 3), 0},
 	{"min.f32 %y0, %x0, %x1", [4]uint64{f32b(nanF), f32b(2)}, f32b(2), 0},
-	{"max.NaN.f32 %y0, %x0, %x1", [4]uint64{f32b(nanF), f32b(2)}, f32b(nanF) | 0x400000, 0},
+	{"max.NaN.f32 %y0, %x0, %x1", [4]uint64{f32b(nanF), f32b(2)}, 0x7fffffff, 0}, // the canonical NaN
 	{"max.f32 %y0, %x0, %x1", [4]uint64{f32b(-1), f32b(2)}, f32b(2), 0},
 	{"neg.f32 %y0, %x0", [4]uint64{f32b(2)}, f32b(-2), 0},
 	{"abs.f32 %y0, %x0", [4]uint64{f32b(-2)}, f32b(2), 0},

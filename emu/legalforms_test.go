@@ -71,3 +71,32 @@ func TestSetpHalfPairs(t *testing.T) {
 		{xor, [4]uint64{pair(h16(2), h16(0)), pair(h16(1), h16(1))}, 1, 0},
 	})
 }
+
+// TestCanonicalNaN32: an f32 arithmetic result that is NaN is the canonical NaN 0x7fffffff,
+// as a GPU gives it (docs/facts.md); the emulator gave the host's: 0xffc00000 for inf - inf
+// and 0 * inf, an input NaN's payload (0x7fe00001 from 0x7fa00001) otherwise. neg and abs
+// too (ptxas compiles them to FADD on f32); copysign is a bit operation and keeps the NaN.
+func TestCanonicalNaN32(t *testing.T) {
+	w := "cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; cvt.u32.u64 %w2, %x2; "
+	out := "; cvt.u64.u32 %y0, %w3;"
+	const inf, ninf, qnan, snan, canon = 0x7f800000, 0xff800000, 0x7fc00000, 0x7fa00001, 0x7fffffff
+	runOpCases(t, []opCase{
+		{w + "add.f32 %w3, %w0, %w1" + out, [4]uint64{inf, ninf}, canon, 0},
+		{w + "add.rz.f32 %w3, %w0, %w1" + out, [4]uint64{inf, ninf}, canon, 0},
+		{w + "sub.f32 %w3, %w0, %w1" + out, [4]uint64{inf, inf}, canon, 0},
+		{w + "mul.f32 %w3, %w0, %w1" + out, [4]uint64{inf, 0}, canon, 0},
+		{w + "div.rn.f32 %w3, %w0, %w1" + out, [4]uint64{0, 0}, canon, 0},
+		{w + "add.f32 %w3, %w0, %w1" + out, [4]uint64{snan, f32b(1)}, canon, 0},
+		{w + "add.f32 %w3, %w0, %w1" + out, [4]uint64{0xffc00001, f32b(1)}, canon, 0},
+		{w + "fma.rn.f32 %w3, %w0, %w1, %w2" + out, [4]uint64{inf, 0, f32b(1)}, canon, 0},
+		{w + "sqrt.rn.f32 %w3, %w0" + out, [4]uint64{f32b(-1)}, canon, 0},
+		{w + "min.f32 %w3, %w0, %w1" + out, [4]uint64{snan, qnan}, canon, 0},
+		{w + "neg.f32 %w3, %w0" + out, [4]uint64{qnan}, canon, 0},
+		{w + "abs.f32 %w3, %w0" + out, [4]uint64{0xffc00001}, canon, 0},
+		// Not NaN: unchanged; copysign keeps its NaN's bits.
+		{w + "neg.f32 %w3, %w0" + out, [4]uint64{inf}, ninf, 0},
+		{w + "abs.f32 %w3, %w0" + out, [4]uint64{ninf}, inf, 0},
+		{w + "min.f32 %w3, %w0, %w1" + out, [4]uint64{snan, f32b(2)}, f32b(2), 0},
+		{w + "copysign.f32 %w3, %w0, %w1" + out, [4]uint64{ninf, snan}, 0xffa00001, 0},
+	})
+}

@@ -123,7 +123,7 @@ func execRedux(w *warp, in *dinst, part uint32) {
 			switch {
 			case math.IsNaN(a) || math.IsNaN(b):
 				if nan {
-					acc = bf32(float32(math.NaN()))
+					acc = 0x7fffffff // the canonical NaN (canon32)
 				} else if math.IsNaN(a) {
 					acc = v
 				}
