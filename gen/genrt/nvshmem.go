@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -36,6 +37,9 @@ const ArchiveEnv = "KGEN_NVSHMEM_DEVICE_ARCHIVE"
 func LoadNVSHMEM(d *jit.Device, entry string, texts map[ptx.Target]string, params []jit.ParamInfo, lib *DevLib) (*jit.Module, *jit.Function, error) {
 	if lib == nil {
 		return nil, nil, fmt.Errorf("%s calls NVSHMEM but the package carries no device library; regenerate it", entry)
+	}
+	if d == nil { // not "initialise NVSHMEM on the device first"
+		return nil, nil, fmt.Errorf("%s: the *jit.Device is nil (open one with jit.Open, then jit.InitNVSHMEM)", entry)
 	}
 	sh := d.NVSHMEM()
 	if sh == nil {
@@ -72,7 +76,7 @@ func LoadNVSHMEM(d *jit.Device, entry string, texts map[ptx.Target]string, param
 func deviceArchive(hostLib string) (string, error) {
 	var tried []string
 	try := func(p string) bool {
-		tried = append(tried, p)
+		tried = append(tried, shortPath(p))
 		fi, err := os.Stat(p)
 		return err == nil && fi.Mode().IsRegular()
 	}
@@ -80,7 +84,7 @@ func deviceArchive(hostLib string) (string, error) {
 		if try(p) {
 			return p, nil
 		}
-		return "", fmt.Errorf("$%s=%s is not a regular file", ArchiveEnv, p)
+		return "", fmt.Errorf("$%s=%s is not a regular file", ArchiveEnv, shortPath(p))
 	}
 	if h := os.Getenv("NVSHMEM_HOME"); h != "" && try(filepath.Join(h, "lib", "libnvshmem_device.a")) {
 		return filepath.Join(h, "lib", "libnvshmem_device.a"), nil
@@ -89,4 +93,13 @@ func deviceArchive(hostLib string) (string, error) {
 		return filepath.Join(filepath.Dir(hostLib), "libnvshmem_device.a"), nil
 	}
 	return "", fmt.Errorf("libnvshmem_device.a not found (tried %s); set $%s", strings.Join(tried, ", "), ArchiveEnv)
+}
+
+// shortPath is p for a message: whole up to 256 bytes, else a quoted excerpt and its length
+// (a 1 MB $KGEN_NVSHMEM_DEVICE_ARCHIVE or $NVSHMEM_HOME was quoted whole).
+func shortPath(p string) string {
+	if len(p) <= 256 {
+		return p
+	}
+	return excerpt.Quote(p)
 }
