@@ -41,10 +41,10 @@ func isFP8(dt dsl.Type) bool { return slices.Contains(FP8DTypes(), dt) }
 // elements in 32 bits.
 func maxElems(dt dsl.Type) int { return (math.MaxInt32 - 15) / dt.Bytes() }
 
-// fits reports whether a Buffer can hold parts parts of n elements of dt (a supported
-// type): the *Algorithm queries answer "" for a size no call can have (a huge n wrapped
-// n*bytes and named the small-message kernel).
-func fits(dt dsl.Type, n, parts int) bool { return n >= 1 && n <= maxElems(dt)/parts }
+// fits reports whether a Buffer can hold n elements of dt (a supported type): the
+// *Algorithm queries answer "" for a count no Buffer holds (a huge n wrapped n*bytes and
+// named the small-message kernel).
+func fits(dt dsl.Type, n int) bool { return n >= 1 && n <= maxElems(dt) }
 
 // Alloc allocates a symmetric buffer of n elements of dt on every GPU (collective). It is
 // AllocContext with no deadline: it waits for every rank to call it.

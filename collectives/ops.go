@@ -206,7 +206,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
-	if c == nil || !supported(dt) || !fits(dt, n, 1) {
+	if c == nil || !supported(dt) || !fits(dt, n) {
 		return ""
 	}
 	if p := c.allReducePlanAcross(dt, n); p.alg != AlgFlat {
@@ -418,7 +418,7 @@ func (c *Comm) reduceScatterPlanAcross(dt dsl.Type, m int) plan {
 // nvshmem_reducescatter_ring (at most kernels.CollMaxGPUs ranks); on one node
 // mm_reducescatter with multicast (and a multimem form of op), else p2p_reducescatter.
 func (c *Comm) ReduceScatterAlgorithm(dt dsl.Type, op Op, m int) string {
-	if c == nil || checkOp(op) != nil || !supported(dt) || !fits(dt, m, max(c.g, 1)) {
+	if c == nil || checkOp(op) != nil || !supported(dt) || !fits(dt, m) {
 		return ""
 	}
 	if p := c.reduceScatterPlanAcross(dt, m); p.alg != AlgFlat {
@@ -507,7 +507,7 @@ func (c *Comm) allGatherPlanAcross(dt dsl.Type, n int) plan {
 // nvshmem_allgather_ring; on one node mm_allgather with multicast and parts of a multiple
 // of 4 bytes, else p2p_allgather (fp8 only with the former).
 func (c *Comm) AllGatherAlgorithm(dt dsl.Type, n int) string {
-	if c == nil || !supported(dt) || !fits(dt, n, max(c.g, 1)) {
+	if c == nil || !supported(dt) || !fits(dt, n) {
 		return ""
 	}
 	if p := c.allGatherPlanAcross(dt, n); p.alg != AlgFlat {

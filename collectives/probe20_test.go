@@ -13,13 +13,13 @@ import (
 // size (and the GPUs) in an int: AllReduceAlgorithm(f32, Sum, math.MaxInt) named the
 // small-message p2p_allreduce_lamport_sum and ReduceScatterAlgorithm another kernel than
 // for a large part, though no Buffer holds that many elements (Alloc refuses them); they
-// answer "" beyond a Buffer's size. An unknown reduction was named "ReduceOp(?)", not by its
+// answer "" for a count beyond a Buffer's. An unknown reduction was named "ReduceOp(?)", not by its
 // value. Probe 20.
 func TestProbe20AlgorithmSizes(t *testing.T) {
 	runRanks(t, 2, false, false, 1, Options{}, func(e *rankEnv) error {
 		c := e.c
 		most := func(bytes int) int { return (math.MaxInt32 - 15) / bytes } // Alloc's bound
-		for _, n := range []int{math.MaxInt, math.MaxInt/4 + 1, 1 << 40, most(4) + 1} {
+		for _, n := range []int{math.MaxInt, math.MaxInt/4 + 1, 1 << 40, most(2) + 1} {
 			if got := c.AllReduceAlgorithm(dsl.F32, Sum, n); got != "" {
 				t.Errorf("AllReduceAlgorithm(f32, Sum, %d) = %q; want \"\" (no Buffer holds that many)", n, got)
 			}
