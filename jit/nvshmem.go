@@ -55,7 +55,8 @@ func (e *VersionError) Error() string {
 	if e == nil {
 		return "<nil>"
 	}
-	return fmt.Sprintf("jit: NVSHMEM device library was built from NVSHMEM %s but the host library %s is %s; rebuild the device library (nvshmem/devlib) from the same NVSHMEM as the host library, or point NVSHMEM_HOME at the matching one", e.DevLib, e.HostPath, e.Host)
+	c := func(s string) string { return excerpt.Cut(s, 256) } // a DevLib.Version of 1 MB was quoted whole
+	return fmt.Sprintf("jit: NVSHMEM device library was built from NVSHMEM %s but the host library %s is %s; rebuild the device library (nvshmem/devlib) from the same NVSHMEM as the host library, or point NVSHMEM_HOME at the matching one", c(e.DevLib), c(e.HostPath), c(e.Host))
 }
 
 // InitNVSHMEM initialises NVSHMEM on d with a unique-ID bootstrap: rank 0 asks NVSHMEM for

@@ -48,9 +48,10 @@ func LoadNVSHMEM(d *jit.Device, entry string, texts map[ptx.Target]string, param
 	if v := sh.Version(); v != "emulator" && v != lib.Version {
 		where := ""
 		if p := sh.LibPath(); p != "" {
-			where = " (" + p + ")"
+			where = " (" + shortPath(p) + ")"
 		}
-		return nil, nil, fmt.Errorf("%s: the package was generated for NVSHMEM %s, but the NVSHMEM running here%s is %s; regenerate the package against NVSHMEM %s, or run with NVSHMEM %s", entry, lib.Version, where, v, v, lib.Version)
+		v = excerpt.Cut(v, excerpt.Max) // $KGEN_EMU_NVSHMEM_VERSION of 100 KB was quoted twice
+		return nil, nil, fmt.Errorf("%s: the package was generated for NVSHMEM %s, but the NVSHMEM running here%s is %s; regenerate the package against NVSHMEM %s, or run with NVSHMEM %s", entry, excerpt.Cut(lib.Version, excerpt.Max), where, v, v, excerpt.Cut(lib.Version, excerpt.Max))
 	}
 	t, err := pick(d, entry, texts)
 	if err != nil {
