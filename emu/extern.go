@@ -102,6 +102,23 @@ func (c *ExternCall) Load(addr uint64, p []byte) error {
 	return nil
 }
 
+// Check reports whether the calling thread could read or write n bytes at a generic
+// address (the error Load or Store would give), without touching them: a handler checks a
+// span whose size a kernel passed before it allocates a buffer of that size (a count of 2^32
+// elements made it allocate gigabytes before the access faulted).
+func (c *ExternCall) Check(addr uint64, n int) error {
+	if err := c.errCall("Check"); err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("%d bytes at %#x: a negative size", n, addr)
+	}
+	if _, f := c.w.genericSpan(c.lane, addr, n); f != nil {
+		return errors.New(f.msg)
+	}
+	return nil
+}
+
 // Store writes p at a generic address as the calling thread, immediately visible.
 func (c *ExternCall) Store(addr uint64, p []byte) error {
 	if err := c.errCall("Store"); err != nil {
