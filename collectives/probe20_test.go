@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // small-message p2p_allreduce_lamport_sum and ReduceScatterAlgorithm another kernel than
 // for a large part, though no Buffer holds that many elements (Alloc refuses them); they
 // answer "" for a count beyond a Buffer's. An unknown reduction was named "ReduceOp(?)", not by its
-// value. Probe 20.
+// value, and AllReduceTo's refusals said "AllReduce: dst holds ...". Probe 20.
 func TestProbe20AlgorithmSizes(t *testing.T) {
 	runRanks(t, 2, false, false, 1, Options{}, func(e *rankEnv) error {
 		c := e.c
@@ -45,6 +46,13 @@ func TestProbe20AlgorithmSizes(t *testing.T) {
 		if err := c.AllReduce(context.Background(), b, Op(99)); err == nil || !strings.Contains(err.Error(), "ReduceOp(99) is not supported") {
 			t.Errorf("AllReduce with Op(99): %v; want an error naming ReduceOp(99)", err)
 		}
-		return b.Free()
+		i32, err := c.Alloc(dsl.I32, 16)
+		if err != nil {
+			return err
+		}
+		if err := c.AllReduceTo(context.Background(), i32, b, Sum); err == nil || !strings.Contains(err.Error(), "collectives: AllReduceTo: dst holds 16 s32, src 16 f32") {
+			t.Errorf("AllReduceTo of s32 from f32: %v; want an error naming AllReduceTo", err)
+		}
+		return errors.Join(i32.Free(), b.Free())
 	})
 }
