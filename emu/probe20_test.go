@@ -100,3 +100,41 @@ L:
 		}
 	}
 }
+
+// TestProbe20SetNodesInFlight: SetNodes while a kernel was in flight moved the GPU whose
+// memory it read to another node, and the kernel's legal peer load then faulted as an
+// access to another node's memory. The topology is fixed while kernels run. Probe 20.
+func TestProbe20SetNodesInFlight(t *testing.T) {
+	m := asm(t, `
+.visible .entry k(.param .u64 a)
+{
+	.reg .u64 %rd<2>;
+	.reg .u32 %r<2>;
+	.reg .pred %p<2>;
+	ld.param.u64 %rd0, [a];
+L:
+	ld.volatile.global.u32 %r0, [%rd0];
+	setp.eq.u32 %p0, %r0, 0;
+	@%p0 bra L;
+	ret;
+}`)
+	s := newSys(t, 2)
+	sym, err := s.MallocSymmetric(4)
+	must(t, err)
+	r, err := s.Start(Launch{Module: m, Entry: "k", GPUs: []int{0}, Grid: D1(1), Block: D1(1), Args: []any{sym.On(1)}}) // GPU 1's copy
+	must(t, err)
+	s.Run(1000)
+	if err := s.SetNodes(2); err == nil || !strings.Contains(err.Error(), "the topology is fixed while kernels run") {
+		t.Errorf("SetNodes with a kernel in flight: %v; want an error", err)
+	}
+	must(t, s.Write(sym.On(1), []byte{1, 0, 0, 0}))
+	for i := 0; i < 100 && s.InFlight() > 0; i++ {
+		s.Run(1 << 20)
+	}
+	if !r.Done() || r.Err() != nil {
+		t.Errorf("the kernel: done %v, %v; want it completed", r.Done(), r.Err())
+	}
+	if err := s.SetNodes(2); err != nil { // between kernels it may
+		t.Errorf("SetNodes with no kernel in flight: %v", err)
+	}
+}
