@@ -138,3 +138,31 @@ L:
 		t.Errorf("SetNodes with no kernel in flight: %v", err)
 	}
 }
+
+// TestProbe20EmptyAccessAtEnd: an empty Delivery.Store right after the end of an allocation
+// divided by zero describing the miss (the element size of "index 1 of an array" was the
+// length, 0), a panic that RunScheduled did not recover (during a launch it was an
+// "emulator bug"; nvshmem/shmemu's puts of 0 elements could reach it); an empty Load past the
+// end was an error where System.Read of nothing is not. An empty access touches nothing.
+// Probe 20.
+func TestProbe20EmptyAccessAtEnd(t *testing.T) {
+	s := newSys(t, 1)
+	a := mustMalloc(t, s, 0, 16)
+	s.At(1, func(d *Delivery) error { return d.Store(a+16, nil) })
+	s.At(2, func(d *Delivery) error { return d.Load(a+80, nil) })
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("RunScheduled panicked: %v", p)
+			}
+		}()
+		err = s.RunScheduled()
+	}()
+	if err != nil {
+		t.Errorf("empty Delivery accesses past an allocation's end: %v; want none (they touch nothing)", err)
+	}
+	if err := s.Write(a+16, nil); err != nil {
+		t.Errorf("System.Write of nothing: %v", err)
+	}
+}
