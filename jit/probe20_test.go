@@ -28,3 +28,30 @@ func TestProbe20NodeMulticastPtrNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProbe20StartupEnvChecked: $KGEN_STARTUP took any value but 0, off, false and no as
+// on, so a typo ("of", "flase") printed the report silently; other values are an error of
+// OpenBackend and RunRanks naming the variable, as $KGEN_EMU_WEAK's are. Probe 20.
+func TestProbe20StartupEnvChecked(t *testing.T) {
+	for _, v := range []string{"of", "flase", "2"} {
+		t.Setenv(StartupEnv, v)
+		if d, err := OpenBackend(Emulator, 0); err == nil || !strings.Contains(err.Error(), "jit: KGEN_STARTUP=") {
+			if d != nil {
+				d.Close()
+			}
+			t.Errorf("KGEN_STARTUP=%q: OpenBackend: %v; want an error naming the variable", v, err)
+		}
+		if err := RunRanks(RanksOptions{Backend: Emulator, World: 1}, func(*Rank) error { return nil }); err == nil || !strings.Contains(err.Error(), "jit: KGEN_STARTUP=") {
+			t.Errorf("KGEN_STARTUP=%q: RunRanks: %v; want an error naming the variable", v, err)
+		}
+	}
+	for _, v := range []string{"", "0", " OFF ", "1", "Yes"} {
+		t.Setenv(StartupEnv, v)
+		d, err := OpenBackend(Emulator, 0)
+		if err != nil {
+			t.Errorf("KGEN_STARTUP=%q: %v", v, err)
+			continue
+		}
+		d.Close()
+	}
+}
