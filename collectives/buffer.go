@@ -37,6 +37,15 @@ func supported(dt dsl.Type) bool {
 
 func isFP8(dt dsl.Type) bool { return slices.Contains(FP8DTypes(), dt) }
 
+// maxElems is the most elements of dt (a supported type) a Buffer holds: the kernels index
+// elements in 32 bits.
+func maxElems(dt dsl.Type) int { return (math.MaxInt32 - 15) / dt.Bytes() }
+
+// fits reports whether a Buffer can hold n elements of dt (a supported type): the
+// *Algorithm queries answer "" for a count no Buffer holds (a huge n wrapped n*bytes and
+// named the small-message kernel).
+func fits(dt dsl.Type, n int) bool { return n >= 1 && n <= maxElems(dt) }
+
 // Alloc allocates a symmetric buffer of n elements of dt on every GPU (collective). It is
 // AllocContext with no deadline: it waits for every rank to call it.
 func (c *Comm) Alloc(dt dsl.Type, n int) (*Buffer, error) {
@@ -66,7 +75,7 @@ func (c *Comm) AllocContext(ctx context.Context, dt dsl.Type, n int) (*Buffer, e
 		}
 		return nil, fmt.Errorf("collectives: element type %s is not supported (f32, f16, bf16, s32; e4m3 and e5m2 with multicast on sm_100a)", name)
 	}
-	if maxN := (math.MaxInt32 - 15) / dt.Bytes(); n < 1 || n > maxN {
+	if maxN := maxElems(dt); n < 1 || n > maxN {
 		return nil, fmt.Errorf("collectives: %d elements of %s: want 1 to %d (the kernels index elements in 32 bits; a buffer holds at most 2 GiB)", n, dt, maxN)
 	}
 	s, err := c.alloc(ctx, n*dt.Bytes(), true)

@@ -182,10 +182,11 @@ func (c *Comm) allReducePlan(dt dsl.Type, op Op, n int, inPlace bool) (allReduce
 // AllReduce reduces buf over every GPU with op, in place: afterwards every GPU's copy holds
 // the reduction of all copies. See AllReduceTo for the algorithms.
 func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
-	return c.AllReduceTo(ctx, buf, buf, op)
+	return c.allReduceTo(ctx, "AllReduce", buf, buf, op)
 }
 
-// AllReduceAlgorithm returns the kernel AllReduceTo would run for n elements of dt.
+// AllReduceAlgorithm returns the kernel AllReduceTo would run for n elements of dt (""
+// when none can: an unsupported type, or n beyond what a Buffer holds).
 //
 // Across nodes (Topology().Nodes > 1), or anywhere with Options.Algorithm, the cost model
 // (Options.CostModel) or Options.Algorithm chooses:
@@ -205,7 +206,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf *Buffer, op Op) error {
 // algorithm ("") without multicast on sm_100a. On a CaptureSafe Comm it names the graph
 // variant of graphPlan's out-of-place choice (docs/collectives.md).
 func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
-	if c == nil || n < 1 {
+	if c == nil || !supported(dt) || !fits(dt, n) {
 		return ""
 	}
 	if p := c.allReducePlanAcross(dt, n); p.alg != AlgFlat {
@@ -233,20 +234,26 @@ func (c *Comm) AllReduceAlgorithm(dt dsl.Type, op Op, n int) string {
 // (AllReduceAlgorithm) and logs the choice at debug level. Every rank must pass the same
 // element count, type and op; on the emulator ranks that differ fail, each naming them.
 func (c *Comm) AllReduceTo(ctx context.Context, dst, src *Buffer, op Op) error {
-	if err := errors.Join(c.begin(ctx, "AllReduce", dst, src), checkOp(op)); err != nil {
+	return c.allReduceTo(ctx, "AllReduceTo", dst, src, op)
+}
+
+// allReduceTo is AllReduce and AllReduceTo; what names the method in errors (AllReduceTo's
+// said "AllReduce: dst holds ..."). The call is an AllReduce either way (Call, logs).
+func (c *Comm) allReduceTo(ctx context.Context, what string, dst, src *Buffer, op Op) error {
+	if err := errors.Join(c.begin(ctx, what, dst, src), checkOp(op)); err != nil {
 		return err
 	}
 	if dst.dt != src.dt || dst.n != src.n {
-		return fmt.Errorf("collectives: AllReduce: dst holds %d %s, src %d %s", dst.n, dst.dt, src.n, src.dt)
+		return fmt.Errorf("collectives: %s: dst holds %d %s, src %d %s", what, dst.n, dst.dt, src.n, src.dt)
 	}
 	if p := c.allReducePlanAcross(src.dt, src.n); p.alg != AlgFlat {
-		if err := c.acrossCheck("AllReduce", src.dt); err != nil {
+		if err := c.acrossCheck(what, src.dt); err != nil {
 			return err
 		}
 		cl := &call{what: "AllReduce", dt: src.dt, n: src.n, op: op, reduces: true, root: -1, inPlace: dst == src}
 		return c.allReduceAcross(ctx, cl, p, dst, src, op)
 	}
-	if err := c.flatCheck("AllReduce", flatAlgorithm); err != nil {
+	if err := c.flatCheck(what, flatAlgorithm); err != nil {
 		return err
 	}
 	p, err := c.allReducePlan(src.dt, op, src.n, dst == src)
@@ -417,7 +424,7 @@ func (c *Comm) reduceScatterPlanAcross(dt dsl.Type, m int) plan {
 // nvshmem_reducescatter_ring (at most kernels.CollMaxGPUs ranks); on one node
 // mm_reducescatter with multicast (and a multimem form of op), else p2p_reducescatter.
 func (c *Comm) ReduceScatterAlgorithm(dt dsl.Type, op Op, m int) string {
-	if c == nil || checkOp(op) != nil || m < 1 || !supported(dt) {
+	if c == nil || checkOp(op) != nil || !supported(dt) || !fits(dt, m) {
 		return ""
 	}
 	if p := c.reduceScatterPlanAcross(dt, m); p.alg != AlgFlat {
@@ -506,7 +513,7 @@ func (c *Comm) allGatherPlanAcross(dt dsl.Type, n int) plan {
 // nvshmem_allgather_ring; on one node mm_allgather with multicast and parts of a multiple
 // of 4 bytes, else p2p_allgather (fp8 only with the former).
 func (c *Comm) AllGatherAlgorithm(dt dsl.Type, n int) string {
-	if c == nil || n < 1 || !supported(dt) {
+	if c == nil || !supported(dt) || !fits(dt, n) {
 		return ""
 	}
 	if p := c.allGatherPlanAcross(dt, n); p.alg != AlgFlat {

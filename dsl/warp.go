@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/kgen-dev/kgen/ptx"
@@ -26,7 +27,7 @@ var reduceNames = [...]string{"Sum", "Max", "Min", "BitAnd", "BitOr", "BitXor"}
 
 func (op ReduceOp) String() string {
 	if op < 0 || int(op) >= len(reduceNames) {
-		return "ReduceOp(?)"
+		return fmt.Sprintf("ReduceOp(%d)", int(op)) // the value, not "?"
 	}
 	return reduceNames[op]
 }

@@ -356,6 +356,9 @@ func (s *System) Start(k Launch) (r *Running, err error) {
 			r, err = nil, &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", p)}
 		}
 	}()
+	if err := s.reentered("Start"); err != nil {
+		return nil, launchErr(k.Entry, "%s", strings.TrimPrefix(err.Error(), "emu: "))
+	}
 	l, err := s.prepare(k)
 	if err != nil {
 		return nil, err
@@ -402,9 +405,10 @@ func (s *System) InFlight() int {
 // Run runs the kernels in flight for about steps warp-instructions (at least one
 // scheduling round), or until one finishes or they stall, and says what happened. A kernel
 // that faults is finished with its error and the others go on. With no kernel in flight (or
-// a nil *System) it does nothing.
+// a nil *System) it does nothing, and so it does when called while the System runs
+// kernels, from an Action or an extern function (it would re-enter the scheduler).
 func (s *System) Run(steps int64) (pr Progress) {
-	if s == nil {
+	if s == nil || s.cur != nil {
 		return Progress{}
 	}
 	e := s.eng
@@ -560,6 +564,9 @@ func (s *System) Cancel(r *Running, why string) error {
 	if s == nil {
 		return errNilSystem("Cancel")
 	}
+	if err := s.reentered("Cancel"); err != nil {
+		return err
+	}
 	e := s.eng
 	if e == nil || r == nil || r.done {
 		return nil
@@ -586,6 +593,9 @@ func (s *System) Cancel(r *Running, why string) error {
 func (s *System) Abort(why string) (ended []*Running, err error) {
 	if s == nil {
 		return nil, errNilSystem("Abort")
+	}
+	if err := s.reentered("Abort"); err != nil {
+		return nil, err
 	}
 	e := s.eng
 	if e == nil || len(e.grids) == 0 {

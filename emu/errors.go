@@ -155,3 +155,14 @@ func errNilSystem(op string) error {
 func nilSystemLaunch(op, entry string) error {
 	return &Error{Kind: KindLaunch, Kernel: entry, Msg: fmt.Sprintf("System.%s on a nil *System (make one with emu.New)", op)}
 }
+
+// reentered is the error of a host call made while the System runs kernels (Launch or Run),
+// from an Action or an extern function: such a call re-entered the scheduler (an Abort
+// there ended the kernels, and the Run around it then reported them completed without an
+// error; a nested Launch or RunScheduled ran the clock backwards). nil when none runs.
+func (s *System) reentered(op string) error {
+	if s.cur == nil {
+		return nil
+	}
+	return fmt.Errorf("emu: System.%s while the System runs kernels (from an Action or an extern function): call it from the host, between Launch or Run calls", op)
+}

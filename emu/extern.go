@@ -94,6 +94,9 @@ func (c *ExternCall) Load(addr uint64, p []byte) error {
 	if err := c.errCall("Load"); err != nil {
 		return err
 	}
+	if len(p) == 0 { // nothing, at any address (as System.Read)
+		return nil
+	}
 	b, f := c.w.genericSpan(c.lane, addr, len(p))
 	if f != nil {
 		return errors.New(f.msg)
@@ -102,10 +105,34 @@ func (c *ExternCall) Load(addr uint64, p []byte) error {
 	return nil
 }
 
+// Check reports whether the calling thread could read or write n bytes at a generic
+// address (the error Load or Store would give), without touching them: a handler checks a
+// span whose size a kernel passed before it allocates a buffer of that size (a count of 2^32
+// elements made it allocate gigabytes before the access faulted). A span of 0 bytes touches
+// nothing: any address passes.
+func (c *ExternCall) Check(addr uint64, n int) error {
+	if err := c.errCall("Check"); err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("%d bytes at %#x: a negative size", n, addr)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, f := c.w.genericSpan(c.lane, addr, n); f != nil {
+		return errors.New(f.msg)
+	}
+	return nil
+}
+
 // Store writes p at a generic address as the calling thread, immediately visible.
 func (c *ExternCall) Store(addr uint64, p []byte) error {
 	if err := c.errCall("Store"); err != nil {
 		return err
+	}
+	if len(p) == 0 { // nothing, at any address (as System.Write)
+		return nil
 	}
 	b, f := c.w.genericSpan(c.lane, addr, len(p))
 	if f != nil {

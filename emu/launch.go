@@ -160,6 +160,9 @@ func (s *System) Launch(k Launch) (err error) {
 			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", r)}
 		}
 	}()
+	if err := s.reentered("Launch"); err != nil {
+		return launchErr(k.Entry, "%s", strings.TrimPrefix(err.Error(), "emu: "))
+	}
 	l, err := s.prepare(k)
 	if err != nil {
 		return err

@@ -113,7 +113,7 @@ func (g *gpuMem) describeMiss(addr uint64, n int) string {
 			return fmt.Sprintf("%d bytes at %#x run %d bytes past the end of a %d-byte %s allocation at %#x on GPU %d",
 				n, addr, addr+uint64(n)-(a.base+a.size), a.size, a.what, a.base, g.idx)
 		}
-		if gap := addr - (a.base + a.size); gap == 0 {
+		if gap := addr - (a.base + a.size); gap == 0 && n > 0 { // n 0: no element size to divide by
 			return fmt.Sprintf("%d bytes at %#x start right after the end of a %d-byte %s allocation at %#x on GPU %d (index %d of a %d-element array of %d-byte elements)",
 				n, addr, a.size, a.what, a.base, g.idx, a.size/uint64(n), a.size/uint64(n), n)
 		} else if gap < 1<<20 {

@@ -97,7 +97,9 @@ func (s *System) Network() Network {
 
 // Action is a scheduled action (System.At): it runs once, when the clock reaches its time,
 // and moves data with d. An error stops the running launch (or is returned by
-// RunScheduled).
+// RunScheduled). While the System runs kernels (Launch, Run) an Action, like an extern
+// function, must not call Launch, Start, RunScheduled, Cancel or Abort (they return an
+// error) or Run (it does nothing).
 type Action func(d *Delivery) error
 
 type timer struct {
@@ -141,16 +143,22 @@ func (l *launch) now() int64 { return l.t0 + l.steps + l.skip }
 // scheduled when it starts all run, however many.
 const MaxActions = 1 << 20
 
-// At schedules f to run at logical time t (now, if t is in the past): during a launch when
-// the clock reaches t, else at the next launch that runs that long, or RunScheduled. A nil f
-// only wakes the clock at t (for an extern call that waits until then). On a nil *System it
-// does nothing (RunScheduled and every launch of it are errors).
+// MaxTime is the last logical time an action may be scheduled at (At takes a later time as
+// MaxTime): the steps run after it, 2^62 more, cannot wrap the clock past math.MaxInt64 to
+// a negative time (an action at math.MaxInt64 left Now negative after the next launch).
+const MaxTime = 1 << 62
+
+// At schedules f to run at logical time t (now, if t is in the past; MaxTime, if t is
+// later): during a launch when the clock reaches t, else at the next launch that runs that
+// long, or RunScheduled. A nil f only wakes the clock at t (for an extern call that waits
+// until then). On a nil *System it does nothing (RunScheduled and every launch of it are
+// errors).
 func (s *System) At(t int64, f Action) {
 	if s == nil {
 		return
 	}
 	s.tseq++
-	heap.Push(&s.timers, &timer{due: t, seq: s.tseq, f: f})
+	heap.Push(&s.timers, &timer{due: min(t, MaxTime), seq: s.tseq, f: f})
 }
 
 // Scheduled returns the number of actions not run yet (0 for a nil *System).
@@ -166,6 +174,9 @@ func (s *System) Scheduled() int {
 func (s *System) RunScheduled() error {
 	if s == nil {
 		return errNilSystem("RunScheduled")
+	}
+	if err := s.reentered("RunScheduled"); err != nil {
+		return err
 	}
 	s.hostSync()
 	var errs []error
@@ -252,10 +263,14 @@ func (d *Delivery) Now() int64 {
 	return d.s.Now()
 }
 
-// Load reads len(p) bytes of global memory at addr.
+// Load reads len(p) bytes of global memory at addr (none, at any address, for an empty p,
+// as System.Read).
 func (d *Delivery) Load(addr uint64, p []byte) error {
 	if err := d.errDelivery("Load"); err != nil {
 		return err
+	}
+	if len(p) == 0 {
+		return nil
 	}
 	b, f := d.s.globalSpan(addr, len(p))
 	if f != nil {
@@ -265,10 +280,15 @@ func (d *Delivery) Load(addr uint64, p []byte) error {
 	return nil
 }
 
-// Store writes p to global memory at addr.
+// Store writes p to global memory at addr (nothing, at any address, for an empty p, as
+// System.Write: an empty store right after an allocation's end divided by zero describing
+// the miss, a panic RunScheduled did not recover).
 func (d *Delivery) Store(addr uint64, p []byte) error {
 	if err := d.errDelivery("Store"); err != nil {
 		return err
+	}
+	if len(p) == 0 {
+		return nil
 	}
 	b, f := d.s.globalSpan(addr, len(p))
 	if f != nil {

@@ -11,10 +11,19 @@ import "fmt"
 // may deliver it late (ExternCall.Schedule). Host copies reach every GPU.
 
 // SetNodes splits the GPUs into nodes of NumGPUs()/nodes consecutive GPUs; 1 (the default)
-// makes one node of all of them. The number of GPUs must be a multiple of nodes.
+// makes one node of all of them. The number of GPUs must be a multiple of nodes. The
+// topology is fixed while kernels run: SetNodes with kernels in flight (Start), or from an
+// Action or extern function during a launch, is an error (a kernel reading a peer's memory
+// legally faulted as a remote-node access once the split moved the peer to another node).
 func (s *System) SetNodes(nodes int) error {
 	if s == nil {
 		return errNilSystem("SetNodes")
+	}
+	if err := s.reentered("SetNodes"); err != nil {
+		return err
+	}
+	if n := s.InFlight(); n > 0 {
+		return fmt.Errorf("emu: SetNodes(%d) while %d kernel(s) started with Start are in flight: the topology is fixed while kernels run (run them to the end first)", nodes, n)
 	}
 	n := len(s.gpus)
 	if nodes < 1 || nodes > n {

@@ -160,6 +160,9 @@ func OpenBackend(b Backend, ordinal int, opts ...Option) (*Device, error) {
 	if err := cacheEnvErr(); err != nil {
 		return nil, err
 	}
+	if _, err := startupEnv(); err != nil {
+		return nil, err
+	}
 	var eo emu.Options
 	if b == Emulator {
 		var err error

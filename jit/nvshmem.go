@@ -55,7 +55,8 @@ func (e *VersionError) Error() string {
 	if e == nil {
 		return "<nil>"
 	}
-	return fmt.Sprintf("jit: NVSHMEM device library was built from NVSHMEM %s but the host library %s is %s; rebuild the device library (nvshmem/devlib) from the same NVSHMEM as the host library, or point NVSHMEM_HOME at the matching one", e.DevLib, e.HostPath, e.Host)
+	c := func(s string) string { return excerpt.Cut(s, 256) } // a DevLib.Version of 1 MB was quoted whole
+	return fmt.Sprintf("jit: NVSHMEM device library was built from NVSHMEM %s but the host library %s is %s; rebuild the device library (nvshmem/devlib) from the same NVSHMEM as the host library, or point NVSHMEM_HOME at the matching one", c(e.DevLib), c(e.HostPath), c(e.Host))
 }
 
 // InitNVSHMEM initialises NVSHMEM on d with a unique-ID bootstrap: rank 0 asks NVSHMEM for
@@ -348,14 +349,14 @@ func (s *NVSHMEM) onHeap(op string, p Pointer) error {
 // world team (nvshmemx_mc_ptr), or 0 and a *MulticastError saying why there is none (a
 // world of several nodes has none: see NodeMulticastPtr).
 func (s *NVSHMEM) MulticastPtr(p Pointer) (DevicePtr, error) {
-	return s.mcPtr(p, teamWorld)
+	return s.mcPtr("MulticastPtr", p, teamWorld)
 }
 
 // NodeMulticastPtr returns the multicast address of symmetric memory p for this PE's node
 // (nvshmemx_mc_ptr of NVSHMEMX_TEAM_NODE): multimem instructions on it reach the copies of
 // the node's PEs (NodePEs). 0 and a *MulticastError when there is none.
 func (s *NVSHMEM) NodeMulticastPtr(p Pointer) (DevicePtr, error) {
-	return s.mcPtr(p, teamNode)
+	return s.mcPtr("NodeMulticastPtr", p, teamNode)
 }
 
 // NVSHMEM's team handles (nvshmem_team_t).
@@ -364,11 +365,13 @@ const (
 	teamNode  = 2 // NVSHMEMX_TEAM_NODE
 )
 
-func (s *NVSHMEM) mcPtr(p Pointer, team int) (DevicePtr, error) {
+// mcPtr is MulticastPtr and NodeMulticastPtr (op: which one, for errors: NodeMulticastPtr's
+// said "MulticastPtr").
+func (s *NVSHMEM) mcPtr(op string, p Pointer, team int) (DevicePtr, error) {
 	if err := s.live(); err != nil {
 		return 0, err
 	}
-	if err := s.onHeap("MulticastPtr", p); err != nil {
+	if err := s.onHeap(op, p); err != nil {
 		return 0, err
 	}
 	q := s.impl.mcPtr(p.DevPtr(), team)
@@ -377,7 +380,7 @@ func (s *NVSHMEM) mcPtr(p Pointer, team int) (DevicePtr, error) {
 	}
 	reason := "NVSHMEM has no NVLS multicast for this team (the GPUs or the fabric do not support NVLink SHARP); fall back to a peer-pointer algorithm"
 	if v := os.Getenv("NVSHMEM_DISABLE_NVLS"); v != "" && v != "0" {
-		reason = "NVLS is disabled (NVSHMEM_DISABLE_NVLS=" + v + "); fall back to a peer-pointer algorithm"
+		reason = "NVLS is disabled (NVSHMEM_DISABLE_NVLS=" + excerpt.Cut(v, excerpt.Max) + "); fall back to a peer-pointer algorithm"
 	} else if node := s.NodePEs(); team == teamWorld && len(node) < s.NPEs() {
 		reason = fmt.Sprintf("the world's %d PEs span several nodes (PE %d's node holds PEs %s) and multicast reaches one node; use NodeMulticastPtr within the node and NVSHMEM put/put_signal between nodes", s.NPEs(), s.MyPE(), joinInts(node))
 	}

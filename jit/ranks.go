@@ -340,6 +340,9 @@ func runEmuRanks(o RanksOptions, f func(r *Rank) error) error {
 	if err := cacheEnvErr(); err != nil {
 		return err
 	}
+	if _, err := startupEnv(); err != nil {
+		return err
+	}
 	eo, err := emuOptions(o.Open)
 	if err != nil {
 		return err

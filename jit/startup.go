@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // StartupEnv names the variable that makes every device print, at its first kernel launch,
@@ -125,9 +127,22 @@ func (d *Device) noteLaunch() {
 		d.st.s.FirstLaunch = time.Since(d.st.opened)
 	}
 	d.st.mu.Unlock()
-	switch strings.ToLower(os.Getenv(StartupEnv)) {
-	case "", "0", "off", "false", "no":
+	if on, _ := startupEnv(); !on {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "kgen: %s\n", d.Startup())
+}
+
+// startupEnv reads $KGEN_STARTUP: on for 1, true, yes or on, off for 0, false, no, off or
+// unset (any case, spaces around); another value is an error naming the variable, which
+// OpenBackend returns (a typo such as "of" turned the report on, silently).
+func startupEnv() (bool, error) {
+	switch v := os.Getenv(StartupEnv); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "off", "false", "no":
+		return false, nil
+	case "1", "on", "true", "yes":
+		return true, nil
+	default:
+		return false, fmt.Errorf("jit: %s=%s: want 1, true, yes or on (print where the time to the first launch went) or 0, false, no or off", StartupEnv, excerpt.Quote(v))
+	}
 }

@@ -121,10 +121,21 @@ func PrintLayout(w io.Writer, l Drawable) error {
 		return err
 	}
 	b := bufio.NewWriter(w)
-	width := len(strconv.Itoa(cosize)) + 2
+	// The cells are as wide as cute::print_layout makes them (the digits of the cosize),
+	// or wider for a value or column index that needs more (a negative value, from a
+	// negative stride or offset, or the columns of a stride-0 layout outran the cells).
+	digits := max(len(strconv.Itoa(cosize)), len(strconv.Itoa(N-1)))
+	for m := 0; m < M; m++ {
+		for n := 0; n < N; n++ {
+			digits = max(digits, len(strconv.Itoa(at(m, n))))
+		}
+	}
+	width := digits + 2
+	rowDigits := max(2, len(strconv.Itoa(M-1))) // the row labels: 2 wide as cute's, or more
+	indent := strings.Repeat(" ", rowDigits+2)
 	const delim = "+-----------------------"
 	rule := func() {
-		b.WriteString("    ")
+		b.WriteString(indent)
 		for n := 0; n < N; n++ {
 			d := delim
 			if width+1 < len(d) {
@@ -136,14 +147,14 @@ func PrintLayout(w io.Writer, l Drawable) error {
 		}
 		b.WriteString("+\n")
 	}
-	header := "    "
+	header := indent
 	for n := 0; n < N; n++ {
 		header += fmt.Sprintf("  %*d ", width-2, n)
 	}
 	fmt.Fprintf(b, "%v\n%s\n", l, strings.TrimRight(header, " "))
 	for m := 0; m < M; m++ {
 		rule()
-		fmt.Fprintf(b, "%2d  ", m)
+		fmt.Fprintf(b, "%*d  ", rowDigits, m)
 		for n := 0; n < N; n++ {
 			fmt.Fprintf(b, "| %*d ", width-2, at(m, n))
 		}

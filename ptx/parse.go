@@ -83,17 +83,42 @@ type clipped string
 // Format prints the excerpt.
 func (c clipped) Format(f fmt.State, verb rune) { io.WriteString(f, excerpt.Quote(string(c))) }
 
-// next returns the next non-empty, non-comment line, trimmed.
+// next returns the next non-empty, non-comment line, trimmed, without a trailing //
+// comment (one after code, as other tools write them: "ret; // done" was refused as having
+// no ';' at its end, and "{ // body" as an unexpected line).
 func (p *parser) next() (string, bool) {
 	for p.i < len(p.lines) {
 		s := strings.TrimSpace(p.lines[p.i])
 		p.i++
-		if s == "" || strings.HasPrefix(s, "//") {
+		if i := commentAt(s); i >= 0 {
+			s = strings.TrimSpace(s[:i])
+		}
+		if s == "" {
 			continue
 		}
 		return s, true
 	}
 	return "", false
+}
+
+// commentAt returns where a // comment starts in line s, outside double quotes (a .file
+// name may hold "//"; a backslash escapes a quote in one), or -1.
+func commentAt(s string) int {
+	if !strings.Contains(s, "//") {
+		return -1
+	}
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == '/' && i+1 < len(s) && s[i+1] == '/':
+			return i
+		}
+	}
+	return -1
 }
 
 func (p *parser) module() error {

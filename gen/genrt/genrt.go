@@ -4,6 +4,7 @@
 package genrt
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -34,6 +35,9 @@ func PickTarget(arch string, have []ptx.Target) (ptx.Target, error) {
 		if best == "" || t.SM() > best.SM() || t.SM() == best.SM() && t.ArchSpecific() {
 			best = t
 		}
+	}
+	if best == "" && len(have) == 0 {
+		return "", errors.New("the package holds no PTX for any target; regenerate it")
 	}
 	if best == "" {
 		names := make([]string, len(have))
@@ -73,8 +77,12 @@ func Load(d *jit.Device, entry string, texts map[ptx.Target]string, params []jit
 	return load(d, entry, t, texts[t], params, nil)
 }
 
-// pick chooses the target of texts that d runs best.
+// pick chooses the target of texts that d runs best; a nil d is an error saying so (it was
+// called "a  device" with no PTX for it).
 func pick(d *jit.Device, entry string, texts map[ptx.Target]string) (ptx.Target, error) {
+	if d == nil {
+		return "", fmt.Errorf("%s: the *jit.Device is nil (open one with jit.Open)", entry)
+	}
 	have := make([]ptx.Target, 0, len(texts))
 	for t := range texts {
 		have = append(have, t)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kgen-dev/kgen/internal/excerpt"
 	"github.com/kgen-dev/kgen/jit"
 	"github.com/kgen-dev/kgen/ptx"
 )
@@ -37,6 +38,9 @@ func LoadNVSHMEM(d *jit.Device, entry string, texts map[ptx.Target]string, param
 	if lib == nil {
 		return nil, nil, fmt.Errorf("%s calls NVSHMEM but the package carries no device library; regenerate it", entry)
 	}
+	if d == nil { // not "initialise NVSHMEM on the device first"
+		return nil, nil, fmt.Errorf("%s: the *jit.Device is nil (open one with jit.Open, then jit.InitNVSHMEM)", entry)
+	}
 	sh := d.NVSHMEM()
 	if sh == nil {
 		return nil, nil, fmt.Errorf("%s calls NVSHMEM (%s): initialise NVSHMEM on the device first (jit.InitNVSHMEM, or jit.RunRanks with NVSHMEM: true)", entry, strings.Join(lib.Funcs, ", "))
@@ -44,9 +48,10 @@ func LoadNVSHMEM(d *jit.Device, entry string, texts map[ptx.Target]string, param
 	if v := sh.Version(); v != "emulator" && v != lib.Version {
 		where := ""
 		if p := sh.LibPath(); p != "" {
-			where = " (" + p + ")"
+			where = " (" + shortPath(p) + ")"
 		}
-		return nil, nil, fmt.Errorf("%s: the package was generated for NVSHMEM %s, but the NVSHMEM running here%s is %s; regenerate the package against NVSHMEM %s, or run with NVSHMEM %s", entry, lib.Version, where, v, v, lib.Version)
+		v = excerpt.Cut(v, excerpt.Max) // $KGEN_EMU_NVSHMEM_VERSION of 100 KB was quoted twice
+		return nil, nil, fmt.Errorf("%s: the package was generated for NVSHMEM %s, but the NVSHMEM running here%s is %s; regenerate the package against NVSHMEM %s, or run with NVSHMEM %s", entry, excerpt.Cut(lib.Version, excerpt.Max), where, v, v, excerpt.Cut(lib.Version, excerpt.Max))
 	}
 	t, err := pick(d, entry, texts)
 	if err != nil {
@@ -72,7 +77,7 @@ func LoadNVSHMEM(d *jit.Device, entry string, texts map[ptx.Target]string, param
 func deviceArchive(hostLib string) (string, error) {
 	var tried []string
 	try := func(p string) bool {
-		tried = append(tried, p)
+		tried = append(tried, shortPath(p))
 		fi, err := os.Stat(p)
 		return err == nil && fi.Mode().IsRegular()
 	}
@@ -80,7 +85,7 @@ func deviceArchive(hostLib string) (string, error) {
 		if try(p) {
 			return p, nil
 		}
-		return "", fmt.Errorf("$%s=%s is not a regular file", ArchiveEnv, p)
+		return "", fmt.Errorf("$%s=%s is not a regular file", ArchiveEnv, shortPath(p))
 	}
 	if h := os.Getenv("NVSHMEM_HOME"); h != "" && try(filepath.Join(h, "lib", "libnvshmem_device.a")) {
 		return filepath.Join(h, "lib", "libnvshmem_device.a"), nil
@@ -89,4 +94,13 @@ func deviceArchive(hostLib string) (string, error) {
 		return filepath.Join(filepath.Dir(hostLib), "libnvshmem_device.a"), nil
 	}
 	return "", fmt.Errorf("libnvshmem_device.a not found (tried %s); set $%s", strings.Join(tried, ", "), ArchiveEnv)
+}
+
+// shortPath is p for a message: whole up to 256 bytes, else a quoted excerpt and its length
+// (a 1 MB $KGEN_NVSHMEM_DEVICE_ARCHIVE or $NVSHMEM_HOME was quoted whole).
+func shortPath(p string) string {
+	if len(p) <= 256 {
+		return p
+	}
+	return excerpt.Quote(p)
 }

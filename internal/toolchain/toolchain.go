@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/kgen-dev/kgen/internal/excerpt"
 )
 
 // LLVMVersion is the LLVM major version whose tools read NVSHMEM's bitcode.
@@ -27,9 +29,15 @@ type NotFoundError struct {
 	Hint     string
 }
 
+// Error names the tool and the places searched, each cut to 256 bytes (a 100 KB
+// $CUDA_HOME, $KGEN_TOOLS or $NVSHMEM_HOME was quoted whole).
 func (e *NotFoundError) Error() string {
+	where := make([]string, len(e.Searched))
+	for i, s := range e.Searched {
+		where[i] = excerpt.Cut(s, 256)
+	}
 	return fmt.Sprintf("toolchain: %s not found (searched %s); %s",
-		e.Tool, strings.Join(e.Searched, ", "), e.Hint)
+		e.Tool, strings.Join(where, ", "), e.Hint)
 }
 
 // noToolsDir stands in the searched list for a tool folder that is not there.

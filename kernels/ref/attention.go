@@ -62,6 +62,9 @@ func RunAttention(p AttentionProblem) (Result, error) {
 	if n := satMul(p.Batch, p.Heads, p.SeqQ, p.SeqK); n > MaxEmuAttention {
 		return res, fmt.Errorf("attention %s: %s scores; the emulator harness takes at most %d (MaxEmuAttention)", res.Shape, satText(n), MaxEmuAttention)
 	}
+	if err := scalar("attention "+res.Shape, "Scale", p.Scale, true); err != nil {
+		return res, err
+	}
 	scale := p.Scale
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(cfg.HeadDim))

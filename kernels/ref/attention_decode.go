@@ -63,7 +63,7 @@ func RunAttentionDecode(p DecodeProblem) (Result, error) {
 	cfg := p.Config
 	splits := max(p.Splits, 1)
 	res := Result{Kernel: cfg.Name(), DType: cfg.In,
-		Shape: fmt.Sprintf("b%d q%d h%d/%d ctx%v splits %d", p.Batch, p.QLen, p.Heads, p.KVHeads, p.SeqLens, splits)}
+		Shape: fmt.Sprintf("b%d q%d h%d/%d ctx%s splits %d", p.Batch, p.QLen, p.Heads, p.KVHeads, lensText(p.SeqLens), splits)}
 	if p.Target == "" {
 		p.Target = ptx.SM90
 	}
@@ -73,11 +73,24 @@ func RunAttentionDecode(p DecodeProblem) (Result, error) {
 	if len(p.SeqLens) != p.Batch {
 		return res, fmt.Errorf("attention_decode %s: %d context lengths for batch %d", res.Shape, len(p.SeqLens), p.Batch)
 	}
+	what := "attention_decode " + res.Shape
+	for _, c := range []struct {
+		field string
+		v     int
+		rule  string
+	}{{"Splits", p.Splits, "1 split"}, {"MaxPages", p.MaxPages, "enough for the longest context"}, {"NumPages", p.NumPages, "the pages used, plus 3"}, {"BadPage", p.BadPage, "no bad page"}} {
+		if err := count(what, c.field, c.v, c.rule); err != nil {
+			return res, err
+		}
+	}
+	if err := scalar(what, "Scale", p.Scale, true); err != nil {
+		return res, err
+	}
 	B, QL, H, HK, D, PS := p.Batch, p.QLen, p.Heads, p.KVHeads, cfg.HeadDim, cfg.PageSize
 	used, longest, keys := 0, 0, 0
 	for _, s := range p.SeqLens {
-		if s < 0 {
-			return res, fmt.Errorf("attention_decode %s: negative context length %d", res.Shape, s)
+		if s < 0 || s > math.MaxInt32 {
+			return res, fmt.Errorf("attention_decode %s: context length %d: want 0 to 2^31-1 (SeqLens are s32 on the device)", res.Shape, s)
 		}
 		used += ceil(s, PS)
 		longest = max(longest, s)
@@ -96,6 +109,9 @@ func RunAttentionDecode(p DecodeProblem) (Result, error) {
 	}
 	if err := cfg.CheckShape(B, QL, H, HK, numPages, maxPages, splits); err != nil {
 		return res, err
+	}
+	if p.BadPage > math.MaxInt32-numPages+1 { // the id must stay out of range as an s32
+		return res, fmt.Errorf("%s: BadPage %d: page id %d + %d - 1 is past 2^31-1 (block-table ids are s32)", what, p.BadPage, numPages, p.BadPage)
 	}
 	if n := satMul(keys, QL, H); n > MaxEmuDecode {
 		return res, fmt.Errorf("attention_decode %s: %s scores; the emulator harness takes at most %d (MaxEmuDecode)", res.Shape, satText(n), MaxEmuDecode)
@@ -259,4 +275,13 @@ func gatherPages(cache []float64, table []int32, seqLen, pageSize, kvHeads, d in
 		copy(out[j*row:(j+1)*row], cache[(page*pageSize+j%pageSize)*row:])
 	}
 	return out
+}
+
+// lensText shows context lengths as %v does, the first 8 of a longer list and the count
+// (a batch of millions quoted every length in each message).
+func lensText(s []int) string {
+	if len(s) <= 8 {
+		return fmt.Sprint(s)
+	}
+	return fmt.Sprintf("%v ... (%d lengths)", s[:8], len(s))
 }

@@ -74,6 +74,9 @@ func RunFused(p FusedProblem) (Result, error) {
 	if err := checkEmuGemm(name, p.M, p.N, p.K, g); err != nil {
 		return res, err
 	}
+	if err := count(name, "Launches", p.Launches, "2 launches"); err != nil {
+		return res, err
+	}
 	build := p.Build
 	if build == nil {
 		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmConfig){kernels.FamilyAGGemm: kernels.AGGemm, kernels.FamilyGemmRS: kernels.GemmRS, kernels.FamilyGemmAR: kernels.GemmAR, kernels.FamilyAGGemmNVSHMEM: kernels.AGGemmNVSHMEM, kernels.FamilyGemmARMC: kernels.GemmARMC}[p.Family]

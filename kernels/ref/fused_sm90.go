@@ -67,6 +67,12 @@ func RunFusedSM90(p FusedSM90Problem) (Result, error) {
 	if err := checkEmuGemm(name, p.M, p.N, p.K, g); err != nil {
 		return res, err
 	}
+	if err := count(name, "Launches", p.Launches, "2 launches"); err != nil {
+		return res, err
+	}
+	if err := count(name, "Blocks", p.Blocks, "one per tile"); err != nil {
+		return res, err
+	}
 	build := p.Build
 	if build == nil {
 		build = map[kernels.Family]func(*dsl.Kernel, kernels.GemmSM90Config){kernels.FamilyAGGemmSM90: kernels.AGGemmSM90,

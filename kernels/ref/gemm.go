@@ -116,6 +116,9 @@ func RunGemm(p GemmProblem) (Result, error) {
 	if err := checkEmuGemm(cfg.Name(), p.M, p.N, p.K, 1); err != nil {
 		return res, err
 	}
+	if err := scalars(cfg.Name(), p.Alpha, p.Beta); err != nil {
+		return res, err
+	}
 	k := dsl.New(cfg.Name(), dsl.WithTarget(p.Target))
 	if p.Hook != nil {
 		kernels.GemmWith(k, cfg, p.Hook.Hook)

@@ -37,6 +37,9 @@ func RunMLP(p MLPProblem) ([2]Result, error) {
 	if err := checkEmuGemm("mlp", T, max(Hd, F), max(Hd, F), 2); err != nil {
 		return res, err
 	}
+	if err := count("mlp", "SMs", p.SMs, "4 SMs"); err != nil {
+		return res, err
+	}
 	sms := p.SMs
 	if sms <= 0 {
 		sms = 4

@@ -68,6 +68,15 @@ func RunGemmSM90(p GemmSM90Problem) (Result, error) {
 	if err := checkEmuGemm(cfg.Name(), p.M, p.N, p.K, 1); err != nil {
 		return res, err
 	}
+	if err := scalars(cfg.Name(), p.Alpha, p.Beta); err != nil {
+		return res, err
+	}
+	if err := count(cfg.Name(), "Blocks", p.Blocks, "the configuration's grid"); err != nil {
+		return res, err
+	}
+	if err := count(cfg.Name(), "PieceEpoch", p.PieceEpoch, "1"); err != nil {
+		return res, err
+	}
 	k := dsl.New(cfg.Name(), dsl.WithTarget(ptx.SM90a))
 	if p.Hook != nil {
 		kernels.GemmSM90With(k, cfg, p.Hook.Hook)

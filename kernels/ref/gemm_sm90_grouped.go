@@ -90,6 +90,12 @@ func RunGemmSM90Grouped(p GemmSM90GroupedProblem) (Result, error) {
 	if p.Lead < 0 || p.Tail < 0 || (cfg.Masked && p.Lead != 0) {
 		return Result{}, fmt.Errorf("gemm_sm90_grouped: Lead %d, Tail %d: want >= 0 (Lead 0 with Masked)", p.Lead, p.Tail)
 	}
+	if err := scalars("gemm_sm90_grouped", p.Alpha, p.Beta); err != nil {
+		return Result{}, err
+	}
+	if err := count("gemm_sm90_grouped", "Blocks", p.Blocks, "the configuration's grid"); err != nil {
+		return Result{}, err
+	}
 	// lo, hi: each group's rows; dev: what the kernel reads (offsets, or the masked counts).
 	lo, hi := make([]int, groups), make([]int, groups)
 	var dev []int32

@@ -144,6 +144,15 @@ func Run(p Problem) (Result, error) {
 	if p.Ranks == 0 {
 		p.Ranks = 1
 	}
+	for _, c := range []struct {
+		field string
+		v     int
+		def   string
+	}{{"Ranks", p.Ranks, "1"}, {"Nodes", p.Nodes, "1"}, {"Grid", p.Grid, "the host's launch shape"}} {
+		if err := count(p.Kernel, "Problem."+c.field, c.v, c.def); err != nil {
+			return Result{}, err
+		}
+	}
 	if p.Size < 0 || p.Size > MaxEmuSize {
 		return Result{}, fmt.Errorf("Problem.Size %d: want 0 (the default) to %d elements (MaxEmuSize: the harness keeps float64 copies on the CPU)", p.Size, MaxEmuSize)
 	}

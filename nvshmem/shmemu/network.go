@@ -2,7 +2,6 @@ package shmemu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kgen-dev/kgen/emu"
 )
@@ -35,12 +34,13 @@ func (e *Emulator) crossNode(from, to int) bool {
 }
 
 // arrival returns when n bytes sent now from PE from to PE to arrive, and books the link;
-// an arrival past the logical clock's range is an error (it wrapped to the past).
+// an arrival past the range of times System.At takes (emu.MaxTime) is an error (it would
+// arrive early, or wrap to the past).
 func (e *Emulator) arrival(from, to, n int) (int64, error) {
 	busy, lat := e.sys.Network().Steps(n)
 	k := [2]int{from, to}
 	start := max(e.sys.Now(), e.link[k])
-	if start > math.MaxInt64-busy || start+busy > math.MaxInt64-lat {
+	if start > emu.MaxTime-busy || start+busy > emu.MaxTime-lat {
 		return 0, fmt.Errorf("PE %d to PE %d: %d bytes sent at step %d would arrive after the emulator's logical clock ends (network %s)", from, to, n, start, e.sys.Network())
 	}
 	e.link[k] = start + busy

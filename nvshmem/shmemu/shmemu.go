@@ -569,6 +569,9 @@ func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFun
 				if err != nil {
 					return nil, err
 				}
+				if err := checkSpans(c, bytes, src, dst); err != nil { // before the buffer
+					return nil, err
+				}
 				buf := make([]byte, bytes)
 				return buf, m.Load(ra, buf)
 			}, func(c *emu.ExternCall, g *group, buf []byte) error { return c.Store(dst, buf) }))
@@ -576,6 +579,9 @@ func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFun
 		return e.run(c, s, now(func(c *emu.ExternCall, g *group) error {
 			ra, err := e.remote(dst, pe, "dest")
 			if err != nil {
+				return err
+			}
+			if err := checkSpans(c, bytes, src, dst); err != nil { // before the buffer
 				return err
 			}
 			buf := make([]byte, bytes)
@@ -613,6 +619,19 @@ func (e *Emulator) rmaHandler(s abi.Scope, el elemInfo, op string) emu.ExternFun
 			return e.deliverThrough(c, p)
 		}))
 	}
+}
+
+// checkSpans checks that bytes bytes at each address are there (as the calling thread sees
+// them; a symmetric address's copy on this GPU has the size of every other's), so that a
+// count from a kernel is refused before a buffer of that size is allocated: a put of 2^32
+// floats allocated 16 GiB before the access faulted.
+func checkSpans(c *emu.ExternCall, bytes int, addrs ...uint64) error {
+	for _, a := range addrs {
+		if err := c.Check(a, bytes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deliverPut writes a put's data, then applies its signal.
@@ -840,6 +859,9 @@ func (e *Emulator) collHandler(s abi.Scope, el elemInfo, op string) emu.ExternFu
 		size := el.size
 		first, tn := e.teamOf(team, c.GPU) // the team's PEs: first .. first+tn-1
 		load := func(addr uint64, nbytes int) ([]byte, error) {
+			if err := c.Check(addr, nbytes); err != nil { // before the buffer
+				return nil, err
+			}
 			b := make([]byte, nbytes)
 			return b, c.Load(addr, b)
 		}

@@ -370,13 +370,24 @@ func (l *MoELayer) Check(ctx context.Context) error {
 }
 
 // Free releases the layer's scratch (collective: it frees a Comm buffer). The MoE's own
-// buffers go with the Comm's Close; the weights are the caller's.
+// buffers go with the Comm's Close; the weights are the caller's. A nil or ended ctx is
+// an error that leaves the layer as it was (it marked the layer freed, freed its local
+// scratch and kept the Comm buffer, which no later Free could release).
 func (l *MoELayer) Free(ctx context.Context) error {
 	if l == nil || l.m == nil {
 		return errors.New("dist: MoELayer.Free of a nil or freed MoELayer")
 	}
+	if ctx == nil {
+		return errors.New("dist: MoELayer.Free: nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dist: MoELayer.Free: %w", err)
+	}
+	if err := l.yb.FreeContext(ctx); err != nil { // first: the buffer stays when its wait fails
+		return fmt.Errorf("dist: MoELayer.Free: %w", err)
+	}
 	l.m = nil
-	return errors.Join(l.gu.Buffer().Free(), l.h.Buffer().Free(), l.yb.FreeContext(ctx))
+	return errors.Join(l.gu.Buffer().Free(), l.h.Buffer().Free())
 }
 
 // begin checks ctx, that the layer is live and that step after ran since the last
