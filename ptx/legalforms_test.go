@@ -5,12 +5,13 @@ import (
 	"testing"
 )
 
-// TestLegalFormsAccepted: forms ptxas 13 assembles that Parse or Verify refused (probe 19
-// noticed them): address offsets written in hexadecimal, octal or binary or with a U suffix,
-// absolute addresses likewise, cvt.rna{.satfinite}.tf32.f32, cvt.rn/.rz{.relu}.tf32.f32 and
-// max/min.relu.s32. Each parses to the offset ptxas reads, prints in decimal and parses
-// back, and verifies; the forms ptxas refuses stay refused (the oracle checks every form of
-// the tables against ptxas).
+// TestLegalFormsAccepted: forms ptxas 13 assembles that Parse or Verify refused (probes 19
+// and 20 noticed them): address offsets written in hexadecimal, octal or binary or with a U
+// suffix, absolute addresses likewise, integer immediates with a U suffix or an uppercase 0X
+// holding the digit E, cvt.rna{.satfinite}.tf32.f32, cvt.rn/.rz{.relu}.tf32.f32 and
+// max/min.relu.s32. Each parses (an address to the offset ptxas reads), prints and parses
+// back the same, and verifies; the forms ptxas refuses stay refused (the oracle checks every
+// form of the tables against ptxas).
 func TestLegalFormsAccepted(t *testing.T) {
 	const head = ".version 8.1\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n.reg .b32 %r<4>;\n.reg .f32 %f<4>;\n.reg .b64 %rd<4>;\n"
 	for _, c := range []struct {
@@ -30,6 +31,10 @@ func TestLegalFormsAccepted(t *testing.T) {
 		{"cvt.rn.tf32.f32 %r1, %f1;", 0},
 		{"cvt.rz.relu.tf32.f32 %r1, %f1;", 0},
 		{"max.relu.s32 %r1, %r2, %r3;", 0},
+		{"add.u32 %r1, %r2, 10U;", 0},
+		{"add.s32 %r1, %r2, -10U;", 0},
+		{"add.u32 %r1, %r2, 0x1eU;", 0},
+		{"add.u32 %r1, %r2, 0X1E;", 0},
 		{"min.relu.s32 %r1, %r2, %r3;", 0},
 	} {
 		m, err := Parse(head + c.body + "\nret;\n}\n")
@@ -62,6 +67,9 @@ func TestLegalFormsAccepted(t *testing.T) {
 		{"cvt.rna.tf32.f32 %f2, %f1;", "not compatible with .tf32"},
 		{"cvt.rn.satfinite.tf32.f32 %r1, %f1;", "needs sm_100"},
 		{"max.relu.u32 %r1, %r2, %r3;", ".relu applies to .s32"},
+		{"add.u32 %r1, %r2, 10u;", "bad immediate"},
+		{"add.f32 %f1, %f2, 1.0U;", "bad immediate"},
+		{"add.u32 %r1, %r2, U;", "not a declared variable"},
 	} {
 		m, err := Parse(head + c.body + "\nret;\n}\n")
 		if err == nil {

@@ -1064,6 +1064,10 @@ func parseAddrInt(s string) (int64, bool) {
 // when t is not an integer type). The error quotes an excerpt of s and says whether it is
 // out of range or not a number.
 func parseImm(s string, t Type) (Imm, error) {
+	// An integer literal may end in U, as ptxas takes it (10U, 0x10U, -10U; not 10u).
+	if n, ok := strings.CutSuffix(s, "U"); ok && strings.TrimPrefix(n, "-") != "" && !isFloatLit(n) {
+		s = n
+	}
 	if strings.ContainsAny(s, "_+") || strings.HasPrefix(strings.TrimPrefix(s, "-"), "0o") || strings.HasPrefix(strings.TrimPrefix(s, "-"), "0O") {
 		return Imm{}, errorf("bad immediate %q", s)
 	}
@@ -1094,6 +1098,13 @@ func parseImm(s string, t Type) (Imm, error) {
 	return im, nil
 }
 
+// isFloatLit reports whether s is written as a float: decimal with a point or an exponent
+// (a hexadecimal integer's e is a digit, 0x1e and 0X1E alike).
+func isFloatLit(s string) bool {
+	u := strings.ToLower(strings.TrimPrefix(s, "-"))
+	return strings.HasPrefix(u, "0f") || strings.HasPrefix(u, "0d") || strings.ContainsAny(u, ".e") && !strings.HasPrefix(u, "0x")
+}
+
 func parseImmRaw(s string, t Type) (Imm, error) {
 	switch {
 	// A float's bits in hexadecimal take exactly 8 digits after 0f and 16 after 0d, as
@@ -1110,7 +1121,7 @@ func parseImmRaw(s string, t Type) (Imm, error) {
 		}
 		b, err := strconv.ParseUint(s[2:], 16, 64)
 		return Imm{Type: F64, Bits: b}, err
-	case strings.ContainsAny(s, ".eE") && !strings.HasPrefix(s, "0x"):
+	case isFloatLit(s):
 		f, err := strconv.ParseFloat(s, 64)
 		return FloatImm(F64, f), err
 	}
