@@ -11,11 +11,13 @@ import (
 func TestProbe20LongSearchedPath(t *testing.T) {
 	long := "/nonexistent/" + strings.Repeat("x", 100000)
 	for _, v := range []string{"CUDA_HOME", "KGEN_TOOLS", "NVSHMEM_HOME"} {
-		t.Setenv("CUDA_HOME", "")
-		t.Setenv("KGEN_TOOLS", "")
-		t.Setenv("NVSHMEM_HOME", "")
-		t.Setenv("PATH", "/nonexistent")
+		// Outside any checkout: a .tools beside the go.mod above the working folder (CI
+		// installs one) would be found under an empty or bad variable.
+		isolate(t)
 		t.Setenv(v, long)
+		if v != "KGEN_TOOLS" && ToolsDir() != "" {
+			t.Fatalf("a .tools folder beside a go.mod above the test binary (%s) hides the case; run the test binary from elsewhere", ToolsDir())
+		}
 		_, err := CUDATool("ptxas")
 		if v == "NVSHMEM_HOME" {
 			_, err = NVSHMEMHome()
