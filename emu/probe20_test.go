@@ -6,12 +6,8 @@ import (
 	"testing"
 )
 
-// TestProbe20ClockEnd: an action scheduled at math.MaxInt64 moved the clock there, and the
-// steps of the next launch wrapped it to a negative time (Now -9223372036854775805: time
-// ran backwards). At takes a time past MaxTime as MaxTime (an action scheduled after the
-// clock passed it runs at once). Probe 20.
-func TestProbe20ClockEnd(t *testing.T) {
-	m := asm(t, `
+// spinKernel waits until the word at a is not zero.
+const spinKernel = `
 .visible .entry k(.param .u64 a)
 {
 	.reg .u64 %rd<2>;
@@ -23,7 +19,14 @@ L:
 	setp.eq.u32 %p0, %r0, 0;
 	@%p0 bra L;
 	ret;
-}`)
+}`
+
+// TestProbe20ClockEnd: an action scheduled at math.MaxInt64 moved the clock there, and the
+// steps of the next launch wrapped it to a negative time (Now -9223372036854775805: time
+// ran backwards). At takes a time past MaxTime as MaxTime (an action scheduled after the
+// clock passed it runs at once). Probe 20.
+func TestProbe20ClockEnd(t *testing.T) {
+	m := asm(t, spinKernel)
 	s := newSys(t, 1)
 	a := mustMalloc(t, s, 0, 4)
 	set := func(d *Delivery) error { return d.Store(a, []byte{1, 0, 0, 0}) }
@@ -47,19 +50,7 @@ L:
 // scheduler whose clock ran backwards. Such calls are errors now (Run does nothing).
 // Probe 20.
 func TestProbe20Reentered(t *testing.T) {
-	m := asm(t, `
-.visible .entry k(.param .u64 a)
-{
-	.reg .u64 %rd<2>;
-	.reg .u32 %r<2>;
-	.reg .pred %p<2>;
-	ld.param.u64 %rd0, [a];
-L:
-	ld.volatile.global.u32 %r0, [%rd0];
-	setp.eq.u32 %p0, %r0, 0;
-	@%p0 bra L;
-	ret;
-}`)
+	m := asm(t, spinKernel)
 	const want = "while the System runs kernels (from an Action or an extern function)"
 	for _, what := range []string{"Abort", "Cancel", "RunScheduled", "Launch", "Start"} {
 		s := newSys(t, 1)
@@ -105,19 +96,7 @@ L:
 // memory it read to another node, and the kernel's legal peer load then faulted as an
 // access to another node's memory. The topology is fixed while kernels run. Probe 20.
 func TestProbe20SetNodesInFlight(t *testing.T) {
-	m := asm(t, `
-.visible .entry k(.param .u64 a)
-{
-	.reg .u64 %rd<2>;
-	.reg .u32 %r<2>;
-	.reg .pred %p<2>;
-	ld.param.u64 %rd0, [a];
-L:
-	ld.volatile.global.u32 %r0, [%rd0];
-	setp.eq.u32 %p0, %r0, 0;
-	@%p0 bra L;
-	ret;
-}`)
+	m := asm(t, spinKernel)
 	s := newSys(t, 2)
 	sym, err := s.MallocSymmetric(4)
 	must(t, err)
