@@ -356,8 +356,8 @@ func (s *System) Start(k Launch) (r *Running, err error) {
 			r, err = nil, &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", p)}
 		}
 	}()
-	if err := s.reentered("Start"); err != nil {
-		return nil, launchErr(k.Entry, "%s", strings.TrimPrefix(err.Error(), "emu: "))
+	if m := s.reenteredMsg("Start"); m != "" {
+		return nil, launchErr(k.Entry, "%s", m)
 	}
 	l, err := s.prepare(k)
 	if err != nil {

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -161,8 +162,17 @@ func nilSystemLaunch(op, entry string) error {
 // there ended the kernels, and the Run around it then reported them completed without an
 // error; a nested Launch or RunScheduled ran the clock backwards). nil when none runs.
 func (s *System) reentered(op string) error {
-	if s.cur == nil {
-		return nil
+	if m := s.reenteredMsg(op); m != "" {
+		return errors.New("emu: " + m)
 	}
-	return fmt.Errorf("emu: System.%s while the System runs kernels (from an Action or an extern function): call it from the host, between Launch or Run calls", op)
+	return nil
+}
+
+// reenteredMsg is reentered's message without the package prefix (a launch error carries
+// its own), "" when no kernel runs.
+func (s *System) reenteredMsg(op string) string {
+	if s.cur == nil {
+		return ""
+	}
+	return fmt.Sprintf("System.%s while the System runs kernels (from an Action or an extern function): call it from the host, between Launch or Run calls", op)
 }

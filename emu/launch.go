@@ -160,8 +160,8 @@ func (s *System) Launch(k Launch) (err error) {
 			err = &Error{Kind: KindInternal, Kernel: k.Entry, Msg: fmt.Sprintf("emulator bug: %v", r)}
 		}
 	}()
-	if err := s.reentered("Launch"); err != nil {
-		return launchErr(k.Entry, "%s", strings.TrimPrefix(err.Error(), "emu: "))
+	if m := s.reenteredMsg("Launch"); m != "" {
+		return launchErr(k.Entry, "%s", m)
 	}
 	l, err := s.prepare(k)
 	if err != nil {
