@@ -40,3 +40,48 @@ func TestProbe21BlockComments(t *testing.T) {
 		t.Errorf("error after a comment: %v, want line 6", err)
 	}
 }
+
+// TestProbe21ImmediateKinds: an integer immediate for an .f32/.f64 operand, a float one for
+// an integer operand or a .bN operand of another width, and any immediate for an .f16,
+// .bf16 or packed operand are "Arguments mismatch" for ptxas 13 (sm_90); Verify passed them
+// and the emulator ran "mov.f32 %f1, 1" as the bits 1 (a denormal, not 1.0) and
+// "add.s32 %r1, %r2, 1.5" with 1.5's f32 bits. The legal forms stay legal.
+func TestProbe21ImmediateKinds(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n" +
+		"\t.reg .b32 %r<3>;\n\t.reg .f32 %f<3>;\n\t.reg .b64 %rd<3>;\n\t.reg .f64 %fd<3>;\n\t.reg .pred %p<3>;\n\t.reg .b16 %h<3>;\n\t"
+	check := func(ins string) error {
+		m, err := ptx.Parse(hdr + ins + "\n\tret;\n}\n")
+		if err != nil {
+			t.Fatalf("%s: %v", ins, err)
+		}
+		return ptx.Verify(m)
+	}
+	// Each is what ptxas 13 says of it.
+	legal := []string{
+		"mov.b32 %r1, 0f3F800000;", "mov.b32 %r1, 1;", "mov.u32 %r1, 1;", "mov.b64 %rd1, 0d3FF0000000000000;",
+		"mov.b64 %rd1, 1.0;", "mov.b16 %h1, 1;", "mov.f32 %f1, 0f3F800000;", "mov.f32 %f1, 0d3FF0000000000000;",
+		"mov.f32 %f1, 1.0;", "mov.f64 %fd1, 0f3F800000;", "and.b32 %r1, %r2, 0f3F800000;", "and.b64 %rd1, %rd2, 1.0;",
+		"setp.eq.b32 %p1, %r1, 0f3F800000;", "add.f32 %f1, %f2, 1.0;", "add.f64 %fd1, %fd2, 0f3F800000;",
+		"selp.f32 %f1, 1.0, %f2, %p1;", "mov.pred %p1, 1;", "cvt.rn.f32.s32 %f1, 1;", "cvt.rzi.s32.f32 %r1, 1.0;",
+		"fma.rn.f32 %f1, %f2, 0d3FF0000000000000, %f1;", "cvt.rn.f16.f32 %h1, 1.0;",
+	}
+	for _, ins := range legal {
+		if err := check(ins); err != nil {
+			t.Errorf("%s (legal for ptxas): %v", ins, err)
+		}
+	}
+	illegal := []string{
+		"mov.b32 %r1, 0d3FF0000000000000;", "mov.b32 %r1, 1.5;", "mov.u32 %r1, 0f3F800000;", "mov.s32 %r1, 1.0;",
+		"mov.b64 %rd1, 0f3F800000;", "mov.u64 %rd1, 0d3FF0000000000000;", "mov.b16 %h1, 1.0;", "mov.f32 %f1, 1;",
+		"mov.f64 %fd1, 1;", "and.b32 %r1, %r2, 1.0;", "setp.eq.b32 %p1, %r1, 1.0;", "add.f32 %f1, %f2, 1;",
+		"add.f64 %fd1, %fd2, 1;", "add.s32 %r1, %r2, 1.5;", "selp.b32 %r1, 1.0, %r2, %p1;", "selp.f32 %f1, 1, %f2, %p1;",
+		"cvt.rn.f32.s32 %f1, 1.0;", "cvt.rzi.s32.f32 %r1, 1;", "fma.rn.f32 %f1, %f2, 1, %f1;", "mul.lo.u32 %r1, %r2, 0d3FF0000000000000;",
+		"add.rn.f16 %h1, %h2, 1;", "add.rn.bf16 %h1, %h2, 1.0;", "add.rn.f16x2 %r1, %r2, 0f3F800000;",
+		"max.f16 %h1, %h2, 1;", "setp.eq.f16 %p1, %h1, 1;", "cvt.f32.f16 %f1, 1;",
+	}
+	for _, ins := range illegal {
+		if err := check(ins); err == nil || !strings.Contains(err.Error(), "immediate") {
+			t.Errorf("%s (Arguments mismatch for ptxas): %v, want an error naming the immediate", ins, err)
+		}
+	}
+}
