@@ -85,3 +85,62 @@ func TestProbe21ImmediateKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe21SpecialOperands: ptxas 13 takes a special register (%tid.x, %ntid.x,
+// %clock64 ...) as an operand of mov and of a cvt between integer types only ("Special
+// register argument not allowed" for add, mad, setp, selp, st, cvt to a float, cvta ...);
+// Verify passed them all and the emulator ran them.
+func TestProbe21SpecialOperands(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n" +
+		"\t.reg .b32 %r<3>;\n\t.reg .f64 %fd<3>;\n\t.reg .b64 %rd<3>;\n\t.reg .pred %p<3>;\n\t.reg .b16 %h<3>;\n\t"
+	check := func(ins string) error {
+		m, err := ptx.Parse(hdr + ins + "\n\tret;\n}\n")
+		if err != nil {
+			t.Fatalf("%s: %v", ins, err)
+		}
+		return ptx.Verify(m)
+	}
+	for _, ins := range []string{"mov.u32 %r1, %tid.x;", "mov.b64 %rd1, %clock64;", "cvt.u64.u32 %rd1, %tid.x;",
+		"cvt.u16.u32 %h1, %tid.x;", "cvt.u32.u64 %r1, %clock64;", "cvt.s64.s32 %rd1, %ctaid.x;"} {
+		if err := check(ins); err != nil {
+			t.Errorf("%s (legal for ptxas): %v", ins, err)
+		}
+	}
+	for _, ins := range []string{"add.u32 %r1, %tid.x, 1;", "mad.lo.u32 %r1, %ctaid.x, %ntid.x, %r2;",
+		"setp.lt.u32 %p1, %tid.x, 5;", "selp.u32 %r1, %tid.x, 0, %p1;", "st.global.u32 [%rd1], %tid.x;",
+		"add.u64 %rd1, %clock64, 1;", "shl.b32 %r1, %laneid, 2;", "cvt.rn.f64.u32 %fd1, %tid.x;",
+		"cvta.to.global.u64 %rd1, %clock64;", "mul.wide.u32 %rd1, %tid.x, 4;"} {
+		if err := check(ins); err == nil || !strings.Contains(err.Error(), "special register") {
+			t.Errorf("%s (refused by ptxas): %v, want an error naming the special register", ins, err)
+		}
+	}
+}
+
+// TestProbe21StoreToInputParam: a store to a function's input parameter is "Illegal to
+// write to function input parameter" for ptxas 13; Verify passed st.param [a] in a kernel.
+// A .func's return parameter and a call's argument .param stay writable.
+func TestProbe21StoreToInputParam(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n"
+	for _, src := range []string{
+		".visible .entry k(.param .u32 a)\n{\n\t.reg .b32 %r<2>;\n\tst.param.u32 [a], %r1;\n\tret;\n}\n",
+		".visible .entry k(.param .u64 q)\n{\n\t.reg .b64 %rd<2>;\n\tst.param.u64 [q+0], %rd1;\n\tret;\n}\n",
+		".visible .func f(.param .b32 x)\n{\n\t.reg .b32 %r<2>;\n\tst.param.b32 [x], %r1;\n\tret;\n}\n",
+	} {
+		m, err := ptx.Parse(hdr + src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ptx.Verify(m); err == nil || !strings.Contains(err.Error(), "input parameter") {
+			t.Errorf("%s: %v, want an error naming the input parameter", src, err)
+		}
+	}
+	legal := ".visible .func (.param .b32 r) f(.param .b32 x)\n{\n\t.reg .b32 %r<2>;\n\tld.param.b32 %r1, [x];\n\tst.param.b32 [r], %r1;\n\tret;\n}\n" +
+		".visible .entry k()\n{\n\t.reg .b32 %r<2>;\n\t{\n\t.param .b32 a0;\n\t.param .b32 r0;\n\tst.param.b32 [a0], %r1;\n\tcall.uni (r0), f, (a0);\n\t}\n\tret;\n}\n"
+	m, err := ptx.Parse(hdr + legal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ptx.Verify(m); err != nil {
+		t.Errorf("stores to a return parameter and a call argument: %v", err)
+	}
+}

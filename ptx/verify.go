@@ -270,8 +270,10 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	}
 	// scopes holds the names declared in each open block, innermost last.
 	scopes := []map[string]*Var{{}}
+	inputs := map[*Var]bool{} // the function's input parameters, which no st may write
 	for _, q := range f.Params {
-		scopes[0][q.Name] = &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
+		v := &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
+		scopes[0][q.Name], inputs[v] = v, true
 	}
 	for _, q := range f.Rets {
 		scopes[0][q.Name] = &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
@@ -379,6 +381,12 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			if name != "" && lookup(string(name)) == nil && !moduleNames[string(name)] {
 				fail("%s is not a declared variable or parameter", name)
 			}
+			if _, ok := a.(Addr); ok && name != "" && in.Op == "st" && inputs[lookup(string(name))] {
+				fail("%s is an input parameter of %s: a store to it is illegal (ptxas: \"Illegal to write to function input parameter\"); copy it into a register", name, errName(f.Name))
+			}
+			if sp, ok := a.(Special); ok && !specialAllowed(in) {
+				fail("special register %s as an operand of %s: ptxas takes one in mov and integer cvt only (\"Special register argument not allowed\"); mov it into a register first", sp, in.Op)
+			}
 		}
 		if in.Op == "call" {
 			verifyCall(in, funcs, lookup, func(format string, a ...any) { failAt(in, format, a...) })
@@ -387,6 +395,18 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	if len(scopes) > 1 {
 		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d scope(s) left open", len(scopes)-1)})
 	}
+}
+
+// specialAllowed reports whether in may take a special register (%tid.x, %clock64 ...)
+// as an operand: ptxas 13 takes one in mov and in a cvt between integer types only.
+func specialAllowed(in *Instr) bool {
+	switch in.Op {
+	case "mov":
+		return true
+	case "cvt":
+		return len(in.Types) == 2 && in.Types[0].IsInt() && in.Types[1].IsInt()
+	}
+	return false
 }
 
 // verifyVar checks a variable declaration; module reports module scope.
