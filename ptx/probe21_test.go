@@ -144,3 +144,37 @@ func TestProbe21StoreToInputParam(t *testing.T) {
 		t.Errorf("stores to a return parameter and a call argument: %v", err)
 	}
 }
+
+// TestProbe21StateSpaceMismatch: ld, st, atom, red and cp.async naming a variable of
+// another state space ("ld.shared.u32 %r1, [gv]" of a .global gv, "ld.global [a]" of a
+// kernel parameter, a cp.async source in .shared) are "State space mismatch between
+// instruction and address" for ptxas 13; Verify passed them, so the emulator launched them.
+// A generic address, and .shared::cluster or .shared::cta of a .shared variable, stay legal.
+func TestProbe21StateSpaceMismatch(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n.global .align 4 .u32 gv[4];\n" +
+		".shared .align 4 .u32 sv[4];\n.const .align 4 .u32 cv[4];\n.visible .entry k(.param .u32 a)\n{\n" +
+		"\t.reg .b32 %r<3>;\n\t.local .align 4 .u32 lv[4];\n\t"
+	check := func(ins string) error {
+		m, err := ptx.Parse(hdr + ins + "\n\tret;\n}\n")
+		if err != nil {
+			t.Fatalf("%s: %v", ins, err)
+		}
+		return ptx.Verify(m)
+	}
+	for _, ins := range []string{"ld.global.u32 %r1, [gv];", "ld.u32 %r1, [gv];", "ld.u32 %r1, [sv];", "ld.param.u32 %r1, [a];",
+		"ld.shared::cluster.u32 %r1, [sv];", "st.shared::cta.u32 [sv], %r1;", "ld.const.u32 %r1, [cv+4];", "st.local.u32 [lv], %r1;",
+		"cp.async.ca.shared.global [sv], [gv], 4;"} {
+		if err := check(ins); err != nil {
+			t.Errorf("%s (legal for ptxas): %v", ins, err)
+		}
+	}
+	for _, ins := range []string{"ld.global.u32 %r1, [a];", "ld.shared.u32 %r1, [gv];", "ld.global.u32 %r1, [sv];",
+		"st.shared.u32 [gv], %r1;", "ld.const.u32 %r1, [gv];", "ld.global.u32 %r1, [cv];", "ld.local.u32 %r1, [sv];",
+		"ld.global.u32 %r1, [lv+4];", "ld.param.u32 %r1, [gv];", "atom.shared.add.u32 %r1, [gv], 1;",
+		"atom.global.add.u32 %r1, [sv], 1;", "red.shared.add.u32 [gv], 1;", "cp.async.ca.shared.global [gv], [gv], 4;",
+		"cp.async.ca.shared.global [sv], [sv], 4;"} {
+		if err := check(ins); err == nil || !strings.Contains(err.Error(), "addressed as") {
+			t.Errorf("%s (State space mismatch for ptxas): %v, want an error naming both spaces", ins, err)
+		}
+	}
+}

@@ -258,15 +258,18 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	}
 	funcs := map[string]*Func{}
 	moduleNames := map[string]bool{}
+	vars := map[string]*Var{} // the module's and the function's variables, by name
 	for _, g := range m.Funcs {
 		funcs[g.Name] = g
 		moduleNames[g.Name] = true
 	}
 	for _, v := range m.Vars {
 		moduleNames[v.Name] = true
+		vars[v.Name] = v
 	}
 	for _, v := range f.Vars {
 		moduleNames[v.Name] = true
+		vars[v.Name] = v
 	}
 	// scopes holds the names declared in each open block, innermost last.
 	scopes := []map[string]*Var{{}}
@@ -362,7 +365,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 				passed.add(h, in)
 			}
 		}
-		for _, a := range in.Args {
+		for i, a := range in.Args {
 			if s, ok := a.(Sym); ok && in.Op == "bra" && !labels[string(s)] {
 				fail("branch to undefined label %s", s)
 			}
@@ -384,6 +387,15 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			if _, ok := a.(Addr); ok && name != "" && in.Op == "st" && inputs[lookup(string(name))] {
 				fail("%s is an input parameter of %s: a store to it is illegal (ptxas: \"Illegal to write to function input parameter\"); copy it into a register", name, errName(f.Name))
 			}
+			if _, ok := a.(Addr); ok && name != "" {
+				v := lookup(string(name))
+				if v == nil {
+					v = vars[string(name)]
+				}
+				if sp, ok := addrSpace(in, i); ok && v != nil && !spaceHolds(sp, v.Space) {
+					fail("%s is a .%s variable, addressed as .%s (ptxas: \"State space mismatch between instruction and address\")", name, v.Space, sp)
+				}
+			}
 			if sp, ok := a.(Special); ok && !specialAllowed(in) {
 				fail("special register %s as an operand of %s: ptxas takes one in mov and integer cvt only (\"Special register argument not allowed\"); mov it into a register first", sp, in.Op)
 			}
@@ -395,6 +407,41 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	if len(scopes) > 1 {
 		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d scope(s) left open", len(scopes)-1)})
 	}
+}
+
+// addrSpace returns the state space in which in reads or writes its operand i, an address,
+// for the memory instructions of one state space qualifier (ld, st, atom, red) and
+// cp.async (a .shared destination, a .global source); ok is false for a generic address or
+// another instruction.
+func addrSpace(in *Instr, i int) (Space, bool) {
+	switch in.Op {
+	case "ld", "st", "atom", "red":
+		for _, q := range in.Q {
+			switch q {
+			case "global", "local", "const", "param", "param::entry", "param::func":
+				sp, _ := parseSpace(strings.SplitN(q, "::", 2)[0])
+				return sp, true
+			case "shared", "shared::cta":
+				return SpaceShared, true
+			case "shared::cluster":
+				return SpaceSharedCluster, true
+			}
+		}
+	case "cp.async":
+		switch i {
+		case 0:
+			return SpaceShared, true
+		case 1:
+			return SpaceGlobal, true
+		}
+	}
+	return SpaceGeneric, false
+}
+
+// spaceHolds reports whether an address of instruction space sp may name a variable of
+// space v: the same space, or a CTA's .shared variable in the cluster's shared window.
+func spaceHolds(sp, v Space) bool {
+	return sp == v || sp == SpaceSharedCluster && v == SpaceShared
 }
 
 // specialAllowed reports whether in may take a special register (%tid.x, %clock64 ...)
