@@ -178,3 +178,34 @@ func TestProbe21StateSpaceMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe21AddressOperands: a variable's name as an address source is refused by ptxas 13
+// in "cvta.to.shared.u64 %rd1, gv" (must be register), in cvta.SPACE of a variable of
+// another space ("cvta.global.u64 %rd1, sv": State space mismatch) and as a .global
+// variable's address in 32 bits ("mov.u32 %r1, gv": a 32-bit address sm_90 has not); Verify
+// passed them. The legal forms stay legal.
+func TestProbe21AddressOperands(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n.global .align 4 .u32 gv[4];\n" +
+		".shared .align 4 .u32 sv[4];\n.const .align 4 .u32 cv[4];\n.visible .entry k(.param .u32 a)\n{\n" +
+		"\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<3>;\n\t.local .align 4 .u32 lv[4];\n\t"
+	check := func(ins string) error {
+		m, err := ptx.Parse(hdr + ins + "\n\tret;\n}\n")
+		if err != nil {
+			t.Fatalf("%s: %v", ins, err)
+		}
+		return ptx.Verify(m)
+	}
+	for _, ins := range []string{"mov.u64 %rd1, gv;", "mov.u32 %r1, sv;", "mov.u32 %r1, cv;", "mov.u32 %r1, lv;",
+		"mov.u32 %r1, a;", "cvta.global.u64 %rd1, gv;", "cvta.shared.u64 %rd1, sv;", "cvta.local.u64 %rd1, lv;",
+		"cvta.param.u64 %rd1, a;", "cvta.to.global.u64 %rd1, %rd2;"} {
+		if err := check(ins); err != nil {
+			t.Errorf("%s (legal for ptxas): %v", ins, err)
+		}
+	}
+	for _, ins := range []string{"mov.u32 %r1, gv;", "cvta.global.u64 %rd1, sv;", "cvta.shared.u64 %rd1, gv;",
+		"cvta.const.u64 %rd1, gv;", "cvta.local.u64 %rd1, sv;", "cvta.to.shared.u64 %rd1, sv;", "cvta.to.global.u64 %rd1, gv;"} {
+		if err := check(ins); err == nil {
+			t.Errorf("%s (refused by ptxas): passed", ins)
+		}
+	}
+}

@@ -396,6 +396,15 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 					fail("%s is a .%s variable, addressed as .%s (ptxas: \"State space mismatch between instruction and address\")", name, v.Space, sp)
 				}
 			}
+			if sym, ok := a.(Sym); ok && name != "" {
+				v := lookup(string(sym))
+				if v == nil {
+					v = vars[string(sym)]
+				}
+				if msg := symOperand(in, v); msg != "" {
+					fail("%s %s", sym, msg)
+				}
+			}
 			if sp, ok := a.(Special); ok && !specialAllowed(in) {
 				fail("special register %s as an operand of %s: ptxas takes one in mov and integer cvt only (\"Special register argument not allowed\"); mov it into a register first", sp, in.Op)
 			}
@@ -442,6 +451,36 @@ func addrSpace(in *Instr, i int) (Space, bool) {
 // space v: the same space, or a CTA's .shared variable in the cluster's shared window.
 func spaceHolds(sp, v Space) bool {
 	return sp == v || sp == SpaceSharedCluster && v == SpaceShared
+}
+
+// symOperand checks a variable's name v as a source operand of in, its address, as ptxas
+// 13 does: cvta.to takes a register, not a name ("must be register"); cvta.SPACE a
+// variable of SPACE ("State space mismatch"); a .global variable's address takes 64 bits
+// ("mov.u32 %r1, gv" is a 32-bit address, which sm_90 has not). v is nil for a function.
+func symOperand(in *Instr, v *Var) string {
+	switch in.Op {
+	case "cvta":
+		if slices.Contains(in.Q, "to") {
+			return "as the address of cvta.to: pass it in a register (cvta.to converts a generic address; cvta.SPACE d, var takes a variable)"
+		}
+		if v == nil {
+			return ""
+		}
+		for _, q := range in.Q {
+			sp, ok := parseSpace(q)
+			if q == "shared::cta" {
+				sp, ok = SpaceShared, true
+			}
+			if ok && !spaceHolds(sp, v.Space) {
+				return fmt.Sprintf("is a .%s variable, converted as .%s (ptxas: \"State space mismatch between instruction and address\")", v.Space, sp)
+			}
+		}
+	case "mov":
+		if v != nil && v.Space == SpaceGlobal && len(in.Types) == 1 && in.Types[0].Bits() < 64 {
+			return fmt.Sprintf("is a .global variable: its address takes 64 bits, not .%s (ptxas: \"Program uses 32-bit address\")", in.Types[0])
+		}
+	}
+	return ""
 }
 
 // specialAllowed reports whether in may take a special register (%tid.x, %clock64 ...)
