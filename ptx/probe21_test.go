@@ -209,3 +209,30 @@ func TestProbe21AddressOperands(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe21AbsoluteAddresses: ptxas 13 takes an absolute address ([4], [0x100]) in .local
+// only ("Immediate addresses allowed only for .local state space", for ld, st, atom, red and
+// prefetch in .global, .shared, .const, .param and generic alike); Verify passed them all
+// (and TestLegalFormsAccepted held "ld.global.u32 %r1, [0x100]" legal).
+func TestProbe21AbsoluteAddresses(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 %r<3>;\n\t"
+	check := func(ins string) error {
+		m, err := ptx.Parse(hdr + ins + "\n\tret;\n}\n")
+		if err != nil {
+			t.Fatalf("%s: %v", ins, err)
+		}
+		return ptx.Verify(m)
+	}
+	for _, ins := range []string{"ld.local.u32 %r1, [4];", "st.local.u32 [0x100], %r1;"} {
+		if err := check(ins); err != nil {
+			t.Errorf("%s (legal for ptxas): %v", ins, err)
+		}
+	}
+	for _, ins := range []string{"ld.global.u32 %r1, [0x100];", "ld.shared.u32 %r1, [4];", "ld.u32 %r1, [4];",
+		"ld.const.u32 %r1, [4];", "st.global.u32 [8], %r1;", "atom.global.add.u32 %r1, [4], 1;",
+		"red.global.add.u32 [4], 1;", "prefetch.global.L2 [4];", "ld.global.u32 %r1, [-4];"} {
+		if err := check(ins); err == nil || !strings.Contains(err.Error(), "absolute address") {
+			t.Errorf("%s (refused by ptxas): %v, want an error naming the absolute address", ins, err)
+		}
+	}
+}

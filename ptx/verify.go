@@ -387,6 +387,9 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			if _, ok := a.(Addr); ok && name != "" && in.Op == "st" && inputs[lookup(string(name))] {
 				fail("%s is an input parameter of %s: a store to it is illegal (ptxas: \"Illegal to write to function input parameter\"); copy it into a register", name, errName(f.Name))
 			}
+			if ad, ok := a.(Addr); ok && ad.Base == nil && !slices.Contains(in.Q, "local") {
+				fail("absolute address [%d]: ptxas takes one in .local only (\"Immediate addresses allowed only for .local state space\"); address a variable or a register", ad.Off)
+			}
 			if _, ok := a.(Addr); ok && name != "" {
 				v := lookup(string(name))
 				if v == nil {
