@@ -27,3 +27,19 @@ func TestProbe21HugeModuleVariable(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe21Lop3Tables: lop3 with tables other than 0x96 (Verify refused them before)
+// computes F(0xF0, 0xCC, 0xAA) = table bit by bit, as the ISA defines it: 0xE8 is the
+// majority, 0xF8 a | (b & c), 0x3C a ^ b, 0 and 255 constants.
+func TestProbe21Lop3Tables(t *testing.T) {
+	a, b, c := uint64(0xF0F0_1234), uint64(0xCCCC_5678), uint64(0xAAAA_9ABC)
+	in := [4]uint64{a, b, c, 0}
+	m32 := func(x uint64) uint64 { return x & 0xffffffff }
+	runOpCases(t, []opCase{
+		{"cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; cvt.u32.u64 %w2, %x2; lop3.b32 %w3, %w0, %w1, %w2, 0xE8; cvt.u64.u32 %y0, %w3", in, m32(a&b | a&c | b&c), 0},
+		{"cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; cvt.u32.u64 %w2, %x2; lop3.b32 %w3, %w0, %w1, %w2, 0xF8; cvt.u64.u32 %y0, %w3", in, m32(a | b&c), 0},
+		{"cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; cvt.u32.u64 %w2, %x2; lop3.b32 %w3, %w0, %w1, %w2, 0x3C; cvt.u64.u32 %y0, %w3", in, m32(a ^ b), 0},
+		{"cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; cvt.u32.u64 %w2, %x2; lop3.b32 %w3, %w0, %w1, %w2, 0; cvt.u64.u32 %y0, %w3", in, 0, 0},
+		{"cvt.u32.u64 %w0, %x0; cvt.u32.u64 %w1, %x1; cvt.u32.u64 %w2, %x2; lop3.b32 %w3, %w0, %w1, %w2, 255; cvt.u64.u32 %y0, %w3", in, 0xffffffff, 0},
+	})
+}

@@ -236,3 +236,26 @@ func TestProbe21AbsoluteAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe21Lop3Tables: lop3.b32 takes any 8-bit lookup table (ptxas 13 assembles 0xE8,
+// 0xF8, 0, 255 ...); Verify took 0x96 (three-way xor) only, and said "immediate 232 is not
+// one of 150". A table past 8 bits is refused naming the range.
+func TestProbe21Lop3Tables(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 %r<5>;\n\t"
+	for _, lut := range []string{"0x96", "0xE8", "0xF8", "0", "255", "0x3c"} {
+		m, err := ptx.Parse(hdr + "lop3.b32 %r1, %r2, %r3, %r4, " + lut + ";\n\tret;\n}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ptx.Verify(m); err != nil {
+			t.Errorf("lop3 table %s: %v", lut, err)
+		}
+	}
+	m, err := ptx.Parse(hdr + "lop3.b32 %r1, %r2, %r3, %r4, 256;\n\tret;\n}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ptx.Verify(m); err == nil || !strings.Contains(err.Error(), "[0, 255]") {
+		t.Errorf("lop3 table 256: %v, want an error naming [0, 255]", err)
+	}
+}

@@ -42,7 +42,7 @@ type arg struct {
 	typ2 Type    // argPair: the second destination's type
 	imms []int64 // argImm: the legal values; nil for any
 	mult int64   // argSrc: an immediate must be a positive multiple of mult
-	lim  int64   // argSrc: when >0, an immediate must lie in [0, lim]
+	lim  int64   // argSrc, argImm: when >0, an immediate must lie in [0, lim]
 	// exact: the register must be declared with typ itself (ptxas refuses the other
 	// registers Compatible allows, as mma does for its .b32 multiplicands).
 	exact bool
@@ -417,6 +417,9 @@ func checkArg(o Operand, w arg) string {
 				vs[i] = itoa(int(v))
 			}
 			return fmt.Sprintf("immediate %s is not one of %s", FormatImm(im), strings.Join(vs, ", "))
+		}
+		if v := int64(im.Bits); w.lim > 0 && (v < 0 || v > w.lim) {
+			return fmt.Sprintf("immediate %s must lie in [0, %d]", FormatImm(im), w.lim)
 		}
 		return ""
 	case argDst:
