@@ -259,3 +259,36 @@ func TestProbe21Lop3Tables(t *testing.T) {
 		t.Errorf("lop3 table 256: %v, want an error naming [0, 255]", err)
 	}
 }
+
+// TestProbe21CallParams: ptxas 13 matches a call's .param operands with the callee's
+// parameters ("Type of argument does not match formal parameter" for a .b64 argument of a
+// .b32 parameter, a .b64 return of a .b32 one, a .b8[4] for a .b32) and refuses the caller's
+// own parameter as an argument; Verify checked neither. The same size with another type
+// (.f32 or .u32 for .b32) stays legal, as there.
+func TestProbe21CallParams(t *testing.T) {
+	const hdr = ".version 8.0\n.target sm_90\n.address_size 64\n" +
+		".visible .func (.param .b32 r) f(.param .b32 x)\n{\n\t.reg .b32 %q<2>;\n\tld.param.b32 %q1, [x];\n\tst.param.b32 [r], %q1;\n\tret;\n}\n" +
+		".visible .entry k(.param .u32 a)\n{\n\t.reg .b32 %r<3>;\n\t{\n"
+	check := func(decls, call string) error {
+		m, err := ptx.Parse(hdr + decls + "\t" + call + "\n\t}\n\tret;\n}\n")
+		if err != nil {
+			t.Fatalf("%s %s: %v", decls, call, err)
+		}
+		return ptx.Verify(m)
+	}
+	for _, d := range []string{"\t.param .b32 a0;\n\t.param .b32 r0;\n", "\t.param .f32 a0;\n\t.param .b32 r0;\n", "\t.param .u32 a0;\n\t.param .s32 r0;\n"} {
+		if err := check(d, "call.uni (r0), f, (a0);"); err != nil {
+			t.Errorf("%q (legal for ptxas): %v", d, err)
+		}
+	}
+	for _, c := range []struct{ decls, call, want string }{
+		{"\t.param .b64 a0;\n\t.param .b32 r0;\n", "call.uni (r0), f, (a0);", "a0 is .b64, f's parameter x is .b32"},
+		{"\t.param .b32 a0;\n\t.param .b64 r0;\n", "call.uni (r0), f, (a0);", "r0 is .b64, f's parameter r is .b32"},
+		{"\t.param .align 4 .b8 a0[4];\n\t.param .b32 r0;\n", "call.uni (r0), f, (a0);", "a0 is .b8[4]"},
+		{"\t.param .b32 r0;\n", "call.uni (r0), f, (a);", "a is a parameter of the calling function"},
+	} {
+		if err := check(c.decls, c.call); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q %s (refused by ptxas): %v, want an error containing %q", c.decls, c.call, err, c.want)
+		}
+	}
+}

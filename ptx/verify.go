@@ -413,7 +413,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			}
 		}
 		if in.Op == "call" {
-			verifyCall(in, funcs, lookup, func(format string, a ...any) { failAt(in, format, a...) })
+			verifyCall(in, funcs, lookup, inputs, func(format string, a ...any) { failAt(in, format, a...) })
 		}
 	}
 	if len(scopes) > 1 {
@@ -561,8 +561,9 @@ func verifyDirectives(f *Func, add func(*Error)) {
 }
 
 // verifyCall checks a call against the callee's declaration: the callee exists, and the
-// return and argument lists have the callee's lengths; .param arguments are declared.
-func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fail func(string, ...any)) {
+// return and argument lists have the callee's lengths; .param arguments are declared in the
+// call's block (not the caller's own parameters) and match the callee's in size and length.
+func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, inputs map[*Var]bool, fail func(string, ...any)) {
 	var rets, args Vec
 	var callee Sym
 	for _, a := range in.Args {
@@ -592,13 +593,44 @@ func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fai
 	if len(args) != len(g.Params) {
 		fail("%s takes %d argument(s), call passes %d", errName(string(callee)), len(g.Params), len(args))
 	}
-	for _, a := range append(append(Vec{}, rets...), args...) {
-		if s, ok := a.(Sym); ok {
-			if v := lookup(string(s)); v == nil || v.Space != SpaceParam {
-				fail("call operand %s is not a declared .param variable", s)
-			}
+	for i, a := range append(append(Vec{}, rets...), args...) {
+		s, ok := a.(Sym)
+		if !ok {
+			continue
+		}
+		v := lookup(string(s))
+		if v == nil || v.Space != SpaceParam {
+			fail("call operand %s is not a declared .param variable", s)
+			continue
+		}
+		if inputs[v] {
+			fail("call operand %s is a parameter of the calling function: pass a .param declared in the call's block", s)
+			continue
+		}
+		// ptxas matches each .param with the callee's: the same size, a scalar for a scalar
+		// and an array of the same length for an array ("Type of argument does not match
+		// formal parameter"); the types may differ (.f32 for .b32).
+		var q Param
+		switch {
+		case i < len(rets) && i < len(g.Rets):
+			q = g.Rets[i]
+		case i >= len(rets) && i-len(rets) < len(g.Params):
+			q = g.Params[i-len(rets)]
+		default:
+			continue
+		}
+		if v.Type.Bytes() != q.Type.Bytes() || max(v.Array, 0) != max(q.Array, 0) {
+			fail("call operand %s is %s, %s's parameter %s is %s: they must match (a .param of the same size and length)", s, paramShape(v.Type, v.Array), errName(string(callee)), errName(q.Name), paramShape(q.Type, q.Array))
 		}
 	}
+}
+
+// paramShape describes a .param's type as declared: ".b32", ".b8[16]".
+func paramShape(t Type, n int) string {
+	if n > 0 {
+		return fmt.Sprintf(".%s[%d]", t, n)
+	}
+	return "." + t.String()
 }
 
 // RequiredVersion returns the lowest PTX ISA version that accepts the module's target and
