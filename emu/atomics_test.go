@@ -21,7 +21,8 @@ const atomicsSrc = `
 	ld.param.u64 %rd0, [buf];
 	mov.u32 %r0, %tid.x;
 	mov.u32 %r1, %ctaid.x;
-	mad.lo.u32 %r2, %r1, %ntid.x, %r0;
+	mov.u32 %r11, %ntid.x;
+	mad.lo.u32 %r2, %r1, %r11, %r0;
 	atom.global.add.u32 %r3, [%rd0], 1;
 	red.global.add.u32 [%rd0+4], 2;
 	sub.s32 %s0, %r2, 100;

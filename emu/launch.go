@@ -279,6 +279,12 @@ func (s *System) moduleVars(p *program) error {
 	vars := map[string]uint64{}
 	for _, v := range p.gvars {
 		size := varSize(v)
+		if n, es := max(v.Array, 1), max(v.Type.Bytes(), 1); n > sizeCap/es { // varSize saturated: name the declared size
+			for _, off := range vars {
+				_ = s.FreeSymmetric(s.syms[off])
+			}
+			return fmt.Errorf("module variable %s: %d elements of %d byte(s): more than the emulator allocates (at most %d bytes)", v.Name, n, es, sizeCap)
+		}
 		m, err := s.MallocSymmetric(size)
 		if err != nil {
 			for _, off := range vars { // the earlier variables' copies on every GPU

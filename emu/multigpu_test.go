@@ -25,6 +25,7 @@ const ringSrc = `
 	ld.param.u32 %r0, [rank];
 	ld.param.u32 %r1, [n];
 	mov.u32 %r2, %tid.x;
+	mov.u32 %r11, %ntid.x;
 	mov.u32 %r3, %r2;
 PUT:
 	setp.ge.u32 %p0, %r3, %r1;
@@ -33,7 +34,7 @@ PUT:
 	mul.wide.u32 %rd5, %r3, 4;
 	add.u64 %rd6, %rd1, %rd5;
 	STORE [%rd6], %r4;
-	add.u32 %r3, %r3, %ntid.x;
+	add.u32 %r3, %r3, %r11;
 	bra.uni PUT;
 PUTDONE:
 	bar.sync 0;
@@ -58,7 +59,7 @@ GET:
 	ld.global.u32 %r6, [%rd6];
 	add.u64 %rd7, %rd4, %rd5;
 	st.global.u32 [%rd7], %r6;
-	add.u32 %r3, %r3, %ntid.x;
+	add.u32 %r3, %r3, %r11;
 	bra.uni GET;
 END:
 	ret;
@@ -146,8 +147,8 @@ func TestWeakMissingFence(t *testing.T) {
 		if v == ringWeakNoFen {
 			// Plain data stores and a volatile flag: a data race, which the strong mode's
 			// race detector reports (the load of the data does not follow a release).
-			wantErr(t, err, KindDataRace, "kernel ring", "ld.global.u32", "multigpu_test.go:58",
-				"that GPU 0 block (0,0,0) thread", "wrote with \"st.global.u32", "multigpu_test.go:35", "no release at .sys scope")
+			wantErr(t, err, KindDataRace, "kernel ring", "ld.global.u32", "multigpu_test.go:59",
+				"that GPU 0 block (0,0,0) thread", "wrote with \"st.global.u32", "multigpu_test.go:36", "no release at .sys scope")
 			err, bad = nil, 0
 		}
 		must(t, err)

@@ -20,7 +20,8 @@ import (
 // arguments. It reads the subset of PTX that Print produces: the module header, .file
 // lines, variables, .extern/.visible .func and .entry with parameters and performance
 // directives, .reg declarations, .loc lines, labels, scope blocks with .param declarations,
-// and instructions whose opcode is in the instruction tables. Print(Parse(text)) == text for
+// and instructions whose opcode is in the instruction tables; // and /* */ comments read as
+// ptxas reads them. Print(Parse(text)) == text for
 // any text Print made, and Parse(Print(m)) == m for any m Parse returned (FuzzParse).
 //
 // It is strict, so that what it accepts means what it says: names (functions, parameters,
@@ -30,7 +31,13 @@ import (
 // per type, used below its declared count), brackets pair up and instructions end with ';'.
 // Errors name the line and quote a bounded excerpt of it.
 func Parse(src string) (m *Module, err error) {
-	p := &parser{lines: strings.Split(src, "\n"), m: &Module{}, files: map[int]string{}}
+	p := &parser{m: &Module{}, files: map[int]string{}}
+	src, line, ok := stripBlockComments(src)
+	if !ok {
+		p.i = line
+		return nil, p.errorf("/* comment not closed")
+	}
+	p.lines = strings.Split(src, "\n")
 	defer func() {
 		// A malformed input that slips past the checks must not crash the caller.
 		if r := recover(); r != nil {
@@ -99,6 +106,62 @@ func (p *parser) next() (string, bool) {
 		return s, true
 	}
 	return "", false
+}
+
+// stripBlockComments replaces each /* */ comment of src with a space, as ptxas reads one,
+// keeping its line breaks so that errors name the lines of src. A "/*" inside a // comment
+// or a double-quoted string starts none. ok is false for a comment not closed, and line
+// is then the line (from 1) where it opens.
+func stripBlockComments(src string) (out string, line int, ok bool) {
+	if !strings.Contains(src, "/*") {
+		return src, 0, true
+	}
+	var b strings.Builder
+	b.Grow(len(src))
+	ln := 1
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '\n':
+			ln++
+		case c == '"': // a string: copy it up to its closing quote or the line's end
+			j := i + 1
+			for j < len(src) && src[j] != '"' && src[j] != '\n' {
+				if src[j] == '\\' && j+1 < len(src) && src[j+1] != '\n' {
+					j++
+				}
+				j++
+			}
+			if j < len(src) && src[j] == '"' {
+				j++
+			}
+			b.WriteString(src[i:j])
+			i = j - 1
+			continue
+		case c == '/' && i+1 < len(src) && src[i+1] == '/': // a // comment: copy it to the line's end
+			j := strings.IndexByte(src[i:], '\n')
+			if j < 0 {
+				j = len(src) - i
+			}
+			b.WriteString(src[i : i+j])
+			i += j - 1
+			continue
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			end := strings.Index(src[i+2:], "*/")
+			if end < 0 {
+				return "", ln, false
+			}
+			body := src[i+2 : i+2+end]
+			b.WriteByte(' ')
+			n := strings.Count(body, "\n")
+			b.WriteString(strings.Repeat("\n", n))
+			ln += n
+			i += 2 + end + 1
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), 0, true
 }
 
 // commentAt returns where a // comment starts in line s, outside double quotes (a .file

@@ -42,7 +42,7 @@ type arg struct {
 	typ2 Type    // argPair: the second destination's type
 	imms []int64 // argImm: the legal values; nil for any
 	mult int64   // argSrc: an immediate must be a positive multiple of mult
-	lim  int64   // argSrc: when >0, an immediate must lie in [0, lim]
+	lim  int64   // argSrc, argImm: when >0, an immediate must lie in [0, lim]
 	// exact: the register must be declared with typ itself (ptxas refuses the other
 	// registers Compatible allows, as mma does for its .b32 multiplicands).
 	exact bool
@@ -418,6 +418,9 @@ func checkArg(o Operand, w arg) string {
 			}
 			return fmt.Sprintf("immediate %s is not one of %s", FormatImm(im), strings.Join(vs, ", "))
 		}
+		if v := int64(im.Bits); w.lim > 0 && (v < 0 || v > w.lim) {
+			return fmt.Sprintf("immediate %s must lie in [0, %d]", FormatImm(im), w.lim)
+		}
 		return ""
 	case argDst:
 		switch o := o.(type) {
@@ -434,6 +437,9 @@ func checkArg(o Operand, w arg) string {
 		case Imm:
 			if w.typ == Pred && o.Type != Pred {
 				return "a predicate operand cannot be an immediate"
+			}
+			if msg := checkImmKind(o, w.typ); msg != "" {
+				return msg
 			}
 			if v := int64(o.Bits); w.mult > 0 && (v <= 0 || v%w.mult != 0) {
 				return fmt.Sprintf("immediate %s must be a positive multiple of %d", FormatImm(o), w.mult)
@@ -519,6 +525,29 @@ func checkRegType(r Reg, w arg) string {
 	}
 	if !Compatible(w.typ, r.Type) {
 		return fmt.Sprintf("register %s is .%s, not compatible with .%s", RegName(r), r.Type, w.typ)
+	}
+	return ""
+}
+
+// checkImmKind checks a float immediate (0f, 0d or decimal: an Imm of F32 or F64) against
+// an integer operand and an integer one against a float operand, as ptxas does: an .f32 or
+// .f64 operand takes a float of either width (rounded to it), an integer operand none, a
+// .bN operand one of its own width (0f for .b32; 0d or decimal for .b64), and an integer
+// immediate is no float operand's ("mov.f32 %f1, 1" and "add.s32 %r1, %r2, 1.5" are
+// "Arguments mismatch" there; the emulator read the first as the bits 1, the second as 1.5's).
+// An operand of another float type (.f16, .bf16, .f16x2, .e4m3 ...) takes no immediate.
+func checkImmKind(im Imm, t Type) string {
+	float := im.Type == F32 || im.Type == F64
+	switch {
+	case t == F32 || t == F64:
+		if !float {
+			return fmt.Sprintf("integer immediate %s for a .%s operand (write a float: 1.0, 0f3F800000)", FormatImm(im), t)
+		}
+	case t.Kind() == KindFloat: // .f16, .bf16, packed and narrower floats
+		return fmt.Sprintf("immediate %s for a .%s operand (ptxas takes none: pass a register)", FormatImm(im), t)
+	case !float:
+	case t.IsInt() || t == Pred || t.Kind() == KindBits && t.Bits() != im.Type.Bits():
+		return fmt.Sprintf("float immediate %s for a .%s operand (an integer operand takes an integer; a .bN operand a float of N bits: 0f for .b32, 0d for .b64)", FormatImm(im), t)
 	}
 	return ""
 }

@@ -302,7 +302,7 @@ func init() {
 	rules["shf"] = &rule{slots: []slot{req("dir", "l", "r"), req("mode", "clamp", "wrap")}, types: [][]Type{{B32}},
 		args: fixed(dst(B32), src(B32), src(B32), src(U32))}
 	rules["lop3"] = &rule{types: [][]Type{{B32}},
-		args: fixed(dst(B32), src(B32), src(B32), src(B32), arg{kind: argImm, typ: B32, imms: []int64{0x96}})}
+		args: fixed(dst(B32), src(B32), src(B32), src(B32), arg{kind: argImm, typ: B32, lim: 0xff})} // any lookup table
 	rules["prmt"] = &rule{slots: []slot{vals("mode", "f4e", "b4e", "rc8", "ecl", "ecr", "rc16")}, types: [][]Type{{B32}},
 		args: fixed(dst(B32), src(B32), src(B32), src(B32))}
 	for _, op := range []string{"popc", "clz"} {

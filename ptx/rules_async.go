@@ -227,5 +227,5 @@ func init() {
 	rules["cp.async.bulk"] = bulk
 	bn := nd(80, 90, "cp.async.bulk groups need sm_90 and PTX 8.0")
 	rules["cp.async.bulk.commit_group"] = &rule{args: fixed(), need: needs(bn)}
-	rules["cp.async.bulk.wait_group"] = &rule{slots: []slot{one("read")}, args: fixed(imm(0, 1)), need: needs(bn)}
+	rules["cp.async.bulk.wait_group"] = &rule{slots: []slot{one("read")}, args: fixed(arg{kind: argImm, typ: U32}), need: needs(bn)} // any integer N, as cp.async.wait_group
 }

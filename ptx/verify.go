@@ -258,20 +258,25 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 	}
 	funcs := map[string]*Func{}
 	moduleNames := map[string]bool{}
+	vars := map[string]*Var{} // the module's and the function's variables, by name
 	for _, g := range m.Funcs {
 		funcs[g.Name] = g
 		moduleNames[g.Name] = true
 	}
 	for _, v := range m.Vars {
 		moduleNames[v.Name] = true
+		vars[v.Name] = v
 	}
 	for _, v := range f.Vars {
 		moduleNames[v.Name] = true
+		vars[v.Name] = v
 	}
 	// scopes holds the names declared in each open block, innermost last.
 	scopes := []map[string]*Var{{}}
+	inputs := map[*Var]bool{} // the function's input parameters, which no st may write
 	for _, q := range f.Params {
-		scopes[0][q.Name] = &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
+		v := &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
+		scopes[0][q.Name], inputs[v] = v, true
 	}
 	for _, q := range f.Rets {
 		scopes[0][q.Name] = &Var{Space: SpaceParam, Name: q.Name, Type: q.Type, Array: q.Array}
@@ -360,7 +365,7 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 				passed.add(h, in)
 			}
 		}
-		for _, a := range in.Args {
+		for i, a := range in.Args {
 			if s, ok := a.(Sym); ok && in.Op == "bra" && !labels[string(s)] {
 				fail("branch to undefined label %s", s)
 			}
@@ -379,14 +384,118 @@ func verifyFunc(m *Module, f *Func, add func(*Error)) {
 			if name != "" && lookup(string(name)) == nil && !moduleNames[string(name)] {
 				fail("%s is not a declared variable or parameter", name)
 			}
+			if _, ok := a.(Addr); ok && name != "" && in.Op == "st" && inputs[lookup(string(name))] {
+				fail("%s is an input parameter of %s: a store to it is illegal (ptxas: \"Illegal to write to function input parameter\"); copy it into a register", name, errName(f.Name))
+			}
+			if ad, ok := a.(Addr); ok && ad.Base == nil && !slices.Contains(in.Q, "local") {
+				fail("absolute address [%d]: ptxas takes one in .local only (\"Immediate addresses allowed only for .local state space\"); address a variable or a register", ad.Off)
+			}
+			if _, ok := a.(Addr); ok && name != "" {
+				v := lookup(string(name))
+				if v == nil {
+					v = vars[string(name)]
+				}
+				if sp, ok := addrSpace(in, i); ok && v != nil && !spaceHolds(sp, v.Space) {
+					fail("%s is a .%s variable, addressed as .%s (ptxas: \"State space mismatch between instruction and address\")", name, v.Space, sp)
+				}
+			}
+			if sym, ok := a.(Sym); ok && name != "" {
+				v := lookup(string(sym))
+				if v == nil {
+					v = vars[string(sym)]
+				}
+				if msg := symOperand(in, v); msg != "" {
+					fail("%s %s", sym, msg)
+				}
+			}
+			if sp, ok := a.(Special); ok && !specialAllowed(in) {
+				fail("special register %s as an operand of %s: ptxas takes one in mov and integer cvt only (\"Special register argument not allowed\"); mov it into a register first", sp, in.Op)
+			}
 		}
 		if in.Op == "call" {
-			verifyCall(in, funcs, lookup, func(format string, a ...any) { failAt(in, format, a...) })
+			verifyCall(in, funcs, lookup, inputs, func(format string, a ...any) { failAt(in, format, a...) })
 		}
 	}
 	if len(scopes) > 1 {
 		add(&Error{Func: f.Name, Msg: fmt.Sprintf("%d scope(s) left open", len(scopes)-1)})
 	}
+}
+
+// addrSpace returns the state space in which in reads or writes its operand i, an address,
+// for the memory instructions of one state space qualifier (ld, st, atom, red) and
+// cp.async (a .shared destination, a .global source); ok is false for a generic address or
+// another instruction.
+func addrSpace(in *Instr, i int) (Space, bool) {
+	switch in.Op {
+	case "ld", "st", "atom", "red":
+		for _, q := range in.Q {
+			switch q {
+			case "global", "local", "const", "param", "param::entry", "param::func":
+				sp, _ := parseSpace(strings.SplitN(q, "::", 2)[0])
+				return sp, true
+			case "shared", "shared::cta":
+				return SpaceShared, true
+			case "shared::cluster":
+				return SpaceSharedCluster, true
+			}
+		}
+	case "cp.async":
+		switch i {
+		case 0:
+			return SpaceShared, true
+		case 1:
+			return SpaceGlobal, true
+		}
+	}
+	return SpaceGeneric, false
+}
+
+// spaceHolds reports whether an address of instruction space sp may name a variable of
+// space v: the same space, or a CTA's .shared variable in the cluster's shared window.
+func spaceHolds(sp, v Space) bool {
+	return sp == v || sp == SpaceSharedCluster && v == SpaceShared
+}
+
+// symOperand checks a variable's name v as a source operand of in, its address, as ptxas
+// 13 does: cvta.to takes a register, not a name ("must be register"); cvta.SPACE a
+// variable of SPACE ("State space mismatch"); a .global variable's address takes 64 bits
+// ("mov.u32 %r1, gv" is a 32-bit address, which sm_90 has not). v is nil for a function.
+func symOperand(in *Instr, v *Var) string {
+	switch in.Op {
+	case "cvta":
+		if slices.Contains(in.Q, "to") {
+			return "as the address of cvta.to: pass it in a register (cvta.to converts a generic address; cvta.SPACE d, var takes a variable)"
+		}
+		if v == nil {
+			return ""
+		}
+		for _, q := range in.Q {
+			sp, ok := parseSpace(q)
+			if q == "shared::cta" {
+				sp, ok = SpaceShared, true
+			}
+			if ok && !spaceHolds(sp, v.Space) {
+				return fmt.Sprintf("is a .%s variable, converted as .%s (ptxas: \"State space mismatch between instruction and address\")", v.Space, sp)
+			}
+		}
+	case "mov":
+		if v != nil && v.Space == SpaceGlobal && len(in.Types) == 1 && in.Types[0].Bits() < 64 {
+			return fmt.Sprintf("is a .global variable: its address takes 64 bits, not .%s (ptxas: \"Program uses 32-bit address\")", in.Types[0])
+		}
+	}
+	return ""
+}
+
+// specialAllowed reports whether in may take a special register (%tid.x, %clock64 ...)
+// as an operand: ptxas 13 takes one in mov and in a cvt between integer types only.
+func specialAllowed(in *Instr) bool {
+	switch in.Op {
+	case "mov":
+		return true
+	case "cvt":
+		return len(in.Types) == 2 && in.Types[0].IsInt() && in.Types[1].IsInt()
+	}
+	return false
 }
 
 // verifyVar checks a variable declaration; module reports module scope.
@@ -452,8 +561,9 @@ func verifyDirectives(f *Func, add func(*Error)) {
 }
 
 // verifyCall checks a call against the callee's declaration: the callee exists, and the
-// return and argument lists have the callee's lengths; .param arguments are declared.
-func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fail func(string, ...any)) {
+// return and argument lists have the callee's lengths; .param arguments are declared in the
+// call's block (not the caller's own parameters) and match the callee's in size and length.
+func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, inputs map[*Var]bool, fail func(string, ...any)) {
 	var rets, args Vec
 	var callee Sym
 	for _, a := range in.Args {
@@ -483,13 +593,44 @@ func verifyCall(in *Instr, funcs map[string]*Func, lookup func(string) *Var, fai
 	if len(args) != len(g.Params) {
 		fail("%s takes %d argument(s), call passes %d", errName(string(callee)), len(g.Params), len(args))
 	}
-	for _, a := range append(append(Vec{}, rets...), args...) {
-		if s, ok := a.(Sym); ok {
-			if v := lookup(string(s)); v == nil || v.Space != SpaceParam {
-				fail("call operand %s is not a declared .param variable", s)
-			}
+	for i, a := range append(append(Vec{}, rets...), args...) {
+		s, ok := a.(Sym)
+		if !ok {
+			continue
+		}
+		v := lookup(string(s))
+		if v == nil || v.Space != SpaceParam {
+			fail("call operand %s is not a declared .param variable", s)
+			continue
+		}
+		if inputs[v] {
+			fail("call operand %s is a parameter of the calling function: pass a .param declared in the call's block", s)
+			continue
+		}
+		// ptxas matches each .param with the callee's: the same size, a scalar for a scalar
+		// and an array of the same length for an array ("Type of argument does not match
+		// formal parameter"); the types may differ (.f32 for .b32).
+		var q Param
+		switch {
+		case i < len(rets) && i < len(g.Rets):
+			q = g.Rets[i]
+		case i >= len(rets) && i-len(rets) < len(g.Params):
+			q = g.Params[i-len(rets)]
+		default:
+			continue
+		}
+		if v.Type.Bytes() != q.Type.Bytes() || max(v.Array, 0) != max(q.Array, 0) {
+			fail("call operand %s is %s, %s's parameter %s is %s: they must match (a .param of the same size and length)", s, paramShape(v.Type, v.Array), errName(string(callee)), errName(q.Name), paramShape(q.Type, q.Array))
 		}
 	}
+}
+
+// paramShape describes a .param's type as declared: ".b32", ".b8[16]".
+func paramShape(t Type, n int) string {
+	if n > 0 {
+		return fmt.Sprintf(".%s[%d]", t, n)
+	}
+	return "." + t.String()
 }
 
 // RequiredVersion returns the lowest PTX ISA version that accepts the module's target and
