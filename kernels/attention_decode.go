@@ -395,6 +395,50 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	rest = rest.Div(rowTiles)
 	hkv, b := rest.Rem(a.KVHeads), rest.Div(a.KVHeads)
 
+	// One warp's MMA for both products.
+	mma := dsl.MakeTiledMMA(gemmAtom(cfg.In), layout.Must(layout.New(layout.Ints(1, 1, 1), layout.Ints(1, 1, 0))), nil)
+	thr := mma.Slice(lane)
+	tQ := thr.PartitionFragmentA(k.IdentityTensor(BM, D)) // (4, MM, D/16)
+	MM := BM / 16
+	NS, NO := KW/8, D/8
+	nr := 2 * MM                                                            // rows a thread holds: (mm, half)
+	sIdx := func(r, n, c int) int { return c + 2*(r%2) + 4*(r/2) + 4*MM*n } // S and O register of row r, n-tile n, column c
+
+	// The thread's rows: local row, validity, token and Q offset.
+	cO := thr.PartitionC(k.IdentityTensor(BM, D))
+	local := make([]dsl.Value, nr)
+	valid := make([]dsl.Value, nr)
+	token := make([]dsl.Value, nr)
+	qOff := make([]dsl.Value, nr)
+	rowsI := rows.To(dsl.I32)
+	for r := range nr {
+		local[r] = cO.Coord(sIdx(r, 0, 0))[0]
+		row := rt.To(dsl.I32).Mul(int32(BM)).Add(local[r])
+		valid[r] = row.Lt(rowsI)
+		rc := row.Min(rowsI.Sub(int32(1))).To(dsl.U32)
+		qi, hg := rc.Div(group), rc.Rem(group)
+		token[r] = qi.To(dsl.I32)
+		qOff[r] = b.Mul(a.QLen).Add(qi).Mul(a.Heads).Add(hkv.Mul(group)).Add(hg).Mul(uint32(D))
+	}
+	// Q straight into the A registers, before the context's load so that their latency
+	// hides behind it and the block table's: register j of atom (mm, kb) holds row half
+	// j%2, two adjacent columns.
+	cQ := thr.PartitionA(k.IdentityTensor(BM, D))
+	pair := dsl.BF16x2
+	if cfg.In == dsl.F16 {
+		pair = dsl.F16x2
+	}
+	for kb := range D / 16 {
+		for mm := range MM {
+			for j := range 4 {
+				r := 2*mm + j%2
+				col := cQ.Coord(2*j + 8*(mm+MM*kb))[1]
+				w := k.Load(a.Q.At(qOff[r].Add(col.To(dsl.U32))).As(dsl.U32))
+				tQ.Set(j+4*(mm+MM*kb), k.Select(valid[r], w, uint32(0)).Bitcast(pair))
+			}
+		}
+	}
+
 	// The context, clamped to the block table's capacity; this split's key tiles.
 	seqLen := k.Load(a.SeqLens.At(b)).Max(int32(0)).Min(a.MaxPages.Mul(uint32(PS)).To(dsl.I32))
 	ns := a.NumSplits.To(dsl.I32)
@@ -403,7 +447,11 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	t0 := split.To(dsl.I32).Mul(per)
 	nKV := nT.Min(t0.Add(per)).Sub(t0).Max(int32(0))
 	qLen := a.QLen.To(dsl.I32)
-	diag := seqLen.Sub(qLen) // query i sees keys j <= diag + i
+	diag := seqLen.Sub(qLen)       // query i sees keys j <= diag + i
+	limit := make([]dsl.Value, nr) // the last key each of the thread's rows sees
+	for r := range nr {
+		limit[r] = diag.Add(token[r])
+	}
 
 	// Shared memory: Stages tiles of K, then of V, rows swizzled for ldmatrix.
 	smem := k.DynamicShared(cfg.In, 128)
@@ -472,60 +520,18 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	})
 	pipe.Start()
 
-	// One warp's MMA for both products; warp w's keys of a tile.
-	mma := dsl.MakeTiledMMA(gemmAtom(cfg.In), layout.Must(layout.New(layout.Ints(1, 1, 1), layout.Ints(1, 1, 0))), nil)
-	thr := mma.Slice(lane)
+	// Warp w's keys of a tile.
 	wOff := k.Assume(warp.Mul(uint32(KW*D)).To(dsl.I32), KW*D)
 	sKw := k.MakeSwizzledTensor(smem, sw, rowMajor(KW)).ShiftBase(wOff)
 	sVtw := k.MakeSwizzledTensor(smem.At(vOff), sw, layout.Must(layout.New(layout.Ints(D, KW), layout.Ints(1, D)))).ShiftBase(wOff)
-	tQ := thr.PartitionFragmentA(k.IdentityTensor(BM, D)) // (4, MM, D/16)
-	tK := thr.PartitionFragmentB(sKw)                     // (2, KW/8, D/16)
-	tV := thr.PartitionFragmentB(sVtw)                    // (2, D/8, KW/16)
+	tK := thr.PartitionFragmentB(sKw)  // (2, KW/8, D/16)
+	tV := thr.PartitionFragmentB(sVtw) // (2, D/8, KW/16)
 	tS := thr.PartitionFragmentC(k.IdentityTensor(BM, KW))
 	tP := thr.PartitionFragmentA(k.IdentityTensor(BM, KW))
 	tO := thr.PartitionFragmentC(k.IdentityTensor(BM, D))
 	ldK := dsl.MakeTiledCopyB(dsl.LdMatrixX4, mma).Slice(lane)
 	ldV := dsl.MakeTiledCopyB(dsl.LdMatrixX4, mma).Slice(lane)
 	tsK, tsV := ldK.PartitionS(sKw), ldV.PartitionS(sVtw)
-
-	MM := BM / 16
-	NS, NO := KW/8, D/8
-	nr := 2 * MM                                                            // rows a thread holds: (mm, half)
-	sIdx := func(r, n, c int) int { return c + 2*(r%2) + 4*(r/2) + 4*MM*n } // S and O register of row r, n-tile n, column c
-
-	// The thread's rows: local row, validity, token, causal limit and Q offset.
-	cO := thr.PartitionC(k.IdentityTensor(BM, D))
-	local := make([]dsl.Value, nr)
-	valid := make([]dsl.Value, nr)
-	limit := make([]dsl.Value, nr)
-	qOff := make([]dsl.Value, nr)
-	rowsI := rows.To(dsl.I32)
-	for r := range nr {
-		local[r] = cO.Coord(sIdx(r, 0, 0))[0]
-		row := rt.To(dsl.I32).Mul(int32(BM)).Add(local[r])
-		valid[r] = row.Lt(rowsI)
-		rc := row.Min(rowsI.Sub(int32(1))).To(dsl.U32)
-		qi, hg := rc.Div(group), rc.Rem(group)
-		limit[r] = diag.Add(qi.To(dsl.I32))
-		qOff[r] = b.Mul(a.QLen).Add(qi).Mul(a.Heads).Add(hkv.Mul(group)).Add(hg).Mul(uint32(D))
-	}
-	// Q straight into the A registers: register j of atom (mm, kb) holds row half j%2,
-	// two adjacent columns.
-	cQ := thr.PartitionA(k.IdentityTensor(BM, D))
-	pair := dsl.BF16x2
-	if cfg.In == dsl.F16 {
-		pair = dsl.F16x2
-	}
-	for kb := range D / 16 {
-		for mm := range MM {
-			for j := range 4 {
-				r := 2*mm + j%2
-				col := cQ.Coord(2*j + 8*(mm+MM*kb))[1]
-				w := k.Load(a.Q.At(qOff[r].Add(col.To(dsl.U32))).As(dsl.U32))
-				tQ.Set(j+4*(mm+MM*kb), k.Select(valid[r], w, uint32(0)).Bitcast(pair))
-			}
-		}
-	}
 
 	sm := newOnlineSoftmax(k, MM, a.Scale)
 	negInf, scaleLog2, mRow, lRow, quadSum := sm.negInf, sm.scaleLog2, sm.m, sm.l, sm.quadSum
