@@ -73,9 +73,9 @@ func floatOps(t ptx.Type, mode uint8) (func(uint64) float64, func(float64) uint6
 	case ptx.F64:
 		return f64, bf64, true
 	case ptx.F16:
-		return h2f, func(v float64) uint64 { return fmtF16.encode(fmtF16.round(v, mode), false) }, true
+		return h2f, func(v float64) uint64 { return canonF16(fmtF16.encode(fmtF16.round(v, mode), false)) }, true
 	case ptx.BF16:
-		return bh2f, func(v float64) uint64 { return fmtBF16.encode(fmtBF16.round(v, mode), false) }, true
+		return bh2f, func(v float64) uint64 { return canonBF16(fmtBF16.encode(fmtBF16.round(v, mode), false)) }, true
 	}
 	return nil, nil, false
 }
@@ -88,6 +88,35 @@ func canon32(x uint64) uint64 {
 		return 0x7fffffff
 	}
 	return x
+}
+
+// canonF16 and canonBF16 are an f16 or bf16 result as a GPU gives it: every NaN is 0x7fff,
+// no payload and no sign (measured on an H200: HADD2, HMUL2, HFMA2, HMNMX2, MUFU.EX2/TANH
+// on halves, F2FP from f32, the half atomics; docs/facts.md). The emulator gave the host's
+// quiet NaN with the sign, 0x7e00/0xfe00 (f16) or 0x7fc0/0xffc0 (bf16).
+func canonF16(x uint64) uint64 {
+	if x&0x7fff > 0x7c00 {
+		return 0x7fff
+	}
+	return x
+}
+
+func canonBF16(x uint64) uint64 {
+	if x&0x7fff > 0x7f80 {
+		return 0x7fff
+	}
+	return x
+}
+
+// canonHalf is canonF16 or canonBF16 for scalar half type t, nil for another type.
+func canonHalf(t ptx.Type) func(uint64) uint64 {
+	switch t {
+	case ptx.F16:
+		return canonF16
+	case ptx.BF16:
+		return canonBF16
+	}
+	return nil
 }
 
 // ftzBits returns the function that flushes a subnormal of scalar type t (f32 or f16, the
@@ -247,7 +276,10 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 		}
 	case "neg", "abs":
 		// neg and abs flip or clear the sign bit; on f32 ptxas compiles them to an FADD
-		// (FADD R, -R0, -RZ; FADD R, |R0|, -RZ), so a NaN comes out canonical (canon32).
+		// (FADD R, -R0, -RZ; FADD R, |R0|, -RZ), so a NaN comes out canonical (canon32);
+		// on f16 to HADD2 R, -R0, -RZ (|R0|), on bf16 to HFMA2.BF16_V2 R, -RZ, RZ, -R0
+		// (|R0|), a NaN 0x7fff per half (measured on an H200: neg.f16 of 0x7e01, abs.bf16
+		// of 0xffc1 gave 0x7fff; before: the input's bits with the sign changed).
 		sb := uint64(1) << (st.Bits() - 1)
 		keep := ^uint64(0) // the bits of a kept, sb flipped for neg
 		flip := sb
@@ -258,8 +290,12 @@ func floatArith(op string, t ptx.Type, q tokens) (laneFn, error) {
 			flush = func(x uint64) uint64 { return x }
 		}
 		f = func(a, _, _, _ uint64) uint64 { return flush(a)&keep ^ flip }
-		if st == ptx.F32 {
+		switch st {
+		case ptx.F32:
 			f = func(a, _, _, _ uint64) uint64 { return canon32(flush(a)&keep ^ flip) }
+		case ptx.F16, ptx.BF16:
+			canon := canonHalf(st)
+			f = func(a, _, _, _ uint64) uint64 { return canon(flush(a)&keep ^ flip) }
 		}
 	case "sqrt":
 		f = func(a, _, _, _ uint64) uint64 { return nar(math.Sqrt(in(a))) }
@@ -848,7 +884,13 @@ func cvtFn(dt, at ptx.Type, q tokens) (laneFn, error) {
 		}
 		switch at {
 		case ptx.F32:
-			// cvt.rn.f16x2.f32 d, a, b: d.hi = a, d.lo = b
+			// cvt.rn.f16x2.f32 d, a, b: d.hi = a, d.lo = b. ptxas compiles the f16x2 and
+			// bf16x2 forms to F2FP (...F32.PACK_AB), which gives a NaN as 0x7fff (canonF16;
+			// measured on an H200 for .rn and .rz).
+			if c := canonHalf(lt); c != nil && canonF2FP(mode, q) {
+				e0 := enc
+				enc = func(v float64) uint64 { return c(e0(v)) }
+			}
 			return func(a, b, _, _ uint64) uint64 { return enc(float64(f32(a)))<<lw | enc(float64(f32(b))) }, nil
 		case ptx.F16x2, ptx.BF16x2, ptx.E4M3x2, ptx.E5M2x2:
 			st := scalarHalf(at)
@@ -911,13 +953,18 @@ func cvtFn(dt, at ptx.Type, q tokens) (laneFn, error) {
 			if !ok {
 				return nil, fmt.Errorf("cvt %s.%s", dt, at)
 			}
+			if dt == ptx.F16 || dt == ptx.BF16 {
+				// Not floatOps' canonical NaN: cvt.rni.f16.f16 compiles to FRND.F16, not
+				// measured; the NaN stays the host's quiet NaN with its sign.
+				nar = func(v float64) uint64 { return fromFloat(dt, v, rndNear) }
+			}
 			if intRound {
 				return func(a, _, _, _ uint64) uint64 { return nar(post(roundMode(wid(a), mode))) }, nil
 			}
 			return func(a, _, _, _ uint64) uint64 { return nar(post(wid(a))) }, nil
 		}
 		_ = hasRnd
-		return func(a, _, _, _ uint64) uint64 {
+		f := func(a, _, _, _ uint64) uint64 {
 			v := post(wid(a))
 			if satfinite && !math.IsNaN(v) {
 				switch dt {
@@ -929,14 +976,44 @@ func cvtFn(dt, at ptx.Type, q tokens) (laneFn, error) {
 				}
 			}
 			return fromFloat(dt, v, mode)
-		}, nil
+		}
+		// A NaN comes out canonical where the GPU's instruction makes it so (measured on an
+		// H200): cvt.f32.f16 (HADD2.F32) gives 0x7fffffff, cvt.f16.f32 and cvt.bf16.f32
+		// (F2FP) 0x7fff. Others keep the sign and payload, as the host's conversion does:
+		// cvt.f32.bf16 (a shift: 0x7fc1 gives 0x7fc10000), cvt.f64.f32, cvt.f64.f16 (0xfe01
+		// gives 0xfff8040000000000), cvt.f32.f64 (a quiet NaN with the sign), cvt.f16.f64
+		// (0xfff8000000000001 gives 0xfe00).
+		var canon func(uint64) uint64
+		switch {
+		case dt == ptx.F32 && at == ptx.F16:
+			canon = canon32
+		case at == ptx.F32 && canonF2FP(mode, q):
+			canon = canonHalf(dt)
+		}
+		if canon != nil {
+			return func(a, b, c, d uint64) uint64 { return canon(f(a, b, c, d)) }, nil
+		}
+		return f, nil
 	case dt.IsInt() && at.IsFloat():
 		wid := func(x uint64) float64 { return fixIn(toFloat(at, x)) }
 		dsigned := dt.Kind() == ptx.KindSigned
+		// A NaN converts to 0 where ptxas compiles the cvt to F2I with .NTZ (from f16,
+		// bf16 or f32 to at most 32 bits) and to the destination's sign bit alone, signed
+		// or unsigned, where it compiles to F2I without it (from f64, or to 64 bits).
+		// Measured on an H200: cvt.rzi.s32.f32, .u32.f32, .s16.f32, .s32.f16 and
+		// cvt.rni.s32.f32 give 0; cvt.rzi.s64.f64 (rni, rmi too), .u64.f64, .s64.f32,
+		// .u64.f32 and .s64.f16 0x8000000000000000; .s32.f64 and .u32.f64 0x80000000. The
+		// emulator gave 0 for every NaN. .u64.f16 follows .s64.f16 and .u64.f32 (F2I.U64.F16,
+		// not measured itself). Not measured, so left at 0: 8- and 16-bit destinations from
+		// f64 (F2I.S16.F64 and the like, without .NTZ) and bf16 to 64 bits.
+		var nanInt uint64
+		if at == ptx.F64 && dw >= 32 || dw == 64 && (at == ptx.F32 || at == ptx.F16) {
+			nanInt = uint64(1) << (dw - 1)
+		}
 		return func(a, _, _, _ uint64) uint64 {
 			v := roundMode(wid(a), mode)
 			if math.IsNaN(v) {
-				return 0
+				return nanInt
 			}
 			if dsigned {
 				lo, hi := -math.Ldexp(1, dw-1), math.Ldexp(1, dw-1)
@@ -1070,16 +1147,54 @@ func testpFn(kind string, t ptx.Type) (laneFn, error) {
 	}, nil
 }
 
+// canonF2FP reports whether cvt.f16.f32 or cvt.bf16.f32 (or the f16x2/bf16x2 forms) with
+// rounding mode and qualifiers q gives a NaN as 0x7fff: .rn and .rz, which ptxas compiles to
+// F2FP.{F16,BF16}.F32.PACK_AB{.RZ}, measured on an H200. Not measured, so unchanged (the
+// host's quiet NaN with its sign): .rm and .rp (F2F.F16.F32.RM, another instruction) and
+// .relu and .satfinite (F2FP.RELU, F2FP.SATFINITE; the PTX ISA says .relu makes a NaN the
+// canonical NaN).
+func canonF2FP(mode uint8, q tokens) bool {
+	return (mode == rndNear || mode == rndZero) && !q.has("relu") && !q.has("satfinite")
+}
+
 // cvtTF32Fn is cvt.rna{.satfinite}.tf32.f32 as ptxas 13 compiles it for sm_80 and sm_90
 // (nvdisasm; docs/facts.md): a finite value's bits plus 0x1000, half a tf32 ulp of its
 // magnitude (ties away from zero; past the largest finite, infinity), then the low 13 bits
 // cleared, infinities and NaNs included; with .satfinite a result that is then infinite or
-// NaN loses 0x2000 (an infinity becomes the largest finite tf32 of its sign). ptxas
-// compiles the .rn and .rz forms to F2FP.TF32, whose result bits are not documented: the
-// emulator refuses them rather than guess.
+// NaN loses 0x2000 (an infinity becomes the largest finite tf32 of its sign).
+//
+// cvt.rn{.relu}.tf32.f32 and cvt.rz{.relu}.tf32.f32 (sm_90; F2FP.{RELU.}TF32.F32.PACK_B
+// {.RZ}) as an H200 computes them: .rn rounds to nearest, ties to even, at the 13 dropped
+// bits (0x3f801000 gives 0x3f800000, 0x3f803000 0x3f804000, 0x7f7fffff infinity), .rz
+// clears them (0x7f7fffff gives 0x7f7fe000); infinities stay; every NaN is 0x7fffe000;
+// .relu makes a negative value, -0 and -inf 0 (a NaN stays 0x7fffe000). Their .satfinite
+// forms (sm_100) are not emulated: not measured.
 func cvtTF32Fn(at ptx.Type, q tokens) (laneFn, error) {
-	if at != ptx.F32 || !q.has("rna") {
-		return nil, fmt.Errorf("cvt to .tf32 other than cvt.rna.tf32.f32 is not emulated (ptxas compiles .rn and .rz to F2FP.TF32, whose result bits are not documented)")
+	if at != ptx.F32 {
+		return nil, fmt.Errorf("cvt to .tf32 from %s", at)
+	}
+	if q.has("rn") || q.has("rz") {
+		if q.has("satfinite") {
+			return nil, fmt.Errorf("cvt.rn/.rz.satfinite.tf32.f32 is not emulated (not measured)")
+		}
+		rz, relu := q.has("rz"), q.has("relu")
+		return func(a, _, _, _ uint64) uint64 {
+			x := uint32(a)
+			switch {
+			case x&0x7fffffff > 0x7f800000:
+				return 0x7fffe000
+			case relu && x&0x80000000 != 0:
+				return 0
+			case x&0x7fffffff == 0x7f800000:
+				return uint64(x)
+			case !rz:
+				x += 0xfff + x>>13&1 // ties to even; past the largest finite, infinity
+			}
+			return uint64(x &^ 0x1fff)
+		}, nil
+	}
+	if !q.has("rna") {
+		return nil, fmt.Errorf("cvt to .tf32 needs .rna, .rn or .rz")
 	}
 	satf := q.has("satfinite")
 	return func(a, _, _, _ uint64) uint64 {

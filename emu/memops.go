@@ -376,11 +376,9 @@ func atomApply(op uint8, t ptx.Type, old, v, c uint64) uint64 {
 	case ptx.F32:
 		switch op {
 		case aAdd:
-			return bf32(f32(old) + f32(v))
-		case aMin:
-			return bf32(float32(math.Min(float64(f32(old)), float64(f32(v)))))
-		case aMax:
-			return bf32(float32(math.Max(float64(f32(old)), float64(f32(v)))))
+			return canon32(bf32(f32(old) + f32(v)))
+		case aMin, aMax:
+			return atomMinMax(op, old&mask, v&mask, float64(f32(old)), float64(f32(v)), 0x7fffffff)
 		}
 	case ptx.F64:
 		switch op {
@@ -398,11 +396,9 @@ func atomApply(op uint8, t ptx.Type, old, v, c uint64) uint64 {
 		}
 		switch op {
 		case aAdd:
-			return nar(wid(old) + wid(v))
-		case aMin:
-			return nar(math.Min(wid(old), wid(v)))
-		case aMax:
-			return nar(math.Max(wid(old), wid(v)))
+			return canonHalf(t)(nar(wid(old) + wid(v)))
+		case aMin, aMax:
+			return atomMinMax(op, old&mask, v&mask, wid(old), wid(v), 0x7fff)
 		}
 	case ptx.F16x2, ptx.BF16x2:
 		st := scalarHalf(t)
@@ -435,6 +431,29 @@ func atomApply(op uint8, t ptx.Type, old, v, c uint64) uint64 {
 		return max(old&mask, v&mask)
 	}
 	return old
+}
+
+// atomMinMax is atom/red min or max on f32 or a half (bits old and v, values x and y) as
+// min.f32 and max.f32 compute (FMNMX, measured on an H200) and min.f16/max.bf16 (HMNMX2,
+// likewise): a NaN operand gives the other operand, two NaNs the canonical NaN nan; -0 is
+// below +0. (It was the host's math.Min/Max: a NaN operand gave a NaN with its payload.)
+func atomMinMax(op uint8, old, v uint64, x, y float64, nan uint64) uint64 {
+	switch {
+	case math.IsNaN(x) && math.IsNaN(y):
+		return nan
+	case math.IsNaN(x):
+		return v
+	case math.IsNaN(y):
+		return old
+	case x == y:
+		if math.Signbit(x) == (op == aMin) {
+			return old
+		}
+		return v
+	case (x < y) == (op == aMin):
+		return old
+	}
+	return v
 }
 
 // applyRed applies a (vector) reduction to memory.
@@ -643,7 +662,7 @@ func reduceAcross(sp [][]byte, o, es int, op uint8, t ptx.Type, wide bool) uint6
 		for _, b := range sp[1:] {
 			s += float32(wid(getN(b[o:], es)))
 		}
-		return nar(float64(s))
+		return canonHalf(t)(nar(float64(s))) // a NaN 0x7fff as atomApply's (not measured)
 	}
 	for _, b := range sp[1:] {
 		acc = atomApply(op, t, acc, getN(b[o:], es), 0)

@@ -47,11 +47,14 @@ func TestProbe19FTZHalf(t *testing.T) {
 		{w + "mul.ftz.f16x2 %w2, %w0, %w1; cvt.u64.u32 %y0, %w2;", [4]uint64{3<<16 | h16(2), h16(1)<<16 | h16(1)}, h16(2), 0},
 		{w + "neg.ftz.f32 %w2, %w0; cvt.u64.u32 %y0, %w2;", [4]uint64{1}, 0x80000000, 0},
 		{w + "abs.ftz.f32 %w2, %w0; cvt.u64.u32 %y0, %w2;", [4]uint64{0x80000001}, 0, 0},
-		// Without .ftz subnormals stay; with it normal values and NaN are untouched.
+		// Without .ftz subnormals stay; with it normal values are untouched, and a NaN is
+		// 0x7fff as without it (abs.ftz.f16 compiles to HADD2.FTZ R, |R0|, -RZ; abs.f16 of
+		// 0xfe01, HADD2 without .FTZ, gave 0x7fff on an H200; this case expected 0x7e01, the
+		// emulator's bit operation, before).
 		{h + "mul.rn.f16 %h2, %h0, %h1; cvt.u64.u16 %y0, %h2;", [4]uint64{3, h16(1)}, 3, 0},
 		{h + "setp.gt.f16 %p1, %h0, %h1;", [4]uint64{3, 0}, 0, 1},
 		{h + "neg.ftz.f16 %h2, %h0; cvt.u64.u16 %y0, %h2;", [4]uint64{0x0400}, 0x8400, 0},
-		{h + "abs.ftz.f16 %h2, %h0; cvt.u64.u16 %y0, %h2;", [4]uint64{0xfe01}, 0x7e01, 0},
+		{h + "abs.ftz.f16 %h2, %h0; cvt.u64.u16 %y0, %h2;", [4]uint64{0xfe01}, 0x7fff, 0},
 		{w + "neg.f32 %w2, %w0; cvt.u64.u32 %y0, %w2;", [4]uint64{1}, 0x80000001, 0},
 	})
 }
