@@ -801,6 +801,9 @@ func (p *parser) instr(s string) (*Instr, error) {
 		return nil, errorf("%q: no ';' at the end of the instruction", s)
 	}
 	s = strings.TrimSpace(strings.TrimSuffix(s, ";"))
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		return nil, errorf("%q: %d statements on one line; Parse reads one a line, as Print writes them", s+";", strings.Count(s, ";")+1)
+	}
 	in := &Instr{}
 	if strings.HasPrefix(s, "@") {
 		sp := strings.IndexAny(s, " \t")

@@ -30,3 +30,14 @@ func TestParseErrorsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestParseStatementsOnOneLine checks that two instructions on one line (legal PTX, not
+// the subset Parse reads) are refused as such; the error named an undeclared register
+// "%f2; mov.b32 %r4".
+func TestParseStatementsOnOneLine(t *testing.T) {
+	src := ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k()\n{\n\t.reg .f32 %f<4>;\n\t.reg .b32 %r<2>;\n\tadd.f32 %f3, %f1, %f2; mov.b32 %r1, %f3;\n\tret;\n}\n"
+	_, err := ptx.Parse(src)
+	if err == nil || !strings.Contains(err.Error(), "2 statements on one line") || !strings.Contains(err.Error(), "line 9") {
+		t.Fatalf("Parse: %v; want an error naming line 9's 2 statements", err)
+	}
+}
