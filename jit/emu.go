@@ -216,11 +216,16 @@ func (d *emuDevice) rendezvous() (Rendezvous, error) {
 // held, and the returned func gives both back.
 func (d *emuDevice) lock() func() { return d.m.turn(d.gpu) }
 
-// sticky returns the device's fault, if any (m.mu held).
+// sticky returns the device's fault, if any (m.mu held); once a call has returned it, it
+// says so: the fault is an earlier one's, not the present call's.
 func (d *emuDevice) sticky() error {
-	if d.err != nil {
-		d.errSeen = true
+	if d.err == nil {
+		return nil
 	}
+	if d.errSeen {
+		return fmt.Errorf("jit: emulated GPU %d is unusable after an earlier fault, as a GPU context is: %w", d.gpu, d.err)
+	}
+	d.errSeen = true
 	return d.err
 }
 

@@ -305,3 +305,22 @@ func checkSem(t *testing.T, d *Device) {
 func TestSemanticsEmulator(t *testing.T) {
 	checkSem(t, nil)
 }
+
+// TestEmulatorFaultIsSticky checks that a fault leaves the emulated device unusable, as a
+// GPU's context, and that the later calls say the fault was an earlier one's (they
+// repeated its text as if the present call had faulted).
+func TestEmulatorFaultIsSticky(t *testing.T) {
+	d, err := OpenBackend(Emulator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	_, first := runSem(d, semCase{name: "fault", body: "ld.global.b32 %rd, [%da];", in: [][3]uint64{{8}}})
+	if first == nil || !strings.Contains(first.Error(), "invalid address") {
+		t.Fatalf("a load from address 8: %v; want an invalid address", first)
+	}
+	_, err = runSem(d, semCases[0])
+	if err == nil || !strings.Contains(err.Error(), "unusable after an earlier fault") || !strings.Contains(err.Error(), "invalid address") {
+		t.Fatalf("the next call: %v; want the earlier fault, named as such", err)
+	}
+}
