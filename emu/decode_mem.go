@@ -172,6 +172,9 @@ func (d *decoder) decodeAtom(di *dinst, in *ptx.Instr, toks tokens, red bool) er
 		return errUnsupported
 	}
 	di.op = atomOps[opn]
+	if di.op == aAdd && t == ptx.F32 {
+		di.op = aAddFTZ
+	}
 	n := vecOf(toks)
 	di.vec = uint8(n)
 	di.size = uint8(t.Bytes())

@@ -338,6 +338,9 @@ const (
 	aXor
 	aExch
 	aCas
+	// aAddFTZ is atom/red .add.f32: the PTX ISA has it flush subnormal inputs and results
+	// to sign-preserving zero (ATOMG.E.ADD.F32.FTZ in ptxas's SASS); measured on an H200.
+	aAddFTZ
 )
 
 var atomOps = map[string]uint8{"add": aAdd, "min": aMin, "max": aMax, "inc": aInc, "dec": aDec,
@@ -377,6 +380,8 @@ func atomApply(op uint8, t ptx.Type, old, v, c uint64) uint64 {
 		switch op {
 		case aAdd:
 			return canon32(bf32(f32(old) + f32(v)))
+		case aAddFTZ:
+			return canon32(bf32(ftz32(ftz32(f32(old)) + ftz32(f32(v)))))
 		case aMin, aMax:
 			return atomMinMax(op, old&mask, v&mask, float64(f32(old)), float64(f32(v)), 0x7fffffff)
 		}

@@ -90,6 +90,13 @@ var semCases = []semCase{
 	{name: "atom.add.f32", body: "st.global.b32 [%po], %ra; atom.global.add.f32 %f3, [%po], %f2; ld.global.b32 %rd, [%po];",
 		in:   [][3]uint64{{f32Inf, f32NegInf}, {f32QNaN1, f32One}},
 		want: []uint64{0x7fffffff, 0x7fffffff}},
+	// The PTX ISA: atom.add.f32 flushes subnormal inputs and results to sign-preserving zero.
+	{name: "atom.add.f32.subnormal", body: "st.global.b32 [%po], %ra; atom.global.add.f32 %f3, [%po], %f2; ld.global.b32 %rd, [%po];",
+		in:   [][3]uint64{{0x00000001, 0}, {0x00800000, 0x80000001}, {0x00800001, 0x80800000}, {0x80000001, 0x80000000}},
+		want: []uint64{0, 0x00800000, 0, 0x80000000}},
+	{name: "red.add.f32.subnormal", body: "st.global.b32 [%po], %ra; red.global.add.f32 [%po], %f2; ld.global.b32 %rd, [%po];",
+		in:   [][3]uint64{{0x00000001, 0}, {0x00800001, 0x80800000}},
+		want: []uint64{0, 0}},
 	{name: "atom.add.f64", wide: true, body: "st.global.b64 [%po], %da; atom.global.add.f64 %fd3, [%po], %fd2; ld.global.b64 %dd, [%po];",
 		in:   [][3]uint64{{f64Inf, f64NegInf}},
 		want: []uint64{0xfff8000000000000}},
