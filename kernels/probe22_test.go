@@ -1,0 +1,54 @@
+package kernels
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kgen-dev/kgen/dsl"
+	"github.com/kgen-dev/kgen/internal/tooltest"
+	"github.com/kgen-dev/kgen/ptx"
+)
+
+// TestProbe22GroupedShiftDivision: GemmSM90GroupedConfig embeds GemmSM90Config's
+// ShiftDivision, Check took it, and GemmSM90Grouped ignored it: the kernel kept its div and
+// rem by constants and its Name was the option-less one's (ops' plan and function caches,
+// keyed by the name, took one for the other). Now the grouped kernel honours it and names it
+// "_sdiv", as gemm_sm90 does (ptxas assembles it). Probe 22.
+func TestProbe22GroupedShiftDivision(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	divPow2 := regexp.MustCompile(`(div|rem)\.u32 [^,]+, [^,]+, (2|4|8|16|32|64|128|256);`)
+	for _, masked := range []bool{false, true} {
+		var names [2]string
+		var divs [2]int
+		for i, on := range []bool{false, true} {
+			cfg := DefaultGemmSM90GroupedConfig(dsl.BF16)
+			cfg.Masked = masked
+			cfg.ShiftDivision = on
+			k := dsl.New("k", dsl.WithTarget(ptx.SM90a))
+			GemmSM90Grouped(k, cfg)
+			m, err := k.Build()
+			if err != nil {
+				t.Fatalf("masked %v, ShiftDivision %v: %v", masked, on, err)
+			}
+			names[i] = cfg.Name()
+			divs[i] = len(divPow2.FindAllString(m.String(), -1))
+			f := filepath.Join(t.TempDir(), "g.ptx")
+			if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(ptxas, "-arch=sm_90a", f, "-o", f+".cubin").CombinedOutput(); err != nil {
+				t.Errorf("%s: ptxas: %v: %s", cfg.Name(), err, out)
+			}
+		}
+		if names[0] == names[1] || !strings.Contains(names[1], "_sdiv") {
+			t.Errorf("masked %v: names %q and %q: want ShiftDivision's own \"_sdiv\"", masked, names[0], names[1])
+		}
+		if divs[0] == 0 || divs[1] != 0 {
+			t.Errorf("masked %v: %d divisions by powers of two without ShiftDivision, %d with: want some, then none", masked, divs[0], divs[1])
+		}
+	}
+}
