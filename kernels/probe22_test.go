@@ -36,13 +36,7 @@ func TestProbe22GroupedShiftDivision(t *testing.T) {
 			}
 			names[i] = cfg.Name()
 			divs[i] = len(divPow2.FindAllString(m.String(), -1))
-			f := filepath.Join(t.TempDir(), "g.ptx")
-			if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.Command(ptxas, "-arch=sm_90a", f, "-o", f+".cubin").CombinedOutput(); err != nil {
-				t.Errorf("%s: ptxas: %v: %s", cfg.Name(), err, out)
-			}
+			probe22Ptxas(t, ptxas, cfg.Name(), m)
 		}
 		if names[0] == names[1] || !strings.Contains(names[1], "_sdiv") {
 			t.Errorf("masked %v: names %q and %q: want ShiftDivision's own \"_sdiv\"", masked, names[0], names[1])
@@ -50,5 +44,49 @@ func TestProbe22GroupedShiftDivision(t *testing.T) {
 		if divs[0] == 0 || divs[1] != 0 {
 			t.Errorf("masked %v: %d divisions by powers of two without ShiftDivision, %d with: want some, then none", masked, divs[0], divs[1])
 		}
+	}
+}
+
+// TestProbe22FusedShiftDivision: the sm_90a fused kernels (ag_gemm_sm90, gemm_rs_sm90,
+// gemm_ar_sm90, gemm_ar_mc_sm90) took a GemmSM90Config with ShiftDivision and ignored it:
+// their PTX was the option-less one's while FusedSM90Name named it "_sdiv". Now they honour
+// it (their divisions by constant powers of two become shifts). Probe 22.
+func TestProbe22FusedShiftDivision(t *testing.T) {
+	ptxas := tooltest.Ptxas(t)
+	divPow2 := regexp.MustCompile(`(div|rem)\.u32 [^,]+, [^,]+, (2|4|8|16|32|64|128|256);`)
+	for _, f := range []struct {
+		fam   Family
+		build func(*dsl.Kernel, GemmSM90Config)
+	}{{FamilyAGGemmSM90, AGGemmSM90}, {FamilyGemmRSSM90, GemmRSSM90}, {FamilyGemmARSM90, GemmARSM90}, {FamilyGemmARMCSM90, GemmARMCSM90}} {
+		var divs [2]int
+		name := ""
+		for i, on := range []bool{false, true} {
+			cfg := DefaultGemmSM90Config(dsl.BF16)
+			cfg.ShiftDivision = on
+			name = FusedSM90Name(f.fam, cfg)
+			k := dsl.New("k", dsl.WithTarget(ptx.SM90a))
+			f.build(k, cfg)
+			m, err := k.Build()
+			if err != nil {
+				t.Fatalf("%s ShiftDivision %v: %v", f.fam, on, err)
+			}
+			divs[i] = len(divPow2.FindAllString(m.String(), -1))
+			probe22Ptxas(t, ptxas, name, m)
+		}
+		if divs[0] == 0 || divs[1] != 0 {
+			t.Errorf("%s: %d divisions by powers of two without ShiftDivision, %d with (named %s): want some, then none", f.fam, divs[0], divs[1], name)
+		}
+	}
+}
+
+// probe22Ptxas assembles m for sm_90a, reporting ptxas's refusal under name.
+func probe22Ptxas(t *testing.T, ptxas, name string, m *ptx.Module) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "k.ptx")
+	if err := os.WriteFile(f, []byte(m.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(ptxas, "-arch=sm_90a", f, "-o", f+".cubin").CombinedOutput(); err != nil {
+		t.Errorf("%s: ptxas: %v: %s", name, err, out)
 	}
 }
