@@ -90,3 +90,25 @@ func probe22Ptxas(t *testing.T, ptxas, name string, m *ptx.Module) {
 		t.Errorf("%s: ptxas: %v: %s", name, err, out)
 	}
 }
+
+// TestProbe22FusedMinBlocks: ag_gemm_nvshmem took a GemmConfig with MinBlocks and ignored it
+// (no .maxntid/.minnctapersm: ptxas's registers were not capped) while FusedName called it
+// "_b2"; the other mma.sync gemms declare it. Now every one does. Probe 22.
+func TestProbe22FusedMinBlocks(t *testing.T) {
+	for _, f := range []struct {
+		name  string
+		build func(*dsl.Kernel, GemmConfig)
+	}{{"gemm", Gemm}, {"ag_gemm", AGGemm}, {"gemm_rs", GemmRS}, {"gemm_ar", GemmAR}, {"gemm_ar_mc", GemmARMC}, {"ag_gemm_nvshmem", AGGemmNVSHMEM}} {
+		cfg := DefaultFusedConfig(dsl.BF16)
+		cfg.MinBlocks = 2
+		k := dsl.New("k", dsl.WithTarget(ptx.SM90))
+		f.build(k, cfg)
+		m, err := k.Build()
+		if err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		if s := m.String(); !strings.Contains(s, ".minnctapersm 2") || !strings.Contains(s, ".maxntid 128") {
+			t.Errorf("%s with MinBlocks 2 (named %s): no .maxntid 128 and .minnctapersm 2 in its PTX", f.name, FusedName(Family(f.name), cfg))
+		}
+	}
+}
