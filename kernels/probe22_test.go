@@ -112,3 +112,29 @@ func TestProbe22FusedMinBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestProbe22GemmLayoutEnum: GemmConfig.Check took an A or B layout that is neither RowMajor
+// nor ColMajor (MatrixLayout(2), -1, 7), named the kernel "gemm_..._Mr_..." and Gemm failed
+// deep inside with "MakeTensorDyn: 2 extents and 0 strides"; now Check, and so the build,
+// names the field and the two layouts. Probe 22.
+func TestProbe22GemmLayoutEnum(t *testing.T) {
+	for _, l := range []MatrixLayout{2, -1, 7} {
+		for _, operand := range []string{"A", "B"} {
+			cfg := DefaultGemmConfig(dsl.BF16)
+			if operand == "A" {
+				cfg.A = l
+			} else {
+				cfg.B = l
+			}
+			want := "gemm: " + operand + " layout " + l.String() + ": want RowMajor or ColMajor"
+			if err := cfg.Check(); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s %v: Check = %v; want %q", operand, l, err, want)
+			}
+			k := dsl.New("k", dsl.WithTarget(ptx.SM90))
+			Gemm(k, cfg)
+			if _, err := k.Build(); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s %v: Build = %v; want %q", operand, l, err, want)
+			}
+		}
+	}
+}
