@@ -394,6 +394,7 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	rt := rest.Rem(rowTiles)
 	rest = rest.Div(rowTiles)
 	hkv, b := rest.Rem(a.KVHeads), rest.Div(a.KVHeads)
+	k.If(b.Ge(a.Batch), k.Return) // a block past Grid's (a larger grid): no work
 
 	// The context, clamped to the block table's capacity; this split's key tiles.
 	seqLen := k.Load(a.SeqLens.At(b)).Max(int32(0)).Min(a.MaxPages.Mul(uint32(PS)).To(dsl.I32))
