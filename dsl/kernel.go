@@ -229,6 +229,7 @@ func (k *Kernel) Build() (*ptx.Module, error) {
 	if n := len(k.fn.Body); n == 0 || k.fn.Body[n-1].Op != "ret" {
 		k.fn.Body = append(k.fn.Body, &ptx.Instr{Op: "ret"})
 	}
+	k.checkBarrierBounds(k.fn)
 	mod := k.mod
 	// Later (wrong) builder calls go to a scratch module, never into the one returned.
 	k.fn = &ptx.Func{Name: k.name, Entry: true, Visible: true}

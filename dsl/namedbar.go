@@ -55,7 +55,8 @@ func (k *Kernel) barIDs() *namedBars {
 // NamedBarrierFor returns the named barrier name for threads threads (a multiple of 32, at
 // most 1024), giving it the lowest free id of 1..15 at its first use: the same name returns
 // the same barrier. A name reused with another thread count, a sixteenth name, or an id that
-// NamedBarrier also uses directly are build errors naming both uses.
+// NamedBarrier also uses directly are build errors naming both uses; so is a count above the
+// kernel's LaunchBounds.
 func (k *Kernel) NamedBarrierFor(name string, threads int) NamedBar {
 	if !k.live() {
 		return NamedBar{}
@@ -135,4 +136,23 @@ func (b NamedBar) ok(what string) bool {
 		return false
 	}
 	return true
+}
+
+// checkBarrierBounds records an error for each named barrier of fn expecting more threads
+// than its LaunchBounds (.maxntid) let a block have: it could never complete.
+func (k *Kernel) checkBarrierBounds(fn *ptx.Func) {
+	most := fn.MaxNTID[0] * max(fn.MaxNTID[1], 1) * max(fn.MaxNTID[2], 1)
+	if most <= 0 {
+		return
+	}
+	for _, in := range fn.Body {
+		if in.Op != "barrier.sync" && in.Op != "barrier.arrive" || len(in.Args) != 2 {
+			continue
+		}
+		id, ok1 := in.Args[0].(ptx.Imm)
+		n, ok2 := in.Args[1].(ptx.Imm)
+		if ok1 && ok2 && int64(n.Bits) > int64(most) {
+			k.errs = append(k.errs, &Error{Pos: in.Pos, Msg: fmt.Sprintf("%s %d expects %d threads; the kernel's LaunchBounds allow at most %d a block, so it would never complete", in.Op, id.Bits, n.Bits, most)})
+		}
+	}
 }

@@ -281,7 +281,7 @@ func (v Value) Neg2() Value {
 
 // NamedBarrier waits at barrier id (0..15) until threads threads (a multiple of 32, at most
 // 1024) arrive. An id NamedBarrierFor gave a name is a build error: name barriers or number
-// them, not both.
+// them, not both; so is a count above the kernel's LaunchBounds (it would never complete).
 func (k *Kernel) NamedBarrier(id, threads int) {
 	if !k.live() {
 		return

@@ -162,6 +162,7 @@ func Attention(k *dsl.Kernel, cfg AttentionConfig) {
 	tid := k.ThreadIdx(dsl.X)
 
 	mt, bh, h, b, hkv := attentionBlock(k, a, BM, cfg.Causal)
+	k.If(b.Ge(a.Batch), k.Return) // a block past Grid's (a larger grid): no work
 	mIdx := mt.To(dsl.I32)
 
 	// Global views of this (batch, head): seq x D matrices with row strides heads*D and

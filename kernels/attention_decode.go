@@ -394,6 +394,7 @@ func AttentionDecode(k *dsl.Kernel, cfg AttentionDecodeConfig) {
 	rt := rest.Rem(rowTiles)
 	rest = rest.Div(rowTiles)
 	hkv, b := rest.Rem(a.KVHeads), rest.Div(a.KVHeads)
+	k.If(b.Ge(a.Batch), k.Return) // a block past Grid's (a larger grid): no work
 
 	// One warp's MMA for both products.
 	mma := dsl.MakeTiledMMA(gemmAtom(cfg.In), layout.Must(layout.New(layout.Ints(1, 1, 1), layout.Ints(1, 1, 0))), nil)

@@ -417,6 +417,10 @@ func AttentionSM90(k *dsl.Kernel, cfg AttentionSM90Config) {
 		sch = dsl.Params[AttentionSchedArgs](k, cfg.In)
 	}
 	D, BM, BN, C := cfg.HeadDim, cfg.BM(), cfg.BN, cfg.Consumers
+	if !cfg.Persistent { // a block past Grid's (a larger grid) has no tile
+		tiles := a.SeqQ.Add(uint32(BM - 1)).Div(uint32(BM)).Mul(a.Heads).Mul(a.Batch)
+		k.If(k.BlockIdx(dsl.X).Ge(tiles), k.Return)
+	}
 
 	// Shared tiles: Q (BM x D) and K (BN x D) K-major, V (D x BN) MN-major over V's
 	// row-major storage (the N x K operand B of P V), in blocks of 64 columns of D that

@@ -49,7 +49,7 @@ func TiledCopyElems(dt dsl.Type) int { return copyThreads * copyIters * 16 / max
 // TiledCopy copies n elements of src to dst. Each block moves one tile of
 // TiledCopyElems(dt) elements: thread t owns copyIters vectors of 16 bytes, the vectors of
 // consecutive threads adjacent (a thread-value layout of 256 threads x 16/size(dt) values).
-// Launch ceil(n / TiledCopyElems(dt)) blocks of 256 threads.
+// Launch ceil(n / TiledCopyElems(dt)) blocks of 256 threads (blocks past the end do nothing).
 func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[CopyArgs](k, dt)
 	src, dst, n := a.Src, a.Dst, a.N
@@ -60,9 +60,10 @@ func TiledCopy(k *dsl.Kernel, dt dsl.Type) {
 
 	// The block's tile starts at a 64-bit offset (bid*tile may pass 2^31 elements, where
 	// 32-bit signed tile offsets turn negative); within it the offsets are small, and the
-	// tile's extent, min(n - bid*tile, tile), predicates the last one.
-	first := bid.Mul(uint32(tile))
-	left := n.Sub(first).Min(uint32(tile))
+	// tile's extent, min(max(n, bid*tile) - bid*tile, tile), predicates the last one and
+	// empties those of blocks past the end (a larger grid than ceil(n/tile)).
+	first := bid.MulWide(uint32(tile))
+	left := n.To(dsl.U64).Max(first).Sub(first).Min(uint64(tile)).To(dsl.U32)
 	gS := k.MakeTensorDyn(src.At(bid.MulWide(uint32(tile))), []any{left}, []any{1}).LocalTile([]int{tile}, 0)
 	gD := k.MakeTensorDyn(dst.At(bid.MulWide(uint32(tile))), []any{left}, []any{1}).LocalTile([]int{tile}, 0)
 	tS := gS.LocalPartition(thr, tid, vals)
@@ -97,7 +98,8 @@ func TransposeCheckShape(m, n int) error {
 // elements, and so a column's, on distinct banks) into registers and writing them with one
 // vector store to a row of out's tile. Otherwise the threads are 8 rows of 32 moving
 // elements one at a time (a warp per row, coalesced). Partial tiles at the edges are
-// predicated. Launch a grid of (ceil(n/32), ceil(m/32)) blocks of (256) threads.
+// predicated. Launch a grid of (ceil(n/32), ceil(m/32)) blocks of (256) threads (blocks past
+// the edges do nothing).
 func Transpose(k *dsl.Kernel, dt dsl.Type) {
 	a := dsl.Params[TransposeArgs](k, dt)
 	in, out, m, n := a.In, a.Out, a.M, a.N
@@ -116,7 +118,8 @@ func Transpose(k *dsl.Kernel, dt dsl.Type) {
 	// columns left of the matrix (at most 32), predicate the edges.
 	tile := []int{transTile, transTile}
 	r0, c0 := k.Assume(by.Mul(uint32(transTile)), transTile), k.Assume(bx.Mul(uint32(transTile)), transTile)
-	rowsIn, colsIn := m.Sub(r0).Min(uint32(transTile)), n.Sub(c0).Min(uint32(transTile))
+	// Blocks past the edges (a larger grid than documented) have empty tiles.
+	rowsIn, colsIn := m.Max(r0).Sub(r0).Min(uint32(transTile)), n.Max(c0).Sub(c0).Min(uint32(transTile))
 	tiles := func(ld, ldT dsl.Value) (gIn, gOut dsl.Tensor) {
 		gIn = k.MakeTensorDyn(in.At(r0.MulWide(ld)).At(c0), []any{rowsIn, colsIn}, []any{ld, 1}).LocalTile(tile, 0, 0)
 		gOut = k.MakeTensorDyn(out.At(c0.MulWide(ldT)).At(r0), []any{colsIn, rowsIn}, []any{ldT, 1}).LocalTile(tile, 0, 0)

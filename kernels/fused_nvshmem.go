@@ -43,6 +43,9 @@ func AGGemmNVSHMEM(k *dsl.Kernel, cfg GemmConfig) {
 		k.Errorf("ag_gemm_nvshmem: %v", err)
 		return
 	}
+	if cfg.MinBlocks > 0 {
+		k.LaunchBounds(cfg.Threads(), cfg.MinBlocks)
+	}
 	a := dsl.Params[AGGemmNVSHMEMArgs](k, cfg.In)
 	o := dsl.Params[FusedOut](k, cfg.Out)
 	if cfg.Aligned {

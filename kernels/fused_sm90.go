@@ -155,7 +155,8 @@ func init() {
 	})
 }
 
-// fusedSM90Begin checks cfg and the target and sets the launch bounds, as GemmSM90 does.
+// fusedSM90Begin checks cfg and the target and sets ShiftDivision and the launch bounds, as
+// GemmSM90 does.
 func fusedSM90Begin(k *dsl.Kernel, cfg GemmSM90Config, what string) bool {
 	if err := cfg.Check(); err != nil {
 		k.Errorf("%s: %v", what, err)
@@ -168,6 +169,9 @@ func fusedSM90Begin(k *dsl.Kernel, cfg GemmSM90Config, what string) bool {
 	if k.Target() != ptx.SM90a {
 		k.Errorf("%s: wgmma and setmaxnreg need sm_90a; the kernel targets %s", what, k.Target())
 		return false
+	}
+	if cfg.ShiftDivision {
+		k.SetShiftDivision(true)
 	}
 	k.LaunchBounds(cfg.Threads(), 1)
 	return true

@@ -110,6 +110,10 @@ func (c GemmConfig) Check() error {
 		return fmt.Errorf("gemm: input type %s (want f16 or bf16)", typeName(c.In))
 	case c.Out != dsl.F16 && c.Out != dsl.BF16 && c.Out != dsl.F32:
 		return fmt.Errorf("gemm: output type %s (want f16, bf16 or f32)", typeName(c.Out))
+	case c.A != RowMajor && c.A != ColMajor:
+		return fmt.Errorf("gemm: A layout %s: want RowMajor or ColMajor", c.A)
+	case c.B != RowMajor && c.B != ColMajor:
+		return fmt.Errorf("gemm: B layout %s: want RowMajor or ColMajor", c.B)
 	case !pow2(c.BM) || !pow2(c.BN) || !pow2(c.BK) || c.BK < 16 || c.BK > 64 || c.DoubleBuffer && c.BK < 32:
 		return fmt.Errorf("gemm: tile %dx%dx%d: want powers of two, BK in 16..64 (32..64 double-buffered)", c.BM, c.BN, c.BK)
 	case c.WarpsM <= 0 || c.WarpsN <= 0 || c.WarpsM > 32 || c.WarpsN > 32 || c.WarpsM*c.WarpsN > 32:

@@ -63,8 +63,8 @@ func DefaultGemmSM90GroupedConfig(dt dsl.Type) GemmSM90GroupedConfig {
 }
 
 // Name is the kernel's entry name: gemm_sm90_grouped_<in>_<out>_<BM>x<BN>x<BK>_<stages>s,
-// then _tmastore with TMAStore, _band<b> with BandM b, _scales with Scales and _masked with
-// Masked.
+// then _tmastore with TMAStore, _band<b> with BandM b, _scales with Scales, _masked with
+// Masked and _sdiv with ShiftDivision.
 func (c GemmSM90GroupedConfig) Name() string {
 	n := fmt.Sprintf("gemm_sm90_grouped_%s_%s_%dx%dx%d_%ds", c.In, c.Out, c.BM(), c.BN, c.BK(), c.Stages)
 	if c.TMAStore {
@@ -78,6 +78,9 @@ func (c GemmSM90GroupedConfig) Name() string {
 	}
 	if c.Masked {
 		n += "_masked"
+	}
+	if c.ShiftDivision {
+		n += "_sdiv"
 	}
 	return n
 }
@@ -294,6 +297,9 @@ func GemmSM90Grouped(k *dsl.Kernel, cfg GemmSM90GroupedConfig) {
 	if k.Target() != ptx.SM90a {
 		k.Errorf("gemm_sm90_grouped: wgmma and setmaxnreg need sm_90a; the kernel targets %s", k.Target())
 		return
+	}
+	if cfg.ShiftDivision {
+		k.SetShiftDivision(true)
 	}
 	k.LaunchBounds(cfg.Threads(), 1)
 	ga := dsl.Params[GemmSM90GroupedArgs](k, cfg.In)
