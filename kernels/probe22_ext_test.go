@@ -23,23 +23,7 @@ func TestProbe22ExtraBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	fn := func(name string, f func(*dsl.Kernel)) *jit.Function {
-		k := dsl.New(name, dsl.WithTarget(ptx.SM90))
-		f(k)
-		m, err := k.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mod, err := d.Load(jit.Source{Module: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f2, err := mod.Function(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f2
-	}
+	fn := func(name string, f func(*dsl.Kernel)) *jit.Function { return loadSM90(t, d, name, f) }
 	run := func(what string, f *jit.Function, lc jit.LaunchConfig, args ...any) {
 		t.Helper()
 		err := f.Launch(lc, args...)
@@ -124,23 +108,7 @@ func TestProbe22ExtraBlocksAttention(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		load := func(name string, f func(*dsl.Kernel)) *jit.Function {
-			k := dsl.New(name, dsl.WithTarget(ptx.SM90))
-			f(k)
-			m, err := k.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			mod, err := d.Load(jit.Source{Module: m})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fn, err := mod.Function(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return fn
-		}
+		load := func(name string, f func(*dsl.Kernel)) *jit.Function { return loadSM90(t, d, name, f) }
 		u16 := func(n int, seed uint16) *jit.Buffer[uint16] {
 			b, err := jit.Alloc[uint16](d, n)
 			if err != nil {
@@ -235,3 +203,23 @@ func TestProbe22ExtraBlocksAttention(t *testing.T) {
 
 // probe22Want holds the exact grid's outputs for TestProbe22ExtraBlocksAttention.
 var probe22Want [2][]uint16
+
+// loadSM90 builds kernel name (written by f) for sm_90 and loads it on d.
+func loadSM90(t *testing.T, d *jit.Device, name string, f func(*dsl.Kernel)) *jit.Function {
+	t.Helper()
+	k := dsl.New(name, dsl.WithTarget(ptx.SM90))
+	f(k)
+	m, err := k.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := d.Load(jit.Source{Module: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := mod.Function(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fn
+}
